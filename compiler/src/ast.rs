@@ -1,0 +1,177 @@
+//! Abstract syntax tree of a DML script, as written (before blocks and HOP DAGs).
+//!
+//! Every node carries a [`Span`] so that checks and execution errors can point at the script.
+//! The tree keeps the user's surface forms (e.g. `<-` vs `=` are not distinguished, but named
+//! arguments, `$name` arguments and `ifdef` are); desugaring happens when blocks are built.
+
+use crate::span::Span;
+use serde::{Deserialize, Serialize};
+
+/// A whole script: top-level statements and function definitions, in source order.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Script {
+    pub statements: Vec<Stmt>,
+    pub functions: Vec<FunctionDef>,
+}
+
+/// Declared value types of function parameters and results (`matrix[double]`, `double`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ValueType {
+    /// `matrix[double]` (also `matrix[int]`/`matrix[boolean]`, stored as f64).
+    Matrix,
+    /// `double` / `Double`.
+    Double,
+    /// `integer` / `int` / `Integer`.
+    Int,
+    /// `boolean` / `Boolean`.
+    Bool,
+    /// `string` / `String`.
+    String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Param {
+    pub name: String,
+    pub ty: ValueType,
+    pub default: Option<Expr>,
+    pub span: Span,
+}
+
+/// `name = function(params) return (results) { body }`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FunctionDef {
+    pub name: String,
+    pub params: Vec<Param>,
+    /// Named results; their defaults are always `None`.
+    pub results: Vec<Param>,
+    pub body: Vec<Stmt>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Stmt {
+    pub kind: StmtKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum StmtKind {
+    /// `x = e`, `x <- e`.
+    Assign { target: Ident, value: Expr },
+    /// `X[rows, cols] = e` (left indexing); either index may be omitted (`X[, j] = e`).
+    IndexAssign { target: Ident, rows: Option<IndexRange>, cols: Option<IndexRange>, value: Expr },
+    /// `[A, b] = f(...)`; `call` is always an [`ExprKind::Call`].
+    MultiAssign { targets: Vec<Ident>, call: Expr },
+    /// An expression evaluated for its effect: `print(...)`, `stop(...)`, `write(...)`, `f(x)`.
+    Expr(Expr),
+    If { cond: Expr, then_body: Vec<Stmt>, else_body: Vec<Stmt> },
+    /// `for (var in from:to)`, `for (var in seq(from, to, step))`, `parfor (...)`.
+    For { var: Ident, from: Expr, to: Expr, step: Option<Expr>, body: Vec<Stmt>, parallel: bool },
+    While { cond: Expr, body: Vec<Stmt> },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+/// One dimension of an index expression: `i` (a single row/column) or `a:b` (inclusive range).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IndexRange {
+    pub lower: Expr,
+    /// `None` for a single index `i` (meaning `i:i`).
+    pub upper: Option<Expr>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ExprKind {
+    /// A literal with a decimal point or exponent (`1.0`, `1e-3`): DML type double.
+    Double(f64),
+    /// A literal without (`7`): DML type integer.
+    Int(i64),
+    Bool(bool),
+    Str(String),
+    Var(String),
+    /// `$name`: a script argument given with `--nvargs name=value`.
+    ScriptArg(String),
+    Unary { op: UnaryOp, operand: Box<Expr> },
+    Binary { op: BinaryOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    /// Built-in or user-defined function call, with positional and named arguments.
+    Call { name: String, args: Vec<Arg> },
+    /// `X[rows, cols]` (right indexing); either index may be omitted (`X[, j]`).
+    Index { target: Box<Expr>, rows: Option<IndexRange>, cols: Option<IndexRange> },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Arg {
+    pub name: Option<Ident>,
+    pub value: Expr,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    /// `-x`
+    Neg,
+    /// `+x`
+    Plus,
+    /// `!x`
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    /// `^`
+    Pow,
+    /// `%%`
+    Mod,
+    /// `%/%`
+    IntDiv,
+    /// `%*%`
+    MatMul,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    /// `&` (element-wise) and `&&` (scalar) mean the same for scalars.
+    And,
+    Or,
+}
+
+impl BinaryOp {
+    /// The operator as written in DML.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::Pow => "^",
+            BinaryOp::Mod => "%%",
+            BinaryOp::IntDiv => "%/%",
+            BinaryOp::MatMul => "%*%",
+            BinaryOp::Lt => "<",
+            BinaryOp::Le => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::Ge => ">=",
+            BinaryOp::Eq => "==",
+            BinaryOp::Ne => "!=",
+            BinaryOp::And => "&",
+            BinaryOp::Or => "|",
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! lafuse compiler: the DML front end, the HOP IR, rewrites and (later) the fusion optimizer.
+//!
+//! Architecture invariant: this crate knows nothing of matrix data, kernels or LLVM. It is pure
+//! and deterministic: the same script or DAG and the same configuration give the same output.
+
+pub mod ast;
+pub mod span;
