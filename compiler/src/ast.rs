@@ -79,9 +79,9 @@ pub struct Ident {
 /// One dimension of an index expression: `i` (a single row/column) or `a:b` (inclusive range).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IndexRange {
-    pub lower: Expr,
+    pub lower: Box<Expr>,
     /// `None` for a single index `i` (meaning `i:i`).
-    pub upper: Option<Expr>,
+    pub upper: Option<Box<Expr>>,
     pub span: Span,
 }
 

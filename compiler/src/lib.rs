@@ -4,4 +4,6 @@
 //! and deterministic: the same script or DAG and the same configuration give the same output.
 
 pub mod ast;
+pub mod error;
 pub mod span;
+pub use error::{CompileError, Fault, Result};

@@ -1,0 +1,1 @@
+//! lafuse: JIT code generator for fused linear-algebra operators (facade crate).
