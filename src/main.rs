@@ -1,1 +1,127 @@
-fn main() {}
+//! The `lafuse` command: run DML scripts, explain their plans, and (later) benchmark fusion.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use lafuse::{Engine, EngineConfig, ExplainFormat, ExplainLevel, ScriptArgs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "lafuse",
+    version,
+    about = "JIT code generator for fused linear-algebra operators",
+    long_about = "lafuse runs scripts written in a subset of Apache SystemDS's DML.\n\
+                  Each basic block is compiled into a HOP DAG with the actual sizes of its inputs \
+                  just before it first runs, then executed with lafuse's kernels."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a DML script.
+    Run {
+        /// The script to run.
+        script: PathBuf,
+        #[command(flatten)]
+        args: ScriptArgsFlag,
+        /// Print compile and execution time and the heaviest instructions after the run.
+        #[arg(long)]
+        stats: bool,
+        /// Write the same statistics as JSON to FILE.
+        #[arg(long, value_name = "FILE")]
+        stats_json: Option<PathBuf>,
+        /// Fusion policy. Only `none` (unfused kernels) is available in this version.
+        #[arg(long, value_enum, default_value_t = FusionArg::None)]
+        fusion: FusionArg,
+    },
+    /// Show the plans a script compiles to. Runs the script (its output is discarded) so that
+    /// every block is shown with the sizes it actually met.
+    Explain {
+        /// The script to explain.
+        script: PathBuf,
+        #[command(flatten)]
+        args: ScriptArgsFlag,
+        /// What to show: `hops` = the HOP DAG of each basic block and predicate.
+        #[arg(long, value_enum, default_value_t = LevelArg::Hops)]
+        level: LevelArg,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+        format: FormatArg,
+    },
+}
+
+#[derive(clap::Args)]
+struct ScriptArgsFlag {
+    /// Script arguments as name=value pairs, read by the script as `$name`
+    /// (like SystemDS's -nvargs: one flag followed by any number of pairs).
+    #[arg(long, num_args = 1.., value_name = "NAME=VALUE")]
+    nvargs: Vec<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FusionArg {
+    None,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LevelArg {
+    Hops,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FormatArg {
+    Text,
+    Json,
+    Dot,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("{message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Run { script, args, stats, stats_json, fusion: FusionArg::None } => {
+            let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
+            let engine = Engine::new(EngineConfig { collect_stats: stats || stats_json.is_some(), ..Default::default() });
+            let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
+            let mut stdout = std::io::stdout().lock();
+            let report = engine.run(&source, &script_args, &mut stdout).map_err(|e| e.render(&source))?;
+            if stats {
+                eprint!("{}", report.stats.to_text());
+            }
+            if let Some(path) = stats_json {
+                let json = serde_json::to_string_pretty(&report.stats).map_err(|e| e.to_string())?;
+                std::fs::write(&path, json)
+                    .map_err(|e| format!("cannot write the statistics to '{}': {e}", path.display()))?;
+            }
+            Ok(())
+        }
+        Command::Explain { script, args, level, format } => {
+            let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
+            let engine = Engine::new(EngineConfig::default());
+            let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
+            let level = match level {
+                LevelArg::Hops => ExplainLevel::Hops,
+            };
+            let format = match format {
+                FormatArg::Text => ExplainFormat::Text,
+                FormatArg::Json => ExplainFormat::Json,
+                FormatArg::Dot => ExplainFormat::Dot,
+            };
+            let text = engine.explain(&source, &script_args, level, format).map_err(|e| e.render(&source))?;
+            print!("{text}");
+            Ok(())
+        }
+    }
+}

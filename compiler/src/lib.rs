@@ -4,6 +4,13 @@
 //! and deterministic: the same script or DAG and the same configuration give the same output.
 
 pub mod ast;
+pub mod builtins;
+pub mod check;
 pub mod error;
+pub mod fusion;
+pub mod hops;
+pub mod lexer;
+pub mod parser;
+pub mod program;
 pub mod span;
 pub use error::{CompileError, Fault, Result};

@@ -2,8 +2,15 @@
 //!
 //! Architecture invariant: this crate knows nothing of planning or code generation.
 
+pub mod datagen;
 pub mod error;
+pub mod exec;
+pub mod format;
+pub mod io;
 pub mod matrix;
+pub mod kernels;
+pub mod ops;
+pub mod value;
 
 pub use error::{Result, RuntimeError};
 pub use matrix::{DenseMatrix, Matrix, SparseMatrix};

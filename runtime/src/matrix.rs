@@ -42,3 +42,623 @@ pub fn prefers_sparse(rows: usize, cols: usize, nnz: usize) -> bool {
     let cells = rows as f64 * cols as f64;
     cols > 1 && cells > 0.0 && (nnz as f64) / cells < SPARSITY_TURN_POINT
 }
+
+use crate::error::{Result, RuntimeError};
+use rayon::prelude::*;
+
+/// Cell count above which kernels split their work over rayon threads.
+pub const PAR_THRESHOLD: usize = 1 << 16;
+
+/// Cells per parallel block. Fixed, so that block boundaries (and therefore the order in which
+/// partial results are merged) do not depend on the number of threads.
+pub const BLOCK_CELLS: usize = 1 << 15;
+
+/// Allocations at least this large ask the kernel for transparent huge pages.
+const HUGE_PAGE_MIN_BYTES: usize = 8 << 20;
+
+/// A zero-filled buffer of `n` values for a kernel's output.
+///
+/// Large buffers come straight from `mmap` (through `calloc`), so their cost is the page faults
+/// on first touch; asking for transparent huge pages (`MADV_HUGEPAGE`, effective where THP is in
+/// `madvise` or `always` mode) takes one fault per 2 MiB instead of per 4 KiB, which roughly
+/// halves the time to fill a fresh output. The advice is best-effort: failure changes nothing.
+pub fn alloc_zeroed(n: usize) -> Vec<f64> {
+    let v = vec![0.0f64; n];
+    #[cfg(target_os = "linux")]
+    if n * 8 >= HUGE_PAGE_MIN_BYTES {
+        const HUGE: usize = 1 << 21;
+        let start = v.as_ptr() as usize;
+        let lo = (start + HUGE - 1) & !(HUGE - 1);
+        let hi = (start + n * 8) & !(HUGE - 1);
+        if hi > lo {
+            // SAFETY: [lo, hi) lies inside the allocation of `v` and is page aligned; the advice
+            // only changes how the kernel backs those pages, not their contents.
+            unsafe {
+                libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    v
+}
+
+/// Number of non-zero cells (NaN counts as non-zero) in a slice; vectorises.
+pub fn count_nnz(values: &[f64]) -> usize {
+    if values.len() >= PAR_THRESHOLD {
+        values
+            .par_chunks(BLOCK_CELLS)
+            .map(count_nnz_seq)
+            .sum::<usize>()
+    } else {
+        count_nnz_seq(values)
+    }
+}
+
+fn count_nnz_seq(values: &[f64]) -> usize {
+    values.iter().map(|&v| (v != 0.0) as usize).sum()
+}
+
+impl DenseMatrix {
+    /// Wraps row-major values, counting the non-zeros.
+    ///
+    /// Fails with a user error when `values.len() != rows * cols`.
+    pub fn new(rows: usize, cols: usize, values: Vec<f64>) -> Result<Self> {
+        let cells = checked_cells(rows, cols)?;
+        if values.len() != cells {
+            return Err(RuntimeError::user(format!(
+                "{} values do not fill a {rows}x{cols} matrix",
+                values.len()
+            )));
+        }
+        let nnz = count_nnz(&values);
+        Ok(DenseMatrix { rows, cols, values, nnz })
+    }
+
+    /// A dense matrix with every cell set to `v`.
+    pub fn filled(rows: usize, cols: usize, v: f64) -> Self {
+        let cells = rows * cols;
+        let nnz = if v != 0.0 { cells } else { 0 };
+        DenseMatrix { rows, cols, values: vec![v; cells], nnz }
+    }
+
+    /// Row `i` as a slice.
+    #[inline]
+    pub fn row(&self, i: usize) -> &[f64] {
+        &self.values[i * self.cols..(i + 1) * self.cols]
+    }
+
+    /// Recounts `nnz` from the values (after writing into `values` directly).
+    pub fn recount_nnz(&mut self) {
+        self.nnz = count_nnz(&self.values);
+    }
+
+    /// Converts to CSR, dropping zeros.
+    pub fn to_sparse(&self) -> SparseMatrix {
+        let (rows, cols) = (self.rows, self.cols);
+        if cols == 0 {
+            return SparseMatrix::empty(rows, cols);
+        }
+        // Rows are converted in parallel blocks and concatenated in order.
+        let rows_per_block = (BLOCK_CELLS / cols).max(1);
+        let convert = |r0: usize, r1: usize| {
+            let mut ptr = Vec::with_capacity(r1 - r0);
+            let mut idx = Vec::new();
+            let mut val = Vec::new();
+            for i in r0..r1 {
+                for (j, &v) in self.row(i).iter().enumerate() {
+                    if v != 0.0 {
+                        idx.push(j as u32);
+                        val.push(v);
+                    }
+                }
+                ptr.push(idx.len());
+            }
+            (ptr, idx, val)
+        };
+        let parts: Vec<_> = if rows * cols >= PAR_THRESHOLD {
+            (0..rows.div_ceil(rows_per_block))
+                .into_par_iter()
+                .map(|b| convert(b * rows_per_block, ((b + 1) * rows_per_block).min(rows)))
+                .collect()
+        } else {
+            vec![convert(0, rows)]
+        };
+        SparseMatrix::concat_row_blocks(rows, cols, parts)
+    }
+}
+
+impl SparseMatrix {
+    /// An all-zero CSR matrix.
+    pub fn empty(rows: usize, cols: usize) -> Self {
+        SparseMatrix {
+            rows,
+            cols,
+            row_ptr: vec![0; rows + 1],
+            col_idx: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+
+    /// Column indices and values of row `i`.
+    #[inline]
+    pub fn row(&self, i: usize) -> (&[u32], &[f64]) {
+        let (s, e) = (self.row_ptr[i], self.row_ptr[i + 1]);
+        (&self.col_idx[s..e], &self.values[s..e])
+    }
+
+    /// Number of stored (non-zero) cells.
+    #[inline]
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Builds one CSR matrix from consecutive row blocks, each given as (row ends relative to the
+    /// block start, column indices, values).
+    pub(crate) fn concat_row_blocks(
+        rows: usize,
+        cols: usize,
+        parts: Vec<(Vec<usize>, Vec<u32>, Vec<f64>)>,
+    ) -> SparseMatrix {
+        if parts.len() == 1 {
+            let (ptr, idx, val) = parts.into_iter().next().unwrap_or_default();
+            let mut row_ptr = Vec::with_capacity(rows + 1);
+            row_ptr.push(0);
+            row_ptr.extend(ptr);
+            return SparseMatrix { rows, cols, row_ptr, col_idx: idx, values: val };
+        }
+        let total: usize = parts.iter().map(|p| p.1.len()).sum();
+        let mut row_ptr = Vec::with_capacity(rows + 1);
+        let mut col_idx = Vec::with_capacity(total);
+        let mut values = Vec::with_capacity(total);
+        row_ptr.push(0);
+        for (ptr, idx, val) in parts {
+            let base = col_idx.len();
+            row_ptr.extend(ptr.into_iter().map(|p| p + base));
+            col_idx.extend_from_slice(&idx);
+            values.extend_from_slice(&val);
+        }
+        SparseMatrix { rows, cols, row_ptr, col_idx, values }
+    }
+
+    /// Converts to dense row-major.
+    pub fn to_dense(&self) -> DenseMatrix {
+        let (rows, cols) = (self.rows, self.cols);
+        let mut values = alloc_zeroed(rows * cols);
+        if cols > 0 {
+            let fill = |i: usize, out: &mut [f64]| {
+                let (idx, val) = self.row(i);
+                for (&j, &v) in idx.iter().zip(val) {
+                    out[j as usize] = v;
+                }
+            };
+            if rows * cols >= PAR_THRESHOLD {
+                values.par_chunks_mut(cols).enumerate().for_each(|(i, out)| fill(i, out));
+            } else {
+                values.chunks_mut(cols).enumerate().for_each(|(i, out)| fill(i, out));
+            }
+        }
+        DenseMatrix { rows, cols, values, nnz: self.values.len() }
+    }
+
+    /// Drops stored zeros (explicit zeros may arise while building a result).
+    pub(crate) fn drop_zeros(mut self) -> SparseMatrix {
+        if !self.values.iter().any(|&v| v == 0.0) {
+            return self;
+        }
+        let mut w = 0;
+        let mut start = 0;
+        for i in 0..self.rows {
+            let end = self.row_ptr[i + 1];
+            for k in start..end {
+                if self.values[k] != 0.0 {
+                    self.values[w] = self.values[k];
+                    self.col_idx[w] = self.col_idx[k];
+                    w += 1;
+                }
+            }
+            start = end;
+            self.row_ptr[i + 1] = w;
+        }
+        self.values.truncate(w);
+        self.col_idx.truncate(w);
+        self
+    }
+}
+
+fn checked_cells(rows: usize, cols: usize) -> Result<usize> {
+    rows.checked_mul(cols).ok_or_else(|| {
+        RuntimeError::Resource(format!("a {rows}x{cols} matrix has too many cells"))
+    })
+}
+
+impl Matrix {
+    /// An all-zero matrix (sparse unless it has a single column).
+    pub fn zeros(rows: usize, cols: usize) -> Matrix {
+        if prefers_sparse(rows, cols, 0) {
+            Matrix::Sparse(SparseMatrix::empty(rows, cols))
+        } else {
+            Matrix::Dense(DenseMatrix::filled(rows, cols, 0.0))
+        }
+    }
+
+    /// A matrix with every cell set to `v` (sparse when `v == 0` and there are several columns).
+    pub fn filled(rows: usize, cols: usize, v: f64) -> Matrix {
+        if v == 0.0 {
+            Matrix::zeros(rows, cols)
+        } else {
+            Matrix::Dense(DenseMatrix::filled(rows, cols, v))
+        }
+    }
+
+    /// A 1x1 matrix holding `v`.
+    pub fn scalar(v: f64) -> Matrix {
+        Matrix::Dense(DenseMatrix { rows: 1, cols: 1, values: vec![v], nnz: (v != 0.0) as usize })
+    }
+
+    /// Builds a matrix from row-major values, choosing the format by sparsity.
+    pub fn from_dense_values(rows: usize, cols: usize, values: Vec<f64>) -> Result<Matrix> {
+        Ok(Matrix::Dense(DenseMatrix::new(rows, cols, values)?).examine_and_convert())
+    }
+
+    /// Builds a matrix from CSR parts. The structure is validated (a user error names the broken
+    /// invariant); stored zeros are dropped. The format is then chosen by sparsity.
+    pub fn from_csr(
+        rows: usize,
+        cols: usize,
+        row_ptr: Vec<usize>,
+        col_idx: Vec<u32>,
+        values: Vec<f64>,
+    ) -> Result<Matrix> {
+        checked_cells(rows, cols)?;
+        let s = SparseMatrix { rows, cols, row_ptr, col_idx, values };
+        validate_csr_structure(&s)?;
+        Ok(Matrix::Sparse(s.drop_zeros()).examine_and_convert())
+    }
+
+    /// Builds a matrix from `(row, col, value)` triples (0-based). Later triples for the same cell
+    /// overwrite earlier ones; zeros are not stored. Indices out of range are a user error.
+    pub fn from_triples(rows: usize, cols: usize, mut triples: Vec<(usize, usize, f64)>) -> Result<Matrix> {
+        checked_cells(rows, cols)?;
+        if let Some(&(i, j, _)) = triples.iter().find(|&&(i, j, _)| i >= rows || j >= cols) {
+            return Err(RuntimeError::user(format!(
+                "cell ({}, {}) is outside a {rows}x{cols} matrix",
+                i + 1,
+                j + 1
+            )));
+        }
+        // A stable sort keeps duplicates in input order, so the last one wins below.
+        triples.sort_by_key(|&(i, j, _)| (i, j));
+        let mut row_ptr = vec![0usize; rows + 1];
+        let mut col_idx = Vec::with_capacity(triples.len());
+        let mut values: Vec<f64> = Vec::with_capacity(triples.len());
+        let mut last: Option<(usize, usize)> = None;
+        for &(i, j, v) in &triples {
+            if last == Some((i, j)) {
+                *values.last_mut().expect("a previous triple exists") = v;
+                continue;
+            }
+            last = Some((i, j));
+            row_ptr[i + 1] += 1;
+            col_idx.push(j as u32);
+            values.push(v);
+        }
+        for i in 0..rows {
+            row_ptr[i + 1] += row_ptr[i];
+        }
+        let s = SparseMatrix { rows, cols, row_ptr, col_idx, values };
+        Ok(Matrix::Sparse(s.drop_zeros()).examine_and_convert())
+    }
+
+    /// Number of rows.
+    #[inline]
+    pub fn rows(&self) -> usize {
+        match self {
+            Matrix::Dense(d) => d.rows,
+            Matrix::Sparse(s) => s.rows,
+        }
+    }
+
+    /// Number of columns.
+    #[inline]
+    pub fn cols(&self) -> usize {
+        match self {
+            Matrix::Dense(d) => d.cols,
+            Matrix::Sparse(s) => s.cols,
+        }
+    }
+
+    /// `(rows, cols)`.
+    #[inline]
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows(), self.cols())
+    }
+
+    /// Number of cells, `rows * cols`.
+    #[inline]
+    pub fn cells(&self) -> usize {
+        self.rows() * self.cols()
+    }
+
+    /// Exact number of non-zero cells.
+    #[inline]
+    pub fn nnz(&self) -> usize {
+        match self {
+            Matrix::Dense(d) => d.nnz,
+            Matrix::Sparse(s) => s.values.len(),
+        }
+    }
+
+    /// Whether the matrix is stored in CSR.
+    #[inline]
+    pub fn is_sparse(&self) -> bool {
+        matches!(self, Matrix::Sparse(_))
+    }
+
+    /// `nnz / cells` (0 for an empty matrix).
+    pub fn sparsity(&self) -> f64 {
+        let cells = self.rows() as f64 * self.cols() as f64;
+        if cells == 0.0 {
+            0.0
+        } else {
+            self.nnz() as f64 / cells
+        }
+    }
+
+    /// Cell `(i, j)` (0-based); panics when out of range, like slice indexing. Sparse lookup is a
+    /// binary search within the row.
+    pub fn get(&self, i: usize, j: usize) -> f64 {
+        assert!(i < self.rows() && j < self.cols(), "cell ({i}, {j}) out of range");
+        match self {
+            Matrix::Dense(d) => d.values[i * d.cols + j],
+            Matrix::Sparse(s) => {
+                let (idx, val) = s.row(i);
+                match idx.binary_search(&(j as u32)) {
+                    Ok(k) => val[k],
+                    Err(_) => 0.0,
+                }
+            }
+        }
+    }
+
+    /// A dense copy (a clone when already dense).
+    pub fn to_dense(&self) -> DenseMatrix {
+        match self {
+            Matrix::Dense(d) => d.clone(),
+            Matrix::Sparse(s) => s.to_dense(),
+        }
+    }
+
+    /// A CSR copy (a clone when already sparse).
+    pub fn to_sparse(&self) -> SparseMatrix {
+        match self {
+            Matrix::Dense(d) => d.to_sparse(),
+            Matrix::Sparse(s) => s.clone(),
+        }
+    }
+
+    /// The dense form, converting only when needed.
+    pub fn into_dense(self) -> DenseMatrix {
+        match self {
+            Matrix::Dense(d) => d,
+            Matrix::Sparse(s) => s.to_dense(),
+        }
+    }
+
+    /// The CSR form, converting only when needed.
+    pub fn into_sparse(self) -> SparseMatrix {
+        match self {
+            Matrix::Dense(d) => d.to_sparse(),
+            Matrix::Sparse(s) => s,
+        }
+    }
+
+    /// The dense form as a borrowed view when already dense, else a converted copy.
+    pub fn dense_cow(&self) -> std::borrow::Cow<'_, DenseMatrix> {
+        match self {
+            Matrix::Dense(d) => std::borrow::Cow::Borrowed(d),
+            Matrix::Sparse(s) => std::borrow::Cow::Owned(s.to_dense()),
+        }
+    }
+
+    /// Row-major values of all cells.
+    pub fn into_dense_values(self) -> Vec<f64> {
+        self.into_dense().values
+    }
+
+    /// Chooses the storage format by the actual sparsity (`prefers_sparse`), converting if needed.
+    /// `nnz` must already be exact.
+    pub fn examine_and_convert(self) -> Matrix {
+        let (rows, cols, nnz) = (self.rows(), self.cols(), self.nnz());
+        let sparse = prefers_sparse(rows, cols, nnz);
+        match self {
+            Matrix::Dense(d) if sparse => Matrix::Sparse(d.to_sparse()),
+            Matrix::Sparse(s) if !sparse => Matrix::Dense(s.to_dense()),
+            m => m,
+        }
+    }
+
+    /// The single value of a 1x1 matrix; a user error naming the shape otherwise.
+    pub fn as_scalar(&self) -> Result<f64> {
+        if self.rows() != 1 || self.cols() != 1 {
+            return Err(RuntimeError::user(format!(
+                "as.scalar: expected a 1x1 matrix, got {}x{}",
+                self.rows(),
+                self.cols()
+            )));
+        }
+        Ok(self.get(0, 0))
+    }
+
+    /// Whether every cell is finite (no NaN, no ±Inf); implicit zeros are finite.
+    pub fn all_finite(&self) -> bool {
+        let vals = match self {
+            Matrix::Dense(d) => &d.values,
+            Matrix::Sparse(s) => &s.values,
+        };
+        all_finite(vals)
+    }
+
+    /// Checks every invariant listed in the module docs; an internal error names the broken one.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            Matrix::Dense(d) => {
+                if Some(d.values.len()) != d.rows.checked_mul(d.cols) {
+                    return Err(RuntimeError::internal(format!(
+                        "dense {}x{} matrix holds {} values",
+                        d.rows,
+                        d.cols,
+                        d.values.len()
+                    )));
+                }
+                let nnz = count_nnz(&d.values);
+                if nnz != d.nnz {
+                    return Err(RuntimeError::internal(format!(
+                        "dense {}x{} matrix records nnz {} but holds {nnz} non-zeros",
+                        d.rows, d.cols, d.nnz
+                    )));
+                }
+                Ok(())
+            }
+            Matrix::Sparse(s) => {
+                validate_csr_structure(s).map_err(|e| RuntimeError::internal(e.to_string()))?;
+                if s.values.iter().any(|&v| v == 0.0) {
+                    return Err(RuntimeError::internal(format!(
+                        "sparse {}x{} matrix stores an explicit zero",
+                        s.rows, s.cols
+                    )));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Whether every value is finite; vectorises and parallelises.
+pub fn all_finite(values: &[f64]) -> bool {
+    let seq = |c: &[f64]| c.iter().fold(true, |ok, v| ok & v.is_finite());
+    if values.len() >= PAR_THRESHOLD {
+        values.par_chunks(BLOCK_CELLS).all(seq)
+    } else {
+        seq(values)
+    }
+}
+
+fn validate_csr_structure(s: &SparseMatrix) -> Result<()> {
+    let bad = |what: String| {
+        Err(RuntimeError::user(format!("invalid CSR {}x{} matrix: {what}", s.rows, s.cols)))
+    };
+    if s.row_ptr.len() != s.rows + 1 {
+        return bad(format!("row_ptr has {} entries, expected {}", s.row_ptr.len(), s.rows + 1));
+    }
+    if s.row_ptr[0] != 0 {
+        return bad("row_ptr[0] is not 0".into());
+    }
+    if s.col_idx.len() != s.values.len() || s.row_ptr[s.rows] != s.values.len() {
+        return bad(format!(
+            "row_ptr ends at {} with {} column indices and {} values",
+            s.row_ptr[s.rows],
+            s.col_idx.len(),
+            s.values.len()
+        ));
+    }
+    for i in 0..s.rows {
+        let (a, b) = (s.row_ptr[i], s.row_ptr[i + 1]);
+        if a > b {
+            return bad(format!("row_ptr decreases at row {i}"));
+        }
+        let idx = &s.col_idx[a..b];
+        if idx.windows(2).any(|w| w[0] >= w[1]) {
+            return bad(format!("column indices of row {i} are not strictly increasing"));
+        }
+        if let Some(&j) = idx.last() {
+            if j as usize >= s.cols {
+                return bad(format!("column index {j} in row {i} is out of range"));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dense_sparse_roundtrip_keeps_values_and_nnz() {
+        let vals = vec![0.0, 1.0, 0.0, f64::NAN, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        let m = Matrix::from_dense_values(3, 4, vals.clone()).unwrap();
+        assert!(m.is_sparse());
+        assert_eq!(m.nnz(), 3);
+        m.validate().unwrap();
+        let d = m.to_dense();
+        assert_eq!(d.nnz, 3);
+        assert!(d.values[3].is_nan());
+        assert_eq!(d.values[6], 2.0);
+        let s = d.to_sparse();
+        assert_eq!(s.row_ptr, vec![0, 2, 3, 3]);
+        assert_eq!(s.col_idx, vec![1, 3, 2]);
+    }
+
+    #[test]
+    fn format_follows_turn_point() {
+        assert!(!Matrix::from_dense_values(2, 2, vec![1.0, 2.0, 0.0, 3.0]).unwrap().is_sparse());
+        // A single column stays dense however sparse.
+        assert!(!Matrix::from_dense_values(3, 1, vec![0.0, 0.0, 0.0]).unwrap().is_sparse());
+        assert!(Matrix::zeros(3, 3).is_sparse());
+        assert!(!Matrix::zeros(0, 3).is_sparse() || Matrix::zeros(0, 3).cells() == 0);
+        Matrix::zeros(0, 3).validate().unwrap();
+        Matrix::zeros(3, 0).validate().unwrap();
+    }
+
+    #[test]
+    fn from_csr_validates_and_drops_zeros() {
+        assert!(Matrix::from_csr(2, 3, vec![0, 2, 1], vec![0, 1], vec![1.0, 2.0]).is_err());
+        assert!(Matrix::from_csr(2, 3, vec![0, 2, 2], vec![1, 1], vec![1.0, 2.0]).is_err());
+        assert!(Matrix::from_csr(2, 3, vec![0, 1, 2], vec![0, 3], vec![1.0, 2.0]).is_err());
+        let m = Matrix::from_csr(2, 5, vec![0, 2, 3], vec![0, 4, 2], vec![0.0, 2.0, 3.0]).unwrap();
+        m.validate().unwrap();
+        assert_eq!(m.nnz(), 2);
+        assert_eq!(m.get(0, 4), 2.0);
+        assert_eq!(m.get(1, 2), 3.0);
+    }
+
+    #[test]
+    fn from_triples_last_wins_and_bounds_checked() {
+        let m = Matrix::from_triples(3, 3, vec![(2, 2, 1.0), (0, 1, 5.0), (2, 2, 7.0)]).unwrap();
+        m.validate().unwrap();
+        assert_eq!(m.get(2, 2), 7.0);
+        assert_eq!(m.get(0, 1), 5.0);
+        assert_eq!(m.nnz(), 2);
+        let e = Matrix::from_triples(3, 3, vec![(3, 0, 1.0)]).unwrap_err();
+        assert!(e.to_string().contains("(4, 1)"), "{e}");
+    }
+
+    #[test]
+    fn validate_catches_broken_invariants() {
+        let bad = Matrix::Dense(DenseMatrix { rows: 1, cols: 2, values: vec![1.0, 0.0], nnz: 2 });
+        assert!(bad.validate().is_err());
+        let bad = Matrix::Sparse(SparseMatrix {
+            rows: 1,
+            cols: 2,
+            row_ptr: vec![0, 1],
+            col_idx: vec![0],
+            values: vec![0.0],
+        });
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn scalar_extraction() {
+        assert_eq!(Matrix::scalar(3.5).as_scalar().unwrap(), 3.5);
+        assert!(Matrix::zeros(2, 1).as_scalar().is_err());
+    }
+
+    #[test]
+    fn large_conversion_is_parallel_and_exact() {
+        let n = 700;
+        let vals: Vec<f64> = (0..n * n).map(|k| if k % 7 == 0 { k as f64 } else { 0.0 }).collect();
+        let m = Matrix::from_dense_values(n, n, vals.clone()).unwrap();
+        assert!(m.is_sparse());
+        m.validate().unwrap();
+        assert_eq!(m.clone().into_dense_values(), vals);
+    }
+}

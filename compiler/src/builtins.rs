@@ -1,0 +1,1042 @@
+//! The catalog of DML built-in functions of the subset, and argument binding.
+//!
+//! Each [`Builtin`] has a [`Signature`]: its parameters with SystemDS's names and defaults, the
+//! kinds of data each parameter accepts, how arguments may be passed (positional, named, or
+//! both; SystemDS differs per function family), and the kind of its result. [`bind_args`] maps
+//! the arguments of a call onto the parameters, so later passes read arguments by name instead
+//! of re-implementing the positional/named rules; [`bind_udf_args`] does the same for
+//! user-defined functions.
+//!
+//! The rules follow Apache SystemDS 3.4 (checked against its parser and by running scripts):
+//! ordinary built-ins (`sum`, `abs`, `cbind`, ...) take positional arguments only (SystemDS
+//! reports `sum(target=X)` as an undefined function); `rand` takes named arguments only;
+//! `matrix` takes either all-positional arguments or a positional `data` followed by named ones;
+//! `read` and `toString` take their first argument positionally and the rest by name;
+//! `replace` takes named arguments only.
+
+use crate::ast::{self, Expr, ExprKind};
+use crate::error::{CompileError, Result};
+use crate::span::Span;
+
+/// One built-in function of the DML subset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Builtin {
+    Matrix,
+    Rand,
+    Seq,
+    Diag,
+    Cbind,
+    Rbind,
+    T,
+    Solve,
+    Abs,
+    Exp,
+    /// `log(x)` (natural) or `log(x, base)`.
+    Log,
+    Sqrt,
+    Round,
+    Floor,
+    Ceil,
+    Sign,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Tanh,
+    Sigmoid,
+    /// One argument: aggregate over a matrix; two or more: element-wise / scalar minimum.
+    Min,
+    /// One argument: aggregate over a matrix; two or more: element-wise / scalar maximum.
+    Max,
+    Pmin,
+    Pmax,
+    Sum,
+    Mean,
+    Prod,
+    Var,
+    Sd,
+    RowSums,
+    ColSums,
+    RowMeans,
+    ColMeans,
+    RowMaxs,
+    RowMins,
+    ColMaxs,
+    ColMins,
+    RowVars,
+    ColVars,
+    Cumsum,
+    Ifelse,
+    Replace,
+    Nrow,
+    Ncol,
+    Length,
+    AsScalar,
+    AsMatrix,
+    AsDouble,
+    AsInteger,
+    AsLogical,
+    ToString,
+    Read,
+    Write,
+    /// `print(x)`, or `print(format, args...)` with `%d`/`%s`/`%f`-style placeholders.
+    Print,
+    Stop,
+    Time,
+    /// `ifdef($name, default)`: the script argument if given, else the default.
+    Ifdef,
+}
+
+/// Every built-in, in declaration order (for iteration and "did you mean" suggestions).
+pub const ALL: &[Builtin] = &[
+    Builtin::Matrix,
+    Builtin::Rand,
+    Builtin::Seq,
+    Builtin::Diag,
+    Builtin::Cbind,
+    Builtin::Rbind,
+    Builtin::T,
+    Builtin::Solve,
+    Builtin::Abs,
+    Builtin::Exp,
+    Builtin::Log,
+    Builtin::Sqrt,
+    Builtin::Round,
+    Builtin::Floor,
+    Builtin::Ceil,
+    Builtin::Sign,
+    Builtin::Sin,
+    Builtin::Cos,
+    Builtin::Tan,
+    Builtin::Asin,
+    Builtin::Acos,
+    Builtin::Atan,
+    Builtin::Sinh,
+    Builtin::Cosh,
+    Builtin::Tanh,
+    Builtin::Sigmoid,
+    Builtin::Min,
+    Builtin::Max,
+    Builtin::Pmin,
+    Builtin::Pmax,
+    Builtin::Sum,
+    Builtin::Mean,
+    Builtin::Prod,
+    Builtin::Var,
+    Builtin::Sd,
+    Builtin::RowSums,
+    Builtin::ColSums,
+    Builtin::RowMeans,
+    Builtin::ColMeans,
+    Builtin::RowMaxs,
+    Builtin::RowMins,
+    Builtin::ColMaxs,
+    Builtin::ColMins,
+    Builtin::RowVars,
+    Builtin::ColVars,
+    Builtin::Cumsum,
+    Builtin::Ifelse,
+    Builtin::Replace,
+    Builtin::Nrow,
+    Builtin::Ncol,
+    Builtin::Length,
+    Builtin::AsScalar,
+    Builtin::AsMatrix,
+    Builtin::AsDouble,
+    Builtin::AsInteger,
+    Builtin::AsLogical,
+    Builtin::ToString,
+    Builtin::Read,
+    Builtin::Write,
+    Builtin::Print,
+    Builtin::Stop,
+    Builtin::Time,
+    Builtin::Ifdef,
+];
+
+/// A literal default value of a built-in parameter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Literal {
+    Double(f64),
+    Int(i64),
+    Bool(bool),
+    Str(&'static str),
+}
+
+impl Literal {
+    /// The literal as an AST expression located at `span` (usually the call's span), so a
+    /// default can be lowered exactly like an argument the user wrote.
+    pub fn to_expr(self, span: Span) -> Expr {
+        let kind = match self {
+            Literal::Double(v) => ExprKind::Double(v),
+            Literal::Int(v) => ExprKind::Int(v),
+            Literal::Bool(v) => ExprKind::Bool(v),
+            Literal::Str(s) => ExprKind::Str(s.to_string()),
+        };
+        Expr { kind, span }
+    }
+}
+
+/// The data an argument must be, as far as it can be told before running the script.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArgKind {
+    /// A matrix or a scalar.
+    Any,
+    /// A matrix (SystemDS rejects scalars statically, e.g. `nrow(3)`).
+    Matrix,
+    /// A scalar of any value type (e.g. `print`, `as.double`).
+    Scalar,
+    /// A string scalar (file names, formats).
+    Str,
+}
+
+/// The kind of value a built-in returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ResultKind {
+    Matrix,
+    Double,
+    Int,
+    Bool,
+    Str,
+    /// A matrix if any argument is a matrix, otherwise a scalar (element-wise functions,
+    /// `min`/`max` with two or more arguments, `ifelse`).
+    ElementWise,
+    /// A scalar double when the single argument is a matrix (`min(X)`); element-wise otherwise.
+    AggregateOrElementWise,
+    /// Not known statically (`ifdef` returns whatever the script argument is).
+    Unknown,
+    /// No value: the call is a statement (`print`, `stop`, `write`).
+    Nothing,
+}
+
+/// How arguments may be passed to a function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArgStyle {
+    /// Positional arguments only (ordinary SystemDS built-ins).
+    PositionalOnly,
+    /// Named arguments only (`rand`, `replace`).
+    NamedOnly,
+    /// Positional arguments first, then named ones, in any mix (user-defined functions, `write`).
+    Mixed,
+    /// Only the first argument may be positional; the rest must be named (`read`, `toString`).
+    FirstPositional,
+    /// Either all positional, or only the first positional and the rest named (`matrix`).
+    AllPositionalOrFirstPositional,
+}
+
+/// One parameter of a built-in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ParamSpec {
+    /// SystemDS's parameter name.
+    pub name: &'static str,
+    /// `None` for a required parameter unless `optional` is set.
+    pub default: Option<Literal>,
+    /// A parameter without a default that may be left out (e.g. `read`'s `rows`): binding
+    /// reports it as [`BoundValue::Absent`].
+    pub optional: bool,
+    pub kind: ArgKind,
+}
+
+const fn req(name: &'static str, kind: ArgKind) -> ParamSpec {
+    ParamSpec {
+        name,
+        default: None,
+        optional: false,
+        kind,
+    }
+}
+const fn opt(name: &'static str, kind: ArgKind, default: Literal) -> ParamSpec {
+    ParamSpec {
+        name,
+        default: Some(default),
+        optional: true,
+        kind,
+    }
+}
+const fn absent(name: &'static str, kind: ArgKind) -> ParamSpec {
+    ParamSpec {
+        name,
+        default: None,
+        optional: true,
+        kind,
+    }
+}
+
+/// The signature of a built-in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Signature {
+    /// Fixed parameters, in positional order. For a variadic function, the single parameter
+    /// describes every argument.
+    pub params: &'static [ParamSpec],
+    /// Takes any number (at least `min_args`) of positional arguments, all of `params[0]`'s kind.
+    pub variadic: bool,
+    /// Fewest arguments the call must have.
+    pub min_args: usize,
+    /// Most arguments, `None` when unbounded.
+    pub max_args: Option<usize>,
+    pub style: ArgStyle,
+    pub result: ResultKind,
+}
+
+use ArgKind::{Any, Matrix as Mat, Scalar as Sca, Str};
+
+const UNARY_ANY: &[ParamSpec] = &[req("x", Any)];
+const UNARY_MAT: &[ParamSpec] = &[req("x", Mat)];
+const UNARY_SCA: &[ParamSpec] = &[req("x", Sca)];
+const VARIADIC_ANY: &[ParamSpec] = &[req("x", Any)];
+const VARIADIC_MAT: &[ParamSpec] = &[req("x", Mat)];
+
+const MATRIX_PARAMS: &[ParamSpec] = &[
+    req("data", Any),
+    req("rows", Sca),
+    req("cols", Sca),
+    opt("byrow", Sca, Literal::Bool(true)),
+];
+const RAND_PARAMS: &[ParamSpec] = &[
+    opt("rows", Sca, Literal::Int(1)),
+    opt("cols", Sca, Literal::Int(1)),
+    opt("min", Sca, Literal::Double(0.0)),
+    opt("max", Sca, Literal::Double(1.0)),
+    opt("sparsity", Sca, Literal::Double(1.0)),
+    opt("seed", Sca, Literal::Int(-1)),
+    opt("pdf", Str, Literal::Str("uniform")),
+    opt("lambda", Sca, Literal::Double(1.0)),
+];
+const SEQ_PARAMS: &[ParamSpec] = &[req("from", Sca), req("to", Sca), absent("incr", Sca)];
+const SOLVE_PARAMS: &[ParamSpec] = &[req("A", Mat), req("b", Mat)];
+const LOG_PARAMS: &[ParamSpec] = &[req("x", Any), absent("base", Sca)];
+const ROUND_PARAMS: &[ParamSpec] = &[req("x", Any)];
+const IFELSE_PARAMS: &[ParamSpec] = &[req("test", Any), req("yes", Any), req("no", Any)];
+const REPLACE_PARAMS: &[ParamSpec] = &[
+    req("target", Mat),
+    req("pattern", Sca),
+    req("replacement", Sca),
+];
+const TOSTRING_PARAMS: &[ParamSpec] = &[
+    req("target", Any),
+    opt("rows", Sca, Literal::Int(100)),
+    opt("cols", Sca, Literal::Int(100)),
+    opt("decimal", Sca, Literal::Int(3)),
+    opt("sparse", Sca, Literal::Bool(false)),
+    opt("sep", Str, Literal::Str(" ")),
+    opt("linesep", Str, Literal::Str("\n")),
+];
+const READ_PARAMS: &[ParamSpec] = &[
+    req("file", Str),
+    absent("format", Str),
+    absent("header", Sca),
+    absent("sep", Str),
+    absent("rows", Sca),
+    absent("cols", Sca),
+    absent("nnz", Sca),
+    absent("data_type", Str),
+    absent("value_type", Str),
+];
+const WRITE_PARAMS: &[ParamSpec] = &[
+    req("x", Any),
+    req("file", Str),
+    opt("format", Str, Literal::Str("text")),
+    opt("header", Sca, Literal::Bool(false)),
+    opt("sep", Str, Literal::Str(",")),
+    opt("sparse", Sca, Literal::Bool(false)),
+];
+// SystemDS prints matrices too (as toString would).
+const PRINT_PARAMS: &[ParamSpec] = &[req("x", Any)];
+const STOP_PARAMS: &[ParamSpec] = &[req("msg", Sca)];
+const IFDEF_PARAMS: &[ParamSpec] = &[req("name", Any), req("default", Any)];
+
+const fn fixed(
+    params: &'static [ParamSpec],
+    min: usize,
+    style: ArgStyle,
+    result: ResultKind,
+) -> Signature {
+    Signature {
+        params,
+        variadic: false,
+        min_args: min,
+        max_args: Some(params.len()),
+        style,
+        result,
+    }
+}
+const fn positional(params: &'static [ParamSpec], result: ResultKind) -> Signature {
+    fixed(params, params.len(), ArgStyle::PositionalOnly, result)
+}
+const fn variadic(params: &'static [ParamSpec], min: usize, result: ResultKind) -> Signature {
+    Signature {
+        params,
+        variadic: true,
+        min_args: min,
+        max_args: None,
+        style: ArgStyle::PositionalOnly,
+        result,
+    }
+}
+
+impl Builtin {
+    /// The function's name as written in DML.
+    pub fn name(self) -> &'static str {
+        use Builtin::*;
+        match self {
+            Matrix => "matrix",
+            Rand => "rand",
+            Seq => "seq",
+            Diag => "diag",
+            Cbind => "cbind",
+            Rbind => "rbind",
+            T => "t",
+            Solve => "solve",
+            Abs => "abs",
+            Exp => "exp",
+            Log => "log",
+            Sqrt => "sqrt",
+            Round => "round",
+            Floor => "floor",
+            Ceil => "ceil",
+            Sign => "sign",
+            Sin => "sin",
+            Cos => "cos",
+            Tan => "tan",
+            Asin => "asin",
+            Acos => "acos",
+            Atan => "atan",
+            Sinh => "sinh",
+            Cosh => "cosh",
+            Tanh => "tanh",
+            Sigmoid => "sigmoid",
+            Min => "min",
+            Max => "max",
+            Pmin => "pmin",
+            Pmax => "pmax",
+            Sum => "sum",
+            Mean => "mean",
+            Prod => "prod",
+            Var => "var",
+            Sd => "sd",
+            RowSums => "rowSums",
+            ColSums => "colSums",
+            RowMeans => "rowMeans",
+            ColMeans => "colMeans",
+            RowMaxs => "rowMaxs",
+            RowMins => "rowMins",
+            ColMaxs => "colMaxs",
+            ColMins => "colMins",
+            RowVars => "rowVars",
+            ColVars => "colVars",
+            Cumsum => "cumsum",
+            Ifelse => "ifelse",
+            Replace => "replace",
+            Nrow => "nrow",
+            Ncol => "ncol",
+            Length => "length",
+            AsScalar => "as.scalar",
+            AsMatrix => "as.matrix",
+            AsDouble => "as.double",
+            AsInteger => "as.integer",
+            AsLogical => "as.logical",
+            ToString => "toString",
+            Read => "read",
+            Write => "write",
+            Print => "print",
+            Stop => "stop",
+            Time => "time",
+            Ifdef => "ifdef",
+        }
+    }
+
+    /// The function's signature.
+    pub fn signature(self) -> Signature {
+        use Builtin::*;
+        use ResultKind as R;
+        match self {
+            Matrix => fixed(
+                MATRIX_PARAMS,
+                3,
+                ArgStyle::AllPositionalOrFirstPositional,
+                R::Matrix,
+            ),
+            Rand => fixed(RAND_PARAMS, 0, ArgStyle::NamedOnly, R::Matrix),
+            Seq => fixed(SEQ_PARAMS, 2, ArgStyle::PositionalOnly, R::Matrix),
+            Diag | T | Cumsum => positional(UNARY_MAT, R::Matrix),
+            Cbind | Rbind => variadic(VARIADIC_MAT, 2, R::Matrix),
+            Solve => positional(SOLVE_PARAMS, R::Matrix),
+            Abs | Exp | Sqrt | Floor | Ceil | Sign | Sin | Cos | Tan | Asin | Acos | Atan
+            | Sinh | Cosh | Tanh | Sigmoid => positional(UNARY_ANY, R::ElementWise),
+            Round => positional(ROUND_PARAMS, R::ElementWise),
+            Log => fixed(LOG_PARAMS, 1, ArgStyle::PositionalOnly, R::ElementWise),
+            Min | Max => variadic(VARIADIC_ANY, 1, R::AggregateOrElementWise),
+            Pmin | Pmax => variadic(VARIADIC_ANY, 2, R::ElementWise),
+            Sum | Mean | Prod | Var | Sd => positional(UNARY_MAT, R::Double),
+            RowSums | ColSums | RowMeans | ColMeans | RowMaxs | RowMins | ColMaxs | ColMins
+            | RowVars | ColVars => positional(UNARY_MAT, R::Matrix),
+            Ifelse => positional(IFELSE_PARAMS, R::ElementWise),
+            Replace => fixed(REPLACE_PARAMS, 3, ArgStyle::NamedOnly, R::Matrix),
+            Nrow | Ncol | Length => positional(UNARY_MAT, R::Int),
+            AsScalar => positional(UNARY_MAT, R::Double),
+            AsMatrix => positional(UNARY_ANY, R::Matrix),
+            AsDouble => positional(UNARY_SCA, R::Double),
+            AsInteger => positional(UNARY_SCA, R::Int),
+            AsLogical => positional(UNARY_SCA, R::Bool),
+            ToString => fixed(TOSTRING_PARAMS, 1, ArgStyle::FirstPositional, R::Str),
+            Read => fixed(READ_PARAMS, 1, ArgStyle::FirstPositional, R::Matrix),
+            Write => fixed(WRITE_PARAMS, 2, ArgStyle::Mixed, R::Nothing),
+            Print => variadic(PRINT_PARAMS, 1, R::Nothing),
+            Stop => positional(STOP_PARAMS, R::Nothing),
+            Time => positional(&[], R::Int),
+            Ifdef => positional(IFDEF_PARAMS, R::Unknown),
+        }
+    }
+
+    /// Whether a call is evaluated for its effect only (it may appear as a statement and has
+    /// no value to assign).
+    pub fn is_statement(self) -> bool {
+        self.signature().result == ResultKind::Nothing
+    }
+}
+
+/// The built-in called `name`, if any (names are case-sensitive, as in DML).
+pub fn lookup(name: &str) -> Option<Builtin> {
+    ALL.iter().copied().find(|b| b.name() == name)
+}
+
+/// Where a parameter's value comes from after binding.
+#[derive(Clone, Copy, Debug)]
+pub enum BoundValue<'a> {
+    /// The caller passed this argument.
+    Arg(&'a Expr),
+    /// Not passed; the built-in's literal default applies.
+    Default(Literal),
+    /// Not passed; the user-defined function's default expression applies (evaluated in the
+    /// callee, as SystemDS does).
+    DefaultExpr(&'a Expr),
+    /// Not passed, optional and without a default (e.g. `read`'s `rows`, `log`'s `base`).
+    Absent,
+}
+
+/// One parameter with its bound value.
+#[derive(Clone, Copy, Debug)]
+pub struct BoundParam<'a> {
+    pub name: &'a str,
+    pub value: BoundValue<'a>,
+}
+
+/// The arguments of one call, mapped onto the callee's parameters.
+#[derive(Clone, Debug, Default)]
+pub struct BoundArgs<'a> {
+    /// Every fixed parameter in declaration order (empty for a variadic built-in).
+    pub params: Vec<BoundParam<'a>>,
+    /// The arguments of a variadic built-in, in order.
+    pub variadic: Vec<&'a Expr>,
+}
+
+impl<'a> BoundArgs<'a> {
+    /// The bound value of parameter `name`, `None` if the callee has no such parameter.
+    pub fn value(&self, name: &str) -> Option<BoundValue<'a>> {
+        self.params.iter().find(|p| p.name == name).map(|p| p.value)
+    }
+
+    /// The argument the caller passed for `name`, if they passed one.
+    pub fn arg(&self, name: &str) -> Option<&'a Expr> {
+        match self.value(name) {
+            Some(BoundValue::Arg(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The expression for `name`: the caller's argument or the default (built-in literal
+    /// defaults are materialized at `span`). `None` if absent or not a parameter.
+    pub fn expr_or_default(&self, name: &str, span: Span) -> Option<std::borrow::Cow<'a, Expr>> {
+        use std::borrow::Cow;
+        match self.value(name)? {
+            BoundValue::Arg(e) | BoundValue::DefaultExpr(e) => Some(Cow::Borrowed(e)),
+            BoundValue::Default(lit) => Some(Cow::Owned(lit.to_expr(span))),
+            BoundValue::Absent => None,
+        }
+    }
+
+    /// All argument expressions the caller passed, fixed and variadic, in parameter order.
+    pub fn passed(&self) -> Vec<&'a Expr> {
+        let mut out: Vec<&'a Expr> = self
+            .params
+            .iter()
+            .filter_map(|p| match p.value {
+                BoundValue::Arg(e) => Some(e),
+                _ => None,
+            })
+            .collect();
+        out.extend(self.variadic.iter().copied());
+        out
+    }
+}
+
+/// A parameter as the generic binder sees it (built-in or user-defined).
+struct Formal<'a> {
+    name: &'a str,
+    fallback: BoundValue<'a>,
+    required: bool,
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// Binds positional-then-named arguments onto `formals` (the rules of DML function calls).
+fn bind_formals<'a>(
+    callee: &str,
+    formals: &[Formal<'a>],
+    args: &'a [ast::Arg],
+    call_span: Span,
+) -> Result<Vec<BoundParam<'a>>> {
+    let mut slots: Vec<Option<&'a Expr>> = vec![None; formals.len()];
+    let mut seen_named = false;
+    let mut positional = 0usize;
+    for arg in args {
+        match &arg.name {
+            None => {
+                if seen_named {
+                    return Err(CompileError::user(
+                        format!("positional argument after named arguments in call to {callee}"),
+                        arg.span,
+                    ));
+                }
+                if positional >= formals.len() {
+                    return Err(CompileError::user(
+                        format!(
+                            "too many arguments to {callee}: it takes at most {}, got {}",
+                            plural(formals.len(), "argument"),
+                            args.len()
+                        ),
+                        arg.span,
+                    ));
+                }
+                slots[positional] = Some(&arg.value);
+                positional += 1;
+            }
+            Some(name) => {
+                seen_named = true;
+                let Some(idx) = formals.iter().position(|f| f.name == name.name) else {
+                    let names: Vec<&str> = formals.iter().map(|f| f.name).collect();
+                    let mut err = CompileError::user(
+                        format!("{callee} has no parameter named '{}'", name.name),
+                        name.span,
+                    );
+                    err = match crate::builtins::closest(&name.name, names.iter().copied()) {
+                        Some(s) => err.with_note(format!("did you mean '{s}'?")),
+                        None if names.is_empty() => {
+                            err.with_note(format!("{callee} takes no parameters"))
+                        }
+                        None => err.with_note(format!("parameters: {}", names.join(", "))),
+                    };
+                    return Err(err);
+                };
+                if slots[idx].is_some() {
+                    return Err(CompileError::user(
+                        format!(
+                            "parameter '{}' of {callee} is given more than once",
+                            name.name
+                        ),
+                        arg.span,
+                    ));
+                }
+                slots[idx] = Some(&arg.value);
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(formals.len());
+    for (formal, slot) in formals.iter().zip(slots) {
+        let value = match slot {
+            Some(e) => BoundValue::Arg(e),
+            None if formal.required => {
+                return Err(CompileError::user(
+                    format!("missing argument '{}' in call to {callee}", formal.name),
+                    call_span,
+                ));
+            }
+            None => formal.fallback,
+        };
+        out.push(BoundParam {
+            name: formal.name,
+            value,
+        });
+    }
+    Ok(out)
+}
+
+/// Maps the arguments of a call of `builtin` onto its parameters.
+///
+/// Errors (user faults, pointing at the offending argument or the call): an argument style the
+/// function does not accept (e.g. `rand(3, 3)`, `sum(target=X)`), an unknown parameter name,
+/// too many or too few arguments, a parameter given twice.
+pub fn bind_args<'a>(
+    builtin: Builtin,
+    args: &'a [ast::Arg],
+    call_span: Span,
+) -> Result<BoundArgs<'a>> {
+    let sig = builtin.signature();
+    let name = builtin.name();
+    let callee = format!("{name}()");
+    let named: Vec<&ast::Arg> = args.iter().filter(|a| a.name.is_some()).collect();
+    let n_positional = args.len() - named.len();
+    match sig.style {
+        ArgStyle::PositionalOnly => {
+            if let Some(arg) = named.first() {
+                return Err(CompileError::user(
+                    format!("{callee} takes positional arguments only, not named ones"),
+                    arg.span,
+                ));
+            }
+        }
+        ArgStyle::NamedOnly => {
+            if let Some(arg) = args.iter().find(|a| a.name.is_none()) {
+                let params: Vec<&str> = sig.params.iter().map(|p| p.name).collect();
+                return Err(CompileError::user(
+                    format!("for {callee}, all arguments must be named parameters"),
+                    arg.span,
+                )
+                .with_note(format!("parameters: {}", params.join(", "))));
+            }
+        }
+        ArgStyle::FirstPositional => {
+            if let Some(arg) = args.iter().skip(1).find(|a| a.name.is_none()) {
+                return Err(CompileError::user(
+                    format!("only the first argument of {callee} may be unnamed"),
+                    arg.span,
+                ));
+            }
+        }
+        ArgStyle::AllPositionalOrFirstPositional => {
+            if n_positional > 1 && !named.is_empty() {
+                return Err(CompileError::user(
+                    format!(
+                        "for {callee}, cannot mix named and unnamed parameters \
+                         (only the first may be unnamed)"
+                    ),
+                    named[0].span,
+                ));
+            }
+        }
+        ArgStyle::Mixed => {}
+    }
+    if args.len() < sig.min_args {
+        let at_least = if sig.max_args == Some(sig.min_args) {
+            ""
+        } else {
+            "at least "
+        };
+        return Err(CompileError::user(
+            format!(
+                "{callee} takes {at_least}{}, got {}",
+                plural(sig.min_args, "argument"),
+                args.len()
+            ),
+            call_span,
+        ));
+    }
+    if let Some(max) = sig.max_args {
+        if args.len() > max {
+            let at_most = if max == sig.min_args { "" } else { "at most " };
+            let culprit = args.get(max).map_or(call_span, |a| a.span);
+            return Err(CompileError::user(
+                format!(
+                    "{callee} takes {at_most}{}, got {}",
+                    plural(max, "argument"),
+                    args.len()
+                ),
+                culprit,
+            ));
+        }
+    }
+    if sig.variadic {
+        return Ok(BoundArgs {
+            params: vec![],
+            variadic: args.iter().map(|a| &a.value).collect(),
+        });
+    }
+    let formals: Vec<Formal<'a>> = sig
+        .params
+        .iter()
+        .map(|p| Formal {
+            name: p.name,
+            fallback: match p.default {
+                Some(lit) => BoundValue::Default(lit),
+                None => BoundValue::Absent,
+            },
+            required: p.default.is_none() && !p.optional,
+        })
+        .collect();
+    Ok(BoundArgs {
+        params: bind_formals(&callee, &formals, args, call_span)?,
+        variadic: vec![],
+    })
+}
+
+/// Maps the arguments of a call of the user-defined function `def` onto its parameters
+/// (positional first, then named; parameters with a default may be left out).
+pub fn bind_udf_args<'a>(
+    def: &'a ast::FunctionDef,
+    args: &'a [ast::Arg],
+    call_span: Span,
+) -> Result<BoundArgs<'a>> {
+    let formals: Vec<Formal<'a>> = def
+        .params
+        .iter()
+        .map(|p| Formal {
+            name: p.name.as_str(),
+            fallback: match &p.default {
+                Some(e) => BoundValue::DefaultExpr(e),
+                None => BoundValue::Absent,
+            },
+            required: p.default.is_none(),
+        })
+        .collect();
+    let callee = format!("function {}", def.name);
+    Ok(BoundArgs {
+        params: bind_formals(&callee, &formals, args, call_span)?,
+        variadic: vec![],
+    })
+}
+
+/// Edit distance between two short strings (names): insertions, deletions, substitutions and
+/// transpositions of adjacent characters (the "optimal string alignment" distance), so the
+/// common typo `cuont` is one edit from `count`.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let width = b.len() + 1;
+    let mut d = vec![0usize; (a.len() + 1) * width];
+    for i in 0..=a.len() {
+        d[i * width] = i;
+    }
+    for (j, cell) in d.iter_mut().enumerate().take(width) {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[(i - 1) * width + j] + 1)
+                .min(d[i * width + j - 1] + 1)
+                .min(d[(i - 1) * width + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[(i - 2) * width + j - 2] + 1);
+            }
+            d[i * width + j] = best;
+        }
+    }
+    d[a.len() * width + b.len()]
+}
+
+/// The candidate closest to `name` if it is close enough to be a plausible typo (distance at
+/// most a third of the name's length, and none for names of one or two characters, where any
+/// other short name would be "close"; case-only differences always qualify).
+/// Ties go to the first candidate in iteration order, so callers pass a sorted order to stay
+/// deterministic.
+pub fn closest<'c>(name: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
+    let len = name.chars().count();
+    let limit = if len <= 2 { 0 } else { (len / 3).max(1) };
+    let mut best: Option<(usize, &'c str)> = None;
+    for cand in candidates {
+        if cand == name {
+            continue;
+        }
+        let d = if cand.eq_ignore_ascii_case(name) {
+            0
+        } else {
+            edit_distance(name, cand)
+        };
+        if d <= limit && !matches!(best, Some((bd, _)) if d >= bd) {
+            best = Some((d, cand));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ast::{Arg, Ident};
+
+    fn e(kind: ExprKind) -> Expr {
+        Expr {
+            kind,
+            span: Span::new(0, 1),
+        }
+    }
+    fn pos(v: i64) -> Arg {
+        Arg {
+            name: None,
+            value: e(ExprKind::Int(v)),
+            span: Span::new(0, 1),
+        }
+    }
+    fn named(n: &str, v: i64) -> Arg {
+        Arg {
+            name: Some(Ident {
+                name: n.into(),
+                span: Span::new(0, 1),
+            }),
+            value: e(ExprKind::Int(v)),
+            span: Span::new(0, 1),
+        }
+    }
+    fn int_of(b: &BoundArgs, name: &str) -> Option<i64> {
+        match b.arg(name)?.kind {
+            ExprKind::Int(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn every_builtin_round_trips_through_lookup() {
+        for &b in ALL {
+            assert_eq!(lookup(b.name()), Some(b));
+            let sig = b.signature();
+            assert!(
+                !matches!(sig.max_args, Some(m) if m < sig.min_args),
+                "{}",
+                b.name()
+            );
+        }
+        assert_eq!(lookup("Sum"), None);
+        assert_eq!(lookup("as.scalar"), Some(Builtin::AsScalar));
+    }
+
+    #[test]
+    fn rand_requires_named_arguments_and_fills_defaults() {
+        let args = [pos(3), pos(3)];
+        let err = bind_args(Builtin::Rand, &args, Span::new(0, 1)).unwrap_err();
+        assert!(err.message.contains("must be named"), "{}", err.message);
+
+        let args = [named("cols", 4), named("rows", 2)];
+        let b = bind_args(Builtin::Rand, &args, Span::new(0, 1)).unwrap();
+        assert_eq!(int_of(&b, "rows"), Some(2));
+        assert_eq!(int_of(&b, "cols"), Some(4));
+        assert!(matches!(
+            b.value("pdf"),
+            Some(BoundValue::Default(Literal::Str("uniform")))
+        ));
+        assert!(matches!(
+            b.value("seed"),
+            Some(BoundValue::Default(Literal::Int(-1)))
+        ));
+    }
+
+    #[test]
+    fn matrix_accepts_positional_or_data_then_named() {
+        let args = [pos(1), pos(2), pos(3)];
+        let b = bind_args(Builtin::Matrix, &args, Span::new(0, 1)).unwrap();
+        assert_eq!(int_of(&b, "cols"), Some(3));
+        assert!(matches!(
+            b.value("byrow"),
+            Some(BoundValue::Default(Literal::Bool(true)))
+        ));
+        let args = [pos(1), named("cols", 3), named("rows", 2)];
+        let b = bind_args(Builtin::Matrix, &args, Span::new(0, 1)).unwrap();
+        assert_eq!(int_of(&b, "rows"), Some(2));
+        let err = bind_args(
+            Builtin::Matrix,
+            &[pos(1), pos(2), named("cols", 3)],
+            Span::new(0, 1),
+        )
+        .unwrap_err();
+        assert!(err.message.contains("cannot mix"), "{}", err.message);
+        let err = bind_args(Builtin::Matrix, &[pos(1), pos(2)], Span::new(0, 1)).unwrap_err();
+        assert!(
+            err.message.contains("at least 3 arguments"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn ordinary_builtins_reject_names_and_wrong_counts() {
+        let err = bind_args(Builtin::Sum, &[named("target", 1)], Span::new(0, 1)).unwrap_err();
+        assert!(err.message.contains("positional arguments only"));
+        let err = bind_args(Builtin::Sum, &[pos(1), pos(2)], Span::new(0, 1)).unwrap_err();
+        assert_eq!(err.message, "sum() takes 1 argument, got 2");
+        let err = bind_args(Builtin::Cbind, &[pos(1)], Span::new(0, 1)).unwrap_err();
+        assert_eq!(err.message, "cbind() takes at least 2 arguments, got 1");
+        let args = [pos(1), pos(2), pos(3)];
+        let b = bind_args(Builtin::Max, &args, Span::new(0, 1)).unwrap();
+        assert_eq!(b.variadic.len(), 3);
+        let args = [pos(8)];
+        let b = bind_args(Builtin::Log, &args, Span::new(0, 1)).unwrap();
+        assert!(matches!(b.value("base"), Some(BoundValue::Absent)));
+    }
+
+    #[test]
+    fn unknown_and_duplicate_parameters_are_reported() {
+        let err = bind_args(
+            Builtin::ToString,
+            &[pos(1), named("decimals", 2)],
+            Span::new(0, 1),
+        )
+        .unwrap_err();
+        assert_eq!(err.message, "toString() has no parameter named 'decimals'");
+        assert_eq!(err.notes, vec!["did you mean 'decimal'?".to_string()]);
+        let err = bind_args(
+            Builtin::Write,
+            &[pos(1), pos(2), named("file", 3)],
+            Span::new(0, 1),
+        )
+        .unwrap_err();
+        assert!(err.message.contains("more than once"), "{}", err.message);
+    }
+
+    #[test]
+    fn udf_binding_uses_defaults_and_names() {
+        let def = ast::FunctionDef {
+            name: "f".into(),
+            params: vec![
+                ast::Param {
+                    name: "X".into(),
+                    ty: ast::ValueType::Matrix,
+                    default: None,
+                    span: Span::default(),
+                },
+                ast::Param {
+                    name: "a".into(),
+                    ty: ast::ValueType::Double,
+                    default: Some(e(ExprKind::Double(1.0))),
+                    span: Span::default(),
+                },
+            ],
+            results: vec![],
+            body: vec![],
+            span: Span::default(),
+        };
+        let args = [named("X", 5)];
+        let b = bind_udf_args(&def, &args, Span::new(0, 1)).unwrap();
+        assert_eq!(int_of(&b, "X"), Some(5));
+        assert!(matches!(b.value("a"), Some(BoundValue::DefaultExpr(_))));
+        let args = [named("a", 5)];
+        let err = bind_udf_args(&def, &args, Span::new(0, 1)).unwrap_err();
+        assert_eq!(err.message, "missing argument 'X' in call to function f");
+        let args = [pos(1), pos(2), pos(3)];
+        let err = bind_udf_args(&def, &args, Span::new(0, 1)).unwrap_err();
+        assert!(
+            err.message.starts_with("too many arguments to function f"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn closest_name_suggestions() {
+        assert_eq!(closest("rowsum", ["rowSums", "colSums"]), Some("rowSums"));
+        assert_eq!(closest("xyz", ["rowSums", "colSums"]), None);
+        assert_eq!(closest("cuont", ["count"]), Some("count"));
+        assert_eq!(closest("b", ["a"]), None);
+        assert_eq!(closest("x", ["X"]), Some("X"));
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("ab", "ba"), 1);
+    }
+}

@@ -1,0 +1,908 @@
+//! Semantic checks over a whole [`Program`], run before anything executes.
+//!
+//! [`check_program`] reports, all at once and in program order:
+//!
+//! * variables read before they are assigned on every path (flow-aware, like SystemDS's
+//!   validation: one pass in program order, loop bodies seen once with the variables defined
+//!   before the loop; a variable assigned in only one branch of an `if` counts as defined
+//!   afterwards, where SystemDS merely warns), with a "did you mean" suggestion;
+//! * unknown functions, and calls whose arguments do not bind to the callee's parameters
+//!   ([`builtins::bind_args`], [`builtins::bind_udf_args`]);
+//! * `[a, b] = f(...)` or `x = f(...)` whose number of targets differs from `f`'s number of
+//!   results (SystemDS rejects `x = f()` for a two-result `f` and silently ignores surplus
+//!   targets; lafuse rejects both), function results never assigned in the body, non-constant
+//!   parameter defaults (SystemDS ignores them and then reports a missing argument);
+//! * data-type errors visible without running the script: a scalar where a matrix is needed
+//!   (`nrow(3)`, `as.scalar(3)`, `x[1, 1]` on a scalar, `3 %*% 2`, `min(3)`), a matrix where a
+//!   scalar is needed (`as.double(X)`, `stop(X)`, a matrix as `if`/`while` condition or loop
+//!   bound, a matrix passed to a `double` parameter), and using the no-value built-ins
+//!   (`print`, `stop`, `write`) as values;
+//! * `$name` script arguments that have no value and no `ifdef` default.
+//!
+//! Types are tracked only as far as they are certain: anything a loop may change, anything
+//! merged from branches that disagree, and script arguments become "unknown" and are never
+//! reported, so a correct script never fails these checks.
+
+use crate::ast::{Arg, Expr, ExprKind, Ident, IndexRange, Stmt, StmtKind, UnaryOp, ValueType};
+use crate::builtins::{self, ArgKind, Builtin, ResultKind};
+use crate::error::CompileError;
+use crate::program::{is_temporary, Block, CallBlock, Function, Program};
+use crate::span::Span;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Runs every check of this module on `program`. `script_args` holds the names of the script
+/// arguments given on the command line (without the `$`). Returns all errors found, in
+/// program order (main program first, then functions by name).
+pub fn check_program(
+    program: &Program,
+    script_args: &BTreeSet<String>,
+) -> Result<(), Vec<CompileError>> {
+    let mut checker = Checker {
+        program,
+        script_args,
+        errors: vec![],
+    };
+    checker.blocks(&program.main, &mut Env::default());
+    for function in program.functions.values() {
+        checker.function(function);
+    }
+    if checker.errors.is_empty() {
+        Ok(())
+    } else {
+        Err(checker.errors)
+    }
+}
+
+/// What is statically known about a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ty {
+    Matrix,
+    Double,
+    Int,
+    Bool,
+    Str,
+    /// A scalar of unknown value type.
+    Scalar,
+    Unknown,
+    /// The "value" of `print`/`stop`/`write`: there is none.
+    Nothing,
+}
+
+impl Ty {
+    fn is_scalar(self) -> bool {
+        matches!(self, Ty::Double | Ty::Int | Ty::Bool | Ty::Str | Ty::Scalar)
+    }
+    fn merge(self, other: Ty) -> Ty {
+        if self == other {
+            self
+        } else if self.is_scalar() && other.is_scalar() {
+            Ty::Scalar
+        } else {
+            Ty::Unknown
+        }
+    }
+    fn of_decl(vt: ValueType) -> Ty {
+        match vt {
+            ValueType::Matrix => Ty::Matrix,
+            ValueType::Double => Ty::Double,
+            ValueType::Int => Ty::Int,
+            ValueType::Bool => Ty::Bool,
+            ValueType::String => Ty::Str,
+        }
+    }
+}
+
+/// Variables defined at a program point, with what is known of them.
+#[derive(Clone, Debug, Default)]
+struct Env {
+    vars: BTreeMap<String, Ty>,
+}
+
+impl Env {
+    fn define(&mut self, name: &str, ty: Ty) {
+        self.vars.insert(name.to_string(), ty);
+    }
+    /// Variables defined on either path, with merged knowledge.
+    fn union(mut self, other: Env) -> Env {
+        for (name, ty) in other.vars {
+            let merged = match self.vars.get(&name) {
+                Some(&mine) => mine.merge(ty),
+                None => ty,
+            };
+            self.vars.insert(name, merged);
+        }
+        self
+    }
+}
+
+struct Checker<'p> {
+    program: &'p Program,
+    script_args: &'p BTreeSet<String>,
+    errors: Vec<CompileError>,
+}
+
+fn describe(expr: &Expr) -> String {
+    match &expr.kind {
+        ExprKind::Var(name) if !is_temporary(name) => format!("'{name}'"),
+        _ => "the argument".to_string(),
+    }
+}
+
+impl Checker<'_> {
+    fn error(&mut self, err: CompileError) {
+        self.errors.push(err);
+    }
+
+    fn function(&mut self, function: &Function) {
+        let def = &function.def;
+        let mut env = Env::default();
+        for param in &def.params {
+            if let Some(default) = &param.default {
+                if !is_constant(default) {
+                    self.error(CompileError::user(
+                        format!(
+                            "the default value of parameter '{}' of function {} must be a constant",
+                            param.name, def.name
+                        ),
+                        default.span,
+                    ));
+                }
+            }
+            env.define(&param.name, Ty::of_decl(param.ty));
+        }
+        let env = self.blocks(&function.body, &mut env).clone();
+        for result in &def.results {
+            if !env.vars.contains_key(&result.name) {
+                self.error(CompileError::user(
+                    format!(
+                        "function {} never assigns its result '{}'; every result must be \
+                         assigned in the function body",
+                        def.name, result.name
+                    ),
+                    result.span,
+                ));
+            }
+        }
+    }
+
+    fn blocks<'e>(&mut self, blocks: &[Block], env: &'e mut Env) -> &'e mut Env {
+        for block in blocks {
+            self.block(block, env);
+        }
+        env
+    }
+
+    fn block(&mut self, block: &Block, env: &mut Env) {
+        match block {
+            Block::Basic(basic) => {
+                for stmt in &basic.stmts {
+                    self.stmt(stmt, env);
+                }
+            }
+            Block::If {
+                cond,
+                then_blocks,
+                else_blocks,
+                ..
+            } => {
+                self.condition(cond, env, "if");
+                let mut then_env = env.clone();
+                self.blocks(then_blocks, &mut then_env);
+                let mut else_env = env.clone();
+                self.blocks(else_blocks, &mut else_env);
+                *env = then_env.union(else_env);
+            }
+            Block::For {
+                var,
+                from,
+                to,
+                step,
+                body,
+                ..
+            } => {
+                for bound in [Some(from), Some(to), step.as_ref()].into_iter().flatten() {
+                    let ty = self.expr(bound, env);
+                    if ty == Ty::Matrix {
+                        self.error(CompileError::user(
+                            "a for loop bound must be a scalar, but this is a matrix",
+                            bound.span,
+                        ));
+                    }
+                }
+                self.loop_body(body, env, Some(var));
+            }
+            Block::While { cond, body, .. } => {
+                // The condition is evaluated again after each iteration: check it with what
+                // the body may have changed forgotten.
+                forget_assigned(body, env);
+                self.condition(cond, env, "while");
+                self.loop_body(body, env, None);
+            }
+            Block::Call(call) => self.call_block(call, env),
+        }
+    }
+
+    /// Checks a loop body once (as SystemDS does: a read before the first assignment in the
+    /// body is an error even if a later iteration would see the value), with the types of
+    /// variables the body assigns forgotten, since a later iteration sees the body's values.
+    fn loop_body(&mut self, body: &[Block], env: &mut Env, var: Option<&Ident>) {
+        forget_assigned(body, env);
+        let mut inner = env.clone();
+        if let Some(var) = var {
+            inner.define(&var.name, Ty::Scalar);
+        }
+        self.blocks(body, &mut inner);
+        let after = std::mem::take(env).union(inner);
+        *env = after;
+    }
+
+    fn condition(&mut self, cond: &Expr, env: &mut Env, what: &str) {
+        let ty = self.expr(cond, env);
+        if ty == Ty::Matrix {
+            self.error(
+                CompileError::user(
+                    format!("the {what} condition must be a scalar, but it is a matrix"),
+                    cond.span,
+                )
+                .with_note("reduce it to a scalar, e.g. with as.scalar(...), sum(...) or min(...)"),
+            );
+        }
+    }
+
+    fn stmt(&mut self, stmt: &Stmt, env: &mut Env) {
+        match &stmt.kind {
+            StmtKind::Assign { target, value } => {
+                let ty = self.value_expr(value, env);
+                env.define(&target.name, ty);
+            }
+            StmtKind::IndexAssign {
+                target,
+                rows,
+                cols,
+                value,
+            } => {
+                self.range(rows.as_ref(), env);
+                self.range(cols.as_ref(), env);
+                self.value_expr(value, env);
+                match env.vars.get(&target.name) {
+                    None => {
+                        self.error(self.undefined(
+                            &target.name,
+                            target.span,
+                            env,
+                            format!(
+                                "cannot assign to {}[...] before '{}' is initialized",
+                                target.name, target.name
+                            ),
+                        ));
+                        env.define(&target.name, Ty::Unknown);
+                    }
+                    Some(ty) if ty.is_scalar() => self.error(CompileError::user(
+                        format!("'{}' is a scalar and cannot be indexed", target.name),
+                        target.span,
+                    )),
+                    Some(_) => {}
+                }
+            }
+            StmtKind::MultiAssign { call, .. } => {
+                // build_program turns every multi-assignment into a call block.
+                self.error(CompileError::internal(format!(
+                    "multi-assignment left in a basic block at {:?}",
+                    call.span
+                )));
+            }
+            StmtKind::Expr(expr) => {
+                self.expr(expr, env);
+            }
+            StmtKind::If { .. } | StmtKind::For { .. } | StmtKind::While { .. } => {
+                self.error(CompileError::internal(
+                    "control flow statement left in a basic block",
+                ));
+            }
+        }
+    }
+
+    /// An expression whose value is used (assigned): it must have one.
+    fn value_expr(&mut self, expr: &Expr, env: &mut Env) -> Ty {
+        let ty = self.expr(expr, env);
+        if ty == Ty::Nothing {
+            let name = match &expr.kind {
+                ExprKind::Call { name, .. } => name.as_str(),
+                _ => "this expression",
+            };
+            self.error(CompileError::user(
+                format!("{name}() returns no value to assign"),
+                expr.span,
+            ));
+            return Ty::Unknown;
+        }
+        ty
+    }
+
+    fn call_block(&mut self, call: &CallBlock, env: &mut Env) {
+        let arg_tys: Vec<Ty> = call
+            .args
+            .iter()
+            .map(|a| self.value_expr(&a.value, env))
+            .collect();
+        let Some(function) = self.program.functions.get(&call.function) else {
+            self.error(self.unknown_function(&call.function, call.span));
+            for t in &call.targets {
+                env.define(&t.name, Ty::Unknown);
+            }
+            return;
+        };
+        let def = &function.def;
+        match builtins::bind_udf_args(def, &call.args, call.span) {
+            Ok(bound) => {
+                for (param, bp) in def.params.iter().zip(&bound.params) {
+                    let builtins::BoundValue::Arg(arg) = bp.value else {
+                        continue;
+                    };
+                    let Some(idx) = call.args.iter().position(|a| std::ptr::eq(&a.value, arg))
+                    else {
+                        continue;
+                    };
+                    let declared = Ty::of_decl(param.ty);
+                    let given = arg_tys[idx];
+                    let mismatch = (declared == Ty::Matrix && given.is_scalar())
+                        || (declared.is_scalar() && given == Ty::Matrix);
+                    if mismatch {
+                        let what = if declared == Ty::Matrix {
+                            "a matrix"
+                        } else {
+                            "a scalar"
+                        };
+                        self.error(CompileError::user(
+                            format!(
+                                "parameter '{}' of function {} expects {what}, but {} is {}",
+                                param.name,
+                                def.name,
+                                describe(arg),
+                                if given == Ty::Matrix {
+                                    "a matrix"
+                                } else {
+                                    "a scalar"
+                                }
+                            ),
+                            arg.span,
+                        ));
+                    }
+                }
+            }
+            Err(e) => self.error(e),
+        }
+        // SystemDS binds results to targets one to one: `x = f()` with two results is an
+        // error there too (it does not bind the first).
+        let n_targets = call.targets.len();
+        let n_results = def.results.len();
+        if n_targets > 0 && n_targets != n_results {
+            let returns = match n_results {
+                0 => "returns no value".to_string(),
+                1 => "returns 1 value".to_string(),
+                n => format!("returns {n} values"),
+            };
+            let msg = if call.targets.iter().all(|t| is_temporary(&t.name)) {
+                format!(
+                    "function {} {returns}; a call inside an expression must return exactly one",
+                    def.name
+                )
+            } else if n_targets == 1 && n_results > 1 {
+                let names: Vec<&str> = def.results.iter().map(|r| r.name.as_str()).collect();
+                format!(
+                    "function {} {returns}; assign them all, as in [{}] = {}(...)",
+                    def.name,
+                    names.join(", "),
+                    def.name
+                )
+            } else {
+                format!(
+                    "function {} {returns}, but {n_targets} targets are assigned",
+                    def.name
+                )
+            };
+            self.error(CompileError::user(msg, call.span));
+        }
+        for (i, target) in call.targets.iter().enumerate() {
+            let ty = def
+                .results
+                .get(i)
+                .map_or(Ty::Unknown, |r| Ty::of_decl(r.ty));
+            env.define(&target.name, ty);
+        }
+    }
+
+    fn range(&mut self, range: Option<&IndexRange>, env: &mut Env) {
+        if let Some(r) = range {
+            for bound in std::iter::once(&*r.lower).chain(r.upper.as_deref()) {
+                if self.expr(bound, env) == Ty::Matrix {
+                    self.error(CompileError::user(
+                        "an index must be a scalar, but this is a matrix",
+                        bound.span,
+                    ));
+                }
+            }
+        }
+    }
+
+    fn undefined(&self, name: &str, span: Span, env: &Env, message: String) -> CompileError {
+        let mut err = CompileError::user(message, span);
+        let candidates = env
+            .vars
+            .keys()
+            .map(String::as_str)
+            .filter(|n| !is_temporary(n));
+        if let Some(close) = builtins::closest(name, candidates) {
+            err = err.with_note(format!("did you mean '{close}'?"));
+        }
+        err
+    }
+
+    fn unknown_function(&self, name: &str, span: Span) -> CompileError {
+        let mut err = CompileError::user(format!("unknown function '{name}'"), span);
+        if name.contains("::") {
+            return CompileError::unsupported(
+                "namespaces (ns::name) of sourced scripts",
+                Some(span),
+            );
+        }
+        let builtin_names = builtins::ALL.iter().map(|b| b.name());
+        let udf_names = self.program.functions.keys().map(String::as_str);
+        if let Some(close) = builtins::closest(name, udf_names.chain(builtin_names)) {
+            err = err.with_note(format!("did you mean '{close}'?"));
+        }
+        err
+    }
+
+    fn expr(&mut self, expr: &Expr, env: &mut Env) -> Ty {
+        match &expr.kind {
+            ExprKind::Double(_) => Ty::Double,
+            ExprKind::Int(_) => Ty::Int,
+            ExprKind::Bool(_) => Ty::Bool,
+            ExprKind::Str(_) => Ty::Str,
+            ExprKind::Var(name) => match env.vars.get(name) {
+                Some(&ty) => ty,
+                None => {
+                    let err = self.undefined(
+                        name,
+                        expr.span,
+                        env,
+                        format!("undefined variable '{name}': it is read before it is assigned"),
+                    );
+                    self.error(err);
+                    // Report each variable once, not at every later read.
+                    env.define(name, Ty::Unknown);
+                    Ty::Unknown
+                }
+            },
+            ExprKind::ScriptArg(name) => {
+                if !self.script_args.contains(name) {
+                    self.error(
+                        CompileError::user(
+                            format!("no value given for the script argument '${name}'"),
+                            expr.span,
+                        )
+                        .with_note(format!(
+                            "pass it as -nvargs {name}=<value>, or use ifdef(${name}, <default>)"
+                        )),
+                    );
+                }
+                Ty::Unknown
+            }
+            ExprKind::Unary { op, operand } => {
+                let ty = self.value_expr(operand, env);
+                match (op, ty) {
+                    (_, Ty::Matrix) => Ty::Matrix,
+                    (UnaryOp::Not, t) if t.is_scalar() => Ty::Bool,
+                    (_, Ty::Int) => Ty::Int,
+                    (_, t) if t.is_scalar() => Ty::Double,
+                    _ => Ty::Unknown,
+                }
+            }
+            ExprKind::Binary { op, lhs, rhs } => {
+                let l = self.value_expr(lhs, env);
+                let r = self.value_expr(rhs, env);
+                use crate::ast::BinaryOp::*;
+                if *op == MatMul {
+                    for (side, ty) in [(lhs, l), (rhs, r)] {
+                        if ty.is_scalar() {
+                            self.error(CompileError::user(
+                                "matrix multiplication (%*%) needs matrices, but this is a scalar \
+                                 (use * to scale by a scalar)",
+                                side.span,
+                            ));
+                        }
+                    }
+                    return Ty::Matrix;
+                }
+                let arithmetic = matches!(op, Sub | Mul | Div | Pow | Mod | IntDiv);
+                if arithmetic || (*op == Add && (l == Ty::Matrix || r == Ty::Matrix)) {
+                    for (side, ty) in [(lhs, l), (rhs, r)] {
+                        if ty == Ty::Str {
+                            self.error(CompileError::user(
+                                format!(
+                                    "'{}' cannot be applied to a string (only '+' concatenates \
+                                     strings with scalars)",
+                                    op.symbol()
+                                ),
+                                side.span,
+                            ));
+                            return Ty::Unknown;
+                        }
+                    }
+                }
+                if l == Ty::Matrix || r == Ty::Matrix {
+                    return Ty::Matrix;
+                }
+                if !(l.is_scalar() && r.is_scalar()) {
+                    return Ty::Unknown;
+                }
+                match op {
+                    Lt | Le | Gt | Ge | Eq | Ne | And | Or => Ty::Bool,
+                    Add if l == Ty::Str || r == Ty::Str => Ty::Str,
+                    Add | Sub | Mul | Mod | IntDiv if l == Ty::Int && r == Ty::Int => Ty::Int,
+                    _ => Ty::Double,
+                }
+            }
+            ExprKind::Index { target, rows, cols } => {
+                let ty = self.value_expr(target, env);
+                self.range(rows.as_ref(), env);
+                self.range(cols.as_ref(), env);
+                if ty.is_scalar() {
+                    self.error(CompileError::user(
+                        format!("{} is a scalar and cannot be indexed", describe(target)),
+                        expr.span,
+                    ));
+                    return Ty::Unknown;
+                }
+                Ty::Matrix
+            }
+            ExprKind::Call { name, args } => self.call_expr(name, args, expr.span, env),
+        }
+    }
+
+    fn call_expr(&mut self, name: &str, args: &[Arg], span: Span, env: &mut Env) -> Ty {
+        let Some(builtin) = builtins::lookup(name) else {
+            if self.program.functions.contains_key(name) {
+                // build_program hoists every user-defined call out of expressions.
+                self.error(CompileError::internal(format!(
+                    "call of function {name} left in an expression"
+                )));
+            } else {
+                self.error(self.unknown_function(name, span));
+            }
+            for a in args {
+                self.expr(&a.value, env);
+            }
+            return Ty::Unknown;
+        };
+        if builtin == Builtin::Ifdef {
+            return self.ifdef(args, span, env);
+        }
+        let tys: Vec<Ty> = args
+            .iter()
+            .map(|a| self.value_expr(&a.value, env))
+            .collect();
+        let bound = match builtins::bind_args(builtin, args, span) {
+            Ok(b) => b,
+            Err(e) => {
+                self.error(e);
+                return result_ty(builtin, &tys, args);
+            }
+        };
+        let sig = builtin.signature();
+        let ty_of = |e: &Expr| -> Ty {
+            args.iter()
+                .position(|a| std::ptr::eq(&a.value, e))
+                .map_or(Ty::Unknown, |i| tys[i])
+        };
+        let mut checks: Vec<(&Expr, ArgKind)> = Vec::new();
+        if sig.variadic {
+            let kind = sig.params[0].kind;
+            let kind = match builtin {
+                // min/max of one argument aggregate a matrix; of several, any mix goes.
+                Builtin::Min | Builtin::Max if bound.variadic.len() == 1 => ArgKind::Matrix,
+                _ => kind,
+            };
+            checks.extend(bound.variadic.iter().map(|e| (*e, kind)));
+        } else {
+            for (spec, bp) in sig.params.iter().zip(&bound.params) {
+                if let builtins::BoundValue::Arg(e) = bp.value {
+                    checks.push((e, spec.kind));
+                }
+            }
+        }
+        for (arg, kind) in checks {
+            let ty = ty_of(arg);
+            let problem = match kind {
+                ArgKind::Any => None,
+                ArgKind::Matrix if ty.is_scalar() => Some("a matrix"),
+                ArgKind::Scalar if ty == Ty::Matrix => Some("a scalar"),
+                ArgKind::Str if ty == Ty::Matrix => Some("a string"),
+                _ => None,
+            };
+            if let Some(expected) = problem {
+                let err = CompileError::user(
+                    format!(
+                        "{}() expects {expected} argument, but {} is {}",
+                        builtin.name(),
+                        describe(arg),
+                        if ty == Ty::Matrix {
+                            "a matrix"
+                        } else {
+                            "a scalar"
+                        }
+                    ),
+                    arg.span,
+                );
+                self.error(err);
+            }
+        }
+        result_ty(builtin, &tys, args)
+    }
+
+    fn ifdef(&mut self, args: &[Arg], span: Span, env: &mut Env) -> Ty {
+        if let Err(e) = builtins::bind_args(Builtin::Ifdef, args, span) {
+            self.error(e);
+        }
+        if let Some(first) = args.first() {
+            if !matches!(first.value.kind, ExprKind::ScriptArg(_)) {
+                self.error(CompileError::user(
+                    "the first argument of ifdef must be a script argument such as $name",
+                    first.value.span,
+                ));
+            }
+        }
+        let mut default_ty = Ty::Unknown;
+        for (i, a) in args.iter().enumerate().skip(1) {
+            let ty = self.value_expr(&a.value, env);
+            if i == 1 {
+                default_ty = ty;
+            }
+        }
+        // The command-line value, when given, is a scalar; without one, the default applies.
+        match args.first().map(|a| &a.value.kind) {
+            Some(ExprKind::ScriptArg(name)) if self.script_args.contains(name) => Ty::Scalar,
+            _ => default_ty,
+        }
+    }
+}
+
+/// The static type of a built-in call's result.
+fn result_ty(builtin: Builtin, tys: &[Ty], args: &[Arg]) -> Ty {
+    match builtin.signature().result {
+        ResultKind::Matrix => {
+            if builtin == Builtin::Read {
+                let data_type = args
+                    .iter()
+                    .find(|a| a.name.as_ref().is_some_and(|n| n.name == "data_type"));
+                if let Some(a) = data_type {
+                    return match &a.value.kind {
+                        ExprKind::Str(s) if s.eq_ignore_ascii_case("scalar") => Ty::Scalar,
+                        ExprKind::Str(s) if s.eq_ignore_ascii_case("matrix") => Ty::Matrix,
+                        _ => Ty::Unknown,
+                    };
+                }
+            }
+            Ty::Matrix
+        }
+        ResultKind::Double => Ty::Double,
+        ResultKind::Int => Ty::Int,
+        ResultKind::Bool => Ty::Bool,
+        ResultKind::Str => Ty::Str,
+        ResultKind::Nothing => Ty::Nothing,
+        ResultKind::Unknown => Ty::Unknown,
+        ResultKind::AggregateOrElementWise if tys.len() == 1 => Ty::Double,
+        ResultKind::ElementWise | ResultKind::AggregateOrElementWise => {
+            if tys.contains(&Ty::Matrix) {
+                Ty::Matrix
+            } else if !tys.is_empty() && tys.iter().all(|t| t.is_scalar()) {
+                Ty::Scalar
+            } else {
+                Ty::Unknown
+            }
+        }
+    }
+}
+
+/// Whether a parameter default is a constant (a literal, possibly negated), the only defaults
+/// SystemDS honours.
+fn is_constant(expr: &Expr) -> bool {
+    match &expr.kind {
+        ExprKind::Double(_) | ExprKind::Int(_) | ExprKind::Bool(_) | ExprKind::Str(_) => true,
+        ExprKind::Unary {
+            op: UnaryOp::Neg | UnaryOp::Plus,
+            operand,
+        } => {
+            matches!(operand.kind, ExprKind::Double(_) | ExprKind::Int(_))
+        }
+        _ => false,
+    }
+}
+
+/// Marks every variable that `blocks` may assign (and that is already defined) as of unknown
+/// type: a loop body's assignments reach the next iteration and the loop's condition.
+fn forget_assigned(blocks: &[Block], env: &mut Env) {
+    for block in blocks {
+        match block {
+            Block::Basic(basic) => {
+                for stmt in &basic.stmts {
+                    if let StmtKind::Assign { target, .. } = &stmt.kind {
+                        if let Some(ty) = env.vars.get_mut(&target.name) {
+                            *ty = Ty::Unknown;
+                        }
+                    }
+                }
+            }
+            Block::If {
+                then_blocks,
+                else_blocks,
+                ..
+            } => {
+                forget_assigned(then_blocks, env);
+                forget_assigned(else_blocks, env);
+            }
+            Block::For { var, body, .. } => {
+                if let Some(ty) = env.vars.get_mut(&var.name) {
+                    *ty = Ty::Unknown;
+                }
+                forget_assigned(body, env);
+            }
+            Block::While { body, .. } => forget_assigned(body, env),
+            Block::Call(call) => {
+                for t in &call.targets {
+                    if let Some(ty) = env.vars.get_mut(&t.name) {
+                        *ty = Ty::Unknown;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parser::parse;
+    use crate::program::build_program;
+    use crate::span::SourceFile;
+
+    fn check_with(text: &str, args: &[&str]) -> Vec<String> {
+        let script = parse(&SourceFile::new("t.dml", text)).expect("parses");
+        let program = build_program(script).expect("builds");
+        let args: BTreeSet<String> = args.iter().map(|s| s.to_string()).collect();
+        match check_program(&program, &args) {
+            Ok(()) => vec![],
+            Err(errors) => errors
+                .into_iter()
+                .map(|e| {
+                    let mut s = e.message;
+                    for n in e.notes {
+                        s.push_str(" | ");
+                        s.push_str(&n);
+                    }
+                    s
+                })
+                .collect(),
+        }
+    }
+
+    fn check(text: &str) -> Vec<String> {
+        check_with(text, &[])
+    }
+
+    #[test]
+    fn undefined_variables_are_flow_aware() {
+        assert_eq!(check("x = 1\nprint(x)"), Vec::<String>::new());
+        assert_eq!(
+            check("count = 1\nprint(cuont)"),
+            vec!["undefined variable 'cuont': it is read before it is assigned | did you mean 'count'?"]
+        );
+        // Assigned in one branch only: defined afterwards (SystemDS warns, does not fail).
+        assert!(check("if (1 > 0) { a = 1 }\nprint(a)").is_empty());
+        // Read in a loop body before its first assignment there: an error, as in SystemDS.
+        let errs = check("x = 1\nwhile (x < 3) { print(y); y = 1; x = x + 1 }");
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].starts_with("undefined variable 'y'"));
+        let errs = check("Y[1,1] = 5");
+        assert!(errs[0].contains("before 'Y' is initialized"), "{errs:?}");
+    }
+
+    #[test]
+    fn functions_and_arguments_are_checked() {
+        let errs = check("x = rowsum(matrix(1, 2, 2))");
+        assert_eq!(
+            errs,
+            vec!["unknown function 'rowsum' | did you mean 'rowSums'?"]
+        );
+        let f = "f = function(double a) return (double b, double c) { b = a + 1; c = 2 }\n";
+        assert!(check(&format!("{f}[x, y] = f(1)\nprint(x + y)")).is_empty());
+        assert!(check(&format!("{f}f(1)")).is_empty());
+        let errs = check(&format!("{f}x = f(1)"));
+        assert_eq!(
+            errs,
+            vec!["function f returns 2 values; assign them all, as in [b, c] = f(...)"]
+        );
+        let errs = check(&format!("{f}x = f(1) + 1"));
+        assert_eq!(
+            errs,
+            vec![
+                "function f returns 2 values; a call inside an expression must return exactly one"
+            ]
+        );
+        let errs = check(&format!("{f}[x, y, z] = f(1)"));
+        assert_eq!(
+            errs,
+            vec!["function f returns 2 values, but 3 targets are assigned"]
+        );
+        let errs = check(&format!("{f}[x, y] = f(b=1)"));
+        assert_eq!(
+            errs,
+            vec!["function f has no parameter named 'b' | parameters: a"]
+        );
+        let errs = check(&format!("{f}x = f(matrix(1, 2, 2))"));
+        assert!(
+            errs[0].starts_with("parameter 'a' of function f expects a scalar"),
+            "{errs:?}"
+        );
+        let errs =
+            check("g = function(double a) return (double b, double c) { b = a }\n[x, y] = g(1)");
+        assert!(errs[0].contains("never assigns its result 'c'"), "{errs:?}");
+        let errs =
+            check("g = function(double a = 1, double b = a) return (double c) { c = a + b }");
+        assert!(errs[0].contains("must be a constant"), "{errs:?}");
+    }
+
+    #[test]
+    fn static_data_type_errors() {
+        let errs = check("x = 3\nprint(nrow(x))");
+        assert_eq!(
+            errs,
+            vec!["nrow() expects a matrix argument, but 'x' is a scalar"]
+        );
+        assert_eq!(check("x = 3\ny = as.scalar(x)").len(), 1);
+        assert_eq!(
+            check("x = 3\nprint(x[1,1])"),
+            vec!["'x' is a scalar and cannot be indexed"]
+        );
+        assert_eq!(check("print(min(3))").len(), 1);
+        assert!(check("print(min(3, 4))").is_empty());
+        let errs = check("X = matrix(1, 2, 2)\nif (X) { print(1) }");
+        assert!(
+            errs[0].starts_with("the if condition must be a scalar"),
+            "{errs:?}"
+        );
+        assert!(check("X = matrix(1, 2, 2)\nprint(X)").is_empty());
+        let errs = check("X = matrix(1, 2, 2)\ny = as.double(X)");
+        assert_eq!(
+            errs,
+            vec!["as.double() expects a scalar argument, but 'X' is a matrix"]
+        );
+        assert_eq!(check("x = 3 %*% 2").len(), 2);
+        assert_eq!(
+            check("x = print(1)"),
+            vec!["print() returns no value to assign"]
+        );
+        assert_eq!(
+            check("s = \"abc\"\nx = s * 2"),
+            vec!["'*' cannot be applied to a string (only '+' concatenates strings with scalars)"]
+        );
+        assert!(check("s = \"abc\"\nx = s + 2 + \"d\"\nprint(x)").is_empty());
+        // A type the loop may change is not trusted inside or after the loop.
+        assert!(check(
+            "x = 1\nfor (i in 1:2) { y = x + 1\n x = matrix(1, 2, 2) }\nprint(toString(x))"
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn script_arguments_need_values_or_defaults() {
+        assert_eq!(
+            check("x = $n + 1"),
+            vec!["no value given for the script argument '$n' | pass it as -nvargs n=<value>, or use ifdef($n, <default>)"]
+        );
+        assert!(check_with("x = $n + 1", &["n"]).is_empty());
+        assert!(check("x = ifdef($n, 3)\nprint(x)").is_empty());
+        assert_eq!(check("y = 1\nx = ifdef(y, 3)").len(), 1);
+    }
+}

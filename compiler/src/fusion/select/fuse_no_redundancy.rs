@@ -1,0 +1,43 @@
+//! Fuse-no-redundancy (FNR, paper section 4, reference 4.3): fusion without redundant
+//! compute. A hop with several consumers is never fused into any of them; it is materialized
+//! once and read by each, so more intermediates are written than with fuse-all.
+
+use super::fuse_all::finish;
+use super::{prepare_for_selection, prune_subsumed, select_fuse_all, selection_roots};
+use super::{PlanSelector, Selection};
+use crate::fusion::dag::FusionDag;
+use crate::fusion::memo::MemoTable;
+use crate::hops::HopId;
+use crate::Result;
+
+/// The fuse-no-redundancy heuristic.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FuseNoRedundancy;
+
+impl PlanSelector for FuseNoRedundancy {
+    fn name(&self) -> &'static str {
+        "fuse-no-redundancy"
+    }
+
+    fn is_heuristic(&self) -> bool {
+        true
+    }
+
+    fn select(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) -> Result<Selection> {
+        prepare_for_selection(dag, memo, true);
+        // Before subsumption pruning, so that a plan fusing a shared input cannot hide the
+        // plan that reads it materialized.
+        let hops: Vec<HopId> = memo.hops().collect();
+        for h in hops {
+            memo.retain(h, |e| e.refs().all(|(_, c)| dag.num_consumers(c) <= 1));
+        }
+        prune_subsumed(memo);
+        let mut selection = Selection {
+            selector: self.name().to_string(),
+            ..Selection::default()
+        };
+        select_fuse_all(dag, memo, &selection_roots(dag), None, &|_, _| true, &mut selection);
+        finish(memo, &mut selection);
+        Ok(selection)
+    }
+}

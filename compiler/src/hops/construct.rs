@@ -1,0 +1,752 @@
+//! HOP DAG construction from the AST of one basic block (or one predicate/loop-bound
+//! expression), with the actual metadata of the variables live at block entry.
+//!
+//! Statements are processed in order; an assignment rebinds a name to a hop, so a statement
+//! always sees the values of the variables at its point in the block (`x = 1; print(x);
+//! x = 2; print(x)` prints 1 then 2). At the end every variable assigned in the block gets a
+//! `TransientWrite` root with its final value. Roots are ordered by statement: side effects
+//! and `time()` at their statement, each `TransientWrite` at the variable's final assignment.
+
+use super::builder::DagBuilder;
+use super::ir::{
+    AggOp, BinaryOp, CastOp, CumulativeOp, DataGenOp, Direction, HopDag, HopId, Literal, MetaOp,
+    NaryOp, OpKind, ReorgOp, TernaryOp, UnaryOp, ValueType, RAND_INPUTS, TOSTRING_INPUTS,
+};
+use super::rewrite::optimize;
+use super::verify::verify;
+use crate::ast::{self, Expr, ExprKind, IndexRange, Stmt, StmtKind};
+use crate::builtins::{self, bind_args, Builtin};
+use crate::error::{CompileError, Result};
+use crate::span::Span;
+use std::collections::{BTreeMap, HashMap};
+
+/// The variable an expression DAG ([`build_expr_dag`]) writes its value to. It starts with
+/// `_`, which no DML identifier can, so it never clashes with a script variable.
+pub const EXPR_RESULT: &str = "_expr";
+
+/// What is known about a variable live at block entry.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputMeta {
+    /// A matrix with its sizes (`None` where unknown) and number of non-zeros.
+    Matrix {
+        rows: Option<u64>,
+        cols: Option<u64>,
+        nnz: Option<u64>,
+    },
+    /// A scalar of a value type; with `value`, the scalar acts as that literal (so sizes such
+    /// as `matrix(0, rows=n, cols=n)` are known). A DAG built with values is only valid for
+    /// those values: callers caching compiled blocks must key the cache by them.
+    Scalar {
+        value_type: ValueType,
+        value: Option<Literal>,
+    },
+}
+
+impl InputMeta {
+    /// A matrix with known sizes.
+    pub fn matrix(rows: u64, cols: u64, nnz: u64) -> InputMeta {
+        InputMeta::Matrix {
+            rows: Some(rows),
+            cols: Some(cols),
+            nnz: Some(nnz),
+        }
+    }
+
+    /// A scalar with a known value.
+    pub fn scalar(value: Literal) -> InputMeta {
+        InputMeta::Scalar {
+            value_type: value.value_type(),
+            value: Some(value),
+        }
+    }
+}
+
+/// The variables live at block entry, by name.
+pub type BlockInputs = BTreeMap<String, InputMeta>;
+
+/// Script arguments (`-nvargs name=value`): raw text by name, typed on use as DML types a
+/// literal (`3` int, `3.5`/`1e3` double, `TRUE`/`FALSE` bool, anything else a string; one pair
+/// of surrounding double quotes is removed).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScriptArgs {
+    pub values: BTreeMap<String, String>,
+}
+
+impl ScriptArgs {
+    pub fn new() -> ScriptArgs {
+        ScriptArgs::default()
+    }
+
+    /// Adds or replaces an argument.
+    pub fn insert(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        self.values.insert(name.into(), value.into());
+    }
+
+    /// The typed literal of argument `name` (without the `$`), if given.
+    pub fn literal(&self, name: &str) -> Option<Literal> {
+        self.values.get(name).map(|v| type_script_arg(v))
+    }
+}
+
+/// Types the text of a script argument as DML would type the same literal.
+pub fn type_script_arg(text: &str) -> Literal {
+    let t = text.trim();
+    if let Ok(v) = t.parse::<i64>() {
+        return Literal::Int(v);
+    }
+    let numeric = t
+        .chars()
+        .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
+        && t.chars().any(|c| c.is_ascii_digit());
+    if numeric {
+        if let Ok(v) = t.parse::<f64>() {
+            return Literal::Double(v);
+        }
+    }
+    match t {
+        "TRUE" => Literal::Bool(true),
+        "FALSE" => Literal::Bool(false),
+        _ => {
+            let unquoted = text
+                .strip_prefix('"')
+                .and_then(|s| s.strip_suffix('"'))
+                .unwrap_or(text);
+            Literal::Str(unquoted.to_string())
+        }
+    }
+}
+
+/// Builds the DAG of a basic block and runs the default rewrites ([`optimize`]): the DAG the
+/// executor should run. See [`construct_block_dag`] for the DAG before rewrites.
+pub fn build_block_dag(
+    block: &[Stmt],
+    inputs: &BlockInputs,
+    script_args: &ScriptArgs,
+) -> Result<HopDag> {
+    let mut dag = construct_block_dag(block, inputs, script_args)?;
+    optimize(&mut dag)?;
+    Ok(dag)
+}
+
+/// Builds the DAG of a basic block as written (scalar constants are folded eagerly so that
+/// sizes depending on them are known), sizes propagated and verified.
+pub fn construct_block_dag(
+    block: &[Stmt],
+    inputs: &BlockInputs,
+    script_args: &ScriptArgs,
+) -> Result<HopDag> {
+    let mut cx = Ctx::new(inputs, script_args);
+    // Roots created by each statement, and the statement of each variable's final assignment.
+    let mut roots_by_stmt: Vec<Vec<HopId>> = Vec::with_capacity(block.len());
+    let mut final_assign: BTreeMap<String, usize> = BTreeMap::new();
+    let mut order_of_assign: Vec<String> = Vec::new();
+    for (k, stmt) in block.iter().enumerate() {
+        let before = cx.b.dag().roots.len();
+        if let Some(name) = cx.stmt(stmt)? {
+            if final_assign.insert(name.clone(), k).is_none() {
+                order_of_assign.push(name);
+            }
+        }
+        roots_by_stmt.push(cx.b.dag().roots[before..].to_vec());
+    }
+    let mut writes_by_stmt: Vec<Vec<HopId>> = vec![Vec::new(); block.len()];
+    // Variables in order of first assignment, each placed at its final assignment.
+    let mut names: Vec<&String> = order_of_assign.iter().collect();
+    names.sort_by_key(|n| final_assign[*n]);
+    for name in names {
+        let value = cx.vars[name.as_str()];
+        let span = block[final_assign[name]].span;
+        cx.b.set_span(span);
+        let w =
+            cx.b.add(OpKind::TransientWrite { name: name.clone() }, &[value])?;
+        writes_by_stmt[final_assign[name]].push(w);
+    }
+    let mut roots = Vec::new();
+    for (created, writes) in roots_by_stmt.into_iter().zip(writes_by_stmt) {
+        roots.extend(created);
+        roots.extend(writes);
+    }
+    cx.b.dag_mut().roots = roots;
+    finish(cx.b)
+}
+
+/// Builds the DAG of one expression (an `if`/`while` condition or a `for` bound): its value is
+/// written to the variable [`EXPR_RESULT`]. A 1×1 matrix result is cast to a scalar (as
+/// SystemDS does for predicates); any other matrix is a user error. Rewrites are applied.
+pub fn build_expr_dag(
+    expr: &Expr,
+    inputs: &BlockInputs,
+    script_args: &ScriptArgs,
+) -> Result<HopDag> {
+    let mut cx = Ctx::new(inputs, script_args);
+    let mut value = cx.expr(expr)?;
+    if cx.b.dag().hop(value).is_matrix() {
+        value = cx
+            .add(OpKind::Cast(CastOp::AsScalar), &[value], expr.span)
+            .map_err(|e| {
+                CompileError::user(
+                    format!("a condition or loop bound must be a scalar: {}", e.message),
+                    expr.span,
+                )
+            })?;
+    }
+    cx.b.set_span(expr.span);
+    cx.b.add(
+        OpKind::TransientWrite {
+            name: EXPR_RESULT.to_string(),
+        },
+        &[value],
+    )?;
+    let mut dag = finish(cx.b)?;
+    optimize(&mut dag)?;
+    Ok(dag)
+}
+
+fn finish(b: DagBuilder) -> Result<HopDag> {
+    let dag = b.into_dag();
+    verify(&dag).map_err(|e| {
+        CompileError::internal(format!("DAG construction produced an invalid DAG: {e}"))
+    })?;
+    Ok(dag)
+}
+
+struct Ctx<'a> {
+    b: DagBuilder,
+    inputs: &'a BlockInputs,
+    args: &'a ScriptArgs,
+    /// The current value of every variable read or assigned so far.
+    vars: HashMap<String, HopId>,
+}
+
+/// How an aggregate built-in maps onto `AggUnary`.
+fn aggregate(builtin: Builtin) -> Option<(AggOp, Direction)> {
+    use Builtin::*;
+    Some(match builtin {
+        Sum => (AggOp::Sum, Direction::Full),
+        Mean => (AggOp::Mean, Direction::Full),
+        Prod => (AggOp::Prod, Direction::Full),
+        Var => (AggOp::Var, Direction::Full),
+        RowSums => (AggOp::Sum, Direction::Row),
+        ColSums => (AggOp::Sum, Direction::Col),
+        RowMeans => (AggOp::Mean, Direction::Row),
+        ColMeans => (AggOp::Mean, Direction::Col),
+        RowMaxs => (AggOp::Max, Direction::Row),
+        RowMins => (AggOp::Min, Direction::Row),
+        ColMaxs => (AggOp::Max, Direction::Col),
+        ColMins => (AggOp::Min, Direction::Col),
+        RowVars => (AggOp::Var, Direction::Row),
+        ColVars => (AggOp::Var, Direction::Col),
+        _ => return None,
+    })
+}
+
+fn unary_builtin(builtin: Builtin) -> Option<UnaryOp> {
+    use Builtin::*;
+    Some(match builtin {
+        Abs => UnaryOp::Abs,
+        Exp => UnaryOp::Exp,
+        Sqrt => UnaryOp::Sqrt,
+        Round => UnaryOp::Round,
+        Floor => UnaryOp::Floor,
+        Ceil => UnaryOp::Ceil,
+        Sign => UnaryOp::Sign,
+        Sin => UnaryOp::Sin,
+        Cos => UnaryOp::Cos,
+        Tan => UnaryOp::Tan,
+        Asin => UnaryOp::Asin,
+        Acos => UnaryOp::Acos,
+        Atan => UnaryOp::Atan,
+        Sinh => UnaryOp::Sinh,
+        Cosh => UnaryOp::Cosh,
+        Tanh => UnaryOp::Tanh,
+        Sigmoid => UnaryOp::Sigmoid,
+        _ => return None,
+    })
+}
+
+impl<'a> Ctx<'a> {
+    fn new(inputs: &'a BlockInputs, args: &'a ScriptArgs) -> Ctx<'a> {
+        let mut b = DagBuilder::new();
+        b.set_folding(true);
+        Ctx {
+            b,
+            inputs,
+            args,
+            vars: HashMap::new(),
+        }
+    }
+
+    fn add(&mut self, op: OpKind, inputs: &[HopId], span: Span) -> Result<HopId> {
+        self.b.set_span(span);
+        self.b.add(op, inputs)
+    }
+
+    fn lit(&mut self, l: Literal, span: Span) -> HopId {
+        self.b.set_span(span);
+        self.b.literal(l)
+    }
+
+    /// Processes one statement; returns the variable it assigns, if any.
+    fn stmt(&mut self, stmt: &Stmt) -> Result<Option<String>> {
+        match &stmt.kind {
+            StmtKind::Assign { target, value } => {
+                let h = self.expr(value)?;
+                self.vars.insert(target.name.clone(), h);
+                Ok(Some(target.name.clone()))
+            }
+            StmtKind::IndexAssign { target, rows, cols, value } => {
+                let x = self.var(&target.name, target.span)?;
+                if self.b.dag().hop(x).is_scalar() {
+                    return Err(CompileError::user(
+                        format!("cannot index into '{}': it is a scalar", target.name),
+                        target.span,
+                    ));
+                }
+                let v = self.expr(value)?;
+                let [rl, ru] = self.range(x, rows.as_ref(), MetaOp::Nrow, stmt.span)?;
+                let [cl, cu] = self.range(x, cols.as_ref(), MetaOp::Ncol, stmt.span)?;
+                let h = self.add(OpKind::LeftIndex, &[x, v, rl, ru, cl, cu], stmt.span)?;
+                self.vars.insert(target.name.clone(), h);
+                Ok(Some(target.name.clone()))
+            }
+            StmtKind::MultiAssign { call, .. } => Err(CompileError::unsupported(
+                "assigning several results from a built-in function (only user-defined functions return several)",
+                Some(call.span),
+            )),
+            StmtKind::Expr(e) => {
+                if let ExprKind::Call { name, args } = &e.kind {
+                    if let Some(b) = builtins::lookup(name) {
+                        if b.is_statement() {
+                            self.statement_call(b, args, e.span)?;
+                            return Ok(None);
+                        }
+                    }
+                }
+                // A bare expression: evaluated for its errors, its value is unused.
+                self.expr(e)?;
+                Ok(None)
+            }
+            StmtKind::If { .. } | StmtKind::For { .. } | StmtKind::While { .. } => Err(CompileError::internal(
+                "control flow statement inside a basic block (blocks are split at control flow)",
+            )),
+        }
+    }
+
+    fn statement_call(&mut self, b: Builtin, args: &[ast::Arg], span: Span) -> Result<()> {
+        let bound = bind_args(b, args, span)?;
+        match b {
+            Builtin::Print => {
+                let mut ins = Vec::new();
+                for e in &bound.variadic {
+                    ins.push(self.expr(e)?);
+                }
+                self.add(OpKind::Print, &ins, span)?;
+            }
+            Builtin::Stop => {
+                let msg = self.param(&bound, "msg", span)?;
+                self.add(OpKind::Stop, &[msg], span)?;
+            }
+            Builtin::Write => {
+                let x = self.param(&bound, "x", span)?;
+                let file = self.param(&bound, "file", span)?;
+                let mut ins = vec![x, file];
+                let mut params = Vec::new();
+                for name in ["format", "header", "sep", "sparse"] {
+                    if let Some(e) = bound.expr_or_default(name, span) {
+                        ins.push(self.expr(&e)?);
+                        params.push(name.to_string());
+                    }
+                }
+                self.add(OpKind::PersistentWrite { params }, &ins, span)?;
+            }
+            other => {
+                return Err(CompileError::internal(format!(
+                    "{} is not a statement",
+                    other.name()
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// The current value of a variable: assigned in this block, or live at block entry.
+    fn var(&mut self, name: &str, span: Span) -> Result<HopId> {
+        if let Some(&h) = self.vars.get(name) {
+            return Ok(h);
+        }
+        let Some(meta) = self.inputs.get(name) else {
+            let known: Vec<&str> = self
+                .vars
+                .keys()
+                .map(String::as_str)
+                .chain(self.inputs.keys().map(String::as_str))
+                .collect();
+            let mut sorted = known;
+            sorted.sort_unstable();
+            let mut err = CompileError::user(format!("undefined variable '{name}'"), span);
+            if let Some(s) = builtins::closest(name, sorted) {
+                err = err.with_note(format!("did you mean '{s}'?"));
+            }
+            return Err(err);
+        };
+        self.b.set_span(span);
+        let h = match meta {
+            InputMeta::Matrix { rows, cols, nnz } => self.b.input_with(name, *rows, *cols, *nnz),
+            InputMeta::Scalar {
+                value: Some(v),
+                value_type,
+            } => {
+                if v.value_type() != *value_type {
+                    return Err(CompileError::internal(format!(
+                        "block input '{name}' is declared {} but holds a {}",
+                        value_type.name(),
+                        v.value_type().name()
+                    )));
+                }
+                self.b.literal(v.clone())
+            }
+            InputMeta::Scalar {
+                value_type,
+                value: None,
+            } => self.b.scalar_input(name, *value_type),
+        };
+        self.vars.insert(name.to_string(), h);
+        Ok(h)
+    }
+
+    fn param(&mut self, bound: &builtins::BoundArgs<'_>, name: &str, span: Span) -> Result<HopId> {
+        match bound.expr_or_default(name, span) {
+            Some(e) => self.expr(&e),
+            None => Err(CompileError::internal(format!(
+                "parameter '{name}' missing after binding"
+            ))),
+        }
+    }
+
+    /// `[lower, upper]` bound hops of one index dimension (omitted: `1` and `nrow`/`ncol`).
+    fn range(
+        &mut self,
+        x: HopId,
+        r: Option<&IndexRange>,
+        extent: MetaOp,
+        span: Span,
+    ) -> Result<[HopId; 2]> {
+        match r {
+            None => {
+                let one = self.lit(Literal::Int(1), span);
+                let n = self.add(OpKind::Meta(extent), &[x], span)?;
+                Ok([one, n])
+            }
+            Some(r) => {
+                let lo = self.index_bound(&r.lower)?;
+                let hi = match &r.upper {
+                    Some(u) => self.index_bound(u)?,
+                    None => lo,
+                };
+                Ok([lo, hi])
+            }
+        }
+    }
+
+    fn index_bound(&mut self, e: &Expr) -> Result<HopId> {
+        let h = self.expr(e)?;
+        let hop = self.b.dag().hop(h);
+        if hop.is_matrix() || hop.value_type == ValueType::String {
+            return Err(CompileError::user("an index must be a number", e.span));
+        }
+        Ok(h)
+    }
+
+    fn expr(&mut self, e: &Expr) -> Result<HopId> {
+        let span = e.span;
+        match &e.kind {
+            ExprKind::Double(v) => Ok(self.lit(Literal::Double(*v), span)),
+            ExprKind::Int(v) => Ok(self.lit(Literal::Int(*v), span)),
+            ExprKind::Bool(v) => Ok(self.lit(Literal::Bool(*v), span)),
+            ExprKind::Str(s) => Ok(self.lit(Literal::Str(s.clone()), span)),
+            ExprKind::Var(name) => self.var(name, span),
+            ExprKind::ScriptArg(name) => match self.args.literal(name) {
+                Some(l) => Ok(self.lit(l, span)),
+                None => Err(CompileError::user(
+                    format!(
+                        "script argument ${name} is not given (pass it with -nvargs {name}=...)"
+                    ),
+                    span,
+                )
+                .with_note(format!(
+                    "use ifdef(${name}, default) for an optional argument"
+                ))),
+            },
+            ExprKind::Unary { op, operand } => {
+                let x = self.expr(operand)?;
+                match op {
+                    ast::UnaryOp::Plus => {
+                        if self.b.dag().hop(x).value_type == ValueType::String {
+                            return Err(CompileError::user("unary '+' of a string", span));
+                        }
+                        Ok(x)
+                    }
+                    ast::UnaryOp::Neg => self.add(OpKind::Unary(UnaryOp::Neg), &[x], span),
+                    ast::UnaryOp::Not => self.add(OpKind::Unary(UnaryOp::Not), &[x], span),
+                }
+            }
+            ExprKind::Binary { op, lhs, rhs } => {
+                let a = self.expr(lhs)?;
+                let b = self.expr(rhs)?;
+                match BinaryOp::from_ast(*op) {
+                    Some(bop) => self.add(OpKind::Binary(bop), &[a, b], span),
+                    None => self.add(OpKind::MatMul, &[a, b], span),
+                }
+            }
+            ExprKind::Index { target, rows, cols } => {
+                let x = self.expr(target)?;
+                if self.b.dag().hop(x).is_scalar() {
+                    return Err(CompileError::user(
+                        "cannot index into a scalar",
+                        target.span,
+                    ));
+                }
+                let [rl, ru] = self.range(x, rows.as_ref(), MetaOp::Nrow, span)?;
+                let [cl, cu] = self.range(x, cols.as_ref(), MetaOp::Ncol, span)?;
+                self.add(OpKind::Index, &[x, rl, ru, cl, cu], span)
+            }
+            ExprKind::Call { name, args } => self.call(name, args, span),
+        }
+    }
+
+    fn call(&mut self, name: &str, args: &[ast::Arg], span: Span) -> Result<HopId> {
+        let Some(b) = builtins::lookup(name) else {
+            let mut names: Vec<&str> = builtins::ALL.iter().map(|b| b.name()).collect();
+            names.sort_unstable();
+            let mut err = CompileError::user(format!("unknown function '{name}'"), span);
+            if let Some(s) = builtins::closest(name, names) {
+                err = err.with_note(format!("did you mean '{s}'?"));
+            }
+            return Err(err);
+        };
+        if b.is_statement() {
+            return Err(CompileError::user(
+                format!("{}() has no value; call it as a statement", b.name()),
+                span,
+            ));
+        }
+        let bound = bind_args(b, args, span)?;
+        let mut variadic = Vec::new();
+        for e in &bound.variadic {
+            variadic.push(self.expr(e)?);
+        }
+        if let Some((op, dir)) = aggregate(b) {
+            let x = self.param(&bound, "x", span)?;
+            return self.add(OpKind::AggUnary { op, dir }, &[x], span);
+        }
+        if let Some(op) = unary_builtin(b) {
+            let x = self.param(&bound, "x", span)?;
+            return self.add(OpKind::Unary(op), &[x], span);
+        }
+        match b {
+            Builtin::Matrix => {
+                let data = self.param(&bound, "data", span)?;
+                let rows = self.param(&bound, "rows", span)?;
+                let cols = self.param(&bound, "cols", span)?;
+                let hop = self.b.dag().hop(data);
+                if hop.is_matrix() {
+                    let byrow = self.param(&bound, "byrow", span)?;
+                    self.add(
+                        OpKind::Reorg(ReorgOp::Reshape),
+                        &[data, rows, cols, byrow],
+                        span,
+                    )
+                } else if hop.value_type == ValueType::String {
+                    self.add(OpKind::DataGen(DataGenOp::Sinit), &[data, rows, cols], span)
+                } else {
+                    self.add(OpKind::DataGen(DataGenOp::Fill), &[data, rows, cols], span)
+                }
+            }
+            Builtin::Rand => {
+                let mut ins = Vec::with_capacity(RAND_INPUTS.len());
+                for p in RAND_INPUTS {
+                    ins.push(self.param(&bound, p, span)?);
+                }
+                self.add(OpKind::DataGen(DataGenOp::Rand), &ins, span)
+            }
+            Builtin::Seq => {
+                let from = self.param(&bound, "from", span)?;
+                let to = self.param(&bound, "to", span)?;
+                let incr = match bound.expr_or_default("incr", span) {
+                    Some(e) => self.expr(&e)?,
+                    // SystemDS: the default increment is -1 when from > to.
+                    None => {
+                        let le = self.add(OpKind::Binary(BinaryOp::Le), &[from, to], span)?;
+                        let one = self.lit(Literal::Int(1), span);
+                        let minus_one = self.lit(Literal::Int(-1), span);
+                        self.add(
+                            OpKind::Ternary(TernaryOp::IfElse),
+                            &[le, one, minus_one],
+                            span,
+                        )?
+                    }
+                };
+                self.add(OpKind::DataGen(DataGenOp::Seq), &[from, to, incr], span)
+            }
+            Builtin::Diag => self.unary_param(&bound, OpKind::Reorg(ReorgOp::Diag), span),
+            Builtin::T => self.unary_param(&bound, OpKind::Reorg(ReorgOp::Transpose), span),
+            Builtin::Cumsum => {
+                self.unary_param(&bound, OpKind::Cumulative(CumulativeOp::Cumsum), span)
+            }
+            Builtin::Solve => {
+                let a = self.param(&bound, "A", span)?;
+                let rhs = self.param(&bound, "b", span)?;
+                self.add(OpKind::Solve, &[a, rhs], span)
+            }
+            Builtin::Cbind => self.add(OpKind::Nary(NaryOp::Cbind), &variadic, span),
+            Builtin::Rbind => self.add(OpKind::Nary(NaryOp::Rbind), &variadic, span),
+            Builtin::Log => {
+                let x = self.param(&bound, "x", span)?;
+                match bound.expr_or_default("base", span) {
+                    Some(e) => {
+                        let base = self.expr(&e)?;
+                        self.add(OpKind::Binary(BinaryOp::Log), &[x, base], span)
+                    }
+                    None => self.add(OpKind::Unary(UnaryOp::Log), &[x], span),
+                }
+            }
+            Builtin::Min | Builtin::Max | Builtin::Pmin | Builtin::Pmax => {
+                let is_min = matches!(b, Builtin::Min | Builtin::Pmin);
+                match variadic.len() {
+                    1 => {
+                        if self.b.dag().hop(variadic[0]).is_scalar() {
+                            return Err(CompileError::user(
+                                format!(
+                                    "{}() of a single scalar: pass a matrix or at least two values",
+                                    b.name()
+                                ),
+                                span,
+                            ));
+                        }
+                        let op = if is_min { AggOp::Min } else { AggOp::Max };
+                        self.add(
+                            OpKind::AggUnary {
+                                op,
+                                dir: Direction::Full,
+                            },
+                            &variadic,
+                            span,
+                        )
+                    }
+                    2 => {
+                        let op = if is_min { BinaryOp::Min } else { BinaryOp::Max };
+                        self.add(OpKind::Binary(op), &variadic, span)
+                    }
+                    _ => {
+                        let op = if is_min { NaryOp::Min } else { NaryOp::Max };
+                        self.add(OpKind::Nary(op), &variadic, span)
+                    }
+                }
+            }
+            Builtin::Sd => {
+                let x = self.param(&bound, "x", span)?;
+                let var = self.add(
+                    OpKind::AggUnary {
+                        op: AggOp::Var,
+                        dir: Direction::Full,
+                    },
+                    &[x],
+                    span,
+                )?;
+                self.add(OpKind::Unary(UnaryOp::Sqrt), &[var], span)
+            }
+            Builtin::Ifelse => {
+                let ins = [
+                    self.param(&bound, "test", span)?,
+                    self.param(&bound, "yes", span)?,
+                    self.param(&bound, "no", span)?,
+                ];
+                self.add(OpKind::Ternary(TernaryOp::IfElse), &ins, span)
+            }
+            Builtin::Replace => {
+                let ins = [
+                    self.param(&bound, "target", span)?,
+                    self.param(&bound, "pattern", span)?,
+                    self.param(&bound, "replacement", span)?,
+                ];
+                self.add(OpKind::Ternary(TernaryOp::Replace), &ins, span)
+            }
+            Builtin::Nrow => self.unary_param(&bound, OpKind::Meta(MetaOp::Nrow), span),
+            Builtin::Ncol => self.unary_param(&bound, OpKind::Meta(MetaOp::Ncol), span),
+            Builtin::Length => self.unary_param(&bound, OpKind::Meta(MetaOp::Length), span),
+            Builtin::AsScalar => self.unary_param(&bound, OpKind::Cast(CastOp::AsScalar), span),
+            Builtin::AsMatrix => self.unary_param(&bound, OpKind::Cast(CastOp::AsMatrix), span),
+            Builtin::AsDouble => self.unary_param(&bound, OpKind::Cast(CastOp::AsDouble), span),
+            Builtin::AsInteger => self.unary_param(&bound, OpKind::Cast(CastOp::AsInt), span),
+            Builtin::AsLogical => self.unary_param(&bound, OpKind::Cast(CastOp::AsBool), span),
+            Builtin::ToString => {
+                let mut ins = Vec::with_capacity(TOSTRING_INPUTS.len());
+                for p in TOSTRING_INPUTS {
+                    ins.push(self.param(&bound, p, span)?);
+                }
+                self.add(OpKind::ToString, &ins, span)
+            }
+            Builtin::Read => {
+                let file = self.param(&bound, "file", span)?;
+                let mut ins = vec![file];
+                let mut params = Vec::new();
+                for p in bound.params.iter().skip(1) {
+                    if let builtins::BoundValue::Arg(e) = p.value {
+                        ins.push(self.expr(e)?);
+                        params.push(p.name.to_string());
+                    }
+                }
+                self.add(OpKind::PersistentRead { params }, &ins, span)
+            }
+            Builtin::Time => self.add(OpKind::DataGen(DataGenOp::Time), &[], span),
+            Builtin::Ifdef => {
+                let name_arg = bound.arg("name");
+                let Some(Expr {
+                    kind: ExprKind::ScriptArg(arg),
+                    ..
+                }) = name_arg
+                else {
+                    return Err(CompileError::user(
+                        "the first argument of ifdef must be a script argument ($name)",
+                        span,
+                    ));
+                };
+                match self.args.literal(arg) {
+                    Some(l) => Ok(self.lit(l, span)),
+                    None => self.param(&bound, "default", span),
+                }
+            }
+            other => Err(CompileError::internal(format!(
+                "built-in {} has no HOP lowering",
+                other.name()
+            ))),
+        }
+    }
+
+    fn unary_param(
+        &mut self,
+        bound: &builtins::BoundArgs<'_>,
+        op: OpKind,
+        span: Span,
+    ) -> Result<HopId> {
+        let x = self.param(bound, "x", span)?;
+        self.add(op, &[x], span)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn script_args_are_typed_like_literals() {
+        assert_eq!(type_script_arg("3"), Literal::Int(3));
+        assert_eq!(type_script_arg("-3"), Literal::Int(-3));
+        assert_eq!(type_script_arg("3.5"), Literal::Double(3.5));
+        assert_eq!(type_script_arg("1e3"), Literal::Double(1000.0));
+        assert_eq!(type_script_arg("TRUE"), Literal::Bool(true));
+        assert_eq!(type_script_arg("out.csv"), Literal::Str("out.csv".into()));
+        assert_eq!(type_script_arg("\"a b\""), Literal::Str("a b".into()));
+        assert_eq!(type_script_arg("e"), Literal::Str("e".into()));
+    }
+}

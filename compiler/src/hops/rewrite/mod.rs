@@ -1,0 +1,73 @@
+//! HOP DAG rewrites: small passes behind the [`Rewrite`] trait, one per file (DataFusion style),
+//! each followed by size propagation and (in debug builds and tests) the verifier.
+
+pub mod constant_fold;
+pub mod cse;
+pub mod simplify;
+
+pub use constant_fold::ConstantFolding;
+pub use cse::CommonSubexpressionElimination;
+pub use simplify::AlgebraicSimplification;
+
+use super::ir::HopDag;
+use super::size::propagate_sizes;
+use super::verify::verify;
+use crate::error::{CompileError, Result};
+
+/// One DAG-to-DAG pass. Rewrites must preserve results exactly (bit for bit) and must leave a
+/// DAG that passes the verifier once sizes are propagated.
+pub trait Rewrite {
+    /// A short, stable name (for explain, statistics and verifier messages).
+    fn name(&self) -> &'static str;
+
+    /// Rewrites the DAG in place; returns whether anything changed.
+    fn rewrite(&self, dag: &mut HopDag) -> Result<bool>;
+}
+
+/// The default pass list, in order.
+pub fn default_rewrites() -> Vec<Box<dyn Rewrite>> {
+    vec![
+        Box::new(ConstantFolding),
+        Box::new(AlgebraicSimplification),
+        Box::new(CommonSubexpressionElimination),
+    ]
+}
+
+/// Runs `passes` in order until none changes the DAG (at most `MAX_ROUNDS` rounds), then
+/// removes dead hops and renumbers ([`HopDag::compact`]). After every pass sizes are
+/// re-propagated; with `verify_each` (on in debug builds via [`optimize`]) the verifier runs too
+/// and a failure is reported as an internal error naming the pass.
+pub fn run_rewrites(
+    dag: &mut HopDag,
+    passes: &[Box<dyn Rewrite>],
+    verify_each: bool,
+) -> Result<()> {
+    const MAX_ROUNDS: usize = 8;
+    for _ in 0..MAX_ROUNDS {
+        let mut changed = false;
+        for pass in passes {
+            if pass.rewrite(dag)? {
+                changed = true;
+                propagate_sizes(dag)?;
+                if verify_each {
+                    verify(dag).map_err(|e| {
+                        CompileError::internal(format!(
+                            "the DAG is invalid after rewrite '{}': {e}",
+                            pass.name()
+                        ))
+                    })?;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    dag.compact();
+    Ok(())
+}
+
+/// The default rewrites with verification between passes in debug builds.
+pub fn optimize(dag: &mut HopDag) -> Result<()> {
+    run_rewrites(dag, &default_rewrites(), cfg!(debug_assertions))
+}

@@ -1,0 +1,832 @@
+//! Size and sparsity propagation: infers every hop's rows, columns and non-zero estimate from
+//! its inputs (and from literal scalar inputs such as `rows=10`), and checks shapes.
+//!
+//! Re-runnable after any rewrite. Leaves (`TransientRead`, and `PersistentRead` without literal
+//! `rows`/`cols`) keep the sizes they were given. Non-zero estimates are exact where derivable
+//! and otherwise follow SystemDS's worst-case rules (`OptimizerUtils.getBinaryOpSparsity`):
+//! `*`/`&` take the smaller sparsity, `+`/`-`/comparisons/`min`/`max`/`|` the sum capped at 1;
+//! matrix multiply uses the average-case estimate `1 - (1 - sa*sb)^k`. With a known scalar
+//! operand the estimate is sharper: if `f(0, c) == 0` the result has at most `nnz(X)`
+//! non-zeros, otherwise it is dense.
+
+use super::eval::eval_binary_f64;
+use super::ir::{
+    BinaryOp, CastOp, DataGenOp, DataType, Direction, Hop, HopDag, HopId, Literal, NaryOp, OpKind,
+    ReorgOp, TernaryOp,
+};
+use crate::error::{CompileError, Result};
+
+/// Sizes of one hop: rows, columns and estimated non-zeros (`None` where unknown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Dims {
+    pub rows: Option<u64>,
+    pub cols: Option<u64>,
+    pub nnz: Option<u64>,
+}
+
+impl Dims {
+    const SCALAR: Dims = Dims {
+        rows: Some(0),
+        cols: Some(0),
+        nnz: None,
+    };
+
+    fn of(hop: &Hop) -> Dims {
+        Dims {
+            rows: hop.rows,
+            cols: hop.cols,
+            nnz: hop.nnz,
+        }
+    }
+
+    fn cells(&self) -> Option<u64> {
+        self.rows?.checked_mul(self.cols?)
+    }
+}
+
+fn shape(d: &Dims) -> String {
+    let s = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
+    format!("{}x{}", s(d.rows), s(d.cols))
+}
+
+/// Runs size propagation over every hop of the DAG in topological order, overwriting the sizes
+/// of every non-leaf hop. Shape errors are user errors pointing at the offending hop's span.
+pub fn propagate_sizes(dag: &mut HopDag) -> Result<()> {
+    for id in topological_order(dag)? {
+        let dims = infer_dims(dag, id)?;
+        let hop = dag.hop_mut(id);
+        hop.rows = dims.rows;
+        hop.cols = dims.cols;
+        hop.nnz = dims.nnz;
+    }
+    Ok(())
+}
+
+/// All hops of the arena (dead ones included), inputs before users. Errors on cycles and
+/// out-of-range inputs (user errors: a DAG with those can only come from outside).
+pub fn topological_order(dag: &HopDag) -> Result<Vec<HopId>> {
+    let n = dag.hops.len();
+    // 0 = unvisited, 1 = on the stack, 2 = done. Iterative DFS: DAGs from files can be deep.
+    let mut state = vec![0u8; n];
+    let mut order = Vec::with_capacity(n);
+    for start in 0..n {
+        if state[start] != 0 {
+            continue;
+        }
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+        state[start] = 1;
+        while let Some(&mut (node, ref mut next)) = stack.last_mut() {
+            let inputs = &dag.hops[node].inputs;
+            if *next < inputs.len() {
+                let input = inputs[*next].index();
+                *next += 1;
+                if input >= n {
+                    return Err(CompileError::user(
+                        format!("hop {node} has input {input}, but the DAG has only {n} hops"),
+                        dag.hops[node].span,
+                    ));
+                }
+                match state[input] {
+                    0 => {
+                        state[input] = 1;
+                        stack.push((input, 0));
+                    }
+                    1 => {
+                        return Err(CompileError::user(
+                            format!("the DAG has a cycle through hop {input}"),
+                            dag.hops[node].span,
+                        ))
+                    }
+                    _ => {}
+                }
+            } else {
+                state[node] = 2;
+                order.push(HopId(node as u32));
+                stack.pop();
+            }
+        }
+    }
+    Ok(order)
+}
+
+/// The value of a literal scalar input as an exact integer (sizes, bounds).
+fn int_input(dag: &HopDag, id: HopId) -> Option<i64> {
+    dag.literal_of(id).and_then(Literal::as_exact_i64)
+}
+
+fn f64_input(dag: &HopDag, id: HopId) -> Option<f64> {
+    dag.literal_of(id).and_then(Literal::as_f64)
+}
+
+/// A non-negative size argument (`rows=`, `cols=`): `Ok(None)` if not a literal.
+fn size_input(dag: &HopDag, hop: &Hop, id: HopId, what: &str) -> Result<Option<u64>> {
+    match dag.literal_of(id) {
+        None => Ok(None),
+        Some(l) => match l.as_exact_i64() {
+            Some(v) if v >= 0 => Ok(Some(v as u64)),
+            _ => Err(CompileError::user(
+                format!("{what} must be a non-negative integer, got {l}"),
+                hop.span,
+            )),
+        },
+    }
+}
+
+fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    Some(a?.min(b?))
+}
+
+/// Estimated non-zeros of an operand of an element-wise op: scalars count as fully dense
+/// unless they are a literal zero (and then contribute no non-zeros).
+fn operand_nnz(dag: &HopDag, id: HopId, out_cells: Option<u64>) -> Option<u64> {
+    let hop = dag.hop(id);
+    if hop.is_scalar() {
+        return match f64_input(dag, id) {
+            Some(0.0) => Some(0),
+            _ => out_cells,
+        };
+    }
+    let cells = Dims::of(hop).cells()?;
+    let nnz = hop.nnz?;
+    let out = out_cells?;
+    // A broadcast vector repeats its non-zeros over the output.
+    if cells == 0 {
+        return Some(0);
+    }
+    Some(((nnz as f64 / cells as f64) * out as f64).ceil() as u64)
+}
+
+/// Infers the sizes of one hop from its (already sized) inputs.
+pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
+    let hop = dag.hop(id);
+    let input = |i: usize| dag.hop(hop.inputs[i]);
+    let in_dims = |i: usize| Dims::of(input(i));
+    let err = |msg: String| CompileError::user(msg, hop.span);
+    if hop.data_type == DataType::Scalar {
+        if let OpKind::Cast(CastOp::AsScalar) = hop.op {
+            let d = in_dims(0);
+            if let Some((r, c)) = d.rows.zip(d.cols) {
+                if (r, c) != (1, 1) {
+                    return Err(err(format!(
+                        "as.scalar needs a 1x1 matrix, got {}",
+                        shape(&d)
+                    )));
+                }
+            }
+        }
+        return Ok(Dims::SCALAR);
+    }
+    let dims = match &hop.op {
+        OpKind::TransientRead { .. } => Dims::of(hop),
+        OpKind::TransientWrite { .. } | OpKind::PersistentWrite { .. } => in_dims(0),
+        OpKind::PersistentRead { params } => {
+            let mut d = Dims::of(hop);
+            for (name, &p) in params.iter().zip(&hop.inputs[1..]) {
+                match name.as_str() {
+                    "rows" => d.rows = size_input(dag, hop, p, "rows")?.or(d.rows),
+                    "cols" => d.cols = size_input(dag, hop, p, "cols")?.or(d.cols),
+                    _ => {}
+                }
+            }
+            d
+        }
+        OpKind::DataGen(g) => datagen_dims(dag, hop, *g)?,
+        OpKind::Unary(u) => {
+            let d = in_dims(0);
+            let nnz = if u.is_sparse_safe() { d.nnz } else { d.cells() };
+            Dims { nnz, ..d }
+        }
+        OpKind::Binary(b) => binary_dims(dag, hop, *b)?,
+        OpKind::Ternary(TernaryOp::IfElse) => {
+            let mut out: Option<Dims> = None;
+            for (i, &inp) in hop.inputs.iter().enumerate() {
+                if dag.hop(inp).is_matrix() {
+                    let d = in_dims(i);
+                    if let Some(o) = out {
+                        if conflict(o.rows, d.rows) || conflict(o.cols, d.cols) {
+                            return Err(err(format!(
+                                "ifelse needs matrix arguments of the same shape, got {} and {}",
+                                shape(&o),
+                                shape(&d)
+                            )));
+                        }
+                        out = Some(Dims {
+                            rows: o.rows.or(d.rows),
+                            cols: o.cols.or(d.cols),
+                            nnz: None,
+                        });
+                    } else {
+                        out = Some(Dims { nnz: None, ..d });
+                    }
+                }
+            }
+            let mut d = out.unwrap_or(Dims {
+                rows: Some(1),
+                cols: Some(1),
+                nnz: None,
+            });
+            let cells = d.cells();
+            let yes = operand_nnz(dag, hop.inputs[1], cells);
+            let no = operand_nnz(dag, hop.inputs[2], cells);
+            d.nnz = min_opt(cells, yes.zip(no).map(|(a, b)| a.saturating_add(b)));
+            d
+        }
+        OpKind::Ternary(TernaryOp::Replace) => {
+            let d = in_dims(0);
+            let pattern = f64_input(dag, hop.inputs[1]);
+            let replacement = f64_input(dag, hop.inputs[2]);
+            let nnz = match (pattern, replacement) {
+                // Zeros stay zeros: at most the input's non-zeros.
+                (Some(p), _) if p != 0.0 => d.nnz,
+                (Some(_), Some(0.0)) => d.nnz,
+                _ => d.cells(),
+            };
+            Dims { nnz, ..d }
+        }
+        OpKind::AggUnary { dir, .. } => {
+            let d = in_dims(0);
+            let (rows, cols) = match dir {
+                Direction::Row => (d.rows, Some(1)),
+                Direction::Col => (Some(1), d.cols),
+                Direction::Full => {
+                    return Err(CompileError::internal("a full aggregate typed as a matrix"));
+                }
+            };
+            let cells = rows.zip(cols).and_then(|(r, c)| r.checked_mul(c));
+            // Empty rows (columns) aggregate to zero, so at most nnz(X) non-zeros.
+            Dims {
+                rows,
+                cols,
+                nnz: min_opt(cells, d.nnz),
+            }
+        }
+        OpKind::MatMul => {
+            let (a, b) = (in_dims(0), in_dims(1));
+            if let (Some(k1), Some(k2)) = (a.cols, b.rows) {
+                if k1 != k2 {
+                    return Err(err(format!(
+                        "dimension mismatch in matrix multiply: ncol(A) must equal nrow(B), got A {} and B {}",
+                        shape(&a),
+                        shape(&b)
+                    )));
+                }
+            }
+            let mut d = Dims {
+                rows: a.rows,
+                cols: b.cols,
+                nnz: None,
+            };
+            d.nnz = matmul_nnz(&a, &b, d.cells());
+            d
+        }
+        OpKind::Reorg(ReorgOp::Transpose) => {
+            let d = in_dims(0);
+            Dims {
+                rows: d.cols,
+                cols: d.rows,
+                nnz: d.nnz,
+            }
+        }
+        OpKind::Reorg(ReorgOp::Diag) => {
+            let d = in_dims(0);
+            match (d.rows, d.cols) {
+                (Some(r), Some(1)) => Dims {
+                    rows: Some(r),
+                    cols: Some(r),
+                    nnz: d.nnz,
+                },
+                (Some(r), Some(c)) if r == c => Dims {
+                    rows: Some(r),
+                    cols: Some(1),
+                    nnz: min_opt(Some(r), d.nnz),
+                },
+                (Some(_), Some(_)) => {
+                    return Err(err(format!(
+                        "diag needs a column vector or a square matrix, got {}",
+                        shape(&d)
+                    )))
+                }
+                _ => Dims::default(),
+            }
+        }
+        OpKind::Reorg(ReorgOp::Reshape) => {
+            let d = in_dims(0);
+            let rows = size_input(dag, hop, hop.inputs[1], "rows")?;
+            let cols = size_input(dag, hop, hop.inputs[2], "cols")?;
+            if let (Some(r), Some(c), Some(cells)) = (rows, cols, d.cells()) {
+                if r.checked_mul(c) != Some(cells) {
+                    return Err(err(format!(
+                        "cannot reshape a {} matrix into {r}x{c}",
+                        shape(&d)
+                    )));
+                }
+            }
+            Dims {
+                rows,
+                cols,
+                nnz: d.nnz,
+            }
+        }
+        OpKind::Index => index_dims(dag, hop)?,
+        OpKind::LeftIndex => {
+            let d = in_dims(0);
+            let v = dag.hop(hop.inputs[1]);
+            let (rows, cols) = check_range(dag, hop, &d, &hop.inputs[2..6])?;
+            if v.is_matrix() {
+                let vd = Dims::of(v);
+                if conflict(rows, vd.rows) || conflict(cols, vd.cols) {
+                    return Err(err(format!(
+                        "left indexing assigns a {} matrix to a {}x{} range of a {} matrix",
+                        shape(&vd),
+                        rows.map_or("?".into(), |v| v.to_string()),
+                        cols.map_or("?".into(), |v| v.to_string()),
+                        shape(&d)
+                    )));
+                }
+            }
+            let range_cells = rows.zip(cols).and_then(|(r, c)| r.checked_mul(c));
+            let added = operand_nnz(dag, hop.inputs[1], range_cells);
+            Dims {
+                nnz: min_opt(
+                    d.cells(),
+                    d.nnz.zip(added).map(|(a, b)| a.saturating_add(b)),
+                ),
+                ..d
+            }
+        }
+        OpKind::Nary(n @ (NaryOp::Cbind | NaryOp::Rbind)) => {
+            let cbind = *n == NaryOp::Cbind;
+            let first = in_dims(0);
+            let (mut keep, mut grow, mut nnz) = if cbind {
+                (first.rows, first.cols, first.nnz)
+            } else {
+                (first.cols, first.rows, first.nnz)
+            };
+            for i in 1..hop.inputs.len() {
+                let d = in_dims(i);
+                let (k, g) = if cbind {
+                    (d.rows, d.cols)
+                } else {
+                    (d.cols, d.rows)
+                };
+                if conflict(keep, k) {
+                    let what = if cbind { "rows" } else { "columns" };
+                    return Err(err(format!(
+                        "inputs to {} must have the same number of {what}: input 1 is {}, input {} is {}",
+                        n.name(),
+                        shape(&first),
+                        i + 1,
+                        shape(&d)
+                    )));
+                }
+                keep = keep.or(k);
+                grow = grow.zip(g).map(|(a, b)| a.saturating_add(b));
+                nnz = nnz.zip(d.nnz).map(|(a, b)| a.saturating_add(b));
+            }
+            if cbind {
+                Dims {
+                    rows: keep,
+                    cols: grow,
+                    nnz,
+                }
+            } else {
+                Dims {
+                    rows: grow,
+                    cols: keep,
+                    nnz,
+                }
+            }
+        }
+        OpKind::Nary(n) => {
+            let mut out: Option<Dims> = None;
+            for (i, &inp) in hop.inputs.iter().enumerate() {
+                if dag.hop(inp).is_matrix() {
+                    let d = in_dims(i);
+                    if let Some(o) = out {
+                        if conflict(o.rows, d.rows) || conflict(o.cols, d.cols) {
+                            return Err(err(format!(
+                                "{} needs matrix arguments of the same shape, got {} and {}",
+                                n.name(),
+                                shape(&o),
+                                shape(&d)
+                            )));
+                        }
+                    } else {
+                        out = Some(d);
+                    }
+                }
+            }
+            let mut d = out.unwrap_or_default();
+            let cells = d.cells();
+            d.nnz = hop.inputs.iter().try_fold(0u64, |acc, &i| {
+                Some(acc.saturating_add(operand_nnz(dag, i, cells)?))
+            });
+            d.nnz = min_opt(cells, d.nnz);
+            d
+        }
+        OpKind::Cast(CastOp::AsMatrix) => {
+            let x = input(0);
+            if x.is_matrix() {
+                Dims::of(x)
+            } else {
+                let nnz = match f64_input(dag, hop.inputs[0]) {
+                    Some(0.0) => 0,
+                    _ => 1,
+                };
+                Dims {
+                    rows: Some(1),
+                    cols: Some(1),
+                    nnz: Some(nnz),
+                }
+            }
+        }
+        OpKind::Cumulative(_) => {
+            let d = in_dims(0);
+            Dims {
+                nnz: d.cells(),
+                ..d
+            }
+        }
+        OpKind::Solve => {
+            let (a, b) = (in_dims(0), in_dims(1));
+            if conflict(a.rows, a.cols) || conflict(a.rows, b.rows) {
+                return Err(err(format!(
+                    "solve(A, b) needs a square A and nrow(b) == nrow(A), got A {} and b {}",
+                    shape(&a),
+                    shape(&b)
+                )));
+            }
+            let d = Dims {
+                rows: a.cols.or(a.rows),
+                cols: b.cols,
+                nnz: None,
+            };
+            Dims {
+                nnz: d.cells(),
+                ..d
+            }
+        }
+        OpKind::Literal(_)
+        | OpKind::Cast(_)
+        | OpKind::Meta(_)
+        | OpKind::Print
+        | OpKind::Stop
+        | OpKind::ToString => {
+            return Err(CompileError::internal(format!(
+                "{} cannot produce a matrix",
+                hop.op.display_name()
+            )))
+        }
+    };
+    Ok(dims)
+}
+
+/// Two known sizes that differ.
+fn conflict(a: Option<u64>, b: Option<u64>) -> bool {
+    matches!((a, b), (Some(x), Some(y)) if x != y)
+}
+
+fn datagen_dims(dag: &HopDag, hop: &Hop, g: DataGenOp) -> Result<Dims> {
+    let inp = &hop.inputs;
+    Ok(match g {
+        DataGenOp::Rand => {
+            let rows = size_input(dag, hop, inp[0], "rows")?;
+            let cols = size_input(dag, hop, inp[1], "cols")?;
+            let cells = rows.zip(cols).and_then(|(r, c)| r.checked_mul(c));
+            let (min, max) = (f64_input(dag, inp[2]), f64_input(dag, inp[3]));
+            let sparsity = f64_input(dag, inp[4]);
+            if let Some(s) = sparsity {
+                if !(0.0..=1.0).contains(&s) {
+                    return Err(CompileError::user(
+                        format!("rand sparsity must be in [0, 1], got {s}"),
+                        hop.span,
+                    ));
+                }
+            }
+            if let (Some(lo), Some(hi)) = (min, max) {
+                if lo > hi {
+                    return Err(CompileError::user(
+                        format!("rand needs min <= max, got min={lo}, max={hi}"),
+                        hop.span,
+                    ));
+                }
+            }
+            let nnz = if min == Some(0.0) && max == Some(0.0) {
+                Some(0)
+            } else {
+                cells
+                    .zip(sparsity)
+                    .map(|(c, s)| (c as f64 * s).round() as u64)
+            };
+            Dims { rows, cols, nnz }
+        }
+        DataGenOp::Fill => {
+            let rows = size_input(dag, hop, inp[1], "rows")?;
+            let cols = size_input(dag, hop, inp[2], "cols")?;
+            let cells = rows.zip(cols).and_then(|(r, c)| r.checked_mul(c));
+            let nnz = match f64_input(dag, inp[0]) {
+                Some(0.0) => Some(0),
+                _ => cells,
+            };
+            Dims { rows, cols, nnz }
+        }
+        DataGenOp::Sinit => {
+            let rows = size_input(dag, hop, inp[1], "rows")?;
+            let cols = size_input(dag, hop, inp[2], "cols")?;
+            let mut nnz = None;
+            if let Some(Literal::Str(text)) = dag.literal_of(inp[0]) {
+                let values = parse_sinit(text).map_err(|m| CompileError::user(m, hop.span))?;
+                if let Some(cells) = rows.zip(cols).and_then(|(r, c)| r.checked_mul(c)) {
+                    if values.len() as u64 != cells {
+                        return Err(CompileError::user(
+                            format!(
+                                "matrix(\"...\", rows={}, cols={}) needs {cells} values, got {}",
+                                rows.unwrap_or(0),
+                                cols.unwrap_or(0),
+                                values.len()
+                            ),
+                            hop.span,
+                        ));
+                    }
+                }
+                nnz = Some(values.iter().filter(|v| **v != 0.0).count() as u64);
+            }
+            Dims { rows, cols, nnz }
+        }
+        DataGenOp::Seq => {
+            let (from, to, incr) = (
+                f64_input(dag, inp[0]),
+                f64_input(dag, inp[1]),
+                f64_input(dag, inp[2]),
+            );
+            match (from, to, incr) {
+                (Some(from), Some(to), Some(incr)) => {
+                    let n =
+                        seq_length(from, to, incr).map_err(|m| CompileError::user(m, hop.span))?;
+                    // One element is zero if 0 lies on the grid from + k*incr inside the range.
+                    let k = -from / incr;
+                    let has_zero = n > 0 && k >= 0.0 && k.fract() == 0.0 && (k as u64) < n;
+                    Dims {
+                        rows: Some(n),
+                        cols: Some(1),
+                        nnz: Some(n - has_zero as u64),
+                    }
+                }
+                _ => Dims {
+                    rows: None,
+                    cols: Some(1),
+                    nnz: None,
+                },
+            }
+        }
+        DataGenOp::Time => Dims::SCALAR,
+    })
+}
+
+/// Number of elements of `seq(from, to, incr)`, or the user error SystemDS reports.
+pub fn seq_length(from: f64, to: f64, incr: f64) -> std::result::Result<u64, String> {
+    if incr == 0.0 || !incr.is_finite() || !from.is_finite() || !to.is_finite() {
+        return Err(format!(
+            "invalid seq({from}, {to}, {incr}): the increment must be finite and non-zero"
+        ));
+    }
+    if (to - from) * incr < 0.0 {
+        return Err(format!(
+            "wrong sign for the increment in seq({from}, {to}, {incr})"
+        ));
+    }
+    Ok((((to - from) / incr).floor() as u64).saturating_add(1))
+}
+
+/// Parses the values of `matrix("1 2 3", ...)`: numbers separated by spaces and/or commas.
+pub fn parse_sinit(text: &str) -> std::result::Result<Vec<f64>, String> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.parse::<f64>()
+                .map_err(|_| format!("matrix(\"...\") cannot parse {t:?} as a number"))
+        })
+        .collect()
+}
+
+/// The result dims of an element-wise binary op between two matrices, with SystemDS's
+/// broadcasting: the right operand is a row vector 1×n or a column vector m×1 of the left's
+/// shape. SystemDS rejects everything else (a vector on the left, a column vector with a row
+/// vector, a 1×1 matrix against a larger one), and so do we, so that scripts mean the same on
+/// both systems.
+pub fn broadcast_dims(a: (u64, u64), b: (u64, u64)) -> Option<(u64, u64)> {
+    let ((r1, c1), (r2, c2)) = (a, b);
+    ((r1, c1) == (r2, c2) || (r2 == 1 && c2 == c1) || (c2 == 1 && r2 == r1)).then_some((r1, c1))
+}
+
+fn binary_dims(dag: &HopDag, hop: &Hop, op: BinaryOp) -> Result<Dims> {
+    let (a, b) = (dag.hop(hop.inputs[0]), dag.hop(hop.inputs[1]));
+    let (da, db) = (Dims::of(a), Dims::of(b));
+    let (rows, cols) = match (a.is_matrix(), b.is_matrix()) {
+        (true, true) => match (da.rows.zip(da.cols), db.rows.zip(db.cols)) {
+            (Some(x), Some(y)) => match broadcast_dims(x, y) {
+                Some((r, c)) => (Some(r), Some(c)),
+                None => {
+                    return Err(CompileError::user(
+                        format!(
+                            "dimension mismatch in '{}': {} and {} (the right operand must have the left's shape or be a row or column vector of it)",
+                            op.name(),
+                            shape(&da),
+                            shape(&db)
+                        ),
+                        hop.span,
+                    ))
+                }
+            },
+            // Partially unknown: a known side larger than 1 determines the result.
+            _ => (
+                da.rows.filter(|&r| r != 1).or(db.rows.filter(|&r| r != 1)).or(da.rows.zip(db.rows).map(|_| 1)),
+                da.cols.filter(|&c| c != 1).or(db.cols.filter(|&c| c != 1)).or(da.cols.zip(db.cols).map(|_| 1)),
+            ),
+        },
+        (true, false) => (da.rows, da.cols),
+        (false, true) => (db.rows, db.cols),
+        (false, false) => return Ok(Dims::SCALAR),
+    };
+    let cells = rows.zip(cols).and_then(|(r, c)| r.checked_mul(c));
+    let nnz = binary_nnz(dag, hop, op, cells);
+    Ok(Dims { rows, cols, nnz })
+}
+
+fn binary_nnz(dag: &HopDag, hop: &Hop, op: BinaryOp, cells: Option<u64>) -> Option<u64> {
+    let (ia, ib) = (hop.inputs[0], hop.inputs[1]);
+    let (a, b) = (dag.hop(ia), dag.hop(ib));
+    // Matrix-scalar with a known scalar: decide by f(0, c).
+    if a.is_matrix() != b.is_matrix() {
+        let (m, s, scalar_left) = if a.is_matrix() {
+            (ia, ib, false)
+        } else {
+            (ib, ia, true)
+        };
+        if let Some(c) = f64_input(dag, s) {
+            let at_zero = if scalar_left {
+                eval_binary_f64(op, c, 0.0)
+            } else {
+                eval_binary_f64(op, 0.0, c)
+            };
+            let m_nnz = operand_nnz(dag, m, cells);
+            return if at_zero == 0.0 { m_nnz } else { cells };
+        }
+    }
+    let sa = operand_nnz(dag, ia, cells)? as f64 / cells?.max(1) as f64;
+    let sb = operand_nnz(dag, ib, cells)? as f64 / cells?.max(1) as f64;
+    let sparsity = match op {
+        BinaryOp::Mul | BinaryOp::And => sa.min(sb),
+        BinaryOp::Add
+        | BinaryOp::Sub
+        | BinaryOp::Lt
+        | BinaryOp::Gt
+        | BinaryOp::Ne
+        | BinaryOp::Min
+        | BinaryOp::Max
+        | BinaryOp::Or => (sa + sb).min(1.0),
+        BinaryOp::Div => (sa + (1.0 - sb)).min(1.0),
+        BinaryOp::Mod | BinaryOp::IntDiv => sa,
+        _ => 1.0,
+    };
+    Some(((cells? as f64) * sparsity).ceil().min(cells? as f64) as u64)
+}
+
+fn matmul_nnz(a: &Dims, b: &Dims, cells: Option<u64>) -> Option<u64> {
+    let k = a.cols?;
+    let (na, nb) = (a.nnz?, b.nnz?);
+    if na == 0 || nb == 0 || k == 0 {
+        return Some(0);
+    }
+    let sa = na as f64 / a.cells()? as f64;
+    let sb = nb as f64 / b.cells()? as f64;
+    let sparsity = 1.0 - (1.0 - sa * sb).powf(k as f64);
+    let cells = cells?;
+    Some(((cells as f64) * sparsity).round().clamp(0.0, cells as f64) as u64)
+}
+
+/// Checks literal bounds of an index range and returns the range's (rows, cols).
+fn check_range(
+    dag: &HopDag,
+    hop: &Hop,
+    d: &Dims,
+    bounds: &[HopId],
+) -> Result<(Option<u64>, Option<u64>)> {
+    let mut out = [None, None];
+    for (axis, &(lo, hi)) in [(bounds[0], bounds[1]), (bounds[2], bounds[3])]
+        .iter()
+        .enumerate()
+    {
+        let (what, extent) = if axis == 0 {
+            ("row", d.rows)
+        } else {
+            ("column", d.cols)
+        };
+        let (l, u) = (int_input(dag, lo), int_input(dag, hi));
+        let bad = |msg: String| {
+            Err(CompileError::user(
+                format!("{msg} (indexing a {} matrix)", shape(d)),
+                hop.span,
+            ))
+        };
+        if let Some(l) = l {
+            if l < 1 {
+                return bad(format!(
+                    "{what} index {l} is out of bounds: indices start at 1"
+                ));
+            }
+        }
+        if let (Some(l), Some(u)) = (l, u) {
+            if u < l {
+                return bad(format!(
+                    "upper {what} index {u} is smaller than the lower {what} index {l}"
+                ));
+            }
+        }
+        if let (Some(u), Some(n)) = (u, extent) {
+            if u as u64 > n {
+                return bad(format!("{what} index {u} is out of bounds"));
+            }
+        }
+        if let (Some(l), Some(n)) = (l, extent) {
+            if l as u64 > n {
+                return bad(format!("{what} index {l} is out of bounds"));
+            }
+        }
+        out[axis] = if lo == hi {
+            Some(1)
+        } else {
+            l.zip(u).map(|(l, u)| (u - l + 1) as u64)
+        };
+    }
+    Ok((out[0], out[1]))
+}
+
+fn index_dims(dag: &HopDag, hop: &Hop) -> Result<Dims> {
+    let x = dag.hop(hop.inputs[0]);
+    let d = Dims::of(x);
+    let (rows, cols) = check_range(dag, hop, &d, &hop.inputs[1..5])?;
+    let cells = rows.zip(cols).and_then(|(r, c)| r.checked_mul(c));
+    let nnz = if (rows, cols) == (d.rows, d.cols) {
+        d.nnz
+    } else {
+        min_opt(cells, d.nnz)
+    };
+    Ok(Dims { rows, cols, nnz })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcasting_follows_systemds() {
+        assert_eq!(broadcast_dims((3, 4), (3, 4)), Some((3, 4)));
+        assert_eq!(broadcast_dims((3, 4), (1, 4)), Some((3, 4)));
+        assert_eq!(broadcast_dims((3, 4), (3, 1)), Some((3, 4)));
+        assert_eq!(broadcast_dims((1, 1), (1, 1)), Some((1, 1)));
+        // SystemDS rejects a 1x1 matrix against a larger one, outer broadcasting of a column
+        // with a row vector, and a vector on the left.
+        assert_eq!(broadcast_dims((3, 4), (1, 1)), None);
+        assert_eq!(broadcast_dims((3, 1), (1, 4)), None);
+        assert_eq!(broadcast_dims((1, 4), (3, 4)), None);
+        assert_eq!(broadcast_dims((3, 4), (3, 3)), None);
+    }
+
+    #[test]
+    fn seq_lengths() {
+        assert_eq!(seq_length(1.0, 10.0, 1.0), Ok(10));
+        assert_eq!(seq_length(10.0, 1.0, -3.0), Ok(4));
+        assert_eq!(seq_length(0.0, 1.0, 0.3), Ok(4));
+        assert!(seq_length(1.0, 10.0, -1.0).is_err());
+        assert!(seq_length(1.0, 10.0, 0.0).is_err());
+    }
+
+    #[test]
+    fn sinit_parsing() {
+        assert_eq!(parse_sinit("1 2,3  0"), Ok(vec![1.0, 2.0, 3.0, 0.0]));
+        assert!(parse_sinit("1 x").is_err());
+    }
+
+    #[test]
+    fn matmul_estimate_is_average_case() {
+        let a = Dims {
+            rows: Some(10),
+            cols: Some(10),
+            nnz: Some(10),
+        };
+        let b = Dims {
+            rows: Some(10),
+            cols: Some(10),
+            nnz: Some(10),
+        };
+        // 1 - (1 - 0.01)^10 = 0.0956 → 9.56 of 100 cells.
+        assert_eq!(matmul_nnz(&a, &b, Some(100)), Some(10));
+        let dense = Dims {
+            rows: Some(10),
+            cols: Some(10),
+            nnz: Some(100),
+        };
+        assert_eq!(matmul_nnz(&dense, &dense, Some(100)), Some(100));
+    }
+}

@@ -1,0 +1,366 @@
+//! Data and value type inference for hops: DML's scalar typing rules, shared by DAG
+//! construction, the builder, constant folding and the verifier (one source of truth).
+//!
+//! Every rule below was checked against Apache SystemDS 3.4.0 (`print(v)` of each expression
+//! and of compile errors) — see the table in [`crate::hops`].
+
+use super::ir::{
+    BinaryOp, CastOp, DataGenOp, DataType, Direction, NaryOp, OpKind, ReorgOp, TernaryOp, UnaryOp,
+    ValueType,
+};
+
+/// The data and value type of a hop's inputs, as seen by type inference.
+pub type Ty = (DataType, ValueType);
+
+const MATRIX: Ty = (DataType::Matrix, ValueType::Double);
+
+fn scalar(vt: ValueType) -> Ty {
+    (DataType::Scalar, vt)
+}
+
+/// Result type of an element-wise binary operator on two scalars, or an error message.
+pub fn scalar_binary_type(op: BinaryOp, a: ValueType, b: ValueType) -> Result<ValueType, String> {
+    use ValueType::*;
+    let invalid = || {
+        Err(format!(
+            "invalid value types for '{}': {} and {}",
+            op.name(),
+            a.name(),
+            b.name()
+        ))
+    };
+    if op.is_comparison() {
+        return Ok(Bool);
+    }
+    if op.is_logical() {
+        return if a == String || b == String {
+            invalid()
+        } else {
+            Ok(Bool)
+        };
+    }
+    match (a, b) {
+        (String, _) | (_, String) => {
+            if op == BinaryOp::Add {
+                Ok(String)
+            } else {
+                invalid()
+            }
+        }
+        // SystemDS: boolean arithmetic is allowed between two booleans only, and gives a double.
+        (Bool, Bool) => Ok(Double),
+        (Bool, _) | (_, Bool) => invalid(),
+        (Int, Int) => Ok(match op {
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Mod | BinaryOp::IntDiv => Int,
+            BinaryOp::Min | BinaryOp::Max => Int,
+            _ => Double,
+        }),
+        _ => Ok(Double),
+    }
+}
+
+/// Result type of a unary operator on a scalar.
+pub fn scalar_unary_type(op: UnaryOp, a: ValueType) -> Result<ValueType, String> {
+    use ValueType::*;
+    match (op, a) {
+        (UnaryOp::Not, String) => Err("invalid value type for '!': string".to_string()),
+        (UnaryOp::Not, _) => Ok(Bool),
+        (_, String) | (_, Bool) => Err(format!(
+            "invalid value type for '{}': {}",
+            op.name(),
+            a.name()
+        )),
+        (UnaryOp::Neg | UnaryOp::Abs, Int) => Ok(Int),
+        _ => Ok(Double),
+    }
+}
+
+/// Merges value types of alternatives (ifelse branches, n-ary min/max arguments).
+fn join_numeric(op: &str, a: ValueType, b: ValueType) -> Result<ValueType, String> {
+    use ValueType::*;
+    match (a, b) {
+        _ if a == b => Ok(if a == Bool && op != "ifelse" {
+            Double
+        } else {
+            a
+        }),
+        (Int, Double) | (Double, Int) => Ok(Double),
+        (String, _) | (_, String) if op == "ifelse" => Ok(String),
+        _ => Err(format!(
+            "invalid value types for '{}': {} and {}",
+            op,
+            a.name(),
+            b.name()
+        )),
+    }
+}
+
+/// Infers `(data type, value type)` of a hop from its op and its inputs' types. Shapes are
+/// checked separately (see [`crate::hops::size`]). Errors are messages for user errors.
+pub fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, String> {
+    if !op.arity_ok(inputs.len()) {
+        return Err(format!(
+            "'{}' takes {} inputs, got {}",
+            op.display_name(),
+            arity_text(op),
+            inputs.len()
+        ));
+    }
+    let is_matrix = |i: usize| inputs[i].0 == DataType::Matrix;
+    let need_scalar = |from: usize, what: &str| -> Result<(), String> {
+        for (i, t) in inputs.iter().enumerate().skip(from) {
+            if t.0 != DataType::Scalar {
+                return Err(format!(
+                    "{what}: input {} must be a scalar, got a matrix",
+                    i + 1
+                ));
+            }
+        }
+        Ok(())
+    };
+    let need_matrix = |i: usize, what: &str| -> Result<(), String> {
+        if is_matrix(i) {
+            Ok(())
+        } else {
+            Err(format!("{what} expects a matrix argument, got a scalar"))
+        }
+    };
+    match op {
+        OpKind::Literal(l) => Ok(scalar(l.value_type())),
+        OpKind::TransientRead { .. } => {
+            Err("a transient read has no inputs to infer from".to_string())
+        }
+        OpKind::TransientWrite { .. } => Ok(inputs[0]),
+        OpKind::PersistentRead { .. } => {
+            need_scalar(0, "read")?;
+            Ok(MATRIX)
+        }
+        OpKind::PersistentWrite { .. } => {
+            need_scalar(1, "write")?;
+            Ok(inputs[0])
+        }
+        OpKind::DataGen(DataGenOp::Time) => Ok(scalar(ValueType::Int)),
+        OpKind::DataGen(g) => {
+            need_scalar(0, g.name())?;
+            Ok(MATRIX)
+        }
+        OpKind::Unary(u) => {
+            if is_matrix(0) {
+                Ok(MATRIX)
+            } else {
+                Ok(scalar(scalar_unary_type(*u, inputs[0].1)?))
+            }
+        }
+        OpKind::Binary(b) => {
+            let (a, c) = (inputs[0], inputs[1]);
+            if a.0 == DataType::Matrix || c.0 == DataType::Matrix {
+                for t in [a, c] {
+                    if t.0 == DataType::Scalar && t.1 == ValueType::String {
+                        return Err(format!(
+                            "invalid operands for '{}': matrix and string",
+                            b.name()
+                        ));
+                    }
+                }
+                Ok(MATRIX)
+            } else {
+                Ok(scalar(scalar_binary_type(*b, a.1, c.1)?))
+            }
+        }
+        OpKind::Ternary(TernaryOp::IfElse) => {
+            if inputs.iter().any(|t| t.0 == DataType::Matrix) {
+                if inputs.iter().any(|t| t.1 == ValueType::String) {
+                    return Err("ifelse with a matrix cannot take string arguments".to_string());
+                }
+                Ok(MATRIX)
+            } else {
+                Ok(scalar(join_numeric("ifelse", inputs[1].1, inputs[2].1)?))
+            }
+        }
+        OpKind::Ternary(TernaryOp::Replace) => {
+            need_matrix(0, "replace")?;
+            need_scalar(1, "replace")?;
+            Ok(MATRIX)
+        }
+        OpKind::AggUnary { dir, .. } => {
+            need_matrix(0, "aggregation")?;
+            Ok(if *dir == Direction::Full {
+                scalar(ValueType::Double)
+            } else {
+                MATRIX
+            })
+        }
+        OpKind::MatMul | OpKind::Solve => {
+            need_matrix(0, op.display_name().as_str())?;
+            need_matrix(1, op.display_name().as_str())?;
+            Ok(MATRIX)
+        }
+        OpKind::Reorg(r) => {
+            need_matrix(0, r.name())?;
+            if *r == ReorgOp::Reshape {
+                need_scalar(1, "reshape")?;
+            }
+            Ok(MATRIX)
+        }
+        OpKind::Index => {
+            need_matrix(0, "indexing")?;
+            need_scalar(1, "indexing")?;
+            Ok(MATRIX)
+        }
+        OpKind::LeftIndex => {
+            need_matrix(0, "left indexing")?;
+            if inputs[1].1 == ValueType::String {
+                return Err("left indexing cannot assign a string".to_string());
+            }
+            need_scalar(2, "left indexing")?;
+            Ok(MATRIX)
+        }
+        OpKind::Nary(NaryOp::Cbind | NaryOp::Rbind) => {
+            for i in 0..inputs.len() {
+                need_matrix(i, op.display_name().as_str())?;
+            }
+            Ok(MATRIX)
+        }
+        OpKind::Nary(n @ (NaryOp::Min | NaryOp::Max)) => {
+            if inputs.iter().any(|t| t.0 == DataType::Matrix) {
+                if inputs.iter().any(|t| t.1 == ValueType::String) {
+                    return Err(format!(
+                        "{} with a matrix cannot take string arguments",
+                        n.name()
+                    ));
+                }
+                return Ok(MATRIX);
+            }
+            let mut vt = inputs[0].1;
+            for t in &inputs[1..] {
+                vt = join_numeric(n.name(), vt, t.1)?;
+                if vt == ValueType::String {
+                    return Err(format!("invalid value type for '{}': string", n.name()));
+                }
+            }
+            Ok(scalar(vt))
+        }
+        OpKind::Cast(c) => match c {
+            CastOp::AsScalar => {
+                need_matrix(0, "as.scalar")?;
+                Ok(scalar(ValueType::Double))
+            }
+            CastOp::AsMatrix => {
+                if !is_matrix(0) && inputs[0].1 == ValueType::String {
+                    return Err("as.matrix cannot convert a string".to_string());
+                }
+                Ok(MATRIX)
+            }
+            CastOp::AsDouble | CastOp::AsInt | CastOp::AsBool => {
+                need_scalar(0, c.name())?;
+                Ok(scalar(match c {
+                    CastOp::AsDouble => ValueType::Double,
+                    CastOp::AsInt => ValueType::Int,
+                    _ => ValueType::Bool,
+                }))
+            }
+        },
+        OpKind::Cumulative(c) => {
+            need_matrix(0, c.name())?;
+            Ok(MATRIX)
+        }
+        OpKind::Meta(m) => {
+            need_matrix(0, m.name())?;
+            Ok(scalar(ValueType::Int))
+        }
+        OpKind::Print | OpKind::Stop => {
+            if *op == OpKind::Stop {
+                need_scalar(0, "stop")?;
+            }
+            Ok(scalar(ValueType::String))
+        }
+        OpKind::ToString => {
+            need_scalar(1, "toString")?;
+            Ok(scalar(ValueType::String))
+        }
+    }
+}
+
+fn arity_text(op: &OpKind) -> String {
+    match op.fixed_arity() {
+        Some(n) => n.to_string(),
+        None => match op {
+            OpKind::Nary(NaryOp::Min | NaryOp::Max) => "at least 2".to_string(),
+            _ => "at least 1".to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ValueType::*;
+
+    #[test]
+    fn arithmetic_rules_match_systemds() {
+        assert_eq!(scalar_binary_type(BinaryOp::Add, Int, Int), Ok(Int));
+        assert_eq!(scalar_binary_type(BinaryOp::Pow, Int, Int), Ok(Double));
+        assert_eq!(scalar_binary_type(BinaryOp::Div, Int, Int), Ok(Double));
+        assert_eq!(scalar_binary_type(BinaryOp::IntDiv, Int, Int), Ok(Int));
+        assert_eq!(
+            scalar_binary_type(BinaryOp::IntDiv, Double, Int),
+            Ok(Double)
+        );
+        assert_eq!(scalar_binary_type(BinaryOp::Mod, Int, Int), Ok(Int));
+        assert_eq!(scalar_binary_type(BinaryOp::Add, Bool, Bool), Ok(Double));
+        assert!(scalar_binary_type(BinaryOp::Add, Bool, Int).is_err());
+        assert!(scalar_binary_type(BinaryOp::Max, Bool, Double).is_err());
+        assert_eq!(scalar_binary_type(BinaryOp::Eq, Bool, Int), Ok(Bool));
+        assert_eq!(
+            scalar_binary_type(BinaryOp::Add, String, Double),
+            Ok(String)
+        );
+        assert!(scalar_binary_type(BinaryOp::Mul, Int, String).is_err());
+        assert_eq!(scalar_binary_type(BinaryOp::Min, Int, Int), Ok(Int));
+        assert_eq!(scalar_binary_type(BinaryOp::Min, Int, Double), Ok(Double));
+        assert_eq!(scalar_binary_type(BinaryOp::Max, Bool, Bool), Ok(Double));
+    }
+
+    #[test]
+    fn unary_rules_match_systemds() {
+        assert_eq!(scalar_unary_type(UnaryOp::Neg, Int), Ok(Int));
+        assert_eq!(scalar_unary_type(UnaryOp::Abs, Int), Ok(Int));
+        assert_eq!(scalar_unary_type(UnaryOp::Round, Int), Ok(Double));
+        assert_eq!(scalar_unary_type(UnaryOp::Sqrt, Int), Ok(Double));
+        assert!(scalar_unary_type(UnaryOp::Neg, Bool).is_err());
+        assert_eq!(scalar_unary_type(UnaryOp::Not, Bool), Ok(Bool));
+    }
+
+    #[test]
+    fn ifelse_and_nary_join() {
+        let s = |v| (DataType::Scalar, v);
+        let t = infer_type(
+            &OpKind::Ternary(TernaryOp::IfElse),
+            &[s(Bool), s(Int), s(Int)],
+        )
+        .unwrap();
+        assert_eq!(t, s(Int));
+        let t = infer_type(
+            &OpKind::Ternary(TernaryOp::IfElse),
+            &[s(Bool), s(Int), s(Double)],
+        )
+        .unwrap();
+        assert_eq!(t, s(Double));
+        assert!(infer_type(
+            &OpKind::Ternary(TernaryOp::IfElse),
+            &[s(Bool), s(Bool), s(Int)]
+        )
+        .is_err());
+        let t = infer_type(&OpKind::Nary(NaryOp::Min), &[s(Int), s(Int), s(Int)]).unwrap();
+        assert_eq!(t, s(Int));
+        let t = infer_type(&OpKind::Nary(NaryOp::Min), &[s(Int), s(Double), s(Int)]).unwrap();
+        assert_eq!(t, s(Double));
+    }
+
+    #[test]
+    fn arity_is_checked() {
+        let s = (DataType::Scalar, Int);
+        assert!(infer_type(&OpKind::Binary(BinaryOp::Add), &[s]).is_err());
+        assert!(infer_type(&OpKind::Index, &[MATRIX, s, s, s]).is_err());
+    }
+}

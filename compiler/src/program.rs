@@ -1,0 +1,597 @@
+//! The program as a tree of blocks: the unit that HOP DAG construction and execution work on.
+//!
+//! [`build_program`] turns the AST into [`Block`]s the way SystemDS forms statement blocks:
+//! maximal runs of simple statements become one [`BasicBlock`] (one HOP DAG later); control
+//! flow gets its own block; every call of a user-defined function becomes a [`CallBlock`],
+//! because a function call is a block boundary (its body is a separate program).
+//!
+//! A user-defined function called inside an expression (`y = f(x) + 1`) is hoisted: the call
+//! becomes a `CallBlock` assigning a fresh temporary (`_ufc1 = f(x)`) that the expression then
+//! reads. Temporaries are named `_ufc<N>`; DML identifiers must start with a letter, so no
+//! script can name, read or overwrite them. Invariant: after `build_program`, no expression in a
+//! basic block, `if` condition or `for` bound calls a user-defined function, and no `while`
+//! condition does either (such scripts are rejected as unsupported, because hoisting would have
+//! to re-run the call on every iteration).
+
+use crate::ast::{self, Arg, Expr, ExprKind, Ident, IndexRange, Stmt, StmtKind};
+use crate::builtins;
+use crate::error::{CompileError, Result};
+use crate::span::Span;
+use std::collections::BTreeMap;
+
+/// Prefix of the temporaries that hold hoisted user-defined function results.
+pub const TEMP_PREFIX: &str = "_ufc";
+
+/// A whole program: the main blocks and the user-defined functions by name.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub main: Vec<Block>,
+    pub functions: BTreeMap<String, Function>,
+}
+
+/// A user-defined function.
+#[derive(Clone, Debug)]
+pub struct Function {
+    /// Name, parameters, results and span as written; `def.body` is left empty because the
+    /// body lives, as blocks, in `body`.
+    pub def: ast::FunctionDef,
+    pub body: Vec<Block>,
+}
+
+/// A maximal run of simple statements: assignments, left-indexing assignments and expression
+/// statements (`print`, `stop`, `write`), none of which calls a user-defined function.
+#[derive(Clone, Debug)]
+pub struct BasicBlock {
+    pub stmts: Vec<Stmt>,
+    /// Covers all statements of the block.
+    pub span: Span,
+}
+
+/// A call of a user-defined function: `[targets] = function(args)`. `targets` is empty for a
+/// call made for its effect (`f(x)` as a statement); otherwise it names one variable per result
+/// of the function, in order (`check_program` rejects any other count, as SystemDS does).
+#[derive(Clone, Debug)]
+pub struct CallBlock {
+    pub targets: Vec<Ident>,
+    pub function: String,
+    pub args: Vec<Arg>,
+    /// The call expression's span.
+    pub span: Span,
+}
+
+/// One node of the block tree.
+#[derive(Clone, Debug)]
+pub enum Block {
+    Basic(BasicBlock),
+    If {
+        cond: Expr,
+        then_blocks: Vec<Block>,
+        else_blocks: Vec<Block>,
+        span: Span,
+    },
+    For {
+        var: Ident,
+        from: Expr,
+        to: Expr,
+        step: Option<Expr>,
+        body: Vec<Block>,
+        parallel: bool,
+        span: Span,
+    },
+    While {
+        cond: Expr,
+        body: Vec<Block>,
+        span: Span,
+    },
+    Call(CallBlock),
+}
+
+impl Block {
+    /// The span of the source construct the block came from.
+    pub fn span(&self) -> Span {
+        match self {
+            Block::Basic(b) => b.span,
+            Block::If { span, .. } | Block::For { span, .. } | Block::While { span, .. } => *span,
+            Block::Call(c) => c.span,
+        }
+    }
+}
+
+/// Whether `name` is a temporary introduced by hoisting (never a user variable).
+pub fn is_temporary(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX)
+}
+
+/// Builds the block tree of `script`.
+///
+/// Errors: two functions with the same name, a function named like a built-in, a
+/// user-defined function called in a `while` condition (unsupported).
+pub fn build_program(script: ast::Script) -> Result<Program> {
+    let mut defs: BTreeMap<String, ast::FunctionDef> = BTreeMap::new();
+    for def in script.functions {
+        if builtins::lookup(&def.name).is_some() {
+            return Err(CompileError::user(
+                format!(
+                    "function '{}' has the name of a built-in function",
+                    def.name
+                ),
+                def.span,
+            ));
+        }
+        if defs.contains_key(&def.name) {
+            return Err(CompileError::user(
+                format!("function '{}' is defined more than once", def.name),
+                def.span,
+            ));
+        }
+        defs.insert(def.name.clone(), def);
+    }
+    let names: std::collections::BTreeSet<String> = defs.keys().cloned().collect();
+    let mut builder = Builder {
+        udfs: &names,
+        next_temp: 0,
+    };
+    let main = builder.blocks(script.statements)?;
+    let mut functions = BTreeMap::new();
+    for (name, mut def) in defs {
+        let stmts = std::mem::take(&mut def.body);
+        let body = builder.blocks(stmts)?;
+        functions.insert(name, Function { def, body });
+    }
+    Ok(Program { main, functions })
+}
+
+struct Builder<'a> {
+    udfs: &'a std::collections::BTreeSet<String>,
+    next_temp: u32,
+}
+
+/// Blocks under construction: finished blocks plus the simple statements not yet closed off
+/// into a basic block.
+#[derive(Default)]
+struct Emitter {
+    out: Vec<Block>,
+    pending: Vec<Stmt>,
+}
+
+impl Emitter {
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let stmts = std::mem::take(&mut self.pending);
+        let span = stmts.iter().fold(stmts[0].span, |acc, s| acc.to(s.span));
+        self.out.push(Block::Basic(BasicBlock { stmts, span }));
+    }
+    fn push_block(&mut self, block: Block) {
+        self.flush();
+        self.out.push(block);
+    }
+    fn finish(mut self) -> Vec<Block> {
+        self.flush();
+        self.out
+    }
+}
+
+impl Builder<'_> {
+    fn is_udf_call(&self, expr: &Expr) -> bool {
+        matches!(&expr.kind, ExprKind::Call { name, .. } if self.udfs.contains(name))
+    }
+
+    fn blocks(&mut self, stmts: Vec<Stmt>) -> Result<Vec<Block>> {
+        let mut em = Emitter::default();
+        for stmt in stmts {
+            self.stmt(stmt, &mut em)?;
+        }
+        Ok(em.finish())
+    }
+
+    fn fresh_temp(&mut self, span: Span) -> Ident {
+        self.next_temp += 1;
+        Ident {
+            name: format!("{TEMP_PREFIX}{}", self.next_temp),
+            span,
+        }
+    }
+
+    /// Emits the call `[targets] = callee(args)` whose arguments may themselves call functions.
+    fn call_block(&mut self, targets: Vec<Ident>, call: Expr, em: &mut Emitter) -> Result<()> {
+        let span = call.span;
+        let ExprKind::Call { name, mut args } = call.kind else {
+            return Err(CompileError::internal(
+                "call_block given a non-call expression",
+            ));
+        };
+        for arg in &mut args {
+            self.hoist(&mut arg.value, em)?;
+        }
+        em.push_block(Block::Call(CallBlock {
+            targets,
+            function: name,
+            args,
+            span,
+        }));
+        Ok(())
+    }
+
+    /// Replaces every user-defined function call inside `expr` (innermost first, left to
+    /// right) by a temporary assigned by a `CallBlock` emitted before the current statement.
+    fn hoist(&mut self, expr: &mut Expr, em: &mut Emitter) -> Result<()> {
+        match &mut expr.kind {
+            ExprKind::Double(_)
+            | ExprKind::Int(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Str(_)
+            | ExprKind::Var(_)
+            | ExprKind::ScriptArg(_) => Ok(()),
+            ExprKind::Unary { operand, .. } => self.hoist(operand, em),
+            ExprKind::Binary { lhs, rhs, .. } => {
+                self.hoist(lhs, em)?;
+                self.hoist(rhs, em)
+            }
+            ExprKind::Index { target, rows, cols } => {
+                self.hoist(target, em)?;
+                self.hoist_range(rows.as_mut(), em)?;
+                self.hoist_range(cols.as_mut(), em)
+            }
+            ExprKind::Call { name, args } => {
+                if self.udfs.contains(name.as_str()) {
+                    let temp = self.fresh_temp(expr.span);
+                    let call = std::mem::replace(
+                        expr,
+                        Expr {
+                            kind: ExprKind::Var(temp.name.clone()),
+                            span: expr.span,
+                        },
+                    );
+                    self.call_block(vec![temp], call, em)
+                } else {
+                    for arg in args {
+                        self.hoist(&mut arg.value, em)?;
+                    }
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    fn hoist_range(&mut self, range: Option<&mut IndexRange>, em: &mut Emitter) -> Result<()> {
+        if let Some(r) = range {
+            self.hoist(&mut r.lower, em)?;
+            if let Some(upper) = r.upper.as_mut() {
+                self.hoist(upper, em)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn stmt(&mut self, stmt: Stmt, em: &mut Emitter) -> Result<()> {
+        let span = stmt.span;
+        match stmt.kind {
+            StmtKind::Assign { target, value } if self.is_udf_call(&value) => {
+                self.call_block(vec![target], value, em)
+            }
+            StmtKind::MultiAssign { targets, call } => {
+                if self.is_udf_call(&call) {
+                    self.call_block(targets, call, em)
+                } else {
+                    let name = match &call.kind {
+                        ExprKind::Call { name, .. } => name.clone(),
+                        _ => String::from("<expression>"),
+                    };
+                    let err = if builtins::lookup(&name).is_some() {
+                        CompileError::user(
+                            format!(
+                                "built-in function {name}() returns one value; it cannot be \
+                                 assigned to {} targets",
+                                targets.len()
+                            ),
+                            call.span,
+                        )
+                    } else {
+                        let mut err =
+                            CompileError::user(format!("unknown function '{name}'"), call.span);
+                        if let Some(s) =
+                            builtins::closest(&name, self.udfs.iter().map(|s| s.as_str()))
+                        {
+                            err = err.with_note(format!("did you mean '{s}'?"));
+                        }
+                        err
+                    };
+                    Err(err)
+                }
+            }
+            StmtKind::Expr(call) if self.is_udf_call(&call) => self.call_block(vec![], call, em),
+            StmtKind::Assign { target, mut value } => {
+                self.hoist(&mut value, em)?;
+                em.pending.push(Stmt {
+                    kind: StmtKind::Assign { target, value },
+                    span,
+                });
+                Ok(())
+            }
+            StmtKind::IndexAssign {
+                target,
+                mut rows,
+                mut cols,
+                mut value,
+            } => {
+                self.hoist_range(rows.as_mut(), em)?;
+                self.hoist_range(cols.as_mut(), em)?;
+                self.hoist(&mut value, em)?;
+                em.pending.push(Stmt {
+                    kind: StmtKind::IndexAssign {
+                        target,
+                        rows,
+                        cols,
+                        value,
+                    },
+                    span,
+                });
+                Ok(())
+            }
+            StmtKind::Expr(mut e) => {
+                self.hoist(&mut e, em)?;
+                em.pending.push(Stmt {
+                    kind: StmtKind::Expr(e),
+                    span,
+                });
+                Ok(())
+            }
+            StmtKind::If {
+                mut cond,
+                then_body,
+                else_body,
+            } => {
+                self.hoist(&mut cond, em)?;
+                let then_blocks = self.blocks(then_body)?;
+                let else_blocks = self.blocks(else_body)?;
+                em.push_block(Block::If {
+                    cond,
+                    then_blocks,
+                    else_blocks,
+                    span,
+                });
+                Ok(())
+            }
+            StmtKind::For {
+                var,
+                mut from,
+                mut to,
+                mut step,
+                body,
+                parallel,
+            } => {
+                self.hoist(&mut from, em)?;
+                self.hoist(&mut to, em)?;
+                if let Some(s) = step.as_mut() {
+                    self.hoist(s, em)?;
+                }
+                let body = self.blocks(body)?;
+                em.push_block(Block::For {
+                    var,
+                    from,
+                    to,
+                    step,
+                    body,
+                    parallel,
+                    span,
+                });
+                Ok(())
+            }
+            StmtKind::While { cond, body } => {
+                if let Some(call_span) = self.find_udf_call(&cond) {
+                    return Err(CompileError::unsupported(
+                        "a call of a user-defined function in a while condition \
+                         (assign it to a variable before the loop and at the end of its body)",
+                        Some(call_span),
+                    ));
+                }
+                let body = self.blocks(body)?;
+                em.push_block(Block::While { cond, body, span });
+                Ok(())
+            }
+        }
+    }
+
+    /// The span of the first user-defined function call in `expr`, if any.
+    fn find_udf_call(&self, expr: &Expr) -> Option<Span> {
+        let range = |r: &Option<IndexRange>| -> Option<Span> {
+            let r = r.as_ref()?;
+            self.find_udf_call(&r.lower)
+                .or_else(|| r.upper.as_ref().and_then(|u| self.find_udf_call(u)))
+        };
+        match &expr.kind {
+            ExprKind::Call { name, args } => {
+                if self.udfs.contains(name) {
+                    Some(expr.span)
+                } else {
+                    args.iter().find_map(|a| self.find_udf_call(&a.value))
+                }
+            }
+            ExprKind::Unary { operand, .. } => self.find_udf_call(operand),
+            ExprKind::Binary { lhs, rhs, .. } => {
+                self.find_udf_call(lhs).or_else(|| self.find_udf_call(rhs))
+            }
+            ExprKind::Index { target, rows, cols } => self
+                .find_udf_call(target)
+                .or_else(|| range(rows))
+                .or_else(|| range(cols)),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ast::{BinaryOp, FunctionDef, Param, Script, ValueType};
+
+    fn sp() -> Span {
+        Span::new(0, 1)
+    }
+    fn ex(kind: ExprKind) -> Expr {
+        Expr { kind, span: sp() }
+    }
+    fn var(n: &str) -> Expr {
+        ex(ExprKind::Var(n.into()))
+    }
+    fn id(n: &str) -> Ident {
+        Ident {
+            name: n.into(),
+            span: sp(),
+        }
+    }
+    fn call(n: &str, args: Vec<Expr>) -> Expr {
+        ex(ExprKind::Call {
+            name: n.into(),
+            args: args
+                .into_iter()
+                .map(|value| Arg {
+                    name: None,
+                    value,
+                    span: sp(),
+                })
+                .collect(),
+        })
+    }
+    fn st(kind: StmtKind) -> Stmt {
+        Stmt { kind, span: sp() }
+    }
+    fn assign(t: &str, value: Expr) -> Stmt {
+        st(StmtKind::Assign {
+            target: id(t),
+            value,
+        })
+    }
+    fn func(name: &str) -> FunctionDef {
+        FunctionDef {
+            name: name.into(),
+            params: vec![Param {
+                name: "a".into(),
+                ty: ValueType::Double,
+                default: None,
+                span: sp(),
+            }],
+            results: vec![Param {
+                name: "b".into(),
+                ty: ValueType::Double,
+                default: None,
+                span: sp(),
+            }],
+            body: vec![assign("b", var("a"))],
+            span: sp(),
+        }
+    }
+
+    #[test]
+    fn simple_statements_merge_and_calls_split_blocks() {
+        let script = Script {
+            statements: vec![
+                assign("x", ex(ExprKind::Int(1))),
+                assign("y", var("x")),
+                assign("z", call("f", vec![var("y")])),
+                st(StmtKind::Expr(call("print", vec![var("z")]))),
+            ],
+            functions: vec![func("f")],
+        };
+        let p = build_program(script).unwrap();
+        assert_eq!(p.main.len(), 3);
+        assert!(matches!(&p.main[0], Block::Basic(b) if b.stmts.len() == 2));
+        match &p.main[1] {
+            Block::Call(c) => {
+                assert_eq!(c.function, "f");
+                assert_eq!(c.targets[0].name, "z");
+            }
+            other => panic!("expected call block, got {other:?}"),
+        }
+        assert!(p.functions["f"].def.body.is_empty());
+        assert_eq!(p.functions["f"].body.len(), 1);
+    }
+
+    #[test]
+    fn nested_calls_are_hoisted_innermost_first() {
+        // y = f(f(x)) + 1
+        let value = ex(ExprKind::Binary {
+            op: BinaryOp::Add,
+            lhs: Box::new(call("f", vec![call("f", vec![var("x")])])),
+            rhs: Box::new(ex(ExprKind::Int(1))),
+        });
+        let script = Script {
+            statements: vec![assign("x", ex(ExprKind::Int(1))), assign("y", value)],
+            functions: vec![func("f")],
+        };
+        let p = build_program(script).unwrap();
+        assert_eq!(p.main.len(), 4, "{:#?}", p.main);
+        let Block::Call(inner) = &p.main[1] else {
+            panic!()
+        };
+        let Block::Call(outer) = &p.main[2] else {
+            panic!()
+        };
+        assert_eq!(inner.targets[0].name, "_ufc2");
+        assert_eq!(outer.targets[0].name, "_ufc1");
+        assert!(matches!(&outer.args[0].value.kind, ExprKind::Var(v) if v == "_ufc2"));
+        let Block::Basic(last) = &p.main[3] else {
+            panic!()
+        };
+        let StmtKind::Assign { value, .. } = &last.stmts[0].kind else {
+            panic!()
+        };
+        let ExprKind::Binary { lhs, .. } = &value.kind else {
+            panic!()
+        };
+        assert!(matches!(&lhs.kind, ExprKind::Var(v) if v == "_ufc1"));
+        assert!(is_temporary("_ufc1") && !is_temporary("ufc1"));
+    }
+
+    #[test]
+    fn while_condition_with_call_is_unsupported() {
+        let script = Script {
+            statements: vec![st(StmtKind::While {
+                cond: call("f", vec![ex(ExprKind::Int(1))]),
+                body: vec![],
+            })],
+            functions: vec![func("f")],
+        };
+        let err = build_program(script).unwrap_err();
+        assert!(err.message.starts_with("unsupported: "), "{}", err.message);
+    }
+
+    #[test]
+    fn duplicate_and_builtin_named_functions_are_rejected() {
+        let script = Script {
+            statements: vec![],
+            functions: vec![func("f"), func("f")],
+        };
+        assert!(build_program(script)
+            .unwrap_err()
+            .message
+            .contains("more than once"));
+        let script = Script {
+            statements: vec![],
+            functions: vec![func("sum")],
+        };
+        assert!(build_program(script)
+            .unwrap_err()
+            .message
+            .contains("built-in"));
+    }
+
+    #[test]
+    fn if_condition_call_is_hoisted_before_the_if() {
+        let script = Script {
+            statements: vec![st(StmtKind::If {
+                cond: call("f", vec![ex(ExprKind::Int(1))]),
+                then_body: vec![assign("a", ex(ExprKind::Int(1)))],
+                else_body: vec![],
+            })],
+            functions: vec![func("f")],
+        };
+        let p = build_program(script).unwrap();
+        assert!(matches!(&p.main[0], Block::Call(_)));
+        assert!(
+            matches!(&p.main[1], Block::If { cond, .. } if matches!(&cond.kind, ExprKind::Var(v) if v == "_ufc1"))
+        );
+    }
+}

@@ -1,0 +1,672 @@
+//! The instruction executor: runs a block's linear instruction list over registers and a
+//! symbol table, with optional per-opcode timing for `--stats`.
+//!
+//! A block is lowered (by the engine) into [`Instruction`]s that read and write numbered
+//! registers; `Load`/`Store` move values between registers and the block's variables. Each
+//! instruction lists the registers whose last use it is, so intermediates are released as soon
+//! as possible (peak memory is that of the live values, not of the whole block).
+
+use crate::error::{Result, RuntimeError};
+use crate::matrix::Matrix;
+use crate::ops::{AggOp, BinaryOp, Direction, UnaryOp};
+use crate::value::{ScalarType, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A register number, local to one instruction list.
+pub type Reg = u32;
+
+/// What an instruction computes. Input order is documented per variant; scalar inputs are
+/// registers holding scalar values.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Reads a variable of the symbol table. No inputs.
+    Load(Arc<str>),
+    /// Binds a variable. Inputs: [value].
+    Store(Arc<str>),
+    /// A constant. No inputs.
+    Const(Value),
+    /// Element-wise unary operator on a matrix or scalar. Inputs: [x].
+    Unary(UnaryOp),
+    /// Element-wise binary operator; either side may be a scalar. Inputs: [a, b].
+    Binary(BinaryOp),
+    /// `ifelse(test, yes, no)`. Inputs: [test, yes, no] (each a matrix or scalar).
+    IfElse,
+    /// `replace(target, pattern, replacement)`. Inputs: [target, pattern, replacement].
+    Replace,
+    /// Aggregation. Inputs: [x].
+    Aggregate(AggOp, Direction),
+    /// Column-wise cumulative sum. Inputs: [x].
+    Cumsum,
+    /// `%*%`. Inputs: [a, b].
+    MatMul,
+    /// `t(X) %*% X` without materialising `t(X)`. Inputs: [X].
+    TransposeSelfMatMul,
+    /// `t(X)`. Inputs: [x].
+    Transpose,
+    /// `diag(X)`. Inputs: [x].
+    Diag,
+    /// `matrix(X, rows, cols, byrow)`. Inputs: [x, rows, cols, byrow].
+    Reshape,
+    /// `matrix(v, rows, cols)` with a scalar v. Inputs: [v, rows, cols].
+    Fill,
+    /// `solve(A, b)`. Inputs: [A, b].
+    Solve,
+    /// `X[rl:ru, cl:cu]`, bounds 1-based inclusive. Inputs: [X, rl, ru, cl, cu].
+    Slice,
+    /// `X[rl:ru, cl:cu] = src`. Inputs: [X, src, rl, ru, cl, cu]; result: the updated X.
+    LeftIndex,
+    /// `cbind(...)`. Inputs: the operands.
+    Cbind,
+    /// `rbind(...)`. Inputs: the operands.
+    Rbind,
+    /// Element-wise min/max of several operands. Inputs: the operands.
+    NaryMinMax(BinaryOp),
+    /// `matrix("1 2 3 4", rows, cols)`: numbers separated by spaces or commas, filled row by
+    /// row. Inputs: [values, rows, cols].
+    MatrixFromString,
+    /// `rand(...)`. Inputs: [rows, cols, min, max, sparsity, seed, pdf].
+    Rand,
+    /// `seq(from, to, incr)`. Inputs: [from, to, incr].
+    Seq,
+    /// A scalar cast (`as.double`, `as.integer`, `as.logical`). Inputs: [x].
+    CastScalar(ScalarType),
+    /// `as.scalar(X)` of a 1x1 matrix. Inputs: [X].
+    CastToScalar,
+    /// `as.matrix(s)` of a scalar (1x1). Inputs: [s].
+    CastToMatrix,
+    /// `nrow`, `ncol`, `length` at run time (normally folded at compile time). Inputs: [X].
+    Nrow,
+    Ncol,
+    Length,
+    /// `print(x)`, or `print(format, args...)` with Java `String.format` placeholders.
+    /// Inputs: [x] or [format, args...].
+    Print,
+    /// `stop(msg)`. Inputs: [msg].
+    Stop,
+    /// `toString(X, ...)`. Inputs: [X, rows, cols, decimal, sparse, sep, linebreak].
+    ToString,
+    /// `read(file, ...)`. Inputs: [path, p_1, ..., p_k], `p_i` the value of the named
+    /// parameter `params[i]` (`format`, `header`, `sep`, `rows`, `cols`, ...).
+    Read { params: Vec<Arc<str>> },
+    /// `write(X, file, ...)`. Inputs: [X, path, p_1, ..., p_k] as for `Read`.
+    Write { params: Vec<Arc<str>> },
+    /// `time()`: nanoseconds since the Unix epoch. No inputs.
+    Time,
+}
+
+impl Op {
+    /// A short opcode, shown in statistics (in the spirit of SystemDS's opcodes).
+    pub fn opcode(&self) -> String {
+        match self {
+            Op::Load(_) => "load".into(),
+            Op::Store(_) => "store".into(),
+            Op::Const(_) => "const".into(),
+            Op::Unary(op) => op.name().into(),
+            Op::Binary(op) => op.name().into(),
+            Op::IfElse => "ifelse".into(),
+            Op::Replace => "replace".into(),
+            Op::Aggregate(op, dir) => {
+                let prefix = match dir {
+                    Direction::Full => "ua",
+                    Direction::Row => "uar",
+                    Direction::Col => "uac",
+                };
+                format!("{prefix}{}", op.name())
+            }
+            Op::Cumsum => "ucumk+".into(),
+            Op::MatMul => "ba+*".into(),
+            Op::TransposeSelfMatMul => "tsmm".into(),
+            Op::Transpose => "r'".into(),
+            Op::Diag => "rdiag".into(),
+            Op::Reshape => "rshape".into(),
+            Op::Fill => "fill".into(),
+            Op::MatrixFromString => "sinit".into(),
+            Op::Solve => "solve".into(),
+            Op::Slice => "rightIndex".into(),
+            Op::LeftIndex => "leftIndex".into(),
+            Op::Cbind => "cbind".into(),
+            Op::Rbind => "rbind".into(),
+            Op::NaryMinMax(op) => format!("n{}", op.name()),
+            Op::Rand => "rand".into(),
+            Op::Seq => "seq".into(),
+            Op::CastScalar(_) => "castsc".into(),
+            Op::CastToScalar => "castdts".into(),
+            Op::CastToMatrix => "castsdm".into(),
+            Op::Nrow => "nrow".into(),
+            Op::Ncol => "ncol".into(),
+            Op::Length => "length".into(),
+            Op::Print => "print".into(),
+            Op::Stop => "stop".into(),
+            Op::ToString => "toString".into(),
+            Op::Read { .. } => "read".into(),
+            Op::Write { .. } => "write".into(),
+            Op::Time => "time".into(),
+        }
+    }
+}
+
+/// One step of a block: `output = op(inputs)`.
+#[derive(Clone, Debug)]
+pub struct Instruction {
+    pub op: Op,
+    pub inputs: Vec<Reg>,
+    pub output: Option<Reg>,
+    /// For scalar results: the DML type the result is converted to (e.g. `Int` for `5 + 2`).
+    pub scalar_type: Option<ScalarType>,
+    /// Registers whose last use is this instruction.
+    pub release: Vec<Reg>,
+    /// Where in the script this instruction comes from (byte range), for error messages.
+    pub span: (u32, u32),
+}
+
+/// A runtime error together with the script location of the failing instruction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocatedError {
+    pub error: RuntimeError,
+    pub span: Option<(u32, u32)>,
+}
+
+impl From<RuntimeError> for LocatedError {
+    fn from(error: RuntimeError) -> Self {
+        LocatedError { error, span: None }
+    }
+}
+
+/// A script's variables. Function calls get a fresh table.
+pub type SymbolTable = HashMap<String, Value>;
+
+/// Time and count per opcode, for `--stats`.
+#[derive(Clone, Debug, Default)]
+pub struct OpStats {
+    pub per_opcode: BTreeMap<String, (u64, Duration)>,
+}
+
+impl OpStats {
+    pub fn record(&mut self, opcode: String, elapsed: Duration) {
+        let entry = self.per_opcode.entry(opcode).or_insert((0, Duration::ZERO));
+        entry.0 += 1;
+        entry.1 += elapsed;
+    }
+}
+
+/// Where `print` writes and whether instructions are timed.
+pub struct ExecContext<'a> {
+    pub out: &'a mut dyn Write,
+    pub stats: Option<&'a mut OpStats>,
+}
+
+/// Runs `instructions` against `vars`, with `num_regs` registers.
+pub fn execute(
+    instructions: &[Instruction],
+    num_regs: usize,
+    vars: &mut SymbolTable,
+    ctx: &mut ExecContext<'_>,
+) -> std::result::Result<(), LocatedError> {
+    let mut regs: Vec<Option<Value>> = vec![None; num_regs];
+    for instr in instructions {
+        let started = ctx.stats.is_some().then(Instant::now);
+        let value = run_one(instr, &mut regs, vars, ctx)
+            .map_err(|error| LocatedError { error, span: Some(instr.span) })?;
+        if let (Some(stats), Some(started)) = (ctx.stats.as_deref_mut(), started) {
+            stats.record(instr.op.opcode(), started.elapsed());
+        }
+        if let Some(out) = instr.output {
+            let slot = regs
+                .get_mut(out as usize)
+                .ok_or_else(|| LocatedError::from(RuntimeError::internal(format!("register {out} out of range"))))?;
+            *slot = value;
+        }
+        for &r in &instr.release {
+            if let Some(slot) = regs.get_mut(r as usize) {
+                *slot = None;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn input<'r>(regs: &'r [Option<Value>], instr: &Instruction, i: usize) -> Result<&'r Value> {
+    let reg = *instr
+        .inputs
+        .get(i)
+        .ok_or_else(|| RuntimeError::internal(format!("{} lacks input {i}", instr.op.opcode())))?;
+    regs.get(reg as usize)
+        .and_then(|v| v.as_ref())
+        .ok_or_else(|| RuntimeError::internal(format!("{} reads empty register {reg}", instr.op.opcode())))
+}
+
+/// Converts a computed double to the scalar type the compiler assigned. Integer results follow
+/// SystemDS: NaN becomes 0 (Java's `(long) NaN`), values beyond the INT64 range are an error.
+fn scalar_result(value: f64, ty: Option<ScalarType>) -> Result<Value> {
+    match ty.unwrap_or(ScalarType::Double) {
+        ScalarType::Double => Ok(Value::Double(value)),
+        ScalarType::Int if value.is_nan() => Ok(Value::Int(0)),
+        ScalarType::Int if value.abs() >= 9.223372036854775807e18 => Err(RuntimeError::user(format!(
+            "integer operation created numerical result overflow ({} is beyond the 64-bit integer range)",
+            crate::format::format_double(value)
+        ))),
+        other => Value::Double(value).cast_scalar(other),
+    }
+}
+
+fn matrix_from_string(text: &str, rows: usize, cols: usize) -> Result<Matrix> {
+    let values = text
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.parse::<f64>()
+                .map_err(|_| RuntimeError::user(format!("matrix(\"...\"): cannot parse '{t}' as a number")))
+        })
+        .collect::<Result<Vec<f64>>>()?;
+    if values.len() != rows * cols {
+        return Err(RuntimeError::user(format!(
+            "matrix(\"...\") has {} values, but {rows}x{cols} = {} are needed",
+            values.len(),
+            rows * cols
+        )));
+    }
+    Matrix::from_dense_values(rows, cols, values)
+}
+
+fn to_usize(v: &Value, what: &str) -> Result<usize> {
+    let x = v.as_f64()?;
+    if !(x >= 0.0) || x.fract() != 0.0 || x > (1u64 << 53) as f64 {
+        return Err(RuntimeError::user(format!("{what} must be a non-negative integer, found {}", v.display_string())));
+    }
+    Ok(x as usize)
+}
+
+/// An index bound given in DML (1-based), checked to be an integer >= 1.
+fn to_index(v: &Value, what: &str) -> Result<usize> {
+    let x = v.as_f64()?;
+    if !(x >= 1.0) || x.fract() != 0.0 || x > (1u64 << 53) as f64 {
+        return Err(RuntimeError::user(format!("{what} must be an integer >= 1, found {}", v.display_string())));
+    }
+    Ok(x as usize)
+}
+
+/// Converts DML's 1-based inclusive bounds into a 0-based half-open range within `extent`.
+fn index_range(lower: &Value, upper: &Value, extent: usize, dim: &str, shape: (usize, usize)) -> Result<std::ops::Range<usize>> {
+    let lo = to_index(lower, &format!("{dim} index"))?;
+    let hi = to_index(upper, &format!("{dim} index"))?;
+    if lo > hi || hi > extent {
+        return Err(RuntimeError::user(format!(
+            "{dim} index range {lo}:{hi} is out of bounds for a {}x{} matrix",
+            shape.0, shape.1
+        )));
+    }
+    Ok(lo - 1..hi)
+}
+
+/// Integer arithmetic of DML (INT64, Java semantics: wrapping) for the operators that keep
+/// integers integral; `None` where the result is not an integer operation.
+fn int_binary(op: BinaryOp, a: i64, b: i64) -> Option<i64> {
+    match op {
+        BinaryOp::Add => Some(a.wrapping_add(b)),
+        BinaryOp::Sub => Some(a.wrapping_sub(b)),
+        BinaryOp::Mul => Some(a.wrapping_mul(b)),
+        BinaryOp::Min => Some(a.min(b)),
+        BinaryOp::Max => Some(a.max(b)),
+        _ => None,
+    }
+}
+
+fn scalar_binary(op: BinaryOp, a: &Value, b: &Value, ty: Option<ScalarType>) -> Result<Value> {
+    // String concatenation and comparison.
+    if let (BinaryOp::Add, true) = (op, matches!(a, Value::Str(_)) || matches!(b, Value::Str(_))) {
+        return Ok(Value::str(format!("{}{}", a.display_string(), b.display_string())));
+    }
+    if let (Value::Str(x), Value::Str(y)) = (a, b) {
+        let r = match op {
+            BinaryOp::Eq => x == y,
+            BinaryOp::Ne => x != y,
+            BinaryOp::Lt => x < y,
+            BinaryOp::Le => x <= y,
+            BinaryOp::Gt => x > y,
+            BinaryOp::Ge => x >= y,
+            _ => return Err(RuntimeError::user(format!("operator {} is not defined for strings", op.name()))),
+        };
+        return Ok(Value::Bool(r));
+    }
+    if let (Value::Int(x), Value::Int(y), Some(ScalarType::Int)) = (a, b, ty) {
+        if let Some(r) = int_binary(op, *x, *y) {
+            return Ok(Value::Int(r));
+        }
+    }
+    scalar_result(op.apply(a.as_f64()?, b.as_f64()?), ty)
+}
+
+fn run_one(
+    instr: &Instruction,
+    regs: &mut [Option<Value>],
+    vars: &mut SymbolTable,
+    ctx: &mut ExecContext<'_>,
+) -> Result<Option<Value>> {
+    use crate::kernels;
+    let arg = |i: usize| input(regs, instr, i);
+    let ty = instr.scalar_type;
+    let value = match &instr.op {
+        Op::Load(name) => vars
+            .get(name.as_ref())
+            .cloned()
+            .ok_or_else(|| RuntimeError::user(format!("variable '{name}' is not defined here")))?,
+        Op::Store(name) => {
+            let v = arg(0)?.clone();
+            vars.insert(name.to_string(), v);
+            return Ok(None);
+        }
+        Op::Const(v) => v.clone(),
+        Op::Unary(op) => match arg(0)? {
+            Value::Matrix(m) => Value::matrix(kernels::unary(m, *op)?),
+            s => {
+                if let (UnaryOp::Neg, Value::Int(i)) = (op, s) {
+                    Value::Int(i.wrapping_neg())
+                } else if let (UnaryOp::Abs, Value::Int(i)) = (op, s) {
+                    Value::Int(i.wrapping_abs())
+                } else {
+                    scalar_result(op.apply(s.as_f64()?), ty)?
+                }
+            }
+        },
+        Op::Binary(op) => match (arg(0)?, arg(1)?) {
+            (Value::Matrix(a), Value::Matrix(b)) => Value::matrix(kernels::binary(a, b, *op)?),
+            (Value::Matrix(a), s) => Value::matrix(kernels::binary_scalar(a, s.as_f64()?, *op, false)?),
+            (s, Value::Matrix(b)) => Value::matrix(kernels::binary_scalar(b, s.as_f64()?, *op, true)?),
+            (a, b) => scalar_binary(*op, a, b, ty)?,
+        },
+        Op::NaryMinMax(op) => {
+            let mut acc = arg(0)?.clone();
+            for i in 1..instr.inputs.len() {
+                let next = arg(i)?;
+                acc = match (&acc, next) {
+                    (Value::Matrix(a), Value::Matrix(b)) => Value::matrix(kernels::binary(a, b, *op)?),
+                    (Value::Matrix(a), s) => Value::matrix(kernels::binary_scalar(a, s.as_f64()?, *op, false)?),
+                    (s, Value::Matrix(b)) => Value::matrix(kernels::binary_scalar(b, s.as_f64()?, *op, true)?),
+                    (a, b) => scalar_binary(*op, a, b, ty)?,
+                };
+            }
+            acc
+        }
+        Op::IfElse => {
+            let (t, y, n) = (arg(0)?, arg(1)?, arg(2)?);
+            if !t.is_matrix() && !y.is_matrix() && !n.is_matrix() {
+                let chosen = if t.as_bool()? { y } else { n };
+                match ty {
+                    Some(ty) => chosen.cast_scalar(ty)?,
+                    None => chosen.clone(),
+                }
+            } else {
+                Value::matrix(kernels::ifelse(operand(t)?, operand(y)?, operand(n)?)?)
+            }
+        }
+        Op::Replace => {
+            let m = arg(0)?.as_matrix()?;
+            Value::matrix(kernels::replace(m, arg(1)?.as_f64()?, arg(2)?.as_f64()?)?)
+        }
+        Op::Aggregate(op, dir) => match arg(0)? {
+            Value::Matrix(m) => {
+                let r = kernels::aggregate(m, *op, *dir)?;
+                if *dir == Direction::Full {
+                    scalar_result(r.get(0, 0), ty)?
+                } else {
+                    Value::matrix(r)
+                }
+            }
+            s => {
+                // Aggregates of a scalar (e.g. `sum(3)`), as SystemDS allows for min/max.
+                let one = Matrix::filled(1, 1, s.as_f64()?);
+                scalar_result(kernels::aggregate(&one, *op, Direction::Full)?.get(0, 0), ty)?
+            }
+        },
+        Op::Cumsum => Value::matrix(kernels::cumsum(arg(0)?.as_matrix()?)?),
+        Op::MatMul => Value::matrix(kernels::matmul(arg(0)?.as_matrix()?, arg(1)?.as_matrix()?)?),
+        Op::TransposeSelfMatMul => Value::matrix(kernels::tsmm(arg(0)?.as_matrix()?)?),
+        Op::Transpose => Value::matrix(kernels::transpose(arg(0)?.as_matrix()?)?),
+        Op::Diag => Value::matrix(kernels::diag(arg(0)?.as_matrix()?)?),
+        Op::Reshape => {
+            let m = arg(0)?.as_matrix()?;
+            let rows = to_usize(arg(1)?, "rows")?;
+            let cols = to_usize(arg(2)?, "cols")?;
+            Value::matrix(kernels::reshape(m, rows, cols, arg(3)?.as_bool()?)?)
+        }
+        Op::Fill => {
+            let rows = to_usize(arg(1)?, "rows")?;
+            let cols = to_usize(arg(2)?, "cols")?;
+            Value::matrix(Matrix::filled(rows, cols, arg(0)?.as_f64()?))
+        }
+        Op::MatrixFromString => {
+            let rows = to_usize(arg(1)?, "rows")?;
+            let cols = to_usize(arg(2)?, "cols")?;
+            Value::matrix(matrix_from_string(&arg(0)?.display_string(), rows, cols)?)
+        }
+        Op::Solve => Value::matrix(kernels::solve(arg(0)?.as_matrix()?, arg(1)?.as_matrix()?)?),
+        Op::Slice => {
+            let m = arg(0)?.as_matrix()?;
+            let shape = (m.rows(), m.cols());
+            let rows = index_range(arg(1)?, arg(2)?, m.rows(), "row", shape)?;
+            let cols = index_range(arg(3)?, arg(4)?, m.cols(), "column", shape)?;
+            Value::matrix(kernels::slice(m, rows, cols)?)
+        }
+        Op::LeftIndex => {
+            let target = arg(0)?.as_matrix()?;
+            let shape = (target.rows(), target.cols());
+            let rows = index_range(arg(2)?, arg(3)?, target.rows(), "row", shape)?;
+            let cols = index_range(arg(4)?, arg(5)?, target.cols(), "column", shape)?;
+            let src = operand(arg(1)?)?;
+            // Update in place when this instruction holds the only reference.
+            let target = Arc::clone(target);
+            let owned = Arc::try_unwrap(target).unwrap_or_else(|shared| (*shared).clone());
+            Value::matrix(kernels::left_index(owned, rows, cols, src)?)
+        }
+        Op::Cbind | Op::Rbind => {
+            let mats: Vec<Arc<Matrix>> = (0..instr.inputs.len())
+                .map(|i| match arg(i)? {
+                    Value::Matrix(m) => Ok(Arc::clone(m)),
+                    s => Ok(Arc::new(Matrix::filled(1, 1, s.as_f64()?))),
+                })
+                .collect::<Result<_>>()?;
+            let refs: Vec<&Matrix> = mats.iter().map(|m| m.as_ref()).collect();
+            Value::matrix(if matches!(instr.op, Op::Cbind) { kernels::cbind(&refs)? } else { kernels::rbind(&refs)? })
+        }
+        Op::Rand => {
+            let rows = to_usize(arg(0)?, "rows")?;
+            let cols = to_usize(arg(1)?, "cols")?;
+            let pdf = crate::datagen::Pdf::parse(&arg(6)?.display_string())?;
+            Value::matrix(crate::datagen::rand(
+                rows,
+                cols,
+                arg(2)?.as_f64()?,
+                arg(3)?.as_f64()?,
+                arg(4)?.as_f64()?,
+                arg(5)?.as_i64()?,
+                pdf,
+            )?)
+        }
+        Op::Seq => Value::matrix(kernels::seq(arg(0)?.as_f64()?, arg(1)?.as_f64()?, Some(arg(2)?.as_f64()?))?),
+        Op::CastScalar(to) => match arg(0)? {
+            Value::Matrix(m) => matrix_to_scalar(m)?.cast_scalar(*to)?,
+            s => s.cast_scalar(*to)?,
+        },
+        Op::CastToScalar => match arg(0)? {
+            Value::Matrix(m) => {
+                let v = matrix_to_scalar(m)?;
+                match ty {
+                    Some(ty) => v.cast_scalar(ty)?,
+                    None => v,
+                }
+            }
+            s => s.clone(),
+        },
+        Op::CastToMatrix => match arg(0)? {
+            Value::Matrix(m) => Value::Matrix(Arc::clone(m)),
+            s => Value::matrix(Matrix::filled(1, 1, s.as_f64()?)),
+        },
+        Op::Nrow => Value::Int(arg(0)?.as_matrix()?.rows() as i64),
+        Op::Ncol => Value::Int(arg(0)?.as_matrix()?.cols() as i64),
+        Op::Length => {
+            let m = arg(0)?.as_matrix()?;
+            Value::Int((m.rows() * m.cols()) as i64)
+        }
+        Op::Print => {
+            let text = if instr.inputs.len() == 1 {
+                arg(0)?.display_string()
+            } else {
+                let args = (1..instr.inputs.len()).map(arg).collect::<Result<Vec<_>>>()?;
+                format_printf(&arg(0)?.display_string(), &args)?
+            };
+            writeln!(ctx.out, "{text}").map_err(|e| RuntimeError::Resource(format!("cannot write output: {e}")))?;
+            return Ok(None);
+        }
+        Op::Stop => return Err(RuntimeError::user(arg(0)?.display_string())),
+        Op::ToString => {
+            let opts = crate::format::ToStringOptions {
+                rows: arg(1)?.as_i64()?,
+                cols: arg(2)?.as_i64()?,
+                decimal: arg(3)?.as_i64()?.clamp(i32::MIN as i64, i32::MAX as i64) as i32,
+                sparse: arg(4)?.as_bool()?,
+                sep: arg(5)?.display_string(),
+                linesep: arg(6)?.display_string(),
+            };
+            match arg(0)? {
+                Value::Matrix(m) => Value::str(crate::format::to_string_matrix(m, &opts)),
+                s => Value::str(s.display_string()),
+            }
+        }
+        Op::Read { params } => {
+            let named = |name: &str| params.iter().position(|p| p.as_ref() == name).map(|i| arg(1 + i)).transpose();
+            let path = arg(0)?.display_string();
+            let format = named("format")?.map(|f| file_format(&f.display_string())).transpose()?;
+            let csv = csv_options(named("header")?, named("sep")?)?;
+            let m = crate::io::read_matrix(std::path::Path::new(&path), format, csv.as_ref())?;
+            for (dim, actual) in [("rows", m.rows()), ("cols", m.cols())] {
+                if let Some(expected) = named(dim)? {
+                    let expected = expected.as_i64()?;
+                    if expected >= 0 && expected as usize != actual {
+                        return Err(RuntimeError::user(format!(
+                            "read('{path}'): {dim}={expected} was given, but the file has {actual}"
+                        )));
+                    }
+                }
+            }
+            Value::matrix(m)
+        }
+        Op::Write { params } => {
+            let named = |name: &str| params.iter().position(|p| p.as_ref() == name).map(|i| arg(2 + i)).transpose();
+            let path = arg(1)?.display_string();
+            let format = match named("format")? {
+                Some(f) => file_format(&f.display_string())?,
+                None => crate::io::FileFormat::Text,
+            };
+            let csv = csv_options(named("header")?, named("sep")?)?.unwrap_or_default();
+            match arg(0)? {
+                Value::Matrix(m) => crate::io::write_matrix(m, std::path::Path::new(&path), format, &csv)?,
+                s => std::fs::write(&path, s.display_string())
+                    .map_err(|e| RuntimeError::user(format!("{path}: cannot write: {e}")))?,
+            }
+            return Ok(None);
+        }
+        Op::Time => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as i64)
+                .unwrap_or(0);
+            Value::Int(nanos)
+        }
+    };
+    Ok(Some(value))
+}
+
+/// Java `String.format` for the placeholders DML scripts use: `%s`, `%d`, `%f`/`%e` with an
+/// optional precision (`%.3f`), `%%` and `%n`.
+fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
+    let mut out = String::new();
+    let mut next = args.iter();
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let mut precision = String::new();
+        if chars.peek() == Some(&'.') {
+            chars.next();
+            while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                precision.push(*d);
+                chars.next();
+            }
+        }
+        let conversion = chars.next().ok_or_else(|| RuntimeError::user(format!("print: format '{format}' ends with '%'")))?;
+        let mut value = || {
+            next.next()
+                .copied()
+                .ok_or_else(|| RuntimeError::user(format!("print: format '{format}' has more placeholders than arguments")))
+        };
+        let digits: Option<usize> = precision.parse().ok();
+        match conversion {
+            '%' => out.push('%'),
+            'n' => out.push('\n'),
+            's' => out.push_str(&value()?.display_string()),
+            'd' => {
+                let v = value()?;
+                let x = v.as_f64()?;
+                if !matches!(v, Value::Int(_)) && x.fract() != 0.0 {
+                    return Err(RuntimeError::user(format!("print: %d needs an integer, got {}", v.display_string())));
+                }
+                out.push_str(&v.as_i64()?.to_string());
+            }
+            'f' => out.push_str(&format!("{:.*}", digits.unwrap_or(6), value()?.as_f64()?)),
+            'e' => {
+                let s = format!("{:.*e}", digits.unwrap_or(6), value()?.as_f64()?);
+                // Java writes a signed, two-digit exponent: 1.5e3 -> 1.500000e+03.
+                let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
+                let exp: i32 = exp.parse().unwrap_or(0);
+                out.push_str(&format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()));
+            }
+            other => return Err(RuntimeError::unsupported(format!("print format conversion '%{other}'"))),
+        }
+    }
+    Ok(out)
+}
+
+fn file_format(name: &str) -> Result<crate::io::FileFormat> {
+    crate::io::FileFormat::from_name(name).ok_or_else(|| {
+        RuntimeError::user(format!("unknown file format '{name}': use \"csv\", \"text\", \"mm\" or \"binary\""))
+    })
+}
+
+/// CSV options when the script gave `header` or `sep` (otherwise the file's metadata decides).
+fn csv_options(header: Option<&Value>, sep: Option<&Value>) -> Result<Option<crate::io::CsvOptions>> {
+    if header.is_none() && sep.is_none() {
+        return Ok(None);
+    }
+    let mut opts = crate::io::CsvOptions::default();
+    if let Some(h) = header {
+        opts.header = h.as_bool()?;
+    }
+    if let Some(s) = sep {
+        opts.sep = s.display_string();
+    }
+    Ok(Some(opts))
+}
+
+/// A matrix-or-scalar operand for kernels that accept both.
+fn operand(v: &Value) -> Result<crate::kernels::Operand<'_>> {
+    Ok(match v {
+        Value::Matrix(m) => crate::kernels::Operand::Matrix(m),
+        s => crate::kernels::Operand::Scalar(s.as_f64()?),
+    })
+}
+
+fn matrix_to_scalar(m: &Matrix) -> Result<Value> {
+    if m.rows() != 1 || m.cols() != 1 {
+        return Err(RuntimeError::user(format!(
+            "as.scalar needs a 1x1 matrix, found a {}x{} matrix",
+            m.rows(),
+            m.cols()
+        )));
+    }
+    Ok(Value::Double(m.get(0, 0)))
+}

@@ -1,0 +1,151 @@
+//! lafuse's binary matrix format: raw little-endian arrays behind a small header, so reading and
+//! writing run at disk speed.
+//!
+//! Layout: `MAGIC` (8 bytes), version `u32`, format `u8` (0 dense, 1 CSR), 3 zero bytes, rows
+//! `u64`, cols `u64`, nnz `u64`; then for dense `rows*cols` `f64` values (row-major), for CSR
+//! `rows+1` `u64` row pointers, `nnz` `u32` column indices and `nnz` `f64` values.
+
+use super::io_error;
+use crate::error::{Result, RuntimeError};
+use crate::matrix::{DenseMatrix, Matrix};
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// The first bytes of every file in this format.
+pub const MAGIC: &[u8; 8] = b"LAFUSEMX";
+/// The current format version.
+pub const VERSION: u32 = 1;
+const HEADER_LEN: usize = 8 + 4 + 4 + 24;
+
+/// Writes `m` in the binary format.
+pub fn write_binary(m: &Matrix, path: &Path) -> Result<()> {
+    let f = std::fs::File::create(path).map_err(|e| io_error(path, e))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+    let res = (|| -> std::io::Result<()> {
+        w.write_all(MAGIC)?;
+        w.write_all(&VERSION.to_le_bytes())?;
+        w.write_all(&[m.is_sparse() as u8, 0, 0, 0])?;
+        for x in [m.rows(), m.cols(), m.nnz()] {
+            w.write_all(&(x as u64).to_le_bytes())?;
+        }
+        match m {
+            Matrix::Dense(d) => write_f64s(&mut w, &d.values)?,
+            Matrix::Sparse(s) => {
+                let mut buf = Vec::with_capacity(8 * 8192);
+                for c in s.row_ptr.chunks(8192) {
+                    buf.clear();
+                    c.iter().for_each(|&p| buf.extend_from_slice(&(p as u64).to_le_bytes()));
+                    w.write_all(&buf)?;
+                }
+                for c in s.col_idx.chunks(8192) {
+                    buf.clear();
+                    c.iter().for_each(|&j| buf.extend_from_slice(&j.to_le_bytes()));
+                    w.write_all(&buf)?;
+                }
+                write_f64s(&mut w, &s.values)?;
+            }
+        }
+        w.flush()
+    })();
+    res.map_err(|e| io_error(path, e))
+}
+
+fn write_f64s(w: &mut impl Write, vals: &[f64]) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(8 * 8192);
+    for c in vals.chunks(8192) {
+        buf.clear();
+        c.iter().for_each(|&v| buf.extend_from_slice(&v.to_le_bytes()));
+        w.write_all(&buf)?;
+    }
+    Ok(())
+}
+
+/// Reads a file in the binary format; truncated or corrupt files are user errors.
+pub fn read_binary(path: &Path) -> Result<Matrix> {
+    let mut f = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).map_err(|e| io_error(path, e))?;
+    let corrupt = |what: &str| RuntimeError::user(format!("{}: corrupt binary matrix file: {what}", path.display()));
+    if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
+        return Err(corrupt("bad magic bytes"));
+    }
+    let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
+    let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
+    let version = u32_at(8);
+    if version != VERSION {
+        return Err(RuntimeError::unsupported(format!(
+            "binary matrix format version {version} in {}",
+            path.display()
+        )));
+    }
+    let sparse = bytes[12];
+    let (rows, cols, nnz) = (u64_at(16), u64_at(24), u64_at(32));
+    let as_usize = |x: u64| usize::try_from(x).map_err(|_| corrupt("dimensions too large"));
+    let (rows, cols, nnz) = (as_usize(rows)?, as_usize(cols)?, as_usize(nnz)?);
+    let body = &bytes[HEADER_LEN..];
+    let f64s = |b: &[u8]| -> Vec<f64> {
+        b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
+    };
+    match sparse {
+        0 => {
+            let cells = rows.checked_mul(cols).ok_or_else(|| corrupt("dimensions too large"))?;
+            if Some(body.len()) != cells.checked_mul(8) {
+                return Err(corrupt("length does not match the dimensions"));
+            }
+            let values = f64s(body);
+            let d = DenseMatrix::new(rows, cols, values)?;
+            if d.nnz != nnz {
+                return Err(corrupt("recorded nnz does not match the values"));
+            }
+            Ok(Matrix::Dense(d).examine_and_convert())
+        }
+        1 => {
+            let expected = (rows.checked_add(1))
+                .and_then(|r| r.checked_mul(8))
+                .and_then(|a| nnz.checked_mul(12).and_then(|b| a.checked_add(b)));
+            if Some(body.len()) != expected {
+                return Err(corrupt("length does not match the dimensions"));
+            }
+            let (ptr_b, rest) = body.split_at((rows + 1) * 8);
+            let (idx_b, val_b) = rest.split_at(nnz * 4);
+            let row_ptr: Vec<usize> = ptr_b
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize)
+                .collect();
+            let col_idx: Vec<u32> =
+                idx_b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+            Matrix::from_csr(rows, cols, row_ptr, col_idx, f64s(val_b))
+                .map_err(|e| corrupt(&e.to_string()))
+        }
+        _ => Err(corrupt("unknown format flag")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testdir::TempDir;
+    use super::*;
+
+    #[test]
+    fn roundtrip_and_corruption() {
+        let dir = TempDir::new();
+        let p = dir.path().join("m.bin");
+        for m in [
+            crate::kernels::testutil::rand(50, 40, 0.05, 1),
+            crate::kernels::testutil::rand(50, 40, 0.9, 2),
+            Matrix::zeros(0, 3),
+        ] {
+            write_binary(&m, &p).unwrap();
+            let back = read_binary(&p).unwrap();
+            back.validate().unwrap();
+            assert_eq!(back, m);
+        }
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() - 1]).unwrap();
+        assert!(read_binary(&p).unwrap_err().to_string().contains("corrupt"));
+        let mut bad = bytes.clone();
+        bad[0] = b'X';
+        std::fs::write(&p, &bad).unwrap();
+        assert!(read_binary(&p).is_err());
+    }
+}

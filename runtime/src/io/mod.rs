@@ -1,0 +1,334 @@
+//! Reading and writing matrices: CSV, SystemDS's text (`i j v`) format, MatrixMarket, and a fast
+//! binary format of our own; plus SystemDS's `.mtd` JSON metadata sidecar, written next to every
+//! file and consulted on read to learn the format, the CSV header flag and the separator.
+//!
+//! Errors about files are user errors that name the path (and the line for parse errors).
+
+pub mod binary;
+pub mod csv;
+pub mod matrix_market;
+pub mod text;
+
+pub use binary::{read_binary, write_binary};
+pub use csv::{read_csv, write_csv};
+pub use matrix_market::{read_matrix_market, write_matrix_market};
+pub use text::{read_text, write_text};
+
+use crate::error::{Result, RuntimeError};
+use crate::matrix::Matrix;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// On-disk matrix formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FileFormat {
+    /// Comma- (or `sep`-) separated values, one row per line.
+    Csv,
+    /// SystemDS's text cell format: one `row col value` line (1-based) per non-zero.
+    Text,
+    /// MatrixMarket (`coordinate` or `array`).
+    MatrixMarket,
+    /// lafuse's own binary format (see [`binary`]).
+    Binary,
+}
+
+impl FileFormat {
+    /// The name used in DML's `format=` argument and in `.mtd` files.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FileFormat::Csv => "csv",
+            FileFormat::Text => "text",
+            FileFormat::MatrixMarket => "mm",
+            FileFormat::Binary => "binary",
+        }
+    }
+
+    /// Inverse of [`FileFormat::name`] (also accepts `"ijv"` and `"matrixmarket"`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "csv" => Some(FileFormat::Csv),
+            "text" | "ijv" => Some(FileFormat::Text),
+            "mm" | "matrixmarket" => Some(FileFormat::MatrixMarket),
+            "binary" => Some(FileFormat::Binary),
+            _ => None,
+        }
+    }
+}
+
+/// CSV options (SystemDS defaults: no header, `,`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CsvOptions {
+    pub header: bool,
+    pub sep: String,
+}
+
+impl Default for CsvOptions {
+    fn default() -> Self {
+        CsvOptions { header: false, sep: ",".into() }
+    }
+}
+
+/// The `.mtd` sidecar, as SystemDS writes it (unknown fields are ignored on read).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    #[serde(default = "matrix_str")]
+    pub data_type: String,
+    #[serde(default = "double_str")]
+    pub value_type: String,
+    #[serde(default)]
+    pub rows: Option<i64>,
+    #[serde(default)]
+    pub cols: Option<i64>,
+    #[serde(default)]
+    pub nnz: Option<i64>,
+    #[serde(default)]
+    pub format: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sep: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+}
+
+fn matrix_str() -> String {
+    "matrix".into()
+}
+fn double_str() -> String {
+    "double".into()
+}
+
+/// The sidecar path of a data file: `path` + `.mtd`.
+pub fn metadata_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".mtd");
+    PathBuf::from(p)
+}
+
+/// Reads `path.mtd` if it exists.
+pub fn read_metadata(path: &Path) -> Result<Option<Metadata>> {
+    let mp = metadata_path(path);
+    if !mp.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&mp).map_err(|e| io_error(&mp, e))?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| RuntimeError::user(format!("{}: invalid metadata: {e}", mp.display())))
+}
+
+/// Writes `path.mtd`.
+pub fn write_metadata(path: &Path, md: &Metadata) -> Result<()> {
+    let mp = metadata_path(path);
+    let text = serde_json::to_string_pretty(md)
+        .map_err(|e| RuntimeError::internal(format!("serialising metadata: {e}")))?;
+    std::fs::write(&mp, text + "\n").map_err(|e| io_error(&mp, e))
+}
+
+/// A user error for a failed file operation, naming the path.
+pub(crate) fn io_error(path: &Path, e: std::io::Error) -> RuntimeError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        RuntimeError::user(format!("{}: no such file", path.display()))
+    } else {
+        RuntimeError::user(format!("{}: {e}", path.display()))
+    }
+}
+
+/// Reads a matrix. The format is `format` if given, else the one in `path.mtd`, else guessed
+/// from the content (binary magic, a MatrixMarket banner, otherwise CSV). CSV options come from
+/// `csv` if given, else from the metadata, else SystemDS's defaults.
+pub fn read_matrix(path: &Path, format: Option<FileFormat>, csv: Option<&CsvOptions>) -> Result<Matrix> {
+    let md = read_metadata(path)?;
+    let md_format = match md.as_ref().and_then(|m| m.format.as_deref()) {
+        Some(name) => Some(FileFormat::from_name(name).ok_or_else(|| {
+            RuntimeError::unsupported(format!("file format '{name}' (in {})", metadata_path(path).display()))
+        })?),
+        None => None,
+    };
+    let format = match format.or(md_format) {
+        Some(f) => f,
+        None => sniff(path)?,
+    };
+    let m = match format {
+        FileFormat::Csv => {
+            let opts = match csv {
+                Some(o) => o.clone(),
+                None => CsvOptions {
+                    header: md.as_ref().and_then(|m| m.header).unwrap_or(false),
+                    sep: md.as_ref().and_then(|m| m.sep.clone()).unwrap_or_else(|| ",".into()),
+                },
+            };
+            read_csv(path, opts.header, &opts.sep)?
+        }
+        FileFormat::Text => {
+            read_text(path, md.as_ref().and_then(known_dims))?
+        }
+        FileFormat::MatrixMarket => read_matrix_market(path)?,
+        FileFormat::Binary => read_binary(path)?,
+    };
+    if let Some((r, c)) = md.as_ref().and_then(known_dims) {
+        if (r, c) != m.shape() {
+            // An empty CSV file cannot carry its shape; the metadata does.
+            if m.cells() == 0 && r * c == 0 {
+                return Ok(Matrix::zeros(r, c));
+            }
+            return Err(RuntimeError::user(format!(
+                "{}: metadata says {r}x{c} but the file holds a {}x{} matrix",
+                path.display(),
+                m.rows(),
+                m.cols()
+            )));
+        }
+    }
+    Ok(m)
+}
+
+/// Dimensions from metadata when both are known (SystemDS writes -1 for unknown).
+fn known_dims(md: &Metadata) -> Option<(usize, usize)> {
+    match (md.rows, md.cols) {
+        (Some(r), Some(c)) if r >= 0 && c >= 0 => Some((r as usize, c as usize)),
+        _ => None,
+    }
+}
+
+fn sniff(path: &Path) -> Result<FileFormat> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let mut head = [0u8; 14];
+    let n = f.read(&mut head).map_err(|e| io_error(path, e))?;
+    let head = &head[..n];
+    Ok(if head.starts_with(binary::MAGIC) {
+        FileFormat::Binary
+    } else if head.starts_with(b"%%MatrixMarket") {
+        FileFormat::MatrixMarket
+    } else {
+        FileFormat::Csv
+    })
+}
+
+/// Writes a matrix in `format` and its `.mtd` sidecar.
+pub fn write_matrix(m: &Matrix, path: &Path, format: FileFormat, csv: &CsvOptions) -> Result<()> {
+    match format {
+        FileFormat::Csv => write_csv(m, path, csv.header, &csv.sep)?,
+        FileFormat::Text => write_text(m, path)?,
+        FileFormat::MatrixMarket => write_matrix_market(m, path)?,
+        FileFormat::Binary => write_binary(m, path)?,
+    }
+    let is_csv = format == FileFormat::Csv;
+    write_metadata(
+        path,
+        &Metadata {
+            data_type: matrix_str(),
+            value_type: double_str(),
+            rows: Some(m.rows() as i64),
+            cols: Some(m.cols() as i64),
+            nnz: Some(m.nnz() as i64),
+            format: Some(format.name().into()),
+            header: is_csv.then_some(csv.header),
+            sep: is_csv.then(|| csv.sep.clone()),
+            author: Some("lafuse".into()),
+        },
+    )
+}
+
+/// Formats a value so that Java's `Double.parseDouble` and Rust's `parse` read it back exactly
+/// (shortest round-trip digits; `NaN`, `Infinity`, `-Infinity` as Java spells them).
+pub(crate) fn fmt_f64(out: &mut String, v: f64) {
+    use std::fmt::Write;
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v.is_infinite() {
+        out.push_str(if v > 0.0 { "Infinity" } else { "-Infinity" });
+    } else {
+        let _ = write!(out, "{v:?}");
+    }
+}
+
+/// Parses a number as SystemDS accepts it (also Java's `Infinity`/`NaN` spellings).
+pub(crate) fn parse_f64(s: &str) -> Option<f64> {
+    match s {
+        "Infinity" | "+Infinity" => Some(f64::INFINITY),
+        "-Infinity" => Some(f64::NEG_INFINITY),
+        _ => s.parse::<f64>().ok(),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testdir {
+    //! Temporary directories for I/O tests (removed on drop).
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    pub struct TempDir(PathBuf);
+
+    impl TempDir {
+        pub fn new() -> Self {
+            static N: AtomicUsize = AtomicUsize::new(0);
+            let p = std::env::temp_dir().join(format!(
+                "lafuse-io-test-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::SeqCst)
+            ));
+            std::fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testdir::TempDir;
+    use super::*;
+    use crate::kernels::testutil::{rand, same};
+
+    #[test]
+    fn every_format_roundtrips_with_metadata() {
+        let dir = TempDir::new();
+        let mut vals = rand(13, 9, 0.3, 1).into_dense_values();
+        vals[3] = f64::NAN;
+        vals[4] = f64::NEG_INFINITY;
+        vals[5] = 1e-300;
+        vals[6] = 0.1 + 0.2;
+        let m = Matrix::from_dense_values(13, 9, vals).unwrap();
+        for f in [FileFormat::Csv, FileFormat::Text, FileFormat::MatrixMarket, FileFormat::Binary] {
+            for x in crate::kernels::testutil::both(&m) {
+                let p = dir.path().join(format!("m.{}", f.name()));
+                let opts = CsvOptions { header: true, sep: ";".into() };
+                write_matrix(&x, &p, f, &opts).unwrap();
+                let md = read_metadata(&p).unwrap().unwrap();
+                assert_eq!((md.rows, md.cols, md.nnz), (Some(13), Some(9), Some(m.nnz() as i64)));
+                assert_eq!(md.format.as_deref(), Some(f.name()));
+                // Format, header and separator come from the metadata.
+                let back = read_matrix(&p, None, None).unwrap();
+                back.validate().unwrap();
+                assert!(same(&back, &m), "{f:?}");
+                assert_eq!(back.is_sparse(), m.is_sparse());
+            }
+        }
+    }
+
+    #[test]
+    fn sniffing_without_metadata_and_missing_files() {
+        let dir = TempDir::new();
+        let m = rand(4, 3, 1.0, 2);
+        let p = dir.path().join("b");
+        write_binary(&m, &p).unwrap();
+        assert!(same(&read_matrix(&p, None, None).unwrap(), &m));
+        let p = dir.path().join("mm");
+        write_matrix_market(&m, &p).unwrap();
+        assert!(same(&read_matrix(&p, None, None).unwrap(), &m));
+        let missing = dir.path().join("nope.csv");
+        let e = read_matrix(&missing, None, None).unwrap_err();
+        assert!(matches!(e, RuntimeError::User(_)));
+        assert!(e.to_string().contains("nope.csv"), "{e}");
+    }
+}

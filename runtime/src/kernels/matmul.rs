@@ -1,0 +1,372 @@
+//! Matrix multiplication (`%*%`) for every dense/sparse combination, and `tsmm` (`t(X) %*% X`
+//! without materialising the transpose).
+//!
+//! Dense x dense goes to `matrixmultiply`'s BLAS-class `dgemm` (it packs, tiles and threads);
+//! matrix-vector products are rayon-parallel dot products. Sparse paths skip zeros only where
+//! that is exact: skipping the zeros of one operand drops products `0 * y`, which are zero only
+//! when the other operand is finite, so with NaN/±Inf around the kernel falls back to a denser
+//! path that computes those products.
+
+use super::reorg::transpose_csr;
+use super::{dense_result, fill_rows, shape_str, sparse_result};
+use crate::error::{Result, RuntimeError};
+use crate::matrix::{alloc_zeroed, count_nnz, all_finite, DenseMatrix, Matrix, SparseMatrix, BLOCK_CELLS, PAR_THRESHOLD};
+use rayon::prelude::*;
+
+/// `a %*% b`.
+///
+/// ```
+/// use lafuse_runtime::{Matrix, kernels};
+/// let a = Matrix::from_dense_values(2, 2, vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+/// let c = kernels::matmul(&a, &a).unwrap();
+/// assert_eq!(c.into_dense_values(), vec![7.0, 10.0, 15.0, 22.0]);
+/// ```
+pub fn matmul(a: &Matrix, b: &Matrix) -> Result<Matrix> {
+    if a.cols() != b.rows() {
+        return Err(RuntimeError::user(format!(
+            "matrix multiply: shapes {} and {} do not match (inner dimensions {} and {})",
+            shape_str(a),
+            shape_str(b),
+            a.cols(),
+            b.rows()
+        )));
+    }
+    let (m, k, n) = (a.rows(), a.cols(), b.cols());
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(Matrix::zeros(m, n));
+    }
+    Ok(match (a, b) {
+        (Matrix::Dense(x), Matrix::Dense(y)) => dense_dense(x, y),
+        (Matrix::Sparse(x), Matrix::Dense(y)) => {
+            if all_finite(&y.values) {
+                sparse_dense(x, y)
+            } else {
+                dense_dense(&x.to_dense(), y)
+            }
+        }
+        (Matrix::Dense(x), Matrix::Sparse(y)) => {
+            if all_finite(&x.values) {
+                dense_sparse(x, y)
+            } else {
+                dense_dense(x, &y.to_dense())
+            }
+        }
+        (Matrix::Sparse(x), Matrix::Sparse(y)) => {
+            let (fa, fb) = (all_finite(&x.values), all_finite(&y.values));
+            match (fa, fb) {
+                (true, true) => sparse_sparse(x, y),
+                (_, true) => sparse_dense(x, &y.to_dense()),
+                (true, false) => dense_sparse(&x.to_dense(), y),
+                (false, false) => dense_dense(&x.to_dense(), &y.to_dense()),
+            }
+        }
+    })
+}
+
+/// Dot product with 8 independent lanes (vectorises; fixed combination order).
+#[inline]
+fn dot(x: &[f64], y: &[f64]) -> f64 {
+    const L: usize = 8;
+    let mut acc = [0.0f64; L];
+    let (xc, yc) = (x.chunks_exact(L), y.chunks_exact(L));
+    let (xr, yr) = (xc.remainder(), yc.remainder());
+    for (p, q) in xc.zip(yc) {
+        for l in 0..L {
+            acc[l] += p[l] * q[l];
+        }
+    }
+    let mut s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (p, q) in xr.iter().zip(yr) {
+        s += p * q;
+    }
+    s
+}
+
+fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Matrix {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let mut out = alloc_zeroed(m * n);
+    if n == 1 {
+        // Matrix-vector: one dot product per row.
+        let nnz = fill_rows(&mut out, 1, |r0, block| {
+            for (t, o) in block.iter_mut().enumerate() {
+                *o = dot(a.row(r0 + t), &b.values);
+            }
+        });
+        return dense_result(m, n, out, nnz);
+    }
+    if m == 1 {
+        // Vector-matrix: accumulate scaled rows of b, split over column ranges.
+        let nnz = fill_flat_cols(&mut out, |c0, chunk| {
+            for (kk, &x) in a.values.iter().enumerate() {
+                let brow = &b.values[kk * n + c0..kk * n + c0 + chunk.len()];
+                for (o, &y) in chunk.iter_mut().zip(brow) {
+                    *o += x * y;
+                }
+            }
+        });
+        return dense_result(m, n, out, nnz);
+    }
+    // SAFETY: the pointers cover m*k, k*n and m*n f64 values with the given row-major strides.
+    unsafe {
+        matrixmultiply::dgemm(
+            m,
+            k,
+            n,
+            1.0,
+            a.values.as_ptr(),
+            k as isize,
+            1,
+            b.values.as_ptr(),
+            n as isize,
+            1,
+            0.0,
+            out.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+    let nnz = count_nnz(&out);
+    dense_result(m, n, out, nnz)
+}
+
+/// Splits a 1 x n output into fixed column chunks (parallel when large); returns nnz.
+fn fill_flat_cols<F: Fn(usize, &mut [f64]) + Sync>(out: &mut [f64], f: F) -> usize {
+    super::fill_flat(out, f)
+}
+
+/// Sparse a (rows drive) times dense b: each non-zero scales a row of b into the output row.
+fn sparse_dense(a: &SparseMatrix, b: &DenseMatrix) -> Matrix {
+    let (m, n) = (a.rows, b.cols);
+    let mut out = alloc_zeroed(m * n);
+    let nnz = fill_rows(&mut out, n, |r0, block| {
+        for (t, orow) in block.chunks_mut(n).enumerate() {
+            let (ci, cv) = a.row(r0 + t);
+            for (&kk, &v) in ci.iter().zip(cv) {
+                let kk = kk as usize;
+                let brow = &b.values[kk * n..(kk + 1) * n];
+                for (o, &y) in orow.iter_mut().zip(brow) {
+                    *o += v * y;
+                }
+            }
+        }
+    });
+    dense_result(m, n, out, nnz)
+}
+
+/// Dense a (finite) times sparse b: scatter each scaled row of b.
+fn dense_sparse(a: &DenseMatrix, b: &SparseMatrix) -> Matrix {
+    let (m, n) = (a.rows, b.cols);
+    let b_finite = all_finite(&b.values);
+    let mut out = alloc_zeroed(m * n);
+    let nnz = fill_rows(&mut out, n, |r0, block| {
+        for (t, orow) in block.chunks_mut(n).enumerate() {
+            for (kk, &x) in a.row(r0 + t).iter().enumerate() {
+                if x == 0.0 && b_finite {
+                    continue;
+                }
+                let (ci, cv) = b.row(kk);
+                for (&j, &v) in ci.iter().zip(cv) {
+                    orow[j as usize] += x * v;
+                }
+            }
+        }
+    });
+    dense_result(m, n, out, nnz)
+}
+
+/// Gustavson's row-by-row sparse product with a dense accumulator per task.
+fn sparse_sparse(a: &SparseMatrix, b: &SparseMatrix) -> Matrix {
+    let (m, n) = (a.rows, b.cols);
+    // Work estimate per row: the number of multiply-adds.
+    let flops: usize = a.col_idx.iter().map(|&k| b.row_ptr[k as usize + 1] - b.row_ptr[k as usize]).sum();
+    let rows_per_block = if flops >= PAR_THRESHOLD {
+        ((BLOCK_CELLS * m) / flops.max(1)).clamp(1, m)
+    } else {
+        m
+    };
+    let block = |r0: usize, r1: usize| {
+        let mut acc = vec![0.0; n];
+        let mut seen = vec![false; n];
+        let mut touched: Vec<u32> = Vec::new();
+        let mut ptr = Vec::with_capacity(r1 - r0);
+        let mut idx = Vec::new();
+        let mut val = Vec::new();
+        for i in r0..r1 {
+            let (ci, cv) = a.row(i);
+            for (&kk, &v) in ci.iter().zip(cv) {
+                let (bj, bv) = b.row(kk as usize);
+                for (&j, &w) in bj.iter().zip(bv) {
+                    let ju = j as usize;
+                    if !seen[ju] {
+                        seen[ju] = true;
+                        touched.push(j);
+                    }
+                    acc[ju] += v * w;
+                }
+            }
+            touched.sort_unstable();
+            for &j in &touched {
+                let ju = j as usize;
+                if acc[ju] != 0.0 {
+                    idx.push(j);
+                    val.push(acc[ju]);
+                }
+                acc[ju] = 0.0;
+                seen[ju] = false;
+            }
+            touched.clear();
+            ptr.push(idx.len());
+        }
+        (ptr, idx, val)
+    };
+    let nblocks = m.div_ceil(rows_per_block);
+    let parts: Vec<_> = if nblocks > 1 {
+        (0..nblocks)
+            .into_par_iter()
+            .map(|bk| block(bk * rows_per_block, ((bk + 1) * rows_per_block).min(m)))
+            .collect()
+    } else {
+        vec![block(0, m)]
+    };
+    sparse_result(SparseMatrix::concat_row_blocks(m, n, parts))
+}
+
+/// Column-block width of the symmetric dense `tsmm`.
+const TSMM_BLOCK: usize = 256;
+
+/// `t(a) %*% a` (n x n for an m x n input), computing only the upper triangle's blocks and
+/// mirroring them, so the result is exactly symmetric.
+pub fn tsmm(a: &Matrix) -> Result<Matrix> {
+    let (m, n) = a.shape();
+    if m == 0 || n == 0 {
+        return Ok(Matrix::zeros(n, n));
+    }
+    Ok(match a {
+        Matrix::Sparse(s) if all_finite(&s.values) => sparse_sparse(&transpose_csr(s), s),
+        _ => {
+            let d = a.dense_cow();
+            let x = &d.values;
+            let mut out = alloc_zeroed(n * n);
+            for b0 in (0..n).step_by(TSMM_BLOCK) {
+                let b1 = (b0 + TSMM_BLOCK).min(n);
+                // Rows b0..b1 of the result, columns b0..n: t(X[:, b0..b1]) %*% X[:, b0..n].
+                // SAFETY: the views stay inside x (m x n) and out (n x n) with the given strides.
+                unsafe {
+                    matrixmultiply::dgemm(
+                        b1 - b0,
+                        m,
+                        n - b0,
+                        1.0,
+                        x.as_ptr().add(b0),
+                        1,
+                        n as isize,
+                        x.as_ptr().add(b0),
+                        n as isize,
+                        1,
+                        0.0,
+                        out.as_mut_ptr().add(b0 * n + b0),
+                        n as isize,
+                        1,
+                    );
+                }
+            }
+            // Mirror the upper triangle (diagonal blocks included) into the lower one.
+            for i in 0..n {
+                for j in 0..i {
+                    out[i * n + j] = out[j * n + i];
+                }
+            }
+            let nnz = count_nnz(&out);
+            dense_result(n, n, out, nnz)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{both, close, m, rand};
+    use super::*;
+
+    fn naive(a: &Matrix, b: &Matrix) -> Matrix {
+        let (x, y) = (a.to_dense(), b.to_dense());
+        let (mm, k, n) = (x.rows, x.cols, y.cols);
+        let mut out = vec![0.0; mm * n];
+        for i in 0..mm {
+            for j in 0..n {
+                let mut s = 0.0;
+                for kk in 0..k {
+                    s += x.values[i * k + kk] * y.values[kk * n + j];
+                }
+                out[i * n + j] = s;
+            }
+        }
+        Matrix::from_dense_values(mm, n, out).unwrap()
+    }
+
+    #[test]
+    fn all_format_combinations_and_shapes() {
+        let shapes = [(7, 5, 3), (40, 60, 1), (1, 60, 40), (90, 70, 80), (300, 20, 300), (1, 1, 1)];
+        for (i, &(mm, k, n)) in shapes.iter().enumerate() {
+            for (da, db) in [(1.0, 1.0), (0.1, 1.0), (1.0, 0.1), (0.05, 0.05)] {
+                let a = rand(mm, k, da, i as u64);
+                let b = rand(k, n, db, 100 + i as u64);
+                let want = naive(&a, &b);
+                for x in both(&a) {
+                    for y in both(&b) {
+                        let got = matmul(&x, &y).unwrap();
+                        got.validate().unwrap();
+                        assert!(close(&got, &want, 1e-12), "{mm}x{k}x{n}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nan_in_dense_operand_reaches_sparse_zeros() {
+        let a = m(&[&[0.0, 1.0, 0.0], &[0.0, 0.0, 0.0], &[0.0, 0.0, 2.0]]);
+        let b = m(&[&[f64::NAN, 1.0], &[1.0, 0.0], &[0.0, f64::INFINITY]]);
+        let want = naive(&a, &b);
+        assert!(want.get(1, 0).is_nan() && want.get(1, 1).is_nan());
+        for x in both(&a) {
+            for y in both(&b) {
+                let got = matmul(&x, &y).unwrap();
+                got.validate().unwrap();
+                assert!(close(&got, &want, 0.0), "{got:?}");
+                let got = matmul(&y.clone(), &Matrix::zeros(2, 2)).unwrap();
+                assert!(got.get(0, 0).is_nan());
+            }
+        }
+    }
+
+    #[test]
+    fn shape_errors_and_empty() {
+        let e = matmul(&Matrix::zeros(3, 4), &Matrix::zeros(5, 2)).unwrap_err();
+        assert!(e.to_string().contains("3x4 and 5x2"), "{e}");
+        let z = matmul(&Matrix::zeros(3, 0), &Matrix::zeros(0, 2)).unwrap();
+        assert_eq!(z.shape(), (3, 2));
+        assert_eq!(z.nnz(), 0);
+        assert_eq!(matmul(&Matrix::zeros(0, 3), &Matrix::zeros(3, 2)).unwrap().shape(), (0, 2));
+    }
+
+    #[test]
+    fn tsmm_matches_transpose_product() {
+        for (mm, n, d) in [(50, 7, 1.0), (200, 600, 0.5), (300, 80, 0.05), (1, 1, 1.0)] {
+            let a = rand(mm, n, d, 7);
+            let t = super::super::reorg::transpose(&a).unwrap();
+            let want = naive(&t, &a);
+            for x in both(&a) {
+                let got = tsmm(&x).unwrap();
+                got.validate().unwrap();
+                assert!(close(&got, &want, 1e-12));
+                let g = got.to_dense();
+                for i in 0..n {
+                    for j in 0..n {
+                        assert_eq!(g.values[i * n + j].to_bits(), g.values[j * n + i].to_bits());
+                    }
+                }
+            }
+        }
+        assert_eq!(tsmm(&Matrix::zeros(0, 3)).unwrap().shape(), (3, 3));
+    }
+}

@@ -1,0 +1,184 @@
+//! The unfused kernels: the baseline that fused operators are measured against.
+//!
+//! Conventions shared by every kernel:
+//! * Indices and ranges are 0-based and half-open; the DML 1-based inclusive conversion is the
+//!   caller's job.
+//! * Shape errors are [`RuntimeError::User`](crate::RuntimeError::User) messages naming both
+//!   shapes.
+//! * Outputs choose their format by their exact nnz ([`Matrix::examine_and_convert`]).
+//! * Work above [`PAR_THRESHOLD`](crate::matrix::PAR_THRESHOLD) cells runs on rayon's pool, split
+//!   into blocks of fixed size, so reductions merge partials in the same order whatever the thread
+//!   count: results are bit-identical across thread counts.
+//! * Sparse inputs only skip zeros where that cannot change the result, including with NaN/±Inf
+//!   in the other operand (`0 * NaN` is NaN).
+
+pub mod aggregate;
+pub mod construct;
+pub mod cumulative;
+pub mod elementwise;
+pub mod index;
+pub mod matmul;
+pub mod reorg;
+pub mod solve;
+
+pub use aggregate::aggregate;
+pub use construct::{fill, from_row_major, seq};
+pub use cumulative::cumsum;
+pub use elementwise::{
+    binary, binary_owned, binary_scalar, binary_scalar_owned, ifelse, replace, unary, unary_owned,
+};
+pub use index::{cbind, left_index, rbind, slice};
+pub use matmul::{matmul, tsmm};
+pub use reorg::{diag, reshape, transpose};
+pub use solve::solve;
+
+use crate::matrix::{DenseMatrix, Matrix, SparseMatrix, BLOCK_CELLS, PAR_THRESHOLD};
+use rayon::prelude::*;
+
+/// An argument that may be a matrix or a scalar (`ifelse`, `left_index`).
+#[derive(Clone, Copy, Debug)]
+pub enum Operand<'a> {
+    Matrix(&'a Matrix),
+    Scalar(f64),
+}
+
+/// `"3x4"`, for error messages.
+pub(crate) fn shape_str(m: &Matrix) -> String {
+    format!("{}x{}", m.rows(), m.cols())
+}
+
+/// Wraps a dense result and picks its format by nnz.
+pub(crate) fn dense_result(rows: usize, cols: usize, values: Vec<f64>, nnz: usize) -> Matrix {
+    Matrix::Dense(DenseMatrix { rows, cols, values, nnz }).examine_and_convert()
+}
+
+/// Wraps a CSR result (zeros already dropped) and picks its format by nnz.
+pub(crate) fn sparse_result(s: SparseMatrix) -> Matrix {
+    Matrix::Sparse(s).examine_and_convert()
+}
+
+/// Fills `out` block by block (`f(offset, block)`), in parallel above the threshold, and returns
+/// the number of non-zeros written. Counting happens while the block is still in cache.
+pub(crate) fn fill_flat<F>(out: &mut [f64], f: F) -> usize
+where
+    F: Fn(usize, &mut [f64]) + Sync,
+{
+    let run = |(b, chunk): (usize, &mut [f64])| {
+        f(b * BLOCK_CELLS, chunk);
+        chunk.iter().map(|&v| (v != 0.0) as usize).sum::<usize>()
+    };
+    if out.len() >= PAR_THRESHOLD {
+        out.par_chunks_mut(BLOCK_CELLS).enumerate().map(run).sum()
+    } else {
+        out.chunks_mut(BLOCK_CELLS).enumerate().map(run).sum()
+    }
+}
+
+/// Fills `out` (row-major, `cols` wide) in blocks of whole rows: `f(first_row, block)`. Returns
+/// the number of non-zeros written.
+pub(crate) fn fill_rows<F>(out: &mut [f64], cols: usize, f: F) -> usize
+where
+    F: Fn(usize, &mut [f64]) + Sync,
+{
+    if cols == 0 || out.is_empty() {
+        return 0;
+    }
+    let rows_per_block = (BLOCK_CELLS / cols).max(1);
+    let run = |(b, chunk): (usize, &mut [f64])| {
+        f(b * rows_per_block, chunk);
+        chunk.iter().map(|&v| (v != 0.0) as usize).sum::<usize>()
+    };
+    if out.len() >= PAR_THRESHOLD {
+        out.par_chunks_mut(rows_per_block * cols).enumerate().map(run).sum()
+    } else {
+        out.chunks_mut(rows_per_block * cols).enumerate().map(run).sum()
+    }
+}
+
+/// Builds a CSR matrix row block by row block: `f(row, &mut col_idx, &mut values)` appends the
+/// entries of one row. Runs in parallel when the input work (`work` cells or non-zeros) is large.
+pub(crate) fn build_csr<F>(rows: usize, cols: usize, work: usize, f: F) -> SparseMatrix
+where
+    F: Fn(usize, &mut Vec<u32>, &mut Vec<f64>) + Sync,
+{
+    let block = |r0: usize, r1: usize| {
+        let mut ptr = Vec::with_capacity(r1 - r0);
+        let mut idx = Vec::new();
+        let mut val = Vec::new();
+        for i in r0..r1 {
+            f(i, &mut idx, &mut val);
+            ptr.push(idx.len());
+        }
+        (ptr, idx, val)
+    };
+    let parts: Vec<_> = if work >= PAR_THRESHOLD && rows > 1 {
+        // Aim for blocks of about BLOCK_CELLS work each.
+        let per_row = (work / rows).max(1);
+        let rows_per_block = (BLOCK_CELLS / per_row).clamp(1, rows);
+        (0..rows.div_ceil(rows_per_block))
+            .into_par_iter()
+            .map(|b| block(b * rows_per_block, ((b + 1) * rows_per_block).min(rows)))
+            .collect()
+    } else {
+        vec![block(0, rows)]
+    };
+    SparseMatrix::concat_row_blocks(rows, cols, parts)
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    //! Helpers shared by the kernel tests.
+    use crate::matrix::Matrix;
+
+    /// A matrix from rows of values, in its natural format.
+    pub fn m(rows: &[&[f64]]) -> Matrix {
+        let r = rows.len();
+        let c = rows.first().map_or(0, |x| x.len());
+        let vals: Vec<f64> = rows.iter().flat_map(|x| x.iter().copied()).collect();
+        Matrix::from_dense_values(r, c, vals).unwrap()
+    }
+
+    /// Both formats of the same matrix, each validated.
+    pub fn both(x: &Matrix) -> [Matrix; 2] {
+        let d = Matrix::Dense(x.to_dense());
+        let s = Matrix::Sparse(x.to_sparse());
+        d.validate().unwrap();
+        s.validate().unwrap();
+        [d, s]
+    }
+
+    /// Cell-wise equality where NaN equals NaN.
+    pub fn same(a: &Matrix, b: &Matrix) -> bool {
+        if a.shape() != b.shape() {
+            return false;
+        }
+        let (x, y) = (a.to_dense().values, b.to_dense().values);
+        x.iter().zip(&y).all(|(p, q)| p == q || (p.is_nan() && q.is_nan()))
+    }
+
+    /// Equality within a relative tolerance (NaN equals NaN, infinities must match).
+    pub fn close(a: &Matrix, b: &Matrix, tol: f64) -> bool {
+        if a.shape() != b.shape() {
+            return false;
+        }
+        let (x, y) = (a.to_dense().values, b.to_dense().values);
+        x.iter().zip(&y).all(|(p, q)| {
+            p == q || (p.is_nan() && q.is_nan()) || (p - q).abs() <= tol * p.abs().max(q.abs()).max(1.0)
+        })
+    }
+
+    /// Deterministic pseudo-random matrix with the given fraction of non-zeros.
+    pub fn rand(rows: usize, cols: usize, density: f64, seed: u64) -> Matrix {
+        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let vals: Vec<f64> = (0..rows * cols)
+            .map(|_| if next() < density { next() * 2.0 - 0.5 } else { 0.0 })
+            .collect();
+        Matrix::from_dense_values(rows, cols, vals).unwrap()
+    }
+}

@@ -1,0 +1,555 @@
+//! Operation enums of the unfused kernels: element-wise binary and unary operators, aggregation
+//! functions and directions, with their DML names and exact scalar semantics (SystemDS's Java
+//! semantics where they differ from Rust's `f64` methods).
+
+use serde::{Deserialize, Serialize};
+
+/// Element-wise binary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    /// `^`, with Java `Math.pow` semantics.
+    Pow,
+    /// `%%`: R modulus, `x - floor(x / y) * y` (sign of the divisor); NaN when `y == 0`.
+    Mod,
+    /// `%/%`: `floor(x / y)`.
+    IntDiv,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    /// `&`: `(a != 0) && (b != 0)`.
+    And,
+    /// `|`: `(a != 0) || (b != 0)`.
+    Or,
+    /// `pmin`/`min(a, b)`: NaN propagates.
+    Min,
+    /// `pmax`/`max(a, b)`: NaN propagates.
+    Max,
+    /// `log(x, base)`.
+    Log,
+}
+
+const BINARY_NAMES: [(BinaryOp, &str); 18] = [
+    (BinaryOp::Add, "+"),
+    (BinaryOp::Sub, "-"),
+    (BinaryOp::Mul, "*"),
+    (BinaryOp::Div, "/"),
+    (BinaryOp::Pow, "^"),
+    (BinaryOp::Mod, "%%"),
+    (BinaryOp::IntDiv, "%/%"),
+    (BinaryOp::Lt, "<"),
+    (BinaryOp::Le, "<="),
+    (BinaryOp::Gt, ">"),
+    (BinaryOp::Ge, ">="),
+    (BinaryOp::Eq, "=="),
+    (BinaryOp::Ne, "!="),
+    (BinaryOp::And, "&"),
+    (BinaryOp::Or, "|"),
+    (BinaryOp::Min, "min"),
+    (BinaryOp::Max, "max"),
+    (BinaryOp::Log, "log"),
+];
+
+#[inline(always)]
+fn b2f(b: bool) -> f64 {
+    if b {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// Java `Math.pow`: a NaN exponent gives NaN (C's `pow(1, NaN)` is 1), `x^0 == 1` for every `x`,
+/// and `(±1)^±Inf` is NaN (C gives 1).
+#[inline(always)]
+pub fn java_pow(x: f64, y: f64) -> f64 {
+    if y == 2.0 {
+        // HotSpot's intrinsic computes x^2 as x*x; so do we (exact, and fast).
+        x * x
+    } else if y.is_nan() {
+        f64::NAN
+    } else if y == 0.0 {
+        1.0
+    } else if y.is_infinite() && x.abs() == 1.0 {
+        f64::NAN
+    } else {
+        x.powf(y)
+    }
+}
+
+/// Java `Math.min` (NaN propagates; -0.0 < 0.0).
+#[inline(always)]
+pub fn java_min(a: f64, b: f64) -> f64 {
+    if a != a {
+        a
+    } else if b != b {
+        b
+    } else if a == 0.0 && b == 0.0 {
+        if a.is_sign_negative() {
+            a
+        } else {
+            b
+        }
+    } else if a <= b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Java `Math.max` (NaN propagates; 0.0 > -0.0).
+#[inline(always)]
+pub fn java_max(a: f64, b: f64) -> f64 {
+    if a != a {
+        a
+    } else if b != b {
+        b
+    } else if a == 0.0 && b == 0.0 {
+        if a.is_sign_positive() {
+            a
+        } else {
+            b
+        }
+    } else if a >= b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Java `Math.round`, `floor(x + 1/2)` computed exactly, but NaN and ±Inf are kept as they are
+/// (Java's `long` result would turn them into 0 or the `long` limits).
+#[inline(always)]
+pub fn java_round(x: f64) -> f64 {
+    if !x.is_finite() {
+        return x;
+    }
+    let f = x.floor();
+    // x - floor(x) is exact for every finite double, so this is floor(x + 0.5) without the
+    // rounding error of the addition (Java 7+ semantics: round(0.49999999999999994) == 0).
+    if x - f >= 0.5 {
+        f + 1.0
+    } else {
+        f
+    }
+}
+
+impl BinaryOp {
+    /// Every operator, in declaration order.
+    pub const ALL: [BinaryOp; 18] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Pow,
+        BinaryOp::Mod,
+        BinaryOp::IntDiv,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::And,
+        BinaryOp::Or,
+        BinaryOp::Min,
+        BinaryOp::Max,
+        BinaryOp::Log,
+    ];
+
+    /// The DML spelling (`"+"`, `"%%"`, `"min"`, ...).
+    pub fn name(&self) -> &'static str {
+        BINARY_NAMES.iter().find(|(o, _)| o == self).map(|(_, n)| *n).unwrap_or("?")
+    }
+
+    /// Inverse of [`BinaryOp::name`]; also accepts `pmin`/`pmax`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "pmin" => return Some(BinaryOp::Min),
+            "pmax" => return Some(BinaryOp::Max),
+            _ => {}
+        }
+        BINARY_NAMES.iter().find(|(_, n)| *n == name).map(|(o, _)| *o)
+    }
+
+    /// Applies the operator to two scalars.
+    #[inline(always)]
+    pub fn apply(&self, a: f64, b: f64) -> f64 {
+        match self {
+            BinaryOp::Add => a + b,
+            BinaryOp::Sub => a - b,
+            BinaryOp::Mul => a * b,
+            BinaryOp::Div => a / b,
+            BinaryOp::Pow => java_pow(a, b),
+            BinaryOp::Mod => r_mod(a, b),
+            BinaryOp::IntDiv => (a / b).floor(),
+            BinaryOp::Lt => b2f(a < b),
+            BinaryOp::Le => b2f(a <= b),
+            BinaryOp::Gt => b2f(a > b),
+            BinaryOp::Ge => b2f(a >= b),
+            BinaryOp::Eq => b2f(a == b),
+            BinaryOp::Ne => b2f(a != b),
+            BinaryOp::And => b2f(a != 0.0 && b != 0.0),
+            BinaryOp::Or => b2f(a != 0.0 || b != 0.0),
+            BinaryOp::Min => java_min(a, b),
+            BinaryOp::Max => java_max(a, b),
+            BinaryOp::Log => a.ln() / b.ln(),
+        }
+    }
+
+    /// `op(0, 0) == 0`: with both operands sparse, only cells where at least one is non-zero
+    /// need computing (union of the patterns).
+    pub fn is_sparse_safe_both(&self) -> bool {
+        self.apply(0.0, 0.0) == 0.0
+    }
+
+    /// `op(0, y) == 0` for every `y` that can occur: a sparse left operand drives iteration and
+    /// the right operand is only read at its non-zeros. `right_all_finite` says whether the right
+    /// operand is free of NaN/±Inf (for `*`, `0 * Inf` is NaN).
+    pub fn is_sparse_safe_left(&self, right_all_finite: bool) -> bool {
+        match self {
+            BinaryOp::Mul => right_all_finite,
+            BinaryOp::And => true,
+            _ => false,
+        }
+    }
+
+    /// `op(x, 0) == 0` for every `x` that can occur (mirror of [`BinaryOp::is_sparse_safe_left`]).
+    pub fn is_sparse_safe_right(&self, left_all_finite: bool) -> bool {
+        self.is_sparse_safe_left(left_all_finite)
+    }
+
+    /// With a scalar `s` on the right (`X op s`): whether zeros of `X` stay zero.
+    pub fn is_sparse_safe_scalar_right(&self, s: f64) -> bool {
+        self.apply(0.0, s) == 0.0
+    }
+
+    /// With a scalar `s` on the left (`s op X`): whether zeros of `X` stay zero.
+    pub fn is_sparse_safe_scalar_left(&self, s: f64) -> bool {
+        self.apply(s, 0.0) == 0.0
+    }
+}
+
+/// R's `%%` as SystemDS computes it: NaN for a zero divisor, else `x - floor(x / y) * y`.
+#[inline(always)]
+fn r_mod(x: f64, y: f64) -> f64 {
+    if y == 0.0 {
+        f64::NAN
+    } else {
+        x - (x / y).floor() * y
+    }
+}
+
+/// Element-wise unary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    /// Java `Math.round` (half up), NaN/±Inf kept.
+    Round,
+    Floor,
+    Ceil,
+    /// Java `Math.signum` (±0 and NaN kept).
+    Sign,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Tanh,
+    /// `1 / (1 + exp(-x))`.
+    Sigmoid,
+    /// `!x`: 1 when `x == 0`, else 0.
+    Not,
+    /// Unary minus.
+    Neg,
+}
+
+const UNARY_NAMES: [(UnaryOp, &str); 20] = [
+    (UnaryOp::Abs, "abs"),
+    (UnaryOp::Exp, "exp"),
+    (UnaryOp::Log, "log"),
+    (UnaryOp::Sqrt, "sqrt"),
+    (UnaryOp::Round, "round"),
+    (UnaryOp::Floor, "floor"),
+    (UnaryOp::Ceil, "ceil"),
+    (UnaryOp::Sign, "sign"),
+    (UnaryOp::Sin, "sin"),
+    (UnaryOp::Cos, "cos"),
+    (UnaryOp::Tan, "tan"),
+    (UnaryOp::Asin, "asin"),
+    (UnaryOp::Acos, "acos"),
+    (UnaryOp::Atan, "atan"),
+    (UnaryOp::Sinh, "sinh"),
+    (UnaryOp::Cosh, "cosh"),
+    (UnaryOp::Tanh, "tanh"),
+    (UnaryOp::Sigmoid, "sigmoid"),
+    (UnaryOp::Not, "!"),
+    (UnaryOp::Neg, "neg"),
+];
+
+impl UnaryOp {
+    /// Every operator, in declaration order.
+    pub const ALL: [UnaryOp; 20] = [
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Round,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Sign,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Tan,
+        UnaryOp::Asin,
+        UnaryOp::Acos,
+        UnaryOp::Atan,
+        UnaryOp::Sinh,
+        UnaryOp::Cosh,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Not,
+        UnaryOp::Neg,
+    ];
+
+    /// The DML name (`"exp"`, `"!"`, `"neg"` for unary minus, ...).
+    pub fn name(&self) -> &'static str {
+        UNARY_NAMES.iter().find(|(o, _)| o == self).map(|(_, n)| *n).unwrap_or("?")
+    }
+
+    /// Inverse of [`UnaryOp::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        UNARY_NAMES.iter().find(|(_, n)| *n == name).map(|(o, _)| *o)
+    }
+
+    /// Applies the operator to a scalar.
+    #[inline(always)]
+    pub fn apply(&self, x: f64) -> f64 {
+        match self {
+            UnaryOp::Abs => x.abs(),
+            UnaryOp::Exp => x.exp(),
+            UnaryOp::Log => x.ln(),
+            UnaryOp::Sqrt => x.sqrt(),
+            UnaryOp::Round => java_round(x),
+            UnaryOp::Floor => x.floor(),
+            UnaryOp::Ceil => x.ceil(),
+            UnaryOp::Sign => {
+                if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    x
+                }
+            }
+            UnaryOp::Sin => x.sin(),
+            UnaryOp::Cos => x.cos(),
+            UnaryOp::Tan => x.tan(),
+            UnaryOp::Asin => x.asin(),
+            UnaryOp::Acos => x.acos(),
+            UnaryOp::Atan => x.atan(),
+            UnaryOp::Sinh => x.sinh(),
+            UnaryOp::Cosh => x.cosh(),
+            UnaryOp::Tanh => x.tanh(),
+            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            UnaryOp::Not => b2f(x == 0.0),
+            UnaryOp::Neg => -x,
+        }
+    }
+
+    /// `f(0) == 0`: zeros stay zeros, so sparse inputs only touch their non-zeros.
+    pub fn is_sparse_safe(&self) -> bool {
+        self.apply(0.0) == 0.0
+    }
+}
+
+/// Aggregation functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AggOp {
+    /// Kahan-compensated sum.
+    Sum,
+    /// Kahan-compensated sum of squares.
+    SumSq,
+    Mean,
+    Prod,
+    Min,
+    Max,
+    /// Sample variance (`n - 1` denominator).
+    Var,
+    /// Sample standard deviation.
+    Sd,
+}
+
+const AGG_NAMES: [(AggOp, &str); 8] = [
+    (AggOp::Sum, "sum"),
+    (AggOp::SumSq, "sumsq"),
+    (AggOp::Mean, "mean"),
+    (AggOp::Prod, "prod"),
+    (AggOp::Min, "min"),
+    (AggOp::Max, "max"),
+    (AggOp::Var, "var"),
+    (AggOp::Sd, "sd"),
+];
+
+impl AggOp {
+    /// Every function, in declaration order.
+    pub const ALL: [AggOp; 8] = [
+        AggOp::Sum,
+        AggOp::SumSq,
+        AggOp::Mean,
+        AggOp::Prod,
+        AggOp::Min,
+        AggOp::Max,
+        AggOp::Var,
+        AggOp::Sd,
+    ];
+
+    /// The short name (`"sum"`, `"var"`, ...).
+    pub fn name(&self) -> &'static str {
+        AGG_NAMES.iter().find(|(o, _)| o == self).map(|(_, n)| *n).unwrap_or("?")
+    }
+
+    /// Inverse of [`AggOp::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        AGG_NAMES.iter().find(|(_, n)| *n == name).map(|(o, _)| *o)
+    }
+}
+
+/// Which cells an aggregation folds together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Direction {
+    /// All cells: a 1x1 result.
+    Full,
+    /// Each row: an m x 1 result (`rowSums`, ...).
+    Row,
+    /// Each column: a 1 x n result (`colSums`, ...).
+    Col,
+}
+
+impl Direction {
+    /// `"full"`, `"row"` or `"col"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Direction::Full => "full",
+            Direction::Row => "row",
+            Direction::Col => "col",
+        }
+    }
+
+    /// Inverse of [`Direction::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "full" => Some(Direction::Full),
+            "row" => Some(Direction::Row),
+            "col" => Some(Direction::Col),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_roundtrip() {
+        for op in BinaryOp::ALL {
+            assert_eq!(BinaryOp::from_name(op.name()), Some(op));
+        }
+        for op in UnaryOp::ALL {
+            assert_eq!(UnaryOp::from_name(op.name()), Some(op));
+        }
+        for op in AggOp::ALL {
+            assert_eq!(AggOp::from_name(op.name()), Some(op));
+        }
+        for d in [Direction::Full, Direction::Row, Direction::Col] {
+            assert_eq!(Direction::from_name(d.name()), Some(d));
+        }
+        assert_eq!(BinaryOp::from_name("pmax"), Some(BinaryOp::Max));
+        assert_eq!(BinaryOp::from_name("nope"), None);
+    }
+
+    #[test]
+    fn r_modulus_and_integer_division() {
+        use BinaryOp::*;
+        assert_eq!(Mod.apply(5.0, 3.0), 2.0);
+        assert_eq!(Mod.apply(-5.0, 3.0), 1.0);
+        assert_eq!(Mod.apply(5.0, -3.0), -1.0);
+        assert!(Mod.apply(5.0, 0.0).is_nan());
+        assert_eq!(IntDiv.apply(-7.0, 2.0), -4.0);
+        assert_eq!(IntDiv.apply(7.0, 2.0), 3.0);
+        assert_eq!(IntDiv.apply(1.0, 0.0), f64::INFINITY);
+        assert_eq!(Div.apply(-1.0, 0.0), f64::NEG_INFINITY);
+        assert!(Div.apply(0.0, 0.0).is_nan());
+    }
+
+    #[test]
+    fn java_pow_min_max_semantics() {
+        use BinaryOp::*;
+        assert_eq!(Pow.apply(f64::NAN, 0.0), 1.0);
+        assert!(Pow.apply(1.0, f64::NAN).is_nan());
+        assert!(Pow.apply(-1.0, f64::INFINITY).is_nan());
+        assert_eq!(Pow.apply(3.0, 2.0), 9.0);
+        assert_eq!(Pow.apply(2.0, -1.0), 0.5);
+        assert!(Min.apply(f64::NAN, 1.0).is_nan());
+        assert!(Max.apply(1.0, f64::NAN).is_nan());
+        assert_eq!(Min.apply(2.0, -1.0), -1.0);
+        assert!(Min.apply(0.0, -0.0).is_sign_negative());
+        assert!(Max.apply(-0.0, 0.0).is_sign_positive());
+        assert_eq!(Log.apply(8.0, 2.0), 3.0);
+    }
+
+    #[test]
+    fn comparisons_and_logicals() {
+        use BinaryOp::*;
+        assert_eq!(Lt.apply(1.0, 2.0), 1.0);
+        assert_eq!(Lt.apply(f64::NAN, 2.0), 0.0);
+        assert_eq!(Ne.apply(f64::NAN, f64::NAN), 1.0);
+        assert_eq!(Eq.apply(f64::NAN, f64::NAN), 0.0);
+        assert_eq!(And.apply(f64::NAN, 2.0), 1.0);
+        assert_eq!(And.apply(0.0, f64::NAN), 0.0);
+        assert_eq!(Or.apply(0.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn unary_semantics() {
+        use UnaryOp::*;
+        assert_eq!(Round.apply(2.5), 3.0);
+        assert_eq!(Round.apply(-2.5), -2.0);
+        assert_eq!(Round.apply(0.49999999999999994), 0.0);
+        assert!(Round.apply(f64::NAN).is_nan());
+        assert_eq!(Round.apply(f64::NEG_INFINITY), f64::NEG_INFINITY);
+        assert_eq!(Sign.apply(-3.0), -1.0);
+        assert!(Sign.apply(-0.0).is_sign_negative() && Sign.apply(-0.0) == 0.0);
+        assert!(Sign.apply(f64::NAN).is_nan());
+        assert_eq!(Not.apply(0.0), 1.0);
+        assert_eq!(Not.apply(f64::NAN), 0.0);
+        assert_eq!(Sigmoid.apply(0.0), 0.5);
+        let safe: Vec<_> = UnaryOp::ALL.iter().filter(|o| o.is_sparse_safe()).collect();
+        assert!(safe.contains(&&Abs) && safe.contains(&&Sqrt) && !safe.contains(&&Exp));
+        assert!(!Cos.is_sparse_safe() && !Not.is_sparse_safe() && !Sigmoid.is_sparse_safe());
+    }
+
+    #[test]
+    fn sparse_safety_queries() {
+        use BinaryOp::*;
+        assert!(Add.is_sparse_safe_both() && Mul.is_sparse_safe_both());
+        assert!(!Div.is_sparse_safe_both() && !Eq.is_sparse_safe_both());
+        assert!(Mul.is_sparse_safe_left(true) && !Mul.is_sparse_safe_left(false));
+        assert!(!Add.is_sparse_safe_left(true));
+        assert!(Div.is_sparse_safe_scalar_right(2.0) && !Div.is_sparse_safe_scalar_right(0.0));
+        assert!(!Pow.is_sparse_safe_scalar_right(0.0) && Pow.is_sparse_safe_scalar_right(2.0));
+    }
+}

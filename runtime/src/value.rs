@@ -1,0 +1,134 @@
+//! Runtime values: matrices and the scalar types of DML, as held in symbol tables and registers.
+
+use crate::error::{Result, RuntimeError};
+use crate::matrix::Matrix;
+use std::sync::Arc;
+
+/// The type of a scalar value, as DML distinguishes them for printing and arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum ScalarType {
+    Double,
+    Int,
+    Bool,
+    Str,
+}
+
+/// A value bound to a variable. Matrices are shared (`Arc`): assigning `Y = X` copies no data,
+/// and kernels that update in place (left indexing) copy only when the matrix is shared.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Matrix(Arc<Matrix>),
+    Double(f64),
+    Int(i64),
+    Bool(bool),
+    Str(Arc<str>),
+}
+
+impl Value {
+    pub fn matrix(m: Matrix) -> Value {
+        Value::Matrix(Arc::new(m))
+    }
+
+    pub fn str(s: impl Into<Arc<str>>) -> Value {
+        Value::Str(s.into())
+    }
+
+    pub fn is_matrix(&self) -> bool {
+        matches!(self, Value::Matrix(_))
+    }
+
+    /// The scalar type, or `None` for a matrix.
+    pub fn scalar_type(&self) -> Option<ScalarType> {
+        match self {
+            Value::Matrix(_) => None,
+            Value::Double(_) => Some(ScalarType::Double),
+            Value::Int(_) => Some(ScalarType::Int),
+            Value::Bool(_) => Some(ScalarType::Bool),
+            Value::Str(_) => Some(ScalarType::Str),
+        }
+    }
+
+    /// A short name of the value's type for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Matrix(_) => "matrix",
+            Value::Double(_) => "double",
+            Value::Int(_) => "integer",
+            Value::Bool(_) => "boolean",
+            Value::Str(_) => "string",
+        }
+    }
+
+    pub fn as_matrix(&self) -> Result<&Arc<Matrix>> {
+        match self {
+            Value::Matrix(m) => Ok(m),
+            other => Err(RuntimeError::user(format!("expected a matrix, found a {}", other.type_name()))),
+        }
+    }
+
+    /// The numeric value of a scalar (booleans are 0/1; numeric strings are parsed, as DML
+    /// casts them).
+    pub fn as_f64(&self) -> Result<f64> {
+        match self {
+            Value::Double(v) => Ok(*v),
+            Value::Int(v) => Ok(*v as f64),
+            Value::Bool(b) => Ok(if *b { 1.0 } else { 0.0 }),
+            Value::Str(s) => s.trim().parse::<f64>().map_err(|_| {
+                RuntimeError::user(format!("cannot convert the string '{s}' to a number"))
+            }),
+            Value::Matrix(m) => Err(RuntimeError::user(format!(
+                "expected a scalar, found a {}x{} matrix",
+                m.rows(),
+                m.cols()
+            ))),
+        }
+    }
+
+    /// The value as an integer; doubles are truncated toward zero like Java's `(long)` cast
+    /// (SystemDS's `as.integer`); NaN is an error.
+    pub fn as_i64(&self) -> Result<i64> {
+        match self {
+            Value::Int(v) => Ok(*v),
+            other => {
+                let v = other.as_f64()?;
+                if v.is_nan() {
+                    return Err(RuntimeError::user("cannot convert NaN to an integer"));
+                }
+                Ok(v as i64)
+            }
+        }
+    }
+
+    pub fn as_bool(&self) -> Result<bool> {
+        match self {
+            Value::Bool(b) => Ok(*b),
+            Value::Str(s) => match s.as_ref() {
+                "TRUE" | "true" => Ok(true),
+                "FALSE" | "false" => Ok(false),
+                _ => Err(RuntimeError::user(format!("cannot convert the string '{s}' to a boolean"))),
+            },
+            other => Ok(other.as_f64()? != 0.0),
+        }
+    }
+
+    /// Converts a scalar to the given scalar type (DML's implicit and explicit casts).
+    pub fn cast_scalar(&self, to: ScalarType) -> Result<Value> {
+        Ok(match to {
+            ScalarType::Double => Value::Double(self.as_f64()?),
+            ScalarType::Int => Value::Int(self.as_i64()?),
+            ScalarType::Bool => Value::Bool(self.as_bool()?),
+            ScalarType::Str => Value::str(self.display_string()),
+        })
+    }
+
+    /// The text `print` shows for a scalar, in SystemDS's format (`2000.0`, `1.0E-7`, `TRUE`).
+    pub fn display_string(&self) -> String {
+        match self {
+            Value::Double(v) => crate::format::format_double(*v),
+            Value::Int(v) => v.to_string(),
+            Value::Bool(b) => if *b { "TRUE" } else { "FALSE" }.to_string(),
+            Value::Str(s) => s.to_string(),
+            Value::Matrix(m) => crate::format::to_string_matrix(m, &Default::default()),
+        }
+    }
+}

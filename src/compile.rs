@@ -1,0 +1,468 @@
+//! Compiling a block for execution: HOP DAG construction with the block's actual input
+//! metadata, then lowering of the linearized HOPs onto runtime instructions.
+//!
+//! A compiled block remembers the metadata of the variables it read (data type, shape, scalar
+//! type, and the values of scalars it inlined as literals) and is reused while they hold.
+
+use crate::error::Error;
+use crate::ScriptArgs;
+use lafuse_compiler::ast;
+use lafuse_compiler::hops::{self, AggOp, BinaryOp, CastOp, CumulativeOp, DataGenOp, HopDag, HopId, Literal, MetaOp, NaryOp, OpKind, ReorgOp, TernaryOp, UnaryOp};
+use lafuse_compiler::CompileError;
+use lafuse_runtime::exec::{Instruction, Op, Reg, SymbolTable};
+use lafuse_runtime::ops as rt;
+use lafuse_runtime::value::{ScalarType, Value};
+use std::sync::Arc;
+
+/// What the compiler may know of a variable when a block is compiled.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum VarMeta {
+    Matrix { rows: u64, cols: u64, nnz: u64 },
+    Scalar { ty: ScalarType, value: Option<Value> },
+}
+
+impl VarMeta {
+    fn of(v: &Value, with_value: bool) -> VarMeta {
+        match v {
+            Value::Matrix(m) => VarMeta::Matrix { rows: m.rows() as u64, cols: m.cols() as u64, nnz: m.nnz() as u64 },
+            s => VarMeta::Scalar { ty: s.scalar_type().unwrap_or(ScalarType::Double), value: with_value.then(|| s.clone()) },
+        }
+    }
+
+    /// Whether a plan compiled with `self` is valid for the value `v`: same data type and shape
+    /// (matrices), same scalar type, and the same value where it was inlined. Non-zero counts
+    /// may differ: they only steer estimates, never correctness.
+    fn admits(&self, v: &Value) -> bool {
+        match (self, v) {
+            (VarMeta::Matrix { rows, cols, .. }, Value::Matrix(m)) => *rows == m.rows() as u64 && *cols == m.cols() as u64,
+            (VarMeta::Scalar { ty, value }, s) if !s.is_matrix() => {
+                s.scalar_type() == Some(*ty) && value.as_ref().is_none_or(|known| same_scalar(known, s))
+            }
+            _ => false,
+        }
+    }
+}
+
+fn same_scalar(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Double(x), Value::Double(y)) => x.to_bits() == y.to_bits(),
+        _ => a == b,
+    }
+}
+
+/// The metadata of the variables in scope when a block is compiled.
+pub(crate) struct BlockMeta<'v> {
+    vars: &'v SymbolTable,
+}
+
+impl<'v> BlockMeta<'v> {
+    pub(crate) fn of(vars: &'v SymbolTable) -> BlockMeta<'v> {
+        BlockMeta { vars }
+    }
+
+    /// The compiler's view of the variables: with or without the values of scalars.
+    fn inputs(&self, with_values: bool) -> hops::BlockInputs {
+        let mut inputs = hops::BlockInputs::default();
+        for (name, v) in self.vars {
+            let scalar = |value_type, literal: Literal| hops::InputMeta::Scalar { value_type, value: with_values.then_some(literal) };
+            let meta = match v {
+                Value::Matrix(m) => hops::InputMeta::matrix(m.rows() as u64, m.cols() as u64, m.nnz() as u64),
+                Value::Double(x) => scalar(hops::ValueType::Double, Literal::Double(*x)),
+                Value::Int(x) => scalar(hops::ValueType::Int, Literal::Int(*x)),
+                Value::Bool(x) => scalar(hops::ValueType::Bool, Literal::Bool(*x)),
+                Value::Str(x) => scalar(hops::ValueType::String, Literal::Str(x.to_string())),
+            };
+            inputs.insert(name.clone(), meta);
+        }
+        inputs
+    }
+}
+
+/// A block (or expression) ready to run, with the DAG it was lowered from. An expression's
+/// value is left in the variable [`EXPR_RESULT`].
+#[derive(Debug)]
+pub(crate) struct CompiledBlock {
+    pub(crate) instructions: Vec<Instruction>,
+    pub(crate) num_regs: usize,
+    pub(crate) dag: HopDag,
+    /// The variables read and what the plan assumed of them.
+    assumptions: Vec<(String, VarMeta)>,
+}
+
+impl CompiledBlock {
+    pub(crate) fn is_valid_for(&self, vars: &SymbolTable) -> bool {
+        self.assumptions.iter().all(|(name, meta)| vars.get(name).is_some_and(|v| meta.admits(v)))
+    }
+}
+
+pub(crate) use hops::EXPR_RESULT;
+
+/// Compiles the statements of a basic block.
+pub(crate) fn compile_block(stmts: &[ast::Stmt], meta: &BlockMeta, args: &ScriptArgs) -> Result<CompiledBlock, Error> {
+    let mut names = Vec::new();
+    for stmt in stmts {
+        stmt_reads(stmt, &mut names);
+    }
+    compile_with(meta, &names, |inputs| hops::build_block_dag(stmts, inputs, args.compiler_args()))
+}
+
+/// Compiles a scalar expression (a condition or loop bound), whose value goes to [`EXPR_RESULT`].
+pub(crate) fn compile_predicate(expr: &ast::Expr, meta: &BlockMeta, args: &ScriptArgs) -> Result<CompiledBlock, Error> {
+    let mut names = Vec::new();
+    expr_reads(expr, &mut names);
+    compile_with(meta, &names, |inputs| hops::build_expr_dag(expr, inputs, args.compiler_args()))
+}
+
+/// Compiles an expression of any type (a function argument) as the assignment
+/// `EXPR_RESULT = expr`.
+pub(crate) fn compile_value(expr: &ast::Expr, meta: &BlockMeta, args: &ScriptArgs) -> Result<CompiledBlock, Error> {
+    let assign = ast::Stmt {
+        kind: ast::StmtKind::Assign {
+            target: ast::Ident { name: EXPR_RESULT.to_string(), span: expr.span },
+            value: expr.clone(),
+        },
+        span: expr.span,
+    };
+    let mut names = Vec::new();
+    expr_reads(expr, &mut names);
+    compile_with(meta, &names, |inputs| hops::build_block_dag(std::slice::from_ref(&assign), inputs, args.compiler_args()))
+}
+
+/// The variables a statement reads (a left-indexing target is read too).
+fn stmt_reads<'a>(stmt: &'a ast::Stmt, out: &mut Vec<&'a str>) {
+    use ast::StmtKind;
+    let range = |r: &'a Option<ast::IndexRange>, out: &mut Vec<&'a str>| {
+        if let Some(r) = r {
+            expr_reads(&r.lower, out);
+            if let Some(u) = &r.upper {
+                expr_reads(u, out);
+            }
+        }
+    };
+    match &stmt.kind {
+        StmtKind::Assign { value, .. } => expr_reads(value, out),
+        StmtKind::IndexAssign { target, rows, cols, value } => {
+            out.push(&target.name);
+            range(rows, out);
+            range(cols, out);
+            expr_reads(value, out);
+        }
+        StmtKind::MultiAssign { call, .. } | StmtKind::Expr(call) => expr_reads(call, out),
+        StmtKind::If { cond, then_body, else_body } => {
+            expr_reads(cond, out);
+            then_body.iter().chain(else_body).for_each(|s| stmt_reads(s, out));
+        }
+        StmtKind::For { from, to, step, body, .. } => {
+            expr_reads(from, out);
+            expr_reads(to, out);
+            if let Some(step) = step {
+                expr_reads(step, out);
+            }
+            body.iter().for_each(|s| stmt_reads(s, out));
+        }
+        StmtKind::While { cond, body } => {
+            expr_reads(cond, out);
+            body.iter().for_each(|s| stmt_reads(s, out));
+        }
+    }
+}
+
+/// The variables an expression reads.
+fn expr_reads<'a>(expr: &'a ast::Expr, out: &mut Vec<&'a str>) {
+    use ast::ExprKind;
+    match &expr.kind {
+        ExprKind::Var(name) => out.push(name),
+        ExprKind::Double(_) | ExprKind::Int(_) | ExprKind::Bool(_) | ExprKind::Str(_) | ExprKind::ScriptArg(_) => {}
+        ExprKind::Unary { operand, .. } => expr_reads(operand, out),
+        ExprKind::Binary { lhs, rhs, .. } => {
+            expr_reads(lhs, out);
+            expr_reads(rhs, out);
+        }
+        ExprKind::Call { args, .. } => args.iter().for_each(|a| expr_reads(&a.value, out)),
+        ExprKind::Index { target, rows, cols } => {
+            expr_reads(target, out);
+            for r in [rows, cols].into_iter().flatten() {
+                expr_reads(&r.lower, out);
+                if let Some(u) = &r.upper {
+                    expr_reads(u, out);
+                }
+            }
+        }
+    }
+}
+
+/// Builds the DAG without inlining scalar values first, so that the plan stays valid while
+/// scalars (loop counters, step sizes) change; only when some matrix size then depends on a
+/// scalar's value is the block compiled again with scalar values inlined.
+fn compile_with(
+    meta: &BlockMeta,
+    reads: &[&str],
+    build: impl Fn(&hops::BlockInputs) -> Result<HopDag, CompileError>,
+) -> Result<CompiledBlock, Error> {
+    let (dag, with_values) = {
+        let dag = build(&meta.inputs(false))?;
+        if dag.hops.iter().any(|h| h.is_matrix() && h.dims().is_none()) {
+            (build(&meta.inputs(true))?, true)
+        } else {
+            (dag, false)
+        }
+    };
+    // What the plan assumed of every variable the code reads (found syntactically: once scalar
+    // values are inlined as literals, the DAG itself no longer shows which were read).
+    let mut assumptions: Vec<(String, VarMeta)> = Vec::new();
+    for name in reads {
+        if let Some(v) = meta.vars.get(*name) {
+            if !assumptions.iter().any(|(n, _)| n == name) {
+                assumptions.push((name.to_string(), VarMeta::of(v, with_values)));
+            }
+        }
+    }
+    let (instructions, num_regs) = lower(&dag)?;
+    Ok(CompiledBlock { instructions, num_regs, dag, assumptions })
+}
+
+/// Lowers a DAG onto instructions: one register per hop, in linearized order; variable stores
+/// last (transient reads see the values the block started with); each register released after
+/// its last use.
+fn lower(dag: &HopDag) -> Result<(Vec<Instruction>, usize), Error> {
+    let order = hops::linearize(dag);
+    let tsmm = transpose_self_products(dag);
+    let mut lowering = Lowering { dag, instructions: Vec::new(), stores: Vec::new() };
+    for &id in &order {
+        if tsmm.skipped.contains(&id) {
+            continue;
+        }
+        lowering.lower_hop(id, tsmm.products.contains(&id))?;
+    }
+    let stores = std::mem::take(&mut lowering.stores);
+    lowering.instructions.extend(stores);
+    let num_regs = dag.len();
+    let mut instructions = lowering.instructions;
+    // Release every register after its last use.
+    let mut last_use = vec![None; num_regs];
+    for (i, instr) in instructions.iter().enumerate() {
+        for &r in &instr.inputs {
+            last_use[r as usize] = Some(i);
+        }
+    }
+    for (reg, last) in last_use.into_iter().enumerate() {
+        if let Some(i) = last {
+            instructions[i].release.push(reg as Reg);
+        }
+    }
+    Ok((instructions, num_regs))
+}
+
+/// `t(X) %*% X` products computed without materialising `t(X)`, and the transposes that only
+/// those products used (which need not run at all).
+struct TransposeSelfProducts {
+    products: Vec<HopId>,
+    skipped: Vec<HopId>,
+}
+
+fn transpose_self_products(dag: &HopDag) -> TransposeSelfProducts {
+    let users = dag.users();
+    let mut products = Vec::new();
+    for id in dag.ids() {
+        let hop = dag.hop(id);
+        if hop.op == OpKind::MatMul {
+            let (a, b) = (hop.inputs[0], hop.inputs[1]);
+            let left = dag.hop(a);
+            if left.op == OpKind::Reorg(ReorgOp::Transpose) && left.inputs[0] == b {
+                products.push(id);
+            }
+        }
+    }
+    let skipped = products
+        .iter()
+        .map(|&p| dag.hop(p).inputs[0])
+        .filter(|&t| users[t.index()].iter().all(|u| products.contains(u)) && !dag.roots.contains(&t))
+        .collect();
+    TransposeSelfProducts { products, skipped }
+}
+
+struct Lowering<'d> {
+    dag: &'d HopDag,
+    instructions: Vec<Instruction>,
+    stores: Vec<Instruction>,
+}
+
+impl Lowering<'_> {
+    fn emit(&mut self, op: Op, inputs: Vec<Reg>, output: Option<Reg>, id: HopId) {
+        let hop = self.dag.hop(id);
+        let scalar_type = hop.is_scalar().then(|| scalar_type(hop.value_type));
+        self.instructions.push(Instruction {
+            op,
+            inputs,
+            output,
+            scalar_type,
+            release: Vec::new(),
+            span: (hop.span.start, hop.span.end),
+        });
+    }
+
+    fn lower_hop(&mut self, id: HopId, transpose_self_product: bool) -> Result<(), Error> {
+        let hop = self.dag.hop(id);
+        let out = Some(id.0 as Reg);
+        let inputs: Vec<Reg> = hop.inputs.iter().map(|i| i.0 as Reg).collect();
+        let unsupported = |what: String| -> Error { CompileError::unsupported(what, Some(hop.span)).into() };
+        let op = match &hop.op {
+            OpKind::Literal(l) => Op::Const(literal_value(l)),
+            OpKind::TransientRead { name } => Op::Load(Arc::from(name.as_str())),
+            OpKind::TransientWrite { name } => {
+                let span = (hop.span.start, hop.span.end);
+                self.stores.push(Instruction {
+                    op: Op::Store(Arc::from(name.as_str())),
+                    inputs,
+                    output: None,
+                    scalar_type: None,
+                    release: Vec::new(),
+                    span,
+                });
+                return Ok(());
+            }
+            OpKind::PersistentRead { params } => Op::Read { params: params.iter().map(|p| Arc::from(p.as_str())).collect() },
+            OpKind::PersistentWrite { params } => {
+                let params = params.iter().map(|p| Arc::from(p.as_str())).collect();
+                self.emit(Op::Write { params }, inputs, None, id);
+                return Ok(());
+            }
+            OpKind::DataGen(op) => match op {
+                DataGenOp::Rand => {
+                    self.emit(Op::Rand, inputs[..7].to_vec(), out, id);
+                    return Ok(());
+                }
+                DataGenOp::Seq => Op::Seq,
+                DataGenOp::Fill => Op::Fill,
+                DataGenOp::Sinit => Op::MatrixFromString,
+                DataGenOp::Time => Op::Time,
+            },
+            OpKind::Unary(op) => Op::Unary(unary_op(*op)),
+            OpKind::Binary(op) => Op::Binary(binary_op(*op)),
+            OpKind::Ternary(TernaryOp::IfElse) => Op::IfElse,
+            OpKind::Ternary(TernaryOp::Replace) => Op::Replace,
+            OpKind::AggUnary { op, dir } => Op::Aggregate(agg_op(*op), direction(*dir)),
+            OpKind::MatMul if transpose_self_product => {
+                self.emit(Op::TransposeSelfMatMul, vec![inputs[1]], out, id);
+                return Ok(());
+            }
+            OpKind::MatMul => Op::MatMul,
+            OpKind::Reorg(ReorgOp::Transpose) => Op::Transpose,
+            OpKind::Reorg(ReorgOp::Diag) => Op::Diag,
+            OpKind::Reorg(ReorgOp::Reshape) => Op::Reshape,
+            OpKind::Index => Op::Slice,
+            OpKind::LeftIndex => Op::LeftIndex,
+            OpKind::Nary(NaryOp::Cbind) => Op::Cbind,
+            OpKind::Nary(NaryOp::Rbind) => Op::Rbind,
+            OpKind::Nary(NaryOp::Min) => Op::NaryMinMax(rt::BinaryOp::Min),
+            OpKind::Nary(NaryOp::Max) => Op::NaryMinMax(rt::BinaryOp::Max),
+            OpKind::Cast(CastOp::AsScalar) => Op::CastToScalar,
+            OpKind::Cast(CastOp::AsMatrix) => Op::CastToMatrix,
+            OpKind::Cast(CastOp::AsDouble) => Op::CastScalar(ScalarType::Double),
+            OpKind::Cast(CastOp::AsInt) => Op::CastScalar(ScalarType::Int),
+            OpKind::Cast(CastOp::AsBool) => Op::CastScalar(ScalarType::Bool),
+            OpKind::Cumulative(CumulativeOp::Cumsum) => Op::Cumsum,
+            OpKind::Cumulative(other) => return Err(unsupported(format!("the cumulative aggregate {}", other.name()))),
+            OpKind::Solve => Op::Solve,
+            OpKind::Meta(MetaOp::Nrow) => Op::Nrow,
+            OpKind::Meta(MetaOp::Ncol) => Op::Ncol,
+            OpKind::Meta(MetaOp::Length) => Op::Length,
+            OpKind::Print => {
+                self.emit(Op::Print, inputs, None, id);
+                return Ok(());
+            }
+            OpKind::Stop => {
+                self.emit(Op::Stop, inputs, None, id);
+                return Ok(());
+            }
+            OpKind::ToString => Op::ToString,
+        };
+        self.emit(op, inputs, out, id);
+        Ok(())
+    }
+}
+
+fn scalar_type(vt: hops::ValueType) -> ScalarType {
+    match vt {
+        hops::ValueType::Double => ScalarType::Double,
+        hops::ValueType::Int => ScalarType::Int,
+        hops::ValueType::Bool => ScalarType::Bool,
+        hops::ValueType::String => ScalarType::Str,
+    }
+}
+
+fn literal_value(l: &Literal) -> Value {
+    match l {
+        Literal::Double(v) => Value::Double(*v),
+        Literal::Int(v) => Value::Int(*v),
+        Literal::Bool(v) => Value::Bool(*v),
+        Literal::Str(s) => Value::str(s.as_str()),
+    }
+}
+
+fn unary_op(op: UnaryOp) -> rt::UnaryOp {
+    match op {
+        UnaryOp::Neg => rt::UnaryOp::Neg,
+        UnaryOp::Not => rt::UnaryOp::Not,
+        UnaryOp::Abs => rt::UnaryOp::Abs,
+        UnaryOp::Exp => rt::UnaryOp::Exp,
+        UnaryOp::Log => rt::UnaryOp::Log,
+        UnaryOp::Sqrt => rt::UnaryOp::Sqrt,
+        UnaryOp::Round => rt::UnaryOp::Round,
+        UnaryOp::Floor => rt::UnaryOp::Floor,
+        UnaryOp::Ceil => rt::UnaryOp::Ceil,
+        UnaryOp::Sign => rt::UnaryOp::Sign,
+        UnaryOp::Sin => rt::UnaryOp::Sin,
+        UnaryOp::Cos => rt::UnaryOp::Cos,
+        UnaryOp::Tan => rt::UnaryOp::Tan,
+        UnaryOp::Asin => rt::UnaryOp::Asin,
+        UnaryOp::Acos => rt::UnaryOp::Acos,
+        UnaryOp::Atan => rt::UnaryOp::Atan,
+        UnaryOp::Sinh => rt::UnaryOp::Sinh,
+        UnaryOp::Cosh => rt::UnaryOp::Cosh,
+        UnaryOp::Tanh => rt::UnaryOp::Tanh,
+        UnaryOp::Sigmoid => rt::UnaryOp::Sigmoid,
+    }
+}
+
+fn binary_op(op: BinaryOp) -> rt::BinaryOp {
+    match op {
+        BinaryOp::Add => rt::BinaryOp::Add,
+        BinaryOp::Sub => rt::BinaryOp::Sub,
+        BinaryOp::Mul => rt::BinaryOp::Mul,
+        BinaryOp::Div => rt::BinaryOp::Div,
+        BinaryOp::Pow => rt::BinaryOp::Pow,
+        BinaryOp::Mod => rt::BinaryOp::Mod,
+        BinaryOp::IntDiv => rt::BinaryOp::IntDiv,
+        BinaryOp::Lt => rt::BinaryOp::Lt,
+        BinaryOp::Le => rt::BinaryOp::Le,
+        BinaryOp::Gt => rt::BinaryOp::Gt,
+        BinaryOp::Ge => rt::BinaryOp::Ge,
+        BinaryOp::Eq => rt::BinaryOp::Eq,
+        BinaryOp::Ne => rt::BinaryOp::Ne,
+        BinaryOp::And => rt::BinaryOp::And,
+        BinaryOp::Or => rt::BinaryOp::Or,
+        BinaryOp::Min => rt::BinaryOp::Min,
+        BinaryOp::Max => rt::BinaryOp::Max,
+        BinaryOp::Log => rt::BinaryOp::Log,
+    }
+}
+
+fn agg_op(op: AggOp) -> rt::AggOp {
+    match op {
+        AggOp::Sum => rt::AggOp::Sum,
+        AggOp::Mean => rt::AggOp::Mean,
+        AggOp::Min => rt::AggOp::Min,
+        AggOp::Max => rt::AggOp::Max,
+        AggOp::Prod => rt::AggOp::Prod,
+        AggOp::Var => rt::AggOp::Var,
+    }
+}
+
+fn direction(dir: hops::Direction) -> rt::Direction {
+    match dir {
+        hops::Direction::Full => rt::Direction::Full,
+        hops::Direction::Row => rt::Direction::Row,
+        hops::Direction::Col => rt::Direction::Col,
+    }
+}

@@ -1,0 +1,324 @@
+//! The engine: interprets a program's block tree, compiling each basic block into instructions
+//! just before it runs (with the actual sizes of its inputs) and caching the compiled block.
+
+use crate::compile::{compile_block, compile_predicate, compile_value, BlockMeta, CompiledBlock, EXPR_RESULT};
+use crate::error::Error;
+use crate::stats::{ms, InstructionStat, Stats};
+use crate::{EngineConfig, ExplainedBlock, ScriptArgs};
+use lafuse_compiler::ast::{self, ValueType};
+use lafuse_compiler::builtins::{self, BoundValue};
+use lafuse_compiler::program::{BasicBlock, Block, CallBlock, Program};
+use lafuse_compiler::span::Span;
+use lafuse_runtime::exec::{self, ExecContext, OpStats, SymbolTable};
+use lafuse_runtime::value::{ScalarType, Value};
+use lafuse_runtime::RuntimeError;
+use std::collections::HashMap;
+use std::io::Write;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// Compiled blocks kept per block, each valid for the metadata it was compiled with.
+const MAX_PLANS_PER_BLOCK: usize = 8;
+
+/// Deepest user-function recursion before a script is stopped (instead of overflowing the stack).
+const MAX_CALL_DEPTH: usize = 1000;
+
+pub(crate) struct Interpreter<'p, 'o> {
+    program: &'p Program,
+    args: &'p ScriptArgs,
+    out: &'o mut dyn Write,
+    config: &'p EngineConfig,
+    /// Keyed by the address of the block or expression compiled (stable: the program is
+    /// borrowed for the interpreter's lifetime).
+    plans: HashMap<usize, Vec<Rc<CompiledBlock>>>,
+    op_stats: Option<OpStats>,
+    pub(crate) compile_time: Duration,
+    pub(crate) blocks_compiled: u64,
+    pub(crate) cache_hits: u64,
+    pub(crate) instructions_executed: u64,
+    /// When explaining: every block as first compiled, in execution order.
+    pub(crate) explained: Option<Vec<ExplainedBlock>>,
+    depth: usize,
+}
+
+impl<'p, 'o> Interpreter<'p, 'o> {
+    pub(crate) fn new(program: &'p Program, args: &'p ScriptArgs, out: &'o mut dyn Write, config: &'p EngineConfig) -> Self {
+        Interpreter {
+            program,
+            args,
+            out,
+            config,
+            plans: HashMap::new(),
+            op_stats: config.collect_stats.then(OpStats::default),
+            compile_time: Duration::ZERO,
+            blocks_compiled: 0,
+            cache_hits: 0,
+            instructions_executed: 0,
+            explained: None,
+            depth: 0,
+        }
+    }
+
+    pub(crate) fn run_main(&mut self) -> Result<(), Error> {
+        let mut vars = SymbolTable::new();
+        self.exec_blocks(&self.program.main, &mut vars)
+    }
+
+    pub(crate) fn stats(&self, total: Duration) -> Stats {
+        let mut heavy: Vec<InstructionStat> = self
+            .op_stats
+            .iter()
+            .flat_map(|s| s.per_opcode.iter())
+            .map(|(opcode, (count, time))| InstructionStat { opcode: opcode.clone(), count: *count, time_ms: ms(*time) })
+            .collect();
+        heavy.sort_by(|a, b| b.time_ms.total_cmp(&a.time_ms).then_with(|| a.opcode.cmp(&b.opcode)));
+        Stats {
+            total_ms: ms(total),
+            compile_ms: ms(self.compile_time),
+            execution_ms: ms(total.saturating_sub(self.compile_time)),
+            blocks_compiled: self.blocks_compiled,
+            block_cache_hits: self.cache_hits,
+            fused_operators_executed: 0,
+            instructions_executed: self.instructions_executed,
+            heavy_hitters: heavy,
+        }
+    }
+
+    fn exec_blocks(&mut self, blocks: &'p [Block], vars: &mut SymbolTable) -> Result<(), Error> {
+        for block in blocks {
+            self.exec_block(block, vars)?;
+        }
+        Ok(())
+    }
+
+    fn exec_block(&mut self, block: &'p Block, vars: &mut SymbolTable) -> Result<(), Error> {
+        match block {
+            Block::Basic(basic) => self.exec_basic(basic, vars),
+            Block::If { cond, then_blocks, else_blocks, .. } => {
+                let taken = self.eval_condition(cond, vars, "if")?;
+                self.exec_blocks(if taken { then_blocks } else { else_blocks }, vars)
+            }
+            Block::While { cond, body, .. } => {
+                while self.eval_condition(cond, vars, "while")? {
+                    self.exec_blocks(body, vars)?;
+                }
+                Ok(())
+            }
+            Block::For { var, from, to, step, body, .. } => self.exec_for(var, from, to, step.as_ref(), body, vars),
+            Block::Call(call) => self.exec_call(call, vars),
+        }
+    }
+
+    /// `for (i in from:to)` / `for (i in seq(from, to, step))`: bounds are evaluated once; the
+    /// default step is 1, or -1 when `from > to` (DML's `a:b` counts down), as in SystemDS.
+    fn exec_for(
+        &mut self,
+        var: &ast::Ident,
+        from: &'p ast::Expr,
+        to: &'p ast::Expr,
+        step: Option<&'p ast::Expr>,
+        body: &'p [Block],
+        vars: &mut SymbolTable,
+    ) -> Result<(), Error> {
+        let from_v = self.eval_scalar(from, vars, "for-loop start")?;
+        let to_v = self.eval_scalar(to, vars, "for-loop end")?;
+        let step_v = match step {
+            Some(s) => Some(self.eval_scalar(s, vars, "for-loop step")?),
+            None => None,
+        };
+        let located = |e: RuntimeError, span: Span| Error::Runtime { error: e, span: Some(span) };
+        let a = from_v.as_f64().map_err(|e| located(e, from.span))?;
+        let b = to_v.as_f64().map_err(|e| located(e, to.span))?;
+        let s = match &step_v {
+            Some(v) => v.as_f64().map_err(|e| located(e, step.map_or(var.span, |s| s.span)))?,
+            None => if a <= b { 1.0 } else { -1.0 },
+        };
+        if s == 0.0 || s.is_nan() || a.is_nan() || b.is_nan() {
+            return Err(located(
+                RuntimeError::user(format!("invalid for-loop range: from {a}, to {b}, by {s}")),
+                var.span,
+            ));
+        }
+        if (b - a) * s < 0.0 {
+            // An empty range; SystemDS leaves the loop variable untouched.
+            return Ok(());
+        }
+        // The loop variable is an integer when the bounds are (as SystemDS types `1:n`).
+        let integral = matches!(from_v, Value::Int(_)) && step_v.as_ref().map_or(true, |v| matches!(v, Value::Int(_)));
+        let count = ((b - a) / s + 1e-10).floor() as u64 + 1;
+        for k in 0..count {
+            let x = a + k as f64 * s;
+            let value = if integral { Value::Int(x as i64) } else { Value::Double(x) };
+            vars.insert(var.name.clone(), value);
+            self.exec_blocks(body, vars)?;
+        }
+        Ok(())
+    }
+
+    fn exec_basic(&mut self, block: &'p BasicBlock, vars: &mut SymbolTable) -> Result<(), Error> {
+        let key = block as *const BasicBlock as usize;
+        let compiled = self.compiled(key, vars, "basic block", block.span, |meta, args| compile_block(&block.stmts, meta, args))?;
+        self.run(&compiled, vars)
+    }
+
+    /// Evaluates an expression of any type (a call argument) in the scope `vars`.
+    fn eval(&mut self, expr: &'p ast::Expr, vars: &mut SymbolTable, what: &str) -> Result<Value, Error> {
+        let key = expr as *const ast::Expr as usize;
+        let compiled = self.compiled(key, vars, what, expr.span, |meta, args| compile_value(expr, meta, args))?;
+        self.run(&compiled, vars)?;
+        self.take_result(vars, what, expr.span)
+    }
+
+    /// Evaluates a condition or loop bound: a scalar (a 1x1 matrix is cast, as in SystemDS).
+    fn eval_scalar(&mut self, expr: &'p ast::Expr, vars: &mut SymbolTable, what: &str) -> Result<Value, Error> {
+        // Distinct from `eval`'s key: the same expression compiles differently as a predicate.
+        let key = expr as *const ast::Expr as usize + 1;
+        let compiled = self.compiled(key, vars, what, expr.span, |meta, args| compile_predicate(expr, meta, args))?;
+        self.run(&compiled, vars)?;
+        self.take_result(vars, what, expr.span)
+    }
+
+    fn take_result(&mut self, vars: &mut SymbolTable, what: &str, span: Span) -> Result<Value, Error> {
+        vars.remove(EXPR_RESULT).ok_or_else(|| Error::Runtime {
+            error: RuntimeError::internal(format!("the {what} produced no value")),
+            span: Some(span),
+        })
+    }
+
+    fn eval_condition(&mut self, expr: &'p ast::Expr, vars: &mut SymbolTable, what: &str) -> Result<bool, Error> {
+        let v = self.eval_scalar(expr, vars, &format!("{what} condition"))?;
+        v.as_bool().map_err(|e| Error::Runtime { error: e, span: Some(expr.span) })
+    }
+
+    /// Finds a compiled plan for `key` valid for the current variables, or compiles one.
+    fn compiled(
+        &mut self,
+        key: usize,
+        vars: &SymbolTable,
+        what: &str,
+        span: Span,
+        compile: impl FnOnce(&BlockMeta, &ScriptArgs) -> Result<CompiledBlock, Error>,
+    ) -> Result<Rc<CompiledBlock>, Error> {
+        if let Some(plans) = self.plans.get(&key) {
+            if let Some(hit) = plans.iter().find(|p| p.is_valid_for(vars)) {
+                self.cache_hits += 1;
+                return Ok(Rc::clone(hit));
+            }
+        }
+        let started = Instant::now();
+        let meta = BlockMeta::of(vars);
+        let compiled = Rc::new(compile(&meta, self.args)?);
+        self.compile_time += started.elapsed();
+        self.blocks_compiled += 1;
+        if let Some(explained) = &mut self.explained {
+            explained.push(ExplainedBlock { kind: what.to_string(), span, dag: compiled.dag.clone() });
+        }
+        let plans = self.plans.entry(key).or_default();
+        if plans.len() >= MAX_PLANS_PER_BLOCK {
+            plans.remove(0);
+        }
+        plans.push(Rc::clone(&compiled));
+        Ok(compiled)
+    }
+
+    fn run(&mut self, compiled: &CompiledBlock, vars: &mut SymbolTable) -> Result<(), Error> {
+        let mut ctx = ExecContext { out: &mut *self.out, stats: self.op_stats.as_mut() };
+        self.instructions_executed += compiled.instructions.len() as u64;
+        exec::execute(&compiled.instructions, compiled.num_regs, vars, &mut ctx).map_err(|e| Error::Runtime {
+            error: e.error,
+            span: e.span.map(|(s, t)| Span { start: s, end: t }),
+        })
+    }
+
+    /// Calls a user-defined function: binds arguments (evaluated in the caller's scope;
+    /// defaults in the callee's), runs the body in a fresh scope, and assigns the results.
+    fn exec_call(&mut self, call: &'p CallBlock, vars: &mut SymbolTable) -> Result<(), Error> {
+        let program = self.program;
+        let function = program.functions.get(&call.function).ok_or_else(|| {
+            Error::from(lafuse_compiler::CompileError::user(format!("unknown function '{}'", call.function), call.span))
+        })?;
+        let def = &function.def;
+        let bound = builtins::bind_udf_args(def, &call.args, call.span)?;
+        let mut callee = SymbolTable::new();
+        let mut deferred = Vec::new();
+        for (param, formal) in bound.params.iter().zip(&def.params) {
+            match param.value {
+                BoundValue::Arg(expr) => {
+                    let v = self.eval(expr, vars, "function argument")?;
+                    let v = conform(v, formal.ty, &formal.name, &call.function).map_err(|e| Error::Runtime { error: e, span: Some(expr.span) })?;
+                    callee.insert(formal.name.clone(), v);
+                }
+                BoundValue::DefaultExpr(expr) => deferred.push((formal, expr)),
+                BoundValue::Default(_) | BoundValue::Absent => {
+                    return Err(Error::Runtime {
+                        error: RuntimeError::user(format!("function '{}' needs a value for parameter '{}'", call.function, formal.name)),
+                        span: Some(call.span),
+                    })
+                }
+            }
+        }
+        for (formal, expr) in deferred {
+            let v = self.eval(expr, &mut callee, "default argument")?;
+            let v = conform(v, formal.ty, &formal.name, &call.function).map_err(|e| Error::Runtime { error: e, span: Some(expr.span) })?;
+            callee.insert(formal.name.clone(), v);
+        }
+        if self.depth >= MAX_CALL_DEPTH {
+            return Err(Error::Runtime {
+                error: RuntimeError::user(format!("function calls nested deeper than {MAX_CALL_DEPTH} (unbounded recursion in '{}'?)", call.function)),
+                span: Some(call.span),
+            });
+        }
+        self.depth += 1;
+        let result = self.exec_blocks(&function.body, &mut callee);
+        self.depth -= 1;
+        result?;
+        if call.targets.len() > def.results.len() {
+            return Err(Error::Runtime {
+                error: RuntimeError::user(format!(
+                    "function '{}' returns {} value(s), but {} are assigned",
+                    call.function,
+                    def.results.len(),
+                    call.targets.len()
+                )),
+                span: Some(call.span),
+            });
+        }
+        for (target, result) in call.targets.iter().zip(&def.results) {
+            let v = callee.remove(&result.name).ok_or_else(|| Error::Runtime {
+                error: RuntimeError::user(format!("function '{}' did not assign its result '{}'", call.function, result.name)),
+                span: Some(call.span),
+            })?;
+            let v = conform(v, result.ty, &result.name, &call.function).map_err(|e| Error::Runtime { error: e, span: Some(call.span) })?;
+            vars.insert(target.name.clone(), v);
+        }
+        Ok(())
+    }
+}
+
+/// Converts a value to a function parameter's or result's declared type (scalars are cast as
+/// SystemDS casts them; a matrix where a scalar is declared, or vice versa, is an error).
+fn conform(v: Value, ty: ValueType, name: &str, function: &str) -> Result<Value, RuntimeError> {
+    let scalar = |to: ScalarType, v: Value| -> Result<Value, RuntimeError> {
+        if v.is_matrix() {
+            Err(RuntimeError::user(format!("'{name}' of function '{function}' is declared as a scalar, but a matrix was given")))
+        } else {
+            v.cast_scalar(to)
+        }
+    };
+    match ty {
+        ValueType::Matrix => {
+            if v.is_matrix() {
+                Ok(v)
+            } else {
+                Err(RuntimeError::user(format!(
+                    "'{name}' of function '{function}' is declared as a matrix, but a {} was given",
+                    v.type_name()
+                )))
+            }
+        }
+        ValueType::Double => scalar(ScalarType::Double, v),
+        ValueType::Int => scalar(ScalarType::Int, v),
+        ValueType::Bool => scalar(ScalarType::Bool, v),
+        ValueType::String => scalar(ScalarType::Str, v),
+    }
+}

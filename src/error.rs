@@ -1,0 +1,64 @@
+//! The engine's error type: a compile error or a runtime error, located in the script.
+
+use lafuse_compiler::error::{CompileError, Fault};
+use lafuse_compiler::span::{SourceFile, Span};
+use lafuse_runtime::RuntimeError;
+use thiserror::Error;
+
+/// Anything that stops a script: compile errors (possibly several) or a runtime error at an
+/// instruction. [`Error::render`] prints it with the offending script line and a caret.
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+    Compile(Vec<CompileError>),
+    #[error("{error}")]
+    Runtime { error: RuntimeError, span: Option<Span> },
+    /// The script file itself cannot be read, or an argument is malformed.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl From<CompileError> for Error {
+    fn from(e: CompileError) -> Self {
+        Error::Compile(vec![e])
+    }
+}
+
+impl From<Vec<CompileError>> for Error {
+    fn from(e: Vec<CompileError>) -> Self {
+        Error::Compile(e)
+    }
+}
+
+impl Error {
+    /// Who has to act on this error.
+    pub fn fault(&self) -> Fault {
+        match self {
+            Error::Compile(errors) => errors.first().map_or(Fault::Internal, |e| e.fault),
+            Error::Runtime { error, .. } => match error {
+                RuntimeError::User(_) | RuntimeError::Resource(_) => Fault::User,
+                RuntimeError::Unsupported(_) => Fault::Unsupported,
+                RuntimeError::Internal(_) => Fault::Internal,
+            },
+            Error::Usage(_) => Fault::User,
+        }
+    }
+
+    /// The error as the CLI prints it: `error: message`, then `file:line:col`, the source line
+    /// and a caret under the offending expression.
+    pub fn render(&self, source: &SourceFile) -> String {
+        match self {
+            Error::Compile(errors) => errors.iter().map(|e| e.render(source)).collect::<Vec<_>>().join("\n"),
+            Error::Runtime { error, span } => {
+                let as_diagnostic = CompileError {
+                    fault: self.fault(),
+                    message: error.to_string(),
+                    span: *span,
+                    notes: vec![],
+                };
+                as_diagnostic.render(source)
+            }
+            Error::Usage(message) => format!("error: {message}\n"),
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! Execution statistics for `--stats` and `--stats-json`, in the spirit of SystemDS's `-stats`.
+
+use serde::Serialize;
+use std::time::Duration;
+
+/// Time and count of one opcode over a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct InstructionStat {
+    pub opcode: String,
+    pub count: u64,
+    pub time_ms: f64,
+}
+
+/// What a run cost: compile and execution time, plan-cache behaviour, heaviest instructions.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Stats {
+    pub total_ms: f64,
+    pub compile_ms: f64,
+    pub execution_ms: f64,
+    /// Basic blocks and predicates compiled into HOP DAGs and instructions.
+    pub blocks_compiled: u64,
+    /// Block executions that reused an already compiled plan.
+    pub block_cache_hits: u64,
+    /// Fused operators run (always 0 until fusion exists; kept so consumers can rely on the key).
+    pub fused_operators_executed: u64,
+    pub instructions_executed: u64,
+    /// Opcodes by total time, heaviest first.
+    pub heavy_hitters: Vec<InstructionStat>,
+}
+
+pub(crate) fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+impl Stats {
+    /// The human-readable report printed by `lafuse run --stats`.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        s.push_str("lafuse statistics:\n");
+        s.push_str(&format!("Total elapsed time:\t\t{:.3} sec.\n", self.total_ms / 1e3));
+        s.push_str(&format!("Total compilation time:\t\t{:.3} sec.\n", self.compile_ms / 1e3));
+        s.push_str(&format!("Total execution time:\t\t{:.3} sec.\n", self.execution_ms / 1e3));
+        s.push_str(&format!(
+            "Blocks compiled/cache hits:\t{}/{}.\n",
+            self.blocks_compiled, self.block_cache_hits
+        ));
+        s.push_str(&format!("Instructions executed:\t\t{}.\n", self.instructions_executed));
+        s.push_str(&format!("Fused operators executed:\t{}.\n", self.fused_operators_executed));
+        s.push_str("Heavy hitter instructions:\n");
+        s.push_str("  #  Instruction        Time(s)   Count\n");
+        for (i, h) in self.heavy_hitters.iter().take(10).enumerate() {
+            s.push_str(&format!("{:>3}  {:<16} {:>9.3} {:>7}\n", i + 1, h.opcode, h.time_ms / 1e3, h.count));
+        }
+        s
+    }
+}

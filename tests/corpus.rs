@@ -1,0 +1,154 @@
+//! The DML script corpus: every script under `tests/corpus/` runs and prints what its
+//! `.expected` file says (numbers within 1e-9 relative); every script under
+//! `tests/corpus/errors/` fails with an error containing each line of its `.expected_error`.
+//!
+//! Expected outputs are computed independently of lafuse (numpy, by hand, or SystemDS for its
+//! random generator) by `tests/corpus/expected.py` and checked against Apache SystemDS by
+//! `tests/corpus/systemds_check.sh`.
+
+use lafuse::{Engine, EngineConfig, ScriptArgs, SourceFile};
+use std::path::{Path, PathBuf};
+
+fn scripts_in(dir: &Path) -> Vec<PathBuf> {
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "dml"))
+        .collect();
+    scripts.sort();
+    scripts
+}
+
+fn run_script(path: &Path) -> (Result<(), String>, String) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let source = SourceFile::new(path.display().to_string(), text);
+    let args_path = path.with_extension("args");
+    let pairs: Vec<String> = std::fs::read_to_string(&args_path)
+        .map(|s| s.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect())
+        .unwrap_or_default();
+    let args = ScriptArgs::parse_pairs(&pairs).expect("malformed .args file");
+    let engine = Engine::new(EngineConfig::default());
+    let mut out = Vec::new();
+    let result = engine.run(&source, &args, &mut out).map(|_| ()).map_err(|e| e.render(&source));
+    (result, String::from_utf8_lossy(&out).into_owned())
+}
+
+/// How a printed token reads: an integer, a double in SystemDS's format, or neither.
+#[derive(PartialEq)]
+enum TokenKind {
+    Int,
+    Double,
+    Other,
+}
+
+fn kind(token: &str) -> TokenKind {
+    let unsigned = token.strip_prefix(['+', '-']).unwrap_or(token);
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if digits(unsigned) {
+        return TokenKind::Int;
+    }
+    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+        Some((m, e)) => (m, Some(e.strip_prefix(['+', '-']).unwrap_or(e))),
+        None => (unsigned, None),
+    };
+    let mantissa_ok = match mantissa.split_once('.') {
+        Some((int, frac)) => digits(int) && (frac.is_empty() || digits(frac)),
+        None => digits(mantissa) && exponent.is_some(),
+    };
+    if matches!(unsigned, "NaN" | "Infinity") || (mantissa_ok && exponent.is_none_or(digits)) {
+        TokenKind::Double
+    } else {
+        TokenKind::Other
+    }
+}
+
+/// Numbers match within 1e-9 relative (1e-12 absolute) and must be of the same kind (an
+/// integer printed where a double is expected is a typing bug); other tokens match exactly.
+fn tokens_match(expected: &str, actual: &str) -> bool {
+    let (ke, ka) = (kind(expected), kind(actual));
+    if ke == TokenKind::Other || ka == TokenKind::Other {
+        return expected == actual;
+    }
+    if ke != ka {
+        return false;
+    }
+    let number = |t: &str| t.replace("Infinity", "inf").parse::<f64>().unwrap_or(f64::NAN);
+    let (e, a) = (number(expected), number(actual));
+    if e.is_nan() || a.is_nan() {
+        return e.is_nan() && a.is_nan();
+    }
+    if e.is_infinite() || a.is_infinite() {
+        return e == a;
+    }
+    (e - a).abs() <= 1e-12_f64.max(1e-9 * e.abs().max(a.abs()))
+}
+
+/// Line-by-line comparison after dropping trailing blank lines (as `tests/corpus/compare.py`).
+fn outputs_match(expected: &str, actual: &str) -> Result<(), String> {
+    let trimmed = |s: &str| -> Vec<String> {
+        let mut lines: Vec<String> = s.split('\n').map(str::to_string).collect();
+        while lines.last().is_some_and(|l| l.trim().is_empty()) {
+            lines.pop();
+        }
+        lines
+    };
+    let (exp, act) = (trimmed(expected), trimmed(actual));
+    for i in 0..exp.len().max(act.len()) {
+        match (exp.get(i), act.get(i)) {
+            (Some(e), Some(a)) => {
+                let et: Vec<&str> = e.split_whitespace().collect();
+                let at: Vec<&str> = a.split_whitespace().collect();
+                if et.len() != at.len() || !et.iter().zip(&at).all(|(x, y)| tokens_match(x, y)) {
+                    return Err(format!("line {}: expected `{e}`, got `{a}`", i + 1));
+                }
+            }
+            (Some(e), None) => return Err(format!("line {}: missing, expected `{e}`", i + 1)),
+            (None, Some(a)) => return Err(format!("line {}: extra output `{a}`", i + 1)),
+            (None, None) => unreachable!("index below the longer length"),
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn corpus_scripts_print_expected_output() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let scripts = scripts_in(&dir);
+    assert!(!scripts.is_empty(), "no scripts in {}", dir.display());
+    let mut failures = Vec::new();
+    for script in &scripts {
+        let expected = std::fs::read_to_string(script.with_extension("expected"))
+            .unwrap_or_else(|_| panic!("{} has no .expected file", script.display()));
+        let (result, out) = run_script(script);
+        let verdict = result.and_then(|()| outputs_match(&expected, &out));
+        if let Err(why) = verdict {
+            failures.push(format!("{}: {why}\n--- output ---\n{out}", script.display()));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} scripts failed:\n{}", failures.len(), scripts.len(), failures.join("\n"));
+}
+
+#[test]
+fn corpus_error_scripts_fail_with_located_messages() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/errors");
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let scripts = scripts_in(&dir);
+    assert!(!scripts.is_empty(), "no scripts in {}", dir.display());
+    let mut failures = Vec::new();
+    for script in &scripts {
+        let expected = std::fs::read_to_string(script.with_extension("expected_error"))
+            .unwrap_or_else(|_| panic!("{} has no .expected_error file", script.display()));
+        match run_script(script) {
+            (Ok(()), out) => failures.push(format!("{}: ran without error, printed:\n{out}", script.display())),
+            (Err(message), _) => {
+                for needle in expected.lines().filter(|l| !l.trim().is_empty()) {
+                    if !message.contains(needle) {
+                        failures.push(format!("{}: error lacks `{needle}`:\n{message}", script.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} error scripts failed:\n{}", failures.len(), failures.join("\n"));
+}
