@@ -16,7 +16,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// Median wall time of `reps` runs of `f` (after one warm-up run).
@@ -97,28 +100,90 @@ fn main() {
     let t_add = median_time(reps, || reference_add(xv, yv));
     let read_bw = gb(bytes, t_read);
     let add_bw = gb(3.0 * bytes, t_add);
-    println!("\n{:<34} {:>10} {:>10} {:>12} {:>12}", "operation", "time ms", "GB/s", "of read ref", "of add ref");
-    println!("{:<34} {:>10.1} {:>10.2} {:>11.0}% {:>12}", "reference: plain sum (read)", ms(t_read), read_bw, 100.0, "");
-    println!("{:<34} {:>10.1} {:>10.2} {:>11.0}% {:>11.0}%", "reference: c = a + b (STREAM add)", ms(t_add), add_bw, 100.0 * add_bw / read_bw, 100.0);
+    println!(
+        "\n{:<34} {:>10} {:>10} {:>12} {:>12}",
+        "operation", "time ms", "GB/s", "of read ref", "of add ref"
+    );
+    println!(
+        "{:<34} {:>10.1} {:>10.2} {:>11.0}% {:>12}",
+        "reference: plain sum (read)",
+        ms(t_read),
+        read_bw,
+        100.0,
+        ""
+    );
+    println!(
+        "{:<34} {:>10.1} {:>10.2} {:>11.0}% {:>11.0}%",
+        "reference: c = a + b (STREAM add)",
+        ms(t_add),
+        add_bw,
+        100.0 * add_bw / read_bw,
+        100.0
+    );
 
     type Case<'a> = (&'a str, f64, Box<dyn Fn() -> Matrix + 'a>);
     let cases: Vec<Case> = vec![
-        ("X + Y", 3.0, Box::new(|| kernels::binary(&x, &y, BinaryOp::Add).unwrap())),
-        ("X * Y", 3.0, Box::new(|| kernels::binary(&x, &y, BinaryOp::Mul).unwrap())),
-        ("X * 2.5", 2.0, Box::new(|| kernels::binary_scalar(&x, 2.5, BinaryOp::Mul, false).unwrap())),
-        ("exp(X)", 2.0, Box::new(|| kernels::unary(&x, UnaryOp::Exp).unwrap())),
-        ("sum(X)", 1.0, Box::new(|| kernels::aggregate(&x, AggOp::Sum, Direction::Full).unwrap())),
-        ("sum(X^2) as sumsq", 1.0, Box::new(|| kernels::aggregate(&x, AggOp::SumSq, Direction::Full).unwrap())),
-        ("max(X)", 1.0, Box::new(|| kernels::aggregate(&x, AggOp::Max, Direction::Full).unwrap())),
-        ("rowSums(X)", 1.0, Box::new(|| kernels::aggregate(&x, AggOp::Sum, Direction::Row).unwrap())),
-        ("colSums(X)", 1.0, Box::new(|| kernels::aggregate(&x, AggOp::Sum, Direction::Col).unwrap())),
+        (
+            "X + Y",
+            3.0,
+            Box::new(|| kernels::binary(&x, &y, BinaryOp::Add).unwrap()),
+        ),
+        (
+            "X * Y",
+            3.0,
+            Box::new(|| kernels::binary(&x, &y, BinaryOp::Mul).unwrap()),
+        ),
+        (
+            "X * 2.5",
+            2.0,
+            Box::new(|| kernels::binary_scalar(&x, 2.5, BinaryOp::Mul, false).unwrap()),
+        ),
+        (
+            "exp(X)",
+            2.0,
+            Box::new(|| kernels::unary(&x, UnaryOp::Exp).unwrap()),
+        ),
+        (
+            "sum(X)",
+            1.0,
+            Box::new(|| kernels::aggregate(&x, AggOp::Sum, Direction::Full).unwrap()),
+        ),
+        (
+            "sum(X^2) as sumsq",
+            1.0,
+            Box::new(|| kernels::aggregate(&x, AggOp::SumSq, Direction::Full).unwrap()),
+        ),
+        (
+            "max(X)",
+            1.0,
+            Box::new(|| kernels::aggregate(&x, AggOp::Max, Direction::Full).unwrap()),
+        ),
+        (
+            "rowSums(X)",
+            1.0,
+            Box::new(|| kernels::aggregate(&x, AggOp::Sum, Direction::Row).unwrap()),
+        ),
+        (
+            "colSums(X)",
+            1.0,
+            Box::new(|| kernels::aggregate(&x, AggOp::Sum, Direction::Col).unwrap()),
+        ),
     ];
     for (name, passes, run) in &cases {
         let t = median_time(reps, run);
         let bw = gb(passes * bytes, t);
-        println!("{:<34} {:>10.1} {:>10.2} {:>11.0}% {:>11.0}%", name, ms(t), bw, 100.0 * bw / read_bw, 100.0 * bw / add_bw);
+        println!(
+            "{:<34} {:>10.1} {:>10.2} {:>11.0}% {:>11.0}%",
+            name,
+            ms(t),
+            bw,
+            100.0 * bw / read_bw,
+            100.0 * bw / add_bw
+        );
     }
-    println!("\nGB/s counts the bytes an operation must read and write (8 bytes per cell and pass).");
+    println!(
+        "\nGB/s counts the bytes an operation must read and write (8 bytes per cell and pass)."
+    );
 }
 
 fn ms(d: Duration) -> f64 {

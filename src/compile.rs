@@ -7,7 +7,10 @@
 use crate::error::Error;
 use crate::ScriptArgs;
 use lafuse_compiler::ast;
-use lafuse_compiler::hops::{self, AggOp, BinaryOp, CastOp, CumulativeOp, DataGenOp, HopDag, HopId, Literal, MetaOp, NaryOp, OpKind, ReorgOp, TernaryOp, UnaryOp};
+use lafuse_compiler::hops::{
+    self, AggOp, BinaryOp, CastOp, CumulativeOp, DataGenOp, HopDag, HopId, Literal, MetaOp, NaryOp,
+    OpKind, ReorgOp, TernaryOp, UnaryOp,
+};
 use lafuse_compiler::CompileError;
 use lafuse_runtime::exec::{Instruction, Op, Reg, SymbolTable};
 use lafuse_runtime::ops as rt;
@@ -17,15 +20,29 @@ use std::sync::Arc;
 /// What the compiler may know of a variable when a block is compiled.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum VarMeta {
-    Matrix { rows: u64, cols: u64, nnz: u64 },
-    Scalar { ty: ScalarType, value: Option<Value> },
+    Matrix {
+        rows: u64,
+        cols: u64,
+        nnz: u64,
+    },
+    Scalar {
+        ty: ScalarType,
+        value: Option<Value>,
+    },
 }
 
 impl VarMeta {
     fn of(v: &Value, with_value: bool) -> VarMeta {
         match v {
-            Value::Matrix(m) => VarMeta::Matrix { rows: m.rows() as u64, cols: m.cols() as u64, nnz: m.nnz() as u64 },
-            s => VarMeta::Scalar { ty: s.scalar_type().unwrap_or(ScalarType::Double), value: with_value.then(|| s.clone()) },
+            Value::Matrix(m) => VarMeta::Matrix {
+                rows: m.rows() as u64,
+                cols: m.cols() as u64,
+                nnz: m.nnz() as u64,
+            },
+            s => VarMeta::Scalar {
+                ty: s.scalar_type().unwrap_or(ScalarType::Double),
+                value: with_value.then(|| s.clone()),
+            },
         }
     }
 
@@ -34,9 +51,12 @@ impl VarMeta {
     /// may differ: they only steer estimates, never correctness.
     fn admits(&self, v: &Value) -> bool {
         match (self, v) {
-            (VarMeta::Matrix { rows, cols, .. }, Value::Matrix(m)) => *rows == m.rows() as u64 && *cols == m.cols() as u64,
+            (VarMeta::Matrix { rows, cols, .. }, Value::Matrix(m)) => {
+                *rows == m.rows() as u64 && *cols == m.cols() as u64
+            }
             (VarMeta::Scalar { ty, value }, s) if !s.is_matrix() => {
-                s.scalar_type() == Some(*ty) && value.as_ref().is_none_or(|known| same_scalar(known, s))
+                s.scalar_type() == Some(*ty)
+                    && value.as_ref().is_none_or(|known| same_scalar(known, s))
             }
             _ => false,
         }
@@ -64,9 +84,14 @@ impl<'v> BlockMeta<'v> {
     fn inputs(&self, with_values: bool) -> hops::BlockInputs {
         let mut inputs = hops::BlockInputs::default();
         for (name, v) in self.vars {
-            let scalar = |value_type, literal: Literal| hops::InputMeta::Scalar { value_type, value: with_values.then_some(literal) };
+            let scalar = |value_type, literal: Literal| hops::InputMeta::Scalar {
+                value_type,
+                value: with_values.then_some(literal),
+            };
             let meta = match v {
-                Value::Matrix(m) => hops::InputMeta::matrix(m.rows() as u64, m.cols() as u64, m.nnz() as u64),
+                Value::Matrix(m) => {
+                    hops::InputMeta::matrix(m.rows() as u64, m.cols() as u64, m.nnz() as u64)
+                }
                 Value::Double(x) => scalar(hops::ValueType::Double, Literal::Double(*x)),
                 Value::Int(x) => scalar(hops::ValueType::Int, Literal::Int(*x)),
                 Value::Bool(x) => scalar(hops::ValueType::Bool, Literal::Bool(*x)),
@@ -91,41 +116,64 @@ pub(crate) struct CompiledBlock {
 
 impl CompiledBlock {
     pub(crate) fn is_valid_for(&self, vars: &SymbolTable) -> bool {
-        self.assumptions.iter().all(|(name, meta)| vars.get(name).is_some_and(|v| meta.admits(v)))
+        self.assumptions
+            .iter()
+            .all(|(name, meta)| vars.get(name).is_some_and(|v| meta.admits(v)))
     }
 }
 
 pub(crate) use hops::EXPR_RESULT;
 
 /// Compiles the statements of a basic block.
-pub(crate) fn compile_block(stmts: &[ast::Stmt], meta: &BlockMeta, args: &ScriptArgs) -> Result<CompiledBlock, Error> {
+pub(crate) fn compile_block(
+    stmts: &[ast::Stmt],
+    meta: &BlockMeta,
+    args: &ScriptArgs,
+) -> Result<CompiledBlock, Error> {
     let mut names = Vec::new();
     for stmt in stmts {
         stmt_reads(stmt, &mut names);
     }
-    compile_with(meta, &names, |inputs| hops::build_block_dag(stmts, inputs, args.compiler_args()))
+    compile_with(meta, &names, |inputs| {
+        hops::build_block_dag(stmts, inputs, args.compiler_args())
+    })
 }
 
 /// Compiles a scalar expression (a condition or loop bound), whose value goes to [`EXPR_RESULT`].
-pub(crate) fn compile_predicate(expr: &ast::Expr, meta: &BlockMeta, args: &ScriptArgs) -> Result<CompiledBlock, Error> {
+pub(crate) fn compile_predicate(
+    expr: &ast::Expr,
+    meta: &BlockMeta,
+    args: &ScriptArgs,
+) -> Result<CompiledBlock, Error> {
     let mut names = Vec::new();
     expr_reads(expr, &mut names);
-    compile_with(meta, &names, |inputs| hops::build_expr_dag(expr, inputs, args.compiler_args()))
+    compile_with(meta, &names, |inputs| {
+        hops::build_expr_dag(expr, inputs, args.compiler_args())
+    })
 }
 
 /// Compiles an expression of any type (a function argument) as the assignment
 /// `EXPR_RESULT = expr`.
-pub(crate) fn compile_value(expr: &ast::Expr, meta: &BlockMeta, args: &ScriptArgs) -> Result<CompiledBlock, Error> {
+pub(crate) fn compile_value(
+    expr: &ast::Expr,
+    meta: &BlockMeta,
+    args: &ScriptArgs,
+) -> Result<CompiledBlock, Error> {
     let assign = ast::Stmt {
         kind: ast::StmtKind::Assign {
-            target: ast::Ident { name: EXPR_RESULT.to_string(), span: expr.span },
+            target: ast::Ident {
+                name: EXPR_RESULT.to_string(),
+                span: expr.span,
+            },
             value: expr.clone(),
         },
         span: expr.span,
     };
     let mut names = Vec::new();
     expr_reads(expr, &mut names);
-    compile_with(meta, &names, |inputs| hops::build_block_dag(std::slice::from_ref(&assign), inputs, args.compiler_args()))
+    compile_with(meta, &names, |inputs| {
+        hops::build_block_dag(std::slice::from_ref(&assign), inputs, args.compiler_args())
+    })
 }
 
 /// The variables a statement reads (a left-indexing target is read too).
@@ -141,18 +189,36 @@ fn stmt_reads<'a>(stmt: &'a ast::Stmt, out: &mut Vec<&'a str>) {
     };
     match &stmt.kind {
         StmtKind::Assign { value, .. } => expr_reads(value, out),
-        StmtKind::IndexAssign { target, rows, cols, value } => {
+        StmtKind::IndexAssign {
+            target,
+            rows,
+            cols,
+            value,
+        } => {
             out.push(&target.name);
             range(rows, out);
             range(cols, out);
             expr_reads(value, out);
         }
         StmtKind::MultiAssign { call, .. } | StmtKind::Expr(call) => expr_reads(call, out),
-        StmtKind::If { cond, then_body, else_body } => {
+        StmtKind::If {
+            cond,
+            then_body,
+            else_body,
+        } => {
             expr_reads(cond, out);
-            then_body.iter().chain(else_body).for_each(|s| stmt_reads(s, out));
+            then_body
+                .iter()
+                .chain(else_body)
+                .for_each(|s| stmt_reads(s, out));
         }
-        StmtKind::For { from, to, step, body, .. } => {
+        StmtKind::For {
+            from,
+            to,
+            step,
+            body,
+            ..
+        } => {
             expr_reads(from, out);
             expr_reads(to, out);
             if let Some(step) = step {
@@ -172,7 +238,11 @@ fn expr_reads<'a>(expr: &'a ast::Expr, out: &mut Vec<&'a str>) {
     use ast::ExprKind;
     match &expr.kind {
         ExprKind::Var(name) => out.push(name),
-        ExprKind::Double(_) | ExprKind::Int(_) | ExprKind::Bool(_) | ExprKind::Str(_) | ExprKind::ScriptArg(_) => {}
+        ExprKind::Double(_)
+        | ExprKind::Int(_)
+        | ExprKind::Bool(_)
+        | ExprKind::Str(_)
+        | ExprKind::ScriptArg(_) => {}
         ExprKind::Unary { operand, .. } => expr_reads(operand, out),
         ExprKind::Binary { lhs, rhs, .. } => {
             expr_reads(lhs, out);
@@ -218,7 +288,12 @@ fn compile_with(
         }
     }
     let (instructions, num_regs) = lower(&dag)?;
-    Ok(CompiledBlock { instructions, num_regs, dag, assumptions })
+    Ok(CompiledBlock {
+        instructions,
+        num_regs,
+        dag,
+        assumptions,
+    })
 }
 
 /// Lowers a DAG onto instructions: one register per hop, in linearized order; variable stores
@@ -227,7 +302,11 @@ fn compile_with(
 fn lower(dag: &HopDag) -> Result<(Vec<Instruction>, usize), Error> {
     let order = hops::linearize(dag);
     let tsmm = transpose_self_products(dag);
-    let mut lowering = Lowering { dag, instructions: Vec::new(), stores: Vec::new() };
+    let mut lowering = Lowering {
+        dag,
+        instructions: Vec::new(),
+        stores: Vec::new(),
+    };
     for &id in &order {
         if tsmm.skipped.contains(&id) {
             continue;
@@ -276,7 +355,9 @@ fn transpose_self_products(dag: &HopDag) -> TransposeSelfProducts {
     let skipped = products
         .iter()
         .map(|&p| dag.hop(p).inputs[0])
-        .filter(|&t| users[t.index()].iter().all(|u| products.contains(u)) && !dag.roots.contains(&t))
+        .filter(|&t| {
+            users[t.index()].iter().all(|u| products.contains(u)) && !dag.roots.contains(&t)
+        })
         .collect();
     TransposeSelfProducts { products, skipped }
 }
@@ -305,7 +386,8 @@ impl Lowering<'_> {
         let hop = self.dag.hop(id);
         let out = Some(id.0 as Reg);
         let inputs: Vec<Reg> = hop.inputs.iter().map(|i| i.0 as Reg).collect();
-        let unsupported = |what: String| -> Error { CompileError::unsupported(what, Some(hop.span)).into() };
+        let unsupported =
+            |what: String| -> Error { CompileError::unsupported(what, Some(hop.span)).into() };
         let op = match &hop.op {
             OpKind::Literal(l) => Op::Const(literal_value(l)),
             OpKind::TransientRead { name } => Op::Load(Arc::from(name.as_str())),
@@ -321,7 +403,9 @@ impl Lowering<'_> {
                 });
                 return Ok(());
             }
-            OpKind::PersistentRead { params } => Op::Read { params: params.iter().map(|p| Arc::from(p.as_str())).collect() },
+            OpKind::PersistentRead { params } => Op::Read {
+                params: params.iter().map(|p| Arc::from(p.as_str())).collect(),
+            },
             OpKind::PersistentWrite { params } => {
                 let params = params.iter().map(|p| Arc::from(p.as_str())).collect();
                 self.emit(Op::Write { params }, inputs, None, id);
@@ -362,7 +446,12 @@ impl Lowering<'_> {
             OpKind::Cast(CastOp::AsInt) => Op::CastScalar(ScalarType::Int),
             OpKind::Cast(CastOp::AsBool) => Op::CastScalar(ScalarType::Bool),
             OpKind::Cumulative(CumulativeOp::Cumsum) => Op::Cumsum,
-            OpKind::Cumulative(other) => return Err(unsupported(format!("the cumulative aggregate {}", other.name()))),
+            OpKind::Cumulative(other) => {
+                return Err(unsupported(format!(
+                    "the cumulative aggregate {}",
+                    other.name()
+                )))
+            }
             OpKind::Solve => Op::Solve,
             OpKind::Meta(MetaOp::Nrow) => Op::Nrow,
             OpKind::Meta(MetaOp::Ncol) => Op::Ncol,

@@ -1,7 +1,9 @@
 //! The engine: interprets a program's block tree, compiling each basic block into instructions
 //! just before it runs (with the actual sizes of its inputs) and caching the compiled block.
 
-use crate::compile::{compile_block, compile_predicate, compile_value, BlockMeta, CompiledBlock, EXPR_RESULT};
+use crate::compile::{
+    compile_block, compile_predicate, compile_value, BlockMeta, CompiledBlock, EXPR_RESULT,
+};
 use crate::error::Error;
 use crate::stats::{ms, InstructionStat, Stats};
 use crate::{EngineConfig, ExplainedBlock, ScriptArgs};
@@ -27,7 +29,6 @@ pub(crate) struct Interpreter<'p, 'o> {
     program: &'p Program,
     args: &'p ScriptArgs,
     out: &'o mut dyn Write,
-    config: &'p EngineConfig,
     /// Keyed by the address of the block or expression compiled (stable: the program is
     /// borrowed for the interpreter's lifetime).
     plans: HashMap<usize, Vec<Rc<CompiledBlock>>>,
@@ -42,12 +43,16 @@ pub(crate) struct Interpreter<'p, 'o> {
 }
 
 impl<'p, 'o> Interpreter<'p, 'o> {
-    pub(crate) fn new(program: &'p Program, args: &'p ScriptArgs, out: &'o mut dyn Write, config: &'p EngineConfig) -> Self {
+    pub(crate) fn new(
+        program: &'p Program,
+        args: &'p ScriptArgs,
+        out: &'o mut dyn Write,
+        config: &'p EngineConfig,
+    ) -> Self {
         Interpreter {
             program,
             args,
             out,
-            config,
             plans: HashMap::new(),
             op_stats: config.collect_stats.then(OpStats::default),
             compile_time: Duration::ZERO,
@@ -69,9 +74,17 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             .op_stats
             .iter()
             .flat_map(|s| s.per_opcode.iter())
-            .map(|(opcode, (count, time))| InstructionStat { opcode: opcode.clone(), count: *count, time_ms: ms(*time) })
+            .map(|(opcode, (count, time))| InstructionStat {
+                opcode: opcode.clone(),
+                count: *count,
+                time_ms: ms(*time),
+            })
             .collect();
-        heavy.sort_by(|a, b| b.time_ms.total_cmp(&a.time_ms).then_with(|| a.opcode.cmp(&b.opcode)));
+        heavy.sort_by(|a, b| {
+            b.time_ms
+                .total_cmp(&a.time_ms)
+                .then_with(|| a.opcode.cmp(&b.opcode))
+        });
         Stats {
             total_ms: ms(total),
             compile_ms: ms(self.compile_time),
@@ -94,7 +107,12 @@ impl<'p, 'o> Interpreter<'p, 'o> {
     fn exec_block(&mut self, block: &'p Block, vars: &mut SymbolTable) -> Result<(), Error> {
         match block {
             Block::Basic(basic) => self.exec_basic(basic, vars),
-            Block::If { cond, then_blocks, else_blocks, .. } => {
+            Block::If {
+                cond,
+                then_blocks,
+                else_blocks,
+                ..
+            } => {
                 let taken = self.eval_condition(cond, vars, "if")?;
                 self.exec_blocks(if taken { then_blocks } else { else_blocks }, vars)
             }
@@ -104,7 +122,14 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 }
                 Ok(())
             }
-            Block::For { var, from, to, step, body, .. } => self.exec_for(var, from, to, step.as_ref(), body, vars),
+            Block::For {
+                var,
+                from,
+                to,
+                step,
+                body,
+                ..
+            } => self.exec_for(var, from, to, step.as_ref(), body, vars),
             Block::Call(call) => self.exec_call(call, vars),
         }
     }
@@ -126,12 +151,23 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             Some(s) => Some(self.eval_scalar(s, vars, "for-loop step")?),
             None => None,
         };
-        let located = |e: RuntimeError, span: Span| Error::Runtime { error: e, span: Some(span) };
+        let located = |e: RuntimeError, span: Span| Error::Runtime {
+            error: e,
+            span: Some(span),
+        };
         let a = from_v.as_f64().map_err(|e| located(e, from.span))?;
         let b = to_v.as_f64().map_err(|e| located(e, to.span))?;
         let s = match &step_v {
-            Some(v) => v.as_f64().map_err(|e| located(e, step.map_or(var.span, |s| s.span)))?,
-            None => if a <= b { 1.0 } else { -1.0 },
+            Some(v) => v
+                .as_f64()
+                .map_err(|e| located(e, step.map_or(var.span, |s| s.span)))?,
+            None => {
+                if a <= b {
+                    1.0
+                } else {
+                    -1.0
+                }
+            }
         };
         if s == 0.0 || s.is_nan() || a.is_nan() || b.is_nan() {
             return Err(located(
@@ -144,11 +180,16 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             return Ok(());
         }
         // The loop variable is an integer when the bounds are (as SystemDS types `1:n`).
-        let integral = matches!(from_v, Value::Int(_)) && step_v.as_ref().map_or(true, |v| matches!(v, Value::Int(_)));
+        let integral = matches!(from_v, Value::Int(_))
+            && step_v.as_ref().map_or(true, |v| matches!(v, Value::Int(_)));
         let count = ((b - a) / s + 1e-10).floor() as u64 + 1;
         for k in 0..count {
             let x = a + k as f64 * s;
-            let value = if integral { Value::Int(x as i64) } else { Value::Double(x) };
+            let value = if integral {
+                Value::Int(x as i64)
+            } else {
+                Value::Double(x)
+            };
             vars.insert(var.name.clone(), value);
             self.exec_blocks(body, vars)?;
         }
@@ -157,37 +198,66 @@ impl<'p, 'o> Interpreter<'p, 'o> {
 
     fn exec_basic(&mut self, block: &'p BasicBlock, vars: &mut SymbolTable) -> Result<(), Error> {
         let key = block as *const BasicBlock as usize;
-        let compiled = self.compiled(key, vars, "basic block", block.span, |meta, args| compile_block(&block.stmts, meta, args))?;
+        let compiled = self.compiled(key, vars, "basic block", block.span, |meta, args| {
+            compile_block(&block.stmts, meta, args)
+        })?;
         self.run(&compiled, vars)
     }
 
     /// Evaluates an expression of any type (a call argument) in the scope `vars`.
-    fn eval(&mut self, expr: &'p ast::Expr, vars: &mut SymbolTable, what: &str) -> Result<Value, Error> {
+    fn eval(
+        &mut self,
+        expr: &'p ast::Expr,
+        vars: &mut SymbolTable,
+        what: &str,
+    ) -> Result<Value, Error> {
         let key = expr as *const ast::Expr as usize;
-        let compiled = self.compiled(key, vars, what, expr.span, |meta, args| compile_value(expr, meta, args))?;
+        let compiled = self.compiled(key, vars, what, expr.span, |meta, args| {
+            compile_value(expr, meta, args)
+        })?;
         self.run(&compiled, vars)?;
         self.take_result(vars, what, expr.span)
     }
 
     /// Evaluates a condition or loop bound: a scalar (a 1x1 matrix is cast, as in SystemDS).
-    fn eval_scalar(&mut self, expr: &'p ast::Expr, vars: &mut SymbolTable, what: &str) -> Result<Value, Error> {
+    fn eval_scalar(
+        &mut self,
+        expr: &'p ast::Expr,
+        vars: &mut SymbolTable,
+        what: &str,
+    ) -> Result<Value, Error> {
         // Distinct from `eval`'s key: the same expression compiles differently as a predicate.
         let key = expr as *const ast::Expr as usize + 1;
-        let compiled = self.compiled(key, vars, what, expr.span, |meta, args| compile_predicate(expr, meta, args))?;
+        let compiled = self.compiled(key, vars, what, expr.span, |meta, args| {
+            compile_predicate(expr, meta, args)
+        })?;
         self.run(&compiled, vars)?;
         self.take_result(vars, what, expr.span)
     }
 
-    fn take_result(&mut self, vars: &mut SymbolTable, what: &str, span: Span) -> Result<Value, Error> {
+    fn take_result(
+        &mut self,
+        vars: &mut SymbolTable,
+        what: &str,
+        span: Span,
+    ) -> Result<Value, Error> {
         vars.remove(EXPR_RESULT).ok_or_else(|| Error::Runtime {
             error: RuntimeError::internal(format!("the {what} produced no value")),
             span: Some(span),
         })
     }
 
-    fn eval_condition(&mut self, expr: &'p ast::Expr, vars: &mut SymbolTable, what: &str) -> Result<bool, Error> {
+    fn eval_condition(
+        &mut self,
+        expr: &'p ast::Expr,
+        vars: &mut SymbolTable,
+        what: &str,
+    ) -> Result<bool, Error> {
         let v = self.eval_scalar(expr, vars, &format!("{what} condition"))?;
-        v.as_bool().map_err(|e| Error::Runtime { error: e, span: Some(expr.span) })
+        v.as_bool().map_err(|e| Error::Runtime {
+            error: e,
+            span: Some(expr.span),
+        })
     }
 
     /// Finds a compiled plan for `key` valid for the current variables, or compiles one.
@@ -211,7 +281,11 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         self.compile_time += started.elapsed();
         self.blocks_compiled += 1;
         if let Some(explained) = &mut self.explained {
-            explained.push(ExplainedBlock { kind: what.to_string(), span, dag: compiled.dag.clone() });
+            explained.push(ExplainedBlock {
+                kind: what.to_string(),
+                span,
+                dag: compiled.dag.clone(),
+            });
         }
         let plans = self.plans.entry(key).or_default();
         if plans.len() >= MAX_PLANS_PER_BLOCK {
@@ -222,11 +296,16 @@ impl<'p, 'o> Interpreter<'p, 'o> {
     }
 
     fn run(&mut self, compiled: &CompiledBlock, vars: &mut SymbolTable) -> Result<(), Error> {
-        let mut ctx = ExecContext { out: &mut *self.out, stats: self.op_stats.as_mut() };
+        let mut ctx = ExecContext {
+            out: &mut *self.out,
+            stats: self.op_stats.as_mut(),
+        };
         self.instructions_executed += compiled.instructions.len() as u64;
-        exec::execute(&compiled.instructions, compiled.num_regs, vars, &mut ctx).map_err(|e| Error::Runtime {
-            error: e.error,
-            span: e.span.map(|(s, t)| Span { start: s, end: t }),
+        exec::execute(&compiled.instructions, compiled.num_regs, vars, &mut ctx).map_err(|e| {
+            Error::Runtime {
+                error: e.error,
+                span: e.span.map(|(s, t)| Span { start: s, end: t }),
+            }
         })
     }
 
@@ -235,7 +314,10 @@ impl<'p, 'o> Interpreter<'p, 'o> {
     fn exec_call(&mut self, call: &'p CallBlock, vars: &mut SymbolTable) -> Result<(), Error> {
         let program = self.program;
         let function = program.functions.get(&call.function).ok_or_else(|| {
-            Error::from(lafuse_compiler::CompileError::user(format!("unknown function '{}'", call.function), call.span))
+            Error::from(lafuse_compiler::CompileError::user(
+                format!("unknown function '{}'", call.function),
+                call.span,
+            ))
         })?;
         let def = &function.def;
         let bound = builtins::bind_udf_args(def, &call.args, call.span)?;
@@ -245,13 +327,21 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             match param.value {
                 BoundValue::Arg(expr) => {
                     let v = self.eval(expr, vars, "function argument")?;
-                    let v = conform(v, formal.ty, &formal.name, &call.function).map_err(|e| Error::Runtime { error: e, span: Some(expr.span) })?;
+                    let v = conform(v, formal.ty, &formal.name, &call.function).map_err(|e| {
+                        Error::Runtime {
+                            error: e,
+                            span: Some(expr.span),
+                        }
+                    })?;
                     callee.insert(formal.name.clone(), v);
                 }
                 BoundValue::DefaultExpr(expr) => deferred.push((formal, expr)),
                 BoundValue::Default(_) | BoundValue::Absent => {
                     return Err(Error::Runtime {
-                        error: RuntimeError::user(format!("function '{}' needs a value for parameter '{}'", call.function, formal.name)),
+                        error: RuntimeError::user(format!(
+                            "function '{}' needs a value for parameter '{}'",
+                            call.function, formal.name
+                        )),
                         span: Some(call.span),
                     })
                 }
@@ -259,7 +349,12 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         }
         for (formal, expr) in deferred {
             let v = self.eval(expr, &mut callee, "default argument")?;
-            let v = conform(v, formal.ty, &formal.name, &call.function).map_err(|e| Error::Runtime { error: e, span: Some(expr.span) })?;
+            let v = conform(v, formal.ty, &formal.name, &call.function).map_err(|e| {
+                Error::Runtime {
+                    error: e,
+                    span: Some(expr.span),
+                }
+            })?;
             callee.insert(formal.name.clone(), v);
         }
         if self.depth >= MAX_CALL_DEPTH {
@@ -285,10 +380,18 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         }
         for (target, result) in call.targets.iter().zip(&def.results) {
             let v = callee.remove(&result.name).ok_or_else(|| Error::Runtime {
-                error: RuntimeError::user(format!("function '{}' did not assign its result '{}'", call.function, result.name)),
+                error: RuntimeError::user(format!(
+                    "function '{}' did not assign its result '{}'",
+                    call.function, result.name
+                )),
                 span: Some(call.span),
             })?;
-            let v = conform(v, result.ty, &result.name, &call.function).map_err(|e| Error::Runtime { error: e, span: Some(call.span) })?;
+            let v = conform(v, result.ty, &result.name, &call.function).map_err(|e| {
+                Error::Runtime {
+                    error: e,
+                    span: Some(call.span),
+                }
+            })?;
             vars.insert(target.name.clone(), v);
         }
         Ok(())
@@ -300,7 +403,9 @@ impl<'p, 'o> Interpreter<'p, 'o> {
 fn conform(v: Value, ty: ValueType, name: &str, function: &str) -> Result<Value, RuntimeError> {
     let scalar = |to: ScalarType, v: Value| -> Result<Value, RuntimeError> {
         if v.is_matrix() {
-            Err(RuntimeError::user(format!("'{name}' of function '{function}' is declared as a scalar, but a matrix was given")))
+            Err(RuntimeError::user(format!(
+                "'{name}' of function '{function}' is declared as a scalar, but a matrix was given"
+            )))
         } else {
             v.cast_scalar(to)
         }

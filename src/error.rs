@@ -12,7 +12,10 @@ pub enum Error {
     #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
     Compile(Vec<CompileError>),
     #[error("{error}")]
-    Runtime { error: RuntimeError, span: Option<Span> },
+    Runtime {
+        error: RuntimeError,
+        span: Option<Span>,
+    },
     /// The script file itself cannot be read, or an argument is malformed.
     #[error("{0}")]
     Usage(String),
@@ -48,7 +51,11 @@ impl Error {
     /// and a caret under the offending expression.
     pub fn render(&self, source: &SourceFile) -> String {
         match self {
-            Error::Compile(errors) => errors.iter().map(|e| e.render(source)).collect::<Vec<_>>().join("\n"),
+            Error::Compile(errors) => errors
+                .iter()
+                .map(|e| e.render(source))
+                .collect::<Vec<_>>()
+                .join("\n"),
             Error::Runtime { error, span } => {
                 let as_diagnostic = CompileError {
                     fault: self.fault(),

@@ -54,13 +54,19 @@ impl ScriptArgs {
         for pair in pairs {
             let pair = pair.as_ref();
             let (name, value) = pair.split_once('=').ok_or_else(|| {
-                Error::Usage(format!("script argument '{pair}' is not of the form name=value"))
+                Error::Usage(format!(
+                    "script argument '{pair}' is not of the form name=value"
+                ))
             })?;
             let name = name.trim().trim_start_matches('$');
             let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
             if !valid {
-                return Err(Error::Usage(format!("script argument name '{name}' is not a valid DML identifier")));
+                return Err(Error::Usage(format!(
+                    "script argument name '{name}' is not a valid DML identifier"
+                )));
             }
             values.insert(name.to_string(), value.to_string());
         }
@@ -68,7 +74,9 @@ impl ScriptArgs {
     }
 
     pub fn from_map(values: BTreeMap<String, String>) -> ScriptArgs {
-        let compiled = hops::ScriptArgs { values: values.clone() };
+        let compiled = hops::ScriptArgs {
+            values: values.clone(),
+        };
         ScriptArgs { values, compiled }
     }
 
@@ -128,18 +136,31 @@ impl Engine {
     }
 
     /// Parses, checks and runs a script; `print` output goes to `out`.
-    pub fn run(&self, source: &SourceFile, args: &ScriptArgs, out: &mut dyn Write) -> Result<RunReport, Error> {
+    pub fn run(
+        &self,
+        source: &SourceFile,
+        args: &ScriptArgs,
+        out: &mut dyn Write,
+    ) -> Result<RunReport, Error> {
         let started = Instant::now();
         let program = self.front_end(source, args)?;
         let front_end_time = started.elapsed();
         let mut interpreter = engine::Interpreter::new(&program, args, out, &self.config);
         interpreter.compile_time += front_end_time;
         interpreter.run_main()?;
-        Ok(RunReport { stats: interpreter.stats(started.elapsed()) })
+        Ok(RunReport {
+            stats: interpreter.stats(started.elapsed()),
+        })
     }
 
     /// Runs a script with its output discarded and shows every block as it was compiled.
-    pub fn explain(&self, source: &SourceFile, args: &ScriptArgs, level: ExplainLevel, format: ExplainFormat) -> Result<String, Error> {
+    pub fn explain(
+        &self,
+        source: &SourceFile,
+        args: &ScriptArgs,
+        level: ExplainLevel,
+        format: ExplainFormat,
+    ) -> Result<String, Error> {
         let ExplainLevel::Hops = level;
         let program = self.front_end(source, args)?;
         let mut sink = std::io::sink();
@@ -186,7 +207,9 @@ fn render_explain(source: &SourceFile, blocks: &[ExplainedBlock], format: Explai
                     })
                 })
                 .collect();
-            serde_json::to_string_pretty(&serde_json::json!({ "blocks": items })).unwrap_or_default() + "\n"
+            serde_json::to_string_pretty(&serde_json::json!({ "blocks": items }))
+                .unwrap_or_default()
+                + "\n"
         }
         ExplainFormat::Dot => {
             let mut out = String::new();

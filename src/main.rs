@@ -91,23 +91,41 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Run { script, args, stats, stats_json, fusion: FusionArg::None } => {
+        Command::Run {
+            script,
+            args,
+            stats,
+            stats_json,
+            fusion: FusionArg::None,
+        } => {
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
-            let engine = Engine::new(EngineConfig { collect_stats: stats || stats_json.is_some(), ..Default::default() });
+            let engine = Engine::new(EngineConfig {
+                collect_stats: stats || stats_json.is_some(),
+                ..Default::default()
+            });
             let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
             let mut stdout = std::io::stdout().lock();
-            let report = engine.run(&source, &script_args, &mut stdout).map_err(|e| e.render(&source))?;
+            let report = engine
+                .run(&source, &script_args, &mut stdout)
+                .map_err(|e| e.render(&source))?;
             if stats {
                 eprint!("{}", report.stats.to_text());
             }
             if let Some(path) = stats_json {
-                let json = serde_json::to_string_pretty(&report.stats).map_err(|e| e.to_string())?;
-                std::fs::write(&path, json)
-                    .map_err(|e| format!("cannot write the statistics to '{}': {e}", path.display()))?;
+                let json =
+                    serde_json::to_string_pretty(&report.stats).map_err(|e| e.to_string())?;
+                std::fs::write(&path, json).map_err(|e| {
+                    format!("cannot write the statistics to '{}': {e}", path.display())
+                })?;
             }
             Ok(())
         }
-        Command::Explain { script, args, level, format } => {
+        Command::Explain {
+            script,
+            args,
+            level,
+            format,
+        } => {
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
             let engine = Engine::new(EngineConfig::default());
             let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
@@ -119,7 +137,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 FormatArg::Json => ExplainFormat::Json,
                 FormatArg::Dot => ExplainFormat::Dot,
             };
-            let text = engine.explain(&source, &script_args, level, format).map_err(|e| e.render(&source))?;
+            let text = engine
+                .explain(&source, &script_args, level, format)
+                .map_err(|e| e.render(&source))?;
             print!("{text}");
             Ok(())
         }

@@ -37,19 +37,40 @@ impl Stats {
     pub fn to_text(&self) -> String {
         let mut s = String::new();
         s.push_str("lafuse statistics:\n");
-        s.push_str(&format!("Total elapsed time:\t\t{:.3} sec.\n", self.total_ms / 1e3));
-        s.push_str(&format!("Total compilation time:\t\t{:.3} sec.\n", self.compile_ms / 1e3));
-        s.push_str(&format!("Total execution time:\t\t{:.3} sec.\n", self.execution_ms / 1e3));
+        s.push_str(&format!(
+            "Total elapsed time:\t\t{:.3} sec.\n",
+            self.total_ms / 1e3
+        ));
+        s.push_str(&format!(
+            "Total compilation time:\t\t{:.3} sec.\n",
+            self.compile_ms / 1e3
+        ));
+        s.push_str(&format!(
+            "Total execution time:\t\t{:.3} sec.\n",
+            self.execution_ms / 1e3
+        ));
         s.push_str(&format!(
             "Blocks compiled/cache hits:\t{}/{}.\n",
             self.blocks_compiled, self.block_cache_hits
         ));
-        s.push_str(&format!("Instructions executed:\t\t{}.\n", self.instructions_executed));
-        s.push_str(&format!("Fused operators executed:\t{}.\n", self.fused_operators_executed));
+        s.push_str(&format!(
+            "Instructions executed:\t\t{}.\n",
+            self.instructions_executed
+        ));
+        s.push_str(&format!(
+            "Fused operators executed:\t{}.\n",
+            self.fused_operators_executed
+        ));
         s.push_str("Heavy hitter instructions:\n");
         s.push_str("  #  Instruction        Time(s)   Count\n");
         for (i, h) in self.heavy_hitters.iter().take(10).enumerate() {
-            s.push_str(&format!("{:>3}  {:<16} {:>9.3} {:>7}\n", i + 1, h.opcode, h.time_ms / 1e3, h.count));
+            s.push_str(&format!(
+                "{:>3}  {:<16} {:>9.3} {:>7}\n",
+                i + 1,
+                h.opcode,
+                h.time_ms / 1e3,
+                h.count
+            ));
         }
         s
     }

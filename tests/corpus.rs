@@ -24,12 +24,20 @@ fn run_script(path: &Path) -> (Result<(), String>, String) {
     let source = SourceFile::new(path.display().to_string(), text);
     let args_path = path.with_extension("args");
     let pairs: Vec<String> = std::fs::read_to_string(&args_path)
-        .map(|s| s.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect())
+        .map(|s| {
+            s.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
     let args = ScriptArgs::parse_pairs(&pairs).expect("malformed .args file");
     let engine = Engine::new(EngineConfig::default());
     let mut out = Vec::new();
-    let result = engine.run(&source, &args, &mut out).map(|_| ()).map_err(|e| e.render(&source));
+    let result = engine
+        .run(&source, &args, &mut out)
+        .map(|_| ())
+        .map_err(|e| e.render(&source));
     (result, String::from_utf8_lossy(&out).into_owned())
 }
 
@@ -72,7 +80,11 @@ fn tokens_match(expected: &str, actual: &str) -> bool {
     if ke != ka {
         return false;
     }
-    let number = |t: &str| t.replace("Infinity", "inf").parse::<f64>().unwrap_or(f64::NAN);
+    let number = |t: &str| {
+        t.replace("Infinity", "inf")
+            .parse::<f64>()
+            .unwrap_or(f64::NAN)
+    };
     let (e, a) = (number(expected), number(actual));
     if e.is_nan() || a.is_nan() {
         return e.is_nan() && a.is_nan();
@@ -123,10 +135,19 @@ fn corpus_scripts_print_expected_output() {
         let (result, out) = run_script(script);
         let verdict = result.and_then(|()| outputs_match(&expected, &out));
         if let Err(why) = verdict {
-            failures.push(format!("{}: {why}\n--- output ---\n{out}", script.display()));
+            failures.push(format!(
+                "{}: {why}\n--- output ---\n{out}",
+                script.display()
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} of {} scripts failed:\n{}", failures.len(), scripts.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} scripts failed:\n{}",
+        failures.len(),
+        scripts.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -140,15 +161,26 @@ fn corpus_error_scripts_fail_with_located_messages() {
         let expected = std::fs::read_to_string(script.with_extension("expected_error"))
             .unwrap_or_else(|_| panic!("{} has no .expected_error file", script.display()));
         match run_script(script) {
-            (Ok(()), out) => failures.push(format!("{}: ran without error, printed:\n{out}", script.display())),
+            (Ok(()), out) => failures.push(format!(
+                "{}: ran without error, printed:\n{out}",
+                script.display()
+            )),
             (Err(message), _) => {
                 for needle in expected.lines().filter(|l| !l.trim().is_empty()) {
                     if !message.contains(needle) {
-                        failures.push(format!("{}: error lacks `{needle}`:\n{message}", script.display()));
+                        failures.push(format!(
+                            "{}: error lacks `{needle}`:\n{message}",
+                            script.display()
+                        ));
                     }
                 }
             }
         }
     }
-    assert!(failures.is_empty(), "{} error scripts failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} error scripts failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

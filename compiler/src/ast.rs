@@ -57,17 +57,42 @@ pub struct Stmt {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum StmtKind {
     /// `x = e`, `x <- e`.
-    Assign { target: Ident, value: Expr },
+    Assign {
+        target: Ident,
+        value: Expr,
+    },
     /// `X[rows, cols] = e` (left indexing); either index may be omitted (`X[, j] = e`).
-    IndexAssign { target: Ident, rows: Option<IndexRange>, cols: Option<IndexRange>, value: Expr },
+    IndexAssign {
+        target: Ident,
+        rows: Option<IndexRange>,
+        cols: Option<IndexRange>,
+        value: Expr,
+    },
     /// `[A, b] = f(...)`; `call` is always an [`ExprKind::Call`].
-    MultiAssign { targets: Vec<Ident>, call: Expr },
+    MultiAssign {
+        targets: Vec<Ident>,
+        call: Expr,
+    },
     /// An expression evaluated for its effect: `print(...)`, `stop(...)`, `write(...)`, `f(x)`.
     Expr(Expr),
-    If { cond: Expr, then_body: Vec<Stmt>, else_body: Vec<Stmt> },
+    If {
+        cond: Expr,
+        then_body: Vec<Stmt>,
+        else_body: Vec<Stmt>,
+    },
     /// `for (var in from:to)`, `for (var in seq(from, to, step))`, `parfor (...)`.
-    For { var: Ident, from: Expr, to: Expr, step: Option<Expr>, body: Vec<Stmt>, parallel: bool },
-    While { cond: Expr, body: Vec<Stmt> },
+    For {
+        var: Ident,
+        from: Expr,
+        to: Expr,
+        step: Option<Expr>,
+        body: Vec<Stmt>,
+        parallel: bool,
+    },
+    While {
+        cond: Expr,
+        body: Vec<Stmt>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -102,12 +127,26 @@ pub enum ExprKind {
     Var(String),
     /// `$name`: a script argument given with `--nvargs name=value`.
     ScriptArg(String),
-    Unary { op: UnaryOp, operand: Box<Expr> },
-    Binary { op: BinaryOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    Unary {
+        op: UnaryOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinaryOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
     /// Built-in or user-defined function call, with positional and named arguments.
-    Call { name: String, args: Vec<Arg> },
+    Call {
+        name: String,
+        args: Vec<Arg>,
+    },
     /// `X[rows, cols]` (right indexing); either index may be omitted (`X[, j]`).
-    Index { target: Box<Expr>, rows: Option<IndexRange>, cols: Option<IndexRange> },
+    Index {
+        target: Box<Expr>,
+        rows: Option<IndexRange>,
+        cols: Option<IndexRange>,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -27,7 +27,12 @@ pub struct CompileError {
 
 impl CompileError {
     pub fn user(message: impl Into<String>, span: Span) -> Self {
-        CompileError { fault: Fault::User, message: message.into(), span: Some(span), notes: vec![] }
+        CompileError {
+            fault: Fault::User,
+            message: message.into(),
+            span: Some(span),
+            notes: vec![],
+        }
     }
     pub fn unsupported(what: impl Into<String>, span: Option<Span>) -> Self {
         CompileError {
@@ -38,7 +43,12 @@ impl CompileError {
         }
     }
     pub fn internal(message: impl Into<String>) -> Self {
-        CompileError { fault: Fault::Internal, message: message.into(), span: None, notes: vec![] }
+        CompileError {
+            fault: Fault::Internal,
+            message: message.into(),
+            span: None,
+            notes: vec![],
+        }
     }
     pub fn with_note(mut self, note: impl Into<String>) -> Self {
         self.notes.push(note.into());
@@ -47,7 +57,10 @@ impl CompileError {
 
     fn headline(&self) -> String {
         match self.fault {
-            Fault::Internal => format!("internal error (a bug in lafuse, please report it): {}", self.message),
+            Fault::Internal => format!(
+                "internal error (a bug in lafuse, please report it): {}",
+                self.message
+            ),
             _ => self.message.clone(),
         }
     }

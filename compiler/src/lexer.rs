@@ -2,8 +2,7 @@
 //!
 //! DML is free-form: newlines are whitespace and statements need no separator (`x = 1 y = 2`
 //! is two statements). Tokens still record whether a line break preceded them, which the
-//! parser uses only to resynchronise after a syntax error and to resolve `y = x` followed by a
-//! line starting with `[a, b] = f()`.
+//! parser uses only to resynchronise after a syntax error.
 //!
 //! Number literals: digits alone are an integer (`7`); a decimal point or an exponent makes a
 //! double (`7.0`, `7.`, `.5`, `1e3`, `1E-3`). SystemDS cannot parse the grammar's `L` suffix
@@ -168,22 +167,6 @@ pub enum TokenKind {
     ScriptArg(String),
     Punct(Punct),
     Eof,
-}
-
-impl TokenKind {
-    /// A short description for "expected X, found Y" messages.
-    pub fn describe(&self) -> String {
-        match self {
-            TokenKind::Ident(name) => format!("identifier '{name}'"),
-            TokenKind::Keyword(_) => "keyword".to_string(),
-            TokenKind::Int(v) => format!("number {v}"),
-            TokenKind::Double(_) => "number".to_string(),
-            TokenKind::Str(_) => "string".to_string(),
-            TokenKind::ScriptArg(name) => format!("script argument '${name}'"),
-            TokenKind::Punct(p) => format!("'{}'", p.text()),
-            TokenKind::Eof => "end of file".to_string(),
-        }
-    }
 }
 
 /// One token with its location.

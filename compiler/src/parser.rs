@@ -20,9 +20,11 @@
 //! `a %% (b %*% c)` and `!a == b` is `!(a == b)`.
 //!
 //! As in DML, statements need no separator and newlines are whitespace; `;` may follow any
-//! statement. Deviations from `Dml.g4` are all rejections of constructs outside the subset
-//! (`source`, `setwd`, `externalFunction`, namespaces, frames, lists, tensors), reported as
-//! "unsupported: ..." errors.
+//! statement. `x += e` (SystemDS's accumulator assignment) becomes `x = x + e`; `ifdef(...)` is
+//! accepted only as a whole right-hand side, as in `Dml.g4`; a `for` range is `a:b` or
+//! `seq(a, b[, s])`. Deviations from `Dml.g4` are all rejections of constructs outside the
+//! subset (`source`, `setwd`, `externalFunction`, namespaces, frames, lists, tensors, `+=` on
+//! an indexed target), reported as "unsupported: ..." errors.
 //!
 //! Syntax errors say what was expected and what was found. After an error the parser skips to
 //! the next line that is not inside a deeper `{ }` and goes on, so one run reports several

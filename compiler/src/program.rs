@@ -102,6 +102,19 @@ pub fn is_temporary(name: &str) -> bool {
     name.starts_with(TEMP_PREFIX)
 }
 
+/// The whole front end: parses `source`, builds its blocks and runs
+/// [`check_program`](crate::check::check_program) with the names of the given script
+/// arguments. Returns every error found by the first stage that fails.
+pub fn load_program(
+    source: &crate::span::SourceFile,
+    script_args: &std::collections::BTreeSet<String>,
+) -> std::result::Result<Program, Vec<CompileError>> {
+    let script = crate::parser::parse(source)?;
+    let program = build_program(script).map_err(|e| vec![e])?;
+    crate::check::check_program(&program, script_args)?;
+    Ok(program)
+}
+
 /// Builds the block tree of `script`.
 ///
 /// Errors: two functions with the same name, a function named like a built-in, a
@@ -543,6 +556,27 @@ mod tests {
         };
         assert!(matches!(&lhs.kind, ExprKind::Var(v) if v == "_ufc1"));
         assert!(is_temporary("_ufc1") && !is_temporary("ufc1"));
+    }
+
+    #[test]
+    fn load_program_runs_every_stage() {
+        use crate::span::SourceFile;
+        let args = std::collections::BTreeSet::new();
+        let ok = load_program(&SourceFile::new("a.dml", "x = 1\nprint(x)"), &args).unwrap();
+        assert_eq!(ok.main.len(), 1);
+        let syntax = load_program(&SourceFile::new("a.dml", "x = ("), &args).unwrap_err();
+        assert!(syntax[0].message.starts_with("syntax error"));
+        let build = load_program(
+            &SourceFile::new(
+                "a.dml",
+                "while (f(1)) { }\nf = function(double a) return (double b) { b = a }",
+            ),
+            &args,
+        )
+        .unwrap_err();
+        assert!(build[0].message.starts_with("unsupported"));
+        let check = load_program(&SourceFile::new("a.dml", "print(y)"), &args).unwrap_err();
+        assert!(check[0].message.starts_with("undefined variable 'y'"));
     }
 
     #[test]

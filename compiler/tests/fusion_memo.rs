@@ -112,3 +112,184 @@ fn explored(d: &HopDag) -> MemoTable {
 fn entries(memo: &MemoTable, h: HopId) -> Vec<String> {
     memo.group(h).iter().map(|e| e.to_string()).collect()
 }
+
+/// Paper Figure 6 (expression (2) of MLogreg, memo table "w/ basic pruning"), compared by hand:
+/// * "All eight operators are represented by groups": rix, X %*% v, Q = P[,1:k] * (X v),
+///   rowSums(Q), P[,1:k] * rowSums(Q), Q - ..., t(X) and the final product; nothing else.
+/// * The final product's group (11 in the figure) holds exactly the three Row entries "fuse
+///   right R(-1,9), fuse left R(10,-1), fuse both R(10,9)", where 10 is t(X) and 9 is the
+///   subtraction. All three close the Row plan (a column aggregate `t(X) %*% B`).
+/// * t(X) (group 10) has the single entry R(-1), open but not a valid operator root.
+/// * X %*% v (group 3 in the figure) opens a Row plan over materialized inputs: R(-1,-1).
+///
+/// The figure's hop ids differ from ours (SystemDS numbers its hops differently); the DAG
+/// structure and the entries per group are what is compared.
+#[test]
+fn mlogreg_matches_figure_6() {
+    let d = fixture_dag("mlogreg_figure6.dml");
+    let memo = explored(&d);
+    assert_eq!(memo.num_groups(), 8);
+    let t = find(&d, "r(t)");
+    let sub = find(&d, "b(-)");
+    let final_mm = d.hop(d.outputs()[0].1);
+    assert_eq!(final_mm.inputs, vec![t, sub]);
+    let out = d.outputs()[0].1;
+    assert_eq!(
+        entries(&memo, out),
+        [
+            format!("R(-1,{sub})|c"),
+            format!("R({t},-1)|c"),
+            format!("R({t},{sub})|c")
+        ]
+    );
+    assert_eq!(entries(&memo, t), ["R(-1)|x"]);
+    let xv = d.hop(sub).inputs[0];
+    let xv = d.hop(xv).inputs[1];
+    assert!(matches!(d.hop(xv).op, OpKind::MatMul));
+    assert_eq!(entries(&memo, xv), ["R(-1,-1)"]);
+    // Fuse-all builds the single-pass operator of the paper's Figure 4(c): one Row operator
+    // rooted at the final product that fuses both t(X) and the whole right-hand side.
+    let plan = plan_fusion(&d, &FuseAll).unwrap();
+    assert_eq!(
+        plan.selection.roots.keys().copied().collect::<Vec<_>>(),
+        [out]
+    );
+    let root = plan.selection.root_plan(out).unwrap();
+    assert_eq!(root.to_string(), format!("R({t},{sub})|c"));
+}
+
+/// Paper expression (1) and Figure 4(a)/(b): the sparsity-exploiting Outer operator computes
+/// `((X != 0) * (U %*% t(V))) %*% V` (absorbing the Cell plan of `X != 0`), and a second
+/// operator computes `I + 1e-6 * U * r`; the Outer plan cannot extend over the `+` (it is
+/// closed by the final product).
+#[test]
+fn als_cg_update_uses_the_outer_template() {
+    let d = fixture_dag("als_cg_update.dml");
+    let memo = explored(&d);
+    let ne = find(&d, "b(!=)");
+    // O = masked + 1e-6 * U * r with masked = W %*% V and W = (X != 0) * (U %*% t(V)).
+    let masked = d.hop(d.outputs()[0].1).inputs[0];
+    let w = d.hop(masked).inputs[0];
+    let outer_mm = d.hop(w).inputs[1];
+    assert!(d.hop(outer_mm).op == OpKind::MatMul);
+    assert_eq!(entries(&memo, outer_mm), ["O(-1,-1)|x"]);
+    assert!(entries(&memo, w).contains(&format!("O({ne},{outer_mm})")));
+    assert_eq!(entries(&memo, masked), [format!("O({w},-1)|c")]);
+    for s in [&FuseAll as &dyn PlanSelector, &FuseNoRedundancy] {
+        let plan = plan_fusion(&d, s).unwrap();
+        let sel = &plan.selection;
+        assert_eq!(sel.roots.len(), 2, "{}", sel.explain());
+        assert_eq!(sel.root_plan(masked).unwrap().template, TemplateKind::Outer);
+        assert_eq!(sel.plans[&ne][0].template, TemplateKind::Cell);
+        assert!(sel.roots.contains_key(&d.outputs()[0].1));
+    }
+}
+
+/// Reference 3.6 example A, step by step (steps 1-3 of the reference).
+#[test]
+fn example_a_entries() {
+    let d = fixture_dag("example_a_sum_xyz.dml");
+    let memo = explored(&d);
+    let s = d.outputs()[0].1;
+    let h2 = d.hop(s).inputs[0];
+    let h1 = d.hop(h2).inputs[0];
+    assert_eq!(entries(&memo, h1), ["R(-1,-1)", "C(-1,-1)"]);
+    assert_eq!(
+        entries(&memo, h2),
+        [
+            "R(-1,-1)".to_string(),
+            format!("R({h1},-1)"),
+            "C(-1,-1)".to_string(),
+            format!("C({h1},-1)")
+        ]
+    );
+    assert_eq!(
+        entries(&memo, s),
+        [format!("R({h2})|c"), format!("C({h2})|c")]
+    );
+}
+
+/// Reference 3.6 example B: h1 ROW(-,-); h2 ROW(-,h1) and CELL(-,-); t(X) no entries; h4
+/// ROW(-,h2) closed valid; selection follows h4 → h2 (Row) → h1.
+#[test]
+fn example_b_entries() {
+    let d = fixture_dag("example_b_txwxv.dml");
+    let memo = explored(&d);
+    let h4 = d.outputs()[0].1;
+    let (h3, h2) = (d.hop(h4).inputs[0], d.hop(h4).inputs[1]);
+    let h1 = d.hop(h2).inputs[1];
+    assert_eq!(entries(&memo, h1), ["R(-1,-1)"]);
+    assert_eq!(
+        entries(&memo, h2),
+        [format!("R(-1,{h1})"), "C(-1,-1)".to_string()]
+    );
+    assert!(!memo.contains(h3));
+    assert_eq!(entries(&memo, h4), [format!("R(-1,{h2})|c")]);
+    let plan = plan_fusion(&d, &FuseAll).unwrap();
+    assert_eq!(
+        plan.selection.plans[&h2][0].to_string(),
+        format!("R(-1,{h1})")
+    );
+    assert_eq!(plan.selection.roots.len(), 1);
+}
+
+/// Reference 3.6 example C: the Outer plan stays open-invalid until X masks it, the sum closes
+/// it valid, and the heuristics prefer it over the Cell/Row plans of the element-wise part.
+#[test]
+fn example_c_entries() {
+    let d = fixture_dag("example_c_sparse_outer.dml");
+    let memo = explored(&d);
+    let s = d.outputs()[0].1;
+    let mul = d.hop(s).inputs[0];
+    let log = d.hop(mul).inputs[1];
+    let add = d.hop(log).inputs[0];
+    let uv = d.hop(add).inputs[0];
+    assert_eq!(entries(&memo, uv), ["O(-1,-1)|x"]);
+    assert_eq!(entries(&memo, add)[0], format!("O({uv},-1)|x"));
+    assert_eq!(entries(&memo, log)[0], format!("O({add})|x"));
+    assert_eq!(entries(&memo, mul)[0], format!("O(-1,{log})"));
+    assert_eq!(entries(&memo, s)[0], format!("O({mul})|c"));
+    let plan = plan_fusion(&d, &FuseAll).unwrap();
+    assert_eq!(
+        plan.selection.root_plan(s).unwrap().template,
+        TemplateKind::Outer
+    );
+}
+
+/// The same expression with a small output (at most 256 rows) gives no Outer plan: the dense
+/// outer product is cheap there (reference 3.4 size condition).
+#[test]
+fn small_outer_products_are_not_fused_as_outer() {
+    let script = "s = sum(X * log(U %*% t(V) + 1e-15))\n";
+    let inputs = matrices(&[
+        ("X", 200, 20000, 4000),
+        ("U", 200, 10, 2000),
+        ("V", 20000, 10, 200000),
+    ]);
+    let d = dag(script, &inputs);
+    let memo = explored(&d);
+    assert!(memo
+        .groups()
+        .all(|(_, g)| g.iter().all(|e| e.template != TemplateKind::Outer)));
+}
+
+/// Two materialization points (after + and after -): fuse-all recomputes both inside the two
+/// aggregating operators; fuse-no-redundancy materializes both and fuses nothing across them.
+#[test]
+fn heuristics_differ_on_materialization_points() {
+    let d = fixture_dag("two_materialization_points.dml");
+    let plus = find(&d, "b(+)");
+    let minus = find(&d, "b(-)");
+    let fa = plan_fusion(&d, &FuseAll).unwrap().selection;
+    let fnr = plan_fusion(&d, &FuseNoRedundancy).unwrap().selection;
+    assert_eq!(fa.roots.len(), 2);
+    assert!(!fa.roots.contains_key(&plus) && !fa.roots.contains_key(&minus));
+    assert_eq!(fnr.roots.len(), 4);
+    assert!(fnr.roots.contains_key(&plus) && fnr.roots.contains_key(&minus));
+    // No FNR plan references a hop with two consumers.
+    for entries in fnr.plans.values() {
+        for e in entries {
+            assert!(!e.references(plus) && !e.references(minus), "{e}");
+        }
+    }
+}

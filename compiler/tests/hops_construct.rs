@@ -189,11 +189,13 @@ fn broadcasting_accepts_vectors_on_the_right() {
         ("c", 3, 1, 3),
         ("one", 1, 1, 1),
     ]);
-    let d = dag("A = X + r\nB = X * c\nC = c - r\nD = X / one\n", &inputs);
-    for name in ["A", "B", "C", "D"] {
+    let d = dag("A = X + r\nB = X * c\nD = X / one\n", &inputs);
+    for name in ["A", "B", "D"] {
         assert_eq!(d.hop(output(&d, name)).dims(), Some((3, 4)), "{name}");
     }
+    // SystemDS 3.4 rejects a vector on the left and column-vector-op-row-vector.
     assert!(try_dag("E = r + X\n", &inputs).is_err());
+    assert!(try_dag("C = c - r\n", &inputs).is_err());
 }
 
 #[test]

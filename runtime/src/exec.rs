@@ -90,9 +90,13 @@ pub enum Op {
     ToString,
     /// `read(file, ...)`. Inputs: [path, p_1, ..., p_k], `p_i` the value of the named
     /// parameter `params[i]` (`format`, `header`, `sep`, `rows`, `cols`, ...).
-    Read { params: Vec<Arc<str>> },
+    Read {
+        params: Vec<Arc<str>>,
+    },
     /// `write(X, file, ...)`. Inputs: [X, path, p_1, ..., p_k] as for `Read`.
-    Write { params: Vec<Arc<str>> },
+    Write {
+        params: Vec<Arc<str>>,
+    },
     /// `time()`: nanoseconds since the Unix epoch. No inputs.
     Time,
 }
@@ -208,15 +212,19 @@ pub fn execute(
     let mut regs: Vec<Option<Value>> = vec![None; num_regs];
     for instr in instructions {
         let started = ctx.stats.is_some().then(Instant::now);
-        let value = run_one(instr, &mut regs, vars, ctx)
-            .map_err(|error| LocatedError { error, span: Some(instr.span) })?;
+        let value = run_one(instr, &mut regs, vars, ctx).map_err(|error| LocatedError {
+            error,
+            span: Some(instr.span),
+        })?;
         if let (Some(stats), Some(started)) = (ctx.stats.as_deref_mut(), started) {
             stats.record(instr.op.opcode(), started.elapsed());
         }
         if let Some(out) = instr.output {
-            let slot = regs
-                .get_mut(out as usize)
-                .ok_or_else(|| LocatedError::from(RuntimeError::internal(format!("register {out} out of range"))))?;
+            let slot = regs.get_mut(out as usize).ok_or_else(|| {
+                LocatedError::from(RuntimeError::internal(format!(
+                    "register {out} out of range"
+                )))
+            })?;
             *slot = value;
         }
         for &r in &instr.release {
@@ -235,7 +243,9 @@ fn input<'r>(regs: &'r [Option<Value>], instr: &Instruction, i: usize) -> Result
         .ok_or_else(|| RuntimeError::internal(format!("{} lacks input {i}", instr.op.opcode())))?;
     regs.get(reg as usize)
         .and_then(|v| v.as_ref())
-        .ok_or_else(|| RuntimeError::internal(format!("{} reads empty register {reg}", instr.op.opcode())))
+        .ok_or_else(|| {
+            RuntimeError::internal(format!("{} reads empty register {reg}", instr.op.opcode()))
+        })
 }
 
 /// Converts a computed double to the scalar type the compiler assigned. Integer results follow
@@ -257,8 +267,9 @@ fn matrix_from_string(text: &str, rows: usize, cols: usize) -> Result<Matrix> {
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|t| !t.is_empty())
         .map(|t| {
-            t.parse::<f64>()
-                .map_err(|_| RuntimeError::user(format!("matrix(\"...\"): cannot parse '{t}' as a number")))
+            t.parse::<f64>().map_err(|_| {
+                RuntimeError::user(format!("matrix(\"...\"): cannot parse '{t}' as a number"))
+            })
         })
         .collect::<Result<Vec<f64>>>()?;
     if values.len() != rows * cols {
@@ -274,7 +285,10 @@ fn matrix_from_string(text: &str, rows: usize, cols: usize) -> Result<Matrix> {
 fn to_usize(v: &Value, what: &str) -> Result<usize> {
     let x = v.as_f64()?;
     if !(x >= 0.0) || x.fract() != 0.0 || x > (1u64 << 53) as f64 {
-        return Err(RuntimeError::user(format!("{what} must be a non-negative integer, found {}", v.display_string())));
+        return Err(RuntimeError::user(format!(
+            "{what} must be a non-negative integer, found {}",
+            v.display_string()
+        )));
     }
     Ok(x as usize)
 }
@@ -283,13 +297,22 @@ fn to_usize(v: &Value, what: &str) -> Result<usize> {
 fn to_index(v: &Value, what: &str) -> Result<usize> {
     let x = v.as_f64()?;
     if !(x >= 1.0) || x.fract() != 0.0 || x > (1u64 << 53) as f64 {
-        return Err(RuntimeError::user(format!("{what} must be an integer >= 1, found {}", v.display_string())));
+        return Err(RuntimeError::user(format!(
+            "{what} must be an integer >= 1, found {}",
+            v.display_string()
+        )));
     }
     Ok(x as usize)
 }
 
 /// Converts DML's 1-based inclusive bounds into a 0-based half-open range within `extent`.
-fn index_range(lower: &Value, upper: &Value, extent: usize, dim: &str, shape: (usize, usize)) -> Result<std::ops::Range<usize>> {
+fn index_range(
+    lower: &Value,
+    upper: &Value,
+    extent: usize,
+    dim: &str,
+    shape: (usize, usize),
+) -> Result<std::ops::Range<usize>> {
     let lo = to_index(lower, &format!("{dim} index"))?;
     let hi = to_index(upper, &format!("{dim} index"))?;
     if lo > hi || hi > extent {
@@ -317,7 +340,11 @@ fn int_binary(op: BinaryOp, a: i64, b: i64) -> Option<i64> {
 fn scalar_binary(op: BinaryOp, a: &Value, b: &Value, ty: Option<ScalarType>) -> Result<Value> {
     // String concatenation and comparison.
     if let (BinaryOp::Add, true) = (op, matches!(a, Value::Str(_)) || matches!(b, Value::Str(_))) {
-        return Ok(Value::str(format!("{}{}", a.display_string(), b.display_string())));
+        return Ok(Value::str(format!(
+            "{}{}",
+            a.display_string(),
+            b.display_string()
+        )));
     }
     if let (Value::Str(x), Value::Str(y)) = (a, b) {
         let r = match op {
@@ -327,7 +354,12 @@ fn scalar_binary(op: BinaryOp, a: &Value, b: &Value, ty: Option<ScalarType>) -> 
             BinaryOp::Le => x <= y,
             BinaryOp::Gt => x > y,
             BinaryOp::Ge => x >= y,
-            _ => return Err(RuntimeError::user(format!("operator {} is not defined for strings", op.name()))),
+            _ => {
+                return Err(RuntimeError::user(format!(
+                    "operator {} is not defined for strings",
+                    op.name()
+                )))
+            }
         };
         return Ok(Value::Bool(r));
     }
@@ -373,8 +405,12 @@ fn run_one(
         },
         Op::Binary(op) => match (arg(0)?, arg(1)?) {
             (Value::Matrix(a), Value::Matrix(b)) => Value::matrix(kernels::binary(a, b, *op)?),
-            (Value::Matrix(a), s) => Value::matrix(kernels::binary_scalar(a, s.as_f64()?, *op, false)?),
-            (s, Value::Matrix(b)) => Value::matrix(kernels::binary_scalar(b, s.as_f64()?, *op, true)?),
+            (Value::Matrix(a), s) => {
+                Value::matrix(kernels::binary_scalar(a, s.as_f64()?, *op, false)?)
+            }
+            (s, Value::Matrix(b)) => {
+                Value::matrix(kernels::binary_scalar(b, s.as_f64()?, *op, true)?)
+            }
             (a, b) => scalar_binary(*op, a, b, ty)?,
         },
         Op::NaryMinMax(op) => {
@@ -382,9 +418,15 @@ fn run_one(
             for i in 1..instr.inputs.len() {
                 let next = arg(i)?;
                 acc = match (&acc, next) {
-                    (Value::Matrix(a), Value::Matrix(b)) => Value::matrix(kernels::binary(a, b, *op)?),
-                    (Value::Matrix(a), s) => Value::matrix(kernels::binary_scalar(a, s.as_f64()?, *op, false)?),
-                    (s, Value::Matrix(b)) => Value::matrix(kernels::binary_scalar(b, s.as_f64()?, *op, true)?),
+                    (Value::Matrix(a), Value::Matrix(b)) => {
+                        Value::matrix(kernels::binary(a, b, *op)?)
+                    }
+                    (Value::Matrix(a), s) => {
+                        Value::matrix(kernels::binary_scalar(a, s.as_f64()?, *op, false)?)
+                    }
+                    (s, Value::Matrix(b)) => {
+                        Value::matrix(kernels::binary_scalar(b, s.as_f64()?, *op, true)?)
+                    }
                     (a, b) => scalar_binary(*op, a, b, ty)?,
                 };
             }
@@ -418,7 +460,10 @@ fn run_one(
             s => {
                 // Aggregates of a scalar (e.g. `sum(3)`), as SystemDS allows for min/max.
                 let one = Matrix::filled(1, 1, s.as_f64()?);
-                scalar_result(kernels::aggregate(&one, *op, Direction::Full)?.get(0, 0), ty)?
+                scalar_result(
+                    kernels::aggregate(&one, *op, Direction::Full)?.get(0, 0),
+                    ty,
+                )?
             }
         },
         Op::Cumsum => Value::matrix(kernels::cumsum(arg(0)?.as_matrix()?)?),
@@ -469,7 +514,11 @@ fn run_one(
                 })
                 .collect::<Result<_>>()?;
             let refs: Vec<&Matrix> = mats.iter().map(|m| m.as_ref()).collect();
-            Value::matrix(if matches!(instr.op, Op::Cbind) { kernels::cbind(&refs)? } else { kernels::rbind(&refs)? })
+            Value::matrix(if matches!(instr.op, Op::Cbind) {
+                kernels::cbind(&refs)?
+            } else {
+                kernels::rbind(&refs)?
+            })
         }
         Op::Rand => {
             let rows = to_usize(arg(0)?, "rows")?;
@@ -485,7 +534,11 @@ fn run_one(
                 pdf,
             )?)
         }
-        Op::Seq => Value::matrix(kernels::seq(arg(0)?.as_f64()?, arg(1)?.as_f64()?, Some(arg(2)?.as_f64()?))?),
+        Op::Seq => Value::matrix(kernels::seq(
+            arg(0)?.as_f64()?,
+            arg(1)?.as_f64()?,
+            Some(arg(2)?.as_f64()?),
+        )?),
         Op::CastScalar(to) => match arg(0)? {
             Value::Matrix(m) => matrix_to_scalar(m)?.cast_scalar(*to)?,
             s => s.cast_scalar(*to)?,
@@ -514,10 +567,13 @@ fn run_one(
             let text = if instr.inputs.len() == 1 {
                 arg(0)?.display_string()
             } else {
-                let args = (1..instr.inputs.len()).map(arg).collect::<Result<Vec<_>>>()?;
+                let args = (1..instr.inputs.len())
+                    .map(arg)
+                    .collect::<Result<Vec<_>>>()?;
                 format_printf(&arg(0)?.display_string(), &args)?
             };
-            writeln!(ctx.out, "{text}").map_err(|e| RuntimeError::Resource(format!("cannot write output: {e}")))?;
+            writeln!(ctx.out, "{text}")
+                .map_err(|e| RuntimeError::Resource(format!("cannot write output: {e}")))?;
             return Ok(None);
         }
         Op::Stop => return Err(RuntimeError::user(arg(0)?.display_string())),
@@ -536,9 +592,17 @@ fn run_one(
             }
         }
         Op::Read { params } => {
-            let named = |name: &str| params.iter().position(|p| p.as_ref() == name).map(|i| arg(1 + i)).transpose();
+            let named = |name: &str| {
+                params
+                    .iter()
+                    .position(|p| p.as_ref() == name)
+                    .map(|i| arg(1 + i))
+                    .transpose()
+            };
             let path = arg(0)?.display_string();
-            let format = named("format")?.map(|f| file_format(&f.display_string())).transpose()?;
+            let format = named("format")?
+                .map(|f| file_format(&f.display_string()))
+                .transpose()?;
             let csv = csv_options(named("header")?, named("sep")?)?;
             let m = crate::io::read_matrix(std::path::Path::new(&path), format, csv.as_ref())?;
             for (dim, actual) in [("rows", m.rows()), ("cols", m.cols())] {
@@ -554,7 +618,13 @@ fn run_one(
             Value::matrix(m)
         }
         Op::Write { params } => {
-            let named = |name: &str| params.iter().position(|p| p.as_ref() == name).map(|i| arg(2 + i)).transpose();
+            let named = |name: &str| {
+                params
+                    .iter()
+                    .position(|p| p.as_ref() == name)
+                    .map(|i| arg(2 + i))
+                    .transpose()
+            };
             let path = arg(1)?.display_string();
             let format = match named("format")? {
                 Some(f) => file_format(&f.display_string())?,
@@ -562,7 +632,9 @@ fn run_one(
             };
             let csv = csv_options(named("header")?, named("sep")?)?.unwrap_or_default();
             match arg(0)? {
-                Value::Matrix(m) => crate::io::write_matrix(m, std::path::Path::new(&path), format, &csv)?,
+                Value::Matrix(m) => {
+                    crate::io::write_matrix(m, std::path::Path::new(&path), format, &csv)?
+                }
                 s => std::fs::write(&path, s.display_string())
                     .map_err(|e| RuntimeError::user(format!("{path}: cannot write: {e}")))?,
             }
@@ -598,11 +670,15 @@ fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
                 chars.next();
             }
         }
-        let conversion = chars.next().ok_or_else(|| RuntimeError::user(format!("print: format '{format}' ends with '%'")))?;
+        let conversion = chars
+            .next()
+            .ok_or_else(|| RuntimeError::user(format!("print: format '{format}' ends with '%'")))?;
         let mut value = || {
-            next.next()
-                .copied()
-                .ok_or_else(|| RuntimeError::user(format!("print: format '{format}' has more placeholders than arguments")))
+            next.next().copied().ok_or_else(|| {
+                RuntimeError::user(format!(
+                    "print: format '{format}' has more placeholders than arguments"
+                ))
+            })
         };
         let digits: Option<usize> = precision.parse().ok();
         match conversion {
@@ -613,7 +689,10 @@ fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
                 let v = value()?;
                 let x = v.as_f64()?;
                 if !matches!(v, Value::Int(_)) && x.fract() != 0.0 {
-                    return Err(RuntimeError::user(format!("print: %d needs an integer, got {}", v.display_string())));
+                    return Err(RuntimeError::user(format!(
+                        "print: %d needs an integer, got {}",
+                        v.display_string()
+                    )));
                 }
                 out.push_str(&v.as_i64()?.to_string());
             }
@@ -623,9 +702,17 @@ fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
                 // Java writes a signed, two-digit exponent: 1.5e3 -> 1.500000e+03.
                 let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
                 let exp: i32 = exp.parse().unwrap_or(0);
-                out.push_str(&format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()));
+                out.push_str(&format!(
+                    "{mantissa}e{}{:02}",
+                    if exp < 0 { '-' } else { '+' },
+                    exp.abs()
+                ));
             }
-            other => return Err(RuntimeError::unsupported(format!("print format conversion '%{other}'"))),
+            other => {
+                return Err(RuntimeError::unsupported(format!(
+                    "print format conversion '%{other}'"
+                )))
+            }
         }
     }
     Ok(out)
@@ -633,12 +720,17 @@ fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
 
 fn file_format(name: &str) -> Result<crate::io::FileFormat> {
     crate::io::FileFormat::from_name(name).ok_or_else(|| {
-        RuntimeError::user(format!("unknown file format '{name}': use \"csv\", \"text\", \"mm\" or \"binary\""))
+        RuntimeError::user(format!(
+            "unknown file format '{name}': use \"csv\", \"text\", \"mm\" or \"binary\""
+        ))
     })
 }
 
 /// CSV options when the script gave `header` or `sep` (otherwise the file's metadata decides).
-fn csv_options(header: Option<&Value>, sep: Option<&Value>) -> Result<Option<crate::io::CsvOptions>> {
+fn csv_options(
+    header: Option<&Value>,
+    sep: Option<&Value>,
+) -> Result<Option<crate::io::CsvOptions>> {
     if header.is_none() && sep.is_none() {
         return Ok(None);
     }

@@ -7,8 +7,8 @@ pub mod error;
 pub mod exec;
 pub mod format;
 pub mod io;
-pub mod matrix;
 pub mod kernels;
+pub mod matrix;
 pub mod ops;
 pub mod value;
 

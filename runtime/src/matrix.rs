@@ -110,14 +110,24 @@ impl DenseMatrix {
             )));
         }
         let nnz = count_nnz(&values);
-        Ok(DenseMatrix { rows, cols, values, nnz })
+        Ok(DenseMatrix {
+            rows,
+            cols,
+            values,
+            nnz,
+        })
     }
 
     /// A dense matrix with every cell set to `v`.
     pub fn filled(rows: usize, cols: usize, v: f64) -> Self {
         let cells = rows * cols;
         let nnz = if v != 0.0 { cells } else { 0 };
-        DenseMatrix { rows, cols, values: vec![v; cells], nnz }
+        DenseMatrix {
+            rows,
+            cols,
+            values: vec![v; cells],
+            nnz,
+        }
     }
 
     /// Row `i` as a slice.
@@ -203,7 +213,13 @@ impl SparseMatrix {
             let mut row_ptr = Vec::with_capacity(rows + 1);
             row_ptr.push(0);
             row_ptr.extend(ptr);
-            return SparseMatrix { rows, cols, row_ptr, col_idx: idx, values: val };
+            return SparseMatrix {
+                rows,
+                cols,
+                row_ptr,
+                col_idx: idx,
+                values: val,
+            };
         }
         let total: usize = parts.iter().map(|p| p.1.len()).sum();
         let mut row_ptr = Vec::with_capacity(rows + 1);
@@ -216,7 +232,13 @@ impl SparseMatrix {
             col_idx.extend_from_slice(&idx);
             values.extend_from_slice(&val);
         }
-        SparseMatrix { rows, cols, row_ptr, col_idx, values }
+        SparseMatrix {
+            rows,
+            cols,
+            row_ptr,
+            col_idx,
+            values,
+        }
     }
 
     /// Converts to dense row-major.
@@ -231,17 +253,28 @@ impl SparseMatrix {
                 }
             };
             if rows * cols >= PAR_THRESHOLD {
-                values.par_chunks_mut(cols).enumerate().for_each(|(i, out)| fill(i, out));
+                values
+                    .par_chunks_mut(cols)
+                    .enumerate()
+                    .for_each(|(i, out)| fill(i, out));
             } else {
-                values.chunks_mut(cols).enumerate().for_each(|(i, out)| fill(i, out));
+                values
+                    .chunks_mut(cols)
+                    .enumerate()
+                    .for_each(|(i, out)| fill(i, out));
             }
         }
-        DenseMatrix { rows, cols, values, nnz: self.values.len() }
+        DenseMatrix {
+            rows,
+            cols,
+            values,
+            nnz: self.values.len(),
+        }
     }
 
     /// Drops stored zeros (explicit zeros may arise while building a result).
     pub(crate) fn drop_zeros(mut self) -> SparseMatrix {
-        if !self.values.iter().any(|&v| v == 0.0) {
+        if !self.values.contains(&0.0) {
             return self;
         }
         let mut w = 0;
@@ -265,9 +298,8 @@ impl SparseMatrix {
 }
 
 fn checked_cells(rows: usize, cols: usize) -> Result<usize> {
-    rows.checked_mul(cols).ok_or_else(|| {
-        RuntimeError::Resource(format!("a {rows}x{cols} matrix has too many cells"))
-    })
+    rows.checked_mul(cols)
+        .ok_or_else(|| RuntimeError::Resource(format!("a {rows}x{cols} matrix has too many cells")))
 }
 
 impl Matrix {
@@ -291,7 +323,12 @@ impl Matrix {
 
     /// A 1x1 matrix holding `v`.
     pub fn scalar(v: f64) -> Matrix {
-        Matrix::Dense(DenseMatrix { rows: 1, cols: 1, values: vec![v], nnz: (v != 0.0) as usize })
+        Matrix::Dense(DenseMatrix {
+            rows: 1,
+            cols: 1,
+            values: vec![v],
+            nnz: (v != 0.0) as usize,
+        })
     }
 
     /// Builds a matrix from row-major values, choosing the format by sparsity.
@@ -309,14 +346,24 @@ impl Matrix {
         values: Vec<f64>,
     ) -> Result<Matrix> {
         checked_cells(rows, cols)?;
-        let s = SparseMatrix { rows, cols, row_ptr, col_idx, values };
+        let s = SparseMatrix {
+            rows,
+            cols,
+            row_ptr,
+            col_idx,
+            values,
+        };
         validate_csr_structure(&s)?;
         Ok(Matrix::Sparse(s.drop_zeros()).examine_and_convert())
     }
 
     /// Builds a matrix from `(row, col, value)` triples (0-based). Later triples for the same cell
     /// overwrite earlier ones; zeros are not stored. Indices out of range are a user error.
-    pub fn from_triples(rows: usize, cols: usize, mut triples: Vec<(usize, usize, f64)>) -> Result<Matrix> {
+    pub fn from_triples(
+        rows: usize,
+        cols: usize,
+        mut triples: Vec<(usize, usize, f64)>,
+    ) -> Result<Matrix> {
         checked_cells(rows, cols)?;
         if let Some(&(i, j, _)) = triples.iter().find(|&&(i, j, _)| i >= rows || j >= cols) {
             return Err(RuntimeError::user(format!(
@@ -344,7 +391,13 @@ impl Matrix {
         for i in 0..rows {
             row_ptr[i + 1] += row_ptr[i];
         }
-        let s = SparseMatrix { rows, cols, row_ptr, col_idx, values };
+        let s = SparseMatrix {
+            rows,
+            cols,
+            row_ptr,
+            col_idx,
+            values,
+        };
         Ok(Matrix::Sparse(s.drop_zeros()).examine_and_convert())
     }
 
@@ -406,7 +459,10 @@ impl Matrix {
     /// Cell `(i, j)` (0-based); panics when out of range, like slice indexing. Sparse lookup is a
     /// binary search within the row.
     pub fn get(&self, i: usize, j: usize) -> f64 {
-        assert!(i < self.rows() && j < self.cols(), "cell ({i}, {j}) out of range");
+        assert!(
+            i < self.rows() && j < self.cols(),
+            "cell ({i}, {j}) out of range"
+        );
         match self {
             Matrix::Dense(d) => d.values[i * d.cols + j],
             Matrix::Sparse(s) => {
@@ -520,7 +576,7 @@ impl Matrix {
             }
             Matrix::Sparse(s) => {
                 validate_csr_structure(s).map_err(|e| RuntimeError::internal(e.to_string()))?;
-                if s.values.iter().any(|&v| v == 0.0) {
+                if s.values.contains(&0.0) {
                     return Err(RuntimeError::internal(format!(
                         "sparse {}x{} matrix stores an explicit zero",
                         s.rows, s.cols
@@ -544,10 +600,17 @@ pub fn all_finite(values: &[f64]) -> bool {
 
 fn validate_csr_structure(s: &SparseMatrix) -> Result<()> {
     let bad = |what: String| {
-        Err(RuntimeError::user(format!("invalid CSR {}x{} matrix: {what}", s.rows, s.cols)))
+        Err(RuntimeError::user(format!(
+            "invalid CSR {}x{} matrix: {what}",
+            s.rows, s.cols
+        )))
     };
     if s.row_ptr.len() != s.rows + 1 {
-        return bad(format!("row_ptr has {} entries, expected {}", s.row_ptr.len(), s.rows + 1));
+        return bad(format!(
+            "row_ptr has {} entries, expected {}",
+            s.row_ptr.len(),
+            s.rows + 1
+        ));
     }
     if s.row_ptr[0] != 0 {
         return bad("row_ptr[0] is not 0".into());
@@ -567,7 +630,9 @@ fn validate_csr_structure(s: &SparseMatrix) -> Result<()> {
         }
         let idx = &s.col_idx[a..b];
         if idx.windows(2).any(|w| w[0] >= w[1]) {
-            return bad(format!("column indices of row {i} are not strictly increasing"));
+            return bad(format!(
+                "column indices of row {i} are not strictly increasing"
+            ));
         }
         if let Some(&j) = idx.last() {
             if j as usize >= s.cols {
@@ -584,7 +649,20 @@ mod tests {
 
     #[test]
     fn dense_sparse_roundtrip_keeps_values_and_nnz() {
-        let vals = vec![0.0, 1.0, 0.0, f64::NAN, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        let vals = vec![
+            0.0,
+            1.0,
+            0.0,
+            f64::NAN,
+            0.0,
+            0.0,
+            2.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+        ];
         let m = Matrix::from_dense_values(3, 4, vals.clone()).unwrap();
         assert!(m.is_sparse());
         assert_eq!(m.nnz(), 3);
@@ -600,9 +678,13 @@ mod tests {
 
     #[test]
     fn format_follows_turn_point() {
-        assert!(!Matrix::from_dense_values(2, 2, vec![1.0, 2.0, 0.0, 3.0]).unwrap().is_sparse());
+        assert!(!Matrix::from_dense_values(2, 2, vec![1.0, 2.0, 0.0, 3.0])
+            .unwrap()
+            .is_sparse());
         // A single column stays dense however sparse.
-        assert!(!Matrix::from_dense_values(3, 1, vec![0.0, 0.0, 0.0]).unwrap().is_sparse());
+        assert!(!Matrix::from_dense_values(3, 1, vec![0.0, 0.0, 0.0])
+            .unwrap()
+            .is_sparse());
         assert!(Matrix::zeros(3, 3).is_sparse());
         assert!(!Matrix::zeros(0, 3).is_sparse() || Matrix::zeros(0, 3).cells() == 0);
         Matrix::zeros(0, 3).validate().unwrap();
@@ -634,7 +716,12 @@ mod tests {
 
     #[test]
     fn validate_catches_broken_invariants() {
-        let bad = Matrix::Dense(DenseMatrix { rows: 1, cols: 2, values: vec![1.0, 0.0], nnz: 2 });
+        let bad = Matrix::Dense(DenseMatrix {
+            rows: 1,
+            cols: 2,
+            values: vec![1.0, 0.0],
+            nnz: 2,
+        });
         assert!(bad.validate().is_err());
         let bad = Matrix::Sparse(SparseMatrix {
             rows: 1,
@@ -655,7 +742,9 @@ mod tests {
     #[test]
     fn large_conversion_is_parallel_and_exact() {
         let n = 700;
-        let vals: Vec<f64> = (0..n * n).map(|k| if k % 7 == 0 { k as f64 } else { 0.0 }).collect();
+        let vals: Vec<f64> = (0..n * n)
+            .map(|k| if k % 7 == 0 { k as f64 } else { 0.0 })
+            .collect();
         let m = Matrix::from_dense_values(n, n, vals.clone()).unwrap();
         assert!(m.is_sparse());
         m.validate().unwrap();

@@ -13,9 +13,10 @@ pub enum BinaryOp {
     Div,
     /// `^`, with Java `Math.pow` semantics.
     Pow,
-    /// `%%`: R modulus, `x - floor(x / y) * y` (sign of the divisor); NaN when `y == 0`.
+    /// `%%`: Java's `%` as SystemDS computes it: the result has the dividend's sign
+    /// (`-7 %% 3 == -1`); NaN when `y == 0`.
     Mod,
-    /// `%/%`: `floor(x / y)`.
+    /// `%/%`: the quotient truncated toward zero (`-7 %/% 3 == -2`), as SystemDS.
     IntDiv,
     Lt,
     Le,
@@ -86,9 +87,9 @@ pub fn java_pow(x: f64, y: f64) -> f64 {
 /// Java `Math.min` (NaN propagates; -0.0 < 0.0).
 #[inline(always)]
 pub fn java_min(a: f64, b: f64) -> f64 {
-    if a != a {
+    if a.is_nan() {
         a
-    } else if b != b {
+    } else if b.is_nan() {
         b
     } else if a == 0.0 && b == 0.0 {
         if a.is_sign_negative() {
@@ -106,9 +107,9 @@ pub fn java_min(a: f64, b: f64) -> f64 {
 /// Java `Math.max` (NaN propagates; 0.0 > -0.0).
 #[inline(always)]
 pub fn java_max(a: f64, b: f64) -> f64 {
-    if a != a {
+    if a.is_nan() {
         a
-    } else if b != b {
+    } else if b.is_nan() {
         b
     } else if a == 0.0 && b == 0.0 {
         if a.is_sign_positive() {
@@ -123,20 +124,29 @@ pub fn java_max(a: f64, b: f64) -> f64 {
     }
 }
 
-/// Java `Math.round`, `floor(x + 1/2)` computed exactly, but NaN and ±Inf are kept as they are
-/// (Java's `long` result would turn them into 0 or the `long` limits).
+/// Java `Math.round` as SystemDS applies it to doubles: `floor(x + 1/2)` computed exactly,
+/// returned through Java's `long`, so NaN becomes 0, values beyond the `long` range saturate,
+/// and `-0.0` becomes `0.0` (checked against SystemDS: `round(NaN)` prints `0.0`).
 #[inline(always)]
 pub fn java_round(x: f64) -> f64 {
-    if !x.is_finite() {
-        return x;
+    const LONG_LIMIT: f64 = 9.223372036854775807e18;
+    if x.is_nan() {
+        return 0.0;
+    }
+    if x >= LONG_LIMIT {
+        return LONG_LIMIT;
+    }
+    if x <= -LONG_LIMIT {
+        return -LONG_LIMIT;
     }
     let f = x.floor();
     // x - floor(x) is exact for every finite double, so this is floor(x + 0.5) without the
     // rounding error of the addition (Java 7+ semantics: round(0.49999999999999994) == 0).
+    // `+ 0.0` turns -0.0 into 0.0, as the round trip through `long` does.
     if x - f >= 0.5 {
         f + 1.0
     } else {
-        f
+        f + 0.0
     }
 }
 
@@ -165,7 +175,11 @@ impl BinaryOp {
 
     /// The DML spelling (`"+"`, `"%%"`, `"min"`, ...).
     pub fn name(&self) -> &'static str {
-        BINARY_NAMES.iter().find(|(o, _)| o == self).map(|(_, n)| *n).unwrap_or("?")
+        BINARY_NAMES
+            .iter()
+            .find(|(o, _)| o == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("?")
     }
 
     /// Inverse of [`BinaryOp::name`]; also accepts `pmin`/`pmax`.
@@ -175,7 +189,10 @@ impl BinaryOp {
             "pmax" => return Some(BinaryOp::Max),
             _ => {}
         }
-        BINARY_NAMES.iter().find(|(_, n)| *n == name).map(|(o, _)| *o)
+        BINARY_NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(o, _)| *o)
     }
 
     /// Applies the operator to two scalars.
@@ -187,8 +204,10 @@ impl BinaryOp {
             BinaryOp::Mul => a * b,
             BinaryOp::Div => a / b,
             BinaryOp::Pow => java_pow(a, b),
-            BinaryOp::Mod => r_mod(a, b),
-            BinaryOp::IntDiv => (a / b).floor(),
+            // SystemDS computes %% and %/% as Java does: `%` keeps the dividend's sign, the
+            // quotient is truncated toward zero (checked: -7 %% 3 == -1, -7 %/% 3 == -2).
+            BinaryOp::Mod => a % b,
+            BinaryOp::IntDiv => (a / b).trunc(),
             BinaryOp::Lt => b2f(a < b),
             BinaryOp::Le => b2f(a <= b),
             BinaryOp::Gt => b2f(a > b),
@@ -233,16 +252,6 @@ impl BinaryOp {
     /// With a scalar `s` on the left (`s op X`): whether zeros of `X` stay zero.
     pub fn is_sparse_safe_scalar_left(&self, s: f64) -> bool {
         self.apply(s, 0.0) == 0.0
-    }
-}
-
-/// R's `%%` as SystemDS computes it: NaN for a zero divisor, else `x - floor(x / y) * y`.
-#[inline(always)]
-fn r_mod(x: f64, y: f64) -> f64 {
-    if y == 0.0 {
-        f64::NAN
-    } else {
-        x - (x / y).floor() * y
     }
 }
 
@@ -326,12 +335,19 @@ impl UnaryOp {
 
     /// The DML name (`"exp"`, `"!"`, `"neg"` for unary minus, ...).
     pub fn name(&self) -> &'static str {
-        UNARY_NAMES.iter().find(|(o, _)| o == self).map(|(_, n)| *n).unwrap_or("?")
+        UNARY_NAMES
+            .iter()
+            .find(|(o, _)| o == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("?")
     }
 
     /// Inverse of [`UnaryOp::name`].
     pub fn from_name(name: &str) -> Option<Self> {
-        UNARY_NAMES.iter().find(|(_, n)| *n == name).map(|(o, _)| *o)
+        UNARY_NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(o, _)| *o)
     }
 
     /// Applies the operator to a scalar.
@@ -418,7 +434,11 @@ impl AggOp {
 
     /// The short name (`"sum"`, `"var"`, ...).
     pub fn name(&self) -> &'static str {
-        AGG_NAMES.iter().find(|(o, _)| o == self).map(|(_, n)| *n).unwrap_or("?")
+        AGG_NAMES
+            .iter()
+            .find(|(o, _)| o == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("?")
     }
 
     /// Inverse of [`AggOp::name`].
@@ -482,13 +502,16 @@ mod tests {
     }
 
     #[test]
-    fn r_modulus_and_integer_division() {
+    fn java_modulus_and_integer_division() {
         use BinaryOp::*;
+        // Values printed by SystemDS 3.4 for the same operations.
         assert_eq!(Mod.apply(5.0, 3.0), 2.0);
-        assert_eq!(Mod.apply(-5.0, 3.0), 1.0);
-        assert_eq!(Mod.apply(5.0, -3.0), -1.0);
+        assert_eq!(Mod.apply(-7.0, 3.0), -1.0);
+        assert_eq!(Mod.apply(7.0, -3.0), 1.0);
+        assert_eq!(Mod.apply(-7.5, 2.0), -1.5);
         assert!(Mod.apply(5.0, 0.0).is_nan());
-        assert_eq!(IntDiv.apply(-7.0, 2.0), -4.0);
+        assert_eq!(IntDiv.apply(-7.0, 2.0), -3.0);
+        assert_eq!(IntDiv.apply(-7.5, 2.0), -3.0);
         assert_eq!(IntDiv.apply(7.0, 2.0), 3.0);
         assert_eq!(IntDiv.apply(1.0, 0.0), f64::INFINITY);
         assert_eq!(Div.apply(-1.0, 0.0), f64::NEG_INFINITY);
@@ -529,8 +552,11 @@ mod tests {
         assert_eq!(Round.apply(2.5), 3.0);
         assert_eq!(Round.apply(-2.5), -2.0);
         assert_eq!(Round.apply(0.49999999999999994), 0.0);
-        assert!(Round.apply(f64::NAN).is_nan());
-        assert_eq!(Round.apply(f64::NEG_INFINITY), f64::NEG_INFINITY);
+        // Through Java's long: NaN is 0 (SystemDS prints `round(NaN)` as 0.0), infinities
+        // saturate, and -0.0 loses its sign.
+        assert_eq!(Round.apply(f64::NAN), 0.0);
+        assert_eq!(Round.apply(f64::NEG_INFINITY), -9.223372036854775807e18);
+        assert!(Round.apply(-0.0).is_sign_positive());
         assert_eq!(Sign.apply(-3.0), -1.0);
         assert!(Sign.apply(-0.0).is_sign_negative() && Sign.apply(-0.0) == 0.0);
         assert!(Sign.apply(f64::NAN).is_nan());

@@ -62,7 +62,10 @@ impl Value {
     pub fn as_matrix(&self) -> Result<&Arc<Matrix>> {
         match self {
             Value::Matrix(m) => Ok(m),
-            other => Err(RuntimeError::user(format!("expected a matrix, found a {}", other.type_name()))),
+            other => Err(RuntimeError::user(format!(
+                "expected a matrix, found a {}",
+                other.type_name()
+            ))),
         }
     }
 
@@ -105,7 +108,9 @@ impl Value {
             Value::Str(s) => match s.as_ref() {
                 "TRUE" | "true" => Ok(true),
                 "FALSE" | "false" => Ok(false),
-                _ => Err(RuntimeError::user(format!("cannot convert the string '{s}' to a boolean"))),
+                _ => Err(RuntimeError::user(format!(
+                    "cannot convert the string '{s}' to a boolean"
+                ))),
             },
             other => Ok(other.as_f64()? != 0.0),
         }

@@ -19,6 +19,9 @@ pub struct FusionDag<'a> {
     order: Vec<HopId>,
     consumers: Vec<Vec<HopId>>,
     reachable: Vec<bool>,
+    /// Per hop: its sub-DAG holds an outer-product-like multiply (precomputed bottom-up so
+    /// the Outer template's checks stay linear over the DAG).
+    has_outer_product: Vec<bool>,
 }
 
 impl<'a> FusionDag<'a> {
@@ -52,12 +55,22 @@ impl<'a> FusionDag<'a> {
         for list in &mut consumers {
             list.sort();
         }
-        Ok(FusionDag {
+        let mut view = FusionDag {
             dag,
             order,
             consumers,
             reachable,
-        })
+            has_outer_product: vec![false; dag.len()],
+        };
+        for i in 0..view.order.len() {
+            let h = view.order[i];
+            let below = view
+                .inputs(h)
+                .iter()
+                .any(|i| view.has_outer_product[i.index()]);
+            view.has_outer_product[h.index()] = below || view.is_outer_product_like_mm(h);
+        }
+        Ok(view)
     }
 
     /// The underlying DAG.
@@ -265,7 +278,10 @@ impl<'a> FusionDag<'a> {
     /// `seq(from, to, incr)` with literal parameters.
     pub fn is_literal_seq(&self, id: HopId) -> bool {
         matches!(self.op(id), OpKind::DataGen(DataGenOp::Seq))
-            && self.inputs(id).iter().all(|&i| self.literal_f64(i).is_some())
+            && self
+                .inputs(id)
+                .iter()
+                .all(|&i| self.literal_f64(i).is_some())
     }
 
     /// Every consumer of `id` is a unary op or a binary op (with `id` as right operand if
@@ -287,14 +303,22 @@ impl<'a> FusionDag<'a> {
     /// with `probe`, one that reads `probe` directly up to transposes (`X`, `t(X)`) (the `U`/`V` of a final
     /// `W %*% V` of the Outer template, reference 3.4).
     pub fn contains_outer_product(&self, root: HopId, probe: Option<HopId>) -> bool {
+        let Some(p) = probe else {
+            return self
+                .has_outer_product
+                .get(root.index())
+                .copied()
+                .unwrap_or(false);
+        };
+        if !self.contains_outer_product(root, None) {
+            return false;
+        }
         self.find(root, &mut |h| {
             self.is_outer_product_like_mm(h)
-                && probe.is_none_or(|p| {
-                    let p = self.strip_transposes(p);
-                    self.inputs(h)
-                        .iter()
-                        .any(|&i| self.strip_transposes(i) == p)
-                })
+                && self
+                    .inputs(h)
+                    .iter()
+                    .any(|&i| self.strip_transposes(i) == self.strip_transposes(p))
         })
     }
 

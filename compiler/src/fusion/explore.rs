@@ -172,7 +172,10 @@ mod tests {
         assert_eq!(show(&memo, h1), ["R(-1,-1)", "C(-1,-1)"]);
         let r = format!("R({h1},-1)");
         let c = format!("C({h1},-1)");
-        assert_eq!(show(&memo, h2), ["R(-1,-1)", r.as_str(), "C(-1,-1)", c.as_str()]);
+        assert_eq!(
+            show(&memo, h2),
+            ["R(-1,-1)", r.as_str(), "C(-1,-1)", c.as_str()]
+        );
         let r = format!("R({h2})|c");
         let c = format!("C({h2})|c");
         assert_eq!(show(&memo, h3), [r.as_str(), c.as_str()]);

@@ -4,7 +4,7 @@
 //! `(template, input references, close state)`. An input reference at position `i` means "this
 //! plan fuses the hop's i-th input, which has a compatible plan in its own group"; `None` means
 //! the input is read materialized. The table is a compact encoding of all valid partial fusion
-//! plans: exploration ([`crate::fusion::explore`]) fills it, selection
+//! plans: exploration ([`crate::fusion::explore()`]) fills it, selection
 //! ([`crate::fusion::select`]) reduces it to the chosen plan.
 //!
 //! Invariants: groups and entries iterate in a canonical order (groups by hop id, entries by
@@ -544,6 +544,29 @@ impl MemoTable {
         }
     }
 
+    /// Removes every entry that references an input without an open plan the entry's template
+    /// can absorb, hop by hop bottom-up so that removals propagate to consumers. Needed after
+    /// any pruning that empties or closes a group other entries reference (e.g. fuse-no-
+    /// redundancy dropping the plans that fuse shared inputs), so that no selected plan points
+    /// at an input nobody computes inside the operator.
+    pub fn prune_dangling_references(&mut self, dag: &FusionDag<'_>) {
+        for &h in dag.order() {
+            if !self.contains(h) {
+                continue;
+            }
+            let group = self.group(h).to_vec();
+            let keep: Vec<MemoEntry> = group
+                .into_iter()
+                .filter(|e| {
+                    e.template == TemplateKind::MAgg
+                        || e.refs()
+                            .all(|(_, r)| self.contains_open(r, &[e.template, TemplateKind::Cell]))
+                })
+                .collect();
+            self.set_distinct(h, keep);
+        }
+    }
+
     /// SystemDS `pruneRedundant` for one hop (reference 2.4 step 1): drops closed entries
     /// without references (a closed single-operation plan fuses nothing) and, depending on
     /// `dominance`, entries that a subsuming entry makes pointless.
@@ -553,7 +576,7 @@ impl MemoTable {
         hop: HopId,
         dominance: DominancePruning<'_>,
     ) {
-        self.retain(hop, |e| !(e.is_closed() && !e.has_refs()));
+        self.retain(hop, |e| !e.is_closed() || e.has_refs());
         if matches!(dominance, DominancePruning::Off) {
             return;
         }
@@ -692,12 +715,19 @@ mod tests {
         assert_eq!(x.to_string(), "R(-1,9)|c");
         let y = e(TemplateKind::Outer, &[Some(3)], CloseState::OpenInvalid);
         assert_eq!(y.to_string(), "O(3)|x");
-        assert_eq!(MemoEntry::new(TemplateKind::Cell, 2, CloseState::OpenValid).to_string(), "C(-1,-1)");
+        assert_eq!(
+            MemoEntry::new(TemplateKind::Cell, 2, CloseState::OpenValid).to_string(),
+            "C(-1,-1)"
+        );
     }
 
     #[test]
     fn subsumption_is_per_position_and_per_template() {
-        let both = e(TemplateKind::Row, &[Some(1), Some(2)], CloseState::OpenValid);
+        let both = e(
+            TemplateKind::Row,
+            &[Some(1), Some(2)],
+            CloseState::OpenValid,
+        );
         let left = e(TemplateKind::Row, &[Some(1), None], CloseState::OpenValid);
         let cell = e(TemplateKind::Cell, &[Some(1), None], CloseState::OpenValid);
         assert!(both.subsumes(&left));
@@ -728,10 +758,34 @@ mod tests {
     fn best_prefers_rank_then_references_and_skips_invalid() {
         let mut m = MemoTable::new();
         let h = HopId(7);
-        m.add(h, e(TemplateKind::Cell, &[Some(1), Some(2)], CloseState::OpenValid));
-        m.add(h, e(TemplateKind::Row, &[Some(1), None], CloseState::OpenValid));
-        m.add(h, e(TemplateKind::Row, &[Some(1), Some(2)], CloseState::OpenValid));
-        m.add(h, e(TemplateKind::Outer, &[Some(1), Some(2)], CloseState::OpenInvalid));
+        m.add(
+            h,
+            e(
+                TemplateKind::Cell,
+                &[Some(1), Some(2)],
+                CloseState::OpenValid,
+            ),
+        );
+        m.add(
+            h,
+            e(TemplateKind::Row, &[Some(1), None], CloseState::OpenValid),
+        );
+        m.add(
+            h,
+            e(
+                TemplateKind::Row,
+                &[Some(1), Some(2)],
+                CloseState::OpenValid,
+            ),
+        );
+        m.add(
+            h,
+            e(
+                TemplateKind::Outer,
+                &[Some(1), Some(2)],
+                CloseState::OpenInvalid,
+            ),
+        );
         let best = m.best(h).unwrap();
         assert_eq!(best.template, TemplateKind::Row);
         assert_eq!(best.num_refs(), 2);
@@ -747,7 +801,10 @@ mod tests {
     #[test]
     fn all_refs_uses_none_not_hop_zero() {
         let mut m = MemoTable::new();
-        m.add(HopId(3), e(TemplateKind::Cell, &[None, Some(2)], CloseState::OpenValid));
+        m.add(
+            HopId(3),
+            e(TemplateKind::Cell, &[None, Some(2)], CloseState::OpenValid),
+        );
         assert_eq!(m.all_refs(HopId(3)), vec![None, Some(HopId(2))]);
         assert_eq!(m.all_refs(HopId(4)), Vec::<Option<HopId>>::new());
     }
@@ -759,7 +816,9 @@ mod tests {
         let x = b.input("X", 10, 10, 100);
         let z = b.input("Z", 10, 10, 100);
         let p = b.binary(BinaryOp::Mul, x, z).unwrap();
-        let s = b.agg(crate::hops::AggOp::Sum, crate::hops::Direction::Full, p).unwrap();
+        let s = b
+            .agg(crate::hops::AggOp::Sum, crate::hops::Direction::Full, p)
+            .unwrap();
         let shared = b.binary(BinaryOp::Add, p, p).unwrap();
         let t = b.binary(BinaryOp::Add, shared, x).unwrap();
         b.output("s", s).unwrap();
@@ -767,8 +826,14 @@ mod tests {
         let dag = b.build().unwrap();
         let f = FusionDag::new(&dag).unwrap();
         let mut m = MemoTable::new();
-        m.add(s, MemoEntry::new(TemplateKind::Cell, 1, CloseState::ClosedValid));
-        m.add(s, MemoEntry::new(TemplateKind::Cell, 1, CloseState::ClosedValid).with_ref(0, p));
+        m.add(
+            s,
+            MemoEntry::new(TemplateKind::Cell, 1, CloseState::ClosedValid),
+        );
+        m.add(
+            s,
+            MemoEntry::new(TemplateKind::Cell, 1, CloseState::ClosedValid).with_ref(0, p),
+        );
         m.prune_redundant(&f, s, DominancePruning::Off);
         assert_eq!(m.count_entries(s), 1);
         // `shared` is consumed once (by t), so fusing it dominates materializing it.
@@ -793,16 +858,31 @@ mod tests {
     #[test]
     fn remove_all_refs_and_prune_to_plan() {
         let mut m = MemoTable::new();
-        m.add(HopId(3), e(TemplateKind::Cell, &[Some(1), None], CloseState::OpenValid));
-        m.add(HopId(3), e(TemplateKind::Row, &[Some(1), None], CloseState::OpenValid));
-        m.add(HopId(3), e(TemplateKind::Cell, &[None, None], CloseState::OpenValid));
-        m.add(HopId(4), e(TemplateKind::Cell, &[Some(3)], CloseState::ClosedValid));
+        m.add(
+            HopId(3),
+            e(TemplateKind::Cell, &[Some(1), None], CloseState::OpenValid),
+        );
+        m.add(
+            HopId(3),
+            e(TemplateKind::Row, &[Some(1), None], CloseState::OpenValid),
+        );
+        m.add(
+            HopId(3),
+            e(TemplateKind::Cell, &[None, None], CloseState::OpenValid),
+        );
+        m.add(
+            HopId(4),
+            e(TemplateKind::Cell, &[Some(3)], CloseState::ClosedValid),
+        );
         m.remove_all_refs_to(HopId(1), Some(TemplateKind::Row));
         assert_eq!(m.count_entries(HopId(3)), 2);
         m.remove_all_refs_to(HopId(1), None);
         assert_eq!(m.count_entries(HopId(3)), 1);
         let mut plan = BTreeMap::new();
-        plan.insert(HopId(4), vec![e(TemplateKind::Cell, &[Some(3)], CloseState::ClosedValid)]);
+        plan.insert(
+            HopId(4),
+            vec![e(TemplateKind::Cell, &[Some(3)], CloseState::ClosedValid)],
+        );
         m.prune_to_plan(&plan);
         assert_eq!(m.num_groups(), 1);
         assert!(!m.contains(HopId(3)));
@@ -811,7 +891,14 @@ mod tests {
     #[test]
     fn json_round_trips() {
         let mut m = MemoTable::new();
-        m.add(HopId(3), e(TemplateKind::Outer, &[Some(1), None], CloseState::OpenInvalid));
+        m.add(
+            HopId(3),
+            e(
+                TemplateKind::Outer,
+                &[Some(1), None],
+                CloseState::OpenInvalid,
+            ),
+        );
         m.mark_explored(HopId(3));
         m.exclude(HopId(1));
         let back = MemoTable::from_json(&m.to_json()).unwrap();

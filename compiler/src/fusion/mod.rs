@@ -34,11 +34,31 @@
 //! // One fused operator rooted at the sum; Row and Cell plans tie on references, Row has the
 //! // smaller rank (the cost-based selector prunes such Row duplicates, reference 4.6).
 //! assert_eq!(plan.selection.roots.len(), 1);
-//! assert!(plan.selection.roots.contains(&s));
+//! assert!(plan.selection.roots.contains_key(&s));
 //! assert_eq!(plan.selection.root_plan(s).unwrap().template, TemplateKind::Row);
 //! println!("{}", plan.memo.explain(&dag));
 //! # Ok::<(), lafuse_compiler::CompileError>(())
 //! ```
+//!
+//! # Extending: cost-based selection and CPlans
+//!
+//! The cost-based policy (MPSkipEnum, paper section 4) is another [`PlanSelector`] whose value
+//! carries its cost model; [`PlanSelector::is_heuristic`] `false` keeps every plan through
+//! exploration. It finds what it needs here: partitions are the connected components of the
+//! reference graph ([`MemoTable::groups`], [`MemoEntry::refs`],
+//! [`MemoTable::reference_counts`]); materialization points come from
+//! [`FusionDag::consumers`]; template-switch points from [`MemoTable::all_refs`],
+//! [`MemoTable::distinct_templates_at`] and [`MemoTable::contains_valid_ref_entry_not_in`];
+//! dominance pruning that respects its points is [`MemoTable::prune_redundant`] with
+//! [`DominancePruning::NotInteresting`]; MultiAgg candidates are checked with
+//! [`template::is_multi_agg_root`] and [`template::is_valid_multi_aggregate`] and recorded as
+//! [`MemoEntry::magg`]; and the final per-partition plan is
+//! [`select::select_fuse_all`] restricted to the partition with a `usable` filter that drops
+//! entries referencing across materialized points, followed by
+//! [`MemoTable::prune_dangling_references`] and [`MemoTable::prune_to_plan`]. CPlan
+//! construction reads the reduced memo table (one plan per hop and context,
+//! [`Selection::roots`] for operator roots) and uses [`sparsity`] for the main input and
+//! sparse-safety, [`template::cell_agg_kind`] for Cell aggregation types.
 //!
 //! Architecture invariant: everything here is a pure function of the DAG (with its sizes) and
 //! the options; iteration orders are canonical (`BTreeMap`/sorted vectors), so memo dumps and

@@ -14,6 +14,7 @@ use crate::fusion::dag::FusionDag;
 use crate::hops::eval::{eval_binary_f64, eval_unary_f64};
 use crate::hops::{AggOp, BinaryOp, Direction, HopId, OpKind};
 use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Whether `op(a, b)` is zero whenever the operand at `pos` (0 = left, 1 = right) is zero,
 /// whatever the (finite, possibly non-zero) other operand `other` is; `other` is the other
@@ -72,50 +73,40 @@ pub fn is_zero_preserving(
     driver: HopId,
     in_region: &dyn Fn(HopId) -> bool,
 ) -> bool {
-    let mut memo = std::collections::BTreeMap::new();
-    zero_rec(dag, root, driver, in_region, &mut memo)
-}
-
-fn zero_rec(
-    dag: &FusionDag<'_>,
-    h: HopId,
-    driver: HopId,
-    in_region: &dyn Fn(HopId) -> bool,
-    memo: &mut std::collections::BTreeMap<HopId, bool>,
-) -> bool {
-    if h == driver {
-        return true;
-    }
-    if !in_region(h) {
-        return false;
-    }
-    if let Some(&v) = memo.get(&h) {
-        return v;
-    }
-    let ins = dag.inputs(h).to_vec();
-    let v = match dag.op(h) {
-        OpKind::Unary(op) => {
-            eval_unary_f64(*op, 0.0) == 0.0 && zero_rec(dag, ins[0], driver, in_region, memo)
+    // The region's hops under `root`, evaluated bottom-up (iteratively: a fused body may be a
+    // long chain, and user scripts must not be able to overflow the stack).
+    let mut needed = BTreeSet::new();
+    let mut stack = vec![root];
+    while let Some(h) = stack.pop() {
+        if h != driver && in_region(h) && needed.insert(h) {
+            stack.extend(dag.inputs(h).iter().copied());
         }
-        OpKind::Binary(op) => (0..2).any(|pos| {
-            let other = dag.literal_f64(ins[1 - pos]);
-            binary_zero_preserving(*op, pos, other)
-                && zero_rec(dag, ins[pos], driver, in_region, memo)
-        }),
-        OpKind::AggUnary {
-            op: AggOp::Sum,
-            dir: _,
-        } => zero_rec(dag, ins[0], driver, in_region, memo),
-        // A transpose inside a Cell plan is a vector re-labelling; it keeps zeros.
-        OpKind::Reorg(crate::hops::ReorgOp::Transpose) => {
-            zero_rec(dag, ins[0], driver, in_region, memo)
-        }
-        // A fused dot product `t(x) %*% y` is `sum(x ⊙ y)`.
-        OpKind::MatMul => (0..2).any(|pos| zero_rec(dag, ins[pos], driver, in_region, memo)),
-        _ => false,
+    }
+    let mut zero: BTreeMap<HopId, bool> = BTreeMap::new();
+    let value = |zero: &BTreeMap<HopId, bool>, h: HopId| {
+        h == driver || zero.get(&h).copied().unwrap_or(false)
     };
-    memo.insert(h, v);
-    v
+    for &h in dag.order() {
+        if !needed.contains(&h) {
+            continue;
+        }
+        let ins = dag.inputs(h);
+        let v = match dag.op(h) {
+            OpKind::Unary(op) => eval_unary_f64(*op, 0.0) == 0.0 && value(&zero, ins[0]),
+            OpKind::Binary(op) => (0..2).any(|pos| {
+                binary_zero_preserving(*op, pos, dag.literal_f64(ins[1 - pos]))
+                    && value(&zero, ins[pos])
+            }),
+            OpKind::AggUnary { op: AggOp::Sum, .. } => value(&zero, ins[0]),
+            // A transpose inside a Cell plan is a vector re-labelling; it keeps zeros.
+            OpKind::Reorg(crate::hops::ReorgOp::Transpose) => value(&zero, ins[0]),
+            // A fused dot product `t(x) %*% y` is `sum(x ⊙ y)`.
+            OpKind::MatMul => value(&zero, ins[0]) || value(&zero, ins[1]),
+            _ => false,
+        };
+        zero.insert(h, v);
+    }
+    value(&zero, root)
 }
 
 /// The order in which a fused operator's matrix inputs are considered as main input (SystemDS
@@ -150,7 +141,11 @@ pub fn compare_main_input_candidates(dag: &FusionDag<'_>, a: HopId, b: HopId) ->
 /// The main input of a fused operator over `inputs`: the first matrix in
 /// [`compare_main_input_candidates`] order (`None` if all inputs are scalars).
 pub fn choose_main_input(dag: &FusionDag<'_>, inputs: &[HopId]) -> Option<HopId> {
-    let mut ms: Vec<HopId> = inputs.iter().copied().filter(|&h| dag.is_matrix(h)).collect();
+    let mut ms: Vec<HopId> = inputs
+        .iter()
+        .copied()
+        .filter(|&h| dag.is_matrix(h))
+        .collect();
     ms.sort_by(|&a, &b| compare_main_input_candidates(dag, a, b));
     ms.first().copied()
 }
@@ -165,7 +160,11 @@ pub fn choose_sparse_driver(
     inputs: &[HopId],
     in_region: &dyn Fn(HopId) -> bool,
 ) -> Option<HopId> {
-    let mut ms: Vec<HopId> = inputs.iter().copied().filter(|&h| dag.is_matrix(h)).collect();
+    let mut ms: Vec<HopId> = inputs
+        .iter()
+        .copied()
+        .filter(|&h| dag.is_matrix(h))
+        .collect();
     ms.sort_by(|&a, &b| compare_main_input_candidates(dag, a, b));
     let largest = ms.first().and_then(|&h| dag.hop(h).cells())?;
     ms.into_iter().find(|&h| {

@@ -460,13 +460,7 @@ pub const RAND_INPUTS: [&str; 8] = [
 ];
 /// The input order of `ToString`.
 pub const TOSTRING_INPUTS: [&str; 7] = [
-    "target",
-    "rows",
-    "cols",
-    "decimal",
-    "sparse",
-    "sep",
-    "linesep",
+    "target", "rows", "cols", "decimal", "sparse", "sep", "linesep",
 ];
 
 named_ops! {

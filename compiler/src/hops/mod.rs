@@ -50,8 +50,8 @@
 //! Deliberate difference: SystemDS 3.4.0 evaluates `&`, `|` and `!` on int or double operands
 //! as if every such operand were FALSE (`2 & 1` → `FALSE`, `!1` → `TRUE`); lafuse uses the
 //! evident meaning `x != 0`. Matrices always have value type double; arithmetic with matrices
-//! gives matrices. Broadcasting follows SystemDS: the right operand may be a row vector `1×n` or
-//! column vector `m×1` of the left's shape, or a scalar; nothing else.
+//! gives matrices. Broadcasting follows SystemDS: the right operand may be a 1×1 matrix, a row vector
+//! `1×n` or column vector `m×1` of the left's shape, or a scalar; nothing else.
 
 pub mod builder;
 pub mod construct;

@@ -610,13 +610,16 @@ pub fn parse_sinit(text: &str) -> std::result::Result<Vec<f64>, String> {
 }
 
 /// The result dims of an element-wise binary op between two matrices, with SystemDS's
-/// broadcasting: the right operand is a row vector 1×n or a column vector m×1 of the left's
-/// shape. SystemDS rejects everything else (a vector on the left, a column vector with a row
-/// vector, a 1×1 matrix against a larger one), and so do we, so that scripts mean the same on
-/// both systems.
+/// broadcasting: the right operand is a 1×1 matrix, or a row vector 1×n or column vector m×1
+/// of the left's shape. SystemDS rejects everything else (a vector on the left, a column vector
+/// with a row vector), and so do we, so that scripts mean the same on both systems.
 pub fn broadcast_dims(a: (u64, u64), b: (u64, u64)) -> Option<(u64, u64)> {
     let ((r1, c1), (r2, c2)) = (a, b);
-    ((r1, c1) == (r2, c2) || (r2 == 1 && c2 == c1) || (c2 == 1 && r2 == r1)).then_some((r1, c1))
+    let fits = (r1, c1) == (r2, c2)
+        || (r2, c2) == (1, 1)
+        || (r2 == 1 && c2 == c1)
+        || (c2 == 1 && r2 == r1);
+    fits.then_some((r1, c1))
 }
 
 fn binary_dims(dag: &HopDag, hop: &Hop, op: BinaryOp) -> Result<Dims> {
@@ -784,10 +787,9 @@ mod tests {
         assert_eq!(broadcast_dims((3, 4), (3, 4)), Some((3, 4)));
         assert_eq!(broadcast_dims((3, 4), (1, 4)), Some((3, 4)));
         assert_eq!(broadcast_dims((3, 4), (3, 1)), Some((3, 4)));
-        assert_eq!(broadcast_dims((1, 1), (1, 1)), Some((1, 1)));
-        // SystemDS rejects a 1x1 matrix against a larger one, outer broadcasting of a column
-        // with a row vector, and a vector on the left.
-        assert_eq!(broadcast_dims((3, 4), (1, 1)), None);
+        assert_eq!(broadcast_dims((3, 4), (1, 1)), Some((3, 4)));
+        // SystemDS rejects outer broadcasting of a column with a row vector, and a vector on
+        // the left (checked with SystemDS 3.4: "Mismatch in dimensions for operation").
         assert_eq!(broadcast_dims((3, 1), (1, 4)), None);
         assert_eq!(broadcast_dims((1, 4), (3, 4)), None);
         assert_eq!(broadcast_dims((3, 4), (3, 3)), None);

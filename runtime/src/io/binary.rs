@@ -34,12 +34,14 @@ pub fn write_binary(m: &Matrix, path: &Path) -> Result<()> {
                 let mut buf = Vec::with_capacity(8 * 8192);
                 for c in s.row_ptr.chunks(8192) {
                     buf.clear();
-                    c.iter().for_each(|&p| buf.extend_from_slice(&(p as u64).to_le_bytes()));
+                    c.iter()
+                        .for_each(|&p| buf.extend_from_slice(&(p as u64).to_le_bytes()));
                     w.write_all(&buf)?;
                 }
                 for c in s.col_idx.chunks(8192) {
                     buf.clear();
-                    c.iter().for_each(|&j| buf.extend_from_slice(&j.to_le_bytes()));
+                    c.iter()
+                        .for_each(|&j| buf.extend_from_slice(&j.to_le_bytes()));
                     w.write_all(&buf)?;
                 }
                 write_f64s(&mut w, &s.values)?;
@@ -54,7 +56,8 @@ fn write_f64s(w: &mut impl Write, vals: &[f64]) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(8 * 8192);
     for c in vals.chunks(8192) {
         buf.clear();
-        c.iter().for_each(|&v| buf.extend_from_slice(&v.to_le_bytes()));
+        c.iter()
+            .for_each(|&v| buf.extend_from_slice(&v.to_le_bytes()));
         w.write_all(&buf)?;
     }
     Ok(())
@@ -65,7 +68,12 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
     let mut f = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes).map_err(|e| io_error(path, e))?;
-    let corrupt = |what: &str| RuntimeError::user(format!("{}: corrupt binary matrix file: {what}", path.display()));
+    let corrupt = |what: &str| {
+        RuntimeError::user(format!(
+            "{}: corrupt binary matrix file: {what}",
+            path.display()
+        ))
+    };
     if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
         return Err(corrupt("bad magic bytes"));
     }
@@ -84,11 +92,15 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
     let (rows, cols, nnz) = (as_usize(rows)?, as_usize(cols)?, as_usize(nnz)?);
     let body = &bytes[HEADER_LEN..];
     let f64s = |b: &[u8]| -> Vec<f64> {
-        b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
+        b.chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect()
     };
     match sparse {
         0 => {
-            let cells = rows.checked_mul(cols).ok_or_else(|| corrupt("dimensions too large"))?;
+            let cells = rows
+                .checked_mul(cols)
+                .ok_or_else(|| corrupt("dimensions too large"))?;
             if Some(body.len()) != cells.checked_mul(8) {
                 return Err(corrupt("length does not match the dimensions"));
             }
@@ -112,8 +124,10 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
                 .chunks_exact(8)
                 .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize)
                 .collect();
-            let col_idx: Vec<u32> =
-                idx_b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+            let col_idx: Vec<u32> = idx_b
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+                .collect();
             Matrix::from_csr(rows, cols, row_ptr, col_idx, f64s(val_b))
                 .map_err(|e| corrupt(&e.to_string()))
         }

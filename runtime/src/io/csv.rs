@@ -15,7 +15,9 @@ const LINES_PER_TASK: usize = 2048;
 /// numbers and ragged rows are user errors naming the file, line and column.
 pub fn read_csv(path: &Path, header: bool, sep: &str) -> Result<Matrix> {
     if sep.is_empty() {
-        return Err(RuntimeError::user("read: the CSV separator must not be empty"));
+        return Err(RuntimeError::user(
+            "read: the CSV separator must not be empty",
+        ));
     }
     let text = std::fs::read_to_string(path).map_err(|e| io_error(path, e))?;
     let pname = path.display().to_string();
@@ -128,12 +130,23 @@ mod tests {
         let p = dir.path().join("data.csv");
         std::fs::write(&p, "1,2\n3,4\n5,abc\n").unwrap();
         let e = read_csv(&p, false, ",").unwrap_err().to_string();
-        assert!(e.ends_with("data.csv:3: column 2: cannot parse 'abc' as a number"), "{e}");
+        assert!(
+            e.ends_with("data.csv:3: column 2: cannot parse 'abc' as a number"),
+            "{e}"
+        );
         std::fs::write(&p, "1,2\n3\n").unwrap();
         let e = read_csv(&p, false, ",").unwrap_err().to_string();
-        assert!(e.ends_with("data.csv:2: expected 2 columns, found 1"), "{e}");
-        let e = read_csv(&dir.path().join("missing.csv"), false, ",").unwrap_err().to_string();
-        assert!(e.contains("missing.csv") && e.contains("no such file"), "{e}");
+        assert!(
+            e.ends_with("data.csv:2: expected 2 columns, found 1"),
+            "{e}"
+        );
+        let e = read_csv(&dir.path().join("missing.csv"), false, ",")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("missing.csv") && e.contains("no such file"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -142,7 +155,10 @@ mod tests {
         let p = dir.path().join("out.csv");
         let m = Matrix::from_dense_values(2, 2, vec![1.0, 0.0, f64::NAN, -2.5e-8]).unwrap();
         write_csv(&m, &p, false, ",").unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "1.0,0.0\nNaN,-2.5e-8\n");
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "1.0,0.0\nNaN,-2.5e-8\n"
+        );
         let back = read_csv(&p, false, ",").unwrap();
         assert!(crate::kernels::testutil::same(&back, &m));
     }

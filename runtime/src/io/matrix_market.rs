@@ -15,16 +15,25 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
     let user = |msg: String| RuntimeError::user(format!("{pname}: {msg}"));
     let mut lines = text.lines().enumerate();
     let banner = lines.next().map(|(_, l)| l).unwrap_or("");
-    let words: Vec<String> = banner.split_whitespace().map(|w| w.to_ascii_lowercase()).collect();
+    let words: Vec<String> = banner
+        .split_whitespace()
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
     if words.len() != 5 || words[0] != "%%matrixmarket" || words[1] != "matrix" {
-        return Err(user(format!("1: not a MatrixMarket matrix header: '{banner}'")));
+        return Err(user(format!(
+            "1: not a MatrixMarket matrix header: '{banner}'"
+        )));
     }
     let (layout, field, symmetry) = (words[2].as_str(), words[3].as_str(), words[4].as_str());
     if !matches!(field, "real" | "integer" | "pattern" | "double") {
-        return Err(RuntimeError::unsupported(format!("MatrixMarket field '{field}' in {pname}")));
+        return Err(RuntimeError::unsupported(format!(
+            "MatrixMarket field '{field}' in {pname}"
+        )));
     }
     if !matches!(symmetry, "general" | "symmetric" | "skew-symmetric") {
-        return Err(RuntimeError::unsupported(format!("MatrixMarket symmetry '{symmetry}' in {pname}")));
+        return Err(RuntimeError::unsupported(format!(
+            "MatrixMarket symmetry '{symmetry}' in {pname}"
+        )));
     }
     // Skip comments up to the size line.
     let (size_ln, size_line) = lines
@@ -36,7 +45,11 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
         .split_whitespace()
         .map(|w| w.parse::<usize>())
         .collect::<std::result::Result<_, _>>()
-        .map_err(|_| user(format!("{size_ln}: cannot parse the size line '{size_line}'")))?;
+        .map_err(|_| {
+            user(format!(
+                "{size_ln}: cannot parse the size line '{size_line}'"
+            ))
+        })?;
     // The body starts after the size line; find its byte offset to hand it over in one piece.
     let body_start = text
         .lines()
@@ -48,14 +61,23 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
     match layout {
         "coordinate" => {
             let [rows, cols, nnz] = dims[..] else {
-                return Err(user(format!("{size_ln}: expected 'rows cols nnz', got '{size_line}'")));
+                return Err(user(format!(
+                    "{size_ln}: expected 'rows cols nnz', got '{size_line}'"
+                )));
             };
             let mut triples = parse_triples(&pname, body, size_ln + 1, field == "pattern")?;
             if triples.len() != nnz {
-                return Err(user(format!("the size line announces {nnz} entries, found {}", triples.len())));
+                return Err(user(format!(
+                    "the size line announces {nnz} entries, found {}",
+                    triples.len()
+                )));
             }
             if symmetry != "general" {
-                let sign = if symmetry == "skew-symmetric" { -1.0 } else { 1.0 };
+                let sign = if symmetry == "skew-symmetric" {
+                    -1.0
+                } else {
+                    1.0
+                };
                 let mirrored: Vec<_> = triples
                     .iter()
                     .filter(|&&(i, j, _)| i != j)
@@ -72,7 +94,9 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
                 )));
             }
             let [rows, cols] = dims[..] else {
-                return Err(user(format!("{size_ln}: expected 'rows cols', got '{size_line}'")));
+                return Err(user(format!(
+                    "{size_ln}: expected 'rows cols', got '{size_line}'"
+                )));
             };
             let mut vals = Vec::with_capacity(rows * cols);
             for (k, line) in body.lines().enumerate() {
@@ -81,7 +105,10 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
                         break;
                     }
                     let v = parse_f64(f).ok_or_else(|| {
-                        user(format!("{}: cannot parse '{f}' as a number", size_ln + 1 + k))
+                        user(format!(
+                            "{}: cannot parse '{f}' as a number",
+                            size_ln + 1 + k
+                        ))
                     })?;
                     vals.push(v);
                 }
@@ -100,7 +127,9 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
             }
             Matrix::from_dense_values(rows, cols, out)
         }
-        other => Err(RuntimeError::unsupported(format!("MatrixMarket layout '{other}' in {pname}"))),
+        other => Err(RuntimeError::unsupported(format!(
+            "MatrixMarket layout '{other}' in {pname}"
+        ))),
     }
 }
 
@@ -126,13 +155,25 @@ mod tests {
     fn reads_coordinate_symmetric_pattern_and_array() {
         let dir = TempDir::new();
         let p = dir.path().join("a.mtx");
-        std::fs::write(&p, "%%MatrixMarket matrix coordinate real symmetric\n% c\n3 3 2\n2 1 5\n3 3 1.5\n").unwrap();
+        std::fs::write(
+            &p,
+            "%%MatrixMarket matrix coordinate real symmetric\n% c\n3 3 2\n2 1 5\n3 3 1.5\n",
+        )
+        .unwrap();
         let m = read_matrix_market(&p).unwrap();
         m.validate().unwrap();
         assert_eq!((m.get(1, 0), m.get(0, 1), m.get(2, 2)), (5.0, 5.0, 1.5));
-        std::fs::write(&p, "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\n").unwrap();
+        std::fs::write(
+            &p,
+            "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\n",
+        )
+        .unwrap();
         assert_eq!(read_matrix_market(&p).unwrap().get(0, 1), 1.0);
-        std::fs::write(&p, "%%MatrixMarket matrix array real general\n2 3\n1\n2\n3\n4\n5\n6\n").unwrap();
+        std::fs::write(
+            &p,
+            "%%MatrixMarket matrix array real general\n2 3\n1\n2\n3\n4\n5\n6\n",
+        )
+        .unwrap();
         let m = read_matrix_market(&p).unwrap();
         assert_eq!(m.into_dense_values(), vec![1.0, 3.0, 5.0, 2.0, 4.0, 6.0]);
     }
@@ -141,14 +182,32 @@ mod tests {
     fn malformed_files_are_user_errors() {
         let dir = TempDir::new();
         let p = dir.path().join("bad.mtx");
-        std::fs::write(&p, "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 x 3\n").unwrap();
+        std::fs::write(
+            &p,
+            "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 x 3\n",
+        )
+        .unwrap();
         let e = read_matrix_market(&p).unwrap_err().to_string();
         assert!(e.contains("bad.mtx:3"), "{e}");
-        std::fs::write(&p, "%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 3\n").unwrap();
-        assert!(read_matrix_market(&p).unwrap_err().to_string().contains("outside"));
+        std::fs::write(
+            &p,
+            "%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 3\n",
+        )
+        .unwrap();
+        assert!(read_matrix_market(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("outside"));
         std::fs::write(&p, "hello\n").unwrap();
         assert!(read_matrix_market(&p).is_err());
-        std::fs::write(&p, "%%MatrixMarket matrix coordinate complex general\n1 1 0\n").unwrap();
-        assert!(matches!(read_matrix_market(&p).unwrap_err(), RuntimeError::Unsupported(_)));
+        std::fs::write(
+            &p,
+            "%%MatrixMarket matrix coordinate complex general\n1 1 0\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            read_matrix_market(&p).unwrap_err(),
+            RuntimeError::Unsupported(_)
+        ));
     }
 }

@@ -64,7 +64,10 @@ pub struct CsvOptions {
 
 impl Default for CsvOptions {
     fn default() -> Self {
-        CsvOptions { header: false, sep: ",".into() }
+        CsvOptions {
+            header: false,
+            sep: ",".into(),
+        }
     }
 }
 
@@ -137,11 +140,18 @@ pub(crate) fn io_error(path: &Path, e: std::io::Error) -> RuntimeError {
 /// Reads a matrix. The format is `format` if given, else the one in `path.mtd`, else guessed
 /// from the content (binary magic, a MatrixMarket banner, otherwise CSV). CSV options come from
 /// `csv` if given, else from the metadata, else SystemDS's defaults.
-pub fn read_matrix(path: &Path, format: Option<FileFormat>, csv: Option<&CsvOptions>) -> Result<Matrix> {
+pub fn read_matrix(
+    path: &Path,
+    format: Option<FileFormat>,
+    csv: Option<&CsvOptions>,
+) -> Result<Matrix> {
     let md = read_metadata(path)?;
     let md_format = match md.as_ref().and_then(|m| m.format.as_deref()) {
         Some(name) => Some(FileFormat::from_name(name).ok_or_else(|| {
-            RuntimeError::unsupported(format!("file format '{name}' (in {})", metadata_path(path).display()))
+            RuntimeError::unsupported(format!(
+                "file format '{name}' (in {})",
+                metadata_path(path).display()
+            ))
         })?),
         None => None,
     };
@@ -155,14 +165,15 @@ pub fn read_matrix(path: &Path, format: Option<FileFormat>, csv: Option<&CsvOpti
                 Some(o) => o.clone(),
                 None => CsvOptions {
                     header: md.as_ref().and_then(|m| m.header).unwrap_or(false),
-                    sep: md.as_ref().and_then(|m| m.sep.clone()).unwrap_or_else(|| ",".into()),
+                    sep: md
+                        .as_ref()
+                        .and_then(|m| m.sep.clone())
+                        .unwrap_or_else(|| ",".into()),
                 },
             };
             read_csv(path, opts.header, &opts.sep)?
         }
-        FileFormat::Text => {
-            read_text(path, md.as_ref().and_then(known_dims))?
-        }
+        FileFormat::Text => read_text(path, md.as_ref().and_then(known_dims))?,
         FileFormat::MatrixMarket => read_matrix_market(path)?,
         FileFormat::Binary => read_binary(path)?,
     };
@@ -299,13 +310,24 @@ mod tests {
         vals[5] = 1e-300;
         vals[6] = 0.1 + 0.2;
         let m = Matrix::from_dense_values(13, 9, vals).unwrap();
-        for f in [FileFormat::Csv, FileFormat::Text, FileFormat::MatrixMarket, FileFormat::Binary] {
+        for f in [
+            FileFormat::Csv,
+            FileFormat::Text,
+            FileFormat::MatrixMarket,
+            FileFormat::Binary,
+        ] {
             for x in crate::kernels::testutil::both(&m) {
                 let p = dir.path().join(format!("m.{}", f.name()));
-                let opts = CsvOptions { header: true, sep: ";".into() };
+                let opts = CsvOptions {
+                    header: true,
+                    sep: ";".into(),
+                };
                 write_matrix(&x, &p, f, &opts).unwrap();
                 let md = read_metadata(&p).unwrap().unwrap();
-                assert_eq!((md.rows, md.cols, md.nnz), (Some(13), Some(9), Some(m.nnz() as i64)));
+                assert_eq!(
+                    (md.rows, md.cols, md.nnz),
+                    (Some(13), Some(9), Some(m.nnz() as i64))
+                );
                 assert_eq!(md.format.as_deref(), Some(f.name()));
                 // Format, header and separator come from the metadata.
                 let back = read_matrix(&p, None, None).unwrap();

@@ -24,9 +24,9 @@ pub(crate) fn parse_triples(
         }
         let mut it = line.split_whitespace();
         let mut index = |what: &str| -> Result<usize> {
-            let f = it.next().ok_or_else(|| {
-                RuntimeError::user(format!("{pname}:{ln}: missing {what} index"))
-            })?;
+            let f = it
+                .next()
+                .ok_or_else(|| RuntimeError::user(format!("{pname}:{ln}: missing {what} index")))?;
             match f.parse::<usize>() {
                 Ok(i) if i >= 1 => Ok(i - 1),
                 _ => Err(RuntimeError::user(format!(
@@ -43,7 +43,9 @@ pub(crate) fn parse_triples(
                 .next()
                 .ok_or_else(|| RuntimeError::user(format!("{pname}:{ln}: missing value")))?;
             parse_f64(f).ok_or_else(|| {
-                RuntimeError::user(format!("{pname}:{ln}: column 3: cannot parse '{f}' as a number"))
+                RuntimeError::user(format!(
+                    "{pname}:{ln}: column 3: cannot parse '{f}' as a number"
+                ))
             })?
         };
         out.push((i, j, v));
@@ -58,7 +60,9 @@ pub fn read_text(path: &Path, dims: Option<(usize, usize)>) -> Result<Matrix> {
     let pname = path.display().to_string();
     let triples = parse_triples(&pname, &text, 1, false)?;
     let (rows, cols) = dims.unwrap_or_else(|| {
-        triples.iter().fold((0, 0), |(r, c), &(i, j, _)| (r.max(i + 1), c.max(j + 1)))
+        triples
+            .iter()
+            .fold((0, 0), |(r, c), &(i, j, _)| (r.max(i + 1), c.max(j + 1)))
     });
     Matrix::from_triples(rows, cols, triples)
         .map_err(|e| RuntimeError::user(format!("{pname}: {e}")))

@@ -10,7 +10,7 @@
 
 use super::dense_result;
 use crate::error::Result;
-use crate::matrix::{Matrix, BLOCK_CELLS, PAR_THRESHOLD};
+use crate::matrix::{all_finite, Matrix, BLOCK_CELLS, PAR_THRESHOLD};
 use crate::ops::{AggOp, Direction};
 use rayon::prelude::*;
 
@@ -63,7 +63,10 @@ fn kahan_lanes<const L: usize, G: Fn(f64) -> f64>(x: &[f64], g: G) -> Kahan {
     }
     let mut acc = Kahan::default();
     for l in 0..L {
-        acc.merge(Kahan { sum: s[l], corr: c[l] });
+        acc.merge(Kahan {
+            sum: s[l],
+            corr: c[l],
+        });
     }
     for &v in it.remainder() {
         acc.add(g(v));
@@ -74,7 +77,7 @@ fn kahan_lanes<const L: usize, G: Fn(f64) -> f64>(x: &[f64], g: G) -> Kahan {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn kahan_avx512<G: Fn(f64) -> f64>(x: &[f64], g: G) -> Kahan {
-    kahan_lanes::<32, G>(x, g)
+    kahan_lanes::<64, G>(x, g)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -88,7 +91,7 @@ unsafe fn kahan_avx2<G: Fn(f64) -> f64>(x: &[f64], g: G) -> Kahan {
 pub fn kahan_sum<G: Fn(f64) -> f64>(x: &[f64], g: G) -> Kahan {
     #[cfg(target_arch = "x86_64")]
     {
-        if x.len() >= 64 {
+        if x.len() >= 128 {
             if std::arch::is_x86_feature_detected!("avx512f") {
                 // SAFETY: the CPU supports AVX-512F (checked just above).
                 return unsafe { kahan_avx512(x, g) };
@@ -140,35 +143,66 @@ impl<G: Fn(f64) -> f64 + Sync + Send + Copy> Reducer for KSum<G> {
     }
 }
 
+/// Product. The state remembers whether a zero and whether a non-finite value were seen, so
+/// the result does not depend on the order of multiplication: with a zero present the product
+/// is 0 (even if the other factors overflow to infinity on the way), or NaN if an infinity or
+/// NaN is among the factors (IEEE `0 * Inf`); without zeros it is the plain product.
 #[derive(Clone, Copy)]
 struct Prod;
 
+#[derive(Clone, Copy)]
+struct ProdState {
+    product: f64,
+    zero: bool,
+    non_finite: bool,
+}
+
+impl ProdState {
+    fn value(self) -> f64 {
+        match (self.zero, self.non_finite) {
+            (true, true) => f64::NAN,
+            (true, false) => 0.0,
+            (false, _) => self.product,
+        }
+    }
+}
+
 impl Reducer for Prod {
-    type S = f64;
-    fn init(self) -> f64 {
-        1.0
+    type S = ProdState;
+    fn init(self) -> ProdState {
+        ProdState {
+            product: 1.0,
+            zero: false,
+            non_finite: false,
+        }
     }
     #[inline(always)]
-    fn add(self, s: &mut f64, x: f64) {
-        *s *= x
+    fn add(self, s: &mut ProdState, x: f64) {
+        s.product *= x;
+        s.zero |= x == 0.0;
+        s.non_finite |= !x.is_finite();
     }
-    fn merge(self, s: &mut f64, o: f64) {
-        *s *= o
+    fn merge(self, s: &mut ProdState, o: ProdState) {
+        s.product *= o.product;
+        s.zero |= o.zero;
+        s.non_finite |= o.non_finite;
     }
-    fn slice(self, x: &[f64]) -> f64 {
-        lanes_fold::<8>(x, 1.0, |a, b| a * b)
-    }
-    fn zeros(self, s: &mut f64, count: usize) {
-        if count > 0 {
-            *s *= 0.0
+    fn slice(self, x: &[f64]) -> ProdState {
+        ProdState {
+            product: lanes_fold::<8>(x, 1.0, |a, b| a * b),
+            zero: x.contains(&0.0),
+            non_finite: !all_finite(x),
         }
+    }
+    fn zeros(self, s: &mut ProdState, count: usize) {
+        s.zero |= count > 0;
     }
 }
 
 #[inline(always)]
 fn nan_min(s: f64, x: f64) -> f64 {
     // Once NaN, stays NaN (neither comparison is true); a NaN x replaces s.
-    if x < s || x != x {
+    if x < s || x.is_nan() {
         x
     } else {
         s
@@ -177,7 +211,7 @@ fn nan_min(s: f64, x: f64) -> f64 {
 
 #[inline(always)]
 fn nan_max(s: f64, x: f64) -> f64 {
-    if x > s || x != x {
+    if x > s || x.is_nan() {
         x
     } else {
         s
@@ -289,7 +323,11 @@ fn per_row<T: Send>(a: &Matrix, f: impl Fn(usize, &[f64], usize) -> T + Sync) ->
     let work = a.cells().max(a.nnz());
     if work >= PAR_THRESHOLD {
         let min_len = (BLOCK_CELLS / cols.max(1)).max(1);
-        (0..rows).into_par_iter().with_min_len(min_len).map(one).collect()
+        (0..rows)
+            .into_par_iter()
+            .with_min_len(min_len)
+            .map(one)
+            .collect()
     } else {
         (0..rows).map(one).collect()
     }
@@ -304,7 +342,8 @@ const COL_SPLIT: usize = 1024;
 /// tasks. Each column is still reduced over all rows in order, so the width never changes a
 /// result.
 fn col_chunk_width(cols: usize) -> usize {
-    cols.div_ceil(2 * rayon::current_num_threads()).max(COL_SPLIT / 4)
+    cols.div_ceil(2 * rayon::current_num_threads())
+        .max(COL_SPLIT / 4)
 }
 
 /// Per-column reduction of `g(j, x)` with reducer `r`, including implicit zeros (for which `g` is
@@ -380,7 +419,11 @@ fn per_col<R: Reducer>(
 /// Column Kahan sums of `x`, `x^2` (`square`) or `(x - shift[j])^2` over a dense matrix, with the
 /// sums and corrections kept in separate arrays so the row loop vectorises across columns. Same
 /// partitioning rules as [`per_col`], so results do not depend on the thread count.
-fn col_kahan_dense(d: &crate::matrix::DenseMatrix, square: bool, shift: Option<&[f64]>) -> Vec<Kahan> {
+fn col_kahan_dense(
+    d: &crate::matrix::DenseMatrix,
+    square: bool,
+    shift: Option<&[f64]>,
+) -> Vec<Kahan> {
     let (rows, cols) = (d.rows, d.cols);
     let block = |r0: usize, r1: usize, c0: usize, c1: usize| {
         let w = c1 - c0;
@@ -391,7 +434,11 @@ fn col_kahan_dense(d: &crate::matrix::DenseMatrix, square: bool, shift: Option<&
         for i in r0..r1 {
             let row = &d.values[i * cols + c0..i * cols + c1];
             for (((sj, cj), &x), &m) in s.iter_mut().zip(c.iter_mut()).zip(row).zip(sh) {
-                let v = if square || shift.is_some() { (x - m) * (x - m) } else { x };
+                let v = if square || shift.is_some() {
+                    (x - m) * (x - m)
+                } else {
+                    x
+                };
                 let y = v - *cj;
                 let t = *sj + y;
                 let cn = (t - *sj) - y;
@@ -399,7 +446,10 @@ fn col_kahan_dense(d: &crate::matrix::DenseMatrix, square: bool, shift: Option<&
                 *sj = t;
             }
         }
-        s.iter().zip(&c).map(|(&sum, &corr)| Kahan { sum, corr }).collect::<Vec<_>>()
+        s.iter()
+            .zip(&c)
+            .map(|(&sum, &corr)| Kahan { sum, corr })
+            .collect::<Vec<_>>()
     };
     let parallel = rows * cols >= PAR_THRESHOLD;
     if parallel && cols >= 2 * COL_SPLIT {
@@ -443,7 +493,7 @@ fn reduce_one(op: AggOp, vals: &[f64], zeros: usize) -> f64 {
         AggOp::Sum => full(KSum(|x| x), vals, zeros).sum,
         AggOp::SumSq => full(KSum(|x| x * x), vals, zeros).sum,
         AggOp::Mean => full(KSum(|x| x), vals, zeros).sum / n as f64,
-        AggOp::Prod => full(Prod, vals, zeros),
+        AggOp::Prod => full(Prod, vals, zeros).value(),
         AggOp::Min => full(MinR, vals, zeros),
         AggOp::Max => full(MaxR, vals, zeros),
         AggOp::Var | AggOp::Sd => {
@@ -485,10 +535,19 @@ pub fn aggregate(a: &Matrix, op: AggOp, dir: Direction) -> Result<Matrix> {
             let out = per_row(a, |_, v, z| reduce_one(op, v, z));
             Ok(vector_result(rows, 1, out))
         }
-        Direction::Col if !a.is_sparse() && matches!(op, AggOp::Sum | AggOp::SumSq | AggOp::Mean | AggOp::Var | AggOp::Sd) => {
+        Direction::Col
+            if !a.is_sparse()
+                && matches!(
+                    op,
+                    AggOp::Sum | AggOp::SumSq | AggOp::Mean | AggOp::Var | AggOp::Sd
+                ) =>
+        {
             let d = a.dense_cow();
             let n = rows as f64;
-            let sums: Vec<f64> = col_kahan_dense(&d, op == AggOp::SumSq, None).iter().map(|k| k.sum).collect();
+            let sums: Vec<f64> = col_kahan_dense(&d, op == AggOp::SumSq, None)
+                .iter()
+                .map(|k| k.sum)
+                .collect();
             let out: Vec<f64> = match op {
                 AggOp::Sum | AggOp::SumSq => sums,
                 AggOp::Mean => sums.iter().map(|s| s / n).collect(),
@@ -512,14 +571,22 @@ pub fn aggregate(a: &Matrix, op: AggOp, dir: Direction) -> Result<Matrix> {
         Direction::Col => {
             let n = rows as f64;
             let out: Vec<f64> = match op {
-                AggOp::Sum => per_col(KSum(|x| x), a, |_, x| x, |_| None).iter().map(|k| k.sum).collect(),
-                AggOp::SumSq => {
-                    per_col(KSum(|x| x), a, |_, x| x * x, |_| None).iter().map(|k| k.sum).collect()
-                }
-                AggOp::Mean => {
-                    per_col(KSum(|x| x), a, |_, x| x, |_| None).iter().map(|k| k.sum / n).collect()
-                }
-                AggOp::Prod => per_col(Prod, a, |_, x| x, |_| None),
+                AggOp::Sum => per_col(KSum(|x| x), a, |_, x| x, |_| None)
+                    .iter()
+                    .map(|k| k.sum)
+                    .collect(),
+                AggOp::SumSq => per_col(KSum(|x| x), a, |_, x| x * x, |_| None)
+                    .iter()
+                    .map(|k| k.sum)
+                    .collect(),
+                AggOp::Mean => per_col(KSum(|x| x), a, |_, x| x, |_| None)
+                    .iter()
+                    .map(|k| k.sum / n)
+                    .collect(),
+                AggOp::Prod => per_col(Prod, a, |_, x| x, |_| None)
+                    .iter()
+                    .map(|p| p.value())
+                    .collect(),
                 AggOp::Min => per_col(MinR, a, |_, x| x, |_| None),
                 AggOp::Max => per_col(MaxR, a, |_, x| x, |_| None),
                 AggOp::Var | AggOp::Sd => {
@@ -569,6 +636,14 @@ mod tests {
                 AggOp::Sum => v.iter().sum(),
                 AggOp::SumSq => v.iter().map(|x| x * x).sum(),
                 AggOp::Mean => v.iter().sum::<f64>() / n,
+                // The order-independent product: a zero wins unless a factor is non-finite.
+                AggOp::Prod if v.contains(&0.0) => {
+                    if v.iter().all(|x| x.is_finite()) {
+                        0.0
+                    } else {
+                        f64::NAN
+                    }
+                }
                 AggOp::Prod => v.iter().product(),
                 AggOp::Min => v.iter().fold(f64::INFINITY, |s, &x| nan_min(s, x)),
                 AggOp::Max => v.iter().fold(f64::NEG_INFINITY, |s, &x| nan_max(s, x)),
@@ -587,7 +662,9 @@ mod tests {
         let vals = match dir {
             Direction::Full => vec![agg(d.values.clone())],
             Direction::Row => (0..r).map(|i| agg(d.row(i).to_vec())).collect(),
-            Direction::Col => (0..c).map(|j| agg((0..r).map(|i| d.values[i * c + j]).collect())).collect(),
+            Direction::Col => (0..c)
+                .map(|j| agg((0..r).map(|i| d.values[i * c + j]).collect()))
+                .collect(),
         };
         let (rr, cc) = match dir {
             Direction::Full => (1, 1),
@@ -604,7 +681,11 @@ mod tests {
                 for x in both(a) {
                     let got = aggregate(&x, op, dir).unwrap();
                     got.validate().unwrap();
-                    assert!(close(&got, &want, tol), "{op:?} {dir:?} sparse={}\n{got:?}\n{want:?}", x.is_sparse());
+                    assert!(
+                        close(&got, &want, tol),
+                        "{op:?} {dir:?} sparse={}\n{got:?}\n{want:?}",
+                        x.is_sparse()
+                    );
                 }
             }
         }
@@ -614,7 +695,10 @@ mod tests {
     fn small_matrices_all_ops() {
         check(&m(&[&[1.0, 0.0, 3.0], &[0.0, 0.0, -2.0]]), 1e-12);
         check(&m(&[&[0.0, f64::NAN, 3.0], &[0.0, 0.0, -2.0]]), 1e-12);
-        check(&m(&[&[f64::INFINITY, 1.0], &[0.0, f64::NEG_INFINITY]]), 1e-12);
+        check(
+            &m(&[&[f64::INFINITY, 1.0], &[0.0, f64::NEG_INFINITY]]),
+            1e-12,
+        );
         check(&m(&[&[5.0]]), 1e-12);
         check(&m(&[&[-1.0, -2.0], &[-3.0, -4.0]]), 1e-12);
     }
@@ -624,8 +708,20 @@ mod tests {
         for (r, c) in [(0, 3), (3, 0), (0, 0)] {
             let z = Matrix::zeros(r, c);
             check(&z, 0.0);
-            assert_eq!(aggregate(&z, AggOp::Sum, Direction::Full).unwrap().as_scalar().unwrap(), 0.0);
-            assert_eq!(aggregate(&z, AggOp::Min, Direction::Full).unwrap().as_scalar().unwrap(), f64::INFINITY);
+            assert_eq!(
+                aggregate(&z, AggOp::Sum, Direction::Full)
+                    .unwrap()
+                    .as_scalar()
+                    .unwrap(),
+                0.0
+            );
+            assert_eq!(
+                aggregate(&z, AggOp::Min, Direction::Full)
+                    .unwrap()
+                    .as_scalar()
+                    .unwrap(),
+                f64::INFINITY
+            );
         }
     }
 
@@ -641,7 +737,10 @@ mod tests {
         let mut v = vec![1.0; 1_000_001];
         v[0] = 1e16;
         let a = Matrix::from_dense_values(1, v.len(), v).unwrap();
-        let s = aggregate(&a, AggOp::Sum, Direction::Full).unwrap().as_scalar().unwrap();
+        let s = aggregate(&a, AggOp::Sum, Direction::Full)
+            .unwrap()
+            .as_scalar()
+            .unwrap();
         assert_eq!(s, 1e16 + 1_000_000.0);
         let mut v = vec![1.0; 200_000];
         v[7] = f64::INFINITY;
@@ -652,12 +751,37 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn dense_and_sparse_inputs_agree(
+            cells in proptest::collection::vec(
+                proptest::prop_oneof![5 => proptest::strategy::Just(0.0), 4 => -100.0..100.0f64,
+                                      1 => proptest::strategy::Just(f64::NAN)],
+                0..60),
+            cols in 1usize..7,
+        ) {
+            let rows = cells.len() / cols;
+            let a = Matrix::from_dense_values(rows, cols, cells[..rows * cols].to_vec()).unwrap();
+            for op in AggOp::ALL {
+                for dir in [Direction::Full, Direction::Row, Direction::Col] {
+                    let [d, s] = both(&a);
+                    let (x, y) = (aggregate(&d, op, dir).unwrap(), aggregate(&s, op, dir).unwrap());
+                    proptest::prop_assert!(close(&x, &y, 1e-12), "{:?} {:?}", op, dir);
+                    proptest::prop_assert!(close(&x, &naive(&a, op, dir), 1e-9));
+                }
+            }
+        }
+    }
+
     #[test]
     fn results_do_not_depend_on_thread_count() {
         let a = rand(1000, 500, 0.9, 9);
         let s = Matrix::Sparse(a.to_sparse());
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
             pool.install(|| {
                 let mut out = Vec::new();
                 for x in [&a, &s] {
@@ -674,7 +798,10 @@ mod tests {
         for (x, y) in one.iter().zip(&four) {
             assert!(same(x, y));
             let (p, q) = (x.to_dense().values, y.to_dense().values);
-            assert!(p.iter().zip(&q).all(|(u, v)| u.to_bits() == v.to_bits() || u.is_nan()));
+            assert!(p
+                .iter()
+                .zip(&q)
+                .all(|(u, v)| u.to_bits() == v.to_bits() || u.is_nan()));
         }
     }
 }

@@ -57,7 +57,11 @@ pub fn seq(from: f64, to: f64, incr: Option<f64>) -> Result<Matrix> {
              non-zero and point from 'from' towards 'to'"
         )));
     }
-    let len = if from == to { 1 } else { seq_length(from, to, incr) };
+    let len = if from == to {
+        1
+    } else {
+        seq_length(from, to, incr)
+    };
     let mut values = Vec::with_capacity(len);
     let mut cur = from;
     for _ in 0..len {
@@ -74,11 +78,20 @@ mod tests {
 
     #[test]
     fn seq_forms() {
-        assert_eq!(seq(1.0, 5.0, None).unwrap().into_dense_values(), vec![1.0, 2.0, 3.0, 4.0, 5.0]);
-        assert_eq!(seq(5.0, 1.0, None).unwrap().into_dense_values(), vec![5.0, 4.0, 3.0, 2.0, 1.0]);
+        assert_eq!(
+            seq(1.0, 5.0, None).unwrap().into_dense_values(),
+            vec![1.0, 2.0, 3.0, 4.0, 5.0]
+        );
+        assert_eq!(
+            seq(5.0, 1.0, None).unwrap().into_dense_values(),
+            vec![5.0, 4.0, 3.0, 2.0, 1.0]
+        );
         assert_eq!(seq(0.0, 1.0, Some(0.25)).unwrap().rows(), 5);
         assert_eq!(seq(0.0, 0.9, Some(0.1)).unwrap().rows(), 10);
-        assert_eq!(seq(1.0, 10.0, Some(4.0)).unwrap().into_dense_values(), vec![1.0, 5.0, 9.0]);
+        assert_eq!(
+            seq(1.0, 10.0, Some(4.0)).unwrap().into_dense_values(),
+            vec![1.0, 5.0, 9.0]
+        );
         assert_eq!(seq(3.0, 3.0, None).unwrap().into_dense_values(), vec![3.0]);
         assert!(seq(1.0, 5.0, Some(-1.0)).is_err());
         assert!(seq(1.0, 5.0, Some(0.0)).is_err());

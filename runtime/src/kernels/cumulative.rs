@@ -31,8 +31,18 @@ mod tests {
 
     #[test]
     fn cumsum_columns() {
-        let a = m(&[&[1.0, 0.0, 0.0], &[2.0, 0.0, f64::INFINITY], &[0.0, 0.0, 1.0], &[-3.0, 1.0, 0.0]]);
-        let want = m(&[&[1.0, 0.0, 0.0], &[3.0, 0.0, f64::INFINITY], &[3.0, 0.0, f64::INFINITY], &[0.0, 1.0, f64::INFINITY]]);
+        let a = m(&[
+            &[1.0, 0.0, 0.0],
+            &[2.0, 0.0, f64::INFINITY],
+            &[0.0, 0.0, 1.0],
+            &[-3.0, 1.0, 0.0],
+        ]);
+        let want = m(&[
+            &[1.0, 0.0, 0.0],
+            &[3.0, 0.0, f64::INFINITY],
+            &[3.0, 0.0, f64::INFINITY],
+            &[0.0, 1.0, f64::INFINITY],
+        ]);
         for x in both(&a) {
             let got = cumsum(&x).unwrap();
             got.validate().unwrap();

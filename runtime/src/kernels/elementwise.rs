@@ -14,24 +14,78 @@ macro_rules! with_binary_fn {
     ($op:expr, $f:ident => $body:expr) => {{
         use $crate::ops::BinaryOp as B;
         match $op {
-            B::Add => { let $f = |a: f64, b: f64| a + b; $body }
-            B::Sub => { let $f = |a: f64, b: f64| a - b; $body }
-            B::Mul => { let $f = |a: f64, b: f64| a * b; $body }
-            B::Div => { let $f = |a: f64, b: f64| a / b; $body }
-            B::Pow => { let $f = |a: f64, b: f64| B::Pow.apply(a, b); $body }
-            B::Mod => { let $f = |a: f64, b: f64| B::Mod.apply(a, b); $body }
-            B::IntDiv => { let $f = |a: f64, b: f64| B::IntDiv.apply(a, b); $body }
-            B::Lt => { let $f = |a: f64, b: f64| B::Lt.apply(a, b); $body }
-            B::Le => { let $f = |a: f64, b: f64| B::Le.apply(a, b); $body }
-            B::Gt => { let $f = |a: f64, b: f64| B::Gt.apply(a, b); $body }
-            B::Ge => { let $f = |a: f64, b: f64| B::Ge.apply(a, b); $body }
-            B::Eq => { let $f = |a: f64, b: f64| B::Eq.apply(a, b); $body }
-            B::Ne => { let $f = |a: f64, b: f64| B::Ne.apply(a, b); $body }
-            B::And => { let $f = |a: f64, b: f64| B::And.apply(a, b); $body }
-            B::Or => { let $f = |a: f64, b: f64| B::Or.apply(a, b); $body }
-            B::Min => { let $f = |a: f64, b: f64| B::Min.apply(a, b); $body }
-            B::Max => { let $f = |a: f64, b: f64| B::Max.apply(a, b); $body }
-            B::Log => { let $f = |a: f64, b: f64| B::Log.apply(a, b); $body }
+            B::Add => {
+                let $f = |a: f64, b: f64| a + b;
+                $body
+            }
+            B::Sub => {
+                let $f = |a: f64, b: f64| a - b;
+                $body
+            }
+            B::Mul => {
+                let $f = |a: f64, b: f64| a * b;
+                $body
+            }
+            B::Div => {
+                let $f = |a: f64, b: f64| a / b;
+                $body
+            }
+            B::Pow => {
+                let $f = |a: f64, b: f64| B::Pow.apply(a, b);
+                $body
+            }
+            B::Mod => {
+                let $f = |a: f64, b: f64| B::Mod.apply(a, b);
+                $body
+            }
+            B::IntDiv => {
+                let $f = |a: f64, b: f64| B::IntDiv.apply(a, b);
+                $body
+            }
+            B::Lt => {
+                let $f = |a: f64, b: f64| B::Lt.apply(a, b);
+                $body
+            }
+            B::Le => {
+                let $f = |a: f64, b: f64| B::Le.apply(a, b);
+                $body
+            }
+            B::Gt => {
+                let $f = |a: f64, b: f64| B::Gt.apply(a, b);
+                $body
+            }
+            B::Ge => {
+                let $f = |a: f64, b: f64| B::Ge.apply(a, b);
+                $body
+            }
+            B::Eq => {
+                let $f = |a: f64, b: f64| B::Eq.apply(a, b);
+                $body
+            }
+            B::Ne => {
+                let $f = |a: f64, b: f64| B::Ne.apply(a, b);
+                $body
+            }
+            B::And => {
+                let $f = |a: f64, b: f64| B::And.apply(a, b);
+                $body
+            }
+            B::Or => {
+                let $f = |a: f64, b: f64| B::Or.apply(a, b);
+                $body
+            }
+            B::Min => {
+                let $f = |a: f64, b: f64| B::Min.apply(a, b);
+                $body
+            }
+            B::Max => {
+                let $f = |a: f64, b: f64| B::Max.apply(a, b);
+                $body
+            }
+            B::Log => {
+                let $f = |a: f64, b: f64| B::Log.apply(a, b);
+                $body
+            }
         }
     }};
 }
@@ -41,26 +95,86 @@ macro_rules! with_unary_fn {
     ($op:expr, $f:ident => $body:expr) => {{
         use $crate::ops::UnaryOp as U;
         match $op {
-            U::Abs => { let $f = |x: f64| x.abs(); $body }
-            U::Exp => { let $f = |x: f64| x.exp(); $body }
-            U::Log => { let $f = |x: f64| x.ln(); $body }
-            U::Sqrt => { let $f = |x: f64| x.sqrt(); $body }
-            U::Round => { let $f = |x: f64| U::Round.apply(x); $body }
-            U::Floor => { let $f = |x: f64| x.floor(); $body }
-            U::Ceil => { let $f = |x: f64| x.ceil(); $body }
-            U::Sign => { let $f = |x: f64| U::Sign.apply(x); $body }
-            U::Sin => { let $f = |x: f64| x.sin(); $body }
-            U::Cos => { let $f = |x: f64| x.cos(); $body }
-            U::Tan => { let $f = |x: f64| x.tan(); $body }
-            U::Asin => { let $f = |x: f64| x.asin(); $body }
-            U::Acos => { let $f = |x: f64| x.acos(); $body }
-            U::Atan => { let $f = |x: f64| x.atan(); $body }
-            U::Sinh => { let $f = |x: f64| x.sinh(); $body }
-            U::Cosh => { let $f = |x: f64| x.cosh(); $body }
-            U::Tanh => { let $f = |x: f64| x.tanh(); $body }
-            U::Sigmoid => { let $f = |x: f64| U::Sigmoid.apply(x); $body }
-            U::Not => { let $f = |x: f64| U::Not.apply(x); $body }
-            U::Neg => { let $f = |x: f64| -x; $body }
+            U::Abs => {
+                let $f = |x: f64| x.abs();
+                $body
+            }
+            U::Exp => {
+                let $f = |x: f64| x.exp();
+                $body
+            }
+            U::Log => {
+                let $f = |x: f64| x.ln();
+                $body
+            }
+            U::Sqrt => {
+                let $f = |x: f64| x.sqrt();
+                $body
+            }
+            U::Round => {
+                let $f = |x: f64| U::Round.apply(x);
+                $body
+            }
+            U::Floor => {
+                let $f = |x: f64| x.floor();
+                $body
+            }
+            U::Ceil => {
+                let $f = |x: f64| x.ceil();
+                $body
+            }
+            U::Sign => {
+                let $f = |x: f64| U::Sign.apply(x);
+                $body
+            }
+            U::Sin => {
+                let $f = |x: f64| x.sin();
+                $body
+            }
+            U::Cos => {
+                let $f = |x: f64| x.cos();
+                $body
+            }
+            U::Tan => {
+                let $f = |x: f64| x.tan();
+                $body
+            }
+            U::Asin => {
+                let $f = |x: f64| x.asin();
+                $body
+            }
+            U::Acos => {
+                let $f = |x: f64| x.acos();
+                $body
+            }
+            U::Atan => {
+                let $f = |x: f64| x.atan();
+                $body
+            }
+            U::Sinh => {
+                let $f = |x: f64| x.sinh();
+                $body
+            }
+            U::Cosh => {
+                let $f = |x: f64| x.cosh();
+                $body
+            }
+            U::Tanh => {
+                let $f = |x: f64| x.tanh();
+                $body
+            }
+            U::Sigmoid => {
+                let $f = |x: f64| U::Sigmoid.apply(x);
+                $body
+            }
+            U::Not => {
+                let $f = |x: f64| U::Not.apply(x);
+                $body
+            }
+            U::Neg => {
+                let $f = |x: f64| -x;
+                $body
+            }
         }
     }};
 }
@@ -271,12 +385,17 @@ pub fn binary_owned(a: Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
     let (mode, rows, cols) = broadcast(&a, b, op)?;
     let inplace = matches!(a, Matrix::Dense(_))
         && (rows, cols) == a.shape()
-        && matches!(mode, Bcast::Same | Bcast::RowRight | Bcast::ColRight | Bcast::ScalarRight)
+        && matches!(
+            mode,
+            Bcast::Same | Bcast::RowRight | Bcast::ColRight | Bcast::ScalarRight
+        )
         && !(b.is_sparse() && mode == Bcast::Same && op.is_sparse_safe_right(a.all_finite()));
     if !inplace || rows * cols == 0 {
         return binary(&a, b, op);
     }
-    let Matrix::Dense(d) = a else { unreachable!("checked dense above") };
+    let Matrix::Dense(d) = a else {
+        unreachable!("checked dense above")
+    };
     if mode == Bcast::ScalarRight {
         return binary_scalar_owned(Matrix::Dense(d), b.get(0, 0), op, false);
     }
@@ -293,7 +412,7 @@ pub fn binary_owned(a: Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
 /// `a op s` (or `s op a`) like [`binary_scalar`], computed in `a`'s buffer when `a` is dense.
 pub fn binary_scalar_owned(a: Matrix, s: f64, op: BinaryOp, scalar_left: bool) -> Result<Matrix> {
     match a {
-        Matrix::Dense(d) if d.values.len() > 0 => {
+        Matrix::Dense(d) if !d.values.is_empty() => {
             let (rows, cols) = (d.rows, d.cols);
             Ok(with_binary_fn!(op, f => {
                 let g = move |x: f64| if scalar_left { f(s, x) } else { f(x, s) };
@@ -307,7 +426,7 @@ pub fn binary_scalar_owned(a: Matrix, s: f64, op: BinaryOp, scalar_left: bool) -
 /// `op(a)` like [`unary`], computed in `a`'s buffer when `a` is dense.
 pub fn unary_owned(a: Matrix, op: UnaryOp) -> Result<Matrix> {
     match a {
-        Matrix::Dense(d) if d.values.len() > 0 => {
+        Matrix::Dense(d) if !d.values.is_empty() => {
             let (rows, cols) = (d.rows, d.cols);
             Ok(with_unary_fn!(op, f => map_inplace(d.values, rows, cols, f)))
         }
@@ -315,7 +434,12 @@ pub fn unary_owned(a: Matrix, op: UnaryOp) -> Result<Matrix> {
     }
 }
 
-fn map_inplace<G: Fn(f64) -> f64 + Sync>(mut buf: Vec<f64>, rows: usize, cols: usize, g: G) -> Matrix {
+fn map_inplace<G: Fn(f64) -> f64 + Sync>(
+    mut buf: Vec<f64>,
+    rows: usize,
+    cols: usize,
+    g: G,
+) -> Matrix {
     let nnz = fill_flat(&mut buf, |_, chunk| {
         for o in chunk.iter_mut() {
             *o = g(*o);
@@ -490,7 +614,11 @@ pub fn ifelse(cond: Operand, yes: Operand, no: Operand) -> Result<Matrix> {
     let nnz = fill_flat(&mut out, |off, chunk| {
         for (k, o) in chunk.iter_mut().enumerate() {
             let p = off + k;
-            *o = if at(sc, p) != 0.0 { at(sy, p) } else { at(sn, p) };
+            *o = if at(sc, p) != 0.0 {
+                at(sy, p)
+            } else {
+                at(sn, p)
+            };
         }
     });
     Ok(dense_result(rows, cols, out, nnz))
@@ -563,7 +691,12 @@ mod tests {
                 for y in both(b) {
                     let got = binary(&x, &y, op).unwrap();
                     got.validate().unwrap();
-                    assert!(same(&got, &want), "{op:?} {:?} {:?}\n{got:?}\n{want:?}", x, y);
+                    assert!(
+                        same(&got, &want),
+                        "{op:?} {:?} {:?}\n{got:?}\n{want:?}",
+                        x,
+                        y
+                    );
                     assert_eq!(got.is_sparse(), want.is_sparse(), "{op:?}: format by nnz");
                 }
             }
@@ -572,19 +705,40 @@ mod tests {
 
     #[test]
     fn same_shape_with_nan_and_inf_in_all_formats() {
-        let a = m(&[&[0.0, 1.0, 0.0, -2.0], &[0.0, 0.0, f64::NAN, 0.0], &[3.0, 0.0, 0.0, 0.0]]);
-        let b = m(&[&[f64::NAN, 0.0, 0.0, 5.0], &[f64::INFINITY, 0.0, 2.0, 0.0], &[0.0, 0.0, -1.0, 0.0]]);
+        let a = m(&[
+            &[0.0, 1.0, 0.0, -2.0],
+            &[0.0, 0.0, f64::NAN, 0.0],
+            &[3.0, 0.0, 0.0, 0.0],
+        ]);
+        let b = m(&[
+            &[f64::NAN, 0.0, 0.0, 5.0],
+            &[f64::INFINITY, 0.0, 2.0, 0.0],
+            &[0.0, 0.0, -1.0, 0.0],
+        ]);
         check_all_formats(&a, &b);
         check_all_formats(&b, &a);
     }
 
     #[test]
     fn broadcasting_forms() {
-        let x = m(&[&[0.0, 1.0, 0.0], &[2.0, 0.0, 0.0], &[0.0, 0.0, 0.0], &[0.0, 0.0, 4.0]]);
+        let x = m(&[
+            &[0.0, 1.0, 0.0],
+            &[2.0, 0.0, 0.0],
+            &[0.0, 0.0, 0.0],
+            &[0.0, 0.0, 4.0],
+        ]);
         let row = m(&[&[1.0, f64::NAN, 0.0]]);
         let col = m(&[&[1.0], &[0.0], &[f64::INFINITY], &[-1.0]]);
         let sc = m(&[&[2.0]]);
-        for (a, b) in [(&x, &row), (&x, &col), (&row, &x), (&col, &x), (&x, &sc), (&sc, &x), (&col, &row)] {
+        for (a, b) in [
+            (&x, &row),
+            (&x, &col),
+            (&row, &x),
+            (&col, &x),
+            (&x, &sc),
+            (&sc, &x),
+            (&col, &row),
+        ] {
             check_all_formats(a, b);
         }
         let outer = binary(&col, &row, BinaryOp::Mul).unwrap();
@@ -594,7 +748,10 @@ mod tests {
     #[test]
     fn shape_errors_name_both_shapes() {
         let e = binary(&Matrix::zeros(3, 4), &Matrix::zeros(5, 4), BinaryOp::Mul).unwrap_err();
-        assert_eq!(e, RuntimeError::user("element-wise *: shapes 3x4 and 5x4 do not match"));
+        assert_eq!(
+            e,
+            RuntimeError::user("element-wise *: shapes 3x4 and 5x4 do not match")
+        );
         // A row vector against a column vector the wrong way round is not an outer product.
         assert!(binary(&Matrix::zeros(1, 3), &Matrix::zeros(4, 1), BinaryOp::Add).is_err());
     }
@@ -647,7 +804,10 @@ mod tests {
 
     #[test]
     fn unary_all_ops_all_formats() {
-        let a = m(&[&[0.0, 0.3, 0.0, -2.5], &[0.0, 0.0, f64::NAN, f64::NEG_INFINITY]]);
+        let a = m(&[
+            &[0.0, 0.3, 0.0, -2.5],
+            &[0.0, 0.0, f64::NAN, f64::NEG_INFINITY],
+        ]);
         for op in UnaryOp::ALL {
             let want: Vec<f64> = a.to_dense().values.iter().map(|&v| op.apply(v)).collect();
             let want = Matrix::from_dense_values(2, 4, want).unwrap();
@@ -698,11 +858,25 @@ mod tests {
     fn ifelse_and_replace() {
         let c = m(&[&[1.0, 0.0], &[f64::NAN, 0.0]]);
         let y = m(&[&[10.0, 20.0], &[30.0, 40.0]]);
-        let got = ifelse(Operand::Matrix(&c), Operand::Matrix(&y), Operand::Scalar(-1.0)).unwrap();
+        let got = ifelse(
+            Operand::Matrix(&c),
+            Operand::Matrix(&y),
+            Operand::Scalar(-1.0),
+        )
+        .unwrap();
         assert_eq!(got.into_dense_values(), vec![10.0, -1.0, 30.0, -1.0]);
-        let got = ifelse(Operand::Scalar(0.0), Operand::Scalar(1.0), Operand::Scalar(2.0)).unwrap();
+        let got = ifelse(
+            Operand::Scalar(0.0),
+            Operand::Scalar(1.0),
+            Operand::Scalar(2.0),
+        )
+        .unwrap();
         assert_eq!(got.as_scalar().unwrap(), 2.0);
-        let e = ifelse(Operand::Matrix(&c), Operand::Matrix(&Matrix::zeros(3, 2)), Operand::Scalar(0.0));
+        let e = ifelse(
+            Operand::Matrix(&c),
+            Operand::Matrix(&Matrix::zeros(3, 2)),
+            Operand::Scalar(0.0),
+        );
         assert!(e.unwrap_err().to_string().contains("2x2 and 3x2"));
 
         let a = m(&[&[0.0, f64::NAN, 3.0], &[3.0, 0.0, 0.0]]);

@@ -48,7 +48,12 @@ pub fn slice(a: &Matrix, rows: Range<usize>, cols: Range<usize>) -> Result<Matri
 
 /// `a[rows, cols] = src` (0-based, half-open ranges): returns the updated matrix. A dense `a` is
 /// updated in place; a matrix `src` must have the shape of the ranges.
-pub fn left_index(a: Matrix, rows: Range<usize>, cols: Range<usize>, src: Operand) -> Result<Matrix> {
+pub fn left_index(
+    a: Matrix,
+    rows: Range<usize>,
+    cols: Range<usize>,
+    src: Operand,
+) -> Result<Matrix> {
     check_range("left indexing: rows", &rows, a.rows(), &a)?;
     check_range("left indexing: columns", &cols, a.cols(), &a)?;
     let (nr, nc) = (rows.len(), cols.len());
@@ -121,7 +126,9 @@ pub fn left_index(a: Matrix, rows: Range<usize>, cols: Range<usize>, src: Operan
 
 /// `cbind(a, b, ...)`: side by side; all inputs must have the same number of rows.
 pub fn cbind(inputs: &[&Matrix]) -> Result<Matrix> {
-    let first = inputs.first().ok_or_else(|| RuntimeError::user("cbind: no inputs"))?;
+    let first = inputs
+        .first()
+        .ok_or_else(|| RuntimeError::user("cbind: no inputs"))?;
     let rows = first.rows();
     if let Some(bad) = inputs.iter().find(|m| m.rows() != rows) {
         return Err(RuntimeError::user(format!(
@@ -175,7 +182,9 @@ pub fn cbind(inputs: &[&Matrix]) -> Result<Matrix> {
 
 /// `rbind(a, b, ...)`: stacked; all inputs must have the same number of columns.
 pub fn rbind(inputs: &[&Matrix]) -> Result<Matrix> {
-    let first = inputs.first().ok_or_else(|| RuntimeError::user("rbind: no inputs"))?;
+    let first = inputs
+        .first()
+        .ok_or_else(|| RuntimeError::user("rbind: no inputs"))?;
     let cols = first.cols();
     if let Some(bad) = inputs.iter().find(|m| m.cols() != cols) {
         return Err(RuntimeError::user(format!(
@@ -198,7 +207,13 @@ pub fn rbind(inputs: &[&Matrix]) -> Result<Matrix> {
             col_idx.extend_from_slice(&s.col_idx);
             values.extend_from_slice(&s.values);
         }
-        return Ok(Matrix::Sparse(SparseMatrix { rows, cols, row_ptr, col_idx, values }));
+        return Ok(Matrix::Sparse(SparseMatrix {
+            rows,
+            cols,
+            row_ptr,
+            col_idx,
+            values,
+        }));
     }
     let mut out = Vec::with_capacity(rows * cols);
     for m in inputs {
@@ -219,8 +234,17 @@ mod tests {
     fn slice_all_formats() {
         let a = rand(30, 40, 0.2, 1);
         let d = a.to_dense();
-        for (rr, cc) in [(3..17, 5..31), (0..30, 0..40), (4..4, 0..3), (29..30, 39..40)] {
-            let want: Vec<f64> = rr.clone().flat_map(|i| cc.clone().map(move |j| (i, j))).map(|(i, j)| d.values[i * 40 + j]).collect();
+        for (rr, cc) in [
+            (3..17, 5..31),
+            (0..30, 0..40),
+            (4..4, 0..3),
+            (29..30, 39..40),
+        ] {
+            let want: Vec<f64> = rr
+                .clone()
+                .flat_map(|i| cc.clone().map(move |j| (i, j)))
+                .map(|(i, j)| d.values[i * 40 + j])
+                .collect();
             let want = Matrix::from_dense_values(rr.len(), cc.len(), want).unwrap();
             for x in both(&a) {
                 let got = slice(&x, rr.clone(), cc.clone()).unwrap();
@@ -229,7 +253,10 @@ mod tests {
             }
         }
         let e = slice(&a, 0..31, 0..2).unwrap_err();
-        assert_eq!(e.to_string(), "index: rows 1:31 out of bounds for a 30x40 matrix");
+        assert_eq!(
+            e.to_string(),
+            "index: rows 1:31 out of bounds for a 30x40 matrix"
+        );
     }
 
     #[test]
@@ -266,7 +293,10 @@ mod tests {
             for y in both(&b) {
                 let c = cbind(&[&x, &y]).unwrap();
                 c.validate().unwrap();
-                assert_eq!(c.into_dense_values(), vec![1.0, 0.0, 0.0, 0.0, 3.0, 0.0, 2.0, 0.0, 0.0, 0.0]);
+                assert_eq!(
+                    c.into_dense_values(),
+                    vec![1.0, 0.0, 0.0, 0.0, 3.0, 0.0, 2.0, 0.0, 0.0, 0.0]
+                );
                 let r = rbind(&[&x, &x, &a]).unwrap();
                 r.validate().unwrap();
                 assert_eq!(r.shape(), (6, 2));
@@ -275,7 +305,10 @@ mod tests {
         }
         let e = rbind(&[&a, &b]).unwrap_err();
         assert_eq!(e.to_string(), "rbind: column counts differ: 2x2 and 2x3");
-        assert!(cbind(&[&a, &Matrix::zeros(3, 1)]).unwrap_err().to_string().contains("2x2 and 3x1"));
+        assert!(cbind(&[&a, &Matrix::zeros(3, 1)])
+            .unwrap_err()
+            .to_string()
+            .contains("2x2 and 3x1"));
         let big = rand(100, 100, 0.01, 4);
         let c = cbind(&[&big, &big]).unwrap();
         c.validate().unwrap();

@@ -10,7 +10,10 @@
 use super::reorg::transpose_csr;
 use super::{dense_result, fill_rows, shape_str, sparse_result};
 use crate::error::{Result, RuntimeError};
-use crate::matrix::{alloc_zeroed, count_nnz, all_finite, DenseMatrix, Matrix, SparseMatrix, BLOCK_CELLS, PAR_THRESHOLD};
+use crate::matrix::{
+    all_finite, alloc_zeroed, count_nnz, DenseMatrix, Matrix, SparseMatrix, BLOCK_CELLS,
+    PAR_THRESHOLD,
+};
 use rayon::prelude::*;
 
 /// `a %*% b`.
@@ -178,7 +181,11 @@ fn dense_sparse(a: &DenseMatrix, b: &SparseMatrix) -> Matrix {
 fn sparse_sparse(a: &SparseMatrix, b: &SparseMatrix) -> Matrix {
     let (m, n) = (a.rows, b.cols);
     // Work estimate per row: the number of multiply-adds.
-    let flops: usize = a.col_idx.iter().map(|&k| b.row_ptr[k as usize + 1] - b.row_ptr[k as usize]).sum();
+    let flops: usize = a
+        .col_idx
+        .iter()
+        .map(|&k| b.row_ptr[k as usize + 1] - b.row_ptr[k as usize])
+        .sum();
     let rows_per_block = if flops >= PAR_THRESHOLD {
         ((BLOCK_CELLS * m) / flops.max(1)).clamp(1, m)
     } else {
@@ -305,7 +312,14 @@ mod tests {
 
     #[test]
     fn all_format_combinations_and_shapes() {
-        let shapes = [(7, 5, 3), (40, 60, 1), (1, 60, 40), (90, 70, 80), (300, 20, 300), (1, 1, 1)];
+        let shapes = [
+            (7, 5, 3),
+            (40, 60, 1),
+            (1, 60, 40),
+            (90, 70, 80),
+            (300, 20, 300),
+            (1, 1, 1),
+        ];
         for (i, &(mm, k, n)) in shapes.iter().enumerate() {
             for (da, db) in [(1.0, 1.0), (0.1, 1.0), (1.0, 0.1), (0.05, 0.05)] {
                 let a = rand(mm, k, da, i as u64);
@@ -346,7 +360,12 @@ mod tests {
         let z = matmul(&Matrix::zeros(3, 0), &Matrix::zeros(0, 2)).unwrap();
         assert_eq!(z.shape(), (3, 2));
         assert_eq!(z.nnz(), 0);
-        assert_eq!(matmul(&Matrix::zeros(0, 3), &Matrix::zeros(3, 2)).unwrap().shape(), (0, 2));
+        assert_eq!(
+            matmul(&Matrix::zeros(0, 3), &Matrix::zeros(3, 2))
+                .unwrap()
+                .shape(),
+            (0, 2)
+        );
     }
 
     #[test]

@@ -49,7 +49,13 @@ pub(crate) fn shape_str(m: &Matrix) -> String {
 
 /// Wraps a dense result and picks its format by nnz.
 pub(crate) fn dense_result(rows: usize, cols: usize, values: Vec<f64>, nnz: usize) -> Matrix {
-    Matrix::Dense(DenseMatrix { rows, cols, values, nnz }).examine_and_convert()
+    Matrix::Dense(DenseMatrix {
+        rows,
+        cols,
+        values,
+        nnz,
+    })
+    .examine_and_convert()
 }
 
 /// Wraps a CSR result (zeros already dropped) and picks its format by nnz.
@@ -89,9 +95,15 @@ where
         chunk.iter().map(|&v| (v != 0.0) as usize).sum::<usize>()
     };
     if out.len() >= PAR_THRESHOLD {
-        out.par_chunks_mut(rows_per_block * cols).enumerate().map(run).sum()
+        out.par_chunks_mut(rows_per_block * cols)
+            .enumerate()
+            .map(run)
+            .sum()
     } else {
-        out.chunks_mut(rows_per_block * cols).enumerate().map(run).sum()
+        out.chunks_mut(rows_per_block * cols)
+            .enumerate()
+            .map(run)
+            .sum()
     }
 }
 
@@ -153,7 +165,9 @@ pub(crate) mod testutil {
             return false;
         }
         let (x, y) = (a.to_dense().values, b.to_dense().values);
-        x.iter().zip(&y).all(|(p, q)| p == q || (p.is_nan() && q.is_nan()))
+        x.iter()
+            .zip(&y)
+            .all(|(p, q)| p == q || (p.is_nan() && q.is_nan()))
     }
 
     /// Equality within a relative tolerance (NaN equals NaN, infinities must match).
@@ -163,13 +177,17 @@ pub(crate) mod testutil {
         }
         let (x, y) = (a.to_dense().values, b.to_dense().values);
         x.iter().zip(&y).all(|(p, q)| {
-            p == q || (p.is_nan() && q.is_nan()) || (p - q).abs() <= tol * p.abs().max(q.abs()).max(1.0)
+            p == q
+                || (p.is_nan() && q.is_nan())
+                || (p - q).abs() <= tol * p.abs().max(q.abs()).max(1.0)
         })
     }
 
     /// Deterministic pseudo-random matrix with the given fraction of non-zeros.
     pub fn rand(rows: usize, cols: usize, density: f64, seed: u64) -> Matrix {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let mut next = || {
             s ^= s << 13;
             s ^= s >> 7;
@@ -177,7 +195,13 @@ pub(crate) mod testutil {
             (s >> 11) as f64 / (1u64 << 53) as f64
         };
         let vals: Vec<f64> = (0..rows * cols)
-            .map(|_| if next() < density { next() * 2.0 - 0.5 } else { 0.0 })
+            .map(|_| {
+                if next() < density {
+                    next() * 2.0 - 0.5
+                } else {
+                    0.0
+                }
+            })
             .collect();
         Matrix::from_dense_values(rows, cols, vals).unwrap()
     }

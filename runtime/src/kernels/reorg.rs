@@ -63,7 +63,13 @@ pub(crate) fn transpose_csr(s: &SparseMatrix) -> SparseMatrix {
             *p += 1;
         }
     }
-    SparseMatrix { rows: n, cols: m, row_ptr, col_idx, values }
+    SparseMatrix {
+        rows: n,
+        cols: m,
+        row_ptr,
+        col_idx,
+        values,
+    }
 }
 
 /// `diag(a)`: a column vector becomes a diagonal matrix; a square matrix gives the column vector
@@ -83,7 +89,13 @@ pub fn diag(a: &Matrix) -> Result<Matrix> {
             }
             row_ptr.push(values.len());
         }
-        return Ok(sparse_result(SparseMatrix { rows: m, cols: m, row_ptr, col_idx, values }));
+        return Ok(sparse_result(SparseMatrix {
+            rows: m,
+            cols: m,
+            row_ptr,
+            col_idx,
+            values,
+        }));
     }
     if m == n {
         let v: Vec<f64> = (0..m).map(|i| a.get(i, i)).collect();
@@ -127,7 +139,13 @@ pub fn reshape(a: &Matrix, rows: usize, cols: usize, byrow: bool) -> Result<Matr
                 for r in 0..rows {
                     row_ptr[r + 1] += row_ptr[r];
                 }
-                sparse_result(SparseMatrix { rows, cols, row_ptr, col_idx, values: s.values.clone() })
+                sparse_result(SparseMatrix {
+                    rows,
+                    cols,
+                    row_ptr,
+                    col_idx,
+                    values: s.values.clone(),
+                })
             }
         });
     }
@@ -149,7 +167,12 @@ mod tests {
 
     #[test]
     fn transpose_all_formats_and_sizes() {
-        for a in [rand(70, 45, 0.5, 1), rand(300, 500, 0.05, 2), rand(1, 7, 1.0, 3), Matrix::zeros(0, 4)] {
+        for a in [
+            rand(70, 45, 0.5, 1),
+            rand(300, 500, 0.05, 2),
+            rand(1, 7, 1.0, 3),
+            Matrix::zeros(0, 4),
+        ] {
             let d = a.to_dense();
             let (r, c) = a.shape();
             let want: Vec<f64> = (0..c * r).map(|p| d.values[(p % r) * c + p / r]).collect();
@@ -188,7 +211,10 @@ mod tests {
             // column-major reading of a: 1 0 2 5 0 6, written column-major into 3x2
             assert_eq!(r.into_dense_values(), vec![1.0, 5.0, 0.0, 0.0, 2.0, 6.0]);
         }
-        assert!(reshape(&a, 4, 2, true).unwrap_err().to_string().contains("2x3"));
+        assert!(reshape(&a, 4, 2, true)
+            .unwrap_err()
+            .to_string()
+            .contains("2x3"));
         let s = Matrix::Sparse(rand(40, 50, 0.1, 4).to_sparse());
         let r = reshape(&s, 100, 20, true).unwrap();
         r.validate().unwrap();

@@ -23,8 +23,8 @@ pub fn solve(a: &Matrix, b: &Matrix) -> Result<Matrix> {
         )));
     }
     let k = b.cols();
-    if n == 0 {
-        return Ok(Matrix::zeros(0, k));
+    if n == 0 || k == 0 {
+        return Ok(Matrix::zeros(n, k));
     }
     let mut lu = a.to_dense().values;
     let mut x = b.to_dense().values;
@@ -76,9 +76,15 @@ pub fn solve(a: &Matrix, b: &Matrix) -> Result<Matrix> {
         };
         let rows_left = n - c - 1;
         if rows_left * (n - c) >= PAR_THRESHOLD {
-            below.par_chunks_mut(n).zip(xbelow.par_chunks_mut(k.max(1))).for_each(update);
+            below
+                .par_chunks_mut(n)
+                .zip(xbelow.par_chunks_mut(k))
+                .for_each(update);
         } else {
-            below.chunks_mut(n).zip(xbelow.chunks_mut(k.max(1))).for_each(update);
+            below
+                .chunks_mut(n)
+                .zip(xbelow.chunks_mut(k))
+                .for_each(update);
         }
     }
     // Back substitution with U, all right-hand sides at once (vectorised across them).
@@ -104,8 +110,8 @@ pub fn solve(a: &Matrix, b: &Matrix) -> Result<Matrix> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testutil::{both, close, m, rand};
     use super::super::matmul::matmul;
+    use super::super::testutil::{both, close, m, rand};
     use super::*;
 
     #[test]

@@ -28,7 +28,14 @@ impl PlanSelector for FuseAll {
             selector: self.name().to_string(),
             ..Selection::default()
         };
-        select_fuse_all(dag, memo, &selection_roots(dag), None, &|_, _| true, &mut selection);
+        select_fuse_all(
+            dag,
+            memo,
+            &selection_roots(dag),
+            None,
+            &|_, _| true,
+            &mut selection,
+        );
         finish(memo, &mut selection);
         Ok(selection)
     }

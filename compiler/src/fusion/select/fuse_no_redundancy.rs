@@ -31,12 +31,21 @@ impl PlanSelector for FuseNoRedundancy {
         for h in hops {
             memo.retain(h, |e| e.refs().all(|(_, c)| dag.num_consumers(c) <= 1));
         }
+        // A plan fusing `t(Q)` of a shared Q loses its only plan above; so must its consumers.
+        memo.prune_dangling_references(dag);
         prune_subsumed(memo);
         let mut selection = Selection {
             selector: self.name().to_string(),
             ..Selection::default()
         };
-        select_fuse_all(dag, memo, &selection_roots(dag), None, &|_, _| true, &mut selection);
+        select_fuse_all(
+            dag,
+            memo,
+            &selection_roots(dag),
+            None,
+            &|_, _| true,
+            &mut selection,
+        );
         finish(memo, &mut selection);
         Ok(selection)
     }

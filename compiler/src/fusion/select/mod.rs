@@ -32,8 +32,9 @@ pub struct Selection {
     /// Per hop the selected entries: one per context the hop is used in (as the root of an
     /// operator, or inside operators of a template), so usually one.
     pub plans: BTreeMap<HopId, Vec<MemoEntry>>,
-    /// The hops at which a fused operator is rooted (its output is materialized), ascending.
-    pub roots: BTreeSet<HopId>,
+    /// The hops at which a fused operator is rooted (its output is materialized), with the
+    /// operator's plan, ascending.
+    pub roots: BTreeMap<HopId, MemoEntry>,
     /// The modelled cost of the plan, for policies that cost plans.
     pub cost: Option<f64>,
 }
@@ -41,18 +42,23 @@ pub struct Selection {
 impl Selection {
     /// The selected entry of `hop` as an operator root, if it roots one.
     pub fn root_plan(&self, hop: HopId) -> Option<&MemoEntry> {
-        if !self.roots.contains(&hop) {
-            return None;
-        }
-        self.plans.get(&hop)?.iter().find(|e| e.is_valid())
+        self.roots.get(&hop)
     }
 
-    /// A text summary: one line per operator root with its plan (`(7) C(5,-1)|c`), in
-    /// ascending hop order. Byte-stable.
+    /// A text summary: one line per hop with a selected plan, `root` or `fused`, and its
+    /// entries (`(7) root: C(5,-1)|c`), in ascending hop order. Byte-stable.
     pub fn explain(&self) -> String {
-        let mut out = format!("selection ({}): {} operators\n", self.selector, self.roots.len());
+        let mut out = format!(
+            "selection ({}): {} operators\n",
+            self.selector,
+            self.roots.len()
+        );
         for (h, entries) in &self.plans {
-            let tag = if self.roots.contains(h) { "root" } else { "fused" };
+            let tag = if self.roots.contains_key(h) {
+                "root"
+            } else {
+                "fused"
+            };
             let es: Vec<String> = entries.iter().map(|e| e.to_string()).collect();
             out.push_str(&format!("({h}) {tag}: {}\n", es.join(" ")));
         }
@@ -142,8 +148,7 @@ pub fn select_fuse_all(
         if partition.is_some_and(|p| !p.contains(&h)) || !visited.insert((h, current)) {
             continue;
         }
-        let candidates: Vec<&MemoEntry> =
-            memo.group(h).iter().filter(|e| usable(h, e)).collect();
+        let candidates: Vec<&MemoEntry> = memo.group(h).iter().filter(|e| usable(h, e)).collect();
         let pick_root = || {
             candidates
                 .iter()
@@ -172,7 +177,7 @@ pub fn select_fuse_all(
         if let Some(b) = best {
             add_plan(selection, h, b.clone());
             if as_root {
-                selection.roots.insert(h);
+                selection.roots.insert(h, b.clone());
             }
             if b.template == TemplateKind::MAgg {
                 body = candidates
@@ -215,4 +220,73 @@ pub fn selection_roots(dag: &FusionDag<'_>) -> Vec<HopId> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fusion::explore::{explore, ExploreOptions};
+    use crate::fusion::template::test_util::{build, view};
+    use crate::hops::{AggOp, BinaryOp, Direction};
+
+    /// sum(X * Y * Z): hops (h1 = X*Y, h2 = h1*Z, h3 = sum).
+    fn sum_xyz() -> (crate::hops::HopDag, [HopId; 3]) {
+        let mut ids = Vec::new();
+        let dag = build(|b| {
+            let x = b.input("X", 100, 100, 10_000);
+            let y = b.input("Y", 100, 100, 10_000);
+            let z = b.input("Z", 100, 100, 10_000);
+            let h1 = b.binary(BinaryOp::Mul, x, y).unwrap();
+            let h2 = b.binary(BinaryOp::Mul, h1, z).unwrap();
+            let h3 = b.agg(AggOp::Sum, Direction::Full, h2).unwrap();
+            ids.extend([h1, h2, h3]);
+            vec![h3]
+        });
+        (dag, [ids[0], ids[1], ids[2]])
+    }
+
+    #[test]
+    fn subsumed_entries_are_pruned_once_with_a_stable_winner() {
+        let (dag, [h1, h2, _]) = sum_xyz();
+        let f = view(&dag);
+        let mut memo = explore(&f, &ExploreOptions::default());
+        prune_subsumed(&mut memo);
+        let shown: Vec<String> = memo.group(h2).iter().map(|e| e.to_string()).collect();
+        assert_eq!(shown, [format!("R({h1},-1)"), format!("C({h1},-1)")]);
+    }
+
+    #[test]
+    fn a_usable_filter_cuts_fusion_edges() {
+        // What the cost-based selector does with an assignment of interesting points: an
+        // entry referencing across a cut edge is not usable; the input then roots an operator.
+        let (dag, [h1, h2, h3]) = sum_xyz();
+        let f = view(&dag);
+        let memo = explore(&f, &ExploreOptions::default());
+        let mut sel = Selection::default();
+        let cut = |h: HopId, e: &MemoEntry| !(h == h2 && e.references(h1));
+        select_fuse_all(&f, &memo, &[h3], None, &cut, &mut sel);
+        assert_eq!(sel.roots.keys().copied().collect::<Vec<_>>(), [h1, h3]);
+        assert_eq!(sel.plans[&h2][0].to_string(), "R(-1,-1)");
+        // Restricting to a partition stops the traversal at its boundary.
+        let mut part_sel = Selection::default();
+        let part: BTreeSet<HopId> = [h2, h3].into_iter().collect();
+        select_fuse_all(&f, &memo, &[h3], Some(&part), &cut, &mut part_sel);
+        assert!(!part_sel.plans.contains_key(&h1));
+    }
+
+    #[test]
+    fn selectors_reduce_the_memo_table_to_their_selection() {
+        let (dag, [h1, h2, h3]) = sum_xyz();
+        let f = view(&dag);
+        for s in [&FuseAll as &dyn PlanSelector, &FuseNoRedundancy] {
+            let mut memo = explore(&f, &ExploreOptions::default());
+            let sel = s.select(&f, &mut memo).unwrap();
+            assert_eq!(sel.roots.keys().copied().collect::<Vec<_>>(), [h3]);
+            assert_eq!(memo.hops().collect::<Vec<_>>(), [h1, h2, h3]);
+            assert!(memo.hops().all(|h| memo.count_entries(h) == 1));
+            assert!(sel
+                .explain()
+                .starts_with(&format!("selection ({}): 1 operators", s.name())));
+        }
+    }
 }

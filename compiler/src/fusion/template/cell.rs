@@ -33,11 +33,14 @@ pub enum CellType {
 /// The aggregation function of an aggregating Cell operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CellAgg {
+    /// `sum`, `rowSums`, `colSums`, and the dot product `t(x) %*% y`.
     Sum,
     /// `sum(f^2)`: the body computes `f` and the skeleton squares while summing (reference 3.1:
     /// the square of SUM_SQ is not compiled into the body).
     SumSq,
+    /// `min`, `rowMins`, `colMins`.
     Min,
+    /// `max`, `rowMaxs`, `colMaxs`.
     Max,
 }
 
@@ -96,8 +99,7 @@ pub fn is_valid_cell_operation(dag: &FusionDag<'_>, h: HopId) -> bool {
             if dag.is_outer_binary(h) {
                 return false;
             }
-            (da == db && da == dh)
-                || (da == dh && dag.is_vector_or_scalar(b))
+            (da == dh && (da == db || dag.is_vector_or_scalar(b)))
                 || (db == dh && dag.is_vector_or_scalar(a))
         }
         OpKind::Ternary(TernaryOp::IfElse) | OpKind::Nary(NaryOp::Min | NaryOp::Max) => {
@@ -182,7 +184,8 @@ mod tests {
             ids.push(b.binary(B::Sub, x, c).unwrap()); // 2 matrix-colvector: opens
             ids.push(b.binary(B::Div, x, r).unwrap()); // 3 matrix-rowvector: opens
             ids.push(b.unary(UnaryOp::Exp, x).unwrap()); // 4 unary: opens
-            ids.push(b.binary(B::Mul, c, r).unwrap()); // 5 outer broadcast: no
+                                                         // 5 outer broadcast (if the IR accepts it): not cell-aligned, no
+            ids.push(b.binary(B::Mul, c, r).unwrap_or(c));
             ids.push(b.unary(UnaryOp::Exp, one).unwrap()); // 6 1x1: no
             ids.push(b.agg(AggOp::Sum, Direction::Row, x).unwrap()); // 7 aggregate: no
             ids.push(b.index(x, (1, 100), (3, 3)).unwrap()); // 8 X[,3]: opens
@@ -279,5 +282,44 @@ mod tests {
         );
         assert_eq!(cell_agg_kind(&f, ids[2]), Some((CellType::NoAgg, None)));
         assert_eq!(cell_agg_kind(&f, ids[3]), None);
+    }
+}
+
+#[cfg(test)]
+mod more_tests {
+    use super::*;
+    use crate::fusion::template::test_util::{build, view};
+    use crate::hops::{BinaryOp as B, DataGenOp, OpKind as K};
+
+    #[test]
+    fn ternary_nary_and_seq() {
+        let mut ids = Vec::new();
+        let dag = build(|b| {
+            let x = b.input("X", 100, 50, 5000);
+            let y = b.input("Y", 100, 50, 5000);
+            let z = b.input("Z", 100, 40, 4000);
+            let s = b.literal_f64(0.0);
+            let c = b.binary(B::Gt, x, s).unwrap();
+            ids.push(b.ternary(TernaryOp::IfElse, c, x, y).unwrap()); // 0 yes
+            ids.push(b.ternary(TernaryOp::Replace, x, s, s).unwrap()); // 1 yes
+            ids.push(b.add(K::Nary(NaryOp::Max), &[x, y, s]).unwrap()); // 2 yes
+            ids.push(b.add(K::Nary(NaryOp::Cbind), &[x, z]).unwrap()); // 3 no
+            let (one, n, inc) = (b.literal_f64(1.0), b.literal_f64(100.0), b.literal_f64(1.0));
+            let seq = b.add(K::DataGen(DataGenOp::Seq), &[one, n, inc]).unwrap();
+            ids.push(seq); // 4: consumed only as right operand of a binary: opens
+            let v = b.input("v", 100, 1, 100);
+            ids.push(b.binary(B::Mul, v, seq).unwrap()); // 5
+            ids.clone()
+        });
+        let f = view(&dag);
+        let t = CellTemplate;
+        assert!(t.open(&f, ids[0]));
+        assert!(t.open(&f, ids[1]));
+        assert!(t.open(&f, ids[2]));
+        assert!(!t.open(&f, ids[3]));
+        assert!(!is_valid_cell_operation(&f, ids[3]));
+        // The seq is also an output here (a consumer that is not unary/binary): no open.
+        assert!(!t.open(&f, ids[4]));
+        assert!(t.merge(&f, ids[5], ids[4]) == is_valid_cell_operation(&f, ids[5]));
     }
 }

@@ -109,7 +109,10 @@ mod tests {
         assert!(is_multi_agg_root(&f, s1));
         assert!(!is_multi_agg_root(&f, m));
         assert!(is_valid_multi_aggregate(&f, &[s1, s2]));
-        assert!(!is_valid_multi_aggregate(&f, &[s1, s3]), "different scan sizes");
+        assert!(
+            !is_valid_multi_aggregate(&f, &[s1, s3]),
+            "different scan sizes"
+        );
         assert!(!is_valid_multi_aggregate(&f, &[s1, s4]), "s4 depends on s1");
         assert!(!is_valid_multi_aggregate(&f, &[s1]), "needs two aggregates");
         assert!(!is_valid_multi_aggregate(&f, &[s1, s1]));

@@ -2,7 +2,7 @@
 //! and its four implementations, one per file.
 //!
 //! A template answers four local questions about a hop; exploration
-//! ([`crate::fusion::explore`]) asks them bottom-up and records the answers in the memo table.
+//! ([`crate::fusion::explore()`]) asks them bottom-up and records the answers in the memo table.
 //! Templates are stateless: whether a plan is still open is a property of the memo entry being
 //! extended, which the explorer checks once for every template (so no template can forget the
 //! guard, as SystemDS's Cell template does for n-ary ops, reference defect #8).

@@ -74,7 +74,9 @@ impl Template for OuterTemplate {
         if dag.binary_op(h).is_none() {
             return false;
         }
-        let row_or_scalar = ins.iter().any(|&i| dag.is_scalar(i) || dag.is_row_vector(i));
+        let row_or_scalar = ins
+            .iter()
+            .any(|&i| dag.is_scalar(i) || dag.is_row_vector(i));
         let masking = dag.binary_op(h) == Some(BinaryOp::Mul)
             && is_sparse_safe_binary(dag, input)
             && !dag.contains_outer_product(input, None);
@@ -196,7 +198,10 @@ mod tests {
         let (dag, ids) = als_like();
         let f = view(&dag);
         assert!(OuterTemplate.open(&f, ids[0]));
-        assert!(!OuterTemplate.open(&f, ids[7]), "W %*% V is not outer-product-like");
+        assert!(
+            !OuterTemplate.open(&f, ids[7]),
+            "W %*% V is not outer-product-like"
+        );
         let small = build(|b| {
             let u = b.input("U", 200, 10, 2000);
             let v = b.input("V", 2000, 10, 20_000);
@@ -221,10 +226,18 @@ mod tests {
         assert_eq!(c(4), CloseState::ClosedValid, "sum over a masked product");
         assert_eq!(c(6), CloseState::OpenValid, "(X != 0) * UV'");
         assert_eq!(c(7), CloseState::ClosedValid, "W %*% V");
-        assert_eq!(c(8), CloseState::ClosedInvalid, "UV' %*% V has nothing sparse");
+        assert_eq!(
+            c(8),
+            CloseState::ClosedInvalid,
+            "UV' %*% V has nothing sparse"
+        );
         assert_eq!(c(9), CloseState::ClosedInvalid, "sum(UV')");
         assert_eq!(c(10), CloseState::OpenValid, "X / UV'");
-        assert_eq!(c(11), CloseState::OpenInvalid, "UV' / X has no sparse driver");
+        assert_eq!(
+            c(11),
+            CloseState::OpenInvalid,
+            "UV' / X has no sparse driver"
+        );
     }
 
     #[test]
@@ -238,10 +251,61 @@ mod tests {
         assert!(t.fuse(&f, ids[4], ids[3]));
         assert!(t.fuse(&f, ids[6], ids[0]));
         assert!(t.merge(&f, ids[6], ids[5]), "absorbs X != 0");
-        assert!(!t.merge(&f, ids[6], ids[0]), "the outer product is no sparse driver");
-        assert!(t.fuse(&f, ids[7], ids[6]), "W %*% V, V feeds the outer product");
+        assert!(
+            !t.merge(&f, ids[6], ids[0]),
+            "the outer product is no sparse driver"
+        );
+        assert!(
+            t.fuse(&f, ids[7], ids[6]),
+            "W %*% V, V feeds the outer product"
+        );
         // UV' %*% V extends, but closes invalid: nothing masks the outer product.
         assert!(t.fuse(&f, ids[8], ids[0]));
         assert_eq!(t.close(&f, ids[8]), CloseState::ClosedInvalid);
+    }
+}
+
+#[cfg(test)]
+mod more_tests {
+    use super::*;
+    use crate::fusion::template::test_util::{build, view};
+    use crate::hops::BinaryOp as B;
+
+    #[test]
+    fn left_outer_product_and_broadcast_shapes() {
+        // t(t(U) %*% W) with W = X * (U %*% t(V)): the final product and its transpose.
+        let mut ids = Vec::new();
+        let dag = build(|b| {
+            let x = b.input("X", 1000, 900, 2000);
+            let u = b.input("U", 1000, 8, 8000);
+            let v = b.input("V", 900, 8, 7200);
+            let r = b.input("r", 1, 900, 900);
+            let vt = b.transpose(v).unwrap();
+            let uv = b.matmul(u, vt).unwrap();
+            let w = b.binary(B::Mul, x, uv).unwrap();
+            let ut = b.transpose(u).unwrap();
+            let left = b.matmul(ut, w).unwrap();
+            let tl = b.transpose(left).unwrap();
+            let plus_r = b.binary(B::Add, uv, r).unwrap();
+            ids.extend([uv, w, left, tl, plus_r]);
+            vec![tl, plus_r]
+        });
+        let f = view(&dag);
+        let t = OuterTemplate;
+        let [uv, w, left, tl, plus_r] = [ids[0], ids[1], ids[2], ids[3], ids[4]];
+        assert!(t.fuse(&f, left, w), "t(U) %*% W: U feeds the outer product");
+        assert_eq!(
+            t.close(&f, left),
+            CloseState::OpenValid,
+            "a transpose may follow"
+        );
+        assert!(t.fuse(&f, tl, left));
+        assert_eq!(t.close(&f, tl), CloseState::ClosedValid);
+        assert!(t.fuse(&f, plus_r, uv), "row-vector broadcast");
+        assert_eq!(
+            t.close(&f, plus_r),
+            CloseState::OpenInvalid,
+            "+ r is not masked"
+        );
     }
 }

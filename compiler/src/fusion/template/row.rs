@@ -85,7 +85,8 @@ impl Template for RowTemplate {
                     || is_part_of_valid_transpose_mm_chain(dag, h)
             }
             OpKind::Reorg(crate::hops::ReorgOp::Transpose) | OpKind::Cumulative(_) => {
-                is_part_of_valid_cum_agg_chain(dag, h) || is_part_of_valid_transpose_mm_chain(dag, h)
+                is_part_of_valid_cum_agg_chain(dag, h)
+                    || is_part_of_valid_transpose_mm_chain(dag, h)
             }
             _ => false,
         }
@@ -94,7 +95,7 @@ impl Template for RowTemplate {
     /// Reference 3.2 `merge`: a binary op absorbs a row-aligned input (both with more than one
     /// row), `cbind` and n-ary ops absorb any input, a literal `seq` input is computed on the
     /// fly, and `t(X) %*% y` absorbs a column-vector `y` or a right input computed from X; and
-    /// (paper Figure 6) a final `t(X) %*% B` absorbs either input ([`is_row_final_product`]).
+    /// (paper Figure 6) a final `t(X) %*% B` absorbs either input (see `is_row_final_product`).
     fn merge(&self, dag: &FusionDag<'_>, h: HopId, input: HopId) -> bool {
         let ins = dag.inputs(h);
         let many_rows = |x: HopId| dag.rows(x).is_some_and(|r| r > 1);
@@ -155,8 +156,7 @@ fn is_row_matmul(dag: &FusionDag<'_>, h: HopId) -> bool {
     let (Some((xr, xc)), Some((br, bc))) = (dag.dims(x), dag.dims(b)) else {
         return false;
     };
-    dag.cols(h) == Some(1)
-        || (is_skinny_rhs(xr, xc, br, bc) && !dag.is_outer_product_like_mm(h))
+    dag.cols(h) == Some(1) || (is_skinny_rhs(xr, xc, br, bc) && !dag.is_outer_product_like_mm(h))
 }
 
 /// SystemDS `isFuseSkinnyMatrixMult` for `mm = A %*% B` (typically `t(X) %*% B`): the product
@@ -257,7 +257,7 @@ mod tests {
             let xt2 = b.transpose(x).unwrap();
             ids.push(xt2); // 12 t(X) feeding t(X) %*% c (n x 1 output): no
             ids.push(b.matmul(xt2, c).unwrap()); // 13 t(X) %*% c: matrix-vector: yes
-            // The transposes are not outputs: their only consumer must be the product.
+                                                 // The transposes are not outputs: their only consumer must be the product.
             ids.iter()
                 .enumerate()
                 .filter(|(i, _)| *i != 10 && *i != 12)
@@ -269,8 +269,8 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                true, false, true, true, false, true, false, false, true, true, true, true,
-                false, true
+                true, false, true, true, false, true, false, false, true, true, true, true, false,
+                true
             ]
         );
     }
@@ -323,7 +323,10 @@ mod tests {
         assert!(t.fuse(&f, ids[2], ids[0]));
         assert_eq!(t.close(&f, ids[2]), CloseState::ClosedValid);
         assert!(t.fuse(&f, ids[3], ids[0]));
-        assert!(!t.fuse(&f, ids[4], ids[0]), "full max is not a row aggregate");
+        assert!(
+            !t.fuse(&f, ids[4], ids[0]),
+            "full max is not a row aggregate"
+        );
     }
 
     #[test]
@@ -333,9 +336,13 @@ mod tests {
             let x = b.input("X", 1000, 100, 100_000);
             let e = b.unary(UnaryOp::Exp, x).unwrap();
             let t1 = b.transpose(e).unwrap();
-            let cs = b.add(OpKind::Cumulative(CumulativeOp::Cumsum), &[t1]).unwrap();
+            let cs = b
+                .add(OpKind::Cumulative(CumulativeOp::Cumsum), &[t1])
+                .unwrap();
             let t2 = b.transpose(cs).unwrap();
-            let cp = b.add(OpKind::Cumulative(CumulativeOp::Cumsum), &[x]).unwrap();
+            let cp = b
+                .add(OpKind::Cumulative(CumulativeOp::Cumsum), &[x])
+                .unwrap();
             ids.extend([e, t1, cs, t2, cp]);
             vec![t2, cp]
         });
@@ -344,6 +351,41 @@ mod tests {
         assert!(t.fuse(&f, ids[1], ids[0]));
         assert!(t.fuse(&f, ids[2], ids[1]));
         assert!(t.fuse(&f, ids[3], ids[2]));
-        assert!(!t.fuse(&f, ids[4], ids[0]), "a column cumsum is not row-wise");
+        assert!(
+            !t.fuse(&f, ids[4], ids[0]),
+            "a column cumsum is not row-wise"
+        );
+    }
+}
+
+#[cfg(test)]
+mod more_tests {
+    use super::*;
+    use crate::fusion::template::test_util::{build, view};
+    use crate::hops::BinaryOp as B;
+
+    #[test]
+    fn cbind_nary_and_unknown_sizes() {
+        let mut ids = Vec::new();
+        let dag = build(|b| {
+            let x = b.input("X", 1000, 100, 100_000);
+            let c = b.input("c", 1000, 1, 1000);
+            let r = b.input("r", 1, 100, 100);
+            let u = b.input_with("U", None, Some(100), None);
+            ids.push(b.add(OpKind::Nary(NaryOp::Cbind), &[x, c]).unwrap()); // 0 yes
+            ids.push(b.add(OpKind::Nary(NaryOp::Cbind), &[r, r]).unwrap()); // 1 one row: no
+            ids.push(b.add(OpKind::Nary(NaryOp::Min), &[x, x, c]).unwrap_or(x)); // 2
+            ids.push(b.binary(B::Add, u, r).unwrap()); // 3 unknown rows: no
+            ids.push(b.agg(AggOp::Sum, Direction::Row, c).unwrap()); // 4 rowSums(vector): no
+            ids.clone()
+        });
+        let f = view(&dag);
+        let t = RowTemplate;
+        assert!(t.open(&f, ids[0]));
+        assert!(!t.open(&f, ids[1]));
+        assert_eq!(t.open(&f, ids[2]), is_valid_cell_operation(&f, ids[2]));
+        assert!(!t.open(&f, ids[3]));
+        assert!(!t.fuse(&f, ids[3], ids[3]));
+        assert!(!t.open(&f, ids[4]));
     }
 }
