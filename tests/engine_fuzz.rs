@@ -1,87 +1,100 @@
 //! The whole pipeline never panics: random scripts (statements over matrices of assorted
-//! shapes, including empty and 1x1 ones, with operators and built-ins applied in arbitrary,
-//! often ill-typed, combinations) either run or fail with an error.
+//! shapes, dense, sparse, empty and 1x1, holding NaN and infinities, with operators and
+//! built-ins combined type-correctly but with arbitrary shapes) either run or fail with an
+//! error that renders. Set `LAFUSE_FUZZ_TRACE=1` to see each outcome.
 
 use lafuse::{Engine, EngineConfig, ScriptArgs, SourceFile};
 use proptest::prelude::*;
+use proptest::sample::select;
 
-const VARS: [&str; 6] = ["A", "B", "v", "w", "s", "E"];
+const MATRICES: [&str; 6] = ["A", "B", "v", "w", "E", "N"];
 
-/// The prelude binds matrices of several shapes (one sparse, one empty) and a scalar.
+/// Matrices of several shapes (B sparse, E empty, N with NaN and infinities) and a scalar.
 const PRELUDE: &str = "A = matrix(seq(1, 12), rows=3, cols=4)\n\
 B = (matrix(seq(1, 12), rows=4, cols=3) %% 5 == 0) * 7\n\
 v = matrix(seq(1, 3), rows=3, cols=1)\n\
 w = matrix(0.5, rows=1, cols=4)\n\
-s = 2.5\n\
-E = matrix(0, rows=0, cols=3)\n";
+E = matrix(0, rows=0, cols=3)\n\
+N = matrix(\"1 NaN Inf -Inf 0 2\", rows=2, cols=3)\n\
+s = 2.5\n";
 
-fn atom() -> impl Strategy<Value = String> {
+fn scalar_atom() -> impl Strategy<Value = String> {
+    select(vec!["s", "0", "1", "-1", "0.5", "3", "1e300", "(0/0)", "(1/0)"]).prop_map(str::to_string)
+}
+
+fn matrix_atom() -> impl Strategy<Value = String> {
     prop_oneof![
-        proptest::sample::select(VARS.to_vec()).prop_map(str::to_string),
-        proptest::sample::select(vec!["0", "1", "-1", "0.5", "1e300", "TRUE", "\"x\""])
-            .prop_map(str::to_string),
+        select(MATRICES.to_vec()).prop_map(str::to_string),
+        (0i64..4, 0i64..4).prop_map(|(r, c)| format!("matrix(1, rows={r}, cols={c})")),
+        (1i64..5, 1i64..5, 0i64..3).prop_map(|(r, c, k)| format!("rand(rows={r}, cols={c}, sparsity=0.{k}, seed={k})")),
     ]
 }
 
-fn expr() -> impl Strategy<Value = String> {
-    atom().prop_recursive(4, 24, 3, |inner| {
-        let binary = proptest::sample::select(vec![
-            "+", "-", "*", "/", "^", "%%", "%/%", "%*%", "<", "==", "&", "|",
-        ]);
-        let unary = proptest::sample::select(vec![
-            "t",
-            "sum",
-            "rowSums",
-            "colMeans",
-            "exp",
-            "log",
-            "sqrt",
-            "abs",
-            "nrow",
-            "as.scalar",
-            "cumsum",
-            "diag",
-            "max",
-            "var",
-            "round",
-            "sigmoid",
+fn matrix_expr() -> impl Strategy<Value = String> {
+    matrix_atom().prop_recursive(3, 16, 2, |m| {
+        let binary = select(vec!["+", "-", "*", "/", "^", "%%", "%/%", "<", "==", "&", "|", "%*%"]);
+        let unary = select(vec![
+            "t", "exp", "log", "sqrt", "abs", "round", "sigmoid", "cumsum", "rowSums", "colMeans", "rowMaxs",
+            "colVars", "diag", "sign",
         ]);
         prop_oneof![
-            (inner.clone(), binary, inner.clone()).prop_map(|(a, op, b)| format!("({a} {op} {b})")),
-            (unary, inner.clone()).prop_map(|(f, a)| format!("{f}({a})")),
-            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("cbind({a}, {b})")),
-            (inner.clone(), inner.clone(), inner.clone())
-                .prop_map(|(c, a, b)| format!("ifelse({c}, {a}, {b})")),
-            (inner.clone(), 0i64..5, 0i64..6).prop_map(|(a, i, j)| format!("{a}[{i}, {j}]")),
-            (inner.clone(), 0i64..5).prop_map(|(a, i)| format!("matrix({a}, rows={i}, cols=2)")),
-            (inner, 0i64..4).prop_map(|(a, k)| format!("solve({a}, matrix(1, rows={k}, cols=1))")),
+            (m.clone(), binary.clone(), m.clone()).prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+            (m.clone(), binary, scalar_atom()).prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+            (unary, m.clone()).prop_map(|(f, a)| format!("{f}({a})")),
+            (m.clone(), m.clone()).prop_map(|(a, b)| format!("cbind({a}, {b})")),
+            (m.clone(), m.clone()).prop_map(|(a, b)| format!("rbind({a}, {b})")),
+            (m.clone(), m.clone()).prop_map(|(a, b)| format!("ifelse({a} > 1, {a}, {b})")),
+            (m.clone(), 0i64..5).prop_map(|(a, k)| format!("matrix({a}, rows={k}, cols=2)")),
+            (m.clone(), m.clone()).prop_map(|(a, b)| format!("solve({a}, {b})")),
+            (m, scalar_atom()).prop_map(|(a, x)| format!("replace(target={a}, pattern=0, replacement={x})")),
+            (select(MATRICES.to_vec()), 0i64..5, 0i64..5, 0i64..5).prop_map(|(x, i, j, k)| format!("{x}[{i}:{j}, {k}]")),
         ]
     })
 }
 
-fn statement() -> impl Strategy<Value = String> {
-    let target = proptest::sample::select(VARS.to_vec());
+fn scalar_expr() -> impl Strategy<Value = String> {
     prop_oneof![
-        (target.clone(), expr()).prop_map(|(t, e)| format!("{t} = {e}")),
-        (target, 0i64..5, 0i64..5, expr()).prop_map(|(t, i, j, e)| format!("{t}[{i}, {j}] = {e}")),
-        expr().prop_map(|e| format!("print({e})")),
-        expr().prop_map(|e| format!("if ({e}) {{ print(1) }} else {{ print(2) }}")),
-        expr().prop_map(|e| format!("for (i in 1:3) {{ s = s + sum({e}) }}")),
+        scalar_atom(),
+        (select(vec!["sum", "mean", "max", "min", "prod", "var", "sd", "nrow", "length"]), matrix_expr())
+            .prop_map(|(f, m)| format!("{f}({m})")),
+        (select(MATRICES.to_vec()), 0i64..5, 0i64..5).prop_map(|(x, i, j)| format!("as.scalar({x}[{i}, {j}])")),
+        (scalar_atom(), select(vec!["+", "*", "/", "%%", "^", "<"]), scalar_atom())
+            .prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+    ]
+}
+
+fn statement() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (select(MATRICES.to_vec()), matrix_expr()).prop_map(|(t, e)| format!("{t} = {e}")),
+        scalar_expr().prop_map(|e| format!("s = {e}")),
+        (select(MATRICES.to_vec()), 0i64..5, 0i64..5, scalar_expr()).prop_map(|(t, i, j, e)| format!("{t}[{i}, {j}] = {e}")),
+        (select(MATRICES.to_vec()), 0i64..5, matrix_expr()).prop_map(|(t, i, e)| format!("{t}[{i}, ] = {e}")),
+        scalar_expr().prop_map(|e| format!("print({e})")),
+        matrix_expr().prop_map(|e| format!("print(toString({e}, decimal=2))")),
+        scalar_expr().prop_map(|e| format!("if ({e} > 1) {{ s = s + 1 }} else {{ s = s - 1 }}")),
+        matrix_expr().prop_map(|e| format!("for (i in 1:3) {{ s = s + sum({e}) }}")),
     ]
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
     #[test]
     fn random_scripts_never_panic(stmts in proptest::collection::vec(statement(), 1..6)) {
         let text = format!("{PRELUDE}{}\n", stmts.join("\n"));
         let source = SourceFile::new("fuzz.dml", text);
         let mut out = Vec::new();
-        // Ok or Err are both fine; a panic fails the test. Errors must render.
-        if let Err(e) = Engine::new(EngineConfig::default()).run(&source, &ScriptArgs::default(), &mut out) {
-            let rendered = e.render(&source);
-            prop_assert!(!rendered.is_empty());
+        let result = Engine::new(EngineConfig::default()).run(&source, &ScriptArgs::default(), &mut out);
+        if std::env::var_os("LAFUSE_FUZZ_TRACE").is_some() {
+            let outcome = match &result {
+                Ok(_) => "OK".to_string(),
+                Err(e) => e.to_string().lines().next().unwrap_or("").to_string(),
+            };
+            eprintln!("{outcome}");
+        }
+        // Ok and Err are both fine; a panic fails the test. Errors must render.
+        if let Err(e) = result {
+            prop_assert!(!e.render(&source).is_empty());
         }
     }
 }

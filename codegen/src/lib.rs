@@ -1,3 +1,6 @@
 //! CPlan → LLVM IR → native code (and PTX), plus the operator cache.
 //!
-//! Empty until the codegen issue: the foundation runs only unfused kernels.
+//! So far: the reference evaluator of CPlans ([`reference`]), the oracle generated operators
+//! are tested against.
+
+pub mod reference;

@@ -590,6 +590,15 @@ fn plural(n: usize, what: &str) -> String {
 }
 
 /// Binds positional-then-named arguments onto `formals` (the rules of DML function calls).
+/// Alternative spellings of parameter names. DESIGN.md spells `toString`'s line separator
+/// `linebreak`; SystemDS calls it `linesep`. Both are accepted so scripts written either way run.
+fn canonical_param_name(name: &str) -> &str {
+    match name {
+        "linebreak" => "linesep",
+        other => other,
+    }
+}
+
 fn bind_formals<'a>(
     callee: &str,
     formals: &[Formal<'a>],
@@ -623,7 +632,8 @@ fn bind_formals<'a>(
             }
             Some(name) => {
                 seen_named = true;
-                let Some(idx) = formals.iter().position(|f| f.name == name.name) else {
+                let wanted = canonical_param_name(&name.name);
+                let Some(idx) = formals.iter().position(|f| f.name == wanted) else {
                     let names: Vec<&str> = formals.iter().map(|f| f.name).collect();
                     let mut err = CompileError::user(
                         format!("{callee} has no parameter named '{}'", name.name),

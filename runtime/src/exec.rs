@@ -371,6 +371,63 @@ fn scalar_binary(op: BinaryOp, a: &Value, b: &Value, ty: Option<ScalarType>) -> 
     scalar_result(op.apply(a.as_f64()?, b.as_f64()?), ty)
 }
 
+/// Takes the matrix in input `i` out of its register when this instruction holds the only
+/// reference to it (its last use, not shared with a variable or another input), so a kernel can
+/// reuse its buffer instead of allocating (and page-faulting) a fresh output.
+fn take_owned(instr: &Instruction, regs: &mut [Option<Value>], i: usize) -> Option<Matrix> {
+    let reg = *instr.inputs.get(i)?;
+    let last_use = instr.release.contains(&reg) && instr.inputs.iter().filter(|&&r| r == reg).count() == 1;
+    if !last_use {
+        return None;
+    }
+    let slot = regs.get_mut(reg as usize)?;
+    match slot.take() {
+        Some(Value::Matrix(m)) => match Arc::try_unwrap(m) {
+            Ok(owned) => Some(owned),
+            Err(shared) => {
+                *slot = Some(Value::Matrix(shared));
+                None
+            }
+        },
+        other => {
+            *slot = other;
+            None
+        }
+    }
+}
+
+/// The in-place variants of element-wise kernels, used when an input dies here.
+fn run_in_place(instr: &Instruction, regs: &mut [Option<Value>]) -> Result<Option<Value>> {
+    use crate::kernels;
+    let other_is_matrix = |regs: &[Option<Value>], i: usize| {
+        instr.inputs.get(i).and_then(|&r| regs.get(r as usize)).and_then(|v| v.as_ref()).map(Value::is_matrix)
+    };
+    match &instr.op {
+        Op::Unary(op) => match take_owned(instr, regs, 0) {
+            Some(m) => Ok(Some(Value::matrix(kernels::unary_owned(m, *op)?))),
+            None => Ok(None),
+        },
+        Op::Binary(op) => {
+            if let Some(a) = take_owned(instr, regs, 0) {
+                let b = input(regs, instr, 1)?;
+                let result = match b {
+                    Value::Matrix(b) => kernels::binary_owned(a, b, *op)?,
+                    s => kernels::binary_scalar_owned(a, s.as_f64()?, *op, false)?,
+                };
+                return Ok(Some(Value::matrix(result)));
+            }
+            if other_is_matrix(regs, 0) == Some(false) {
+                if let Some(b) = take_owned(instr, regs, 1) {
+                    let s = input(regs, instr, 0)?.as_f64()?;
+                    return Ok(Some(Value::matrix(kernels::binary_scalar_owned(b, s, *op, true)?)));
+                }
+            }
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
+}
+
 fn run_one(
     instr: &Instruction,
     regs: &mut [Option<Value>],
@@ -378,6 +435,14 @@ fn run_one(
     ctx: &mut ExecContext<'_>,
 ) -> Result<Option<Value>> {
     use crate::kernels;
+    if let Some(value) = run_in_place(instr, regs)? {
+        return Ok(Some(value));
+    }
+    // Left indexing updates its target in place when it holds the only reference.
+    let owned_target = match instr.op {
+        Op::LeftIndex => take_owned(instr, regs, 0),
+        _ => None,
+    };
     let arg = |i: usize| input(regs, instr, i);
     let ty = instr.scalar_type;
     let value = match &instr.op {
@@ -496,15 +561,14 @@ fn run_one(
             Value::matrix(kernels::slice(m, rows, cols)?)
         }
         Op::LeftIndex => {
-            let target = arg(0)?.as_matrix()?;
+            let target = match owned_target {
+                Some(owned) => owned,
+                None => Matrix::clone(arg(0)?.as_matrix()?),
+            };
             let shape = (target.rows(), target.cols());
             let rows = index_range(arg(2)?, arg(3)?, target.rows(), "row", shape)?;
             let cols = index_range(arg(4)?, arg(5)?, target.cols(), "column", shape)?;
-            let src = operand(arg(1)?)?;
-            // Update in place when this instruction holds the only reference.
-            let target = Arc::clone(target);
-            let owned = Arc::try_unwrap(target).unwrap_or_else(|shared| (*shared).clone());
-            Value::matrix(kernels::left_index(owned, rows, cols, src)?)
+            Value::matrix(kernels::left_index(target, rows, cols, operand(arg(1)?)?)?)
         }
         Op::Cbind | Op::Rbind => {
             let mats: Vec<Arc<Matrix>> = (0..instr.inputs.len())

@@ -64,9 +64,12 @@
 //! the options; iteration orders are canonical (`BTreeMap`/sorted vectors), so memo dumps and
 //! selections are byte-stable.
 
+pub mod cost;
+pub mod cplan;
 pub mod dag;
 pub mod explore;
 pub mod memo;
+pub mod partition;
 pub mod select;
 pub mod sparsity;
 pub mod template;
@@ -74,7 +77,8 @@ pub mod template;
 pub use dag::FusionDag;
 pub use explore::{explore, ExploreOptions, MAX_REFERENCE_POSITIONS};
 pub use memo::{CloseState, DominancePruning, MemoEntry, MemoTable, TemplateKind};
-pub use select::{FuseAll, FuseNoRedundancy, PlanSelector, Selection};
+pub use cost::CostModel;
+pub use select::{CostBased, FuseAll, FuseNoRedundancy, PlanSelector, Selection};
 pub use template::{template, Template};
 
 use crate::hops::HopDag;

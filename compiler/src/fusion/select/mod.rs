@@ -11,9 +11,11 @@
 //! [`select_fuse_all`] to a partition and to the entries its best assignment of interesting
 //! points allows.
 
+pub mod cost_based;
 mod fuse_all;
 mod fuse_no_redundancy;
 
+pub use cost_based::CostBased;
 pub use fuse_all::FuseAll;
 pub use fuse_no_redundancy::FuseNoRedundancy;
 

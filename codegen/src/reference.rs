@@ -1,0 +1,811 @@
+//! The reference evaluator: a slow, obviously correct interpreter of a fused operator's CPlan
+//! on runtime matrices, evaluating the body cell by cell (Cell, MultiAgg, Outer) or row by row
+//! (Row), as the skeletons of reference section 6 do, and producing exactly what the unfused
+//! hops it replaces compute (up to summation order). It is the oracle generated code is tested
+//! against, so it favours clarity over speed: every cell or row is evaluated from scratch and
+//! aggregations reuse the runtime's own kernels.
+//!
+//! Semantics per template (see [`lafuse_compiler::fusion::cplan::TemplateSpec`]):
+//! * Cell: the body's value at every cell `(i, j)` of the main input, then the template's
+//!   aggregation (none, row, column, full; `sum`, sum of squares, `min`, `max`).
+//! * MultiAgg: as Cell with a full aggregate per output.
+//! * Row: the body per row `i` of the main input, values being scalars or row vectors, then
+//!   the row type's output (row `i`, cell `i`, column sums, full sum, `t(X) %*% Y`).
+//! * Outer: `G(i, j)` = the body at the non-zero cells of the main input (the sparse driver),
+//!   0 elsewhere; then `G`, `sum(G)` or the final product with the whole side matrix.
+
+use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, OuterType, RowType, TemplateSpec};
+use lafuse_compiler::fusion::template::{CellAgg, CellType};
+use lafuse_compiler::hops::{AggOp, Literal, NaryOp, TernaryOp};
+use lafuse_runtime::kernels;
+use lafuse_runtime::ops::{self, java_max, java_min};
+use lafuse_runtime::Matrix;
+use std::fmt;
+
+/// An input value of a fused operator.
+#[derive(Clone, Copy, Debug)]
+pub enum Operand<'a> {
+    /// A scalar.
+    Scalar(f64),
+    /// A matrix.
+    Matrix(&'a Matrix),
+}
+
+/// Why a CPlan could not be evaluated (malformed plan or inputs that do not match it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvalError(pub String);
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "reference evaluation: {}", self.0)
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+type Result<T> = std::result::Result<T, EvalError>;
+
+fn err<T>(msg: impl Into<String>) -> Result<T> {
+    Err(EvalError(msg.into()))
+}
+
+fn rt<T>(r: lafuse_runtime::Result<T>) -> Result<T> {
+    r.map_err(|e| EvalError(e.to_string()))
+}
+
+/// Evaluates `plan` on `inputs` (by CPlan input position, main input first). `out_shapes`
+/// gives the shape of each output (the shapes of the hops the operator replaces; full
+/// aggregates are 1×1). Returns one matrix per output; full aggregates as 1×1 matrices.
+pub fn evaluate(
+    plan: &CPlan,
+    inputs: &[Operand<'_>],
+    out_shapes: &[(usize, usize)],
+) -> Result<Vec<Matrix>> {
+    if inputs.len() != plan.inputs.len() || out_shapes.len() != plan.outputs.len() {
+        return err("input or output count does not match the plan");
+    }
+    let Some(Operand::Matrix(main)) = inputs.first() else {
+        return err("the main input must be a matrix");
+    };
+    let ev = Eval { plan, inputs };
+    let out = match &plan.template {
+        TemplateSpec::Cell { cell_type, agg, .. } => {
+            vec![ev.cell_template(main, plan.outputs[0], *cell_type, *agg)?]
+        }
+        TemplateSpec::MAgg { aggs } => aggs
+            .iter()
+            .zip(&plan.outputs)
+            .map(|(&a, &o)| ev.cell_template(main, o, CellType::FullAgg, Some(a)))
+            .collect::<Result<Vec<_>>>()?,
+        TemplateSpec::Row { row_type, .. } => vec![ev.row_template(main, *row_type, out_shapes[0])?],
+        TemplateSpec::Outer { outer_type } => vec![ev.outer_template(main, *outer_type)?],
+    };
+    for (m, &(r, c)) in out.iter().zip(out_shapes) {
+        if m.shape() != (r, c) {
+            return err(format!(
+                "output is {}x{}, expected {r}x{c}",
+                m.rows(),
+                m.cols()
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// A row-template value: a scalar or a row vector.
+#[derive(Clone, Debug)]
+enum RVal {
+    Scalar(f64),
+    Vector(Vec<f64>),
+    /// A whole side matrix (only as an operand of a product).
+    Whole(usize),
+    /// `t(a_i) %*% b_i`, accumulated by the template.
+    Outer(Vec<f64>, Vec<f64>),
+}
+
+struct Eval<'p, 'a> {
+    plan: &'p CPlan,
+    inputs: &'p [Operand<'a>],
+}
+
+fn unary(f: lafuse_compiler::hops::UnaryOp, x: f64) -> Result<f64> {
+    match ops::UnaryOp::from_name(f.name()) {
+        Some(op) => Ok(op.apply(x)),
+        None => err(format!("unary {} has no runtime op", f.name())),
+    }
+}
+
+fn binary(f: lafuse_compiler::hops::BinaryOp, a: f64, b: f64) -> Result<f64> {
+    match ops::BinaryOp::from_name(f.name()) {
+        Some(op) => Ok(op.apply(a, b)),
+        None => err(format!("binary {} has no runtime op", f.name())),
+    }
+}
+
+fn ternary(f: TernaryOp, a: f64, b: f64, c: f64) -> f64 {
+    match f {
+        TernaryOp::IfElse => {
+            if a != 0.0 {
+                b
+            } else {
+                c
+            }
+        }
+        // replace(X, pattern, replacement): NaN matches NaN.
+        TernaryOp::Replace => {
+            if a == b || (a.is_nan() && b.is_nan()) {
+                c
+            } else {
+                a
+            }
+        }
+    }
+}
+
+fn nary(f: NaryOp, xs: &[f64]) -> Result<f64> {
+    let fold = match f {
+        NaryOp::Min => java_min,
+        NaryOp::Max => java_max,
+        _ => return err(format!("n-ary {} is not cell-wise", f.name())),
+    };
+    xs.iter()
+        .copied()
+        .reduce(fold)
+        .ok_or_else(|| EvalError("n-ary op without operands".into()))
+}
+
+/// The runtime aggregate of a vector (so fused and unfused aggregates agree in semantics).
+fn agg_vector(f: AggOp, v: &[f64]) -> Result<f64> {
+    let op = ops::AggOp::from_name(f.name())
+        .ok_or_else(|| EvalError(format!("aggregate {} has no runtime op", f.name())))?;
+    let m = rt(Matrix::from_dense_values(1, v.len(), v.to_vec()))?;
+    let r = rt(kernels::aggregate(&m, op, ops::Direction::Full))?;
+    Ok(r.get(0, 0))
+}
+
+fn literal(l: &Literal) -> Result<f64> {
+    l.as_f64()
+        .ok_or_else(|| EvalError("non-numeric literal".into()))
+}
+
+impl<'p, 'a> Eval<'p, 'a> {
+    fn input(&self, k: usize) -> Result<Operand<'a>> {
+        self.inputs
+            .get(k)
+            .copied()
+            .ok_or_else(|| EvalError(format!("input {k} missing")))
+    }
+
+    fn matrix(&self, k: usize) -> Result<&'a Matrix> {
+        match self.input(k)? {
+            Operand::Matrix(m) => Ok(m),
+            Operand::Scalar(_) => err(format!("input {k} must be a matrix")),
+        }
+    }
+
+    /// A bounds-checked cell read.
+    fn at(m: &Matrix, i: usize, j: usize) -> Result<f64> {
+        if i < m.rows() && j < m.cols() {
+            Ok(m.get(i, j))
+        } else {
+            err(format!(
+                "read ({i}, {j}) outside a {}x{} input",
+                m.rows(),
+                m.cols()
+            ))
+        }
+    }
+
+    // ---- cell-wise bodies (Cell, MultiAgg, Outer) -------------------------------------------
+
+    /// The value of node `n` at cell `(i, j)`, recomputed from scratch.
+    fn cell(&self, n: CNodeId, i: usize, j: usize) -> Result<f64> {
+        let nodes = &self.plan.nodes;
+        Ok(match &nodes[n] {
+            CNode::Data { input, access } => {
+                let v = self.input(*input)?;
+                match (v, access) {
+                    (Operand::Scalar(s), _) => s,
+                    (Operand::Matrix(m), Access::Main | Access::Aligned) => Self::at(m, i, j)?,
+                    (Operand::Matrix(m), Access::ColVector) => Self::at(m, i, 0)?,
+                    (Operand::Matrix(m), Access::RowVector) => Self::at(m, 0, j)?,
+                    (Operand::Matrix(m), Access::Scalar) => Self::at(m, 0, 0)?,
+                    (Operand::Matrix(_), a) => return err(format!("{a:?} input read per cell")),
+                }
+            }
+            CNode::Literal { value } => literal(value)?,
+            CNode::Unary { f, x } => unary(*f, self.cell(*x, i, j)?)?,
+            CNode::Pow2 { x } => {
+                let v = self.cell(*x, i, j)?;
+                v * v
+            }
+            CNode::Mult2 { x } => {
+                let v = self.cell(*x, i, j)?;
+                v + v
+            }
+            CNode::Binary { f, a, b } => binary(*f, self.cell(*a, i, j)?, self.cell(*b, i, j)?)?,
+            CNode::Ternary { f, a, b, c } => ternary(
+                *f,
+                self.cell(*a, i, j)?,
+                self.cell(*b, i, j)?,
+                self.cell(*c, i, j)?,
+            ),
+            CNode::Nary { f, xs } => {
+                let vs = xs
+                    .iter()
+                    .map(|&x| self.cell(x, i, j))
+                    .collect::<Result<Vec<_>>>()?;
+                nary(*f, &vs)?
+            }
+            CNode::DotCell { a, b } => self.cell(*a, i, j)? * self.cell(*b, i, j)?,
+            CNode::Transpose { x } => self.cell(*x, j, i)?,
+            CNode::OuterDot { u, v } => {
+                let (CNode::Data { input: ui, .. }, CNode::Data { input: vi, access: va }) =
+                    (&nodes[*u], &nodes[*v])
+                else {
+                    return err("outer dot over non-data operands");
+                };
+                let (um, vm) = (self.matrix(*ui)?, self.matrix(*vi)?);
+                let mut s = 0.0;
+                for k in 0..um.cols() {
+                    let vk = match va {
+                        Access::OuterV => Self::at(vm, j, k)?,
+                        _ => Self::at(vm, k, j)?,
+                    };
+                    s += Self::at(um, i, k)? * vk;
+                }
+                s
+            }
+            other => return err(format!("{other:?} has no cell-wise value")),
+        })
+    }
+
+    /// The body at every cell of the main input's shape, as a dense matrix.
+    fn cell_values(&self, main: &Matrix, out: CNodeId) -> Result<Matrix> {
+        let (m, n) = main.shape();
+        let mut vals = Vec::with_capacity(m * n);
+        for i in 0..m {
+            for j in 0..n {
+                vals.push(self.cell(out, i, j)?);
+            }
+        }
+        rt(Matrix::from_dense_values(m, n, vals))
+    }
+
+    fn cell_template(
+        &self,
+        main: &Matrix,
+        out: CNodeId,
+        ty: CellType,
+        agg: Option<CellAgg>,
+    ) -> Result<Matrix> {
+        let mut vals = self.cell_values(main, out)?;
+        let Some(agg) = agg else {
+            return Ok(vals);
+        };
+        let op = match agg {
+            CellAgg::Sum => ops::AggOp::Sum,
+            CellAgg::SumSq => {
+                // The skeleton squares while summing (reference 3.1); `x ^ 2` as unfused.
+                vals = rt(kernels::binary_scalar(&vals, 2.0, ops::BinaryOp::Pow, false))?;
+                ops::AggOp::Sum
+            }
+            CellAgg::Min => ops::AggOp::Min,
+            CellAgg::Max => ops::AggOp::Max,
+        };
+        let dir = match ty {
+            CellType::NoAgg => return Ok(vals),
+            CellType::RowAgg => ops::Direction::Row,
+            CellType::ColAgg => ops::Direction::Col,
+            CellType::FullAgg => ops::Direction::Full,
+        };
+        rt(kernels::aggregate(&vals, op, dir))
+    }
+
+    // ---- Outer -------------------------------------------------------------------------------
+
+    fn outer_template(&self, main: &Matrix, ty: OuterType) -> Result<Matrix> {
+        let out = self.plan.outputs[0];
+        let (g_node, w) = match (&self.plan.nodes[out], ty) {
+            (CNode::FinalProduct { g, w }, OuterType::Left | OuterType::LeftT | OuterType::Right) => {
+                let CNode::Data { input, .. } = self.plan.nodes[*w] else {
+                    return err("final product operand is not an input");
+                };
+                (*g, Some(self.matrix(input)?))
+            }
+            (_, OuterType::CellWise | OuterType::FullAgg) => (out, None),
+            _ => return err("outer type does not match its output node"),
+        };
+        // G: the body at the driver's non-zeros, zero elsewhere (reference 6.5).
+        let (m, n) = main.shape();
+        let mut vals = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                if main.get(i, j) != 0.0 {
+                    vals[i * n + j] = self.cell(g_node, i, j)?;
+                }
+            }
+        }
+        let g = rt(Matrix::from_dense_values(m, n, vals))?;
+        match (ty, w) {
+            (OuterType::CellWise, _) => Ok(g),
+            (OuterType::FullAgg, _) => rt(kernels::aggregate(&g, ops::AggOp::Sum, ops::Direction::Full)),
+            (OuterType::Right, Some(w)) => rt(kernels::matmul(&g, w)),
+            (OuterType::LeftT, Some(w)) => rt(kernels::matmul(w, &g)),
+            (OuterType::Left, Some(w)) => rt(kernels::transpose(&rt(kernels::matmul(w, &g))?)),
+            _ => err("final product without its matrix"),
+        }
+    }
+
+    // ---- Row ---------------------------------------------------------------------------------
+
+    /// All node values for row `i`, in node order (operands come first).
+    fn row(&self, i: usize) -> Result<Vec<RVal>> {
+        let mut vals: Vec<RVal> = Vec::with_capacity(self.plan.nodes.len());
+        let row_of = |m: &Matrix, r: usize| -> Result<Vec<f64>> {
+            (0..m.cols()).map(|j| Self::at(m, r, j)).collect()
+        };
+        for node in &self.plan.nodes {
+            let v = match node {
+                CNode::Data { input, access } => match (self.input(*input)?, access) {
+                    (Operand::Scalar(s), _) => RVal::Scalar(s),
+                    (Operand::Matrix(m), Access::Main | Access::Aligned) => {
+                        RVal::Vector(row_of(m, i)?)
+                    }
+                    (Operand::Matrix(m), Access::ColVector) => RVal::Scalar(Self::at(m, i, 0)?),
+                    (Operand::Matrix(m), Access::RowVector) => RVal::Vector(row_of(m, 0)?),
+                    (Operand::Matrix(m), Access::Scalar) => RVal::Scalar(Self::at(m, 0, 0)?),
+                    (Operand::Matrix(_), Access::Whole) => RVal::Whole(*input),
+                    (_, a) => return err(format!("{a:?} input in a row plan")),
+                },
+                CNode::Literal { value } => RVal::Scalar(literal(value)?),
+                CNode::Unary { f, x } => map1(&vals[*x], |v| unary(*f, v))?,
+                CNode::Pow2 { x } => map1(&vals[*x], |v| Ok(v * v))?,
+                CNode::Mult2 { x } => map1(&vals[*x], |v| Ok(v + v))?,
+                CNode::Binary { f, a, b } => {
+                    mapn(&[&vals[*a], &vals[*b]], |xs| binary(*f, xs[0], xs[1]))?
+                }
+                CNode::Ternary { f, a, b, c } => mapn(&[&vals[*a], &vals[*b], &vals[*c]], |xs| {
+                    Ok(ternary(*f, xs[0], xs[1], xs[2]))
+                })?,
+                CNode::Nary { f: NaryOp::Cbind, xs } => {
+                    let mut out = Vec::new();
+                    for &x in xs {
+                        out.extend(as_vector(&vals[x])?);
+                    }
+                    RVal::Vector(out)
+                }
+                CNode::Nary { f, xs } => {
+                    let ops: Vec<&RVal> = xs.iter().map(|&x| &vals[x]).collect();
+                    mapn(&ops, |v| nary(*f, v))?
+                }
+                CNode::RowAgg { f, x } => RVal::Scalar(agg_vector(*f, &as_vector(&vals[*x])?)?),
+                CNode::RowSumSq { x } => {
+                    let v = as_vector(&vals[*x])?;
+                    let sq: Vec<f64> = v.iter().map(|a| a * a).collect();
+                    RVal::Scalar(agg_vector(AggOp::Sum, &sq)?)
+                }
+                CNode::VectMatMult { a, b } => {
+                    let RVal::Whole(k) = vals[*b] else {
+                        return err("row-times-matrix without a whole matrix");
+                    };
+                    let bm = self.matrix(k)?;
+                    let av = as_vector(&vals[*a])?;
+                    if av.len() != bm.rows() {
+                        return err("row-times-matrix size mismatch");
+                    }
+                    let mut out = vec![0.0; bm.cols()];
+                    for (c, o) in out.iter_mut().enumerate() {
+                        for (l, x) in av.iter().enumerate() {
+                            *o += x * bm.get(l, c);
+                        }
+                    }
+                    RVal::Vector(out)
+                }
+                CNode::OuterMultAdd { a, b } => {
+                    RVal::Outer(as_vector(&vals[*a])?, as_vector(&vals[*b])?)
+                }
+                other => return err(format!("{other:?} in a row plan")),
+            };
+            vals.push(v);
+        }
+        Ok(vals)
+    }
+
+    fn row_template(&self, main: &Matrix, ty: RowType, shape: (usize, usize)) -> Result<Matrix> {
+        let (rows, cols) = shape;
+        let mut out = vec![0.0; rows * cols];
+        let out_node = self.plan.outputs[0];
+        for i in 0..main.rows() {
+            let vals = self.row(i)?;
+            let v = &vals[out_node];
+            match ty {
+                RowType::NoAgg | RowType::RowAgg => {
+                    let vec = as_vector(v)?;
+                    if i >= rows || vec.len() != cols {
+                        return err("row output does not fit the output shape");
+                    }
+                    out[i * cols..(i + 1) * cols].copy_from_slice(&vec);
+                }
+                RowType::ColAgg => {
+                    let vec = as_vector(v)?;
+                    if rows != 1 || vec.len() != cols {
+                        return err("column aggregate does not fit the output shape");
+                    }
+                    for (o, x) in out.iter_mut().zip(&vec) {
+                        *o += x;
+                    }
+                }
+                RowType::FullAgg => {
+                    if rows * cols != 1 {
+                        return err("full aggregate output must be 1x1");
+                    }
+                    out[0] += as_vector(v)?.iter().sum::<f64>();
+                }
+                RowType::ColAggT | RowType::ColAggB1T => {
+                    let RVal::Outer(a, b) = v else {
+                        return err("final product output is not an outer accumulation");
+                    };
+                    if a.len() != rows || b.len() != cols {
+                        return err("final product does not fit the output shape");
+                    }
+                    for (r, x) in a.iter().enumerate() {
+                        for (c, y) in b.iter().enumerate() {
+                            out[r * cols + c] += x * y;
+                        }
+                    }
+                }
+            }
+        }
+        rt(Matrix::from_dense_values(rows, cols, out))
+    }
+}
+
+/// A row value as a vector (a scalar is a vector of length one).
+fn as_vector(v: &RVal) -> Result<Vec<f64>> {
+    match v {
+        RVal::Scalar(s) => Ok(vec![*s]),
+        RVal::Vector(v) => Ok(v.clone()),
+        _ => err("a matrix or product used as a row value"),
+    }
+}
+
+fn map1(v: &RVal, f: impl Fn(f64) -> Result<f64>) -> Result<RVal> {
+    mapn(&[v], |xs| f(xs[0]))
+}
+
+/// Applies `f` element-wise over scalars and equal-length vectors (length-one vectors and
+/// scalars broadcast, as DML broadcasts column vectors against a row).
+fn mapn(vs: &[&RVal], f: impl Fn(&[f64]) -> Result<f64>) -> Result<RVal> {
+    let mut len: Option<usize> = None;
+    for v in vs {
+        match v {
+            RVal::Scalar(_) => {}
+            RVal::Vector(x) => {
+                len = Some(match len {
+                    None | Some(1) => x.len(),
+                    Some(l) if x.len() == 1 || x.len() == l => l,
+                    Some(_) => return err("element-wise operands of different lengths"),
+                });
+            }
+            _ => return err("a matrix or product used element-wise"),
+        }
+    }
+    let get = |v: &RVal, k: usize| match v {
+        RVal::Scalar(s) => *s,
+        RVal::Vector(x) if x.len() == 1 => x[0],
+        RVal::Vector(x) => x[k],
+        _ => f64::NAN,
+    };
+    let at = |k: usize| f(&vs.iter().map(|v| get(v, k)).collect::<Vec<_>>());
+    match len {
+        None => Ok(RVal::Scalar(at(0)?)),
+        Some(l) => (0..l).map(at).collect::<Result<Vec<_>>>().map(RVal::Vector),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Differential tests: each pattern's DAG is planned with fuse-all, its CPlans built, and
+    //! every fused operator evaluated on the inputs the unfused DAG computes for it; the
+    //! outputs must match what the unfused kernels compute for the hops it replaces.
+    use super::*;
+    use lafuse_compiler::fusion::cplan::{construct_cplans, FusedProgram};
+    use lafuse_compiler::fusion::{plan_fusion, FuseAll};
+    use lafuse_compiler::hops::{
+        AggOp, BinaryOp as B, DagBuilder, DataType, Direction, HopDag, HopId, OpKind, ReorgOp,
+        UnaryOp as U,
+    };
+    use std::collections::HashMap;
+
+    #[derive(Clone, Debug)]
+    enum Val {
+        S(f64),
+        M(Matrix),
+    }
+
+    fn rop_b(f: B) -> ops::BinaryOp {
+        ops::BinaryOp::from_name(f.name()).unwrap()
+    }
+
+    /// The unfused value of `h`, computed with the runtime kernels.
+    fn unfused(dag: &HopDag, env: &HashMap<&str, Matrix>, h: HopId, memo: &mut HashMap<HopId, Val>) -> Val {
+        if let Some(v) = memo.get(&h) {
+            return v.clone();
+        }
+        let hop = dag.hop(h);
+        let ins: Vec<Val> = hop.inputs.iter().map(|&i| unfused(dag, env, i, memo)).collect();
+        let v = match (&hop.op, ins.as_slice()) {
+            (OpKind::TransientRead { name }, _) => Val::M(env[name.as_str()].clone()),
+            (OpKind::Literal(l), _) => Val::S(l.as_f64().unwrap()),
+            (OpKind::TransientWrite { .. }, [x]) => x.clone(),
+            (OpKind::Unary(f), [Val::M(x)]) => {
+                Val::M(kernels::unary(x, ops::UnaryOp::from_name(f.name()).unwrap()).unwrap())
+            }
+            (OpKind::Binary(f), [Val::M(a), Val::M(b)]) => Val::M(kernels::binary(a, b, rop_b(*f)).unwrap()),
+            (OpKind::Binary(f), [Val::M(a), Val::S(s)]) => {
+                Val::M(kernels::binary_scalar(a, *s, rop_b(*f), false).unwrap())
+            }
+            (OpKind::Binary(f), [Val::S(s), Val::M(a)]) => {
+                Val::M(kernels::binary_scalar(a, *s, rop_b(*f), true).unwrap())
+            }
+            (OpKind::Binary(f), [Val::S(a), Val::S(b)]) => Val::S(rop_b(*f).apply(*a, *b)),
+            (OpKind::AggUnary { op, dir }, [Val::M(x)]) => {
+                let d = match dir {
+                    Direction::Full => ops::Direction::Full,
+                    Direction::Row => ops::Direction::Row,
+                    Direction::Col => ops::Direction::Col,
+                };
+                let r = kernels::aggregate(x, ops::AggOp::from_name(op.name()).unwrap(), d).unwrap();
+                if hop.data_type == DataType::Scalar {
+                    Val::S(r.get(0, 0))
+                } else {
+                    Val::M(r)
+                }
+            }
+            (OpKind::MatMul, [Val::M(a), Val::M(b)]) => Val::M(kernels::matmul(a, b).unwrap()),
+            (OpKind::Reorg(ReorgOp::Transpose), [Val::M(x)]) => Val::M(kernels::transpose(x).unwrap()),
+            (op, _) => panic!("test oracle lacks {op:?}"),
+        };
+        memo.insert(h, v.clone());
+        v
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a.is_nan() && b.is_nan())
+            || a == b
+            || (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
+    }
+
+    fn assert_same(fused: &Matrix, want: &Val, what: &str) {
+        let want = match want {
+            Val::S(s) => Matrix::scalar(*s),
+            Val::M(m) => m.clone(),
+        };
+        assert_eq!(fused.shape(), want.shape(), "{what}: shape");
+        for i in 0..want.rows() {
+            for j in 0..want.cols() {
+                let (f, w) = (fused.get(i, j), want.get(i, j));
+                assert!(close(f, w), "{what}: ({i},{j}) fused {f} vs unfused {w}");
+            }
+        }
+    }
+
+    /// Plans `dag`, checks every operator against the unfused DAG on `env`; returns the program.
+    fn check(dag: &HopDag, env: &HashMap<&str, Matrix>) -> FusedProgram {
+        let plan = plan_fusion(dag, &FuseAll).unwrap();
+        let prog = construct_cplans(dag, &plan.memo, &plan.selection).unwrap();
+        run(dag, &prog, env);
+        prog
+    }
+
+    fn run(dag: &HopDag, prog: &FusedProgram, env: &HashMap<&str, Matrix>) {
+        let mut memo = HashMap::new();
+        for op in &prog.operators {
+            let inputs: Vec<Val> = op.inputs.iter().map(|&h| unfused(dag, env, h, &mut memo)).collect();
+            let operands: Vec<Operand<'_>> = inputs
+                .iter()
+                .map(|v| match v {
+                    Val::S(s) => Operand::Scalar(*s),
+                    Val::M(m) => Operand::Matrix(m),
+                })
+                .collect();
+            let wants: Vec<Val> = op.outputs.iter().map(|&h| unfused(dag, env, h, &mut memo)).collect();
+            let shapes: Vec<(usize, usize)> = wants
+                .iter()
+                .map(|w| match w {
+                    Val::S(_) => (1, 1),
+                    Val::M(m) => m.shape(),
+                })
+                .collect();
+            let got = evaluate(&op.cplan, &operands, &shapes)
+                .unwrap_or_else(|e| panic!("{e}\n{}", op.cplan.explain()));
+            for (g, w) in got.iter().zip(&wants) {
+                assert_same(g, w, &op.cplan.explain());
+            }
+        }
+    }
+
+    /// A deterministic pseudo-random dense or sparse matrix.
+    fn mat(rows: usize, cols: usize, density: f64, seed: u64) -> Matrix {
+        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut next = move || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 11) as f64) / ((1u64 << 53) as f64)
+        };
+        let vals: Vec<f64> = (0..rows * cols)
+            .map(|_| {
+                let keep = next() < density;
+                let v = next() * 2.0 - 0.5;
+                if keep {
+                    v
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        Matrix::from_dense_values(rows, cols, vals).unwrap().examine_and_convert()
+    }
+
+    fn nnz(m: &Matrix) -> u64 {
+        m.nnz() as u64
+    }
+
+    fn templates(p: &FusedProgram) -> Vec<(String, String)> {
+        p.operators
+            .iter()
+            .map(|o| (o.cplan.template.name().to_string(), o.cplan.template.variant()))
+            .collect()
+    }
+
+    #[test]
+    fn sum_of_a_three_way_product_with_sparse_and_special_values() {
+        let x = mat(40, 30, 0.1, 1);
+        let mut yv = mat(40, 30, 1.0, 2).into_dense_values();
+        yv[5] = f64::INFINITY;
+        yv[77] = f64::NAN;
+        let y = Matrix::from_dense_values(40, 30, yv).unwrap();
+        let z = mat(40, 30, 1.0, 3);
+        let mut b = DagBuilder::new();
+        let (hx, hy, hz) = (
+            b.input("X", 40, 30, nnz(&x)),
+            b.input("Y", 40, 30, 1200),
+            b.input("Z", 40, 30, 1200),
+        );
+        let xy = b.binary(B::Mul, hx, hy).unwrap();
+        let xyz = b.binary(B::Mul, xy, hz).unwrap();
+        let s = b.agg(AggOp::Sum, Direction::Full, xyz).unwrap();
+        b.output("s", s).unwrap();
+        let dag = b.build().unwrap();
+        let env: HashMap<&str, Matrix> = [("X", x), ("Y", y), ("Z", z)].into_iter().collect();
+        let prog = check(&dag, &env);
+        assert_eq!(prog.operators.len(), 1);
+        assert_eq!(prog.operators[0].outputs, vec![s]);
+        // The special values reach the result as in the unfused DAG (NaN in Y).
+        let mut memo = HashMap::new();
+        assert!(matches!(unfused(&dag, &env, s, &mut memo), Val::S(v) if v.is_nan()));
+    }
+
+    #[test]
+    fn row_sums_col_sums_and_the_row_final_product() {
+        let x = mat(50, 20, 0.3, 4);
+        let y = mat(50, 20, 1.0, 5);
+        let v = mat(20, 1, 1.0, 6);
+        let w = mat(50, 1, 1.0, 7);
+        let mut b = DagBuilder::new();
+        let hx = b.input("X", 50, 20, nnz(&x));
+        let hy = b.input("Y", 50, 20, 1000);
+        let hv = b.input("v", 20, 1, 20);
+        let hw = b.input("w", 50, 1, 50);
+        let xy = b.binary(B::Mul, hx, hy).unwrap();
+        let rs = b.agg(AggOp::Sum, Direction::Row, xy).unwrap();
+        let ex = b.unary(U::Exp, hx).unwrap();
+        let cs = b.agg(AggOp::Sum, Direction::Col, ex).unwrap();
+        let xv = b.matmul(hx, hv).unwrap();
+        let wxv = b.binary(B::Mul, hw, xv).unwrap();
+        let xt = b.transpose(hx).unwrap();
+        let r = b.matmul(xt, wxv).unwrap();
+        b.output("rs", rs).unwrap();
+        b.output("cs", cs).unwrap();
+        b.output("r", r).unwrap();
+        let dag = b.build().unwrap();
+        let env: HashMap<&str, Matrix> =
+            [("X", x), ("Y", y), ("v", v), ("w", w)].into_iter().collect();
+        let prog = check(&dag, &env);
+        let t = templates(&prog);
+        assert!(t.contains(&("row".into(), "col_agg_t".into())), "{t:?}");
+        assert!(prog.operators.iter().any(|o| o.outputs == vec![rs]), "{t:?}");
+        assert!(prog.operators.iter().any(|o| o.outputs == vec![cs]), "{t:?}");
+    }
+
+    #[test]
+    fn multi_aggregate_of_two_sums() {
+        let x = mat(30, 30, 0.5, 8);
+        let y = mat(30, 30, 1.0, 9);
+        let z = mat(30, 30, 1.0, 10);
+        let mut b = DagBuilder::new();
+        let hx = b.input("X", 30, 30, nnz(&x));
+        let hy = b.input("Y", 30, 30, 900);
+        let hz = b.input("Z", 30, 30, 900);
+        let xy = b.binary(B::Mul, hx, hy).unwrap();
+        let xz = b.binary(B::Mul, hx, hz).unwrap();
+        let s1 = b.agg(AggOp::Sum, Direction::Full, xy).unwrap();
+        let s2 = b.agg(AggOp::Sum, Direction::Full, xz).unwrap();
+        let s = b.binary(B::Add, s1, s2).unwrap();
+        b.output("s", s).unwrap();
+        let dag = b.build().unwrap();
+        let env: HashMap<&str, Matrix> = [("X", x), ("Y", y), ("Z", z)].into_iter().collect();
+        let prog = check(&dag, &env);
+        assert!(!prog.operators.is_empty());
+        println!("{}", prog.explain());
+    }
+
+    #[test]
+    fn outer_product_with_a_sparse_driver() {
+        let (m, n, k) = (300, 280, 4);
+        let x = mat(m, n, 0.02, 11);
+        // Positive factors keep the log finite.
+        let u = Matrix::from_dense_values(m, k, (0..m * k).map(|i| 0.1 + (i % 7) as f64 * 0.05).collect()).unwrap();
+        let v = Matrix::from_dense_values(n, k, (0..n * k).map(|i| 0.2 + (i % 5) as f64 * 0.03).collect()).unwrap();
+        let mut b = DagBuilder::new();
+        let hx = b.input("X", m as u64, n as u64, nnz(&x));
+        let hu = b.input("U", m as u64, k as u64, (m * k) as u64);
+        let hv = b.input("V", n as u64, k as u64, (n * k) as u64);
+        let vt = b.transpose(hv).unwrap();
+        let uv = b.matmul(hu, vt).unwrap();
+        let eps = b.literal_f64(1e-15);
+        let pe = b.binary(B::Add, uv, eps).unwrap();
+        let lg = b.unary(U::Log, pe).unwrap();
+        let xl = b.binary(B::Mul, hx, lg).unwrap();
+        let s = b.agg(AggOp::Sum, Direction::Full, xl).unwrap();
+        b.output("s", s).unwrap();
+        let dag = b.build().unwrap();
+        let env: HashMap<&str, Matrix> = [("X", x), ("U", u), ("V", v)].into_iter().collect();
+        let prog = check(&dag, &env);
+        assert_eq!(templates(&prog), vec![("outer".to_string(), "full_agg".to_string())]);
+    }
+
+    #[test]
+    fn plans_are_size_independent_and_evaluate_on_1x1_and_empty_inputs() {
+        // rowSums(X * Y) planned at 50x20, evaluated at 1x1 and 0x3.
+        let mut b = DagBuilder::new();
+        let hx = b.input("X", 50, 20, 1000);
+        let hy = b.input("Y", 50, 20, 1000);
+        let xy = b.binary(B::Mul, hx, hy).unwrap();
+        let e = b.unary(U::Exp, xy).unwrap();
+        let cs = b.agg(AggOp::Sum, Direction::Col, e).unwrap();
+        b.output("cs", cs).unwrap();
+        let dag = b.build().unwrap();
+        let plan = plan_fusion(&dag, &FuseAll).unwrap();
+        let prog = construct_cplans(&dag, &plan.memo, &plan.selection).unwrap();
+        assert_eq!(prog.operators.len(), 1);
+        let p = &prog.operators[0].cplan;
+        let one = Matrix::scalar(f64::INFINITY);
+        let two = Matrix::scalar(-1.0);
+        let out = evaluate(p, &[Operand::Matrix(&one), Operand::Matrix(&two)], &[(1, 1)]).unwrap();
+        assert_eq!(out[0].get(0, 0), 0.0); // exp(-inf)
+        let e0 = Matrix::zeros(0, 3);
+        let out = evaluate(p, &[Operand::Matrix(&e0), Operand::Matrix(&e0)], &[(1, 3)]).unwrap();
+        assert_eq!(out[0].shape(), (1, 3));
+        assert_eq!(out[0].get(0, 2), 0.0);
+    }
+
+    #[test]
+    fn malformed_calls_are_errors_not_panics() {
+        let mut b = DagBuilder::new();
+        let hx = b.input("X", 50, 20, 1000);
+        let hy = b.input("Y", 50, 20, 1000);
+        let xy = b.binary(B::Mul, hx, hy).unwrap();
+        let s = b.agg(AggOp::Sum, Direction::Full, xy).unwrap();
+        b.output("s", s).unwrap();
+        let dag = b.build().unwrap();
+        let plan = plan_fusion(&dag, &FuseAll).unwrap();
+        let prog = construct_cplans(&dag, &plan.memo, &plan.selection).unwrap();
+        let p = &prog.operators[0].cplan;
+        let a = Matrix::zeros(3, 3);
+        let c = Matrix::zeros(2, 2);
+        assert!(evaluate(p, &[Operand::Matrix(&a)], &[(1, 1)]).is_err());
+        assert!(evaluate(p, &[Operand::Scalar(1.0), Operand::Matrix(&a)], &[(1, 1)]).is_err());
+        assert!(evaluate(p, &[Operand::Matrix(&a), Operand::Matrix(&c)], &[(1, 1)]).is_err());
+    }
+}

@@ -1,0 +1,825 @@
+//! CPlan construction from a selection (reference 1.5 `rConstructCPlans`), the cleanup rules
+//! of reference 1.6, the simplification rewrites of 5.8, CSE (5.9) and the Row template's
+//! vector-intermediate count (5.10), and the resulting list of fused operators (the data an
+//! executor needs to rewire the DAG, reference 1.8, without changing the HOP IR).
+//!
+//! Construction has two passes per operator. The first walks the selected plans top-down from
+//! the root and records hop operations as raw nodes over data inputs in first-use order; the
+//! second, once the main input is known, assigns each data input its access kind, renumbers
+//! inputs (main input first) and re-creates the nodes bottom-up through a hash-consing table,
+//! applying the 5.8 rewrites on the way. Hash-consing *is* the CSE of 5.9: two structurally
+//! equal nodes become one. Anything the first pass cannot express as a CNode makes the
+//! operator's plan invalid; the operator is then dropped and its hops run unfused, which is
+//! always correct (reference 1.6 drops invalid plans the same way).
+
+use super::{Access, CNode, CNodeId, CPlan, InputKind, OuterType, RowType, TemplateSpec};
+use crate::fusion::dag::FusionDag;
+use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
+use crate::fusion::select::{selection_roots, Selection};
+use crate::fusion::sparsity::{choose_main_input, choose_sparse_driver, is_zero_preserving};
+use crate::fusion::template::{cell_agg_kind, CellAgg, CellType};
+use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, OpKind, ReorgOp};
+use crate::Result;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+
+/// One fused operator: its plan and how it replaces hops of the DAG (reference 1.8).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FusedOperator {
+    /// The operator's plan.
+    pub cplan: CPlan,
+    /// The hops whose values the operator produces, by output position (one, or one per
+    /// aggregate of a MultiAgg). Consumers of these hops read the operator's outputs instead.
+    pub outputs: Vec<HopId>,
+    /// The hops whose values are the operator's inputs, by CPlan input position.
+    pub inputs: Vec<HopId>,
+    /// Every hop the operator computes (outputs and fused interior), ascending. Interior hops
+    /// still needed by other consumers stay computed unfused as well.
+    pub covered: Vec<HopId>,
+}
+
+/// The fused operators of one DAG, in top-down construction order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FusedProgram {
+    /// The operators.
+    pub operators: Vec<FusedOperator>,
+}
+
+impl FusedProgram {
+    /// Explain text (`explain --level cplan`): per operator its outputs, inputs and plan.
+    pub fn explain(&self) -> String {
+        let mut out = format!("fused operators: {}\n", self.operators.len());
+        for (k, op) in self.operators.iter().enumerate() {
+            let hops = |v: &[HopId]| {
+                v.iter()
+                    .map(|h| format!("({h})"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            out.push_str(&format!(
+                "op {k}: outputs {} inputs {}\n  {}",
+                hops(&op.outputs),
+                hops(&op.inputs),
+                op.cplan.explain().replace('\n', "\n  ").trim_end()
+            ));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// JSON: `{"operators": [{"template", "variant", "hash", "outputs", "inputs", "covered",
+    /// "cplan"}...]}`.
+    pub fn to_json(&self) -> String {
+        let ops: Vec<serde_json::Value> = self
+            .operators
+            .iter()
+            .map(|op| {
+                serde_json::json!({
+                    "template": op.cplan.template.name(),
+                    "variant": op.cplan.template.variant(),
+                    "hash": format!("{:016x}", op.cplan.structural_hash()),
+                    "outputs": op.outputs,
+                    "inputs": op.inputs,
+                    "covered": op.covered,
+                    "cplan": op.cplan,
+                })
+            })
+            .collect();
+        serde_json::to_string_pretty(&serde_json::json!({ "operators": ops }))
+            .unwrap_or_default()
+    }
+}
+
+/// Builds the fused operators of `selection` (reduced `memo`, reference 1.5): top-down from
+/// the DAG's roots, an operator per selected root, continuing into the operator's inputs.
+/// Operators whose plans fail the validity rules of reference 1.6 are left out (their hops run
+/// unfused).
+pub fn construct_cplans(
+    dag: &HopDag,
+    memo: &MemoTable,
+    selection: &Selection,
+) -> Result<FusedProgram> {
+    let view = FusionDag::new(dag)?;
+    let mut program = FusedProgram::default();
+    let mut visited = BTreeSet::new();
+    let mut stack: Vec<HopId> = selection_roots(&view).into_iter().rev().collect();
+    while let Some(h) = stack.pop() {
+        if !visited.insert(h) {
+            continue;
+        }
+        let op = match selection.roots.get(&h) {
+            Some(entry) if !memo.is_excluded(h) => build_operator(&view, selection, h, entry),
+            _ => None,
+        };
+        match op {
+            Some(op) => {
+                stack.extend(op.inputs.iter().rev().copied());
+                program.operators.push(op);
+            }
+            None => stack.extend(view.inputs(h).iter().rev().copied()),
+        }
+    }
+    Ok(program)
+}
+
+/// A node of the first pass: data inputs are hop ids, not yet positions and accesses.
+#[derive(Clone, Debug, PartialEq)]
+enum Raw {
+    /// A data input; `Some(access)` when the use fixes it (matrix operands, Outer factors).
+    Data(HopId, Option<Access>),
+    /// Anything else, with operands referring to raw nodes.
+    Node(CNode),
+}
+
+/// First-pass state of one operator.
+struct Builder<'a, 'd> {
+    dag: &'a FusionDag<'d>,
+    selection: &'a Selection,
+    template: TemplateKind,
+    raw: Vec<Raw>,
+    /// Raw node per (hop, context), so a hop used twice is built once.
+    built: HashMap<HopId, usize>,
+    covered: BTreeSet<HopId>,
+}
+
+impl<'a, 'd> Builder<'a, 'd> {
+    fn push(&mut self, r: Raw) -> usize {
+        if let Some(i) = self.raw.iter().position(|x| *x == r) {
+            return i;
+        }
+        self.raw.push(r);
+        self.raw.len() - 1
+    }
+
+    /// The plan of `h` inside an operator of this builder's template (or a Cell plan it
+    /// absorbs), if `h` is fused.
+    fn fused_entry(&self, h: HopId) -> Option<&'a MemoEntry> {
+        let entries = self.selection.plans.get(&h)?;
+        entries
+            .iter()
+            .find(|e| e.template == self.template)
+            .or_else(|| {
+                entries
+                    .iter()
+                    .find(|e| self.template.can_absorb(e.template))
+            })
+    }
+
+    /// The node for input position `pos` of `h` under `entry`: its fused body if referenced,
+    /// a literal, or a data input.
+    fn operand(&mut self, h: HopId, entry: &MemoEntry, pos: usize) -> Option<usize> {
+        let c = self.dag.inputs(h)[pos];
+        if entry.is_ref(pos) {
+            if let Some(e) = self.fused_entry(c) {
+                return self.hop(c, e);
+            }
+        }
+        Some(self.leaf(c, None))
+    }
+
+    /// A materialized input `c` (or a literal).
+    fn leaf(&mut self, c: HopId, access: Option<Access>) -> usize {
+        if let Some(l) = self.dag.hop(c).literal() {
+            if l.as_f64().is_some() {
+                let value = match l {
+                    Literal::Double(_) => l.clone(),
+                    _ => Literal::Double(l.as_f64().unwrap_or(f64::NAN)),
+                };
+                return self.push(Raw::Node(CNode::Literal { value }));
+            }
+        }
+        self.push(Raw::Data(c, access))
+    }
+
+    /// Builds the fused hop `h` with plan `entry`; `None` if it has no CNode form.
+    fn hop(&mut self, h: HopId, entry: &MemoEntry) -> Option<usize> {
+        if let Some(&i) = self.built.get(&h) {
+            return Some(i);
+        }
+        self.covered.insert(h);
+        let ins = self.dag.inputs(h);
+        let node = match self.dag.op(h) {
+            OpKind::Unary(f) => CNode::Unary {
+                f: *f,
+                x: self.operand(h, entry, 0)?,
+            },
+            OpKind::Binary(f) => CNode::Binary {
+                f: *f,
+                a: self.operand(h, entry, 0)?,
+                b: self.operand(h, entry, 1)?,
+            },
+            OpKind::Ternary(f) => CNode::Ternary {
+                f: *f,
+                a: self.operand(h, entry, 0)?,
+                b: self.operand(h, entry, 1)?,
+                c: self.operand(h, entry, 2)?,
+            },
+            OpKind::Nary(f) => CNode::Nary {
+                f: *f,
+                xs: (0..ins.len())
+                    .map(|p| self.operand(h, entry, p))
+                    .collect::<Option<Vec<_>>>()?,
+            },
+            OpKind::AggUnary { op, dir: Direction::Row } if self.template == TemplateKind::Row => {
+                CNode::RowAgg {
+                    f: *op,
+                    x: self.operand(h, entry, 0)?,
+                }
+            }
+            OpKind::MatMul if self.template == TemplateKind::Row => {
+                if self.dag.is_transpose(ins[0]) {
+                    // A final product inside the body (not at the root) has no row-wise form.
+                    return None;
+                }
+                let a = self.operand(h, entry, 0)?;
+                // The right side is read whole; a fused right side has no row-wise form.
+                if entry.is_ref(1) {
+                    return None;
+                }
+                let b = self.leaf(ins[1], Some(Access::Whole));
+                CNode::VectMatMult { a, b }
+            }
+            OpKind::MatMul
+                if self.template == TemplateKind::Outer && self.dag.is_outer_product_like_mm(h) =>
+            {
+                let (u, v) = (ins[0], ins[1]);
+                if self.dag.is_transpose(u) {
+                    return None;
+                }
+                let u = self.leaf(u, Some(Access::OuterU));
+                let v = if self.dag.is_transpose(v) {
+                    if entry.is_ref(1) {
+                        self.covered.insert(v);
+                    }
+                    self.leaf(self.dag.inputs(v)[0], Some(Access::OuterV))
+                } else {
+                    self.leaf(v, Some(Access::Whole))
+                };
+                CNode::OuterDot { u, v }
+            }
+            OpKind::Reorg(ReorgOp::Transpose)
+                if self.template == TemplateKind::Cell && self.dag.is_row_vector(h) =>
+            {
+                CNode::Transpose {
+                    x: self.operand(h, entry, 0)?,
+                }
+            }
+            _ => return None,
+        };
+        let i = self.push(Raw::Node(node));
+        self.built.insert(h, i);
+        Some(i)
+    }
+
+    /// The body of a full/row/col aggregate or dot product rooted at `root` (Cell, MultiAgg):
+    /// the value per cell before aggregation, with `sum(f^2)` computing `f` (SUM_SQ).
+    fn cell_agg_body(&mut self, root: HopId, entry: &MemoEntry, agg: Option<CellAgg>) -> Option<usize> {
+        self.covered.insert(root);
+        let ins = self.dag.inputs(root);
+        match self.dag.op(root) {
+            OpKind::AggUnary { .. } => {
+                let x = ins[0];
+                if agg == Some(CellAgg::SumSq) {
+                    // The square is applied by the aggregation; the body is the base of `x ^ 2`.
+                    if entry.is_ref(0) {
+                        let e = self.fused_entry(x)?;
+                        self.covered.insert(x);
+                        return self.operand(x, e, 0);
+                    }
+                    return Some(self.leaf(self.dag.inputs(x)[0], None));
+                }
+                self.operand(root, entry, 0)
+            }
+            OpKind::MatMul => {
+                // t(x) %*% y: the product per cell, summed by the template.
+                let t = ins[0];
+                let a = if entry.is_ref(0) {
+                    self.covered.insert(t);
+                    let te = self.fused_entry(t)?;
+                    self.operand(t, te, 0)?
+                } else {
+                    self.leaf(self.dag.inputs(t)[0], None)
+                };
+                let b = self.operand(root, entry, 1)?;
+                Some(self.push(Raw::Node(CNode::DotCell { a, b })))
+            }
+            _ => self.hop(root, entry),
+        }
+    }
+}
+
+/// Builds one operator rooted at `h` (reference 1.5 `constructCplan` per template), then
+/// validates and finalizes it (1.6). `None` drops it.
+fn build_operator(
+    dag: &FusionDag<'_>,
+    selection: &Selection,
+    h: HopId,
+    entry: &MemoEntry,
+) -> Option<FusedOperator> {
+    let template = entry.template;
+    let mut b = Builder {
+        dag,
+        selection,
+        template: if template == TemplateKind::MAgg {
+            TemplateKind::Cell
+        } else {
+            template
+        },
+        raw: Vec::new(),
+        built: HashMap::new(),
+        covered: BTreeSet::new(),
+    };
+    let mut outputs_hops = vec![h];
+    let (spec, raw_outputs) = match template {
+        TemplateKind::Cell => {
+            let (cell_type, agg) = cell_agg_kind(dag, h)?;
+            let out = b.cell_agg_body(h, entry, agg)?;
+            let spec = TemplateSpec::Cell {
+                cell_type,
+                agg,
+                sparse_safe: false,
+            };
+            (spec, vec![out])
+        }
+        TemplateKind::MAgg => {
+            outputs_hops = entry.inputs.iter().flatten().copied().collect();
+            let mut aggs = Vec::new();
+            let mut outs = Vec::new();
+            for &a in &outputs_hops {
+                let body = selection
+                    .plans
+                    .get(&a)?
+                    .iter()
+                    .find(|e| e.template == TemplateKind::Cell)?;
+                let (CellType::FullAgg, Some(agg)) = cell_agg_kind(dag, a)? else {
+                    return None;
+                };
+                aggs.push(agg);
+                outs.push(b.cell_agg_body(a, body, Some(agg))?);
+            }
+            (TemplateSpec::MAgg { aggs }, outs)
+        }
+        TemplateKind::Row => {
+            let ins = dag.inputs(h);
+            let (row_type, out) = match dag.op(h) {
+                OpKind::AggUnary { op, dir } => {
+                    b.covered.insert(h);
+                    let x = b.operand(h, entry, 0)?;
+                    match (dir, op) {
+                        (Direction::Row, _) => {
+                            let n = b.push(Raw::Node(CNode::RowAgg { f: *op, x }));
+                            (RowType::RowAgg, n)
+                        }
+                        (Direction::Col, AggOp::Sum) => (RowType::ColAgg, x),
+                        (Direction::Full, AggOp::Sum) => (RowType::FullAgg, x),
+                        _ => return None,
+                    }
+                }
+                OpKind::MatMul if dag.is_transpose(ins[0]) => {
+                    b.covered.insert(h);
+                    let t = ins[0];
+                    let a = if entry.is_ref(0) {
+                        b.covered.insert(t);
+                        let te = b.fused_entry(t)?;
+                        b.operand(t, te, 0)?
+                    } else {
+                        b.leaf(dag.inputs(t)[0], None)
+                    };
+                    let y = b.operand(h, entry, 1)?;
+                    let n = b.push(Raw::Node(CNode::OuterMultAdd { a, b: y }));
+                    let ty = if dag.cols(h) == Some(1) {
+                        RowType::ColAggT
+                    } else {
+                        RowType::ColAggB1T
+                    };
+                    (ty, n)
+                }
+                _ => {
+                    let n = b.hop(h, entry)?;
+                    let ty = if dag.cols(h) == Some(1) {
+                        RowType::RowAgg
+                    } else {
+                        RowType::NoAgg
+                    };
+                    (ty, n)
+                }
+            };
+            (
+                TemplateSpec::Row {
+                    row_type,
+                    num_vectors: 0,
+                },
+                vec![out],
+            )
+        }
+        TemplateKind::Outer => outer_root(&mut b, h, entry)?,
+    };
+    finalize(dag, b, spec, raw_outputs, outputs_hops)
+}
+
+/// The Outer operator's type and output (reference 3.4 `getOuterProductType`).
+fn outer_root(
+    b: &mut Builder<'_, '_>,
+    h: HopId,
+    entry: &MemoEntry,
+) -> Option<(TemplateSpec, Vec<usize>)> {
+    let dag = b.dag;
+    let ins = dag.inputs(h);
+    // A final product `W %*% V2` / `t(U2) %*% W` over the fused cell-wise part.
+    let final_product = |b: &mut Builder<'_, '_>, mm: HopId, mm_entry: &MemoEntry| {
+        b.covered.insert(mm);
+        let mi = dag.inputs(mm);
+        if mm_entry.is_ref(0) && !mm_entry.is_ref(1) {
+            let g = b.operand(mm, mm_entry, 0)?;
+            let w = b.leaf(mi[1], Some(Access::Whole));
+            Some((OuterType::Right, g, w))
+        } else if mm_entry.is_ref(1) && !mm_entry.is_ref(0) {
+            let g = b.operand(mm, mm_entry, 1)?;
+            let w = b.leaf(mi[0], Some(Access::Whole));
+            Some((OuterType::LeftT, g, w))
+        } else {
+            None
+        }
+    };
+    let (ty, out) = match dag.op(h) {
+        OpKind::AggUnary {
+            op: AggOp::Sum,
+            dir: Direction::Full,
+        } => {
+            b.covered.insert(h);
+            (OuterType::FullAgg, b.operand(h, entry, 0)?)
+        }
+        OpKind::Binary(_) => (OuterType::CellWise, b.hop(h, entry)?),
+        OpKind::MatMul => {
+            let (ty, g, w) = final_product(b, h, entry)?;
+            (ty, b.push(Raw::Node(CNode::FinalProduct { g, w })))
+        }
+        OpKind::Reorg(ReorgOp::Transpose) if entry.is_ref(0) => {
+            b.covered.insert(h);
+            let mm = ins[0];
+            let me = b.fused_entry(mm)?;
+            let (OuterType::LeftT, g, w) = final_product(b, mm, me)? else {
+                return None;
+            };
+            (OuterType::Left, b.push(Raw::Node(CNode::FinalProduct { g, w })))
+        }
+        _ => return None,
+    };
+    Some((TemplateSpec::Outer { outer_type: ty }, vec![out]))
+}
+
+/// Second pass and validity rules (reference 1.6): choose the main input, assign accesses,
+/// renumber inputs, rebuild through the hash-consing table with the 5.8 rewrites (5.9 CSE),
+/// then drop invalid or trivial plans.
+fn finalize(
+    dag: &FusionDag<'_>,
+    b: Builder<'_, '_>,
+    mut spec: TemplateSpec,
+    raw_outputs: Vec<usize>,
+    outputs: Vec<HopId>,
+) -> Option<FusedOperator> {
+    // Rule 1: matrix inputs must exist.
+    let data_hops: Vec<HopId> = b
+        .raw
+        .iter()
+        .filter_map(|r| match r {
+            Raw::Data(h, _) => Some(*h),
+            _ => None,
+        })
+        .collect();
+    let candidates: Vec<HopId> = b
+        .raw
+        .iter()
+        .filter_map(|r| match r {
+            Raw::Data(h, None) if dag.is_matrix(*h) => Some(*h),
+            _ => None,
+        })
+        .collect();
+    let covered = b.covered.clone();
+    let main = match &spec {
+        TemplateSpec::Outer { .. } => {
+            let root = outputs[0];
+            let in_region = |x: HopId| covered.contains(&x);
+            choose_sparse_driver(dag, root, &candidates, &in_region)
+                .or_else(|| choose_main_input(dag, &candidates))?
+        }
+        _ => choose_main_input(dag, &candidates)?,
+    };
+    let main_dims = dag.dims(main)?;
+    if let TemplateSpec::Cell {
+        cell_type, agg, sparse_safe,
+    } = &mut spec
+    {
+        let in_region = |x: HopId| covered.contains(&x);
+        let agg_ok = matches!(agg, None | Some(CellAgg::Sum | CellAgg::SumSq));
+        *sparse_safe = agg_ok
+            && *cell_type != CellType::NoAgg
+            && is_zero_preserving(dag, outputs[0], main, &in_region);
+    }
+    // Inputs in first-use order, main input first.
+    let mut order: Vec<HopId> = vec![main];
+    for h in data_hops {
+        if !order.contains(&h) {
+            order.push(h);
+        }
+    }
+    let access_of = |h: HopId, fixed: Option<Access>| -> Access {
+        if let Some(a) = fixed {
+            return a;
+        }
+        if h == main {
+            return Access::Main;
+        }
+        match dag.dims(h) {
+            _ if dag.is_scalar(h) || dag.is_1x1(h) => Access::Scalar,
+            Some(d) if d == main_dims => Access::Aligned,
+            Some((r, c)) if matches!(spec, TemplateSpec::Row { .. }) && r == main_dims.0 && c > 1 => {
+                Access::Aligned
+            }
+            Some((_, 1)) => Access::ColVector,
+            Some((1, _)) => Access::RowVector,
+            _ => Access::Whole,
+        }
+    };
+    let is_outer = matches!(spec, TemplateSpec::Outer { .. });
+    let mut fin = Interner::default();
+    let mut map: Vec<CNodeId> = Vec::with_capacity(b.raw.len());
+    for r in &b.raw {
+        let node = match r {
+            Raw::Data(h, fixed) => CNode::Data {
+                input: order.iter().position(|x| x == h)?,
+                access: access_of(*h, *fixed),
+            },
+            Raw::Node(n) => remap(n, &map),
+        };
+        let id = fin.simplify(node, is_outer);
+        map.push(id);
+    }
+    let outs: Vec<CNodeId> = raw_outputs.iter().map(|&o| map[o]).collect();
+    let (nodes, outs) = fin.compact(&outs);
+    let inputs_used: Vec<usize> = {
+        let mut v: Vec<usize> = nodes
+            .iter()
+            .filter_map(|n| match n {
+                CNode::Data { input, .. } => Some(*input),
+                _ => None,
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    // Rule 3: only inputs still referenced (after simplification); renumber densely.
+    let renum = |i: usize| inputs_used.iter().position(|&x| x == i).unwrap_or(i);
+    let nodes: Vec<CNode> = nodes
+        .into_iter()
+        .map(|n| match n {
+            CNode::Data { input, access } => CNode::Data {
+                input: renum(input),
+                access,
+            },
+            n => n,
+        })
+        .collect();
+    if inputs_used.first() != Some(&0) {
+        return None;
+    }
+    let input_hops: Vec<HopId> = inputs_used.iter().map(|&i| order[i]).collect();
+    if let TemplateSpec::Row { num_vectors, .. } = &mut spec {
+        *num_vectors = count_vector_intermediates(&nodes, &outs);
+    }
+    let cplan = CPlan {
+        template: spec,
+        inputs: input_hops
+            .iter()
+            .map(|&h| {
+                if dag.is_scalar(h) {
+                    InputKind::Scalar
+                } else {
+                    InputKind::Matrix
+                }
+            })
+            .collect(),
+        nodes,
+        outputs: outs,
+    };
+    if !is_worth_fusing(&cplan) {
+        return None;
+    }
+    Some(FusedOperator {
+        cplan,
+        outputs,
+        inputs: input_hops,
+        covered: covered.into_iter().collect(),
+    })
+}
+
+/// Reference 1.6 rules 7 and 8: a plan without operations, or a non-aggregating Cell/Row plan
+/// with one operation over data inputs, gains nothing from fusion.
+fn is_worth_fusing(p: &CPlan) -> bool {
+    let ops = p.num_operations();
+    if ops == 0 {
+        return false;
+    }
+    let single = ops == 1;
+    match &p.template {
+        TemplateSpec::Cell {
+            cell_type: CellType::NoAgg,
+            ..
+        } => !single,
+        TemplateSpec::Row {
+            row_type: RowType::NoAgg | RowType::RowAgg,
+            ..
+        } => !single || matches!(p.nodes[p.outputs[0]], CNode::VectMatMult { .. }),
+        _ => true,
+    }
+}
+
+fn remap(n: &CNode, map: &[CNodeId]) -> CNode {
+    let m = |i: &CNodeId| map[*i];
+    match n {
+        CNode::Data { .. } | CNode::Literal { .. } => n.clone(),
+        CNode::Unary { f, x } => CNode::Unary { f: *f, x: m(x) },
+        CNode::Pow2 { x } => CNode::Pow2 { x: m(x) },
+        CNode::Mult2 { x } => CNode::Mult2 { x: m(x) },
+        CNode::Binary { f, a, b } => CNode::Binary {
+            f: *f,
+            a: m(a),
+            b: m(b),
+        },
+        CNode::Ternary { f, a, b, c } => CNode::Ternary {
+            f: *f,
+            a: m(a),
+            b: m(b),
+            c: m(c),
+        },
+        CNode::Nary { f, xs } => CNode::Nary {
+            f: *f,
+            xs: xs.iter().map(m).collect(),
+        },
+        CNode::RowAgg { f, x } => CNode::RowAgg { f: *f, x: m(x) },
+        CNode::RowSumSq { x } => CNode::RowSumSq { x: m(x) },
+        CNode::VectMatMult { a, b } => CNode::VectMatMult { a: m(a), b: m(b) },
+        CNode::OuterMultAdd { a, b } => CNode::OuterMultAdd { a: m(a), b: m(b) },
+        CNode::DotCell { a, b } => CNode::DotCell { a: m(a), b: m(b) },
+        CNode::OuterDot { u, v } => CNode::OuterDot { u: m(u), v: m(v) },
+        CNode::FinalProduct { g, w } => CNode::FinalProduct { g: m(g), w: m(w) },
+        CNode::Transpose { x } => CNode::Transpose { x: m(x) },
+    }
+}
+
+/// The hash-consing table of the second pass: structurally equal nodes are created once
+/// (reference 5.9 CSE; keys are the nodes' canonical JSON).
+#[derive(Default)]
+struct Interner {
+    nodes: Vec<CNode>,
+    index: HashMap<String, CNodeId>,
+}
+
+impl Interner {
+    fn intern(&mut self, n: CNode) -> CNodeId {
+        let key = serde_json::to_string(&n).unwrap_or_default();
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        self.nodes.push(n);
+        self.index.insert(key, self.nodes.len() - 1);
+        self.nodes.len() - 1
+    }
+
+    fn literal(&self, i: CNodeId) -> Option<f64> {
+        match &self.nodes[i] {
+            CNode::Literal { value } => value.as_f64(),
+            _ => None,
+        }
+    }
+
+    /// Interns `n` after the node-local rewrites of reference 5.8 (operands are already
+    /// rewritten), and for Outer plans the template-level rewrite: `X != 0` on the main input
+    /// is 1 (only non-zeros of X are visited) and `1 * e` is `e`.
+    fn simplify(&mut self, n: CNode, is_outer: bool) -> CNodeId {
+        match n {
+            CNode::Binary {
+                f: BinaryOp::Ne,
+                a,
+                b,
+            } if is_outer
+                && matches!(self.nodes[a], CNode::Data { access: Access::Main, .. })
+                && self.literal(b) == Some(0.0) =>
+            {
+                self.intern(CNode::Literal {
+                    value: Literal::Double(1.0),
+                })
+            }
+            CNode::Binary {
+                f: BinaryOp::Mul,
+                a,
+                b,
+            } if is_outer && (self.literal(a) == Some(1.0) || self.literal(b) == Some(1.0)) => {
+                if self.literal(a) == Some(1.0) {
+                    b
+                } else {
+                    a
+                }
+            }
+            CNode::Binary {
+                f: BinaryOp::Pow,
+                a,
+                b,
+            } if self.literal(b) == Some(2.0) => self.intern(CNode::Pow2 { x: a }),
+            CNode::Binary {
+                f: BinaryOp::Mul,
+                a,
+                b,
+            } if self.literal(b) == Some(2.0) => self.intern(CNode::Mult2 { x: a }),
+            CNode::RowAgg { f: AggOp::Sum, x } if matches!(self.nodes[x], CNode::Pow2 { .. }) => {
+                let CNode::Pow2 { x: base } = self.nodes[x] else {
+                    return x;
+                };
+                self.intern(CNode::RowSumSq { x: base })
+            }
+            n => self.intern(n),
+        }
+    }
+
+    /// The nodes reachable from `outputs`, renumbered in order (rewrites may orphan nodes).
+    fn compact(self, outputs: &[CNodeId]) -> (Vec<CNode>, Vec<CNodeId>) {
+        let mut live = vec![false; self.nodes.len()];
+        let mut stack: Vec<CNodeId> = outputs.to_vec();
+        while let Some(i) = stack.pop() {
+            if !live[i] {
+                live[i] = true;
+                stack.extend(self.nodes[i].operands());
+            }
+        }
+        let mut new_id = vec![usize::MAX; self.nodes.len()];
+        let mut out = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if live[i] {
+                new_id[i] = out.len();
+                out.push(remap(n, &new_id));
+            }
+        }
+        (out, outputs.iter().map(|&o| new_id[o]).collect())
+    }
+}
+
+/// Whether a Row plan node produces a vector per row (reference 5.10): data rows read as
+/// vectors, element-wise operations over a vector, row-times-matrix products.
+fn is_vector_node(nodes: &[CNode], i: CNodeId, memo: &mut Vec<Option<bool>>) -> bool {
+    if let Some(v) = memo[i] {
+        return v;
+    }
+    let v = match &nodes[i] {
+        CNode::Data { access, .. } => matches!(
+            access,
+            Access::Main | Access::Aligned | Access::RowVector
+        ),
+        CNode::Literal { .. } | CNode::RowAgg { .. } | CNode::RowSumSq { .. } => false,
+        CNode::VectMatMult { .. } | CNode::OuterMultAdd { .. } => true,
+        n => n
+            .operands()
+            .iter()
+            .any(|&o| is_vector_node(nodes, o, memo)),
+    };
+    memo[i] = Some(v);
+    v
+}
+
+/// The number of row-vector buffers a Row operator needs (reference 5.10, exact dynamic
+/// count): the maximum number of simultaneously live vector intermediates when nodes are
+/// evaluated in order and each is released after its last use. Data inputs are views, not
+/// buffers. Unlike SystemDS's static-buffer simulation this keeps no spare slot (reference
+/// defect #10).
+pub fn count_vector_intermediates(nodes: &[CNode], outputs: &[CNodeId]) -> usize {
+    let mut memo = vec![None; nodes.len()];
+    let mut remaining = vec![0usize; nodes.len()];
+    for n in nodes {
+        for o in n.operands() {
+            remaining[o] += 1;
+        }
+    }
+    for &o in outputs {
+        remaining[o] += 1;
+    }
+    let mut live = 0usize;
+    let mut peak = 0usize;
+    for (i, n) in nodes.iter().enumerate() {
+        let is_buffer =
+            is_vector_node(nodes, i, &mut memo) && !matches!(n, CNode::Data { .. });
+        if is_buffer {
+            live += 1;
+            peak = peak.max(live);
+        }
+        for o in n.operands() {
+            remaining[o] -= 1;
+            if remaining[o] == 0
+                && is_vector_node(nodes, o, &mut memo)
+                && !matches!(nodes[o], CNode::Data { .. })
+            {
+                live -= 1;
+            }
+        }
+    }
+    peak
+}

@@ -1,0 +1,600 @@
+//! The cost-based selection policy `gen` (paper section 4, reference 4.6 and 4.8): per plan
+//! partition, MPSkipEnum over the assignments of its interesting points, costed with the
+//! [`CostModel`] of [`crate::fusion::cost`].
+//!
+//! For each partition the search space is the `2^|M|` assignments of its points (`true` =
+//! materialize the producer for that consumer). The fuse-all (all `false`) and
+//! no-fusion-across-points (all `true`) assignments are costed first; then the remaining
+//! assignments are enumerated in the linearized order of the points (first point = most
+//! significant bit). Cost-based skipping (paper Algorithm 2): when a plan's lower bound
+//! (static read/compute/write plus the materialization cost of its active points) already
+//! reaches the best cost, every plan that only adds active points after its last active one
+//! is skipped at once. Graceful approximation stops large searches once the best heuristic
+//! plan is within `epsilon` of the static lower bound, or after a budget of evaluated plans;
+//! a plan cache keyed by a partition signature reuses the assignments of large partitions.
+//!
+//! Not implemented here: structural pruning by cut sets of the reachability graph (reference
+//! 4.8; the search is exact without it, only slower on partitions with independent regions)
+//! and MultiAgg creation (reference 4.7).
+
+use super::{prepare_for_selection, select_fuse_all, selection_roots, PlanSelector, Selection};
+use crate::fusion::cost::{self, cells, plan_cost, CostModel, MemoChooser};
+use crate::fusion::dag::FusionDag;
+use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
+use crate::fusion::partition::{analyze_partitions, PlanPartition};
+use crate::hops::HopId;
+use crate::Result;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Partitions with at least this many points skip the rest of the search once a heuristic
+/// plan is within [`CostBased::epsilon`] of the lower bound (SystemDS `COST_MIN_EPS_NUM_POINTS`).
+pub const EPSILON_MIN_POINTS: usize = 20;
+/// Partitions with at least this many points use the plan cache (`PLAN_CACHE_NUM_POINTS`).
+pub const PLAN_CACHE_MIN_POINTS: usize = 10;
+/// Capacity of the partition plan cache, evicted oldest first.
+pub const PLAN_CACHE_CAPACITY: usize = 1024;
+/// Above this many points the integer enumeration is not attempted: only the two heuristic
+/// assignments are costed (2^100 plans could never be enumerated, budget or not).
+pub const MAX_ENUM_POINTS: usize = 100;
+
+/// The cost-based selector (`gen`). Configuration is public; the plan cache is internal.
+#[derive(Debug)]
+pub struct CostBased {
+    /// The cost model plans are costed with.
+    pub model: CostModel,
+    /// Skip plans whose lower bound reaches the best cost (paper Algorithm 2, lines 11-13).
+    pub cost_pruning: bool,
+    /// Reuse assignments of partitions with the same signature.
+    pub plan_caching: bool,
+    /// Graceful approximation: stop a partition's search once a heuristic plan is within
+    /// this relative distance of the static lower bound (for partitions with at least
+    /// [`EPSILON_MIN_POINTS`] points; SystemDS `COST_MIN_EPS` = 0.01).
+    pub epsilon: f64,
+    /// Graceful approximation: stop a partition's search after this many costed plans.
+    pub max_evaluated: Option<u64>,
+    cache: Mutex<PlanCache>,
+}
+
+impl Default for CostBased {
+    fn default() -> CostBased {
+        CostBased::new(CostModel::default())
+    }
+}
+
+impl Clone for CostBased {
+    /// Copies the configuration; the clone starts with an empty plan cache.
+    fn clone(&self) -> CostBased {
+        CostBased {
+            cache: Mutex::new(PlanCache::default()),
+            ..*self
+        }
+    }
+}
+
+/// What one run of the search did (reference 4.6 statistics).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SearchStats {
+    /// Partitions analyzed.
+    pub partitions: usize,
+    /// Interesting points over all partitions.
+    pub points: usize,
+    /// Plans costed (heuristic assignments included).
+    pub evaluated: u64,
+    /// Plans skipped by the cost lower bound without being costed.
+    pub skipped_by_cost: u64,
+    /// Partitions answered from the plan cache.
+    pub cache_hits: usize,
+    /// Partitions whose search stopped early (epsilon, budget or too many points): their
+    /// plan is the best found, not necessarily optimal.
+    pub approximated: usize,
+    /// Wall time of the search.
+    pub elapsed: Duration,
+}
+
+/// The result of one partition's search.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionResult {
+    /// The partition.
+    pub partition: PlanPartition,
+    /// The chosen assignment, one bit per [`PlanPartition::points`] entry.
+    pub assignment: Vec<bool>,
+    /// Its modelled cost (the partition's share of the plan).
+    pub cost: f64,
+}
+
+/// Everything the search found: per partition the assignment and cost, and statistics.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CostReport {
+    /// Per partition, in [`analyze_partitions`] order.
+    pub partitions: Vec<PartitionResult>,
+    /// Search statistics.
+    pub stats: SearchStats,
+}
+
+impl CostBased {
+    /// A selector with cost model `model` and SystemDS's defaults: cost pruning and plan
+    /// caching on, epsilon 0.01, no budget.
+    pub fn new(model: CostModel) -> CostBased {
+        CostBased {
+            model,
+            cost_pruning: true,
+            plan_caching: true,
+            epsilon: 0.01,
+            max_evaluated: None,
+            cache: Mutex::new(PlanCache::default()),
+        }
+    }
+
+    /// The modelled cost of any selection of `dag` under this selector's model
+    /// ([`cost::cost_of`]), e.g. to compare fuse-all and fuse-no-redundancy with `gen`.
+    pub fn cost_of(&self, dag: &FusionDag<'_>, selection: &Selection) -> f64 {
+        cost::cost_of(dag, &self.model, selection)
+    }
+
+    /// Prepares `memo` (reference 2.4 step 2), analyzes its partitions and searches each.
+    /// `memo` is left prepared, not yet reduced to the plan ([`CostBased::select`] does that).
+    pub fn search(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) -> CostReport {
+        let start = Instant::now();
+        prepare_for_selection(dag, memo, false);
+        for part in analyze_partitions(dag, memo) {
+            prune_row_duplicates(dag, memo, &part);
+        }
+        // Pruning removes entries but never references, so partitions keep their hops; their
+        // points are recomputed against the pruned entries.
+        let parts = analyze_partitions(dag, memo);
+        let mut report = CostReport::default();
+        report.stats.partitions = parts.len();
+        for part in parts {
+            report.stats.points += part.points.len();
+            let (assignment, cost) = self.search_partition(dag, memo, &part, &mut report.stats);
+            report.partitions.push(PartitionResult {
+                partition: part,
+                assignment,
+                cost,
+            });
+        }
+        report.stats.elapsed = start.elapsed();
+        report
+    }
+
+    /// Searches and selects: the selection of the best assignments (with its modelled cost of
+    /// the whole DAG) and the search report. `memo` is reduced to the selection.
+    pub fn optimize(
+        &self,
+        dag: &FusionDag<'_>,
+        memo: &mut MemoTable,
+    ) -> (Selection, CostReport) {
+        let report = self.search(dag, memo);
+        let mut selection = selection_for(dag, memo, &report.partitions);
+        selection.selector = self.name().to_string();
+        selection.cost = Some(self.cost_of(dag, &selection));
+        memo.prune_to_plan(&selection.plans);
+        (selection, report)
+    }
+
+    fn search_partition(
+        &self,
+        dag: &FusionDag<'_>,
+        memo: &MemoTable,
+        part: &PlanPartition,
+        stats: &mut SearchStats,
+    ) -> (Vec<bool>, f64) {
+        let n = part.points.len();
+        let mut eval = |a: &[bool]| {
+            stats.evaluated += 1;
+            partition_cost(dag, memo, part, &self.model, a)
+        };
+        if n == 0 {
+            return (Vec::new(), eval(&[]));
+        }
+        let fuse_all = vec![false; n];
+        let no_fusion = vec![true; n];
+        let c0 = eval(&fuse_all);
+        let cn = eval(&no_fusion);
+        let (mut best, mut best_cost) = if cn < c0 {
+            (no_fusion, cn)
+        } else {
+            (fuse_all, c0)
+        };
+        let bounds = StaticBounds::new(dag, part, &self.model);
+        let key = PartitionKey::new(part, &bounds, c0, cn);
+        let use_cache = self.plan_caching && n >= PLAN_CACHE_MIN_POINTS;
+        if use_cache {
+            let hit = self.cache.lock().ok().and_then(|c| c.get(&key));
+            if let Some(a) = hit.filter(|a| a.len() == n) {
+                stats.cache_hits += 1;
+                let c = eval(&a);
+                return (a, c);
+            }
+        }
+        let near_bound = n >= EPSILON_MIN_POINTS
+            && self.cost_pruning
+            && best_cost <= (1.0 + self.epsilon) * bounds.min_cost();
+        if near_bound || n > MAX_ENUM_POINTS {
+            stats.approximated += 1;
+        } else {
+            let total: u128 = 1u128 << n;
+            let mut evaluated: u64 = 2;
+            let mut i: u128 = 1;
+            while i + 1 < total {
+                if self.max_evaluated.is_some_and(|b| evaluated >= b) {
+                    stats.approximated += 1;
+                    break;
+                }
+                let plan = assignment(i, n);
+                if self.cost_pruning {
+                    let lb = bounds.lower_bound(dag, part, &self.model, &plan);
+                    // Strictly above (with a relative margin for rounding): ties are costed,
+                    // so the first optimal plan in enumeration order is kept with or without
+                    // pruning.
+                    if lb > best_cost * (1.0 + 1e-12) {
+                        let last = plan.iter().rposition(|&b| b).unwrap_or(n - 1);
+                        let span: u128 = 1u128 << (n - last - 1);
+                        stats.skipped_by_cost = stats
+                            .skipped_by_cost
+                            .saturating_add(u64::try_from(span).unwrap_or(u64::MAX));
+                        i += span;
+                        continue;
+                    }
+                }
+                evaluated += 1;
+                let c = eval(&plan);
+                if c < best_cost {
+                    best = plan;
+                    best_cost = c;
+                }
+                i += 1;
+            }
+        }
+        if use_cache {
+            if let Ok(mut c) = self.cache.lock() {
+                c.put(key, best.clone());
+            }
+        }
+        (best, best_cost)
+    }
+}
+
+impl PlanSelector for CostBased {
+    fn name(&self) -> &'static str {
+        "gen"
+    }
+
+    fn is_heuristic(&self) -> bool {
+        false
+    }
+
+    fn select(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) -> Result<Selection> {
+        Ok(self.optimize(dag, memo).0)
+    }
+}
+
+/// Removes the Row plans of partition hops whose Row and Cell plans fuse exactly the same
+/// inputs, unless a row-wise operation depends on them or they on one (reference 4.6
+/// `pruneInvalidAndSpecialCasePlans`, "Row vs. Cell duplicates"): a cell-wise operator is
+/// cheaper and more general, and the cost model cannot tell the two apart.
+pub fn prune_row_duplicates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: &PlanPartition) {
+    let mut blacklist = BTreeSet::new();
+    let mut visited = BTreeSet::new();
+    for &r in &part.roots {
+        collect_row_ops(dag, memo, part, r, None, false, &mut blacklist, &mut visited);
+    }
+    for &h in &part.hops {
+        if !blacklist.contains(&h)
+            && memo.contains_template(h, TemplateKind::Row)
+            && only_exact_matches(memo, h)
+        {
+            memo.remove_template(h, TemplateKind::Row);
+        }
+    }
+}
+
+/// Whether every Row entry of `h` has a Cell entry with the same references and vice versa
+/// (SystemDS `hasOnlyExactMatches`).
+fn only_exact_matches(memo: &MemoTable, h: HopId) -> bool {
+    let rows: Vec<&MemoEntry> = memo.entries_of(h, TemplateKind::Row).collect();
+    let cells: Vec<&MemoEntry> = memo.entries_of(h, TemplateKind::Cell).collect();
+    rows.len() == cells.len()
+        && rows
+            .iter()
+            .all(|r| cells.iter().any(|c| c.inputs == r.inputs))
+}
+
+/// SystemDS `rCollectDependentRowOps`: the hops that are row-wise operations, fused (inside
+/// Row plans) below one, or whose Row plan fuses such a hop.
+#[allow(clippy::too_many_arguments)]
+fn collect_row_ops(
+    dag: &FusionDag<'_>,
+    memo: &MemoTable,
+    part: &PlanPartition,
+    h: HopId,
+    context: Option<TemplateKind>,
+    mut found: bool,
+    blacklist: &mut BTreeSet<HopId>,
+    visited: &mut BTreeSet<(HopId, bool, Option<TemplateKind>)>,
+) {
+    if !part.hops.contains(&h) || visited.contains(&(h, found, context)) {
+        return;
+    }
+    let me = match context {
+        None => memo.best(h),
+        Some(t) => memo.best_within(h, t),
+    };
+    let in_row = me.is_some_and(|m| m.template == TemplateKind::Row)
+        && context == Some(TemplateKind::Row);
+    let diff_plans = !part.points.is_empty()
+        && memo.contains_template(h, TemplateKind::Row)
+        && !only_exact_matches(memo, h);
+    if in_row && found {
+        blacklist.insert(h);
+    }
+    if is_row_op(dag, h, in_row) || diff_plans {
+        blacklist.insert(h);
+        found = true;
+    }
+    for (i, &c) in dag.inputs(h).iter().enumerate() {
+        let child_found = found && me.is_some_and(|m| m.is_ref(i));
+        let ctx = me.map(|m| m.template);
+        collect_row_ops(dag, memo, part, c, ctx, child_found, blacklist, visited);
+    }
+    if let Some(m) = me.filter(|m| m.template == TemplateKind::Row) {
+        if m.refs().any(|(_, c)| blacklist.contains(&c)) {
+            blacklist.insert(h);
+        }
+    }
+    visited.insert((h, found, context));
+}
+
+/// SystemDS `isRowAggOp`: operations only the Row template can compute.
+fn is_row_op(dag: &FusionDag<'_>, h: HopId, in_row: bool) -> bool {
+    use crate::hops::{DataGenOp, NaryOp, OpKind};
+    let not_vector = |h: HopId| {
+        let hop = dag.hop(h);
+        hop.rows != Some(1) && hop.cols != Some(1)
+    };
+    match dag.op(h) {
+        OpKind::Nary(NaryOp::Cbind) => true,
+        OpKind::MatMul => in_row || dag.dims(h).is_none() || not_vector(h),
+        OpKind::AggUnary { .. } => in_row,
+        _ if dag.is_transpose(h) => {
+            not_vector(h)
+                && !dag
+                    .input(h, 0)
+                    .is_some_and(|i| matches!(dag.op(i), OpKind::DataGen(DataGenOp::Seq)))
+        }
+        _ => false,
+    }
+}
+
+/// Assignment `i` of `n` points: bit `j` (point `j`) is bit `n − 1 − j` of `i`, so the first
+/// point is the most significant (reference 4.8 `createAssignment`).
+pub fn assignment(i: u128, n: usize) -> Vec<bool> {
+    (0..n).map(|j| (i >> (n - 1 - j)) & 1 == 1).collect()
+}
+
+/// The modelled cost of `part` under `assignment` (its share of the plan: the operators and
+/// unfused operations rooted at its hops). Partitions are independent, so the cost of a
+/// whole plan is the sum over partitions plus the fixed cost of the hops outside them.
+pub fn partition_cost(
+    dag: &FusionDag<'_>,
+    memo: &MemoTable,
+    part: &PlanPartition,
+    model: &CostModel,
+    assignment: &[bool],
+) -> f64 {
+    let usable = |h: HopId, e: &MemoEntry| part.is_usable(assignment, h, e);
+    let chooser = MemoChooser {
+        memo,
+        usable: &usable,
+    };
+    plan_cost(dag, model, &chooser, &part.starts(), Some(&part.hops))
+}
+
+/// The selection of the given per-partition assignments: the fuse-all traversal from the
+/// DAG's roots, using in each partition only the entries its assignment allows.
+pub fn selection_for(
+    dag: &FusionDag<'_>,
+    memo: &MemoTable,
+    results: &[PartitionResult],
+) -> Selection {
+    let mut cut: BTreeMap<HopId, BTreeSet<HopId>> = BTreeMap::new();
+    for r in results {
+        for (p, &on) in r.partition.points.iter().zip(&r.assignment) {
+            if on {
+                cut.entry(p.from).or_default().insert(p.to);
+            }
+        }
+    }
+    let usable = |h: HopId, e: &MemoEntry| {
+        e.template == TemplateKind::MAgg
+            || cut
+                .get(&h)
+                .is_none_or(|tos| !e.refs().any(|(_, r)| tos.contains(&r)))
+    };
+    let mut selection = Selection::default();
+    select_fuse_all(
+        dag,
+        memo,
+        &selection_roots(dag),
+        None,
+        &usable,
+        &mut selection,
+    );
+    selection
+}
+
+/// The plan-independent parts of a partition's cost (reference 4.6 step 3b), in seconds.
+#[derive(Clone, Debug, PartialEq)]
+struct StaticBounds {
+    read: f64,
+    compute: f64,
+    write: f64,
+    min_sparsity: f64,
+    /// Hops written under every plan (roots, externally consumed).
+    always_written: BTreeSet<HopId>,
+}
+
+impl StaticBounds {
+    fn new(dag: &FusionDag<'_>, part: &PlanPartition, model: &CostModel) -> StaticBounds {
+        let read = part
+            .inputs
+            .iter()
+            .filter(|&&i| dag.is_matrix(i))
+            .map(|&i| model.bytes(dag, i))
+            .sum::<f64>()
+            / model.read_bandwidth;
+        let compute = part
+            .hops
+            .iter()
+            .map(|&h| cost::flops(dag, h))
+            .sum::<f64>()
+            / model.compute_bandwidth;
+        let always_written: BTreeSet<HopId> = part.starts().into_iter().collect();
+        let write = always_written
+            .iter()
+            .map(|&h| 8.0 * cells(dag, h))
+            .sum::<f64>()
+            / model.write_bandwidth;
+        // An Outer operator scales its cost by its driver's sparsity; the driver is an input
+        // of the partition or one of its hops.
+        let min_sparsity = if part.has_outer {
+            part.inputs
+                .iter()
+                .chain(&part.hops)
+                .filter(|&&h| dag.is_matrix(h))
+                .map(|&h| model.sparsity(dag, h))
+                .fold(model.unknown_sparsity.min(1.0), f64::min)
+        } else {
+            1.0
+        };
+        StaticBounds {
+            read,
+            compute,
+            write,
+            min_sparsity,
+            always_written,
+        }
+    }
+
+    /// The cost no plan can beat: every input read, every hop computed, roots written.
+    fn min_cost(&self) -> f64 {
+        (self.write + self.read.max(self.compute)) * self.min_sparsity
+    }
+
+    /// A lower bound of the cost of `plan`: the static costs plus, per distinct producer of an
+    /// active point, its write (if not always written) and one read. Unlike SystemDS (which
+    /// adds the reads outside the `max`), the reads join the static reads inside
+    /// `max(read, compute)`, so the bound is sound: a plan's cost is a sum of per-operator
+    /// `write + max(read, compute)`, at least `Σwrite + max(Σread, Σcompute)`.
+    fn lower_bound(
+        &self,
+        dag: &FusionDag<'_>,
+        part: &PlanPartition,
+        model: &CostModel,
+        plan: &[bool],
+    ) -> f64 {
+        let tos: BTreeSet<HopId> = part
+            .points
+            .iter()
+            .zip(plan)
+            .filter(|(_, &on)| on)
+            .map(|(p, _)| p.to)
+            .collect();
+        let mut write = self.write;
+        let mut read = self.read;
+        for &t in &tos {
+            if !self.always_written.contains(&t) {
+                write += 8.0 * cells(dag, t) / model.write_bandwidth;
+            }
+            if dag.is_matrix(t) {
+                read += model.bytes(dag, t) / model.read_bandwidth;
+            }
+        }
+        (write + read.max(self.compute)) * self.min_sparsity
+    }
+}
+
+/// The approximate identity of a partition across compilations (reference 4.8
+/// `PartitionSignature`): sizes of its parts and its static and heuristic costs (bitwise).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PartitionKey {
+    hops: usize,
+    inputs: usize,
+    roots: usize,
+    points: usize,
+    costs: [u64; 5],
+}
+
+impl PartitionKey {
+    fn new(part: &PlanPartition, b: &StaticBounds, c0: f64, cn: f64) -> PartitionKey {
+        PartitionKey {
+            hops: part.hops.len(),
+            inputs: part.inputs.len(),
+            roots: part.roots.len(),
+            points: part.points.len(),
+            costs: [
+                b.compute.to_bits(),
+                b.read.to_bits(),
+                b.write.to_bits(),
+                c0.to_bits(),
+                cn.to_bits(),
+            ],
+        }
+    }
+}
+
+/// FIFO-evicted map from partition signatures to assignments.
+#[derive(Debug, Default)]
+struct PlanCache {
+    map: HashMap<PartitionKey, Vec<bool>>,
+    order: VecDeque<PartitionKey>,
+}
+
+impl PlanCache {
+    fn get(&self, k: &PartitionKey) -> Option<Vec<bool>> {
+        self.map.get(k).cloned()
+    }
+
+    fn put(&mut self, k: PartitionKey, v: Vec<bool>) {
+        if self.map.insert(k.clone(), v).is_none() {
+            self.order.push_back(k);
+            while self.order.len() > PLAN_CACHE_CAPACITY {
+                if let Some(old) = self.order.pop_front() {
+                    self.map.remove(&old);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignments_put_the_first_point_in_the_most_significant_bit() {
+        assert_eq!(assignment(1, 3), [false, false, true]);
+        assert_eq!(assignment(4, 3), [true, false, false]);
+        assert_eq!(assignment(6, 3), [true, true, false]);
+    }
+
+    #[test]
+    fn the_plan_cache_evicts_oldest_first() {
+        let mut c = PlanCache::default();
+        let key = |i: usize| PartitionKey {
+            hops: i,
+            inputs: 0,
+            roots: 0,
+            points: 0,
+            costs: [0; 5],
+        };
+        for i in 0..=PLAN_CACHE_CAPACITY {
+            c.put(key(i), vec![i % 2 == 0]);
+        }
+        assert!(c.get(&key(0)).is_none());
+        assert_eq!(c.get(&key(1)), Some(vec![false]));
+        assert_eq!(c.map.len(), PLAN_CACHE_CAPACITY);
+    }
+}
