@@ -302,10 +302,12 @@ fn compile_with(
 fn lower(dag: &HopDag) -> Result<(Vec<Instruction>, usize), Error> {
     let order = hops::linearize(dag);
     let tsmm = transpose_self_products(dag);
+    let rebound = dag.outputs().into_iter().map(|(name, _)| name).collect();
     let mut lowering = Lowering {
         dag,
         instructions: Vec::new(),
         stores: Vec::new(),
+        rebound,
     };
     for &id in &order {
         if tsmm.skipped.contains(&id) {
@@ -366,6 +368,8 @@ struct Lowering<'d> {
     dag: &'d HopDag,
     instructions: Vec<Instruction>,
     stores: Vec<Instruction>,
+    /// Variables the block assigns (its transient writes).
+    rebound: std::collections::HashSet<&'d str>,
 }
 
 impl Lowering<'_> {
@@ -390,6 +394,11 @@ impl Lowering<'_> {
             |what: String| -> Error { CompileError::unsupported(what, Some(hop.span)).into() };
         let op = match &hop.op {
             OpKind::Literal(l) => Op::Const(literal_value(l)),
+            // A variable the block rebinds can be moved out of the symbol table: the block holds
+            // its only reference and can update it in place (`X[i, 1] = v` in a loop).
+            OpKind::TransientRead { name } if self.rebound.contains(name.as_str()) => {
+                Op::Take(Arc::from(name.as_str()))
+            }
             OpKind::TransientRead { name } => Op::Load(Arc::from(name.as_str())),
             OpKind::TransientWrite { name } => {
                 let span = (hop.span.start, hop.span.end);

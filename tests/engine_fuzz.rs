@@ -19,23 +19,29 @@ N = matrix(\"1 NaN Inf -Inf 0 2\", rows=2, cols=3)\n\
 s = 2.5\n";
 
 fn scalar_atom() -> impl Strategy<Value = String> {
-    select(vec!["s", "0", "1", "-1", "0.5", "3", "1e300", "(0/0)", "(1/0)"]).prop_map(str::to_string)
+    select(vec![
+        "s", "0", "1", "-1", "0.5", "3", "1e300", "(0/0)", "(1/0)",
+    ])
+    .prop_map(str::to_string)
 }
 
 fn matrix_atom() -> impl Strategy<Value = String> {
     prop_oneof![
         select(MATRICES.to_vec()).prop_map(str::to_string),
         (0i64..4, 0i64..4).prop_map(|(r, c)| format!("matrix(1, rows={r}, cols={c})")),
-        (1i64..5, 1i64..5, 0i64..3).prop_map(|(r, c, k)| format!("rand(rows={r}, cols={c}, sparsity=0.{k}, seed={k})")),
+        (1i64..5, 1i64..5, 0i64..3)
+            .prop_map(|(r, c, k)| format!("rand(rows={r}, cols={c}, sparsity=0.{k}, seed={k})")),
     ]
 }
 
 fn matrix_expr() -> impl Strategy<Value = String> {
     matrix_atom().prop_recursive(3, 16, 2, |m| {
-        let binary = select(vec!["+", "-", "*", "/", "^", "%%", "%/%", "<", "==", "&", "|", "%*%"]);
+        let binary = select(vec![
+            "+", "-", "*", "/", "^", "%%", "%/%", "<", "==", "&", "|", "%*%",
+        ]);
         let unary = select(vec![
-            "t", "exp", "log", "sqrt", "abs", "round", "sigmoid", "cumsum", "rowSums", "colMeans", "rowMaxs",
-            "colVars", "diag", "sign",
+            "t", "exp", "log", "sqrt", "abs", "round", "sigmoid", "cumsum", "rowSums", "colMeans",
+            "rowMaxs", "colVars", "diag", "sign",
         ]);
         prop_oneof![
             (m.clone(), binary.clone(), m.clone()).prop_map(|(a, op, b)| format!("({a} {op} {b})")),
@@ -46,8 +52,10 @@ fn matrix_expr() -> impl Strategy<Value = String> {
             (m.clone(), m.clone()).prop_map(|(a, b)| format!("ifelse({a} > 1, {a}, {b})")),
             (m.clone(), 0i64..5).prop_map(|(a, k)| format!("matrix({a}, rows={k}, cols=2)")),
             (m.clone(), m.clone()).prop_map(|(a, b)| format!("solve({a}, {b})")),
-            (m, scalar_atom()).prop_map(|(a, x)| format!("replace(target={a}, pattern=0, replacement={x})")),
-            (select(MATRICES.to_vec()), 0i64..5, 0i64..5, 0i64..5).prop_map(|(x, i, j, k)| format!("{x}[{i}:{j}, {k}]")),
+            (m, scalar_atom())
+                .prop_map(|(a, x)| format!("replace(target={a}, pattern=0, replacement={x})")),
+            (select(MATRICES.to_vec()), 0i64..5, 0i64..5, 0i64..5)
+                .prop_map(|(x, i, j, k)| format!("{x}[{i}:{j}, {k}]")),
         ]
     })
 }
@@ -55,10 +63,20 @@ fn matrix_expr() -> impl Strategy<Value = String> {
 fn scalar_expr() -> impl Strategy<Value = String> {
     prop_oneof![
         scalar_atom(),
-        (select(vec!["sum", "mean", "max", "min", "prod", "var", "sd", "nrow", "length"]), matrix_expr())
+        (
+            select(vec![
+                "sum", "mean", "max", "min", "prod", "var", "sd", "nrow", "length"
+            ]),
+            matrix_expr()
+        )
             .prop_map(|(f, m)| format!("{f}({m})")),
-        (select(MATRICES.to_vec()), 0i64..5, 0i64..5).prop_map(|(x, i, j)| format!("as.scalar({x}[{i}, {j}])")),
-        (scalar_atom(), select(vec!["+", "*", "/", "%%", "^", "<"]), scalar_atom())
+        (select(MATRICES.to_vec()), 0i64..5, 0i64..5)
+            .prop_map(|(x, i, j)| format!("as.scalar({x}[{i}, {j}])")),
+        (
+            scalar_atom(),
+            select(vec!["+", "*", "/", "%%", "^", "<"]),
+            scalar_atom()
+        )
             .prop_map(|(a, op, b)| format!("({a} {op} {b})")),
     ]
 }
@@ -67,8 +85,10 @@ fn statement() -> impl Strategy<Value = String> {
     prop_oneof![
         (select(MATRICES.to_vec()), matrix_expr()).prop_map(|(t, e)| format!("{t} = {e}")),
         scalar_expr().prop_map(|e| format!("s = {e}")),
-        (select(MATRICES.to_vec()), 0i64..5, 0i64..5, scalar_expr()).prop_map(|(t, i, j, e)| format!("{t}[{i}, {j}] = {e}")),
-        (select(MATRICES.to_vec()), 0i64..5, matrix_expr()).prop_map(|(t, i, e)| format!("{t}[{i}, ] = {e}")),
+        (select(MATRICES.to_vec()), 0i64..5, 0i64..5, scalar_expr())
+            .prop_map(|(t, i, j, e)| format!("{t}[{i}, {j}] = {e}")),
+        (select(MATRICES.to_vec()), 0i64..5, matrix_expr())
+            .prop_map(|(t, i, e)| format!("{t}[{i}, ] = {e}")),
         scalar_expr().prop_map(|e| format!("print({e})")),
         matrix_expr().prop_map(|e| format!("print(toString({e}, decimal=2))")),
         scalar_expr().prop_map(|e| format!("if ({e} > 1) {{ s = s + 1 }} else {{ s = s - 1 }}")),

@@ -14,7 +14,9 @@
 //! * Outer: `G(i, j)` = the body at the non-zero cells of the main input (the sparse driver),
 //!   0 elsewhere; then `G`, `sum(G)` or the final product with the whole side matrix.
 
-use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, OuterType, RowType, TemplateSpec};
+use lafuse_compiler::fusion::cplan::{
+    Access, CNode, CNodeId, CPlan, OuterType, RowType, TemplateSpec,
+};
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
 use lafuse_compiler::hops::{AggOp, Literal, NaryOp, TernaryOp};
 use lafuse_runtime::kernels;
@@ -77,7 +79,9 @@ pub fn evaluate(
             .zip(&plan.outputs)
             .map(|(&a, &o)| ev.cell_template(main, o, CellType::FullAgg, Some(a)))
             .collect::<Result<Vec<_>>>()?,
-        TemplateSpec::Row { row_type, .. } => vec![ev.row_template(main, *row_type, out_shapes[0])?],
+        TemplateSpec::Row { row_type, .. } => {
+            vec![ev.row_template(main, *row_type, out_shapes[0])?]
+        }
         TemplateSpec::Outer { outer_type } => vec![ev.outer_template(main, *outer_type)?],
     };
     for (m, &(r, c)) in out.iter().zip(out_shapes) {
@@ -240,8 +244,13 @@ impl<'p, 'a> Eval<'p, 'a> {
             CNode::DotCell { a, b } => self.cell(*a, i, j)? * self.cell(*b, i, j)?,
             CNode::Transpose { x } => self.cell(*x, j, i)?,
             CNode::OuterDot { u, v } => {
-                let (CNode::Data { input: ui, .. }, CNode::Data { input: vi, access: va }) =
-                    (&nodes[*u], &nodes[*v])
+                let (
+                    CNode::Data { input: ui, .. },
+                    CNode::Data {
+                        input: vi,
+                        access: va,
+                    },
+                ) = (&nodes[*u], &nodes[*v])
                 else {
                     return err("outer dot over non-data operands");
                 };
@@ -287,7 +296,12 @@ impl<'p, 'a> Eval<'p, 'a> {
             CellAgg::Sum => ops::AggOp::Sum,
             CellAgg::SumSq => {
                 // The skeleton squares while summing (reference 3.1); `x ^ 2` as unfused.
-                vals = rt(kernels::binary_scalar(&vals, 2.0, ops::BinaryOp::Pow, false))?;
+                vals = rt(kernels::binary_scalar(
+                    &vals,
+                    2.0,
+                    ops::BinaryOp::Pow,
+                    false,
+                ))?;
                 ops::AggOp::Sum
             }
             CellAgg::Min => ops::AggOp::Min,
@@ -307,7 +321,10 @@ impl<'p, 'a> Eval<'p, 'a> {
     fn outer_template(&self, main: &Matrix, ty: OuterType) -> Result<Matrix> {
         let out = self.plan.outputs[0];
         let (g_node, w) = match (&self.plan.nodes[out], ty) {
-            (CNode::FinalProduct { g, w }, OuterType::Left | OuterType::LeftT | OuterType::Right) => {
+            (
+                CNode::FinalProduct { g, w },
+                OuterType::Left | OuterType::LeftT | OuterType::Right,
+            ) => {
                 let CNode::Data { input, .. } = self.plan.nodes[*w] else {
                     return err("final product operand is not an input");
                 };
@@ -329,7 +346,11 @@ impl<'p, 'a> Eval<'p, 'a> {
         let g = rt(Matrix::from_dense_values(m, n, vals))?;
         match (ty, w) {
             (OuterType::CellWise, _) => Ok(g),
-            (OuterType::FullAgg, _) => rt(kernels::aggregate(&g, ops::AggOp::Sum, ops::Direction::Full)),
+            (OuterType::FullAgg, _) => rt(kernels::aggregate(
+                &g,
+                ops::AggOp::Sum,
+                ops::Direction::Full,
+            )),
             (OuterType::Right, Some(w)) => rt(kernels::matmul(&g, w)),
             (OuterType::LeftT, Some(w)) => rt(kernels::matmul(w, &g)),
             (OuterType::Left, Some(w)) => rt(kernels::transpose(&rt(kernels::matmul(w, &g))?)),
@@ -368,7 +389,10 @@ impl<'p, 'a> Eval<'p, 'a> {
                 CNode::Ternary { f, a, b, c } => mapn(&[&vals[*a], &vals[*b], &vals[*c]], |xs| {
                     Ok(ternary(*f, xs[0], xs[1], xs[2]))
                 })?,
-                CNode::Nary { f: NaryOp::Cbind, xs } => {
+                CNode::Nary {
+                    f: NaryOp::Cbind,
+                    xs,
+                } => {
                     let mut out = Vec::new();
                     for &x in xs {
                         out.extend(as_vector(&vals[x])?);
@@ -511,7 +535,10 @@ mod tests {
     //! outputs must match what the unfused kernels compute for the hops it replaces.
     use super::*;
     use lafuse_compiler::fusion::cplan::{construct_cplans, FusedProgram};
-    use lafuse_compiler::fusion::{plan_fusion, FuseAll};
+    use lafuse_compiler::fusion::ExploreOptions;
+    use lafuse_compiler::fusion::{
+        explore, plan_fusion, FuseAll, FusionDag, MemoEntry, PlanSelector, Selection, TemplateKind,
+    };
     use lafuse_compiler::hops::{
         AggOp, BinaryOp as B, DagBuilder, DataType, Direction, HopDag, HopId, OpKind, ReorgOp,
         UnaryOp as U,
@@ -529,12 +556,21 @@ mod tests {
     }
 
     /// The unfused value of `h`, computed with the runtime kernels.
-    fn unfused(dag: &HopDag, env: &HashMap<&str, Matrix>, h: HopId, memo: &mut HashMap<HopId, Val>) -> Val {
+    fn unfused(
+        dag: &HopDag,
+        env: &HashMap<&str, Matrix>,
+        h: HopId,
+        memo: &mut HashMap<HopId, Val>,
+    ) -> Val {
         if let Some(v) = memo.get(&h) {
             return v.clone();
         }
         let hop = dag.hop(h);
-        let ins: Vec<Val> = hop.inputs.iter().map(|&i| unfused(dag, env, i, memo)).collect();
+        let ins: Vec<Val> = hop
+            .inputs
+            .iter()
+            .map(|&i| unfused(dag, env, i, memo))
+            .collect();
         let v = match (&hop.op, ins.as_slice()) {
             (OpKind::TransientRead { name }, _) => Val::M(env[name.as_str()].clone()),
             (OpKind::Literal(l), _) => Val::S(l.as_f64().unwrap()),
@@ -542,7 +578,9 @@ mod tests {
             (OpKind::Unary(f), [Val::M(x)]) => {
                 Val::M(kernels::unary(x, ops::UnaryOp::from_name(f.name()).unwrap()).unwrap())
             }
-            (OpKind::Binary(f), [Val::M(a), Val::M(b)]) => Val::M(kernels::binary(a, b, rop_b(*f)).unwrap()),
+            (OpKind::Binary(f), [Val::M(a), Val::M(b)]) => {
+                Val::M(kernels::binary(a, b, rop_b(*f)).unwrap())
+            }
             (OpKind::Binary(f), [Val::M(a), Val::S(s)]) => {
                 Val::M(kernels::binary_scalar(a, *s, rop_b(*f), false).unwrap())
             }
@@ -556,7 +594,8 @@ mod tests {
                     Direction::Row => ops::Direction::Row,
                     Direction::Col => ops::Direction::Col,
                 };
-                let r = kernels::aggregate(x, ops::AggOp::from_name(op.name()).unwrap(), d).unwrap();
+                let r =
+                    kernels::aggregate(x, ops::AggOp::from_name(op.name()).unwrap(), d).unwrap();
                 if hop.data_type == DataType::Scalar {
                     Val::S(r.get(0, 0))
                 } else {
@@ -564,7 +603,9 @@ mod tests {
                 }
             }
             (OpKind::MatMul, [Val::M(a), Val::M(b)]) => Val::M(kernels::matmul(a, b).unwrap()),
-            (OpKind::Reorg(ReorgOp::Transpose), [Val::M(x)]) => Val::M(kernels::transpose(x).unwrap()),
+            (OpKind::Reorg(ReorgOp::Transpose), [Val::M(x)]) => {
+                Val::M(kernels::transpose(x).unwrap())
+            }
             (op, _) => panic!("test oracle lacks {op:?}"),
         };
         memo.insert(h, v.clone());
@@ -572,9 +613,7 @@ mod tests {
     }
 
     fn close(a: f64, b: f64) -> bool {
-        (a.is_nan() && b.is_nan())
-            || a == b
-            || (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
+        (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
     }
 
     fn assert_same(fused: &Matrix, want: &Val, what: &str) {
@@ -591,18 +630,33 @@ mod tests {
         }
     }
 
-    /// Plans `dag`, checks every operator against the unfused DAG on `env`; returns the program.
-    fn check(dag: &HopDag, env: &HashMap<&str, Matrix>) -> FusedProgram {
-        let plan = plan_fusion(dag, &FuseAll).unwrap();
-        let prog = construct_cplans(dag, &plan.memo, &plan.selection).unwrap();
-        run(dag, &prog, env);
-        prog
+    /// Plans `dag` with fuse-all, once with every template and once without Row (so Cell
+    /// plans are built where Row would win), checks every operator against the unfused DAG on
+    /// `env`, and returns both programs.
+    fn check(dag: &HopDag, env: &HashMap<&str, Matrix>) -> [FusedProgram; 2] {
+        let all = ExploreOptions {
+            prune_dominated: true,
+            ..ExploreOptions::default()
+        };
+        [all, all.without(TemplateKind::Row)].map(|options| {
+            let view = FusionDag::new(dag).unwrap();
+            let mut memo = explore(&view, &options);
+            let sel = FuseAll.select(&view, &mut memo).unwrap();
+            let prog = construct_cplans(dag, &memo, &sel).unwrap();
+            run(dag, &prog, env);
+            println!("{}", prog.explain());
+            prog
+        })
     }
 
     fn run(dag: &HopDag, prog: &FusedProgram, env: &HashMap<&str, Matrix>) {
         let mut memo = HashMap::new();
         for op in &prog.operators {
-            let inputs: Vec<Val> = op.inputs.iter().map(|&h| unfused(dag, env, h, &mut memo)).collect();
+            let inputs: Vec<Val> = op
+                .inputs
+                .iter()
+                .map(|&h| unfused(dag, env, h, &mut memo))
+                .collect();
             let operands: Vec<Operand<'_>> = inputs
                 .iter()
                 .map(|v| match v {
@@ -610,7 +664,11 @@ mod tests {
                     Val::M(m) => Operand::Matrix(m),
                 })
                 .collect();
-            let wants: Vec<Val> = op.outputs.iter().map(|&h| unfused(dag, env, h, &mut memo)).collect();
+            let wants: Vec<Val> = op
+                .outputs
+                .iter()
+                .map(|&h| unfused(dag, env, h, &mut memo))
+                .collect();
             let shapes: Vec<(usize, usize)> = wants
                 .iter()
                 .map(|w| match w {
@@ -628,9 +686,13 @@ mod tests {
 
     /// A deterministic pseudo-random dense or sparse matrix.
     fn mat(rows: usize, cols: usize, density: f64, seed: u64) -> Matrix {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let mut next = move || {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 11) as f64) / ((1u64 << 53) as f64)
         };
         let vals: Vec<f64> = (0..rows * cols)
@@ -644,7 +706,9 @@ mod tests {
                 }
             })
             .collect();
-        Matrix::from_dense_values(rows, cols, vals).unwrap().examine_and_convert()
+        Matrix::from_dense_values(rows, cols, vals)
+            .unwrap()
+            .examine_and_convert()
     }
 
     fn nnz(m: &Matrix) -> u64 {
@@ -654,7 +718,12 @@ mod tests {
     fn templates(p: &FusedProgram) -> Vec<(String, String)> {
         p.operators
             .iter()
-            .map(|o| (o.cplan.template.name().to_string(), o.cplan.template.variant()))
+            .map(|o| {
+                (
+                    o.cplan.template.name().to_string(),
+                    o.cplan.template.variant(),
+                )
+            })
             .collect()
     }
 
@@ -678,9 +747,16 @@ mod tests {
         b.output("s", s).unwrap();
         let dag = b.build().unwrap();
         let env: HashMap<&str, Matrix> = [("X", x), ("Y", y), ("Z", z)].into_iter().collect();
-        let prog = check(&dag, &env);
-        assert_eq!(prog.operators.len(), 1);
-        assert_eq!(prog.operators[0].outputs, vec![s]);
+        let [row, cell] = check(&dag, &env);
+        assert_eq!(
+            templates(&row),
+            [("row".to_string(), "full_agg".to_string())]
+        );
+        assert_eq!(
+            templates(&cell),
+            [("cell".to_string(), "full_agg".to_string())]
+        );
+        assert_eq!(row.operators[0].outputs, vec![s]);
         // The special values reach the result as in the unfused DAG (NaN in Y).
         let mut memo = HashMap::new();
         assert!(matches!(unfused(&dag, &env, s, &mut memo), Val::S(v) if v.is_nan()));
@@ -709,13 +785,23 @@ mod tests {
         b.output("cs", cs).unwrap();
         b.output("r", r).unwrap();
         let dag = b.build().unwrap();
-        let env: HashMap<&str, Matrix> =
-            [("X", x), ("Y", y), ("v", v), ("w", w)].into_iter().collect();
-        let prog = check(&dag, &env);
+        let env: HashMap<&str, Matrix> = [("X", x), ("Y", y), ("v", v), ("w", w)]
+            .into_iter()
+            .collect();
+        let [prog, cell] = check(&dag, &env);
         let t = templates(&prog);
         assert!(t.contains(&("row".into(), "col_agg_t".into())), "{t:?}");
-        assert!(prog.operators.iter().any(|o| o.outputs == vec![rs]), "{t:?}");
-        assert!(prog.operators.iter().any(|o| o.outputs == vec![cs]), "{t:?}");
+        let tc = templates(&cell);
+        assert!(tc.contains(&("cell".into(), "row_agg".into())), "{tc:?}");
+        assert!(tc.contains(&("cell".into(), "col_agg".into())), "{tc:?}");
+        assert!(
+            prog.operators.iter().any(|o| o.outputs == vec![rs]),
+            "{t:?}"
+        );
+        assert!(
+            prog.operators.iter().any(|o| o.outputs == vec![cs]),
+            "{t:?}"
+        );
     }
 
     #[test]
@@ -735,9 +821,59 @@ mod tests {
         b.output("s", s).unwrap();
         let dag = b.build().unwrap();
         let env: HashMap<&str, Matrix> = [("X", x), ("Y", y), ("Z", z)].into_iter().collect();
-        let prog = check(&dag, &env);
-        assert!(!prog.operators.is_empty());
-        println!("{}", prog.explain());
+        // Fuse-all builds two structurally equal operators: one operator-cache key.
+        let [prog, _] = check(&dag, &env);
+        assert_eq!(prog.operators.len(), 2);
+        assert_eq!(
+            prog.operators[0].cplan.structural_hash(),
+            prog.operators[1].cplan.structural_hash()
+        );
+        // The MultiAgg plan (which only cost-based selection creates): both sums over the
+        // Cell bodies of their inputs, in one scan.
+        let view = FusionDag::new(&dag).unwrap();
+        let memo = explore(&view, &ExploreOptions::default());
+        let mut sel = Selection::default();
+        sel.roots.insert(s1, MemoEntry::magg(&[s1, s2]));
+        for (agg, prod) in [(s1, xy), (s2, xz)] {
+            let body = |h: HopId| {
+                memo.group(h)
+                    .iter()
+                    .filter(|e| e.template == TemplateKind::Cell)
+                    .max_by_key(|e| e.num_refs())
+                    .unwrap()
+                    .clone()
+            };
+            sel.plans.insert(agg, vec![body(agg)]);
+            sel.plans.insert(prod, vec![body(prod)]);
+        }
+        let magg = construct_cplans(&dag, &memo, &sel).unwrap();
+        assert_eq!(
+            templates(&magg),
+            [("magg".to_string(), "full_agg".to_string())]
+        );
+        let op = &magg.operators[0];
+        assert_eq!(op.outputs, vec![s1, s2]);
+        // X is shared: three inputs, the main input read once by both outputs (CSE).
+        assert_eq!(op.inputs.len(), 3);
+        let mains = op
+            .cplan
+            .nodes
+            .iter()
+            .filter(|n| {
+                matches!(
+                    n,
+                    CNode::Data {
+                        access: Access::Main,
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(mains, 1);
+        run(&dag, &magg, &env);
+        let json = magg.to_json();
+        assert!(json.contains("\"template\": \"magg\""), "{json}");
+        assert!(json.contains("\"variant\": \"full_agg\""), "{json}");
     }
 
     #[test]
@@ -745,8 +881,18 @@ mod tests {
         let (m, n, k) = (300, 280, 4);
         let x = mat(m, n, 0.02, 11);
         // Positive factors keep the log finite.
-        let u = Matrix::from_dense_values(m, k, (0..m * k).map(|i| 0.1 + (i % 7) as f64 * 0.05).collect()).unwrap();
-        let v = Matrix::from_dense_values(n, k, (0..n * k).map(|i| 0.2 + (i % 5) as f64 * 0.03).collect()).unwrap();
+        let u = Matrix::from_dense_values(
+            m,
+            k,
+            (0..m * k).map(|i| 0.1 + (i % 7) as f64 * 0.05).collect(),
+        )
+        .unwrap();
+        let v = Matrix::from_dense_values(
+            n,
+            k,
+            (0..n * k).map(|i| 0.2 + (i % 5) as f64 * 0.03).collect(),
+        )
+        .unwrap();
         let mut b = DagBuilder::new();
         let hx = b.input("X", m as u64, n as u64, nnz(&x));
         let hu = b.input("U", m as u64, k as u64, (m * k) as u64);
@@ -761,8 +907,122 @@ mod tests {
         b.output("s", s).unwrap();
         let dag = b.build().unwrap();
         let env: HashMap<&str, Matrix> = [("X", x), ("U", u), ("V", v)].into_iter().collect();
-        let prog = check(&dag, &env);
-        assert_eq!(templates(&prog), vec![("outer".to_string(), "full_agg".to_string())]);
+        let [prog, _] = check(&dag, &env);
+        assert_eq!(
+            templates(&prog),
+            vec![("outer".to_string(), "full_agg".to_string())]
+        );
+    }
+
+    fn factors(m: usize, n: usize, k: usize) -> (Matrix, Matrix) {
+        let u = Matrix::from_dense_values(
+            m,
+            k,
+            (0..m * k).map(|i| 0.1 + (i % 7) as f64 * 0.05).collect(),
+        )
+        .unwrap();
+        let v = Matrix::from_dense_values(
+            n,
+            k,
+            (0..n * k).map(|i| 0.2 + (i % 5) as f64 * 0.03).collect(),
+        )
+        .unwrap();
+        (u, v)
+    }
+
+    #[test]
+    fn outer_final_products_and_the_dropped_mask() {
+        let (m, n, k) = (300, 270, 3);
+        let x = mat(m, n, 0.02, 12);
+        let (u, v) = factors(m, n, k);
+        let mut b = DagBuilder::new();
+        let hx = b.input("X", m as u64, n as u64, nnz(&x));
+        let hu = b.input("U", m as u64, k as u64, (m * k) as u64);
+        let hv = b.input("V", n as u64, k as u64, (n * k) as u64);
+        // R = (X * (U %*% t(V))) %*% V; L = t(t(U) %*% (X * (U %*% t(V))));
+        // M = (X != 0) * exp(U %*% t(V)) (the mask simplified away).
+        let vt = b.transpose(hv).unwrap();
+        let uv = b.matmul(hu, vt).unwrap();
+        let w = b.binary(B::Mul, hx, uv).unwrap();
+        let r = b.matmul(w, hv).unwrap();
+        let ut = b.transpose(hu).unwrap();
+        let vt2 = b.transpose(hv).unwrap();
+        let uv2 = b.matmul(hu, vt2).unwrap();
+        let w2 = b.binary(B::Mul, hx, uv2).unwrap();
+        let utw = b.matmul(ut, w2).unwrap();
+        let l = b.transpose(utw).unwrap();
+        let vt3 = b.transpose(hv).unwrap();
+        let uv3 = b.matmul(hu, vt3).unwrap();
+        let e = b.unary(U::Exp, uv3).unwrap();
+        let zero = b.literal_f64(0.0);
+        let nz = b.binary(B::Ne, hx, zero).unwrap();
+        let mk = b.binary(B::Mul, nz, e).unwrap();
+        b.output("R", r).unwrap();
+        b.output("L", l).unwrap();
+        b.output("M", mk).unwrap();
+        let dag = b.build().unwrap();
+        let env: HashMap<&str, Matrix> = [("X", x), ("U", u), ("V", v)].into_iter().collect();
+        let [prog, _] = check(&dag, &env);
+        let t = templates(&prog);
+        assert!(t.contains(&("outer".into(), "right".into())), "{t:?}");
+        assert!(t.contains(&("outer".into(), "cell_wise".into())), "{t:?}");
+        assert!(
+            t.iter()
+                .any(|(tpl, v)| tpl == "outer" && v.starts_with("left")),
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn cell_dot_products_vectors_and_special_values() {
+        let n = 60;
+        let mut xv = mat(n, 1, 1.0, 13).into_dense_values();
+        xv[3] = f64::NEG_INFINITY;
+        let xs = Matrix::from_dense_values(n, 1, xv).unwrap();
+        let y = mat(n, 1, 0.5, 14);
+        let z = mat(n, 1, 1.0, 15);
+        let a = mat(n, 40, 1.0, 16);
+        let mut cv = mat(1, 40, 1.0, 17).into_dense_values();
+        cv[7] = f64::NAN;
+        let c = Matrix::from_dense_values(1, 40, cv).unwrap();
+        let mut b = DagBuilder::new();
+        let hx = b.input("x", n as u64, 1, n as u64);
+        let hy = b.input("y", n as u64, 1, nnz(&y));
+        let hz = b.input("z", n as u64, 1, n as u64);
+        let ha = b.input("A", n as u64, 40, (n * 40) as u64);
+        let hc = b.input("c", 1, 40, 40);
+        // d = t(x) %*% (exp(y) * z); B = (A - c) * exp(A) + x; m = max(abs(A) / c)
+        let xt = b.transpose(hx).unwrap();
+        let ey = b.unary(U::Exp, hy).unwrap();
+        let eyz = b.binary(B::Mul, ey, hz).unwrap();
+        let d = b.matmul(xt, eyz).unwrap();
+        let amc = b.binary(B::Sub, ha, hc).unwrap();
+        let ea = b.unary(U::Exp, ha).unwrap();
+        let p = b.binary(B::Mul, amc, ea).unwrap();
+        let bm = b.binary(B::Add, p, hx).unwrap();
+        let ab = b.unary(U::Abs, ha).unwrap();
+        let q = b.binary(B::Div, ab, hc).unwrap();
+        let mx = b.agg(AggOp::Max, Direction::Full, q).unwrap();
+        b.output("d", d).unwrap();
+        b.output("B", bm).unwrap();
+        b.output("m", mx).unwrap();
+        let dag = b.build().unwrap();
+        let env: HashMap<&str, Matrix> = [("x", xs), ("y", y), ("z", z), ("A", a), ("c", c)]
+            .into_iter()
+            .collect();
+        let [_, cell] = check(&dag, &env);
+        let t = templates(&cell);
+        assert!(t.contains(&("cell".into(), "no_agg".into())), "{t:?}");
+        assert!(t.contains(&("cell".into(), "full_agg".into())), "{t:?}");
+        assert!(
+            cell.operators.iter().any(|o| o
+                .cplan
+                .nodes
+                .iter()
+                .any(|n| matches!(n, CNode::DotCell { .. }))),
+            "{}",
+            cell.explain()
+        );
     }
 
     #[test]
@@ -782,7 +1042,12 @@ mod tests {
         let p = &prog.operators[0].cplan;
         let one = Matrix::scalar(f64::INFINITY);
         let two = Matrix::scalar(-1.0);
-        let out = evaluate(p, &[Operand::Matrix(&one), Operand::Matrix(&two)], &[(1, 1)]).unwrap();
+        let out = evaluate(
+            p,
+            &[Operand::Matrix(&one), Operand::Matrix(&two)],
+            &[(1, 1)],
+        )
+        .unwrap();
         assert_eq!(out[0].get(0, 0), 0.0); // exp(-inf)
         let e0 = Matrix::zeros(0, 3);
         let out = evaluate(p, &[Operand::Matrix(&e0), Operand::Matrix(&e0)], &[(1, 3)]).unwrap();

@@ -40,7 +40,10 @@ fn sum_of_a_product_is_one_cell_full_aggregate() {
     let expected = 8.0 / model.write_bandwidth
         + (6.0 * cells / model.compute_bandwidth).max(3.0 * 8.0 * cells / model.read_bandwidth);
     let cost = sel.cost.unwrap();
-    assert!((cost - expected).abs() <= 1e-9 * expected, "{cost} vs {expected}");
+    assert!(
+        (cost - expected).abs() <= 1e-9 * expected,
+        "{cost} vs {expected}"
+    );
     assert_eq!(cost, cost_of(&view, &model, sel));
     // The product's FLOP weights: 1 per cell for *, 4 per reduced cell for sum.
     assert_eq!(flops(&view, s), 4.0 * cells);
@@ -64,7 +67,9 @@ fn row_pattern_is_one_row_operator() {
     let sel = &plan.selection;
     assert_eq!(sel.roots.len(), 1, "{}", sel.explain());
     assert_eq!(sel.root_plan(r).unwrap().template, TemplateKind::Row);
-    assert!(sel.plans[&xv].iter().all(|e| e.template == TemplateKind::Row));
+    assert!(sel.plans[&xv]
+        .iter()
+        .all(|e| e.template == TemplateKind::Row));
 }
 
 #[test]

@@ -24,6 +24,9 @@ pub type Reg = u32;
 pub enum Op {
     /// Reads a variable of the symbol table. No inputs.
     Load(Arc<str>),
+    /// Moves a variable's value out of the symbol table (for a block that rebinds the variable
+    /// before it ends), so that an in-place kernel may own the only reference. No inputs.
+    Take(Arc<str>),
     /// Binds a variable. Inputs: [value].
     Store(Arc<str>),
     /// A constant. No inputs.
@@ -105,7 +108,7 @@ impl Op {
     /// A short opcode, shown in statistics (in the spirit of SystemDS's opcodes).
     pub fn opcode(&self) -> String {
         match self {
-            Op::Load(_) => "load".into(),
+            Op::Load(_) | Op::Take(_) => "load".into(),
             Op::Store(_) => "store".into(),
             Op::Const(_) => "const".into(),
             Op::Unary(op) => op.name().into(),
@@ -376,7 +379,8 @@ fn scalar_binary(op: BinaryOp, a: &Value, b: &Value, ty: Option<ScalarType>) -> 
 /// reuse its buffer instead of allocating (and page-faulting) a fresh output.
 fn take_owned(instr: &Instruction, regs: &mut [Option<Value>], i: usize) -> Option<Matrix> {
     let reg = *instr.inputs.get(i)?;
-    let last_use = instr.release.contains(&reg) && instr.inputs.iter().filter(|&&r| r == reg).count() == 1;
+    let last_use =
+        instr.release.contains(&reg) && instr.inputs.iter().filter(|&&r| r == reg).count() == 1;
     if !last_use {
         return None;
     }
@@ -400,7 +404,12 @@ fn take_owned(instr: &Instruction, regs: &mut [Option<Value>], i: usize) -> Opti
 fn run_in_place(instr: &Instruction, regs: &mut [Option<Value>]) -> Result<Option<Value>> {
     use crate::kernels;
     let other_is_matrix = |regs: &[Option<Value>], i: usize| {
-        instr.inputs.get(i).and_then(|&r| regs.get(r as usize)).and_then(|v| v.as_ref()).map(Value::is_matrix)
+        instr
+            .inputs
+            .get(i)
+            .and_then(|&r| regs.get(r as usize))
+            .and_then(|v| v.as_ref())
+            .map(Value::is_matrix)
     };
     match &instr.op {
         Op::Unary(op) => match take_owned(instr, regs, 0) {
@@ -419,7 +428,9 @@ fn run_in_place(instr: &Instruction, regs: &mut [Option<Value>]) -> Result<Optio
             if other_is_matrix(regs, 0) == Some(false) {
                 if let Some(b) = take_owned(instr, regs, 1) {
                     let s = input(regs, instr, 0)?.as_f64()?;
-                    return Ok(Some(Value::matrix(kernels::binary_scalar_owned(b, s, *op, true)?)));
+                    return Ok(Some(Value::matrix(kernels::binary_scalar_owned(
+                        b, s, *op, true,
+                    )?)));
                 }
             }
             Ok(None)
@@ -449,6 +460,9 @@ fn run_one(
         Op::Load(name) => vars
             .get(name.as_ref())
             .cloned()
+            .ok_or_else(|| RuntimeError::user(format!("variable '{name}' is not defined here")))?,
+        Op::Take(name) => vars
+            .remove(name.as_ref())
             .ok_or_else(|| RuntimeError::user(format!("variable '{name}' is not defined here")))?,
         Op::Store(name) => {
             let v = arg(0)?.clone();

@@ -74,10 +74,10 @@ pub mod select;
 pub mod sparsity;
 pub mod template;
 
+pub use cost::CostModel;
 pub use dag::FusionDag;
 pub use explore::{explore, ExploreOptions, MAX_REFERENCE_POSITIONS};
 pub use memo::{CloseState, DominancePruning, MemoEntry, MemoTable, TemplateKind};
-pub use cost::CostModel;
 pub use select::{CostBased, FuseAll, FuseNoRedundancy, PlanSelector, Selection};
 pub use template::{template, Template};
 

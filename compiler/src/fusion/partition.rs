@@ -159,9 +159,7 @@ fn build_partition(
         .filter(|&h| dag.num_consumers(h) >= 2 && dag.is_matrix(h))
         .collect();
     let ext_consumed: Vec<HopId> = non_roots()
-        .filter(|&h| {
-            outputs.contains(&h) || dag.consumers(h).iter().any(|c| !hops.contains(c))
-        })
+        .filter(|&h| outputs.contains(&h) || dag.consumers(h).iter().any(|c| !hops.contains(c)))
         .collect();
     let mut points: Vec<InterestingPoint> = Vec::new();
     let mut push = |p: InterestingPoint| {

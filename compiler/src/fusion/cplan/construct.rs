@@ -85,8 +85,7 @@ impl FusedProgram {
                 })
             })
             .collect();
-        serde_json::to_string_pretty(&serde_json::json!({ "operators": ops }))
-            .unwrap_or_default()
+        serde_json::to_string_pretty(&serde_json::json!({ "operators": ops })).unwrap_or_default()
     }
 }
 
@@ -220,12 +219,13 @@ impl<'a, 'd> Builder<'a, 'd> {
                     .map(|p| self.operand(h, entry, p))
                     .collect::<Option<Vec<_>>>()?,
             },
-            OpKind::AggUnary { op, dir: Direction::Row } if self.template == TemplateKind::Row => {
-                CNode::RowAgg {
-                    f: *op,
-                    x: self.operand(h, entry, 0)?,
-                }
-            }
+            OpKind::AggUnary {
+                op,
+                dir: Direction::Row,
+            } if self.template == TemplateKind::Row => CNode::RowAgg {
+                f: *op,
+                x: self.operand(h, entry, 0)?,
+            },
             OpKind::MatMul if self.template == TemplateKind::Row => {
                 if self.dag.is_transpose(ins[0]) {
                     // A final product inside the body (not at the root) has no row-wise form.
@@ -273,7 +273,12 @@ impl<'a, 'd> Builder<'a, 'd> {
 
     /// The body of a full/row/col aggregate or dot product rooted at `root` (Cell, MultiAgg):
     /// the value per cell before aggregation, with `sum(f^2)` computing `f` (SUM_SQ).
-    fn cell_agg_body(&mut self, root: HopId, entry: &MemoEntry, agg: Option<CellAgg>) -> Option<usize> {
+    fn cell_agg_body(
+        &mut self,
+        root: HopId,
+        entry: &MemoEntry,
+        agg: Option<CellAgg>,
+    ) -> Option<usize> {
         self.covered.insert(root);
         let ins = self.dag.inputs(root);
         match self.dag.op(root) {
@@ -461,7 +466,10 @@ fn outer_root(
             let (OuterType::LeftT, g, w) = final_product(b, mm, me)? else {
                 return None;
             };
-            (OuterType::Left, b.push(Raw::Node(CNode::FinalProduct { g, w })))
+            (
+                OuterType::Left,
+                b.push(Raw::Node(CNode::FinalProduct { g, w })),
+            )
         }
         _ => return None,
     };
@@ -507,7 +515,9 @@ fn finalize(
     };
     let main_dims = dag.dims(main)?;
     if let TemplateSpec::Cell {
-        cell_type, agg, sparse_safe,
+        cell_type,
+        agg,
+        sparse_safe,
     } = &mut spec
     {
         let in_region = |x: HopId| covered.contains(&x);
@@ -533,7 +543,9 @@ fn finalize(
         match dag.dims(h) {
             _ if dag.is_scalar(h) || dag.is_1x1(h) => Access::Scalar,
             Some(d) if d == main_dims => Access::Aligned,
-            Some((r, c)) if matches!(spec, TemplateSpec::Row { .. }) && r == main_dims.0 && c > 1 => {
+            Some((r, c))
+                if matches!(spec, TemplateSpec::Row { .. }) && r == main_dims.0 && c > 1 =>
+            {
                 Access::Aligned
             }
             Some((_, 1)) => Access::ColVector,
@@ -565,6 +577,9 @@ fn finalize(
                 _ => None,
             })
             .collect();
+        // The main input stays even if the body no longer reads it: it drives the iteration
+        // (an Outer plan whose `X != 0` mask was simplified away, reference 3.4).
+        v.push(0);
         v.sort_unstable();
         v.dedup();
         v
@@ -581,9 +596,6 @@ fn finalize(
             n => n,
         })
         .collect();
-    if inputs_used.first() != Some(&0) {
-        return None;
-    }
     let input_hops: Vec<HopId> = inputs_used.iter().map(|&i| order[i]).collect();
     if let TemplateSpec::Row { num_vectors, .. } = &mut spec {
         *num_vectors = count_vector_intermediates(&nodes, &outs);
@@ -704,7 +716,13 @@ impl Interner {
                 a,
                 b,
             } if is_outer
-                && matches!(self.nodes[a], CNode::Data { access: Access::Main, .. })
+                && matches!(
+                    self.nodes[a],
+                    CNode::Data {
+                        access: Access::Main,
+                        ..
+                    }
+                )
                 && self.literal(b) == Some(0.0) =>
             {
                 self.intern(CNode::Literal {
@@ -771,16 +789,12 @@ fn is_vector_node(nodes: &[CNode], i: CNodeId, memo: &mut Vec<Option<bool>>) -> 
         return v;
     }
     let v = match &nodes[i] {
-        CNode::Data { access, .. } => matches!(
-            access,
-            Access::Main | Access::Aligned | Access::RowVector
-        ),
+        CNode::Data { access, .. } => {
+            matches!(access, Access::Main | Access::Aligned | Access::RowVector)
+        }
         CNode::Literal { .. } | CNode::RowAgg { .. } | CNode::RowSumSq { .. } => false,
         CNode::VectMatMult { .. } | CNode::OuterMultAdd { .. } => true,
-        n => n
-            .operands()
-            .iter()
-            .any(|&o| is_vector_node(nodes, o, memo)),
+        n => n.operands().iter().any(|&o| is_vector_node(nodes, o, memo)),
     };
     memo[i] = Some(v);
     v
@@ -805,8 +819,7 @@ pub fn count_vector_intermediates(nodes: &[CNode], outputs: &[CNodeId]) -> usize
     let mut live = 0usize;
     let mut peak = 0usize;
     for (i, n) in nodes.iter().enumerate() {
-        let is_buffer =
-            is_vector_node(nodes, i, &mut memo) && !matches!(n, CNode::Data { .. });
+        let is_buffer = is_vector_node(nodes, i, &mut memo) && !matches!(n, CNode::Data { .. });
         if is_buffer {
             live += 1;
             peak = peak.max(live);
@@ -822,4 +835,229 @@ pub fn count_vector_intermediates(nodes: &[CNode], outputs: &[CNodeId]) -> usize
         }
     }
     peak
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fusion::template::test_util::build;
+    use crate::fusion::{plan_fusion, FuseAll};
+    use crate::hops::{BinaryOp as B, DagBuilder, UnaryOp as U};
+
+    fn program(dag: &HopDag) -> FusedProgram {
+        let plan = plan_fusion(dag, &FuseAll).unwrap();
+        construct_cplans(dag, &plan.memo, &plan.selection).unwrap()
+    }
+
+    /// sum(X * Y * Z) after `pad` unrelated hops, so hop ids differ between calls.
+    fn sum_xyz(pad: usize, plus_z: bool) -> (HopDag, HopId) {
+        let mut root = HopId(0);
+        let dag = build(|b: &mut DagBuilder| {
+            let mut outs = Vec::new();
+            for k in 0..pad {
+                let p = b.input(&format!("P{k}"), 10, 10, 100);
+                outs.push(b.unary(U::Abs, p).unwrap());
+            }
+            let x = b.input("X", 100, 100, 10_000);
+            let y = b.input("Y", 100, 100, 10_000);
+            let z = b.input("Z", 100, 100, 10_000);
+            let xy = b.binary(B::Mul, x, y).unwrap();
+            let op = if plus_z { B::Add } else { B::Mul };
+            let xyz = b.binary(op, xy, z).unwrap();
+            root = b.agg(AggOp::Sum, Direction::Full, xyz).unwrap();
+            outs.push(root);
+            outs
+        });
+        (dag, root)
+    }
+
+    fn op_at(p: &FusedProgram, root: HopId) -> &FusedOperator {
+        p.operators
+            .iter()
+            .find(|o| o.outputs == [root])
+            .unwrap_or_else(|| panic!("no operator at ({root}):\n{}", p.explain()))
+    }
+
+    #[test]
+    fn the_structural_hash_ignores_hop_ids_but_not_structure() {
+        let (d1, r1) = sum_xyz(0, false);
+        let (d2, r2) = sum_xyz(3, false);
+        let (d3, r3) = sum_xyz(0, true);
+        let (p1, p2, p3) = (program(&d1), program(&d2), program(&d3));
+        let (o1, o2, o3) = (op_at(&p1, r1), op_at(&p2, r2), op_at(&p3, r3));
+        assert_ne!(r1, r2);
+        assert_eq!(o1.cplan, o2.cplan);
+        assert_eq!(o1.cplan.structural_hash(), o2.cplan.structural_hash());
+        assert_ne!(o1.cplan.structural_hash(), o3.cplan.structural_hash());
+        // The operator replaces the two products and the sum; its inputs are X, Y, Z.
+        assert_eq!(o1.covered.len(), 3);
+        assert_eq!(o1.inputs.len(), 3);
+        assert_eq!(o1.cplan.inputs, vec![InputKind::Matrix; 3]);
+    }
+
+    #[test]
+    fn cplans_round_trip_through_json_and_explain_names_template_and_variant() {
+        let (d, r) = sum_xyz(0, false);
+        let p = program(&d);
+        let c = &op_at(&p, r).cplan;
+        let back: CPlan = serde_json::from_str(&serde_json::to_string(c).unwrap()).unwrap();
+        assert_eq!(&back, c);
+        assert!(
+            c.explain().starts_with("row full_agg (3 inputs"),
+            "{}",
+            c.explain()
+        );
+        let json: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(json["operators"][0]["template"], "row");
+        assert_eq!(json["operators"][0]["variant"], "full_agg");
+        assert!(p.explain().contains("op 0: outputs"));
+    }
+
+    #[test]
+    fn simplification_rewrites_of_reference_5_8() {
+        // rowSums(exp(X) ^ 2) → row sum of squares; exp(X) * 2 → x + x. (A bare
+        // rowSums(X ^ 2) becomes a single operation and is left unfused, reference 1.6.)
+        let mut ids = Vec::new();
+        let dag = build(|b| {
+            let x = b.input("X", 100, 50, 5000);
+            let two = b.literal_f64(2.0);
+            let e = b.unary(U::Exp, x).unwrap();
+            let sq = b.binary(B::Pow, e, two).unwrap();
+            ids.push(b.agg(AggOp::Sum, Direction::Row, sq).unwrap());
+            let m2 = b.binary(B::Mul, e, two).unwrap();
+            ids.push(b.agg(AggOp::Sum, Direction::Col, m2).unwrap());
+            ids.clone()
+        });
+        let p = program(&dag);
+        let rs = &op_at(&p, ids[0]).cplan;
+        assert!(
+            matches!(rs.nodes[rs.outputs[0]], CNode::RowSumSq { .. }),
+            "{}",
+            rs.explain()
+        );
+        let cs = &op_at(&p, ids[1]).cplan;
+        assert!(
+            matches!(cs.nodes[cs.outputs[0]], CNode::Mult2 { .. }),
+            "{}",
+            cs.explain()
+        );
+        assert!(!cs.nodes.iter().any(|n| matches!(n, CNode::Literal { .. })));
+    }
+
+    #[test]
+    fn outer_plans_drop_the_not_equal_zero_mask_of_their_driver() {
+        // sum((X != 0) * log(U %*% t(V) + 1e-15)): the mask is implied by the sparse driver.
+        let mut root = HopId(0);
+        let dag = build(|b| {
+            let x = b.input("X", 1000, 900, 9000);
+            let u = b.input("U", 1000, 10, 10_000);
+            let v = b.input("V", 900, 10, 9000);
+            let zero = b.literal_f64(0.0);
+            let nz = b.binary(B::Ne, x, zero).unwrap();
+            let vt = b.transpose(v).unwrap();
+            let uv = b.matmul(u, vt).unwrap();
+            let eps = b.literal_f64(1e-15);
+            let pe = b.binary(B::Add, uv, eps).unwrap();
+            let lg = b.unary(U::Log, pe).unwrap();
+            let m = b.binary(B::Mul, nz, lg).unwrap();
+            root = b.agg(AggOp::Sum, Direction::Full, m).unwrap();
+            vec![root]
+        });
+        let p = program(&dag);
+        let op = op_at(&p, root);
+        let c = &op.cplan;
+        assert_eq!(c.template.name(), "outer", "{}", c.explain());
+        assert!(
+            !c.nodes.iter().any(|n| matches!(
+                n,
+                CNode::Binary {
+                    f: BinaryOp::Ne | BinaryOp::Mul,
+                    ..
+                }
+            )),
+            "{}",
+            c.explain()
+        );
+        assert!(matches!(
+            c.nodes[c.outputs[0]],
+            CNode::Unary { f: U::Log, .. }
+        ));
+        // X stays input 0 although the body no longer reads it: it drives the iteration.
+        assert_eq!(op.inputs.len(), 3);
+        assert_eq!(
+            dag.hop(op.inputs[0]).op,
+            crate::hops::OpKind::TransientRead { name: "X".into() }
+        );
+    }
+
+    #[test]
+    fn hash_consing_eliminates_common_subexpressions() {
+        let mut t = Interner::default();
+        let a = t.intern(CNode::Data {
+            input: 0,
+            access: Access::Main,
+        });
+        let e1 = t.simplify(CNode::Unary { f: U::Exp, x: a }, false);
+        let e2 = t.simplify(CNode::Unary { f: U::Exp, x: a }, false);
+        assert_eq!(e1, e2);
+        let m = t.simplify(
+            CNode::Binary {
+                f: BinaryOp::Mul,
+                a: e1,
+                b: e2,
+            },
+            false,
+        );
+        let (nodes, outs) = t.compact(&[m]);
+        assert_eq!(nodes.len(), 3);
+        assert_eq!(outs, vec![2]);
+    }
+
+    #[test]
+    fn vector_intermediates_are_counted_exactly() {
+        let data = |input| CNode::Data {
+            input,
+            access: Access::Main,
+        };
+        // A unary chain needs one buffer at a time plus the one being written: 2.
+        let chain = vec![
+            data(0),
+            CNode::Unary { f: U::Exp, x: 0 },
+            CNode::Unary { f: U::Abs, x: 1 },
+            CNode::Unary { f: U::Sqrt, x: 2 },
+        ];
+        assert_eq!(count_vector_intermediates(&chain, &[3]), 2);
+        // exp(a) kept alive across abs(a) and their product: 3 live at the product.
+        let diamond = vec![
+            data(0),
+            CNode::Unary { f: U::Exp, x: 0 },
+            CNode::Unary { f: U::Abs, x: 0 },
+            CNode::Binary {
+                f: BinaryOp::Mul,
+                a: 1,
+                b: 2,
+            },
+            CNode::RowAgg {
+                f: AggOp::Sum,
+                x: 3,
+            },
+        ];
+        assert_eq!(count_vector_intermediates(&diamond, &[4]), 3);
+        // Scalars only: no buffers.
+        let scalars = vec![CNode::Literal {
+            value: Literal::Double(1.0),
+        }];
+        assert_eq!(count_vector_intermediates(&scalars, &[0]), 0);
+    }
+
+    #[test]
+    fn trivial_operators_are_dropped() {
+        // Z = X * Y alone gains nothing from fusion (reference 1.6 rule 7).
+        let dag = build(|b| {
+            let x = b.input("X", 100, 100, 10_000);
+            let y = b.input("Y", 100, 100, 10_000);
+            vec![b.binary(B::Mul, x, y).unwrap()]
+        });
+        assert!(program(&dag).operators.is_empty());
+    }
 }

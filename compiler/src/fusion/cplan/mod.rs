@@ -65,7 +65,12 @@ pub enum CNode {
     /// An element-wise binary operator.
     Binary { f: BinaryOp, a: CNodeId, b: CNodeId },
     /// An element-wise ternary operator.
-    Ternary { f: TernaryOp, a: CNodeId, b: CNodeId, c: CNodeId },
+    Ternary {
+        f: TernaryOp,
+        a: CNodeId,
+        b: CNodeId,
+        c: CNodeId,
+    },
     /// An element-wise n-ary `min`/`max`, or (Row) `cbind` of row vectors.
     Nary { f: NaryOp, xs: Vec<CNodeId> },
     /// Row template: an aggregate of the current row vector (a scalar per row).
@@ -260,7 +265,10 @@ pub enum TemplateSpec {
         sparse_safe: bool,
     },
     /// Row-wise: the body is evaluated per row of the main input.
-    Row { row_type: RowType, num_vectors: usize },
+    Row {
+        row_type: RowType,
+        num_vectors: usize,
+    },
     /// Multi-aggregate: one full aggregate per output over the same cell-wise scan.
     #[serde(rename = "magg")]
     MAgg {
@@ -285,12 +293,10 @@ impl TemplateSpec {
     /// The output variant name (`"full_agg"`, `"col_agg_t"`, `"left"`, ...).
     pub fn variant(&self) -> String {
         match self {
-            TemplateSpec::Cell { cell_type, .. } => {
-                serde_json::to_value(CellTypeRef(*cell_type))
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default()
-            }
+            TemplateSpec::Cell { cell_type, .. } => serde_json::to_value(CellTypeRef(*cell_type))
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
             TemplateSpec::Row { row_type, .. } => serde_plain(row_type),
             TemplateSpec::MAgg { .. } => "full_agg".into(),
             TemplateSpec::Outer { outer_type } => serde_plain(outer_type),
@@ -356,7 +362,9 @@ impl CPlan {
             self.structural_hash()
         );
         match &self.template {
-            TemplateSpec::Cell { agg, sparse_safe, .. } => {
+            TemplateSpec::Cell {
+                agg, sparse_safe, ..
+            } => {
                 if let Some(a) = agg {
                     let _ = write!(out, " agg={a:?}");
                 }
@@ -375,7 +383,11 @@ impl CPlan {
         out.push('\n');
         for (i, n) in self.nodes.iter().enumerate() {
             let args: Vec<String> = n.operands().iter().map(|o| format!("%{o}")).collect();
-            let mark = if self.outputs.contains(&i) { "  <- out" } else { "" };
+            let mark = if self.outputs.contains(&i) {
+                "  <- out"
+            } else {
+                ""
+            };
             if args.is_empty() {
                 let _ = writeln!(out, "  %{i} = {}{mark}", n.label());
             } else {

@@ -161,11 +161,7 @@ impl CostBased {
 
     /// Searches and selects: the selection of the best assignments (with its modelled cost of
     /// the whole DAG) and the search report. `memo` is reduced to the selection.
-    pub fn optimize(
-        &self,
-        dag: &FusionDag<'_>,
-        memo: &mut MemoTable,
-    ) -> (Selection, CostReport) {
+    pub fn optimize(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) -> (Selection, CostReport) {
         let report = self.search(dag, memo);
         let mut selection = selection_for(dag, memo, &report.partitions);
         selection.selector = self.name().to_string();
@@ -231,7 +227,8 @@ impl CostBased {
                     // pruning.
                     if lb > best_cost * (1.0 + 1e-12) {
                         let last = plan.iter().rposition(|&b| b).unwrap_or(n - 1);
-                        let span: u128 = 1u128 << (n - last - 1);
+                        // The all-true plan (the last) was costed already.
+                        let span: u128 = (1u128 << (n - last - 1)).min(total - 1 - i);
                         stats.skipped_by_cost = stats
                             .skipped_by_cost
                             .saturating_add(u64::try_from(span).unwrap_or(u64::MAX));
@@ -279,15 +276,41 @@ pub fn prune_row_duplicates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: &Pl
     let mut blacklist = BTreeSet::new();
     let mut visited = BTreeSet::new();
     for &r in &part.roots {
-        collect_row_ops(dag, memo, part, r, None, false, &mut blacklist, &mut visited);
+        collect_row_ops(
+            dag,
+            memo,
+            part,
+            r,
+            None,
+            false,
+            &mut blacklist,
+            &mut visited,
+        );
     }
-    for &h in &part.hops {
-        if !blacklist.contains(&h)
-            && memo.contains_template(h, TemplateKind::Row)
-            && only_exact_matches(memo, h)
+    // Bottom-up, on the table before removal: a Row plan is replaceable only if every hop it
+    // fuses is replaceable too (or has no Row plans). SystemDS checks each hop alone, which
+    // can turn `R(15)` into `C(15)` where 15's Cell plan fuses less than its Row plan and so
+    // cut a Row chain in two operators (found by the property test against fuse-all).
+    let mut replaceable: BTreeSet<HopId> = BTreeSet::new();
+    for &h in dag.order() {
+        if !part.hops.contains(&h)
+            || blacklist.contains(&h)
+            || !memo.contains_template(h, TemplateKind::Row)
+            || !only_exact_matches(memo, h)
         {
-            memo.remove_template(h, TemplateKind::Row);
+            continue;
         }
+        let inner_ok = memo.entries_of(h, TemplateKind::Row).all(|e| {
+            e.refs().all(|(_, r)| {
+                !memo.contains_template(r, TemplateKind::Row) || replaceable.contains(&r)
+            })
+        });
+        if inner_ok {
+            replaceable.insert(h);
+        }
+    }
+    for h in replaceable {
+        memo.remove_template(h, TemplateKind::Row);
     }
 }
 
@@ -322,8 +345,8 @@ fn collect_row_ops(
         None => memo.best(h),
         Some(t) => memo.best_within(h, t),
     };
-    let in_row = me.is_some_and(|m| m.template == TemplateKind::Row)
-        && context == Some(TemplateKind::Row);
+    let in_row =
+        me.is_some_and(|m| m.template == TemplateKind::Row) && context == Some(TemplateKind::Row);
     let diff_plans = !part.points.is_empty()
         && memo.contains_template(h, TemplateKind::Row)
         && !only_exact_matches(memo, h);
@@ -445,12 +468,8 @@ impl StaticBounds {
             .map(|&i| model.bytes(dag, i))
             .sum::<f64>()
             / model.read_bandwidth;
-        let compute = part
-            .hops
-            .iter()
-            .map(|&h| cost::flops(dag, h))
-            .sum::<f64>()
-            / model.compute_bandwidth;
+        let compute =
+            part.hops.iter().map(|&h| cost::flops(dag, h)).sum::<f64>() / model.compute_bandwidth;
         let always_written: BTreeSet<HopId> = part.starts().into_iter().collect();
         let write = always_written
             .iter()
