@@ -25,6 +25,7 @@ pub use error::Error;
 pub use lafuse_compiler::span::SourceFile;
 pub use stats::Stats;
 
+use lafuse_compiler::fusion;
 use lafuse_compiler::hops::{self, HopDag};
 use lafuse_compiler::span::Span;
 use lafuse_compiler::{check, parser, program};
@@ -94,6 +95,34 @@ impl ScriptArgs {
 pub enum ExplainLevel {
     /// The HOP DAG of each block and predicate, as compiled at run time.
     Hops,
+    /// The fusion memo table after exploration (paper Figure 6 style).
+    Memo,
+    /// The fusion plan a policy selects.
+    Plan,
+    /// The fused operators (CPlans) constructed from the selected plan.
+    Cplan,
+}
+
+/// Fusion plan selection policies (paper section 4; the fusion is explained, not yet executed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FusionPolicy {
+    /// Cost-based: exact selection by MPSkipEnum under the cost model.
+    #[default]
+    Gen,
+    /// Fuse all: the largest fused operators, recomputing shared intermediates.
+    FuseAll,
+    /// Fuse no redundancy: never fuse an intermediate with several consumers.
+    FuseNoRedundancy,
+}
+
+impl FusionPolicy {
+    fn selector(self) -> Box<dyn fusion::PlanSelector> {
+        match self {
+            FusionPolicy::Gen => Box::new(fusion::CostBased::default()),
+            FusionPolicy::FuseAll => Box::new(fusion::FuseAll),
+            FusionPolicy::FuseNoRedundancy => Box::new(fusion::FuseNoRedundancy),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,22 +182,26 @@ impl Engine {
         })
     }
 
-    /// Runs a script with its output discarded and shows every block as it was compiled.
+    /// Runs a script with its output discarded and shows every block as it was compiled: its
+    /// HOP DAG, or the fusion memo table, plan or fused operators of `policy`.
     pub fn explain(
         &self,
         source: &SourceFile,
         args: &ScriptArgs,
         level: ExplainLevel,
         format: ExplainFormat,
+        policy: FusionPolicy,
     ) -> Result<String, Error> {
-        let ExplainLevel::Hops = level;
         let program = self.front_end(source, args)?;
         let mut sink = std::io::sink();
         let mut interpreter = engine::Interpreter::new(&program, args, &mut sink, &self.config);
         interpreter.explained = Some(Vec::new());
         interpreter.run_main()?;
         let blocks = interpreter.explained.take().unwrap_or_default();
-        Ok(render_explain(source, &blocks, format))
+        match level {
+            ExplainLevel::Hops => Ok(render_explain(source, &blocks, format)),
+            _ => render_fusion(source, &blocks, level, format, policy),
+        }
     }
 
     fn front_end(&self, source: &SourceFile, args: &ScriptArgs) -> Result<program::Program, Error> {
@@ -176,6 +209,43 @@ impl Engine {
         let program = program::build_program(script)?;
         check::check_program(&program, &args.names())?;
         Ok(program)
+    }
+}
+
+/// The fusion view of every block that contains matrix operations.
+fn render_fusion(
+    source: &SourceFile,
+    blocks: &[ExplainedBlock],
+    level: ExplainLevel,
+    format: ExplainFormat,
+    policy: FusionPolicy,
+) -> Result<String, Error> {
+    let selector = policy.selector();
+    let mut text = String::new();
+    let mut json_blocks = Vec::new();
+    for block in blocks.iter().filter(|b| b.dag.hops.iter().any(|h| h.is_matrix())) {
+        let plan = fusion::plan_fusion(&block.dag, selector.as_ref())?;
+        let (first, _) = source.line_col(block.span.start);
+        let (last, _) = source.line_col(block.span.end.saturating_sub(1).max(block.span.start));
+        let (body, json) = match level {
+            ExplainLevel::Memo => (plan.explored.explain(&block.dag), serde_json::from_str(&plan.explored.to_json())),
+            ExplainLevel::Plan | ExplainLevel::Cplan => {
+                let program = fusion::cplan::construct_cplans(&block.dag, &plan.memo, &plan.selection)?;
+                let body = if level == ExplainLevel::Plan { plan.selection.explain() } else { program.explain() };
+                (body, serde_json::from_str(&program.to_json()))
+            }
+            ExplainLevel::Hops => unreachable!("handled by render_explain"),
+        };
+        text.push_str(&format!("--- {} (lines {first}-{last}), policy {} ---\n{body}", block.kind, selector.name()));
+        let json: serde_json::Value = json.map_err(|e| Error::Usage(format!("internal: fusion JSON: {e}")))?;
+        json_blocks.push(serde_json::json!({ "kind": block.kind, "lines": [first, last], "policy": selector.name(), "fusion": json }));
+    }
+    match format {
+        ExplainFormat::Text => Ok(text),
+        ExplainFormat::Json => {
+            Ok(serde_json::to_string_pretty(&serde_json::json!({ "blocks": json_blocks })).unwrap_or_default() + "\n")
+        }
+        ExplainFormat::Dot => Err(Error::Usage("unsupported: --format dot for fusion levels; use text or json".into())),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The `lafuse` command: run DML scripts, explain their plans, and (later) benchmark fusion.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use lafuse::{Engine, EngineConfig, ExplainFormat, ExplainLevel, ScriptArgs};
+use lafuse::{Engine, EngineConfig, ExplainFormat, ExplainLevel, FusionPolicy, ScriptArgs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -44,9 +44,16 @@ enum Command {
         script: PathBuf,
         #[command(flatten)]
         args: ScriptArgsFlag,
-        /// What to show: `hops` = the HOP DAG of each basic block and predicate.
+        /// What to show: `hops` = the HOP DAG of each basic block and predicate; `memo` = the
+        /// fusion memo table after exploration; `plan` = the plan the policy selects; `cplan` =
+        /// the fused operators constructed from it (fusion is explained only; `run` executes
+        /// unfused in this version).
         #[arg(long, value_enum, default_value_t = LevelArg::Hops)]
         level: LevelArg,
+        /// Plan selection policy for `--level plan|cplan`: cost-based (`gen`), fuse-all (`fa`),
+        /// fuse-no-redundancy (`fnr`).
+        #[arg(long, value_enum, default_value_t = PolicyArg::Gen)]
+        policy: PolicyArg,
         /// Output format.
         #[arg(long, value_enum, default_value_t = FormatArg::Text)]
         format: FormatArg,
@@ -69,6 +76,16 @@ enum FusionArg {
 #[derive(Clone, Copy, ValueEnum)]
 enum LevelArg {
     Hops,
+    Memo,
+    Plan,
+    Cplan,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PolicyArg {
+    Gen,
+    Fa,
+    Fnr,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -125,12 +142,21 @@ fn run(cli: Cli) -> Result<(), String> {
             args,
             level,
             format,
+            policy,
         } => {
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
             let engine = Engine::new(EngineConfig::default());
             let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
             let level = match level {
                 LevelArg::Hops => ExplainLevel::Hops,
+                LevelArg::Memo => ExplainLevel::Memo,
+                LevelArg::Plan => ExplainLevel::Plan,
+                LevelArg::Cplan => ExplainLevel::Cplan,
+            };
+            let policy = match policy {
+                PolicyArg::Gen => FusionPolicy::Gen,
+                PolicyArg::Fa => FusionPolicy::FuseAll,
+                PolicyArg::Fnr => FusionPolicy::FuseNoRedundancy,
             };
             let format = match format {
                 FormatArg::Text => ExplainFormat::Text,
@@ -138,7 +164,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 FormatArg::Dot => ExplainFormat::Dot,
             };
             let text = engine
-                .explain(&source, &script_args, level, format)
+                .explain(&source, &script_args, level, format, policy)
                 .map_err(|e| e.render(&source))?;
             print!("{text}");
             Ok(())

@@ -1026,6 +1026,73 @@ mod tests {
     }
 
     #[test]
+    fn row_matrix_products_and_row_aggregates() {
+        let x = mat(200, 10, 0.4, 18);
+        let y = mat(200, 4, 1.0, 19);
+        let bm = mat(10, 3, 1.0, 20);
+        let mut b = DagBuilder::new();
+        let hx = b.input("X", 200, 10, nnz(&x));
+        let hy = b.input("Y", 200, 4, 800);
+        let hb = b.input("B", 10, 3, 30);
+        // G = t(X) %*% exp(Y); H = exp(X %*% B) - rowMaxs(X); k = rowMins(sqrt(abs(X)) * 3)
+        let xt = b.transpose(hx).unwrap();
+        let ey = b.unary(U::Exp, hy).unwrap();
+        let g = b.matmul(xt, ey).unwrap();
+        let xb = b.matmul(hx, hb).unwrap();
+        let exb = b.unary(U::Exp, xb).unwrap();
+        let rm = b.agg(AggOp::Max, Direction::Row, hx).unwrap();
+        let h = b.binary(B::Sub, exb, rm).unwrap();
+        let ab = b.unary(U::Abs, hx).unwrap();
+        let sq = b.unary(U::Sqrt, ab).unwrap();
+        let three = b.literal_f64(3.0);
+        let s3 = b.binary(B::Mul, sq, three).unwrap();
+        let k = b.agg(AggOp::Min, Direction::Row, s3).unwrap();
+        b.output("G", g).unwrap();
+        b.output("H", h).unwrap();
+        b.output("k", k).unwrap();
+        let dag = b.build().unwrap();
+        let env: HashMap<&str, Matrix> = [("X", x), ("Y", y), ("B", bm)].into_iter().collect();
+        let [prog, _] = check(&dag, &env);
+        let t = templates(&prog);
+        assert!(t.contains(&("row".into(), "col_agg_b1_t".into())), "{t:?}");
+        assert!(t.contains(&("row".into(), "no_agg".into())), "{t:?}");
+        assert!(t.contains(&("row".into(), "row_agg".into())), "{t:?}");
+    }
+
+    #[test]
+    fn sums_of_squares() {
+        let x = mat(30, 20, 0.3, 21);
+        let mut b = DagBuilder::new();
+        let hx = b.input("X", 30, 20, nnz(&x));
+        // sum((X + 1) ^ 2), rowSums(exp(X) ^ 2)
+        let one = b.literal_f64(1.0);
+        let two = b.literal_f64(2.0);
+        let x1 = b.binary(B::Add, hx, one).unwrap();
+        let p = b.binary(B::Pow, x1, two).unwrap();
+        let s = b.agg(AggOp::Sum, Direction::Full, p).unwrap();
+        let e = b.unary(U::Exp, hx).unwrap();
+        let p2 = b.binary(B::Pow, e, two).unwrap();
+        let r = b.agg(AggOp::Sum, Direction::Row, p2).unwrap();
+        b.output("s", s).unwrap();
+        b.output("r", r).unwrap();
+        let dag = b.build().unwrap();
+        let env: HashMap<&str, Matrix> = [("X", x)].into_iter().collect();
+        let [row, cell] = check(&dag, &env);
+        assert!(row.operators.iter().any(|o| o
+            .cplan
+            .nodes
+            .iter()
+            .any(|n| matches!(n, CNode::RowSumSq { .. }))));
+        assert!(cell.operators.iter().any(|o| matches!(
+            o.cplan.template,
+            TemplateSpec::Cell {
+                agg: Some(CellAgg::SumSq),
+                ..
+            }
+        )));
+    }
+
+    #[test]
     fn plans_are_size_independent_and_evaluate_on_1x1_and_empty_inputs() {
         // rowSums(X * Y) planned at 50x20, evaluated at 1x1 and 0x3.
         let mut b = DagBuilder::new();

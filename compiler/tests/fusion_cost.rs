@@ -31,9 +31,8 @@ fn sum_of_a_product_is_one_cell_full_aggregate() {
     let root = sel.root_plan(s).expect("sum roots the operator");
     assert_eq!(root.template, TemplateKind::Cell);
     assert!(root.is_closed());
-    // Three inputs of 800 MB read once at 32 GiB/s dominate 3e8 FLOPs at 2 GFLOP/s? No: the
-    // compute (2 multiplies + a 4-FLOP sum per cell = 6e8 FLOPs) takes 0.28 s, the reads
-    // 2.4 GB / 32 GiB/s = 0.07 s, so the operator is compute-bound.
+    // Per cell two multiplies and a 4-FLOP sum: 6e8 FLOPs take 0.28 s at 2 GFLOP/s, more than
+    // reading the three 800 MB inputs at 32 GiB/s, so the operator is compute-bound.
     let view = FusionDag::new(&dag).unwrap();
     let model = CostModel::default();
     let cells = 1e8;
@@ -98,5 +97,167 @@ fn gen_is_never_worse_than_the_heuristics_on_a_shared_intermediate() {
         let other = plan_fusion(&dag, h).unwrap().selection;
         let c = gen.cost_of(&view, &other);
         assert!(c_gen <= c * (1.0 + 1e-9), "{}: {c} < gen {c_gen}", h.name());
+    }
+}
+
+/// `P_i = P_{i-1} * Y`, `s_i = sum(P_i)`: every `P_i` feeds the next product and its sum, a
+/// chain of materialization points.
+fn chain(len: usize) -> HopDag {
+    let (m, n) = (5000, 500);
+    let mut b = DagBuilder::new();
+    let x = b.input("X", m, n, m * n);
+    let y = b.input("Y", m, n, m * n);
+    let mut p = x;
+    for i in 0..len {
+        p = b.binary(BinaryOp::Mul, p, y).unwrap();
+        let e = b.unary(lafuse_compiler::hops::UnaryOp::Exp, p).unwrap();
+        let s = b.agg(AggOp::Sum, Direction::Full, e).unwrap();
+        b.output(&format!("s{i}"), s).unwrap();
+    }
+    b.build().unwrap()
+}
+
+#[test]
+fn pruning_and_caching_keep_the_exhaustive_optimum_on_a_chain() {
+    let dag = chain(6);
+    let view = FusionDag::new(&dag).unwrap();
+    let explored = explore(&view, &ExploreOptions::default());
+    let gen = CostBased::default();
+    let (sel, report) = gen.optimize(&view, &mut explored.clone());
+    let points = report.stats.points;
+    assert!(points >= 10, "{report:?}");
+    let mut exhaustive = CostBased::default();
+    exhaustive.cost_pruning = false;
+    exhaustive.structural_pruning = false;
+    exhaustive.plan_caching = false;
+    let (sel2, report2) = exhaustive.optimize(&view, &mut explored.clone());
+    assert_eq!(
+        report2.stats.evaluated,
+        report2
+            .partitions
+            .iter()
+            .map(|r| 1u64 << r.partition.points.len())
+            .sum::<u64>()
+    );
+    let (c1, c2) = (sel.cost.unwrap(), sel2.cost.unwrap());
+    assert!((c1 - c2).abs() <= 1e-9 * c2, "{c1} vs {c2}");
+    // The pruned search costs far fewer plans.
+    assert!(
+        report.stats.evaluated < report2.stats.evaluated / 4,
+        "{report:?}"
+    );
+    assert!(report.stats.skipped_by_cost + report.stats.skipped_by_structure > 0);
+    // A second compilation of the same partitions is answered by the plan cache.
+    let (sel3, report3) = gen.optimize(&view, &mut explored.clone());
+    assert!(report3.stats.cache_hits >= 1, "{report3:?}");
+    assert_eq!(sel3.cost, sel.cost);
+    // A budget of evaluated plans bounds the search and marks it approximate.
+    let mut budget = CostBased::default();
+    budget.max_evaluated = Some(3);
+    budget.cost_pruning = false;
+    budget.plan_caching = false;
+    let (sel4, report4) = budget.optimize(&view, &mut explored.clone());
+    assert!(
+        report4.stats.approximated >= 1,
+        "{:?} {:?}",
+        report4.stats,
+        report.stats
+    );
+    assert!(sel4.cost.unwrap() >= c2 * (1.0 - 1e-9));
+}
+
+#[test]
+fn a_bottleneck_splits_the_search_at_a_cut_set() {
+    use lafuse_compiler::fusion::partition::analyze_partitions;
+    use lafuse_compiler::fusion::select::cost_based::CostBased as Gen;
+    use lafuse_compiler::fusion::select::reachability::find_cut_set;
+    use lafuse_compiler::hops::UnaryOp;
+    let (m, n) = (5000, 500);
+    let mut b = DagBuilder::new();
+    let x = b.input("X", m, n, m * n);
+    let y = b.input("Y", m, n, m * n);
+    // Bottom half: Q1 shared by Q2 and Q3; M reaches the top half only through M.
+    let q1 = b.binary(BinaryOp::Mul, x, y).unwrap();
+    let q2 = b.unary(UnaryOp::Exp, q1).unwrap();
+    let q3 = b.binary(BinaryOp::Div, q1, q2).unwrap();
+    let mm = b.binary(BinaryOp::Add, q3, y).unwrap();
+    // Top half: M shared by a1 and a2; a1 shared by T1 and exp(a1).
+    let a1 = b.binary(BinaryOp::Mul, mm, y).unwrap();
+    let t1 = b.agg(AggOp::Sum, Direction::Full, a1).unwrap();
+    let e = b.unary(UnaryOp::Exp, a1).unwrap();
+    let t3 = b.agg(AggOp::Sum, Direction::Full, e).unwrap();
+    let a2 = b.binary(BinaryOp::Div, mm, y).unwrap();
+    let t2 = b.agg(AggOp::Sum, Direction::Row, a2).unwrap();
+    for (i, o) in [t1, t2, t3].into_iter().enumerate() {
+        b.output(&format!("t{i}"), o).unwrap();
+    }
+    let dag = b.build().unwrap();
+    let view = FusionDag::new(&dag).unwrap();
+    let explored = explore(&view, &ExploreOptions::default());
+    let gen = Gen::default();
+    let mut prepared = explored.clone();
+    gen.search(&view, &mut prepared);
+    let parts = analyze_partitions(&view, &prepared);
+    assert_eq!(parts.len(), 1);
+    let cut = find_cut_set(&view, &parts[0]).expect("M is a bottleneck");
+    let cut_edges: Vec<(HopId, HopId)> = cut
+        .cut
+        .iter()
+        .map(|&i| (parts[0].points[i].from, parts[0].points[i].to))
+        .collect();
+    assert!(cut_edges.iter().all(|&(_, to)| to == mm), "{cut_edges:?}");
+    assert!(!cut.left.is_empty() && !cut.right.is_empty());
+    let text = gen.optimize(&view, &mut explored.clone()).1.explain();
+    assert!(
+        text.starts_with("cost-based search: 1 partitions"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("->{mm} mc)=")), "{text}");
+
+    let (sel, report) = gen.optimize(&view, &mut explored.clone());
+    assert!(report.stats.skipped_by_structure > 0, "{report:?}");
+    let mut exhaustive = Gen::default();
+    exhaustive.cost_pruning = false;
+    exhaustive.structural_pruning = false;
+    let (sel2, _) = exhaustive.optimize(&view, &mut explored.clone());
+    let (c1, c2) = (sel.cost.unwrap(), sel2.cost.unwrap());
+    assert!((c1 - c2).abs() <= 1e-9 * c2, "{c1} vs {c2}");
+}
+
+#[test]
+fn aggregates_of_one_partition_share_a_multi_aggregate() {
+    // s1 = sum(X * Y), s2 = sum(X * Y * Z): P = X * Y is shared, both sums scan 2000 x 1000.
+    let (m, n) = (2000, 1000);
+    let mut b = DagBuilder::new();
+    let x = b.input("X", m, n, m * n);
+    let y = b.input("Y", m, n, m * n);
+    let z = b.input("Z", m, n, m * n);
+    let p = b.binary(BinaryOp::Mul, x, y).unwrap();
+    let s1 = b.agg(AggOp::Sum, Direction::Full, p).unwrap();
+    let q = b.binary(BinaryOp::Mul, p, z).unwrap();
+    let s2 = b.agg(AggOp::Sum, Direction::Full, q).unwrap();
+    b.output("s1", s1).unwrap();
+    b.output("s2", s2).unwrap();
+    let dag = b.build().unwrap();
+    let view = FusionDag::new(&dag).unwrap();
+    let gen = CostBased::default();
+    let sel = plan_fusion(&dag, &gen).unwrap().selection;
+    for s in [s1, s2] {
+        assert_eq!(
+            sel.root_plan(s).unwrap().template,
+            TemplateKind::MAgg,
+            "{}",
+            sel.explain()
+        );
+        // The aggregate's fused body is recorded with it.
+        assert!(sel.plans[&s]
+            .iter()
+            .any(|e| e.template == TemplateKind::Cell));
+    }
+    // One scan of X, Y, Z for both sums: cheaper than either heuristic.
+    let c = sel.cost.unwrap();
+    for h in [&FuseAll as &dyn PlanSelector, &FuseNoRedundancy] {
+        let other = gen.cost_of(&view, &plan_fusion(&dag, h).unwrap().selection);
+        assert!(c < other, "{}: {other} vs gen {c}", h.name());
     }
 }

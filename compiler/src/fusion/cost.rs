@@ -253,7 +253,8 @@ impl PlanChooser for SelectionChooser<'_> {
 ///
 /// Every materialized hop is computed once: as an operator root with its plan and the plans
 /// of the hops it fuses (a fused hop charged once per operator that fuses it), or unfused
-/// when it has no plan. Leaves cost nothing; MultiAgg plans are costed as their Cell body.
+/// when it has no plan. Leaves cost nothing. A MultiAgg is one operator over the Cell bodies
+/// of its aggregates, with one cost vector (shared reads counted once).
 pub fn plan_cost(
     dag: &FusionDag<'_>,
     model: &CostModel,
@@ -279,6 +280,42 @@ pub fn plan_cost(
         };
         let mut scale = 1.0;
         match chooser.root(h) {
+            Some(e) if e.template == TemplateKind::MAgg => {
+                // One operator computes every aggregate of the MultiAgg over shared reads;
+                // its first member accounts for it (reference 4.9), the others are done.
+                let members: Vec<HopId> = e.inputs.iter().flatten().copied().collect();
+                let first = members.first().copied().unwrap_or(h);
+                if first != h && !done.contains(&first) && scope.is_none_or(|s| s.contains(&first))
+                {
+                    // Cost the operator from its first member: visit it first, come back.
+                    done.remove(&h);
+                    work.insert(0, h);
+                    work.push(first);
+                    continue;
+                }
+                let todo: Vec<HopId> = members
+                    .into_iter()
+                    .filter(|&a| a == h || !done.contains(&a))
+                    .collect();
+                v.output_cells = 0.0;
+                let mut body = BTreeSet::new();
+                for a in todo {
+                    done.insert(a);
+                    v.output_cells += cells(dag, a);
+                    match chooser.within(a, TemplateKind::Cell) {
+                        Some(c) => {
+                            cost_body(dag, model, chooser, a, c, &mut v, &mut body, &mut work)
+                        }
+                        None => {
+                            body.insert(a);
+                            v.flops += flops(dag, a);
+                            for &c in dag.inputs(a) {
+                                read_materialized(dag, model, c, &mut v, &mut work);
+                            }
+                        }
+                    }
+                }
+            }
             Some(e) => {
                 let mut body = BTreeSet::new();
                 cost_body(dag, model, chooser, h, e, &mut v, &mut body, &mut work);

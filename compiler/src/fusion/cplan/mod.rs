@@ -5,7 +5,7 @@
 //!
 //! A CPlan is a small DAG of [`CNode`]s in an arena (`nodes`, inputs before users) under one
 //! [`TemplateSpec`]. Nodes mirror the hop operations they come from; what a node means per cell
-//! or per row is fixed by the template (module docs of [`TemplateSpec`]), which is also how the
+//! or per row is fixed by the template (see [`TemplateSpec`]'s variants), which is also how the
 //! reference evaluator (`lafuse_codegen::reference`) interprets it. Hop ids never appear in a
 //! CPlan: inputs are numbered in first-use order with the main input first, so structurally
 //! equal operators from different DAGs are equal and hash equally (reference 1.6 step 9,
@@ -163,6 +163,7 @@ fn serde_plain<T: Serialize>(v: &T) -> String {
 }
 
 /// Serde mirror of [`CellType`] (defined with the Cell template's conditions).
+#[allow(clippy::enum_variant_names)]
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "CellType", rename_all = "snake_case")]
 enum CellTypeDef {

@@ -13,10 +13,18 @@
 //! plan is within `epsilon` of the static lower bound, or after a budget of evaluated plans;
 //! a plan cache keyed by a partition signature reuses the assignments of large partitions.
 //!
-//! Not implemented here: structural pruning by cut sets of the reachability graph (reference
-//! 4.8; the search is exact without it, only slower on partitions with independent regions)
-//! and MultiAgg creation (reference 4.7).
+//! Structural pruning ([`super::reachability`]): when a cut set of the reachability graph is
+//! materialized, the two halves it separates are optimized independently. Before the search,
+//! the memo table is prepared as SystemDS does (reference 4.6): plans fusing one position of a
+//! duplicated input but not the other are dropped, Row plans that merely duplicate Cell plans
+//! are dropped, and within-partition MultiAgg plans are added (reference 4.7).
+//!
+//! Not implemented: across-partition MultiAggs (reference 4.7, second half), the Spark
+//! block-size constraint and eviction/broadcast terms (single-node engine), the `tsmm`
+//! exception for materialization points, the conversion of invalid Row plans to Cell after
+//! selection (`rPruneInvalidPlans`), and early abort of a plan's costing at the bound.
 
+use super::reachability::{find_cut_set, CutSet};
 use super::{prepare_for_selection, select_fuse_all, selection_roots, PlanSelector, Selection};
 use crate::fusion::cost::{self, cells, plan_cost, CostModel, MemoChooser};
 use crate::fusion::dag::FusionDag;
@@ -46,6 +54,9 @@ pub struct CostBased {
     pub model: CostModel,
     /// Skip plans whose lower bound reaches the best cost (paper Algorithm 2, lines 11-13).
     pub cost_pruning: bool,
+    /// Split partitions at cut sets of the reachability graph and optimize the halves
+    /// separately (paper section 4.3, reference 4.8).
+    pub structural_pruning: bool,
     /// Reuse assignments of partitions with the same signature.
     pub plan_caching: bool,
     /// Graceful approximation: stop a partition's search once a heuristic plan is within
@@ -84,6 +95,11 @@ pub struct SearchStats {
     pub evaluated: u64,
     /// Plans skipped by the cost lower bound without being costed.
     pub skipped_by_cost: u64,
+    /// Plans skipped because a cut set split the search into independent halves (the
+    /// halves' own plans are counted in `evaluated`).
+    pub skipped_by_structure: u64,
+    /// Partitions searched with a cut set.
+    pub cut_sets: usize,
     /// Partitions answered from the plan cache.
     pub cache_hits: usize,
     /// Partitions whose search stopped early (epsilon, budget or too many points): their
@@ -113,6 +129,49 @@ pub struct CostReport {
     pub stats: SearchStats,
 }
 
+impl CostReport {
+    /// A text summary: the statistics (without the wall time, so the text is byte-stable),
+    /// then per partition its roots, points with their chosen bits (`1` = materialized) and
+    /// modelled cost, e.g. `  (7->5 mc)=1`.
+    pub fn explain(&self) -> String {
+        let st = &self.stats;
+        let mut out = format!(
+            "cost-based search: {} partitions, {} points, {} plans evaluated, {} skipped by cost, \
+             {} skipped by structure, {} cut sets, {} cache hits, {} approximated\n",
+            st.partitions,
+            st.points,
+            st.evaluated,
+            st.skipped_by_cost,
+            st.skipped_by_structure,
+            st.cut_sets,
+            st.cache_hits,
+            st.approximated
+        );
+        for (i, r) in self.partitions.iter().enumerate() {
+            let roots: Vec<String> = r.partition.roots.iter().map(|h| h.to_string()).collect();
+            out.push_str(&format!(
+                "partition {i}: {} hops, roots [{}], cost {:.6e} s\n",
+                r.partition.hops.len(),
+                roots.join(","),
+                r.cost
+            ));
+            for (p, &on) in r.partition.points.iter().zip(&r.assignment) {
+                let kind = match p.kind {
+                    crate::fusion::partition::PointKind::MultiConsumer => "mc",
+                    crate::fusion::partition::PointKind::TemplateChange => "tc",
+                };
+                out.push_str(&format!(
+                    "  ({}->{} {kind})={}\n",
+                    p.from,
+                    p.to,
+                    u8::from(on)
+                ));
+            }
+        }
+        out
+    }
+}
+
 impl CostBased {
     /// A selector with cost model `model` and SystemDS's defaults: cost pruning and plan
     /// caching on, epsilon 0.01, no budget.
@@ -120,6 +179,7 @@ impl CostBased {
         CostBased {
             model,
             cost_pruning: true,
+            structural_pruning: true,
             plan_caching: true,
             epsilon: 0.01,
             max_evaluated: None,
@@ -138,17 +198,27 @@ impl CostBased {
     pub fn search(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) -> CostReport {
         let start = Instant::now();
         prepare_for_selection(dag, memo, false);
+        prune_partially_fused_duplicates(dag, memo);
         for part in analyze_partitions(dag, memo) {
             prune_row_duplicates(dag, memo, &part);
         }
         // Pruning removes entries but never references, so partitions keep their hops; their
         // points are recomputed against the pruned entries.
+        for part in analyze_partitions(dag, memo) {
+            create_multi_aggregates(dag, memo, &part);
+        }
         let parts = analyze_partitions(dag, memo);
         let mut report = CostReport::default();
         report.stats.partitions = parts.len();
-        for part in parts {
+        for mut part in parts {
             report.stats.points += part.points.len();
-            let (assignment, cost) = self.search_partition(dag, memo, &part, &mut report.stats);
+            let cut = if self.structural_pruning {
+                find_cut_set(dag, &part).map(|c| linearize_cut(&mut part, c))
+            } else {
+                None
+            };
+            let (assignment, cost) =
+                self.search_partition(dag, memo, &part, cut.as_ref(), &mut report.stats);
             report.partitions.push(PartitionResult {
                 partition: part,
                 assignment,
@@ -175,6 +245,7 @@ impl CostBased {
         dag: &FusionDag<'_>,
         memo: &MemoTable,
         part: &PlanPartition,
+        cut: Option<&CutSet>,
         stats: &mut SearchStats,
     ) -> (Vec<bool>, f64) {
         let n = part.points.len();
@@ -182,6 +253,7 @@ impl CostBased {
             stats.evaluated += 1;
             partition_cost(dag, memo, part, &self.model, a)
         };
+        let cut = cut.filter(|c| c.cut.iter().enumerate().all(|(i, &p)| i == p));
         if n == 0 {
             return (Vec::new(), eval(&[]));
         }
@@ -211,39 +283,23 @@ impl CostBased {
         if near_bound || n > MAX_ENUM_POINTS {
             stats.approximated += 1;
         } else {
-            let total: u128 = 1u128 << n;
-            let mut evaluated: u64 = 2;
-            let mut i: u128 = 1;
-            while i + 1 < total {
-                if self.max_evaluated.is_some_and(|b| evaluated >= b) {
-                    stats.approximated += 1;
-                    break;
-                }
-                let plan = assignment(i, n);
-                if self.cost_pruning {
-                    let lb = bounds.lower_bound(dag, part, &self.model, &plan);
-                    // Strictly above (with a relative margin for rounding): ties are costed,
-                    // so the first optimal plan in enumeration order is kept with or without
-                    // pruning.
-                    if lb > best_cost * (1.0 + 1e-12) {
-                        let last = plan.iter().rposition(|&b| b).unwrap_or(n - 1);
-                        // The all-true plan (the last) was costed already.
-                        let span: u128 = (1u128 << (n - last - 1)).min(total - 1 - i);
-                        stats.skipped_by_cost = stats
-                            .skipped_by_cost
-                            .saturating_add(u64::try_from(span).unwrap_or(u64::MAX));
-                        i += span;
-                        continue;
-                    }
-                }
-                evaluated += 1;
-                let c = eval(&plan);
-                if c < best_cost {
-                    best = plan;
-                    best_cost = c;
-                }
-                i += 1;
+            let mut search = Enumeration {
+                selector: self,
+                dag,
+                memo,
+                part,
+                bounds: &bounds,
+                stats,
+                evaluated: 2,
+                budget_hit: false,
+            };
+            let free: Vec<usize> = (0..n).collect();
+            let mut found = (best, best_cost);
+            search.enumerate(&free, &vec![false; n], &mut found, cut, true);
+            if search.budget_hit {
+                search.stats.approximated += 1;
             }
+            (best, best_cost) = found;
         }
         if use_cache {
             if let Ok(mut c) = self.cache.lock() {
@@ -251,6 +307,136 @@ impl CostBased {
             }
         }
         (best, best_cost)
+    }
+}
+
+/// Moves a cut set's points to the front of the partition's search order (reference 4.8
+/// step 5) and returns the cut set in the new positions.
+fn linearize_cut(part: &mut PlanPartition, c: CutSet) -> CutSet {
+    let order: Vec<usize> = c
+        .cut
+        .iter()
+        .copied()
+        .chain((0..part.points.len()).filter(|i| !c.cut.contains(i)))
+        .collect();
+    let mut new_pos = vec![0; order.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_pos[old] = new;
+    }
+    part.points = order.iter().map(|&i| part.points[i]).collect();
+    let map = |v: &[usize]| {
+        let mut m: Vec<usize> = v.iter().map(|&i| new_pos[i]).collect();
+        m.sort();
+        m
+    };
+    CutSet {
+        cut: map(&c.cut),
+        left: map(&c.left),
+        right: map(&c.right),
+    }
+}
+
+/// One partition's enumeration state (paper Algorithm 2).
+struct Enumeration<'s, 'd, 'a> {
+    selector: &'s CostBased,
+    dag: &'s FusionDag<'d>,
+    memo: &'s MemoTable,
+    part: &'s PlanPartition,
+    bounds: &'s StaticBounds,
+    stats: &'a mut SearchStats,
+    evaluated: u64,
+    budget_hit: bool,
+}
+
+impl Enumeration<'_, '_, '_> {
+    fn eval(&mut self, plan: &[bool]) -> f64 {
+        self.evaluated += 1;
+        self.stats.evaluated += 1;
+        partition_cost(self.dag, self.memo, self.part, &self.selector.model, plan)
+    }
+
+    /// Enumerates the assignments of the `free` positions over `base` (first free position
+    /// most significant), updating `best`. At the top level (`top`) the all-false and
+    /// all-true assignments were costed already; `cut`, if given, occupies the first free
+    /// positions.
+    fn enumerate(
+        &mut self,
+        free: &[usize],
+        base: &[bool],
+        best: &mut (Vec<bool>, f64),
+        cut: Option<&CutSet>,
+        top: bool,
+    ) {
+        let f = free.len();
+        let total: u128 = 1u128 << f;
+        let (mut j, end) = if top { (1, total - 1) } else { (0, total) };
+        while j < end {
+            if self
+                .selector
+                .max_evaluated
+                .is_some_and(|b| self.evaluated >= b)
+            {
+                self.budget_hit = true;
+                return;
+            }
+            let mut plan = base.to_vec();
+            for (t, &pos) in free.iter().enumerate() {
+                plan[pos] = (j >> (f - 1 - t)) & 1 == 1;
+            }
+            if let Some(c) = cut.filter(|c| c.cut.iter().all(|&p| plan[p])) {
+                // Every plan with the cut materialized: optimize the halves separately with
+                // the cut fixed (paper section 4.3), then cost their combination.
+                self.stats.cut_sets += 1;
+                let mut fixed = vec![false; plan.len()];
+                for &p in &c.cut {
+                    fixed[p] = true;
+                }
+                let mut combined = fixed.clone();
+                for side in [&c.left, &c.right] {
+                    let c0 = self.eval(&fixed);
+                    let mut side_best = (fixed.clone(), c0);
+                    self.enumerate(side, &fixed, &mut side_best, None, false);
+                    for &p in side.iter() {
+                        combined[p] = side_best.0[p];
+                    }
+                }
+                let cost = self.eval(&combined);
+                if cost < best.1 {
+                    *best = (combined, cost);
+                }
+                let span = (1u128 << (f - c.cut.len())).min(end - j);
+                self.stats.skipped_by_structure = self
+                    .stats
+                    .skipped_by_structure
+                    .saturating_add(u64::try_from(span).unwrap_or(u64::MAX));
+                j += span;
+                continue;
+            }
+            if self.selector.cost_pruning {
+                let lb = self
+                    .bounds
+                    .lower_bound(self.dag, self.part, &self.selector.model, &plan);
+                // Strictly above (with a relative margin for rounding): ties are costed, so
+                // the first optimal plan in enumeration order is kept with or without pruning.
+                if lb > best.1 * (1.0 + 1e-12) {
+                    let last = free.iter().rposition(|&p| plan[p]).unwrap_or(f - 1);
+                    // Every plan that only adds active points after the last active one has a
+                    // bound at least as high.
+                    let span = (1u128 << (f - last - 1)).min(end - j);
+                    self.stats.skipped_by_cost = self
+                        .stats
+                        .skipped_by_cost
+                        .saturating_add(u64::try_from(span).unwrap_or(u64::MAX));
+                    j += span;
+                    continue;
+                }
+            }
+            let cost = self.eval(&plan);
+            if cost < best.1 {
+                *best = (plan, cost);
+            }
+            j += 1;
+        }
     }
 }
 
@@ -266,6 +452,56 @@ impl PlanSelector for CostBased {
     fn select(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) -> Result<Selection> {
         Ok(self.optimize(dag, memo).0)
     }
+}
+
+/// Within-partition MultiAgg plans (reference 4.7): the partition's roots that are full
+/// aggregates (and inputs of no hop with plans), in order, in chunks of at most three; each
+/// valid chunk gets a MultiAgg entry on every member. A member needs a Cell plan, which
+/// describes its part of the fused body. Across-partition MultiAggs are not created.
+pub fn create_multi_aggregates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: &PlanPartition) {
+    use crate::fusion::template::{is_multi_agg_root, is_valid_multi_aggregate};
+    let ref_hops: BTreeSet<HopId> = memo
+        .hops()
+        .flat_map(|h| dag.inputs(h).iter().copied())
+        .collect();
+    let aggs: Vec<HopId> = part
+        .roots
+        .iter()
+        .copied()
+        .filter(|&r| {
+            is_multi_agg_root(dag, r)
+                && !ref_hops.contains(&r)
+                && memo.contains_template(r, TemplateKind::Cell)
+        })
+        .collect();
+    for chunk in aggs.chunks(crate::fusion::template::MAX_MAGG_AGGREGATES) {
+        if is_valid_multi_aggregate(dag, chunk) {
+            for &a in chunk {
+                memo.add(a, MemoEntry::magg(chunk));
+            }
+        }
+    }
+}
+
+/// Removes the entries that fuse an input at one position but read the same hop materialized
+/// at another (`O(-1,19)` of `19 * 19`): such a plan both computes the hop inside the operator
+/// and forces it to be materialized, which no assignment of interesting points can undo, and
+/// the found plans then lose to heuristics that leave the hop unfused (property test (c)).
+pub fn prune_partially_fused_duplicates(dag: &FusionDag<'_>, memo: &mut MemoTable) {
+    let hops: Vec<HopId> = memo.hops().collect();
+    for h in hops {
+        let inputs = dag.inputs(h);
+        memo.retain(h, |e| {
+            e.template == TemplateKind::MAgg
+                || e.refs().all(|(_, r)| {
+                    inputs
+                        .iter()
+                        .enumerate()
+                        .all(|(p, &i)| i != r || e.is_ref(p))
+                })
+        });
+    }
+    memo.prune_dangling_references(dag);
 }
 
 /// Removes the Row plans of partition hops whose Row and Cell plans fuse exactly the same
