@@ -223,29 +223,49 @@ fn render_fusion(
     let selector = policy.selector();
     let mut text = String::new();
     let mut json_blocks = Vec::new();
-    for block in blocks.iter().filter(|b| b.dag.hops.iter().any(|h| h.is_matrix())) {
+    for block in blocks
+        .iter()
+        .filter(|b| b.dag.hops.iter().any(|h| h.is_matrix()))
+    {
         let plan = fusion::plan_fusion(&block.dag, selector.as_ref())?;
         let (first, _) = source.line_col(block.span.start);
         let (last, _) = source.line_col(block.span.end.saturating_sub(1).max(block.span.start));
         let (body, json) = match level {
-            ExplainLevel::Memo => (plan.explored.explain(&block.dag), serde_json::from_str(&plan.explored.to_json())),
+            ExplainLevel::Memo => (
+                plan.explored.explain(&block.dag),
+                serde_json::from_str(&plan.explored.to_json()),
+            ),
             ExplainLevel::Plan | ExplainLevel::Cplan => {
-                let program = fusion::cplan::construct_cplans(&block.dag, &plan.memo, &plan.selection)?;
-                let body = if level == ExplainLevel::Plan { plan.selection.explain() } else { program.explain() };
+                let program =
+                    fusion::cplan::construct_cplans(&block.dag, &plan.memo, &plan.selection)?;
+                let body = if level == ExplainLevel::Plan {
+                    plan.selection.explain()
+                } else {
+                    program.explain()
+                };
                 (body, serde_json::from_str(&program.to_json()))
             }
             ExplainLevel::Hops => unreachable!("handled by render_explain"),
         };
-        text.push_str(&format!("--- {} (lines {first}-{last}), policy {} ---\n{body}", block.kind, selector.name()));
-        let json: serde_json::Value = json.map_err(|e| Error::Usage(format!("internal: fusion JSON: {e}")))?;
+        text.push_str(&format!(
+            "--- {} (lines {first}-{last}), policy {} ---\n{body}",
+            block.kind,
+            selector.name()
+        ));
+        let json: serde_json::Value =
+            json.map_err(|e| Error::Usage(format!("internal: fusion JSON: {e}")))?;
         json_blocks.push(serde_json::json!({ "kind": block.kind, "lines": [first, last], "policy": selector.name(), "fusion": json }));
     }
     match format {
         ExplainFormat::Text => Ok(text),
-        ExplainFormat::Json => {
-            Ok(serde_json::to_string_pretty(&serde_json::json!({ "blocks": json_blocks })).unwrap_or_default() + "\n")
-        }
-        ExplainFormat::Dot => Err(Error::Usage("unsupported: --format dot for fusion levels; use text or json".into())),
+        ExplainFormat::Json => Ok(serde_json::to_string_pretty(
+            &serde_json::json!({ "blocks": json_blocks }),
+        )
+        .unwrap_or_default()
+            + "\n"),
+        ExplainFormat::Dot => Err(Error::Usage(
+            "unsupported: --format dot for fusion levels; use text or json".into(),
+        )),
     }
 }
 

@@ -1,7 +1,9 @@
 //! The engine facade: value semantics under in-place updates, function scopes, plan caching,
 //! deterministic explain output and statistics.
 
-use lafuse::{Engine, EngineConfig, ExplainFormat, ExplainLevel, FusionPolicy, ScriptArgs, SourceFile};
+use lafuse::{
+    Engine, EngineConfig, ExplainFormat, ExplainLevel, FusionPolicy, ScriptArgs, SourceFile,
+};
 
 fn run_with(config: EngineConfig, script: &str) -> (String, lafuse::RunReport) {
     let source = SourceFile::new("test.dml", script);
@@ -78,7 +80,13 @@ fn explain_is_deterministic_and_does_not_print_script_output() {
     let source = SourceFile::new("e.dml", script);
     let explain = |format| {
         Engine::new(EngineConfig::default())
-            .explain(&source, &ScriptArgs::default(), ExplainLevel::Hops, format, FusionPolicy::default())
+            .explain(
+                &source,
+                &ScriptArgs::default(),
+                ExplainLevel::Hops,
+                format,
+                FusionPolicy::default(),
+            )
             .unwrap_or_else(|e| panic!("{}", e.render(&source)))
     };
     let text = explain(ExplainFormat::Text);

@@ -262,6 +262,19 @@ pub fn plan_cost(
     starts: &[HopId],
     scope: Option<&BTreeSet<HopId>>,
 ) -> f64 {
+    plan_cost_bounded(dag, model, chooser, starts, scope, f64::INFINITY)
+}
+
+/// [`plan_cost`] that gives up with `+∞` as soon as the running sum exceeds `bound` (the
+/// best cost found so far; reference 4.9 early abort): such a plan cannot win.
+pub fn plan_cost_bounded(
+    dag: &FusionDag<'_>,
+    model: &CostModel,
+    chooser: &dyn PlanChooser,
+    starts: &[HopId],
+    scope: Option<&BTreeSet<HopId>>,
+    bound: f64,
+) -> f64 {
     let mut total = 0.0;
     let mut done: BTreeSet<HopId> = BTreeSet::new();
     let mut work: Vec<HopId> = starts.iter().rev().copied().collect();
@@ -337,35 +350,47 @@ pub fn plan_cost(
             }
         }
         total += model.operator_time(&v, scale);
+        if total > bound {
+            return f64::INFINITY;
+        }
     }
     total
 }
 
+/// Adds the operations an operator computes from `h` (with plan `e`) down its fusion
+/// references to `v`, depth-first in input order with an explicit stack (fused chains can be
+/// as deep as the DAG). A hop already in `body` is a CSE of this operator and counted once;
+/// unfused inputs are read materialized and queued in `work`.
 #[allow(clippy::too_many_arguments)]
-fn cost_body(
+fn cost_body<'c>(
     dag: &FusionDag<'_>,
     model: &CostModel,
-    chooser: &dyn PlanChooser,
+    chooser: &'c dyn PlanChooser,
     h: HopId,
-    e: &MemoEntry,
+    e: &'c MemoEntry,
     v: &mut CostVector,
     body: &mut BTreeSet<HopId>,
     work: &mut Vec<HopId>,
 ) {
-    if !body.insert(h) {
-        return;
-    }
-    v.flops += flops(dag, h);
-    for (pos, &c) in dag.inputs(h).iter().enumerate() {
-        let fused = if e.template != TemplateKind::MAgg && e.is_ref(pos) {
-            chooser.within(c, e.template)
-        } else {
-            None
-        };
-        match fused {
-            Some(ce) => cost_body(dag, model, chooser, c, ce, v, body, work),
-            None => read_materialized(dag, model, c, v, work),
+    let mut stack: Vec<(HopId, &MemoEntry)> = vec![(h, e)];
+    while let Some((h, e)) = stack.pop() {
+        if !body.insert(h) {
+            continue;
         }
+        v.flops += flops(dag, h);
+        let mut fused = Vec::new();
+        for (pos, &c) in dag.inputs(h).iter().enumerate() {
+            let plan = if e.template != TemplateKind::MAgg && e.is_ref(pos) {
+                chooser.within(c, e.template)
+            } else {
+                None
+            };
+            match plan {
+                Some(ce) => fused.push((c, ce)),
+                None => read_materialized(dag, model, c, v, work),
+            }
+        }
+        stack.extend(fused.into_iter().rev());
     }
 }
 

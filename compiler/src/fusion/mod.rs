@@ -40,25 +40,17 @@
 //! # Ok::<(), lafuse_compiler::CompileError>(())
 //! ```
 //!
-//! # Extending: cost-based selection and CPlans
+//! # The pipeline
 //!
-//! The cost-based policy (MPSkipEnum, paper section 4) is another [`PlanSelector`] whose value
-//! carries its cost model; [`PlanSelector::is_heuristic`] `false` keeps every plan through
-//! exploration. It finds what it needs here: partitions are the connected components of the
-//! reference graph ([`MemoTable::groups`], [`MemoEntry::refs`],
-//! [`MemoTable::reference_counts`]); materialization points come from
-//! [`FusionDag::consumers`]; template-switch points from [`MemoTable::all_refs`],
-//! [`MemoTable::distinct_templates_at`] and [`MemoTable::contains_valid_ref_entry_not_in`];
-//! dominance pruning that respects its points is [`MemoTable::prune_redundant`] with
-//! [`DominancePruning::NotInteresting`]; MultiAgg candidates are checked with
-//! [`template::is_multi_agg_root`] and [`template::is_valid_multi_aggregate`] and recorded as
-//! [`MemoEntry::magg`]; and the final per-partition plan is
-//! [`select::select_fuse_all`] restricted to the partition with a `usable` filter that drops
-//! entries referencing across materialized points, followed by
-//! [`MemoTable::prune_dangling_references`] and [`MemoTable::prune_to_plan`]. CPlan
-//! construction reads the reduced memo table (one plan per hop and context,
-//! [`Selection::roots`] for operator roots) and uses [`sparsity`] for the main input and
-//! sparse-safety, [`template::cell_agg_kind`] for Cell aggregation types.
+//! [`explore`] fills the memo table in one bottom-up pass; a [`PlanSelector`] chooses plans:
+//! the heuristics [`FuseAll`] and [`FuseNoRedundancy`], or the cost-based [`CostBased`]
+//! (`gen`: plan partitions and interesting points in [`partition`], the cost model of formula
+//! (3) as a value in [`cost`], MPSkipEnum with cost-based skipping, structural pruning by cut
+//! sets ([`select::reachability`]) and a plan cache in [`select::cost_based`]). [`cplan`] then
+//! builds the fused operators' bodies from the reduced memo table, with their simplification
+//! and CSE rewrites and a structural hash. Still missing (issue 3): MultiAggs across
+//! partitions, conversion of Row plans back to Cell after selection, the calibrated machine
+//! profile, `lafuse cost`, and the execution of fused operators.
 //!
 //! Architecture invariant: everything here is a pure function of the DAG (with its sizes) and
 //! the options; iteration orders are canonical (`BTreeMap`/sorted vectors), so memo dumps and

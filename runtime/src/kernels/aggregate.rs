@@ -234,7 +234,7 @@ impl Reducer for MinR {
         *s = nan_min(*s, o)
     }
     fn slice(self, x: &[f64]) -> f64 {
-        lanes_fold::<8>(x, f64::INFINITY, nan_min)
+        lanes_extreme::<8, false>(x)
     }
     fn zeros(self, s: &mut f64, count: usize) {
         if count > 0 {
@@ -259,13 +259,43 @@ impl Reducer for MaxR {
         *s = nan_max(*s, o)
     }
     fn slice(self, x: &[f64]) -> f64 {
-        lanes_fold::<8>(x, f64::NEG_INFINITY, nan_max)
+        lanes_extreme::<8, true>(x)
     }
     fn zeros(self, s: &mut f64, count: usize) {
         if count > 0 {
             *s = nan_max(*s, 0.0)
         }
     }
+}
+
+/// The maximum (`MAX`) or minimum of a slice, NaN if any value is NaN (as folding with
+/// [`nan_max`]/[`nan_min`] gives). The lanes use a branch-free select and a separate NaN flag so
+/// the loop compiles to packed compares and blends; `nan_max` itself would branch per value.
+#[inline(always)]
+fn lanes_extreme<const L: usize, const MAX: bool>(x: &[f64]) -> f64 {
+    let init = if MAX {
+        f64::NEG_INFINITY
+    } else {
+        f64::INFINITY
+    };
+    let mut acc = [init; L];
+    let mut nan = [false; L];
+    let mut it = x.chunks_exact(L);
+    for ch in &mut it {
+        let ch: &[f64; L] = ch.try_into().expect("chunks_exact yields L values");
+        for l in 0..L {
+            let v = ch[l];
+            let better = if MAX { v > acc[l] } else { v < acc[l] };
+            acc[l] = if better { v } else { acc[l] };
+            nan[l] |= v.is_nan();
+        }
+    }
+    let pick = if MAX { nan_max } else { nan_min };
+    let mut r = init;
+    for (a, n) in acc.into_iter().zip(nan) {
+        r = pick(r, if n { f64::NAN } else { a });
+    }
+    it.remainder().iter().fold(r, |r, &v| pick(r, v))
 }
 
 /// Folds a slice with `L` independent lanes combined in lane order.

@@ -11,7 +11,8 @@
 //! reaches the best cost, every plan that only adds active points after its last active one
 //! is skipped at once. Graceful approximation stops large searches once the best heuristic
 //! plan is within `epsilon` of the static lower bound, or after a budget of evaluated plans;
-//! a plan cache keyed by a partition signature reuses the assignments of large partitions.
+//! a plan cache keyed by a partition signature reuses the assignments of large partitions;
+//! costing a plan stops as soon as it exceeds the best cost (reference 4.9).
 //!
 //! Structural pruning ([`super::reachability`]): when a cut set of the reachability graph is
 //! materialized, the two halves it separates are optimized independently. Before the search,
@@ -22,11 +23,11 @@
 //! Not implemented: across-partition MultiAggs (reference 4.7, second half), the Spark
 //! block-size constraint and eviction/broadcast terms (single-node engine), the `tsmm`
 //! exception for materialization points, the conversion of invalid Row plans to Cell after
-//! selection (`rPruneInvalidPlans`), and early abort of a plan's costing at the bound.
+//! selection (`rPruneInvalidPlans`).
 
 use super::reachability::{find_cut_set, CutSet};
 use super::{prepare_for_selection, select_fuse_all, selection_roots, PlanSelector, Selection};
-use crate::fusion::cost::{self, cells, plan_cost, CostModel, MemoChooser};
+use crate::fusion::cost::{self, cells, plan_cost, plan_cost_bounded, CostModel, MemoChooser};
 use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
 use crate::fusion::partition::{analyze_partitions, PlanPartition};
@@ -349,10 +350,32 @@ struct Enumeration<'s, 'd, 'a> {
 }
 
 impl Enumeration<'_, '_, '_> {
-    fn eval(&mut self, plan: &[bool]) -> f64 {
+    /// The early-abort bound of a costing: the best cost with cost pruning, else none.
+    fn bound(&self, best: f64) -> f64 {
+        if self.selector.cost_pruning {
+            best
+        } else {
+            f64::INFINITY
+        }
+    }
+
+    /// The cost of `plan`, or `+∞` once it exceeds `bound` (early abort).
+    fn eval(&mut self, plan: &[bool], bound: f64) -> f64 {
         self.evaluated += 1;
         self.stats.evaluated += 1;
-        partition_cost(self.dag, self.memo, self.part, &self.selector.model, plan)
+        let usable = |h: HopId, e: &MemoEntry| self.part.is_usable(plan, h, e);
+        let chooser = MemoChooser {
+            memo: self.memo,
+            usable: &usable,
+        };
+        plan_cost_bounded(
+            self.dag,
+            &self.selector.model,
+            &chooser,
+            &self.part.starts(),
+            Some(&self.part.hops),
+            bound,
+        )
     }
 
     /// Enumerates the assignments of the `free` positions over `base` (first free position
@@ -393,14 +416,14 @@ impl Enumeration<'_, '_, '_> {
                 }
                 let mut combined = fixed.clone();
                 for side in [&c.left, &c.right] {
-                    let c0 = self.eval(&fixed);
+                    let c0 = self.eval(&fixed, f64::INFINITY);
                     let mut side_best = (fixed.clone(), c0);
                     self.enumerate(side, &fixed, &mut side_best, None, false);
                     for &p in side.iter() {
                         combined[p] = side_best.0[p];
                     }
                 }
-                let cost = self.eval(&combined);
+                let cost = self.eval(&combined, self.bound(best.1));
                 if cost < best.1 {
                     *best = (combined, cost);
                 }
@@ -431,7 +454,7 @@ impl Enumeration<'_, '_, '_> {
                     continue;
                 }
             }
-            let cost = self.eval(&plan);
+            let cost = self.eval(&plan, self.bound(best.1));
             if cost < best.1 {
                 *best = (plan, cost);
             }
@@ -456,8 +479,14 @@ impl PlanSelector for CostBased {
 
 /// Within-partition MultiAgg plans (reference 4.7): the partition's roots that are full
 /// aggregates (and inputs of no hop with plans), in order, in chunks of at most three; each
-/// valid chunk gets a MultiAgg entry on every member. A member needs a Cell plan, which
-/// describes its part of the fused body. Across-partition MultiAggs are not created.
+/// valid chunk gets a MultiAgg entry on every member. Across-partition MultiAggs are not
+/// created.
+///
+/// Unlike SystemDS, a member must have Cell plans only (after [`prune_row_duplicates`]): a
+/// MultiAgg computes each aggregate with its Cell plan, and since it is preferred by rank it
+/// would displace a Row plan that fuses more (the property test found such plans costing more
+/// than fuse-all). Over Cell-only members it never costs more than separate operators:
+/// `Σw + max(R∪, ΣC) ≤ Σ(w + max(R, C))`.
 pub fn create_multi_aggregates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: &PlanPartition) {
     use crate::fusion::template::{is_multi_agg_root, is_valid_multi_aggregate};
     let ref_hops: BTreeSet<HopId> = memo
@@ -472,6 +501,10 @@ pub fn create_multi_aggregates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: 
             is_multi_agg_root(dag, r)
                 && !ref_hops.contains(&r)
                 && memo.contains_template(r, TemplateKind::Cell)
+                && memo
+                    .group(r)
+                    .iter()
+                    .all(|e| e.template == TemplateKind::Cell)
         })
         .collect();
     for chunk in aggs.chunks(crate::fusion::template::MAX_MAGG_AGGREGATES) {
@@ -512,16 +545,7 @@ pub fn prune_row_duplicates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: &Pl
     let mut blacklist = BTreeSet::new();
     let mut visited = BTreeSet::new();
     for &r in &part.roots {
-        collect_row_ops(
-            dag,
-            memo,
-            part,
-            r,
-            None,
-            false,
-            &mut blacklist,
-            &mut visited,
-        );
+        collect_row_ops(dag, memo, part, r, &mut blacklist, &mut visited);
     }
     // Bottom-up, on the table before removal: a Row plan is replaceable only if every hop it
     // fuses is replaceable too (or has no Row plans). SystemDS checks each hop alone, which
@@ -562,48 +586,65 @@ fn only_exact_matches(memo: &MemoTable, h: HopId) -> bool {
 }
 
 /// SystemDS `rCollectDependentRowOps`: the hops that are row-wise operations, fused (inside
-/// Row plans) below one, or whose Row plan fuses such a hop.
-#[allow(clippy::too_many_arguments)]
+/// Row plans) below one, or whose Row plan fuses such a hop. Top-down from `root` with an
+/// explicit stack (the walk is as deep as the partition); a hop's bottom-up check runs after
+/// its inputs'.
 fn collect_row_ops(
     dag: &FusionDag<'_>,
     memo: &MemoTable,
     part: &PlanPartition,
-    h: HopId,
-    context: Option<TemplateKind>,
-    mut found: bool,
+    root: HopId,
     blacklist: &mut BTreeSet<HopId>,
     visited: &mut BTreeSet<(HopId, bool, Option<TemplateKind>)>,
 ) {
-    if !part.hops.contains(&h) || visited.contains(&(h, found, context)) {
-        return;
+    enum Step<'m> {
+        Enter(HopId, Option<TemplateKind>, bool),
+        Exit(
+            HopId,
+            Option<&'m MemoEntry>,
+            (HopId, bool, Option<TemplateKind>),
+        ),
     }
-    let me = match context {
-        None => memo.best(h),
-        Some(t) => memo.best_within(h, t),
-    };
-    let in_row =
-        me.is_some_and(|m| m.template == TemplateKind::Row) && context == Some(TemplateKind::Row);
-    let diff_plans = !part.points.is_empty()
-        && memo.contains_template(h, TemplateKind::Row)
-        && !only_exact_matches(memo, h);
-    if in_row && found {
-        blacklist.insert(h);
-    }
-    if is_row_op(dag, h, in_row) || diff_plans {
-        blacklist.insert(h);
-        found = true;
-    }
-    for (i, &c) in dag.inputs(h).iter().enumerate() {
-        let child_found = found && me.is_some_and(|m| m.is_ref(i));
-        let ctx = me.map(|m| m.template);
-        collect_row_ops(dag, memo, part, c, ctx, child_found, blacklist, visited);
-    }
-    if let Some(m) = me.filter(|m| m.template == TemplateKind::Row) {
-        if m.refs().any(|(_, c)| blacklist.contains(&c)) {
-            blacklist.insert(h);
+    let mut stack = vec![Step::Enter(root, None, false)];
+    while let Some(step) = stack.pop() {
+        match step {
+            Step::Enter(h, context, mut found) => {
+                let key = (h, found, context);
+                if !part.hops.contains(&h) || visited.contains(&key) {
+                    continue;
+                }
+                let me = match context {
+                    None => memo.best(h),
+                    Some(t) => memo.best_within(h, t),
+                };
+                let in_row = me.is_some_and(|m| m.template == TemplateKind::Row)
+                    && context == Some(TemplateKind::Row);
+                let diff_plans = !part.points.is_empty()
+                    && memo.contains_template(h, TemplateKind::Row)
+                    && !only_exact_matches(memo, h);
+                if in_row && found {
+                    blacklist.insert(h);
+                }
+                if is_row_op(dag, h, in_row) || diff_plans {
+                    blacklist.insert(h);
+                    found = true;
+                }
+                stack.push(Step::Exit(h, me, key));
+                for (i, &c) in dag.inputs(h).iter().enumerate().rev() {
+                    let child_found = found && me.is_some_and(|m| m.is_ref(i));
+                    stack.push(Step::Enter(c, me.map(|m| m.template), child_found));
+                }
+            }
+            Step::Exit(h, me, key) => {
+                if let Some(m) = me.filter(|m| m.template == TemplateKind::Row) {
+                    if m.refs().any(|(_, c)| blacklist.contains(&c)) {
+                        blacklist.insert(h);
+                    }
+                }
+                visited.insert(key);
+            }
         }
     }
-    visited.insert((h, found, context));
 }
 
 /// SystemDS `isRowAggOp`: operations only the Row template can compute.

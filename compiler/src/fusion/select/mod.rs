@@ -76,7 +76,7 @@ impl Selection {
 /// cost-based policy holds its cost model (and any configuration) in `self`; the DAG view
 /// carries the sizes it needs.
 pub trait PlanSelector {
-    /// A short stable name (`fuse-all`, `fuse-no-redundancy`, `cost`), used by explain.
+    /// A short stable name (`fuse-all`, `fuse-no-redundancy`, `gen`), used by explain.
     fn name(&self) -> &'static str;
 
     /// Whether the policy is a heuristic. Heuristics let exploration prune dominated plans

@@ -135,3 +135,71 @@ pub fn find_cut_set(dag: &FusionDag<'_>, part: &PlanPartition) -> Option<CutSet>
     }
     best.map(|(_, c)| c)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fusion::explore::{explore, ExploreOptions};
+    use crate::fusion::partition::analyze_partitions;
+    use crate::fusion::select::prepare_for_selection;
+    use crate::fusion::template::test_util::{build, view};
+    use crate::hops::{AggOp, BinaryOp, Direction, UnaryOp};
+
+    /// Q1 shared below M, M shared by a1 and a2, a1 shared by T1 and exp(a1): materializing M
+    /// for both its consumers separates the points on Q1 from those on a1.
+    #[test]
+    fn a_shared_bottleneck_is_a_cut_set_and_a_chain_is_not() {
+        let mut mm = None;
+        let dag = build(|b| {
+            let x = b.input("X", 500, 50, 25_000);
+            let y = b.input("Y", 500, 50, 25_000);
+            let q1 = b.binary(BinaryOp::Mul, x, y).unwrap();
+            let q2 = b.unary(UnaryOp::Exp, q1).unwrap();
+            let q3 = b.binary(BinaryOp::Div, q1, q2).unwrap();
+            let m = b.binary(BinaryOp::Add, q3, y).unwrap();
+            let a1 = b.binary(BinaryOp::Mul, m, y).unwrap();
+            let t1 = b.agg(AggOp::Sum, Direction::Full, a1).unwrap();
+            let e = b.unary(UnaryOp::Exp, a1).unwrap();
+            let t3 = b.agg(AggOp::Sum, Direction::Full, e).unwrap();
+            let a2 = b.binary(BinaryOp::Div, m, y).unwrap();
+            let t2 = b.agg(AggOp::Sum, Direction::Row, a2).unwrap();
+            mm = Some(m);
+            vec![t1, t2, t3]
+        });
+        let f = view(&dag);
+        let mut memo = explore(&f, &ExploreOptions::default());
+        prepare_for_selection(&f, &mut memo, false);
+        let parts = analyze_partitions(&f, &memo);
+        assert_eq!(parts.len(), 1);
+        let part = &parts[0];
+        let cut = find_cut_set(&f, part).expect("cut set");
+        assert!(cut.cut.iter().all(|&i| Some(part.points[i].to) == mm));
+        // The three groups partition the points.
+        let mut all: Vec<usize> = cut
+            .cut
+            .iter()
+            .chain(&cut.left)
+            .chain(&cut.right)
+            .copied()
+            .collect();
+        all.sort();
+        assert_eq!(all, (0..part.points.len()).collect::<Vec<_>>());
+
+        // sum(X*Y) and sum(exp(X*Y)): the shared product is reached from both roots; no cut.
+        let dag = build(|b| {
+            let x = b.input("X", 500, 50, 25_000);
+            let y = b.input("Y", 500, 50, 25_000);
+            let p = b.binary(BinaryOp::Mul, x, y).unwrap();
+            let s1 = b.agg(AggOp::Sum, Direction::Full, p).unwrap();
+            let e = b.unary(UnaryOp::Exp, p).unwrap();
+            let s2 = b.agg(AggOp::Sum, Direction::Full, e).unwrap();
+            vec![s1, s2]
+        });
+        let f = view(&dag);
+        let mut memo = explore(&f, &ExploreOptions::default());
+        prepare_for_selection(&f, &mut memo, false);
+        for part in analyze_partitions(&f, &memo) {
+            assert!(find_cut_set(&f, &part).is_none());
+        }
+    }
+}
