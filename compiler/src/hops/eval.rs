@@ -8,29 +8,72 @@
 use super::ir::{BinaryOp, CastOp, Literal, UnaryOp, ValueType};
 use super::types::{scalar_binary_type, scalar_unary_type};
 
-/// Java's `Math.min`/`Math.max`: NaN wins.
+// The scalar functions below restate the runtime's (`lafuse_runtime::ops`): the compiler may
+// not depend on the runtime, and folding must give exactly what execution would. The root
+// crate's `tests/folding.rs` checks the two against each other on special values.
+
+/// Java's `Math.min`: NaN wins; `-0.0 < 0.0`.
 fn java_min(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
+    } else if a == 0.0 && b == 0.0 {
+        if a.is_sign_negative() {
+            a
+        } else {
+            b
+        }
     } else {
         a.min(b)
     }
 }
 
+/// Java's `Math.max`: NaN wins; `0.0 > -0.0`.
 fn java_max(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
+    } else if a == 0.0 && b == 0.0 {
+        if a.is_sign_positive() {
+            a
+        } else {
+            b
+        }
     } else {
         a.max(b)
     }
 }
 
-/// Java's `Math.round` (half up, towards positive infinity on ties) on a finite double.
-pub fn java_round(x: f64) -> f64 {
-    if x - x.floor() == 0.5 {
-        x.ceil()
+/// Java's `Math.pow`: a NaN exponent gives NaN, `x^0 == 1` for every `x`, `(±1)^±Inf` is NaN.
+fn java_pow(x: f64, y: f64) -> f64 {
+    if y == 2.0 {
+        x * x
+    } else if y.is_nan() {
+        f64::NAN
+    } else if y == 0.0 {
+        1.0
+    } else if y.is_infinite() && x.abs() == 1.0 {
+        f64::NAN
     } else {
-        x.round()
+        x.powf(y)
+    }
+}
+
+/// Java's `Math.round` as SystemDS applies it: half up, through a `long` (NaN becomes 0,
+/// values beyond the `long` range saturate, `-0.0` becomes `0.0`).
+pub fn java_round(x: f64) -> f64 {
+    const LONG_LIMIT: f64 = 9.223372036854775807e18;
+    if x.is_nan() {
+        0.0
+    } else if x >= LONG_LIMIT {
+        LONG_LIMIT
+    } else if x <= -LONG_LIMIT {
+        -LONG_LIMIT
+    } else {
+        let f = x.floor();
+        if x - f >= 0.5 {
+            f + 1.0
+        } else {
+            f + 0.0
+        }
     }
 }
 
@@ -42,7 +85,7 @@ pub fn eval_binary_f64(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::Sub => a - b,
         BinaryOp::Mul => a * b,
         BinaryOp::Div => a / b,
-        BinaryOp::Pow => a.powf(b),
+        BinaryOp::Pow => java_pow(a, b),
         // Java's `%` on doubles (sign of the dividend; NaN for a zero divisor).
         BinaryOp::Mod => a % b,
         BinaryOp::IntDiv => (a / b).trunc(),
@@ -75,13 +118,7 @@ pub fn eval_unary_f64(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Exp => x.exp(),
         UnaryOp::Log => x.ln(),
         UnaryOp::Sqrt => x.sqrt(),
-        UnaryOp::Round => {
-            if x.is_finite() {
-                java_round(x)
-            } else {
-                x
-            }
-        }
+        UnaryOp::Round => java_round(x),
         UnaryOp::Floor => x.floor(),
         UnaryOp::Ceil => x.ceil(),
         UnaryOp::Sign => {
@@ -200,14 +237,7 @@ pub fn fold_unary(op: UnaryOp, a: &Literal) -> Option<Literal> {
             UnaryOp::Abs => x.wrapping_abs(),
             _ => return None,
         })),
-        (ValueType::Double, _) => {
-            let x = a.as_f64()?;
-            // Java's Math.round maps NaN to 0 and saturates infinities; leave those to the runtime.
-            if op == UnaryOp::Round && !x.is_finite() {
-                return None;
-            }
-            Some(Literal::Double(eval_unary_f64(op, x)))
-        }
+        (ValueType::Double, _) => Some(Literal::Double(eval_unary_f64(op, a.as_f64()?))),
         _ => None,
     }
 }
