@@ -181,7 +181,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         }
         // The loop variable is an integer when the bounds are (as SystemDS types `1:n`).
         let integral = matches!(from_v, Value::Int(_))
-            && step_v.as_ref().map_or(true, |v| matches!(v, Value::Int(_)));
+            && step_v.as_ref().is_none_or(|v| matches!(v, Value::Int(_)));
         let count = ((b - a) / s + 1e-10).floor() as u64 + 1;
         for k in 0..count {
             let x = a + k as f64 * s;

@@ -118,7 +118,6 @@ fn run(cli: Cli) -> Result<(), String> {
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
             let engine = Engine::new(EngineConfig {
                 collect_stats: stats || stats_json.is_some(),
-                ..Default::default()
             });
             let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
             let mut stdout = std::io::stdout().lock();

@@ -257,7 +257,7 @@ fn scalar_result(value: f64, ty: Option<ScalarType>) -> Result<Value> {
     match ty.unwrap_or(ScalarType::Double) {
         ScalarType::Double => Ok(Value::Double(value)),
         ScalarType::Int if value.is_nan() => Ok(Value::Int(0)),
-        ScalarType::Int if value.abs() >= 9.223372036854775807e18 => Err(RuntimeError::user(format!(
+        ScalarType::Int if value.abs() >= i64::MAX as f64 => Err(RuntimeError::user(format!(
             "integer operation created numerical result overflow ({} is beyond the 64-bit integer range)",
             crate::format::format_double(value)
         ))),
@@ -287,7 +287,7 @@ fn matrix_from_string(text: &str, rows: usize, cols: usize) -> Result<Matrix> {
 
 fn to_usize(v: &Value, what: &str) -> Result<usize> {
     let x = v.as_f64()?;
-    if !(x >= 0.0) || x.fract() != 0.0 || x > (1u64 << 53) as f64 {
+    if x.is_nan() || x < 0.0 || x.fract() != 0.0 || x > (1u64 << 53) as f64 {
         return Err(RuntimeError::user(format!(
             "{what} must be a non-negative integer, found {}",
             v.display_string()
@@ -299,7 +299,7 @@ fn to_usize(v: &Value, what: &str) -> Result<usize> {
 /// An index bound given in DML (1-based), checked to be an integer >= 1.
 fn to_index(v: &Value, what: &str) -> Result<usize> {
     let x = v.as_f64()?;
-    if !(x >= 1.0) || x.fract() != 0.0 || x > (1u64 << 53) as f64 {
+    if x.is_nan() || x < 1.0 || x.fract() != 0.0 || x > (1u64 << 53) as f64 {
         return Err(RuntimeError::user(format!(
             "{what} must be an integer >= 1, found {}",
             v.display_string()

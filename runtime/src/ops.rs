@@ -129,7 +129,8 @@ pub fn java_max(a: f64, b: f64) -> f64 {
 /// and `-0.0` becomes `0.0` (checked against SystemDS: `round(NaN)` prints `0.0`).
 #[inline(always)]
 pub fn java_round(x: f64) -> f64 {
-    const LONG_LIMIT: f64 = 9.223372036854775807e18;
+    // Java's `(double) Long.MAX_VALUE`, i.e. 2^63.
+    const LONG_LIMIT: f64 = i64::MAX as f64;
     if x.is_nan() {
         return 0.0;
     }
@@ -555,7 +556,7 @@ mod tests {
         // Through Java's long: NaN is 0 (SystemDS prints `round(NaN)` as 0.0), infinities
         // saturate, and -0.0 loses its sign.
         assert_eq!(Round.apply(f64::NAN), 0.0);
-        assert_eq!(Round.apply(f64::NEG_INFINITY), -9.223372036854775807e18);
+        assert_eq!(Round.apply(f64::NEG_INFINITY), -(i64::MAX as f64));
         assert!(Round.apply(-0.0).is_sign_positive());
         assert_eq!(Sign.apply(-3.0), -1.0);
         assert!(Sign.apply(-0.0).is_sign_negative() && Sign.apply(-0.0) == 0.0);

@@ -60,7 +60,8 @@ fn java_pow(x: f64, y: f64) -> f64 {
 /// Java's `Math.round` as SystemDS applies it: half up, through a `long` (NaN becomes 0,
 /// values beyond the `long` range saturate, `-0.0` becomes `0.0`).
 pub fn java_round(x: f64) -> f64 {
-    const LONG_LIMIT: f64 = 9.223372036854775807e18;
+    // Java's `(double) Long.MAX_VALUE`, i.e. 2^63.
+    const LONG_LIMIT: f64 = i64::MAX as f64;
     if x.is_nan() {
         0.0
     } else if x >= LONG_LIMIT {
