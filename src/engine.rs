@@ -211,12 +211,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         vars: &mut SymbolTable,
         what: &str,
     ) -> Result<Value, Error> {
-        let key = expr as *const ast::Expr as usize;
-        let compiled = self.compiled(key, vars, what, expr.span, |meta, args| {
-            compile_value(expr, meta, args)
-        })?;
-        self.run(&compiled, vars)?;
-        self.take_result(vars, what, expr.span)
+        self.evaluate(expr, vars, what, false)
     }
 
     /// Evaluates a condition or loop bound: a scalar (a 1x1 matrix is cast, as in SystemDS).
@@ -226,24 +221,30 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         vars: &mut SymbolTable,
         what: &str,
     ) -> Result<Value, Error> {
-        // Distinct from `eval`'s key: the same expression compiles differently as a predicate.
-        let key = expr as *const ast::Expr as usize + 1;
-        let compiled = self.compiled(key, vars, what, expr.span, |meta, args| {
-            compile_predicate(expr, meta, args)
-        })?;
-        self.run(&compiled, vars)?;
-        self.take_result(vars, what, expr.span)
+        self.evaluate(expr, vars, what, true)
     }
 
-    fn take_result(
+    /// Compiles (or reuses) and runs an expression; its value is left in [`EXPR_RESULT`].
+    fn evaluate(
         &mut self,
+        expr: &'p ast::Expr,
         vars: &mut SymbolTable,
         what: &str,
-        span: Span,
+        as_predicate: bool,
     ) -> Result<Value, Error> {
+        // The same expression compiles differently as a predicate, hence a distinct cache key.
+        let key = expr as *const ast::Expr as usize + usize::from(as_predicate);
+        let compiled = self.compiled(key, vars, what, expr.span, |meta, args| {
+            if as_predicate {
+                compile_predicate(expr, meta, args)
+            } else {
+                compile_value(expr, meta, args)
+            }
+        })?;
+        self.run(&compiled, vars)?;
         vars.remove(EXPR_RESULT).ok_or_else(|| Error::Runtime {
             error: RuntimeError::internal(format!("the {what} produced no value")),
-            span: Some(span),
+            span: Some(expr.span),
         })
     }
 
