@@ -204,11 +204,121 @@ impl Engine {
         }
     }
 
+    /// Runs a script with its output discarded and reports, for every block with matrix
+    /// operations, the modelled cost of each policy's plan and the cost-based search's work.
+    pub fn cost(
+        &self,
+        source: &SourceFile,
+        args: &ScriptArgs,
+        policies: &[FusionPolicy],
+        format: ExplainFormat,
+    ) -> Result<String, Error> {
+        let program = self.front_end(source, args)?;
+        let mut sink = std::io::sink();
+        let mut interpreter = engine::Interpreter::new(&program, args, &mut sink, &self.config);
+        interpreter.explained = Some(Vec::new());
+        interpreter.run_main()?;
+        let blocks = interpreter.explained.take().unwrap_or_default();
+        let labelled: Vec<(String, &HopDag)> = blocks
+            .iter()
+            .map(|b| {
+                let (first, _) = source.line_col(b.span.start);
+                let (last, _) = source.line_col(b.span.end.saturating_sub(1).max(b.span.start));
+                (format!("{} (lines {first}-{last})", b.kind), &b.dag)
+            })
+            .collect();
+        cost_report(&labelled, policies, format)
+    }
+
     fn front_end(&self, source: &SourceFile, args: &ScriptArgs) -> Result<program::Program, Error> {
         let script = parser::parse(source)?;
         let program = program::build_program(script)?;
         check::check_program(&program, &args.names())?;
         Ok(program)
+    }
+}
+
+/// Costs each policy's plan for every DAG with matrix operations (`lafuse cost`); also used for
+/// a DAG handed over as JSON.
+pub fn cost_report(
+    dags: &[(String, &HopDag)],
+    policies: &[FusionPolicy],
+    format: ExplainFormat,
+) -> Result<String, Error> {
+    let mut text = String::new();
+    let mut json_blocks = Vec::new();
+    for (label, dag) in dags
+        .iter()
+        .filter(|(_, d)| d.hops.iter().any(|h| h.is_matrix()))
+    {
+        let view = fusion::FusionDag::new(dag)?;
+        let model = fusion::CostModel::default();
+        text.push_str(&format!("--- {label} ---\n"));
+        let mut json_policies = Vec::new();
+        let mut search = serde_json::Value::Null;
+        for &policy in policies {
+            let started = Instant::now();
+            let (selection, report) = match policy {
+                FusionPolicy::Gen => {
+                    let options = fusion::ExploreOptions {
+                        prune_dominated: false,
+                        ..fusion::ExploreOptions::default()
+                    };
+                    let mut memo = fusion::explore(&view, &options);
+                    let (selection, report) =
+                        fusion::CostBased::new(model).optimize(&view, &mut memo);
+                    (selection, Some(report))
+                }
+                other => (
+                    fusion::plan_fusion(dag, other.selector().as_ref())?.selection,
+                    None,
+                ),
+            };
+            let optimizer_ms = started.elapsed().as_secs_f64() * 1e3;
+            let cost = fusion::cost::cost_of(&view, &model, &selection);
+            text.push_str(&format!(
+                "policy {:<20} modelled cost {:>14.6e} s, {} fused operators, optimized in {:.3} ms\n",
+                selection.selector,
+                cost,
+                selection.roots.len(),
+                optimizer_ms
+            ));
+            if let Some(report) = report {
+                text.push_str(&report.explain());
+                let st = &report.stats;
+                search = serde_json::json!({
+                    "partitions": st.partitions,
+                    "interesting_points": st.points,
+                    "plans_evaluated": st.evaluated,
+                    "plans_skipped_by_cost": st.skipped_by_cost,
+                    "plans_skipped_by_structure": st.skipped_by_structure,
+                    "cut_sets": st.cut_sets,
+                    "plan_cache_hits": st.cache_hits,
+                    "approximated_partitions": st.approximated,
+                    "search_ms": st.elapsed.as_secs_f64() * 1e3,
+                });
+            }
+            json_policies.push(serde_json::json!({
+                "policy": selection.selector,
+                "modelled_cost_s": cost,
+                "fused_operators": selection.roots.len(),
+                "optimizer_ms": optimizer_ms,
+            }));
+        }
+        json_blocks.push(
+            serde_json::json!({ "block": label, "policies": json_policies, "gen_search": search }),
+        );
+    }
+    match format {
+        ExplainFormat::Text => Ok(text),
+        ExplainFormat::Json => Ok(serde_json::to_string_pretty(
+            &serde_json::json!({ "blocks": json_blocks }),
+        )
+        .unwrap_or_default()
+            + "\n"),
+        ExplainFormat::Dot => Err(Error::Usage(
+            "unsupported: --format dot for `cost`; use text or json".into(),
+        )),
     }
 }
 
@@ -294,6 +404,8 @@ fn render_explain(source: &SourceFile, blocks: &[ExplainedBlock], format: Explai
                         "kind": b.kind,
                         "lines": [first, last],
                         "dag": serde_json::from_str::<serde_json::Value>(&hops::explain_json(&b.dag)).unwrap_or(serde_json::Value::Null),
+                        // The serde form, loadable by `HopDag::from_json` and `lafuse cost`.
+                        "hop_dag": serde_json::from_str::<serde_json::Value>(&b.dag.to_json()).unwrap_or(serde_json::Value::Null),
                     })
                 })
                 .collect();

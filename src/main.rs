@@ -58,6 +58,26 @@ enum Command {
         #[arg(long, value_enum, default_value_t = FormatArg::Text)]
         format: FormatArg,
     },
+    /// Report the modelled cost of each fusion policy's plan per block, and what the
+    /// cost-based search did (partitions, interesting points, plans evaluated and skipped,
+    /// optimizer time).
+    Cost(CostArgs),
+}
+
+#[derive(clap::Args)]
+struct CostArgs {
+    /// A DML script (run with its output discarded, so blocks are costed with the sizes they
+    /// met) or a HOP DAG in JSON (`*.json`: the serde form of the embedding API's `HopDag`,
+    /// which `explain --level hops --format json` writes as each block's `hop_dag`).
+    input: PathBuf,
+    #[command(flatten)]
+    args: ScriptArgsFlag,
+    /// Policies to cost, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PolicyArg::Gen, PolicyArg::Fa, PolicyArg::Fnr])]
+    policy: Vec<PolicyArg>,
+    /// Output format: `text` or `json`.
+    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+    format: FormatArg,
 }
 
 #[derive(clap::Args)]
@@ -81,7 +101,7 @@ enum LevelArg {
     Cplan,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum PolicyArg {
     Gen,
     Fa,
@@ -106,8 +126,45 @@ fn main() -> ExitCode {
     }
 }
 
+fn policy(p: PolicyArg) -> FusionPolicy {
+    match p {
+        PolicyArg::Gen => FusionPolicy::Gen,
+        PolicyArg::Fa => FusionPolicy::FuseAll,
+        PolicyArg::Fnr => FusionPolicy::FuseNoRedundancy,
+    }
+}
+
+fn format(f: FormatArg) -> ExplainFormat {
+    match f {
+        FormatArg::Text => ExplainFormat::Text,
+        FormatArg::Json => ExplainFormat::Json,
+        FormatArg::Dot => ExplainFormat::Dot,
+    }
+}
+
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
+        Command::Cost(cost) => {
+            let policies: Vec<FusionPolicy> = cost.policy.iter().copied().map(policy).collect();
+            let text = if cost.input.extension().is_some_and(|e| e == "json") {
+                let json = std::fs::read_to_string(&cost.input)
+                    .map_err(|e| format!("error: cannot read '{}': {e}", cost.input.display()))?;
+                let dag = lafuse_compiler::hops::HopDag::from_json(&json)
+                    .map_err(|e| format!("error: {}: {e}", cost.input.display()))?;
+                let label = cost.input.display().to_string();
+                lafuse::cost_report(&[(label, &dag)], &policies, format(cost.format))
+                    .map_err(|e| e.to_string())?
+            } else {
+                let script_args =
+                    ScriptArgs::parse_pairs(&cost.args.nvargs).map_err(|e| e.to_string())?;
+                let source = lafuse::load_script(&cost.input).map_err(|e| e.to_string())?;
+                Engine::new(EngineConfig::default())
+                    .cost(&source, &script_args, &policies, format(cost.format))
+                    .map_err(|e| e.render(&source))?
+            };
+            print!("{text}");
+            Ok(())
+        }
         Command::Run {
             script,
             args,

@@ -117,3 +117,41 @@ fn runtime_errors_point_at_the_script_line() {
     assert!(rendered.contains("err.dml:3:"), "{rendered}");
     assert!(rendered.contains("out of bounds"), "{rendered}");
 }
+
+#[test]
+fn cost_reports_every_policy_and_gen_is_never_worse() {
+    let script = "X = rand(rows=2000, cols=100, seed=1)\nY = rand(rows=2000, cols=100, seed=2)\n\
+                  v = rand(rows=100, cols=1, seed=3)\n\
+                  print(sum(X * Y) + sum(X * log(Y + 1)) + sum(t(X) %*% (X %*% v)))\n";
+    let source = SourceFile::new("c.dml", script);
+    let policies = [
+        FusionPolicy::Gen,
+        FusionPolicy::FuseAll,
+        FusionPolicy::FuseNoRedundancy,
+    ];
+    let json = Engine::new(EngineConfig::default())
+        .cost(
+            &source,
+            &ScriptArgs::default(),
+            &policies,
+            ExplainFormat::Json,
+        )
+        .unwrap_or_else(|e| panic!("{}", e.render(&source)));
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let block = &report["blocks"][0];
+    let costs: Vec<f64> = block["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["modelled_cost_s"].as_f64().unwrap())
+        .collect();
+    assert_eq!(costs.len(), 3, "{report}");
+    assert!(
+        costs[0] <= costs[1] * (1.0 + 1e-12) && costs[0] <= costs[2] * (1.0 + 1e-12),
+        "{report}"
+    );
+    assert!(
+        block["gen_search"]["plans_evaluated"].as_u64().unwrap() >= 1,
+        "{report}"
+    );
+}
