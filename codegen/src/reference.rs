@@ -881,18 +881,7 @@ mod tests {
         let (m, n, k) = (300, 280, 4);
         let x = mat(m, n, 0.02, 11);
         // Positive factors keep the log finite.
-        let u = Matrix::from_dense_values(
-            m,
-            k,
-            (0..m * k).map(|i| 0.1 + (i % 7) as f64 * 0.05).collect(),
-        )
-        .unwrap();
-        let v = Matrix::from_dense_values(
-            n,
-            k,
-            (0..n * k).map(|i| 0.2 + (i % 5) as f64 * 0.03).collect(),
-        )
-        .unwrap();
+        let (u, v) = factors(m, n, k);
         let mut b = DagBuilder::new();
         let hx = b.input("X", m as u64, n as u64, nnz(&x));
         let hu = b.input("U", m as u64, k as u64, (m * k) as u64);

@@ -67,7 +67,7 @@ impl Pdf {
             "normal" => Ok(Pdf::Normal),
             "poisson" => Err(RuntimeError::unsupported("rand pdf 'poisson'")),
             _ => Err(RuntimeError::user(format!(
-                "rand: unsupported probability distribution \"{name}\" -- it must be one of \"uniform\", \"normal\", or \"poisson\""
+                "rand: unknown probability distribution \"{name}\" -- it must be one of \"uniform\", \"normal\", or \"poisson\""
             ))),
         }
     }

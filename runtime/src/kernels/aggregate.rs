@@ -218,52 +218,43 @@ fn nan_max(s: f64, x: f64) -> f64 {
     }
 }
 
+/// Minimum (`MAX == false`) or maximum (`MAX == true`); NaN wins, implicit zeros count.
 #[derive(Clone, Copy)]
-struct MinR;
+struct Extreme<const MAX: bool>;
 
-impl Reducer for MinR {
-    type S = f64;
-    fn init(self) -> f64 {
-        f64::INFINITY
-    }
+impl<const MAX: bool> Extreme<MAX> {
     #[inline(always)]
-    fn add(self, s: &mut f64, x: f64) {
-        *s = nan_min(*s, x)
-    }
-    fn merge(self, s: &mut f64, o: f64) {
-        *s = nan_min(*s, o)
-    }
-    fn slice(self, x: &[f64]) -> f64 {
-        lanes_extreme::<8, false>(x)
-    }
-    fn zeros(self, s: &mut f64, count: usize) {
-        if count > 0 {
-            *s = nan_min(*s, 0.0)
+    fn pick(s: f64, x: f64) -> f64 {
+        if MAX {
+            nan_max(s, x)
+        } else {
+            nan_min(s, x)
         }
     }
 }
 
-#[derive(Clone, Copy)]
-struct MaxR;
-
-impl Reducer for MaxR {
+impl<const MAX: bool> Reducer for Extreme<MAX> {
     type S = f64;
     fn init(self) -> f64 {
-        f64::NEG_INFINITY
+        if MAX {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        }
     }
     #[inline(always)]
     fn add(self, s: &mut f64, x: f64) {
-        *s = nan_max(*s, x)
+        *s = Self::pick(*s, x)
     }
     fn merge(self, s: &mut f64, o: f64) {
-        *s = nan_max(*s, o)
+        *s = Self::pick(*s, o)
     }
     fn slice(self, x: &[f64]) -> f64 {
-        lanes_extreme::<8, true>(x)
+        lanes_extreme::<8, MAX>(x)
     }
     fn zeros(self, s: &mut f64, count: usize) {
         if count > 0 {
-            *s = nan_max(*s, 0.0)
+            *s = Self::pick(*s, 0.0)
         }
     }
 }
@@ -524,8 +515,8 @@ fn reduce_one(op: AggOp, vals: &[f64], zeros: usize) -> f64 {
         AggOp::SumSq => full(KSum(|x| x * x), vals, zeros).sum,
         AggOp::Mean => full(KSum(|x| x), vals, zeros).sum / n as f64,
         AggOp::Prod => full(Prod, vals, zeros).value(),
-        AggOp::Min => full(MinR, vals, zeros),
-        AggOp::Max => full(MaxR, vals, zeros),
+        AggOp::Min => full(Extreme::<false>, vals, zeros),
+        AggOp::Max => full(Extreme::<true>, vals, zeros),
         AggOp::Var | AggOp::Sd => {
             let mean = full(KSum(|x| x), vals, zeros).sum / n as f64;
             let m2 = full(KSum(move |x: f64| (x - mean) * (x - mean)), vals, zeros).sum;
@@ -617,8 +608,8 @@ pub fn aggregate(a: &Matrix, op: AggOp, dir: Direction) -> Result<Matrix> {
                     .iter()
                     .map(|p| p.value())
                     .collect(),
-                AggOp::Min => per_col(MinR, a, |_, x| x, |_| None),
-                AggOp::Max => per_col(MaxR, a, |_, x| x, |_| None),
+                AggOp::Min => per_col(Extreme::<false>, a, |_, x| x, |_| None),
+                AggOp::Max => per_col(Extreme::<true>, a, |_, x| x, |_| None),
                 AggOp::Var | AggOp::Sd => {
                     let means: Vec<f64> = per_col(KSum(|x| x), a, |_, x| x, |_| None)
                         .iter()

@@ -23,22 +23,32 @@ impl PlanSelector for FuseAll {
 
     fn select(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) -> Result<Selection> {
         prepare_for_selection(dag, memo, true);
-        prune_subsumed(memo);
-        let mut selection = Selection {
-            selector: self.name().to_string(),
-            ..Selection::default()
-        };
-        select_fuse_all(
-            dag,
-            memo,
-            &selection_roots(dag),
-            None,
-            &|_, _| true,
-            &mut selection,
-        );
-        finish(memo, &mut selection);
-        Ok(selection)
+        Ok(fuse_everything_left(self.name(), dag, memo))
     }
+}
+
+/// The tail both heuristics share: drop subsumed entries, fuse everything still in the memo
+/// table from the DAG's roots, and reduce the table to that selection.
+pub(super) fn fuse_everything_left(
+    selector: &str,
+    dag: &FusionDag<'_>,
+    memo: &mut MemoTable,
+) -> Selection {
+    prune_subsumed(memo);
+    let mut selection = Selection {
+        selector: selector.to_string(),
+        ..Selection::default()
+    };
+    select_fuse_all(
+        dag,
+        memo,
+        &selection_roots(dag),
+        None,
+        &|_, _| true,
+        &mut selection,
+    );
+    finish(memo, &mut selection);
+    selection
 }
 
 /// Reduces the memo table to the selection.

@@ -2,8 +2,8 @@
 //! compute. A hop with several consumers is never fused into any of them; it is materialized
 //! once and read by each, so more intermediates are written than with fuse-all.
 
-use super::fuse_all::finish;
-use super::{prepare_for_selection, prune_subsumed, select_fuse_all, selection_roots};
+use super::fuse_all::fuse_everything_left;
+use super::prepare_for_selection;
 use super::{PlanSelector, Selection};
 use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::MemoTable;
@@ -33,20 +33,6 @@ impl PlanSelector for FuseNoRedundancy {
         }
         // A plan fusing `t(Q)` of a shared Q loses its only plan above; so must its consumers.
         memo.prune_dangling_references(dag);
-        prune_subsumed(memo);
-        let mut selection = Selection {
-            selector: self.name().to_string(),
-            ..Selection::default()
-        };
-        select_fuse_all(
-            dag,
-            memo,
-            &selection_roots(dag),
-            None,
-            &|_, _| true,
-            &mut selection,
-        );
-        finish(memo, &mut selection);
-        Ok(selection)
+        Ok(fuse_everything_left(self.name(), dag, memo))
     }
 }
