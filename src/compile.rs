@@ -5,6 +5,7 @@
 //! type, and the values of scalars it inlined as literals) and is reused while they hold.
 
 use crate::error::Error;
+use crate::fused::{Fuser, PlannedOperator};
 use crate::ScriptArgs;
 use lafuse_compiler::ast;
 use lafuse_compiler::hops::{
@@ -12,7 +13,7 @@ use lafuse_compiler::hops::{
     OpKind, ReorgOp, TernaryOp, UnaryOp,
 };
 use lafuse_compiler::CompileError;
-use lafuse_runtime::exec::{Instruction, Op, Reg, SymbolTable};
+use lafuse_runtime::exec::{FusedOutput, Instruction, Op, Reg, SymbolTable};
 use lafuse_runtime::ops as rt;
 use lafuse_runtime::value::{ScalarType, Value};
 use std::sync::Arc;
@@ -129,12 +130,13 @@ pub(crate) fn compile_block(
     stmts: &[ast::Stmt],
     meta: &BlockMeta,
     args: &ScriptArgs,
+    fuser: Option<&Fuser>,
 ) -> Result<CompiledBlock, Error> {
     let mut names = Vec::new();
     for stmt in stmts {
         stmt_reads(stmt, &mut names);
     }
-    compile_with(meta, &names, |inputs| {
+    compile_with(meta, &names, fuser, |inputs| {
         hops::build_block_dag(stmts, inputs, args.compiler_args())
     })
 }
@@ -144,10 +146,11 @@ pub(crate) fn compile_predicate(
     expr: &ast::Expr,
     meta: &BlockMeta,
     args: &ScriptArgs,
+    fuser: Option<&Fuser>,
 ) -> Result<CompiledBlock, Error> {
     let mut names = Vec::new();
     expr_reads(expr, &mut names);
-    compile_with(meta, &names, |inputs| {
+    compile_with(meta, &names, fuser, |inputs| {
         hops::build_expr_dag(expr, inputs, args.compiler_args())
     })
 }
@@ -158,6 +161,7 @@ pub(crate) fn compile_value(
     expr: &ast::Expr,
     meta: &BlockMeta,
     args: &ScriptArgs,
+    fuser: Option<&Fuser>,
 ) -> Result<CompiledBlock, Error> {
     let assign = ast::Stmt {
         kind: ast::StmtKind::Assign {
@@ -171,7 +175,7 @@ pub(crate) fn compile_value(
     };
     let mut names = Vec::new();
     expr_reads(expr, &mut names);
-    compile_with(meta, &names, |inputs| {
+    compile_with(meta, &names, fuser, |inputs| {
         hops::build_block_dag(std::slice::from_ref(&assign), inputs, args.compiler_args())
     })
 }
@@ -267,6 +271,7 @@ fn expr_reads<'a>(expr: &'a ast::Expr, out: &mut Vec<&'a str>) {
 fn compile_with(
     meta: &BlockMeta,
     reads: &[&str],
+    fuser: Option<&Fuser>,
     build: impl Fn(&hops::BlockInputs) -> Result<HopDag, CompileError>,
 ) -> Result<CompiledBlock, Error> {
     let (dag, with_values) = {
@@ -287,7 +292,11 @@ fn compile_with(
             }
         }
     }
-    let (instructions, num_regs) = lower(&dag)?;
+    let fused = match fuser {
+        Some(fuser) if dag.hops.iter().any(|h| h.is_matrix()) => fuser.fuse(&dag)?,
+        _ => Vec::new(),
+    };
+    let (instructions, num_regs) = lower(&dag, &fused)?;
     Ok(CompiledBlock {
         instructions,
         num_regs,
@@ -296,12 +305,110 @@ fn compile_with(
     })
 }
 
-/// Lowers a DAG onto instructions: one register per hop, in linearized order; variable stores
-/// last (transient reads see the values the block started with); each register released after
-/// its last use.
-fn lower(dag: &HopDag) -> Result<(Vec<Instruction>, usize), Error> {
+/// Lowers a DAG onto instructions: one register per hop; fused operators replace the hops
+/// they cover; units (hops and fused operators) in the linearized order as far as their
+/// inputs allow; variable stores last (transient reads see the values the block started
+/// with); each register released after its last use.
+fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, usize), Error> {
     let order = hops::linearize(dag);
-    let tsmm = transpose_self_products(dag);
+    let n = dag.len();
+    let mut position = vec![usize::MAX; n];
+    for (k, &id) in order.iter().enumerate() {
+        position[id.index()] = k;
+    }
+    // Which operator produces each hop: a fused operator for its outputs, else the hop itself.
+    let mut producer: Vec<Option<usize>> = vec![None; n];
+    let mut covered = vec![false; n];
+    for (k, op) in fused.iter().enumerate() {
+        for &h in &op.covered {
+            covered[h.index()] = true;
+        }
+        for &(h, _) in &op.outputs {
+            producer[h.index()] = Some(k);
+        }
+    }
+    // Hops computed unfused: those no operator covers, plus covered interior hops that an
+    // unfused hop or another operator still reads (SystemDS keeps them too, reference 1.8).
+    let mut unfused = vec![false; n];
+    let mut work: Vec<HopId> = Vec::new();
+    for &id in &order {
+        if !covered[id.index()] {
+            unfused[id.index()] = true;
+            work.push(id);
+        }
+    }
+    let need = |h: HopId, unfused: &mut Vec<bool>, work: &mut Vec<HopId>| {
+        if producer[h.index()].is_none() && !unfused[h.index()] {
+            unfused[h.index()] = true;
+            work.push(h);
+        }
+    };
+    for op in fused {
+        for &h in &op.inputs {
+            need(h, &mut unfused, &mut work);
+        }
+    }
+    while let Some(h) = work.pop() {
+        for &i in &dag.hop(h).inputs {
+            need(i, &mut unfused, &mut work);
+        }
+    }
+    let fused_inputs: Vec<HopId> = fused.iter().flat_map(|op| op.inputs.clone()).collect();
+    let tsmm = transpose_self_products(dag, &unfused, &fused_inputs);
+
+    // Units in a topological order that follows the linearization: Kahn's algorithm, always
+    // taking the ready unit that comes first in `order`.
+    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    enum Unit {
+        Hop(HopId),
+        Fused(usize),
+    }
+    let unit_of = |h: HopId| match producer[h.index()] {
+        Some(k) => Unit::Fused(k),
+        None => Unit::Hop(h),
+    };
+    let mut units: Vec<(usize, Unit, Vec<Unit>)> = Vec::new();
+    for &id in &order {
+        if unfused[id.index()] && producer[id.index()].is_none() && !tsmm.skipped.contains(&id) {
+            let deps = dag.hop(id).inputs.iter().map(|&i| unit_of(i)).collect();
+            units.push((position[id.index()], Unit::Hop(id), deps));
+        }
+    }
+    for (k, op) in fused.iter().enumerate() {
+        let first = op
+            .outputs
+            .iter()
+            .map(|&(h, _)| position[h.index()])
+            .min()
+            .unwrap_or(usize::MAX);
+        let deps = op.inputs.iter().map(|&i| unit_of(i)).collect();
+        units.push((first, Unit::Fused(k), deps));
+    }
+    units.sort();
+    let index_of: std::collections::HashMap<Unit, usize> = units
+        .iter()
+        .enumerate()
+        .map(|(i, (_, u, _))| (*u, i))
+        .collect();
+    let mut pending = vec![0usize; units.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); units.len()];
+    for (i, (_, _, deps)) in units.iter().enumerate() {
+        let mut seen = Vec::new();
+        for d in deps {
+            // A dependency that is not a unit (a tsmm-skipped transpose) is no constraint.
+            if let Some(&j) = index_of.get(d) {
+                if j != i && !seen.contains(&j) {
+                    seen.push(j);
+                    pending[i] += 1;
+                    dependents[j].push(i);
+                }
+            }
+        }
+    }
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> = (0..units.len())
+        .filter(|&i| pending[i] == 0)
+        .map(std::cmp::Reverse)
+        .collect();
     let rebound = dag.outputs().into_iter().map(|(name, _)| name).collect();
     let mut lowering = Lowering {
         dag,
@@ -309,15 +416,31 @@ fn lower(dag: &HopDag) -> Result<(Vec<Instruction>, usize), Error> {
         stores: Vec::new(),
         rebound,
     };
-    for &id in &order {
-        if tsmm.skipped.contains(&id) {
-            continue;
+    let mut emitted = 0;
+    while let Some(std::cmp::Reverse(i)) = ready.pop() {
+        emitted += 1;
+        match units[i].1 {
+            Unit::Hop(id) => lowering.lower_hop(id, tsmm.products.contains(&id))?,
+            Unit::Fused(k) => lowering.lower_fused(&fused[k]),
         }
-        lowering.lower_hop(id, tsmm.products.contains(&id))?;
+        for &j in &dependents[i] {
+            pending[j] -= 1;
+            if pending[j] == 0 {
+                ready.push(std::cmp::Reverse(j));
+            }
+        }
+    }
+    if emitted != units.len() {
+        return Err(Error::Runtime {
+            error: lafuse_runtime::RuntimeError::internal(
+                "the fused operators of a block depend on each other in a cycle",
+            ),
+            span: None,
+        });
     }
     let stores = std::mem::take(&mut lowering.stores);
     lowering.instructions.extend(stores);
-    let num_regs = dag.len();
+    let num_regs = n;
     let mut instructions = lowering.instructions;
     // Release every register after its last use.
     let mut last_use = vec![None; num_regs];
@@ -341,10 +464,17 @@ struct TransposeSelfProducts {
     skipped: Vec<HopId>,
 }
 
-fn transpose_self_products(dag: &HopDag) -> TransposeSelfProducts {
+fn transpose_self_products(
+    dag: &HopDag,
+    unfused: &[bool],
+    fused_inputs: &[HopId],
+) -> TransposeSelfProducts {
     let users = dag.users();
     let mut products = Vec::new();
     for id in dag.ids() {
+        if !unfused[id.index()] {
+            continue;
+        }
         let hop = dag.hop(id);
         if hop.op == OpKind::MatMul {
             let (a, b) = (hop.inputs[0], hop.inputs[1]);
@@ -358,7 +488,11 @@ fn transpose_self_products(dag: &HopDag) -> TransposeSelfProducts {
         .iter()
         .map(|&p| dag.hop(p).inputs[0])
         .filter(|&t| {
-            users[t.index()].iter().all(|u| products.contains(u)) && !dag.roots.contains(&t)
+            users[t.index()]
+                .iter()
+                .all(|u| products.contains(u) || !unfused[u.index()])
+                && !dag.roots.contains(&t)
+                && !fused_inputs.contains(&t)
         })
         .collect();
     TransposeSelfProducts { products, skipped }
@@ -383,6 +517,34 @@ impl Lowering<'_> {
             scalar_type,
             release: Vec::new(),
             span: (hop.span.start, hop.span.end),
+        });
+    }
+
+    /// One instruction running a fused operator; its span is that of its first output.
+    fn lower_fused(&mut self, op: &PlannedOperator) {
+        let span = op
+            .outputs
+            .first()
+            .map(|&(h, _)| self.dag.hop(h).span)
+            .map(|s| (s.start, s.end))
+            .unwrap_or((0, 0));
+        self.instructions.push(Instruction {
+            op: Op::Fused {
+                operator: Arc::clone(&op.operator),
+                outputs: op
+                    .outputs
+                    .iter()
+                    .map(|&(h, scalar)| FusedOutput {
+                        reg: h.0 as Reg,
+                        scalar,
+                    })
+                    .collect(),
+            },
+            inputs: op.inputs.iter().map(|h| h.0 as Reg).collect(),
+            output: None,
+            scalar_type: None,
+            release: Vec::new(),
+            span,
         });
     }
 

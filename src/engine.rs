@@ -5,6 +5,7 @@ use crate::compile::{
     compile_block, compile_predicate, compile_value, BlockMeta, CompiledBlock, EXPR_RESULT,
 };
 use crate::error::Error;
+use crate::fused::Fuser;
 use crate::stats::{ms, InstructionStat, Stats};
 use crate::{EngineConfig, ExplainedBlock, ScriptArgs};
 use lafuse_compiler::ast::{self, ValueType};
@@ -40,6 +41,10 @@ pub(crate) struct Interpreter<'p, 'o> {
     /// When explaining: every block as first compiled, in execution order.
     pub(crate) explained: Option<Vec<ExplainedBlock>>,
     depth: usize,
+    /// Plans and builds fused operators; `None` runs everything unfused.
+    fuser: Option<&'p Fuser>,
+    /// The fuser's counters when this run started (the fuser outlives runs).
+    fusion_baseline: crate::fused::FusionCounts,
 }
 
 impl<'p, 'o> Interpreter<'p, 'o> {
@@ -48,6 +53,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         args: &'p ScriptArgs,
         out: &'o mut dyn Write,
         config: &'p EngineConfig,
+        fuser: Option<&'p Fuser>,
     ) -> Self {
         Interpreter {
             program,
@@ -61,6 +67,8 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             instructions_executed: 0,
             explained: None,
             depth: 0,
+            fuser,
+            fusion_baseline: fuser.map(Fuser::counters).unwrap_or_default(),
         }
     }
 
@@ -85,13 +93,27 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 .total_cmp(&a.time_ms)
                 .then_with(|| a.opcode.cmp(&b.opcode))
         });
+        let fusion = self
+            .fuser
+            .map(|f| f.counters().since(&self.fusion_baseline))
+            .unwrap_or_default();
         Stats {
             total_ms: ms(total),
             compile_ms: ms(self.compile_time),
             execution_ms: ms(total.saturating_sub(self.compile_time)),
             blocks_compiled: self.blocks_compiled,
             block_cache_hits: self.cache_hits,
-            fused_operators_executed: 0,
+            fused_operators_executed: fusion.executed,
+            operators_compiled: fusion.compiled,
+            operator_cache_hits: fusion.cache_hits,
+            codegen_ms: ms(fusion.codegen),
+            fusion_planning_ms: ms(fusion.planning),
+            fused_execution_ms: ms(fusion.execution),
+            unfused_fallbacks: fusion
+                .fallbacks
+                .into_iter()
+                .map(|(reason, count)| crate::stats::Fallback { reason, count })
+                .collect(),
             instructions_executed: self.instructions_executed,
             heavy_hitters: heavy,
         }
@@ -198,8 +220,9 @@ impl<'p, 'o> Interpreter<'p, 'o> {
 
     fn exec_basic(&mut self, block: &'p BasicBlock, vars: &mut SymbolTable) -> Result<(), Error> {
         let key = block as *const BasicBlock as usize;
+        let fuser = self.fuser;
         let compiled = self.compiled(key, vars, "basic block", block.span, |meta, args| {
-            compile_block(&block.stmts, meta, args)
+            compile_block(&block.stmts, meta, args, fuser)
         })?;
         self.run(&compiled, vars)
     }
@@ -234,11 +257,12 @@ impl<'p, 'o> Interpreter<'p, 'o> {
     ) -> Result<Value, Error> {
         // The same expression compiles differently as a predicate, hence a distinct cache key.
         let key = expr as *const ast::Expr as usize + usize::from(as_predicate);
+        let fuser = self.fuser;
         let compiled = self.compiled(key, vars, what, expr.span, |meta, args| {
             if as_predicate {
-                compile_predicate(expr, meta, args)
+                compile_predicate(expr, meta, args, fuser)
             } else {
-                compile_value(expr, meta, args)
+                compile_value(expr, meta, args, fuser)
             }
         })?;
         self.run(&compiled, vars)?;

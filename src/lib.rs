@@ -16,12 +16,17 @@
 //! assert_eq!(String::from_utf8(out).unwrap(), "48.0\n");
 //! ```
 
+pub mod calibrate;
 mod compile;
 mod engine;
 pub mod error;
+mod fused;
+mod static_explain;
 pub mod stats;
 
 pub use error::Error;
+pub use fused::FusionBackend;
+pub use lafuse_compiler::fusion::CostModel;
 pub use lafuse_compiler::span::SourceFile;
 pub use stats::Stats;
 
@@ -35,10 +40,28 @@ use std::path::Path;
 use std::time::Instant;
 
 /// How the engine runs scripts. A value, passed in; there is no global configuration.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// Time every instruction (for `--stats`); off by default because timing costs a little.
     pub collect_stats: bool,
+    /// The fusion policy blocks are compiled with; `None` runs every operation unfused.
+    pub fusion: Option<FusionPolicy>,
+    /// What runs fused operators.
+    pub backend: FusionBackend,
+    /// The cost model the cost-based policy optimizes for.
+    pub cost_model: CostModel,
+}
+
+impl Default for EngineConfig {
+    /// Cost-based fusion on the default backend with SystemDS's cost constants.
+    fn default() -> EngineConfig {
+        EngineConfig {
+            collect_stats: false,
+            fusion: Some(FusionPolicy::Gen),
+            backend: FusionBackend::default(),
+            cost_model: CostModel::default(),
+        }
+    }
 }
 
 /// Script arguments (`$name`), as given with `--nvargs name=value`.
@@ -101,9 +124,13 @@ pub enum ExplainLevel {
     Plan,
     /// The fused operators (CPlans) constructed from the selected plan.
     Cplan,
+    /// The optimized LLVM IR generated for each fused operator.
+    Ir,
+    /// The machine code (assembly) generated for each fused operator.
+    Asm,
 }
 
-/// Fusion plan selection policies (paper section 4; the fusion is explained, not yet executed).
+/// Fusion plan selection policies (paper section 4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum FusionPolicy {
     /// Cost-based: exact selection by MPSkipEnum under the cost model.
@@ -116,11 +143,34 @@ pub enum FusionPolicy {
 }
 
 impl FusionPolicy {
-    fn selector(self) -> Box<dyn fusion::PlanSelector> {
+    fn selector(self, model: CostModel) -> Box<dyn fusion::PlanSelector> {
         match self {
-            FusionPolicy::Gen => Box::new(fusion::CostBased::default()),
+            FusionPolicy::Gen => Box::new(fusion::CostBased::new(model)),
             FusionPolicy::FuseAll => Box::new(fusion::FuseAll),
             FusionPolicy::FuseNoRedundancy => Box::new(fusion::FuseNoRedundancy),
+        }
+    }
+}
+
+/// What `explain` shows, and how.
+#[derive(Clone, Copy, Debug)]
+pub struct ExplainOptions {
+    pub level: ExplainLevel,
+    pub format: ExplainFormat,
+    /// The policy whose plans fusion levels show.
+    pub policy: FusionPolicy,
+    /// Compile every block once without running the script (no side effects; sizes only as
+    /// far as the compiler can infer them).
+    pub static_only: bool,
+}
+
+impl Default for ExplainOptions {
+    fn default() -> ExplainOptions {
+        ExplainOptions {
+            level: ExplainLevel::Hops,
+            format: ExplainFormat::Text,
+            policy: FusionPolicy::Gen,
+            static_only: false,
         }
     }
 }
@@ -154,14 +204,19 @@ pub fn load_script(path: &Path) -> Result<SourceFile, Error> {
     Ok(SourceFile::new(path.display().to_string(), text))
 }
 
-/// Runs and explains DML scripts.
+/// Runs and explains DML scripts. Compiled fused operators are cached for the engine's
+/// lifetime, so running several scripts on one engine compiles each operator once.
 pub struct Engine {
     config: EngineConfig,
+    fuser: Option<fused::Fuser>,
 }
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Engine {
-        Engine { config }
+        let fuser = config
+            .fusion
+            .map(|policy| fused::Fuser::new(policy, config.cost_model, config.backend));
+        Engine { config, fuser }
     }
 
     /// Parses, checks and runs a script; `print` output goes to `out`.
@@ -174,7 +229,8 @@ impl Engine {
         let started = Instant::now();
         let program = self.front_end(source, args)?;
         let front_end_time = started.elapsed();
-        let mut interpreter = engine::Interpreter::new(&program, args, out, &self.config);
+        let mut interpreter =
+            engine::Interpreter::new(&program, args, out, &self.config, self.fuser.as_ref());
         interpreter.compile_time += front_end_time;
         interpreter.run_main()?;
         Ok(RunReport {
@@ -182,25 +238,42 @@ impl Engine {
         })
     }
 
-    /// Runs a script with its output discarded and shows every block as it was compiled: its
-    /// HOP DAG, or the fusion memo table, plan or fused operators of `policy`.
+    /// Shows every block as it was compiled: its HOP DAG, or the fusion memo table, plan, fused
+    /// operators or generated code under `options.policy`. Runs the script with its output
+    /// discarded, so blocks are shown with the sizes they actually met, unless
+    /// `options.static_only` asks for a compile-only walk (sizes as far as they can be inferred).
     pub fn explain(
         &self,
         source: &SourceFile,
         args: &ScriptArgs,
-        level: ExplainLevel,
-        format: ExplainFormat,
-        policy: FusionPolicy,
+        options: &ExplainOptions,
     ) -> Result<String, Error> {
         let program = self.front_end(source, args)?;
-        let mut sink = std::io::sink();
-        let mut interpreter = engine::Interpreter::new(&program, args, &mut sink, &self.config);
-        interpreter.explained = Some(Vec::new());
-        interpreter.run_main()?;
-        let blocks = interpreter.explained.take().unwrap_or_default();
-        match level {
-            ExplainLevel::Hops => Ok(render_explain(source, &blocks, format)),
-            _ => render_fusion(source, &blocks, level, format, policy),
+        let blocks = if options.static_only {
+            static_explain::explain_static(&program, args)?
+        } else {
+            let mut sink = std::io::sink();
+            let mut interpreter = engine::Interpreter::new(
+                &program,
+                args,
+                &mut sink,
+                &self.config,
+                self.fuser.as_ref(),
+            );
+            interpreter.explained = Some(Vec::new());
+            interpreter.run_main()?;
+            interpreter.explained.take().unwrap_or_default()
+        };
+        match options.level {
+            ExplainLevel::Hops => Ok(render_explain(source, &blocks, options.format)),
+            level => render_fusion(
+                source,
+                &blocks,
+                level,
+                options.format,
+                options.policy,
+                self.config.cost_model,
+            ),
         }
     }
 
@@ -215,7 +288,8 @@ impl Engine {
     ) -> Result<String, Error> {
         let program = self.front_end(source, args)?;
         let mut sink = std::io::sink();
-        let mut interpreter = engine::Interpreter::new(&program, args, &mut sink, &self.config);
+        let mut interpreter =
+            engine::Interpreter::new(&program, args, &mut sink, &self.config, self.fuser.as_ref());
         interpreter.explained = Some(Vec::new());
         interpreter.run_main()?;
         let blocks = interpreter.explained.take().unwrap_or_default();
@@ -227,7 +301,7 @@ impl Engine {
                 (format!("{} (lines {first}-{last})", b.kind), &b.dag)
             })
             .collect();
-        cost_report(&labelled, policies, format)
+        cost_report(&labelled, policies, &self.config.cost_model, format)
     }
 
     fn front_end(&self, source: &SourceFile, args: &ScriptArgs) -> Result<program::Program, Error> {
@@ -243,6 +317,7 @@ impl Engine {
 pub fn cost_report(
     dags: &[(String, &HopDag)],
     policies: &[FusionPolicy],
+    model: &CostModel,
     format: ExplainFormat,
 ) -> Result<String, Error> {
     let mut text = String::new();
@@ -252,7 +327,6 @@ pub fn cost_report(
         .filter(|(_, d)| d.hops.iter().any(|h| h.is_matrix()))
     {
         let view = fusion::FusionDag::new(dag)?;
-        let model = fusion::CostModel::default();
         text.push_str(&format!("--- {label} ---\n"));
         let mut json_policies = Vec::new();
         let mut search = serde_json::Value::Null;
@@ -266,16 +340,16 @@ pub fn cost_report(
                     };
                     let mut memo = fusion::explore(&view, &options);
                     let (selection, report) =
-                        fusion::CostBased::new(model).optimize(&view, &mut memo);
+                        fusion::CostBased::new(*model).optimize(&view, &mut memo);
                     (selection, Some(report))
                 }
                 other => (
-                    fusion::plan_fusion(dag, other.selector().as_ref())?.selection,
+                    fusion::plan_fusion(dag, other.selector(*model).as_ref())?.selection,
                     None,
                 ),
             };
             let optimizer_ms = started.elapsed().as_secs_f64() * 1e3;
-            let cost = fusion::cost::cost_of(&view, &model, &selection);
+            let cost = fusion::cost::cost_of(&view, model, &selection);
             text.push_str(&format!(
                 "policy {:<20} modelled cost {:>14.6e} s, {} fused operators, optimized in {:.3} ms\n",
                 selection.selector,
@@ -329,8 +403,9 @@ fn render_fusion(
     level: ExplainLevel,
     format: ExplainFormat,
     policy: FusionPolicy,
+    model: CostModel,
 ) -> Result<String, Error> {
-    let selector = policy.selector();
+    let selector = policy.selector(model);
     let mut text = String::new();
     let mut json_blocks = Vec::new();
     for block in blocks
@@ -345,6 +420,12 @@ fn render_fusion(
                 plan.explored.explain(&block.dag),
                 serde_json::from_str(&plan.explored.to_json()),
             ),
+            ExplainLevel::Ir | ExplainLevel::Asm => {
+                let program =
+                    fusion::cplan::construct_cplans(&block.dag, &plan.memo, &plan.selection)?;
+                let (body, json) = generated_code(&program, level)?;
+                (body, Ok(json))
+            }
             ExplainLevel::Plan | ExplainLevel::Cplan => {
                 let program =
                     fusion::cplan::construct_cplans(&block.dag, &plan.memo, &plan.selection)?;
@@ -377,6 +458,61 @@ fn render_fusion(
             "unsupported: --format dot for fusion levels; use text or json".into(),
         )),
     }
+}
+
+/// The generated code of every fused operator of a block, as text and JSON.
+#[cfg(feature = "llvm")]
+fn generated_code(
+    program: &fusion::cplan::FusedProgram,
+    level: ExplainLevel,
+) -> Result<(String, serde_json::Value), Error> {
+    use lafuse_codegen::native::{self, CodegenError};
+    let mut text = String::new();
+    let mut items = Vec::new();
+    for (k, op) in program.operators.iter().enumerate() {
+        let hash = format!("{:016x}", op.cplan.structural_hash());
+        let header = format!(
+            "op {k}: {} {} (hash {hash})\n",
+            op.cplan.template.name(),
+            op.cplan.template.variant()
+        );
+        text.push_str(&header);
+        let code = match native::compile(&op.cplan) {
+            Ok(compiled) => {
+                let code = if level == ExplainLevel::Ir {
+                    compiled.llvm_ir().to_string()
+                } else {
+                    compiled.assembly().to_string()
+                };
+                text.push_str(&code);
+                Some(code)
+            }
+            Err(CodegenError::Unsupported(what)) => {
+                text.push_str(&format!("  (runs unfused: unsupported: {what})\n"));
+                None
+            }
+            Err(e) => return Err(Error::Usage(format!("internal: code generation: {e}"))),
+        };
+        items.push(serde_json::json!({
+            "template": op.cplan.template.name(),
+            "variant": op.cplan.template.variant(),
+            "hash": hash,
+            if level == ExplainLevel::Ir { "ir" } else { "asm" }: code,
+        }));
+    }
+    Ok((text, serde_json::json!({ "operators": items })))
+}
+
+#[cfg(not(feature = "llvm"))]
+fn generated_code(
+    _program: &fusion::cplan::FusedProgram,
+    _level: ExplainLevel,
+) -> Result<(String, serde_json::Value), Error> {
+    Err(Error::Usage(
+        "unsupported: --level ir|asm needs native code generation (build with the `llvm` \
+         feature)"
+            .into(),
+    ))
 }
 
 fn render_explain(source: &SourceFile, blocks: &[ExplainedBlock], format: ExplainFormat) -> String {

@@ -1,7 +1,10 @@
 //! The `lafuse` command: run DML scripts, explain their plans, and (later) benchmark fusion.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use lafuse::{Engine, EngineConfig, ExplainFormat, ExplainLevel, FusionPolicy, ScriptArgs};
+use lafuse::{
+    Engine, EngineConfig, ExplainFormat, ExplainLevel, ExplainOptions, FusionBackend, FusionPolicy,
+    ScriptArgs,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,9 +36,16 @@ enum Command {
         /// Write the same statistics as JSON to FILE.
         #[arg(long, value_name = "FILE")]
         stats_json: Option<PathBuf>,
-        /// Fusion policy. Only `none` (unfused kernels) is available in this version.
-        #[arg(long, value_enum, default_value_t = FusionArg::None)]
+        /// Fusion policy: cost-based (`gen`), fuse-all (`fa`), fuse-no-redundancy (`fnr`), or
+        /// `none` (every operation on its unfused kernel).
+        #[arg(long, value_enum, default_value_t = FusionArg::Gen)]
         fusion: FusionArg,
+        /// What runs fused operators: `native` (code generated with LLVM for this CPU) or
+        /// `reference` (the CPlan interpreter the native code is tested against; slow).
+        #[arg(long, value_enum, default_value_t = BackendArg::default())]
+        fusion_backend: BackendArg,
+        #[command(flatten)]
+        cost_model: CostModelArgs,
     },
     /// Show the plans a script compiles to. Runs the script (its output is discarded) so that
     /// every block is shown with the sizes it actually met.
@@ -46,8 +56,8 @@ enum Command {
         args: ScriptArgsFlag,
         /// What to show: `hops` = the HOP DAG of each basic block and predicate; `memo` = the
         /// fusion memo table after exploration; `plan` = the plan the policy selects; `cplan` =
-        /// the fused operators constructed from it (fusion is explained only; `run` executes
-        /// unfused in this version).
+        /// the fused operators constructed from it; `ir` / `asm` = the LLVM IR / machine code
+        /// generated for each fused operator.
         #[arg(long, value_enum, default_value_t = LevelArg::Hops)]
         level: LevelArg,
         /// Plan selection policy for `--level plan|cplan`: cost-based (`gen`), fuse-all (`fa`),
@@ -57,11 +67,51 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = FormatArg::Text)]
         format: FormatArg,
+        #[command(flatten)]
+        cost_model: CostModelArgs,
+        /// Do not run the script: compile every block once with the sizes the compiler can
+        /// infer (unknown where only execution would tell, e.g. after `read`).
+        #[arg(long = "static")]
+        static_only: bool,
     },
     /// Report the modelled cost of each fusion policy's plan per block, and what the
     /// cost-based search did (partitions, interesting points, plans evaluated and skipped,
     /// optimizer time).
     Cost(CostArgs),
+    /// Measure this machine's memory bandwidth and per-operation compute rates and write them
+    /// as a machine profile, which the cost model then uses instead of SystemDS's constants.
+    Calibrate {
+        /// Where to write the profile (default: $LAFUSE_PROFILE, else
+        /// $XDG_CONFIG_HOME/lafuse/machine.json, else ~/.config/lafuse/machine.json).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Smaller arrays and fewer repetitions: a few seconds instead of about half a minute.
+        #[arg(long)]
+        quick: bool,
+    },
+}
+
+/// Where the cost model's constants come from.
+#[derive(clap::Args)]
+struct CostModelArgs {
+    /// A machine profile written by `lafuse calibrate`. Without it, the default profile is
+    /// used if it exists ($LAFUSE_PROFILE, else ~/.config/lafuse/machine.json), else SystemDS's
+    /// constants.
+    #[arg(long, value_name = "FILE")]
+    cost_profile: Option<PathBuf>,
+    /// Override one cost-model constant, e.g. `--cost read_bandwidth=2e10` (repeatable). The
+    /// names: write_bandwidth, read_bandwidth, compute_bandwidth (bytes or FLOP per second),
+    /// unknown_sparsity, and weights.<op> (FLOP per cell of an operation: weights.exp,
+    /// weights.log, weights.div, weights.matmul, ...; `lafuse calibrate` lists them all).
+    #[arg(long = "cost", value_name = "NAME=VALUE")]
+    overrides: Vec<String>,
+}
+
+impl CostModelArgs {
+    fn load(&self) -> Result<lafuse::CostModel, String> {
+        lafuse::calibrate::load_cost_model(self.cost_profile.as_deref(), &self.overrides)
+            .map_err(|e| e.to_string())
+    }
 }
 
 #[derive(clap::Args)]
@@ -78,6 +128,8 @@ struct CostArgs {
     /// Output format: `text` or `json`.
     #[arg(long, value_enum, default_value_t = FormatArg::Text)]
     format: FormatArg,
+    #[command(flatten)]
+    cost_model: CostModelArgs,
 }
 
 #[derive(clap::Args)]
@@ -90,7 +142,34 @@ struct ScriptArgsFlag {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum FusionArg {
+    Gen,
+    Fa,
+    Fnr,
     None,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BackendArg {
+    Native,
+    Reference,
+}
+
+impl Default for BackendArg {
+    fn default() -> BackendArg {
+        match FusionBackend::default() {
+            FusionBackend::Native => BackendArg::Native,
+            FusionBackend::Reference => BackendArg::Reference,
+        }
+    }
+}
+
+impl std::fmt::Display for BackendArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BackendArg::Native => "native",
+            BackendArg::Reference => "reference",
+        })
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -99,6 +178,8 @@ enum LevelArg {
     Memo,
     Plan,
     Cplan,
+    Ir,
+    Asm,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -144,23 +225,54 @@ fn format(f: FormatArg) -> ExplainFormat {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
+        Command::Calibrate { out, quick } => {
+            use lafuse::calibrate;
+            let path = out
+                .or_else(calibrate::default_profile_path)
+                .ok_or_else(|| {
+                    "error: no place for the profile: give --out FILE (neither $LAFUSE_PROFILE, \
+                 $XDG_CONFIG_HOME nor $HOME is set)"
+                        .to_string()
+                })?;
+            eprintln!(
+                "calibrating (this takes {})...",
+                if quick {
+                    "a few seconds"
+                } else {
+                    "about half a minute"
+                }
+            );
+            let profile = calibrate::calibrate(&calibrate::CalibrateOptions {
+                quick,
+                ..Default::default()
+            })
+            .map_err(|e| e.to_string())?;
+            calibrate::write_profile(&path, &profile).map_err(|e| e.to_string())?;
+            print!("{}", profile.model.explain());
+            println!("profile written to {}", path.display());
+            Ok(())
+        }
         Command::Cost(cost) => {
             let policies: Vec<FusionPolicy> = cost.policy.iter().copied().map(policy).collect();
+            let model = cost.cost_model.load()?;
             let text = if cost.input.extension().is_some_and(|e| e == "json") {
                 let json = std::fs::read_to_string(&cost.input)
                     .map_err(|e| format!("error: cannot read '{}': {e}", cost.input.display()))?;
                 let dag = lafuse_compiler::hops::HopDag::from_json(&json)
                     .map_err(|e| format!("error: {}: {e}", cost.input.display()))?;
                 let label = cost.input.display().to_string();
-                lafuse::cost_report(&[(label, &dag)], &policies, format(cost.format))
+                lafuse::cost_report(&[(label, &dag)], &policies, &model, format(cost.format))
                     .map_err(|e| e.to_string())?
             } else {
                 let script_args =
                     ScriptArgs::parse_pairs(&cost.args.nvargs).map_err(|e| e.to_string())?;
                 let source = lafuse::load_script(&cost.input).map_err(|e| e.to_string())?;
-                Engine::new(EngineConfig::default())
-                    .cost(&source, &script_args, &policies, format(cost.format))
-                    .map_err(|e| e.render(&source))?
+                Engine::new(EngineConfig {
+                    cost_model: model,
+                    ..EngineConfig::default()
+                })
+                .cost(&source, &script_args, &policies, format(cost.format))
+                .map_err(|e| e.render(&source))?
             };
             print!("{text}");
             Ok(())
@@ -170,11 +282,24 @@ fn run(cli: Cli) -> Result<(), String> {
             args,
             stats,
             stats_json,
-            fusion: FusionArg::None,
+            fusion,
+            fusion_backend,
+            cost_model,
         } => {
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
             let engine = Engine::new(EngineConfig {
                 collect_stats: stats || stats_json.is_some(),
+                fusion: match fusion {
+                    FusionArg::Gen => Some(FusionPolicy::Gen),
+                    FusionArg::Fa => Some(FusionPolicy::FuseAll),
+                    FusionArg::Fnr => Some(FusionPolicy::FuseNoRedundancy),
+                    FusionArg::None => None,
+                },
+                backend: match fusion_backend {
+                    BackendArg::Native => FusionBackend::Native,
+                    BackendArg::Reference => FusionBackend::Reference,
+                },
+                cost_model: cost_model.load()?,
             });
             let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
             let mut stdout = std::io::stdout().lock();
@@ -199,15 +324,22 @@ fn run(cli: Cli) -> Result<(), String> {
             level,
             format,
             policy,
+            cost_model,
+            static_only,
         } => {
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
-            let engine = Engine::new(EngineConfig::default());
+            let engine = Engine::new(EngineConfig {
+                cost_model: cost_model.load()?,
+                ..EngineConfig::default()
+            });
             let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
             let level = match level {
                 LevelArg::Hops => ExplainLevel::Hops,
                 LevelArg::Memo => ExplainLevel::Memo,
                 LevelArg::Plan => ExplainLevel::Plan,
                 LevelArg::Cplan => ExplainLevel::Cplan,
+                LevelArg::Ir => ExplainLevel::Ir,
+                LevelArg::Asm => ExplainLevel::Asm,
             };
             let policy = match policy {
                 PolicyArg::Gen => FusionPolicy::Gen,
@@ -220,7 +352,16 @@ fn run(cli: Cli) -> Result<(), String> {
                 FormatArg::Dot => ExplainFormat::Dot,
             };
             let text = engine
-                .explain(&source, &script_args, level, format, policy)
+                .explain(
+                    &source,
+                    &script_args,
+                    &ExplainOptions {
+                        level,
+                        format,
+                        policy,
+                        static_only,
+                    },
+                )
                 .map_err(|e| e.render(&source))?;
             print!("{text}");
             Ok(())

@@ -11,6 +11,13 @@ pub struct InstructionStat {
     pub time_ms: f64,
 }
 
+/// Why some fused operators ran unfused, and how often.
+#[derive(Clone, Debug, Serialize)]
+pub struct Fallback {
+    pub reason: String,
+    pub count: u64,
+}
+
 /// What a run cost: compile and execution time, plan-cache behaviour, heaviest instructions.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Stats {
@@ -21,8 +28,20 @@ pub struct Stats {
     pub blocks_compiled: u64,
     /// Block executions that reused an already compiled plan.
     pub block_cache_hits: u64,
-    /// Fused operators run (always 0 until fusion exists; kept so consumers can rely on the key).
+    /// Fused operator executions.
     pub fused_operators_executed: u64,
+    /// Fused operators compiled to native code (operator-cache misses).
+    pub operators_compiled: u64,
+    /// Fused operators whose native code came from the operator cache.
+    pub operator_cache_hits: u64,
+    /// Time spent generating and compiling native code.
+    pub codegen_ms: f64,
+    /// Time spent selecting fusion plans and constructing CPlans.
+    pub fusion_planning_ms: f64,
+    /// Time spent inside fused operators (part of `execution_ms`).
+    pub fused_execution_ms: f64,
+    /// Fused operators the backend could not build, whose hops ran unfused, by reason.
+    pub unfused_fallbacks: Vec<Fallback>,
     pub instructions_executed: u64,
     /// Opcodes by total time, heaviest first.
     pub heavy_hitters: Vec<InstructionStat>,
@@ -58,9 +77,20 @@ impl Stats {
             self.instructions_executed
         ));
         s.push_str(&format!(
-            "Fused operators executed:\t{}.\n",
-            self.fused_operators_executed
+            "Fused operators executed:\t{} ({:.3} sec).\n",
+            self.fused_operators_executed,
+            self.fused_execution_ms / 1e3
         ));
+        s.push_str(&format!(
+            "Operators compiled/cache hits:\t{}/{} (codegen {:.3} sec, planning {:.3} sec).\n",
+            self.operators_compiled,
+            self.operator_cache_hits,
+            self.codegen_ms / 1e3,
+            self.fusion_planning_ms / 1e3
+        ));
+        for f in &self.unfused_fallbacks {
+            s.push_str(&format!("Ran unfused {}x: {}\n", f.count, f.reason));
+        }
         s.push_str("Heavy hitter instructions:\n");
         s.push_str("  #  Instruction        Time(s)   Count\n");
         for (i, h) in self.heavy_hitters.iter().take(10).enumerate() {

@@ -2,11 +2,14 @@
 //! `.expected` file says (numbers within 1e-9 relative); every script under
 //! `tests/corpus/errors/` fails with an error containing each line of its `.expected_error`.
 //!
+//! Every script runs unfused and under each fusion policy (`gen`, `fa`, `fnr`) on each fusion
+//! backend, and must print the same expected output each time.
+//!
 //! Expected outputs are computed independently of lafuse (numpy, by hand, or SystemDS for its
 //! random generator) by `tests/corpus/expected.py` and checked against Apache SystemDS by
 //! `tests/corpus/systemds_check.sh`.
 
-use lafuse::{Engine, EngineConfig, ScriptArgs, SourceFile};
+use lafuse::{Engine, EngineConfig, FusionBackend, FusionPolicy, ScriptArgs, SourceFile};
 use std::path::{Path, PathBuf};
 
 fn scripts_in(dir: &Path) -> Vec<PathBuf> {
@@ -19,7 +22,8 @@ fn scripts_in(dir: &Path) -> Vec<PathBuf> {
     scripts
 }
 
-fn run_script(path: &Path) -> (Result<(), String>, String) {
+/// Runs a script; returns its outcome, its output and how many fused operators it executed.
+fn run_script(path: &Path, config: &EngineConfig) -> (Result<(), String>, String, u64) {
     let text = std::fs::read_to_string(path).unwrap();
     let source = SourceFile::new(path.display().to_string(), text);
     let args_path = path.with_extension("args");
@@ -32,13 +36,21 @@ fn run_script(path: &Path) -> (Result<(), String>, String) {
         })
         .unwrap_or_default();
     let args = ScriptArgs::parse_pairs(&pairs).expect("malformed .args file");
-    let engine = Engine::new(EngineConfig::default());
+    let engine = Engine::new(config.clone());
     let mut out = Vec::new();
-    let result = engine
-        .run(&source, &args, &mut out)
-        .map(|_| ())
-        .map_err(|e| e.render(&source));
-    (result, String::from_utf8_lossy(&out).into_owned())
+    let (result, fused) = match engine.run(&source, &args, &mut out) {
+        Ok(report) => (Ok(()), report.stats.fused_operators_executed),
+        Err(e) => (Err(e.render(&source)), 0),
+    };
+    (result, String::from_utf8_lossy(&out).into_owned(), fused)
+}
+
+fn config(fusion: Option<FusionPolicy>, backend: FusionBackend) -> EngineConfig {
+    EngineConfig {
+        fusion,
+        backend,
+        ..EngineConfig::default()
+    }
 }
 
 /// How a printed token reads: an integer, a double in SystemDS's format, or neither.
@@ -122,17 +134,24 @@ fn outputs_match(expected: &str, actual: &str) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn corpus_scripts_print_expected_output() {
+/// Scripts write and read files under fixed names, so two configurations must not run the
+/// corpus at the same time.
+static CORPUS_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs every corpus script under `config`; returns the fused operators executed in all.
+fn check_corpus(config: &EngineConfig) -> u64 {
+    let _serial = CORPUS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let scripts = scripts_in(&dir);
     assert!(!scripts.is_empty(), "no scripts in {}", dir.display());
     let mut failures = Vec::new();
+    let mut fused_total = 0;
     for script in &scripts {
         let expected = std::fs::read_to_string(script.with_extension("expected"))
             .unwrap_or_else(|_| panic!("{} has no .expected file", script.display()));
-        let (result, out) = run_script(script);
+        let (result, out, fused) = run_script(script, config);
+        fused_total += fused;
         let verdict = result.and_then(|()| outputs_match(&expected, &out));
         if let Err(why) = verdict {
             failures.push(format!(
@@ -143,15 +162,49 @@ fn corpus_scripts_print_expected_output() {
     }
     assert!(
         failures.is_empty(),
-        "{} of {} scripts failed:\n{}",
+        "{} of {} scripts failed with fusion {:?} on {:?}:\n{}",
         failures.len(),
         scripts.len(),
+        config.fusion,
+        config.backend,
         failures.join("\n")
+    );
+    fused_total
+}
+
+#[test]
+fn corpus_scripts_print_expected_output_unfused() {
+    let fused = check_corpus(&config(None, FusionBackend::Reference));
+    assert_eq!(fused, 0, "no fused operator may run without fusion");
+}
+
+/// Under each policy the corpus must really exercise fused operators, not only agree.
+fn check_fused_corpus(policy: FusionPolicy, backend: FusionBackend) {
+    let fused = check_corpus(&config(Some(policy), backend));
+    assert!(
+        fused >= 20,
+        "only {fused} fused operators ran under {policy:?}"
     );
 }
 
 #[test]
+fn corpus_scripts_print_expected_output_gen_reference() {
+    check_fused_corpus(FusionPolicy::Gen, FusionBackend::Reference);
+}
+
+#[test]
+fn corpus_scripts_print_expected_output_fa_reference() {
+    check_fused_corpus(FusionPolicy::FuseAll, FusionBackend::Reference);
+}
+
+#[test]
+fn corpus_scripts_print_expected_output_fnr_reference() {
+    check_fused_corpus(FusionPolicy::FuseNoRedundancy, FusionBackend::Reference);
+}
+
+#[test]
 fn corpus_error_scripts_fail_with_located_messages() {
+    let _serial = CORPUS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/errors");
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let scripts = scripts_in(&dir);
@@ -160,12 +213,12 @@ fn corpus_error_scripts_fail_with_located_messages() {
     for script in &scripts {
         let expected = std::fs::read_to_string(script.with_extension("expected_error"))
             .unwrap_or_else(|_| panic!("{} has no .expected_error file", script.display()));
-        match run_script(script) {
-            (Ok(()), out) => failures.push(format!(
+        match run_script(script, &EngineConfig::default()) {
+            (Ok(()), out, _) => failures.push(format!(
                 "{}: ran without error, printed:\n{out}",
                 script.display()
             )),
-            (Err(message), _) => {
+            (Err(message), _, _) => {
                 for needle in expected.lines().filter(|l| !l.trim().is_empty()) {
                     if !message.contains(needle) {
                         failures.push(format!(
@@ -183,4 +236,22 @@ fn corpus_error_scripts_fail_with_located_messages() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn corpus_scripts_print_expected_output_gen_native() {
+    check_fused_corpus(FusionPolicy::Gen, FusionBackend::Native);
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn corpus_scripts_print_expected_output_fa_native() {
+    check_fused_corpus(FusionPolicy::FuseAll, FusionBackend::Native);
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn corpus_scripts_print_expected_output_fnr_native() {
+    check_fused_corpus(FusionPolicy::FuseNoRedundancy, FusionBackend::Native);
 }

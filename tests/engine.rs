@@ -2,7 +2,8 @@
 //! deterministic explain output and statistics.
 
 use lafuse::{
-    Engine, EngineConfig, ExplainFormat, ExplainLevel, FusionPolicy, ScriptArgs, SourceFile,
+    Engine, EngineConfig, ExplainFormat, ExplainLevel, ExplainOptions, FusionBackend, FusionPolicy,
+    ScriptArgs, SourceFile,
 };
 
 fn run_with(config: EngineConfig, script: &str) -> (String, lafuse::RunReport) {
@@ -56,6 +57,7 @@ fn loops_reuse_compiled_blocks() {
     let (out, report) = run_with(
         EngineConfig {
             collect_stats: true,
+            ..EngineConfig::default()
         },
         "s = 0\nfor (i in 1:100) { s = s + i }\nprint(s)\n",
     );
@@ -83,9 +85,10 @@ fn explain_is_deterministic_and_does_not_print_script_output() {
             .explain(
                 &source,
                 &ScriptArgs::default(),
-                ExplainLevel::Hops,
-                format,
-                FusionPolicy::default(),
+                &ExplainOptions {
+                    format,
+                    ..ExplainOptions::default()
+                },
             )
             .unwrap_or_else(|e| panic!("{}", e.render(&source)))
     };
@@ -154,4 +157,178 @@ fn cost_reports_every_policy_and_gen_is_never_worse() {
         block["gen_search"]["plans_evaluated"].as_u64().unwrap() >= 1,
         "{report}"
     );
+}
+
+/// The plan JSON of a script's blocks under `options`.
+fn plan_json(script: &str, options: ExplainOptions) -> serde_json::Value {
+    let source = SourceFile::new("p.dml", script);
+    let text = Engine::new(EngineConfig::default())
+        .explain(&source, &ScriptArgs::default(), &options)
+        .unwrap_or_else(|e| panic!("{}", e.render(&source)));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// (template, variant) of every fused operator of every block.
+fn operators(json: &serde_json::Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for block in json["blocks"].as_array().unwrap() {
+        for op in block["fusion"]["operators"].as_array().unwrap() {
+            out.push((
+                op["template"].as_str().unwrap().to_string(),
+                op["variant"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    out
+}
+
+const TYPICAL: &str = "X = rand(rows=2000, cols=100, seed=1)
+Y = rand(rows=2000, cols=100, seed=2)
+Z = rand(rows=2000, cols=100, seed=3)
+v = rand(rows=100, cols=1, seed=4)
+w = rand(rows=2000, cols=1, seed=5)
+print(sum(X * Y * Z))
+print(sum(t(X) %*% (w * (X %*% v))))
+";
+
+#[test]
+fn static_explain_matches_the_run_for_known_sizes_and_prints_nothing() {
+    let json = |static_only| {
+        plan_json(
+            TYPICAL,
+            ExplainOptions {
+                level: ExplainLevel::Plan,
+                format: ExplainFormat::Json,
+                static_only,
+                ..ExplainOptions::default()
+            },
+        )
+    };
+    let (ran, compiled) = (json(false), json(true));
+    assert_eq!(operators(&ran), operators(&compiled));
+    assert!(operators(&ran).contains(&("cell".to_string(), "full_agg".to_string())));
+}
+
+#[test]
+fn static_explain_compiles_loops_and_functions_without_running_them() {
+    let script = "f = function(matrix[double] A) return (matrix[double] B) { B = A * 2 }
+X = rand(rows=50, cols=10, seed=1)
+for (i in 1:3) { X = f(X) }
+while (sum(X) > 1e9) { X = X / 2 }
+print(sum(X))
+";
+    let source = SourceFile::new("s.dml", script);
+    let text = Engine::new(EngineConfig::default())
+        .explain(
+            &source,
+            &ScriptArgs::default(),
+            &ExplainOptions {
+                static_only: true,
+                ..ExplainOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{}", e.render(&source)));
+    // Each block once: the loop body is compiled once, not per iteration.
+    assert_eq!(text.matches("while condition").count(), 1, "{text}");
+    assert_eq!(text.matches("for-loop start").count(), 1, "{text}");
+    assert!(
+        text.contains("TRead A [50,10,500]"),
+        "sizes propagate into the function: {text}"
+    );
+}
+
+#[test]
+fn fused_execution_matches_unfused_and_reports_operators() {
+    let run = |fusion, backend| {
+        run_with(
+            EngineConfig {
+                fusion,
+                backend,
+                collect_stats: true,
+                ..EngineConfig::default()
+            },
+            TYPICAL,
+        )
+    };
+    let (unfused, none) = run(None, FusionBackend::Reference);
+    assert_eq!(none.stats.fused_operators_executed, 0);
+    let mut backends = vec![FusionBackend::Reference];
+    if cfg!(feature = "llvm") {
+        backends.push(FusionBackend::Native);
+    }
+    for backend in backends {
+        for policy in [
+            FusionPolicy::Gen,
+            FusionPolicy::FuseAll,
+            FusionPolicy::FuseNoRedundancy,
+        ] {
+            let (out, report) = run(Some(policy), backend);
+            let numbers = |s: &str| -> Vec<f64> { s.lines().map(|l| l.parse().unwrap()).collect() };
+            for (a, b) in numbers(&out).iter().zip(numbers(&unfused)) {
+                assert!(
+                    (a - b).abs() <= 1e-9 * b.abs(),
+                    "{policy:?} {backend:?}: {a} vs {b}"
+                );
+            }
+            assert!(
+                report.stats.fused_operators_executed >= 2,
+                "{policy:?} {backend:?}: {:?}",
+                report.stats
+            );
+            let json = serde_json::to_value(&report.stats).unwrap();
+            for key in [
+                "fused_operators_executed",
+                "operators_compiled",
+                "operator_cache_hits",
+                "codegen_ms",
+                "execution_ms",
+            ] {
+                assert!(json.get(key).is_some(), "--stats-json lacks {key}");
+            }
+        }
+    }
+}
+
+#[test]
+fn typical_expressions_get_the_expected_templates() {
+    let ops = operators(&plan_json(
+        TYPICAL,
+        ExplainOptions {
+            level: ExplainLevel::Plan,
+            format: ExplainFormat::Json,
+            ..ExplainOptions::default()
+        },
+    ));
+    assert!(ops.contains(&("cell".into(), "full_agg".into())), "{ops:?}");
+    assert!(ops.contains(&("row".into(), "col_agg_t".into())), "{ops:?}");
+    let magg = "X = rand(rows=1000, cols=100, seed=1)
+Y = rand(rows=1000, cols=100, seed=2)
+Z = rand(rows=1000, cols=100, seed=3)
+a = sum(X * Y)
+b = sum(X * Z)
+print(a + b)
+";
+    let ops = operators(&plan_json(
+        magg,
+        ExplainOptions {
+            level: ExplainLevel::Plan,
+            format: ExplainFormat::Json,
+            ..ExplainOptions::default()
+        },
+    ));
+    assert_eq!(ops, vec![("magg".to_string(), "full_agg".to_string())]);
+    let outer = "X = rand(rows=2000, cols=2000, sparsity=0.001, seed=1)
+U = rand(rows=2000, cols=10, seed=2)
+V = rand(rows=2000, cols=10, seed=3)
+print(sum(X * log(U %*% t(V) + 1e-15)))
+";
+    let ops = operators(&plan_json(
+        outer,
+        ExplainOptions {
+            level: ExplainLevel::Plan,
+            format: ExplainFormat::Json,
+            ..ExplainOptions::default()
+        },
+    ));
+    assert_eq!(ops, vec![("outer".to_string(), "full_agg".to_string())]);
 }

@@ -1,6 +1,11 @@
 //! CPlan → LLVM IR → native code (and PTX), plus the operator cache.
 //!
-//! So far: the reference evaluator of CPlans ([`reference`]), the oracle generated operators
-//! are tested against.
+//! * [`reference`]: the reference evaluator of CPlans, the oracle generated operators are
+//!   tested against.
+//! * [`native`] (feature `llvm`, default): JIT-compiled fused operators for the host CPU and
+//!   the operator cache.
 
 pub mod reference;
+
+#[cfg(feature = "llvm")]
+pub mod native;

@@ -10,7 +10,10 @@
 //!   aggregation (none, row, column, full; `sum`, sum of squares, `min`, `max`).
 //! * MultiAgg: as Cell with a full aggregate per output.
 //! * Row: the body per row `i` of the main input, values being scalars or row vectors, then
-//!   the row type's output (row `i`, cell `i`, column sums, full sum, `t(X) %*% Y`).
+//!   the row type's output: row `i` of the output (`no_agg`, `no_agg_b1`, `no_agg_const`,
+//!   `row_agg`), the column sums of the rows' vectors (`col_agg`, `col_agg_b1r`,
+//!   `col_agg_const`), the sum of their outer products `t(a_i) %*% b_i` (`col_agg_t`,
+//!   `col_agg_b1`, `col_agg_b1_t`) or the full sum (`full_agg`).
 //! * Outer: `G(i, j)` = the body at the non-zero cells of the main input (the sparse driver),
 //!   0 elsewhere; then `G`, `sum(G)` or the final product with the whole side matrix.
 
@@ -444,14 +447,16 @@ impl<'p, 'a> Eval<'p, 'a> {
             let vals = self.row(i)?;
             let v = &vals[out_node];
             match ty {
-                RowType::NoAgg | RowType::RowAgg => {
+                RowType::NoAgg | RowType::NoAggB1 | RowType::NoAggConst | RowType::RowAgg => {
+                    // Row i of the output.
                     let vec = as_vector(v)?;
                     if i >= rows || vec.len() != cols {
                         return err("row output does not fit the output shape");
                     }
                     out[i * cols..(i + 1) * cols].copy_from_slice(&vec);
                 }
-                RowType::ColAgg => {
+                RowType::ColAgg | RowType::ColAggB1R | RowType::ColAggConst => {
+                    // The rows' vectors summed.
                     let vec = as_vector(v)?;
                     if rows != 1 || vec.len() != cols {
                         return err("column aggregate does not fit the output shape");
@@ -460,13 +465,8 @@ impl<'p, 'a> Eval<'p, 'a> {
                         *o += x;
                     }
                 }
-                RowType::FullAgg => {
-                    if rows * cols != 1 {
-                        return err("full aggregate output must be 1x1");
-                    }
-                    out[0] += as_vector(v)?.iter().sum::<f64>();
-                }
-                RowType::ColAggT | RowType::ColAggB1T => {
+                RowType::ColAggT | RowType::ColAggB1 | RowType::ColAggB1T => {
+                    // `out += t(a_i) %*% b_i`.
                     let RVal::Outer(a, b) = v else {
                         return err("final product output is not an outer accumulation");
                     };
@@ -478,6 +478,12 @@ impl<'p, 'a> Eval<'p, 'a> {
                             out[r * cols + c] += x * y;
                         }
                     }
+                }
+                RowType::FullAgg => {
+                    if rows * cols != 1 {
+                        return err("full aggregate output must be 1x1");
+                    }
+                    out[0] += as_vector(v)?.iter().sum::<f64>();
                 }
             }
         }
@@ -537,7 +543,8 @@ mod tests {
     use lafuse_compiler::fusion::cplan::{construct_cplans, FusedProgram};
     use lafuse_compiler::fusion::ExploreOptions;
     use lafuse_compiler::fusion::{
-        explore, plan_fusion, FuseAll, FusionDag, MemoEntry, PlanSelector, Selection, TemplateKind,
+        explore, plan_fusion, CostBased, FuseAll, FusionDag, MemoEntry, PlanSelector, Selection,
+        TemplateKind,
     };
     use lafuse_compiler::hops::{
         AggOp, BinaryOp as B, DagBuilder, DataType, Direction, HopDag, HopId, OpKind, ReorgOp,
@@ -603,6 +610,16 @@ mod tests {
                 }
             }
             (OpKind::MatMul, [Val::M(a), Val::M(b)]) => Val::M(kernels::matmul(a, b).unwrap()),
+            (OpKind::Nary(lafuse_compiler::hops::NaryOp::Cbind), ms) => {
+                let ms: Vec<&Matrix> = ms
+                    .iter()
+                    .map(|v| match v {
+                        Val::M(m) => m,
+                        Val::S(_) => panic!("cbind of a scalar"),
+                    })
+                    .collect();
+                Val::M(kernels::cbind(&ms).unwrap())
+            }
             (OpKind::Reorg(ReorgOp::Transpose), [Val::M(x)]) => {
                 Val::M(kernels::transpose(x).unwrap())
             }
@@ -874,6 +891,17 @@ mod tests {
         let json = magg.to_json();
         assert!(json.contains("\"template\": \"magg\""), "{json}");
         assert!(json.contains("\"variant\": \"full_agg\""), "{json}");
+        // The same through the cost-based policy: the two sums are in different plan
+        // partitions (no fused intermediate connects them), so `gen` merges them with an
+        // across-partition MultiAgg (reference 4.7), whose two outputs equal the unfused sums.
+        let plan = plan_fusion(&dag, &CostBased::default()).unwrap();
+        let gen = construct_cplans(&dag, &plan.memo, &plan.selection).unwrap();
+        assert_eq!(
+            templates(&gen),
+            [("magg".to_string(), "full_agg".to_string())]
+        );
+        assert_eq!(gen.operators[0].outputs, vec![s1, s2]);
+        run(&dag, &gen, &env);
     }
 
     #[test]
@@ -1044,8 +1072,124 @@ mod tests {
         let [prog, _] = check(&dag, &env);
         let t = templates(&prog);
         assert!(t.contains(&("row".into(), "col_agg_b1_t".into())), "{t:?}");
-        assert!(t.contains(&("row".into(), "no_agg".into())), "{t:?}");
+        // H is 200×3 = nrow(X)×ncol(B): the B1 variant of a row-wise output.
+        assert!(t.contains(&("row".into(), "no_agg_b1".into())), "{t:?}");
         assert!(t.contains(&("row".into(), "row_agg".into())), "{t:?}");
+    }
+
+    /// One Row operator per row type (reference 3.2 "RowType derivation", 6.3): each DAG is
+    /// planned with fuse-all, must produce the named variant, and every operator must match
+    /// the unfused kernels on random data.
+    #[test]
+    fn every_row_type_matches_the_unfused_kernels() {
+        type Build = fn(&mut DagBuilder, &[HopId]) -> HopId;
+        /// (variant, inputs as (name, rows, cols), the pattern over those inputs)
+        type Case = (&'static str, Vec<(&'static str, usize, usize)>, Build);
+        let cases: Vec<Case> = vec![
+            // X / rowSums(X): m×n, X's shape.
+            ("no_agg", vec![("X", 50, 8)], |b, i| {
+                let rs = b.agg(AggOp::Sum, Direction::Row, i[0]).unwrap();
+                b.binary(B::Div, i[0], rs).unwrap()
+            }),
+            // (X * 2) %*% B: m×ncol(B).
+            ("no_agg_b1", vec![("X", 50, 8), ("B", 8, 3)], |b, i| {
+                let two = b.literal_f64(2.0);
+                let x2 = b.binary(B::Mul, i[0], two).unwrap();
+                b.matmul(x2, i[1]).unwrap()
+            }),
+            // cbind(X * 2, Y): m rows of another width.
+            ("no_agg_const", vec![("X", 50, 8), ("Y", 50, 3)], |b, i| {
+                let two = b.literal_f64(2.0);
+                let x2 = b.binary(B::Mul, i[0], two).unwrap();
+                b.add(
+                    OpKind::Nary(lafuse_compiler::hops::NaryOp::Cbind),
+                    &[x2, i[1]],
+                )
+                .unwrap()
+            }),
+            // sum(X / rowSums(X)).
+            ("full_agg", vec![("X", 50, 8)], |b, i| {
+                let rs = b.agg(AggOp::Sum, Direction::Row, i[0]).unwrap();
+                let d = b.binary(B::Div, i[0], rs).unwrap();
+                b.agg(AggOp::Sum, Direction::Full, d).unwrap()
+            }),
+            // (X * 2) %*% v: m×1.
+            ("row_agg", vec![("X", 50, 8), ("v", 8, 1)], |b, i| {
+                let two = b.literal_f64(2.0);
+                let x2 = b.binary(B::Mul, i[0], two).unwrap();
+                b.matmul(x2, i[1]).unwrap()
+            }),
+            // colSums(X / rowSums(X)): 1×n.
+            ("col_agg", vec![("X", 50, 8)], |b, i| {
+                let rs = b.agg(AggOp::Sum, Direction::Row, i[0]).unwrap();
+                let d = b.binary(B::Div, i[0], rs).unwrap();
+                b.agg(AggOp::Sum, Direction::Col, d).unwrap()
+            }),
+            // t(X) %*% (w * (X %*% v)): n×1.
+            (
+                "col_agg_t",
+                vec![("X", 50, 8), ("v", 8, 1), ("w", 50, 1)],
+                |b, i| {
+                    let xv = b.matmul(i[0], i[1]).unwrap();
+                    let p = b.binary(B::Mul, i[2], xv).unwrap();
+                    let xt = b.transpose(i[0]).unwrap();
+                    b.matmul(xt, p).unwrap()
+                },
+            ),
+            // t(X %*% B) %*% X: ncol(B)×n (X long enough for the transpose-product chain).
+            ("col_agg_b1", vec![("X", 1300, 10), ("B", 10, 3)], |b, i| {
+                let xb = b.matmul(i[0], i[1]).unwrap();
+                let t = b.transpose(xb).unwrap();
+                b.matmul(t, i[0]).unwrap()
+            }),
+            // t(X) %*% exp(Y): n×ncol(Y).
+            ("col_agg_b1_t", vec![("X", 50, 8), ("Y", 50, 3)], |b, i| {
+                let ey = b.unary(U::Exp, i[1]).unwrap();
+                let xt = b.transpose(i[0]).unwrap();
+                b.matmul(xt, ey).unwrap()
+            }),
+            // colSums(X %*% B): 1×ncol(B).
+            ("col_agg_b1r", vec![("X", 50, 8), ("B", 8, 3)], |b, i| {
+                let xb = b.matmul(i[0], i[1]).unwrap();
+                b.agg(AggOp::Sum, Direction::Col, xb).unwrap()
+            }),
+            // colSums(cbind(X, Y)): one row of another width.
+            ("col_agg_const", vec![("X", 50, 8), ("Y", 50, 3)], |b, i| {
+                let cb = b
+                    .add(
+                        OpKind::Nary(lafuse_compiler::hops::NaryOp::Cbind),
+                        &[i[0], i[1]],
+                    )
+                    .unwrap();
+                b.agg(AggOp::Sum, Direction::Col, cb).unwrap()
+            }),
+        ];
+        for (k, (variant, inputs, pattern)) in cases.into_iter().enumerate() {
+            let mut b = DagBuilder::new();
+            let mut env: HashMap<&str, Matrix> = HashMap::new();
+            let mut ids = Vec::new();
+            for (j, &(name, r, c)) in inputs.iter().enumerate() {
+                let m = mat(r, c, 0.9, 100 + 10 * k as u64 + j as u64);
+                ids.push(b.input(name, r as u64, c as u64, nnz(&m)));
+                env.insert(name, m);
+            }
+            let out = pattern(&mut b, &ids);
+            b.output("R", out).unwrap();
+            let dag = b.build().unwrap();
+            let [prog, _] = check(&dag, &env);
+            let t = templates(&prog);
+            assert!(
+                t.contains(&("row".into(), variant.into())),
+                "{variant}: {t:?}\n{}",
+                prog.explain()
+            );
+            // The JSON names are the variant names.
+            let json = prog.to_json();
+            assert!(
+                json.contains(&format!("\"row_type\": \"{variant}\"")),
+                "{json}"
+            );
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 use crate::error::{Result, RuntimeError};
 use crate::matrix::Matrix;
+use crate::operator::{Operator, OperatorInput};
 use crate::ops::{AggOp, BinaryOp, Direction, UnaryOp};
 use crate::value::{ScalarType, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -102,6 +103,22 @@ pub enum Op {
     },
     /// `time()`: nanoseconds since the Unix epoch. No inputs.
     Time,
+    /// A fused operator. Inputs: the operator's inputs by position. Its results go to
+    /// `outputs` (the instruction's own `output` is unused), a 1×1 result becoming a double
+    /// where the output is a scalar.
+    Fused {
+        operator: Arc<dyn Operator>,
+        outputs: Vec<FusedOutput>,
+    },
+}
+
+/// Where one result of a fused operator goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FusedOutput {
+    /// The register receiving the value.
+    pub reg: Reg,
+    /// Whether the value is a scalar (a full aggregate) rather than a matrix.
+    pub scalar: bool,
 }
 
 impl Op {
@@ -151,6 +168,7 @@ impl Op {
             Op::Read { .. } => "read".into(),
             Op::Write { .. } => "write".into(),
             Op::Time => "time".into(),
+            Op::Fused { operator, .. } => operator.opcode().into(),
         }
     }
 }
@@ -725,8 +743,51 @@ fn run_one(
                 .unwrap_or(0);
             Value::Int(nanos)
         }
+        Op::Fused { operator, outputs } => {
+            run_fused(instr, regs, operator.as_ref(), outputs)?;
+            return Ok(None);
+        }
     };
     Ok(Some(value))
+}
+
+/// Runs a fused operator and stores each of its results in its register.
+fn run_fused(
+    instr: &Instruction,
+    regs: &mut [Option<Value>],
+    operator: &dyn Operator,
+    outputs: &[FusedOutput],
+) -> Result<()> {
+    let results = {
+        let mut inputs = Vec::with_capacity(instr.inputs.len());
+        for i in 0..instr.inputs.len() {
+            inputs.push(match input(regs, instr, i)? {
+                Value::Matrix(m) => OperatorInput::Matrix(m),
+                s => OperatorInput::Scalar(s.as_f64()?),
+            });
+        }
+        operator.execute(&inputs)?
+    };
+    if results.len() != outputs.len() {
+        return Err(RuntimeError::internal(format!(
+            "{} returned {} results for {} outputs",
+            operator.opcode(),
+            results.len(),
+            outputs.len()
+        )));
+    }
+    for (m, out) in results.into_iter().zip(outputs) {
+        let value = if out.scalar {
+            Value::Double(m.as_scalar()?)
+        } else {
+            Value::matrix(m)
+        };
+        let slot = regs
+            .get_mut(out.reg as usize)
+            .ok_or_else(|| RuntimeError::internal(format!("register {} out of range", out.reg)))?;
+        *slot = Some(value);
+    }
+    Ok(())
 }
 
 /// Java `String.format` for the placeholders DML scripts use: `%s`, `%d`, `%f`/`%e` with an

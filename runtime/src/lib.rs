@@ -9,8 +9,10 @@ pub mod format;
 pub mod io;
 pub mod kernels;
 pub mod matrix;
+pub mod operator;
 pub mod ops;
 pub mod value;
 
 pub use error::{Result, RuntimeError};
 pub use matrix::{DenseMatrix, Matrix, SparseMatrix};
+pub use operator::{Operator, OperatorInput};

@@ -10,6 +10,11 @@
 //! fused operations is read once, and a common subexpression is computed once (cost vectors
 //! keyed by hop); across operators, a hop fused into several operators is charged in each
 //! (redundant compute), and a materialized hop is computed once, however many operators read it.
+//!
+//! The model is a complete value: besides the bandwidths it holds the per-operation FLOP
+//! weights ([`OpWeights`], SystemDS `ComputeCost` by default), every constant can be set by
+//! name ([`CostModel::set`], listed in [`CostModel::PARAMETERS`]), and a [`MachineProfile`]
+//! (small JSON, written by `lafuse calibrate`) carries a measured model with its provenance.
 
 use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{typed_score, MemoEntry, MemoTable, TemplateKind};
@@ -17,25 +22,194 @@ use crate::fusion::select::Selection;
 use crate::hops::{
     AggOp, BinaryOp, CumulativeOp, Direction, HopId, NaryOp, OpKind, TernaryOp, UnaryOp,
 };
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
+/// The FLOPs per output cell (per reduced cell for aggregations, per multiply-add for matrix
+/// multiplies) of the operations whose cost differs from one FLOP, relative to an operation of
+/// weight 1 (`+`, `*`, comparisons, `x^2`, ...). The defaults are SystemDS's `ComputeCost`
+/// weights (reference 4.9); `lafuse calibrate` measures them on the machine at hand.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpWeights {
+    /// `sqrt(x)`, 2.
+    pub sqrt: f64,
+    /// `exp(x)`, 18.
+    pub exp: f64,
+    /// `sin(x)`, 18.
+    pub sin: f64,
+    /// `sigmoid(x)`, 21.
+    pub sigmoid: f64,
+    /// `log(x)` and `log(x, b)`, 32.
+    pub log: f64,
+    /// `cos(x)`, 22.
+    pub cos: f64,
+    /// `tan(x)`, 42.
+    pub tan: f64,
+    /// `asin(x)`, 93.
+    pub asin: f64,
+    /// `sinh(x)`, 93.
+    pub sinh: f64,
+    /// `acos(x)`, 103.
+    pub acos: f64,
+    /// `cosh(x)`, 103.
+    pub cosh: f64,
+    /// `atan(x)`, 40.
+    pub atan: f64,
+    /// `tanh(x)`, 40.
+    pub tanh: f64,
+    /// `x %/% y`, 6.
+    pub int_div: f64,
+    /// `x %% y`, 8.
+    pub modulus: f64,
+    /// `x / y`, 22.
+    pub div: f64,
+    /// `x ^ y` for an exponent other than the literal 2 (`x^2` is `x*x`, weight 1), 16.
+    pub pow: f64,
+    /// `ifelse(c, a, b)`, 2.
+    pub if_else: f64,
+    /// `sum` and `mean` per reduced cell (Kahan summation), 4.
+    pub sum: f64,
+    /// `var` per reduced cell, 16.
+    pub var: f64,
+    /// A matrix multiply per multiply-add, 2 (times `ncol(left)·sparsity(left)` per output cell).
+    pub matmul: f64,
+}
+
+impl OpWeights {
+    /// SystemDS's `ComputeCost` weights.
+    pub const SYSTEMDS: OpWeights = OpWeights {
+        sqrt: 2.0,
+        exp: 18.0,
+        sin: 18.0,
+        sigmoid: 21.0,
+        log: 32.0,
+        cos: 22.0,
+        tan: 42.0,
+        asin: 93.0,
+        sinh: 93.0,
+        acos: 103.0,
+        cosh: 103.0,
+        atan: 40.0,
+        tanh: 40.0,
+        int_div: 6.0,
+        modulus: 8.0,
+        div: 22.0,
+        pow: 16.0,
+        if_else: 2.0,
+        sum: 4.0,
+        var: 16.0,
+        matmul: 2.0,
+    };
+}
+
+impl Default for OpWeights {
+    fn default() -> OpWeights {
+        OpWeights::SYSTEMDS
+    }
+}
+
 /// The constants of the cost model (reference 4.9 and 11.2; SystemDS
 /// `PlanSelectionFuseCostBasedV2`). Bandwidths in bytes per second, compute in FLOP per second.
-#[derive(Clone, Copy, Debug, PartialEq)]
+///
+/// Serialized (inside a [`MachineProfile`]) with SystemDS's one-core values for missing fields,
+/// so a hand-written profile may give only the constants it changes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct CostModel {
     /// Bandwidth of writing a materialized intermediate (allocation plus write), 2 GB/s.
     pub write_bandwidth: f64,
     /// Bandwidth of reading a materialized input from memory, 32 GB/s.
     pub read_bandwidth: f64,
-    /// Peak compute rate: 2 GFLOP/s per core times [`CostModel::cores`].
+    /// Peak compute rate: 2 GFLOP/s per core times the cores ([`CostModel::systemds`]).
     pub compute_bandwidth: f64,
     /// The sparsity assumed for an Outer operator's driver whose sparsity is unknown, 0.1.
     pub unknown_sparsity: f64,
+    /// The FLOP weights of the operations ([`flops_weighted`]).
+    pub weights: OpWeights,
+}
+
+/// One named constant of the cost model, as [`CostModel::set`] and the CLI's `--cost NAME=VALUE`
+/// know it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parameter {
+    /// The name, also the field's path in the profile's `model` object (`weights.exp`).
+    pub name: &'static str,
+    /// The unit of the value.
+    pub unit: &'static str,
+    /// What the constant means.
+    pub meaning: &'static str,
+}
+
+const fn param(name: &'static str, unit: &'static str, meaning: &'static str) -> Parameter {
+    Parameter {
+        name,
+        unit,
+        meaning,
+    }
 }
 
 impl CostModel {
+    /// Every constant of the model, by name: the values [`CostModel::set`] and
+    /// [`CostModel::get`] accept.
+    pub const PARAMETERS: &'static [Parameter] = &[
+        param(
+            "write_bandwidth",
+            "bytes/s",
+            "writing a materialized intermediate (allocation plus write)",
+        ),
+        param(
+            "read_bandwidth",
+            "bytes/s",
+            "reading a materialized input from memory",
+        ),
+        param(
+            "compute_bandwidth",
+            "FLOP/s",
+            "compute rate of weight-1 operations over all cores",
+        ),
+        param(
+            "unknown_sparsity",
+            "fraction in (0, 1]",
+            "sparsity assumed for an Outer driver of unknown sparsity",
+        ),
+        param("weights.sqrt", "FLOP/cell", "sqrt(x)"),
+        param("weights.exp", "FLOP/cell", "exp(x)"),
+        param("weights.sin", "FLOP/cell", "sin(x)"),
+        param("weights.sigmoid", "FLOP/cell", "sigmoid(x)"),
+        param("weights.log", "FLOP/cell", "log(x), log(x, b)"),
+        param("weights.cos", "FLOP/cell", "cos(x)"),
+        param("weights.tan", "FLOP/cell", "tan(x)"),
+        param("weights.asin", "FLOP/cell", "asin(x)"),
+        param("weights.sinh", "FLOP/cell", "sinh(x)"),
+        param("weights.acos", "FLOP/cell", "acos(x)"),
+        param("weights.cosh", "FLOP/cell", "cosh(x)"),
+        param("weights.atan", "FLOP/cell", "atan(x)"),
+        param("weights.tanh", "FLOP/cell", "tanh(x)"),
+        param("weights.int_div", "FLOP/cell", "x %/% y"),
+        param("weights.modulus", "FLOP/cell", "x %% y"),
+        param("weights.div", "FLOP/cell", "x / y"),
+        param(
+            "weights.pow",
+            "FLOP/cell",
+            "x ^ y, exponent not the literal 2",
+        ),
+        param("weights.if_else", "FLOP/cell", "ifelse(c, a, b)"),
+        param(
+            "weights.sum",
+            "FLOP/reduced cell",
+            "sum, mean (Kahan summation)",
+        ),
+        param("weights.var", "FLOP/reduced cell", "var"),
+        param(
+            "weights.matmul",
+            "FLOP/multiply-add",
+            "matrix multiply, per multiply-add",
+        ),
+    ];
+
     /// SystemDS's constants with `cores` cores of local parallelism (`cores` of 0 counts as 1).
     pub fn systemds(cores: u32) -> CostModel {
         CostModel {
@@ -43,7 +217,115 @@ impl CostModel {
             read_bandwidth: 32.0 * GIB,
             compute_bandwidth: 2.0 * GIB * f64::from(cores.max(1)),
             unknown_sparsity: 0.1,
+            weights: OpWeights::SYSTEMDS,
         }
+    }
+
+    /// The slot of a named constant; one match, so [`CostModel::get`] and [`CostModel::set`]
+    /// cannot disagree.
+    fn slot(&mut self, name: &str) -> Option<&mut f64> {
+        let w = &mut self.weights;
+        Some(match name {
+            "write_bandwidth" => &mut self.write_bandwidth,
+            "read_bandwidth" => &mut self.read_bandwidth,
+            "compute_bandwidth" => &mut self.compute_bandwidth,
+            "unknown_sparsity" => &mut self.unknown_sparsity,
+            "weights.sqrt" => &mut w.sqrt,
+            "weights.exp" => &mut w.exp,
+            "weights.sin" => &mut w.sin,
+            "weights.sigmoid" => &mut w.sigmoid,
+            "weights.log" => &mut w.log,
+            "weights.cos" => &mut w.cos,
+            "weights.tan" => &mut w.tan,
+            "weights.asin" => &mut w.asin,
+            "weights.sinh" => &mut w.sinh,
+            "weights.acos" => &mut w.acos,
+            "weights.cosh" => &mut w.cosh,
+            "weights.atan" => &mut w.atan,
+            "weights.tanh" => &mut w.tanh,
+            "weights.int_div" => &mut w.int_div,
+            "weights.modulus" => &mut w.modulus,
+            "weights.div" => &mut w.div,
+            "weights.pow" => &mut w.pow,
+            "weights.if_else" => &mut w.if_else,
+            "weights.sum" => &mut w.sum,
+            "weights.var" => &mut w.var,
+            "weights.matmul" => &mut w.matmul,
+            _ => return None,
+        })
+    }
+
+    /// The value of a named constant ([`CostModel::PARAMETERS`]), `None` for an unknown name.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        let mut copy = *self;
+        copy.slot(name).map(|v| *v)
+    }
+
+    /// Sets a named constant ([`CostModel::PARAMETERS`]). Every value must be positive and
+    /// finite, `unknown_sparsity` at most 1; errors name the parameter, or list the names.
+    pub fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
+        check_value(name, value)?;
+        match self.slot(name) {
+            Some(slot) => {
+                *slot = value;
+                Ok(())
+            }
+            None => Err(format!(
+                "unknown cost model parameter '{name}'; the parameters are: {}",
+                CostModel::PARAMETERS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
+    /// Applies one `NAME=VALUE` override (the CLI's `--cost`).
+    pub fn apply_override(&mut self, assignment: &str) -> Result<(), String> {
+        let (name, value) = assignment
+            .split_once('=')
+            .ok_or_else(|| format!("expected NAME=VALUE, got '{assignment}'"))?;
+        let (name, value) = (name.trim(), value.trim());
+        let number: f64 = value
+            .parse()
+            .map_err(|_| format!("the value of '{name}' is not a number: '{value}'"))?;
+        self.set(name, number)
+    }
+
+    /// Checks every constant as [`CostModel::set`] would (a profile read from a file).
+    pub fn validate(&self) -> Result<(), String> {
+        CostModel::PARAMETERS
+            .iter()
+            .try_for_each(|p| check_value(p.name, self.get(p.name).unwrap_or(f64::NAN)))
+    }
+
+    /// The constants as a table: name, value, unit and meaning, one per line.
+    pub fn explain(&self) -> String {
+        let mut out = String::new();
+        for p in CostModel::PARAMETERS {
+            let value = self.get(p.name).unwrap_or(f64::NAN);
+            out.push_str(&format!(
+                "{:<20} {:>12.6e}  {:<20} {}\n",
+                p.name, value, p.unit, p.meaning
+            ));
+        }
+        out
+    }
+
+    /// Reads the model of a machine profile ([`MachineProfile::from_json`]).
+    pub fn from_profile_json(text: &str) -> Result<CostModel, String> {
+        Ok(MachineProfile::from_json(text)?.model)
+    }
+
+    /// A machine profile of this model without measurements, as JSON.
+    pub fn to_profile_json(&self) -> String {
+        MachineProfile::new(*self, Provenance::default()).to_json()
+    }
+
+    /// The FLOPs of one hop under this model's weights ([`flops_weighted`]).
+    pub fn flops(&self, dag: &FusionDag<'_>, h: HopId) -> f64 {
+        flops_weighted(dag, h, &self.weights)
     }
 
     /// The time of one operator from its cost vector: `write + max(read, compute)`, scaled by
@@ -83,6 +365,118 @@ impl Default for CostModel {
     }
 }
 
+/// A value is valid for a parameter when positive and finite; a sparsity is at most 1.
+fn check_value(name: &str, value: f64) -> Result<(), String> {
+    if !(value.is_finite() && value > 0.0) {
+        return Err(format!(
+            "cost model parameter '{name}' must be a positive finite number, got {value}"
+        ));
+    }
+    if name == "unknown_sparsity" && value > 1.0 {
+        return Err(format!(
+            "cost model parameter 'unknown_sparsity' must be at most 1, got {value}"
+        ));
+    }
+    Ok(())
+}
+
+/// The `format` tag of a machine profile file.
+pub const PROFILE_FORMAT: &str = "lafuse-machine-profile";
+/// The profile version this lafuse writes and reads.
+pub const PROFILE_VERSION: u32 = 1;
+
+/// Where a machine profile came from. Informational: the model does not depend on it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Provenance {
+    /// What produced the profile ("measured by lafuse calibrate", or empty when written by hand).
+    pub source: String,
+    /// The lafuse version that wrote it.
+    pub lafuse_version: String,
+    /// The CPU model string.
+    pub cpu: String,
+    /// The cores the measurements used (the model's compute rate covers them all).
+    pub cores: u32,
+    /// When it was measured, ISO 8601 UTC.
+    pub date: String,
+}
+
+fn default_format() -> String {
+    PROFILE_FORMAT.to_string()
+}
+
+fn default_version() -> u32 {
+    PROFILE_VERSION
+}
+
+/// A machine profile: a [`CostModel`] with its provenance and, optionally, the raw measurements
+/// it was derived from (name to value, units in the names). Stored as small JSON, by
+/// default at `~/.config/lafuse/machine.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineProfile {
+    /// Always [`PROFILE_FORMAT`].
+    #[serde(default = "default_format")]
+    pub format: String,
+    /// [`PROFILE_VERSION`].
+    #[serde(default = "default_version")]
+    pub version: u32,
+    /// Where the profile came from.
+    #[serde(default)]
+    pub provenance: Provenance,
+    /// The constants; missing ones are SystemDS's one-core values.
+    #[serde(default)]
+    pub model: CostModel,
+    /// The measurements behind the constants (for the record, not read back into the model).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub measurements: BTreeMap<String, f64>,
+}
+
+impl MachineProfile {
+    /// A profile of `model` without measurements.
+    pub fn new(model: CostModel, provenance: Provenance) -> MachineProfile {
+        MachineProfile {
+            format: default_format(),
+            version: PROFILE_VERSION,
+            provenance,
+            model,
+            measurements: BTreeMap::new(),
+        }
+    }
+
+    /// Parses and checks a profile: its format tag and version, and every constant positive
+    /// ([`CostModel::validate`]). Errors say what is wrong and where (serde's line and column).
+    pub fn from_json(text: &str) -> Result<MachineProfile, String> {
+        let profile: MachineProfile =
+            serde_json::from_str(text).map_err(|e| format!("invalid machine profile: {e}"))?;
+        if profile.format != PROFILE_FORMAT {
+            return Err(format!(
+                "invalid machine profile: format is '{}', expected '{PROFILE_FORMAT}'",
+                profile.format
+            ));
+        }
+        if profile.version != PROFILE_VERSION {
+            return Err(format!(
+                "unsupported: machine profile version {} (this lafuse reads version {PROFILE_VERSION})",
+                profile.version
+            ));
+        }
+        profile
+            .model
+            .validate()
+            .map_err(|e| format!("invalid machine profile: {e}"))?;
+        Ok(profile)
+    }
+
+    /// The profile as pretty-printed JSON with a final newline. Non-finite measurements are
+    /// left out (JSON has no NaN); the model is valid, hence finite.
+    pub fn to_json(&self) -> String {
+        let mut clean = self.clone();
+        clean.measurements.retain(|_, v| v.is_finite());
+        serde_json::to_string_pretty(&clean).unwrap_or_default() + "\n"
+    }
+}
+
 /// `max(rows, 1) · max(cols, 1)`, 1 for scalars and unknown sizes (reference 4.9).
 pub fn cells(dag: &FusionDag<'_>, h: HopId) -> f64 {
     let hop = dag.hop(h);
@@ -91,11 +485,17 @@ pub fn cells(dag: &FusionDag<'_>, h: HopId) -> f64 {
     r * c
 }
 
+/// The floating-point operations of one hop under SystemDS's weights
+/// ([`OpWeights::SYSTEMDS`]); a model's own weights are [`CostModel::flops`].
+pub fn flops(dag: &FusionDag<'_>, h: HopId) -> f64 {
+    flops_weighted(dag, h, &OpWeights::SYSTEMDS)
+}
+
 /// The floating-point operations of one hop (SystemDS `ComputeCost.getHOPComputeCost`,
 /// reference 4.9): a per-cell weight times the output cells; matrix multiplies
-/// `2·ncol(left)·sparsity(left)` per output cell, aggregations their weight times the
+/// `w.matmul·ncol(left)·sparsity(left)` per output cell, aggregations their weight times the
 /// reduced length. Leaves (inputs, literals) cost nothing.
-pub fn flops(dag: &FusionDag<'_>, h: HopId) -> f64 {
+pub fn flops_weighted(dag: &FusionDag<'_>, h: HopId, w: &OpWeights) -> f64 {
     let out = cells(dag, h);
     let first = dag.input(h, 0);
     let weight = match dag.op(h) {
@@ -105,33 +505,37 @@ pub fn flops(dag: &FusionDag<'_>, h: HopId) -> f64 {
         | OpKind::TransientWrite { .. }
         | OpKind::PersistentWrite { .. } => return 0.0,
         OpKind::Unary(u) => match u {
-            UnaryOp::Sqrt => 2.0,
-            UnaryOp::Exp | UnaryOp::Sin => 18.0,
-            UnaryOp::Sigmoid => 21.0,
-            UnaryOp::Log => 32.0,
-            UnaryOp::Cos => 22.0,
-            UnaryOp::Tan => 42.0,
-            UnaryOp::Asin | UnaryOp::Sinh => 93.0,
-            UnaryOp::Acos | UnaryOp::Cosh => 103.0,
-            UnaryOp::Atan | UnaryOp::Tanh => 40.0,
+            UnaryOp::Sqrt => w.sqrt,
+            UnaryOp::Exp => w.exp,
+            UnaryOp::Sin => w.sin,
+            UnaryOp::Sigmoid => w.sigmoid,
+            UnaryOp::Log => w.log,
+            UnaryOp::Cos => w.cos,
+            UnaryOp::Tan => w.tan,
+            UnaryOp::Asin => w.asin,
+            UnaryOp::Sinh => w.sinh,
+            UnaryOp::Acos => w.acos,
+            UnaryOp::Cosh => w.cosh,
+            UnaryOp::Atan => w.atan,
+            UnaryOp::Tanh => w.tanh,
             _ => 1.0,
         },
         OpKind::Binary(b) => match b {
-            BinaryOp::IntDiv => 6.0,
-            BinaryOp::Mod => 8.0,
-            BinaryOp::Div => 22.0,
-            BinaryOp::Log => 32.0,
+            BinaryOp::IntDiv => w.int_div,
+            BinaryOp::Mod => w.modulus,
+            BinaryOp::Div => w.div,
+            BinaryOp::Log => w.log,
             BinaryOp::Pow => {
                 let two = dag.input(h, 1).and_then(|e| dag.literal_f64(e)) == Some(2.0);
                 if two {
                     1.0
                 } else {
-                    16.0
+                    w.pow
                 }
             }
             _ => 1.0,
         },
-        OpKind::Ternary(TernaryOp::IfElse) => 2.0,
+        OpKind::Ternary(TernaryOp::IfElse) => w.if_else,
         OpKind::Ternary(_) => 1.0,
         OpKind::Nary(NaryOp::Min | NaryOp::Max) => dag.inputs(h).len() as f64,
         OpKind::Cumulative(CumulativeOp::Cumsum | CumulativeOp::Cumprod) => 1.0,
@@ -147,12 +551,12 @@ pub fn flops(dag: &FusionDag<'_>, h: HopId) -> f64 {
                 }
                 _ => 1.0,
             };
-            2.0 * k * sp
+            w.matmul * k * sp
         }
         OpKind::AggUnary { op, dir } => {
-            let w = match op {
-                AggOp::Sum | AggOp::Mean => 4.0,
-                AggOp::Var => 16.0,
+            let agg = match op {
+                AggOp::Sum | AggOp::Mean => w.sum,
+                AggOp::Var => w.var,
                 _ => 1.0,
             };
             let (r, c) = first.map_or((1.0, 1.0), |i| {
@@ -167,7 +571,7 @@ pub fn flops(dag: &FusionDag<'_>, h: HopId) -> f64 {
                 Direction::Row => c,
                 Direction::Col => r,
             };
-            w * reduced
+            agg * reduced
         }
         _ => 1.0,
     };
@@ -321,7 +725,7 @@ pub fn plan_cost_bounded(
                         }
                         None => {
                             body.insert(a);
-                            v.flops += flops(dag, a);
+                            v.flops += model.flops(dag, a);
                             for &c in dag.inputs(a) {
                                 read_materialized(dag, model, c, &mut v, &mut work);
                             }
@@ -343,7 +747,7 @@ pub fn plan_cost_bounded(
                 }
             }
             None => {
-                v.flops = flops(dag, h);
+                v.flops = model.flops(dag, h);
                 for &c in inputs {
                     read_materialized(dag, model, c, &mut v, &mut work);
                 }
@@ -377,7 +781,7 @@ fn cost_body<'c>(
         if !body.insert(h) {
             continue;
         }
-        v.flops += flops(dag, h);
+        v.flops += model.flops(dag, h);
         let mut fused = Vec::new();
         for (pos, &c) in dag.inputs(h).iter().enumerate() {
             let plan = if e.template != TemplateKind::MAgg && e.is_ref(pos) {
@@ -447,6 +851,7 @@ mod tests {
             read_bandwidth: 2.0,
             compute_bandwidth: 4.0,
             unknown_sparsity: 0.1,
+            weights: OpWeights::SYSTEMDS,
         };
         let mut v = CostVector {
             output_cells: 1.0,
@@ -458,5 +863,167 @@ mod tests {
         assert_eq!(m.operator_time(&v, 1.0), 12.0);
         v.flops = 40.0;
         assert_eq!(m.operator_time(&v, 0.5), 9.0);
+    }
+
+    #[test]
+    fn model_weights_scale_flops() {
+        let mut ids = Vec::new();
+        let dag = build(|b| {
+            let x = b.input("X", 10, 20, 200);
+            let v = b.input("v", 20, 1, 20);
+            let d = b.binary(BinaryOp::Div, x, x).unwrap();
+            let mm = b.matmul(x, v).unwrap();
+            ids.extend([d, mm]);
+            vec![d, mm]
+        });
+        let f = view(&dag);
+        let default = CostModel::default();
+        assert_eq!(default.flops(&f, ids[0]), flops(&f, ids[0]));
+        let mut m = CostModel::default();
+        m.set("weights.div", 5.0).unwrap();
+        m.set("weights.matmul", 0.5).unwrap();
+        assert_eq!(m.flops(&f, ids[0]), 5.0 * 200.0);
+        assert_eq!(m.flops(&f, ids[1]), 0.5 * 20.0 * 10.0);
+    }
+
+    #[test]
+    fn every_parameter_can_be_set_and_read_back() {
+        let names: BTreeSet<&str> = CostModel::PARAMETERS.iter().map(|p| p.name).collect();
+        assert_eq!(names.len(), CostModel::PARAMETERS.len(), "names are unique");
+        let mut m = CostModel::default();
+        for (i, p) in CostModel::PARAMETERS.iter().enumerate() {
+            let value = 0.5 / (i + 1) as f64;
+            m.set(p.name, value).unwrap();
+            assert_eq!(m.get(p.name), Some(value), "{}", p.name);
+        }
+        // Each name reaches its own field: all values are distinct, and the JSON keeps them.
+        let back = CostModel::from_profile_json(&m.to_profile_json()).unwrap();
+        assert_eq!(back, m);
+        for (i, p) in CostModel::PARAMETERS.iter().enumerate() {
+            assert_eq!(back.get(p.name), Some(0.5 / (i + 1) as f64), "{}", p.name);
+        }
+        // And every field has a name: no field kept its default.
+        let json: serde_json::Value = serde_json::from_str(&m.to_profile_json()).unwrap();
+        let model = &json["model"];
+        let fields =
+            model.as_object().unwrap().len() - 1 + model["weights"].as_object().unwrap().len();
+        assert_eq!(fields, CostModel::PARAMETERS.len());
+    }
+
+    #[test]
+    fn default_profile_round_trips() {
+        let text = CostModel::default().to_profile_json();
+        assert!(
+            text.contains("\"format\": \"lafuse-machine-profile\""),
+            "{text}"
+        );
+        assert_eq!(
+            CostModel::from_profile_json(&text).unwrap(),
+            CostModel::default()
+        );
+        let mut profile = MachineProfile::new(
+            CostModel::systemds(4),
+            Provenance {
+                source: "measured by lafuse calibrate".into(),
+                lafuse_version: "0.1.0".into(),
+                cpu: "Test CPU".into(),
+                cores: 4,
+                date: "2024-01-02T03:04:05Z".into(),
+            },
+        );
+        profile.measurements.insert("exp_ns_per_cell".into(), 3.5);
+        profile.measurements.insert("not_a_number".into(), f64::NAN);
+        let back = MachineProfile::from_json(&profile.to_json()).unwrap();
+        assert_eq!(back.provenance, profile.provenance);
+        assert_eq!(back.model, profile.model);
+        assert_eq!(back.measurements.len(), 1, "NaN measurements are left out");
+        assert_eq!(back.measurements["exp_ns_per_cell"], 3.5);
+    }
+
+    #[test]
+    fn partial_profile_keeps_systemds_constants() {
+        let m = CostModel::from_profile_json(
+            r#"{"model": {"read_bandwidth": 1e10, "weights": {"exp": 7}}}"#,
+        )
+        .unwrap();
+        let expected = CostModel {
+            read_bandwidth: 1e10,
+            weights: OpWeights {
+                exp: 7.0,
+                ..OpWeights::SYSTEMDS
+            },
+            ..CostModel::default()
+        };
+        assert_eq!(m, expected);
+    }
+
+    #[test]
+    fn overrides_by_name() {
+        let mut m = CostModel::default();
+        m.apply_override("read_bandwidth=1e9").unwrap();
+        m.apply_override(" weights.log = 3 ").unwrap();
+        assert_eq!(m.read_bandwidth, 1e9);
+        assert_eq!(m.weights.log, 3.0);
+
+        let err = m.set("read_bw", 1.0).unwrap_err();
+        assert!(
+            err.contains("unknown cost model parameter 'read_bw'"),
+            "{err}"
+        );
+        assert!(
+            err.contains("read_bandwidth") && err.contains("weights.matmul"),
+            "{err}"
+        );
+        let err = m.set("write_bandwidth", 0.0).unwrap_err();
+        assert!(
+            err.contains("'write_bandwidth' must be a positive finite number"),
+            "{err}"
+        );
+        assert!(m.set("compute_bandwidth", f64::INFINITY).is_err());
+        assert!(m
+            .set("unknown_sparsity", 1.5)
+            .unwrap_err()
+            .contains("at most 1"));
+        assert_eq!(
+            m.write_bandwidth,
+            CostModel::default().write_bandwidth,
+            "unchanged"
+        );
+
+        let err = m.apply_override("read_bandwidth").unwrap_err();
+        assert!(err.contains("expected NAME=VALUE"), "{err}");
+        let err = m.apply_override("read_bandwidth=fast").unwrap_err();
+        assert!(err.contains("not a number: 'fast'"), "{err}");
+    }
+
+    #[test]
+    fn bad_profiles_are_rejected_with_a_reason() {
+        let err = CostModel::from_profile_json("{\"model\": {").unwrap_err();
+        assert!(
+            err.starts_with("invalid machine profile:") && err.contains("line 1"),
+            "{err}"
+        );
+        let err = CostModel::from_profile_json(r#"{"model": {"read_bandwith": 1}}"#).unwrap_err();
+        assert!(err.contains("unknown field `read_bandwith`"), "{err}");
+        let err = CostModel::from_profile_json(r#"{"model": {"read_bandwidth": -1}}"#).unwrap_err();
+        assert!(err.contains("'read_bandwidth' must be a positive"), "{err}");
+        let err = CostModel::from_profile_json(r#"{"format": "other"}"#).unwrap_err();
+        assert!(err.contains("expected 'lafuse-machine-profile'"), "{err}");
+        let err = CostModel::from_profile_json(r#"{"version": 2}"#).unwrap_err();
+        assert!(
+            err.starts_with("unsupported: machine profile version 2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn explain_lists_every_parameter() {
+        let text = CostModel::default().explain();
+        assert_eq!(text.lines().count(), CostModel::PARAMETERS.len());
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("weights.exp") && l.contains("1.8")),
+            "{text}"
+        );
     }
 }

@@ -112,6 +112,8 @@ pub fn construct_cplans(
         };
         match op {
             Some(op) => {
+                // A MultiAgg produces all its aggregates: its other members are done too.
+                visited.extend(op.outputs.iter().copied());
                 stack.extend(op.inputs.iter().rev().copied());
                 program.operators.push(op);
             }
@@ -139,6 +141,12 @@ struct Builder<'a, 'd> {
     /// Raw node per (hop, context), so a hop used twice is built once.
     built: HashMap<HopId, usize>,
     covered: BTreeSet<HopId>,
+    /// Row template: the hop SystemDS records as the main input `X` (`inHops2["X"]`), whose
+    /// shape the row type is derived from. A hop registers after its operands are built, so
+    /// the outermost registration wins, as in SystemDS's bottom-up construction.
+    row_x: Option<HopId>,
+    /// Row template: the second matrix `B1` of a row-times-matrix or final product.
+    row_b1: Option<HopId>,
 }
 
 impl<'a, 'd> Builder<'a, 'd> {
@@ -222,10 +230,11 @@ impl<'a, 'd> Builder<'a, 'd> {
             OpKind::AggUnary {
                 op,
                 dir: Direction::Row,
-            } if self.template == TemplateKind::Row => CNode::RowAgg {
-                f: *op,
-                x: self.operand(h, entry, 0)?,
-            },
+            } if self.template == TemplateKind::Row => {
+                let x = self.operand(h, entry, 0)?;
+                self.register_row_x(h, entry);
+                CNode::RowAgg { f: *op, x }
+            }
             OpKind::MatMul if self.template == TemplateKind::Row => {
                 if self.dag.is_transpose(ins[0]) {
                     // A final product inside the body (not at the root) has no row-wise form.
@@ -237,6 +246,12 @@ impl<'a, 'd> Builder<'a, 'd> {
                     return None;
                 }
                 let b = self.leaf(ins[1], Some(Access::Whole));
+                // SystemDS records X and B1 for a matrix right side (`VECT_MATRIXMULT`); a
+                // column vector is a dot product per row and records nothing.
+                if self.dag.cols(ins[1]).is_some_and(|c| c > 1) {
+                    self.row_x = Some(ins[0]);
+                    self.row_b1 = Some(ins[1]);
+                }
                 CNode::VectMatMult { a, b }
             }
             OpKind::MatMul
@@ -269,6 +284,15 @@ impl<'a, 'd> Builder<'a, 'd> {
         let i = self.push(Raw::Node(node));
         self.built.insert(h, i);
         Some(i)
+    }
+
+    /// Row template: records the input of `h` (a row aggregate) as `X` if it is read
+    /// materialized, as SystemDS registers a data-node aggregate input.
+    fn register_row_x(&mut self, h: HopId, entry: &MemoEntry) {
+        let x = self.dag.inputs(h)[0];
+        if !entry.is_ref(0) && self.dag.is_matrix(x) {
+            self.row_x = Some(x);
+        }
     }
 
     /// The body of a full/row/col aggregate or dot product rooted at `root` (Cell, MultiAgg):
@@ -333,6 +357,8 @@ fn build_operator(
         raw: Vec::new(),
         built: HashMap::new(),
         covered: BTreeSet::new(),
+        row_x: None,
+        row_b1: None,
     };
     let mut outputs_hops = vec![h];
     let (spec, raw_outputs) = match template {
@@ -366,17 +392,14 @@ fn build_operator(
         }
         TemplateKind::Row => {
             let ins = dag.inputs(h);
-            let (row_type, out) = match dag.op(h) {
+            let out = match dag.op(h) {
                 OpKind::AggUnary { op, dir } => {
                     b.covered.insert(h);
                     let x = b.operand(h, entry, 0)?;
+                    b.register_row_x(h, entry);
                     match (dir, op) {
-                        (Direction::Row, _) => {
-                            let n = b.push(Raw::Node(CNode::RowAgg { f: *op, x }));
-                            (RowType::RowAgg, n)
-                        }
-                        (Direction::Col, AggOp::Sum) => (RowType::ColAgg, x),
-                        (Direction::Full, AggOp::Sum) => (RowType::FullAgg, x),
+                        (Direction::Row, _) => b.push(Raw::Node(CNode::RowAgg { f: *op, x })),
+                        (Direction::Col | Direction::Full, AggOp::Sum) => x,
                         _ => return None,
                     }
                 }
@@ -391,27 +414,22 @@ fn build_operator(
                         b.leaf(dag.inputs(t)[0], None)
                     };
                     let y = b.operand(h, entry, 1)?;
-                    let n = b.push(Raw::Node(CNode::OuterMultAdd { a, b: y }));
-                    let ty = if dag.cols(h) == Some(1) {
-                        RowType::ColAggT
-                    } else {
-                        RowType::ColAggB1T
-                    };
-                    (ty, n)
+                    // `VECT_OUTERMULT_ADD` records B1 (and X, if read materialized) unless a
+                    // row-times-matrix product below already did.
+                    if dag.cols(ins[1]).is_some_and(|c| c > 1) && b.row_b1.is_none() {
+                        if !entry.is_ref(0) {
+                            b.row_x = Some(dag.inputs(t)[0]);
+                        }
+                        b.row_b1 = Some(ins[1]);
+                    }
+                    b.push(Raw::Node(CNode::OuterMultAdd { a, b: y }))
                 }
-                _ => {
-                    let n = b.hop(h, entry)?;
-                    let ty = if dag.cols(h) == Some(1) {
-                        RowType::RowAgg
-                    } else {
-                        RowType::NoAgg
-                    };
-                    (ty, n)
-                }
+                _ => b.hop(h, entry)?,
             };
+            // The row type needs the main input; `finalize` derives it.
             (
                 TemplateSpec::Row {
-                    row_type,
+                    row_type: RowType::NoAgg,
                     num_vectors: 0,
                 },
                 vec![out],
@@ -514,6 +532,10 @@ fn finalize(
         _ => choose_main_input(dag, &candidates)?,
     };
     let main_dims = dag.dims(main)?;
+    if let TemplateSpec::Row { row_type, .. } = &mut spec {
+        let x = b.row_x.filter(|&x| dag.dims_known(x)).unwrap_or(main);
+        *row_type = derive_row_type(dag, outputs[0], Some(x), b.row_b1)?;
+    }
     if let TemplateSpec::Cell {
         cell_type,
         agg,
@@ -626,6 +648,66 @@ fn finalize(
     })
 }
 
+/// SystemDS `TemplateUtils.getRowType(out, X, B1)` (reference 3.2, rules listed at
+/// [`RowType`]): the row type of a Row operator rooted at `out` with main input `x` and second
+/// matrix `b1`; `None` where no rule matches (the plan is then dropped).
+pub(crate) fn derive_row_type(
+    dag: &FusionDag<'_>,
+    out: HopId,
+    x: Option<HopId>,
+    b1: Option<HopId>,
+) -> Option<RowType> {
+    // A full aggregate is a scalar hop: a 1×1 output.
+    let out_dims = if dag.is_scalar(out) {
+        Some((1, 1))
+    } else {
+        dag.dims(out)
+    };
+    let (Some(x), Some((or, oc))) = (x, out_dims) else {
+        return Some(RowType::NoAgg);
+    };
+    let Some((xr, xc)) = dag.dims(x) else {
+        return Some(RowType::NoAgg);
+    };
+    let b1c = b1.and_then(|b| dag.cols(b));
+    // `t(X) %*% ...`: a final product, never a row-wise output.
+    let final_product = dag.is_matmul(out) && dag.is_transpose(dag.inputs(out)[0]);
+    let full_agg = matches!(
+        dag.op(out),
+        OpKind::AggUnary {
+            dir: Direction::Full,
+            ..
+        }
+    );
+    Some(if (or, oc) == (xr, xc) {
+        RowType::NoAgg
+    } else if !final_product
+        && (b1c.is_some_and(|c| (or, oc) == (xr, c)) || dag.is_column_range_indexing(out))
+    {
+        RowType::NoAggB1
+    } else if !final_product && (or, oc) == (xr, 1) {
+        RowType::RowAgg
+    } else if full_agg {
+        RowType::FullAgg
+    } else if (or, oc) == (xc, 1) {
+        RowType::ColAggT
+    } else if (or, oc) == (1, xc) {
+        RowType::ColAgg
+    } else if b1c.is_some_and(|c| (or, oc) == (xc, c)) {
+        RowType::ColAggB1T
+    } else if b1c.is_some_and(|c| (or, oc) == (c, xc)) {
+        RowType::ColAggB1
+    } else if b1c.is_some_and(|c| (or, oc) == (1, c)) {
+        RowType::ColAggB1R
+    } else if or == xr {
+        RowType::NoAggConst
+    } else if or == 1 {
+        RowType::ColAggConst
+    } else {
+        return None;
+    })
+}
+
 /// Reference 1.6 rules 7 and 8: a plan without operations, or a non-aggregating Cell/Row plan
 /// with one operation over data inputs, gains nothing from fusion.
 fn is_worth_fusing(p: &CPlan) -> bool {
@@ -640,7 +722,7 @@ fn is_worth_fusing(p: &CPlan) -> bool {
             ..
         } => !single,
         TemplateSpec::Row {
-            row_type: RowType::NoAgg | RowType::RowAgg,
+            row_type: RowType::NoAgg | RowType::NoAggB1 | RowType::RowAgg,
             ..
         } => !single || matches!(p.nodes[p.outputs[0]], CNode::VectMatMult { .. }),
         _ => true,
@@ -876,6 +958,103 @@ mod tests {
             .iter()
             .find(|o| o.outputs == [root])
             .unwrap_or_else(|| panic!("no operator at ({root}):\n{}", p.explain()))
+    }
+
+    #[test]
+    fn row_types_follow_the_systemds_rules_and_serde_names() {
+        // X 100×10, B1 10×3 (row-times-matrix) and Y 100×3 (final-product right side).
+        let mut h = Vec::new();
+        let dag = build(|b: &mut DagBuilder| {
+            let x = b.input("X", 100, 10, 1000);
+            let bm = b.input("B", 10, 3, 30);
+            let y = b.input("Y", 100, 3, 300);
+            let v = b.input("v", 10, 1, 10);
+            let c = b.input("c", 100, 5, 500);
+            let two = b.literal_f64(2.0);
+            let x2 = b.binary(B::Mul, x, two).unwrap(); // 100×10
+            let xb = b.matmul(x, bm).unwrap(); // 100×3
+            let xv = b.matmul(x, v).unwrap(); // 100×1
+            let s = b.agg(AggOp::Sum, Direction::Full, x).unwrap(); // scalar
+            let xt = b.transpose(x).unwrap();
+            let tv = b.matmul(xt, xv).unwrap(); // 10×1
+            let cs = b.agg(AggOp::Sum, Direction::Col, x).unwrap(); // 1×10
+            let ty = b.matmul(xt, y).unwrap(); // 10×3
+            let tb = b.transpose(xb).unwrap();
+            let tbx = b.matmul(tb, x).unwrap(); // 3×10
+            let csb = b.agg(AggOp::Sum, Direction::Col, xb).unwrap(); // 1×3
+            let cb = b
+                .add(OpKind::Nary(crate::hops::NaryOp::Cbind), &[x, c])
+                .unwrap(); // 100×15
+            let csc = b.agg(AggOp::Sum, Direction::Col, cb).unwrap(); // 1×15
+            let ix = b.index(x, (1, 100), (1, 4)).unwrap(); // 100×4
+            h.extend([x, bm, y, x2, xb, xv, s, tv, cs, ty, tbx, csb, cb, csc, ix]);
+            vec![x2, xv, s, tv, cs, ty, tbx, csb, csc, ix]
+        });
+        let f = FusionDag::new(&dag).unwrap();
+        let [x, bm, y, x2, xb, xv, s, tv, cs, ty, tbx, csb, cb, csc, ix] =
+            <[HopId; 15]>::try_from(h).unwrap();
+        let rt = |out, b1| derive_row_type(&f, out, Some(x), b1);
+        assert_eq!(rt(x2, None), Some(RowType::NoAgg));
+        assert_eq!(rt(xb, Some(bm)), Some(RowType::NoAggB1));
+        assert_eq!(rt(ix, None), Some(RowType::NoAggB1));
+        assert_eq!(rt(cb, None), Some(RowType::NoAggConst));
+        assert_eq!(rt(s, None), Some(RowType::FullAgg));
+        assert_eq!(rt(xv, None), Some(RowType::RowAgg));
+        assert_eq!(rt(cs, None), Some(RowType::ColAgg));
+        assert_eq!(rt(tv, None), Some(RowType::ColAggT));
+        assert_eq!(rt(tbx, Some(bm)), Some(RowType::ColAggB1));
+        assert_eq!(rt(ty, Some(y)), Some(RowType::ColAggB1T));
+        assert_eq!(rt(csb, Some(bm)), Some(RowType::ColAggB1R));
+        assert_eq!(rt(csc, None), Some(RowType::ColAggConst));
+        // Without B1 a 10×3 output fits no rule: no row type, the plan is dropped.
+        assert_eq!(rt(ty, None), None);
+        // Without a known X everything is NO_AGG (rule 1).
+        assert_eq!(derive_row_type(&f, csb, None, None), Some(RowType::NoAgg));
+
+        let names: Vec<String> = [
+            RowType::NoAgg,
+            RowType::NoAggB1,
+            RowType::NoAggConst,
+            RowType::FullAgg,
+            RowType::RowAgg,
+            RowType::ColAgg,
+            RowType::ColAggT,
+            RowType::ColAggB1,
+            RowType::ColAggB1T,
+            RowType::ColAggB1R,
+            RowType::ColAggConst,
+        ]
+        .into_iter()
+        .map(|row_type| {
+            let spec = TemplateSpec::Row {
+                row_type,
+                num_vectors: 0,
+            };
+            let json = serde_json::to_value(&spec).unwrap();
+            assert_eq!(json["row_type"], spec.variant());
+            let back: TemplateSpec = serde_json::from_value(json).unwrap();
+            assert_eq!(back, spec);
+            spec.variant()
+        })
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "no_agg",
+                "no_agg_b1",
+                "no_agg_const",
+                "full_agg",
+                "row_agg",
+                "col_agg",
+                "col_agg_t",
+                "col_agg_b1",
+                "col_agg_b1_t",
+                "col_agg_b1r",
+                "col_agg_const"
+            ]
+        );
+        assert!(RowType::ColAggB1R.is_col_sum() && !RowType::ColAggB1R.is_row_wise());
+        assert!(RowType::ColAggB1.is_outer_accumulation() && RowType::NoAggConst.is_row_wise());
     }
 
     #[test]

@@ -217,22 +217,83 @@ mod vec_cell_agg {
     }
 }
 
-/// What a Row operator writes per row of its main input (reference 5.6, 6.3).
+/// What a Row operator writes per row of its main input `X` (reference 5.6, 6.3), in
+/// SystemDS's `SpoofRowwise.RowType` order. CPlan construction derives it from the shapes of
+/// the output, `X` and the second matrix `B1` (the right side of a row-times-matrix product
+/// or of the final product `t(X) %*% B1`) exactly as SystemDS `TemplateUtils.getRowType`
+/// does (reference 3.2, "RowType derivation"; first match wins):
+///
+/// 1. `X` unknown or the output has `X`'s shape: [`RowType::NoAgg`];
+/// 2. `B1` and an `nrow(X)×ncol(B1)` output, or a column-range indexing output, not a final
+///    product: [`RowType::NoAggB1`];
+/// 3. an `nrow(X)×1` output, not a final product: [`RowType::RowAgg`];
+/// 4. a full aggregate: [`RowType::FullAgg`];
+/// 5. `ncol(X)×1`: [`RowType::ColAggT`]; 6. `1×ncol(X)`: [`RowType::ColAgg`];
+/// 7. `B1` and `ncol(X)×ncol(B1)`: [`RowType::ColAggB1T`]; 8. `B1` and `ncol(B1)×ncol(X)`:
+///    [`RowType::ColAggB1`]; 9. `B1` and `1×ncol(B1)`: [`RowType::ColAggB1R`];
+/// 10. `nrow(X)` rows of another width: [`RowType::NoAggConst`]; 11. one row of another
+///     width: [`RowType::ColAggConst`]; otherwise the plan has no row type and is dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RowType {
-    /// The output vector of row i becomes row i of the output.
+    /// The output vector of row i becomes row i of an m×n output (`X / rowSums(X)`).
     NoAgg,
-    /// The output scalar of row i becomes cell i of an m×1 output.
-    RowAgg,
-    /// The output vectors are summed over rows into a 1×n output (`colSums`).
-    ColAgg,
-    /// The output scalars are summed into one value (`sum`).
+    /// The output vector of row i becomes row i of an m×ncol(B1) output (`f(X) %*% B`, B
+    /// skinny; `X[, 1:k]`).
+    NoAggB1,
+    /// The output vector of row i becomes row i of an m×c output of another width
+    /// (`cbind(f(X), Y)`).
+    NoAggConst,
+    /// The output scalars are summed into one value (`sum(f(X))`).
     FullAgg,
-    /// The output is a `t(X) %*% v` accumulation into an n×1 output (column vector right side).
+    /// The output scalar of row i becomes cell i of an m×1 output (`rowSums(f(X))`,
+    /// `f(X) %*% v`).
+    RowAgg,
+    /// The output vectors are summed over rows into a 1×n output (`colSums(f(X))`).
+    ColAgg,
+    /// `t(X) %*% v` accumulated row by row into an n×1 output (column-vector right side).
     ColAggT,
-    /// The output is a `t(X) %*% B` accumulation into an n×k output (matrix right side).
+    /// An outer-product accumulation into an ncol(B1)×n output
+    /// (`t(f(X) %*% B) %*% X`).
+    ColAggB1,
+    /// `t(X) %*% B1` accumulated row by row into an n×ncol(B1) output (matrix right side).
     ColAggB1T,
+    /// The row-times-matrix vectors summed over rows into a 1×ncol(B1) output
+    /// (`colSums(f(X) %*% B)`).
+    #[serde(rename = "col_agg_b1r")]
+    ColAggB1R,
+    /// The output vectors of another width summed into a 1×c output
+    /// (`colSums(cbind(X, Y))`).
+    ColAggConst,
+}
+
+impl RowType {
+    /// Whether the operator sums the rows' vectors into one output row (`COL_AGG`,
+    /// `COL_AGG_B1R`, `COL_AGG_CONST`).
+    pub fn is_col_sum(self) -> bool {
+        matches!(
+            self,
+            RowType::ColAgg | RowType::ColAggB1R | RowType::ColAggConst
+        )
+    }
+
+    /// Whether the operator accumulates outer products `t(a_i) %*% b_i` (`COL_AGG_T`,
+    /// `COL_AGG_B1`, `COL_AGG_B1_T`).
+    pub fn is_outer_accumulation(self) -> bool {
+        matches!(
+            self,
+            RowType::ColAggT | RowType::ColAggB1 | RowType::ColAggB1T
+        )
+    }
+
+    /// Whether row i of the output is the body's value for row i of `X` (the `NO_AGG` types
+    /// and `ROW_AGG`).
+    pub fn is_row_wise(self) -> bool {
+        matches!(
+            self,
+            RowType::NoAgg | RowType::NoAggB1 | RowType::NoAggConst | RowType::RowAgg
+        )
+    }
 }
 
 /// The final step of an Outer operator over `G = X ⊙ f(U %*% t(V))` (reference 3.4, 6.5).

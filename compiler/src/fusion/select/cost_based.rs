@@ -20,10 +20,19 @@
 //! duplicated input but not the other are dropped, Row plans that merely duplicate Cell plans
 //! are dropped, and within-partition MultiAgg plans are added (reference 4.7).
 //!
-//! Not implemented: across-partition MultiAggs (reference 4.7, second half), the Spark
-//! block-size constraint and eviction/broadcast terms (single-node engine), the `tsmm`
-//! exception for materialization points, the conversion of invalid Row plans to Cell after
-//! selection (`rPruneInvalidPlans`).
+//! After the search, as SystemDS does after `enumPlans` (reference 4.6 step 3e), selected Row
+//! plans that lost every row-wise reason to exist under the chosen assignment become Cell
+//! plans ([`convert_invalid_row_plans`]); after all partitions are selected, full aggregates of
+//! different partitions that share an input are merged into across-partition MultiAggs
+//! ([`cross_partition_multi_aggregates`], reference 4.7 second half), kept unless the cost
+//! model rates the plan with them more expensive. Both are steps of the cost-based policy
+//! only: SystemDS creates MultiAggs (within and across partitions) in
+//! `PlanSelectionFuseCostBased` (V1) and `PlanSelectionFuseCostBasedV2`, and converts Row plans
+//! in V2, never in the fuse-all or fuse-no-redundancy heuristics; lafuse applies both in `gen`
+//! only.
+//!
+//! Not implemented: the Spark block-size constraint and eviction/broadcast terms (single-node
+//! engine), the `tsmm` exception for materialization points.
 
 use super::reachability::{find_cut_set, CutSet};
 use super::{prepare_for_selection, select_fuse_all, selection_roots, PlanSelector, Selection};
@@ -47,6 +56,10 @@ pub const PLAN_CACHE_CAPACITY: usize = 1024;
 /// Above this many points the integer enumeration is not attempted: only the two heuristic
 /// assignments are costed (2^100 plans could never be enumerated, budget or not).
 pub const MAX_ENUM_POINTS: usize = 100;
+/// The default optimization budget: costed plans per partition. Partitions of up to 14 points
+/// (16384 assignments) are always searched exhaustively; larger ones stop at the budget with
+/// the best plan found so far (graceful approximation, paper section 4.3).
+pub const DEFAULT_MAX_EVALUATED: u64 = 1 << 14;
 
 /// The cost-based selector (`gen`). Configuration is public; the plan cache is internal.
 #[derive(Debug)]
@@ -175,7 +188,7 @@ impl CostReport {
 
 impl CostBased {
     /// A selector with cost model `model` and SystemDS's defaults: cost pruning and plan
-    /// caching on, epsilon 0.01, no budget.
+    /// caching on, epsilon 0.01; budget [`DEFAULT_MAX_EVALUATED`] plans per partition.
     pub fn new(model: CostModel) -> CostBased {
         CostBased {
             model,
@@ -183,7 +196,7 @@ impl CostBased {
             structural_pruning: true,
             plan_caching: true,
             epsilon: 0.01,
-            max_evaluated: None,
+            max_evaluated: Some(DEFAULT_MAX_EVALUATED),
             cache: Mutex::new(PlanCache::default()),
         }
     }
@@ -211,15 +224,33 @@ impl CostBased {
         let parts = analyze_partitions(dag, memo);
         let mut report = CostReport::default();
         report.stats.partitions = parts.len();
-        for mut part in parts {
+        // The cost of the whole DAG under the better heuristic per partition: what a large
+        // partition's possible improvement is measured against.
+        let heuristics: Vec<(f64, f64)> = parts
+            .iter()
+            .map(|part| {
+                let n = part.points.len();
+                let c0 = partition_cost(dag, memo, part, &self.model, &vec![false; n]);
+                let cn = partition_cost(dag, memo, part, &self.model, &vec![true; n]);
+                (c0, cn)
+            })
+            .collect();
+        let heuristic_total: f64 = heuristics.iter().map(|&(c0, cn)| c0.min(cn)).sum();
+        for (mut part, heuristic) in parts.into_iter().zip(heuristics) {
             report.stats.points += part.points.len();
             let cut = if self.structural_pruning {
                 find_cut_set(dag, &part).map(|c| linearize_cut(&mut part, c))
             } else {
                 None
             };
-            let (assignment, cost) =
-                self.search_partition(dag, memo, &part, cut.as_ref(), &mut report.stats);
+            let (assignment, cost) = self.search_partition(
+                dag,
+                memo,
+                &part,
+                cut.as_ref(),
+                (heuristic, heuristic_total),
+                &mut report.stats,
+            );
             report.partitions.push(PartitionResult {
                 partition: part,
                 assignment,
@@ -235,10 +266,58 @@ impl CostBased {
     pub fn optimize(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) -> (Selection, CostReport) {
         let report = self.search(dag, memo);
         let mut selection = selection_for(dag, memo, &report.partitions);
+        convert_invalid_row_plans(dag, &mut selection, &report.partitions);
+        self.add_cross_partition_multi_aggregates(dag, memo, &report.partitions, &mut selection);
         selection.selector = self.name().to_string();
         selection.cost = Some(self.cost_of(dag, &selection));
         memo.prune_to_plan(&selection.plans);
         (selection, report)
+    }
+
+    /// Adds the across-partition MultiAgg groups of `selection`
+    /// ([`cross_partition_multi_aggregates`]) one by one, each unless the selection with it
+    /// costs more than without it under this selector's model; `selection` and `memo` are
+    /// updated with every accepted group.
+    ///
+    /// SystemDS adds every group unconditionally (reference 4.7 has no cost check). Over
+    /// members computed by Cell operators or unfused the shared scan never costs more
+    /// (`Σw + max(R∪, ΣC) ≤ Σ(w + max(R, C))`), so the check only guards the invariant that
+    /// `gen` never returns a plan its own model rates worse than the one it found; a tie
+    /// (compute-bound aggregates) keeps the MultiAgg, which still saves the repeated reads.
+    pub fn add_cross_partition_multi_aggregates(
+        &self,
+        dag: &FusionDag<'_>,
+        memo: &mut MemoTable,
+        results: &[PartitionResult],
+        selection: &mut Selection,
+    ) {
+        let mut best = self.cost_of(dag, selection);
+        for group in cross_partition_multi_aggregates(dag, memo, selection) {
+            let mut trial = memo.clone();
+            for &a in &group {
+                if !trial.contains_template(a, TemplateKind::Cell) {
+                    // An unfused aggregate (`sum(X)`) joins with its own Cell body.
+                    trial.add(
+                        a,
+                        MemoEntry::new(
+                            TemplateKind::Cell,
+                            dag.inputs(a).len(),
+                            crate::fusion::memo::CloseState::ClosedValid,
+                        ),
+                    );
+                }
+                trial.add(a, MemoEntry::magg(&group));
+            }
+            let mut candidate = selection_for(dag, &trial, results);
+            convert_invalid_row_plans(dag, &mut candidate, results);
+            let cost = self.cost_of(dag, &candidate);
+            // A relative tolerance: equal costs are summed in a different order.
+            if cost <= best * (1.0 + 1e-12) {
+                best = cost;
+                *memo = trial;
+                *selection = candidate;
+            }
+        }
     }
 
     fn search_partition(
@@ -247,21 +326,23 @@ impl CostBased {
         memo: &MemoTable,
         part: &PlanPartition,
         cut: Option<&CutSet>,
+        ((c0, cn), heuristic_total): ((f64, f64), f64),
         stats: &mut SearchStats,
     ) -> (Vec<bool>, f64) {
         let n = part.points.len();
+        if n == 0 {
+            stats.evaluated += 1;
+            return (Vec::new(), c0);
+        }
+        // The two heuristic plans, costed by the caller (for the DAG's heuristic total).
+        stats.evaluated += 2;
+        let fuse_all = vec![false; n];
+        let no_fusion = vec![true; n];
         let mut eval = |a: &[bool]| {
             stats.evaluated += 1;
             partition_cost(dag, memo, part, &self.model, a)
         };
         let cut = cut.filter(|c| c.cut.iter().enumerate().all(|(i, &p)| i == p));
-        if n == 0 {
-            return (Vec::new(), eval(&[]));
-        }
-        let fuse_all = vec![false; n];
-        let no_fusion = vec![true; n];
-        let c0 = eval(&fuse_all);
-        let cn = eval(&no_fusion);
         let (mut best, mut best_cost) = if cn < c0 {
             (no_fusion, cn)
         } else {
@@ -278,9 +359,14 @@ impl CostBased {
                 return (a, c);
             }
         }
+        // Graceful approximation of a large partition: stop when the heuristic plan is within
+        // epsilon of the partition's lower bound, or when all the search could still gain is
+        // below epsilon of the whole DAG's cost (a partition of cheap vector operations next
+        // to passes over large matrices).
         let near_bound = n >= EPSILON_MIN_POINTS
             && self.cost_pruning
-            && best_cost <= (1.0 + self.epsilon) * bounds.min_cost();
+            && (best_cost <= (1.0 + self.epsilon) * bounds.min_cost()
+                || best_cost - bounds.min_cost() <= self.epsilon * heuristic_total);
         if near_bound || n > MAX_ENUM_POINTS {
             stats.approximated += 1;
         } else {
@@ -479,8 +565,8 @@ impl PlanSelector for CostBased {
 
 /// Within-partition MultiAgg plans (reference 4.7): the partition's roots that are full
 /// aggregates (and inputs of no hop with plans), in order, in chunks of at most three; each
-/// valid chunk gets a MultiAgg entry on every member. Across-partition MultiAggs are not
-/// created.
+/// valid chunk gets a MultiAgg entry on every member. Aggregates in different partitions are
+/// grouped after selection ([`cross_partition_multi_aggregates`]).
 ///
 /// Unlike SystemDS, a member must have Cell plans only (after [`prune_row_duplicates`]): a
 /// MultiAgg computes each aggregate with its Cell plan, and since it is preferred by rank it
@@ -514,6 +600,264 @@ pub fn create_multi_aggregates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: 
             }
         }
     }
+}
+
+/// What SystemDS's `AggregateInfo` records of one group of full aggregates (reference 4.7).
+#[derive(Clone, Debug)]
+struct AggregateInfo {
+    /// The aggregates of the group, in merge order.
+    aggregates: Vec<HopId>,
+    /// Every multi-aggregate root the group's aggregates (transitively) read.
+    input_aggs: BTreeSet<HopId>,
+    /// The matrices the group's fused bodies read.
+    fused_inputs: BTreeSet<HopId>,
+}
+
+impl AggregateInfo {
+    /// SystemDS `AggregateInfo.isMergable`: at most [`MAX_MAGG_AGGREGATES`] together, neither
+    /// reads the other, at least one shared input (the point of the shared scan), and equally
+    /// sized scans (one iteration space, result correctness).
+    ///
+    /// [`MAX_MAGG_AGGREGATES`]: crate::fusion::template::MAX_MAGG_AGGREGATES
+    fn is_mergeable(&self, that: &AggregateInfo, dag: &FusionDag<'_>) -> bool {
+        use crate::fusion::template::{is_valid_multi_aggregate, MAX_MAGG_AGGREGATES};
+        let size_ok = self.aggregates.len() + that.aggregates.len() <= MAX_MAGG_AGGREGATES;
+        let independent = that.aggregates.iter().all(|a| !self.input_aggs.contains(a))
+            && self.aggregates.iter().all(|a| !that.input_aggs.contains(a));
+        let shared = !self.fused_inputs.is_disjoint(&that.fused_inputs);
+        // The pair check compares the scan sizes of the two groups' first aggregates.
+        let same_scan = is_valid_multi_aggregate(dag, &[self.aggregates[0], that.aggregates[0]]);
+        size_ok && independent && shared && same_scan
+    }
+
+    fn merge(&mut self, that: AggregateInfo) {
+        self.aggregates.extend(that.aggregates);
+        self.input_aggs.extend(that.input_aggs);
+        self.fused_inputs.extend(that.fused_inputs);
+    }
+}
+
+/// Across-partition MultiAgg groups (reference 4.7 second half, SystemDS
+/// `createAndAddMultiAggPlans(memo, roots)`): full aggregates anywhere in the DAG that read
+/// common inputs and can share one scan, though no fused intermediate connects them (so they
+/// are in different partitions, e.g. `sum(X*Y)` and `sum(X*Z)`).
+///
+/// Candidates are the multi-aggregate roots without a MultiAgg plan that `selection` computes
+/// as operators of their own: with a Cell plan (the MultiAgg reuses it as the aggregate's
+/// body) or unfused with no plan at all (`sum(X)`, read through a plain Cell body). Aggregates
+/// selected as Row or Outer operators stay as they are (a MultiAgg would displace a plan
+/// fusing more, see [`create_multi_aggregates`]), as do aggregates fused into a consumer. Per
+/// candidate: its input aggregates (every multi-aggregate root below it) and its fused inputs
+/// (the matrices at the boundary of its selected Cell plan; without a plan its input, or both
+/// vectors of `t(x) %*% y`). Candidates sorted by number of input aggregates are merged
+/// greedily while [`AggregateInfo::is_mergeable`]; every group of two or more that passes
+/// [`crate::fusion::template::is_valid_multi_aggregate`] is returned, in DAG order.
+pub fn cross_partition_multi_aggregates(
+    dag: &FusionDag<'_>,
+    memo: &MemoTable,
+    selection: &Selection,
+) -> Vec<Vec<HopId>> {
+    use crate::fusion::template::CellType;
+    use crate::fusion::template::{cell_agg_kind, is_multi_agg_root, is_valid_multi_aggregate};
+    let all_roots: Vec<HopId> = dag
+        .order()
+        .iter()
+        .copied()
+        .filter(|&h| is_multi_agg_root(dag, h))
+        .collect();
+    let candidates: Vec<HopId> = all_roots
+        .iter()
+        .copied()
+        .filter(|&h| !memo.contains_template(h, TemplateKind::MAgg))
+        .filter(
+            |&h| match (selection.roots.get(&h), selection.plans.get(&h)) {
+                (Some(e), _) => e.template == TemplateKind::Cell,
+                (None, None) => {
+                    !memo.contains(h)
+                        && matches!(cell_agg_kind(dag, h), Some((CellType::FullAgg, Some(_))))
+                }
+                (None, Some(_)) => false,
+            },
+        )
+        .collect();
+    if candidates.len() < 2 {
+        return Vec::new();
+    }
+    let mut infos: Vec<AggregateInfo> = candidates
+        .iter()
+        .map(|&h| {
+            let input_aggs: BTreeSet<HopId> = all_roots
+                .iter()
+                .copied()
+                .filter(|&o| o != h && dag.inputs(h).iter().any(|&i| dag.contains(i, o)))
+                .collect();
+            AggregateInfo {
+                aggregates: vec![h],
+                input_aggs,
+                fused_inputs: fused_inputs(dag, selection, h),
+            }
+        })
+        .collect();
+    infos.sort_by_key(|a| a.input_aggs.len());
+    loop {
+        let mut merged = false;
+        let mut i = 0;
+        while i < infos.len() {
+            let mut j = i + 1;
+            while j < infos.len() {
+                if infos[i].is_mergeable(&infos[j], dag) {
+                    let that = infos.remove(j);
+                    infos[i].merge(that);
+                    merged = true;
+                } else {
+                    j += 1;
+                }
+            }
+            i += 1;
+        }
+        if !merged {
+            break;
+        }
+    }
+    let position = |h: &HopId| dag.order().iter().position(|x| x == h);
+    let mut groups: Vec<Vec<HopId>> = infos
+        .into_iter()
+        .map(|i| i.aggregates)
+        .filter(|g| is_valid_multi_aggregate(dag, g))
+        .collect();
+    groups.sort_by_key(|g| g.iter().filter_map(position).min());
+    groups
+}
+
+/// The matrices the selected Cell body of aggregate `agg` reads (SystemDS
+/// `rExtractAggregateInfo` fused inputs): walking the selected plans from `agg` through its
+/// references, every materialized matrix input; the transposed vector of a dot product
+/// `t(x) %*% y` counts as `x`. Without any, the aggregate's own input (both vectors of a dot
+/// product).
+fn fused_inputs(dag: &FusionDag<'_>, selection: &Selection, agg: HopId) -> BTreeSet<HopId> {
+    let cell_plan = |h: HopId| {
+        selection
+            .plans
+            .get(&h)
+            .and_then(|es| es.iter().find(|e| e.template == TemplateKind::Cell))
+    };
+    let base = |h: HopId, pos: usize| {
+        let c = dag.inputs(h)[pos];
+        if dag.is_matmul(h) && pos == 0 && dag.is_transpose(c) {
+            dag.inputs(c)[0]
+        } else {
+            c
+        }
+    };
+    let mut out = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![agg];
+    while let Some(h) = stack.pop() {
+        if !seen.insert(h) {
+            continue;
+        }
+        let plan = cell_plan(h);
+        for pos in 0..dag.inputs(h).len() {
+            match plan {
+                Some(e) if e.is_ref(pos) => stack.push(dag.inputs(h)[pos]),
+                _ => {
+                    let c = base(h, pos);
+                    if dag.is_matrix(c) {
+                        out.insert(c);
+                    }
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        out.insert(base(agg, 0));
+        if dag.is_matmul(agg) {
+            out.insert(dag.inputs(agg)[1]);
+        }
+    }
+    out
+}
+
+/// SystemDS `rPruneInvalidPlans` (reference 4.6 step 3e), applied to the selected plans of
+/// the hops in partitions with interesting points, once the search has chosen their
+/// assignments: bottom-up, a selected Row plan is pointless when it is a leaf over no true
+/// matrix (pure vector operations) or an inner plan at a hop the Row template does not open
+/// whose fused inputs have no selected Row plan (they were cut at materialization points,
+/// dropped as Row duplicates, or converted themselves). Such a plan becomes the Cell plan with
+/// the same references where the operation is cell-wise (not a `cbind` nor a matrix product
+/// with a matrix output, SystemDS `isValidRow2CellOp`) and the Cell template accepts it (opens
+/// at it, or fuses each referenced input into it). A Row consumer absorbs the Cell plan.
+///
+/// Deviation: SystemDS converts memo entries before its final fuse-all traversal, and removes
+/// the plans it cannot convert. Converting the memo before the traversal lets a converted
+/// entry lose to another Cell entry that fuses more than the search chose (found by the
+/// property test: a plan costing more than fuse-no-redundancy), so lafuse relabels the
+/// selected plans instead: the same operators, with the same references and modelled cost,
+/// built by the cheaper and more general Cell template. A plan that cannot be converted stays
+/// a Row plan, which computes the same values (removing it after selection would un-fuse it).
+pub fn convert_invalid_row_plans(
+    dag: &FusionDag<'_>,
+    selection: &mut Selection,
+    results: &[PartitionResult],
+) {
+    use crate::fusion::template::{CellTemplate, RowTemplate, Template};
+    let scope: BTreeSet<HopId> = results
+        .iter()
+        .filter(|r| !r.partition.points.is_empty())
+        .flat_map(|r| r.partition.hops.iter().copied())
+        .collect();
+    let has_row_plan = |sel: &Selection, h: HopId| {
+        sel.plans
+            .get(&h)
+            .is_some_and(|es| es.iter().any(|e| e.template == TemplateKind::Row))
+    };
+    for &h in dag.order() {
+        if !scope.contains(&h) || !has_row_plan(selection, h) {
+            continue;
+        }
+        let has_matrix_input = dag.inputs(h).iter().any(|&i| dag.is_full_matrix(i));
+        let row_open = RowTemplate.open(dag, h);
+        let convertible_op = is_valid_row_to_cell_op(dag, h);
+        let convert = |sel: &Selection, e: &MemoEntry| -> MemoEntry {
+            if e.template != TemplateKind::Row {
+                return e.clone();
+            }
+            let leaf = !e.has_refs() && !has_matrix_input;
+            let inner = !leaf && !row_open && e.refs().all(|(_, c)| !has_row_plan(sel, c));
+            let cell_ok = if e.has_refs() {
+                e.refs().all(|(_, c)| CellTemplate.fuse(dag, h, c))
+            } else {
+                CellTemplate.open(dag, h)
+            };
+            if (leaf || inner) && convertible_op && cell_ok {
+                MemoEntry {
+                    template: TemplateKind::Cell,
+                    ..e.clone()
+                }
+            } else {
+                e.clone()
+            }
+        };
+        let mut entries: Vec<MemoEntry> = selection.plans[&h]
+            .iter()
+            .map(|e| convert(selection, e))
+            .collect();
+        entries.sort();
+        entries.dedup();
+        if let Some(root) = selection.roots.get(&h) {
+            let root = convert(selection, root);
+            selection.roots.insert(h, root);
+        }
+        selection.plans.insert(h, entries);
+    }
+}
+
+/// SystemDS `isValidRow2CellOp`: anything but a `cbind` or a matrix product with a true
+/// matrix output.
+fn is_valid_row_to_cell_op(dag: &FusionDag<'_>, h: HopId) -> bool {
+    use crate::hops::{NaryOp, OpKind};
+    !(matches!(dag.op(h), OpKind::Nary(NaryOp::Cbind))
+        || (dag.is_matmul(h) && dag.is_full_matrix(h)))
 }
 
 /// Removes the entries that fuse an input at one position but read the same hop materialized
@@ -746,7 +1090,7 @@ impl StaticBounds {
             .sum::<f64>()
             / model.read_bandwidth;
         let compute =
-            part.hops.iter().map(|&h| cost::flops(dag, h)).sum::<f64>() / model.compute_bandwidth;
+            part.hops.iter().map(|&h| model.flops(dag, h)).sum::<f64>() / model.compute_bandwidth;
         let always_written: BTreeSet<HopId> = part.starts().into_iter().collect();
         let write = always_written
             .iter()
@@ -868,6 +1212,94 @@ impl PlanCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fusion::explore::{explore, ExploreOptions};
+    use crate::fusion::template::test_util::{build, view};
+    use crate::hops::{AggOp, BinaryOp, Direction, NaryOp, OpKind, UnaryOp};
+
+    #[test]
+    fn row_plans_without_row_work_become_cell_plans_after_selection() {
+        // c = exp(v) over a column vector v, h1 = c + 1, h2 = c * 2 (c has two consumers: an
+        // interesting point), sums of both, and cbind(c, v). Row opens at exp(v) and cbind;
+        // nothing here reads a true matrix.
+        let mut ids = Vec::new();
+        let dag = build(|b| {
+            let v = b.input("v", 100, 1, 100);
+            let c = b.unary(UnaryOp::Exp, v).unwrap();
+            let one = b.literal_f64(1.0);
+            let two = b.literal_f64(2.0);
+            let h1 = b.binary(BinaryOp::Add, c, one).unwrap();
+            let h2 = b.binary(BinaryOp::Mul, c, two).unwrap();
+            let s1 = b.agg(AggOp::Sum, Direction::Full, h1).unwrap();
+            let s2 = b.agg(AggOp::Sum, Direction::Full, h2).unwrap();
+            let cb = b.add(OpKind::Nary(NaryOp::Cbind), &[c, v]).unwrap();
+            ids.extend([c, h1, s1, cb]);
+            vec![s1, s2, cb]
+        });
+        let f = view(&dag);
+        let [c, h1, s1, cb] = [ids[0], ids[1], ids[2], ids[3]];
+        let memo = explore(&f, &ExploreOptions::default());
+        let results: Vec<PartitionResult> = analyze_partitions(&f, &memo)
+            .into_iter()
+            .map(|p| PartitionResult {
+                assignment: vec![false; p.points.len()],
+                partition: p,
+                cost: 0.0,
+            })
+            .collect();
+        assert!(results.iter().any(|r| !r.partition.points.is_empty()));
+        // The fuse-all traversal prefers Row plans (rank) all the way down.
+        let fuse_all = |results: &[PartitionResult]| {
+            let mut sel = selection_for(&f, &memo, results);
+            // A leaf cbind plan as a separate operator, for the removal rule below.
+            sel.plans.insert(
+                cb,
+                vec![MemoEntry::new(
+                    TemplateKind::Row,
+                    2,
+                    crate::fusion::memo::CloseState::OpenValid,
+                )],
+            );
+            sel.roots.insert(cb, sel.plans[&cb][0].clone());
+            sel
+        };
+        let templates = |sel: &Selection, h: HopId| -> Vec<(TemplateKind, Vec<Option<HopId>>)> {
+            sel.plans[&h]
+                .iter()
+                .map(|e| (e.template, e.inputs.clone()))
+                .collect()
+        };
+        let mut sel = fuse_all(&results);
+        assert_eq!(templates(&sel, c), [(TemplateKind::Row, vec![None])]);
+        assert_eq!(
+            templates(&sel, h1),
+            [(TemplateKind::Row, vec![Some(c), None])]
+        );
+        assert_eq!(sel.roots[&s1].template, TemplateKind::Row);
+        let cost = crate::fusion::cost::cost_of(&f, &CostModel::default(), &sel);
+        convert_invalid_row_plans(&f, &mut sel, &results);
+        // Leaf exp(v): pure vector operations.
+        assert_eq!(templates(&sel, c), [(TemplateKind::Cell, vec![None])]);
+        // Inner c + 1 (Row does not open at it) fusing c, which has no Row plan left; and so
+        // on up to the root sum, whose operator is now a Cell operator.
+        assert_eq!(
+            templates(&sel, h1),
+            [(TemplateKind::Cell, vec![Some(c), None])]
+        );
+        assert_eq!(sel.roots[&s1].template, TemplateKind::Cell);
+        assert_eq!(sel.roots[&s1].inputs, vec![Some(h1)]);
+        // A cbind is no cell-wise operation: its plan stays a Row plan.
+        assert_eq!(sel.roots[&cb].template, TemplateKind::Row);
+        // Same operators, same references: the same modelled cost.
+        assert_eq!(
+            crate::fusion::cost::cost_of(&f, &CostModel::default(), &sel),
+            cost
+        );
+
+        // Only partitions with interesting points are converted (as in SystemDS).
+        let mut sel = fuse_all(&[]);
+        convert_invalid_row_plans(&f, &mut sel, &[]);
+        assert_eq!(templates(&sel, c), [(TemplateKind::Row, vec![None])]);
+    }
 
     #[test]
     fn assignments_put_the_first_point_in_the_most_significant_bit() {

@@ -1,0 +1,131 @@
+//! The operator cache: compiled operators keyed by [`CPlan::structural_hash`], with the plan
+//! compared on every hit (a hash collision is a miss, never a wrong operator). Concurrent
+//! requests for one key compile once: the first request installs a per-key cell and compiles,
+//! the others wait on it.
+
+use super::{compile, CodegenError, NativeOperator};
+use lafuse_compiler::fusion::cplan::CPlan;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// Why a request missed the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MissReason {
+    /// No operator had this hash.
+    FirstSight,
+    /// Operators with this hash exist, but for different plans.
+    HashCollision,
+    /// The plan was compiled before and evicted since.
+    Evicted,
+}
+
+/// Counters of an [`OperatorCache`].
+#[derive(Clone, Debug, Default)]
+pub struct CacheStats {
+    /// Requests answered by a cached (or concurrently compiling) operator.
+    pub hits: u64,
+    /// Requests that compiled.
+    pub misses: u64,
+    /// Misses by reason.
+    pub miss_reasons: HashMap<MissReason, u64>,
+    /// Total compile time.
+    pub compile_time: Duration,
+    /// Compile time per compiled operator, in compilation order (hash, time).
+    pub per_operator: Vec<(u64, Duration)>,
+}
+
+type Slot = Arc<(CPlan, OnceLock<Result<Arc<NativeOperator>, CodegenError>>)>;
+
+/// A thread-safe cache of compiled operators.
+#[derive(Default)]
+pub struct OperatorCache {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    map: HashMap<u64, Vec<Slot>>,
+    evicted: std::collections::HashSet<u64>,
+    stats: CacheStats,
+}
+
+impl OperatorCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the map inconsistent (single inserts).
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The operator for `plan`, compiling it on the first request.
+    pub fn get(&self, plan: &CPlan) -> Result<Arc<NativeOperator>, CodegenError> {
+        let h = plan.structural_hash();
+        let slot = {
+            let mut g = self.lock();
+            let found = g
+                .map
+                .get(&h)
+                .and_then(|v| v.iter().find(|s| s.0 == *plan).cloned());
+            match found {
+                Some(s) => {
+                    g.stats.hits += 1;
+                    s
+                }
+                None => {
+                    let reason = if g.map.get(&h).is_some_and(|v| !v.is_empty()) {
+                        MissReason::HashCollision
+                    } else if g.evicted.contains(&h) {
+                        MissReason::Evicted
+                    } else {
+                        MissReason::FirstSight
+                    };
+                    g.stats.misses += 1;
+                    *g.stats.miss_reasons.entry(reason).or_default() += 1;
+                    let s: Slot = Arc::new((plan.clone(), OnceLock::new()));
+                    g.map.entry(h).or_default().push(s.clone());
+                    s
+                }
+            }
+        };
+        // Outside the lock: one thread compiles, concurrent requests for the slot wait.
+        let r = slot.1.get_or_init(|| {
+            let r = compile(plan).map(Arc::new);
+            if let Ok(op) = &r {
+                let mut g = self.lock();
+                g.stats.compile_time += op.compile_time();
+                g.stats.per_operator.push((h, op.compile_time()));
+            }
+            r
+        });
+        r.clone()
+    }
+
+    /// Drops every operator for `plan`'s hash (a later request is a miss of reason
+    /// [`MissReason::Evicted`]).
+    pub fn evict(&self, plan: &CPlan) {
+        let h = plan.structural_hash();
+        let mut g = self.lock();
+        if g.map.remove(&h).is_some() {
+            g.evicted.insert(h);
+        }
+    }
+
+    /// Number of cached plans.
+    pub fn len(&self) -> usize {
+        self.lock().map.values().map(Vec::len).sum()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> CacheStats {
+        self.lock().stats.clone()
+    }
+}

@@ -1,0 +1,437 @@
+//! Entry points of Cell and MultiAgg operators: the loop over rows `[rl, ru)` and, per row,
+//! over the columns of a dense main input (a vector loop of [`W`] lanes, then a scalar tail)
+//! or over the non-zeros of a CSR one, with the aggregation written out explicitly:
+//! Kahan-compensated vector accumulators for sums (LLVM 14 cannot reassociate without
+//! fast-math, so the lanes are explicit), NaN-propagating compare-and-select for min/max.
+//! Full-aggregate lanes are loaded from and stored back to the task's partial (so a skeleton
+//! may call an entry several times per task); the skeleton merges lanes and tasks in order.
+
+use super::expr::{ierr, load_inputs, At, Body, Fx, InputPtrs};
+use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
+use super::CodegenError;
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::values::{IntValue, PointerValue, VectorValue};
+use inkwell::{AddressSpace, FloatPredicate};
+use lafuse_compiler::fusion::cplan::{CNodeId, CPlan};
+use lafuse_skeletons::abi::{CsrView, DenseView, KernelArgs};
+use lafuse_skeletons::{AggKind, CellKind};
+use std::mem::offset_of;
+
+/// Vector lanes of the dense loops (8 doubles: one AVX-512 register, two AVX2 registers).
+pub(crate) const W: u32 = 8;
+/// Lanes of a full-aggregate partial: the vector lanes plus the scalar tail's.
+pub(crate) const LANES: usize = W as usize + 1;
+
+/// What a cell-wise entry computes: outputs with their aggregation, and the output class.
+pub(crate) struct CellLike {
+    pub outs: Vec<(CNodeId, Option<AggKind>)>,
+    pub kind: CellKind,
+}
+
+/// Accumulator slots of one aggregate: `[vector, scalar]` sums and corrections.
+#[derive(Clone, Copy)]
+struct Acc<'c> {
+    s: [PointerValue<'c>; 2],
+    c: [PointerValue<'c>; 2],
+}
+
+struct St<'c> {
+    out: PointerValue<'c>,
+    n: IntValue<'c>,
+    ins: InputPtrs<'c>,
+    accs: Vec<Option<Acc<'c>>>,
+    nnz: [PointerValue<'c>; 2],
+}
+
+fn wi(w: u32) -> usize {
+    usize::from(w == 1)
+}
+
+fn init_value(agg: AggKind) -> f64 {
+    match agg {
+        AggKind::Min => f64::INFINITY,
+        AggKind::Max => f64::NEG_INFINITY,
+        _ => 0.0,
+    }
+}
+
+/// `s += x` with Kahan compensation, lane-wise; a non-finite correction resets to 0 as in the
+/// runtime's `Kahan::add`.
+fn kahan<'c>(
+    fx: &Fx<'_, 'c>,
+    s: PointerValue<'c>,
+    c: PointerValue<'c>,
+    x: VectorValue<'c>,
+) -> Result<(), CodegenError> {
+    let (sv, cv) = (fx.load_v(s)?, fx.load_v(c)?);
+    let y = fx.fsub(x, cv)?;
+    let t = fx.fadd(sv, y)?;
+    let cn = fx.fsub(fx.fsub(t, sv)?, y)?;
+    let w = x.get_type().get_size();
+    let fin = fx.fcmp(
+        FloatPredicate::OLT,
+        fx.intrinsic("llvm.fabs", cn)?,
+        fx.splat_const(f64::INFINITY, w),
+    )?;
+    fx.store(c, fx.select(fin, cn, fx.splat_const(0.0, w))?)?;
+    fx.store(s, t)
+}
+
+/// The runtime's min/max step: NaN wins, else the strictly better value.
+pub(crate) fn pick<'c>(
+    fx: &Fx<'_, 'c>,
+    agg: AggKind,
+    acc: VectorValue<'c>,
+    x: VectorValue<'c>,
+) -> Result<VectorValue<'c>, CodegenError> {
+    let p = if agg == AggKind::Max {
+        FloatPredicate::OGT
+    } else {
+        FloatPredicate::OLT
+    };
+    let better = fx.fcmp(p, x, acc)?;
+    let nan = fx.fcmp(FloatPredicate::UNO, x, x)?;
+    fx.select(fx.or(better, nan)?, x, acc)
+}
+
+fn lane<'c>(fx: &Fx<'_, 'c>, v: VectorValue<'c>, l: u32) -> Result<VectorValue<'c>, CodegenError> {
+    let x =
+        fx.b.build_extract_element(v, fx.i64c(l as u64), "l")
+            .map_err(ierr)?
+            .into_float_value();
+    fx.splat(x, 1)
+}
+
+/// Emits one entry point (`csr`: non-zeros of a CSR main input, else rows of a dense one).
+pub(crate) fn emit_entry<'c>(
+    ctx: &'c Context,
+    module: &Module<'c>,
+    plan: &CPlan,
+    spec: &CellLike,
+    used: &[bool],
+    csr: bool,
+    name: &str,
+) -> Result<(), CodegenError> {
+    let i64t = ctx.i64_type();
+    let fnty = i64t.fn_type(&[llvm::i8_ptr(ctx).into(), i64t.into(), i64t.into()], false);
+    let f = module.add_function(name, fnty, None);
+    llvm::set_function_attributes(ctx, f);
+    let mut fx = Fx::new(ctx, module, f);
+    let args = f
+        .get_nth_param(0)
+        .ok_or_else(|| ierr("param"))?
+        .into_pointer_value();
+    let rl = f
+        .get_nth_param(1)
+        .ok_or_else(|| ierr("param"))?
+        .into_int_value();
+    let ru = f
+        .get_nth_param(2)
+        .ok_or_else(|| ierr("param"))?
+        .into_int_value();
+    let pf64 = f64_ptr(ctx).ptr_type(AddressSpace::default());
+    let pi64 = i64t.ptr_type(AddressSpace::default());
+    let field = |fx: &Fx<'_, 'c>, off: usize, ty| llvm::load_field(ctx, &fx.b, args, off, ty);
+    let out = field(&fx, offset_of!(KernelArgs, out), pf64)?.into_pointer_value();
+    let n = field(&fx, offset_of!(KernelArgs, cols), pi64)?.into_int_value();
+    let ins = load_inputs(&fx, args, used)?;
+    let nnz = [
+        fx.slot(i64t.vec_type(W).into())?,
+        fx.slot(i64t.vec_type(1).into())?,
+    ];
+    fx.store(nnz[0], i64t.vec_type(W).const_zero())?;
+    fx.store(nnz[1], i64t.vec_type(1).const_zero())?;
+    let mut accs = Vec::new();
+    for (k, (_, agg)) in spec.outs.iter().enumerate() {
+        let Some(agg) = agg else {
+            accs.push(None);
+            continue;
+        };
+        if spec.kind == CellKind::ColAgg || spec.kind == CellKind::NoAgg {
+            accs.push(None);
+            continue;
+        }
+        let a = Acc {
+            s: [fx.slot(fx.vty(W).into())?, fx.slot(fx.vty(1).into())?],
+            c: [fx.slot(fx.vty(W).into())?, fx.slot(fx.vty(1).into())?],
+        };
+        if spec.kind == CellKind::FullAgg {
+            let base = (k * 2 * LANES) as u64;
+            let l = LANES as u64;
+            fx.store(a.s[0], load_vec(&fx.b, fx.vty(W), out, fx.i64c(base))?)?;
+            fx.store(
+                a.s[1],
+                load_vec(&fx.b, fx.vty(1), out, fx.i64c(base + W as u64))?,
+            )?;
+            fx.store(a.c[0], load_vec(&fx.b, fx.vty(W), out, fx.i64c(base + l))?)?;
+            fx.store(
+                a.c[1],
+                load_vec(&fx.b, fx.vty(1), out, fx.i64c(base + l + W as u64))?,
+            )?;
+        }
+        let _ = agg;
+        accs.push(Some(a));
+    }
+    let st = St {
+        out,
+        n,
+        ins,
+        accs,
+        nnz,
+    };
+    let (main, mstride, row0, csrp) = if csr {
+        let o = offset_of!(KernelArgs, main_csr);
+        let rp = field(
+            &fx,
+            o + offset_of!(CsrView, row_ptr),
+            i64t.ptr_type(AddressSpace::default())
+                .ptr_type(AddressSpace::default()),
+        )?
+        .into_pointer_value();
+        let ci = field(
+            &fx,
+            o + offset_of!(CsrView, col_idx),
+            ctx.i32_type()
+                .ptr_type(AddressSpace::default())
+                .ptr_type(AddressSpace::default()),
+        )?
+        .into_pointer_value();
+        let va = field(&fx, o + offset_of!(CsrView, values), pf64)?.into_pointer_value();
+        (va, n, n, Some((rp, ci)))
+    } else {
+        let o = offset_of!(KernelArgs, main);
+        let d = field(&fx, o + offset_of!(DenseView, data), pf64)?.into_pointer_value();
+        let c = field(&fx, o + offset_of!(DenseView, cols), pi64)?.into_int_value();
+        let r0 = field(&fx, o + offset_of!(DenseView, row0), pi64)?.into_int_value();
+        (d, c, r0, None)
+    };
+    let jslot = fx.slot(i64t.into())?;
+    fx.for_range(rl, ru, &mut |fx, i| {
+        if spec.kind == CellKind::RowAgg {
+            for (k, (_, agg)) in spec.outs.iter().enumerate() {
+                if let (Some(a), Some(agg)) = (st.accs[k], agg) {
+                    for (w, x) in [(W, 0), (1, 1)] {
+                        fx.store(a.s[x], fx.splat_const(init_value(*agg), w))?;
+                        fx.store(a.c[x], fx.splat_const(0.0, w))?;
+                    }
+                }
+            }
+        }
+        match csrp {
+            None => {
+                let rowbase = fx.mul(fx.sub(i, row0)?, mstride)?;
+                fx.store(jslot, fx.i64c(0))?;
+                for w in [W, 1] {
+                    fx.for_slot(jslot, n, w as u64, &mut |fx, j| {
+                        let a = load_vec(&fx.b, fx.vty(w), main, fx.add(rowbase, j)?)?;
+                        element(fx, plan, spec, &st, At { i, j, w, main: a }, None)
+                    })?;
+                }
+            }
+            Some((rp, ci)) => {
+                let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();
+                let p1 = load(&fx.b, gep(&fx.b, rp, fx.add(i, fx.i64c(1))?)?)?.into_int_value();
+                fx.for_range(p0, p1, &mut |fx, p| {
+                    let j32 = load(&fx.b, gep(&fx.b, ci, p)?)?.into_int_value();
+                    let j =
+                        fx.b.build_int_z_extend(j32, ctx.i64_type(), "j")
+                            .map_err(ierr)?;
+                    let a = load_vec(&fx.b, fx.vty(1), main, p)?;
+                    element(
+                        fx,
+                        plan,
+                        spec,
+                        &st,
+                        At {
+                            i,
+                            j,
+                            w: 1,
+                            main: a,
+                        },
+                        Some(p),
+                    )
+                })?;
+            }
+        }
+        if spec.kind == CellKind::RowAgg {
+            for (k, (_, agg)) in spec.outs.iter().enumerate() {
+                if let (Some(a), Some(agg)) = (st.accs[k], agg) {
+                    let v = finish_lanes(fx, *agg, a)?;
+                    store_vec(&fx.b, st.out, i, v)?;
+                }
+            }
+        }
+        Ok(())
+    })?;
+    if spec.kind == CellKind::FullAgg {
+        for (k, a) in st.accs.iter().enumerate() {
+            if let Some(a) = a {
+                let base = (k * 2 * LANES) as u64;
+                let l = LANES as u64;
+                store_vec(&fx.b, out, fx.i64c(base), fx.load_v(a.s[0])?)?;
+                store_vec(&fx.b, out, fx.i64c(base + W as u64), fx.load_v(a.s[1])?)?;
+                store_vec(&fx.b, out, fx.i64c(base + l), fx.load_v(a.c[0])?)?;
+                store_vec(&fx.b, out, fx.i64c(base + l + W as u64), fx.load_v(a.c[1])?)?;
+            }
+        }
+    }
+    let nv = fx.load_v(nnz[0])?;
+    let mut total =
+        fx.b.build_extract_element(fx.load_v(nnz[1])?, fx.i64c(0), "t")
+            .map_err(ierr)?
+            .into_int_value();
+    for l in 0..W {
+        let x =
+            fx.b.build_extract_element(nv, fx.i64c(l as u64), "t")
+                .map_err(ierr)?
+                .into_int_value();
+        total = fx.add(total, x)?;
+    }
+    fx.b.build_return(Some(&total)).map_err(ierr)?;
+    Ok(())
+}
+
+/// Combines a row's lanes in a fixed order (vector lanes, then the scalar tail).
+fn finish_lanes<'c>(
+    fx: &Fx<'_, 'c>,
+    agg: AggKind,
+    a: Acc<'c>,
+) -> Result<VectorValue<'c>, CodegenError> {
+    let (sw, s1) = (fx.load_v(a.s[0])?, fx.load_v(a.s[1])?);
+    if matches!(agg, AggKind::Min | AggKind::Max) {
+        let mut r = fx.splat_const(init_value(agg), 1);
+        for l in 0..W {
+            r = pick(fx, agg, r, lane(fx, sw, l)?)?;
+        }
+        return pick(fx, agg, r, s1);
+    }
+    let (cw, c1) = (fx.load_v(a.c[0])?, fx.load_v(a.c[1])?);
+    let s = fx.slot(fx.vty(1).into())?;
+    let c = fx.slot(fx.vty(1).into())?;
+    fx.store(s, fx.splat_const(0.0, 1))?;
+    fx.store(c, fx.splat_const(0.0, 1))?;
+    // Kahan::merge: add the other sum, then its negated correction.
+    let merge = |os: VectorValue<'c>, oc: VectorValue<'c>| -> Result<(), CodegenError> {
+        kahan(fx, s, c, os)?;
+        let neg = fx.b.build_float_neg(oc, "n").map_err(ierr)?;
+        kahan(fx, s, c, neg)
+    };
+    for l in 0..W {
+        merge(lane(fx, sw, l)?, lane(fx, cw, l)?)?;
+    }
+    merge(s1, c1)?;
+    fx.load_v(s)
+}
+
+fn element<'c>(
+    fx: &mut Fx<'_, 'c>,
+    plan: &CPlan,
+    spec: &CellLike,
+    st: &St<'c>,
+    at: At<'c>,
+    p: Option<IntValue<'c>>,
+) -> Result<(), CodegenError> {
+    let w = at.w;
+    let mut body = Body::new(plan, &st.ins, at);
+    for (k, &(node, agg)) in spec.outs.iter().enumerate() {
+        let v = body.emit(fx, node, false)?;
+        let Some(agg) = agg else {
+            // No aggregation: write the cell (CSR: at the non-zero's position) and count it.
+            let idx = match p {
+                Some(p) => p,
+                None => fx.add(fx.mul(at.i, st.n)?, at.j)?,
+            };
+            store_vec(&fx.b, st.out, idx, v)?;
+            let nz = fx.fcmp(FloatPredicate::UNE, v, fx.splat_const(0.0, w))?;
+            let ity = fx.ctx.i64_type().vec_type(w);
+            let nz = fx.b.build_int_z_extend(nz, ity, "nz").map_err(ierr)?;
+            let slot = st.nnz[wi(w)];
+            let cur = fx.load_v(slot)?;
+            fx.store(slot, fx.b.build_int_add(cur, nz, "n").map_err(ierr)?)?;
+            continue;
+        };
+        let x = if agg == AggKind::SumSq {
+            fx.fmul(v, v)?
+        } else {
+            v
+        };
+        match (spec.kind, st.accs[k]) {
+            (CellKind::ColAgg, _) => {
+                if matches!(agg, AggKind::Min | AggKind::Max) {
+                    let cur = load_vec(&fx.b, fx.vty(w), st.out, at.j)?;
+                    store_vec(&fx.b, st.out, at.j, pick(fx, agg, cur, x)?)?;
+                } else {
+                    // Partial layout: n sums, then n corrections.
+                    let cj = fx.add(st.n, at.j)?;
+                    let sp =
+                        fx.b.build_pointer_cast(
+                            gep(&fx.b, st.out, at.j)?,
+                            fx.vty(w).ptr_type(AddressSpace::default()),
+                            "sp",
+                        )
+                        .map_err(ierr)?;
+                    let cp =
+                        fx.b.build_pointer_cast(
+                            gep(&fx.b, st.out, cj)?,
+                            fx.vty(w).ptr_type(AddressSpace::default()),
+                            "cp",
+                        )
+                        .map_err(ierr)?;
+                    kahan_unaligned(fx, sp, cp, x)?;
+                }
+            }
+            (_, Some(a)) => {
+                let x_ = wi(w);
+                if matches!(agg, AggKind::Min | AggKind::Max) {
+                    let cur = fx.load_v(a.s[x_])?;
+                    fx.store(a.s[x_], pick(fx, agg, cur, x)?)?;
+                } else {
+                    kahan(fx, a.s[x_], a.c[x_], x)?;
+                }
+            }
+            _ => {
+                return Err(CodegenError::Internal(
+                    "aggregate without accumulator".into(),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Kahan update of vectors in memory that is only 8-byte aligned.
+fn kahan_unaligned<'c>(
+    fx: &Fx<'_, 'c>,
+    s: PointerValue<'c>,
+    c: PointerValue<'c>,
+    x: VectorValue<'c>,
+) -> Result<(), CodegenError> {
+    let ld = |p| -> Result<VectorValue<'c>, CodegenError> {
+        let v = load(&fx.b, p)?;
+        if let Some(i) = inkwell::values::BasicValue::as_instruction_value(&v) {
+            i.set_alignment(8).map_err(ierr)?;
+        }
+        Ok(v.into_vector_value())
+    };
+    let (sv, cv) = (ld(s)?, ld(c)?);
+    let y = fx.fsub(x, cv)?;
+    let t = fx.fadd(sv, y)?;
+    let cn = fx.fsub(fx.fsub(t, sv)?, y)?;
+    let w = x.get_type().get_size();
+    let fin = fx.fcmp(
+        FloatPredicate::OLT,
+        fx.intrinsic("llvm.fabs", cn)?,
+        fx.splat_const(f64::INFINITY, w),
+    )?;
+    let cnew = fx.select(fin, cn, fx.splat_const(0.0, w))?;
+    fx.b.build_store(c, cnew)
+        .map_err(ierr)?
+        .set_alignment(8)
+        .map_err(ierr)?;
+    fx.b.build_store(s, t)
+        .map_err(ierr)?
+        .set_alignment(8)
+        .map_err(ierr)?;
+    Ok(())
+}

@@ -1,0 +1,797 @@
+//! Scalar emission of CNode bodies, on vectors of `w` doubles (`w == 1` for scalar code), with
+//! the runtime's exact semantics (`lafuse_runtime::ops`): simple operators become inline IR
+//! (IEEE arithmetic, comparisons as 1/0, Java `min`/`max` with NaN and signed zeros, `sign`,
+//! `ifelse`, `replace`), correctly rounded ones use LLVM intrinsics (`sqrt`, `floor`, `ceil`,
+//! `fabs`, `trunc`), and transcendental or Java-specific ones call `extern "C"` helpers in this
+//! module that run the very Rust code of the runtime (`java_pow`, `java_round`, `f64::exp`,
+//! `%`), mapped into the JIT by address, so NaN and infinities behave identically.
+
+use super::llvm::{self, f64_ptr, gep, load, load_vec};
+use super::CodegenError;
+use inkwell::basic_block::BasicBlock;
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
+use inkwell::module::{Linkage, Module};
+use inkwell::values::{BasicMetadataValueEnum, FunctionValue, IntValue, PointerValue, VectorValue};
+use inkwell::{FloatPredicate, IntPredicate};
+use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, InputKind};
+use lafuse_compiler::hops::{BinaryOp, Literal, NaryOp, TernaryOp, UnaryOp};
+use lafuse_runtime::ops::{java_pow, java_round};
+use std::collections::HashMap;
+
+pub(crate) fn ierr(e: impl std::fmt::Display) -> CodegenError {
+    CodegenError::Internal(format!("IR building: {e}"))
+}
+
+macro_rules! helpers {
+    ($($name:ident($($a:ident),+) => $body:expr;)*) => {
+        $(
+            extern "C" fn $name($($a: f64),+) -> f64 { $body }
+        )*
+        /// The address of a helper the generated code may call, by symbol name.
+        pub(crate) fn helper_address(name: &str) -> Option<usize> {
+            match name {
+                $(stringify!($name) => Some($name as *const () as usize),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+helpers! {
+    lafuse_exp(x) => x.exp();
+    lafuse_ln(x) => x.ln();
+    lafuse_sin(x) => x.sin();
+    lafuse_cos(x) => x.cos();
+    lafuse_tan(x) => x.tan();
+    lafuse_asin(x) => x.asin();
+    lafuse_acos(x) => x.acos();
+    lafuse_atan(x) => x.atan();
+    lafuse_sinh(x) => x.sinh();
+    lafuse_cosh(x) => x.cosh();
+    lafuse_tanh(x) => x.tanh();
+    lafuse_round(x) => java_round(x);
+    lafuse_pow(x, y) => java_pow(x, y);
+    lafuse_fmod(x, y) => x % y;
+}
+
+/// One function being built: builder, entry block for stack slots, and typed helpers.
+pub(crate) struct Fx<'m, 'c> {
+    pub ctx: &'c Context,
+    pub module: &'m Module<'c>,
+    pub b: Builder<'c>,
+    pub func: FunctionValue<'c>,
+    entry: BasicBlock<'c>,
+}
+
+impl<'m, 'c> Fx<'m, 'c> {
+    /// Starts a function body (positioned in its entry block).
+    pub(crate) fn new(ctx: &'c Context, module: &'m Module<'c>, func: FunctionValue<'c>) -> Self {
+        let entry = ctx.append_basic_block(func, "entry");
+        let b = ctx.create_builder();
+        b.position_at_end(entry);
+        Fx {
+            ctx,
+            module,
+            b,
+            func,
+            entry,
+        }
+    }
+
+    pub(crate) fn i64c(&self, v: u64) -> IntValue<'c> {
+        self.ctx.i64_type().const_int(v, false)
+    }
+
+    pub(crate) fn vty(&self, w: u32) -> inkwell::types::VectorType<'c> {
+        self.ctx.f64_type().vec_type(w)
+    }
+
+    pub(crate) fn splat_const(&self, x: f64, w: u32) -> VectorValue<'c> {
+        let c = self.ctx.f64_type().const_float(x);
+        inkwell::types::VectorType::const_vector(&vec![c; w as usize])
+    }
+
+    /// Broadcasts a scalar double to `w` lanes.
+    pub(crate) fn splat(
+        &self,
+        x: inkwell::values::FloatValue<'c>,
+        w: u32,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        let mut v = self.vty(w).get_undef();
+        for l in 0..w {
+            v = self
+                .b
+                .build_insert_element(v, x, self.i64c(l as u64), "s")
+                .map_err(ierr)?;
+        }
+        Ok(v)
+    }
+
+    /// A stack slot in the entry block (promoted to registers by the optimizer).
+    pub(crate) fn slot(
+        &self,
+        ty: inkwell::types::BasicTypeEnum<'c>,
+    ) -> Result<PointerValue<'c>, CodegenError> {
+        let tmp = self.ctx.create_builder();
+        match self.entry.get_first_instruction() {
+            Some(i) => tmp.position_before(&i),
+            None => tmp.position_at_end(self.entry),
+        }
+        tmp.build_alloca(ty, "slot").map_err(ierr)
+    }
+
+    pub(crate) fn load_i64(&self, p: PointerValue<'c>) -> Result<IntValue<'c>, CodegenError> {
+        Ok(load(&self.b, p)?.into_int_value())
+    }
+
+    pub(crate) fn load_v(&self, p: PointerValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
+        Ok(load(&self.b, p)?.into_vector_value())
+    }
+
+    pub(crate) fn store<V: inkwell::values::BasicValue<'c>>(
+        &self,
+        p: PointerValue<'c>,
+        v: V,
+    ) -> Result<(), CodegenError> {
+        self.b.build_store(p, v).map_err(ierr)?;
+        Ok(())
+    }
+
+    pub(crate) fn add(
+        &self,
+        a: IntValue<'c>,
+        b: IntValue<'c>,
+    ) -> Result<IntValue<'c>, CodegenError> {
+        self.b.build_int_add(a, b, "a").map_err(ierr)
+    }
+
+    pub(crate) fn mul(
+        &self,
+        a: IntValue<'c>,
+        b: IntValue<'c>,
+    ) -> Result<IntValue<'c>, CodegenError> {
+        self.b.build_int_mul(a, b, "m").map_err(ierr)
+    }
+
+    pub(crate) fn sub(
+        &self,
+        a: IntValue<'c>,
+        b: IntValue<'c>,
+    ) -> Result<IntValue<'c>, CodegenError> {
+        self.b.build_int_sub(a, b, "s").map_err(ierr)
+    }
+
+    /// `for (; *iv + step <= hi; *iv += step) body(*iv)`; the slot keeps the next index.
+    pub(crate) fn for_slot(
+        &mut self,
+        iv: PointerValue<'c>,
+        hi: IntValue<'c>,
+        step: u64,
+        body: &mut dyn FnMut(&mut Self, IntValue<'c>) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let head = self.ctx.append_basic_block(self.func, "head");
+        let bodyb = self.ctx.append_basic_block(self.func, "body");
+        let exit = self.ctx.append_basic_block(self.func, "exit");
+        self.b.build_unconditional_branch(head).map_err(ierr)?;
+        self.b.position_at_end(head);
+        let i = self.load_i64(iv)?;
+        let next = self.add(i, self.i64c(step))?;
+        let c = self
+            .b
+            .build_int_compare(IntPredicate::ULE, next, hi, "c")
+            .map_err(ierr)?;
+        self.b
+            .build_conditional_branch(c, bodyb, exit)
+            .map_err(ierr)?;
+        self.b.position_at_end(bodyb);
+        body(self, i)?;
+        self.store(iv, next)?;
+        self.b.build_unconditional_branch(head).map_err(ierr)?;
+        self.b.position_at_end(exit);
+        Ok(())
+    }
+
+    /// `for i in lo..hi { body(i) }` with a fresh slot.
+    pub(crate) fn for_range(
+        &mut self,
+        lo: IntValue<'c>,
+        hi: IntValue<'c>,
+        body: &mut dyn FnMut(&mut Self, IntValue<'c>) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let iv = self.slot(self.ctx.i64_type().into())?;
+        self.store(iv, lo)?;
+        self.for_slot(iv, hi, 1, body)
+    }
+
+    pub(crate) fn fadd(
+        &self,
+        a: VectorValue<'c>,
+        b: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        self.b.build_float_add(a, b, "fa").map_err(ierr)
+    }
+    pub(crate) fn fsub(
+        &self,
+        a: VectorValue<'c>,
+        b: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        self.b.build_float_sub(a, b, "fs").map_err(ierr)
+    }
+    pub(crate) fn fmul(
+        &self,
+        a: VectorValue<'c>,
+        b: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        self.b.build_float_mul(a, b, "fm").map_err(ierr)
+    }
+    pub(crate) fn fdiv(
+        &self,
+        a: VectorValue<'c>,
+        b: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        self.b.build_float_div(a, b, "fd").map_err(ierr)
+    }
+    pub(crate) fn fcmp(
+        &self,
+        p: FloatPredicate,
+        a: VectorValue<'c>,
+        b: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        self.b.build_float_compare(p, a, b, "fc").map_err(ierr)
+    }
+    pub(crate) fn select(
+        &self,
+        c: VectorValue<'c>,
+        a: VectorValue<'c>,
+        b: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        Ok(self
+            .b
+            .build_select(c, a, b, "sel")
+            .map_err(ierr)?
+            .into_vector_value())
+    }
+    pub(crate) fn and(
+        &self,
+        a: VectorValue<'c>,
+        b: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        self.b.build_and(a, b, "and").map_err(ierr)
+    }
+    pub(crate) fn or(
+        &self,
+        a: VectorValue<'c>,
+        b: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        self.b.build_or(a, b, "or").map_err(ierr)
+    }
+
+    /// 1.0 where `c` holds, else 0.0.
+    pub(crate) fn b2f(&self, c: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
+        let w = c.get_type().get_size();
+        self.select(c, self.splat_const(1.0, w), self.splat_const(0.0, w))
+    }
+
+    /// A unary LLVM intrinsic on the vector type (`llvm.sqrt`, `llvm.floor`, ...).
+    pub(crate) fn intrinsic(
+        &self,
+        name: &str,
+        x: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        let f = Intrinsic::find(name)
+            .and_then(|i| i.get_declaration(self.module, &[x.get_type().into()]))
+            .ok_or_else(|| CodegenError::Internal(format!("intrinsic {name} missing")))?;
+        let r = self.b.build_call(f, &[x.into()], "i").map_err(ierr)?;
+        basic_vector(r)
+    }
+
+    /// Calls a Rust helper lane by lane (helpers are scalar).
+    pub(crate) fn helper(
+        &self,
+        name: &str,
+        xs: &[VectorValue<'c>],
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        let f64t = self.ctx.f64_type();
+        let f = match self.module.get_function(name) {
+            Some(f) => f,
+            None => {
+                let params: Vec<_> = xs.iter().map(|_| f64t.into()).collect();
+                let f = self.module.add_function(
+                    name,
+                    f64t.fn_type(&params, false),
+                    Some(Linkage::External),
+                );
+                f.add_attribute(
+                    inkwell::attributes::AttributeLoc::Function,
+                    llvm::enum_attr(self.ctx, "readnone"),
+                );
+                f.add_attribute(
+                    inkwell::attributes::AttributeLoc::Function,
+                    llvm::enum_attr(self.ctx, "nounwind"),
+                );
+                f
+            }
+        };
+        let w = xs[0].get_type().get_size();
+        let mut out = self.vty(w).get_undef();
+        for l in 0..w {
+            let idx = self.i64c(l as u64);
+            let args: Vec<BasicMetadataValueEnum> = xs
+                .iter()
+                .map(|x| {
+                    self.b
+                        .build_extract_element(*x, idx, "e")
+                        .map(|v| v.into())
+                        .map_err(ierr)
+                })
+                .collect::<Result<_, _>>()?;
+            let r = self.b.build_call(f, &args, "h").map_err(ierr)?;
+            let r = match r.try_as_basic_value() {
+                inkwell::values::ValueKind::Basic(v) => v,
+                _ => return Err(CodegenError::Internal("helper returns nothing".into())),
+            };
+            out = self
+                .b
+                .build_insert_element(out, r, idx, "ins")
+                .map_err(ierr)?;
+        }
+        Ok(out)
+    }
+
+    /// Loads `w` doubles at `ptr[idx + l * stride]` (a strided gather, lane by lane).
+    pub(crate) fn gather(
+        &self,
+        ptr: PointerValue<'c>,
+        idx: IntValue<'c>,
+        stride: IntValue<'c>,
+        w: u32,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        if w == 1 {
+            return load_vec(&self.b, self.vty(1), ptr, idx);
+        }
+        let mut v = self.vty(w).get_undef();
+        for l in 0..w {
+            let off = self.mul(stride, self.i64c(l as u64))?;
+            let p = gep(&self.b, ptr, self.add(idx, off)?)?;
+            let x = load(&self.b, p)?.into_float_value();
+            v = self
+                .b
+                .build_insert_element(v, x, self.i64c(l as u64), "g")
+                .map_err(ierr)?;
+        }
+        Ok(v)
+    }
+
+    /// Loads one double and broadcasts it.
+    pub(crate) fn load_splat(
+        &self,
+        ptr: PointerValue<'c>,
+        idx: IntValue<'c>,
+        w: u32,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        let p = gep(&self.b, ptr, idx)?;
+        let x = load(&self.b, p)?.into_float_value();
+        self.splat(x, w)
+    }
+
+    /// Java `Math.min`/`Math.max` (NaN propagates; -0.0 < 0.0), as `lafuse_runtime::ops`.
+    pub(crate) fn java_minmax(
+        &self,
+        max: bool,
+        a: VectorValue<'c>,
+        b: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        let w = a.get_type().get_size();
+        let le = self.fcmp(
+            if max {
+                FloatPredicate::OGE
+            } else {
+                FloatPredicate::OLE
+            },
+            a,
+            b,
+        )?;
+        let mut r = self.select(le, a, b)?;
+        let zero = self.splat_const(0.0, w);
+        let az = self.fcmp(FloatPredicate::OEQ, a, zero)?;
+        let bz = self.fcmp(FloatPredicate::OEQ, b, zero)?;
+        let both = self.and(az, bz)?;
+        let ity = self.ctx.i64_type().vec_type(w);
+        let abits = self
+            .b
+            .build_bit_cast(a, ity, "bits")
+            .map_err(ierr)?
+            .into_vector_value();
+        let izero = ity.const_zero();
+        let aneg = self
+            .b
+            .build_int_compare(IntPredicate::SLT, abits, izero, "neg")
+            .map_err(ierr)?;
+        // min: the negative zero wins; max: the positive zero wins.
+        let pick_a = if max {
+            self.b.build_not(aneg, "pos").map_err(ierr)?
+        } else {
+            aneg
+        };
+        let zr = self.select(pick_a, a, b)?;
+        r = self.select(both, zr, r)?;
+        let bnan = self.fcmp(FloatPredicate::UNO, b, b)?;
+        r = self.select(bnan, b, r)?;
+        let anan = self.fcmp(FloatPredicate::UNO, a, a)?;
+        self.select(anan, a, r)
+    }
+}
+
+fn basic_vector(r: inkwell::values::CallSiteValue<'_>) -> Result<VectorValue<'_>, CodegenError> {
+    match r.try_as_basic_value() {
+        inkwell::values::ValueKind::Basic(v) => Ok(v.into_vector_value()),
+        _ => Err(CodegenError::Internal("call returns nothing".into())),
+    }
+}
+
+/// Per-input pointers loaded once at function entry.
+#[derive(Clone, Default)]
+pub(crate) struct InputPtrs<'c> {
+    /// Data pointer per input position (`None` when not read).
+    pub data: Vec<Option<PointerValue<'c>>>,
+    /// Column count (row stride) per input position.
+    pub cols: Vec<Option<IntValue<'c>>>,
+}
+
+/// Where the body is evaluated: row `i`, `w` consecutive columns from `j`, and how to read the
+/// main input there.
+#[derive(Clone, Copy)]
+pub(crate) struct At<'c> {
+    pub i: IntValue<'c>,
+    pub j: IntValue<'c>,
+    pub w: u32,
+    /// The main input's value(s) at the cell (already loaded).
+    pub main: VectorValue<'c>,
+}
+
+/// Emits the value of plan nodes at one position, each node once (DAG-aware).
+pub(crate) struct Body<'p, 'c> {
+    pub plan: &'p CPlan,
+    pub ins: &'p InputPtrs<'c>,
+    pub at: At<'c>,
+    /// Outer: the dot products `u_i · v_j` are computed by the template and passed in here.
+    pub outer_dot: Option<VectorValue<'c>>,
+    memo: HashMap<(CNodeId, bool), VectorValue<'c>>,
+}
+
+impl<'p, 'c> Body<'p, 'c> {
+    pub(crate) fn new(plan: &'p CPlan, ins: &'p InputPtrs<'c>, at: At<'c>) -> Self {
+        Body {
+            plan,
+            ins,
+            at,
+            outer_dot: None,
+            memo: HashMap::new(),
+        }
+    }
+
+    fn input(&self, k: usize) -> Result<(PointerValue<'c>, IntValue<'c>), CodegenError> {
+        match (
+            self.ins.data.get(k).copied().flatten(),
+            self.ins.cols.get(k).copied().flatten(),
+        ) {
+            (Some(p), Some(c)) => Ok((p, c)),
+            _ => Err(CodegenError::Internal(format!("input {k} not prepared"))),
+        }
+    }
+
+    /// The value of node `n` (`swapped`: inside a transpose, row and column exchanged).
+    pub(crate) fn emit(
+        &mut self,
+        fx: &Fx<'_, 'c>,
+        n: CNodeId,
+        swapped: bool,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        if let Some(v) = self.memo.get(&(n, swapped)) {
+            return Ok(*v);
+        }
+        let w = self.at.w;
+        let node = self
+            .plan
+            .nodes
+            .get(n)
+            .ok_or_else(|| CodegenError::Internal(format!("node {n} missing")))?;
+        let v = match node {
+            CNode::Data { input, access } => self.data(fx, *input, *access, swapped)?,
+            CNode::Literal { value } => {
+                let x = match value {
+                    Literal::Str(s) => {
+                        return Err(CodegenError::Unsupported(format!(
+                            "string literal {s:?} in a body"
+                        )))
+                    }
+                    l => l.as_f64().unwrap_or(f64::NAN),
+                };
+                fx.splat_const(x, w)
+            }
+            CNode::Unary { f, x } => {
+                let x = self.emit(fx, *x, swapped)?;
+                unary(fx, *f, x)?
+            }
+            CNode::Pow2 { x } => {
+                let x = self.emit(fx, *x, swapped)?;
+                fx.fmul(x, x)?
+            }
+            CNode::Mult2 { x } => {
+                let x = self.emit(fx, *x, swapped)?;
+                fx.fadd(x, x)?
+            }
+            CNode::Binary { f, a, b } => {
+                let lit2 = matches!(self.plan.nodes.get(*b), Some(CNode::Literal { value }) if value.as_f64() == Some(2.0));
+                let a = self.emit(fx, *a, swapped)?;
+                let b = self.emit(fx, *b, swapped)?;
+                if *f == BinaryOp::Pow && lit2 {
+                    // java_pow(x, 2) is x * x.
+                    fx.fmul(a, a)?
+                } else {
+                    binary(fx, *f, a, b)?
+                }
+            }
+            CNode::Ternary { f, a, b, c } => {
+                let a = self.emit(fx, *a, swapped)?;
+                let b = self.emit(fx, *b, swapped)?;
+                let c = self.emit(fx, *c, swapped)?;
+                let wz = a.get_type().get_size();
+                match f {
+                    TernaryOp::IfElse => {
+                        let cond = fx.fcmp(FloatPredicate::UNE, a, fx.splat_const(0.0, wz))?;
+                        fx.select(cond, b, c)?
+                    }
+                    TernaryOp::Replace => {
+                        let eq = fx.fcmp(FloatPredicate::OEQ, a, b)?;
+                        let an = fx.fcmp(FloatPredicate::UNO, a, a)?;
+                        let bn = fx.fcmp(FloatPredicate::UNO, b, b)?;
+                        let m = fx.or(eq, fx.and(an, bn)?)?;
+                        fx.select(m, c, a)?
+                    }
+                }
+            }
+            CNode::Nary { f, xs } => {
+                let max = match f {
+                    NaryOp::Min => false,
+                    NaryOp::Max => true,
+                    other => {
+                        return Err(CodegenError::Unsupported(format!(
+                            "n-ary {} in a cell-wise body",
+                            other.name()
+                        )))
+                    }
+                };
+                let mut acc: Option<VectorValue<'c>> = None;
+                for &x in xs {
+                    let v = self.emit(fx, x, swapped)?;
+                    acc = Some(match acc {
+                        None => v,
+                        Some(a) => fx.java_minmax(max, a, v)?,
+                    });
+                }
+                acc.ok_or_else(|| CodegenError::Unsupported("n-ary op without operands".into()))?
+            }
+            CNode::DotCell { a, b } => {
+                let a = self.emit(fx, *a, swapped)?;
+                let b = self.emit(fx, *b, swapped)?;
+                fx.fmul(a, b)?
+            }
+            CNode::Transpose { x } => self.emit(fx, *x, !swapped)?,
+            CNode::OuterDot { .. } => self.outer_dot.ok_or_else(|| {
+                CodegenError::Unsupported("u_i · v_j outside an outer-product operator".into())
+            })?,
+            other => {
+                return Err(CodegenError::Unsupported(format!(
+                    "{} has no cell-wise value",
+                    node_name(other)
+                )))
+            }
+        };
+        self.memo.insert((n, swapped), v);
+        Ok(v)
+    }
+
+    fn data(
+        &mut self,
+        fx: &Fx<'_, 'c>,
+        k: usize,
+        access: Access,
+        swapped: bool,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        let w = self.at.w;
+        let (i, j) = if swapped {
+            (self.at.j, self.at.i)
+        } else {
+            (self.at.i, self.at.j)
+        };
+        let scalar =
+            self.plan.inputs.get(k) == Some(&InputKind::Scalar) || access == Access::Scalar;
+        if scalar {
+            let (p, _) = self.input(k)?;
+            return fx.load_splat(p, fx.i64c(0), w);
+        }
+        match (access, swapped) {
+            (Access::Main, false) if k == 0 => Ok(self.at.main),
+            (Access::Aligned, false) => {
+                let (p, c) = self.input(k)?;
+                let idx = fx.add(fx.mul(i, c)?, j)?;
+                load_vec(&fx.b, fx.vty(w), p, idx)
+            }
+            (Access::ColVector, false) => {
+                let (p, c) = self.input(k)?;
+                fx.load_splat(p, fx.mul(i, c)?, w)
+            }
+            (Access::RowVector, false) => {
+                let (p, _) = self.input(k)?;
+                load_vec(&fx.b, fx.vty(w), p, j)
+            }
+            // Transposed reads: a column vector read along the columns, a row vector along
+            // the rows (the skeleton checked the transposed shapes).
+            (Access::ColVector, true) => {
+                let (p, c) = self.input(k)?;
+                fx.gather(p, fx.mul(i, c)?, c, w)
+            }
+            (Access::RowVector, true) => {
+                let (p, _) = self.input(k)?;
+                fx.load_splat(p, j, w)
+            }
+            (a, s) => Err(CodegenError::Unsupported(format!(
+                "input {k} read as {a:?}{} in a cell-wise body",
+                if s { " under a transpose" } else { "" }
+            ))),
+        }
+    }
+}
+
+/// A node kind's name for messages.
+pub(crate) fn node_name(n: &CNode) -> &'static str {
+    match n {
+        CNode::Data { .. } => "data",
+        CNode::Literal { .. } => "literal",
+        CNode::Unary { .. } => "unary",
+        CNode::Pow2 { .. } => "pow2",
+        CNode::Mult2 { .. } => "mult2",
+        CNode::Binary { .. } => "binary",
+        CNode::Ternary { .. } => "ternary",
+        CNode::Nary { .. } => "n-ary",
+        CNode::RowAgg { .. } => "row aggregate",
+        CNode::RowSumSq { .. } => "row sum of squares",
+        CNode::VectMatMult { .. } => "row-times-matrix",
+        CNode::OuterMultAdd { .. } => "outer-product accumulation",
+        CNode::DotCell { .. } => "dot product",
+        CNode::OuterDot { .. } => "outer dot",
+        CNode::FinalProduct { .. } => "final product",
+        CNode::Transpose { .. } => "transpose",
+    }
+}
+
+pub(crate) fn unary<'c>(
+    fx: &Fx<'_, 'c>,
+    f: UnaryOp,
+    x: VectorValue<'c>,
+) -> Result<VectorValue<'c>, CodegenError> {
+    let w = x.get_type().get_size();
+    Ok(match f {
+        UnaryOp::Neg => fx.b.build_float_neg(x, "neg").map_err(ierr)?,
+        UnaryOp::Not => {
+            let z = fx.fcmp(FloatPredicate::OEQ, x, fx.splat_const(0.0, w))?;
+            fx.b2f(z)?
+        }
+        UnaryOp::Abs => fx.intrinsic("llvm.fabs", x)?,
+        UnaryOp::Sqrt => fx.intrinsic("llvm.sqrt", x)?,
+        UnaryOp::Floor => fx.intrinsic("llvm.floor", x)?,
+        UnaryOp::Ceil => fx.intrinsic("llvm.ceil", x)?,
+        UnaryOp::Sign => {
+            let gt = fx.fcmp(FloatPredicate::OGT, x, fx.splat_const(0.0, w))?;
+            let lt = fx.fcmp(FloatPredicate::OLT, x, fx.splat_const(0.0, w))?;
+            let r = fx.select(lt, fx.splat_const(-1.0, w), x)?;
+            fx.select(gt, fx.splat_const(1.0, w), r)?
+        }
+        UnaryOp::Round => fx.helper("lafuse_round", &[x])?,
+        UnaryOp::Exp => fx.helper("lafuse_exp", &[x])?,
+        UnaryOp::Log => fx.helper("lafuse_ln", &[x])?,
+        UnaryOp::Sin => fx.helper("lafuse_sin", &[x])?,
+        UnaryOp::Cos => fx.helper("lafuse_cos", &[x])?,
+        UnaryOp::Tan => fx.helper("lafuse_tan", &[x])?,
+        UnaryOp::Asin => fx.helper("lafuse_asin", &[x])?,
+        UnaryOp::Acos => fx.helper("lafuse_acos", &[x])?,
+        UnaryOp::Atan => fx.helper("lafuse_atan", &[x])?,
+        UnaryOp::Sinh => fx.helper("lafuse_sinh", &[x])?,
+        UnaryOp::Cosh => fx.helper("lafuse_cosh", &[x])?,
+        UnaryOp::Tanh => fx.helper("lafuse_tanh", &[x])?,
+        UnaryOp::Sigmoid => {
+            // 1 / (1 + exp(-x)), operation for operation as the runtime.
+            let nx = fx.b.build_float_neg(x, "neg").map_err(ierr)?;
+            let e = fx.helper("lafuse_exp", &[nx])?;
+            let d = fx.fadd(fx.splat_const(1.0, w), e)?;
+            fx.fdiv(fx.splat_const(1.0, w), d)?
+        }
+    })
+}
+
+pub(crate) fn binary<'c>(
+    fx: &Fx<'_, 'c>,
+    f: BinaryOp,
+    a: VectorValue<'c>,
+    b: VectorValue<'c>,
+) -> Result<VectorValue<'c>, CodegenError> {
+    let w = a.get_type().get_size();
+    let cmp = |p| fx.fcmp(p, a, b).and_then(|c| fx.b2f(c));
+    let nz = |x| fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, w));
+    Ok(match f {
+        BinaryOp::Add => fx.fadd(a, b)?,
+        BinaryOp::Sub => fx.fsub(a, b)?,
+        BinaryOp::Mul => fx.fmul(a, b)?,
+        BinaryOp::Div => fx.fdiv(a, b)?,
+        BinaryOp::Pow => fx.helper("lafuse_pow", &[a, b])?,
+        BinaryOp::Mod => fx.helper("lafuse_fmod", &[a, b])?,
+        BinaryOp::IntDiv => {
+            let q = fx.fdiv(a, b)?;
+            fx.intrinsic("llvm.trunc", q)?
+        }
+        BinaryOp::Lt => cmp(FloatPredicate::OLT)?,
+        BinaryOp::Le => cmp(FloatPredicate::OLE)?,
+        BinaryOp::Gt => cmp(FloatPredicate::OGT)?,
+        BinaryOp::Ge => cmp(FloatPredicate::OGE)?,
+        BinaryOp::Eq => cmp(FloatPredicate::OEQ)?,
+        BinaryOp::Ne => cmp(FloatPredicate::UNE)?,
+        BinaryOp::And => fx.b2f(fx.and(nz(a)?, nz(b)?)?)?,
+        BinaryOp::Or => fx.b2f(fx.or(nz(a)?, nz(b)?)?)?,
+        BinaryOp::Min => fx.java_minmax(false, a, b)?,
+        BinaryOp::Max => fx.java_minmax(true, a, b)?,
+        BinaryOp::Log => {
+            let la = fx.helper("lafuse_ln", &[a])?;
+            let lb = fx.helper("lafuse_ln", &[b])?;
+            fx.fdiv(la, lb)?
+        }
+    })
+}
+
+/// Loads the data pointer and column count of every input in `used` from the `KernelArgs`
+/// at `args` (inputs array at `inputs_off`).
+pub(crate) fn load_inputs<'c>(
+    fx: &Fx<'_, 'c>,
+    args: PointerValue<'c>,
+    used: &[bool],
+) -> Result<InputPtrs<'c>, CodegenError> {
+    use lafuse_skeletons::abi::{DenseView, KernelArgs};
+    use std::mem::{offset_of, size_of};
+    let ctx = fx.ctx;
+    let views = llvm::load_field(
+        ctx,
+        &fx.b,
+        args,
+        offset_of!(KernelArgs, inputs),
+        llvm::i8_ptr(ctx).ptr_type(inkwell::AddressSpace::default()),
+    )?
+    .into_pointer_value();
+    let mut out = InputPtrs::default();
+    for (k, &u) in used.iter().enumerate() {
+        if !u {
+            out.data.push(None);
+            out.cols.push(None);
+            continue;
+        }
+        let base = k * size_of::<DenseView>();
+        let d = llvm::load_field(
+            ctx,
+            &fx.b,
+            views,
+            base + offset_of!(DenseView, data),
+            f64_ptr(ctx).ptr_type(inkwell::AddressSpace::default()),
+        )?;
+        let c = llvm::load_field(
+            ctx,
+            &fx.b,
+            views,
+            base + offset_of!(DenseView, cols),
+            ctx.i64_type().ptr_type(inkwell::AddressSpace::default()),
+        )?;
+        out.data.push(Some(d.into_pointer_value()));
+        out.cols.push(Some(c.into_int_value()));
+    }
+    Ok(out)
+}

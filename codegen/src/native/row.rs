@@ -1,0 +1,1639 @@
+//! Entry points of Row operators (reference 5.6, 6.3, 6.6): the loop over rows `[rl, ru)` of
+//! the main input `X` (dense rows, or CSR rows), and per row the plan's nodes in order, each a
+//! scalar or a row vector.
+//!
+//! Vector nodes are materialized into per-task scratch buffers (slots reused by liveness, like
+//! SystemDS's ring buffer, reference 5.10), except that a row-wise operator's output node is
+//! computed straight into its output row. Element-wise nodes are one loop of [`W`] lanes (plus a
+//! scalar tail; a strided scalar loop when a length-one vector broadcasts). The vector
+//! primitives — row sum / sum of squares / min / max / product / variance, dot product,
+//! sparse dot product, `axpy`, sparse `axpy`, vector add, copy, non-zero and non-finite counts —
+//! are internal always-inline functions of the same module; reductions use explicit 8-lane
+//! accumulators combined in lane order (LLVM 14 does not reassociate without fast-math), so
+//! results are deterministic.
+//!
+//! Sparse `X` (CSR entry, called only when every side input is finite): primitives that read
+//! `X` directly visit its non-zeros (`X %*% B` as sparse dot products, row sums, and the
+//! outer-product accumulation `t(X) %*% b` as sparse `axpy`s, the latter only when `b` is
+//! finite in that row, since `0 * Inf` must stay NaN); every other reader sees the row
+//! scattered into a zeroed scratch row (cleared again after the row).
+//!
+//! Sizes are not part of a plan: [`layout`] derives every vector length and buffer offset from
+//! the input shapes at execution, validates them (mismatched lengths are errors before any
+//! generated code runs), and passes them as parameters the generated code loads once.
+
+use super::cell::W;
+use super::expr::{self, ierr, load_inputs, Fx, InputPtrs};
+use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
+use super::CodegenError;
+use crate::reference::Operand;
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::values::{
+    BasicMetadataValueEnum, FloatValue, FunctionValue, IntValue, PointerValue, VectorValue,
+};
+use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
+use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, InputKind, RowType};
+use lafuse_compiler::hops::{AggOp, BinaryOp, Literal, NaryOp, TernaryOp};
+use lafuse_skeletons::abi::{CsrView, DenseView, KernelArgs};
+use lafuse_skeletons::row::{RowArgs, RowInput, RowKind, RowLayout};
+use std::mem::offset_of;
+
+/// Parameter positions (see [`layout`]): the output row stride, the scratch offset of the
+/// scattered sparse row, the outer-product orientation, then three values per node.
+const P_OUTC: usize = 0;
+const P_MROW: usize = 1;
+const P_FLIP: usize = 2;
+const P_NODE0: usize = 3;
+const PER_NODE: usize = 3;
+/// Per node: vector length (`VectMatMult`: columns of `B`; `OuterMultAdd`: length of `a`).
+const LEN: usize = 0;
+/// Per node: scratch offset of its buffer.
+const OFF: usize = 1;
+/// Per node: `VectMatMult`: rows of `B`; `OuterMultAdd`: length of `b`.
+const AUX: usize = 2;
+
+fn pidx(node: CNodeId, what: usize) -> usize {
+    P_NODE0 + PER_NODE * node + what
+}
+
+/// What a node is per row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    Scalar,
+    Vector,
+    /// A whole side matrix (operand of a row-times-matrix product).
+    Whole,
+    /// The outer-product accumulation (the output of an outer row type).
+    Outer,
+}
+
+/// The compile-time analysis of a Row plan; kept by the operator for [`layout`].
+#[derive(Clone, Debug)]
+pub(crate) struct RowInfo {
+    plan: CPlan,
+    pub(crate) kind: RowKind,
+    pub(crate) inputs: Vec<RowInput>,
+    classes: Vec<Class>,
+    reach: Vec<bool>,
+    /// Buffer slot per materialized vector node.
+    slot: Vec<Option<usize>>,
+    num_slots: usize,
+    /// The output node is computed straight into the output row.
+    direct: bool,
+    /// The CSR entry needs the row scattered densely.
+    needs_dense_main: bool,
+}
+
+fn unsupported<T>(s: impl Into<String>) -> Result<T, CodegenError> {
+    Err(CodegenError::Unsupported(s.into()))
+}
+
+fn is_elementwise(n: &CNode) -> bool {
+    matches!(
+        n,
+        CNode::Unary { .. }
+            | CNode::Pow2 { .. }
+            | CNode::Mult2 { .. }
+            | CNode::Binary { .. }
+            | CNode::Ternary { .. }
+            | CNode::Nary {
+                f: NaryOp::Min | NaryOp::Max,
+                ..
+            }
+    )
+}
+
+/// Aggregates the CSR entry computes from a row's non-zeros.
+fn sparse_agg(f: AggOp) -> bool {
+    matches!(f, AggOp::Sum | AggOp::Mean | AggOp::Min | AggOp::Max)
+}
+
+/// Analyzes a Row plan: node classes, input uses, buffer slots.
+pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, CodegenError> {
+    let kind = match row_type {
+        RowType::NoAgg | RowType::NoAggB1 | RowType::NoAggConst | RowType::RowAgg => {
+            RowKind::RowWise
+        }
+        RowType::ColAgg | RowType::ColAggB1R | RowType::ColAggConst => RowKind::ColSum,
+        RowType::ColAggT | RowType::ColAggB1 | RowType::ColAggB1T => RowKind::Outer,
+        RowType::FullAgg => RowKind::FullAgg,
+    };
+    if plan.outputs.len() != 1 {
+        return Err(CodegenError::Internal(
+            "a row operator has one output".into(),
+        ));
+    }
+    let nodes = &plan.nodes;
+    let out = plan.outputs[0];
+    if out >= nodes.len() {
+        return Err(CodegenError::Internal("output node missing".into()));
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        if n.operands().iter().any(|&o| o >= i) {
+            return Err(CodegenError::Internal(format!(
+                "node {i} uses a later node"
+            )));
+        }
+    }
+    let mut reach = vec![false; nodes.len()];
+    reach[out] = true;
+    for i in (0..nodes.len()).rev() {
+        if reach[i] {
+            for o in nodes[i].operands() {
+                reach[o] = true;
+            }
+        }
+    }
+    let mut inputs = vec![RowInput::Unused; plan.inputs.len()];
+    if inputs.is_empty() {
+        return Err(CodegenError::Internal("a plan needs inputs".into()));
+    }
+    inputs[0] = RowInput::Main;
+    let mut classes = vec![Class::Scalar; nodes.len()];
+    for i in 0..nodes.len() {
+        if !reach[i] {
+            continue;
+        }
+        let cls = |o: CNodeId| classes[o];
+        classes[i] = match &nodes[i] {
+            CNode::Data { input, access } => {
+                let k = *input;
+                if k >= inputs.len() {
+                    return Err(CodegenError::Internal(format!(
+                        "input {k} outside the plan"
+                    )));
+                }
+                let scalar = plan.inputs[k] == InputKind::Scalar;
+                let (u, c) = match access {
+                    Access::Main if k == 0 && !scalar => (RowInput::Main, Class::Vector),
+                    _ if k == 0 => {
+                        return unsupported(format!("the main input read as {access:?}"))
+                    }
+                    _ if scalar || *access == Access::Scalar => (RowInput::Scalar, Class::Scalar),
+                    Access::Aligned => (RowInput::Rows, Class::Vector),
+                    Access::RowVector => (RowInput::RowVector, Class::Vector),
+                    Access::ColVector => (RowInput::ColVector, Class::Scalar),
+                    Access::Whole => (RowInput::WholeT, Class::Whole),
+                    a => return unsupported(format!("input {k} read as {a:?} in a row plan")),
+                };
+                if inputs[k] != RowInput::Unused && inputs[k] != u {
+                    return unsupported(format!(
+                        "input {k} read both as {:?} and as {u:?}",
+                        inputs[k]
+                    ));
+                }
+                inputs[k] = u;
+                c
+            }
+            CNode::Literal { value } => {
+                if let Literal::Str(s) = value {
+                    return unsupported(format!("string literal {s:?} in a body"));
+                }
+                Class::Scalar
+            }
+            n if is_elementwise(n) => {
+                let mut c = Class::Scalar;
+                for o in n.operands() {
+                    match cls(o) {
+                        Class::Scalar => {}
+                        Class::Vector => c = Class::Vector,
+                        _ => return unsupported("a matrix or product used element-wise"),
+                    }
+                }
+                c
+            }
+            CNode::Nary {
+                f: NaryOp::Cbind,
+                xs,
+            } => {
+                if xs
+                    .iter()
+                    .any(|&x| !matches!(cls(x), Class::Scalar | Class::Vector))
+                {
+                    return unsupported("cbind of a matrix or product");
+                }
+                Class::Vector
+            }
+            CNode::RowAgg { x, .. } | CNode::RowSumSq { x } => {
+                if !matches!(cls(*x), Class::Scalar | Class::Vector) {
+                    return unsupported("row aggregate of a matrix or product");
+                }
+                Class::Scalar
+            }
+            CNode::VectMatMult { a, b } => {
+                if !matches!(cls(*a), Class::Scalar | Class::Vector) || cls(*b) != Class::Whole {
+                    return unsupported("row-times-matrix without a row and a whole matrix");
+                }
+                Class::Vector
+            }
+            CNode::OuterMultAdd { a, b } => {
+                if i != out || kind != RowKind::Outer {
+                    return unsupported("an outer-product accumulation that is not the output");
+                }
+                if !matches!(cls(*a), Class::Scalar | Class::Vector)
+                    || !matches!(cls(*b), Class::Scalar | Class::Vector)
+                {
+                    return unsupported("outer-product accumulation of a matrix");
+                }
+                Class::Outer
+            }
+            other => return unsupported(format!("{} in a row plan", expr::node_name(other))),
+        };
+    }
+    match (kind, classes[out]) {
+        (RowKind::Outer, Class::Outer) => {}
+        (RowKind::Outer, _) => return unsupported("an outer row type without its product"),
+        (_, Class::Scalar | Class::Vector) => {}
+        _ => return unsupported("a row output that is not a scalar or a vector"),
+    }
+    let direct = kind == RowKind::RowWise
+        && classes[out] == Class::Vector
+        && !matches!(nodes[out], CNode::Data { .. });
+    // Buffer slots by liveness: a node takes a free slot before its operands are released, so
+    // a node never writes the buffer it reads.
+    let materialized = |i: usize| {
+        reach[i]
+            && classes[i] == Class::Vector
+            && !matches!(nodes[i], CNode::Data { .. })
+            && !(direct && i == out)
+    };
+    let mut remaining = vec![0usize; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if reach[i] {
+            for o in n.operands() {
+                remaining[o] += 1;
+            }
+        }
+    }
+    remaining[out] += 1;
+    let mut slot = vec![None; nodes.len()];
+    let mut free: Vec<usize> = Vec::new();
+    let mut num_slots = 0;
+    for i in 0..nodes.len() {
+        if !reach[i] {
+            continue;
+        }
+        if materialized(i) {
+            free.sort_unstable_by(|a, b| b.cmp(a));
+            slot[i] = Some(free.pop().unwrap_or_else(|| {
+                num_slots += 1;
+                num_slots - 1
+            }));
+        }
+        for o in nodes[i].operands() {
+            remaining[o] -= 1;
+            if remaining[o] == 0 {
+                if let Some(s) = slot[o] {
+                    free.push(s);
+                }
+            }
+        }
+    }
+    // Readers of X that need the dense row in the CSR entry.
+    let is_main = |o: CNodeId| {
+        matches!(
+            nodes[o],
+            CNode::Data {
+                access: Access::Main,
+                ..
+            }
+        )
+    };
+    let mut needs_dense_main = is_main(out);
+    for (i, n) in nodes.iter().enumerate() {
+        if !reach[i] {
+            continue;
+        }
+        let sparse_ok = |pos: usize| match n {
+            CNode::VectMatMult { .. } => pos == 0,
+            CNode::RowAgg { f, .. } => sparse_agg(*f),
+            CNode::RowSumSq { .. } => true,
+            _ => false,
+        };
+        for (pos, o) in n.operands().into_iter().enumerate() {
+            if is_main(o) && !sparse_ok(pos) {
+                needs_dense_main = true;
+            }
+        }
+    }
+    Ok(RowInfo {
+        plan: plan.clone(),
+        kind,
+        inputs,
+        classes,
+        reach,
+        slot,
+        num_slots,
+        direct,
+        needs_dense_main,
+    })
+}
+
+/// Per-node lengths at execution.
+#[derive(Clone, Copy, Debug, Default)]
+struct Len {
+    len: usize,
+    aux: usize,
+}
+
+fn shape_err<T>(s: String) -> Result<T, CodegenError> {
+    Err(CodegenError::Internal(format!("row operator inputs: {s}")))
+}
+
+/// Derives and validates every vector length and buffer offset for these inputs, and checks
+/// the expected output shape.
+pub(crate) fn layout(
+    info: &RowInfo,
+    inputs: &[Operand<'_>],
+    out_shape: (usize, usize),
+) -> Result<RowLayout, CodegenError> {
+    let plan = &info.plan;
+    if inputs.len() != plan.inputs.len() {
+        return shape_err(format!(
+            "operator takes {} inputs, got {}",
+            plan.inputs.len(),
+            inputs.len()
+        ));
+    }
+    let shape = |k: usize| match inputs[k] {
+        Operand::Scalar(_) => (1, 1),
+        Operand::Matrix(m) => m.shape(),
+    };
+    let Operand::Matrix(main) = inputs[0] else {
+        return shape_err("the main input must be a matrix".into());
+    };
+    let (m, n) = main.shape();
+    let vlen = |lens: &[Len], o: CNodeId| {
+        if info.classes[o] == Class::Vector {
+            lens[o].len
+        } else {
+            1
+        }
+    };
+    let mut lens = vec![Len::default(); plan.nodes.len()];
+    for (i, node) in plan.nodes.iter().enumerate() {
+        if !info.reach[i] {
+            continue;
+        }
+        lens[i] = match node {
+            CNode::Data { input, access } => match (info.classes[i], access) {
+                (Class::Vector, Access::Main) => Len { len: n, aux: 0 },
+                (Class::Vector, _) => {
+                    let (r, c) = shape(*input);
+                    if *access == Access::Aligned && r != m {
+                        return shape_err(format!("input {input} has {r} rows, not {m}"));
+                    }
+                    Len { len: c, aux: 0 }
+                }
+                (Class::Whole, _) => {
+                    let (r, c) = shape(*input);
+                    Len { len: c, aux: r }
+                }
+                _ => Len::default(),
+            },
+            n if is_elementwise(n) => {
+                let mut len: Option<usize> = None;
+                for o in n.operands() {
+                    if info.classes[o] != Class::Vector {
+                        continue;
+                    }
+                    let x = lens[o].len;
+                    len = Some(match len {
+                        None | Some(1) => x,
+                        Some(l) if x == 1 || x == l => l,
+                        Some(l) => {
+                            return shape_err(format!(
+                                "element-wise operands of lengths {l} and {x}"
+                            ))
+                        }
+                    });
+                }
+                Len {
+                    len: len.unwrap_or(1),
+                    aux: 0,
+                }
+            }
+            CNode::Nary { xs, .. } => Len {
+                len: xs.iter().map(|&x| vlen(&lens, x)).sum(),
+                aux: 0,
+            },
+            CNode::VectMatMult { a, b } => {
+                let (la, Len { len: k, aux: l }) = (vlen(&lens, *a), lens[*b]);
+                if la != l {
+                    return shape_err(format!("a row of length {la} times a matrix of {l} rows"));
+                }
+                Len { len: k, aux: l }
+            }
+            CNode::OuterMultAdd { a, b } => Len {
+                len: vlen(&lens, *a),
+                aux: vlen(&lens, *b),
+            },
+            _ => Len::default(),
+        };
+    }
+    let out = plan.outputs[0];
+    let (want, flipped) = match info.kind {
+        RowKind::RowWise => ((m, vlen(&lens, out)), false),
+        RowKind::ColSum => ((1, vlen(&lens, out)), false),
+        RowKind::Outer => {
+            let Len { len: la, aux: lb } = lens[out];
+            ((la, lb), la > lb)
+        }
+        RowKind::FullAgg => ((1, 1), false),
+    };
+    if want != out_shape {
+        return shape_err(format!(
+            "output is {}x{}, expected {}x{}",
+            want.0, want.1, out_shape.0, out_shape.1
+        ));
+    }
+    let mut slot_len = vec![0usize; info.num_slots];
+    for (i, s) in info.slot.iter().enumerate() {
+        if let Some(s) = s {
+            slot_len[*s] = slot_len[*s].max(lens[i].len);
+        }
+    }
+    let mut slot_off = Vec::with_capacity(slot_len.len());
+    let mut total = 0usize;
+    for l in &slot_len {
+        slot_off.push(total);
+        total += l;
+    }
+    let mrow = total;
+    if info.needs_dense_main {
+        total += n;
+    }
+    let mut params = vec![0usize; P_NODE0 + PER_NODE * plan.nodes.len()];
+    params[P_OUTC] = want.1;
+    params[P_MROW] = mrow;
+    params[P_FLIP] = usize::from(flipped);
+    for (i, l) in lens.iter().enumerate() {
+        params[pidx(i, LEN)] = l.len;
+        params[pidx(i, AUX)] = l.aux;
+        params[pidx(i, OFF)] = info.slot[i].map_or(0, |s| slot_off[s]);
+    }
+    Ok(RowLayout {
+        params,
+        scratch_len: total,
+        out_rows: want.0,
+        out_cols: want.1,
+        flipped,
+    })
+}
+
+// ---- primitives ----------------------------------------------------------------------------
+
+/// The in-module vector primitives.
+struct Prims<'c> {
+    sum: FunctionValue<'c>,
+    sumsq: FunctionValue<'c>,
+    min: FunctionValue<'c>,
+    max: FunctionValue<'c>,
+    prod: FunctionValue<'c>,
+    m2: FunctionValue<'c>,
+    nnz: FunctionValue<'c>,
+    nonfinite: FunctionValue<'c>,
+    dot: FunctionValue<'c>,
+    sdot: FunctionValue<'c>,
+    axpy: FunctionValue<'c>,
+    saxpy: FunctionValue<'c>,
+    vadd: FunctionValue<'c>,
+    copy: FunctionValue<'c>,
+}
+
+fn param<'c>(
+    f: FunctionValue<'c>,
+    k: u32,
+) -> Result<inkwell::values::BasicValueEnum<'c>, CodegenError> {
+    f.get_nth_param(k).ok_or_else(|| ierr("param"))
+}
+
+/// Declares an internal always-inline function and starts its body.
+fn prim<'m, 'c>(
+    ctx: &'c Context,
+    module: &'m Module<'c>,
+    name: &str,
+    params: &[BasicMetadataTypeEnum<'c>],
+    ret: Option<inkwell::types::BasicTypeEnum<'c>>,
+) -> Fx<'m, 'c> {
+    let fnty = match ret {
+        Some(inkwell::types::BasicTypeEnum::FloatType(t)) => t.fn_type(params, false),
+        Some(inkwell::types::BasicTypeEnum::IntType(t)) => t.fn_type(params, false),
+        _ => ctx.void_type().fn_type(params, false),
+    };
+    let f = module.add_function(name, fnty, Some(Linkage::Internal));
+    llvm::set_function_attributes(ctx, f);
+    f.add_attribute(
+        inkwell::attributes::AttributeLoc::Function,
+        llvm::enum_attr(ctx, "alwaysinline"),
+    );
+    Fx::new(ctx, module, f)
+}
+
+/// `acc = step(acc, x)` over `len` elements (`W` lanes, then a scalar tail), lanes combined
+/// in order with the tail last; returns the scalar.
+fn reduce_loop<'c>(
+    fx: &mut Fx<'_, 'c>,
+    len: IntValue<'c>,
+    init: f64,
+    load: &dyn Fn(&Fx<'_, 'c>, IntValue<'c>, u32) -> Result<VectorValue<'c>, CodegenError>,
+    step: &dyn Fn(
+        &Fx<'_, 'c>,
+        VectorValue<'c>,
+        VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError>,
+) -> Result<FloatValue<'c>, CodegenError> {
+    let acc = [fx.slot(fx.vty(W).into())?, fx.slot(fx.vty(1).into())?];
+    fx.store(acc[0], fx.splat_const(init, W))?;
+    fx.store(acc[1], fx.splat_const(init, 1))?;
+    let j = fx.slot(fx.ctx.i64_type().into())?;
+    fx.store(j, fx.i64c(0))?;
+    for (x, w) in [(0usize, W), (1, 1)] {
+        fx.for_slot(j, len, w as u64, &mut |fx, jv| {
+            let v = load(fx, jv, w)?;
+            let cur = fx.load_v(acc[x])?;
+            fx.store(acc[x], step(fx, cur, v)?)
+        })?;
+    }
+    let vw = fx.load_v(acc[0])?;
+    let mut r = fx.splat_const(init, 1);
+    for l in 0..W {
+        let x =
+            fx.b.build_extract_element(vw, fx.i64c(l as u64), "l")
+                .map_err(ierr)?
+                .into_float_value();
+        r = step(fx, r, fx.splat(x, 1)?)?;
+    }
+    r = step(fx, r, fx.load_v(acc[1])?)?;
+    fx.b.build_extract_element(r, fx.i64c(0), "r")
+        .map_err(ierr)
+        .map(|v| v.into_float_value())
+}
+
+/// `for j in 0..len` in `W`-lane steps, then a scalar tail.
+fn lanes<'c>(
+    fx: &mut Fx<'_, 'c>,
+    len: IntValue<'c>,
+    body: &mut dyn FnMut(&mut Fx<'_, 'c>, IntValue<'c>, u32) -> Result<(), CodegenError>,
+) -> Result<(), CodegenError> {
+    let j = fx.slot(fx.ctx.i64_type().into())?;
+    fx.store(j, fx.i64c(0))?;
+    for w in [W, 1] {
+        fx.for_slot(j, len, w as u64, &mut |fx, jv| body(fx, jv, w))?;
+    }
+    Ok(())
+}
+
+fn pick<'c>(
+    fx: &Fx<'_, 'c>,
+    max: bool,
+    acc: VectorValue<'c>,
+    x: VectorValue<'c>,
+) -> Result<VectorValue<'c>, CodegenError> {
+    let p = if max {
+        FloatPredicate::OGT
+    } else {
+        FloatPredicate::OLT
+    };
+    let better = fx.fcmp(p, x, acc)?;
+    let nan = fx.fcmp(FloatPredicate::UNO, x, x)?;
+    fx.select(fx.or(better, nan)?, x, acc)
+}
+
+fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, CodegenError> {
+    let pf: BasicMetadataTypeEnum = f64_ptr(ctx).into();
+    let pi32: BasicMetadataTypeEnum = ctx.i32_type().ptr_type(AddressSpace::default()).into();
+    let i64m: BasicMetadataTypeEnum = ctx.i64_type().into();
+    let f64m: BasicMetadataTypeEnum = ctx.f64_type().into();
+    let f64r = Some(ctx.f64_type().into());
+    let i64r = Some(ctx.i64_type().into());
+    type Step<'c> =
+        fn(&Fx<'_, 'c>, VectorValue<'c>, VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError>;
+    // Reductions over (p, len).
+    let reduce = |name: &str,
+                  init: f64,
+                  sq: bool,
+                  step: Step<'c>|
+     -> Result<FunctionValue<'c>, CodegenError> {
+        let mut fx = prim(ctx, module, name, &[pf, i64m], f64r);
+        let p = param(fx.func, 0)?.into_pointer_value();
+        let len = param(fx.func, 1)?.into_int_value();
+        let r = reduce_loop(
+            &mut fx,
+            len,
+            init,
+            &|fx, j, w| {
+                let x = load_vec(&fx.b, fx.vty(w), p, j)?;
+                if sq {
+                    fx.fmul(x, x)
+                } else {
+                    Ok(x)
+                }
+            },
+            &step,
+        )?;
+        fx.b.build_return(Some(&r)).map_err(ierr)?;
+        Ok(fx.func)
+    };
+    let sum = reduce("lafuse_row_sum", 0.0, false, |fx, a, x| fx.fadd(a, x))?;
+    let sumsq = reduce("lafuse_row_sumsq", 0.0, true, |fx, a, x| fx.fadd(a, x))?;
+    let min = reduce("lafuse_row_min", f64::INFINITY, false, |fx, a, x| {
+        pick(fx, false, a, x)
+    })?;
+    let max = reduce("lafuse_row_max", f64::NEG_INFINITY, false, |fx, a, x| {
+        pick(fx, true, a, x)
+    })?;
+    let prod = reduce("lafuse_row_prod", 1.0, false, |fx, a, x| fx.fmul(a, x))?;
+    // Σ (x - mean)^2.
+    let m2 = {
+        let mut fx = prim(ctx, module, "lafuse_row_m2", &[pf, i64m, f64m], f64r);
+        let p = param(fx.func, 0)?.into_pointer_value();
+        let len = param(fx.func, 1)?.into_int_value();
+        let mean = param(fx.func, 2)?.into_float_value();
+        let r = reduce_loop(
+            &mut fx,
+            len,
+            0.0,
+            &|fx, j, w| {
+                let x = load_vec(&fx.b, fx.vty(w), p, j)?;
+                let d = fx.fsub(x, fx.splat(mean, w)?)?;
+                fx.fmul(d, d)
+            },
+            &|fx, a, x| fx.fadd(a, x),
+        )?;
+        fx.b.build_return(Some(&r)).map_err(ierr)?;
+        fx.func
+    };
+    // Counts of non-zeros and of non-finite values.
+    let count = |name: &str, nonfinite: bool| -> Result<FunctionValue<'c>, CodegenError> {
+        let mut fx = prim(ctx, module, name, &[pf, i64m], i64r);
+        let p = param(fx.func, 0)?.into_pointer_value();
+        let len = param(fx.func, 1)?.into_int_value();
+        let acc = [
+            fx.slot(ctx.i64_type().vec_type(W).into())?,
+            fx.slot(ctx.i64_type().vec_type(1).into())?,
+        ];
+        fx.store(acc[0], ctx.i64_type().vec_type(W).const_zero())?;
+        fx.store(acc[1], ctx.i64_type().vec_type(1).const_zero())?;
+        lanes(&mut fx, len, &mut |fx, j, w| {
+            let x = load_vec(&fx.b, fx.vty(w), p, j)?;
+            let c = if nonfinite {
+                let a = fx.intrinsic("llvm.fabs", x)?;
+                fx.fcmp(FloatPredicate::UGE, a, fx.splat_const(f64::INFINITY, w))?
+            } else {
+                fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, w))?
+            };
+            let ity = ctx.i64_type().vec_type(w);
+            let c = fx.b.build_int_z_extend(c, ity, "z").map_err(ierr)?;
+            let slot = acc[usize::from(w == 1)];
+            let cur = fx.load_v(slot)?;
+            fx.store(slot, fx.b.build_int_add(cur, c, "n").map_err(ierr)?)
+        })?;
+        let v = fx.load_v(acc[0])?;
+        let mut t =
+            fx.b.build_extract_element(fx.load_v(acc[1])?, fx.i64c(0), "t")
+                .map_err(ierr)?
+                .into_int_value();
+        for l in 0..W {
+            let x =
+                fx.b.build_extract_element(v, fx.i64c(l as u64), "t")
+                    .map_err(ierr)?
+                    .into_int_value();
+            t = fx.add(t, x)?;
+        }
+        fx.b.build_return(Some(&t)).map_err(ierr)?;
+        Ok(fx.func)
+    };
+    let nnz = count("lafuse_row_nnz", false)?;
+    let nonfinite = count("lafuse_row_nonfinite", true)?;
+    let dot = {
+        let mut fx = prim(ctx, module, "lafuse_row_dot", &[pf, pf, i64m], f64r);
+        let p = param(fx.func, 0)?.into_pointer_value();
+        let q = param(fx.func, 1)?.into_pointer_value();
+        let len = param(fx.func, 2)?.into_int_value();
+        let r = reduce_loop(
+            &mut fx,
+            len,
+            0.0,
+            &|fx, j, w| {
+                let a = load_vec(&fx.b, fx.vty(w), p, j)?;
+                let b = load_vec(&fx.b, fx.vty(w), q, j)?;
+                fx.fmul(a, b)
+            },
+            &|fx, a, x| fx.fadd(a, x),
+        )?;
+        fx.b.build_return(Some(&r)).map_err(ierr)?;
+        fx.func
+    };
+    let zext = |fx: &Fx<'_, 'c>, j32: IntValue<'c>| {
+        fx.b.build_int_z_extend(j32, ctx.i64_type(), "j")
+            .map_err(ierr)
+    };
+    // Σ vals[p] * q[idx[p]] over the non-zeros, in order.
+    let sdot = {
+        let mut fx = prim(ctx, module, "lafuse_row_sdot", &[pf, pi32, pf, i64m], f64r);
+        let vals = param(fx.func, 0)?.into_pointer_value();
+        let idx = param(fx.func, 1)?.into_pointer_value();
+        let q = param(fx.func, 2)?.into_pointer_value();
+        let nz = param(fx.func, 3)?.into_int_value();
+        let acc = fx.slot(fx.vty(1).into())?;
+        fx.store(acc, fx.splat_const(0.0, 1))?;
+        fx.for_range(fx.i64c(0), nz, &mut |fx, p| {
+            let j = zext(fx, load(&fx.b, gep(&fx.b, idx, p)?)?.into_int_value())?;
+            let a = load_vec(&fx.b, fx.vty(1), vals, p)?;
+            let b = load_vec(&fx.b, fx.vty(1), q, j)?;
+            let cur = fx.load_v(acc)?;
+            fx.store(acc, fx.fadd(cur, fx.fmul(a, b)?)?)
+        })?;
+        let r =
+            fx.b.build_extract_element(fx.load_v(acc)?, fx.i64c(0), "r")
+                .map_err(ierr)?;
+        fx.b.build_return(Some(&r)).map_err(ierr)?;
+        fx.func
+    };
+    // o[j] += s * x[j].
+    let axpy = {
+        let mut fx = prim(ctx, module, "lafuse_row_axpy", &[pf, pf, f64m, i64m], None);
+        let o = param(fx.func, 0)?.into_pointer_value();
+        let x = param(fx.func, 1)?.into_pointer_value();
+        let s = param(fx.func, 2)?.into_float_value();
+        let len = param(fx.func, 3)?.into_int_value();
+        lanes(&mut fx, len, &mut |fx, j, w| {
+            let sv = fx.splat(s, w)?;
+            let a = load_vec(&fx.b, fx.vty(w), o, j)?;
+            let b = load_vec(&fx.b, fx.vty(w), x, j)?;
+            store_vec(&fx.b, o, j, fx.fadd(a, fx.fmul(sv, b)?)?)
+        })?;
+        fx.b.build_return(None).map_err(ierr)?;
+        fx.func
+    };
+    // o[idx[p]] += s * vals[p].
+    let saxpy = {
+        let mut fx = prim(
+            ctx,
+            module,
+            "lafuse_row_saxpy",
+            &[pf, pf, pi32, f64m, i64m],
+            None,
+        );
+        let o = param(fx.func, 0)?.into_pointer_value();
+        let vals = param(fx.func, 1)?.into_pointer_value();
+        let idx = param(fx.func, 2)?.into_pointer_value();
+        let s = param(fx.func, 3)?.into_float_value();
+        let nz = param(fx.func, 4)?.into_int_value();
+        fx.for_range(fx.i64c(0), nz, &mut |fx, p| {
+            let j = zext(fx, load(&fx.b, gep(&fx.b, idx, p)?)?.into_int_value())?;
+            let a = load_vec(&fx.b, fx.vty(1), vals, p)?;
+            let cur = load_vec(&fx.b, fx.vty(1), o, j)?;
+            let sv = fx.splat(s, 1)?;
+            store_vec(&fx.b, o, j, fx.fadd(cur, fx.fmul(sv, a)?)?)
+        })?;
+        fx.b.build_return(None).map_err(ierr)?;
+        fx.func
+    };
+    let binop = |name: &str, add: bool| -> Result<FunctionValue<'c>, CodegenError> {
+        let mut fx = prim(ctx, module, name, &[pf, pf, i64m], None);
+        let o = param(fx.func, 0)?.into_pointer_value();
+        let x = param(fx.func, 1)?.into_pointer_value();
+        let len = param(fx.func, 2)?.into_int_value();
+        lanes(&mut fx, len, &mut |fx, j, w| {
+            let b = load_vec(&fx.b, fx.vty(w), x, j)?;
+            let v = if add {
+                fx.fadd(load_vec(&fx.b, fx.vty(w), o, j)?, b)?
+            } else {
+                b
+            };
+            store_vec(&fx.b, o, j, v)
+        })?;
+        fx.b.build_return(None).map_err(ierr)?;
+        Ok(fx.func)
+    };
+    let vadd = binop("lafuse_row_vadd", true)?;
+    let copy = binop("lafuse_row_copy", false)?;
+    Ok(Prims {
+        sum,
+        sumsq,
+        min,
+        max,
+        prod,
+        m2,
+        nnz,
+        nonfinite,
+        dot,
+        sdot,
+        axpy,
+        saxpy,
+        vadd,
+        copy,
+    })
+}
+
+// ---- entry points --------------------------------------------------------------------------
+
+/// The non-zeros of the current CSR row.
+#[derive(Clone, Copy)]
+struct Sp<'c> {
+    vals: PointerValue<'c>,
+    idx: PointerValue<'c>,
+    nnz: IntValue<'c>,
+}
+
+/// A node's value in the current row.
+#[derive(Clone, Copy)]
+enum RV<'c> {
+    /// A scalar (`<1 x double>`).
+    S(VectorValue<'c>),
+    /// A vector at `p` of `len` values; the CSR main row also carries its non-zeros (`p` is
+    /// then the scattered row, valid only when the plan needs it).
+    V {
+        p: PointerValue<'c>,
+        len: IntValue<'c>,
+        sp: Option<Sp<'c>>,
+    },
+    /// A whole matrix, transposed (k×l, row-major).
+    Whole(PointerValue<'c>),
+    /// Consumed by the template (outer-product accumulation).
+    Done,
+}
+
+struct Em<'a, 'c> {
+    info: &'a RowInfo,
+    prims: &'a Prims<'c>,
+    ins: InputPtrs<'c>,
+    params: Vec<IntValue<'c>>,
+    scratch: PointerValue<'c>,
+    out: PointerValue<'c>,
+    n: IntValue<'c>,
+    /// FullAgg Kahan accumulator (sum, correction).
+    kahan: Option<[PointerValue<'c>; 2]>,
+    nnz: PointerValue<'c>,
+}
+
+fn call<'c>(
+    fx: &Fx<'_, 'c>,
+    f: FunctionValue<'c>,
+    args: &[BasicMetadataValueEnum<'c>],
+) -> Result<Option<inkwell::values::BasicValueEnum<'c>>, CodegenError> {
+    let r = fx.b.build_call(f, args, "c").map_err(ierr)?;
+    Ok(match r.try_as_basic_value() {
+        inkwell::values::ValueKind::Basic(v) => Some(v),
+        _ => None,
+    })
+}
+
+fn call_f<'c>(
+    fx: &Fx<'_, 'c>,
+    f: FunctionValue<'c>,
+    args: &[BasicMetadataValueEnum<'c>],
+) -> Result<VectorValue<'c>, CodegenError> {
+    let v = call(fx, f, args)?.ok_or_else(|| ierr("primitive returns nothing"))?;
+    fx.splat(v.into_float_value(), 1)
+}
+
+fn call_i<'c>(
+    fx: &Fx<'_, 'c>,
+    f: FunctionValue<'c>,
+    args: &[BasicMetadataValueEnum<'c>],
+) -> Result<IntValue<'c>, CodegenError> {
+    Ok(call(fx, f, args)?
+        .ok_or_else(|| ierr("primitive returns nothing"))?
+        .into_int_value())
+}
+
+fn scalar0<'c>(fx: &Fx<'_, 'c>, v: VectorValue<'c>) -> Result<FloatValue<'c>, CodegenError> {
+    Ok(fx
+        .b
+        .build_extract_element(v, fx.i64c(0), "s")
+        .map_err(ierr)?
+        .into_float_value())
+}
+
+fn to_f64<'c>(fx: &Fx<'_, 'c>, i: IntValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
+    let f =
+        fx.b.build_unsigned_int_to_float(i, fx.ctx.f64_type(), "f")
+            .map_err(ierr)?;
+    fx.splat(f, 1)
+}
+
+/// `if c { then } else { els }` with both arms emitted.
+fn if_else<'c>(
+    fx: &mut Fx<'_, 'c>,
+    c: IntValue<'c>,
+    then: &mut dyn FnMut(&mut Fx<'_, 'c>) -> Result<(), CodegenError>,
+    els: &mut dyn FnMut(&mut Fx<'_, 'c>) -> Result<(), CodegenError>,
+) -> Result<(), CodegenError> {
+    let tb = fx.ctx.append_basic_block(fx.func, "then");
+    let eb = fx.ctx.append_basic_block(fx.func, "else");
+    let cont = fx.ctx.append_basic_block(fx.func, "cont");
+    fx.b.build_conditional_branch(c, tb, eb).map_err(ierr)?;
+    fx.b.position_at_end(tb);
+    then(fx)?;
+    fx.b.build_unconditional_branch(cont).map_err(ierr)?;
+    fx.b.position_at_end(eb);
+    els(fx)?;
+    fx.b.build_unconditional_branch(cont).map_err(ierr)?;
+    fx.b.position_at_end(cont);
+    Ok(())
+}
+
+impl<'a, 'c> Em<'a, 'c> {
+    fn par(&self, i: usize) -> IntValue<'c> {
+        self.params[i]
+    }
+
+    fn input(&self, k: usize) -> Result<(PointerValue<'c>, IntValue<'c>), CodegenError> {
+        match (
+            self.ins.data.get(k).copied().flatten(),
+            self.ins.cols.get(k).copied().flatten(),
+        ) {
+            (Some(p), Some(c)) => Ok((p, c)),
+            _ => Err(CodegenError::Internal(format!("input {k} not prepared"))),
+        }
+    }
+
+    /// A value as a vector (a scalar goes through a one-value stack slot).
+    fn as_vec(
+        &self,
+        fx: &Fx<'_, 'c>,
+        v: RV<'c>,
+    ) -> Result<(PointerValue<'c>, IntValue<'c>, Option<Sp<'c>>), CodegenError> {
+        match v {
+            RV::V { p, len, sp } => Ok((p, len, sp)),
+            RV::S(s) => {
+                let slot = fx.slot(fx.ctx.f64_type().into())?;
+                fx.store(slot, scalar0(fx, s)?)?;
+                Ok((slot, fx.i64c(1), None))
+            }
+            _ => Err(ierr("a matrix used as a row value")),
+        }
+    }
+
+    /// The body of one row: every reachable node in order, then the output statement.
+    fn row(&self, fx: &mut Fx<'_, 'c>, i: IntValue<'c>, main: RV<'c>) -> Result<(), CodegenError> {
+        let info = self.info;
+        let plan = &info.plan;
+        let out_node = plan.outputs[0];
+        let outc = self.par(P_OUTC);
+        let orow = gep(&fx.b, self.out, fx.mul(i, outc)?)?;
+        let mut vals: Vec<RV<'c>> = vec![RV::Done; plan.nodes.len()];
+        for (k, node) in plan.nodes.iter().enumerate() {
+            if !info.reach[k] {
+                continue;
+            }
+            let len = self.par(pidx(k, LEN));
+            let buf = if info.direct && k == out_node {
+                orow
+            } else {
+                gep(&fx.b, self.scratch, self.par(pidx(k, OFF)))?
+            };
+            vals[k] = match node {
+                CNode::Data { input, access } => match (info.classes[k], access) {
+                    (Class::Vector, Access::Main) => main,
+                    (Class::Vector, Access::Aligned) => {
+                        let (p, c) = self.input(*input)?;
+                        RV::V {
+                            p: gep(&fx.b, p, fx.mul(i, c)?)?,
+                            len,
+                            sp: None,
+                        }
+                    }
+                    (Class::Vector, _) => RV::V {
+                        p: self.input(*input)?.0,
+                        len,
+                        sp: None,
+                    },
+                    (Class::Whole, _) => RV::Whole(self.input(*input)?.0),
+                    (_, Access::ColVector) if info.inputs[*input] == RowInput::ColVector => {
+                        let (p, c) = self.input(*input)?;
+                        RV::S(fx.load_splat(p, fx.mul(i, c)?, 1)?)
+                    }
+                    _ => RV::S(fx.load_splat(self.input(*input)?.0, fx.i64c(0), 1)?),
+                },
+                CNode::Literal { value } => {
+                    RV::S(fx.splat_const(value.as_f64().unwrap_or(f64::NAN), 1))
+                }
+                n if is_elementwise(n) => {
+                    let ops: Vec<RV<'c>> = n.operands().iter().map(|&o| vals[o]).collect();
+                    self.elementwise(fx, n, &ops, info.classes[k], buf, len)?
+                }
+                CNode::Nary { xs, .. } => {
+                    let mut off = fx.i64c(0);
+                    for &x in xs {
+                        match vals[x] {
+                            RV::S(s) => {
+                                store_vec(&fx.b, buf, off, s)?;
+                                off = fx.add(off, fx.i64c(1))?;
+                            }
+                            RV::V { p, len: l, .. } => {
+                                let dst = gep(&fx.b, buf, off)?;
+                                call(fx, self.prims.copy, &[dst.into(), p.into(), l.into()])?;
+                                off = fx.add(off, l)?;
+                            }
+                            _ => return Err(ierr("cbind operand")),
+                        }
+                    }
+                    RV::V {
+                        p: buf,
+                        len,
+                        sp: None,
+                    }
+                }
+                CNode::RowAgg { f, x } => RV::S(self.row_agg(fx, *f, false, vals[*x])?),
+                CNode::RowSumSq { x } => RV::S(self.row_agg(fx, AggOp::Sum, true, vals[*x])?),
+                CNode::VectMatMult { a, b } => {
+                    let RV::Whole(bt) = vals[*b] else {
+                        return Err(ierr("row-times-matrix operand"));
+                    };
+                    let (ap, _, asp) = self.as_vec(fx, vals[*a])?;
+                    let l = self.par(pidx(k, AUX));
+                    let prims = self.prims;
+                    fx.for_range(fx.i64c(0), len, &mut |fx, c| {
+                        let brow = gep(&fx.b, bt, fx.mul(c, l)?)?;
+                        let d = match asp {
+                            Some(sp) => call_f(
+                                fx,
+                                prims.sdot,
+                                &[sp.vals.into(), sp.idx.into(), brow.into(), sp.nnz.into()],
+                            )?,
+                            None => call_f(fx, prims.dot, &[ap.into(), brow.into(), l.into()])?,
+                        };
+                        store_vec(&fx.b, buf, c, d)
+                    })?;
+                    RV::V {
+                        p: buf,
+                        len,
+                        sp: None,
+                    }
+                }
+                CNode::OuterMultAdd { a, b } => {
+                    self.outer_add(fx, k, vals[*a], vals[*b])?;
+                    RV::Done
+                }
+                other => return unsupported(format!("{} in a row plan", expr::node_name(other))),
+            };
+        }
+        // The output statement.
+        let v = vals[out_node];
+        match info.kind {
+            RowKind::RowWise => {
+                match v {
+                    _ if info.direct => {}
+                    RV::S(s) => store_vec(&fx.b, orow, fx.i64c(0), s)?,
+                    RV::V { p, .. } => {
+                        call(fx, self.prims.copy, &[orow.into(), p.into(), outc.into()])?;
+                    }
+                    _ => return Err(ierr("row output")),
+                }
+                let c = call_i(fx, self.prims.nnz, &[orow.into(), outc.into()])?;
+                let cur = fx.load_i64(self.nnz)?;
+                fx.store(self.nnz, fx.add(cur, c)?)?;
+            }
+            RowKind::ColSum => match v {
+                RV::S(s) => {
+                    let cur = load_vec(&fx.b, fx.vty(1), self.out, fx.i64c(0))?;
+                    store_vec(&fx.b, self.out, fx.i64c(0), fx.fadd(cur, s)?)?;
+                }
+                RV::V { p, .. } => {
+                    call(
+                        fx,
+                        self.prims.vadd,
+                        &[self.out.into(), p.into(), outc.into()],
+                    )?;
+                }
+                _ => return Err(ierr("column aggregate output")),
+            },
+            RowKind::Outer => {}
+            RowKind::FullAgg => {
+                let x = match v {
+                    RV::S(s) => s,
+                    RV::V { p, len, .. } => call_f(fx, self.prims.sum, &[p.into(), len.into()])?,
+                    _ => return Err(ierr("full aggregate output")),
+                };
+                let [s, c] = self.kahan.ok_or_else(|| ierr("kahan"))?;
+                // Kahan add; a non-finite correction resets to 0 as the runtime's `Kahan::add`.
+                let (sv, cv) = (fx.load_v(s)?, fx.load_v(c)?);
+                let y = fx.fsub(x, cv)?;
+                let t = fx.fadd(sv, y)?;
+                let cn = fx.fsub(fx.fsub(t, sv)?, y)?;
+                let fin = fx.fcmp(
+                    FloatPredicate::OLT,
+                    fx.intrinsic("llvm.fabs", cn)?,
+                    fx.splat_const(f64::INFINITY, 1),
+                )?;
+                fx.store(c, fx.select(fin, cn, fx.splat_const(0.0, 1))?)?;
+                fx.store(s, t)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One element-wise node: scalar, or a loop over its vector length.
+    fn elementwise(
+        &self,
+        fx: &mut Fx<'_, 'c>,
+        node: &CNode,
+        ops: &[RV<'c>],
+        class: Class,
+        buf: PointerValue<'c>,
+        len: IntValue<'c>,
+    ) -> Result<RV<'c>, CodegenError> {
+        let plan = &self.info.plan;
+        if class == Class::Scalar {
+            let xs: Vec<VectorValue<'c>> = ops
+                .iter()
+                .map(|v| match v {
+                    RV::S(s) => Ok(*s),
+                    _ => Err(ierr("scalar operand")),
+                })
+                .collect::<Result<_, _>>()?;
+            return Ok(RV::S(apply(fx, plan, node, &xs)?));
+        }
+        // Fast path: every vector operand has the node's length.
+        let mut all = fx.ctx.bool_type().const_int(1, false);
+        for v in ops {
+            if let RV::V { len: l, .. } = v {
+                let eq =
+                    fx.b.build_int_compare(IntPredicate::EQ, *l, len, "eq")
+                        .map_err(ierr)?;
+                all = fx.b.build_and(all, eq, "all").map_err(ierr)?;
+            }
+        }
+        if_else(
+            fx,
+            all,
+            &mut |fx| {
+                lanes(fx, len, &mut |fx, j, w| {
+                    let xs = ops
+                        .iter()
+                        .map(|v| match v {
+                            RV::S(s) => fx.splat(scalar0(fx, *s)?, w),
+                            RV::V { p, .. } => load_vec(&fx.b, fx.vty(w), *p, j),
+                            _ => Err(ierr("operand")),
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    store_vec(&fx.b, buf, j, apply(fx, plan, node, &xs)?)
+                })
+            },
+            &mut |fx| {
+                // A length-one vector broadcasts (scalar loop, index 0 for such operands).
+                fx.for_range(fx.i64c(0), len, &mut |fx, j| {
+                    let xs = ops
+                        .iter()
+                        .map(|v| match v {
+                            RV::S(s) => Ok(*s),
+                            RV::V { p, len: l, .. } => {
+                                let one =
+                                    fx.b.build_int_compare(IntPredicate::EQ, *l, fx.i64c(1), "one")
+                                        .map_err(ierr)?;
+                                let idx =
+                                    fx.b.build_select(one, fx.i64c(0), j, "ix")
+                                        .map_err(ierr)?
+                                        .into_int_value();
+                                load_vec(&fx.b, fx.vty(1), *p, idx)
+                            }
+                            _ => Err(ierr("operand")),
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    store_vec(&fx.b, buf, j, apply(fx, plan, node, &xs)?)
+                })
+            },
+        )?;
+        Ok(RV::V {
+            p: buf,
+            len,
+            sp: None,
+        })
+    }
+
+    /// A row aggregate of a value (reference: the runtime's aggregate of the row vector);
+    /// `sq`: the sum of squares.
+    fn row_agg(
+        &self,
+        fx: &mut Fx<'_, 'c>,
+        f: AggOp,
+        sq: bool,
+        x: RV<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        let pr = self.prims;
+        let (p, len, sp) = match x {
+            RV::S(s) => {
+                return Ok(match f {
+                    _ if sq => fx.fmul(s, s)?,
+                    AggOp::Var => fx.splat_const(0.0, 1),
+                    _ => s,
+                })
+            }
+            RV::V { p, len, sp } => (p, len, sp.filter(|_| sparse_agg(f))),
+            _ => return Err(ierr("row aggregate operand")),
+        };
+        // Sparse rows: reduce the non-zeros (contiguous values), then account for the zeros.
+        let (rp, rlen) = match sp {
+            Some(s) => (s.vals, s.nnz),
+            None => (p, len),
+        };
+        let args: [BasicMetadataValueEnum<'c>; 2] = [rp.into(), rlen.into()];
+        Ok(match f {
+            AggOp::Sum if sq => call_f(fx, pr.sumsq, &args)?,
+            AggOp::Sum => call_f(fx, pr.sum, &args)?,
+            AggOp::Mean => fx.fdiv(call_f(fx, pr.sum, &args)?, to_f64(fx, len)?)?,
+            AggOp::Min | AggOp::Max => {
+                let max = f == AggOp::Max;
+                let r = call_f(fx, if max { pr.max } else { pr.min }, &args)?;
+                match sp {
+                    Some(s) => {
+                        let zeros =
+                            fx.b.build_int_compare(IntPredicate::ULT, s.nnz, len, "z")
+                                .map_err(ierr)?;
+                        let with0 = pick(fx, max, r, fx.splat_const(0.0, 1))?;
+                        fx.b.build_select(zeros, with0, r, "mm")
+                            .map_err(ierr)?
+                            .into_vector_value()
+                    }
+                    None => r,
+                }
+            }
+            AggOp::Prod => {
+                // As the runtime: a zero wins over overflow, unless a value is non-finite.
+                let prod = call_f(fx, pr.prod, &args)?;
+                let nz = call_i(fx, pr.nnz, &args)?;
+                let nf = call_i(fx, pr.nonfinite, &args)?;
+                let zero =
+                    fx.b.build_int_compare(IntPredicate::ULT, nz, len, "zero")
+                        .map_err(ierr)?;
+                let nonfin =
+                    fx.b.build_int_compare(IntPredicate::NE, nf, fx.i64c(0), "nf")
+                        .map_err(ierr)?;
+                let zv =
+                    fx.b.build_select(
+                        nonfin,
+                        fx.splat_const(f64::NAN, 1),
+                        fx.splat_const(0.0, 1),
+                        "zv",
+                    )
+                    .map_err(ierr)?
+                    .into_vector_value();
+                fx.b.build_select(zero, zv, prod, "prod")
+                    .map_err(ierr)?
+                    .into_vector_value()
+            }
+            AggOp::Var => {
+                let nf = to_f64(fx, len)?;
+                let mean = fx.fdiv(call_f(fx, pr.sum, &args)?, nf)?;
+                let m2 = call_f(
+                    fx,
+                    pr.m2,
+                    &[p.into(), len.into(), scalar0(fx, mean)?.into()],
+                )?;
+                let var = fx.fdiv(m2, fx.fsub(nf, fx.splat_const(1.0, 1))?)?;
+                let is0 =
+                    fx.b.build_int_compare(IntPredicate::EQ, len, fx.i64c(0), "l0")
+                        .map_err(ierr)?;
+                let is1 =
+                    fx.b.build_int_compare(IntPredicate::EQ, len, fx.i64c(1), "l1")
+                        .map_err(ierr)?;
+                let v =
+                    fx.b.build_select(is1, fx.splat_const(0.0, 1), var, "v")
+                        .map_err(ierr)?
+                        .into_vector_value();
+                fx.b.build_select(is0, fx.splat_const(f64::NAN, 1), v, "v")
+                    .map_err(ierr)?
+                    .into_vector_value()
+            }
+        })
+    }
+
+    /// `P += t(a) %*% b` into the task's partial (la×lb, or lb×la when flipped).
+    fn outer_add(
+        &self,
+        fx: &mut Fx<'_, 'c>,
+        k: CNodeId,
+        a: RV<'c>,
+        b: RV<'c>,
+    ) -> Result<(), CodegenError> {
+        let pr = self.prims;
+        let (ap, la, asp) = self.as_vec(fx, a)?;
+        let (bp, lb, bsp) = self.as_vec(fx, b)?;
+        let _ = (self.par(pidx(k, LEN)), self.par(pidx(k, AUX)));
+        let out = self.out;
+        let flip =
+            fx.b.build_int_compare(IntPredicate::NE, self.par(P_FLIP), fx.i64c(0), "flip")
+                .map_err(ierr)?;
+        // Dense: for each value s of the short side, axpy the long side into one row of P.
+        let dense = |fx: &mut Fx<'_, 'c>| -> Result<(), CodegenError> {
+            if_else(
+                fx,
+                flip,
+                &mut |fx| {
+                    fx.for_range(fx.i64c(0), lb, &mut |fx, c| {
+                        let s = load(&fx.b, gep(&fx.b, bp, c)?)?;
+                        let o = gep(&fx.b, out, fx.mul(c, la)?)?;
+                        call(fx, pr.axpy, &[o.into(), ap.into(), s.into(), la.into()])?;
+                        Ok(())
+                    })
+                },
+                &mut |fx| {
+                    fx.for_range(fx.i64c(0), la, &mut |fx, r| {
+                        let s = load(&fx.b, gep(&fx.b, ap, r)?)?;
+                        let o = gep(&fx.b, out, fx.mul(r, lb)?)?;
+                        call(fx, pr.axpy, &[o.into(), bp.into(), s.into(), lb.into()])?;
+                        Ok(())
+                    })
+                },
+            )
+        };
+        let Some((sp, a_sparse)) = asp.map(|s| (s, true)).or(bsp.map(|s| (s, false))) else {
+            return dense(fx);
+        };
+        // Sparse X: skipped zeros contribute 0 only when the other side is finite.
+        let (op_, ol) = if a_sparse { (bp, lb) } else { (ap, la) };
+        let nf = call_i(fx, pr.nonfinite, &[op_.into(), ol.into()])?;
+        let finite =
+            fx.b.build_int_compare(IntPredicate::EQ, nf, fx.i64c(0), "fin")
+                .map_err(ierr)?;
+        let zext = |fx: &Fx<'_, 'c>, p: IntValue<'c>| -> Result<IntValue<'c>, CodegenError> {
+            let j32 = load(&fx.b, gep(&fx.b, sp.idx, p)?)?.into_int_value();
+            fx.b.build_int_z_extend(j32, fx.ctx.i64_type(), "j")
+                .map_err(ierr)
+        };
+        // Row of P for the long index `r` (flipped: column-major partial).
+        let sparse = |fx: &mut Fx<'_, 'c>| -> Result<(), CodegenError> {
+            // `long_is_a`: whether the partial's rows are indexed by b (flipped) or a.
+            if_else(
+                fx,
+                flip,
+                &mut |fx| {
+                    // P[c*la + r] += a_r * b_c.
+                    if a_sparse {
+                        fx.for_range(fx.i64c(0), lb, &mut |fx, c| {
+                            let s = load(&fx.b, gep(&fx.b, bp, c)?)?;
+                            let o = gep(&fx.b, out, fx.mul(c, la)?)?;
+                            call(
+                                fx,
+                                pr.saxpy,
+                                &[
+                                    o.into(),
+                                    sp.vals.into(),
+                                    sp.idx.into(),
+                                    s.into(),
+                                    sp.nnz.into(),
+                                ],
+                            )?;
+                            Ok(())
+                        })
+                    } else {
+                        fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
+                            let c = zext(fx, p)?;
+                            let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
+                            let o = gep(&fx.b, out, fx.mul(c, la)?)?;
+                            call(fx, pr.axpy, &[o.into(), ap.into(), s.into(), la.into()])?;
+                            Ok(())
+                        })
+                    }
+                },
+                &mut |fx| {
+                    // P[r*lb + c] += a_r * b_c.
+                    if a_sparse {
+                        fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
+                            let r = zext(fx, p)?;
+                            let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
+                            let o = gep(&fx.b, out, fx.mul(r, lb)?)?;
+                            call(fx, pr.axpy, &[o.into(), bp.into(), s.into(), lb.into()])?;
+                            Ok(())
+                        })
+                    } else {
+                        fx.for_range(fx.i64c(0), la, &mut |fx, r| {
+                            let s = load(&fx.b, gep(&fx.b, ap, r)?)?;
+                            let o = gep(&fx.b, out, fx.mul(r, lb)?)?;
+                            call(
+                                fx,
+                                pr.saxpy,
+                                &[
+                                    o.into(),
+                                    sp.vals.into(),
+                                    sp.idx.into(),
+                                    s.into(),
+                                    sp.nnz.into(),
+                                ],
+                            )?;
+                            Ok(())
+                        })
+                    }
+                },
+            )
+        };
+        if_else(fx, finite, &mut |fx| sparse(fx), &mut |fx| dense(fx))
+    }
+}
+
+/// The node's operation on lane vectors (all of one width).
+fn apply<'c>(
+    fx: &Fx<'_, 'c>,
+    plan: &CPlan,
+    node: &CNode,
+    xs: &[VectorValue<'c>],
+) -> Result<VectorValue<'c>, CodegenError> {
+    let w = xs[0].get_type().get_size();
+    Ok(match node {
+        CNode::Unary { f, .. } => expr::unary(fx, *f, xs[0])?,
+        CNode::Pow2 { .. } => fx.fmul(xs[0], xs[0])?,
+        CNode::Mult2 { .. } => fx.fadd(xs[0], xs[0])?,
+        CNode::Binary { f, b, .. } => {
+            let lit2 = matches!(plan.nodes.get(*b), Some(CNode::Literal { value }) if value.as_f64() == Some(2.0));
+            if *f == BinaryOp::Pow && lit2 {
+                // java_pow(x, 2) is x * x.
+                fx.fmul(xs[0], xs[0])?
+            } else {
+                expr::binary(fx, *f, xs[0], xs[1])?
+            }
+        }
+        CNode::Ternary { f, .. } => {
+            let (a, b, c) = (xs[0], xs[1], xs[2]);
+            match f {
+                TernaryOp::IfElse => {
+                    let cond = fx.fcmp(FloatPredicate::UNE, a, fx.splat_const(0.0, w))?;
+                    fx.select(cond, b, c)?
+                }
+                TernaryOp::Replace => {
+                    let eq = fx.fcmp(FloatPredicate::OEQ, a, b)?;
+                    let an = fx.fcmp(FloatPredicate::UNO, a, a)?;
+                    let bn = fx.fcmp(FloatPredicate::UNO, b, b)?;
+                    let m = fx.or(eq, fx.and(an, bn)?)?;
+                    fx.select(m, c, a)?
+                }
+            }
+        }
+        CNode::Nary { f, .. } => {
+            let max = *f == NaryOp::Max;
+            let mut acc = xs[0];
+            for &x in &xs[1..] {
+                acc = fx.java_minmax(max, acc, x)?;
+            }
+            acc
+        }
+        other => return unsupported(format!("{} is not element-wise", expr::node_name(other))),
+    })
+}
+
+/// Emits `lafuse_row_dense` and `lafuse_row_csr`.
+pub(crate) fn emit<'c>(
+    ctx: &'c Context,
+    module: &Module<'c>,
+    info: &RowInfo,
+) -> Result<(), CodegenError> {
+    let prims = emit_prims(ctx, module)?;
+    for csr in [false, true] {
+        emit_entry(ctx, module, info, &prims, csr)?;
+    }
+    Ok(())
+}
+
+fn emit_entry<'c>(
+    ctx: &'c Context,
+    module: &Module<'c>,
+    info: &RowInfo,
+    prims: &Prims<'c>,
+    csr: bool,
+) -> Result<(), CodegenError> {
+    let i64t = ctx.i64_type();
+    let name = if csr {
+        "lafuse_row_csr"
+    } else {
+        "lafuse_row_dense"
+    };
+    let f = module.add_function(
+        name,
+        i64t.fn_type(&[llvm::i8_ptr(ctx).into(), i64t.into(), i64t.into()], false),
+        None,
+    );
+    llvm::set_function_attributes(ctx, f);
+    let mut fx = Fx::new(ctx, module, f);
+    let args = param(f, 0)?.into_pointer_value();
+    let rl = param(f, 1)?.into_int_value();
+    let ru = param(f, 2)?.into_int_value();
+    let pf64 = f64_ptr(ctx).ptr_type(AddressSpace::default());
+    let pi64 = i64t.ptr_type(AddressSpace::default());
+    let field = |fx: &Fx<'_, 'c>, off: usize, ty| llvm::load_field(ctx, &fx.b, args, off, ty);
+    let out = field(&fx, offset_of!(KernelArgs, out), pf64)?.into_pointer_value();
+    let n = field(&fx, offset_of!(KernelArgs, cols), pi64)?.into_int_value();
+    let scratch = field(&fx, offset_of!(RowArgs, scratch), pf64)?.into_pointer_value();
+    let pp = field(
+        &fx,
+        offset_of!(RowArgs, params),
+        pi64.ptr_type(AddressSpace::default()),
+    )?
+    .into_pointer_value();
+    let num_params = P_NODE0 + PER_NODE * info.plan.nodes.len();
+    let params = (0..num_params)
+        .map(|k| Ok(load(&fx.b, gep(&fx.b, pp, fx.i64c(k as u64))?)?.into_int_value()))
+        .collect::<Result<Vec<_>, CodegenError>>()?;
+    let used: Vec<bool> = info
+        .inputs
+        .iter()
+        .map(|u| !matches!(u, RowInput::Unused | RowInput::Main))
+        .collect();
+    let ins = load_inputs(&fx, args, &used)?;
+    let nnz = fx.slot(i64t.into())?;
+    fx.store(nnz, fx.i64c(0))?;
+    let kahan = if info.kind == RowKind::FullAgg {
+        let s = [fx.slot(fx.vty(1).into())?, fx.slot(fx.vty(1).into())?];
+        fx.store(s[0], load_vec(&fx.b, fx.vty(1), out, fx.i64c(0))?)?;
+        fx.store(s[1], load_vec(&fx.b, fx.vty(1), out, fx.i64c(1))?)?;
+        Some(s)
+    } else {
+        None
+    };
+    let em = Em {
+        info,
+        prims,
+        ins,
+        params,
+        scratch,
+        out,
+        n,
+        kahan,
+        nnz,
+    };
+    if csr {
+        let o = offset_of!(KernelArgs, main_csr);
+        let rp = field(
+            &fx,
+            o + offset_of!(CsrView, row_ptr),
+            pi64.ptr_type(AddressSpace::default()),
+        )?
+        .into_pointer_value();
+        let ci = field(
+            &fx,
+            o + offset_of!(CsrView, col_idx),
+            ctx.i32_type()
+                .ptr_type(AddressSpace::default())
+                .ptr_type(AddressSpace::default()),
+        )?
+        .into_pointer_value();
+        let va = field(&fx, o + offset_of!(CsrView, values), pf64)?.into_pointer_value();
+        let mrow = gep(&fx.b, scratch, em.par(P_MROW))?;
+        fx.for_range(rl, ru, &mut |fx, i| {
+            let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();
+            let p1 = load(&fx.b, gep(&fx.b, rp, fx.add(i, fx.i64c(1))?)?)?.into_int_value();
+            let sp = Sp {
+                vals: gep(&fx.b, va, p0)?,
+                idx: gep(&fx.b, ci, p0)?,
+                nnz: fx.sub(p1, p0)?,
+            };
+            // Scatter the row (and clear it afterwards) where a reader needs it dense.
+            let scatter = |fx: &mut Fx<'_, 'c>, clear: bool| {
+                fx.for_range(p0, p1, &mut |fx, p| {
+                    let j32 = load(&fx.b, gep(&fx.b, ci, p)?)?.into_int_value();
+                    let j = fx.b.build_int_z_extend(j32, i64t, "j").map_err(ierr)?;
+                    let v = if clear {
+                        fx.splat_const(0.0, 1)
+                    } else {
+                        load_vec(&fx.b, fx.vty(1), va, p)?
+                    };
+                    store_vec(&fx.b, mrow, j, v)
+                })
+            };
+            if info.needs_dense_main {
+                scatter(fx, false)?;
+            }
+            em.row(
+                fx,
+                i,
+                RV::V {
+                    p: mrow,
+                    len: em.n,
+                    sp: Some(sp),
+                },
+            )?;
+            if info.needs_dense_main {
+                scatter(fx, true)?;
+            }
+            Ok(())
+        })?;
+    } else {
+        let o = offset_of!(KernelArgs, main);
+        let d = field(&fx, o + offset_of!(DenseView, data), pf64)?.into_pointer_value();
+        let stride = field(&fx, o + offset_of!(DenseView, cols), pi64)?.into_int_value();
+        let row0 = field(&fx, o + offset_of!(DenseView, row0), pi64)?.into_int_value();
+        fx.for_range(rl, ru, &mut |fx, i| {
+            let base = gep(&fx.b, d, fx.mul(fx.sub(i, row0)?, stride)?)?;
+            em.row(
+                fx,
+                i,
+                RV::V {
+                    p: base,
+                    len: em.n,
+                    sp: None,
+                },
+            )
+        })?;
+    }
+    if let Some([s, c]) = em.kahan {
+        store_vec(&fx.b, out, fx.i64c(0), fx.load_v(s)?)?;
+        store_vec(&fx.b, out, fx.i64c(1), fx.load_v(c)?)?;
+    }
+    let total = fx.load_i64(nnz)?;
+    fx.b.build_return(Some(&total)).map_err(ierr)?;
+    Ok(())
+}

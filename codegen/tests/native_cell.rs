@@ -1,0 +1,590 @@
+//! Differential tests: native Cell, MultiAgg and Outer operators against the reference
+//! evaluator, over every cell type and aggregation, dense and sparse main inputs, every side
+//! input access, special values, empty and 1x1 inputs.
+#![cfg(feature = "llvm")]
+
+use lafuse_codegen::native::{compile, OperatorCache};
+use lafuse_codegen::reference::{evaluate, Operand};
+use lafuse_compiler::fusion::cplan::{Access, CNode, CPlan, InputKind, OuterType, TemplateSpec};
+use lafuse_compiler::fusion::template::{CellAgg, CellType};
+use lafuse_compiler::hops::{BinaryOp as B, Literal, NaryOp, TernaryOp, UnaryOp as U};
+use lafuse_runtime::{DenseMatrix, Matrix};
+
+/// Deterministic pseudo-random matrix with the given density, optionally with specials.
+fn mat(rows: usize, cols: usize, density: f64, seed: u64, specials: bool) -> Matrix {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut vals = Vec::with_capacity(rows * cols);
+    for k in 0..rows * cols {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let u = (s >> 11) as f64 / (1u64 << 53) as f64;
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let v = ((s >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0;
+        let mut x = if u < density { v } else { 0.0 };
+        if specials && k % 97 == 13 && x != 0.0 {
+            x = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY][k % 3];
+        }
+        vals.push(x);
+    }
+    Matrix::from_dense_values(rows, cols, vals).unwrap()
+}
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tol * a.abs().max(b.abs()).max(1.0)
+}
+
+fn assert_close(got: &Matrix, want: &Matrix, tol: f64, what: &str) {
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    got.validate().unwrap();
+    let (r, c) = got.shape();
+    for i in 0..r {
+        for j in 0..c {
+            let (g, w) = (got.get(i, j), want.get(i, j));
+            assert!(
+                close(g, w, tol),
+                "{what}: ({i},{j}) native {g} reference {w}"
+            );
+        }
+    }
+}
+
+fn check(plan: &CPlan, inputs: &[Operand<'_>], shapes: &[(usize, usize)], tol: f64, what: &str) {
+    let op = compile(plan).unwrap_or_else(|e| panic!("{what}: {e}\n{}", plan.explain()));
+    let got = op
+        .execute(inputs, shapes)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let want = evaluate(plan, inputs, shapes).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert_close(g, w, tol, what);
+    }
+}
+
+fn data(input: usize, access: Access) -> CNode {
+    CNode::Data { input, access }
+}
+fn lit(v: f64) -> CNode {
+    CNode::Literal {
+        value: Literal::Double(v),
+    }
+}
+
+/// Body over [X main, Y aligned, r row vector, c col vector, s scalar]; `safe` keeps it zero
+/// where X is zero: X * (Y + r) * c + ... else a mix of non-sparse-safe ops.
+fn cell_nodes(safe: bool) -> (Vec<CNode>, usize) {
+    let mut n = vec![
+        data(0, Access::Main),      // 0
+        data(1, Access::Aligned),   // 1
+        data(2, Access::RowVector), // 2
+        data(3, Access::ColVector), // 3
+        data(4, Access::Scalar),    // 4
+    ];
+    let p = |n: &mut Vec<CNode>, c: CNode| {
+        n.push(c);
+        n.len() - 1
+    };
+    let yr = p(
+        &mut n,
+        CNode::Binary {
+            f: B::Add,
+            a: 1,
+            b: 2,
+        },
+    );
+    let yrc = p(
+        &mut n,
+        CNode::Binary {
+            f: B::Mul,
+            a: yr,
+            b: 3,
+        },
+    );
+    let m = p(
+        &mut n,
+        CNode::Binary {
+            f: B::Max,
+            a: yrc,
+            b: 4,
+        },
+    );
+    if safe {
+        let out = p(
+            &mut n,
+            CNode::Binary {
+                f: B::Mul,
+                a: 0,
+                b: m,
+            },
+        );
+        (n, out)
+    } else {
+        let e = p(&mut n, CNode::Unary { f: U::Exp, x: 0 });
+        let s = p(
+            &mut n,
+            CNode::Unary {
+                f: U::Sigmoid,
+                x: m,
+            },
+        );
+        let t = p(
+            &mut n,
+            CNode::Binary {
+                f: B::Sub,
+                a: e,
+                b: s,
+            },
+        );
+        let two = p(&mut n, lit(2.0));
+        let pw = p(
+            &mut n,
+            CNode::Binary {
+                f: B::Pow,
+                a: t,
+                b: two,
+            },
+        );
+        let md = p(
+            &mut n,
+            CNode::Binary {
+                f: B::Mod,
+                a: pw,
+                b: 4,
+            },
+        );
+        let out = p(
+            &mut n,
+            CNode::Nary {
+                f: NaryOp::Min,
+                xs: vec![md, 1, e],
+            },
+        );
+        (n, out)
+    }
+}
+
+fn cell_plan(ty: CellType, agg: Option<CellAgg>, safe: bool) -> CPlan {
+    let (nodes, out) = cell_nodes(safe);
+    CPlan {
+        template: TemplateSpec::Cell {
+            cell_type: ty,
+            agg,
+            sparse_safe: safe,
+        },
+        inputs: vec![
+            InputKind::Matrix,
+            InputKind::Matrix,
+            InputKind::Matrix,
+            InputKind::Matrix,
+            InputKind::Scalar,
+        ],
+        nodes,
+        outputs: vec![out],
+    }
+}
+
+fn shape_of(ty: CellType, m: usize, n: usize) -> (usize, usize) {
+    match ty {
+        CellType::NoAgg => (m, n),
+        CellType::RowAgg => (m, 1),
+        CellType::ColAgg => (1, n),
+        CellType::FullAgg => (1, 1),
+    }
+}
+
+#[test]
+fn cell_types_aggregations_formats_and_side_inputs() {
+    let aggs = [CellAgg::Sum, CellAgg::SumSq, CellAgg::Min, CellAgg::Max];
+    for (m, n) in [(37, 29), (1, 1), (0, 5), (300, 260)] {
+        for main_density in [1.0, 0.05] {
+            for (side_sparse, specials) in [(false, false), (true, false), (false, true)] {
+                let x = mat(m, n, main_density, 1, specials);
+                let y = mat(m, n, if side_sparse { 0.1 } else { 1.0 }, 2, specials);
+                let r = mat(1, n, 1.0, 3, false);
+                let c = mat(m, 1, 1.0, 4, false);
+                let ins = [
+                    Operand::Matrix(&x),
+                    Operand::Matrix(&y),
+                    Operand::Matrix(&r),
+                    Operand::Matrix(&c),
+                    Operand::Scalar(0.25),
+                ];
+                for safe in [true, false] {
+                    for ty in [
+                        CellType::NoAgg,
+                        CellType::RowAgg,
+                        CellType::ColAgg,
+                        CellType::FullAgg,
+                    ] {
+                        let list: Vec<Option<CellAgg>> = if ty == CellType::NoAgg {
+                            vec![None]
+                        } else {
+                            aggs.iter().map(|&a| Some(a)).collect()
+                        };
+                        for agg in list {
+                            let plan = cell_plan(ty, agg, safe);
+                            let what = format!("{m}x{n} dens {main_density} side_sparse {side_sparse} specials {specials} safe {safe} {ty:?} {agg:?}");
+                            check(&plan, &ins, &[shape_of(ty, m, n)], 1e-9, &what);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn unary_binary_ternary_ops_match_on_special_values() {
+    let specials = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        2.5,
+        -2.5,
+        0.5,
+        1e300,
+        -1e-300,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        3.0,
+        7.0,
+        -7.0,
+    ];
+    let k = specials.len();
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    for &x in &specials {
+        for &y in &specials {
+            a.push(x);
+            b.push(y);
+        }
+    }
+    let xa = Matrix::Dense(DenseMatrix::new(k, k, a).unwrap());
+    let xb = Matrix::Dense(DenseMatrix::new(k, k, b).unwrap());
+    let ins = [Operand::Matrix(&xa), Operand::Matrix(&xb)];
+    let mut bodies: Vec<(String, Vec<CNode>)> = Vec::new();
+    for &f in U::ALL {
+        bodies.push((
+            format!("{f:?}"),
+            vec![data(0, Access::Main), CNode::Unary { f, x: 0 }],
+        ));
+    }
+    for &f in B::ALL {
+        bodies.push((
+            format!("{f:?}"),
+            vec![
+                data(0, Access::Main),
+                data(1, Access::Aligned),
+                CNode::Binary { f, a: 0, b: 1 },
+            ],
+        ));
+    }
+    for f in [TernaryOp::IfElse, TernaryOp::Replace] {
+        bodies.push((
+            format!("{f:?}"),
+            vec![
+                data(0, Access::Main),
+                data(1, Access::Aligned),
+                lit(9.0),
+                CNode::Ternary {
+                    f,
+                    a: 0,
+                    b: 1,
+                    c: 2,
+                },
+            ],
+        ));
+    }
+    bodies.push((
+        "pow2".into(),
+        vec![data(0, Access::Main), CNode::Pow2 { x: 0 }],
+    ));
+    bodies.push((
+        "mult2".into(),
+        vec![data(0, Access::Main), CNode::Mult2 { x: 0 }],
+    ));
+    bodies.push((
+        "nary max".into(),
+        vec![
+            data(0, Access::Main),
+            data(1, Access::Aligned),
+            lit(-0.0),
+            CNode::Nary {
+                f: NaryOp::Max,
+                xs: vec![0, 1, 2],
+            },
+        ],
+    ));
+    for (name, mut nodes) in bodies {
+        // The plan must reference input 1 for the input count to match.
+        if !nodes
+            .iter()
+            .any(|n| matches!(n, CNode::Data { input: 1, .. }))
+        {
+            nodes.push(data(1, Access::Aligned));
+        }
+        let out = nodes
+            .iter()
+            .rposition(|n| !matches!(n, CNode::Data { .. } | CNode::Literal { .. }))
+            .unwrap();
+        let plan = CPlan {
+            template: TemplateSpec::Cell {
+                cell_type: CellType::NoAgg,
+                agg: None,
+                sparse_safe: false,
+            },
+            inputs: vec![InputKind::Matrix, InputKind::Matrix],
+            nodes,
+            outputs: vec![out],
+        };
+        let op = compile(&plan).unwrap();
+        let got = op.execute(&ins, &[(k, k)]).unwrap();
+        let want = evaluate(&plan, &ins, &[(k, k)]).unwrap();
+        for i in 0..k {
+            for j in 0..k {
+                let (g, w) = (got[0].get(i, j), want[0].get(i, j));
+                assert!(
+                    (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits(),
+                    "{name}({}, {}): native {g} reference {w}",
+                    specials[i],
+                    specials[j]
+                );
+            }
+        }
+    }
+}
+
+fn magg_plan(aggs: Vec<CellAgg>) -> CPlan {
+    // Outputs: X * Y, X + Y, exp(X) per aggregate in turn.
+    let nodes = vec![
+        data(0, Access::Main),
+        data(1, Access::Aligned),
+        CNode::Binary {
+            f: B::Mul,
+            a: 0,
+            b: 1,
+        },
+        CNode::Binary {
+            f: B::Add,
+            a: 0,
+            b: 1,
+        },
+        CNode::Unary { f: U::Exp, x: 0 },
+    ];
+    let outputs = (0..aggs.len()).map(|k| 2 + k).collect();
+    CPlan {
+        template: TemplateSpec::MAgg { aggs },
+        inputs: vec![InputKind::Matrix; 2],
+        nodes,
+        outputs,
+    }
+}
+
+#[test]
+fn multi_aggregates_of_two_and_three() {
+    for aggs in [
+        vec![CellAgg::Sum, CellAgg::Max],
+        vec![CellAgg::SumSq, CellAgg::Min, CellAgg::Sum],
+    ] {
+        for (m, n, d) in [(40, 33, 1.0), (200, 150, 0.03), (0, 4, 1.0), (1, 1, 1.0)] {
+            let x = mat(m, n, d, 5, false);
+            let y = mat(m, n, 1.0, 6, true);
+            let plan = magg_plan(aggs.clone());
+            let shapes = vec![(1, 1); aggs.len()];
+            check(
+                &plan,
+                &[Operand::Matrix(&x), Operand::Matrix(&y)],
+                &shapes,
+                1e-9,
+                &format!("magg {aggs:?} {m}x{n}"),
+            );
+        }
+    }
+}
+
+fn outer_plan(ty: OuterType) -> CPlan {
+    // G = X * log(U %*% t(V) + 1e-3) (a Whole W for final products).
+    let mut nodes = vec![
+        data(0, Access::Main),
+        data(1, Access::OuterU),
+        data(2, Access::OuterV),
+        CNode::OuterDot { u: 1, v: 2 },
+        lit(1e-3),
+        CNode::Binary {
+            f: B::Add,
+            a: 3,
+            b: 4,
+        },
+        CNode::Unary { f: U::Abs, x: 5 },
+        CNode::Unary { f: U::Log, x: 6 },
+        CNode::Binary {
+            f: B::Mul,
+            a: 0,
+            b: 7,
+        },
+    ];
+    let mut inputs = vec![InputKind::Matrix; 3];
+    let out = if matches!(ty, OuterType::Left | OuterType::LeftT | OuterType::Right) {
+        nodes.push(data(3, Access::Whole));
+        inputs.push(InputKind::Matrix);
+        nodes.push(CNode::FinalProduct { g: 8, w: 9 });
+        10
+    } else {
+        8
+    };
+    CPlan {
+        template: TemplateSpec::Outer { outer_type: ty },
+        inputs,
+        nodes,
+        outputs: vec![out],
+    }
+}
+
+#[test]
+fn outer_all_types_over_sparse_and_dense_drivers() {
+    let (m, n, k, k2) = (120, 90, 7, 3);
+    for d in [0.03, 0.6] {
+        let x = mat(m, n, d, 7, false);
+        let u = mat(m, k, 1.0, 8, false);
+        let v = mat(n, k, 1.0, 9, false);
+        for ty in [
+            OuterType::CellWise,
+            OuterType::FullAgg,
+            OuterType::Right,
+            OuterType::Left,
+            OuterType::LeftT,
+        ] {
+            let (w, shape) = match ty {
+                OuterType::Right => (mat(n, k2, 1.0, 10, false), (m, k2)),
+                OuterType::Left => (mat(k2, m, 1.0, 11, false), (n, k2)),
+                OuterType::LeftT => (mat(k2, m, 1.0, 11, false), (k2, n)),
+                OuterType::CellWise => (Matrix::scalar(0.0), (m, n)),
+                OuterType::FullAgg => (Matrix::scalar(0.0), (1, 1)),
+            };
+            let plan = outer_plan(ty);
+            let mut ins = vec![
+                Operand::Matrix(&x),
+                Operand::Matrix(&u),
+                Operand::Matrix(&v),
+            ];
+            if plan.inputs.len() == 4 {
+                ins.push(Operand::Matrix(&w));
+            }
+            check(
+                &plan,
+                &ins,
+                &[shape],
+                1e-9,
+                &format!("outer {ty:?} density {d}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn unsupported_row_constructs_and_bad_inputs_are_errors() {
+    // A Row plan whose outer-product accumulation is not its output has no native form.
+    let plan = CPlan {
+        template: TemplateSpec::Row {
+            row_type: lafuse_compiler::fusion::cplan::RowType::ColAggT,
+            num_vectors: 0,
+        },
+        inputs: vec![InputKind::Matrix],
+        nodes: vec![
+            data(0, Access::Main),
+            CNode::OuterMultAdd { a: 0, b: 0 },
+            CNode::Binary {
+                f: B::Add,
+                a: 1,
+                b: 0,
+            },
+        ],
+        outputs: vec![2],
+    };
+    let e = compile(&plan).unwrap_err();
+    assert!(e.to_string().starts_with("unsupported:"), "{e}");
+    let plan = cell_plan(CellType::FullAgg, Some(CellAgg::Sum), true);
+    let op = compile(&plan).unwrap();
+    let x = mat(5, 4, 1.0, 1, false);
+    let bad = mat(4, 4, 1.0, 1, false);
+    let r = mat(1, 4, 1.0, 1, false);
+    let c = mat(5, 1, 1.0, 1, false);
+    let ins = [
+        Operand::Matrix(&x),
+        Operand::Matrix(&bad),
+        Operand::Matrix(&r),
+        Operand::Matrix(&c),
+        Operand::Scalar(1.0),
+    ];
+    assert!(op.execute(&ins, &[(1, 1)]).is_err());
+    assert!(op.execute(&ins[..3], &[(1, 1)]).is_err());
+}
+
+#[test]
+fn dense_sum_loop_uses_packed_simd() {
+    let plan = CPlan {
+        template: TemplateSpec::Cell {
+            cell_type: CellType::FullAgg,
+            agg: Some(CellAgg::Sum),
+            sparse_safe: false,
+        },
+        inputs: vec![InputKind::Matrix; 3],
+        nodes: vec![
+            data(0, Access::Main),
+            data(1, Access::Aligned),
+            data(2, Access::Aligned),
+            CNode::Binary {
+                f: B::Mul,
+                a: 0,
+                b: 1,
+            },
+            CNode::Binary {
+                f: B::Mul,
+                a: 3,
+                b: 2,
+            },
+        ],
+        outputs: vec![4],
+    };
+    let op = compile(&plan).unwrap();
+    let asm = op.assembly();
+    let packed = asm.lines().any(|l| {
+        (l.contains("vaddpd") || l.contains("vmulpd")) && (l.contains("%ymm") || l.contains("%zmm"))
+    });
+    assert!(packed, "no packed AVX arithmetic in:\n{asm}");
+    assert!(op.llvm_ir().contains("target-cpu"));
+}
+
+#[test]
+fn cache_hits_and_compiles_once_under_concurrency() {
+    let cache = OperatorCache::new();
+    let plan = cell_plan(CellType::RowAgg, Some(CellAgg::Max), false);
+    let ops: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| cache.get(&plan).unwrap()))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for o in &ops[1..] {
+        assert!(std::sync::Arc::ptr_eq(&ops[0], o));
+    }
+    let st = cache.stats();
+    assert_eq!((st.misses, st.hits), (1, 3));
+    assert_eq!(st.per_operator.len(), 1);
+    let again = cache.get(&plan).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&ops[0], &again));
+    assert_eq!(cache.stats().hits, 4);
+    cache.evict(&plan);
+    cache.get(&plan).unwrap();
+    let st = cache.stats();
+    assert_eq!(
+        st.miss_reasons
+            .get(&lafuse_codegen::native::MissReason::Evicted),
+        Some(&1)
+    );
+}

@@ -1,0 +1,30 @@
+//! The interface fused operators implement, so the executor can run them like any kernel.
+//!
+//! The runtime knows nothing of how an operator came to be (a CPlan interpreted or compiled
+//! to native code): it hands over the operator's inputs by position and stores its outputs.
+
+use crate::error::Result;
+use crate::matrix::Matrix;
+use std::fmt;
+
+/// An input of a fused operator.
+#[derive(Clone, Copy, Debug)]
+pub enum OperatorInput<'a> {
+    /// A scalar (integers and booleans are passed as doubles).
+    Scalar(f64),
+    /// A matrix.
+    Matrix(&'a Matrix),
+}
+
+/// A fused operator: computes one or more outputs from its inputs in one pass.
+///
+/// Implementations must be callable from several threads and must produce the same values
+/// as the unfused kernels of the operations they replace (up to the documented tolerance of
+/// reordered sums).
+pub trait Operator: Send + Sync + fmt::Debug {
+    /// A short opcode for statistics, e.g. `fused_cell`.
+    fn opcode(&self) -> &str;
+
+    /// Computes the outputs, by output position. A full aggregate is a 1×1 matrix.
+    fn execute(&self, inputs: &[OperatorInput<'_>]) -> Result<Vec<Matrix>>;
+}

@@ -1,0 +1,311 @@
+//! The Cell skeleton (reference 6.2): one generated body per cell of the main input, then no
+//! aggregation, or a row, column or full aggregate.
+//!
+//! Iteration modes, chosen per call:
+//! * dense main input: the dense entry point over row ranges (vectorised by the generator);
+//! * sparse main input, sparse-safe plan, all side inputs finite: the CSR entry point visits
+//!   the non-zeros only; unseen zeros contribute the body's value at zero, which is 0, so only
+//!   `min`/`max` need a correction (folding 0 in where a row, column or the whole input has
+//!   fewer non-zeros than cells). A non-finite side value (e.g. `0 * Inf = NaN`) would make a
+//!   skipped cell non-zero, so such inputs take the next mode instead;
+//! * sparse main input otherwise: every cell must be seen, so each task densifies blocks of its
+//!   rows into a buffer and calls the dense entry point on them.
+//!
+//! Outputs: no-aggregate → m×n, sparse when computed from non-zeros only (the CSR structure of
+//! the main input, zeros dropped), else dense; row → m×1; column → 1×n; full → 1×1; all in the
+//! runtime's preferred format. Partial aggregates of tasks are merged in task order.
+
+use crate::abi::{CsrView, DenseView, KernelArgs, KernelFn};
+use crate::prep::{
+    self, call, csr_view, densify_rows, for_tasks, partial_init, partition, pick, AggState,
+    ArgsTemplate, Input, SharedOut,
+};
+use crate::{err, AggKind, CellKind, InputUse, Result};
+use lafuse_runtime::matrix::{alloc_zeroed, count_nnz, BLOCK_CELLS};
+use lafuse_runtime::Matrix;
+
+/// What a Cell operator computes and how its generated code reads its inputs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CellSpec {
+    /// The output shape class.
+    pub kind: CellKind,
+    /// The aggregation (`None` for [`CellKind::NoAgg`]).
+    pub agg: Option<AggKind>,
+    /// The body is zero wherever the main input is zero (given finite side inputs).
+    pub sparse_safe: bool,
+    /// How each input position is read.
+    pub uses: Vec<InputUse>,
+    /// Lanes of a full-aggregate partial (the generator's vector width plus one).
+    pub lanes: usize,
+}
+
+/// The generated entry points of a Cell operator.
+#[derive(Clone, Copy, Debug)]
+pub struct CellKernels {
+    /// Rows of a dense main input (every cell).
+    pub dense: KernelFn,
+    /// Rows of a CSR main input, non-zeros only (sparse-safe plans).
+    pub csr: Option<KernelFn>,
+}
+
+/// Tasks at most (their partials are merged in order).
+const MAX_TASKS: usize = 64;
+
+/// How a call iterates.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Dense,
+    CsrNonZeros,
+    DensifiedBlocks,
+}
+
+/// The main input and the task machinery shared by Cell and MultiAgg.
+pub(crate) struct Driver<'a> {
+    pub(crate) main: &'a Matrix,
+    pub(crate) m: usize,
+    pub(crate) n: usize,
+    mode: Mode,
+    args: ArgsTemplate,
+    pub(crate) tasks: Vec<(usize, usize)>,
+    par: bool,
+    dense_fn: KernelFn,
+    csr_fn: Option<KernelFn>,
+}
+
+impl<'a> Driver<'a> {
+    pub(crate) fn new(
+        inputs: &[Input<'a>],
+        uses: &[InputUse],
+        sparse_safe: bool,
+        dense_fn: KernelFn,
+        csr_fn: Option<KernelFn>,
+        views: &'a mut Vec<DenseView>,
+        prepared: &'a mut Option<prep::Prepared<'a>>,
+    ) -> Result<Driver<'a>> {
+        let Some(Input::Matrix(main)) = inputs.first().copied() else {
+            return err("the main input must be a matrix");
+        };
+        let (m, n) = main.shape();
+        let p = prepared.insert(prep::prepare(inputs, uses, m, n)?);
+        let mode = match main {
+            Matrix::Dense(_) => Mode::Dense,
+            Matrix::Sparse(_) if sparse_safe && csr_fn.is_some() && p.all_finite(true) => {
+                Mode::CsrNonZeros
+            }
+            Matrix::Sparse(_) => Mode::DensifiedBlocks,
+        };
+        *views = p.views();
+        let (main_view, main_csr) = match main {
+            Matrix::Dense(d) => (DenseView::of(&d.values, m, n), CsrView::EMPTY),
+            Matrix::Sparse(s) => (DenseView::EMPTY, csr_view(s)),
+        };
+        let args = KernelArgs {
+            main: main_view,
+            main_csr,
+            inputs: views.as_ptr(),
+            num_inputs: views.len(),
+            out: std::ptr::null_mut(),
+            out_len: 0,
+            rows: m,
+            cols: n,
+            k: 0,
+            k2: 0,
+        };
+        let work = if mode == Mode::CsrNonZeros {
+            main.nnz()
+        } else {
+            m * n
+        };
+        Ok(Driver {
+            main,
+            m,
+            n,
+            mode,
+            args: ArgsTemplate(args),
+            tasks: partition(m, n, MAX_TASKS),
+            par: prep::parallel(work),
+            dense_fn,
+            csr_fn,
+        })
+    }
+
+    /// Whether the call visits non-zeros only.
+    pub(crate) fn nonzeros_only(&self) -> bool {
+        self.mode == Mode::CsrNonZeros
+    }
+
+    /// Runs every task with `out(t)` as its output; returns the non-zeros each wrote.
+    pub(crate) fn run(&self, out: impl Fn(usize) -> SharedOut + Sync + Send) -> Vec<u64> {
+        let args = &self.args;
+        let (mode, n) = (self.mode, self.n);
+        let (dense_fn, csr_fn) = (self.dense_fn, self.csr_fn);
+        let main = self.main;
+        let tasks = &self.tasks;
+        for_tasks(tasks.len(), self.par, |t| {
+            let (rl, ru) = tasks[t];
+            let mut a = args.get();
+            (a.out, a.out_len) = out(t).ptr();
+            match (mode, main, csr_fn) {
+                (Mode::CsrNonZeros, _, Some(f)) => call(f, &a, rl, ru),
+                (Mode::DensifiedBlocks, Matrix::Sparse(s), _) => {
+                    // Blocks of rows, densified one at a time, keep the buffer cache-sized.
+                    let step = (BLOCK_CELLS / n.max(1)).max(1);
+                    let mut nnz = 0;
+                    let mut r = rl;
+                    while r < ru {
+                        let e = (r + step).min(ru);
+                        let block = densify_rows(s, r, e);
+                        a.main = DenseView {
+                            data: block.as_ptr(),
+                            len: block.len(),
+                            rows: s.rows,
+                            cols: n,
+                            row0: r,
+                        };
+                        nnz += call(dense_fn, &a, r, e);
+                        r = e;
+                    }
+                    nnz
+                }
+                _ => call(dense_fn, &a, rl, ru),
+            }
+        })
+    }
+}
+
+/// Runs a Cell operator. `inputs` by operator input position, the main input first.
+pub fn execute(spec: &CellSpec, kernels: &CellKernels, inputs: &[Input<'_>]) -> Result<Matrix> {
+    if (spec.kind == CellKind::NoAgg) != spec.agg.is_none() {
+        return err("a cell operator aggregates exactly when its kind is not no-agg");
+    }
+    let mut views = Vec::new();
+    let mut prepared = None;
+    let d = Driver::new(
+        inputs,
+        &spec.uses,
+        spec.sparse_safe,
+        kernels.dense,
+        kernels.csr,
+        &mut views,
+        &mut prepared,
+    )?;
+    let (m, n) = (d.m, d.n);
+    let Some(agg) = spec.agg else {
+        return Ok(no_agg(&d));
+    };
+    Ok(match spec.kind {
+        CellKind::NoAgg => no_agg(&d),
+        CellKind::RowAgg => {
+            let mut out = vec![prep::ext_init(agg); m];
+            let so = SharedOut(out.as_mut_ptr(), out.len());
+            d.run(|_| so);
+            if d.nonzeros_only() && matches!(agg, AggKind::Min | AggKind::Max) && n > 0 {
+                if let Matrix::Sparse(s) = d.main {
+                    for (i, o) in out.iter_mut().enumerate() {
+                        if s.row_ptr[i + 1] - s.row_ptr[i] < n {
+                            *o = pick(agg, *o, 0.0);
+                        }
+                    }
+                }
+            }
+            let nnz = count_nnz(&out);
+            prep::dense_out(m, 1, out, nnz)
+        }
+        CellKind::ColAgg => {
+            let width = if matches!(agg, AggKind::Sum | AggKind::SumSq) {
+                2 * n
+            } else {
+                n
+            };
+            let mut parts: Vec<Vec<f64>> = (0..d.tasks.len())
+                .map(|_| {
+                    let mut p = vec![prep::ext_init(agg); width];
+                    p[n..].fill(0.0);
+                    p
+                })
+                .collect();
+            let outs: Vec<SharedOut> = parts
+                .iter_mut()
+                .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
+                .collect();
+            d.run(|t| outs[t]);
+            let mut out = Vec::with_capacity(n);
+            for j in 0..n {
+                let mut s = AggState::init(agg);
+                for p in &parts {
+                    let corr = if width == 2 * n { p[n + j] } else { 0.0 };
+                    s.fold(agg, p[j], corr);
+                }
+                out.push(s.value());
+            }
+            if d.nonzeros_only() && matches!(agg, AggKind::Min | AggKind::Max) {
+                if let Matrix::Sparse(s) = d.main {
+                    let mut count = vec![0usize; n];
+                    for &j in &s.col_idx {
+                        count[j as usize] += 1;
+                    }
+                    for (o, c) in out.iter_mut().zip(count) {
+                        if c < m {
+                            *o = pick(agg, *o, 0.0);
+                        }
+                    }
+                }
+            }
+            let nnz = count_nnz(&out);
+            prep::dense_out(1, n, out, nnz)
+        }
+        CellKind::FullAgg => {
+            let v = full_aggs(&d, &[agg], spec.lanes)?[0];
+            Matrix::scalar(v)
+        }
+    })
+}
+
+/// Full aggregates `aggs` over the driver's cells (Cell full-agg and MultiAgg): one partial of
+/// `lanes` lanes per aggregate and task, folded lane by lane in task order.
+pub(crate) fn full_aggs(d: &Driver<'_>, aggs: &[AggKind], lanes: usize) -> Result<Vec<f64>> {
+    if lanes == 0 {
+        return err("a full aggregate needs at least one lane");
+    }
+    let init = partial_init(aggs, lanes);
+    let mut parts: Vec<Vec<f64>> = (0..d.tasks.len()).map(|_| init.clone()).collect();
+    let outs: Vec<SharedOut> = parts
+        .iter_mut()
+        .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
+        .collect();
+    d.run(|t| outs[t]);
+    let mut res = Vec::with_capacity(aggs.len());
+    for (k, &agg) in aggs.iter().enumerate() {
+        let mut s = AggState::init(agg);
+        for p in &parts {
+            prep::fold_partial(&mut s, agg, &p[k * 2 * lanes..(k + 1) * 2 * lanes], lanes);
+        }
+        if d.nonzeros_only()
+            && matches!(agg, AggKind::Min | AggKind::Max)
+            && d.main.nnz() < d.m * d.n
+        {
+            s.fold(agg, 0.0, 0.0);
+        }
+        res.push(s.value());
+    }
+    Ok(res)
+}
+
+fn no_agg(d: &Driver<'_>) -> Matrix {
+    let (m, n) = (d.m, d.n);
+    match d.main {
+        Matrix::Sparse(s) if d.nonzeros_only() => {
+            // Values aligned with the main input's non-zeros; zeros the body produced dropped.
+            let mut vals = vec![0.0; s.values.len()];
+            let so = SharedOut(vals.as_mut_ptr(), vals.len());
+            d.run(|_| so);
+            prep::compact(s, &vals)
+        }
+        _ => {
+            let mut out = alloc_zeroed(m * n);
+            let so = SharedOut(out.as_mut_ptr(), out.len());
+            let nnz: u64 = d.run(|_| so).into_iter().sum();
+            prep::dense_out(m, n, out, nnz as usize)
+        }
+    }
+}

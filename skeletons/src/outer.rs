@@ -1,0 +1,176 @@
+//! The Outer-product skeleton (reference 6.5): the body is evaluated at the non-zeros of the
+//! sparse driver `X` only (its cost is proportional to nnz(X)·k), with `u_i · v_j` computed by
+//! the generated code from contiguous rows of `U` and `V`.
+//!
+//! `V` given as k×n and the Left final product's k2×m matrix are transposed once here so the
+//! generated code reads contiguous rows. Outputs: CellWise in the driver's format (sparse:
+//! the driver's structure, zeros dropped); FullAgg 1×1 from per-task Kahan partials merged in
+//! task order; Right m×k2 written in disjoint row ranges; Left/LeftT from per-task n×k2
+//! partials summed in task order (LeftT transposed at the end).
+
+use crate::abi::{CsrView, DenseView, KernelArgs, KernelFn};
+use crate::prep::{
+    self, csr_view, for_tasks, partial_init, partition, AggState, ArgsTemplate, Input, SharedOut,
+};
+use crate::{err, AggKind, InputUse, OuterKind, Result};
+use lafuse_runtime::matrix::alloc_zeroed;
+use lafuse_runtime::Matrix;
+
+/// What an Outer operator computes and how its generated code reads its inputs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OuterSpec {
+    /// The final step.
+    pub kind: OuterKind,
+    /// How each input position is read (exactly one [`InputUse::OuterU`], one
+    /// [`InputUse::OuterV`] or [`InputUse::OuterVT`], and a final matrix for Left/Right).
+    pub uses: Vec<InputUse>,
+    /// Lanes of a FullAgg partial (the generator's vector width plus one).
+    pub lanes: usize,
+}
+
+/// The generated entry points of an Outer operator (both visit non-zeros only).
+#[derive(Clone, Copy, Debug)]
+pub struct OuterKernels {
+    /// Rows of a dense driver.
+    pub dense: KernelFn,
+    /// Rows of a CSR driver.
+    pub csr: KernelFn,
+}
+
+/// Tasks at most; Left products keep one n×k2 partial per task, so fewer.
+const MAX_TASKS: usize = 64;
+const MAX_LEFT_TASKS: usize = 8;
+
+/// Runs an Outer operator.
+pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -> Result<Matrix> {
+    let Some(Input::Matrix(x)) = inputs.first().copied() else {
+        return err("the main input must be a matrix");
+    };
+    let (m, n) = x.shape();
+    let p = prep::prepare(inputs, &spec.uses, m, n)?;
+    let find = |pred: &dyn Fn(InputUse) -> bool| spec.uses.iter().position(|&u| pred(u));
+    let (Some(ui), Some(vi)) = (
+        find(&|u| u == InputUse::OuterU),
+        find(&|u| matches!(u, InputUse::OuterV | InputUse::OuterVT)),
+    ) else {
+        return err("an outer operator reads U and V");
+    };
+    let k = p.shapes[ui].1;
+    if p.shapes[vi].1 != k {
+        return err(format!(
+            "U has {k} columns but V has {} (as n x k)",
+            p.shapes[vi].1
+        ));
+    }
+    let left = matches!(spec.kind, OuterKind::Left | OuterKind::LeftT);
+    let k2 = match spec.kind {
+        OuterKind::CellWise | OuterKind::FullAgg => 0,
+        _ => {
+            let want = if left {
+                InputUse::FinalWT
+            } else {
+                InputUse::FinalW
+            };
+            let Some(wi) = find(&|u| u == want) else {
+                return err("a final product needs its matrix");
+            };
+            p.shapes[wi].1
+        }
+    };
+    let views = p.views();
+    let (main, main_csr) = match x {
+        Matrix::Dense(d) => (DenseView::of(&d.values, m, n), CsrView::EMPTY),
+        Matrix::Sparse(s) => (DenseView::EMPTY, csr_view(s)),
+    };
+    let f = match x {
+        Matrix::Dense(_) => kernels.dense,
+        Matrix::Sparse(_) => kernels.csr,
+    };
+    let args = ArgsTemplate(KernelArgs {
+        main,
+        main_csr,
+        inputs: views.as_ptr(),
+        num_inputs: views.len(),
+        out: std::ptr::null_mut(),
+        out_len: 0,
+        rows: m,
+        cols: n,
+        k,
+        k2,
+    });
+    let tasks = partition(m, n, if left { MAX_LEFT_TASKS } else { MAX_TASKS });
+    let work = match x {
+        Matrix::Dense(_) => m * n + x.nnz() * k.max(1),
+        Matrix::Sparse(_) => x.nnz() * k.max(1),
+    };
+    let par = prep::parallel(work);
+    let run = |out: &(dyn Fn(usize) -> SharedOut + Sync)| -> Vec<u64> {
+        for_tasks(tasks.len(), par, |t| {
+            let (rl, ru) = tasks[t];
+            let mut a = args.get();
+            (a.out, a.out_len) = out(t).ptr();
+            prep::call(f, &a, rl, ru)
+        })
+    };
+    Ok(match spec.kind {
+        OuterKind::CellWise => match x {
+            Matrix::Sparse(s) => {
+                let mut vals = vec![0.0; s.values.len()];
+                let so = SharedOut(vals.as_mut_ptr(), vals.len());
+                run(&|_| so);
+                prep::compact(s, &vals)
+            }
+            Matrix::Dense(_) => {
+                let mut out = alloc_zeroed(m * n);
+                let so = SharedOut(out.as_mut_ptr(), out.len());
+                let nnz: u64 = run(&|_| so).into_iter().sum();
+                prep::dense_out(m, n, out, nnz as usize)
+            }
+        },
+        OuterKind::FullAgg => {
+            let lanes = spec.lanes.max(1);
+            let init = partial_init(&[AggKind::Sum], lanes);
+            let mut parts: Vec<Vec<f64>> = (0..tasks.len()).map(|_| init.clone()).collect();
+            let outs: Vec<SharedOut> = parts
+                .iter_mut()
+                .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
+                .collect();
+            run(&|t| outs[t]);
+            let mut s = AggState::init(AggKind::Sum);
+            for p in &parts {
+                prep::fold_partial(&mut s, AggKind::Sum, p, lanes);
+            }
+            Matrix::scalar(s.value())
+        }
+        OuterKind::Right => {
+            let mut out = alloc_zeroed(m * k2);
+            let so = SharedOut(out.as_mut_ptr(), out.len());
+            run(&|_| so);
+            let nnz = lafuse_runtime::matrix::count_nnz(&out);
+            prep::dense_out(m, k2, out, nnz)
+        }
+        OuterKind::Left | OuterKind::LeftT => {
+            let mut parts: Vec<Vec<f64>> = (0..tasks.len()).map(|_| alloc_zeroed(n * k2)).collect();
+            let outs: Vec<SharedOut> = parts
+                .iter_mut()
+                .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
+                .collect();
+            run(&|t| outs[t]);
+            // Partials summed in task order (independent of the thread count).
+            let mut out = alloc_zeroed(n * k2);
+            for p in &parts {
+                for (o, v) in out.iter_mut().zip(p) {
+                    *o += v;
+                }
+            }
+            let nnz = lafuse_runtime::matrix::count_nnz(&out);
+            let l = prep::dense_out(n, k2, out, nnz);
+            if spec.kind == OuterKind::LeftT {
+                lafuse_runtime::kernels::transpose(&l)
+                    .map_err(|e| crate::SkeletonError(e.to_string()))?
+            } else {
+                l
+            }
+        }
+    })
+}

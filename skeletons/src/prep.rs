@@ -1,0 +1,331 @@
+//! Shared skeleton machinery: input validation and preparation, row partitioning, task
+//! execution and partial-aggregate merging.
+
+use crate::abi::{CsrView, DenseView, KernelArgs, KernelFn};
+use crate::{err, AggKind, InputUse, Result};
+use lafuse_runtime::kernels::aggregate::Kahan;
+use lafuse_runtime::matrix::{BLOCK_CELLS, PAR_THRESHOLD};
+use lafuse_runtime::{DenseMatrix, Matrix};
+use rayon::prelude::*;
+use std::borrow::Cow;
+
+/// An operand of a fused operator, as the skeletons see it.
+#[derive(Clone, Copy, Debug)]
+pub enum Input<'a> {
+    /// A scalar.
+    Scalar(f64),
+    /// A matrix.
+    Matrix(&'a Matrix),
+}
+
+/// The prepared side inputs: dense storage the views point into, kept alive for the call.
+pub(crate) struct Prepared<'a> {
+    /// Backing storage per input (borrowed dense values, a densified or transposed copy, or a
+    /// scalar's one value).
+    store: Vec<Cow<'a, [f64]>>,
+    pub(crate) shapes: Vec<(usize, usize)>,
+}
+
+impl Prepared<'_> {
+    /// The views, one per input position.
+    pub(crate) fn views(&self) -> Vec<DenseView> {
+        self.store
+            .iter()
+            .zip(&self.shapes)
+            .map(|(s, &(r, c))| DenseView::of(s, r, c))
+            .collect()
+    }
+
+    /// Whether every prepared side value is finite (implicit zeros are).
+    pub(crate) fn all_finite(&self, skip_main: bool) -> bool {
+        self.store
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !(skip_main && *k == 0))
+            .all(|(_, s)| lafuse_runtime::matrix::all_finite(s))
+    }
+}
+
+fn dense_values(m: &Matrix) -> Cow<'_, [f64]> {
+    match m {
+        Matrix::Dense(d) => Cow::Borrowed(&d.values[..]),
+        Matrix::Sparse(s) => Cow::Owned(s.to_dense().values),
+    }
+}
+
+fn transposed(m: &Matrix) -> Result<Vec<f64>> {
+    lafuse_runtime::kernels::transpose(m)
+        .map(|t| t.into_dense_values())
+        .map_err(|e| crate::SkeletonError(e.to_string()))
+}
+
+/// Checks every input against its use and prepares the dense views generated code reads.
+/// `(m, n)` is the main input's shape; `k` the Outer dot length (0 otherwise). The main input
+/// itself (position 0) gets an empty view: entry points read it through
+/// [`KernelArgs::main`]/[`KernelArgs::main_csr`].
+pub(crate) fn prepare<'a>(
+    inputs: &[Input<'a>],
+    uses: &[InputUse],
+    m: usize,
+    n: usize,
+) -> Result<Prepared<'a>> {
+    if inputs.len() != uses.len() {
+        return err(format!(
+            "operator takes {} inputs, got {}",
+            uses.len(),
+            inputs.len()
+        ));
+    }
+    let mut store = Vec::with_capacity(inputs.len());
+    let mut shapes = Vec::with_capacity(inputs.len());
+    for (pos, (inp, &use_)) in inputs.iter().zip(uses).enumerate() {
+        let shape_err = |what: &str, r: usize, c: usize| {
+            err(format!("input {pos} is {r}x{c}, expected {what}"))
+        };
+        let (vals, shape): (Cow<'a, [f64]>, (usize, usize)) = match (*inp, use_) {
+            (_, InputUse::Main | InputUse::Unused) => (Cow::Borrowed(&[][..]), (0, 0)),
+            (Input::Scalar(s), InputUse::Scalar) => (Cow::Owned(vec![s]), (1, 1)),
+            (Input::Scalar(_), u) => return err(format!("input {pos} is a scalar, read as {u:?}")),
+            (Input::Matrix(x), u) => {
+                let (r, c) = x.shape();
+                match u {
+                    InputUse::Aligned if (r, c) != (m, n) => {
+                        return shape_err(&format!("{m}x{n}"), r, c)
+                    }
+                    InputUse::ColVector if r != m || c == 0 => {
+                        return shape_err(&format!("{m}xk (k >= 1)"), r, c)
+                    }
+                    InputUse::RowVector if c != n || r == 0 => {
+                        return shape_err(&format!("kx{n} (k >= 1)"), r, c)
+                    }
+                    InputUse::RowVectorT if c != m || r == 0 => {
+                        return shape_err(&format!("kx{m} (k >= 1)"), r, c)
+                    }
+                    InputUse::ColVectorT if r != n || c == 0 => {
+                        return shape_err(&format!("{n}xk (k >= 1)"), r, c)
+                    }
+                    InputUse::Scalar if r * c == 0 => return shape_err("non-empty", r, c),
+                    InputUse::OuterU if r != m => return shape_err(&format!("{m} rows"), r, c),
+                    InputUse::OuterV if r != n => return shape_err(&format!("{n} rows"), r, c),
+                    InputUse::OuterVT if c != n => return shape_err(&format!("{n} columns"), r, c),
+                    InputUse::FinalW if r != n => return shape_err(&format!("{n} rows"), r, c),
+                    InputUse::FinalWT if c != m => return shape_err(&format!("{m} columns"), r, c),
+                    _ => {}
+                }
+                match u {
+                    // Transposed once so the generated code reads contiguous rows.
+                    InputUse::OuterVT | InputUse::FinalWT => (Cow::Owned(transposed(x)?), (c, r)),
+                    _ => (dense_values(x), (r, c)),
+                }
+            }
+        };
+        store.push(vals);
+        shapes.push(shape);
+    }
+    Ok(Prepared { store, shapes })
+}
+
+/// A fixed partition of `m` rows into tasks: the boundaries depend on the shape only (never on
+/// the thread count), so merged partial results are reproducible. At most `max_tasks` tasks of
+/// at least `BLOCK_CELLS` cells each.
+pub(crate) fn partition(m: usize, n: usize, max_tasks: usize) -> Vec<(usize, usize)> {
+    if m == 0 {
+        return Vec::new();
+    }
+    let min_rows = (BLOCK_CELLS / n.max(1)).max(1);
+    let rows = m.div_ceil(max_tasks.max(1)).max(min_rows);
+    (0..m.div_ceil(rows))
+        .map(|t| (t * rows, ((t + 1) * rows).min(m)))
+        .collect()
+}
+
+/// Whether `work` cells (or non-zeros) justify running tasks on threads.
+pub(crate) fn parallel(work: usize) -> bool {
+    work >= PAR_THRESHOLD && rayon::current_num_threads() > 1
+}
+
+/// A raw pointer that may be shared by tasks writing disjoint parts of one buffer.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedOut(pub *mut f64, pub usize);
+// SAFETY: tasks write disjoint row ranges of the buffer (checked by the partition), and the
+// buffer outlives the parallel section.
+unsafe impl Send for SharedOut {}
+unsafe impl Sync for SharedOut {}
+
+/// The arguments template; per task only `out` changes.
+#[derive(Clone, Copy)]
+pub(crate) struct ArgsTemplate(pub KernelArgs);
+// SAFETY: the pointers reference inputs borrowed for the whole call and are only read.
+unsafe impl Send for ArgsTemplate {}
+unsafe impl Sync for ArgsTemplate {}
+
+/// Runs `f(t)` for every task `t` in `0..n`, on rayon threads when `par`; results in task
+/// order (the merge order, whatever the thread count).
+pub(crate) fn for_tasks<T: Send>(
+    n: usize,
+    par: bool,
+    f: impl Fn(usize) -> T + Sync + Send,
+) -> Vec<T> {
+    if par && n > 1 {
+        (0..n).into_par_iter().map(f).collect()
+    } else {
+        (0..n).map(f).collect()
+    }
+}
+
+impl SharedOut {
+    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
+    pub(crate) fn ptr(&self) -> (*mut f64, usize) {
+        (self.0, self.1)
+    }
+}
+
+impl ArgsTemplate {
+    /// A copy of the arguments (a method, so closures capture the whole `Sync` wrapper).
+    pub(crate) fn get(&self) -> KernelArgs {
+        self.0
+    }
+}
+
+/// Calls a generated entry point.
+pub(crate) fn call(f: KernelFn, args: &KernelArgs, rl: usize, ru: usize) -> u64 {
+    // SAFETY: callers build `args` from inputs validated by `prepare` against the operator's
+    // uses, with outputs sized for the operator, and pass `rl <= ru <= rows`.
+    unsafe { f(args, rl, ru) }
+}
+
+/// A CSR view of a sparse main input.
+pub(crate) fn csr_view(s: &lafuse_runtime::SparseMatrix) -> CsrView {
+    CsrView {
+        row_ptr: s.row_ptr.as_ptr(),
+        col_idx: s.col_idx.as_ptr(),
+        values: s.values.as_ptr(),
+        nnz: s.values.len(),
+        rows: s.rows,
+        cols: s.cols,
+    }
+}
+
+/// The state of one aggregate while partials are merged.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum AggState {
+    Sum(Kahan),
+    Ext(f64),
+}
+
+impl AggState {
+    pub(crate) fn init(agg: AggKind) -> AggState {
+        match agg {
+            AggKind::Sum | AggKind::SumSq => AggState::Sum(Kahan::default()),
+            AggKind::Min => AggState::Ext(f64::INFINITY),
+            AggKind::Max => AggState::Ext(f64::NEG_INFINITY),
+        }
+    }
+
+    /// Folds one partial (a lane sum with its correction, or a lane extreme).
+    pub(crate) fn fold(&mut self, agg: AggKind, v: f64, corr: f64) {
+        match self {
+            AggState::Sum(k) => k.merge(Kahan { sum: v, corr }),
+            AggState::Ext(e) => *e = pick(agg, *e, v),
+        }
+    }
+
+    pub(crate) fn value(self) -> f64 {
+        match self {
+            AggState::Sum(k) => k.sum,
+            AggState::Ext(e) => e,
+        }
+    }
+}
+
+/// The min/max fold of the runtime: NaN wins, otherwise the strictly smaller (larger) value.
+pub(crate) fn pick(agg: AggKind, s: f64, x: f64) -> f64 {
+    let better = match agg {
+        AggKind::Max => x > s,
+        _ => x < s,
+    };
+    if better || x.is_nan() {
+        x
+    } else {
+        s
+    }
+}
+
+/// The initial value of a min/max lane (sums start at 0).
+pub(crate) fn ext_init(agg: AggKind) -> f64 {
+    match agg {
+        AggKind::Min => f64::INFINITY,
+        AggKind::Max => f64::NEG_INFINITY,
+        _ => 0.0,
+    }
+}
+
+/// Folds a full-aggregate partial of `lanes` lanes (layout of
+/// [`PARTIAL_SLOTS_PER_LANE`](crate::abi::PARTIAL_SLOTS_PER_LANE)) into `state`, lane by lane.
+pub(crate) fn fold_partial(state: &mut AggState, agg: AggKind, part: &[f64], lanes: usize) {
+    for l in 0..lanes {
+        state.fold(agg, part[l], part[lanes + l]);
+    }
+}
+
+/// A partial's initial contents for `aggs`, each of `lanes` lanes.
+pub(crate) fn partial_init(aggs: &[AggKind], lanes: usize) -> Vec<f64> {
+    let mut v = Vec::with_capacity(aggs.len() * 2 * lanes);
+    for &a in aggs {
+        v.extend(std::iter::repeat_n(ext_init(a), lanes));
+        v.extend(std::iter::repeat_n(0.0, lanes));
+    }
+    v
+}
+
+/// A dense block of rows `[rl, ru)` of a sparse matrix (for plans that must see every cell).
+pub(crate) fn densify_rows(s: &lafuse_runtime::SparseMatrix, rl: usize, ru: usize) -> Vec<f64> {
+    let n = s.cols;
+    let mut out = vec![0.0; (ru - rl) * n];
+    for i in rl..ru {
+        let (idx, val) = s.row(i);
+        let row = &mut out[(i - rl) * n..(i - rl + 1) * n];
+        for (&j, &v) in idx.iter().zip(val) {
+            row[j as usize] = v;
+        }
+    }
+    out
+}
+
+/// A dense matrix from values with an exact nnz, in the runtime's preferred format.
+pub(crate) fn dense_out(rows: usize, cols: usize, values: Vec<f64>, nnz: usize) -> Matrix {
+    Matrix::Dense(DenseMatrix {
+        rows,
+        cols,
+        values,
+        nnz,
+    })
+    .examine_and_convert()
+}
+
+/// A sparse matrix with `s`'s structure and values `vals` (one per stored cell of `s`), zeros
+/// dropped, in the runtime's preferred format.
+pub(crate) fn compact(s: &lafuse_runtime::SparseMatrix, vals: &[f64]) -> Matrix {
+    let mut row_ptr = Vec::with_capacity(s.rows + 1);
+    let mut col_idx = Vec::with_capacity(vals.len());
+    let mut values = Vec::with_capacity(vals.len());
+    row_ptr.push(0);
+    for i in 0..s.rows {
+        let (lo, hi) = (s.row_ptr[i], s.row_ptr[i + 1]);
+        for (&j, &v) in s.col_idx[lo..hi].iter().zip(&vals[lo..hi]) {
+            if v != 0.0 {
+                col_idx.push(j);
+                values.push(v);
+            }
+        }
+        row_ptr.push(values.len());
+    }
+    Matrix::Sparse(lafuse_runtime::SparseMatrix {
+        rows: s.rows,
+        cols: s.cols,
+        row_ptr,
+        col_idx,
+        values,
+    })
+    .examine_and_convert()
+}

@@ -1,0 +1,351 @@
+//! The Row skeleton (reference 6.3): one generated body per row of the main input `X`, values
+//! being scalars or row vectors, then the row type's output.
+//!
+//! The generated entry points own the loop over a row range; row-vector intermediates live in
+//! a per-task scratch buffer allocated here (zeroed, sized by the generator's [`RowLayout`]).
+//! Iteration modes, chosen per call:
+//! * dense main input: the dense entry point over row ranges;
+//! * sparse main input, all side inputs finite: the CSR entry point, whose primitives that read
+//!   `X` directly (dot products, row sums, outer-product accumulation) visit non-zeros only
+//!   (with finite side values a skipped zero contributes exactly 0);
+//! * sparse main input otherwise: blocks of rows are densified and run through the dense entry.
+//!
+//! Outputs ([`RowKind`]): row-wise types write disjoint rows of one m×c output; column sums,
+//! outer-product accumulations and full aggregates keep one partial per task, merged in task
+//! order (task boundaries depend on the shape only, so results do not depend on the thread
+//! count). All outputs are returned in the runtime's preferred format.
+
+use crate::abi::{CsrView, DenseView, KernelArgs};
+use crate::prep::{self, csr_view, densify_rows, for_tasks, partition, SharedOut};
+use crate::{err, Input, Result};
+use lafuse_runtime::kernels::aggregate::Kahan;
+use lafuse_runtime::matrix::{alloc_zeroed, count_nnz, BLOCK_CELLS};
+use lafuse_runtime::Matrix;
+use std::borrow::Cow;
+
+/// What a Row operator writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowKind {
+    /// Row `i` of an m×c output per row (`no_agg*`, `row_agg`).
+    RowWise,
+    /// The rows' vectors summed into a 1×c output (`col_agg`, `col_agg_b1r`, `col_agg_const`).
+    ColSum,
+    /// Outer products `t(a_i) %*% b_i` summed into an r×c output (`col_agg_t`, `col_agg_b1`,
+    /// `col_agg_b1_t`).
+    Outer,
+    /// The rows' values summed into 1×1 (`full_agg`), Kahan-compensated.
+    FullAgg,
+}
+
+/// How the generated code reads one input position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowInput {
+    /// The main input `X` (position 0), read through [`KernelArgs::main`] / `main_csr`.
+    Main,
+    /// m rows (any width): row `i` read as a vector.
+    Rows,
+    /// Row 0 read as a vector (at least one row).
+    RowVector,
+    /// m rows: cell `(i, 0)` read as a scalar.
+    ColVector,
+    /// The first cell (a scalar operand or any non-empty matrix).
+    Scalar,
+    /// A whole matrix `B` (l×k) of a row-times-matrix product, transposed here once to k×l so
+    /// the generated dot products read contiguous rows.
+    WholeT,
+    /// Not read.
+    Unused,
+}
+
+/// What a Row operator is, independent of sizes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowSpec {
+    /// The output class.
+    pub kind: RowKind,
+    /// How each input position is read.
+    pub inputs: Vec<RowInput>,
+}
+
+/// The per-call sizes the generator derives (and validates) from the input shapes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowLayout {
+    /// Opaque parameters the generated code reads (vector lengths, buffer offsets, ...).
+    pub params: Vec<usize>,
+    /// Values of per-task scratch (row-vector buffers).
+    pub scratch_len: usize,
+    /// The output shape.
+    pub out_rows: usize,
+    /// The output shape.
+    pub out_cols: usize,
+    /// [`RowKind::Outer`]: the generated code accumulates the transpose (out_cols×out_rows),
+    /// transposed back at the end (long, thin products are accumulated as a few long rows).
+    pub flipped: bool,
+}
+
+/// Arguments of a Row entry point: the common [`KernelArgs`] first (so the generated code
+/// reads its fields at the same offsets), then the Row-specific fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RowArgs {
+    /// Main input, side inputs, output or partial.
+    pub base: KernelArgs,
+    /// [`RowLayout::params`].
+    pub params: *const usize,
+    /// Number of parameters.
+    pub num_params: usize,
+    /// This task's zeroed scratch.
+    pub scratch: *mut f64,
+    /// Values at `scratch`.
+    pub scratch_len: usize,
+}
+
+/// A generated Row entry point: rows `[rl, ru)`; returns the non-zeros written (row-wise
+/// outputs) or 0.
+///
+/// # Safety
+/// `args` must be valid for the operator's layout; `rl <= ru <= rows`.
+pub type RowKernelFn = unsafe extern "C" fn(args: *const RowArgs, rl: usize, ru: usize) -> u64;
+
+/// The generated entry points of a Row operator.
+#[derive(Clone, Copy, Debug)]
+pub struct RowKernels {
+    /// Rows of a dense main input.
+    pub dense: RowKernelFn,
+    /// Rows of a CSR main input.
+    pub csr: RowKernelFn,
+}
+
+/// Tasks at most; aggregating kinds also cap the total partial memory.
+const MAX_TASKS: usize = 64;
+const PARTIAL_BUDGET: usize = 1 << 25;
+
+#[derive(Clone, Copy)]
+struct Shared(RowArgs);
+// SAFETY: the pointers reference inputs borrowed for the whole call (read only) and the
+// params vector; outputs and scratch are replaced per task.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// A copy (a method, so closures capture the whole `Sync` wrapper).
+    fn get(&self) -> RowArgs {
+        self.0
+    }
+}
+
+/// One prepared input: its dense values (borrowed, densified or transposed) and shape.
+type PreparedInput<'a> = (Cow<'a, [f64]>, (usize, usize));
+
+fn prepare<'a>(
+    inputs: &[Input<'a>],
+    uses: &[RowInput],
+    m: usize,
+) -> Result<Vec<PreparedInput<'a>>> {
+    if inputs.len() != uses.len() {
+        return err(format!(
+            "operator takes {} inputs, got {}",
+            uses.len(),
+            inputs.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(inputs.len());
+    for (pos, (inp, &u)) in inputs.iter().zip(uses).enumerate() {
+        let bad = |what: &str, r: usize, c: usize| {
+            err(format!("input {pos} is {r}x{c}, expected {what}"))
+        };
+        out.push(match (*inp, u) {
+            (_, RowInput::Main | RowInput::Unused) => (Cow::Borrowed(&[][..]), (0, 0)),
+            (Input::Scalar(s), RowInput::Scalar) => (Cow::Owned(vec![s]), (1, 1)),
+            (Input::Scalar(_), u) => return err(format!("input {pos} is a scalar, read as {u:?}")),
+            (Input::Matrix(x), u) => {
+                let (r, c) = x.shape();
+                match u {
+                    RowInput::Rows if r != m => return bad(&format!("{m} rows"), r, c),
+                    RowInput::ColVector if r != m || c == 0 => {
+                        return bad(&format!("{m}xk (k >= 1)"), r, c)
+                    }
+                    RowInput::RowVector if r == 0 => return bad("at least one row", r, c),
+                    RowInput::Scalar if r * c == 0 => return bad("non-empty", r, c),
+                    _ => {}
+                }
+                if u == RowInput::WholeT {
+                    let t = lafuse_runtime::kernels::transpose(x)
+                        .map_err(|e| crate::SkeletonError(e.to_string()))?;
+                    (Cow::Owned(t.into_dense_values()), (c, r))
+                } else {
+                    let v = match x {
+                        Matrix::Dense(d) => Cow::Borrowed(&d.values[..]),
+                        Matrix::Sparse(s) => Cow::Owned(s.to_dense().values),
+                    };
+                    (v, (r, c))
+                }
+            }
+        });
+    }
+    Ok(out)
+}
+
+/// Runs a Row operator. `inputs` by operator input position, the main input first; `layout`
+/// from the generator for these inputs' shapes.
+pub fn execute(
+    spec: &RowSpec,
+    kernels: &RowKernels,
+    inputs: &[Input<'_>],
+    layout: &RowLayout,
+) -> Result<Matrix> {
+    let Some(Input::Matrix(main)) = inputs.first().copied() else {
+        return err("the main input must be a matrix");
+    };
+    let (m, n) = main.shape();
+    let prepared = prepare(inputs, &spec.inputs, m)?;
+    let views: Vec<DenseView> = prepared
+        .iter()
+        .map(|(s, (r, c))| DenseView::of(s, *r, *c))
+        .collect();
+    let sides_finite = prepared
+        .iter()
+        .all(|(s, _)| lafuse_runtime::matrix::all_finite(s));
+    let (or, oc) = (layout.out_rows, layout.out_cols);
+    let out_len = match spec.kind {
+        RowKind::RowWise => {
+            if or != m {
+                return err(format!("a row-wise output has {m} rows, not {or}"));
+            }
+            or * oc
+        }
+        RowKind::ColSum => {
+            if or != 1 {
+                return err("a column aggregate has one row");
+            }
+            oc
+        }
+        RowKind::Outer => or * oc,
+        RowKind::FullAgg => {
+            if (or, oc) != (1, 1) {
+                return err("a full aggregate is 1x1");
+            }
+            2
+        }
+    };
+    let (main_view, main_csr) = match main {
+        Matrix::Dense(d) => (DenseView::of(&d.values, m, n), CsrView::EMPTY),
+        Matrix::Sparse(s) => (DenseView::EMPTY, csr_view(s)),
+    };
+    let args = Shared(RowArgs {
+        base: KernelArgs {
+            main: main_view,
+            main_csr,
+            inputs: views.as_ptr(),
+            num_inputs: views.len(),
+            out: std::ptr::null_mut(),
+            out_len: 0,
+            rows: m,
+            cols: n,
+            k: 0,
+            k2: 0,
+        },
+        params: layout.params.as_ptr(),
+        num_params: layout.params.len(),
+        scratch: std::ptr::null_mut(),
+        scratch_len: 0,
+    });
+    let max_tasks = match spec.kind {
+        RowKind::RowWise => MAX_TASKS,
+        _ => (PARTIAL_BUDGET / out_len.max(1)).clamp(1, MAX_TASKS),
+    };
+    let tasks = partition(m, n, max_tasks);
+    let csr_mode = matches!(main, Matrix::Sparse(_)) && sides_finite;
+    let work = if csr_mode { main.nnz() } else { m * n.max(1) };
+    let par = prep::parallel(work);
+    let scratch_len = layout.scratch_len;
+    let run = |out: &(dyn Fn(usize) -> SharedOut + Sync)| -> Vec<u64> {
+        for_tasks(tasks.len(), par, |t| {
+            let (rl, ru) = tasks[t];
+            let mut a = args.get();
+            (a.base.out, a.base.out_len) = out(t).ptr();
+            let mut scratch = vec![0.0; scratch_len.max(1)];
+            a.scratch = scratch.as_mut_ptr();
+            a.scratch_len = scratch.len();
+            match main {
+                Matrix::Sparse(_) if csr_mode => call(kernels.csr, &a, rl, ru),
+                Matrix::Sparse(s) => {
+                    // Blocks of rows, densified one at a time, keep the buffer cache-sized.
+                    let step = (BLOCK_CELLS / n.max(1)).max(1);
+                    let mut nnz = 0;
+                    let mut r = rl;
+                    while r < ru {
+                        let e = (r + step).min(ru);
+                        let block = densify_rows(s, r, e);
+                        a.base.main = DenseView {
+                            data: block.as_ptr(),
+                            len: block.len(),
+                            rows: m,
+                            cols: n,
+                            row0: r,
+                        };
+                        nnz += call(kernels.dense, &a, r, e);
+                        r = e;
+                    }
+                    nnz
+                }
+                Matrix::Dense(_) => call(kernels.dense, &a, rl, ru),
+            }
+        })
+    };
+    let partials = |len: usize| -> Vec<Vec<f64>> {
+        let mut parts: Vec<Vec<f64>> = (0..tasks.len()).map(|_| alloc_zeroed(len)).collect();
+        let outs: Vec<SharedOut> = parts
+            .iter_mut()
+            .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
+            .collect();
+        run(&|t| outs[t]);
+        parts
+    };
+    Ok(match spec.kind {
+        RowKind::RowWise => {
+            let mut out = alloc_zeroed(out_len);
+            let so = SharedOut(out.as_mut_ptr(), out.len());
+            let nnz: u64 = run(&|_| so).into_iter().sum();
+            prep::dense_out(or, oc, out, nnz as usize)
+        }
+        RowKind::ColSum | RowKind::Outer => {
+            let parts = partials(out_len);
+            // Partials summed in task order (independent of the thread count).
+            let mut out = alloc_zeroed(out_len);
+            for p in &parts {
+                for (o, v) in out.iter_mut().zip(p) {
+                    *o += v;
+                }
+            }
+            if spec.kind == RowKind::Outer && layout.flipped {
+                let mut t = alloc_zeroed(out_len);
+                for r in 0..or {
+                    for c in 0..oc {
+                        t[r * oc + c] = out[c * or + r];
+                    }
+                }
+                out = t;
+            }
+            let nnz = count_nnz(&out);
+            prep::dense_out(or, oc, out, nnz)
+        }
+        RowKind::FullAgg => {
+            let parts = partials(2);
+            let mut k = Kahan::default();
+            for p in &parts {
+                k.merge(Kahan {
+                    sum: p[0],
+                    corr: p[1],
+                });
+            }
+            Matrix::scalar(k.sum)
+        }
+    })
+}
+
+fn call(f: RowKernelFn, args: &RowArgs, rl: usize, ru: usize) -> u64 {
+    // SAFETY: `args` was built from inputs validated against the operator's uses and a layout
+    // the generator derived from these shapes; outputs and scratch have the layout's sizes;
+    // `rl <= ru <= rows` by the partition.
+    unsafe { f(args, rl, ru) }
+}

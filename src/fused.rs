@@ -1,0 +1,281 @@
+//! Fusion inside the engine: plans a block's fused operators with the configured policy,
+//! turns each CPlan into a runnable [`Operator`] (interpreted by the reference evaluator, or
+//! compiled to native code through the operator cache), and counts what they did for
+//! `--stats`.
+//!
+//! An operator the backend cannot build (an unsupported template variant, say) is not an
+//! error: its hops simply run unfused, and the reason is counted in the statistics.
+
+use crate::error::Error;
+use crate::FusionPolicy;
+use lafuse_codegen::reference::{self, Operand};
+use lafuse_compiler::fusion::cplan::{construct_cplans, CPlan, FusedOperator};
+use lafuse_compiler::fusion::{self, CostModel};
+use lafuse_compiler::hops::{HopDag, HopId};
+use lafuse_runtime::{Matrix, Operator, OperatorInput, RuntimeError};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What executes fused operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FusionBackend {
+    /// Native code generated with LLVM for this CPU (when built with the `llvm` feature).
+    #[cfg_attr(feature = "llvm", default)]
+    Native,
+    /// The reference evaluator: interprets the CPlan cell by cell or row by row. Slow, but
+    /// obviously correct; the oracle generated code is tested against.
+    #[cfg_attr(not(feature = "llvm"), default)]
+    Reference,
+}
+
+/// A fused operator as a block runs it: the runnable operator and the hops it replaces.
+#[derive(Clone, Debug)]
+pub(crate) struct PlannedOperator {
+    pub(crate) operator: Arc<dyn Operator>,
+    /// The hops feeding the operator, by input position.
+    pub(crate) inputs: Vec<HopId>,
+    /// The hops whose values it produces, with whether each is a scalar.
+    pub(crate) outputs: Vec<(HopId, bool)>,
+    /// Every hop it computes.
+    pub(crate) covered: Vec<HopId>,
+}
+
+/// Counters shared by the fuser and the operators it built (operators run on any thread).
+#[derive(Debug, Default)]
+pub(crate) struct FusionCounters {
+    executed: AtomicU64,
+    execution_nanos: AtomicU64,
+    compiled: AtomicU64,
+    cache_hits: AtomicU64,
+    codegen_nanos: AtomicU64,
+    planning_nanos: AtomicU64,
+    /// Why operators were left unfused, with how often.
+    fallbacks: Mutex<BTreeMap<String, u64>>,
+}
+
+/// A snapshot of the fusion counters.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FusionCounts {
+    pub(crate) executed: u64,
+    pub(crate) execution: Duration,
+    pub(crate) compiled: u64,
+    pub(crate) cache_hits: u64,
+    pub(crate) codegen: Duration,
+    pub(crate) planning: Duration,
+    pub(crate) fallbacks: BTreeMap<String, u64>,
+}
+
+impl FusionCounters {
+    fn fallback(&self, reason: String) {
+        if let Ok(mut map) = self.fallbacks.lock() {
+            *map.entry(reason).or_insert(0) += 1;
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> FusionCounts {
+        FusionCounts {
+            executed: self.executed.load(Ordering::Relaxed),
+            execution: Duration::from_nanos(self.execution_nanos.load(Ordering::Relaxed)),
+            compiled: self.compiled.load(Ordering::Relaxed),
+            cache_hits: self.cache_hits.load(Ordering::Relaxed),
+            codegen: Duration::from_nanos(self.codegen_nanos.load(Ordering::Relaxed)),
+            planning: Duration::from_nanos(self.planning_nanos.load(Ordering::Relaxed)),
+            fallbacks: self.fallbacks.lock().map(|m| m.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+impl FusionCounts {
+    /// What happened since `earlier` (counters only grow).
+    pub(crate) fn since(&self, earlier: &FusionCounts) -> FusionCounts {
+        let mut fallbacks = self.fallbacks.clone();
+        for (reason, n) in &earlier.fallbacks {
+            if let Some(v) = fallbacks.get_mut(reason) {
+                *v = v.saturating_sub(*n);
+            }
+        }
+        fallbacks.retain(|_, v| *v > 0);
+        FusionCounts {
+            executed: self.executed.saturating_sub(earlier.executed),
+            execution: self.execution.saturating_sub(earlier.execution),
+            compiled: self.compiled.saturating_sub(earlier.compiled),
+            cache_hits: self.cache_hits.saturating_sub(earlier.cache_hits),
+            codegen: self.codegen.saturating_sub(earlier.codegen),
+            planning: self.planning.saturating_sub(earlier.planning),
+            fallbacks,
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Plans and builds the fused operators of blocks, for one engine.
+pub(crate) struct Fuser {
+    policy: FusionPolicy,
+    cost_model: CostModel,
+    backend: FusionBackend,
+    counters: Arc<FusionCounters>,
+    #[cfg(feature = "llvm")]
+    cache: lafuse_codegen::native::OperatorCache,
+}
+
+impl Fuser {
+    pub(crate) fn new(
+        policy: FusionPolicy,
+        cost_model: CostModel,
+        backend: FusionBackend,
+    ) -> Fuser {
+        Fuser {
+            policy,
+            cost_model,
+            backend,
+            counters: Arc::new(FusionCounters::default()),
+            #[cfg(feature = "llvm")]
+            cache: lafuse_codegen::native::OperatorCache::default(),
+        }
+    }
+
+    pub(crate) fn counters(&self) -> FusionCounts {
+        self.counters.snapshot()
+    }
+
+    /// The fused operators of `dag` under the policy, each ready to run.
+    pub(crate) fn fuse(&self, dag: &HopDag) -> Result<Vec<PlannedOperator>, Error> {
+        let started = Instant::now();
+        let selector = self.policy.selector(self.cost_model);
+        let plan = fusion::plan_fusion(dag, selector.as_ref())?;
+        let program = construct_cplans(dag, &plan.memo, &plan.selection)?;
+        self.counters
+            .planning_nanos
+            .fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
+        let mut planned = Vec::with_capacity(program.operators.len());
+        for op in program.operators {
+            match self.build(dag, &op) {
+                Ok(operator) => planned.push(PlannedOperator {
+                    operator,
+                    inputs: op.inputs.clone(),
+                    outputs: op
+                        .outputs
+                        .iter()
+                        .map(|&h| (h, dag.hop(h).is_scalar()))
+                        .collect(),
+                    covered: op.covered.clone(),
+                }),
+                Err(reason) => self.counters.fallback(reason),
+            }
+        }
+        Ok(planned)
+    }
+
+    /// A runnable operator for `op`, or why its hops must run unfused.
+    fn build(&self, dag: &HopDag, op: &FusedOperator) -> Result<Arc<dyn Operator>, String> {
+        let mut out_shapes = Vec::with_capacity(op.outputs.len());
+        for &h in &op.outputs {
+            let hop = dag.hop(h);
+            if hop.is_scalar() {
+                out_shapes.push((1, 1));
+            } else {
+                let (r, c) = hop
+                    .dims()
+                    .ok_or_else(|| "an output of unknown size".to_string())?;
+                out_shapes.push((r as usize, c as usize));
+            }
+        }
+        let plan = Arc::new(op.cplan.clone());
+        let kernel = match self.backend {
+            FusionBackend::Reference => Kernel::Reference,
+            FusionBackend::Native => self.native(&plan)?,
+        };
+        Ok(Arc::new(RunnableOperator {
+            opcode: format!("fused_{}", plan.template.name()),
+            plan,
+            out_shapes,
+            kernel,
+            counters: Arc::clone(&self.counters),
+        }))
+    }
+
+    #[cfg(feature = "llvm")]
+    fn native(&self, plan: &Arc<CPlan>) -> Result<Kernel, String> {
+        // Blocks compile on the engine's thread, so the cache's counters before and after the
+        // request say what this request did.
+        let before = self.cache.stats();
+        let operator = self.cache.get(plan);
+        let after = self.cache.stats();
+        self.counters
+            .cache_hits
+            .fetch_add(after.hits - before.hits, Ordering::Relaxed);
+        self.counters
+            .compiled
+            .fetch_add(after.misses - before.misses, Ordering::Relaxed);
+        self.counters.codegen_nanos.fetch_add(
+            nanos(after.compile_time.saturating_sub(before.compile_time)),
+            Ordering::Relaxed,
+        );
+        Ok(Kernel::Native(operator.map_err(|e| e.to_string())?))
+    }
+
+    #[cfg(not(feature = "llvm"))]
+    fn native(&self, _plan: &Arc<CPlan>) -> Result<Kernel, String> {
+        Err(
+            "unsupported: native code generation (lafuse was built without the `llvm` feature; \
+             use --fusion-backend reference)"
+                .into(),
+        )
+    }
+}
+
+#[derive(Debug)]
+enum Kernel {
+    Reference,
+    #[cfg(feature = "llvm")]
+    Native(Arc<lafuse_codegen::native::NativeOperator>),
+}
+
+/// A fused operator the executor can run.
+#[derive(Debug)]
+struct RunnableOperator {
+    opcode: String,
+    plan: Arc<CPlan>,
+    out_shapes: Vec<(usize, usize)>,
+    kernel: Kernel,
+    counters: Arc<FusionCounters>,
+}
+
+impl Operator for RunnableOperator {
+    fn opcode(&self) -> &str {
+        &self.opcode
+    }
+
+    fn execute(&self, inputs: &[OperatorInput<'_>]) -> lafuse_runtime::Result<Vec<Matrix>> {
+        let started = Instant::now();
+        let operands: Vec<Operand<'_>> = inputs
+            .iter()
+            .map(|i| match *i {
+                OperatorInput::Scalar(v) => Operand::Scalar(v),
+                OperatorInput::Matrix(m) => Operand::Matrix(m),
+            })
+            .collect();
+        let results = match &self.kernel {
+            Kernel::Reference => reference::evaluate(&self.plan, &operands, &self.out_shapes)
+                .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?,
+            #[cfg(feature = "llvm")]
+            Kernel::Native(op) => op
+                .execute(&operands, &self.out_shapes)
+                .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?,
+        };
+        let results = results
+            .into_iter()
+            .map(Matrix::examine_and_convert)
+            .collect();
+        self.counters.executed.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .execution_nanos
+            .fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
+        Ok(results)
+    }
+}
