@@ -719,6 +719,7 @@ fn pruning_off(budget: u64) -> CostBased {
     s.structural_pruning = false;
     s.plan_caching = false;
     s.max_evaluated = Some(budget);
+    s.exact_points = 0;
     s
 }
 

@@ -318,39 +318,34 @@ fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, u
     }
     // Which operator produces each hop: a fused operator for its outputs, else the hop itself.
     let mut producer: Vec<Option<usize>> = vec![None; n];
-    let mut covered = vec![false; n];
     for (k, op) in fused.iter().enumerate() {
-        for &h in &op.covered {
-            covered[h.index()] = true;
-        }
         for &(h, _) in &op.outputs {
             producer[h.index()] = Some(k);
         }
     }
-    // Hops computed unfused: those no operator covers, plus covered interior hops that an
-    // unfused hop or another operator still reads (SystemDS keeps them too, reference 1.8).
+    // What must run, found backwards from the roots: a needed hop is produced by its fused
+    // operator (whose inputs are then needed) or computed unfused (its inputs needed). So a
+    // covered interior hop still read by an unfused consumer runs unfused as well (reference
+    // 1.8), and an uncovered hop read only inside fused operators (`t(X)` under a Row
+    // operator) does not run at all.
     let mut unfused = vec![false; n];
-    let mut work: Vec<HopId> = Vec::new();
-    for &id in &order {
-        if !covered[id.index()] {
-            unfused[id.index()] = true;
-            work.push(id);
-        }
-    }
-    let need = |h: HopId, unfused: &mut Vec<bool>, work: &mut Vec<HopId>| {
-        if producer[h.index()].is_none() && !unfused[h.index()] {
-            unfused[h.index()] = true;
-            work.push(h);
-        }
-    };
-    for op in fused {
-        for &h in &op.inputs {
-            need(h, &mut unfused, &mut work);
-        }
-    }
+    let mut operator_needed = vec![false; fused.len()];
+    let mut seen = vec![false; n];
+    let mut work: Vec<HopId> = dag.roots.clone();
     while let Some(h) = work.pop() {
-        for &i in &dag.hop(h).inputs {
-            need(i, &mut unfused, &mut work);
+        if h.index() >= n || std::mem::replace(&mut seen[h.index()], true) {
+            continue;
+        }
+        match producer[h.index()] {
+            Some(k) => {
+                if !std::mem::replace(&mut operator_needed[k], true) {
+                    work.extend(fused[k].inputs.iter().copied());
+                }
+            }
+            None => {
+                unfused[h.index()] = true;
+                work.extend(dag.hop(h).inputs.iter().copied());
+            }
         }
     }
     let fused_inputs: Vec<HopId> = fused.iter().flat_map(|op| op.inputs.clone()).collect();
@@ -374,7 +369,11 @@ fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, u
             units.push((position[id.index()], Unit::Hop(id), deps));
         }
     }
-    for (k, op) in fused.iter().enumerate() {
+    for (k, op) in fused
+        .iter()
+        .enumerate()
+        .filter(|&(k, _)| operator_needed[k])
+    {
         let first = op
             .outputs
             .iter()

@@ -109,6 +109,11 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             codegen_ms: ms(fusion.codegen),
             fusion_planning_ms: ms(fusion.planning),
             fused_execution_ms: ms(fusion.execution),
+            operator_cache_misses: fusion
+                .miss_reasons
+                .into_iter()
+                .map(|(reason, count)| crate::stats::Fallback { reason, count })
+                .collect(),
             unfused_fallbacks: fusion
                 .fallbacks
                 .into_iter()

@@ -38,8 +38,6 @@ pub(crate) struct PlannedOperator {
     pub(crate) inputs: Vec<HopId>,
     /// The hops whose values it produces, with whether each is a scalar.
     pub(crate) outputs: Vec<(HopId, bool)>,
-    /// Every hop it computes.
-    pub(crate) covered: Vec<HopId>,
 }
 
 /// Counters shared by the fuser and the operators it built (operators run on any thread).
@@ -53,6 +51,8 @@ pub(crate) struct FusionCounters {
     planning_nanos: AtomicU64,
     /// Why operators were left unfused, with how often.
     fallbacks: Mutex<BTreeMap<String, u64>>,
+    /// Why operator-cache requests compiled, with how often.
+    miss_reasons: Mutex<BTreeMap<String, u64>>,
 }
 
 /// A snapshot of the fusion counters.
@@ -65,6 +65,7 @@ pub(crate) struct FusionCounts {
     pub(crate) codegen: Duration,
     pub(crate) planning: Duration,
     pub(crate) fallbacks: BTreeMap<String, u64>,
+    pub(crate) miss_reasons: BTreeMap<String, u64>,
 }
 
 impl FusionCounters {
@@ -83,6 +84,11 @@ impl FusionCounters {
             codegen: Duration::from_nanos(self.codegen_nanos.load(Ordering::Relaxed)),
             planning: Duration::from_nanos(self.planning_nanos.load(Ordering::Relaxed)),
             fallbacks: self.fallbacks.lock().map(|m| m.clone()).unwrap_or_default(),
+            miss_reasons: self
+                .miss_reasons
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -90,13 +96,18 @@ impl FusionCounters {
 impl FusionCounts {
     /// What happened since `earlier` (counters only grow).
     pub(crate) fn since(&self, earlier: &FusionCounts) -> FusionCounts {
-        let mut fallbacks = self.fallbacks.clone();
-        for (reason, n) in &earlier.fallbacks {
-            if let Some(v) = fallbacks.get_mut(reason) {
-                *v = v.saturating_sub(*n);
+        let minus = |now: &BTreeMap<String, u64>, then: &BTreeMap<String, u64>| {
+            let mut out = now.clone();
+            for (reason, n) in then {
+                if let Some(v) = out.get_mut(reason) {
+                    *v = v.saturating_sub(*n);
+                }
             }
-        }
-        fallbacks.retain(|_, v| *v > 0);
+            out.retain(|_, v| *v > 0);
+            out
+        };
+        let fallbacks = minus(&self.fallbacks, &earlier.fallbacks);
+        let miss_reasons = minus(&self.miss_reasons, &earlier.miss_reasons);
         FusionCounts {
             executed: self.executed.saturating_sub(earlier.executed),
             execution: self.execution.saturating_sub(earlier.execution),
@@ -105,6 +116,7 @@ impl FusionCounts {
             codegen: self.codegen.saturating_sub(earlier.codegen),
             planning: self.planning.saturating_sub(earlier.planning),
             fallbacks,
+            miss_reasons,
         }
     }
 }
@@ -163,7 +175,6 @@ impl Fuser {
                         .iter()
                         .map(|&h| (h, dag.hop(h).is_scalar()))
                         .collect(),
-                    covered: op.covered.clone(),
                 }),
                 Err(reason) => self.counters.fallback(reason),
             }
@@ -216,6 +227,14 @@ impl Fuser {
             nanos(after.compile_time.saturating_sub(before.compile_time)),
             Ordering::Relaxed,
         );
+        if let Ok(mut reasons) = self.counters.miss_reasons.lock() {
+            for (reason, &n) in &after.miss_reasons {
+                let new = n - before.miss_reasons.get(reason).copied().unwrap_or(0);
+                if new > 0 {
+                    *reasons.entry(format!("{reason:?}")).or_insert(0) += new;
+                }
+            }
+        }
         Ok(Kernel::Native(operator.map_err(|e| e.to_string())?))
     }
 

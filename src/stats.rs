@@ -11,7 +11,7 @@ pub struct InstructionStat {
     pub time_ms: f64,
 }
 
-/// Why some fused operators ran unfused, and how often.
+/// A reason (an operator left unfused, a cache miss) and how often it occurred.
 #[derive(Clone, Debug, Serialize)]
 pub struct Fallback {
     pub reason: String,
@@ -40,6 +40,8 @@ pub struct Stats {
     pub fusion_planning_ms: f64,
     /// Time spent inside fused operators (part of `execution_ms`).
     pub fused_execution_ms: f64,
+    /// Why operator-cache requests compiled (`FirstSight`, `HashCollision`, `Evicted`).
+    pub operator_cache_misses: Vec<Fallback>,
     /// Fused operators the backend could not build, whose hops ran unfused, by reason.
     pub unfused_fallbacks: Vec<Fallback>,
     pub instructions_executed: u64,
@@ -88,6 +90,12 @@ impl Stats {
             self.codegen_ms / 1e3,
             self.fusion_planning_ms / 1e3
         ));
+        for f in &self.operator_cache_misses {
+            s.push_str(&format!(
+                "Operator cache misses {}x: {}\n",
+                f.count, f.reason
+            ));
+        }
         for f in &self.unfused_fallbacks {
             s.push_str(&format!("Ran unfused {}x: {}\n", f.count, f.reason));
         }

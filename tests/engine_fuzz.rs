@@ -3,7 +3,7 @@
 //! built-ins combined type-correctly but with arbitrary shapes) either run or fail with an
 //! error that renders. Set `LAFUSE_FUZZ_TRACE=1` to see each outcome.
 
-use lafuse::{Engine, EngineConfig, ScriptArgs, SourceFile};
+use lafuse::{Engine, EngineConfig, FusionPolicy, ScriptArgs, SourceFile};
 use proptest::prelude::*;
 use proptest::sample::select;
 
@@ -115,6 +115,64 @@ proptest! {
         // Ok and Err are both fine; a panic fails the test. Errors must render.
         if let Err(e) = result {
             prop_assert!(!e.render(&source).is_empty());
+        }
+    }
+}
+
+/// Whether two printed outputs agree: same tokens, numbers within 1e-9 relative (sums are
+/// reordered by fusion) or 1e-9 absolute.
+fn same_output(a: &str, b: &str) -> bool {
+    let (ta, tb): (Vec<&str>, Vec<&str>) = (
+        a.split_whitespace().collect(),
+        b.split_whitespace().collect(),
+    );
+    ta.len() == tb.len()
+        && ta
+            .iter()
+            .zip(&tb)
+            .all(|(x, y)| match (x.parse::<f64>(), y.parse::<f64>()) {
+                (Ok(p), Ok(q)) => p == q || (p - q).abs() <= 1e-9 * (1.0 + p.abs().max(q.abs())),
+                _ => x == y,
+            })
+}
+
+fn run_with(config: EngineConfig, source: &SourceFile) -> Result<String, String> {
+    let mut out = Vec::new();
+    Engine::new(config)
+        .run(source, &ScriptArgs::default(), &mut out)
+        .map(|_| String::from_utf8_lossy(&out).into_owned())
+        .map_err(|e| e.render(source))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, ..ProptestConfig::default() })]
+
+    /// Fused execution (every policy, on the default backend) prints what unfused execution
+    /// prints. Scripts whose unfused output holds NaN or infinities are compared only for
+    /// succeeding: inside a sparse-safe fused operator `0 * x` is 0 even where the operator
+    /// itself produces an infinite `x` (`X * exp(Y)` at a zero of X), as in SystemDS.
+    #[test]
+    fn fused_execution_prints_what_unfused_execution_prints(
+        stmts in proptest::collection::vec(statement(), 1..6)
+    ) {
+        let text = format!("{PRELUDE}{}\n", stmts.join("\n"));
+        let source = SourceFile::new("fuzz.dml", text);
+        let unfused = run_with(EngineConfig { fusion: None, ..EngineConfig::default() }, &source);
+        for policy in [FusionPolicy::Gen, FusionPolicy::FuseAll, FusionPolicy::FuseNoRedundancy] {
+            let fused = run_with(
+                EngineConfig { fusion: Some(policy), ..EngineConfig::default() },
+                &source,
+            );
+            match (&unfused, &fused) {
+                (Ok(u), Ok(f)) => {
+                    let special = |s: &str| s.contains("NaN") || s.contains("Infinity");
+                    if !special(u) && !special(f) {
+                        prop_assert!(same_output(u, f), "{policy:?}:\n{}\n--- unfused ---\n{u}\n--- fused ---\n{f}", source.text);
+                    }
+                }
+                (Ok(u), Err(e)) => prop_assert!(false, "{policy:?}: fused failed:\n{e}\n--- unfused ---\n{u}\n{}", source.text),
+                (Err(_), _) => {}
+            }
         }
     }
 }

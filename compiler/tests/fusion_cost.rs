@@ -154,6 +154,7 @@ fn pruning_and_caching_keep_the_exhaustive_optimum_on_a_chain() {
     // A budget of evaluated plans bounds the search and marks it approximate.
     let mut budget = CostBased::default();
     budget.max_evaluated = Some(3);
+    budget.exact_points = 0;
     budget.cost_pruning = false;
     budget.plan_caching = false;
     let (sel4, report4) = budget.optimize(&view, &mut explored.clone());

@@ -20,7 +20,7 @@ use crate::prep::{
     self, call, csr_view, densify_rows, for_tasks, partial_init, partition, pick, AggState,
     ArgsTemplate, Input, SharedOut,
 };
-use crate::{err, AggKind, CellKind, InputUse, Result};
+use crate::{err, AggKind, CellKind, InputUse, LazyEntry, Result};
 use lafuse_runtime::matrix::{alloc_zeroed, count_nnz, BLOCK_CELLS};
 use lafuse_runtime::Matrix;
 
@@ -40,12 +40,13 @@ pub struct CellSpec {
 }
 
 /// The generated entry points of a Cell operator.
-#[derive(Clone, Copy, Debug)]
-pub struct CellKernels {
+#[derive(Clone, Copy)]
+pub struct CellKernels<'a> {
     /// Rows of a dense main input (every cell).
     pub dense: KernelFn,
-    /// Rows of a CSR main input, non-zeros only (sparse-safe plans).
-    pub csr: Option<KernelFn>,
+    /// Rows of a CSR main input, non-zeros only (sparse-safe plans), requested only when a
+    /// call visits non-zeros only.
+    pub csr: Option<LazyEntry<'a, KernelFn>>,
 }
 
 /// Tasks at most (their partials are merged in order).
@@ -78,7 +79,7 @@ impl<'a> Driver<'a> {
         uses: &[InputUse],
         sparse_safe: bool,
         dense_fn: KernelFn,
-        csr_fn: Option<KernelFn>,
+        csr: Option<LazyEntry<'_, KernelFn>>,
         views: &'a mut Vec<DenseView>,
         prepared: &'a mut Option<prep::Prepared<'a>>,
     ) -> Result<Driver<'a>> {
@@ -87,12 +88,12 @@ impl<'a> Driver<'a> {
         };
         let (m, n) = main.shape();
         let p = prepared.insert(prep::prepare(inputs, uses, m, n)?);
-        let mode = match main {
-            Matrix::Dense(_) => Mode::Dense,
-            Matrix::Sparse(_) if sparse_safe && csr_fn.is_some() && p.all_finite(true) => {
-                Mode::CsrNonZeros
+        let (mode, csr_fn) = match (main, csr) {
+            (Matrix::Dense(_), _) => (Mode::Dense, None),
+            (Matrix::Sparse(_), Some(csr)) if sparse_safe && p.all_finite(true) => {
+                (Mode::CsrNonZeros, Some(csr()?))
             }
-            Matrix::Sparse(_) => Mode::DensifiedBlocks,
+            (Matrix::Sparse(_), _) => (Mode::DensifiedBlocks, None),
         };
         *views = p.views();
         let (main_view, main_csr) = match main {

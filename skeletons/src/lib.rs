@@ -118,6 +118,12 @@ impl std::error::Error for SkeletonError {}
 /// Result of a skeleton call.
 pub type Result<T> = std::result::Result<T, SkeletonError>;
 
+/// A generated entry point produced on first request. Generators compile CSR entry points
+/// lazily, so a skeleton asks for one only once it has decided to call it (a CSR main input
+/// whose side inputs allow visiting non-zeros only); the call may take milliseconds the first
+/// time and is cheap afterwards. An error (the generator's) fails the skeleton call.
+pub type LazyEntry<'a, F> = &'a (dyn Fn() -> Result<F> + Sync);
+
 pub(crate) fn err<T>(msg: impl Into<String>) -> Result<T> {
     Err(SkeletonError(msg.into()))
 }

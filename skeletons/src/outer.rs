@@ -12,7 +12,7 @@ use crate::abi::{CsrView, DenseView, KernelArgs, KernelFn};
 use crate::prep::{
     self, csr_view, for_tasks, partial_init, partition, AggState, ArgsTemplate, Input, SharedOut,
 };
-use crate::{err, AggKind, InputUse, OuterKind, Result};
+use crate::{err, AggKind, InputUse, LazyEntry, OuterKind, Result};
 use lafuse_runtime::matrix::alloc_zeroed;
 use lafuse_runtime::Matrix;
 
@@ -29,12 +29,12 @@ pub struct OuterSpec {
 }
 
 /// The generated entry points of an Outer operator (both visit non-zeros only).
-#[derive(Clone, Copy, Debug)]
-pub struct OuterKernels {
+#[derive(Clone, Copy)]
+pub struct OuterKernels<'a> {
     /// Rows of a dense driver.
     pub dense: KernelFn,
-    /// Rows of a CSR driver.
-    pub csr: KernelFn,
+    /// Rows of a CSR driver, requested only for a CSR driver.
+    pub csr: LazyEntry<'a, KernelFn>,
 }
 
 /// Tasks at most; Left products keep one n×k2 partial per task, so fewer.
@@ -84,7 +84,7 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
     };
     let f = match x {
         Matrix::Dense(_) => kernels.dense,
-        Matrix::Sparse(_) => kernels.csr,
+        Matrix::Sparse(_) => (kernels.csr)()?,
     };
     let args = ArgsTemplate(KernelArgs {
         main,

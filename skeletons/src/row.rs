@@ -17,7 +17,7 @@
 
 use crate::abi::{CsrView, DenseView, KernelArgs};
 use crate::prep::{self, csr_view, densify_rows, for_tasks, partition, SharedOut};
-use crate::{err, Input, Result};
+use crate::{err, Input, LazyEntry, Result};
 use lafuse_runtime::kernels::aggregate::Kahan;
 use lafuse_runtime::matrix::{alloc_zeroed, count_nnz, BLOCK_CELLS};
 use lafuse_runtime::Matrix;
@@ -107,12 +107,13 @@ pub struct RowArgs {
 pub type RowKernelFn = unsafe extern "C" fn(args: *const RowArgs, rl: usize, ru: usize) -> u64;
 
 /// The generated entry points of a Row operator.
-#[derive(Clone, Copy, Debug)]
-pub struct RowKernels {
+#[derive(Clone, Copy)]
+pub struct RowKernels<'a> {
     /// Rows of a dense main input.
     pub dense: RowKernelFn,
-    /// Rows of a CSR main input.
-    pub csr: RowKernelFn,
+    /// Rows of a CSR main input, requested only when a call visits its non-zeros (every side
+    /// input finite).
+    pub csr: LazyEntry<'a, RowKernelFn>,
 }
 
 /// Tasks at most; aggregating kinds also cap the total partial memory.
@@ -255,6 +256,11 @@ pub fn execute(
     };
     let tasks = partition(m, n, max_tasks);
     let csr_mode = matches!(main, Matrix::Sparse(_)) && sides_finite;
+    let csr_fn = if csr_mode {
+        Some((kernels.csr)()?)
+    } else {
+        None
+    };
     let work = if csr_mode { main.nnz() } else { m * n.max(1) };
     let par = prep::parallel(work);
     let scratch_len = layout.scratch_len;
@@ -266,9 +272,9 @@ pub fn execute(
             let mut scratch = vec![0.0; scratch_len.max(1)];
             a.scratch = scratch.as_mut_ptr();
             a.scratch_len = scratch.len();
-            match main {
-                Matrix::Sparse(_) if csr_mode => call(kernels.csr, &a, rl, ru),
-                Matrix::Sparse(s) => {
+            match (main, csr_fn) {
+                (_, Some(f)) => call(f, &a, rl, ru),
+                (Matrix::Sparse(s), None) => {
                     // Blocks of rows, densified one at a time, keep the buffer cache-sized.
                     let step = (BLOCK_CELLS / n.max(1)).max(1);
                     let mut nnz = 0;
@@ -288,7 +294,7 @@ pub fn execute(
                     }
                     nnz
                 }
-                Matrix::Dense(_) => call(kernels.dense, &a, rl, ru),
+                (Matrix::Dense(_), None) => call(kernels.dense, &a, rl, ru),
             }
         })
     };

@@ -29,9 +29,12 @@ pub struct CacheStats {
     pub misses: u64,
     /// Misses by reason.
     pub miss_reasons: HashMap<MissReason, u64>,
-    /// Total compile time.
+    /// Total time of the [`compile`] calls the misses made. It does not include CSR entry
+    /// points, which an operator compiles on its first execution with a CSR main input
+    /// (see [`NativeOperator::csr_compile_time`]); `NativeOperator::compile_time` does.
     pub compile_time: Duration,
-    /// Compile time per compiled operator, in compilation order (hash, time).
+    /// Time of each [`compile`] call, in compilation order (hash, time); as
+    /// [`compile_time`](Self::compile_time), without lazily compiled CSR entry points.
     pub per_operator: Vec<(u64, Duration)>,
 }
 

@@ -6,7 +6,7 @@
 //! Full-aggregate lanes are loaded from and stored back to the task's partial (so a skeleton
 //! may call an entry several times per task); the skeleton merges lanes and tasks in order.
 
-use super::expr::{ierr, load_inputs, At, Body, Fx, InputPtrs};
+use super::expr::{self, ierr, load_inputs, At, Body, Fx, InputPtrs};
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::CodegenError;
 use inkwell::context::Context;
@@ -206,6 +206,14 @@ pub(crate) fn emit_entry<'c>(
         let r0 = field(&fx, o + offset_of!(DenseView, row0), pi64)?.into_int_value();
         (d, c, r0, None)
     };
+    // A body with a scalar helper call (exp, log, ...) makes one call per lane in a vector
+    // loop as well; its dense rows then run the scalar loop only, which leaves out the
+    // vector loop's machine code (and its generation time) at little cost in speed.
+    let widths: &[u32] = if plan.nodes.iter().any(|n| expr::node_calls_helper(plan, n)) {
+        &[1]
+    } else {
+        &[W, 1]
+    };
     let jslot = fx.slot(i64t.into())?;
     fx.for_range(rl, ru, &mut |fx, i| {
         if spec.kind == CellKind::RowAgg {
@@ -222,7 +230,7 @@ pub(crate) fn emit_entry<'c>(
             None => {
                 let rowbase = fx.mul(fx.sub(i, row0)?, mstride)?;
                 fx.store(jslot, fx.i64c(0))?;
-                for w in [W, 1] {
+                for &w in widths {
                     fx.for_slot(jslot, n, w as u64, &mut |fx, j| {
                         let a = load_vec(&fx.b, fx.vty(w), main, fx.add(rowbase, j)?)?;
                         element(fx, plan, spec, &st, At { i, j, w, main: a }, None)

@@ -174,8 +174,8 @@ pub(crate) struct Jit {
 
 // SAFETY: the context, module and engine are private to this value; after `Jit::new` returns,
 // LLVM is only entered again by `Drop` (exclusive access) and by `Jit::ir`, which only reads
-// the module and which its one caller (`NativeOperator::llvm_ir`) serialises through a
-// `OnceLock`; the machine code the engine holds is immutable and may be called from any thread.
+// the module and which its callers (`NativeOperator::llvm_ir` for the dense entry point's JIT,
+// `csr_llvm_ir`/`csr_assembly` for the CSR one's) serialise through a `OnceLock` per JIT; the machine code the engine holds is immutable and may be called from any thread.
 unsafe impl Send for Jit {}
 unsafe impl Sync for Jit {}
 

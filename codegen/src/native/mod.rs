@@ -1,12 +1,15 @@
 //! Native fused operators: CPlan → LLVM IR → optimized machine code for the host CPU (DESIGN
 //! section 4), hosted by the skeletons of `lafuse_skeletons`.
 //!
-//! [`compile`] emits one module per operator: the template's entry points (a loop over a row
-//! range of a dense main input, and one over a CSR main input where the template iterates
-//! non-zeros) with the body inlined, verifies it, optimizes it for the host CPU and
-//! JIT-compiles it. [`NativeOperator::execute`] has the contract of
-//! [`reference::evaluate`](crate::reference::evaluate). Implemented: Cell (all types and
-//! aggregations), MultiAgg, Outer (all types), Row (all row types).
+//! Each entry point of a template (a loop over a row range of a dense main input, and one over
+//! a CSR main input where the template iterates non-zeros: sparse-safe Cell, Outer, Row) goes
+//! into a module of its own, with the body inlined, which is verified, optimized for the host
+//! CPU and JIT-compiled. [`compile`] does this for the dense entry point only; the CSR one is
+//! compiled on the first execution whose skeleton visits a CSR main input's non-zeros (most
+//! operators never see one, and machine-code generation dominates compile time, so this
+//! roughly halves it for the templates that have both). [`NativeOperator::execute`] has the
+//! contract of [`reference::evaluate`](crate::reference::evaluate). Implemented: Cell (all
+//! types and aggregations), MultiAgg, Outer (all types), Row (all row types).
 //!
 //! Module map: `llvm` (everything LLVM-version specific), `expr` (body emission and the Java
 //! scalar semantics), `cell` (Cell and MultiAgg loops), `outer` (Outer loops and primitives),
@@ -32,9 +35,11 @@ use lafuse_runtime::Matrix;
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
     cell as sk_cell, magg as sk_magg, outer as sk_outer, row as sk_row, AggKind, CellKernels,
-    CellKind, CellSpec, Input, InputUse, MAggKernels, MAggSpec, OuterKernels, OuterKind, OuterSpec,
+    CellKind, CellSpec, Input, InputUse, LazyEntry, MAggKernels, MAggSpec, OuterKernels, OuterKind,
+    OuterSpec, SkeletonError,
 };
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -73,20 +78,27 @@ pub struct CompilePhases {
     pub machine_code: Duration,
 }
 
-/// What the operator's skeleton needs.
+/// What the operator's skeleton needs: the spec and the dense entry point (the CSR entry point
+/// lives in [`NativeOperator::csr`]).
 #[derive(Clone, Debug)]
 enum Kind {
-    Cell(CellSpec, CellKernels),
+    Cell(CellSpec, KernelFn),
     MAgg(MAggSpec, MAggKernels),
-    Outer(OuterSpec, OuterKernels),
-    Row(Box<row::RowInfo>, sk_row::RowSpec, sk_row::RowKernels),
+    Outer(OuterSpec, KernelFn),
+    Row(Box<row::RowInfo>, sk_row::RowSpec, sk_row::RowKernelFn),
 }
 
 /// A compiled fused operator: generated code plus the skeleton that hosts it. `Send + Sync`;
-/// it owns the JIT (and so the machine code) for its lifetime.
+/// it owns the JITs (and so the machine code) for its lifetime: the dense entry point's, made
+/// by [`compile`], and the CSR entry point's, made on the first execution that runs it.
 pub struct NativeOperator {
     kind: Kind,
     num_outputs: usize,
+    /// The plan, kept to compile the CSR entry point later (`None`: the template has none).
+    plan: Option<CPlan>,
+    /// The CSR entry point once requested (or why it failed to compile); compiled at most
+    /// once, concurrent first executions wait for it.
+    csr: OnceLock<Result<CsrCode, CodegenError>>,
     ir: OnceLock<String>,
     asm: OnceLock<String>,
     compile_time: Duration,
@@ -99,7 +111,8 @@ impl fmt::Debug for NativeOperator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NativeOperator")
             .field("kind", &self.kind)
-            .field("compile_time", &self.compile_time)
+            .field("compile_time", &self.compile_time())
+            .field("csr_compiled", &self.csr_compiled().is_some())
             .finish()
     }
 }
@@ -203,14 +216,27 @@ fn used_mask(uses: &[InputUse]) -> Vec<bool> {
         .collect()
 }
 
-/// Compiles a CPlan into a native operator.
-pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
-    let start = Instant::now();
-    if plan.outputs.is_empty() || plan.inputs.is_empty() {
-        return Err(CodegenError::Internal(
-            "a plan needs inputs and outputs".into(),
-        ));
-    }
+/// Which entry point of a template a module holds. Each is compiled into its own module and
+/// JIT: the dense one by [`compile`], the CSR one (where the template has one) on the first
+/// execution with a CSR main input, so the common all-dense case never pays machine-code
+/// generation for the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Entry {
+    Dense,
+    Csr,
+}
+
+/// One JIT-compiled module: the engine (owning the machine code), the emission result and the
+/// compilation's time.
+struct Built {
+    jit: llvm::Jit,
+    pending: Pending,
+    phases: CompilePhases,
+}
+
+/// Emits `entry` of `plan` into a fresh module, verifies, optimizes and JIT-compiles it.
+/// `phases.machine_code` is left to the caller (it is paid by the first address lookup).
+fn build(plan: &CPlan, entry: Entry) -> Result<Built, CodegenError> {
     let ctx = llvm::new_context();
     let module = ctx.create_module("lafuse_op");
     let mut phases = CompilePhases::default();
@@ -222,7 +248,7 @@ pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
     };
     let built = llvm::with_host_machine(|tm| {
         llvm::setup_module(&module, tm);
-        let k = emit(ctx, &module, plan)?;
+        let k = emit(ctx, &module, plan, entry)?;
         tick(&mut phases.emit);
         llvm::verify(&module, "generated module fails verification")?;
         tick(&mut phases.verify);
@@ -243,67 +269,111 @@ pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
     };
     let jit = llvm::Jit::new(ctx, module, expr::helper_address)?;
     tick(&mut phases.jit);
-    let f = |name: &str| -> Result<KernelFn, CodegenError> {
-        let addr = jit.function(name)?;
-        // SAFETY: the function was generated with exactly the `KernelFn` signature
-        // (i8*, i64, i64) -> i64, and lives as long as `jit`, which the operator owns.
-        Ok(unsafe { std::mem::transmute::<usize, KernelFn>(addr) })
-    };
-    let kind = match pending {
-        Pending::Cell(spec, has_csr) => Kind::Cell(
-            spec,
-            CellKernels {
-                dense: f("lafuse_cell_dense")?,
-                csr: if has_csr {
-                    Some(f("lafuse_cell_csr")?)
-                } else {
-                    None
+    Ok(Built {
+        jit,
+        pending,
+        phases,
+    })
+}
+
+/// The address of a generated entry point as a [`KernelFn`].
+fn kernel(jit: &llvm::Jit, name: &str) -> Result<KernelFn, CodegenError> {
+    let addr = jit.function(name)?;
+    // SAFETY: Cell, MultiAgg and Outer entry points are generated with exactly the `KernelFn`
+    // signature (i8*, i64, i64) -> i64, and live as long as `jit`, which the operator owns.
+    Ok(unsafe { std::mem::transmute::<usize, KernelFn>(addr) })
+}
+
+/// The address of a generated Row entry point as a [`sk_row::RowKernelFn`].
+fn row_kernel(jit: &llvm::Jit, name: &str) -> Result<sk_row::RowKernelFn, CodegenError> {
+    let addr = jit.function(name)?;
+    // SAFETY: Row entry points are generated with the `RowKernelFn` signature
+    // (i8*, i64, i64) -> i64, and live as long as `jit`, which the operator owns.
+    Ok(unsafe { std::mem::transmute::<usize, sk_row::RowKernelFn>(addr) })
+}
+
+/// Compiles a CPlan into a native operator: the dense entry point now, the CSR entry point
+/// (sparse-safe Cell, Outer, Row) on the first execution with a CSR main input.
+pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
+    let start = Instant::now();
+    if plan.outputs.is_empty() || plan.inputs.is_empty() {
+        return Err(CodegenError::Internal(
+            "a plan needs inputs and outputs".into(),
+        ));
+    }
+    let Built {
+        jit,
+        pending,
+        mut phases,
+    } = build(plan, Entry::Dense)?;
+    let lap = Instant::now();
+    let (kind, has_csr) = match pending {
+        Pending::Cell(spec, has_csr) => {
+            let dense = kernel(&jit, "lafuse_cell_dense")?;
+            (Kind::Cell(spec, dense), has_csr)
+        }
+        Pending::MAgg(spec) => (
+            Kind::MAgg(
+                spec,
+                MAggKernels {
+                    dense: kernel(&jit, "lafuse_cell_dense")?,
                 },
-            },
-        ),
-        Pending::MAgg(spec) => Kind::MAgg(
-            spec,
-            MAggKernels {
-                dense: f("lafuse_cell_dense")?,
-            },
+            ),
+            false,
         ),
         Pending::Row(info) => {
-            let rf = |name: &str| -> Result<sk_row::RowKernelFn, CodegenError> {
-                let addr = jit.function(name)?;
-                // SAFETY: generated with the `RowKernelFn` signature (i8*, i64, i64) -> i64;
-                // lives as long as `jit`, which the operator owns.
-                Ok(unsafe { std::mem::transmute::<usize, sk_row::RowKernelFn>(addr) })
-            };
             let spec = sk_row::RowSpec {
                 kind: info.kind,
                 inputs: info.inputs.clone(),
             };
-            let kernels = sk_row::RowKernels {
-                dense: rf("lafuse_row_dense")?,
-                csr: rf("lafuse_row_csr")?,
-            };
-            Kind::Row(info, spec, kernels)
+            let dense = row_kernel(&jit, "lafuse_row_dense")?;
+            (Kind::Row(info, spec, dense), true)
         }
-        Pending::Outer(spec) => Kind::Outer(
-            spec,
-            OuterKernels {
-                dense: f("lafuse_outer_dense")?,
-                csr: f("lafuse_outer_csr")?,
-            },
-        ),
+        Pending::Outer(spec) => (Kind::Outer(spec, kernel(&jit, "lafuse_outer_dense")?), true),
     };
+    phases.machine_code += lap.elapsed();
     Ok(NativeOperator {
         kind,
         num_outputs: plan.outputs.len(),
+        plan: has_csr.then(|| plan.clone()),
+        csr: OnceLock::new(),
         ir: OnceLock::new(),
         asm: OnceLock::new(),
-        compile_phases: {
-            tick(&mut phases.machine_code);
-            phases
-        },
+        compile_phases: phases,
         compile_time: start.elapsed(),
         jit,
     })
+}
+
+/// The lazily compiled CSR entry point of an operator (its address; typed at the call).
+struct CsrCode {
+    kernel: usize,
+    compile_time: Duration,
+    phases: CompilePhases,
+    ir: OnceLock<String>,
+    asm: OnceLock<String>,
+    // Last: `kernel` points into it.
+    jit: llvm::Jit,
+}
+
+impl CsrCode {
+    fn compile(plan: &CPlan, name: &str) -> Result<CsrCode, CodegenError> {
+        let start = Instant::now();
+        let Built {
+            jit, mut phases, ..
+        } = build(plan, Entry::Csr)?;
+        let lap = Instant::now();
+        let kernel = jit.function(name)?;
+        phases.machine_code += lap.elapsed();
+        Ok(CsrCode {
+            kernel,
+            compile_time: start.elapsed(),
+            phases,
+            ir: OnceLock::new(),
+            asm: OnceLock::new(),
+            jit,
+        })
+    }
 }
 
 enum Pending {
@@ -313,11 +383,14 @@ enum Pending {
     Row(Box<row::RowInfo>),
 }
 
+/// Emits `entry` of `plan` (the analysis is redone for each entry; it costs microseconds).
 fn emit<'c>(
     ctx: &'c inkwell::context::Context,
     module: &Module<'c>,
     plan: &CPlan,
+    entry: Entry,
 ) -> Result<Pending, CodegenError> {
+    let csr = entry == Entry::Csr;
     match &plan.template {
         TemplateSpec::Cell {
             cell_type,
@@ -342,9 +415,18 @@ fn emit<'c>(
                 outs: vec![(plan.outputs[0], agg)],
                 kind,
             };
-            cell::emit_entry(ctx, module, plan, &like, &used, false, "lafuse_cell_dense")?;
-            if *sparse_safe {
-                cell::emit_entry(ctx, module, plan, &like, &used, true, "lafuse_cell_csr")?;
+            match entry {
+                Entry::Dense => {
+                    cell::emit_entry(ctx, module, plan, &like, &used, false, "lafuse_cell_dense")?
+                }
+                Entry::Csr if *sparse_safe => {
+                    cell::emit_entry(ctx, module, plan, &like, &used, true, "lafuse_cell_csr")?
+                }
+                Entry::Csr => {
+                    return Err(CodegenError::Internal(
+                        "a CSR entry point for a sparse-unsafe cell plan".into(),
+                    ))
+                }
             }
             Ok(Pending::Cell(
                 CellSpec {
@@ -375,6 +457,11 @@ fn emit<'c>(
                     .collect(),
                 kind: CellKind::FullAgg,
             };
+            if csr {
+                return Err(CodegenError::Internal(
+                    "a CSR entry point for a MultiAgg plan".into(),
+                ));
+            }
             cell::emit_entry(ctx, module, plan, &like, &used, false, "lafuse_cell_dense")?;
             Ok(Pending::MAgg(MAggSpec {
                 aggs,
@@ -441,6 +528,7 @@ fn emit<'c>(
                 kind,
                 &outer::OuterInputs { u: ui, v: vi, w, g },
                 &used,
+                csr,
             )?;
             Ok(Pending::Outer(OuterSpec {
                 kind,
@@ -450,8 +538,21 @@ fn emit<'c>(
         }
         TemplateSpec::Row { row_type, .. } => {
             let info = row::analyze(plan, *row_type)?;
-            row::emit(ctx, module, &info)?;
+            row::emit(ctx, module, &info, csr)?;
             Ok(Pending::Row(Box::new(info)))
+        }
+    }
+}
+
+impl CompilePhases {
+    /// The phase-wise sum of two compilations.
+    fn plus(self, o: CompilePhases) -> CompilePhases {
+        CompilePhases {
+            emit: self.emit + o.emit,
+            verify: self.verify + o.verify,
+            optimize: self.optimize + o.optimize,
+            jit: self.jit + o.jit,
+            machine_code: self.machine_code + o.machine_code,
         }
     }
 }
@@ -459,7 +560,9 @@ fn emit<'c>(
 impl NativeOperator {
     /// Runs the operator: same contract as [`reference::evaluate`](crate::reference::evaluate)
     /// (inputs by CPlan position, one output per plan output with the given shapes); outputs
-    /// in the runtime's preferred format.
+    /// in the runtime's preferred format. The first execution whose skeleton visits the
+    /// non-zeros of a CSR main input compiles the CSR entry point (once, thread-safe; its time
+    /// is added to [`compile_time`](Self::compile_time)).
     pub fn execute(
         &self,
         inputs: &[Operand<'_>],
@@ -479,15 +582,52 @@ impl NativeOperator {
                 Operand::Matrix(m) => Input::Matrix(m),
             })
             .collect();
-        let sk = |e: lafuse_skeletons::SkeletonError| CodegenError::Internal(e.0);
+        // Set when this call's request for the CSR entry point failed, so the compiler's own
+        // error (not the skeleton's wrapping of it) is returned.
+        let csr_failed = AtomicBool::new(false);
+        let csr_addr = || -> Result<usize, SkeletonError> {
+            self.csr_code().map(|c| c.kernel).map_err(|e| {
+                csr_failed.store(true, Ordering::Relaxed);
+                SkeletonError(e.to_string())
+            })
+        };
+        // SAFETY (both): the CSR entry points of Cell and Outer are generated with the
+        // `KernelFn` signature, Row's with the `RowKernelFn` one; they live as long as the CSR
+        // JIT, which `self.csr` owns for the operator's lifetime.
+        let csr_fn = || csr_addr().map(|a| unsafe { std::mem::transmute::<usize, KernelFn>(a) });
+        let csr_row_fn =
+            || csr_addr().map(|a| unsafe { std::mem::transmute::<usize, sk_row::RowKernelFn>(a) });
+        let sk = |e: SkeletonError| match (csr_failed.load(Ordering::Relaxed), self.csr.get()) {
+            (true, Some(Err(ce))) => ce.clone(),
+            _ => CodegenError::Internal(e.0),
+        };
         let out = match &self.kind {
-            Kind::Cell(spec, k) => vec![sk_cell::execute(spec, k, &ins).map_err(sk)?],
+            Kind::Cell(spec, dense) => {
+                let k = CellKernels {
+                    dense: *dense,
+                    csr: self
+                        .plan
+                        .as_ref()
+                        .map(|_| &csr_fn as LazyEntry<'_, KernelFn>),
+                };
+                vec![sk_cell::execute(spec, &k, &ins).map_err(sk)?]
+            }
             Kind::MAgg(spec, k) => sk_magg::execute(spec, k, &ins).map_err(sk)?,
-            Kind::Outer(spec, k) => vec![sk_outer::execute(spec, k, &ins).map_err(sk)?],
-            Kind::Row(info, spec, k) => {
+            Kind::Outer(spec, dense) => {
+                let k = OuterKernels {
+                    dense: *dense,
+                    csr: &csr_fn,
+                };
+                vec![sk_outer::execute(spec, &k, &ins).map_err(sk)?]
+            }
+            Kind::Row(info, spec, dense) => {
                 let shape = out_shapes.first().copied().unwrap_or((0, 0));
                 let layout = row::layout(info, inputs, shape)?;
-                vec![sk_row::execute(spec, k, &ins, &layout).map_err(sk)?]
+                let k = sk_row::RowKernels {
+                    dense: *dense,
+                    csr: &csr_row_fn,
+                };
+                vec![sk_row::execute(spec, &k, &ins, &layout).map_err(sk)?]
             }
         };
         for (m, &s) in out.iter().zip(out_shapes) {
@@ -504,25 +644,223 @@ impl NativeOperator {
         Ok(out)
     }
 
-    /// The optimized module's LLVM IR (printed from the JIT's module on first request, so a
-    /// compilation does not pay for text nobody reads).
+    /// The CSR entry point's code, compiled on first request.
+    fn csr_code(&self) -> Result<&CsrCode, CodegenError> {
+        let name = match &self.kind {
+            Kind::Cell(..) => "lafuse_cell_csr",
+            Kind::Outer(..) => "lafuse_outer_csr",
+            Kind::Row(..) => "lafuse_row_csr",
+            Kind::MAgg(..) => "",
+        };
+        let plan = self
+            .plan
+            .as_ref()
+            .filter(|_| !name.is_empty())
+            .ok_or_else(|| CodegenError::Internal("the operator has no CSR entry point".into()))?;
+        self.csr
+            .get_or_init(|| CsrCode::compile(plan, name))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The compiled CSR entry point, if an execution has compiled it.
+    fn csr_compiled(&self) -> Option<&CsrCode> {
+        self.csr.get().and_then(|r| r.as_ref().ok())
+    }
+
+    /// The LLVM IR of the dense entry point's module, the one [`compile`] builds (printed from
+    /// the JIT's module on first request, so a compilation does not pay for text nobody
+    /// reads). The CSR entry point has its own module: [`csr_llvm_ir`](Self::csr_llvm_ir).
     pub fn llvm_ir(&self) -> &str {
         self.ir.get_or_init(|| self.jit.ir())
     }
 
-    /// The host machine code as assembly text (produced on first request from the IR).
+    /// The dense entry point's host machine code as assembly text (produced on first request
+    /// from the IR); the CSR one's is [`csr_assembly`](Self::csr_assembly).
     pub fn assembly(&self) -> &str {
         self.asm
             .get_or_init(|| llvm::assembly_of(self.llvm_ir()).unwrap_or_else(|e| format!("; {e}")))
     }
 
-    /// Time spent in [`compile`] (emission, verification, optimization, JIT).
-    pub fn compile_time(&self) -> Duration {
-        self.compile_time
+    /// The LLVM IR of the CSR entry point's module; `None` until an execution with a CSR main
+    /// input has compiled it (or when the template has none).
+    pub fn csr_llvm_ir(&self) -> Option<&str> {
+        self.csr_compiled()
+            .map(|c| c.ir.get_or_init(|| c.jit.ir()).as_str())
     }
 
-    /// [`compile_time`](Self::compile_time) split by phase.
+    /// The CSR entry point's assembly text; `None` as for [`csr_llvm_ir`](Self::csr_llvm_ir).
+    pub fn csr_assembly(&self) -> Option<&str> {
+        let c = self.csr_compiled()?;
+        let ir = c.ir.get_or_init(|| c.jit.ir());
+        Some(
+            c.asm
+                .get_or_init(|| llvm::assembly_of(ir).unwrap_or_else(|e| format!("; {e}"))),
+        )
+    }
+
+    /// Compilation time spent on this operator so far: [`compile`] (emission, verification,
+    /// optimization, JIT of the dense entry point) plus the CSR entry point's compilation once
+    /// an execution has done it. [`OperatorCache`] records the time right after [`compile`],
+    /// so its [`CacheStats::compile_time`] counts the dense entry points only.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time + self.csr_compile_time().unwrap_or_default()
+    }
+
+    /// Time the lazy compilation of the CSR entry point took; `None` while not compiled.
+    pub fn csr_compile_time(&self) -> Option<Duration> {
+        self.csr_compiled().map(|c| c.compile_time)
+    }
+
+    /// [`compile_time`](Self::compile_time) split by phase (summed over both entry points'
+    /// compilations once the CSR one is compiled).
     pub fn compile_phases(&self) -> CompilePhases {
-        self.compile_phases
+        match self.csr_compiled() {
+            Some(c) => self.compile_phases.plus(c.phases),
+            None => self.compile_phases,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lafuse_compiler::fusion::cplan::{count_vector_intermediates, RowType};
+    use lafuse_compiler::hops::{AggOp, BinaryOp, Literal};
+
+    /// `X * rowSums(X)`: a row-wise Row plan.
+    fn row_plan() -> CPlan {
+        let nodes = vec![
+            CNode::Data {
+                input: 0,
+                access: Access::Main,
+            },
+            CNode::RowAgg {
+                f: AggOp::Sum,
+                x: 0,
+            },
+            CNode::Binary {
+                f: BinaryOp::Mul,
+                a: 0,
+                b: 1,
+            },
+        ];
+        CPlan {
+            template: TemplateSpec::Row {
+                row_type: RowType::NoAgg,
+                num_vectors: count_vector_intermediates(&nodes, &[2]),
+            },
+            inputs: vec![InputKind::Matrix],
+            nodes,
+            outputs: vec![2],
+        }
+    }
+
+    /// `sum(X * 3)`: a sparse-safe Cell plan.
+    fn cell_plan() -> CPlan {
+        CPlan {
+            template: TemplateSpec::Cell {
+                cell_type: CellType::FullAgg,
+                agg: Some(CellAgg::Sum),
+                sparse_safe: true,
+            },
+            inputs: vec![InputKind::Matrix],
+            nodes: vec![
+                CNode::Data {
+                    input: 0,
+                    access: Access::Main,
+                },
+                CNode::Literal {
+                    value: Literal::Double(3.0),
+                },
+                CNode::Binary {
+                    f: BinaryOp::Mul,
+                    a: 0,
+                    b: 1,
+                },
+            ],
+            outputs: vec![2],
+        }
+    }
+
+    fn sparse_input() -> lafuse_runtime::DenseMatrix {
+        let vals = (0..40 * 30)
+            .map(|k| {
+                if k % 7 == 0 {
+                    (k % 11) as f64 - 5.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        lafuse_runtime::DenseMatrix::new(40, 30, vals).unwrap()
+    }
+
+    fn close(a: &Matrix, b: &Matrix) -> bool {
+        let (a, b) = (a.to_dense().values, b.to_dense().values);
+        a.len() == b.len()
+            && a.iter()
+                .zip(&b)
+                .all(|(x, y)| (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0))
+    }
+
+    #[test]
+    fn csr_entry_is_compiled_on_the_first_csr_execution_only() {
+        let d = sparse_input();
+        let dense = Matrix::Dense(d.clone());
+        let sparse = Matrix::Sparse(d.to_sparse());
+        for (plan, csr_name) in [
+            (row_plan(), "lafuse_row_csr"),
+            (cell_plan(), "lafuse_cell_csr"),
+        ] {
+            let shape = match plan.template {
+                TemplateSpec::Row { .. } => (40, 30),
+                _ => (1, 1),
+            };
+            let want = crate::reference::evaluate(&plan, &[Operand::Matrix(&dense)], &[shape])
+                .unwrap()
+                .remove(0);
+            let op = compile(&plan).unwrap();
+            let t0 = op.compile_time();
+            assert!(op.llvm_ir().contains("_dense"));
+            assert!(!op.llvm_ir().contains(csr_name));
+            // A dense execution compiles nothing more.
+            let got = op.execute(&[Operand::Matrix(&dense)], &[shape]).unwrap();
+            assert!(close(&got[0], &want));
+            assert!(op.csr_llvm_ir().is_none() && op.csr_compile_time().is_none());
+            assert_eq!(op.compile_time(), t0);
+            // Concurrent first CSR executions compile the entry point once and all use it.
+            std::thread::scope(|s| {
+                let hs: Vec<_> = (0..4)
+                    .map(|_| s.spawn(|| op.execute(&[Operand::Matrix(&sparse)], &[shape])))
+                    .collect();
+                for h in hs {
+                    assert!(close(&h.join().unwrap().unwrap()[0], &want));
+                }
+            });
+            let csr_ir = op.csr_llvm_ir().expect("CSR entry compiled");
+            assert!(csr_ir.contains(csr_name), "{csr_ir}");
+            assert!(!op.llvm_ir().contains(csr_name));
+            assert!(op.csr_assembly().is_some_and(|a| !a.is_empty()));
+            let tc = op.csr_compile_time().unwrap();
+            assert!(tc > Duration::ZERO);
+            assert_eq!(op.compile_time(), t0 + tc);
+        }
+    }
+
+    #[test]
+    fn multi_agg_has_no_csr_entry_point() {
+        let mut plan = cell_plan();
+        plan.template = TemplateSpec::MAgg {
+            aggs: vec![CellAgg::Sum],
+        };
+        let op = compile(&plan).unwrap();
+        let sparse = Matrix::Sparse(sparse_input().to_sparse());
+        let got = op.execute(&[Operand::Matrix(&sparse)], &[(1, 1)]).unwrap();
+        let want =
+            crate::reference::evaluate(&plan, &[Operand::Matrix(&sparse)], &[(1, 1)]).unwrap();
+        assert!(close(&got[0], &want[0]));
+        assert!(op.csr_llvm_ir().is_none());
+        assert!(op.csr_code().is_err());
     }
 }

@@ -140,7 +140,10 @@ struct St<'c> {
     axpy: FunctionValue<'c>,
 }
 
-/// Emits both entry points, `lafuse_outer_dense` and `lafuse_outer_csr`.
+/// Emits one entry point: `lafuse_outer_csr` (a CSR driver) when `csr`, else
+/// `lafuse_outer_dense`. Each goes into its own module (the CSR one on first use), so a
+/// compilation pays machine code for the entry it runs only.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn emit<'c>(
     ctx: &'c Context,
     module: &Module<'c>,
@@ -148,18 +151,16 @@ pub(crate) fn emit<'c>(
     kind: OuterKind,
     oi: &OuterInputs,
     used: &[bool],
+    csr: bool,
 ) -> Result<(), CodegenError> {
     let dot = emit_dot(ctx, module)?;
     let axpy = emit_axpy(ctx, module)?;
-    for csr in [false, true] {
-        let name = if csr {
-            "lafuse_outer_csr"
-        } else {
-            "lafuse_outer_dense"
-        };
-        emit_entry(ctx, module, plan, kind, oi, used, csr, name, dot, axpy)?;
-    }
-    Ok(())
+    let name = if csr {
+        "lafuse_outer_csr"
+    } else {
+        "lafuse_outer_dense"
+    };
+    emit_entry(ctx, module, plan, kind, oi, used, csr, name, dot, axpy)
 }
 
 #[allow(clippy::too_many_arguments)]

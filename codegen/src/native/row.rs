@@ -1150,56 +1150,63 @@ impl<'a, 'c> Em<'a, 'c> {
                 .collect::<Result<_, _>>()?;
             return Ok(RV::S(apply(fx, plan, node, &xs)?));
         }
-        // Fast path: every vector operand has the node's length.
-        let mut all = fx.ctx.bool_type().const_int(1, false);
-        for v in ops {
-            if let RV::V { len: l, .. } = v {
-                let eq =
-                    fx.b.build_int_compare(IntPredicate::EQ, *l, len, "eq")
-                        .map_err(ierr)?;
-                all = fx.b.build_and(all, eq, "all").map_err(ierr)?;
+        // Fast path: every vector operand has the node's length; `W` lanes at a time. Not for
+        // an operation computed by a scalar helper (one call per lane either way): its vector
+        // loop would only add machine code, and so compile time.
+        let j = fx.slot(fx.ctx.i64_type().into())?;
+        fx.store(j, fx.i64c(0))?;
+        if !expr::node_calls_helper(plan, node) {
+            let mut all = fx.ctx.bool_type().const_int(1, false);
+            for v in ops {
+                if let RV::V { len: l, .. } = v {
+                    let eq =
+                        fx.b.build_int_compare(IntPredicate::EQ, *l, len, "eq")
+                            .map_err(ierr)?;
+                    all = fx.b.build_and(all, eq, "all").map_err(ierr)?;
+                }
             }
+            if_else(
+                fx,
+                all,
+                &mut |fx| {
+                    fx.for_slot(j, len, u64::from(W), &mut |fx, j| {
+                        let xs = ops
+                            .iter()
+                            .map(|v| match v {
+                                RV::S(s) => fx.splat(scalar0(fx, *s)?, W),
+                                RV::V { p, .. } => load_vec(&fx.b, fx.vty(W), *p, j),
+                                _ => Err(ierr("operand")),
+                            })
+                            .collect::<Result<Vec<_>, _>>()?;
+                        store_vec(&fx.b, buf, j, apply(fx, plan, node, &xs)?)
+                    })
+                },
+                &mut |_| Ok(()),
+            )?;
         }
-        if_else(
-            fx,
-            all,
-            &mut |fx| {
-                lanes(fx, len, &mut |fx, j, w| {
-                    let xs = ops
-                        .iter()
-                        .map(|v| match v {
-                            RV::S(s) => fx.splat(scalar0(fx, *s)?, w),
-                            RV::V { p, .. } => load_vec(&fx.b, fx.vty(w), *p, j),
-                            _ => Err(ierr("operand")),
-                        })
-                        .collect::<Result<Vec<_>, _>>()?;
-                    store_vec(&fx.b, buf, j, apply(fx, plan, node, &xs)?)
+        // The rest one element at a time: the fast path's tail, or every element when a
+        // length-one vector broadcasts (index 0 for such operands). One loop serves both, which
+        // keeps the machine code (and its generation time) smaller than a loop for each.
+        fx.for_slot(j, len, 1, &mut |fx, j| {
+            let xs = ops
+                .iter()
+                .map(|v| match v {
+                    RV::S(s) => Ok(*s),
+                    RV::V { p, len: l, .. } => {
+                        let one =
+                            fx.b.build_int_compare(IntPredicate::EQ, *l, fx.i64c(1), "one")
+                                .map_err(ierr)?;
+                        let idx =
+                            fx.b.build_select(one, fx.i64c(0), j, "ix")
+                                .map_err(ierr)?
+                                .into_int_value();
+                        load_vec(&fx.b, fx.vty(1), *p, idx)
+                    }
+                    _ => Err(ierr("operand")),
                 })
-            },
-            &mut |fx| {
-                // A length-one vector broadcasts (scalar loop, index 0 for such operands).
-                fx.for_range(fx.i64c(0), len, &mut |fx, j| {
-                    let xs = ops
-                        .iter()
-                        .map(|v| match v {
-                            RV::S(s) => Ok(*s),
-                            RV::V { p, len: l, .. } => {
-                                let one =
-                                    fx.b.build_int_compare(IntPredicate::EQ, *l, fx.i64c(1), "one")
-                                        .map_err(ierr)?;
-                                let idx =
-                                    fx.b.build_select(one, fx.i64c(0), j, "ix")
-                                        .map_err(ierr)?
-                                        .into_int_value();
-                                load_vec(&fx.b, fx.vty(1), *p, idx)
-                            }
-                            _ => Err(ierr("operand")),
-                        })
-                        .collect::<Result<Vec<_>, _>>()?;
-                    store_vec(&fx.b, buf, j, apply(fx, plan, node, &xs)?)
-                })
-            },
-        )?;
+                .collect::<Result<Vec<_>, _>>()?;
+            store_vec(&fx.b, buf, j, apply(fx, plan, node, &xs)?)
+        })?;
         Ok(RV::V {
             p: buf,
             len,
@@ -1476,17 +1483,17 @@ fn apply<'c>(
     })
 }
 
-/// Emits `lafuse_row_dense` and `lafuse_row_csr`.
+/// Emits one entry point: `lafuse_row_csr` (a CSR main input) when `csr`, else
+/// `lafuse_row_dense`. Each goes into its own module (the CSR one on first use), so a
+/// compilation pays machine code for the entry it runs only.
 pub(crate) fn emit<'c>(
     ctx: &'c Context,
     module: &Module<'c>,
     info: &RowInfo,
+    csr: bool,
 ) -> Result<(), CodegenError> {
     let prims = emit_prims(ctx, module)?;
-    for csr in [false, true] {
-        emit_entry(ctx, module, info, &prims, csr)?;
-    }
-    Ok(())
+    emit_entry(ctx, module, info, &prims, csr)
 }
 
 fn emit_entry<'c>(

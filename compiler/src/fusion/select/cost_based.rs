@@ -56,10 +56,13 @@ pub const PLAN_CACHE_CAPACITY: usize = 1024;
 /// Above this many points the integer enumeration is not attempted: only the two heuristic
 /// assignments are costed (2^100 plans could never be enumerated, budget or not).
 pub const MAX_ENUM_POINTS: usize = 100;
-/// The default optimization budget: costed plans per partition. Partitions of up to 14 points
-/// (16384 assignments) are always searched exhaustively; larger ones stop at the budget with
-/// the best plan found so far (graceful approximation, paper section 4.3).
-pub const DEFAULT_MAX_EVALUATED: u64 = 1 << 14;
+/// The default optimization budget: costed plans per partition with more than
+/// [`EXACT_MAX_POINTS`] points, which stop at the budget with the best plan found so far
+/// (graceful approximation, paper section 4.3).
+pub const DEFAULT_MAX_EVALUATED: u64 = 1 << 12;
+/// Partitions of up to this many points are always searched exhaustively (at most 16384
+/// assignments), whatever the budget: their optimum is exact.
+pub const EXACT_MAX_POINTS: usize = 14;
 
 /// The cost-based selector (`gen`). Configuration is public; the plan cache is internal.
 #[derive(Debug)]
@@ -77,8 +80,12 @@ pub struct CostBased {
     /// this relative distance of the static lower bound (for partitions with at least
     /// [`EPSILON_MIN_POINTS`] points; SystemDS `COST_MIN_EPS` = 0.01).
     pub epsilon: f64,
-    /// Graceful approximation: stop a partition's search after this many costed plans.
+    /// Graceful approximation: stop the search of a partition with more than
+    /// `exact_points` points after this many costed plans.
     pub max_evaluated: Option<u64>,
+    /// Partitions with at most this many points ignore `max_evaluated` (their search is
+    /// exact); [`EXACT_MAX_POINTS`] by default.
+    pub exact_points: usize,
     cache: Mutex<PlanCache>,
 }
 
@@ -197,6 +204,7 @@ impl CostBased {
             plan_caching: true,
             epsilon: 0.01,
             max_evaluated: Some(DEFAULT_MAX_EVALUATED),
+            exact_points: EXACT_MAX_POINTS,
             cache: Mutex::new(PlanCache::default()),
         }
     }
@@ -480,10 +488,11 @@ impl Enumeration<'_, '_, '_> {
         let total: u128 = 1u128 << f;
         let (mut j, end) = if top { (1, total - 1) } else { (0, total) };
         while j < end {
-            if self
-                .selector
-                .max_evaluated
-                .is_some_and(|b| self.evaluated >= b)
+            if self.part.points.len() > self.selector.exact_points
+                && self
+                    .selector
+                    .max_evaluated
+                    .is_some_and(|b| self.evaluated >= b)
             {
                 self.budget_hit = true;
                 return;
