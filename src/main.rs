@@ -1,4 +1,5 @@
-//! The `lafuse` command: run DML scripts, explain their plans, and (later) benchmark fusion.
+//! The `lafuse` command: run DML scripts, explain their plans and generated code, cost them
+//! under each fusion policy, and calibrate the cost model.
 
 use clap::{Parser, Subcommand, ValueEnum};
 use lafuse::{
@@ -15,7 +16,9 @@ use std::process::ExitCode;
     about = "JIT code generator for fused linear-algebra operators",
     long_about = "lafuse runs scripts written in a subset of Apache SystemDS's DML.\n\
                   Each basic block is compiled into a HOP DAG with the actual sizes of its inputs \
-                  just before it first runs, then executed with lafuse's kernels."
+                  just before it first runs; the fusion optimizer picks its fused operators, \
+                  which run as native code generated with LLVM for this CPU, and everything \
+                  else runs on lafuse's unfused kernels."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,7 +51,7 @@ enum Command {
         cost_model: CostModelArgs,
     },
     /// Show the plans a script compiles to. Runs the script (its output is discarded) so that
-    /// every block is shown with the sizes it actually met.
+    /// every block is shown with the sizes it actually met, unless --static.
     Explain {
         /// The script to explain.
         script: PathBuf,
