@@ -1,24 +1,123 @@
 //! Entry points of Outer operators: per non-zero `x_ij` of the driver (CSR non-zeros, or the
-//! non-zero cells of a dense driver), the dot product `u_i · v_j` (an in-module vector
-//! primitive with fixed-order lanes), the body, then the final step: write `G_ij`, a Kahan
+//! non-zero cells of a dense driver), the dot product `u_i · v_j` (an always-inline vector
+//! primitive with independent accumulators combined in a fixed order), the body, then the final step: write `G_ij`, a Kahan
 //! sum, or a scaled-row add (`out_i += G_ij · w_j` for Right, `out_j += G_ij · wt_i` for Left)
-//! through an in-module `axpy` primitive.
+//! through an always-inline `axpy` primitive.
 
 use super::cell::{LANES, W};
 use super::expr::{ierr, load_inputs, At, Body, Fx, InputPtrs};
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::CodegenError;
+use inkwell::attributes::AttributeLoc;
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
-use inkwell::values::{FunctionValue, IntValue, PointerValue};
+use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 use lafuse_compiler::fusion::cplan::{CNodeId, CPlan};
 use lafuse_skeletons::abi::{CsrView, DenseView, KernelArgs};
 use lafuse_skeletons::OuterKind;
 use std::mem::offset_of;
 
-/// Emits `double lafuse_dot(double* u, double* v, i64 k)`: [`W`] lanes plus a scalar tail,
-/// combined in lane order.
+/// Independent `W`-lane accumulators per dot product: an add waits only on the add
+/// `ACCS` steps earlier, which hides the latency of the vector add.
+const ACCS: usize = 4;
+
+/// Emits, at the builder's position, the dot products `u · vs[t]` over `k` elements in one
+/// pass over `u`, each in a fixed order that depends on `k` only (so results are
+/// deterministic and independent of the thread count): blocks of `ACCS * W` elements go to
+/// `ACCS` vector accumulators (accumulator `a` takes elements `a*W..(a+1)*W` of each block),
+/// the remaining whole `W`-blocks to accumulator 0, the last `k % W` elements to a scalar;
+/// the accumulators are combined as `(a0 + a1) + (a2 + a3)`, its lanes by a fixed halving
+/// tree, and the scalar tail added last.
+pub(crate) fn dot_products<'c>(
+    fx: &mut Fx<'_, 'c>,
+    u: PointerValue<'c>,
+    vs: &[PointerValue<'c>],
+    k: IntValue<'c>,
+) -> Result<Vec<FloatValue<'c>>, CodegenError> {
+    let vw = fx.vty(W);
+    let mut acc = Vec::with_capacity(vs.len());
+    let mut tail = Vec::with_capacity(vs.len());
+    for _ in vs {
+        let mut a = Vec::with_capacity(ACCS);
+        for _ in 0..ACCS {
+            let s = fx.slot(vw.into())?;
+            fx.store(s, fx.splat_const(0.0, W))?;
+            a.push(s);
+        }
+        acc.push(a);
+        let t = fx.slot(fx.vty(1).into())?;
+        fx.store(t, fx.splat_const(0.0, 1))?;
+        tail.push(t);
+    }
+    let c = fx.slot(fx.ctx.i64_type().into())?;
+    fx.store(c, fx.i64c(0))?;
+    let wl = u64::from(W);
+    fx.for_slot(c, k, ACCS as u64 * wl, &mut |fx, ci| {
+        for a in 0..ACCS {
+            let off = fx.add(ci, fx.i64c(a as u64 * wl))?;
+            let x = load_vec(&fx.b, vw, u, off)?;
+            for (v, slots) in vs.iter().zip(&acc) {
+                let y = load_vec(&fx.b, vw, *v, off)?;
+                let cur = fx.load_v(slots[a])?;
+                fx.store(slots[a], fx.fadd(cur, fx.fmul(x, y)?)?)?;
+            }
+        }
+        Ok(())
+    })?;
+    fx.for_slot(c, k, wl, &mut |fx, ci| {
+        let x = load_vec(&fx.b, vw, u, ci)?;
+        for (t, v) in vs.iter().enumerate() {
+            let y = load_vec(&fx.b, vw, *v, ci)?;
+            let cur = fx.load_v(acc[t][0])?;
+            fx.store(acc[t][0], fx.fadd(cur, fx.fmul(x, y)?)?)?;
+        }
+        Ok(())
+    })?;
+    fx.for_slot(c, k, 1, &mut |fx, ci| {
+        let x = load_vec(&fx.b, fx.vty(1), u, ci)?;
+        for (t, v) in vs.iter().enumerate() {
+            let y = load_vec(&fx.b, fx.vty(1), *v, ci)?;
+            let cur = fx.load_v(tail[t])?;
+            fx.store(tail[t], fx.fadd(cur, fx.fmul(x, y)?)?)?;
+        }
+        Ok(())
+    })?;
+    let mut out = Vec::with_capacity(vs.len());
+    for t in 0..vs.len() {
+        let a: Vec<VectorValue<'c>> = acc[t]
+            .iter()
+            .map(|s| fx.load_v(*s))
+            .collect::<Result<_, _>>()?;
+        let s = fx.fadd(fx.fadd(a[0], a[1])?, fx.fadd(a[2], a[3])?)?;
+        let mut lanes: Vec<FloatValue<'c>> = (0..W)
+            .map(|l| {
+                fx.b.build_extract_element(s, fx.i64c(u64::from(l)), "l")
+                    .map_err(ierr)
+                    .map(|x| x.into_float_value())
+            })
+            .collect::<Result<_, _>>()?;
+        // Halving tree: lane l += lane l + h for h = W/2, W/4, ..., 1.
+        let mut h = lanes.len() / 2;
+        while h > 0 {
+            for l in 0..h {
+                lanes[l] =
+                    fx.b.build_float_add(lanes[l], lanes[l + h], "h")
+                        .map_err(ierr)?;
+            }
+            h /= 2;
+        }
+        let tv =
+            fx.b.build_extract_element(fx.load_v(tail[t])?, fx.i64c(0), "t")
+                .map_err(ierr)?
+                .into_float_value();
+        out.push(fx.b.build_float_add(lanes[0], tv, "r").map_err(ierr)?);
+    }
+    Ok(out)
+}
+
+/// Emits `double lafuse_dot(double* u, double* v, i64 k)` ([`dot_products`] for one `v`),
+/// always-inline so each per-non-zero loop holds its own copy.
 fn emit_dot<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<'c>, CodegenError> {
     let f64t = ctx.f64_type();
     let pf = f64_ptr(ctx);
@@ -28,6 +127,7 @@ fn emit_dot<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<'
         Some(Linkage::Internal),
     );
     llvm::set_function_attributes(ctx, f);
+    f.add_attribute(AttributeLoc::Function, llvm::enum_attr(ctx, "alwaysinline"));
     let mut fx = Fx::new(ctx, module, f);
     let u = f
         .get_nth_param(0)
@@ -41,38 +141,13 @@ fn emit_dot<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<'
         .get_nth_param(2)
         .ok_or_else(|| ierr("param"))?
         .into_int_value();
-    let acc = [fx.slot(fx.vty(W).into())?, fx.slot(fx.vty(1).into())?];
-    fx.store(acc[0], fx.splat_const(0.0, W))?;
-    fx.store(acc[1], fx.splat_const(0.0, 1))?;
-    let c = fx.slot(ctx.i64_type().into())?;
-    fx.store(c, fx.i64c(0))?;
-    for (x, w) in [(0usize, W), (1, 1)] {
-        fx.for_slot(c, k, w as u64, &mut |fx, ci| {
-            let a = load_vec(&fx.b, fx.vty(w), u, ci)?;
-            let b = load_vec(&fx.b, fx.vty(w), v, ci)?;
-            let cur = fx.load_v(acc[x])?;
-            fx.store(acc[x], fx.fadd(cur, fx.fmul(a, b)?)?)
-        })?;
-    }
-    let vw = fx.load_v(acc[0])?;
-    let mut r = fx.ctx.f64_type().const_float(0.0);
-    for l in 0..W {
-        let x =
-            fx.b.build_extract_element(vw, fx.i64c(l as u64), "l")
-                .map_err(ierr)?
-                .into_float_value();
-        r = fx.b.build_float_add(r, x, "r").map_err(ierr)?;
-    }
-    let t =
-        fx.b.build_extract_element(fx.load_v(acc[1])?, fx.i64c(0), "t")
-            .map_err(ierr)?
-            .into_float_value();
-    r = fx.b.build_float_add(r, t, "r").map_err(ierr)?;
-    fx.b.build_return(Some(&r)).map_err(ierr)?;
+    let r = dot_products(&mut fx, u, &[v], k)?;
+    fx.b.build_return(Some(&r[0])).map_err(ierr)?;
     Ok(f)
 }
 
-/// Emits `void lafuse_axpy(double* o, double* w, double g, i64 len)`: `o[c] += g * w[c]`.
+/// Emits `void lafuse_axpy(double* o, double* w, double g, i64 len)`: `o[c] += g * w[c]`
+/// (always-inline).
 fn emit_axpy<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<'c>, CodegenError> {
     let pf = f64_ptr(ctx);
     let f = module.add_function(
@@ -89,6 +164,7 @@ fn emit_axpy<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<
         Some(Linkage::Internal),
     );
     llvm::set_function_attributes(ctx, f);
+    f.add_attribute(AttributeLoc::Function, llvm::enum_attr(ctx, "alwaysinline"));
     let mut fx = Fx::new(ctx, module, f);
     let o = f
         .get_nth_param(0)
@@ -379,4 +455,127 @@ fn element<'c>(
     }
     let _ = IntPredicate::EQ;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::native::compile;
+    use crate::reference::{evaluate, Operand};
+    use lafuse_compiler::fusion::cplan::{
+        Access, CNode, CPlan, InputKind, OuterType, TemplateSpec,
+    };
+    use lafuse_compiler::hops::{BinaryOp, Literal, UnaryOp};
+    use lafuse_runtime::Matrix;
+
+    fn mat(rows: usize, cols: usize, density: f64, seed: u64) -> Matrix {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let vals = (0..rows * cols)
+            .map(|_| {
+                let (u, v) = (next(), next());
+                if u < density {
+                    v * 4.0 - 2.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        Matrix::from_dense_values(rows, cols, vals).unwrap()
+    }
+
+    /// `G = X * log(abs(U %*% t(V)) + 1e-3)`, with `G %*% W` for Right.
+    fn plan(ty: OuterType) -> CPlan {
+        let data = |input, access| CNode::Data { input, access };
+        let mut nodes = vec![
+            data(0, Access::Main),
+            data(1, Access::OuterU),
+            data(2, Access::OuterV),
+            CNode::OuterDot { u: 1, v: 2 },
+            CNode::Unary {
+                f: UnaryOp::Abs,
+                x: 3,
+            },
+            CNode::Literal {
+                value: Literal::Double(1e-3),
+            },
+            CNode::Binary {
+                f: BinaryOp::Add,
+                a: 4,
+                b: 5,
+            },
+            CNode::Unary {
+                f: UnaryOp::Log,
+                x: 6,
+            },
+            CNode::Binary {
+                f: BinaryOp::Mul,
+                a: 0,
+                b: 7,
+            },
+        ];
+        let mut inputs = vec![InputKind::Matrix; 3];
+        let out = if ty == OuterType::Right {
+            nodes.push(data(3, Access::Whole));
+            inputs.push(InputKind::Matrix);
+            nodes.push(CNode::FinalProduct { g: 8, w: 9 });
+            10
+        } else {
+            8
+        };
+        CPlan {
+            template: TemplateSpec::Outer { outer_type: ty },
+            inputs,
+            nodes,
+            outputs: vec![out],
+        }
+    }
+
+    /// Ranks that exercise every part of the dot product (whole blocks of all accumulators,
+    /// single `W`-blocks, the scalar tail, and their combinations) against the reference, and
+    /// check that the dot and axpy primitives are inlined in both entry points.
+    #[test]
+    fn dot_products_of_every_rank_shape_match_the_reference_and_are_inlined() {
+        let (m, n, k2) = (37, 29, 3);
+        for k in [1, 7, 8, 9, 31, 32, 33, 45, 64, 100] {
+            let u = mat(m, k, 1.0, 3 + k as u64);
+            let v = mat(n, k, 1.0, 5 + k as u64);
+            let w = mat(n, k2, 1.0, 7);
+            for d in [0.05, 0.8] {
+                let x = mat(m, n, d, 11);
+                for (ty, shape) in [(OuterType::FullAgg, (1, 1)), (OuterType::Right, (m, k2))] {
+                    let p = plan(ty);
+                    let mut ins = vec![
+                        Operand::Matrix(&x),
+                        Operand::Matrix(&u),
+                        Operand::Matrix(&v),
+                    ];
+                    if ty == OuterType::Right {
+                        ins.push(Operand::Matrix(&w));
+                    }
+                    let op = compile(&p).unwrap();
+                    let got = op.execute(&ins, &[shape]).unwrap();
+                    let want = evaluate(&p, &ins, &[shape]).unwrap();
+                    for i in 0..shape.0 {
+                        for j in 0..shape.1 {
+                            let (g, e) = (got[0].get(i, j), want[0].get(i, j));
+                            assert!(
+                                (g - e).abs() <= 1e-9 * g.abs().max(e.abs()).max(1.0),
+                                "{ty:?} k {k} density {d} ({i},{j}): {g} vs {e}"
+                            );
+                        }
+                    }
+                    let irs = [Some(op.llvm_ir()), op.csr_llvm_ir()];
+                    for ir in irs.into_iter().flatten() {
+                        assert!(!ir.contains("@lafuse_dot("), "dot not inlined:\n{ir}");
+                        assert!(!ir.contains("@lafuse_axpy("), "axpy not inlined:\n{ir}");
+                    }
+                }
+            }
+        }
+    }
 }

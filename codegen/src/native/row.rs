@@ -6,11 +6,13 @@
 //! SystemDS's ring buffer, reference 5.10), except that a row-wise operator's output node is
 //! computed straight into its output row. Element-wise nodes are one loop of [`W`] lanes (plus a
 //! scalar tail; a strided scalar loop when a length-one vector broadcasts). The vector
-//! primitives — row sum / sum of squares / min / max / product / variance, dot product,
-//! sparse dot product, `axpy`, sparse `axpy`, vector add, copy, non-zero and non-finite counts —
-//! are internal always-inline functions of the same module; reductions use explicit 8-lane
-//! accumulators combined in lane order (LLVM 14 does not reassociate without fast-math), so
-//! results are deterministic.
+//! primitives — row sum / sum of squares / min / max / product / variance, dot product (one
+//! or two columns per pass), sparse dot product, `axpy`, sparse `axpy`, vector add, copy,
+//! non-zero and non-finite counts — are internal always-inline functions of the same module;
+//! reductions use explicit 8-lane accumulators combined in a fixed order (lane order; for dot
+//! products several independent accumulators combined as a fixed tree, see
+//! `outer::dot_products`), and LLVM 14 does not reassociate without fast-math, so results are
+//! deterministic.
 //!
 //! Sparse `X` (CSR entry, called only when every side input is finite): primitives that read
 //! `X` directly visit its non-zeros (`X %*% B` as sparse dot products, row sums, and the
@@ -25,6 +27,7 @@
 use super::cell::W;
 use super::expr::{self, ierr, load_inputs, Fx, InputPtrs};
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
+use super::outer;
 use super::CodegenError;
 use crate::reference::Operand;
 use inkwell::context::Context;
@@ -496,6 +499,7 @@ struct Prims<'c> {
     nnz: FunctionValue<'c>,
     nonfinite: FunctionValue<'c>,
     dot: FunctionValue<'c>,
+    dot2: FunctionValue<'c>,
     sdot: FunctionValue<'c>,
     axpy: FunctionValue<'c>,
     saxpy: FunctionValue<'c>,
@@ -708,23 +712,36 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
     };
     let nnz = count("lafuse_row_nnz", false)?;
     let nonfinite = count("lafuse_row_nonfinite", true)?;
+    // Dot products in the fixed order of `outer::dot_products` (independent accumulators).
     let dot = {
         let mut fx = prim(ctx, module, "lafuse_row_dot", &[pf, pf, i64m], f64r);
         let p = param(fx.func, 0)?.into_pointer_value();
         let q = param(fx.func, 1)?.into_pointer_value();
         let len = param(fx.func, 2)?.into_int_value();
-        let r = reduce_loop(
-            &mut fx,
-            len,
-            0.0,
-            &|fx, j, w| {
-                let a = load_vec(&fx.b, fx.vty(w), p, j)?;
-                let b = load_vec(&fx.b, fx.vty(w), q, j)?;
-                fx.fmul(a, b)
-            },
-            &|fx, a, x| fx.fadd(a, x),
-        )?;
-        fx.b.build_return(Some(&r)).map_err(ierr)?;
+        let r = outer::dot_products(&mut fx, p, &[q], len)?;
+        fx.b.build_return(Some(&r[0])).map_err(ierr)?;
+        fx.func
+    };
+    // o[0] = p · q0, o[1] = p · q1 in one pass over p, each as `lafuse_row_dot` computes it.
+    let dot2 = {
+        let mut fx = prim(
+            ctx,
+            module,
+            "lafuse_row_dot2",
+            &[pf, pf, pf, i64m, pf],
+            None,
+        );
+        let p = param(fx.func, 0)?.into_pointer_value();
+        let q0 = param(fx.func, 1)?.into_pointer_value();
+        let q1 = param(fx.func, 2)?.into_pointer_value();
+        let len = param(fx.func, 3)?.into_int_value();
+        let o = param(fx.func, 4)?.into_pointer_value();
+        let r = outer::dot_products(&mut fx, p, &[q0, q1], len)?;
+        for (t, x) in r.iter().enumerate() {
+            let x = fx.splat(*x, 1)?;
+            store_vec(&fx.b, o, fx.i64c(t as u64), x)?;
+        }
+        fx.b.build_return(None).map_err(ierr)?;
         fx.func
     };
     let zext = |fx: &Fx<'_, 'c>, j32: IntValue<'c>| {
@@ -822,6 +839,7 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         nnz,
         nonfinite,
         dot,
+        dot2,
         sdot,
         axpy,
         saxpy,
@@ -1049,7 +1067,25 @@ impl<'a, 'c> Em<'a, 'c> {
                     let (ap, _, asp) = self.as_vec(fx, vals[*a])?;
                     let l = self.par(pidx(k, AUX));
                     let prims = self.prims;
-                    fx.for_range(fx.i64c(0), len, &mut |fx, c| {
+                    // Dense rows: two columns of B per pass over the row (pairs, then the
+                    // last odd column alone); each result is computed as the single dot
+                    // computes it, so the pairing does not change any value.
+                    let c0 = fx.slot(fx.ctx.i64_type().into())?;
+                    fx.store(c0, fx.i64c(0))?;
+                    if asp.is_none() {
+                        fx.for_slot(c0, len, 2, &mut |fx, c| {
+                            let b0 = gep(&fx.b, bt, fx.mul(c, l)?)?;
+                            let b1 = gep(&fx.b, bt, fx.mul(fx.add(c, fx.i64c(1))?, l)?)?;
+                            let o = gep(&fx.b, buf, c)?;
+                            call(
+                                fx,
+                                prims.dot2,
+                                &[ap.into(), b0.into(), b1.into(), l.into(), o.into()],
+                            )?;
+                            Ok(())
+                        })?;
+                    }
+                    fx.for_slot(c0, len, 1, &mut |fx, c| {
                         let brow = gep(&fx.b, bt, fx.mul(c, l)?)?;
                         let d = match asp {
                             Some(sp) => call_f(
