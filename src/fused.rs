@@ -248,6 +248,15 @@ impl Fuser {
     }
 }
 
+/// Per input: known (by the executor) to hold only finite values.
+#[cfg(feature = "llvm")]
+fn known_finite(inputs: &[OperatorInput<'_>]) -> Vec<bool> {
+    inputs
+        .iter()
+        .map(|i| matches!(i, OperatorInput::Matrix(_, Some(true))))
+        .collect()
+}
+
 #[derive(Debug)]
 enum Kernel {
     Reference,
@@ -276,7 +285,7 @@ impl Operator for RunnableOperator {
             .iter()
             .map(|i| match *i {
                 OperatorInput::Scalar(v) => Operand::Scalar(v),
-                OperatorInput::Matrix(m) => Operand::Matrix(m),
+                OperatorInput::Matrix(m, _) => Operand::Matrix(m),
             })
             .collect();
         let results = match &self.kernel {
@@ -284,7 +293,7 @@ impl Operator for RunnableOperator {
                 .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?,
             #[cfg(feature = "llvm")]
             Kernel::Native(op) => op
-                .execute(&operands, &self.out_shapes)
+                .execute_with_finite(&operands, &self.out_shapes, &known_finite(inputs))
                 .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?,
         };
         let results = results

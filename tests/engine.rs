@@ -332,3 +332,54 @@ print(sum(X * log(U %*% t(V) + 1e-15)))
     ));
     assert_eq!(ops, vec![("outer".to_string(), "full_agg".to_string())]);
 }
+
+/// A sparse-safe fused operator over a sparse X skips X's zeros only while its side inputs are
+/// finite. The executor remembers finiteness per matrix value; updating a value in place (here
+/// `Y[7, 9] = ...` at a zero of X, in a loop) must never leave a stale answer behind.
+#[test]
+fn remembered_finiteness_follows_in_place_updates() {
+    let script = "X = rand(rows=300, cols=200, sparsity=0.05, seed=1)
+Y = rand(rows=300, cols=200, seed=2)
+Z = rand(rows=300, cols=200, seed=3)
+s1 = sum(X * Y * Z)
+Y[7, 9] = 1/0
+s2 = 0
+for (i in 1:2) { s2 = s2 + sum(X * Y * Z) }
+Y[7, 9] = 0.5
+s3 = sum(X * Y * Z)
+print(s1 + \" \" + s2 + \" \" + s3)
+";
+    let (unfused, _) = run_with(
+        EngineConfig {
+            fusion: None,
+            ..EngineConfig::default()
+        },
+        script,
+    );
+    let tokens: Vec<String> = unfused.split_whitespace().map(str::to_string).collect();
+    assert_eq!(tokens[1], "NaN", "{unfused}");
+    for policy in [FusionPolicy::Gen, FusionPolicy::FuseAll] {
+        let (fused, report) = run_with(
+            EngineConfig {
+                fusion: Some(policy),
+                collect_stats: true,
+                ..EngineConfig::default()
+            },
+            script,
+        );
+        assert!(
+            report.stats.fused_operators_executed >= 4,
+            "{:?}",
+            report.stats
+        );
+        let f: Vec<&str> = fused.split_whitespace().collect();
+        assert_eq!(f[1], "NaN", "{policy:?}: {fused}");
+        for k in [0, 2] {
+            let (a, b): (f64, f64) = (tokens[k].parse().unwrap(), f[k].parse().unwrap());
+            assert!(
+                (a - b).abs() <= 1e-9 * a.abs(),
+                "{policy:?}: {unfused} vs {fused}"
+            );
+        }
+    }
+}

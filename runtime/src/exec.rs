@@ -221,6 +221,41 @@ impl OpStats {
 pub struct ExecContext<'a> {
     pub out: &'a mut dyn Write,
     pub stats: Option<&'a mut OpStats>,
+    /// Finiteness of matrix values, remembered across instructions and blocks.
+    pub finite: Option<&'a mut FinitenessCache>,
+}
+
+/// Remembers whether matrix values hold only finite values, so that a sparse-safe fused
+/// operator over a sparse main input scans its dense side inputs for NaN and infinities once
+/// per value, not once per call (a loop reusing `Y` in `sum(X * Y)`).
+///
+/// Entries are keyed by the value's allocation and hold a `Weak` reference: a value that was
+/// dropped or moved out for an in-place update no longer upgrades, and its address cannot be
+/// reused while the `Weak` lives, so an entry never describes a different or changed matrix.
+#[derive(Debug, Default)]
+pub struct FinitenessCache {
+    entries: HashMap<usize, (std::sync::Weak<Matrix>, bool)>,
+}
+
+impl FinitenessCache {
+    /// Entries kept before dead ones are swept.
+    const SWEEP_AT: usize = 1024;
+
+    /// Whether every value of `m` is finite, scanning it only the first time.
+    pub fn all_finite(&mut self, m: &Arc<Matrix>) -> bool {
+        let key = Arc::as_ptr(m) as usize;
+        if let Some((weak, finite)) = self.entries.get(&key) {
+            if weak.upgrade().is_some_and(|live| Arc::ptr_eq(&live, m)) {
+                return *finite;
+            }
+        }
+        let finite = m.all_finite();
+        if self.entries.len() >= Self::SWEEP_AT {
+            self.entries.retain(|_, (weak, _)| weak.strong_count() > 0);
+        }
+        self.entries.insert(key, (Arc::downgrade(m), finite));
+        finite
+    }
 }
 
 /// Runs `instructions` against `vars`, with `num_regs` registers.
@@ -744,7 +779,13 @@ fn run_one(
             Value::Int(nanos)
         }
         Op::Fused { operator, outputs } => {
-            run_fused(instr, regs, operator.as_ref(), outputs)?;
+            run_fused(
+                instr,
+                regs,
+                operator.as_ref(),
+                outputs,
+                ctx.finite.as_deref_mut(),
+            )?;
             return Ok(None);
         }
     };
@@ -757,12 +798,24 @@ fn run_fused(
     regs: &mut [Option<Value>],
     operator: &dyn Operator,
     outputs: &[FusedOutput],
+    mut finite: Option<&mut FinitenessCache>,
 ) -> Result<()> {
     let results = {
+        // Finiteness matters (and is worth remembering) for the dense side inputs of an
+        // operator over a sparse main input.
+        let sparse_main = matches!(input(regs, instr, 0), Ok(Value::Matrix(m)) if m.is_sparse());
         let mut inputs = Vec::with_capacity(instr.inputs.len());
         for i in 0..instr.inputs.len() {
             inputs.push(match input(regs, instr, i)? {
-                Value::Matrix(m) => OperatorInput::Matrix(m),
+                Value::Matrix(m) => {
+                    let known = match finite.as_deref_mut() {
+                        Some(cache) if sparse_main && i > 0 && !m.is_sparse() => {
+                            Some(cache.all_finite(m))
+                        }
+                        _ => None,
+                    };
+                    OperatorInput::Matrix(m, known)
+                }
                 s => OperatorInput::Scalar(s.as_f64()?),
             });
         }

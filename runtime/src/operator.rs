@@ -12,8 +12,8 @@ use std::fmt;
 pub enum OperatorInput<'a> {
     /// A scalar (integers and booleans are passed as doubles).
     Scalar(f64),
-    /// A matrix.
-    Matrix(&'a Matrix),
+    /// A matrix, with whether all its values are known to be finite (`None`: not checked).
+    Matrix(&'a Matrix, Option<bool>),
 }
 
 /// A fused operator: computes one or more outputs from its inputs in one pass.

@@ -83,7 +83,7 @@ impl<'a> Driver<'a> {
         views: &'a mut Vec<DenseView>,
         prepared: &'a mut Option<prep::Prepared<'a>>,
     ) -> Result<Driver<'a>> {
-        let Some(Input::Matrix(main)) = inputs.first().copied() else {
+        let Some(main) = inputs.first().and_then(Input::as_matrix) else {
             return err("the main input must be a matrix");
         };
         let (m, n) = main.shape();

@@ -43,7 +43,7 @@ const MAX_LEFT_TASKS: usize = 8;
 
 /// Runs an Outer operator.
 pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -> Result<Matrix> {
-    let Some(Input::Matrix(x)) = inputs.first().copied() else {
+    let Some(x) = inputs.first().and_then(Input::as_matrix) else {
         return err("the main input must be a matrix");
     };
     let (m, n) = x.shape();

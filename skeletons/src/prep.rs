@@ -16,6 +16,24 @@ pub enum Input<'a> {
     Scalar(f64),
     /// A matrix.
     Matrix(&'a Matrix),
+    /// A matrix the caller knows holds only finite values, so a sparse-safe plan need not
+    /// scan it for NaN or infinities before skipping the main input's zeros.
+    FiniteMatrix(&'a Matrix),
+}
+
+impl<'a> Input<'a> {
+    /// The matrix, if this is one.
+    pub fn as_matrix(&self) -> Option<&'a Matrix> {
+        match *self {
+            Input::Matrix(m) | Input::FiniteMatrix(m) => Some(m),
+            Input::Scalar(_) => None,
+        }
+    }
+
+    /// Whether the input is known to hold only finite values.
+    pub fn known_finite(&self) -> bool {
+        matches!(self, Input::FiniteMatrix(_))
+    }
 }
 
 /// The prepared side inputs: dense storage the views point into, kept alive for the call.
@@ -24,6 +42,8 @@ pub(crate) struct Prepared<'a> {
     /// scalar's one value).
     store: Vec<Cow<'a, [f64]>>,
     pub(crate) shapes: Vec<(usize, usize)>,
+    /// Per input: known to hold only finite values (no scan needed).
+    known_finite: Vec<bool>,
 }
 
 impl Prepared<'_> {
@@ -41,7 +61,7 @@ impl Prepared<'_> {
         self.store
             .iter()
             .enumerate()
-            .filter(|(k, _)| !(skip_main && *k == 0))
+            .filter(|(k, _)| !(skip_main && *k == 0) && !self.known_finite[*k])
             .all(|(_, s)| lafuse_runtime::matrix::all_finite(s))
     }
 }
@@ -86,7 +106,7 @@ pub(crate) fn prepare<'a>(
             (_, InputUse::Main | InputUse::Unused) => (Cow::Borrowed(&[][..]), (0, 0)),
             (Input::Scalar(s), InputUse::Scalar) => (Cow::Owned(vec![s]), (1, 1)),
             (Input::Scalar(_), u) => return err(format!("input {pos} is a scalar, read as {u:?}")),
-            (Input::Matrix(x), u) => {
+            (Input::Matrix(x) | Input::FiniteMatrix(x), u) => {
                 let (r, c) = x.shape();
                 match u {
                     InputUse::Aligned if (r, c) != (m, n) => {
@@ -122,7 +142,11 @@ pub(crate) fn prepare<'a>(
         store.push(vals);
         shapes.push(shape);
     }
-    Ok(Prepared { store, shapes })
+    Ok(Prepared {
+        store,
+        shapes,
+        known_finite: inputs.iter().map(Input::known_finite).collect(),
+    })
 }
 
 /// A fixed partition of `m` rows into tasks: the boundaries depend on the shape only (never on

@@ -158,7 +158,7 @@ fn prepare<'a>(
             (_, RowInput::Main | RowInput::Unused) => (Cow::Borrowed(&[][..]), (0, 0)),
             (Input::Scalar(s), RowInput::Scalar) => (Cow::Owned(vec![s]), (1, 1)),
             (Input::Scalar(_), u) => return err(format!("input {pos} is a scalar, read as {u:?}")),
-            (Input::Matrix(x), u) => {
+            (Input::Matrix(x) | Input::FiniteMatrix(x), u) => {
                 let (r, c) = x.shape();
                 match u {
                     RowInput::Rows if r != m => return bad(&format!("{m} rows"), r, c),
@@ -194,7 +194,7 @@ pub fn execute(
     inputs: &[Input<'_>],
     layout: &RowLayout,
 ) -> Result<Matrix> {
-    let Some(Input::Matrix(main)) = inputs.first().copied() else {
+    let Some(main) = inputs.first().and_then(Input::as_matrix) else {
         return err("the main input must be a matrix");
     };
     let (m, n) = main.shape();
@@ -205,7 +205,8 @@ pub fn execute(
         .collect();
     let sides_finite = prepared
         .iter()
-        .all(|(s, _)| lafuse_runtime::matrix::all_finite(s));
+        .zip(inputs)
+        .all(|((s, _), i)| i.known_finite() || lafuse_runtime::matrix::all_finite(s));
     let (or, oc) = (layout.out_rows, layout.out_cols);
     let out_len = match spec.kind {
         RowKind::RowWise => {

@@ -568,6 +568,18 @@ impl NativeOperator {
         inputs: &[Operand<'_>],
         out_shapes: &[(usize, usize)],
     ) -> Result<Vec<Matrix>, CodegenError> {
+        self.execute_with_finite(inputs, out_shapes, &[])
+    }
+
+    /// [`NativeOperator::execute`], told which inputs (by position) the caller knows to hold
+    /// only finite values: a sparse-safe plan then skips scanning them before iterating over
+    /// the main input's non-zeros. Positions beyond `known_finite` are not known.
+    pub fn execute_with_finite(
+        &self,
+        inputs: &[Operand<'_>],
+        out_shapes: &[(usize, usize)],
+        known_finite: &[bool],
+    ) -> Result<Vec<Matrix>, CodegenError> {
         if out_shapes.len() != self.num_outputs {
             return Err(CodegenError::Internal(format!(
                 "operator has {} outputs, {} shapes given",
@@ -577,8 +589,12 @@ impl NativeOperator {
         }
         let ins: Vec<Input<'_>> = inputs
             .iter()
-            .map(|o| match o {
+            .enumerate()
+            .map(|(pos, o)| match o {
                 Operand::Scalar(s) => Input::Scalar(*s),
+                Operand::Matrix(m) if known_finite.get(pos) == Some(&true) => {
+                    Input::FiniteMatrix(m)
+                }
                 Operand::Matrix(m) => Input::Matrix(m),
             })
             .collect();
