@@ -61,7 +61,7 @@ impl Prepared<'_> {
         self.store
             .iter()
             .enumerate()
-            .filter(|(k, _)| !(skip_main && *k == 0) && !self.known_finite[*k])
+            .filter(|(k, _)| !(self.known_finite[*k] || skip_main && *k == 0))
             .all(|(_, s)| lafuse_runtime::matrix::all_finite(s))
     }
 }
