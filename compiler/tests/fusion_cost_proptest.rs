@@ -32,7 +32,10 @@ fn check_gen(dag: &HopDag) -> Result<usize, TestCaseError> {
     let model = CostModel::default();
     let explored = explore(&view, &ExploreOptions::default());
 
-    let gen = CostBased::default();
+    // The exact search: every partition this test brute-forces stays exact (the default
+    // approximates partitions of more than `EXACT_MAX_POINTS` points).
+    let mut gen = CostBased::default();
+    gen.exact_points = MAX_BRUTE_POINTS;
     let mut memo = explored.clone();
     let report = gen.search(&view, &mut memo);
     let prepared = memo.clone();
@@ -99,6 +102,7 @@ fn check_gen(dag: &HopDag) -> Result<usize, TestCaseError> {
     exhaustive.cost_pruning = false;
     exhaustive.plan_caching = false;
     exhaustive.structural_pruning = false;
+    exhaustive.exact_points = MAX_BRUTE_POINTS;
     let (sel2, report2) = exhaustive.optimize(&view, &mut explored.clone());
     prop_assert!(
         close(c_gen, sel2.cost.unwrap()),

@@ -60,9 +60,9 @@ pub const MAX_ENUM_POINTS: usize = 100;
 /// [`EXACT_MAX_POINTS`] points, which stop at the budget with the best plan found so far
 /// (graceful approximation, paper section 4.3).
 pub const DEFAULT_MAX_EVALUATED: u64 = 1 << 12;
-/// Partitions of up to this many points are always searched exhaustively (at most 16384
+/// Partitions of up to this many points are always searched exhaustively (at most 4096
 /// assignments), whatever the budget: their optimum is exact.
-pub const EXACT_MAX_POINTS: usize = 14;
+pub const EXACT_MAX_POINTS: usize = 12;
 
 /// The cost-based selector (`gen`). Configuration is public; the plan cache is internal.
 #[derive(Debug)]
