@@ -32,27 +32,15 @@ use lafuse_runtime::datagen::{rand, Pdf};
 use lafuse_runtime::kernels;
 use lafuse_runtime::ops::{AggOp, BinaryOp, Direction, UnaryOp};
 use lafuse_runtime::Matrix;
-use rayon::prelude::*;
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{median_time, mem_available, reference_sum};
+
 fn env_usize(name: &str) -> Option<usize> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
-}
-
-/// Median wall time of `reps` runs of `f` (the caller has already warmed up with its
-/// verification run).
-fn median_time<T>(reps: usize, mut f: impl FnMut() -> T) -> Duration {
-    let mut times: Vec<Duration> = (0..reps.max(1))
-        .map(|_| {
-            let start = Instant::now();
-            black_box(f());
-            start.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[times.len() / 2]
 }
 
 /// Repetitions for a run that took `once`: about two seconds of timing, 1 to 11 runs.
@@ -68,32 +56,6 @@ fn reps_for(once: Duration) -> usize {
     } else {
         ((2.0 / s.max(1e-6)) as usize).clamp(5, 11)
     }
-}
-
-/// Plain sum with independent accumulators per chunk (not latency bound, no Kahan): the read
-/// bandwidth reference, as in `benches/kernels.rs`.
-fn reference_sum(values: &[f64]) -> f64 {
-    values
-        .par_chunks(1 << 16)
-        .map(|chunk| {
-            let mut acc = [0.0f64; 8];
-            let mut lanes = chunk.chunks_exact(8);
-            for lane in &mut lanes {
-                for k in 0..8 {
-                    acc[k] += lane[k];
-                }
-            }
-            acc.iter().sum::<f64>() + lanes.remainder().iter().sum::<f64>()
-        })
-        .sum()
-}
-
-/// MemAvailable from /proc/meminfo in bytes (None where unreadable).
-fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }
 
 fn gen(rows: usize, cols: usize, sparsity: f64, seed: i64) -> Matrix {

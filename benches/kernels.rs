@@ -12,45 +12,16 @@ use lafuse_runtime::kernels;
 use lafuse_runtime::matrix::Matrix;
 use lafuse_runtime::ops::{AggOp, BinaryOp, Direction, UnaryOp};
 use rayon::prelude::*;
-use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
+use common::{median_time, reference_sum};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// Median wall time of `reps` runs of `f` (after one warm-up run).
-fn median_time<T>(reps: usize, mut f: impl FnMut() -> T) -> Duration {
-    black_box(f());
-    let mut times: Vec<Duration> = (0..reps)
-        .map(|_| {
-            let start = Instant::now();
-            black_box(f());
-            start.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[times.len() / 2]
-}
-
-/// Plain sum with independent accumulators per chunk (not latency bound, no Kahan).
-fn reference_sum(values: &[f64]) -> f64 {
-    values
-        .par_chunks(1 << 16)
-        .map(|chunk| {
-            let mut acc = [0.0f64; 8];
-            let mut lanes = chunk.chunks_exact(8);
-            for lane in &mut lanes {
-                for k in 0..8 {
-                    acc[k] += lane[k];
-                }
-            }
-            acc.iter().sum::<f64>() + lanes.remainder().iter().sum::<f64>()
-        })
-        .sum()
 }
 
 /// STREAM "add" into a fresh output buffer.

@@ -117,8 +117,9 @@ fn default_threads() -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// `MemAvailable` of `/proc/meminfo` in bytes, where there is one.
-fn available_memory() -> Option<usize> {
+/// `MemAvailable` of `/proc/meminfo` in bytes, where there is one (also used by the benches
+/// to size their inputs).
+pub fn available_memory() -> Option<usize> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -204,6 +205,20 @@ fn runtime_error(e: lafuse_runtime::RuntimeError) -> Error {
     }
 }
 
+/// The read-bandwidth reference kernel: a plain sum with eight independent accumulators (not
+/// latency bound, no compensation), so it runs at the memory's read bandwidth. The benches
+/// measure against the same loop.
+pub fn plain_sum(values: &[f64]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let mut lanes = values.chunks_exact(8);
+    for lane in &mut lanes {
+        for k in 0..8 {
+            acc[k] += lane[k];
+        }
+    }
+    acc.iter().sum::<f64>() + lanes.remainder().iter().sum::<f64>()
+}
+
 /// Seconds of a plain sum over `values` split over `threads` threads.
 fn time_parallel_sum(values: &[f64], threads: usize) -> f64 {
     let chunk = values.len().div_ceil(threads).max(1);
@@ -211,18 +226,7 @@ fn time_parallel_sum(values: &[f64], threads: usize) -> f64 {
     let total: f64 = std::thread::scope(|s| {
         let handles: Vec<_> = values
             .chunks(chunk)
-            .map(|part| {
-                s.spawn(move || {
-                    let mut acc = [0.0f64; 8];
-                    let mut lanes = part.chunks_exact(8);
-                    for lane in &mut lanes {
-                        for k in 0..8 {
-                            acc[k] += lane[k];
-                        }
-                    }
-                    acc.iter().sum::<f64>() + lanes.remainder().iter().sum::<f64>()
-                })
-            })
+            .map(|part| s.spawn(move || plain_sum(part)))
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or(0.0)).sum()
     });

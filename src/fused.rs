@@ -127,8 +127,9 @@ fn nanos(d: Duration) -> u64 {
 
 /// Plans and builds the fused operators of blocks, for one engine.
 pub(crate) struct Fuser {
-    policy: FusionPolicy,
-    cost_model: CostModel,
+    /// Built once, so the cost-based selector's plan cache serves every block of the engine
+    /// (a loop body recompiled for new sizes meets the same partitions again).
+    selector: Box<dyn fusion::PlanSelector>,
     backend: FusionBackend,
     counters: Arc<FusionCounters>,
     #[cfg(feature = "llvm")]
@@ -142,8 +143,7 @@ impl Fuser {
         backend: FusionBackend,
     ) -> Fuser {
         Fuser {
-            policy,
-            cost_model,
+            selector: policy.selector(cost_model),
             backend,
             counters: Arc::new(FusionCounters::default()),
             #[cfg(feature = "llvm")]
@@ -158,8 +158,7 @@ impl Fuser {
     /// The fused operators of `dag` under the policy, each ready to run.
     pub(crate) fn fuse(&self, dag: &HopDag) -> Result<Vec<PlannedOperator>, Error> {
         let started = Instant::now();
-        let selector = self.policy.selector(self.cost_model);
-        let plan = fusion::plan_fusion(dag, selector.as_ref())?;
+        let plan = fusion::plan_fusion(dag, self.selector.as_ref())?;
         let program = construct_cplans(dag, &plan.memo, &plan.selection)?;
         self.counters
             .planning_nanos

@@ -383,17 +383,7 @@ pub fn cost_report(
             serde_json::json!({ "block": label, "policies": json_policies, "gen_search": search }),
         );
     }
-    match format {
-        ExplainFormat::Text => Ok(text),
-        ExplainFormat::Json => Ok(serde_json::to_string_pretty(
-            &serde_json::json!({ "blocks": json_blocks }),
-        )
-        .unwrap_or_default()
-            + "\n"),
-        ExplainFormat::Dot => Err(Error::Usage(
-            "unsupported: --format dot for `cost`; use text or json".into(),
-        )),
-    }
+    per_block_report(text, json_blocks, format, "`cost`")
 }
 
 /// The fusion view of every block that contains matrix operations.
@@ -447,6 +437,17 @@ fn render_fusion(
             json.map_err(|e| Error::Usage(format!("internal: fusion JSON: {e}")))?;
         json_blocks.push(serde_json::json!({ "kind": block.kind, "lines": [first, last], "policy": selector.name(), "fusion": json }));
     }
+    per_block_report(text, json_blocks, format, "fusion levels")
+}
+
+/// A per-block report as text, or as JSON `{"blocks": [...]}`; `what` names the report in
+/// the error for `--format dot`, which only HOP DAGs have.
+fn per_block_report(
+    text: String,
+    json_blocks: Vec<serde_json::Value>,
+    format: ExplainFormat,
+    what: &str,
+) -> Result<String, Error> {
     match format {
         ExplainFormat::Text => Ok(text),
         ExplainFormat::Json => Ok(serde_json::to_string_pretty(
@@ -454,9 +455,9 @@ fn render_fusion(
         )
         .unwrap_or_default()
             + "\n"),
-        ExplainFormat::Dot => Err(Error::Usage(
-            "unsupported: --format dot for fusion levels; use text or json".into(),
-        )),
+        ExplainFormat::Dot => Err(Error::Usage(format!(
+            "unsupported: --format dot for {what}; use text or json"
+        ))),
     }
 }
 

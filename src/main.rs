@@ -210,7 +210,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn policy(p: PolicyArg) -> FusionPolicy {
+fn policy_of(p: PolicyArg) -> FusionPolicy {
     match p {
         PolicyArg::Gen => FusionPolicy::Gen,
         PolicyArg::Fa => FusionPolicy::FuseAll,
@@ -218,7 +218,7 @@ fn policy(p: PolicyArg) -> FusionPolicy {
     }
 }
 
-fn format(f: FormatArg) -> ExplainFormat {
+fn format_of(f: FormatArg) -> ExplainFormat {
     match f {
         FormatArg::Text => ExplainFormat::Text,
         FormatArg::Json => ExplainFormat::Json,
@@ -256,7 +256,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Cost(cost) => {
-            let policies: Vec<FusionPolicy> = cost.policy.iter().copied().map(policy).collect();
+            let policies: Vec<FusionPolicy> = cost.policy.iter().copied().map(policy_of).collect();
             let model = cost.cost_model.load()?;
             let text = if cost.input.extension().is_some_and(|e| e == "json") {
                 let json = std::fs::read_to_string(&cost.input)
@@ -264,7 +264,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 let dag = lafuse_compiler::hops::HopDag::from_json(&json)
                     .map_err(|e| format!("error: {}: {e}", cost.input.display()))?;
                 let label = cost.input.display().to_string();
-                lafuse::cost_report(&[(label, &dag)], &policies, &model, format(cost.format))
+                lafuse::cost_report(&[(label, &dag)], &policies, &model, format_of(cost.format))
                     .map_err(|e| e.to_string())?
             } else {
                 let script_args =
@@ -274,7 +274,7 @@ fn run(cli: Cli) -> Result<(), String> {
                     cost_model: model,
                     ..EngineConfig::default()
                 })
-                .cost(&source, &script_args, &policies, format(cost.format))
+                .cost(&source, &script_args, &policies, format_of(cost.format))
                 .map_err(|e| e.render(&source))?
             };
             print!("{text}");
@@ -344,24 +344,14 @@ fn run(cli: Cli) -> Result<(), String> {
                 LevelArg::Ir => ExplainLevel::Ir,
                 LevelArg::Asm => ExplainLevel::Asm,
             };
-            let policy = match policy {
-                PolicyArg::Gen => FusionPolicy::Gen,
-                PolicyArg::Fa => FusionPolicy::FuseAll,
-                PolicyArg::Fnr => FusionPolicy::FuseNoRedundancy,
-            };
-            let format = match format {
-                FormatArg::Text => ExplainFormat::Text,
-                FormatArg::Json => ExplainFormat::Json,
-                FormatArg::Dot => ExplainFormat::Dot,
-            };
             let text = engine
                 .explain(
                     &source,
                     &script_args,
                     &ExplainOptions {
                         level,
-                        format,
-                        policy,
+                        format: format_of(format),
+                        policy: policy_of(policy),
                         static_only,
                     },
                 )

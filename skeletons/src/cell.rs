@@ -15,12 +15,13 @@
 //! the main input, zeros dropped), else dense; row → m×1; column → 1×n; full → 1×1; all in the
 //! runtime's preferred format. Partial aggregates of tasks are merged in task order.
 
-use crate::abi::{CsrView, DenseView, KernelArgs, KernelFn};
+use crate::abi::{DenseView, KernelFn};
 use crate::prep::{
-    self, call, csr_view, densify_rows, for_tasks, partial_init, partition, pick, AggState,
-    ArgsTemplate, Input, SharedOut,
+    self, call, densify_rows, for_tasks, partial_init, partition, pick, AggState, ArgsTemplate,
+    Input, SharedOut,
 };
 use crate::{err, AggKind, CellKind, InputUse, LazyEntry, Result};
+use lafuse_runtime::kernels::dense_result;
 use lafuse_runtime::matrix::{alloc_zeroed, count_nnz, BLOCK_CELLS};
 use lafuse_runtime::Matrix;
 
@@ -96,22 +97,7 @@ impl<'a> Driver<'a> {
             (Matrix::Sparse(_), _) => (Mode::DensifiedBlocks, None),
         };
         *views = p.views();
-        let (main_view, main_csr) = match main {
-            Matrix::Dense(d) => (DenseView::of(&d.values, m, n), CsrView::EMPTY),
-            Matrix::Sparse(s) => (DenseView::EMPTY, csr_view(s)),
-        };
-        let args = KernelArgs {
-            main: main_view,
-            main_csr,
-            inputs: views.as_ptr(),
-            num_inputs: views.len(),
-            out: std::ptr::null_mut(),
-            out_len: 0,
-            rows: m,
-            cols: n,
-            k: 0,
-            k2: 0,
-        };
+        let args = prep::kernel_args(main, views, 0, 0);
         let work = if mode == Mode::CsrNonZeros {
             main.nnz()
         } else {
@@ -210,7 +196,7 @@ pub fn execute(spec: &CellSpec, kernels: &CellKernels, inputs: &[Input<'_>]) -> 
                 }
             }
             let nnz = count_nnz(&out);
-            prep::dense_out(m, 1, out, nnz)
+            dense_result(m, 1, out, nnz)
         }
         CellKind::ColAgg => {
             let width = if matches!(agg, AggKind::Sum | AggKind::SumSq) {
@@ -253,7 +239,7 @@ pub fn execute(spec: &CellSpec, kernels: &CellKernels, inputs: &[Input<'_>]) -> 
                 }
             }
             let nnz = count_nnz(&out);
-            prep::dense_out(1, n, out, nnz)
+            dense_result(1, n, out, nnz)
         }
         CellKind::FullAgg => {
             let v = full_aggs(&d, &[agg], spec.lanes)?[0];
@@ -306,7 +292,7 @@ fn no_agg(d: &Driver<'_>) -> Matrix {
             let mut out = alloc_zeroed(m * n);
             let so = SharedOut(out.as_mut_ptr(), out.len());
             let nnz: u64 = d.run(|_| so).into_iter().sum();
-            prep::dense_out(m, n, out, nnz as usize)
+            dense_result(m, n, out, nnz as usize)
         }
     }
 }

@@ -8,11 +8,12 @@
 //! task order; Right m×k2 written in disjoint row ranges; Left/LeftT from per-task n×k2
 //! partials summed in task order (LeftT transposed at the end).
 
-use crate::abi::{CsrView, DenseView, KernelArgs, KernelFn};
+use crate::abi::KernelFn;
 use crate::prep::{
-    self, csr_view, for_tasks, partial_init, partition, AggState, ArgsTemplate, Input, SharedOut,
+    self, for_tasks, partial_init, partition, AggState, ArgsTemplate, Input, SharedOut,
 };
 use crate::{err, AggKind, InputUse, LazyEntry, OuterKind, Result};
+use lafuse_runtime::kernels::dense_result;
 use lafuse_runtime::matrix::alloc_zeroed;
 use lafuse_runtime::Matrix;
 
@@ -78,26 +79,11 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
         }
     };
     let views = p.views();
-    let (main, main_csr) = match x {
-        Matrix::Dense(d) => (DenseView::of(&d.values, m, n), CsrView::EMPTY),
-        Matrix::Sparse(s) => (DenseView::EMPTY, csr_view(s)),
-    };
     let f = match x {
         Matrix::Dense(_) => kernels.dense,
         Matrix::Sparse(_) => (kernels.csr)()?,
     };
-    let args = ArgsTemplate(KernelArgs {
-        main,
-        main_csr,
-        inputs: views.as_ptr(),
-        num_inputs: views.len(),
-        out: std::ptr::null_mut(),
-        out_len: 0,
-        rows: m,
-        cols: n,
-        k,
-        k2,
-    });
+    let args = ArgsTemplate(prep::kernel_args(x, &views, k, k2));
     let tasks = partition(m, n, if left { MAX_LEFT_TASKS } else { MAX_TASKS });
     let work = match x {
         Matrix::Dense(_) => m * n + x.nnz() * k.max(1),
@@ -124,7 +110,7 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
                 let mut out = alloc_zeroed(m * n);
                 let so = SharedOut(out.as_mut_ptr(), out.len());
                 let nnz: u64 = run(&|_| so).into_iter().sum();
-                prep::dense_out(m, n, out, nnz as usize)
+                dense_result(m, n, out, nnz as usize)
             }
         },
         OuterKind::FullAgg => {
@@ -147,7 +133,7 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
             let so = SharedOut(out.as_mut_ptr(), out.len());
             run(&|_| so);
             let nnz = lafuse_runtime::matrix::count_nnz(&out);
-            prep::dense_out(m, k2, out, nnz)
+            dense_result(m, k2, out, nnz)
         }
         OuterKind::Left | OuterKind::LeftT => {
             let mut parts: Vec<Vec<f64>> = (0..tasks.len()).map(|_| alloc_zeroed(n * k2)).collect();
@@ -164,7 +150,7 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
                 }
             }
             let nnz = lafuse_runtime::matrix::count_nnz(&out);
-            let l = prep::dense_out(n, k2, out, nnz);
+            let l = dense_result(n, k2, out, nnz);
             if spec.kind == OuterKind::LeftT {
                 lafuse_runtime::kernels::transpose(&l)
                     .map_err(|e| crate::SkeletonError(e.to_string()))?

@@ -5,7 +5,7 @@ use crate::abi::{CsrView, DenseView, KernelArgs, KernelFn};
 use crate::{err, AggKind, InputUse, Result};
 use lafuse_runtime::kernels::aggregate::Kahan;
 use lafuse_runtime::matrix::{BLOCK_CELLS, PAR_THRESHOLD};
-use lafuse_runtime::{DenseMatrix, Matrix};
+use lafuse_runtime::Matrix;
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -218,8 +218,30 @@ pub(crate) fn call(f: KernelFn, args: &KernelArgs, rl: usize, ru: usize) -> u64 
     unsafe { f(args, rl, ru) }
 }
 
+/// The arguments of an entry point over `main` (dense or CSR view, the other empty) and the
+/// prepared side-input `views`; no output yet (each task sets its own).
+pub(crate) fn kernel_args(main: &Matrix, views: &[DenseView], k: usize, k2: usize) -> KernelArgs {
+    let (m, n) = main.shape();
+    let (main_view, main_csr) = match main {
+        Matrix::Dense(d) => (DenseView::of(&d.values, m, n), CsrView::EMPTY),
+        Matrix::Sparse(s) => (DenseView::EMPTY, csr_view(s)),
+    };
+    KernelArgs {
+        main: main_view,
+        main_csr,
+        inputs: views.as_ptr(),
+        num_inputs: views.len(),
+        out: std::ptr::null_mut(),
+        out_len: 0,
+        rows: m,
+        cols: n,
+        k,
+        k2,
+    }
+}
+
 /// A CSR view of a sparse main input.
-pub(crate) fn csr_view(s: &lafuse_runtime::SparseMatrix) -> CsrView {
+fn csr_view(s: &lafuse_runtime::SparseMatrix) -> CsrView {
     CsrView {
         row_ptr: s.row_ptr.as_ptr(),
         col_idx: s.col_idx.as_ptr(),
@@ -314,17 +336,6 @@ pub(crate) fn densify_rows(s: &lafuse_runtime::SparseMatrix, rl: usize, ru: usiz
         }
     }
     out
-}
-
-/// A dense matrix from values with an exact nnz, in the runtime's preferred format.
-pub(crate) fn dense_out(rows: usize, cols: usize, values: Vec<f64>, nnz: usize) -> Matrix {
-    Matrix::Dense(DenseMatrix {
-        rows,
-        cols,
-        values,
-        nnz,
-    })
-    .examine_and_convert()
 }
 
 /// A sparse matrix with `s`'s structure and values `vals` (one per stored cell of `s`), zeros

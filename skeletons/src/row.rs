@@ -15,10 +15,11 @@
 //! order (task boundaries depend on the shape only, so results do not depend on the thread
 //! count). All outputs are returned in the runtime's preferred format.
 
-use crate::abi::{CsrView, DenseView, KernelArgs};
-use crate::prep::{self, csr_view, densify_rows, for_tasks, partition, SharedOut};
+use crate::abi::{DenseView, KernelArgs};
+use crate::prep::{self, densify_rows, for_tasks, partition, SharedOut};
 use crate::{err, Input, LazyEntry, Result};
 use lafuse_runtime::kernels::aggregate::Kahan;
+use lafuse_runtime::kernels::dense_result;
 use lafuse_runtime::matrix::{alloc_zeroed, count_nnz, BLOCK_CELLS};
 use lafuse_runtime::Matrix;
 use std::borrow::Cow;
@@ -229,23 +230,8 @@ pub fn execute(
             2
         }
     };
-    let (main_view, main_csr) = match main {
-        Matrix::Dense(d) => (DenseView::of(&d.values, m, n), CsrView::EMPTY),
-        Matrix::Sparse(s) => (DenseView::EMPTY, csr_view(s)),
-    };
     let args = Shared(RowArgs {
-        base: KernelArgs {
-            main: main_view,
-            main_csr,
-            inputs: views.as_ptr(),
-            num_inputs: views.len(),
-            out: std::ptr::null_mut(),
-            out_len: 0,
-            rows: m,
-            cols: n,
-            k: 0,
-            k2: 0,
-        },
+        base: prep::kernel_args(main, &views, 0, 0),
         params: layout.params.as_ptr(),
         num_params: layout.params.len(),
         scratch: std::ptr::null_mut(),
@@ -313,7 +299,7 @@ pub fn execute(
             let mut out = alloc_zeroed(out_len);
             let so = SharedOut(out.as_mut_ptr(), out.len());
             let nnz: u64 = run(&|_| so).into_iter().sum();
-            prep::dense_out(or, oc, out, nnz as usize)
+            dense_result(or, oc, out, nnz as usize)
         }
         RowKind::ColSum | RowKind::Outer => {
             let parts = partials(out_len);
@@ -334,7 +320,7 @@ pub fn execute(
                 out = t;
             }
             let nnz = count_nnz(&out);
-            prep::dense_out(or, oc, out, nnz)
+            dense_result(or, oc, out, nnz)
         }
         RowKind::FullAgg => {
             let parts = partials(2);

@@ -6,7 +6,7 @@
 //! Full-aggregate lanes are loaded from and stored back to the task's partial (so a skeleton
 //! may call an entry several times per task); the skeleton merges lanes and tasks in order.
 
-use super::expr::{self, ierr, load_inputs, At, Body, Fx, InputPtrs};
+use super::expr::{self, declare_entry, ierr, load_inputs, load_main_csr, At, Body, Fx, InputPtrs};
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::CodegenError;
 use inkwell::context::Context;
@@ -14,7 +14,7 @@ use inkwell::module::Module;
 use inkwell::values::{IntValue, PointerValue, VectorValue};
 use inkwell::{AddressSpace, FloatPredicate};
 use lafuse_compiler::fusion::cplan::{CNodeId, CPlan};
-use lafuse_skeletons::abi::{CsrView, DenseView, KernelArgs};
+use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::{AggKind, CellKind};
 use std::mem::offset_of;
 
@@ -56,28 +56,6 @@ fn init_value(agg: AggKind) -> f64 {
     }
 }
 
-/// `s += x` with Kahan compensation, lane-wise; a non-finite correction resets to 0 as in the
-/// runtime's `Kahan::add`.
-fn kahan<'c>(
-    fx: &Fx<'_, 'c>,
-    s: PointerValue<'c>,
-    c: PointerValue<'c>,
-    x: VectorValue<'c>,
-) -> Result<(), CodegenError> {
-    let (sv, cv) = (fx.load_v(s)?, fx.load_v(c)?);
-    let y = fx.fsub(x, cv)?;
-    let t = fx.fadd(sv, y)?;
-    let cn = fx.fsub(fx.fsub(t, sv)?, y)?;
-    let w = x.get_type().get_size();
-    let fin = fx.fcmp(
-        FloatPredicate::OLT,
-        fx.intrinsic("llvm.fabs", cn)?,
-        fx.splat_const(f64::INFINITY, w),
-    )?;
-    fx.store(c, fx.select(fin, cn, fx.splat_const(0.0, w))?)?;
-    fx.store(s, t)
-}
-
 /// The runtime's min/max step: NaN wins, else the strictly better value.
 pub(crate) fn pick<'c>(
     fx: &Fx<'_, 'c>,
@@ -114,22 +92,7 @@ pub(crate) fn emit_entry<'c>(
     name: &str,
 ) -> Result<(), CodegenError> {
     let i64t = ctx.i64_type();
-    let fnty = i64t.fn_type(&[llvm::i8_ptr(ctx).into(), i64t.into(), i64t.into()], false);
-    let f = module.add_function(name, fnty, None);
-    llvm::set_function_attributes(ctx, f);
-    let mut fx = Fx::new(ctx, module, f);
-    let args = f
-        .get_nth_param(0)
-        .ok_or_else(|| ierr("param"))?
-        .into_pointer_value();
-    let rl = f
-        .get_nth_param(1)
-        .ok_or_else(|| ierr("param"))?
-        .into_int_value();
-    let ru = f
-        .get_nth_param(2)
-        .ok_or_else(|| ierr("param"))?
-        .into_int_value();
+    let (mut fx, args, rl, ru) = declare_entry(ctx, module, name)?;
     let pf64 = f64_ptr(ctx).ptr_type(AddressSpace::default());
     let pi64 = i64t.ptr_type(AddressSpace::default());
     let field = |fx: &Fx<'_, 'c>, off: usize, ty| llvm::load_field(ctx, &fx.b, args, off, ty);
@@ -181,23 +144,7 @@ pub(crate) fn emit_entry<'c>(
         nnz,
     };
     let (main, mstride, row0, csrp) = if csr {
-        let o = offset_of!(KernelArgs, main_csr);
-        let rp = field(
-            &fx,
-            o + offset_of!(CsrView, row_ptr),
-            i64t.ptr_type(AddressSpace::default())
-                .ptr_type(AddressSpace::default()),
-        )?
-        .into_pointer_value();
-        let ci = field(
-            &fx,
-            o + offset_of!(CsrView, col_idx),
-            ctx.i32_type()
-                .ptr_type(AddressSpace::default())
-                .ptr_type(AddressSpace::default()),
-        )?
-        .into_pointer_value();
-        let va = field(&fx, o + offset_of!(CsrView, values), pf64)?.into_pointer_value();
+        let (rp, ci, va) = load_main_csr(&fx, args)?;
         (va, n, n, Some((rp, ci)))
     } else {
         let o = offset_of!(KernelArgs, main);
@@ -284,18 +231,7 @@ pub(crate) fn emit_entry<'c>(
             }
         }
     }
-    let nv = fx.load_v(nnz[0])?;
-    let mut total =
-        fx.b.build_extract_element(fx.load_v(nnz[1])?, fx.i64c(0), "t")
-            .map_err(ierr)?
-            .into_int_value();
-    for l in 0..W {
-        let x =
-            fx.b.build_extract_element(nv, fx.i64c(l as u64), "t")
-                .map_err(ierr)?
-                .into_int_value();
-        total = fx.add(total, x)?;
-    }
+    let total = fx.sum_i64_lanes(fx.load_v(nnz[0])?, fx.load_v(nnz[1])?)?;
     fx.b.build_return(Some(&total)).map_err(ierr)?;
     Ok(())
 }
@@ -321,9 +257,9 @@ fn finish_lanes<'c>(
     fx.store(c, fx.splat_const(0.0, 1))?;
     // Kahan::merge: add the other sum, then its negated correction.
     let merge = |os: VectorValue<'c>, oc: VectorValue<'c>| -> Result<(), CodegenError> {
-        kahan(fx, s, c, os)?;
+        fx.kahan_add(s, c, os)?;
         let neg = fx.b.build_float_neg(oc, "n").map_err(ierr)?;
-        kahan(fx, s, c, neg)
+        fx.kahan_add(s, c, neg)
     };
     for l in 0..W {
         merge(lane(fx, sw, l)?, lane(fx, cw, l)?)?;
@@ -395,7 +331,7 @@ fn element<'c>(
                     let cur = fx.load_v(a.s[x_])?;
                     fx.store(a.s[x_], pick(fx, agg, cur, x)?)?;
                 } else {
-                    kahan(fx, a.s[x_], a.c[x_], x)?;
+                    fx.kahan_add(a.s[x_], a.c[x_], x)?;
                 }
             }
             _ => {

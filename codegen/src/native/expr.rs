@@ -66,6 +66,59 @@ pub(crate) struct Fx<'m, 'c> {
 }
 
 impl<'m, 'c> Fx<'m, 'c> {
+    /// Parameter `k` of the function being built.
+    pub(crate) fn param(
+        &self,
+        k: u32,
+    ) -> Result<inkwell::values::BasicValueEnum<'c>, CodegenError> {
+        self.func
+            .get_nth_param(k)
+            .ok_or_else(|| CodegenError::Internal(format!("function lacks parameter {k}")))
+    }
+
+    /// `s += x` with Kahan compensation on the slots `s` and `c`, lane-wise; a non-finite
+    /// correction resets to 0 as in the runtime's `Kahan::add`.
+    pub(crate) fn kahan_add(
+        &self,
+        s: PointerValue<'c>,
+        c: PointerValue<'c>,
+        x: VectorValue<'c>,
+    ) -> Result<(), CodegenError> {
+        let (sv, cv) = (self.load_v(s)?, self.load_v(c)?);
+        let y = self.fsub(x, cv)?;
+        let t = self.fadd(sv, y)?;
+        let cn = self.fsub(self.fsub(t, sv)?, y)?;
+        let w = x.get_type().get_size();
+        let fin = self.fcmp(
+            FloatPredicate::OLT,
+            self.intrinsic("llvm.fabs", cn)?,
+            self.splat_const(f64::INFINITY, w),
+        )?;
+        self.store(c, self.select(fin, cn, self.splat_const(0.0, w))?)?;
+        self.store(s, t)
+    }
+
+    /// The total of an `i64` counter kept as a vector `v` plus a one-lane tail, summed in lane
+    /// order (the number of non-zeros an entry point returns).
+    pub(crate) fn sum_i64_lanes(
+        &self,
+        v: VectorValue<'c>,
+        tail: VectorValue<'c>,
+    ) -> Result<IntValue<'c>, CodegenError> {
+        let lane = |v: VectorValue<'c>, l: u32| -> Result<IntValue<'c>, CodegenError> {
+            Ok(self
+                .b
+                .build_extract_element(v, self.i64c(u64::from(l)), "lane")
+                .map_err(ierr)?
+                .into_int_value())
+        };
+        let mut total = lane(tail, 0)?;
+        for l in 0..v.get_type().get_size() {
+            total = self.add(total, lane(v, l)?)?;
+        }
+        Ok(total)
+    }
+
     /// Starts a function body (positioned in its entry block).
     pub(crate) fn new(ctx: &'c Context, module: &'m Module<'c>, func: FunctionValue<'c>) -> Self {
         let entry = ctx.append_basic_block(func, "entry");
@@ -828,4 +881,78 @@ pub(crate) fn load_inputs<'c>(
         out.cols.push(Some(c.into_int_value()));
     }
     Ok(out)
+}
+
+/// Declares an internal always-inline function (a vector primitive, emitted into the module
+/// of the entry points that call it) and starts its body.
+pub(crate) fn declare_primitive<'m, 'c>(
+    ctx: &'c Context,
+    module: &'m Module<'c>,
+    name: &str,
+    params: &[inkwell::types::BasicMetadataTypeEnum<'c>],
+    ret: Option<inkwell::types::BasicTypeEnum<'c>>,
+) -> Fx<'m, 'c> {
+    use inkwell::types::BasicTypeEnum;
+    let fnty = match ret {
+        Some(BasicTypeEnum::FloatType(t)) => t.fn_type(params, false),
+        Some(BasicTypeEnum::IntType(t)) => t.fn_type(params, false),
+        _ => ctx.void_type().fn_type(params, false),
+    };
+    let f = module.add_function(name, fnty, Some(Linkage::Internal));
+    llvm::set_function_attributes(ctx, f);
+    f.add_attribute(
+        inkwell::attributes::AttributeLoc::Function,
+        llvm::enum_attr(ctx, "alwaysinline"),
+    );
+    Fx::new(ctx, module, f)
+}
+
+/// An entry point `i64 name(i8* args, i64 rl, i64 ru)` (the skeletons' `KernelFn` ABI) with
+/// the host attributes, and its parameters: the builder context, `args`, `rl` and `ru`.
+pub(crate) fn declare_entry<'a, 'c>(
+    ctx: &'c Context,
+    module: &'a Module<'c>,
+    name: &str,
+) -> Result<(Fx<'a, 'c>, PointerValue<'c>, IntValue<'c>, IntValue<'c>), CodegenError> {
+    let i64t = ctx.i64_type();
+    let fnty = i64t.fn_type(&[llvm::i8_ptr(ctx).into(), i64t.into(), i64t.into()], false);
+    let f = module.add_function(name, fnty, None);
+    llvm::set_function_attributes(ctx, f);
+    let param = |k: u32| {
+        f.get_nth_param(k)
+            .ok_or_else(|| CodegenError::Internal(format!("entry point lacks parameter {k}")))
+    };
+    let args = param(0)?.into_pointer_value();
+    let rl = param(1)?.into_int_value();
+    let ru = param(2)?.into_int_value();
+    Ok((Fx::new(ctx, module, f), args, rl, ru))
+}
+
+/// The CSR main input's arrays from the `KernelArgs` at `args`: row pointers (`i64*`), column
+/// indexes (`i32*`) and values (`double*`).
+pub(crate) fn load_main_csr<'c>(
+    fx: &Fx<'_, 'c>,
+    args: PointerValue<'c>,
+) -> Result<(PointerValue<'c>, PointerValue<'c>, PointerValue<'c>), CodegenError> {
+    use inkwell::AddressSpace;
+    use lafuse_skeletons::abi::{CsrView, KernelArgs};
+    use std::mem::offset_of;
+    let ctx = fx.ctx;
+    let o = offset_of!(KernelArgs, main_csr);
+    let ptr_to = |t: inkwell::types::PointerType<'c>| t.ptr_type(AddressSpace::default());
+    let field = |off: usize, ty| llvm::load_field(ctx, &fx.b, args, o + off, ty);
+    let rp = field(
+        offset_of!(CsrView, row_ptr),
+        ptr_to(ctx.i64_type().ptr_type(AddressSpace::default())),
+    )?;
+    let ci = field(
+        offset_of!(CsrView, col_idx),
+        ptr_to(ctx.i32_type().ptr_type(AddressSpace::default())),
+    )?;
+    let va = field(offset_of!(CsrView, values), ptr_to(f64_ptr(ctx)))?;
+    Ok((
+        rp.into_pointer_value(),
+        ci.into_pointer_value(),
+        va.into_pointer_value(),
+    ))
 }

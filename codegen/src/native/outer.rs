@@ -5,16 +5,17 @@
 //! through an always-inline `axpy` primitive.
 
 use super::cell::{LANES, W};
-use super::expr::{ierr, load_inputs, At, Body, Fx, InputPtrs};
+use super::expr::{
+    declare_entry, declare_primitive, ierr, load_inputs, load_main_csr, At, Body, Fx, InputPtrs,
+};
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::CodegenError;
-use inkwell::attributes::AttributeLoc;
 use inkwell::context::Context;
-use inkwell::module::{Linkage, Module};
+use inkwell::module::Module;
 use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 use lafuse_compiler::fusion::cplan::{CNodeId, CPlan};
-use lafuse_skeletons::abi::{CsrView, DenseView, KernelArgs};
+use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::OuterKind;
 use std::mem::offset_of;
 
@@ -119,69 +120,42 @@ pub(crate) fn dot_products<'c>(
 /// Emits `double lafuse_dot(double* u, double* v, i64 k)` ([`dot_products`] for one `v`),
 /// always-inline so each per-non-zero loop holds its own copy.
 fn emit_dot<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<'c>, CodegenError> {
-    let f64t = ctx.f64_type();
     let pf = f64_ptr(ctx);
-    let f = module.add_function(
+    let mut fx = declare_primitive(
+        ctx,
+        module,
         "lafuse_dot",
-        f64t.fn_type(&[pf.into(), pf.into(), ctx.i64_type().into()], false),
-        Some(Linkage::Internal),
+        &[pf.into(), pf.into(), ctx.i64_type().into()],
+        Some(ctx.f64_type().into()),
     );
-    llvm::set_function_attributes(ctx, f);
-    f.add_attribute(AttributeLoc::Function, llvm::enum_attr(ctx, "alwaysinline"));
-    let mut fx = Fx::new(ctx, module, f);
-    let u = f
-        .get_nth_param(0)
-        .ok_or_else(|| ierr("param"))?
-        .into_pointer_value();
-    let v = f
-        .get_nth_param(1)
-        .ok_or_else(|| ierr("param"))?
-        .into_pointer_value();
-    let k = f
-        .get_nth_param(2)
-        .ok_or_else(|| ierr("param"))?
-        .into_int_value();
+    let u = fx.param(0)?.into_pointer_value();
+    let v = fx.param(1)?.into_pointer_value();
+    let k = fx.param(2)?.into_int_value();
     let r = dot_products(&mut fx, u, &[v], k)?;
     fx.b.build_return(Some(&r[0])).map_err(ierr)?;
-    Ok(f)
+    Ok(fx.func)
 }
 
 /// Emits `void lafuse_axpy(double* o, double* w, double g, i64 len)`: `o[c] += g * w[c]`
 /// (always-inline).
 fn emit_axpy<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<'c>, CodegenError> {
     let pf = f64_ptr(ctx);
-    let f = module.add_function(
+    let mut fx = declare_primitive(
+        ctx,
+        module,
         "lafuse_axpy",
-        ctx.void_type().fn_type(
-            &[
-                pf.into(),
-                pf.into(),
-                ctx.f64_type().into(),
-                ctx.i64_type().into(),
-            ],
-            false,
-        ),
-        Some(Linkage::Internal),
+        &[
+            pf.into(),
+            pf.into(),
+            ctx.f64_type().into(),
+            ctx.i64_type().into(),
+        ],
+        None,
     );
-    llvm::set_function_attributes(ctx, f);
-    f.add_attribute(AttributeLoc::Function, llvm::enum_attr(ctx, "alwaysinline"));
-    let mut fx = Fx::new(ctx, module, f);
-    let o = f
-        .get_nth_param(0)
-        .ok_or_else(|| ierr("param"))?
-        .into_pointer_value();
-    let w_ = f
-        .get_nth_param(1)
-        .ok_or_else(|| ierr("param"))?
-        .into_pointer_value();
-    let g = f
-        .get_nth_param(2)
-        .ok_or_else(|| ierr("param"))?
-        .into_float_value();
-    let len = f
-        .get_nth_param(3)
-        .ok_or_else(|| ierr("param"))?
-        .into_int_value();
+    let o = fx.param(0)?.into_pointer_value();
+    let w_ = fx.param(1)?.into_pointer_value();
+    let g = fx.param(2)?.into_float_value();
+    let len = fx.param(3)?.into_int_value();
     let c = fx.slot(ctx.i64_type().into())?;
     fx.store(c, fx.i64c(0))?;
     for w in [W, 1] {
@@ -193,7 +167,7 @@ fn emit_axpy<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<
         })?;
     }
     fx.b.build_return(None).map_err(ierr)?;
-    Ok(f)
+    Ok(fx.func)
 }
 
 /// Input positions the Outer entry reads specially.
@@ -253,25 +227,7 @@ fn emit_entry<'c>(
     axpy: FunctionValue<'c>,
 ) -> Result<(), CodegenError> {
     let i64t = ctx.i64_type();
-    let f = module.add_function(
-        name,
-        i64t.fn_type(&[llvm::i8_ptr(ctx).into(), i64t.into(), i64t.into()], false),
-        None,
-    );
-    llvm::set_function_attributes(ctx, f);
-    let mut fx = Fx::new(ctx, module, f);
-    let args = f
-        .get_nth_param(0)
-        .ok_or_else(|| ierr("param"))?
-        .into_pointer_value();
-    let rl = f
-        .get_nth_param(1)
-        .ok_or_else(|| ierr("param"))?
-        .into_int_value();
-    let ru = f
-        .get_nth_param(2)
-        .ok_or_else(|| ierr("param"))?
-        .into_int_value();
+    let (mut fx, args, rl, ru) = declare_entry(ctx, module, name)?;
     let pf64 = f64_ptr(ctx).ptr_type(AddressSpace::default());
     let pi64 = i64t.ptr_type(AddressSpace::default());
     let field = |fx: &Fx<'_, 'c>, off: usize, ty| llvm::load_field(ctx, &fx.b, args, off, ty);
@@ -303,22 +259,7 @@ fn emit_entry<'c>(
         axpy,
     };
     if csr {
-        let o = offset_of!(KernelArgs, main_csr);
-        let rp = field(
-            &fx,
-            o + offset_of!(CsrView, row_ptr),
-            pi64.ptr_type(AddressSpace::default()),
-        )?
-        .into_pointer_value();
-        let ci = field(
-            &fx,
-            o + offset_of!(CsrView, col_idx),
-            ctx.i32_type()
-                .ptr_type(AddressSpace::default())
-                .ptr_type(AddressSpace::default()),
-        )?
-        .into_pointer_value();
-        let va = field(&fx, o + offset_of!(CsrView, values), pf64)?.into_pointer_value();
+        let (rp, ci, va) = load_main_csr(&fx, args)?;
         fx.for_range(rl, ru, &mut |fx, i| {
             let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();
             let p1 = load(&fx.b, gep(&fx.b, rp, fx.add(i, fx.i64c(1))?)?)?.into_int_value();
@@ -347,8 +288,8 @@ fn emit_entry<'c>(
                     fx.b.build_extract_element(nz, fx.i64c(0), "nz")
                         .map_err(ierr)?
                         .into_int_value();
-                let then = ctx.append_basic_block(f, "nz");
-                let cont = ctx.append_basic_block(f, "cont");
+                let then = ctx.append_basic_block(fx.func, "nz");
+                let cont = ctx.append_basic_block(fx.func, "cont");
                 fx.b.build_conditional_branch(nz, then, cont)
                     .map_err(ierr)?;
                 fx.b.position_at_end(then);
@@ -424,17 +365,7 @@ fn element<'c>(
             fx.store(st.nnz, fx.add(cur, nz)?)?;
         }
         OuterKind::FullAgg => {
-            let (s, c) = (fx.load_v(st.acc[0])?, fx.load_v(st.acc[1])?);
-            let y = fx.fsub(g, c)?;
-            let t = fx.fadd(s, y)?;
-            let cn = fx.fsub(fx.fsub(t, s)?, y)?;
-            let fin = fx.fcmp(
-                FloatPredicate::OLT,
-                fx.intrinsic("llvm.fabs", cn)?,
-                fx.splat_const(f64::INFINITY, 1),
-            )?;
-            fx.store(st.acc[1], fx.select(fin, cn, fx.splat_const(0.0, 1))?)?;
-            fx.store(st.acc[0], t)?;
+            fx.kahan_add(st.acc[0], st.acc[1], g)?;
         }
         OuterKind::Right | OuterKind::Left | OuterKind::LeftT => {
             let wk =

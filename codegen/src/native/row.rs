@@ -25,13 +25,15 @@
 //! generated code runs), and passes them as parameters the generated code loads once.
 
 use super::cell::W;
-use super::expr::{self, ierr, load_inputs, Fx, InputPtrs};
+use super::expr::{
+    self, declare_entry, declare_primitive, ierr, load_inputs, load_main_csr, Fx, InputPtrs,
+};
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::outer;
 use super::CodegenError;
 use crate::reference::Operand;
 use inkwell::context::Context;
-use inkwell::module::{Linkage, Module};
+use inkwell::module::Module;
 use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{
     BasicMetadataValueEnum, FloatValue, FunctionValue, IntValue, PointerValue, VectorValue,
@@ -39,7 +41,7 @@ use inkwell::values::{
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, InputKind, RowType};
 use lafuse_compiler::hops::{AggOp, BinaryOp, Literal, NaryOp, TernaryOp};
-use lafuse_skeletons::abi::{CsrView, DenseView, KernelArgs};
+use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::row::{RowArgs, RowInput, RowKind, RowLayout};
 use std::mem::offset_of;
 
@@ -507,35 +509,6 @@ struct Prims<'c> {
     copy: FunctionValue<'c>,
 }
 
-fn param<'c>(
-    f: FunctionValue<'c>,
-    k: u32,
-) -> Result<inkwell::values::BasicValueEnum<'c>, CodegenError> {
-    f.get_nth_param(k).ok_or_else(|| ierr("param"))
-}
-
-/// Declares an internal always-inline function and starts its body.
-fn prim<'m, 'c>(
-    ctx: &'c Context,
-    module: &'m Module<'c>,
-    name: &str,
-    params: &[BasicMetadataTypeEnum<'c>],
-    ret: Option<inkwell::types::BasicTypeEnum<'c>>,
-) -> Fx<'m, 'c> {
-    let fnty = match ret {
-        Some(inkwell::types::BasicTypeEnum::FloatType(t)) => t.fn_type(params, false),
-        Some(inkwell::types::BasicTypeEnum::IntType(t)) => t.fn_type(params, false),
-        _ => ctx.void_type().fn_type(params, false),
-    };
-    let f = module.add_function(name, fnty, Some(Linkage::Internal));
-    llvm::set_function_attributes(ctx, f);
-    f.add_attribute(
-        inkwell::attributes::AttributeLoc::Function,
-        llvm::enum_attr(ctx, "alwaysinline"),
-    );
-    Fx::new(ctx, module, f)
-}
-
 /// `acc = step(acc, x)` over `len` elements (`W` lanes, then a scalar tail), lanes combined
 /// in order with the tail last; returns the scalar.
 fn reduce_loop<'c>(
@@ -621,9 +594,9 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
                   sq: bool,
                   step: Step<'c>|
      -> Result<FunctionValue<'c>, CodegenError> {
-        let mut fx = prim(ctx, module, name, &[pf, i64m], f64r);
-        let p = param(fx.func, 0)?.into_pointer_value();
-        let len = param(fx.func, 1)?.into_int_value();
+        let mut fx = declare_primitive(ctx, module, name, &[pf, i64m], f64r);
+        let p = fx.param(0)?.into_pointer_value();
+        let len = fx.param(1)?.into_int_value();
         let r = reduce_loop(
             &mut fx,
             len,
@@ -652,10 +625,10 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
     let prod = reduce("lafuse_row_prod", 1.0, false, |fx, a, x| fx.fmul(a, x))?;
     // Σ (x - mean)^2.
     let m2 = {
-        let mut fx = prim(ctx, module, "lafuse_row_m2", &[pf, i64m, f64m], f64r);
-        let p = param(fx.func, 0)?.into_pointer_value();
-        let len = param(fx.func, 1)?.into_int_value();
-        let mean = param(fx.func, 2)?.into_float_value();
+        let mut fx = declare_primitive(ctx, module, "lafuse_row_m2", &[pf, i64m, f64m], f64r);
+        let p = fx.param(0)?.into_pointer_value();
+        let len = fx.param(1)?.into_int_value();
+        let mean = fx.param(2)?.into_float_value();
         let r = reduce_loop(
             &mut fx,
             len,
@@ -672,9 +645,9 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
     };
     // Counts of non-zeros and of non-finite values.
     let count = |name: &str, nonfinite: bool| -> Result<FunctionValue<'c>, CodegenError> {
-        let mut fx = prim(ctx, module, name, &[pf, i64m], i64r);
-        let p = param(fx.func, 0)?.into_pointer_value();
-        let len = param(fx.func, 1)?.into_int_value();
+        let mut fx = declare_primitive(ctx, module, name, &[pf, i64m], i64r);
+        let p = fx.param(0)?.into_pointer_value();
+        let len = fx.param(1)?.into_int_value();
         let acc = [
             fx.slot(ctx.i64_type().vec_type(W).into())?,
             fx.slot(ctx.i64_type().vec_type(1).into())?,
@@ -695,18 +668,7 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
             let cur = fx.load_v(slot)?;
             fx.store(slot, fx.b.build_int_add(cur, c, "n").map_err(ierr)?)
         })?;
-        let v = fx.load_v(acc[0])?;
-        let mut t =
-            fx.b.build_extract_element(fx.load_v(acc[1])?, fx.i64c(0), "t")
-                .map_err(ierr)?
-                .into_int_value();
-        for l in 0..W {
-            let x =
-                fx.b.build_extract_element(v, fx.i64c(l as u64), "t")
-                    .map_err(ierr)?
-                    .into_int_value();
-            t = fx.add(t, x)?;
-        }
+        let t = fx.sum_i64_lanes(fx.load_v(acc[0])?, fx.load_v(acc[1])?)?;
         fx.b.build_return(Some(&t)).map_err(ierr)?;
         Ok(fx.func)
     };
@@ -714,28 +676,28 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
     let nonfinite = count("lafuse_row_nonfinite", true)?;
     // Dot products in the fixed order of `outer::dot_products` (independent accumulators).
     let dot = {
-        let mut fx = prim(ctx, module, "lafuse_row_dot", &[pf, pf, i64m], f64r);
-        let p = param(fx.func, 0)?.into_pointer_value();
-        let q = param(fx.func, 1)?.into_pointer_value();
-        let len = param(fx.func, 2)?.into_int_value();
+        let mut fx = declare_primitive(ctx, module, "lafuse_row_dot", &[pf, pf, i64m], f64r);
+        let p = fx.param(0)?.into_pointer_value();
+        let q = fx.param(1)?.into_pointer_value();
+        let len = fx.param(2)?.into_int_value();
         let r = outer::dot_products(&mut fx, p, &[q], len)?;
         fx.b.build_return(Some(&r[0])).map_err(ierr)?;
         fx.func
     };
     // o[0] = p · q0, o[1] = p · q1 in one pass over p, each as `lafuse_row_dot` computes it.
     let dot2 = {
-        let mut fx = prim(
+        let mut fx = declare_primitive(
             ctx,
             module,
             "lafuse_row_dot2",
             &[pf, pf, pf, i64m, pf],
             None,
         );
-        let p = param(fx.func, 0)?.into_pointer_value();
-        let q0 = param(fx.func, 1)?.into_pointer_value();
-        let q1 = param(fx.func, 2)?.into_pointer_value();
-        let len = param(fx.func, 3)?.into_int_value();
-        let o = param(fx.func, 4)?.into_pointer_value();
+        let p = fx.param(0)?.into_pointer_value();
+        let q0 = fx.param(1)?.into_pointer_value();
+        let q1 = fx.param(2)?.into_pointer_value();
+        let len = fx.param(3)?.into_int_value();
+        let o = fx.param(4)?.into_pointer_value();
         let r = outer::dot_products(&mut fx, p, &[q0, q1], len)?;
         for (t, x) in r.iter().enumerate() {
             let x = fx.splat(*x, 1)?;
@@ -750,11 +712,11 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
     };
     // Σ vals[p] * q[idx[p]] over the non-zeros, in order.
     let sdot = {
-        let mut fx = prim(ctx, module, "lafuse_row_sdot", &[pf, pi32, pf, i64m], f64r);
-        let vals = param(fx.func, 0)?.into_pointer_value();
-        let idx = param(fx.func, 1)?.into_pointer_value();
-        let q = param(fx.func, 2)?.into_pointer_value();
-        let nz = param(fx.func, 3)?.into_int_value();
+        let mut fx = declare_primitive(ctx, module, "lafuse_row_sdot", &[pf, pi32, pf, i64m], f64r);
+        let vals = fx.param(0)?.into_pointer_value();
+        let idx = fx.param(1)?.into_pointer_value();
+        let q = fx.param(2)?.into_pointer_value();
+        let nz = fx.param(3)?.into_int_value();
         let acc = fx.slot(fx.vty(1).into())?;
         fx.store(acc, fx.splat_const(0.0, 1))?;
         fx.for_range(fx.i64c(0), nz, &mut |fx, p| {
@@ -772,11 +734,11 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
     };
     // o[j] += s * x[j].
     let axpy = {
-        let mut fx = prim(ctx, module, "lafuse_row_axpy", &[pf, pf, f64m, i64m], None);
-        let o = param(fx.func, 0)?.into_pointer_value();
-        let x = param(fx.func, 1)?.into_pointer_value();
-        let s = param(fx.func, 2)?.into_float_value();
-        let len = param(fx.func, 3)?.into_int_value();
+        let mut fx = declare_primitive(ctx, module, "lafuse_row_axpy", &[pf, pf, f64m, i64m], None);
+        let o = fx.param(0)?.into_pointer_value();
+        let x = fx.param(1)?.into_pointer_value();
+        let s = fx.param(2)?.into_float_value();
+        let len = fx.param(3)?.into_int_value();
         lanes(&mut fx, len, &mut |fx, j, w| {
             let sv = fx.splat(s, w)?;
             let a = load_vec(&fx.b, fx.vty(w), o, j)?;
@@ -788,18 +750,18 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
     };
     // o[idx[p]] += s * vals[p].
     let saxpy = {
-        let mut fx = prim(
+        let mut fx = declare_primitive(
             ctx,
             module,
             "lafuse_row_saxpy",
             &[pf, pf, pi32, f64m, i64m],
             None,
         );
-        let o = param(fx.func, 0)?.into_pointer_value();
-        let vals = param(fx.func, 1)?.into_pointer_value();
-        let idx = param(fx.func, 2)?.into_pointer_value();
-        let s = param(fx.func, 3)?.into_float_value();
-        let nz = param(fx.func, 4)?.into_int_value();
+        let o = fx.param(0)?.into_pointer_value();
+        let vals = fx.param(1)?.into_pointer_value();
+        let idx = fx.param(2)?.into_pointer_value();
+        let s = fx.param(3)?.into_float_value();
+        let nz = fx.param(4)?.into_int_value();
         fx.for_range(fx.i64c(0), nz, &mut |fx, p| {
             let j = zext(fx, load(&fx.b, gep(&fx.b, idx, p)?)?.into_int_value())?;
             let a = load_vec(&fx.b, fx.vty(1), vals, p)?;
@@ -811,10 +773,10 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         fx.func
     };
     let binop = |name: &str, add: bool| -> Result<FunctionValue<'c>, CodegenError> {
-        let mut fx = prim(ctx, module, name, &[pf, pf, i64m], None);
-        let o = param(fx.func, 0)?.into_pointer_value();
-        let x = param(fx.func, 1)?.into_pointer_value();
-        let len = param(fx.func, 2)?.into_int_value();
+        let mut fx = declare_primitive(ctx, module, name, &[pf, pf, i64m], None);
+        let o = fx.param(0)?.into_pointer_value();
+        let x = fx.param(1)?.into_pointer_value();
+        let len = fx.param(2)?.into_int_value();
         lanes(&mut fx, len, &mut |fx, j, w| {
             let b = load_vec(&fx.b, fx.vty(w), x, j)?;
             let v = if add {
@@ -1148,18 +1110,7 @@ impl<'a, 'c> Em<'a, 'c> {
                     _ => return Err(ierr("full aggregate output")),
                 };
                 let [s, c] = self.kahan.ok_or_else(|| ierr("kahan"))?;
-                // Kahan add; a non-finite correction resets to 0 as the runtime's `Kahan::add`.
-                let (sv, cv) = (fx.load_v(s)?, fx.load_v(c)?);
-                let y = fx.fsub(x, cv)?;
-                let t = fx.fadd(sv, y)?;
-                let cn = fx.fsub(fx.fsub(t, sv)?, y)?;
-                let fin = fx.fcmp(
-                    FloatPredicate::OLT,
-                    fx.intrinsic("llvm.fabs", cn)?,
-                    fx.splat_const(f64::INFINITY, 1),
-                )?;
-                fx.store(c, fx.select(fin, cn, fx.splat_const(0.0, 1))?)?;
-                fx.store(s, t)?;
+                fx.kahan_add(s, c, x)?;
             }
         }
         Ok(())
@@ -1545,16 +1496,7 @@ fn emit_entry<'c>(
     } else {
         "lafuse_row_dense"
     };
-    let f = module.add_function(
-        name,
-        i64t.fn_type(&[llvm::i8_ptr(ctx).into(), i64t.into(), i64t.into()], false),
-        None,
-    );
-    llvm::set_function_attributes(ctx, f);
-    let mut fx = Fx::new(ctx, module, f);
-    let args = param(f, 0)?.into_pointer_value();
-    let rl = param(f, 1)?.into_int_value();
-    let ru = param(f, 2)?.into_int_value();
+    let (mut fx, args, rl, ru) = declare_entry(ctx, module, name)?;
     let pf64 = f64_ptr(ctx).ptr_type(AddressSpace::default());
     let pi64 = i64t.ptr_type(AddressSpace::default());
     let field = |fx: &Fx<'_, 'c>, off: usize, ty| llvm::load_field(ctx, &fx.b, args, off, ty);
@@ -1599,22 +1541,7 @@ fn emit_entry<'c>(
         nnz,
     };
     if csr {
-        let o = offset_of!(KernelArgs, main_csr);
-        let rp = field(
-            &fx,
-            o + offset_of!(CsrView, row_ptr),
-            pi64.ptr_type(AddressSpace::default()),
-        )?
-        .into_pointer_value();
-        let ci = field(
-            &fx,
-            o + offset_of!(CsrView, col_idx),
-            ctx.i32_type()
-                .ptr_type(AddressSpace::default())
-                .ptr_type(AddressSpace::default()),
-        )?
-        .into_pointer_value();
-        let va = field(&fx, o + offset_of!(CsrView, values), pf64)?.into_pointer_value();
+        let (rp, ci, va) = load_main_csr(&fx, args)?;
         let mrow = gep(&fx.b, scratch, em.par(P_MROW))?;
         fx.for_range(rl, ru, &mut |fx, i| {
             let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();

@@ -47,8 +47,9 @@ pub(crate) fn shape_str(m: &Matrix) -> String {
     format!("{}x{}", m.rows(), m.cols())
 }
 
-/// Wraps a dense result and picks its format by nnz.
-pub(crate) fn dense_result(rows: usize, cols: usize, values: Vec<f64>, nnz: usize) -> Matrix {
+/// Wraps a dense result with its exact nnz and picks its format by nnz (also used by the
+/// fused-operator skeletons, whose outputs follow the same rule).
+pub fn dense_result(rows: usize, cols: usize, values: Vec<f64>, nnz: usize) -> Matrix {
     Matrix::Dense(DenseMatrix {
         rows,
         cols,
