@@ -211,30 +211,24 @@ impl Fuser {
 
     #[cfg(feature = "llvm")]
     fn native(&self, plan: &Arc<CPlan>) -> Result<Kernel, String> {
-        // Blocks compile on the engine's thread, so the cache's counters before and after the
-        // request say what this request did.
-        let before = self.cache.stats();
-        let operator = self.cache.get(plan);
-        let after = self.cache.stats();
-        self.counters
-            .cache_hits
-            .fetch_add(after.hits - before.hits, Ordering::Relaxed);
-        self.counters
-            .compiled
-            .fetch_add(after.misses - before.misses, Ordering::Relaxed);
-        self.counters.codegen_nanos.fetch_add(
-            nanos(after.compile_time.saturating_sub(before.compile_time)),
-            Ordering::Relaxed,
-        );
-        if let Ok(mut reasons) = self.counters.miss_reasons.lock() {
-            for (reason, &n) in &after.miss_reasons {
-                let new = n - before.miss_reasons.get(reason).copied().unwrap_or(0);
-                if new > 0 {
-                    *reasons.entry(format!("{reason:?}")).or_insert(0) += new;
+        use lafuse_codegen::native::Lookup;
+        let (operator, lookup) = self.cache.lookup(plan);
+        let operator = operator.map_err(|e| e.to_string())?;
+        match lookup {
+            Lookup::Hit => {
+                self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            }
+            Lookup::Miss(reason) => {
+                self.counters.compiled.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .codegen_nanos
+                    .fetch_add(nanos(operator.compile_time()), Ordering::Relaxed);
+                if let Ok(mut reasons) = self.counters.miss_reasons.lock() {
+                    *reasons.entry(format!("{reason:?}")).or_insert(0) += 1;
                 }
             }
         }
-        Ok(Kernel::Native(operator.map_err(|e| e.to_string())?))
+        Ok(Kernel::Native(operator))
     }
 
     #[cfg(not(feature = "llvm"))]

@@ -20,6 +20,15 @@ pub enum MissReason {
     Evicted,
 }
 
+/// What one cache request did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// A cached (or concurrently compiling) operator answered.
+    Hit,
+    /// The request compiled, for this reason.
+    Miss(MissReason),
+}
+
 /// Counters of an [`OperatorCache`].
 #[derive(Clone, Debug, Default)]
 pub struct CacheStats {
@@ -66,6 +75,12 @@ impl OperatorCache {
 
     /// The operator for `plan`, compiling it on the first request.
     pub fn get(&self, plan: &CPlan) -> Result<Arc<NativeOperator>, CodegenError> {
+        self.lookup(plan).0
+    }
+
+    /// [`OperatorCache::get`], also saying whether this request hit the cache or why it
+    /// missed (what a caller reports per request, e.g. the engine's `--stats`).
+    pub fn lookup(&self, plan: &CPlan) -> (Result<Arc<NativeOperator>, CodegenError>, Lookup) {
         let h = plan.structural_hash();
         let slot = {
             let mut g = self.lock();
@@ -76,7 +91,7 @@ impl OperatorCache {
             match found {
                 Some(s) => {
                     g.stats.hits += 1;
-                    s
+                    (s, Lookup::Hit)
                 }
                 None => {
                     let reason = if g.map.get(&h).is_some_and(|v| !v.is_empty()) {
@@ -90,10 +105,11 @@ impl OperatorCache {
                     *g.stats.miss_reasons.entry(reason).or_default() += 1;
                     let s: Slot = Arc::new((plan.clone(), OnceLock::new()));
                     g.map.entry(h).or_default().push(s.clone());
-                    s
+                    (s, Lookup::Miss(reason))
                 }
             }
         };
+        let (slot, lookup) = slot;
         // Outside the lock: one thread compiles, concurrent requests for the slot wait.
         let r = slot.1.get_or_init(|| {
             let r = compile(plan).map(Arc::new);
@@ -104,7 +120,7 @@ impl OperatorCache {
             }
             r
         });
-        r.clone()
+        (r.clone(), lookup)
     }
 
     /// Drops every operator for `plan`'s hash (a later request is a miss of reason

@@ -22,7 +22,7 @@ mod llvm;
 mod outer;
 mod row;
 
-pub use cache::{CacheStats, MissReason, OperatorCache};
+pub use cache::{CacheStats, Lookup, MissReason, OperatorCache};
 
 use crate::reference::Operand;
 use cell::{CellLike, LANES};
