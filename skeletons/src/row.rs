@@ -204,10 +204,6 @@ pub fn execute(
         .iter()
         .map(|(s, (r, c))| DenseView::of(s, *r, *c))
         .collect();
-    let sides_finite = prepared
-        .iter()
-        .zip(inputs)
-        .all(|((s, _), i)| i.known_finite() || lafuse_runtime::matrix::all_finite(s));
     let (or, oc) = (layout.out_rows, layout.out_cols);
     let out_len = match spec.kind {
         RowKind::RowWise => {
@@ -242,7 +238,12 @@ pub fn execute(
         _ => (PARTIAL_BUDGET / out_len.max(1)).clamp(1, MAX_TASKS),
     };
     let tasks = partition(m, n, max_tasks);
-    let csr_mode = matches!(main, Matrix::Sparse(_)) && sides_finite;
+    // Only a sparse main input needs its side inputs known finite (to skip its zeros).
+    let csr_mode = matches!(main, Matrix::Sparse(_))
+        && prepared
+            .iter()
+            .zip(inputs)
+            .all(|((s, _), i)| i.known_finite() || lafuse_runtime::matrix::all_finite(s));
     let csr_fn = if csr_mode {
         Some((kernels.csr)()?)
     } else {
