@@ -217,8 +217,14 @@ fn sniff(path: &Path) -> Result<FileFormat> {
     })
 }
 
-/// Writes a matrix in `format` and its `.mtd` sidecar.
+/// Writes a matrix in `format` and its `.mtd` sidecar. Missing parent directories are created,
+/// as SystemDS does (`write(X, $out + "/X")` into a fresh directory works in both systems).
 pub fn write_matrix(m: &Matrix, path: &Path, format: FileFormat, csv: &CsvOptions) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        if !parent.as_os_str().is_empty() && !parent.exists() {
+            std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+        }
+    }
     match format {
         FileFormat::Csv => write_csv(m, path, csv.header, &csv.sep)?,
         FileFormat::Text => write_text(m, path)?,
@@ -336,6 +342,26 @@ mod tests {
                 assert_eq!(back.is_sparse(), m.is_sparse());
             }
         }
+    }
+
+    #[test]
+    fn write_creates_missing_parent_directories() {
+        let dir = TempDir::new();
+        let m = rand(3, 2, 1.0, 3);
+        let p = dir.path().join("fresh").join("deeper").join("X");
+        write_matrix(&m, &p, FileFormat::Binary, &CsvOptions::default()).unwrap();
+        assert!(same(&read_matrix(&p, None, None).unwrap(), &m));
+        // A parent that is a file is a user error naming the path, not a panic.
+        let blocker = dir.path().join("afile");
+        std::fs::write(&blocker, b"x").unwrap();
+        let e = write_matrix(
+            &m,
+            &blocker.join("X"),
+            FileFormat::Csv,
+            &CsvOptions::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, RuntimeError::User(_)), "{e}");
     }
 
     #[test]
