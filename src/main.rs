@@ -81,6 +81,10 @@ enum Command {
     /// cost-based search did (partitions, interesting points, plans evaluated and skipped,
     /// optimizer time).
     Cost(CostArgs),
+    /// Benchmark fusion: the paper's micro patterns, compilation and optimizer effort, and the
+    /// ML algorithms under each fusion policy, with optional peers (numpy, numexpr, JAX,
+    /// SystemDS); writes report.md, results.csv, results.json and SVG figures.
+    Bench(BenchArgs),
     /// Measure this machine's memory bandwidth and per-operation compute rates and write them
     /// as a machine profile, which the cost model then uses instead of SystemDS's constants.
     Calibrate {
@@ -92,6 +96,58 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// Which experiments: `micro` (Figures 9, 10, 13), `compile` (Table 3, Figure 15),
+    /// `algorithms` (Tables 4, 5) or `all`.
+    #[arg(long, value_enum, default_value_t = SuiteArg::Micro)]
+    suite: SuiteArg,
+    /// A run of a few minutes: smaller sizes, policies `none` and `gen` in the micro suite.
+    #[arg(long)]
+    quick: bool,
+    /// Sizes: `full`, `quick` (= --quick) or `tiny` (seconds; for testing the harness).
+    #[arg(long, value_enum)]
+    scale: Option<ScaleArg>,
+    /// Report folder (default: bench-results/<UTC timestamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// A Python with numpy / numexpr / JAX: runs bench/python/peers.py beside lafuse.
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+    /// SystemDS's jar folder (SystemDS.jar and lib/): runs the same scripts with codegen on
+    /// and off.
+    #[arg(long, value_name = "PATH")]
+    systemds: Option<PathBuf>,
+    /// Repetitions per measurement (default: by scale).
+    #[arg(long, value_name = "N")]
+    reps: Option<usize>,
+    /// Only cases whose `case variant` text contains SUBSTR (e.g. `sum_xyz`, `dense`,
+    /// `sp=0.01`, `l2svm`, ` 10000x`).
+    #[arg(long, value_name = "SUBSTR")]
+    filter: Option<String>,
+    /// The folder with micro/ and algorithms/ scripts (default: the repository's examples/).
+    #[arg(long, value_name = "DIR")]
+    examples: Option<PathBuf>,
+    /// Time limit of one child process, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
+    timeout: u64,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SuiteArg {
+    Micro,
+    Compile,
+    Algorithms,
+    All,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ScaleArg {
+    Full,
+    Quick,
+    Tiny,
 }
 
 /// Where the cost model's constants come from.
@@ -228,6 +284,49 @@ fn format_of(f: FormatArg) -> ExplainFormat {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
+        Command::Bench(b) => {
+            use lafuse::bench::{self, Scale, Suite};
+            if b.reps == Some(0) {
+                return Err("error: --reps must be at least 1".into());
+            }
+            let options = bench::BenchOptions {
+                suite: match b.suite {
+                    SuiteArg::Micro => Suite::Micro,
+                    SuiteArg::Compile => Suite::Compile,
+                    SuiteArg::Algorithms => Suite::Algorithms,
+                    SuiteArg::All => Suite::All,
+                },
+                scale: match (b.scale, b.quick) {
+                    (Some(ScaleArg::Tiny), _) => Scale::Tiny,
+                    (Some(ScaleArg::Quick), _) | (None, true) => Scale::Quick,
+                    (Some(ScaleArg::Full), _) | (None, false) => Scale::Full,
+                },
+                out: b.out,
+                python: b.python,
+                systemds: b.systemds,
+                reps: b.reps,
+                filter: b.filter,
+                examples: b.examples,
+                exe: None,
+                timeout: std::time::Duration::from_secs(b.timeout.max(1)),
+            };
+            let outcome = bench::run(&options).map_err(|e| format!("error: {e}"))?;
+            let failed = outcome
+                .measurements
+                .iter()
+                .filter(|m| m.status == bench::results::Status::Failed)
+                .count();
+            println!(
+                "{} measurements ({failed} failed) in {:.0} s; report: {}",
+                outcome.measurements.len(),
+                outcome.wall_s,
+                outcome.out.join("report.md").display()
+            );
+            for f in &outcome.files {
+                println!("  {}", outcome.out.join(f).display());
+            }
+            Ok(())
+        }
         Command::Calibrate { out, quick } => {
             use lafuse::calibrate;
             let path = out

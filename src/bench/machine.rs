@@ -1,0 +1,123 @@
+//! The machine a benchmark ran on: CPU model, cores, memory, and the memory read bandwidth
+//! measured at the start of the run (the reference the micro patterns' bandwidth fractions are
+//! taken of).
+
+use crate::calibrate::{available_memory, plain_sum};
+use serde::Serialize;
+use std::hint::black_box;
+use std::time::Instant;
+
+/// What the report's header says about the machine.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    pub cpu: String,
+    /// Hardware threads the runtime uses.
+    pub cores: usize,
+    pub memory_total_bytes: Option<u64>,
+    pub memory_available_bytes: Option<u64>,
+    /// Plain multithreaded sum over a large array (GB/s, 1e9 bytes).
+    pub read_bandwidth_gbs: f64,
+    /// Bytes of the array the bandwidth was measured over.
+    pub bandwidth_array_bytes: usize,
+    pub os: String,
+}
+
+impl Machine {
+    /// Describes this machine and measures its read bandwidth over an array of at most
+    /// `max_bytes` (kept to an eighth of the available memory).
+    pub fn describe(max_bytes: usize) -> Machine {
+        let available = available_memory();
+        let bytes = available
+            .map_or(max_bytes, |a| max_bytes.min(a / 8))
+            .max(1 << 20);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Machine {
+            cpu: cpu_model(),
+            cores,
+            memory_total_bytes: meminfo("MemTotal:"),
+            memory_available_bytes: available.map(|b| b as u64),
+            read_bandwidth_gbs: read_bandwidth(bytes, cores),
+            bandwidth_array_bytes: bytes,
+            os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        }
+    }
+
+    /// One line: `CPU, N cores, M GiB memory (A GiB available), read bandwidth B GB/s`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{}, {} cores, {} memory ({} available), read bandwidth {:.2} GB/s",
+            self.cpu,
+            self.cores,
+            gib(self.memory_total_bytes),
+            gib(self.memory_available_bytes),
+            self.read_bandwidth_gbs
+        )
+    }
+}
+
+/// `12.3 GiB` or `unknown`.
+pub fn gib(bytes: Option<u64>) -> String {
+    bytes.map_or("unknown".into(), |b| {
+        format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+    })
+}
+
+/// The CPU model string of `/proc/cpuinfo`, else the architecture.
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| format!("unknown {} CPU", std::env::consts::ARCH))
+}
+
+/// A `/proc/meminfo` line in bytes.
+fn meminfo(key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// GB/s of [`plain_sum`] over `bytes` of doubles split over `threads` threads: the best of
+/// nine runs after a warm-up (the same reference the `fusion` bench reports fractions of).
+pub fn read_bandwidth(bytes: usize, threads: usize) -> f64 {
+    let cells = (bytes / 8).max(threads.max(1));
+    // Non-zero values so that the pages are really backed, not the shared zero page.
+    let values: Vec<f64> = (0..cells).map(|i| (i % 7) as f64 + 0.5).collect();
+    let chunk = cells.div_ceil(threads.max(1));
+    let time = || {
+        let start = Instant::now();
+        let total: f64 = std::thread::scope(|s| {
+            let handles: Vec<_> = values
+                .chunks(chunk)
+                .map(|part| s.spawn(move || plain_sum(part)))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(0.0)).sum()
+        });
+        black_box(total);
+        start.elapsed().as_secs_f64()
+    };
+    time();
+    // The best of nine: the machine's capability (as STREAM reports it); on a shared machine
+    // the median would measure the neighbours.
+    let best = (0..9).map(|_| time()).fold(f64::INFINITY, f64::min);
+    (cells * 8) as f64 / best.max(1e-9) / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidth_is_positive_and_finite() {
+        let bw = read_bandwidth(4 << 20, 2);
+        assert!(bw.is_finite() && bw > 0.0, "{bw}");
+        assert_eq!(gib(Some(1 << 30)), "1.0 GiB");
+        assert_eq!(gib(None), "unknown");
+    }
+}

@@ -1,0 +1,318 @@
+//! The `micro` suite: the fusion micro patterns of the paper's Figures 9, 10 and 13
+//! (`examples/micro/*.dml`), each under every fusion policy of the scale, with dense and
+//! sparse X at several row counts (Outer: at several sparsities), next to the peers.
+//!
+//! Each sample is one child run of the script, whose `ms_per_rep` is the mean of its inner
+//! loop after a warm-up evaluation (data generation and JIT compilation excluded). The
+//! bandwidth fraction divides the bytes a fused operator must read by the median time and the
+//! read bandwidth measured at start; bytes are counted as in `benches/fusion.rs`.
+
+use super::results::{rel_diff, Measurement, Status};
+use super::runner::stats_figures;
+use super::Ctx;
+use std::time::Instant;
+
+/// One micro pattern: its id (script and peer case name), figure and expression.
+pub struct Pattern {
+    pub id: &'static str,
+    pub figure: &'static str,
+    pub expression: &'static str,
+}
+
+/// The patterns in report order.
+pub const PATTERNS: &[Pattern] = &[
+    Pattern {
+        id: "sum_xyz",
+        figure: "Figure 9a (Cell)",
+        expression: "sum(X*Y*Z)",
+    },
+    Pattern {
+        id: "magg",
+        figure: "Figure 9b (MultiAgg)",
+        expression: "sum(X*Y), sum(X*Z)",
+    },
+    Pattern {
+        id: "row_mv",
+        figure: "Figure 10a (Row)",
+        expression: "t(X)%*%(w*(X%*%v))",
+    },
+    Pattern {
+        id: "row_mm",
+        figure: "Figure 10b (Row)",
+        expression: "t(X)%*%(W*(X%*%V)), V of 2 columns",
+    },
+    Pattern {
+        id: "outer",
+        figure: "Figure 13 (Outer)",
+        expression: "sum(X*log(U%*%t(V)+1e-15))",
+    },
+];
+
+/// One micro case: a pattern at one size.
+#[derive(Clone, Debug)]
+pub struct MicroCase {
+    pub pattern: &'static str,
+    pub variant: String,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub sp: f64,
+}
+
+impl MicroCase {
+    /// The script arguments that define the data (the same for lafuse, SystemDS and Python).
+    pub fn params(&self) -> Vec<(String, String)> {
+        let mut p = vec![
+            ("m".to_string(), self.m.to_string()),
+            ("n".to_string(), self.n.to_string()),
+            ("sp".to_string(), format_sp(self.sp)),
+        ];
+        if self.pattern == "outer" {
+            p.push(("k".to_string(), self.k.to_string()));
+        }
+        p
+    }
+
+    /// Bytes a fused operator must read (dense: 8 per cell; CSR: 12 per non-zero plus row
+    /// pointers; a sparse-safe scan reads only the cells of the dense inputs aligned with X's
+    /// non-zeros).
+    pub fn bytes_read(&self) -> f64 {
+        let (m, n, k) = (self.m as f64, self.n as f64, self.k as f64);
+        let nnz = m * n * self.sp;
+        let x = if self.sp >= 1.0 {
+            m * n * 8.0
+        } else {
+            nnz * 12.0 + (m + 1.0) * 8.0
+        };
+        match self.pattern {
+            "sum_xyz" | "magg" if self.sp >= 1.0 => 3.0 * x,
+            "sum_xyz" | "magg" => x + 16.0 * nnz,
+            "row_mv" => x + n * 8.0 + m * 8.0,
+            "row_mm" => x + n * 16.0 + m * 16.0,
+            _ => x + m * k * 8.0 + n * k * 8.0,
+        }
+    }
+}
+
+/// `1.0`, `0.01`, `0.0001`: plain decimals (DML and Python both parse them).
+pub fn format_sp(sp: f64) -> String {
+    let s = format!("{sp}");
+    if s.contains('.') || s.contains('e') {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+/// The cases of the scale, in run order.
+pub fn cases(ctx: &Ctx) -> Vec<MicroCase> {
+    let s = &ctx.sizes;
+    let mut out = Vec::new();
+    for p in PATTERNS.iter().filter(|p| p.id != "outer") {
+        let mut densities = vec![1.0];
+        densities.extend(&s.micro_sparsities);
+        for &sp in &densities {
+            for &m in &s.micro_rows {
+                let density = if sp >= 1.0 {
+                    "dense".to_string()
+                } else {
+                    format!("sp={}", format_sp(sp))
+                };
+                out.push(MicroCase {
+                    pattern: p.id,
+                    variant: format!("{density} {m}x{}", s.micro_cols),
+                    m,
+                    n: s.micro_cols,
+                    k: 0,
+                    sp,
+                });
+            }
+        }
+    }
+    for &sp in &s.outer_sparsities {
+        out.push(MicroCase {
+            pattern: "outer",
+            variant: format!("sp={sp:e} {}^2 k={}", s.outer_dim, s.outer_rank),
+            m: s.outer_dim,
+            n: s.outer_dim,
+            k: s.outer_rank,
+            sp,
+        });
+    }
+    out.into_iter()
+        .filter(|c| ctx.selected(&format!("{} {}", c.pattern, c.variant)))
+        .collect()
+}
+
+/// Runs the suite.
+pub fn run(ctx: &Ctx) -> Vec<Measurement> {
+    let cases = cases(ctx);
+    let per_case = ctx.sizes.micro_policies.len()
+        + ctx.peers.python_peers()
+        + 2 * usize::from(ctx.peers.has_systemds());
+    ctx.plan(cases.len() * per_case);
+    let mut out = Vec::new();
+    for case in &cases {
+        out.extend(run_case(ctx, case));
+    }
+    out
+}
+
+fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
+    let label = format!("{} {}", case.pattern, case.variant);
+    let params = case.params();
+    let inner = if case.pattern == "outer" {
+        ctx.sizes.outer_inner_reps
+    } else {
+        ctx.sizes.micro_inner_reps
+    };
+    let mut nvargs = params.clone();
+    nvargs.push(("reps".into(), inner.to_string()));
+    let script = ctx.script(&format!("micro/{}.dml", case.pattern));
+    let mut out = Vec::new();
+    for &policy in &ctx.sizes.micro_policies {
+        ctx.step(&format!("{label} lafuse {policy}"));
+        let mut m = Measurement::new("micro", case.pattern, &case.variant, "lafuse", policy)
+            .with_params(&params);
+        m.figures.insert("inner_reps".into(), inner as f64);
+        match &script {
+            Err(e) => m.fail(Status::Failed, e.clone()),
+            Ok(script) => {
+                let started = Instant::now();
+                for _ in 0..ctx.sizes.micro_reps.max(1) {
+                    let (run, stats) = ctx.runner.run_lafuse(script, policy, &nvargs);
+                    if let Some(why) = run.failure {
+                        m.fail(Status::Failed, why);
+                        break;
+                    }
+                    let Some(t) = run.number("ms_per_rep") else {
+                        m.fail(Status::Failed, "the script printed no `ms_per_rep` line");
+                        break;
+                    };
+                    m.times_ms.push(t);
+                    m.result = run.number("result");
+                    if let Some(stats) = &stats {
+                        m.figures.extend(stats_figures(stats));
+                    }
+                    if started.elapsed().as_secs_f64() > ctx.sizes.micro_case_budget_s {
+                        break;
+                    }
+                }
+            }
+        }
+        finish(ctx, case, &mut m);
+        ctx.done(&m);
+        out.push(m);
+    }
+    if ctx.peers.has_python() {
+        ctx.step(&format!("{label} python peers"));
+        // As many timed evaluations as lafuse's samples (peers.py times each one).
+        let reps = ctx.sizes.micro_reps.max(1);
+        for mut m in ctx.peers.python_case(
+            &ctx.runner,
+            "micro",
+            case.pattern,
+            &case.variant,
+            &params,
+            reps,
+        ) {
+            finish(ctx, case, &mut m);
+            ctx.done(&m);
+            out.push(m);
+        }
+    }
+    if let Ok(script) = &script {
+        for config in ["codegen", "base"] {
+            ctx.step(&format!("{label} systemds {config}"));
+            let Some(run) = ctx.peers.systemds_run(&ctx.runner, script, config, &nvargs) else {
+                continue;
+            };
+            let mut m = Measurement::new("micro", case.pattern, &case.variant, "systemds", config)
+                .with_params(&params);
+            m.figures.insert("inner_reps".into(), inner as f64);
+            match (run.failure.clone(), run.number("ms_per_rep")) {
+                (Some(why), _) => m.fail(Status::Failed, format!("failed: {why}")),
+                (None, None) => m.fail(Status::Failed, "SystemDS printed no `ms_per_rep` line"),
+                (None, Some(t)) => {
+                    m.times_ms.push(t);
+                    m.result = run.number("result");
+                }
+            }
+            finish(ctx, case, &mut m);
+            ctx.done(&m);
+            out.push(m);
+        }
+    }
+    flag_result_disagreement(&mut out);
+    out
+}
+
+/// Median, spread, bytes and bandwidth fraction.
+fn finish(ctx: &Ctx, case: &MicroCase, m: &mut Measurement) {
+    m.summarize();
+    let bytes = case.bytes_read();
+    m.bytes_read = Some(bytes);
+    if let (Status::Ok, Some(t)) = (m.status, m.median_ms) {
+        if t > 0.0 && ctx.machine.read_bandwidth_gbs > 0.0 {
+            m.bandwidth_fraction =
+                Some(bytes / (t * 1e-3) / (ctx.machine.read_bandwidth_gbs * 1e9));
+        }
+    }
+}
+
+/// Flags lafuse and SystemDS results that disagree with lafuse's unfused result (the scripts
+/// generate the same data in both; the Python peers generate their own).
+fn flag_result_disagreement(ms: &mut [Measurement]) {
+    let Some(base) = ms
+        .iter()
+        .find(|m| m.system == "lafuse" && m.config == "none")
+        .and_then(|m| m.result)
+    else {
+        return;
+    };
+    for m in ms
+        .iter_mut()
+        .filter(|m| m.system == "lafuse" || m.system == "systemds")
+    {
+        if let Some(r) = m.result {
+            let d = rel_diff(r, base);
+            // Summation order differs between plans; 1e-6 is far above that rounding.
+            if d > 1e-6 {
+                m.notes.push(format!(
+                    "result {r} differs from unfused {base} (relative {d:.2e})"
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_follow_the_fusion_bench() {
+        let dense = MicroCase {
+            pattern: "sum_xyz",
+            variant: String::new(),
+            m: 1000,
+            n: 1000,
+            k: 0,
+            sp: 1.0,
+        };
+        assert_eq!(dense.bytes_read(), 3.0 * 8e6);
+        let sparse = MicroCase {
+            sp: 0.01,
+            ..dense.clone()
+        };
+        assert_eq!(sparse.bytes_read(), 1e4 * 12.0 + 1001.0 * 8.0 + 16.0 * 1e4);
+        let outer = MicroCase {
+            pattern: "outer",
+            k: 10,
+            ..sparse
+        };
+        assert_eq!(outer.params().len(), 4);
+        assert_eq!(format_sp(1.0), "1.0");
+        assert_eq!(format_sp(0.0001), "0.0001");
+    }
+}

@@ -1,0 +1,371 @@
+//! `lafuse bench`: the paper's experiments scaled to the machine at hand, with peers side by
+//! side and reports written into one folder.
+//!
+//! Suites:
+//! * `micro` ([`micro`]): the fusion micro patterns of Figures 9, 10 and 13 under each fusion
+//!   policy, as median and spread of repetitions, ratio to unfused, and fraction of the read
+//!   bandwidth measured at start;
+//! * `compile` ([`compile`]): operator cache, JIT and optimizer time per script (Table 3) and
+//!   the plans the cost-based search evaluates with and without partitioning and pruning
+//!   (Figure 15);
+//! * `algorithms` ([`algorithms`]): the ML algorithm scripts under `none`, `fa`, `fnr` and
+//!   `gen` (Tables 4 and 5), with objective agreement and the cost model's prediction where
+//!   `gen` loses.
+//!
+//! Every measurement runs a DML script in a child process of the lafuse binary itself
+//! ([`runner`]), so runs never share memory or compiled operators. Peers ([`peers`]) are
+//! optional: numpy, numexpr and JAX through `bench/python/peers.py`, and Apache SystemDS with
+//! codegen on and off. [`report`] writes `report.md`, `results.csv` and `results.json`, and
+//! [`plot`] the SVG figures.
+
+pub mod algorithms;
+pub mod compile;
+pub mod machine;
+pub mod micro;
+pub mod peers;
+pub mod plot;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod sizes;
+
+use crate::error::Error;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use machine::Machine;
+use peers::Peers;
+use results::{Measurement, Status};
+use runner::Runner;
+pub use sizes::{Scale, Sizes};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Which experiments to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Suite {
+    Micro,
+    Compile,
+    Algorithms,
+    All,
+}
+
+impl Suite {
+    /// The suites `self` stands for, in run order.
+    fn expand(self) -> Vec<Suite> {
+        match self {
+            Suite::All => vec![Suite::Micro, Suite::Compile, Suite::Algorithms],
+            s => vec![s],
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Micro => "micro",
+            Suite::Compile => "compile",
+            Suite::Algorithms => "algorithms",
+            Suite::All => "all",
+        }
+    }
+}
+
+/// Everything `lafuse bench` is told.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub suite: Suite,
+    pub scale: Scale,
+    /// Report folder; default `bench-results/<UTC timestamp>`.
+    pub out: Option<PathBuf>,
+    /// A Python with numpy / numexpr / JAX for the Python peers.
+    pub python: Option<PathBuf>,
+    /// SystemDS's jar folder (`SystemDS.jar` and `lib/`).
+    pub systemds: Option<PathBuf>,
+    /// Repetitions per measurement (overrides the scale's).
+    pub reps: Option<usize>,
+    /// Only cases whose `case variant` text contains this.
+    pub filter: Option<String>,
+    /// The folder with `micro/` and `algorithms/` scripts; default the repository's
+    /// `examples/`.
+    pub examples: Option<PathBuf>,
+    /// The lafuse binary the measurements run; default this executable.
+    pub exe: Option<PathBuf>,
+    /// Time limit of one child process.
+    pub timeout: Duration,
+}
+
+impl Default for BenchOptions {
+    fn default() -> BenchOptions {
+        BenchOptions {
+            suite: Suite::Micro,
+            scale: Scale::Full,
+            out: None,
+            python: None,
+            systemds: None,
+            reps: None,
+            filter: None,
+            examples: None,
+            exe: None,
+            timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct BenchOutcome {
+    /// The report folder.
+    pub out: PathBuf,
+    pub measurements: Vec<Measurement>,
+    /// Files written, relative to `out`.
+    pub files: Vec<String>,
+    pub wall_s: f64,
+}
+
+/// What the suites share: where scripts are, how to run them, sizes, peers, progress.
+pub struct Ctx {
+    pub runner: Runner,
+    pub sizes: Sizes,
+    /// The `examples/` folder.
+    pub examples: PathBuf,
+    pub filter: Option<String>,
+    pub machine: Machine,
+    pub peers: Peers,
+    progress: ProgressBar,
+}
+
+impl Ctx {
+    /// Whether a case passes `--filter`.
+    pub fn selected(&self, label: &str) -> bool {
+        self.filter.as_deref().is_none_or(|f| label.contains(f))
+    }
+
+    /// A script under the examples folder, or a clear error naming where it was looked for.
+    pub fn script(&self, relative: &str) -> Result<PathBuf, String> {
+        let path = self.examples.join(relative);
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!(
+                "missing script {} (examples folder {}; use --examples DIR to point elsewhere)",
+                path.display(),
+                self.examples.display()
+            ))
+        }
+    }
+
+    /// Announces planned work (progress bar length).
+    pub fn plan(&self, steps: usize) {
+        self.progress.inc_length(steps as u64);
+    }
+
+    /// Shows what runs now.
+    pub fn step(&self, what: &str) {
+        self.progress.set_message(what.to_string());
+    }
+
+    /// Counts a finished measurement and logs one line about it.
+    pub fn done(&self, m: &Measurement) {
+        self.progress.inc(1);
+        let line = match (m.status, m.median_ms) {
+            (Status::Ok, Some(t)) => format!(
+                "  {:<10} {:<34} {:<18} {:>12.3} ms",
+                m.suite,
+                m.label(),
+                m.who(),
+                t
+            ),
+            (Status::Ok, None) => {
+                format!("  {:<10} {:<34} {:<18} done", m.suite, m.label(), m.who())
+            }
+            (s, _) => format!(
+                "  {:<10} {:<34} {:<18} {}: {}",
+                m.suite,
+                m.label(),
+                m.who(),
+                s.name(),
+                m.error
+                    .as_deref()
+                    .unwrap_or("")
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            ),
+        };
+        self.log(&line);
+    }
+
+    /// Prints a line on stderr above the progress bar.
+    pub fn log(&self, line: &str) {
+        self.progress.suspend(|| eprintln!("{line}"));
+    }
+}
+
+/// The repository root the binary was built from (scripts, `bench/python/peers.py`).
+pub fn repository_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs the requested suites and writes the reports.
+pub fn run(options: &BenchOptions) -> Result<BenchOutcome, Error> {
+    let started = Instant::now();
+    let usage = |m: String| Error::Usage(m);
+    let examples = options
+        .examples
+        .clone()
+        .unwrap_or_else(|| repository_root().join("examples"));
+    if !examples.is_dir() {
+        return Err(usage(format!(
+            "bench: examples folder {} not found (give --examples DIR: the folder with micro/ \
+             and algorithms/)",
+            examples.display()
+        )));
+    }
+    let exe = match &options.exe {
+        Some(e) => e.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| usage(format!("bench: cannot find the lafuse executable: {e}")))?,
+    };
+    let out = options
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("bench-results").join(timestamp()));
+    let scratch = out.join("scratch");
+    std::fs::create_dir_all(&scratch).map_err(|e| {
+        usage(format!(
+            "bench: cannot create the report folder {}: {e}",
+            out.display()
+        ))
+    })?;
+
+    eprintln!("lafuse bench: measuring the machine...");
+    let bw_bytes = match options.scale {
+        Scale::Tiny => 16 << 20,
+        Scale::Quick => 128 << 20,
+        Scale::Full => 512 << 20,
+    };
+    let machine = Machine::describe(bw_bytes);
+    eprintln!("machine: {}", machine.summary());
+    let sizes = Sizes::choose(
+        options.scale,
+        crate::calibrate::available_memory(),
+        options.reps,
+    );
+    eprintln!("sizes: {}", sizes.describe().replace('\n', "\n  "));
+
+    let runner = Runner::new(exe, scratch.clone(), options.timeout);
+    // Peers.py lives beside examples/ in the repository.
+    let repo = examples
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(repository_root);
+    let peers = Peers::detect(
+        options.python.as_deref(),
+        options.systemds.as_deref(),
+        &repo,
+        &runner,
+    );
+    for p in &peers.status {
+        eprintln!(
+            "peer {:<9} {}",
+            p.name,
+            if p.available {
+                format!("available ({})", p.detail)
+            } else {
+                format!("skipped: {}", p.detail)
+            }
+        );
+    }
+    let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+    progress.set_style(
+        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let ctx = Ctx {
+        runner,
+        sizes,
+        examples,
+        filter: options.filter.clone(),
+        machine,
+        peers,
+        progress,
+    };
+
+    let mut measurements = Vec::new();
+    for suite in options.suite.expand() {
+        ctx.log(&format!("suite {}", suite.name()));
+        let ms = match suite {
+            Suite::Micro => micro::run(&ctx),
+            Suite::Compile => compile::run(&ctx),
+            Suite::Algorithms => algorithms::run(&ctx),
+            Suite::All => Vec::new(),
+        };
+        measurements.extend(ms);
+    }
+    ctx.progress.finish_and_clear();
+    results::fill_unfused_ratios(&mut measurements);
+    let wall_s = started.elapsed().as_secs_f64();
+    let files = report::write_all(&out, &ctx, options, &measurements, wall_s)
+        .map_err(|e| usage(format!("bench: cannot write the report: {e}")))?;
+    // Generated data and statistics files are not part of the report.
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(BenchOutcome {
+        out,
+        measurements,
+        files,
+        wall_s,
+    })
+}
+
+/// `YYYYMMDD-HHMMSS` (UTC) for the default report folder.
+fn timestamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (date, rem) = civil(secs);
+    format!(
+        "{}-{:02}{:02}{:02}",
+        date.replace('-', ""),
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// `(YYYY-MM-DD, seconds of the day)` of a Unix time (Howard Hinnant's days-to-civil).
+pub fn civil(secs: i64) -> (String, i64) {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (format!("{year:04}-{month:02}-{day:02}"), rem)
+}
+
+/// Now as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (date, rem) = civil(secs);
+    format!(
+        "{date} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil(0), ("1970-01-01".to_string(), 0));
+        assert_eq!(civil(951_782_400 + 3_661).0, "2000-02-29");
+        assert_eq!(timestamp().len(), "20260101-120000".len());
+    }
+}
