@@ -378,7 +378,10 @@ fn magg_plan(aggs: Vec<CellAgg>) -> CPlan {
     ];
     let outputs = (0..aggs.len()).map(|k| 2 + k).collect();
     CPlan {
-        template: TemplateSpec::MAgg { aggs },
+        template: TemplateSpec::MAgg {
+            aggs,
+            sparse_safe: false,
+        },
         inputs: vec![InputKind::Matrix; 2],
         nodes,
         outputs,
@@ -403,6 +406,63 @@ fn multi_aggregates_of_two_and_three() {
                 1e-9,
                 &format!("magg {aggs:?} {m}x{n}"),
             );
+        }
+    }
+}
+
+/// `sum(X * Y)` and `sum((X * exp(Y))^2)`: zero wherever X is, so sparse-safe.
+fn sparse_safe_magg_plan() -> CPlan {
+    CPlan {
+        template: TemplateSpec::MAgg {
+            aggs: vec![CellAgg::Sum, CellAgg::SumSq],
+            sparse_safe: true,
+        },
+        inputs: vec![InputKind::Matrix; 2],
+        nodes: vec![
+            data(0, Access::Main),
+            data(1, Access::Aligned),
+            CNode::Binary {
+                f: B::Mul,
+                a: 0,
+                b: 1,
+            },
+            CNode::Unary { f: U::Exp, x: 1 },
+            CNode::Binary {
+                f: B::Mul,
+                a: 0,
+                b: 3,
+            },
+        ],
+        outputs: vec![2, 4],
+    }
+}
+
+#[test]
+fn sparse_safe_multi_aggregates_visit_non_zeros_only_while_side_inputs_are_finite() {
+    let plan = sparse_safe_magg_plan();
+    for (m, n, d) in [
+        (300, 170, 0.02),
+        (64, 64, 0.5),
+        (0, 5, 0.1),
+        (1, 1, 1.0),
+        (5, 7, 0.0),
+    ] {
+        let x = Matrix::Sparse(mat(m, n, d, 11, false).to_sparse());
+        for specials in [false, true] {
+            let y = mat(m, n, 1.0, 12, specials);
+            let op = compile(&plan).unwrap();
+            let ins = [Operand::Matrix(&x), Operand::Matrix(&y)];
+            let got = op.execute(&ins, &[(1, 1), (1, 1)]).unwrap();
+            let want = evaluate(&plan, &ins, &[(1, 1), (1, 1)]).unwrap();
+            let what = format!("sparse-safe magg {m}x{n} d={d} specials={specials}");
+            for (g, w) in got.iter().zip(&want) {
+                assert_close(g, w, 1e-9, &what);
+            }
+            // Finite side inputs take the CSR entry point; non-finite ones every cell.
+            let finite = (0..m).all(|i| (0..n).all(|j| y.get(i, j).is_finite()));
+            if m * n > 0 {
+                assert_eq!(op.csr_llvm_ir().is_some(), finite, "{what}");
+            }
         }
     }
 }

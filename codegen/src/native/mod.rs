@@ -83,7 +83,7 @@ pub struct CompilePhases {
 #[derive(Clone, Debug)]
 enum Kind {
     Cell(CellSpec, KernelFn),
-    MAgg(MAggSpec, MAggKernels),
+    MAgg(MAggSpec, KernelFn),
     Outer(OuterSpec, KernelFn),
     Row(Box<row::RowInfo>, sk_row::RowSpec, sk_row::RowKernelFn),
 }
@@ -312,15 +312,11 @@ pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
             let dense = kernel(&jit, "lafuse_cell_dense")?;
             (Kind::Cell(spec, dense), has_csr)
         }
-        Pending::MAgg(spec) => (
-            Kind::MAgg(
-                spec,
-                MAggKernels {
-                    dense: kernel(&jit, "lafuse_cell_dense")?,
-                },
-            ),
-            false,
-        ),
+        Pending::MAgg(spec) => {
+            let has_csr = spec.sparse_safe;
+            let dense = kernel(&jit, "lafuse_cell_dense")?;
+            (Kind::MAgg(spec, dense), has_csr)
+        }
         Pending::Row(info) => {
             let spec = sk_row::RowSpec {
                 kind: info.kind,
@@ -439,7 +435,7 @@ fn emit<'c>(
                 *sparse_safe,
             ))
         }
-        TemplateSpec::MAgg { aggs } => {
+        TemplateSpec::MAgg { aggs, sparse_safe } => {
             if aggs.len() != plan.outputs.len() {
                 return Err(CodegenError::Internal(
                     "one aggregate per output expected".into(),
@@ -457,14 +453,22 @@ fn emit<'c>(
                     .collect(),
                 kind: CellKind::FullAgg,
             };
-            if csr {
-                return Err(CodegenError::Internal(
-                    "a CSR entry point for a MultiAgg plan".into(),
-                ));
+            match entry {
+                Entry::Dense => {
+                    cell::emit_entry(ctx, module, plan, &like, &used, false, "lafuse_cell_dense")?
+                }
+                Entry::Csr if *sparse_safe => {
+                    cell::emit_entry(ctx, module, plan, &like, &used, true, "lafuse_cell_csr")?
+                }
+                Entry::Csr => {
+                    return Err(CodegenError::Internal(
+                        "a CSR entry point for a sparse-unsafe MultiAgg plan".into(),
+                    ))
+                }
             }
-            cell::emit_entry(ctx, module, plan, &like, &used, false, "lafuse_cell_dense")?;
             Ok(Pending::MAgg(MAggSpec {
                 aggs,
+                sparse_safe: *sparse_safe,
                 uses,
                 lanes: LANES,
             }))
@@ -628,7 +632,16 @@ impl NativeOperator {
                 };
                 vec![sk_cell::execute(spec, &k, &ins).map_err(sk)?]
             }
-            Kind::MAgg(spec, k) => sk_magg::execute(spec, k, &ins).map_err(sk)?,
+            Kind::MAgg(spec, dense) => {
+                let k = MAggKernels {
+                    dense: *dense,
+                    csr: self
+                        .plan
+                        .as_ref()
+                        .map(|_| &csr_fn as LazyEntry<'_, KernelFn>),
+                };
+                sk_magg::execute(spec, &k, &ins).map_err(sk)?
+            }
             Kind::Outer(spec, dense) => {
                 let k = OuterKernels {
                     dense: *dense,
@@ -666,7 +679,7 @@ impl NativeOperator {
             Kind::Cell(..) => "lafuse_cell_csr",
             Kind::Outer(..) => "lafuse_outer_csr",
             Kind::Row(..) => "lafuse_row_csr",
-            Kind::MAgg(..) => "",
+            Kind::MAgg(..) => "lafuse_cell_csr",
         };
         let plan = self
             .plan
@@ -677,6 +690,15 @@ impl NativeOperator {
             .get_or_init(|| CsrCode::compile(plan, name))
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// Compiles the CSR entry point now (`explain` shows it before any execution has needed
+    /// it); `Ok(false)` when the operator has none (a sparse-unsafe Cell or MultiAgg plan).
+    pub fn compile_csr_entry(&self) -> Result<bool, CodegenError> {
+        if self.plan.is_none() {
+            return Ok(false);
+        }
+        self.csr_code().map(|_| true)
     }
 
     /// The compiled CSR entry point, if an execution has compiled it.
@@ -865,10 +887,11 @@ mod tests {
     }
 
     #[test]
-    fn multi_agg_has_no_csr_entry_point() {
+    fn sparse_unsafe_multi_agg_has_no_csr_entry_point() {
         let mut plan = cell_plan();
         plan.template = TemplateSpec::MAgg {
             aggs: vec![CellAgg::Sum],
+            sparse_safe: false,
         };
         let op = compile(&plan).unwrap();
         let sparse = Matrix::Sparse(sparse_input().to_sparse());
