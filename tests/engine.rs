@@ -427,3 +427,42 @@ print(a + b)
     );
     assert!((f - u).abs() <= 1e-9 * u.abs(), "{f} vs {u}");
 }
+
+/// Unfused, `t(X) %*% y` and `t(X) %*% W` read X in place (no transpose instruction runs), and
+/// print what the materialised transpose gives.
+#[test]
+fn unfused_transposed_products_do_not_materialise_the_transpose() {
+    let script = "X = rand(rows=300, cols=40, seed=1)
+S = rand(rows=300, cols=40, sparsity=0.05, seed=4)
+y = rand(rows=300, cols=1, seed=2)
+W = rand(rows=300, cols=3, seed=3)
+print(sum(t(X) %*% y) + sum(t(X) %*% W) + sum(t(S) %*% y) + sum(t(X) %*% X))
+T = t(X)
+print(sum(T %*% y) + sum(T %*% W) + sum(t(S) %*% y) + sum(T %*% X))
+";
+    let (out, report) = run_with(
+        EngineConfig {
+            fusion: None,
+            collect_stats: true,
+            ..EngineConfig::default()
+        },
+        script,
+    );
+    let lines: Vec<f64> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert!(
+        (lines[0] - lines[1]).abs() <= 1e-12 * lines[1].abs(),
+        "{out}"
+    );
+    let count = |op: &str| {
+        report
+            .stats
+            .heavy_hitters
+            .iter()
+            .find(|h| h.opcode == op)
+            .map_or(0, |h| h.count)
+    };
+    // Three products in the first print read X or S in place; `T = t(X)` is the one transpose
+    // (plus tsmm for t(X) %*% X).
+    assert_eq!(count("ba+*t"), 3, "{:?}", report.stats.heavy_hitters);
+    assert_eq!(count("tsmm"), 1, "{:?}", report.stats.heavy_hitters);
+}
