@@ -285,9 +285,20 @@ impl Operator for RunnableOperator {
             Kernel::Reference => reference::evaluate(&self.plan, &operands, &self.out_shapes)
                 .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?,
             #[cfg(feature = "llvm")]
-            Kernel::Native(op) => op
-                .execute_with_finite(&operands, &self.out_shapes, &known_finite(inputs))
-                .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?,
+            Kernel::Native(op) => {
+                match op.execute_with_finite(&operands, &self.out_shapes, &known_finite(inputs)) {
+                    Ok(r) => r,
+                    // A call the generated code cannot do exactly (an Outer operator over a
+                    // non-finite side input) runs on the reference evaluator, cell by cell.
+                    Err(lafuse_codegen::native::CodegenError::Unsupported(why)) => {
+                        self.counters
+                            .fallback(format!("a call ran on the reference evaluator: {why}"));
+                        reference::evaluate(&self.plan, &operands, &self.out_shapes)
+                            .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?
+                    }
+                    Err(e) => return Err(RuntimeError::internal(format!("{}: {e}", self.opcode))),
+                }
+            }
         };
         let results = results
             .into_iter()

@@ -546,6 +546,61 @@ fn outer_all_types_over_sparse_and_dense_drivers() {
     }
 }
 
+/// ALS-CG's update `(X * (U %*% t(V))) %*% V`: the right product's matrix is V itself, read
+/// by the dot products too.
+#[test]
+fn outer_right_product_by_v_itself() {
+    let (m, n, k) = (150, 110, 5);
+    let plan = CPlan {
+        template: TemplateSpec::Outer {
+            outer_type: OuterType::Right,
+        },
+        inputs: vec![InputKind::Matrix; 3],
+        nodes: vec![
+            data(0, Access::Main),
+            data(1, Access::OuterU),
+            data(2, Access::OuterV),
+            CNode::OuterDot { u: 1, v: 2 },
+            CNode::Binary {
+                f: B::Mul,
+                a: 0,
+                b: 3,
+            },
+            CNode::FinalProduct { g: 4, w: 2 },
+        ],
+        outputs: vec![5],
+    };
+    for d in [0.02, 0.5, 1.0] {
+        let x = mat(m, n, d, 21, false);
+        let u = mat(m, k, 1.0, 22, false);
+        let v = mat(n, k, 1.0, 23, false);
+        for x in [x.clone(), Matrix::Sparse(x.to_sparse())] {
+            check(
+                &plan,
+                &[
+                    Operand::Matrix(&x),
+                    Operand::Matrix(&u),
+                    Operand::Matrix(&v),
+                ],
+                &[(m, k)],
+                1e-9,
+                &format!("outer right by V density {d}"),
+            );
+        }
+        // A NaN or infinity in V would reach the skipped zeros of X (`0 * NaN`): the operator
+        // refuses the call instead of answering inexactly.
+        let bad = mat(n, k, 1.0, 23, true);
+        let op = compile(&plan).unwrap();
+        let ins = [
+            Operand::Matrix(&x),
+            Operand::Matrix(&u),
+            Operand::Matrix(&bad),
+        ];
+        let e = op.execute(&ins, &[(m, k)]).unwrap_err();
+        assert!(e.to_string().starts_with("unsupported: "), "{e}");
+    }
+}
+
 #[test]
 fn unsupported_row_constructs_and_bad_inputs_are_errors() {
     // A Row plan whose outer-product accumulation is not its output has no native form.

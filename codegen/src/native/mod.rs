@@ -508,12 +508,19 @@ fn emit<'c>(
                 } else {
                     InputUse::FinalWT
                 };
-                if uses[wk] != InputUse::Unused {
-                    return Err(CodegenError::Unsupported(
-                        "final-product matrix also read in the body".into(),
-                    ));
+                match uses[wk] {
+                    InputUse::Unused => uses[wk] = u,
+                    // `(X * (U %*% t(V))) %*% V`: the final product reads the rows of V that
+                    // the dot products read, from the same n x k view.
+                    InputUse::OuterV if kind == OuterKind::Right => {}
+                    _ => {
+                        return Err(CodegenError::Unsupported(
+                            "final-product matrix also read in the body other than as V of a \
+                             right product"
+                                .into(),
+                        ))
+                    }
                 }
-                uses[wk] = u;
             }
             let find = |u: &dyn Fn(InputUse) -> bool| uses.iter().position(|&x| u(x));
             let (Some(ui), Some(vi)) = (
@@ -536,6 +543,7 @@ fn emit<'c>(
             )?;
             Ok(Pending::Outer(OuterSpec {
                 kind,
+                w,
                 uses,
                 lanes: LANES,
             }))
@@ -590,6 +598,22 @@ impl NativeOperator {
                 self.num_outputs,
                 out_shapes.len()
             )));
+        }
+        if matches!(self.kind, Kind::Outer(..)) {
+            // An Outer operator visits the driver's non-zeros only, which is exact only while
+            // every other matrix is finite (`0 * NaN` is NaN): refuse, and let the caller
+            // evaluate the plan cell by cell.
+            let non_finite = inputs.iter().enumerate().skip(1).any(|(pos, o)| {
+                matches!(o, Operand::Matrix(m)
+                    if known_finite.get(pos) != Some(&true) && !m.all_finite())
+            });
+            if non_finite {
+                return Err(CodegenError::Unsupported(
+                    "an outer operator over a non-finite side input (zeros of the driver \
+                     cannot be skipped)"
+                        .into(),
+                ));
+            }
         }
         let ins: Vec<Input<'_>> = inputs
             .iter()
