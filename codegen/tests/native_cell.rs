@@ -675,6 +675,52 @@ fn dense_sum_loop_uses_packed_simd() {
     assert!(op.llvm_ir().contains("target-cpu"));
 }
 
+/// Different plans compiled at once (a block's operators, in parallel) each give their own
+/// correct operator; a repeated plan in the same request is compiled once.
+#[test]
+fn plans_looked_up_together_compile_in_parallel_and_in_order() {
+    use lafuse_codegen::native::Lookup;
+    let cache = OperatorCache::new();
+    let plans = [
+        cell_plan(CellType::RowAgg, Some(CellAgg::Max), false),
+        cell_plan(CellType::FullAgg, Some(CellAgg::Sum), true),
+        cell_plan(CellType::ColAgg, Some(CellAgg::Min), false),
+        cell_plan(CellType::NoAgg, None, true),
+        cell_plan(CellType::FullAgg, Some(CellAgg::Sum), true),
+    ];
+    let refs: Vec<&CPlan> = plans.iter().collect();
+    let got = cache.lookup_all(&refs);
+    assert_eq!(got.len(), plans.len());
+    let misses = got
+        .iter()
+        .filter(|(_, l)| matches!(l, Lookup::Miss(_)))
+        .count();
+    assert_eq!(misses, 4);
+    let (x, y, r, c) = (
+        mat(30, 20, 0.3, 1, false),
+        mat(30, 20, 1.0, 2, true),
+        mat(1, 20, 1.0, 3, false),
+        mat(30, 1, 1.0, 4, false),
+    );
+    let ins = [
+        Operand::Matrix(&x),
+        Operand::Matrix(&y),
+        Operand::Matrix(&r),
+        Operand::Matrix(&c),
+        Operand::Scalar(2.5),
+    ];
+    for (plan, (op, _)) in plans.iter().zip(&got) {
+        let op = op.as_ref().unwrap();
+        let TemplateSpec::Cell { cell_type, .. } = &plan.template else {
+            unreachable!("cell plans only")
+        };
+        let shape = shape_of(*cell_type, 30, 20);
+        let got = op.execute(&ins, &[shape]).unwrap();
+        let want = evaluate(plan, &ins, &[shape]).unwrap();
+        assert_close(&got[0], &want[0], 1e-9, "parallel lookup");
+    }
+}
+
 #[test]
 fn cache_hits_and_compiles_once_under_concurrency() {
     let cache = OperatorCache::new();
