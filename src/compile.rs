@@ -349,7 +349,7 @@ fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, u
         }
     }
     let fused_inputs: Vec<HopId> = fused.iter().flat_map(|op| op.inputs.clone()).collect();
-    let tsmm = transpose_self_products(dag, &unfused, &fused_inputs);
+    let tsmm = transpose_products(dag, &unfused, &fused_inputs);
 
     // Units in a topological order that follows the linearization: Kahn's algorithm, always
     // taking the ready unit that comes first in `order`.
@@ -365,7 +365,11 @@ fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, u
     let mut units: Vec<(usize, Unit, Vec<Unit>)> = Vec::new();
     for &id in &order {
         if unfused[id.index()] && producer[id.index()].is_none() && !tsmm.skipped.contains(&id) {
-            let deps = dag.hop(id).inputs.iter().map(|&i| unit_of(i)).collect();
+            let mut deps: Vec<Unit> = dag.hop(id).inputs.iter().map(|&i| unit_of(i)).collect();
+            // A product reading `A` of `t(A)` in place depends on `A`, not on the transpose.
+            if let Some(a) = tsmm.transposed_left(dag, id) {
+                deps.push(unit_of(a));
+            }
             units.push((position[id.index()], Unit::Hop(id), deps));
         }
     }
@@ -394,7 +398,7 @@ fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, u
     for (i, (_, _, deps)) in units.iter().enumerate() {
         let mut seen = Vec::new();
         for d in deps {
-            // A dependency that is not a unit (a tsmm-skipped transpose) is no constraint.
+            // A dependency that is not a unit (a skipped transpose) is no constraint.
             if let Some(&j) = index_of.get(d) {
                 if j != i && !seen.contains(&j) {
                     seen.push(j);
@@ -419,7 +423,7 @@ fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, u
     while let Some(std::cmp::Reverse(i)) = ready.pop() {
         emitted += 1;
         match units[i].1 {
-            Unit::Hop(id) => lowering.lower_hop(id, tsmm.products.contains(&id))?,
+            Unit::Hop(id) => lowering.lower_hop(id, tsmm.transposed_left(dag, id))?,
             Unit::Fused(k) => lowering.lower_fused(&fused[k]),
         }
         for &j in &dependents[i] {
@@ -456,18 +460,26 @@ fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, u
     Ok((instructions, num_regs))
 }
 
-/// `t(X) %*% X` products computed without materialising `t(X)`, and the transposes that only
-/// those products used (which need not run at all).
-struct TransposeSelfProducts {
+/// Products `t(A) %*% B` computed without materialising `t(A)` (`tsmm` when `B` is `A`, else
+/// a product that reads `A` transposed in place), and the transposes that only those products
+/// used (which need not run at all). This is the unfused baseline's one piece of operator
+/// selection: SystemDS avoids the transpose likewise (`tsmm`, and its rewrite of `t(X) %*% y`
+/// to `t(t(y) %*% X)`).
+struct TransposeProducts {
     products: Vec<HopId>,
     skipped: Vec<HopId>,
 }
 
-fn transpose_self_products(
-    dag: &HopDag,
-    unfused: &[bool],
-    fused_inputs: &[HopId],
-) -> TransposeSelfProducts {
+impl TransposeProducts {
+    /// The matrix under the transpose of a product's left operand, if `id` is one of them.
+    fn transposed_left(&self, dag: &HopDag, id: HopId) -> Option<HopId> {
+        self.products
+            .contains(&id)
+            .then(|| dag.hop(dag.hop(id).inputs[0]).inputs[0])
+    }
+}
+
+fn transpose_products(dag: &HopDag, unfused: &[bool], fused_inputs: &[HopId]) -> TransposeProducts {
     let users = dag.users();
     let mut products = Vec::new();
     for id in dag.ids() {
@@ -476,9 +488,8 @@ fn transpose_self_products(
         }
         let hop = dag.hop(id);
         if hop.op == OpKind::MatMul {
-            let (a, b) = (hop.inputs[0], hop.inputs[1]);
-            let left = dag.hop(a);
-            if left.op == OpKind::Reorg(ReorgOp::Transpose) && left.inputs[0] == b {
+            let left = dag.hop(hop.inputs[0]);
+            if left.op == OpKind::Reorg(ReorgOp::Transpose) {
                 products.push(id);
             }
         }
@@ -494,7 +505,7 @@ fn transpose_self_products(
                 && !fused_inputs.contains(&t)
         })
         .collect();
-    TransposeSelfProducts { products, skipped }
+    TransposeProducts { products, skipped }
 }
 
 struct Lowering<'d> {
@@ -547,7 +558,9 @@ impl Lowering<'_> {
         });
     }
 
-    fn lower_hop(&mut self, id: HopId, transpose_self_product: bool) -> Result<(), Error> {
+    /// Lowers one hop; `transposed_left` is `A` when the hop is a product `t(A) %*% B` that
+    /// reads `A` in place.
+    fn lower_hop(&mut self, id: HopId, transposed_left: Option<HopId>) -> Result<(), Error> {
         let hop = self.dag.hop(id);
         let out = Some(id.0 as Reg);
         let inputs: Vec<Reg> = hop.inputs.iter().map(|i| i.0 as Reg).collect();
@@ -596,8 +609,13 @@ impl Lowering<'_> {
             OpKind::Ternary(TernaryOp::IfElse) => Op::IfElse,
             OpKind::Ternary(TernaryOp::Replace) => Op::Replace,
             OpKind::AggUnary { op, dir } => Op::Aggregate(agg_op(*op), direction(*dir)),
-            OpKind::MatMul if transpose_self_product => {
-                self.emit(Op::TransposeSelfMatMul, vec![inputs[1]], out, id);
+            OpKind::MatMul if transposed_left.is_some() => {
+                let a = transposed_left.map_or(inputs[0], |a| a.0 as Reg);
+                if a == inputs[1] {
+                    self.emit(Op::TransposeSelfMatMul, vec![a], out, id);
+                } else {
+                    self.emit(Op::TransposedLeftMatMul, vec![a, inputs[1]], out, id);
+                }
                 return Ok(());
             }
             OpKind::MatMul => Op::MatMul,

@@ -163,9 +163,18 @@ impl Fuser {
         self.counters
             .planning_nanos
             .fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
+        let plans: Vec<Arc<CPlan>> = program
+            .operators
+            .iter()
+            .map(|op| Arc::new(op.cplan.clone()))
+            .collect();
+        let mut kernels = self.kernels(&plans).into_iter();
         let mut planned = Vec::with_capacity(program.operators.len());
-        for op in program.operators {
-            match self.build(dag, &op) {
+        for (op, plan) in program.operators.iter().zip(plans) {
+            let kernel = kernels
+                .next()
+                .unwrap_or_else(|| Err("internal: no kernel for an operator".into()));
+            match self.build(dag, op, plan, kernel) {
                 Ok(operator) => planned.push(PlannedOperator {
                     operator,
                     inputs: op.inputs.clone(),
@@ -181,8 +190,22 @@ impl Fuser {
         Ok(planned)
     }
 
-    /// A runnable operator for `op`, or why its hops must run unfused.
-    fn build(&self, dag: &HopDag, op: &FusedOperator) -> Result<Arc<dyn Operator>, String> {
+    /// The kernel of each plan (native ones compiled in parallel), or why it has none.
+    fn kernels(&self, plans: &[Arc<CPlan>]) -> Vec<Result<Kernel, String>> {
+        match self.backend {
+            FusionBackend::Reference => plans.iter().map(|_| Ok(Kernel::Reference)).collect(),
+            FusionBackend::Native => self.native(plans),
+        }
+    }
+
+    /// A runnable operator for `op` with its kernel, or why its hops must run unfused.
+    fn build(
+        &self,
+        dag: &HopDag,
+        op: &FusedOperator,
+        plan: Arc<CPlan>,
+        kernel: Result<Kernel, String>,
+    ) -> Result<Arc<dyn Operator>, String> {
         let mut out_shapes = Vec::with_capacity(op.outputs.len());
         for &h in &op.outputs {
             let hop = dag.hop(h);
@@ -195,11 +218,7 @@ impl Fuser {
                 out_shapes.push((r as usize, c as usize));
             }
         }
-        let plan = Arc::new(op.cplan.clone());
-        let kernel = match self.backend {
-            FusionBackend::Reference => Kernel::Reference,
-            FusionBackend::Native => self.native(&plan)?,
-        };
+        let kernel = kernel?;
         Ok(Arc::new(RunnableOperator {
             opcode: format!("fused_{}", plan.template.name()),
             plan,
@@ -209,35 +228,48 @@ impl Fuser {
         }))
     }
 
+    /// Native operators for `plans` from the operator cache; the missing ones compile in
+    /// parallel (`codegen_ms` sums their compile times, so it can exceed the wall time).
     #[cfg(feature = "llvm")]
-    fn native(&self, plan: &Arc<CPlan>) -> Result<Kernel, String> {
+    fn native(&self, plans: &[Arc<CPlan>]) -> Vec<Result<Kernel, String>> {
         use lafuse_codegen::native::Lookup;
-        let (operator, lookup) = self.cache.lookup(plan);
-        let operator = operator.map_err(|e| e.to_string())?;
-        match lookup {
-            Lookup::Hit => {
-                self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-            }
-            Lookup::Miss(reason) => {
-                self.counters.compiled.fetch_add(1, Ordering::Relaxed);
-                self.counters
-                    .codegen_nanos
-                    .fetch_add(nanos(operator.compile_time()), Ordering::Relaxed);
-                if let Ok(mut reasons) = self.counters.miss_reasons.lock() {
-                    *reasons.entry(format!("{reason:?}")).or_insert(0) += 1;
+        let refs: Vec<&CPlan> = plans.iter().map(|p| p.as_ref()).collect();
+        self.cache
+            .lookup_all(&refs)
+            .into_iter()
+            .map(|(operator, lookup)| {
+                let operator = operator.map_err(|e| e.to_string())?;
+                match lookup {
+                    Lookup::Hit => {
+                        self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Lookup::Miss(reason) => {
+                        self.counters.compiled.fetch_add(1, Ordering::Relaxed);
+                        self.counters
+                            .codegen_nanos
+                            .fetch_add(nanos(operator.compile_time()), Ordering::Relaxed);
+                        if let Ok(mut reasons) = self.counters.miss_reasons.lock() {
+                            *reasons.entry(format!("{reason:?}")).or_insert(0) += 1;
+                        }
+                    }
                 }
-            }
-        }
-        Ok(Kernel::Native(operator))
+                Ok(Kernel::Native(operator))
+            })
+            .collect()
     }
 
     #[cfg(not(feature = "llvm"))]
-    fn native(&self, _plan: &Arc<CPlan>) -> Result<Kernel, String> {
-        Err(
-            "unsupported: native code generation (lafuse was built without the `llvm` feature; \
-             use --fusion-backend reference)"
-                .into(),
-        )
+    fn native(&self, plans: &[Arc<CPlan>]) -> Vec<Result<Kernel, String>> {
+        plans
+            .iter()
+            .map(|_| {
+                Err(
+                    "unsupported: native code generation (lafuse was built without the `llvm` \
+                     feature; use --fusion-backend reference)"
+                        .into(),
+                )
+            })
+            .collect()
     }
 }
 
@@ -285,9 +317,20 @@ impl Operator for RunnableOperator {
             Kernel::Reference => reference::evaluate(&self.plan, &operands, &self.out_shapes)
                 .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?,
             #[cfg(feature = "llvm")]
-            Kernel::Native(op) => op
-                .execute_with_finite(&operands, &self.out_shapes, &known_finite(inputs))
-                .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?,
+            Kernel::Native(op) => {
+                match op.execute_with_finite(&operands, &self.out_shapes, &known_finite(inputs)) {
+                    Ok(r) => r,
+                    // A call the generated code cannot do exactly (an Outer operator over a
+                    // non-finite side input) runs on the reference evaluator, cell by cell.
+                    Err(lafuse_codegen::native::CodegenError::Unsupported(why)) => {
+                        self.counters
+                            .fallback(format!("a call ran on the reference evaluator: {why}"));
+                        reference::evaluate(&self.plan, &operands, &self.out_shapes)
+                            .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?
+                    }
+                    Err(e) => return Err(RuntimeError::internal(format!("{}: {e}", self.opcode))),
+                }
+            }
         };
         let results = results
             .into_iter()

@@ -481,11 +481,27 @@ fn generated_code(
         text.push_str(&header);
         let code = match native::compile(&op.cplan) {
             Ok(compiled) => {
-                let code = if level == ExplainLevel::Ir {
+                let mut code = if level == ExplainLevel::Ir {
                     compiled.llvm_ir().to_string()
                 } else {
                     compiled.assembly().to_string()
                 };
+                // The CSR entry point lives in a module of its own, compiled on first sparse
+                // use; explain compiles it so both entry points can be read.
+                let csr = compiled
+                    .compile_csr_entry()
+                    .map_err(|e| Error::Usage(format!("internal: code generation: {e}")))?;
+                if csr {
+                    let csr_code = if level == ExplainLevel::Ir {
+                        compiled.csr_llvm_ir()
+                    } else {
+                        compiled.csr_assembly()
+                    };
+                    if let Some(c) = csr_code {
+                        code.push_str("; --- CSR entry point (sparse main input) ---\n");
+                        code.push_str(c);
+                    }
+                }
                 text.push_str(&code);
                 Some(code)
             }

@@ -383,3 +383,129 @@ print(s1 + \" \" + s2 + \" \" + s3)
         }
     }
 }
+
+/// `explain --level ir` shows each operator's dense and CSR entry points (the CSR one is
+/// compiled for the explanation; executions compile it on first sparse use), and the
+/// MultiAgg of two sums over a sparse X is sparse-safe, so it has a CSR entry point too.
+#[cfg(feature = "llvm")]
+#[test]
+fn explain_ir_shows_both_entry_points_of_sparse_safe_operators() {
+    let script = "X = rand(rows=500, cols=100, sparsity=0.02, seed=1)
+Y = rand(rows=500, cols=100, seed=2)
+Z = rand(rows=500, cols=100, seed=3)
+a = sum(X * Y)
+b = sum(X * Z)
+print(a + b)
+";
+    let source = SourceFile::new("p.dml", script);
+    let text = Engine::new(EngineConfig::default())
+        .explain(
+            &source,
+            &ScriptArgs::default(),
+            &ExplainOptions {
+                level: ExplainLevel::Ir,
+                ..ExplainOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{}", e.render(&source)));
+    assert!(text.contains("magg full_agg"), "{text}");
+    assert!(text.contains("define i64 @lafuse_cell_dense"), "{text}");
+    assert!(text.contains("CSR entry point"), "{text}");
+    assert!(text.contains("define i64 @lafuse_cell_csr"), "{text}");
+    // Fused and unfused agree on the sparse input.
+    let fused = run(script);
+    let (unfused, _) = run_with(
+        EngineConfig {
+            fusion: None,
+            ..EngineConfig::default()
+        },
+        script,
+    );
+    let (f, u): (f64, f64) = (
+        fused.trim().parse().unwrap(),
+        unfused.trim().parse().unwrap(),
+    );
+    assert!((f - u).abs() <= 1e-9 * u.abs(), "{f} vs {u}");
+}
+
+/// Unfused, `t(X) %*% y` and `t(X) %*% W` read X in place (no transpose instruction runs), and
+/// print what the materialised transpose gives.
+#[test]
+fn unfused_transposed_products_do_not_materialise_the_transpose() {
+    let script = "X = rand(rows=300, cols=40, seed=1)
+S = rand(rows=300, cols=40, sparsity=0.05, seed=4)
+y = rand(rows=300, cols=1, seed=2)
+W = rand(rows=300, cols=3, seed=3)
+print(sum(t(X) %*% y) + sum(t(X) %*% W) + sum(t(S) %*% y) + sum(t(X) %*% X))
+T = t(X)
+print(sum(T %*% y) + sum(T %*% W) + sum(t(S) %*% y) + sum(T %*% X))
+";
+    let (out, report) = run_with(
+        EngineConfig {
+            fusion: None,
+            collect_stats: true,
+            ..EngineConfig::default()
+        },
+        script,
+    );
+    let lines: Vec<f64> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert!(
+        (lines[0] - lines[1]).abs() <= 1e-12 * lines[1].abs(),
+        "{out}"
+    );
+    let count = |op: &str| {
+        report
+            .stats
+            .heavy_hitters
+            .iter()
+            .find(|h| h.opcode == op)
+            .map_or(0, |h| h.count)
+    };
+    // Three products in the first print read X or S in place; `T = t(X)` is the one transpose
+    // (plus tsmm for t(X) %*% X).
+    assert_eq!(count("ba+*t"), 3, "{:?}", report.stats.heavy_hitters);
+    assert_eq!(count("tsmm"), 1, "{:?}", report.stats.heavy_hitters);
+}
+
+/// An Outer operator skips the zeros of its sparse driver, which is exact only for finite side
+/// inputs: with a NaN in V the call runs on the reference evaluator and gives the unfused NaN.
+#[test]
+fn outer_operators_over_non_finite_side_inputs_match_unfused_execution() {
+    let script = "X = rand(rows=400, cols=300, sparsity=0.01, seed=1)
+U = rand(rows=400, cols=4, seed=2)
+V = rand(rows=300, cols=4, seed=3)
+print(sum(X * log(U %*% t(V) + 1e-15)))
+V[5, 2] = 0/0
+print(sum(X * log(U %*% t(V) + 1e-15)))
+";
+    let (fused, report) = run_with(
+        EngineConfig {
+            collect_stats: true,
+            ..EngineConfig::default()
+        },
+        script,
+    );
+    let (unfused, _) = run_with(
+        EngineConfig {
+            fusion: None,
+            ..EngineConfig::default()
+        },
+        script,
+    );
+    let (f, u): (Vec<&str>, Vec<&str>) = (fused.lines().collect(), unfused.lines().collect());
+    let (f0, u0): (f64, f64) = (f[0].trim().parse().unwrap(), u[0].trim().parse().unwrap());
+    assert!((f0 - u0).abs() <= 1e-9 * u0.abs(), "{fused} vs {unfused}");
+    assert_eq!(f[1].trim(), "NaN", "{fused}");
+    assert_eq!(u[1].trim(), "NaN", "{unfused}");
+    assert!(report.stats.fused_operators_executed >= 2);
+    #[cfg(feature = "llvm")]
+    assert!(
+        report
+            .stats
+            .unfused_fallbacks
+            .iter()
+            .any(|f| f.reason.contains("non-finite side input")),
+        "{:?}",
+        report.stats.unfused_fallbacks
+    );
+}

@@ -77,7 +77,7 @@ pub fn evaluate(
         TemplateSpec::Cell { cell_type, agg, .. } => {
             vec![ev.cell_template(main, plan.outputs[0], *cell_type, *agg)?]
         }
-        TemplateSpec::MAgg { aggs } => aggs
+        TemplateSpec::MAgg { aggs, .. } => aggs
             .iter()
             .zip(&plan.outputs)
             .map(|(&a, &o)| ev.cell_template(main, o, CellType::FullAgg, Some(a)))

@@ -378,7 +378,10 @@ fn magg_plan(aggs: Vec<CellAgg>) -> CPlan {
     ];
     let outputs = (0..aggs.len()).map(|k| 2 + k).collect();
     CPlan {
-        template: TemplateSpec::MAgg { aggs },
+        template: TemplateSpec::MAgg {
+            aggs,
+            sparse_safe: false,
+        },
         inputs: vec![InputKind::Matrix; 2],
         nodes,
         outputs,
@@ -403,6 +406,63 @@ fn multi_aggregates_of_two_and_three() {
                 1e-9,
                 &format!("magg {aggs:?} {m}x{n}"),
             );
+        }
+    }
+}
+
+/// `sum(X * Y)` and `sum((X * exp(Y))^2)`: zero wherever X is, so sparse-safe.
+fn sparse_safe_magg_plan() -> CPlan {
+    CPlan {
+        template: TemplateSpec::MAgg {
+            aggs: vec![CellAgg::Sum, CellAgg::SumSq],
+            sparse_safe: true,
+        },
+        inputs: vec![InputKind::Matrix; 2],
+        nodes: vec![
+            data(0, Access::Main),
+            data(1, Access::Aligned),
+            CNode::Binary {
+                f: B::Mul,
+                a: 0,
+                b: 1,
+            },
+            CNode::Unary { f: U::Exp, x: 1 },
+            CNode::Binary {
+                f: B::Mul,
+                a: 0,
+                b: 3,
+            },
+        ],
+        outputs: vec![2, 4],
+    }
+}
+
+#[test]
+fn sparse_safe_multi_aggregates_visit_non_zeros_only_while_side_inputs_are_finite() {
+    let plan = sparse_safe_magg_plan();
+    for (m, n, d) in [
+        (300, 170, 0.02),
+        (64, 64, 0.5),
+        (0, 5, 0.1),
+        (1, 1, 1.0),
+        (5, 7, 0.0),
+    ] {
+        let x = Matrix::Sparse(mat(m, n, d, 11, false).to_sparse());
+        for specials in [false, true] {
+            let y = mat(m, n, 1.0, 12, specials);
+            let op = compile(&plan).unwrap();
+            let ins = [Operand::Matrix(&x), Operand::Matrix(&y)];
+            let got = op.execute(&ins, &[(1, 1), (1, 1)]).unwrap();
+            let want = evaluate(&plan, &ins, &[(1, 1), (1, 1)]).unwrap();
+            let what = format!("sparse-safe magg {m}x{n} d={d} specials={specials}");
+            for (g, w) in got.iter().zip(&want) {
+                assert_close(g, w, 1e-9, &what);
+            }
+            // Finite side inputs take the CSR entry point; non-finite ones every cell.
+            let finite = (0..m).all(|i| (0..n).all(|j| y.get(i, j).is_finite()));
+            if m * n > 0 {
+                assert_eq!(op.csr_llvm_ir().is_some(), finite, "{what}");
+            }
         }
     }
 }
@@ -486,6 +546,61 @@ fn outer_all_types_over_sparse_and_dense_drivers() {
     }
 }
 
+/// ALS-CG's update `(X * (U %*% t(V))) %*% V`: the right product's matrix is V itself, read
+/// by the dot products too.
+#[test]
+fn outer_right_product_by_v_itself() {
+    let (m, n, k) = (150, 110, 5);
+    let plan = CPlan {
+        template: TemplateSpec::Outer {
+            outer_type: OuterType::Right,
+        },
+        inputs: vec![InputKind::Matrix; 3],
+        nodes: vec![
+            data(0, Access::Main),
+            data(1, Access::OuterU),
+            data(2, Access::OuterV),
+            CNode::OuterDot { u: 1, v: 2 },
+            CNode::Binary {
+                f: B::Mul,
+                a: 0,
+                b: 3,
+            },
+            CNode::FinalProduct { g: 4, w: 2 },
+        ],
+        outputs: vec![5],
+    };
+    for d in [0.02, 0.5, 1.0] {
+        let x = mat(m, n, d, 21, false);
+        let u = mat(m, k, 1.0, 22, false);
+        let v = mat(n, k, 1.0, 23, false);
+        for x in [x.clone(), Matrix::Sparse(x.to_sparse())] {
+            check(
+                &plan,
+                &[
+                    Operand::Matrix(&x),
+                    Operand::Matrix(&u),
+                    Operand::Matrix(&v),
+                ],
+                &[(m, k)],
+                1e-9,
+                &format!("outer right by V density {d}"),
+            );
+        }
+        // A NaN or infinity in V would reach the skipped zeros of X (`0 * NaN`): the operator
+        // refuses the call instead of answering inexactly.
+        let bad = mat(n, k, 1.0, 23, true);
+        let op = compile(&plan).unwrap();
+        let ins = [
+            Operand::Matrix(&x),
+            Operand::Matrix(&u),
+            Operand::Matrix(&bad),
+        ];
+        let e = op.execute(&ins, &[(m, k)]).unwrap_err();
+        assert!(e.to_string().starts_with("unsupported: "), "{e}");
+    }
+}
+
 #[test]
 fn unsupported_row_constructs_and_bad_inputs_are_errors() {
     // A Row plan whose outer-product accumulation is not its output has no native form.
@@ -558,6 +673,52 @@ fn dense_sum_loop_uses_packed_simd() {
     });
     assert!(packed, "no packed AVX arithmetic in:\n{asm}");
     assert!(op.llvm_ir().contains("target-cpu"));
+}
+
+/// Different plans compiled at once (a block's operators, in parallel) each give their own
+/// correct operator; a repeated plan in the same request is compiled once.
+#[test]
+fn plans_looked_up_together_compile_in_parallel_and_in_order() {
+    use lafuse_codegen::native::Lookup;
+    let cache = OperatorCache::new();
+    let plans = [
+        cell_plan(CellType::RowAgg, Some(CellAgg::Max), false),
+        cell_plan(CellType::FullAgg, Some(CellAgg::Sum), true),
+        cell_plan(CellType::ColAgg, Some(CellAgg::Min), false),
+        cell_plan(CellType::NoAgg, None, true),
+        cell_plan(CellType::FullAgg, Some(CellAgg::Sum), true),
+    ];
+    let refs: Vec<&CPlan> = plans.iter().collect();
+    let got = cache.lookup_all(&refs);
+    assert_eq!(got.len(), plans.len());
+    let misses = got
+        .iter()
+        .filter(|(_, l)| matches!(l, Lookup::Miss(_)))
+        .count();
+    assert_eq!(misses, 4);
+    let (x, y, r, c) = (
+        mat(30, 20, 0.3, 1, false),
+        mat(30, 20, 1.0, 2, true),
+        mat(1, 20, 1.0, 3, false),
+        mat(30, 1, 1.0, 4, false),
+    );
+    let ins = [
+        Operand::Matrix(&x),
+        Operand::Matrix(&y),
+        Operand::Matrix(&r),
+        Operand::Matrix(&c),
+        Operand::Scalar(2.5),
+    ];
+    for (plan, (op, _)) in plans.iter().zip(&got) {
+        let op = op.as_ref().unwrap();
+        let TemplateSpec::Cell { cell_type, .. } = &plan.template else {
+            unreachable!("cell plans only")
+        };
+        let shape = shape_of(*cell_type, 30, 20);
+        let got = op.execute(&ins, &[shape]).unwrap();
+        let want = evaluate(plan, &ins, &[shape]).unwrap();
+        assert_close(&got[0], &want[0], 1e-9, "parallel lookup");
+    }
 }
 
 #[test]

@@ -82,6 +82,7 @@ fn magg_two() -> CPlan {
     CPlan {
         template: TemplateSpec::MAgg {
             aggs: vec![CellAgg::Sum, CellAgg::Max],
+            sparse_safe: false,
         },
         inputs: vec![M; 2],
         nodes: vec![

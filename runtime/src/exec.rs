@@ -48,6 +48,8 @@ pub enum Op {
     MatMul,
     /// `t(X) %*% X` without materialising `t(X)`. Inputs: [X].
     TransposeSelfMatMul,
+    /// `t(A) %*% B` without materialising `t(A)`. Inputs: [A, B].
+    TransposedLeftMatMul,
     /// `t(X)`. Inputs: [x].
     Transpose,
     /// `diag(X)`. Inputs: [x].
@@ -143,6 +145,7 @@ impl Op {
             Op::Cumsum => "ucumk+".into(),
             Op::MatMul => "ba+*".into(),
             Op::TransposeSelfMatMul => "tsmm".into(),
+            Op::TransposedLeftMatMul => "ba+*t".into(),
             Op::Transpose => "r'".into(),
             Op::Diag => "rdiag".into(),
             Op::Reshape => "rshape".into(),
@@ -601,6 +604,10 @@ fn run_one(
         Op::Cumsum => Value::matrix(kernels::cumsum(arg(0)?.as_matrix()?)?),
         Op::MatMul => Value::matrix(kernels::matmul(arg(0)?.as_matrix()?, arg(1)?.as_matrix()?)?),
         Op::TransposeSelfMatMul => Value::matrix(kernels::tsmm(arg(0)?.as_matrix()?)?),
+        Op::TransposedLeftMatMul => Value::matrix(kernels::matmul_tn(
+            arg(0)?.as_matrix()?,
+            arg(1)?.as_matrix()?,
+        )?),
         Op::Transpose => Value::matrix(kernels::transpose(arg(0)?.as_matrix()?)?),
         Op::Diag => Value::matrix(kernels::diag(arg(0)?.as_matrix()?)?),
         Op::Reshape => {

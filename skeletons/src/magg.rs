@@ -1,10 +1,11 @@
 //! The MultiAgg skeleton (reference 6.4): several full aggregates over one scan of the main
-//! input. Every cell is visited (dense rows, or densified blocks of a sparse main input); each
-//! task keeps one partial per aggregate, merged in task order.
+//! input, iterated as the Cell skeleton iterates (dense rows; the non-zeros of a sparse main
+//! input when every body is sparse-safe and the side inputs are finite; else densified blocks);
+//! each task keeps one partial per aggregate, merged in task order.
 
 use crate::cell::{full_aggs, Driver};
 use crate::prep::Input;
-use crate::{AggKind, InputUse, KernelFn, Result};
+use crate::{AggKind, InputUse, KernelFn, LazyEntry, Result};
 use lafuse_runtime::Matrix;
 
 /// What a MultiAgg operator computes and how its generated code reads its inputs.
@@ -12,23 +13,28 @@ use lafuse_runtime::Matrix;
 pub struct MAggSpec {
     /// One aggregate per output.
     pub aggs: Vec<AggKind>,
+    /// Every body is zero wherever the main input is zero (given finite side inputs).
+    pub sparse_safe: bool,
     /// How each input position is read.
     pub uses: Vec<InputUse>,
     /// Lanes of each aggregate's partial (the generator's vector width plus one).
     pub lanes: usize,
 }
 
-/// The generated entry point of a MultiAgg operator.
-#[derive(Clone, Copy, Debug)]
-pub struct MAggKernels {
-    /// Rows of a dense main input (every cell); partials are laid out per aggregate.
+/// The generated entry points of a MultiAgg operator; partials are laid out per aggregate.
+#[derive(Clone, Copy)]
+pub struct MAggKernels<'a> {
+    /// Rows of a dense main input (every cell).
     pub dense: KernelFn,
+    /// Rows of a CSR main input, non-zeros only (sparse-safe plans), requested only when a
+    /// call visits non-zeros only.
+    pub csr: Option<LazyEntry<'a, KernelFn>>,
 }
 
 /// Runs a MultiAgg operator; one 1×1 matrix per aggregate.
 pub fn execute(
     spec: &MAggSpec,
-    kernels: &MAggKernels,
+    kernels: &MAggKernels<'_>,
     inputs: &[Input<'_>],
 ) -> Result<Vec<Matrix>> {
     let mut views = Vec::new();
@@ -36,9 +42,9 @@ pub fn execute(
     let d = Driver::new(
         inputs,
         &spec.uses,
-        false,
+        spec.sparse_safe,
         kernels.dense,
-        None,
+        kernels.csr,
         &mut views,
         &mut prepared,
     )?;

@@ -25,6 +25,10 @@ pub struct OuterSpec {
     /// How each input position is read (exactly one [`InputUse::OuterU`], one
     /// [`InputUse::OuterV`] or [`InputUse::OuterVT`], and a final matrix for Left/Right).
     pub uses: Vec<InputUse>,
+    /// The input position of a Left/Right final product's matrix. Its use is
+    /// [`InputUse::FinalW`]/[`InputUse::FinalWT`], or [`InputUse::OuterV`] for a Right product
+    /// by `V` itself (`(X * (U %*% t(V))) %*% V`, ALS-CG's update), which reads the same rows.
+    pub w: Option<usize>,
     /// Lanes of a FullAgg partial (the generator's vector width plus one).
     pub lanes: usize,
 }
@@ -72,10 +76,13 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
             } else {
                 InputUse::FinalW
             };
-            let Some(wi) = find(&|u| u == want) else {
+            let Some(wi) = spec.w else {
                 return err("a final product needs its matrix");
             };
-            p.shapes[wi].1
+            match spec.uses.get(wi) {
+                Some(&u) if u == want || (!left && u == InputUse::OuterV) => p.shapes[wi].1,
+                _ => return err("the final product's matrix is not read as one"),
+            }
         }
     };
     let views = p.views();

@@ -123,6 +123,17 @@ impl OperatorCache {
         (r.clone(), lookup)
     }
 
+    /// [`OperatorCache::lookup`] for several plans at once, in the order given. A block's
+    /// operators are independent, so the missing ones compile in parallel on the rayon pool
+    /// (each compilation has its own LLVM context; the cache serialises only its map).
+    pub fn lookup_all(
+        &self,
+        plans: &[&CPlan],
+    ) -> Vec<(Result<Arc<NativeOperator>, CodegenError>, Lookup)> {
+        use rayon::prelude::*;
+        plans.par_iter().map(|p| self.lookup(p)).collect()
+    }
+
     /// Drops every operator for `plan`'s hash (a later request is a miss of reason
     /// [`MissReason::Evicted`]).
     pub fn evict(&self, plan: &CPlan) {

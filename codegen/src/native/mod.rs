@@ -83,7 +83,7 @@ pub struct CompilePhases {
 #[derive(Clone, Debug)]
 enum Kind {
     Cell(CellSpec, KernelFn),
-    MAgg(MAggSpec, MAggKernels),
+    MAgg(MAggSpec, KernelFn),
     Outer(OuterSpec, KernelFn),
     Row(Box<row::RowInfo>, sk_row::RowSpec, sk_row::RowKernelFn),
 }
@@ -312,15 +312,11 @@ pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
             let dense = kernel(&jit, "lafuse_cell_dense")?;
             (Kind::Cell(spec, dense), has_csr)
         }
-        Pending::MAgg(spec) => (
-            Kind::MAgg(
-                spec,
-                MAggKernels {
-                    dense: kernel(&jit, "lafuse_cell_dense")?,
-                },
-            ),
-            false,
-        ),
+        Pending::MAgg(spec) => {
+            let has_csr = spec.sparse_safe;
+            let dense = kernel(&jit, "lafuse_cell_dense")?;
+            (Kind::MAgg(spec, dense), has_csr)
+        }
         Pending::Row(info) => {
             let spec = sk_row::RowSpec {
                 kind: info.kind,
@@ -439,7 +435,7 @@ fn emit<'c>(
                 *sparse_safe,
             ))
         }
-        TemplateSpec::MAgg { aggs } => {
+        TemplateSpec::MAgg { aggs, sparse_safe } => {
             if aggs.len() != plan.outputs.len() {
                 return Err(CodegenError::Internal(
                     "one aggregate per output expected".into(),
@@ -457,14 +453,22 @@ fn emit<'c>(
                     .collect(),
                 kind: CellKind::FullAgg,
             };
-            if csr {
-                return Err(CodegenError::Internal(
-                    "a CSR entry point for a MultiAgg plan".into(),
-                ));
+            match entry {
+                Entry::Dense => {
+                    cell::emit_entry(ctx, module, plan, &like, &used, false, "lafuse_cell_dense")?
+                }
+                Entry::Csr if *sparse_safe => {
+                    cell::emit_entry(ctx, module, plan, &like, &used, true, "lafuse_cell_csr")?
+                }
+                Entry::Csr => {
+                    return Err(CodegenError::Internal(
+                        "a CSR entry point for a sparse-unsafe MultiAgg plan".into(),
+                    ))
+                }
             }
-            cell::emit_entry(ctx, module, plan, &like, &used, false, "lafuse_cell_dense")?;
             Ok(Pending::MAgg(MAggSpec {
                 aggs,
+                sparse_safe: *sparse_safe,
                 uses,
                 lanes: LANES,
             }))
@@ -504,12 +508,19 @@ fn emit<'c>(
                 } else {
                     InputUse::FinalWT
                 };
-                if uses[wk] != InputUse::Unused {
-                    return Err(CodegenError::Unsupported(
-                        "final-product matrix also read in the body".into(),
-                    ));
+                match uses[wk] {
+                    InputUse::Unused => uses[wk] = u,
+                    // `(X * (U %*% t(V))) %*% V`: the final product reads the rows of V that
+                    // the dot products read, from the same n x k view.
+                    InputUse::OuterV if kind == OuterKind::Right => {}
+                    _ => {
+                        return Err(CodegenError::Unsupported(
+                            "final-product matrix also read in the body other than as V of a \
+                             right product"
+                                .into(),
+                        ))
+                    }
                 }
-                uses[wk] = u;
             }
             let find = |u: &dyn Fn(InputUse) -> bool| uses.iter().position(|&x| u(x));
             let (Some(ui), Some(vi)) = (
@@ -532,6 +543,7 @@ fn emit<'c>(
             )?;
             Ok(Pending::Outer(OuterSpec {
                 kind,
+                w,
                 uses,
                 lanes: LANES,
             }))
@@ -587,6 +599,22 @@ impl NativeOperator {
                 out_shapes.len()
             )));
         }
+        if matches!(self.kind, Kind::Outer(..)) {
+            // An Outer operator visits the driver's non-zeros only, which is exact only while
+            // every other matrix is finite (`0 * NaN` is NaN): refuse, and let the caller
+            // evaluate the plan cell by cell.
+            let non_finite = inputs.iter().enumerate().skip(1).any(|(pos, o)| {
+                matches!(o, Operand::Matrix(m)
+                    if known_finite.get(pos) != Some(&true) && !m.all_finite())
+            });
+            if non_finite {
+                return Err(CodegenError::Unsupported(
+                    "an outer operator over a non-finite side input (zeros of the driver \
+                     cannot be skipped)"
+                        .into(),
+                ));
+            }
+        }
         let ins: Vec<Input<'_>> = inputs
             .iter()
             .enumerate()
@@ -628,7 +656,16 @@ impl NativeOperator {
                 };
                 vec![sk_cell::execute(spec, &k, &ins).map_err(sk)?]
             }
-            Kind::MAgg(spec, k) => sk_magg::execute(spec, k, &ins).map_err(sk)?,
+            Kind::MAgg(spec, dense) => {
+                let k = MAggKernels {
+                    dense: *dense,
+                    csr: self
+                        .plan
+                        .as_ref()
+                        .map(|_| &csr_fn as LazyEntry<'_, KernelFn>),
+                };
+                sk_magg::execute(spec, &k, &ins).map_err(sk)?
+            }
             Kind::Outer(spec, dense) => {
                 let k = OuterKernels {
                     dense: *dense,
@@ -666,7 +703,7 @@ impl NativeOperator {
             Kind::Cell(..) => "lafuse_cell_csr",
             Kind::Outer(..) => "lafuse_outer_csr",
             Kind::Row(..) => "lafuse_row_csr",
-            Kind::MAgg(..) => "",
+            Kind::MAgg(..) => "lafuse_cell_csr",
         };
         let plan = self
             .plan
@@ -677,6 +714,15 @@ impl NativeOperator {
             .get_or_init(|| CsrCode::compile(plan, name))
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// Compiles the CSR entry point now (`explain` shows it before any execution has needed
+    /// it); `Ok(false)` when the operator has none (a sparse-unsafe Cell or MultiAgg plan).
+    pub fn compile_csr_entry(&self) -> Result<bool, CodegenError> {
+        if self.plan.is_none() {
+            return Ok(false);
+        }
+        self.csr_code().map(|_| true)
     }
 
     /// The compiled CSR entry point, if an execution has compiled it.
@@ -865,10 +911,11 @@ mod tests {
     }
 
     #[test]
-    fn multi_agg_has_no_csr_entry_point() {
+    fn sparse_unsafe_multi_agg_has_no_csr_entry_point() {
         let mut plan = cell_plan();
         plan.template = TemplateSpec::MAgg {
             aggs: vec![CellAgg::Sum],
+            sparse_safe: false,
         };
         let op = compile(&plan).unwrap();
         let sparse = Matrix::Sparse(sparse_input().to_sparse());

@@ -1,5 +1,5 @@
-//! Matrix multiplication (`%*%`) for every dense/sparse combination, and `tsmm` (`t(X) %*% X`
-//! without materialising the transpose).
+//! Matrix multiplication (`%*%`) for every dense/sparse combination, `tsmm` (`t(X) %*% X`
+//! without materialising the transpose) and `matmul_tn` (`t(A) %*% B`, likewise).
 //!
 //! Dense x dense goes to `matrixmultiply`'s BLAS-class `dgemm` (it packs, tiles and threads);
 //! matrix-vector products are rayon-parallel dot products. Sparse paths skip zeros only where
@@ -238,6 +238,81 @@ fn sparse_sparse(a: &SparseMatrix, b: &SparseMatrix) -> Matrix {
     sparse_result(SparseMatrix::concat_row_blocks(m, n, parts))
 }
 
+/// `t(a) %*% b` (k x n for an m x k `a` and an m x n `b`). Dense operands are read in place:
+/// `dgemm` takes `a` with swapped strides, and a column vector `b` makes it the vector-matrix
+/// product `t(t(b) %*% a)`, one pass over `a`'s rows. Other combinations transpose `a` first
+/// (a sparse transpose costs O(nnz)).
+///
+/// ```
+/// use lafuse_runtime::{Matrix, kernels};
+/// let a = Matrix::from_dense_values(2, 2, vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+/// let y = Matrix::from_dense_values(2, 1, vec![1.0, 1.0]).unwrap();
+/// let c = kernels::matmul_tn(&a, &y).unwrap();
+/// assert_eq!(c.into_dense_values(), vec![4.0, 6.0]);
+/// ```
+pub fn matmul_tn(a: &Matrix, b: &Matrix) -> Result<Matrix> {
+    if a.rows() != b.rows() {
+        return Err(RuntimeError::user(format!(
+            "matrix multiply: shapes {}x{} (the transpose of {}) and {} do not match \
+             (inner dimensions {} and {})",
+            a.cols(),
+            a.rows(),
+            shape_str(a),
+            shape_str(b),
+            a.rows(),
+            b.rows()
+        )));
+    }
+    let (m, k, n) = (a.rows(), a.cols(), b.cols());
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(Matrix::zeros(k, n));
+    }
+    match (a, b) {
+        (Matrix::Dense(x), Matrix::Dense(y)) => Ok(dense_tn(x, y)),
+        _ => matmul(&super::reorg::transpose(a)?, b),
+    }
+}
+
+fn dense_tn(a: &DenseMatrix, b: &DenseMatrix) -> Matrix {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let mut out = alloc_zeroed(k * n);
+    if n == 1 {
+        // out[p] = sum_i b[i] * a[i, p]: scaled rows of a, split over column ranges, each
+        // output summed in row order (independent of the thread count).
+        let nnz = fill_flat_cols(&mut out, |c0, chunk| {
+            for (i, &y) in b.values.iter().enumerate() {
+                let arow = &a.values[i * k + c0..i * k + c0 + chunk.len()];
+                for (o, &x) in chunk.iter_mut().zip(arow) {
+                    *o += y * x;
+                }
+            }
+        });
+        return dense_result(k, 1, out, nnz);
+    }
+    // SAFETY: a is m x k and b is m x n row-major; t(a) is read as k x m with row stride 1 and
+    // column stride k; out is k x n row-major.
+    unsafe {
+        matrixmultiply::dgemm(
+            k,
+            m,
+            n,
+            1.0,
+            a.values.as_ptr(),
+            1,
+            k as isize,
+            b.values.as_ptr(),
+            n as isize,
+            1,
+            0.0,
+            out.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+    let nnz = count_nnz(&out);
+    dense_result(k, n, out, nnz)
+}
+
 /// Column-block width of the symmetric dense `tsmm`.
 const TSMM_BLOCK: usize = 256;
 
@@ -365,6 +440,43 @@ mod tests {
                 .unwrap()
                 .shape(),
             (0, 2)
+        );
+    }
+
+    #[test]
+    fn transposed_left_products_match_the_materialised_transpose() {
+        // (rows of both, columns of a, columns of b): vectors, 1x1, wide and tall.
+        for (i, &(mm, k, n)) in [(7, 5, 3), (60, 40, 1), (60, 1, 40), (90, 70, 2), (1, 1, 1)]
+            .iter()
+            .enumerate()
+        {
+            for (da, db) in [(1.0, 1.0), (0.1, 1.0), (1.0, 0.1)] {
+                let a = rand(mm, k, da, 7 + i as u64);
+                let b = rand(mm, n, db, 70 + i as u64);
+                let want = naive(&super::super::reorg::transpose(&a).unwrap(), &b);
+                for x in both(&a) {
+                    for y in both(&b) {
+                        let got = matmul_tn(&x, &y).unwrap();
+                        got.validate().unwrap();
+                        assert_eq!(got.shape(), (k, n));
+                        assert!(close(&got, &want, 1e-12), "{mm}x{k} by {mm}x{n}");
+                    }
+                }
+            }
+        }
+        // NaN and infinities propagate as in the materialised product.
+        let a = m(&[&[0.0, f64::NAN], &[f64::INFINITY, 1.0]]);
+        let y = m(&[&[0.0], &[2.0]]);
+        let want = naive(&super::super::reorg::transpose(&a).unwrap(), &y);
+        let got = matmul_tn(&a, &y).unwrap();
+        assert!(close(&got, &want, 0.0), "{got:?} vs {want:?}");
+        let e = matmul_tn(&Matrix::zeros(3, 4), &Matrix::zeros(5, 2)).unwrap_err();
+        assert!(e.to_string().contains("4x3"), "{e}");
+        assert_eq!(
+            matmul_tn(&Matrix::zeros(0, 3), &Matrix::zeros(0, 2))
+                .unwrap()
+                .shape(),
+            (3, 2)
         );
     }
 

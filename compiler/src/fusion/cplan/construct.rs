@@ -388,7 +388,13 @@ fn build_operator(
                 aggs.push(agg);
                 outs.push(b.cell_agg_body(a, body, Some(agg))?);
             }
-            (TemplateSpec::MAgg { aggs }, outs)
+            (
+                TemplateSpec::MAgg {
+                    aggs,
+                    sparse_safe: false,
+                },
+                outs,
+            )
         }
         TemplateKind::Row => {
             let ins = dag.inputs(h);
@@ -547,6 +553,18 @@ fn finalize(
         *sparse_safe = agg_ok
             && *cell_type != CellType::NoAgg
             && is_zero_preserving(dag, outputs[0], main, &in_region);
+    }
+    if let TemplateSpec::MAgg { aggs, sparse_safe } = &mut spec {
+        // As for Cell: sums only (a min or max would need the unseen zeros folded in, which
+        // the skeleton does, but the bodies must also be zero there), every body zero where
+        // the shared main input is.
+        let in_region = |x: HopId| covered.contains(&x);
+        *sparse_safe = aggs
+            .iter()
+            .all(|a| matches!(a, CellAgg::Sum | CellAgg::SumSq))
+            && outputs
+                .iter()
+                .all(|&o| is_zero_preserving(dag, o, main, &in_region));
     }
     // Inputs in first-use order, main input first.
     let mut order: Vec<HopId> = vec![main];

@@ -336,6 +336,10 @@ pub enum TemplateSpec {
     MAgg {
         #[serde(with = "vec_cell_agg")]
         aggs: Vec<CellAgg>,
+        /// Every body is zero for zero main-input cells (given finite side inputs) and every
+        /// aggregate is a sum, so a sparse main input needs only its non-zeros visited.
+        #[serde(default)]
+        sparse_safe: bool,
     },
     /// Outer product: the body is evaluated per non-zero cell of the sparse driver (input 0).
     Outer { outer_type: OuterType },
@@ -437,8 +441,11 @@ impl CPlan {
             TemplateSpec::Row { num_vectors, .. } => {
                 let _ = write!(out, " vectors={num_vectors}");
             }
-            TemplateSpec::MAgg { aggs } => {
+            TemplateSpec::MAgg { aggs, sparse_safe } => {
                 let _ = write!(out, " aggs={aggs:?}");
+                if *sparse_safe {
+                    out.push_str(" sparse_safe");
+                }
             }
             TemplateSpec::Outer { .. } => {}
         }
