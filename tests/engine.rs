@@ -509,3 +509,62 @@ print(sum(X * log(U %*% t(V) + 1e-15)))
         report.stats.unfused_fallbacks
     );
 }
+
+/// Plans the cost-based search picks are built: a Row operator over column-range indexing
+/// `P[, 1:K]` (the slice is read as an input) and a fused `t(P) %*% X` over a materialized P
+/// (whose P is then the row type's X) used to be dropped in construction, leaving the hops the
+/// cost model had costed as fused to run unfused (MLogreg's and KMeans's inner loops).
+#[test]
+fn selected_row_plans_over_slices_and_fused_transposes_are_built() {
+    let mlogreg = "X = rand(rows=3000, cols=60, seed=1)
+P = rand(rows=3000, cols=2, seed=2)
+V = rand(rows=60, cols=1, seed=3)
+K = 1
+for (i in 1:2) {
+  Q = P[, 1:K] * (X %*% V)
+  HV = t(X) %*% (Q - P[, 1:K] * (rowSums(Q) %*% matrix(1, rows=1, cols=K)))
+  V = V + 0.001 * HV
+}
+print(sum(V))
+";
+    let kmeans = "X = rand(rows=3000, cols=60, seed=1)
+C = rand(rows=5, cols=60, seed=2)
+for (i in 1:2) {
+  D = -2 * (X %*% t(C)) + t(rowSums(C ^ 2))
+  P = D <= rowMins(D)
+  P = P / rowSums(P)
+  C = (t(P) %*% X) / t(colSums(P))
+}
+print(sum(C))
+";
+    for (name, script, want) in [
+        ("mlogreg", mlogreg, "col_agg_t"),
+        ("kmeans", kmeans, "col_agg_b1_t"),
+    ] {
+        let ops = operators(&plan_json(
+            script,
+            ExplainOptions {
+                level: ExplainLevel::Plan,
+                format: ExplainFormat::Json,
+                ..ExplainOptions::default()
+            },
+        ));
+        assert!(
+            ops.contains(&("row".to_string(), want.to_string())),
+            "{name}: {ops:?}"
+        );
+        let fused = run(script);
+        let (unfused, _) = run_with(
+            EngineConfig {
+                fusion: None,
+                ..EngineConfig::default()
+            },
+            script,
+        );
+        let (f, u): (f64, f64) = (
+            fused.trim().parse().unwrap(),
+            unfused.trim().parse().unwrap(),
+        );
+        assert!((f - u).abs() <= 1e-9 * u.abs(), "{name}: {f} vs {u}");
+    }
+}

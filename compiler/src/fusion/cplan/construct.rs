@@ -203,6 +203,13 @@ impl<'a, 'd> Builder<'a, 'd> {
         if let Some(&i) = self.built.get(&h) {
             return Some(i);
         }
+        if self.dag.op(h) == &OpKind::Index {
+            // Column-range indexing `X[, a:b]` opens and fuses in the memo (reference 3.2), but
+            // the body has no slicing node: the operator reads the slice as an input, which
+            // runs unfused (it stays uncovered) at the cost of an m x (b-a+1) copy. Dropping
+            // the whole operator instead would leave the plan the cost model chose unbuilt.
+            return Some(self.leaf(h, None));
+        }
         self.covered.insert(h);
         let ins = self.dag.inputs(h);
         let node = match self.dag.op(h) {
@@ -412,18 +419,20 @@ fn build_operator(
                 OpKind::MatMul if dag.is_transpose(ins[0]) => {
                     b.covered.insert(h);
                     let t = ins[0];
-                    let a = if entry.is_ref(0) {
+                    // X of `t(X)` is read materialized unless the transpose is fused with
+                    // a fused input (a fused transpose of a data input reads it all the same).
+                    let (a, x_read) = if entry.is_ref(0) {
                         b.covered.insert(t);
                         let te = b.fused_entry(t)?;
-                        b.operand(t, te, 0)?
+                        (b.operand(t, te, 0)?, !te.is_ref(0))
                     } else {
-                        b.leaf(dag.inputs(t)[0], None)
+                        (b.leaf(dag.inputs(t)[0], None), true)
                     };
                     let y = b.operand(h, entry, 1)?;
                     // `VECT_OUTERMULT_ADD` records B1 (and X, if read materialized) unless a
                     // row-times-matrix product below already did.
                     if dag.cols(ins[1]).is_some_and(|c| c > 1) && b.row_b1.is_none() {
-                        if !entry.is_ref(0) {
+                        if x_read {
                             b.row_x = Some(dag.inputs(t)[0]);
                         }
                         b.row_b1 = Some(ins[1]);
@@ -729,7 +738,15 @@ pub(crate) fn derive_row_type(
 /// Reference 1.6 rules 7 and 8: a plan without operations, or a non-aggregating Cell/Row plan
 /// with one operation over data inputs, gains nothing from fusion.
 fn is_worth_fusing(p: &CPlan) -> bool {
-    let ops = p.num_operations();
+    // `sum(X^2)` becomes a sum-of-squares aggregate over X with no body operation left; the
+    // unfused plan materializes `X^2` first (lafuse has no unfused `sumsq`), so the squaring
+    // counts as the operation fusion saves.
+    let squares = match &p.template {
+        TemplateSpec::Cell { agg, .. } => usize::from(*agg == Some(CellAgg::SumSq)),
+        TemplateSpec::MAgg { aggs, .. } => aggs.iter().filter(|a| **a == CellAgg::SumSq).count(),
+        _ => 0,
+    };
+    let ops = p.num_operations() + squares;
     if ops == 0 {
         return false;
     }
