@@ -19,6 +19,9 @@ use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::OuterKind;
 use std::mem::offset_of;
 
+/// How far ahead of a streamed dot-product operand its cache lines are prefetched.
+const STREAM_PREFETCH_BYTES: u64 = 1024;
+
 /// Independent `W`-lane accumulators per dot product: an add waits only on the add
 /// `ACCS` steps earlier, which hides the latency of the vector add.
 const ACCS: usize = 4;
@@ -30,11 +33,15 @@ const ACCS: usize = 4;
 /// the remaining whole `W`-blocks to accumulator 0, the last `k % W` elements to a scalar;
 /// the accumulators are combined as `(a0 + a1) + (a2 + a3)`, its lanes by a fixed halving
 /// tree, and the scalar tail added last.
+///
+/// `stream_u`: `u` streams from memory (a row of the main input, read once), so each block
+/// also prefetches the cache lines [`STREAM_PREFETCH_BYTES`] ahead of it, into the next rows.
 pub(crate) fn dot_products<'c>(
     fx: &mut Fx<'_, 'c>,
     u: PointerValue<'c>,
     vs: &[PointerValue<'c>],
     k: IntValue<'c>,
+    stream_u: bool,
 ) -> Result<Vec<FloatValue<'c>>, CodegenError> {
     let vw = fx.vty(W);
     let mut acc = Vec::with_capacity(vs.len());
@@ -55,6 +62,36 @@ pub(crate) fn dot_products<'c>(
     fx.store(c, fx.i64c(0))?;
     let wl = u64::from(W);
     fx.for_slot(c, k, ACCS as u64 * wl, &mut |fx, ci| {
+        if stream_u {
+            // One prefetch per 64-byte line of the block, the distance ahead. The address may
+            // lie past the end of the matrix (a prefetch never faults), so it is computed
+            // without `inbounds`.
+            let i8p = llvm::i8_ptr(fx.ctx);
+            let prefetch = inkwell::intrinsics::Intrinsic::find("llvm.prefetch")
+                .and_then(|f| f.get_declaration(fx.module, &[i8p.into()]))
+                .ok_or_else(|| ierr("intrinsic llvm.prefetch missing"))?;
+            let i32t = fx.ctx.i32_type();
+            let base = fx.b.build_pointer_cast(u, i8p, "ub").map_err(ierr)?;
+            for line in 0..(ACCS as u64 * wl * 8 / 64) {
+                let off = fx.add(
+                    fx.mul(ci, fx.i64c(8))?,
+                    fx.i64c(STREAM_PREFETCH_BYTES + line * 64),
+                )?;
+                // SAFETY (of the IR): a plain (not inbounds) GEP on i8; prefetch only.
+                let addr = unsafe { fx.b.build_gep(base, &[off], "pf") }.map_err(ierr)?;
+                fx.b.build_call(
+                    prefetch,
+                    &[
+                        addr.into(),
+                        i32t.const_zero().into(),
+                        i32t.const_int(3, false).into(),
+                        i32t.const_int(1, false).into(),
+                    ],
+                    "",
+                )
+                .map_err(ierr)?;
+            }
+        }
         for a in 0..ACCS {
             let off = fx.add(ci, fx.i64c(a as u64 * wl))?;
             let x = load_vec(&fx.b, vw, u, off)?;
@@ -131,7 +168,7 @@ fn emit_dot<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<'
     let u = fx.param(0)?.into_pointer_value();
     let v = fx.param(1)?.into_pointer_value();
     let k = fx.param(2)?.into_int_value();
-    let r = dot_products(&mut fx, u, &[v], k)?;
+    let r = dot_products(&mut fx, u, &[v], k, false)?;
     fx.b.build_return(Some(&r[0])).map_err(ierr)?;
     Ok(fx.func)
 }

@@ -680,7 +680,7 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         let p = fx.param(0)?.into_pointer_value();
         let q = fx.param(1)?.into_pointer_value();
         let len = fx.param(2)?.into_int_value();
-        let r = outer::dot_products(&mut fx, p, &[q], len)?;
+        let r = outer::dot_products(&mut fx, p, &[q], len, true)?;
         fx.b.build_return(Some(&r[0])).map_err(ierr)?;
         fx.func
     };
@@ -698,7 +698,7 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         let q1 = fx.param(2)?.into_pointer_value();
         let len = fx.param(3)?.into_int_value();
         let o = fx.param(4)?.into_pointer_value();
-        let r = outer::dot_products(&mut fx, p, &[q0, q1], len)?;
+        let r = outer::dot_products(&mut fx, p, &[q0, q1], len, true)?;
         for (t, x) in r.iter().enumerate() {
             let x = fx.splat(*x, 1)?;
             store_vec(&fx.b, o, fx.i64c(t as u64), x)?;
