@@ -19,6 +19,23 @@ fn run(script: &str) -> String {
     run_with(EngineConfig::default(), script).0
 }
 
+/// Runs `script` fused (the default) and unfused; each prints one number, equal within 1e-9.
+fn assert_fused_prints_unfused_number(script: &str, what: &str) {
+    let fused = run(script);
+    let (unfused, _) = run_with(
+        EngineConfig {
+            fusion: None,
+            ..EngineConfig::default()
+        },
+        script,
+    );
+    let (f, u): (f64, f64) = (
+        fused.trim().parse().unwrap(),
+        unfused.trim().parse().unwrap(),
+    );
+    assert!((f - u).abs() <= 1e-9 * u.abs(), "{what}: {f} vs {u}");
+}
+
 #[test]
 fn in_place_updates_never_leak_into_aliases() {
     let out = run("X = matrix(1, rows=3, cols=3)\n\
@@ -413,19 +430,7 @@ print(a + b)
     assert!(text.contains("CSR entry point"), "{text}");
     assert!(text.contains("define i64 @lafuse_cell_csr"), "{text}");
     // Fused and unfused agree on the sparse input.
-    let fused = run(script);
-    let (unfused, _) = run_with(
-        EngineConfig {
-            fusion: None,
-            ..EngineConfig::default()
-        },
-        script,
-    );
-    let (f, u): (f64, f64) = (
-        fused.trim().parse().unwrap(),
-        unfused.trim().parse().unwrap(),
-    );
-    assert!((f - u).abs() <= 1e-9 * u.abs(), "{f} vs {u}");
+    assert_fused_prints_unfused_number(script, "magg");
 }
 
 /// Unfused, `t(X) %*% y` and `t(X) %*% W` read X in place (no transpose instruction runs), and
@@ -553,18 +558,6 @@ print(sum(C))
             ops.contains(&("row".to_string(), want.to_string())),
             "{name}: {ops:?}"
         );
-        let fused = run(script);
-        let (unfused, _) = run_with(
-            EngineConfig {
-                fusion: None,
-                ..EngineConfig::default()
-            },
-            script,
-        );
-        let (f, u): (f64, f64) = (
-            fused.trim().parse().unwrap(),
-            unfused.trim().parse().unwrap(),
-        );
-        assert!((f - u).abs() <= 1e-9 * u.abs(), "{name}: {f} vs {u}");
+        assert_fused_prints_unfused_number(script, name);
     }
 }

@@ -837,6 +837,50 @@ pub(crate) fn binary<'c>(
     })
 }
 
+/// `if c { then } else { els }` with both arms emitted.
+pub(crate) fn if_else<'c>(
+    fx: &mut Fx<'_, 'c>,
+    c: IntValue<'c>,
+    then: &mut dyn FnMut(&mut Fx<'_, 'c>) -> Result<(), CodegenError>,
+    els: &mut dyn FnMut(&mut Fx<'_, 'c>) -> Result<(), CodegenError>,
+) -> Result<(), CodegenError> {
+    let tb = fx.ctx.append_basic_block(fx.func, "then");
+    let eb = fx.ctx.append_basic_block(fx.func, "else");
+    let cont = fx.ctx.append_basic_block(fx.func, "cont");
+    fx.b.build_conditional_branch(c, tb, eb).map_err(ierr)?;
+    fx.b.position_at_end(tb);
+    then(fx)?;
+    fx.b.build_unconditional_branch(cont).map_err(ierr)?;
+    fx.b.position_at_end(eb);
+    els(fx)?;
+    fx.b.build_unconditional_branch(cont).map_err(ierr)?;
+    fx.b.position_at_end(cont);
+    Ok(())
+}
+
+/// Prefetches the cache line at `addr` for reading (high temporal locality, data cache). A
+/// prefetch never faults, so `addr` may point past the end of an object.
+pub(crate) fn prefetch<'c>(fx: &Fx<'_, 'c>, addr: PointerValue<'c>) -> Result<(), CodegenError> {
+    let i8p = llvm::i8_ptr(fx.ctx);
+    let f = Intrinsic::find("llvm.prefetch")
+        .and_then(|f| f.get_declaration(fx.module, &[i8p.into()]))
+        .ok_or_else(|| ierr("intrinsic llvm.prefetch missing"))?;
+    let addr = fx.b.build_pointer_cast(addr, i8p, "pf").map_err(ierr)?;
+    let i32t = fx.ctx.i32_type();
+    fx.b.build_call(
+        f,
+        &[
+            addr.into(),
+            i32t.const_zero().into(),
+            i32t.const_int(3, false).into(),
+            i32t.const_int(1, false).into(),
+        ],
+        "",
+    )
+    .map_err(ierr)?;
+    Ok(())
+}
+
 /// Loads the data pointer and column count of every input in `used` from the `KernelArgs`
 /// at `args` (inputs array at `inputs_off`).
 pub(crate) fn load_inputs<'c>(

@@ -6,7 +6,8 @@
 
 use super::cell::{LANES, W};
 use super::expr::{
-    declare_entry, declare_primitive, ierr, load_inputs, load_main_csr, At, Body, Fx, InputPtrs,
+    declare_entry, declare_primitive, ierr, if_else, load_inputs, load_main_csr, prefetch, At,
+    Body, Fx, InputPtrs,
 };
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::CodegenError;
@@ -63,33 +64,19 @@ pub(crate) fn dot_products<'c>(
     let wl = u64::from(W);
     fx.for_slot(c, k, ACCS as u64 * wl, &mut |fx, ci| {
         if stream_u {
-            // One prefetch per 64-byte line of the block, the distance ahead. The address may
-            // lie past the end of the matrix (a prefetch never faults), so it is computed
-            // without `inbounds`.
-            let i8p = llvm::i8_ptr(fx.ctx);
-            let prefetch = inkwell::intrinsics::Intrinsic::find("llvm.prefetch")
-                .and_then(|f| f.get_declaration(fx.module, &[i8p.into()]))
-                .ok_or_else(|| ierr("intrinsic llvm.prefetch missing"))?;
-            let i32t = fx.ctx.i32_type();
-            let base = fx.b.build_pointer_cast(u, i8p, "ub").map_err(ierr)?;
+            // One prefetch per 64-byte line of the block, the distance ahead: the address may
+            // lie past the end of the matrix, so it is computed without `inbounds`.
+            let base =
+                fx.b.build_pointer_cast(u, llvm::i8_ptr(fx.ctx), "ub")
+                    .map_err(ierr)?;
             for line in 0..(ACCS as u64 * wl * 8 / 64) {
                 let off = fx.add(
                     fx.mul(ci, fx.i64c(8))?,
                     fx.i64c(STREAM_PREFETCH_BYTES + line * 64),
                 )?;
-                // SAFETY (of the IR): a plain (not inbounds) GEP on i8; prefetch only.
+                // SAFETY (of the IR): a plain GEP on i8, only ever prefetched.
                 let addr = unsafe { fx.b.build_gep(base, &[off], "pf") }.map_err(ierr)?;
-                fx.b.build_call(
-                    prefetch,
-                    &[
-                        addr.into(),
-                        i32t.const_zero().into(),
-                        i32t.const_int(3, false).into(),
-                        i32t.const_int(1, false).into(),
-                    ],
-                    "",
-                )
-                .map_err(ierr)?;
+                prefetch(fx, addr)?;
             }
         }
         for a in 0..ACCS {
@@ -329,15 +316,12 @@ fn emit_entry<'c>(
                     fx.b.build_extract_element(nz, fx.i64c(0), "nz")
                         .map_err(ierr)?
                         .into_int_value();
-                let then = ctx.append_basic_block(fx.func, "nz");
-                let cont = ctx.append_basic_block(fx.func, "cont");
-                fx.b.build_conditional_branch(nz, then, cont)
-                    .map_err(ierr)?;
-                fx.b.position_at_end(then);
-                element(fx, plan, kind, oi, &st, i, j, x, p)?;
-                fx.b.build_unconditional_branch(cont).map_err(ierr)?;
-                fx.b.position_at_end(cont);
-                Ok(())
+                if_else(
+                    fx,
+                    nz,
+                    &mut |fx| element(fx, plan, kind, oi, &st, i, j, x, p),
+                    &mut |_| Ok(()),
+                )
             })
         })?;
     }
@@ -385,7 +369,7 @@ fn prefetch_v_row<'c>(
 ) -> Result<(), CodegenError> {
     let v = input_ptr(st, oi.v)?;
     let pn = fx.add(p, fx.i64c(PREFETCH_AHEAD))?;
-    if_then(fx, pn, pend, &mut |fx| {
+    if_below(fx, pn, pend, &mut |fx| {
         let jn32 = load(&fx.b, gep(&fx.b, ci, pn)?)?.into_int_value();
         let jn =
             fx.b.build_int_z_extend(jn32, fx.ctx.i64_type(), "jn")
@@ -405,29 +389,20 @@ fn prefetch_u_row<'c>(
 ) -> Result<(), CodegenError> {
     let u = input_ptr(st, oi.u)?;
     let inext = fx.add(i, fx.i64c(PREFETCH_ROWS_AHEAD))?;
-    if_then(fx, inext, ru, &mut |fx| prefetch_row(fx, u, inext, st.k))
+    if_below(fx, inext, ru, &mut |fx| prefetch_row(fx, u, inext, st.k))
 }
 
 /// `if (a < b) body()` (unsigned).
-fn if_then<'c>(
+fn if_below<'c>(
     fx: &mut Fx<'_, 'c>,
     a: IntValue<'c>,
     b: IntValue<'c>,
     body: &mut dyn FnMut(&mut Fx<'_, 'c>) -> Result<(), CodegenError>,
 ) -> Result<(), CodegenError> {
-    let ctx = fx.ctx;
     let lt =
         fx.b.build_int_compare(IntPredicate::ULT, a, b, "ahead")
             .map_err(ierr)?;
-    let then = ctx.append_basic_block(fx.func, "prefetch");
-    let cont = ctx.append_basic_block(fx.func, "prefetched");
-    fx.b.build_conditional_branch(lt, then, cont)
-        .map_err(ierr)?;
-    fx.b.position_at_end(then);
-    body(fx)?;
-    fx.b.build_unconditional_branch(cont).map_err(ierr)?;
-    fx.b.position_at_end(cont);
-    Ok(())
+    if_else(fx, lt, body, &mut |_| Ok(()))
 }
 
 /// Prefetches row `r` (of `k` doubles) of the row-major matrix at `base` into the cache: one
@@ -438,40 +413,15 @@ fn prefetch_row<'c>(
     r: IntValue<'c>,
     k: IntValue<'c>,
 ) -> Result<(), CodegenError> {
-    let ctx = fx.ctx;
     let row = gep(&fx.b, base, fx.mul(r, k)?)?;
-    let i8p = llvm::i8_ptr(ctx);
-    let prefetch = inkwell::intrinsics::Intrinsic::find("llvm.prefetch")
-        .and_then(|f| f.get_declaration(fx.module, &[i8p.into()]))
-        .ok_or_else(|| ierr("intrinsic llvm.prefetch missing"))?;
-    let i32t = ctx.i32_type();
-    // Read access, high temporal locality, data cache.
-    let flags = [
-        i32t.const_zero(),
-        i32t.const_int(3, false),
-        i32t.const_int(1, false),
-    ];
-    let c = fx.slot(ctx.i64_type().into())?;
+    let c = fx.slot(fx.ctx.i64_type().into())?;
     fx.store(c, fx.i64c(0))?;
     let line = fx.i64c(8);
     let lines =
         fx.b.build_int_unsigned_div(fx.add(k, fx.i64c(7))?, line, "lines")
             .map_err(ierr)?;
     fx.for_slot(c, lines, 1, &mut |fx, l| {
-        let addr = gep(&fx.b, row, fx.mul(l, line)?)?;
-        let addr = fx.b.build_pointer_cast(addr, i8p, "pf").map_err(ierr)?;
-        fx.b.build_call(
-            prefetch,
-            &[
-                addr.into(),
-                flags[0].into(),
-                flags[1].into(),
-                flags[2].into(),
-            ],
-            "",
-        )
-        .map_err(ierr)?;
-        Ok(())
+        prefetch(fx, gep(&fx.b, row, fx.mul(l, line)?)?)
     })
 }
 
@@ -550,7 +500,6 @@ fn element<'c>(
                 .map_err(ierr)?;
         }
     }
-    let _ = IntPredicate::EQ;
     Ok(())
 }
 

@@ -26,7 +26,8 @@
 
 use super::cell::W;
 use super::expr::{
-    self, declare_entry, declare_primitive, ierr, load_inputs, load_main_csr, Fx, InputPtrs,
+    self, declare_entry, declare_primitive, ierr, if_else, load_inputs, load_main_csr, Fx,
+    InputPtrs,
 };
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::outer;
@@ -895,27 +896,6 @@ fn to_f64<'c>(fx: &Fx<'_, 'c>, i: IntValue<'c>) -> Result<VectorValue<'c>, Codeg
         fx.b.build_unsigned_int_to_float(i, fx.ctx.f64_type(), "f")
             .map_err(ierr)?;
     fx.splat(f, 1)
-}
-
-/// `if c { then } else { els }` with both arms emitted.
-fn if_else<'c>(
-    fx: &mut Fx<'_, 'c>,
-    c: IntValue<'c>,
-    then: &mut dyn FnMut(&mut Fx<'_, 'c>) -> Result<(), CodegenError>,
-    els: &mut dyn FnMut(&mut Fx<'_, 'c>) -> Result<(), CodegenError>,
-) -> Result<(), CodegenError> {
-    let tb = fx.ctx.append_basic_block(fx.func, "then");
-    let eb = fx.ctx.append_basic_block(fx.func, "else");
-    let cont = fx.ctx.append_basic_block(fx.func, "cont");
-    fx.b.build_conditional_branch(c, tb, eb).map_err(ierr)?;
-    fx.b.position_at_end(tb);
-    then(fx)?;
-    fx.b.build_unconditional_branch(cont).map_err(ierr)?;
-    fx.b.position_at_end(eb);
-    els(fx)?;
-    fx.b.build_unconditional_branch(cont).map_err(ierr)?;
-    fx.b.position_at_end(cont);
-    Ok(())
 }
 
 impl<'a, 'c> Em<'a, 'c> {

@@ -98,15 +98,7 @@ fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Matrix {
         return dense_result(m, n, out, nnz);
     }
     if m == 1 {
-        // Vector-matrix: accumulate scaled rows of b, split over column ranges.
-        let nnz = fill_flat_cols(&mut out, |c0, chunk| {
-            for (kk, &x) in a.values.iter().enumerate() {
-                let brow = &b.values[kk * n + c0..kk * n + c0 + chunk.len()];
-                for (o, &y) in chunk.iter_mut().zip(brow) {
-                    *o += x * y;
-                }
-            }
-        });
+        let nnz = vector_matrix(&a.values, b, &mut out);
         return dense_result(m, n, out, nnz);
     }
     // SAFETY: the pointers cover m*k, k*n and m*n f64 values with the given row-major strides.
@@ -133,6 +125,21 @@ fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Matrix {
 }
 
 /// Splits a 1 x n output into fixed column chunks (parallel when large); returns nnz.
+/// `out = x %*% b` for a row vector `x` (`b.rows` values): scaled rows of `b` accumulated,
+/// split over column ranges, each output summed in row order (independent of the thread
+/// count). Returns the non-zeros of `out`.
+fn vector_matrix(x: &[f64], b: &DenseMatrix, out: &mut [f64]) -> usize {
+    let n = b.cols;
+    fill_flat_cols(out, |c0, chunk| {
+        for (kk, &xv) in x.iter().enumerate() {
+            let brow = &b.values[kk * n + c0..kk * n + c0 + chunk.len()];
+            for (o, &y) in chunk.iter_mut().zip(brow) {
+                *o += xv * y;
+            }
+        }
+    })
+}
+
 fn fill_flat_cols<F: Fn(usize, &mut [f64]) + Sync>(out: &mut [f64], f: F) -> usize {
     super::fill_flat(out, f)
 }
@@ -277,16 +284,8 @@ fn dense_tn(a: &DenseMatrix, b: &DenseMatrix) -> Matrix {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let mut out = alloc_zeroed(k * n);
     if n == 1 {
-        // out[p] = sum_i b[i] * a[i, p]: scaled rows of a, split over column ranges, each
-        // output summed in row order (independent of the thread count).
-        let nnz = fill_flat_cols(&mut out, |c0, chunk| {
-            for (i, &y) in b.values.iter().enumerate() {
-                let arow = &a.values[i * k + c0..i * k + c0 + chunk.len()];
-                for (o, &x) in chunk.iter_mut().zip(arow) {
-                    *o += y * x;
-                }
-            }
-        });
+        // t(a) %*% b = t(t(b) %*% a): the vector-matrix product, one pass over a's rows.
+        let nnz = vector_matrix(&b.values, a, &mut out);
         return dense_result(k, 1, out, nnz);
     }
     // SAFETY: a is m x k and b is m x n row-major; t(a) is read as k x m with row stride 1 and
