@@ -7,6 +7,7 @@
 //! `%`), mapped into the JIT by address, so NaN and infinities behave identically.
 
 use super::llvm::{self, f64_ptr, gep, load, load_vec};
+use super::math;
 use super::CodegenError;
 use inkwell::basic_block::BasicBlock;
 use inkwell::builder::Builder;
@@ -41,7 +42,6 @@ macro_rules! helpers {
 
 helpers! {
     lafuse_exp(x) => x.exp();
-    lafuse_ln(x) => x.ln();
     lafuse_sin(x) => x.sin();
     lafuse_cos(x) => x.cos();
     lafuse_tan(x) => x.tan();
@@ -337,6 +337,24 @@ impl<'m, 'c> Fx<'m, 'c> {
             .and_then(|i| i.get_declaration(self.module, &[x.get_type().into()]))
             .ok_or_else(|| CodegenError::Internal(format!("intrinsic {name} missing")))?;
         let r = self.b.build_call(f, &[x.into()], "i").map_err(ierr)?;
+        basic_vector(r)
+    }
+
+    /// `a * b + c` rounded once (`llvm.fma`): one instruction instead of two, and no rounding
+    /// of the product, for dot products whose order of summation is the generator's own anyway.
+    pub(crate) fn fma(
+        &self,
+        a: VectorValue<'c>,
+        b: VectorValue<'c>,
+        c: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        let f = Intrinsic::find("llvm.fma")
+            .and_then(|i| i.get_declaration(self.module, &[a.get_type().into()]))
+            .ok_or_else(|| ierr("intrinsic llvm.fma missing"))?;
+        let r = self
+            .b
+            .build_call(f, &[a.into(), b.into(), c.into()], "fma")
+            .map_err(ierr)?;
         basic_vector(r)
     }
 
@@ -734,12 +752,13 @@ pub(crate) fn unary_calls_helper(f: UnaryOp) -> bool {
             | UnaryOp::Floor
             | UnaryOp::Ceil
             | UnaryOp::Sign
+            | UnaryOp::Log
     )
 }
 
 /// Whether [`binary`] computes `f` with a scalar Rust helper (see [`unary_calls_helper`]).
 pub(crate) fn binary_calls_helper(f: BinaryOp) -> bool {
-    matches!(f, BinaryOp::Pow | BinaryOp::Mod | BinaryOp::Log)
+    matches!(f, BinaryOp::Pow | BinaryOp::Mod)
 }
 
 /// Whether the element-wise `node` of `plan` is computed by a scalar Rust helper (as
@@ -779,7 +798,7 @@ pub(crate) fn unary<'c>(
         }
         UnaryOp::Round => fx.helper("lafuse_round", &[x])?,
         UnaryOp::Exp => fx.helper("lafuse_exp", &[x])?,
-        UnaryOp::Log => fx.helper("lafuse_ln", &[x])?,
+        UnaryOp::Log => math::ln(fx, x)?,
         UnaryOp::Sin => fx.helper("lafuse_sin", &[x])?,
         UnaryOp::Cos => fx.helper("lafuse_cos", &[x])?,
         UnaryOp::Tan => fx.helper("lafuse_tan", &[x])?,
@@ -830,8 +849,8 @@ pub(crate) fn binary<'c>(
         BinaryOp::Min => fx.java_minmax(false, a, b)?,
         BinaryOp::Max => fx.java_minmax(true, a, b)?,
         BinaryOp::Log => {
-            let la = fx.helper("lafuse_ln", &[a])?;
-            let lb = fx.helper("lafuse_ln", &[b])?;
+            let la = math::ln(fx, a)?;
+            let lb = math::ln(fx, b)?;
             fx.fdiv(la, lb)?
         }
     })

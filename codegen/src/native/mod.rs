@@ -19,6 +19,7 @@ mod cache;
 mod cell;
 mod expr;
 mod llvm;
+mod math;
 mod outer;
 mod row;
 
