@@ -21,10 +21,10 @@ use lafuse_skeletons::OuterKind;
 use std::mem::offset_of;
 
 /// How far ahead of a streamed dot-product operand its cache lines are prefetched.
-const STREAM_PREFETCH_BYTES: u64 = 1024;
+pub(crate) const STREAM_PREFETCH_BYTES: u64 = 2048;
 
-/// Independent `W`-lane accumulators per dot product: an add waits only on the add
-/// `ACCS` steps earlier, which hides the latency of the vector add.
+/// Independent `W`-lane accumulators per dot product: a fused multiply-add waits only on the
+/// one `ACCS` steps earlier, which hides its latency.
 const ACCS: usize = 4;
 
 /// Emits, at the builder's position, the dot products `u · vs[t]` over `k` elements in one
@@ -33,7 +33,8 @@ const ACCS: usize = 4;
 /// `ACCS` vector accumulators (accumulator `a` takes elements `a*W..(a+1)*W` of each block),
 /// the remaining whole `W`-blocks to accumulator 0, the last `k % W` elements to a scalar;
 /// the accumulators are combined as `(a0 + a1) + (a2 + a3)`, its lanes by a fixed halving
-/// tree, and the scalar tail added last.
+/// tree, and the scalar tail added last. Each step is a fused multiply-add (one rounding,
+/// as BLAS kernels do).
 ///
 /// `stream_u`: `u` streams from memory (a row of the main input, read once), so each block
 /// also prefetches the cache lines [`STREAM_PREFETCH_BYTES`] ahead of it, into the next rows.
@@ -85,7 +86,7 @@ pub(crate) fn dot_products<'c>(
             for (v, slots) in vs.iter().zip(&acc) {
                 let y = load_vec(&fx.b, vw, *v, off)?;
                 let cur = fx.load_v(slots[a])?;
-                fx.store(slots[a], fx.fadd(cur, fx.fmul(x, y)?)?)?;
+                fx.store(slots[a], fx.fma(x, y, cur)?)?;
             }
         }
         Ok(())
@@ -95,7 +96,7 @@ pub(crate) fn dot_products<'c>(
         for (t, v) in vs.iter().enumerate() {
             let y = load_vec(&fx.b, vw, *v, ci)?;
             let cur = fx.load_v(acc[t][0])?;
-            fx.store(acc[t][0], fx.fadd(cur, fx.fmul(x, y)?)?)?;
+            fx.store(acc[t][0], fx.fma(x, y, cur)?)?;
         }
         Ok(())
     })?;
@@ -104,7 +105,7 @@ pub(crate) fn dot_products<'c>(
         for (t, v) in vs.iter().enumerate() {
             let y = load_vec(&fx.b, fx.vty(1), *v, ci)?;
             let cur = fx.load_v(tail[t])?;
-            fx.store(tail[t], fx.fadd(cur, fx.fmul(x, y)?)?)?;
+            fx.store(tail[t], fx.fma(x, y, cur)?)?;
         }
         Ok(())
     })?;
@@ -287,7 +288,7 @@ fn emit_entry<'c>(
         // The end of this task's non-zeros: prefetching runs across row ends up to it.
         let pend = load(&fx.b, gep(&fx.b, rp, ru)?)?.into_int_value();
         fx.for_range(rl, ru, &mut |fx, i| {
-            prefetch_u_row(fx, &st, oi, i, ru)?;
+            prefetch_u_row(fx, &st, oi, rp, i, ru)?;
             let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();
             let p1 = load(&fx.b, gep(&fx.b, rp, fx.add(i, fx.i64c(1))?)?)?.into_int_value();
             fx.for_range(p0, p1, &mut |fx, p| {
@@ -379,17 +380,25 @@ fn prefetch_v_row<'c>(
 }
 
 /// Prefetches the row of `U` that the row `PREFETCH_ROWS_AHEAD` after `i` will read, when
-/// that row belongs to this task (`< ru`).
+/// that row belongs to this task (`< ru`) and has non-zeros: at very low density most rows
+/// have none, and prefetching every row would stream all of `U` through the cache (a cost
+/// independent of nnz(X)).
 fn prefetch_u_row<'c>(
     fx: &mut Fx<'_, 'c>,
     st: &St<'c>,
     oi: &OuterInputs,
+    rp: PointerValue<'c>,
     i: IntValue<'c>,
     ru: IntValue<'c>,
 ) -> Result<(), CodegenError> {
     let u = input_ptr(st, oi.u)?;
     let inext = fx.add(i, fx.i64c(PREFETCH_ROWS_AHEAD))?;
-    if_below(fx, inext, ru, &mut |fx| prefetch_row(fx, u, inext, st.k))
+    if_below(fx, inext, ru, &mut |fx| {
+        // `inext + 1 <= ru <= rows`: both offsets are in bounds.
+        let q0 = load(&fx.b, gep(&fx.b, rp, inext)?)?.into_int_value();
+        let q1 = load(&fx.b, gep(&fx.b, rp, fx.add(inext, fx.i64c(1))?)?)?.into_int_value();
+        if_below(fx, q0, q1, &mut |fx| prefetch_row(fx, u, inext, st.k))
+    })
 }
 
 /// `if (a < b) body()` (unsigned).

@@ -733,14 +733,42 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         fx.b.build_return(Some(&r)).map_err(ierr)?;
         fx.func
     };
-    // o[j] += s * x[j].
+    // o[j] += s * x[j]; with `ahead` > 0, also prefetches the line `ahead` bytes past each
+    // block of `x` (see `Body::outer_add`).
     let axpy = {
-        let mut fx = declare_primitive(ctx, module, "lafuse_row_axpy", &[pf, pf, f64m, i64m], None);
+        let mut fx = declare_primitive(
+            ctx,
+            module,
+            "lafuse_row_axpy",
+            &[pf, pf, f64m, i64m, i64m],
+            None,
+        );
         let o = fx.param(0)?.into_pointer_value();
         let x = fx.param(1)?.into_pointer_value();
         let s = fx.param(2)?.into_float_value();
         let len = fx.param(3)?.into_int_value();
+        let ahead = fx.param(4)?.into_int_value();
+        let x8 =
+            fx.b.build_pointer_cast(x, llvm::i8_ptr(ctx), "x8")
+                .map_err(ierr)?;
+        let stream =
+            fx.b.build_int_compare(IntPredicate::NE, ahead, fx.i64c(0), "stream")
+                .map_err(ierr)?;
         lanes(&mut fx, len, &mut |fx, j, w| {
+            if w == W {
+                // One prefetch per 64-byte block of `x`: a plain GEP on i8 (the address may
+                // lie past the end of the matrix), only ever prefetched.
+                if_else(
+                    fx,
+                    stream,
+                    &mut |fx| {
+                        let off = fx.add(fx.mul(j, fx.i64c(8))?, ahead)?;
+                        let addr = unsafe { fx.b.build_gep(x8, &[off], "pf") }.map_err(ierr)?;
+                        expr::prefetch(fx, addr)
+                    },
+                    &mut |_| Ok(()),
+                )?;
+            }
             let sv = fx.splat(s, w)?;
             let a = load_vec(&fx.b, fx.vty(w), o, j)?;
             let b = load_vec(&fx.b, fx.vty(w), x, j)?;
@@ -1294,6 +1322,25 @@ impl<'a, 'c> Em<'a, 'c> {
         let flip =
             fx.b.build_int_compare(IntPredicate::NE, self.par(P_FLIP), fx.i64c(0), "flip")
                 .map_err(ierr)?;
+        let no_ahead = fx.i64c(0);
+        // `t(X) %*% b` over a dense X: the row `a` streams from memory and the axpys then run
+        // on it from the L1 cache, with no memory reads in flight. The first axpy therefore
+        // prefetches the next row (contiguous: `la` values on), `STREAM_PREFETCH_BYTES`
+        // beyond where the next row's dot product will prefetch, so that the memory stays
+        // busy while the row is computed on.
+        let a_streams = matches!(
+            self.info.plan.nodes.get(k),
+            Some(CNode::OuterMultAdd { a, .. })
+                if matches!(self.info.plan.nodes.get(*a), Some(CNode::Data { access: Access::Main, .. }))
+        );
+        let ahead = if a_streams {
+            fx.add(
+                fx.mul(la, fx.i64c(8))?,
+                fx.i64c(outer::STREAM_PREFETCH_BYTES),
+            )?
+        } else {
+            no_ahead
+        };
         // Dense: for each value s of the short side, axpy the long side into one row of P.
         let dense = |fx: &mut Fx<'_, 'c>| -> Result<(), CodegenError> {
             if_else(
@@ -1303,7 +1350,17 @@ impl<'a, 'c> Em<'a, 'c> {
                     fx.for_range(fx.i64c(0), lb, &mut |fx, c| {
                         let s = load(&fx.b, gep(&fx.b, bp, c)?)?;
                         let o = gep(&fx.b, out, fx.mul(c, la)?)?;
-                        call(fx, pr.axpy, &[o.into(), ap.into(), s.into(), la.into()])?;
+                        let first =
+                            fx.b.build_int_compare(IntPredicate::EQ, c, no_ahead, "first")
+                                .map_err(ierr)?;
+                        let pf =
+                            fx.b.build_select(first, ahead, no_ahead, "ahead")
+                                .map_err(ierr)?;
+                        call(
+                            fx,
+                            pr.axpy,
+                            &[o.into(), ap.into(), s.into(), la.into(), pf.into()],
+                        )?;
                         Ok(())
                     })
                 },
@@ -1311,7 +1368,11 @@ impl<'a, 'c> Em<'a, 'c> {
                     fx.for_range(fx.i64c(0), la, &mut |fx, r| {
                         let s = load(&fx.b, gep(&fx.b, ap, r)?)?;
                         let o = gep(&fx.b, out, fx.mul(r, lb)?)?;
-                        call(fx, pr.axpy, &[o.into(), bp.into(), s.into(), lb.into()])?;
+                        call(
+                            fx,
+                            pr.axpy,
+                            &[o.into(), bp.into(), s.into(), lb.into(), no_ahead.into()],
+                        )?;
                         Ok(())
                     })
                 },
@@ -1361,7 +1422,11 @@ impl<'a, 'c> Em<'a, 'c> {
                             let c = zext(fx, p)?;
                             let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
                             let o = gep(&fx.b, out, fx.mul(c, la)?)?;
-                            call(fx, pr.axpy, &[o.into(), ap.into(), s.into(), la.into()])?;
+                            call(
+                                fx,
+                                pr.axpy,
+                                &[o.into(), ap.into(), s.into(), la.into(), no_ahead.into()],
+                            )?;
                             Ok(())
                         })
                     }
@@ -1373,7 +1438,11 @@ impl<'a, 'c> Em<'a, 'c> {
                             let r = zext(fx, p)?;
                             let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
                             let o = gep(&fx.b, out, fx.mul(r, lb)?)?;
-                            call(fx, pr.axpy, &[o.into(), bp.into(), s.into(), lb.into()])?;
+                            call(
+                                fx,
+                                pr.axpy,
+                                &[o.into(), bp.into(), s.into(), lb.into(), no_ahead.into()],
+                            )?;
                             Ok(())
                         })
                     } else {
