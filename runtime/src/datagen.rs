@@ -226,6 +226,7 @@ fn filled(len: usize, v: f64) -> Result<Vec<f64>> {
             len.saturating_mul(8)
         ))
     })?;
+    crate::matrix::advise_huge_pages(&values);
     values.resize(len, v);
     Ok(values)
 }

@@ -87,8 +87,11 @@ fn meminfo(key: &str) -> Option<u64> {
 /// nine runs after a warm-up (the same reference the `fusion` bench reports fractions of).
 pub fn read_bandwidth(bytes: usize, threads: usize) -> f64 {
     let cells = (bytes / 8).max(threads.max(1));
-    // Non-zero values so that the pages are really backed, not the shared zero page.
-    let values: Vec<f64> = (0..cells).map(|i| (i % 7) as f64 + 0.5).collect();
+    // Non-zero values so that the pages are really backed, not the shared zero page; huge
+    // pages where the kernel grants them, as the operators' inputs (`rand` outputs) have.
+    let mut values = Vec::with_capacity(cells);
+    lafuse_runtime::matrix::advise_huge_pages(&values);
+    values.extend((0..cells).map(|i| (i % 7) as f64 + 0.5));
     let chunk = cells.div_ceil(threads.max(1));
     let time = || {
         let start = Instant::now();

@@ -144,6 +144,15 @@ pub fn cases(ctx: &Ctx) -> Vec<MicroCase> {
         .collect()
 }
 
+/// Inner repetitions of a fused Outer evaluation: at low sparsity one takes a few
+/// milliseconds (against seconds unfused), too short for one timing to be stable on a shared
+/// machine, so the script repeats it until about as much work as at sparsity 1e-2 is timed
+/// (at most 50 repetitions, never fewer than the unfused policy's).
+fn outer_fused_inner_reps(unfused_reps: usize, sp: f64) -> usize {
+    let scale = if sp > 0.0 { (1e-2 / sp).round() } else { 50.0 };
+    (scale.min(50.0) as usize).max(unfused_reps).max(1)
+}
+
 /// Runs the suite.
 pub fn run(ctx: &Ctx) -> Vec<Measurement> {
     let cases = cases(ctx);
@@ -166,12 +175,20 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
     } else {
         ctx.sizes.micro_inner_reps
     };
-    let mut nvargs = params.clone();
-    nvargs.push(("reps".into(), inner.to_string()));
+    // SystemDS runs every policy with the base repetitions.
+    let mut base_nvargs = params.clone();
+    base_nvargs.push(("reps".into(), inner.to_string()));
     let script = ctx.script(&format!("micro/{}.dml", case.pattern));
     let mut out = Vec::new();
     for &policy in &ctx.sizes.micro_policies {
         ctx.step(&format!("{label} lafuse {policy}"));
+        let inner = if case.pattern == "outer" && policy != "none" {
+            outer_fused_inner_reps(inner, case.sp)
+        } else {
+            inner
+        };
+        let mut nvargs = params.clone();
+        nvargs.push(("reps".into(), inner.to_string()));
         let mut m = Measurement::new("micro", case.pattern, &case.variant, "lafuse", policy)
             .with_params(&params);
         m.figures.insert("inner_reps".into(), inner as f64);
@@ -224,7 +241,10 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
     if let Ok(script) = &script {
         for config in ["codegen", "base"] {
             ctx.step(&format!("{label} systemds {config}"));
-            let Some(run) = ctx.peers.systemds_run(&ctx.runner, script, config, &nvargs) else {
+            let Some(run) = ctx
+                .peers
+                .systemds_run(&ctx.runner, script, config, &base_nvargs)
+            else {
                 continue;
             };
             let mut m = Measurement::new("micro", case.pattern, &case.variant, "systemds", config)
@@ -289,6 +309,16 @@ fn flag_result_disagreement(ms: &mut [Measurement]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fused_outer_repeats_short_evaluations_more() {
+        assert_eq!(outer_fused_inner_reps(1, 1e-1), 1);
+        assert_eq!(outer_fused_inner_reps(1, 1e-2), 1);
+        assert_eq!(outer_fused_inner_reps(1, 1e-3), 10);
+        assert_eq!(outer_fused_inner_reps(1, 1e-4), 50);
+        assert_eq!(outer_fused_inner_reps(2, 1e-1), 2);
+        assert_eq!(outer_fused_inner_reps(1, 0.0), 50);
+    }
 
     #[test]
     fn bytes_follow_the_fusion_bench() {
