@@ -37,6 +37,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 mod common;
+
+/// As in the `lafuse` binary: large blocks aligned to cache lines.
+#[global_allocator]
+static GLOBAL: lafuse::alloc::CacheAligned = lafuse::alloc::CacheAligned;
 use common::{median_time, mem_available, reference_sum};
 
 fn env_usize(name: &str) -> Option<usize> {

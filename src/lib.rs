@@ -16,6 +16,7 @@
 //! assert_eq!(String::from_utf8(out).unwrap(), "48.0\n");
 //! ```
 
+pub mod alloc;
 pub mod bench;
 pub mod calibrate;
 mod compile;

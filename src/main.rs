@@ -9,6 +9,10 @@ use lafuse::{
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Large blocks aligned to cache lines, for the generated code's vector loads.
+#[global_allocator]
+static GLOBAL: lafuse::alloc::CacheAligned = lafuse::alloc::CacheAligned;
+
 #[derive(Parser)]
 #[command(
     name = "lafuse",
