@@ -116,10 +116,21 @@ const M: InputKind = InputKind::Matrix;
 
 impl Env {
     fn new(m: usize, n: usize, density: f64, x_specials: bool, side_specials: bool) -> Env {
+        Env::with_y_density(m, n, density, x_specials, side_specials, 0.9)
+    }
+
+    fn with_y_density(
+        m: usize,
+        n: usize,
+        density: f64,
+        x_specials: bool,
+        side_specials: bool,
+        y_density: f64,
+    ) -> Env {
         let sp = side_specials;
         Env {
             x: mat(m, n, density, 1, x_specials),
-            y: mat(m, n, 0.9, 2, sp),
+            y: mat(m, n, y_density, 2, sp),
             r: mat(1, n, 1.0, 3, sp),
             c: mat(m, 1, 1.0, 4, sp),
             s: if sp { f64::INFINITY } else { 0.75 },
@@ -395,7 +406,16 @@ fn cases() -> Vec<Case> {
 }
 
 fn run_cases(m: usize, n: usize, density: f64, x_specials: bool, side_specials: bool) {
-    let env = Env::new(m, n, density, x_specials, side_specials);
+    run_env(
+        &Env::new(m, n, density, x_specials, side_specials),
+        m,
+        n,
+        x_specials,
+        side_specials,
+    );
+}
+
+fn run_env(env: &Env, m: usize, n: usize, x_specials: bool, side_specials: bool) {
     let sparse_x = Matrix::Sparse(env.x.to_sparse());
     let dense_x = Matrix::Dense(env.x.to_dense());
     for (name, rt, nodes, shape) in cases() {
@@ -421,6 +441,21 @@ fn special_values_in_x_and_side_inputs() {
     run_cases(41, 19, 0.4, true, false);
     run_cases(41, 19, 0.4, true, true);
     run_cases(23, 9, 0.9, false, true);
+}
+
+#[test]
+fn sparse_side_inputs_are_streamed_in_blocks() {
+    // A sparse Y read row by row with X is densified block by block per task (several
+    // blocks here: 600 rows of 90 columns), under dense and CSR main inputs, with finite and
+    // non-finite values.
+    for (xs, ss) in [(false, false), (true, true), (false, true)] {
+        let env = Env::with_y_density(600, 90, 0.2, xs, ss, 0.05);
+        assert!(
+            env.y.is_sparse(),
+            "the side input must be sparse for this test"
+        );
+        run_env(&env, 600, 90, xs, ss);
+    }
 }
 
 #[test]

@@ -66,75 +66,6 @@ fn b2f(b: bool) -> f64 {
     }
 }
 
-/// Constants of [`ln`], shared with the code generator's vector version.
-pub mod ln_consts {
-    /// ln 2 split so that `k * LN2_HI` is exact for every exponent `k` (constants as bit
-    /// patterns: exact, whatever the decimal printing).
-    pub const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
-    /// The rest of ln 2.
-    pub const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
-    /// Coefficients of the minimax polynomial R(z) ~ log((1+s)/(1-s)) / s - 2 in z = s^2
-    /// on |s| <= 0.1716 (fdlibm's `Lg1..Lg7`).
-    pub const LG: [f64; 7] = [
-        f64::from_bits(0x3fe5_5555_5555_5593),
-        f64::from_bits(0x3fd9_9999_9997_fa04),
-        f64::from_bits(0x3fd2_4924_9422_9359),
-        f64::from_bits(0x3fcc_71c5_1d8e_78af),
-        f64::from_bits(0x3fc7_4664_96cb_03de),
-        f64::from_bits(0x3fc3_9a09_d078_c69f),
-        f64::from_bits(0x3fc2_f112_df3e_5244),
-    ];
-    /// 2^54, the scale that brings a subnormal into the normal range.
-    pub const TWO_54: f64 = 18_014_398_509_481_984.0;
-    /// Added to the high word so that mantissas at or above sqrt(2)/2's carry into the
-    /// exponent: `0x3ff00000 - 0x3fe6a09e`.
-    pub const HIGH_SHIFT: i64 = 0x3ff0_0000 - 0x3fe6_a09e;
-    /// The high word of sqrt(2)/2, restored under the reduced mantissa.
-    pub const SQRT_HALF_HIGH: i64 = 0x3fe6_a09e;
-}
-
-/// The natural logarithm, by fdlibm's method (error below 1 ulp): `x = 2^k r` with `r` in
-/// [sqrt(2)/2, sqrt(2)), `f = r - 1`, `s = f / (2 + f)`, and
-/// `log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2))` with a degree-14 minimax polynomial `R`.
-///
-/// lafuse computes every `log` with this function (unfused kernels, the reference evaluator,
-/// and, operation for operation, the code generator's vector version), so fused and unfused
-/// results agree to the bit; it is as fast as the C library's and, having no branches on
-/// its main path, vectorizes.
-#[inline]
-pub fn ln(x: f64) -> f64 {
-    use ln_consts::*;
-    if !(x > 0.0 && x < f64::INFINITY) {
-        return if x.is_nan() || x == f64::INFINITY {
-            x
-        } else if x == 0.0 {
-            f64::NEG_INFINITY
-        } else {
-            f64::NAN
-        };
-    }
-    let (xs, k0) = if x < f64::MIN_POSITIVE {
-        (x * TWO_54, -54)
-    } else {
-        (x, 0)
-    };
-    let bits = xs.to_bits() as i64;
-    let hx = (bits >> 32) + HIGH_SHIFT;
-    let k = (hx >> 20) - 0x3ff + k0;
-    let r =
-        f64::from_bits((((hx & 0x000f_ffff) + SQRT_HALF_HIGH) << 32 | (bits & 0xffff_ffff)) as u64);
-    let f = r - 1.0;
-    let hfsq = 0.5 * f * f;
-    let s = f / (2.0 + f);
-    let z = s * s;
-    let w = z * z;
-    let t1 = w * (LG[1] + w * (LG[3] + w * LG[5]));
-    let t2 = z * (LG[0] + w * (LG[2] + w * (LG[4] + w * LG[6])));
-    let big_r = t2 + t1;
-    let dk = k as f64;
-    s * (hfsq + big_r) + dk * LN2_LO - hfsq + f + dk * LN2_HI
-}
-
 /// Java `Math.pow`: a NaN exponent gives NaN (C's `pow(1, NaN)` is 1), `x^0 == 1` for every `x`,
 /// and `(±1)^±Inf` is NaN (C gives 1).
 #[inline(always)]
@@ -288,7 +219,7 @@ impl BinaryOp {
             BinaryOp::Or => b2f(a != 0.0 || b != 0.0),
             BinaryOp::Min => java_min(a, b),
             BinaryOp::Max => java_max(a, b),
-            BinaryOp::Log => ln(a) / ln(b),
+            BinaryOp::Log => a.ln() / b.ln(),
         }
     }
 
@@ -426,7 +357,7 @@ impl UnaryOp {
         match self {
             UnaryOp::Abs => x.abs(),
             UnaryOp::Exp => x.exp(),
-            UnaryOp::Log => ln(x),
+            UnaryOp::Log => x.ln(),
             UnaryOp::Sqrt => x.sqrt(),
             UnaryOp::Round => java_round(x),
             UnaryOp::Floor => x.floor(),
@@ -552,68 +483,6 @@ impl Direction {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Distance in units in the last place between two finite doubles of the same sign.
-    fn ulps(a: f64, b: f64) -> u64 {
-        (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs()
-    }
-
-    #[test]
-    fn ln_is_within_one_ulp_of_the_c_library_everywhere() {
-        // Random bit patterns over every positive exponent (subnormals included), values
-        // near 1 where the result is tiny, and exact powers of two.
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
-        let mut xs: Vec<f64> = (0..200_000)
-            .map(|_| f64::from_bits(next() >> 1))
-            .filter(|x| x.is_finite() && *x > 0.0)
-            .collect();
-        xs.extend((0..100_000).map(|i| 1.0 + (i as f64 - 50_000.0) * 1e-9));
-        xs.extend((0..100_000).map(|i| 0.7 + i as f64 * 7e-6));
-        xs.extend((-1074..1024).map(|e| 2f64.powi(e)));
-        xs.extend([
-            f64::MIN_POSITIVE,
-            f64::MAX,
-            5e-324,
-            1.0,
-            2.0,
-            0.5,
-            std::f64::consts::E,
-        ]);
-        let mut worst = 0;
-        for &x in &xs {
-            let (got, want) = (ln(x), x.ln());
-            if got == 0.0 || want == 0.0 {
-                assert_eq!(got, want, "ln({x:e})");
-                continue;
-            }
-            assert_eq!(got.is_sign_negative(), want.is_sign_negative(), "ln({x:e})");
-            let d = ulps(got, want);
-            assert!(
-                d <= 1,
-                "ln({x:e}) = {got:e}, C library {want:e}: {d} ulps apart"
-            );
-            worst = worst.max(d);
-        }
-        assert!(worst <= 1);
-        assert_eq!(ln(1.0).to_bits(), 0.0f64.to_bits());
-    }
-
-    #[test]
-    fn ln_special_values() {
-        assert_eq!(ln(0.0), f64::NEG_INFINITY);
-        assert_eq!(ln(-0.0), f64::NEG_INFINITY);
-        assert!(ln(-1e-300).is_nan());
-        assert!(ln(f64::NEG_INFINITY).is_nan());
-        assert!(ln(f64::NAN).is_nan());
-        assert_eq!(ln(f64::INFINITY), f64::INFINITY);
-        assert_eq!(ln(5e-324), 5e-324f64.ln());
-    }
 
     #[test]
     fn names_roundtrip() {

@@ -22,7 +22,7 @@ use crate::prep::{
 };
 use crate::{err, AggKind, CellKind, InputUse, LazyEntry, Result};
 use lafuse_runtime::kernels::dense_result;
-use lafuse_runtime::matrix::{alloc_zeroed, count_nnz, BLOCK_CELLS};
+use lafuse_runtime::matrix::{alloc_zeroed, count_nnz};
 use lafuse_runtime::Matrix;
 
 /// What a Cell operator computes and how its generated code reads its inputs.
@@ -72,6 +72,7 @@ pub(crate) struct Driver<'a> {
     par: bool,
     dense_fn: KernelFn,
     csr_fn: Option<KernelFn>,
+    prepared: &'a prep::Prepared<'a>,
 }
 
 impl<'a> Driver<'a> {
@@ -97,6 +98,7 @@ impl<'a> Driver<'a> {
             (Matrix::Sparse(_), _) => (Mode::DensifiedBlocks, None),
         };
         *views = p.views();
+        let p: &'a prep::Prepared<'a> = p;
         let args = prep::kernel_args(main, views, 0, 0);
         let work = if mode == Mode::CsrNonZeros {
             main.nnz()
@@ -113,6 +115,7 @@ impl<'a> Driver<'a> {
             par: prep::parallel(work),
             dense_fn,
             csr_fn,
+            prepared: p,
         })
     }
 
@@ -128,19 +131,26 @@ impl<'a> Driver<'a> {
         let (dense_fn, csr_fn) = (self.dense_fn, self.csr_fn);
         let main = self.main;
         let tasks = &self.tasks;
+        let prepared = self.prepared;
         for_tasks(tasks.len(), self.par, |t| {
             let (rl, ru) = tasks[t];
             let mut a = args.get();
             (a.out, a.out_len) = out(t).ptr();
-            match (mode, main, csr_fn) {
-                (Mode::CsrNonZeros, _, Some(f)) => call(f, &a, rl, ru),
-                (Mode::DensifiedBlocks, Matrix::Sparse(s), _) => {
-                    // Blocks of rows, densified one at a time, keep the buffer cache-sized.
-                    let step = (BLOCK_CELLS / n.max(1)).max(1);
-                    let mut nnz = 0;
-                    let mut r = rl;
-                    while r < ru {
-                        let e = (r + step).min(ru);
+            // Blocks of rows keep densified rows (of a sparse main input that must be seen
+            // cell by cell, or of streamed side inputs) cache-sized.
+            let step = if mode == Mode::DensifiedBlocks || prepared.has_streamed() {
+                prep::block_rows(n)
+            } else {
+                ru - rl
+            };
+            prepared.for_blocks(rl, ru, step, &mut |views, r, e| {
+                let mut a = a;
+                if let Some(v) = views {
+                    a.inputs = v.as_ptr();
+                }
+                match (mode, main, csr_fn) {
+                    (Mode::CsrNonZeros, _, Some(f)) => call(f, &a, r, e),
+                    (Mode::DensifiedBlocks, Matrix::Sparse(s), _) => {
                         let block = densify_rows(s, r, e);
                         a.main = DenseView {
                             data: block.as_ptr(),
@@ -149,13 +159,11 @@ impl<'a> Driver<'a> {
                             cols: n,
                             row0: r,
                         };
-                        nnz += call(dense_fn, &a, r, e);
-                        r = e;
+                        call(dense_fn, &a, r, e)
                     }
-                    nnz
+                    _ => call(dense_fn, &a, r, e),
                 }
-                _ => call(dense_fn, &a, rl, ru),
-            }
+            })
         })
     }
 }

@@ -102,7 +102,19 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
             let (rl, ru) = tasks[t];
             let mut a = args.get();
             (a.out, a.out_len) = out(t).ptr();
-            prep::call(f, &a, rl, ru)
+            // A streamed (sparse, cell-aligned) side input is densified block by block.
+            let step = if p.has_streamed() {
+                prep::block_rows(n)
+            } else {
+                ru - rl
+            };
+            p.for_blocks(rl, ru, step, &mut |views, r, e| {
+                let mut a = a;
+                if let Some(v) = views {
+                    a.inputs = v.as_ptr();
+                }
+                prep::call(f, &a, r, e)
+            })
         })
     };
     Ok(match spec.kind {

@@ -5,7 +5,7 @@ use crate::abi::{CsrView, DenseView, KernelArgs, KernelFn};
 use crate::{err, AggKind, InputUse, Result};
 use lafuse_runtime::kernels::aggregate::Kahan;
 use lafuse_runtime::matrix::{BLOCK_CELLS, PAR_THRESHOLD};
-use lafuse_runtime::Matrix;
+use lafuse_runtime::{Matrix, SparseMatrix};
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -39,15 +39,37 @@ impl<'a> Input<'a> {
 /// The prepared side inputs: dense storage the views point into, kept alive for the call.
 pub(crate) struct Prepared<'a> {
     /// Backing storage per input (borrowed dense values, a densified or transposed copy, or a
-    /// scalar's one value).
+    /// scalar's one value; empty for a streamed input).
     store: Vec<Cow<'a, [f64]>>,
     pub(crate) shapes: Vec<(usize, usize)>,
     /// Per input: known to hold only finite values (no scan needed).
     known_finite: Vec<bool>,
+    /// Per input: a sparse input read cell-aligned with the main input, never densified
+    /// whole: each task densifies the block of rows it is working on into a buffer of its own
+    /// ([`Prepared::for_blocks`]), so memory stays at a block per thread and nothing is looked
+    /// up per cell.
+    streamed: Vec<Option<&'a SparseMatrix>>,
 }
 
-impl Prepared<'_> {
-    /// The views, one per input position.
+impl<'a> Prepared<'a> {
+    /// Prepared inputs from their parts (per input position: storage, shape, known
+    /// finiteness, and the sparse matrix when streamed), for a skeleton with its own checks.
+    pub(crate) fn from_parts(
+        store: Vec<Cow<'a, [f64]>>,
+        shapes: Vec<(usize, usize)>,
+        known_finite: Vec<bool>,
+        streamed: Vec<Option<&'a SparseMatrix>>,
+    ) -> Prepared<'a> {
+        Prepared {
+            store,
+            shapes,
+            known_finite,
+            streamed,
+        }
+    }
+
+    /// The views, one per input position (a streamed input's is empty until
+    /// [`Prepared::for_blocks`] fills it).
     pub(crate) fn views(&self) -> Vec<DenseView> {
         self.store
             .iter()
@@ -60,10 +82,65 @@ impl Prepared<'_> {
     pub(crate) fn all_finite(&self, skip_main: bool) -> bool {
         self.store
             .iter()
+            .zip(&self.streamed)
             .enumerate()
             .filter(|(k, _)| !(self.known_finite[*k] || skip_main && *k == 0))
-            .all(|(_, s)| lafuse_runtime::matrix::all_finite(s))
+            .all(|(_, (s, streamed))| match streamed {
+                Some(sp) => lafuse_runtime::matrix::all_finite(&sp.values),
+                None => lafuse_runtime::matrix::all_finite(s),
+            })
     }
+
+    /// Whether some input is streamed, so tasks must run block by block.
+    pub(crate) fn has_streamed(&self) -> bool {
+        self.streamed.iter().any(Option::is_some)
+    }
+
+    /// Runs `f(views, r, e)` over the rows `[rl, ru)` of one task in blocks of `step` rows.
+    /// When some input is streamed, each block's rows `[r, e)` of it are densified into this
+    /// task's buffer first and `views` holds every input's view (the streamed ones with
+    /// `row0 = r`); otherwise `views` is `None` (the shared views apply). Returns the sum of
+    /// what `f` returned.
+    pub(crate) fn for_blocks(&self, rl: usize, ru: usize, step: usize, f: &mut BlockFn<'_>) -> u64 {
+        let step = step.max(1);
+        let streamed = self.has_streamed();
+        let mut views = if streamed { self.views() } else { Vec::new() };
+        let mut bufs: Vec<Vec<f64>> = self
+            .streamed
+            .iter()
+            .map(|s| s.map_or_else(Vec::new, |s| vec![0.0; step.min(ru - rl) * s.cols]))
+            .collect();
+        let mut total = 0;
+        let mut r = rl;
+        while r < ru {
+            let e = (r + step).min(ru);
+            for (k, s) in self.streamed.iter().enumerate() {
+                if let Some(s) = s {
+                    let buf = &mut bufs[k][..(e - r) * s.cols];
+                    densify_rows_into(s, r, e, buf);
+                    views[k] = DenseView {
+                        data: buf.as_ptr(),
+                        len: buf.len(),
+                        rows: s.rows,
+                        cols: s.cols,
+                        row0: r,
+                    };
+                }
+            }
+            total += f(streamed.then_some(&views[..]), r, e);
+            r = e;
+        }
+        total
+    }
+}
+
+/// What [`Prepared::for_blocks`] runs per block: `(views, first row, end row)` to a count.
+pub(crate) type BlockFn<'f> = dyn FnMut(Option<&[DenseView]>, usize, usize) -> u64 + 'f;
+
+/// Rows per block when a task densifies rows (of a sparse main input or of streamed side
+/// inputs) with `n` columns: a block stays cache-sized.
+pub(crate) fn block_rows(n: usize) -> usize {
+    (BLOCK_CELLS / n.max(1)).max(1)
 }
 
 fn dense_values(m: &Matrix) -> Cow<'_, [f64]> {
@@ -98,6 +175,7 @@ pub(crate) fn prepare<'a>(
     }
     let mut store = Vec::with_capacity(inputs.len());
     let mut shapes = Vec::with_capacity(inputs.len());
+    let mut streamed = vec![None; inputs.len()];
     for (pos, (inp, &use_)) in inputs.iter().zip(uses).enumerate() {
         let shape_err = |what: &str, r: usize, c: usize| {
             err(format!("input {pos} is {r}x{c}, expected {what}"))
@@ -132,9 +210,15 @@ pub(crate) fn prepare<'a>(
                     InputUse::FinalWT if c != m => return shape_err(&format!("{m} columns"), r, c),
                     _ => {}
                 }
-                match u {
+                match (u, x) {
                     // Transposed once so the generated code reads contiguous rows.
-                    InputUse::OuterVT | InputUse::FinalWT => (Cow::Owned(transposed(x)?), (c, r)),
+                    (InputUse::OuterVT | InputUse::FinalWT, _) => {
+                        (Cow::Owned(transposed(x)?), (c, r))
+                    }
+                    (InputUse::Aligned, Matrix::Sparse(sp)) if pos > 0 => {
+                        streamed[pos] = Some(sp);
+                        (Cow::Borrowed(&[][..]), (r, c))
+                    }
                     _ => (dense_values(x), (r, c)),
                 }
             }
@@ -146,6 +230,7 @@ pub(crate) fn prepare<'a>(
         store,
         shapes,
         known_finite: inputs.iter().map(Input::known_finite).collect(),
+        streamed,
     })
 }
 
@@ -325,9 +410,17 @@ pub(crate) fn partial_init(aggs: &[AggKind], lanes: usize) -> Vec<f64> {
 }
 
 /// A dense block of rows `[rl, ru)` of a sparse matrix (for plans that must see every cell).
-pub(crate) fn densify_rows(s: &lafuse_runtime::SparseMatrix, rl: usize, ru: usize) -> Vec<f64> {
+pub(crate) fn densify_rows(s: &SparseMatrix, rl: usize, ru: usize) -> Vec<f64> {
+    let mut out = vec![0.0; (ru - rl) * s.cols];
+    densify_rows_into(s, rl, ru, &mut out);
+    out
+}
+
+/// Writes rows `[rl, ru)` of `s` densely into `out` (exactly `(ru - rl) * cols` long),
+/// overwriting what it held.
+pub(crate) fn densify_rows_into(s: &SparseMatrix, rl: usize, ru: usize, out: &mut [f64]) {
     let n = s.cols;
-    let mut out = vec![0.0; (ru - rl) * n];
+    out.fill(0.0);
     for i in rl..ru {
         let (idx, val) = s.row(i);
         let row = &mut out[(i - rl) * n..(i - rl + 1) * n];
@@ -335,12 +428,11 @@ pub(crate) fn densify_rows(s: &lafuse_runtime::SparseMatrix, rl: usize, ru: usiz
             row[j as usize] = v;
         }
     }
-    out
 }
 
 /// A sparse matrix with `s`'s structure and values `vals` (one per stored cell of `s`), zeros
 /// dropped, in the runtime's preferred format.
-pub(crate) fn compact(s: &lafuse_runtime::SparseMatrix, vals: &[f64]) -> Matrix {
+pub(crate) fn compact(s: &SparseMatrix, vals: &[f64]) -> Matrix {
     let mut row_ptr = Vec::with_capacity(s.rows + 1);
     let mut col_idx = Vec::with_capacity(vals.len());
     let mut values = Vec::with_capacity(vals.len());

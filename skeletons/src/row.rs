@@ -20,7 +20,7 @@ use crate::prep::{self, densify_rows, for_tasks, partition, SharedOut};
 use crate::{err, Input, LazyEntry, Result};
 use lafuse_runtime::kernels::aggregate::Kahan;
 use lafuse_runtime::kernels::dense_result;
-use lafuse_runtime::matrix::{alloc_zeroed, count_nnz, BLOCK_CELLS};
+use lafuse_runtime::matrix::{alloc_zeroed, count_nnz};
 use lafuse_runtime::Matrix;
 use std::borrow::Cow;
 
@@ -135,14 +135,10 @@ impl Shared {
     }
 }
 
-/// One prepared input: its dense values (borrowed, densified or transposed) and shape.
-type PreparedInput<'a> = (Cow<'a, [f64]>, (usize, usize));
-
-fn prepare<'a>(
-    inputs: &[Input<'a>],
-    uses: &[RowInput],
-    m: usize,
-) -> Result<Vec<PreparedInput<'a>>> {
+/// Checks every input against its use and prepares what the generated code reads: dense
+/// values (borrowed, densified or transposed), or, for a sparse input read row by row with
+/// the main input, nothing yet (streamed block by block per task).
+fn prepare<'a>(inputs: &[Input<'a>], uses: &[RowInput], m: usize) -> Result<prep::Prepared<'a>> {
     if inputs.len() != uses.len() {
         return err(format!(
             "operator takes {} inputs, got {}",
@@ -150,12 +146,14 @@ fn prepare<'a>(
             inputs.len()
         ));
     }
-    let mut out = Vec::with_capacity(inputs.len());
+    let mut store = Vec::with_capacity(inputs.len());
+    let mut shapes = Vec::with_capacity(inputs.len());
+    let mut streamed = vec![None; inputs.len()];
     for (pos, (inp, &u)) in inputs.iter().zip(uses).enumerate() {
         let bad = |what: &str, r: usize, c: usize| {
             err(format!("input {pos} is {r}x{c}, expected {what}"))
         };
-        out.push(match (*inp, u) {
+        let (vals, shape): (Cow<'a, [f64]>, (usize, usize)) = match (*inp, u) {
             (_, RowInput::Main | RowInput::Unused) => (Cow::Borrowed(&[][..]), (0, 0)),
             (Input::Scalar(s), RowInput::Scalar) => (Cow::Owned(vec![s]), (1, 1)),
             (Input::Scalar(_), u) => return err(format!("input {pos} is a scalar, read as {u:?}")),
@@ -170,21 +168,30 @@ fn prepare<'a>(
                     RowInput::Scalar if r * c == 0 => return bad("non-empty", r, c),
                     _ => {}
                 }
-                if u == RowInput::WholeT {
-                    let t = lafuse_runtime::kernels::transpose(x)
-                        .map_err(|e| crate::SkeletonError(e.to_string()))?;
-                    (Cow::Owned(t.into_dense_values()), (c, r))
-                } else {
-                    let v = match x {
-                        Matrix::Dense(d) => Cow::Borrowed(&d.values[..]),
-                        Matrix::Sparse(s) => Cow::Owned(s.to_dense().values),
-                    };
-                    (v, (r, c))
+                match (u, x) {
+                    (RowInput::WholeT, _) => {
+                        let t = lafuse_runtime::kernels::transpose(x)
+                            .map_err(|e| crate::SkeletonError(e.to_string()))?;
+                        (Cow::Owned(t.into_dense_values()), (c, r))
+                    }
+                    (RowInput::Rows, Matrix::Sparse(s)) => {
+                        streamed[pos] = Some(s);
+                        (Cow::Borrowed(&[][..]), (r, c))
+                    }
+                    (_, Matrix::Dense(d)) => (Cow::Borrowed(&d.values[..]), (r, c)),
+                    (_, Matrix::Sparse(s)) => (Cow::Owned(s.to_dense().values), (r, c)),
                 }
             }
-        });
+        };
+        store.push(vals);
+        shapes.push(shape);
     }
-    Ok(out)
+    Ok(prep::Prepared::from_parts(
+        store,
+        shapes,
+        inputs.iter().map(Input::known_finite).collect(),
+        streamed,
+    ))
 }
 
 /// Runs a Row operator. `inputs` by operator input position, the main input first; `layout`
@@ -200,10 +207,7 @@ pub fn execute(
     };
     let (m, n) = main.shape();
     let prepared = prepare(inputs, &spec.inputs, m)?;
-    let views: Vec<DenseView> = prepared
-        .iter()
-        .map(|(s, (r, c))| DenseView::of(s, *r, *c))
-        .collect();
+    let views = prepared.views();
     let (or, oc) = (layout.out_rows, layout.out_cols);
     let out_len = match spec.kind {
         RowKind::RowWise => {
@@ -239,11 +243,7 @@ pub fn execute(
     };
     let tasks = partition(m, n, max_tasks);
     // Only a sparse main input needs its side inputs known finite (to skip its zeros).
-    let csr_mode = matches!(main, Matrix::Sparse(_))
-        && prepared
-            .iter()
-            .zip(inputs)
-            .all(|((s, _), i)| i.known_finite() || lafuse_runtime::matrix::all_finite(s));
+    let csr_mode = matches!(main, Matrix::Sparse(_)) && prepared.all_finite(true);
     let csr_fn = if csr_mode {
         Some((kernels.csr)()?)
     } else {
@@ -260,15 +260,22 @@ pub fn execute(
             let mut scratch = vec![0.0; scratch_len.max(1)];
             a.scratch = scratch.as_mut_ptr();
             a.scratch_len = scratch.len();
-            match (main, csr_fn) {
-                (_, Some(f)) => call(f, &a, rl, ru),
-                (Matrix::Sparse(s), None) => {
-                    // Blocks of rows, densified one at a time, keep the buffer cache-sized.
-                    let step = (BLOCK_CELLS / n.max(1)).max(1);
-                    let mut nnz = 0;
-                    let mut r = rl;
-                    while r < ru {
-                        let e = (r + step).min(ru);
+            // Blocks of rows keep densified rows (of a sparse main input that must be seen
+            // cell by cell, or of streamed side inputs) cache-sized.
+            let densify_main = matches!(main, Matrix::Sparse(_)) && csr_fn.is_none();
+            let step = if densify_main || prepared.has_streamed() {
+                prep::block_rows(n)
+            } else {
+                ru - rl
+            };
+            prepared.for_blocks(rl, ru, step, &mut |views, r, e| {
+                let mut a = a;
+                if let Some(v) = views {
+                    a.base.inputs = v.as_ptr();
+                }
+                match (main, csr_fn) {
+                    (_, Some(f)) => call(f, &a, r, e),
+                    (Matrix::Sparse(s), None) => {
                         let block = densify_rows(s, r, e);
                         a.base.main = DenseView {
                             data: block.as_ptr(),
@@ -277,13 +284,11 @@ pub fn execute(
                             cols: n,
                             row0: r,
                         };
-                        nnz += call(kernels.dense, &a, r, e);
-                        r = e;
+                        call(kernels.dense, &a, r, e)
                     }
-                    nnz
+                    (Matrix::Dense(_), None) => call(kernels.dense, &a, r, e),
                 }
-                (Matrix::Dense(_), None) => call(kernels.dense, &a, rl, ru),
-            }
+            })
         })
     };
     let partials = |len: usize| -> Vec<Vec<f64>> {

@@ -41,7 +41,6 @@ macro_rules! helpers {
 }
 
 helpers! {
-    lafuse_exp(x) => x.exp();
     lafuse_sin(x) => x.sin();
     lafuse_cos(x) => x.cos();
     lafuse_tan(x) => x.tan();
@@ -509,6 +508,9 @@ pub(crate) struct InputPtrs<'c> {
     pub data: Vec<Option<PointerValue<'c>>>,
     /// Column count (row stride) per input position.
     pub cols: Vec<Option<IntValue<'c>>>,
+    /// The first row held at `data` per input position: 0, or the first row of the block a
+    /// task densified of a streamed (sparse, cell-aligned) side input.
+    pub row0: Vec<Option<IntValue<'c>>>,
 }
 
 /// Where the body is evaluated: row `i`, `w` consecutive columns from `j`, and how to read the
@@ -688,7 +690,11 @@ impl<'p, 'c> Body<'p, 'c> {
             (Access::Main, false) if k == 0 => Ok(self.at.main),
             (Access::Aligned, false) => {
                 let (p, c) = self.input(k)?;
-                let idx = fx.add(fx.mul(i, c)?, j)?;
+                // Rows are counted from the view's first row (a streamed input's block).
+                let r0 = self.ins.row0.get(k).copied().flatten().ok_or_else(|| {
+                    CodegenError::Internal(format!("input {k} is read but not loaded"))
+                })?;
+                let idx = fx.add(fx.mul(fx.sub(i, r0)?, c)?, j)?;
                 load_vec(&fx.b, fx.vty(w), p, idx)
             }
             (Access::ColVector, false) => {
@@ -753,6 +759,8 @@ pub(crate) fn unary_calls_helper(f: UnaryOp) -> bool {
             | UnaryOp::Ceil
             | UnaryOp::Sign
             | UnaryOp::Log
+            | UnaryOp::Exp
+            | UnaryOp::Sigmoid
     )
 }
 
@@ -797,7 +805,7 @@ pub(crate) fn unary<'c>(
             fx.select(gt, fx.splat_const(1.0, w), r)?
         }
         UnaryOp::Round => fx.helper("lafuse_round", &[x])?,
-        UnaryOp::Exp => fx.helper("lafuse_exp", &[x])?,
+        UnaryOp::Exp => math::exp(fx, x)?,
         UnaryOp::Log => math::ln(fx, x)?,
         UnaryOp::Sin => fx.helper("lafuse_sin", &[x])?,
         UnaryOp::Cos => fx.helper("lafuse_cos", &[x])?,
@@ -811,7 +819,7 @@ pub(crate) fn unary<'c>(
         UnaryOp::Sigmoid => {
             // 1 / (1 + exp(-x)), operation for operation as the runtime.
             let nx = fx.b.build_float_neg(x, "neg").map_err(ierr)?;
-            let e = fx.helper("lafuse_exp", &[nx])?;
+            let e = math::exp(fx, nx)?;
             let d = fx.fadd(fx.splat_const(1.0, w), e)?;
             fx.fdiv(fx.splat_const(1.0, w), d)?
         }
@@ -923,6 +931,7 @@ pub(crate) fn load_inputs<'c>(
         if !u {
             out.data.push(None);
             out.cols.push(None);
+            out.row0.push(None);
             continue;
         }
         let base = k * size_of::<DenseView>();
@@ -940,8 +949,16 @@ pub(crate) fn load_inputs<'c>(
             base + offset_of!(DenseView, cols),
             ctx.i64_type().ptr_type(inkwell::AddressSpace::default()),
         )?;
+        let r0 = llvm::load_field(
+            ctx,
+            &fx.b,
+            views,
+            base + offset_of!(DenseView, row0),
+            ctx.i64_type().ptr_type(inkwell::AddressSpace::default()),
+        )?;
         out.data.push(Some(d.into_pointer_value()));
         out.cols.push(Some(c.into_int_value()));
+        out.row0.push(Some(r0.into_int_value()));
     }
     Ok(out)
 }

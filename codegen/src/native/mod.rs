@@ -19,7 +19,7 @@ mod cache;
 mod cell;
 mod expr;
 mod llvm;
-mod math;
+pub mod math;
 mod outer;
 mod row;
 

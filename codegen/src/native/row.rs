@@ -981,8 +981,19 @@ impl<'a, 'c> Em<'a, 'c> {
                     (Class::Vector, Access::Main) => main,
                     (Class::Vector, Access::Aligned) => {
                         let (p, c) = self.input(*input)?;
+                        // Rows are counted from the view's first row (a streamed input's
+                        // block).
+                        let r0 = self
+                            .ins
+                            .row0
+                            .get(*input)
+                            .copied()
+                            .flatten()
+                            .ok_or_else(|| {
+                                CodegenError::Internal(format!("input {input} not prepared"))
+                            })?;
                         RV::V {
-                            p: gep(&fx.b, p, fx.mul(i, c)?)?,
+                            p: gep(&fx.b, p, fx.mul(fx.sub(i, r0)?, c)?)?,
                             len,
                             sp: None,
                         }

@@ -104,7 +104,7 @@ macro_rules! with_unary_fn {
                 $body
             }
             U::Log => {
-                let $f = $crate::ops::ln;
+                let $f = |x: f64| x.ln();
                 $body
             }
             U::Sqrt => {
