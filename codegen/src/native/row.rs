@@ -47,11 +47,13 @@ use lafuse_skeletons::row::{RowArgs, RowInput, RowKind, RowLayout};
 use std::mem::offset_of;
 
 /// Parameter positions (see [`layout`]): the output row stride, the scratch offset of the
-/// scattered sparse row, the outer-product orientation, then three values per node.
+/// scattered sparse row, the outer-product orientation, the scratch offset of the pending
+/// outer-product rows, then three values per node.
 const P_OUTC: usize = 0;
 const P_MROW: usize = 1;
 const P_FLIP: usize = 2;
-const P_NODE0: usize = 3;
+const P_PEND: usize = 3;
+const P_NODE0: usize = 4;
 const PER_NODE: usize = 3;
 /// Per node: vector length (`VectMatMult`: columns of `B`; `OuterMultAdd`: length of `a`).
 const LEN: usize = 0;
@@ -90,7 +92,16 @@ pub(crate) struct RowInfo {
     direct: bool,
     /// The CSR entry needs the row scattered densely.
     needs_dense_main: bool,
+    /// `t(X) %*% B` over dense rows of `X` (an outer row type whose `a` is the main row):
+    /// the dense entry defers the accumulation and adds [`OUTER_BLOCK_ROWS`] rows at a time.
+    defer_outer: bool,
 }
+
+/// Rows of `X` whose outer-product updates the dense entry adds in one pass over the
+/// partial `P` (`P[c, ] += Σ_r b_r[c] * X[r, ]`, the rows in order, so every element sees the
+/// same additions in the same order as row by row): `P` is loaded and stored once per block
+/// instead of once per row, so the updates run at the speed of reading `X` from the cache.
+const OUTER_BLOCK_ROWS: u64 = 4;
 
 fn unsupported<T>(s: impl Into<String>) -> Result<T, CodegenError> {
     Err(CodegenError::Unsupported(s.into()))
@@ -334,6 +345,8 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
         num_slots,
         direct,
         needs_dense_main,
+        defer_outer: kind == RowKind::Outer
+            && matches!(nodes[out], CNode::OuterMultAdd { a, .. } if is_main(a)),
     })
 }
 
@@ -471,10 +484,15 @@ pub(crate) fn layout(
     if info.needs_dense_main {
         total += n;
     }
+    let pend = total;
+    if info.defer_outer && flipped {
+        total += OUTER_BLOCK_ROWS as usize * lens[out].aux;
+    }
     let mut params = vec![0usize; P_NODE0 + PER_NODE * plan.nodes.len()];
     params[P_OUTC] = want.1;
     params[P_MROW] = mrow;
     params[P_FLIP] = usize::from(flipped);
+    params[P_PEND] = pend;
     for (i, l) in lens.iter().enumerate() {
         params[pidx(i, LEN)] = l.len;
         params[pidx(i, AUX)] = l.aux;
@@ -505,6 +523,7 @@ struct Prims<'c> {
     dot2: FunctionValue<'c>,
     sdot: FunctionValue<'c>,
     axpy: FunctionValue<'c>,
+    axpy_rows: FunctionValue<'c>,
     saxpy: FunctionValue<'c>,
     vadd: FunctionValue<'c>,
     copy: FunctionValue<'c>,
@@ -777,6 +796,63 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         fx.b.build_return(None).map_err(ierr)?;
         fx.func
     };
+    // o[j] += s[0] * x[j], then += s[ss] * x[stride + j], ... for `rows` rows: with
+    // `OUTER_BLOCK_ROWS` rows in one pass (`o` loaded and stored once), else row by row.
+    let axpy_rows = {
+        let mut fx = declare_primitive(
+            ctx,
+            module,
+            "lafuse_row_axpy_rows",
+            &[pf, pf, i64m, pf, i64m, i64m, i64m],
+            None,
+        );
+        let o = fx.param(0)?.into_pointer_value();
+        let x = fx.param(1)?.into_pointer_value();
+        let stride = fx.param(2)?.into_int_value();
+        let s = fx.param(3)?.into_pointer_value();
+        let ss = fx.param(4)?.into_int_value();
+        let rows = fx.param(5)?.into_int_value();
+        let len = fx.param(6)?.into_int_value();
+        let full =
+            fx.b.build_int_compare(IntPredicate::EQ, rows, fx.i64c(OUTER_BLOCK_ROWS), "full")
+                .map_err(ierr)?;
+        if_else(
+            &mut fx,
+            full,
+            &mut |fx| {
+                let mut xs = Vec::new();
+                let mut svs = Vec::new();
+                for r in 0..OUTER_BLOCK_ROWS {
+                    xs.push(gep(&fx.b, x, fx.mul(stride, fx.i64c(r))?)?);
+                    let sv = load(&fx.b, gep(&fx.b, s, fx.mul(ss, fx.i64c(r))?)?)?;
+                    svs.push(sv.into_float_value());
+                }
+                lanes(fx, len, &mut |fx, j, w| {
+                    let mut acc = load_vec(&fx.b, fx.vty(w), o, j)?;
+                    for (xr, sr) in xs.iter().zip(&svs) {
+                        let b = load_vec(&fx.b, fx.vty(w), *xr, j)?;
+                        acc = fx.fadd(acc, fx.fmul(fx.splat(*sr, w)?, b)?)?;
+                    }
+                    store_vec(&fx.b, o, j, acc)
+                })
+            },
+            &mut |fx| {
+                fx.for_range(fx.i64c(0), rows, &mut |fx, r| {
+                    let xr = gep(&fx.b, x, fx.mul(stride, r)?)?;
+                    let sr = load(&fx.b, gep(&fx.b, s, fx.mul(ss, r)?)?)?;
+                    let no_ahead = fx.i64c(0);
+                    call(
+                        fx,
+                        axpy,
+                        &[o.into(), xr.into(), sr.into(), len.into(), no_ahead.into()],
+                    )?;
+                    Ok(())
+                })
+            },
+        )?;
+        fx.b.build_return(None).map_err(ierr)?;
+        fx.func
+    };
     // o[idx[p]] += s * vals[p].
     let saxpy = {
         let mut fx = declare_primitive(
@@ -833,6 +909,7 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         dot2,
         sdot,
         axpy,
+        axpy_rows,
         saxpy,
         vadd,
         copy,
@@ -878,6 +955,24 @@ struct Em<'a, 'c> {
     /// FullAgg Kahan accumulator (sum, correction).
     kahan: Option<[PointerValue<'c>; 2]>,
     nnz: PointerValue<'c>,
+    /// The dense entry of a [`RowInfo::defer_outer`] plan: rows whose outer-product update
+    /// is pending.
+    pending: Option<Pending<'c>>,
+}
+
+/// Outer-product updates not yet added to the partial (see [`OUTER_BLOCK_ROWS`]).
+#[derive(Clone, Copy)]
+struct Pending<'c> {
+    /// How many rows are pending (i64 slot).
+    count: PointerValue<'c>,
+    /// The first pending row (i64 slot); the rest follow it.
+    first: PointerValue<'c>,
+    /// Each pending row's `b`, `len(b)` values a row, in the scratch buffer.
+    bs: PointerValue<'c>,
+    /// The dense main input: values, first row held, row stride.
+    data: PointerValue<'c>,
+    row0: IntValue<'c>,
+    stride: IntValue<'c>,
 }
 
 fn call<'c>(
@@ -1085,7 +1180,12 @@ impl<'a, 'c> Em<'a, 'c> {
                     }
                 }
                 CNode::OuterMultAdd { a, b } => {
-                    self.outer_add(fx, k, vals[*a], vals[*b])?;
+                    match self.pending {
+                        Some(pd) if k == out_node => {
+                            self.defer_outer_add(fx, pd, k, i, vals[*a], vals[*b])?
+                        }
+                        _ => self.outer_add(fx, k, vals[*a], vals[*b])?,
+                    }
                     RV::Done
                 }
                 other => return unsupported(format!("{} in a row plan", expr::node_name(other))),
@@ -1318,6 +1418,84 @@ impl<'a, 'c> Em<'a, 'c> {
     }
 
     /// `P += t(a) %*% b` into the task's partial (la×lb, or lb×la when flipped).
+    /// The outer-product update of row `i` in the flipped orientation (`P[c, ] += b[c] * X[i, ]`,
+    /// `t(X) %*% B` with few columns): `b` is kept, and every [`OUTER_BLOCK_ROWS`] rows
+    /// [`Em::flush_outer`] adds them; otherwise the update runs at once.
+    fn defer_outer_add(
+        &self,
+        fx: &mut Fx<'_, 'c>,
+        pd: Pending<'c>,
+        k: CNodeId,
+        i: IntValue<'c>,
+        a: RV<'c>,
+        b: RV<'c>,
+    ) -> Result<(), CodegenError> {
+        let flip =
+            fx.b.build_int_compare(IntPredicate::NE, self.par(P_FLIP), fx.i64c(0), "flip")
+                .map_err(ierr)?;
+        if_else(
+            fx,
+            flip,
+            &mut |fx| {
+                let (bp, lb, _) = self.as_vec(fx, b)?;
+                let cnt = fx.load_i64(pd.count)?;
+                let none =
+                    fx.b.build_int_compare(IntPredicate::EQ, cnt, fx.i64c(0), "none")
+                        .map_err(ierr)?;
+                let first =
+                    fx.b.build_select(none, i, fx.load_i64(pd.first)?, "first")
+                        .map_err(ierr)?;
+                fx.store(pd.first, first)?;
+                let dst = gep(&fx.b, pd.bs, fx.mul(cnt, lb)?)?;
+                call(fx, self.prims.copy, &[dst.into(), bp.into(), lb.into()])?;
+                let cnt = fx.add(cnt, fx.i64c(1))?;
+                fx.store(pd.count, cnt)?;
+                let full = fx
+                    .b
+                    .build_int_compare(IntPredicate::EQ, cnt, fx.i64c(OUTER_BLOCK_ROWS), "full")
+                    .map_err(ierr)?;
+                if_else(fx, full, &mut |fx| self.flush_outer(fx, pd, k), &mut |_| {
+                    Ok(())
+                })
+            },
+            &mut |fx| self.outer_add(fx, k, a, b),
+        )
+    }
+
+    /// Adds the pending rows' outer-product updates to the partial, rows in order.
+    fn flush_outer(
+        &self,
+        fx: &mut Fx<'_, 'c>,
+        pd: Pending<'c>,
+        k: CNodeId,
+    ) -> Result<(), CodegenError> {
+        let cnt = fx.load_i64(pd.count)?;
+        let (la, lb) = (self.n, self.par(pidx(k, AUX)));
+        let first = fx.load_i64(pd.first)?;
+        let x = gep(&fx.b, pd.data, fx.mul(fx.sub(first, pd.row0)?, pd.stride)?)?;
+        let (out, prims) = (self.out, self.prims);
+        fx.for_range(fx.i64c(0), lb, &mut |fx, c| {
+            let o = gep(&fx.b, out, fx.mul(c, la)?)?;
+            let s = gep(&fx.b, pd.bs, c)?;
+
+            call(
+                fx,
+                prims.axpy_rows,
+                &[
+                    o.into(),
+                    x.into(),
+                    pd.stride.into(),
+                    s.into(),
+                    lb.into(),
+                    cnt.into(),
+                    la.into(),
+                ],
+            )?;
+            Ok(())
+        })?;
+        fx.store(pd.count, fx.i64c(0))
+    }
+
     fn outer_add(
         &self,
         fx: &mut Fx<'_, 'c>,
@@ -1589,6 +1767,33 @@ fn emit_entry<'c>(
     } else {
         None
     };
+    let main_dense = if csr {
+        None
+    } else {
+        let o = offset_of!(KernelArgs, main);
+        let d = field(&fx, o + offset_of!(DenseView, data), pf64)?.into_pointer_value();
+        let stride = field(&fx, o + offset_of!(DenseView, cols), pi64)?.into_int_value();
+        let row0 = field(&fx, o + offset_of!(DenseView, row0), pi64)?.into_int_value();
+        Some((d, stride, row0))
+    };
+    let pending = match main_dense {
+        Some((data, stride, row0)) if info.defer_outer => {
+            let count = fx.slot(i64t.into())?;
+            fx.store(count, fx.i64c(0))?;
+            let first = fx.slot(i64t.into())?;
+            fx.store(first, rl)?;
+            let bs = gep(&fx.b, scratch, params[P_PEND])?;
+            Some(Pending {
+                count,
+                first,
+                bs,
+                data,
+                row0,
+                stride,
+            })
+        }
+        _ => None,
+    };
     let em = Em {
         info,
         prims,
@@ -1599,6 +1804,7 @@ fn emit_entry<'c>(
         n,
         kahan,
         nnz,
+        pending,
     };
     if csr {
         let (rp, ci, va) = load_main_csr(&fx, args)?;
@@ -1641,11 +1847,7 @@ fn emit_entry<'c>(
             }
             Ok(())
         })?;
-    } else {
-        let o = offset_of!(KernelArgs, main);
-        let d = field(&fx, o + offset_of!(DenseView, data), pf64)?.into_pointer_value();
-        let stride = field(&fx, o + offset_of!(DenseView, cols), pi64)?.into_int_value();
-        let row0 = field(&fx, o + offset_of!(DenseView, row0), pi64)?.into_int_value();
+    } else if let Some((d, stride, row0)) = main_dense {
         fx.for_range(rl, ru, &mut |fx, i| {
             let base = gep(&fx.b, d, fx.mul(fx.sub(i, row0)?, stride)?)?;
             em.row(
@@ -1658,6 +1860,19 @@ fn emit_entry<'c>(
                 },
             )
         })?;
+        if let Some(pd) = em.pending {
+            let out_node = info.plan.outputs[0];
+            let cnt = fx.load_i64(pd.count)?;
+            let some =
+                fx.b.build_int_compare(IntPredicate::NE, cnt, fx.i64c(0), "some")
+                    .map_err(ierr)?;
+            if_else(
+                &mut fx,
+                some,
+                &mut |fx| em.flush_outer(fx, pd, out_node),
+                &mut |_| Ok(()),
+            )?;
+        }
     }
     if let Some([s, c]) = em.kahan {
         store_vec(&fx.b, out, fx.i64c(0), fx.load_v(s)?)?;
