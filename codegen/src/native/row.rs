@@ -523,7 +523,8 @@ struct Prims<'c> {
     dot2: FunctionValue<'c>,
     sdot: FunctionValue<'c>,
     axpy: FunctionValue<'c>,
-    axpy_rows: FunctionValue<'c>,
+    /// `axpy_rows[c - 1]` updates `c` columns of the partial.
+    axpy_rows: [FunctionValue<'c>; 2],
     saxpy: FunctionValue<'c>,
     vadd: FunctionValue<'c>,
     copy: FunctionValue<'c>,
@@ -796,13 +797,15 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         fx.b.build_return(None).map_err(ierr)?;
         fx.func
     };
-    // o[j] += s[0] * x[j], then += s[ss] * x[stride + j], ... for `rows` rows: with
-    // `OUTER_BLOCK_ROWS` rows in one pass (`o` loaded and stored once), else row by row.
-    let axpy_rows = {
+    // For each of `cols` (1 or 2) columns c of the partial (`o + c * len`): o_c[j] += s[c] *
+    // x[j], then += s[ss + c] * x[stride + j], ... for `rows` rows. With `OUTER_BLOCK_ROWS`
+    // rows in one pass (each row of `x` loaded once for both columns, `o_c` loaded and stored
+    // once), else row by row; either way every element sees its rows in order.
+    let axpy_rows_fn = |cols: u64| -> Result<FunctionValue<'c>, CodegenError> {
         let mut fx = declare_primitive(
             ctx,
             module,
-            "lafuse_row_axpy_rows",
+            &format!("lafuse_row_axpy_rows{cols}"),
             &[pf, pf, i64m, pf, i64m, i64m, i64m],
             None,
         );
@@ -816,6 +819,9 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         let full =
             fx.b.build_int_compare(IntPredicate::EQ, rows, fx.i64c(OUTER_BLOCK_ROWS), "full")
                 .map_err(ierr)?;
+        let os = (0..cols)
+            .map(|c| gep(&fx.b, o, fx.mul(len, fx.i64c(c))?))
+            .collect::<Result<Vec<_>, _>>()?;
         if_else(
             &mut fx,
             full,
@@ -824,35 +830,68 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
                 let mut svs = Vec::new();
                 for r in 0..OUTER_BLOCK_ROWS {
                     xs.push(gep(&fx.b, x, fx.mul(stride, fx.i64c(r))?)?);
-                    let sv = load(&fx.b, gep(&fx.b, s, fx.mul(ss, fx.i64c(r))?)?)?;
-                    svs.push(sv.into_float_value());
-                }
-                lanes(fx, len, &mut |fx, j, w| {
-                    let mut acc = load_vec(&fx.b, fx.vty(w), o, j)?;
-                    for (xr, sr) in xs.iter().zip(&svs) {
-                        let b = load_vec(&fx.b, fx.vty(w), *xr, j)?;
-                        acc = fx.fadd(acc, fx.fmul(fx.splat(*sr, w)?, b)?)?;
+                    for c in 0..cols {
+                        let at = fx.add(fx.mul(ss, fx.i64c(r))?, fx.i64c(c))?;
+                        svs.push(load(&fx.b, gep(&fx.b, s, at)?)?.into_float_value());
                     }
-                    store_vec(&fx.b, o, j, acc)
-                })
-            },
-            &mut |fx| {
-                fx.for_range(fx.i64c(0), rows, &mut |fx, r| {
-                    let xr = gep(&fx.b, x, fx.mul(stride, r)?)?;
-                    let sr = load(&fx.b, gep(&fx.b, s, fx.mul(ss, r)?)?)?;
-                    let no_ahead = fx.i64c(0);
-                    call(
-                        fx,
-                        axpy,
-                        &[o.into(), xr.into(), sr.into(), len.into(), no_ahead.into()],
-                    )?;
+                }
+                let x8 =
+                    fx.b.build_pointer_cast(x, llvm::i8_ptr(ctx), "x8")
+                        .map_err(ierr)?;
+                let next = fx.mul(stride, fx.i64c(OUTER_BLOCK_ROWS))?;
+                lanes(fx, len, &mut |fx, j, w| {
+                    if w == W {
+                        // The next block's first row, a line per step, so that memory reads
+                        // stay in flight while this block is added from the cache.
+                        let off = fx.mul(fx.add(next, j)?, fx.i64c(8))?;
+                        let addr = unsafe { fx.b.build_gep(x8, &[off], "pf") }.map_err(ierr)?;
+                        expr::prefetch(fx, addr)?;
+                    }
+                    let mut acc = os
+                        .iter()
+                        .map(|oc| load_vec(&fx.b, fx.vty(w), *oc, j))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    for (r, xr) in xs.iter().enumerate() {
+                        let b = load_vec(&fx.b, fx.vty(w), *xr, j)?;
+                        for (c, a) in acc.iter_mut().enumerate() {
+                            let sv = fx.splat(svs[r * cols as usize + c], w)?;
+                            *a = fx.fadd(*a, fx.fmul(sv, b)?)?;
+                        }
+                    }
+                    for (oc, a) in os.iter().zip(acc) {
+                        store_vec(&fx.b, *oc, j, a)?;
+                    }
                     Ok(())
                 })
             },
+            &mut |fx| {
+                for (c, oc) in os.iter().enumerate() {
+                    fx.for_range(fx.i64c(0), rows, &mut |fx, r| {
+                        let xr = gep(&fx.b, x, fx.mul(stride, r)?)?;
+                        let at = fx.add(fx.mul(ss, r)?, fx.i64c(c as u64))?;
+                        let sr = load(&fx.b, gep(&fx.b, s, at)?)?;
+                        let no_ahead = fx.i64c(0);
+                        call(
+                            fx,
+                            axpy,
+                            &[
+                                (*oc).into(),
+                                xr.into(),
+                                sr.into(),
+                                len.into(),
+                                no_ahead.into(),
+                            ],
+                        )?;
+                        Ok(())
+                    })?;
+                }
+                Ok(())
+            },
         )?;
         fx.b.build_return(None).map_err(ierr)?;
-        fx.func
+        Ok(fx.func)
     };
+    let axpy_rows = [axpy_rows_fn(1)?, axpy_rows_fn(2)?];
     // o[idx[p]] += s * vals[p].
     let saxpy = {
         let mut fx = declare_primitive(
@@ -1474,13 +1513,12 @@ impl<'a, 'c> Em<'a, 'c> {
         let first = fx.load_i64(pd.first)?;
         let x = gep(&fx.b, pd.data, fx.mul(fx.sub(first, pd.row0)?, pd.stride)?)?;
         let (out, prims) = (self.out, self.prims);
-        fx.for_range(fx.i64c(0), lb, &mut |fx, c| {
+        let update = |fx: &mut Fx<'_, 'c>, c: IntValue<'c>, cols: usize| {
             let o = gep(&fx.b, out, fx.mul(c, la)?)?;
             let s = gep(&fx.b, pd.bs, c)?;
-
             call(
                 fx,
-                prims.axpy_rows,
+                prims.axpy_rows[cols - 1],
                 &[
                     o.into(),
                     x.into(),
@@ -1492,7 +1530,17 @@ impl<'a, 'c> Em<'a, 'c> {
                 ],
             )?;
             Ok(())
-        })?;
+        };
+        // Columns in pairs (one pass over the rows for two columns), then the odd one.
+        let pairs = fx.mul(
+            fx.b.build_right_shift(lb, fx.i64c(1), false, "pairs")
+                .map_err(ierr)?,
+            fx.i64c(2),
+        )?;
+        let c = fx.slot(fx.ctx.i64_type().into())?;
+        fx.store(c, fx.i64c(0))?;
+        fx.for_slot(c, pairs, 2, &mut |fx, c| update(fx, c, 2))?;
+        fx.for_range(pairs, lb, &mut |fx, c| update(fx, c, 1))?;
         fx.store(pd.count, fx.i64c(0))
     }
 
