@@ -273,12 +273,15 @@ impl Fuser {
     }
 }
 
-/// Per input: known (by the executor) to hold only finite values.
+/// Per input: its value range, if the executor knows it.
 #[cfg(feature = "llvm")]
-fn known_finite(inputs: &[OperatorInput<'_>]) -> Vec<bool> {
+fn known_ranges(inputs: &[OperatorInput<'_>]) -> Vec<Option<lafuse_runtime::ValueRange>> {
     inputs
         .iter()
-        .map(|i| matches!(i, OperatorInput::Matrix(_, Some(true))))
+        .map(|i| match i {
+            OperatorInput::Matrix(_, known) => *known,
+            OperatorInput::Scalar(_) => None,
+        })
         .collect()
 }
 
@@ -318,10 +321,11 @@ impl Operator for RunnableOperator {
                 .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?,
             #[cfg(feature = "llvm")]
             Kernel::Native(op) => {
-                match op.execute_with_finite(&operands, &self.out_shapes, &known_finite(inputs)) {
+                match op.execute_with_ranges(&operands, &self.out_shapes, &known_ranges(inputs)) {
                     Ok(r) => r,
-                    // A call the generated code cannot do exactly (an Outer operator over a
-                    // non-finite side input) runs on the reference evaluator, cell by cell.
+                    // A call the generated code cannot do exactly (an Outer operator whose
+                    // body may be NaN or infinite at zeros of its driver) runs on the
+                    // reference evaluator, cell by cell.
                     Err(lafuse_codegen::native::CodegenError::Unsupported(why)) => {
                         self.counters
                             .fallback(format!("a call ran on the reference evaluator: {why}"));

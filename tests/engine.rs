@@ -509,7 +509,7 @@ print(sum(X * log(U %*% t(V) + 1e-15)))
             .stats
             .unfused_fallbacks
             .iter()
-            .any(|f| f.reason.contains("non-finite side input")),
+            .any(|f| f.reason.contains("zeros cannot be skipped")),
         "{:?}",
         report.stats.unfused_fallbacks
     );
@@ -559,5 +559,74 @@ print(sum(C))
             "{name}: {ops:?}"
         );
         assert_fused_prints_unfused_number(script, name);
+    }
+}
+
+/// Sparse-safe fused operators skip their main input's zeros only where the body is provably
+/// 0 there (`lafuse_codegen::zero_cells`): an overflow inside the operator (`exp(Y)` infinite
+/// at a zero of X) or a domain error (the log of a negative dot product) gives NaN fused, as
+/// unfused; with tame side inputs the zeros are skipped and the sums agree.
+#[test]
+fn zeros_are_skipped_only_where_the_body_is_provably_zero() {
+    let prelude = "X = rand(rows=60, cols=50, sparsity=0.05, seed=1)\n";
+    let cases = [
+        (
+            "Y = rand(rows=60, cols=50, min=700, max=720, seed=2)\nprint(sum(X * exp(Y)))\n",
+            true,
+        ),
+        (
+            "Y = rand(rows=60, cols=50, min=-1, max=1, seed=2)\nprint(sum(X * exp(Y)))\n",
+            false,
+        ),
+        (
+            "Y = rand(rows=60, cols=50, min=700, max=720, seed=2)\n\
+             Z = rand(rows=60, cols=50, seed=3)\n\
+             print(sum(X * exp(Y)) + sum(X * Z))\n",
+            true,
+        ),
+        (
+            "U = rand(rows=60, cols=5, min=-1, max=1, seed=2)\n\
+             V = rand(rows=50, cols=5, min=-1, max=1, seed=3)\n\
+             print(sum(X * log(U %*% t(V) + 1e-15)))\n",
+            true,
+        ),
+        (
+            "U = rand(rows=60, cols=5, min=0, max=1, seed=2)\n\
+             V = rand(rows=50, cols=5, min=0, max=1, seed=3)\n\
+             print(sum(X * log(U %*% t(V) + 1e-15)))\n",
+            false,
+        ),
+    ];
+    for (body, nan) in cases {
+        let script = format!("{prelude}{body}");
+        let unfused = run_with(
+            EngineConfig {
+                fusion: None,
+                ..EngineConfig::default()
+            },
+            &script,
+        )
+        .0;
+        let u: f64 = unfused.trim().parse().unwrap();
+        assert_eq!(u.is_nan(), nan, "unfused {body}: {u}");
+        for policy in [FusionPolicy::Gen, FusionPolicy::FuseAll] {
+            let (fused, report) = run_with(
+                EngineConfig {
+                    fusion: Some(policy),
+                    collect_stats: true,
+                    ..EngineConfig::default()
+                },
+                &script,
+            );
+            let f: f64 = fused.trim().parse().unwrap();
+            assert!(
+                report.stats.fused_operators_executed >= 1,
+                "{policy:?} {body}"
+            );
+            assert!(
+                (f.is_nan() && u.is_nan()) || (f - u).abs() <= 1e-9 * u.abs(),
+                "{policy:?} {body}: fused {f}, unfused {u}"
+            );
+        }
     }
 }

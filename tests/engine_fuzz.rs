@@ -131,7 +131,11 @@ fn same_output(a: &str, b: &str) -> bool {
             .iter()
             .zip(&tb)
             .all(|(x, y)| match (x.parse::<f64>(), y.parse::<f64>()) {
-                (Ok(p), Ok(q)) => p == q || (p - q).abs() <= 1e-9 * (1.0 + p.abs().max(q.abs())),
+                (Ok(p), Ok(q)) => {
+                    p == q
+                        || (p.is_nan() && q.is_nan())
+                        || (p - q).abs() <= 1e-9 * (1.0 + p.abs().max(q.abs()))
+                }
                 _ => x == y,
             })
 }
@@ -148,9 +152,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 150, ..ProptestConfig::default() })]
 
     /// Fused execution (every policy, on the default backend) prints what unfused execution
-    /// prints. Scripts whose unfused output holds NaN or infinities are compared only for
-    /// succeeding: inside a sparse-safe fused operator `0 * x` is 0 even where the operator
-    /// itself produces an infinite `x` (`X * exp(Y)` at a zero of X), as in SystemDS.
+    /// prints, NaN and infinities included: a sparse-safe fused operator skips its main
+    /// input's zeros only where its body is provably 0 there (`X * exp(Y)` at a zero of X is
+    /// NaN where `exp(Y)` overflows, fused as unfused).
     #[test]
     fn fused_execution_prints_what_unfused_execution_prints(
         stmts in proptest::collection::vec(statement(), 1..6)
@@ -165,10 +169,7 @@ proptest! {
             );
             match (&unfused, &fused) {
                 (Ok(u), Ok(f)) => {
-                    let special = |s: &str| s.contains("NaN") || s.contains("Infinity");
-                    if !special(u) && !special(f) {
-                        prop_assert!(same_output(u, f), "{policy:?}:\n{}\n--- unfused ---\n{u}\n--- fused ---\n{f}", source.text);
-                    }
+                    prop_assert!(same_output(u, f), "{policy:?}:\n{}\n--- unfused ---\n{u}\n--- fused ---\n{f}", source.text);
                 }
                 (Ok(u), Err(e)) => prop_assert!(false, "{policy:?}: fused failed:\n{e}\n--- unfused ---\n{u}\n{}", source.text),
                 (Err(_), _) => {}

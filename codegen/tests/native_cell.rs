@@ -563,19 +563,20 @@ fn sparse_safe_multi_aggregates_visit_non_zeros_only_while_side_inputs_are_finit
 }
 
 fn outer_plan(ty: OuterType) -> CPlan {
-    // G = X * log(U %*% t(V) + 1e-3) (a Whole W for final products).
+    // G = X * log(abs(U %*% t(V)) + 1e-3) (a Whole W for final products): finite wherever
+    // U and V are, so the driver's zeros may be skipped (`zero_cells`).
     let mut nodes = vec![
         data(0, Access::Main),
         data(1, Access::OuterU),
         data(2, Access::OuterV),
         CNode::OuterDot { u: 1, v: 2 },
         lit(1e-3),
+        CNode::Unary { f: U::Abs, x: 3 },
         CNode::Binary {
             f: B::Add,
-            a: 3,
+            a: 5,
             b: 4,
         },
-        CNode::Unary { f: U::Abs, x: 5 },
         CNode::Unary { f: U::Log, x: 6 },
         CNode::Binary {
             f: B::Mul,
@@ -639,6 +640,53 @@ fn outer_all_types_over_sparse_and_dense_drivers() {
             );
         }
     }
+}
+
+/// An Outer operator refuses a call where its body may be NaN or infinite at a zero of the
+/// driver (there the log of a dot product that may be negative), rather than skip those
+/// zeros; with non-negative factors it runs.
+#[test]
+fn outer_refuses_calls_whose_zeros_cannot_be_skipped() {
+    let (m, n, k) = (40, 30, 3);
+    let mut plan = outer_plan(OuterType::FullAgg);
+    // Drop the abs: log(U %*% t(V) + 1e-3).
+    plan.nodes[6] = CNode::Binary {
+        f: B::Add,
+        a: 3,
+        b: 4,
+    };
+    let op = compile(&plan).unwrap();
+    let x = mat(m, n, 0.1, 1, false);
+    let mixed = (mat(m, k, 1.0, 2, false), mat(n, k, 1.0, 3, false));
+    let ins = [
+        Operand::Matrix(&x),
+        Operand::Matrix(&mixed.0),
+        Operand::Matrix(&mixed.1),
+    ];
+    match op.execute(&ins, &[(1, 1)]) {
+        Err(lafuse_codegen::native::CodegenError::Unsupported(why)) => {
+            assert!(why.contains("zeros cannot be skipped"), "{why}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let abs = |a: &Matrix| {
+        let (r, c) = a.shape();
+        let vals = (0..r * c).map(|i| a.get(i / c, i % c).abs()).collect();
+        Matrix::from_dense_values(r, c, vals).unwrap()
+    };
+    let (u, v) = (abs(&mixed.0), abs(&mixed.1));
+    let ins = [
+        Operand::Matrix(&x),
+        Operand::Matrix(&u),
+        Operand::Matrix(&v),
+    ];
+    check(
+        &plan,
+        &ins,
+        &[(1, 1)],
+        1e-9,
+        "outer over non-negative factors",
+    );
 }
 
 /// ALS-CG's update `(X * (U %*% t(V))) %*% V`: the right product's matrix is V itself, read

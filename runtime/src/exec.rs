@@ -7,7 +7,7 @@
 //! as possible (peak memory is that of the live values, not of the whole block).
 
 use crate::error::{Result, RuntimeError};
-use crate::matrix::Matrix;
+use crate::matrix::{Matrix, ValueRange};
 use crate::operator::{Operator, OperatorInput};
 use crate::ops::{AggOp, BinaryOp, Direction, UnaryOp};
 use crate::value::{ScalarType, Value};
@@ -228,36 +228,41 @@ pub struct ExecContext<'a> {
     pub finite: Option<&'a mut FinitenessCache>,
 }
 
-/// Remembers whether matrix values hold only finite values, so that a sparse-safe fused
-/// operator over a sparse main input scans its dense side inputs for NaN and infinities once
-/// per value, not once per call (a loop reusing `Y` in `sum(X * Y)`).
+/// Remembers the value range of matrix values (their smallest and largest values and whether
+/// they hold a NaN), so that a sparse-safe fused operator over a sparse main input scans its
+/// dense side inputs once per value, not once per call (a loop reusing `Y` in `sum(X * Y)`).
 ///
 /// Entries are keyed by the value's allocation and hold a `Weak` reference: a value that was
 /// dropped or moved out for an in-place update no longer upgrades, and its address cannot be
 /// reused while the `Weak` lives, so an entry never describes a different or changed matrix.
 #[derive(Debug, Default)]
 pub struct FinitenessCache {
-    entries: HashMap<usize, (std::sync::Weak<Matrix>, bool)>,
+    entries: HashMap<usize, (std::sync::Weak<Matrix>, ValueRange)>,
 }
 
 impl FinitenessCache {
     /// Entries kept before dead ones are swept.
     const SWEEP_AT: usize = 1024;
 
-    /// Whether every value of `m` is finite, scanning it only the first time.
-    pub fn all_finite(&mut self, m: &Arc<Matrix>) -> bool {
+    /// The value range of `m`, scanning it only the first time.
+    pub fn range(&mut self, m: &Arc<Matrix>) -> ValueRange {
         let key = Arc::as_ptr(m) as usize;
-        if let Some((weak, finite)) = self.entries.get(&key) {
+        if let Some((weak, range)) = self.entries.get(&key) {
             if weak.upgrade().is_some_and(|live| Arc::ptr_eq(&live, m)) {
-                return *finite;
+                return *range;
             }
         }
-        let finite = m.all_finite();
+        let range = m.value_range();
         if self.entries.len() >= Self::SWEEP_AT {
             self.entries.retain(|_, (weak, _)| weak.strong_count() > 0);
         }
-        self.entries.insert(key, (Arc::downgrade(m), finite));
-        finite
+        self.entries.insert(key, (Arc::downgrade(m), range));
+        range
+    }
+
+    /// Whether every value of `m` is finite, scanning it only the first time.
+    pub fn all_finite(&mut self, m: &Arc<Matrix>) -> bool {
+        self.range(m).is_finite()
     }
 }
 
@@ -808,7 +813,7 @@ fn run_fused(
     mut finite: Option<&mut FinitenessCache>,
 ) -> Result<()> {
     let results = {
-        // Finiteness matters (and is worth remembering) for the dense side inputs of an
+        // Value ranges matter (and are worth remembering) for the dense side inputs of an
         // operator over a sparse main input.
         let sparse_main = matches!(input(regs, instr, 0), Ok(Value::Matrix(m)) if m.is_sparse());
         let mut inputs = Vec::with_capacity(instr.inputs.len());
@@ -817,7 +822,7 @@ fn run_fused(
                 Value::Matrix(m) => {
                     let known = match finite.as_deref_mut() {
                         Some(cache) if sparse_main && i > 0 && !m.is_sparse() => {
-                            Some(cache.all_finite(m))
+                            Some(cache.range(m))
                         }
                         _ => None,
                     };

@@ -14,5 +14,5 @@ pub mod ops;
 pub mod value;
 
 pub use error::{Result, RuntimeError};
-pub use matrix::{DenseMatrix, Matrix, SparseMatrix};
+pub use matrix::{DenseMatrix, Matrix, SparseMatrix, ValueRange};
 pub use operator::{Operator, OperatorInput};

@@ -555,6 +555,20 @@ impl Matrix {
         Ok(self.get(0, 0))
     }
 
+    /// The range of the cell values (implicit zeros included) and whether any is NaN.
+    pub fn value_range(&self) -> ValueRange {
+        let (vals, zeros) = match self {
+            Matrix::Dense(d) => (&d.values[..], false),
+            Matrix::Sparse(s) => (&s.values[..], s.values.len() < s.rows * s.cols),
+        };
+        let r = value_range(vals);
+        if zeros {
+            r.with(0.0)
+        } else {
+            r
+        }
+    }
+
     /// Whether every cell is finite (no NaN, no ±Inf); implicit zeros are finite.
     pub fn all_finite(&self) -> bool {
         let vals = match self {
@@ -596,6 +610,86 @@ impl Matrix {
                 Ok(())
             }
         }
+    }
+}
+
+/// The smallest and largest non-NaN values of a matrix and whether it holds a NaN: what a
+/// fused operator needs to know of a side input to skip its main input's zeros exactly
+/// (`lafuse_codegen::zero_cells`). An empty matrix has `min > max`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ValueRange {
+    pub min: f64,
+    pub max: f64,
+    pub nan: bool,
+}
+
+impl ValueRange {
+    /// No values.
+    pub const EMPTY: ValueRange = ValueRange {
+        min: f64::INFINITY,
+        max: f64::NEG_INFINITY,
+        nan: false,
+    };
+
+    /// This range with `v` in it.
+    pub fn with(self, v: f64) -> ValueRange {
+        if v.is_nan() {
+            ValueRange { nan: true, ..self }
+        } else {
+            ValueRange {
+                min: self.min.min(v),
+                max: self.max.max(v),
+                nan: self.nan,
+            }
+        }
+    }
+
+    /// The range of the values of both.
+    pub fn union(self, o: ValueRange) -> ValueRange {
+        ValueRange {
+            min: self.min.min(o.min),
+            max: self.max.max(o.max),
+            nan: self.nan || o.nan,
+        }
+    }
+
+    /// Every value finite (no NaN, no infinity).
+    pub fn is_finite(&self) -> bool {
+        !self.nan && self.min > f64::NEG_INFINITY && self.max < f64::INFINITY
+    }
+}
+
+/// The [`ValueRange`] of `values`; vectorises (eight independent lanes) and parallelises.
+pub fn value_range(values: &[f64]) -> ValueRange {
+    let seq = |c: &[f64]| {
+        let (mut lo, mut hi, mut nan) = ([f64::INFINITY; 8], [f64::NEG_INFINITY; 8], [false; 8]);
+        let mut chunks = c.chunks_exact(8);
+        for ch in &mut chunks {
+            for l in 0..8 {
+                let v = ch[l];
+                // NaN compares false both ways, so it moves neither bound.
+                lo[l] = if v < lo[l] { v } else { lo[l] };
+                hi[l] = if v > hi[l] { v } else { hi[l] };
+                nan[l] |= v.is_nan();
+            }
+        }
+        let mut r = ValueRange::EMPTY;
+        for l in 0..8 {
+            r = r.union(ValueRange {
+                min: lo[l],
+                max: hi[l],
+                nan: nan[l],
+            });
+        }
+        chunks.remainder().iter().fold(r, |r, &v| r.with(v))
+    };
+    if values.len() >= PAR_THRESHOLD {
+        values
+            .par_chunks(BLOCK_CELLS)
+            .map(seq)
+            .reduce(|| ValueRange::EMPTY, ValueRange::union)
+    } else {
+        seq(values)
     }
 }
 

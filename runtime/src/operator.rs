@@ -4,7 +4,7 @@
 //! to native code): it hands over the operator's inputs by position and stores its outputs.
 
 use crate::error::Result;
-use crate::matrix::Matrix;
+use crate::matrix::{Matrix, ValueRange};
 use std::fmt;
 
 /// An input of a fused operator.
@@ -12,8 +12,8 @@ use std::fmt;
 pub enum OperatorInput<'a> {
     /// A scalar (integers and booleans are passed as doubles).
     Scalar(f64),
-    /// A matrix, with whether all its values are known to be finite (`None`: not checked).
-    Matrix(&'a Matrix, Option<bool>),
+    /// A matrix, with the range of its values if known (`None`: not scanned).
+    Matrix(&'a Matrix, Option<ValueRange>),
 }
 
 /// A fused operator: computes one or more outputs from its inputs in one pass.

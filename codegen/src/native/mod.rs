@@ -26,13 +26,14 @@ mod row;
 pub use cache::{CacheStats, Lookup, MissReason, OperatorCache};
 
 use crate::reference::Operand;
+use crate::zero_cells::{self, InputBound};
 use cell::{CellLike, LANES};
 use inkwell::module::Module;
 use lafuse_compiler::fusion::cplan::{
     Access, CNode, CNodeId, CPlan, InputKind, OuterType, TemplateSpec,
 };
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
-use lafuse_runtime::Matrix;
+use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
     cell as sk_cell, magg as sk_magg, outer as sk_outer, row as sk_row, AggKind, CellKernels,
@@ -581,17 +582,24 @@ impl NativeOperator {
         inputs: &[Operand<'_>],
         out_shapes: &[(usize, usize)],
     ) -> Result<Vec<Matrix>, CodegenError> {
-        self.execute_with_finite(inputs, out_shapes, &[])
+        self.execute_with_ranges(inputs, out_shapes, &[])
     }
 
-    /// [`NativeOperator::execute`], told which inputs (by position) the caller knows to hold
-    /// only finite values: a sparse-safe plan then skips scanning them before iterating over
-    /// the main input's non-zeros. Positions beyond `known_finite` are not known.
-    pub fn execute_with_finite(
+    /// [`NativeOperator::execute`], told the value ranges the caller knows of some inputs (by
+    /// position; `None` or positions beyond `known`: not known), so that it need not scan
+    /// them before deciding whether the main input's zeros may be skipped.
+    ///
+    /// A sparse-safe operator skips the zeros of its main input (Cell and MultiAgg over a
+    /// CSR main input, Outer always) only when [`zero_cells::zeros_skippable`] proves its
+    /// body 0 there over the ranges of the other inputs; otherwise Cell and MultiAgg visit
+    /// every cell, and an Outer operator refuses with [`CodegenError::Unsupported`] (its
+    /// caller evaluates the plan cell by cell), so results are the unfused ones, NaN and
+    /// infinities included.
+    pub fn execute_with_ranges(
         &self,
         inputs: &[Operand<'_>],
         out_shapes: &[(usize, usize)],
-        known_finite: &[bool],
+        known: &[Option<ValueRange>],
     ) -> Result<Vec<Matrix>, CodegenError> {
         if out_shapes.len() != self.num_outputs {
             return Err(CodegenError::Internal(format!(
@@ -600,28 +608,49 @@ impl NativeOperator {
                 out_shapes.len()
             )));
         }
-        if matches!(self.kind, Kind::Outer(..)) {
-            // An Outer operator visits the driver's non-zeros only, which is exact only while
-            // every other matrix is finite (`0 * NaN` is NaN): refuse, and let the caller
-            // evaluate the plan cell by cell.
-            let non_finite = inputs.iter().enumerate().skip(1).any(|(pos, o)| {
-                matches!(o, Operand::Matrix(m)
-                    if known_finite.get(pos) != Some(&true) && !m.all_finite())
-            });
-            if non_finite {
-                return Err(CodegenError::Unsupported(
-                    "an outer operator over a non-finite side input (zeros of the driver \
-                     cannot be skipped)"
-                        .into(),
-                ));
+        let mut ranges: Vec<Option<ValueRange>> = (0..inputs.len())
+            .map(|pos| known.get(pos).copied().flatten())
+            .collect();
+        let main_sparse = matches!(inputs.first(), Some(Operand::Matrix(m)) if m.is_sparse());
+        let skips_zeros = match &self.kind {
+            Kind::Cell(spec, _) => spec.sparse_safe && main_sparse,
+            Kind::MAgg(spec, _) => spec.sparse_safe && main_sparse,
+            Kind::Outer(..) => true,
+            Kind::Row(..) => false,
+        };
+        let zeros_skippable = match (&self.plan, skips_zeros) {
+            (Some(plan), true) => {
+                let bounds: Vec<InputBound> = inputs
+                    .iter()
+                    .zip(ranges.iter_mut())
+                    .enumerate()
+                    .map(|(pos, (o, range))| match o {
+                        Operand::Scalar(s) => InputBound::Scalar(*s),
+                        Operand::Matrix(_) if pos == 0 => InputBound::Unknown,
+                        Operand::Matrix(m) => InputBound::Matrix {
+                            range: *range.get_or_insert_with(|| m.value_range()),
+                            cols: m.cols(),
+                        },
+                    })
+                    .collect();
+                zero_cells::zeros_skippable(plan, &bounds)
             }
+            _ => false,
+        };
+        if matches!(self.kind, Kind::Outer(..)) && !zeros_skippable {
+            return Err(CodegenError::Unsupported(
+                "an outer operator whose body may be NaN or infinite at zeros of its driver \
+                 (a non-finite input, or an overflow or domain error such as the log of a \
+                 negative dot product): its zeros cannot be skipped"
+                    .into(),
+            ));
         }
         let ins: Vec<Input<'_>> = inputs
             .iter()
-            .enumerate()
-            .map(|(pos, o)| match o {
+            .zip(&ranges)
+            .map(|(o, range)| match o {
                 Operand::Scalar(s) => Input::Scalar(*s),
-                Operand::Matrix(m) if known_finite.get(pos) == Some(&true) => {
+                Operand::Matrix(m) if range.is_some_and(|r| r.is_finite()) => {
                     Input::FiniteMatrix(m)
                 }
                 Operand::Matrix(m) => Input::Matrix(m),
@@ -650,20 +679,16 @@ impl NativeOperator {
             Kind::Cell(spec, dense) => {
                 let k = CellKernels {
                     dense: *dense,
-                    csr: self
-                        .plan
-                        .as_ref()
-                        .map(|_| &csr_fn as LazyEntry<'_, KernelFn>),
+                    csr: (self.plan.is_some() && zeros_skippable)
+                        .then_some(&csr_fn as LazyEntry<'_, KernelFn>),
                 };
                 vec![sk_cell::execute(spec, &k, &ins).map_err(sk)?]
             }
             Kind::MAgg(spec, dense) => {
                 let k = MAggKernels {
                     dense: *dense,
-                    csr: self
-                        .plan
-                        .as_ref()
-                        .map(|_| &csr_fn as LazyEntry<'_, KernelFn>),
+                    csr: (self.plan.is_some() && zeros_skippable)
+                        .then_some(&csr_fn as LazyEntry<'_, KernelFn>),
                 };
                 sk_magg::execute(spec, &k, &ins).map_err(sk)?
             }
