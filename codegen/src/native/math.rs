@@ -13,9 +13,83 @@ use inkwell::values::VectorValue;
 use inkwell::{FloatPredicate, IntPredicate};
 use scalar::ln_consts as c;
 
+/// A call of the module's out-of-line lane-wise `name` (defined on first use from `body`, one
+/// function per vector width): a call per vector costs a few cycles next to the dozens of
+/// operations of `log` or `exp`, and defining each once keeps an operator's machine code,
+/// and its JIT time, from growing with every use (the dense and CSR entries, the vector loop
+/// and its scalar tail, each `exp` of a body).
+fn out_of_line<'c>(
+    fx: &Fx<'_, 'c>,
+    name: &str,
+    x: VectorValue<'c>,
+    body: for<'f> fn(&Fx<'f, 'c>, VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError>,
+) -> Result<VectorValue<'c>, CodegenError> {
+    let w = x.get_type().get_size();
+    if w == 1 {
+        // A scalar tail runs the vector function on lane 0 (other lanes 1.0, harmless for
+        // every function here): one definition per module.
+        let wide = super::cell::W;
+        let lane0 =
+            fx.b.build_extract_element(x, fx.i64c(0), "l0")
+                .map_err(ierr)?;
+        let v =
+            fx.b.build_insert_element(fx.splat_const(1.0, wide), lane0, fx.i64c(0), "wide")
+                .map_err(ierr)?;
+        let r = out_of_line(fx, name, v, body)?;
+        let r0 =
+            fx.b.build_extract_element(r, fx.i64c(0), "r0")
+                .map_err(ierr)?;
+        return fx.splat(r0.into_float_value(), 1);
+    }
+    let full = format!("{name}_v{w}");
+    let f = match fx.module.get_function(&full) {
+        Some(f) => f,
+        None => {
+            let vty = fx.vty(w);
+            let f = fx.module.add_function(
+                &full,
+                vty.fn_type(&[vty.into()], false),
+                Some(inkwell::module::Linkage::Internal),
+            );
+            super::llvm::set_function_attributes(fx.ctx, f);
+            f.add_attribute(
+                inkwell::attributes::AttributeLoc::Function,
+                super::llvm::enum_attr(fx.ctx, "noinline"),
+            );
+            let sub = Fx::new(fx.ctx, fx.module, f);
+            let arg = f
+                .get_nth_param(0)
+                .ok_or_else(|| ierr("vector math parameter"))?
+                .into_vector_value();
+            let r = body(&sub, arg)?;
+            sub.b.build_return(Some(&r)).map_err(ierr)?;
+            f
+        }
+    };
+    let r = fx.b.build_call(f, &[x.into()], name).map_err(ierr)?;
+    match r.try_as_basic_value() {
+        inkwell::values::ValueKind::Basic(v) => Ok(v.into_vector_value()),
+        _ => Err(ierr("vector math returns nothing")),
+    }
+}
+
+/// Lane-wise natural logarithm: [`scalar::ln`] on every lane (out of line, see
+/// [`out_of_line`]).
+pub(crate) fn ln<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
+    out_of_line(fx, "lafuse_log", x, ln_inline)
+}
+
+/// Lane-wise `e^x`: [`scalar::exp`] on every lane (out of line, see [`out_of_line`]).
+pub(crate) fn exp<'c>(
+    fx: &Fx<'_, 'c>,
+    x: VectorValue<'c>,
+) -> Result<VectorValue<'c>, CodegenError> {
+    out_of_line(fx, "lafuse_exp", x, exp_inline)
+}
+
 /// Lane-wise natural logarithm: [`scalar::ln`] on every lane, with the same operations in the
 /// same order (see there for the method and its error bound).
-pub(crate) fn ln<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
+fn ln_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
     let w = x.get_type().get_size();
     let b = &fx.b;
     let it = fx.ctx.i64_type().vec_type(w);
@@ -99,10 +173,7 @@ pub(crate) fn ln<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<
 
 /// Lane-wise `e^x`: [`scalar::exp`] on every lane, with the same operations in the same order
 /// (see there for the method and its error bound).
-pub(crate) fn exp<'c>(
-    fx: &Fx<'_, 'c>,
-    x: VectorValue<'c>,
-) -> Result<VectorValue<'c>, CodegenError> {
+fn exp_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
     use scalar::exp_consts as e;
     let w = x.get_type().get_size();
     let b = &fx.b;

@@ -523,8 +523,8 @@ struct Prims<'c> {
     dot2: FunctionValue<'c>,
     sdot: FunctionValue<'c>,
     axpy: FunctionValue<'c>,
-    /// `axpy_rows[c - 1]` updates `c` columns of the partial.
-    axpy_rows: [FunctionValue<'c>; 2],
+    /// Adds a block of rows' updates to one column of the partial.
+    axpy_rows: FunctionValue<'c>,
     saxpy: FunctionValue<'c>,
     vadd: FunctionValue<'c>,
     copy: FunctionValue<'c>,
@@ -797,10 +797,11 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         fx.b.build_return(None).map_err(ierr)?;
         fx.func
     };
-    // For each of `cols` (1 or 2) columns c of the partial (`o + c * len`): o_c[j] += s[c] *
-    // x[j], then += s[ss + c] * x[stride + j], ... for `rows` rows. With `OUTER_BLOCK_ROWS`
-    // rows in one pass (each row of `x` loaded once for both columns, `o_c` loaded and stored
-    // once), else row by row; either way every element sees its rows in order.
+    // For each of `cols` columns c of the partial (`o + c * len`): o_c[j] += s[c] * x[j], then
+    // += s[ss + c] * x[stride + j], ... for `rows` rows. With `OUTER_BLOCK_ROWS` rows in one
+    // pass (each row of `x` loaded once for all columns, `o_c` loaded and stored once), else
+    // row by row; either way every element sees its rows in order. One column per call: a
+    // two-column version gained nothing measurable and cost JIT time.
     let axpy_rows_fn = |cols: u64| -> Result<FunctionValue<'c>, CodegenError> {
         let mut fx = declare_primitive(
             ctx,
@@ -889,9 +890,20 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
             },
         )?;
         fx.b.build_return(None).map_err(ierr)?;
-        Ok(fx.func)
+        // Called once per block of rows, from two places: kept out of line, so that its
+        // unrolled loops are compiled once (inlined, they doubled a Row operator's JIT time).
+        let f = fx.func;
+        f.remove_enum_attribute(
+            inkwell::attributes::AttributeLoc::Function,
+            inkwell::attributes::Attribute::get_named_enum_kind_id("alwaysinline"),
+        );
+        f.add_attribute(
+            inkwell::attributes::AttributeLoc::Function,
+            llvm::enum_attr(ctx, "noinline"),
+        );
+        Ok(f)
     };
-    let axpy_rows = [axpy_rows_fn(1)?, axpy_rows_fn(2)?];
+    let axpy_rows = axpy_rows_fn(1)?;
     // o[idx[p]] += s * vals[p].
     let saxpy = {
         let mut fx = declare_primitive(
@@ -1513,12 +1525,12 @@ impl<'a, 'c> Em<'a, 'c> {
         let first = fx.load_i64(pd.first)?;
         let x = gep(&fx.b, pd.data, fx.mul(fx.sub(first, pd.row0)?, pd.stride)?)?;
         let (out, prims) = (self.out, self.prims);
-        let update = |fx: &mut Fx<'_, 'c>, c: IntValue<'c>, cols: usize| {
+        fx.for_range(fx.i64c(0), lb, &mut |fx, c| {
             let o = gep(&fx.b, out, fx.mul(c, la)?)?;
             let s = gep(&fx.b, pd.bs, c)?;
             call(
                 fx,
-                prims.axpy_rows[cols - 1],
+                prims.axpy_rows,
                 &[
                     o.into(),
                     x.into(),
@@ -1530,17 +1542,7 @@ impl<'a, 'c> Em<'a, 'c> {
                 ],
             )?;
             Ok(())
-        };
-        // Columns in pairs (one pass over the rows for two columns), then the odd one.
-        let pairs = fx.mul(
-            fx.b.build_right_shift(lb, fx.i64c(1), false, "pairs")
-                .map_err(ierr)?,
-            fx.i64c(2),
-        )?;
-        let c = fx.slot(fx.ctx.i64_type().into())?;
-        fx.store(c, fx.i64c(0))?;
-        fx.for_slot(c, pairs, 2, &mut |fx, c| update(fx, c, 2))?;
-        fx.for_range(pairs, lb, &mut |fx, c| update(fx, c, 1))?;
+        })?;
         fx.store(pd.count, fx.i64c(0))
     }
 
