@@ -43,8 +43,8 @@ pub(crate) struct Interpreter<'p, 'o> {
     depth: usize,
     /// Plans and builds fused operators; `None` runs everything unfused.
     fuser: Option<&'p Fuser>,
-    /// What is known of matrix values' finiteness, for sparse-safe fused operators.
-    finite: exec::FinitenessCache,
+    /// What is known of matrix values' ranges, for sparse-safe fused operators.
+    ranges: exec::ValueRangeCache,
     /// The fuser's counters when this run started (the fuser outlives runs).
     fusion_baseline: crate::fused::FusionCounts,
 }
@@ -71,7 +71,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             depth: 0,
             fuser,
             fusion_baseline: fuser.map(Fuser::counters).unwrap_or_default(),
-            finite: exec::FinitenessCache::default(),
+            ranges: exec::ValueRangeCache::default(),
         }
     }
 
@@ -332,7 +332,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let mut ctx = ExecContext {
             out: &mut *self.out,
             stats: self.op_stats.as_mut(),
-            finite: Some(&mut self.finite),
+            ranges: Some(&mut self.ranges),
         };
         self.instructions_executed += compiled.instructions.len() as u64;
         exec::execute(&compiled.instructions, compiled.num_regs, vars, &mut ctx).map_err(|e| {

@@ -224,8 +224,8 @@ impl OpStats {
 pub struct ExecContext<'a> {
     pub out: &'a mut dyn Write,
     pub stats: Option<&'a mut OpStats>,
-    /// Finiteness of matrix values, remembered across instructions and blocks.
-    pub finite: Option<&'a mut FinitenessCache>,
+    /// Value ranges of matrix values, remembered across instructions and blocks.
+    pub ranges: Option<&'a mut ValueRangeCache>,
 }
 
 /// Remembers the value range of matrix values (their smallest and largest values and whether
@@ -236,11 +236,11 @@ pub struct ExecContext<'a> {
 /// dropped or moved out for an in-place update no longer upgrades, and its address cannot be
 /// reused while the `Weak` lives, so an entry never describes a different or changed matrix.
 #[derive(Debug, Default)]
-pub struct FinitenessCache {
+pub struct ValueRangeCache {
     entries: HashMap<usize, (std::sync::Weak<Matrix>, ValueRange)>,
 }
 
-impl FinitenessCache {
+impl ValueRangeCache {
     /// Entries kept before dead ones are swept.
     const SWEEP_AT: usize = 1024;
 
@@ -258,11 +258,6 @@ impl FinitenessCache {
         }
         self.entries.insert(key, (Arc::downgrade(m), range));
         range
-    }
-
-    /// Whether every value of `m` is finite, scanning it only the first time.
-    pub fn all_finite(&mut self, m: &Arc<Matrix>) -> bool {
-        self.range(m).is_finite()
     }
 }
 
@@ -796,7 +791,7 @@ fn run_one(
                 regs,
                 operator.as_ref(),
                 outputs,
-                ctx.finite.as_deref_mut(),
+                ctx.ranges.as_deref_mut(),
             )?;
             return Ok(None);
         }
@@ -810,7 +805,7 @@ fn run_fused(
     regs: &mut [Option<Value>],
     operator: &dyn Operator,
     outputs: &[FusedOutput],
-    mut finite: Option<&mut FinitenessCache>,
+    mut ranges: Option<&mut ValueRangeCache>,
 ) -> Result<()> {
     let results = {
         // Value ranges matter (and are worth remembering) for the dense side inputs of an
@@ -820,7 +815,7 @@ fn run_fused(
         for i in 0..instr.inputs.len() {
             inputs.push(match input(regs, instr, i)? {
                 Value::Matrix(m) => {
-                    let known = match finite.as_deref_mut() {
+                    let known = match ranges.as_deref_mut() {
                         Some(cache) if sparse_main && i > 0 && !m.is_sparse() => {
                             Some(cache.range(m))
                         }

@@ -136,13 +136,7 @@ impl<'a> Driver<'a> {
             let (rl, ru) = tasks[t];
             let mut a = args.get();
             (a.out, a.out_len) = out(t).ptr();
-            // Blocks of rows keep densified rows (of a sparse main input that must be seen
-            // cell by cell, or of streamed side inputs) cache-sized.
-            let step = if mode == Mode::DensifiedBlocks || prepared.has_streamed() {
-                prep::block_rows(n)
-            } else {
-                ru - rl
-            };
+            let step = prepared.block_step(mode == Mode::DensifiedBlocks, n, rl, ru);
             prepared.for_blocks(rl, ru, step, &mut |views, r, e| {
                 let mut a = a;
                 if let Some(v) = views {

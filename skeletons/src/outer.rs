@@ -103,11 +103,7 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
             let mut a = args.get();
             (a.out, a.out_len) = out(t).ptr();
             // A streamed (sparse, cell-aligned) side input is densified block by block.
-            let step = if p.has_streamed() {
-                prep::block_rows(n)
-            } else {
-                ru - rl
-            };
+            let step = p.block_step(false, n, rl, ru);
             p.for_blocks(rl, ru, step, &mut |views, r, e| {
                 let mut a = a;
                 if let Some(v) = views {

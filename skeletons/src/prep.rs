@@ -96,6 +96,17 @@ impl<'a> Prepared<'a> {
         self.streamed.iter().any(Option::is_some)
     }
 
+    /// Rows per block of a task over rows `[rl, ru)` of a main input with `n` columns: blocks
+    /// keep densified rows (of a sparse main input seen cell by cell, `densify_main`, or of
+    /// streamed side inputs) cache-sized; otherwise the task is one block.
+    pub(crate) fn block_step(&self, densify_main: bool, n: usize, rl: usize, ru: usize) -> usize {
+        if densify_main || self.has_streamed() {
+            block_rows(n)
+        } else {
+            ru - rl
+        }
+    }
+
     /// Runs `f(views, r, e)` over the rows `[rl, ru)` of one task in blocks of `step` rows.
     /// When some input is streamed, each block's rows `[r, e)` of it are densified into this
     /// task's buffer first and `views` holds every input's view (the streamed ones with

@@ -260,14 +260,8 @@ pub fn execute(
             let mut scratch = vec![0.0; scratch_len.max(1)];
             a.scratch = scratch.as_mut_ptr();
             a.scratch_len = scratch.len();
-            // Blocks of rows keep densified rows (of a sparse main input that must be seen
-            // cell by cell, or of streamed side inputs) cache-sized.
             let densify_main = matches!(main, Matrix::Sparse(_)) && csr_fn.is_none();
-            let step = if densify_main || prepared.has_streamed() {
-                prep::block_rows(n)
-            } else {
-                ru - rl
-            };
+            let step = prepared.block_step(densify_main, n, rl, ru);
             prepared.for_blocks(rl, ru, step, &mut |views, r, e| {
                 let mut a = a;
                 if let Some(v) = views {

@@ -353,10 +353,9 @@ pub mod scalar {
 
     /// Constants of [`exp`].
     pub mod exp_consts {
-        /// ln 2 split so that `k * LN2_HI` is exact for every `|k| <= 1100` (bit patterns).
-        pub const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
-        /// The rest of ln 2.
-        pub const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
+        /// ln 2 split in two ([`super::ln_consts`]): `k * LN2_HI` is exact for every
+        /// `|k| <= 1100`.
+        pub use super::ln_consts::{LN2_HI, LN2_LO};
         /// 1 / ln 2.
         pub const INV_LN2: f64 = f64::from_bits(0x3ff7_1547_652b_82fe);
         /// Coefficients of the minimax polynomial for `x (e^x + 1) / (e^x - 1)` on
