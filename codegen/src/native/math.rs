@@ -8,61 +8,36 @@
 //! loop's `log(X)`, a GLM's `exp`).
 
 use super::expr::{ierr, Fx};
-use super::CodegenError;
+use super::{llvm, CodegenError};
 use inkwell::values::VectorValue;
 use inkwell::{FloatPredicate, IntPredicate};
 use scalar::ln_consts as c;
+use std::sync::OnceLock;
 
-/// A call of the module's out-of-line lane-wise `name` (defined on first use from `body`, one
-/// function per vector width): a call per vector costs a few cycles next to the dozens of
-/// operations of `log` or `exp`, and defining each once keeps an operator's machine code,
-/// and its JIT time, from growing with every use (the dense and CSR entries, the vector loop
-/// and its scalar tail, each `exp` of a body).
-fn out_of_line<'c>(
+/// A call of the shared library's lane-wise `name` over a full vector ([`library_address`]):
+/// a call per vector costs a few cycles next to the dozens of operations of `log` or `exp`,
+/// and no operator pays their machine code. `name` gets the width: `_v8` for vector loops,
+/// `_v1` for one lane (a scalar tail, an Outer operator's cell).
+fn library_call<'c>(
     fx: &Fx<'_, 'c>,
     name: &str,
     x: VectorValue<'c>,
-    body: for<'f> fn(&Fx<'f, 'c>, VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError>,
 ) -> Result<VectorValue<'c>, CodegenError> {
     let w = x.get_type().get_size();
-    if w == 1 {
-        // A scalar tail runs the vector function on lane 0 (other lanes 1.0, harmless for
-        // every function here): one definition per module.
-        let wide = super::cell::W;
-        let lane0 =
-            fx.b.build_extract_element(x, fx.i64c(0), "l0")
-                .map_err(ierr)?;
-        let v =
-            fx.b.build_insert_element(fx.splat_const(1.0, wide), lane0, fx.i64c(0), "wide")
-                .map_err(ierr)?;
-        let r = out_of_line(fx, name, v, body)?;
-        let r0 =
-            fx.b.build_extract_element(r, fx.i64c(0), "r0")
-                .map_err(ierr)?;
-        return fx.splat(r0.into_float_value(), 1);
-    }
-    let full = format!("{name}_v{w}");
-    let f = match fx.module.get_function(&full) {
+    let name = format!("{name}_v{w}");
+    let name = name.as_str();
+    let f = match fx.module.get_function(name) {
         Some(f) => f,
         None => {
             let vty = fx.vty(w);
             let f = fx.module.add_function(
-                &full,
+                name,
                 vty.fn_type(&[vty.into()], false),
-                Some(inkwell::module::Linkage::Internal),
+                Some(inkwell::module::Linkage::External),
             );
-            super::llvm::set_function_attributes(fx.ctx, f);
-            f.add_attribute(
-                inkwell::attributes::AttributeLoc::Function,
-                super::llvm::enum_attr(fx.ctx, "noinline"),
-            );
-            let sub = Fx::new(fx.ctx, fx.module, f);
-            let arg = f
-                .get_nth_param(0)
-                .ok_or_else(|| ierr("vector math parameter"))?
-                .into_vector_value();
-            let r = body(&sub, arg)?;
-            sub.b.build_return(Some(&r)).map_err(ierr)?;
+            // The same target attributes as the library's definition, so both sides pass
+            // the vector the same way.
+            llvm::set_function_attributes(fx.ctx, f);
             f
         }
     };
@@ -73,18 +48,91 @@ fn out_of_line<'c>(
     }
 }
 
-/// Lane-wise natural logarithm: [`scalar::ln`] on every lane (out of line, see
-/// [`out_of_line`]).
-pub(crate) fn ln<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
-    out_of_line(fx, "lafuse_log", x, ln_inline)
+/// The vector math library: `lafuse_log_v{8,1}` and `lafuse_exp_v{8,1}` (8 lanes and one),
+/// compiled once per process into a JIT of its own and never freed.
+struct Library {
+    _jit: llvm::Jit,
+    functions: Vec<(&'static str, usize)>,
 }
 
-/// Lane-wise `e^x`: [`scalar::exp`] on every lane (out of line, see [`out_of_line`]).
+static LIBRARY: OnceLock<Result<Library, CodegenError>> = OnceLock::new();
+
+type VectorBody =
+    for<'f, 'c> fn(&Fx<'f, 'c>, VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError>;
+
+/// The library's functions and the bodies that define them.
+const LIBRARY_FUNCTIONS: [(&str, u32, VectorBody); 4] = [
+    ("lafuse_log_v8", super::cell::W, ln_inline),
+    ("lafuse_exp_v8", super::cell::W, exp_inline),
+    ("lafuse_log_v1", 1, ln_inline),
+    ("lafuse_exp_v1", 1, exp_inline),
+];
+
+/// The address of a library function for an operator's JIT to map its declaration to
+/// (`None`: not a library function, or the library failed to compile, so the operator fails
+/// to compile and runs unfused).
+pub(crate) fn library_address(name: &str) -> Option<usize> {
+    let lib = LIBRARY.get_or_init(build_library).as_ref().ok()?;
+    lib.functions
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, a)| *a)
+}
+
+fn build_library() -> Result<Library, CodegenError> {
+    let ctx = llvm::new_context();
+    let module = ctx.create_module("lafuse_math");
+    let built = llvm::with_host_machine(|tm| {
+        llvm::setup_module(&module, tm);
+        for (name, width, body) in LIBRARY_FUNCTIONS {
+            let vty = ctx.f64_type().vec_type(width);
+            let f = module.add_function(
+                name,
+                vty.fn_type(&[vty.into()], false),
+                Some(inkwell::module::Linkage::External),
+            );
+            llvm::set_function_attributes(ctx, f);
+            let fx = Fx::new(ctx, &module, f);
+            let arg = f
+                .get_nth_param(0)
+                .ok_or_else(|| ierr("vector math parameter"))?
+                .into_vector_value();
+            let r = body(&fx, arg)?;
+            fx.b.build_return(Some(&r)).map_err(ierr)?;
+        }
+        llvm::verify(&module, "vector math library fails verification")?;
+        llvm::optimize(&module, tm)
+    });
+    if let Err(e) = built {
+        drop(module);
+        // SAFETY: the module, the only thing created in the context, is gone.
+        unsafe { llvm::free_context(ctx) };
+        return Err(e);
+    }
+    let jit = llvm::Jit::new(ctx, module, |_| None)?;
+    let functions = LIBRARY_FUNCTIONS
+        .iter()
+        .map(|(name, _, _)| Ok((*name, jit.function(name)?)))
+        .collect::<Result<Vec<_>, CodegenError>>()?;
+    Ok(Library {
+        _jit: jit,
+        functions,
+    })
+}
+
+/// Lane-wise natural logarithm: [`scalar::ln`] on every lane (a call of the shared library,
+/// see [`library_call`]).
+pub(crate) fn ln<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
+    library_call(fx, "lafuse_log", x)
+}
+
+/// Lane-wise `e^x`: [`scalar::exp`] on every lane (a call of the shared library, see
+/// [`library_call`]).
 pub(crate) fn exp<'c>(
     fx: &Fx<'_, 'c>,
     x: VectorValue<'c>,
 ) -> Result<VectorValue<'c>, CodegenError> {
-    out_of_line(fx, "lafuse_exp", x, exp_inline)
+    library_call(fx, "lafuse_exp", x)
 }
 
 /// Lane-wise natural logarithm: [`scalar::ln`] on every lane, with the same operations in the

@@ -269,7 +269,9 @@ fn build(plan: &CPlan, entry: Entry) -> Result<Built, CodegenError> {
             return Err(e);
         }
     };
-    let jit = llvm::Jit::new(ctx, module, expr::helper_address)?;
+    let jit = llvm::Jit::new(ctx, module, |name| {
+        expr::helper_address(name).or_else(|| math::library_address(name))
+    })?;
     tick(&mut phases.jit);
     Ok(Built {
         jit,
