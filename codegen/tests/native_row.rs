@@ -459,6 +459,14 @@ fn sparse_side_inputs_are_streamed_in_blocks() {
 }
 
 #[test]
+fn outer_products_in_both_orientations() {
+    // Two columns: `t(X) %*% B` with B of three columns is wider than X, so the partial is
+    // laid out the other way round (not flipped); several four-row blocks and a tail.
+    run_cases(37, 2, 0.6, false, false);
+    run_cases(37, 2, 0.6, true, true);
+}
+
+#[test]
 fn empty_and_one_by_one() {
     run_cases(1, 1, 1.0, false, false);
     run_cases(1, 1, 0.0, false, false);

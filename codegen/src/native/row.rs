@@ -485,7 +485,7 @@ pub(crate) fn layout(
         total += n;
     }
     let pend = total;
-    if info.defer_outer && flipped {
+    if info.defer_outer {
         total += OUTER_BLOCK_ROWS as usize * lens[out].aux;
     }
     let mut params = vec![0usize; P_NODE0 + PER_NODE * plan.nodes.len()];
@@ -1233,7 +1233,7 @@ impl<'a, 'c> Em<'a, 'c> {
                 CNode::OuterMultAdd { a, b } => {
                     match self.pending {
                         Some(pd) if k == out_node => {
-                            self.defer_outer_add(fx, pd, k, i, vals[*a], vals[*b])?
+                            self.defer_outer_add(fx, pd, k, i, vals[*b])?
                         }
                         _ => self.outer_add(fx, k, vals[*a], vals[*b])?,
                     }
@@ -1469,48 +1469,35 @@ impl<'a, 'c> Em<'a, 'c> {
     }
 
     /// `P += t(a) %*% b` into the task's partial (la×lb, or lb×la when flipped).
-    /// The outer-product update of row `i` in the flipped orientation (`P[c, ] += b[c] * X[i, ]`,
-    /// `t(X) %*% B` with few columns): `b` is kept, and every [`OUTER_BLOCK_ROWS`] rows
-    /// [`Em::flush_outer`] adds them; otherwise the update runs at once.
+    /// The outer-product update `t(X[i, ]) %*% b` of row `i`: `b` is kept, and every
+    /// [`OUTER_BLOCK_ROWS`] rows [`Em::flush_outer`] adds the kept updates to the partial.
     fn defer_outer_add(
         &self,
         fx: &mut Fx<'_, 'c>,
         pd: Pending<'c>,
         k: CNodeId,
         i: IntValue<'c>,
-        a: RV<'c>,
         b: RV<'c>,
     ) -> Result<(), CodegenError> {
-        let flip =
-            fx.b.build_int_compare(IntPredicate::NE, self.par(P_FLIP), fx.i64c(0), "flip")
+        let (bp, lb, _) = self.as_vec(fx, b)?;
+        let cnt = fx.load_i64(pd.count)?;
+        let none =
+            fx.b.build_int_compare(IntPredicate::EQ, cnt, fx.i64c(0), "none")
                 .map_err(ierr)?;
-        if_else(
-            fx,
-            flip,
-            &mut |fx| {
-                let (bp, lb, _) = self.as_vec(fx, b)?;
-                let cnt = fx.load_i64(pd.count)?;
-                let none =
-                    fx.b.build_int_compare(IntPredicate::EQ, cnt, fx.i64c(0), "none")
-                        .map_err(ierr)?;
-                let first =
-                    fx.b.build_select(none, i, fx.load_i64(pd.first)?, "first")
-                        .map_err(ierr)?;
-                fx.store(pd.first, first)?;
-                let dst = gep(&fx.b, pd.bs, fx.mul(cnt, lb)?)?;
-                call(fx, self.prims.copy, &[dst.into(), bp.into(), lb.into()])?;
-                let cnt = fx.add(cnt, fx.i64c(1))?;
-                fx.store(pd.count, cnt)?;
-                let full = fx
-                    .b
-                    .build_int_compare(IntPredicate::EQ, cnt, fx.i64c(OUTER_BLOCK_ROWS), "full")
-                    .map_err(ierr)?;
-                if_else(fx, full, &mut |fx| self.flush_outer(fx, pd, k), &mut |_| {
-                    Ok(())
-                })
-            },
-            &mut |fx| self.outer_add(fx, k, a, b),
-        )
+        let first =
+            fx.b.build_select(none, i, fx.load_i64(pd.first)?, "first")
+                .map_err(ierr)?;
+        fx.store(pd.first, first)?;
+        let dst = gep(&fx.b, pd.bs, fx.mul(cnt, lb)?)?;
+        call(fx, self.prims.copy, &[dst.into(), bp.into(), lb.into()])?;
+        let cnt = fx.add(cnt, fx.i64c(1))?;
+        fx.store(pd.count, cnt)?;
+        let full =
+            fx.b.build_int_compare(IntPredicate::EQ, cnt, fx.i64c(OUTER_BLOCK_ROWS), "full")
+                .map_err(ierr)?;
+        if_else(fx, full, &mut |fx| self.flush_outer(fx, pd, k), &mut |_| {
+            Ok(())
+        })
     }
 
     /// Adds the pending rows' outer-product updates to the partial, rows in order.
@@ -1525,24 +1512,52 @@ impl<'a, 'c> Em<'a, 'c> {
         let first = fx.load_i64(pd.first)?;
         let x = gep(&fx.b, pd.data, fx.mul(fx.sub(first, pd.row0)?, pd.stride)?)?;
         let (out, prims) = (self.out, self.prims);
-        fx.for_range(fx.i64c(0), lb, &mut |fx, c| {
-            let o = gep(&fx.b, out, fx.mul(c, la)?)?;
-            let s = gep(&fx.b, pd.bs, c)?;
+        // One call per row of the partial: `(o, x, stride, s, s stride, len)`.
+        let update = |fx: &mut Fx<'_, 'c>,
+                      o: PointerValue<'c>,
+                      x: PointerValue<'c>,
+                      stride: IntValue<'c>,
+                      s: PointerValue<'c>,
+                      ss: IntValue<'c>,
+                      len: IntValue<'c>| {
             call(
                 fx,
                 prims.axpy_rows,
                 &[
                     o.into(),
                     x.into(),
-                    pd.stride.into(),
+                    stride.into(),
                     s.into(),
-                    lb.into(),
+                    ss.into(),
                     cnt.into(),
-                    la.into(),
+                    len.into(),
                 ],
-            )?;
-            Ok(())
-        })?;
+            )
+            .map(|_| ())
+        };
+        let flip =
+            fx.b.build_int_compare(IntPredicate::NE, self.par(P_FLIP), fx.i64c(0), "flip")
+                .map_err(ierr)?;
+        if_else(
+            fx,
+            flip,
+            // P[c, ] += Σ_r b_r[c] * X[r, ]: the rows of X scaled by the kept b's.
+            &mut |fx| {
+                fx.for_range(fx.i64c(0), lb, &mut |fx, c| {
+                    let o = gep(&fx.b, out, fx.mul(c, la)?)?;
+                    let s = gep(&fx.b, pd.bs, c)?;
+                    update(fx, o, x, pd.stride, s, lb, la)
+                })
+            },
+            // P[j, ] += Σ_r X[r, j] * b_r: the kept b's scaled by a column of X's rows.
+            &mut |fx| {
+                fx.for_range(fx.i64c(0), la, &mut |fx, j| {
+                    let o = gep(&fx.b, out, fx.mul(j, lb)?)?;
+                    let s = gep(&fx.b, x, j)?;
+                    update(fx, o, pd.bs, lb, s, pd.stride, lb)
+                })
+            },
+        )?;
         fx.store(pd.count, fx.i64c(0))
     }
 
