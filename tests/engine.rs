@@ -19,16 +19,34 @@ fn run(script: &str) -> String {
     run_with(EngineConfig::default(), script).0
 }
 
-/// Runs `script` fused (the default) and unfused; each prints one number, equal within 1e-9.
-fn assert_fused_prints_unfused_number(script: &str, what: &str) {
-    let fused = run(script);
-    let (unfused, _) = run_with(
+/// Runs `script` with every operation on its unfused kernel; what it printed.
+fn run_unfused(script: &str) -> String {
+    run_with(
         EngineConfig {
             fusion: None,
             ..EngineConfig::default()
         },
         script,
-    );
+    )
+    .0
+}
+
+/// Runs `script` under `policy` with statistics.
+fn run_policy(policy: FusionPolicy, script: &str) -> (String, lafuse::RunReport) {
+    run_with(
+        EngineConfig {
+            fusion: Some(policy),
+            collect_stats: true,
+            ..EngineConfig::default()
+        },
+        script,
+    )
+}
+
+/// Runs `script` fused (the default) and unfused; each prints one number, equal within 1e-9.
+fn assert_fused_prints_unfused_number(script: &str, what: &str) {
+    let fused = run(script);
+    let unfused = run_unfused(script);
     let (f, u): (f64, f64) = (
         fused.trim().parse().unwrap(),
         unfused.trim().parse().unwrap(),
@@ -366,24 +384,11 @@ Y[7, 9] = 0.5
 s3 = sum(X * Y * Z)
 print(s1 + \" \" + s2 + \" \" + s3)
 ";
-    let (unfused, _) = run_with(
-        EngineConfig {
-            fusion: None,
-            ..EngineConfig::default()
-        },
-        script,
-    );
+    let unfused = run_unfused(script);
     let tokens: Vec<String> = unfused.split_whitespace().map(str::to_string).collect();
     assert_eq!(tokens[1], "NaN", "{unfused}");
     for policy in [FusionPolicy::Gen, FusionPolicy::FuseAll] {
-        let (fused, report) = run_with(
-            EngineConfig {
-                fusion: Some(policy),
-                collect_stats: true,
-                ..EngineConfig::default()
-            },
-            script,
-        );
+        let (fused, report) = run_policy(policy, script);
         assert!(
             report.stats.fused_operators_executed >= 4,
             "{:?}",
@@ -490,13 +495,7 @@ print(sum(X * log(U %*% t(V) + 1e-15)))
         },
         script,
     );
-    let (unfused, _) = run_with(
-        EngineConfig {
-            fusion: None,
-            ..EngineConfig::default()
-        },
-        script,
-    );
+    let unfused = run_unfused(script);
     let (f, u): (Vec<&str>, Vec<&str>) = (fused.lines().collect(), unfused.lines().collect());
     let (f0, u0): (f64, f64) = (f[0].trim().parse().unwrap(), u[0].trim().parse().unwrap());
     assert!((f0 - u0).abs() <= 1e-9 * u0.abs(), "{fused} vs {unfused}");
@@ -599,25 +598,11 @@ fn zeros_are_skipped_only_where_the_body_is_provably_zero() {
     ];
     for (body, nan) in cases {
         let script = format!("{prelude}{body}");
-        let unfused = run_with(
-            EngineConfig {
-                fusion: None,
-                ..EngineConfig::default()
-            },
-            &script,
-        )
-        .0;
+        let unfused = run_unfused(&script);
         let u: f64 = unfused.trim().parse().unwrap();
         assert_eq!(u.is_nan(), nan, "unfused {body}: {u}");
         for policy in [FusionPolicy::Gen, FusionPolicy::FuseAll] {
-            let (fused, report) = run_with(
-                EngineConfig {
-                    fusion: Some(policy),
-                    collect_stats: true,
-                    ..EngineConfig::default()
-                },
-                &script,
-            );
+            let (fused, report) = run_policy(policy, &script);
             let f: f64 = fused.trim().parse().unwrap();
             assert!(
                 report.stats.fused_operators_executed >= 1,

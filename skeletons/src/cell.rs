@@ -3,11 +3,12 @@
 //!
 //! Iteration modes, chosen per call:
 //! * dense main input: the dense entry point over row ranges (vectorised by the generator);
-//! * sparse main input, sparse-safe plan, all side inputs finite: the CSR entry point visits
-//!   the non-zeros only; unseen zeros contribute the body's value at zero, which is 0, so only
-//!   `min`/`max` need a correction (folding 0 in where a row, column or the whole input has
-//!   fewer non-zeros than cells). A non-finite side value (e.g. `0 * Inf = NaN`) would make a
-//!   skipped cell non-zero, so such inputs take the next mode instead;
+//! * sparse main input, sparse-safe plan, and a CSR entry point offered for the call (the
+//!   caller offers it only where the body is provably 0 at zeros of the main input for these
+//!   side inputs: `0 * Inf = NaN`, so a non-finite factor must see every cell): the CSR entry
+//!   point visits the non-zeros only; unseen zeros contribute 0, so only `min`/`max` need a
+//!   correction (folding 0 in where a row, column or the whole input has fewer non-zeros than
+//!   cells);
 //! * sparse main input otherwise: every cell must be seen, so each task densifies blocks of its
 //!   rows into a buffer and calls the dense entry point on them.
 //!
@@ -46,7 +47,10 @@ pub struct CellKernels<'a> {
     /// Rows of a dense main input (every cell).
     pub dense: KernelFn,
     /// Rows of a CSR main input, non-zeros only (sparse-safe plans), requested only when a
-    /// call visits non-zeros only.
+    /// call visits non-zeros only. The caller offers it only for calls where skipping the
+    /// main input's zeros is exact (the body is 0 there for these side inputs; lafuse-codegen
+    /// proves it with `zero_cells`); without it a sparse main input is densified block by
+    /// block.
     pub csr: Option<LazyEntry<'a, KernelFn>>,
 }
 
@@ -92,9 +96,7 @@ impl<'a> Driver<'a> {
         let p = prepared.insert(prep::prepare(inputs, uses, m, n)?);
         let (mode, csr_fn) = match (main, csr) {
             (Matrix::Dense(_), _) => (Mode::Dense, None),
-            (Matrix::Sparse(_), Some(csr)) if sparse_safe && p.all_finite(true) => {
-                (Mode::CsrNonZeros, Some(csr()?))
-            }
+            (Matrix::Sparse(_), Some(csr)) if sparse_safe => (Mode::CsrNonZeros, Some(csr()?)),
             (Matrix::Sparse(_), _) => (Mode::DensifiedBlocks, None),
         };
         *views = p.views();
@@ -136,8 +138,8 @@ impl<'a> Driver<'a> {
             let (rl, ru) = tasks[t];
             let mut a = args.get();
             (a.out, a.out_len) = out(t).ptr();
-            let step = prepared.block_step(mode == Mode::DensifiedBlocks, n, rl, ru);
-            prepared.for_blocks(rl, ru, step, &mut |views, r, e| {
+            let densify_main = mode == Mode::DensifiedBlocks;
+            prepared.for_blocks(rl, ru, n, densify_main, &mut |views, r, e| {
                 let mut a = a;
                 if let Some(v) = views {
                     a.inputs = v.as_ptr();

@@ -1,6 +1,6 @@
 //! The MultiAgg skeleton (reference 6.4): several full aggregates over one scan of the main
 //! input, iterated as the Cell skeleton iterates (dense rows; the non-zeros of a sparse main
-//! input when every body is sparse-safe and the side inputs are finite; else densified blocks);
+//! input when every body is sparse-safe and the CSR entry is offered; else densified blocks);
 //! each task keeps one partial per aggregate, merged in task order.
 
 use crate::cell::{full_aggs, Driver};
@@ -27,7 +27,10 @@ pub struct MAggKernels<'a> {
     /// Rows of a dense main input (every cell).
     pub dense: KernelFn,
     /// Rows of a CSR main input, non-zeros only (sparse-safe plans), requested only when a
-    /// call visits non-zeros only.
+    /// call visits non-zeros only. The caller offers it only for calls where skipping the
+    /// main input's zeros is exact (the body is 0 there for these side inputs; lafuse-codegen
+    /// proves it with `zero_cells`); without it a sparse main input is densified block by
+    /// block.
     pub csr: Option<LazyEntry<'a, KernelFn>>,
 }
 

@@ -103,8 +103,7 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
             let mut a = args.get();
             (a.out, a.out_len) = out(t).ptr();
             // A streamed (sparse, cell-aligned) side input is densified block by block.
-            let step = p.block_step(false, n, rl, ru);
-            p.for_blocks(rl, ru, step, &mut |views, r, e| {
+            p.for_blocks(rl, ru, n, false, &mut |views, r, e| {
                 let mut a = a;
                 if let Some(v) = views {
                     a.inputs = v.as_ptr();

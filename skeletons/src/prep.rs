@@ -92,29 +92,31 @@ impl<'a> Prepared<'a> {
     }
 
     /// Whether some input is streamed, so tasks must run block by block.
-    pub(crate) fn has_streamed(&self) -> bool {
+    fn has_streamed(&self) -> bool {
         self.streamed.iter().any(Option::is_some)
     }
 
-    /// Rows per block of a task over rows `[rl, ru)` of a main input with `n` columns: blocks
-    /// keep densified rows (of a sparse main input seen cell by cell, `densify_main`, or of
-    /// streamed side inputs) cache-sized; otherwise the task is one block.
-    pub(crate) fn block_step(&self, densify_main: bool, n: usize, rl: usize, ru: usize) -> usize {
-        if densify_main || self.has_streamed() {
-            block_rows(n)
-        } else {
-            ru - rl
-        }
-    }
-
-    /// Runs `f(views, r, e)` over the rows `[rl, ru)` of one task in blocks of `step` rows.
-    /// When some input is streamed, each block's rows `[r, e)` of it are densified into this
-    /// task's buffer first and `views` holds every input's view (the streamed ones with
+    /// Runs `f(views, r, e)` over the rows `[rl, ru)` of one task, of a main input with `n`
+    /// columns. Blocks of rows keep densified rows (of a sparse main input that `f` densifies,
+    /// `densify_main`, or of streamed side inputs) cache-sized; otherwise the task is one
+    /// block. When some input is streamed, each block's rows `[r, e)` of it are densified into
+    /// this task's buffer first and `views` holds every input's view (the streamed ones with
     /// `row0 = r`); otherwise `views` is `None` (the shared views apply). Returns the sum of
     /// what `f` returned.
-    pub(crate) fn for_blocks(&self, rl: usize, ru: usize, step: usize, f: &mut BlockFn<'_>) -> u64 {
-        let step = step.max(1);
+    pub(crate) fn for_blocks(
+        &self,
+        rl: usize,
+        ru: usize,
+        n: usize,
+        densify_main: bool,
+        f: &mut BlockFn<'_>,
+    ) -> u64 {
         let streamed = self.has_streamed();
+        let step = if densify_main || streamed {
+            block_rows(n)
+        } else {
+            (ru - rl).max(1)
+        };
         let mut views = if streamed { self.views() } else { Vec::new() };
         let mut bufs: Vec<Vec<f64>> = self
             .streamed
@@ -150,7 +152,7 @@ pub(crate) type BlockFn<'f> = dyn FnMut(Option<&[DenseView]>, usize, usize) -> u
 
 /// Rows per block when a task densifies rows (of a sparse main input or of streamed side
 /// inputs) with `n` columns: a block stays cache-sized.
-pub(crate) fn block_rows(n: usize) -> usize {
+fn block_rows(n: usize) -> usize {
     (BLOCK_CELLS / n.max(1)).max(1)
 }
 

@@ -261,8 +261,7 @@ pub fn execute(
             a.scratch = scratch.as_mut_ptr();
             a.scratch_len = scratch.len();
             let densify_main = matches!(main, Matrix::Sparse(_)) && csr_fn.is_none();
-            let step = prepared.block_step(densify_main, n, rl, ru);
-            prepared.for_blocks(rl, ru, step, &mut |views, r, e| {
+            prepared.for_blocks(rl, ru, n, densify_main, &mut |views, r, e| {
                 let mut a = a;
                 if let Some(v) = views {
                     a.base.inputs = v.as_ptr();

@@ -513,6 +513,37 @@ pub(crate) struct InputPtrs<'c> {
     pub row0: Vec<Option<IntValue<'c>>>,
 }
 
+impl<'c> InputPtrs<'c> {
+    /// Input `k`'s data pointer and column count.
+    pub(crate) fn get(&self, k: usize) -> Result<(PointerValue<'c>, IntValue<'c>), CodegenError> {
+        match (
+            self.data.get(k).copied().flatten(),
+            self.cols.get(k).copied().flatten(),
+        ) {
+            (Some(p), Some(c)) => Ok((p, c)),
+            _ => Err(CodegenError::Internal(format!("input {k} not prepared"))),
+        }
+    }
+
+    /// Input `k`'s data pointer and the offset of its row `i` (read aligned with the main
+    /// input), rows counted from the view's first row (a streamed input's block).
+    pub(crate) fn aligned_row(
+        &self,
+        fx: &Fx<'_, 'c>,
+        k: usize,
+        i: IntValue<'c>,
+    ) -> Result<(PointerValue<'c>, IntValue<'c>), CodegenError> {
+        let (p, c) = self.get(k)?;
+        let r0 = self
+            .row0
+            .get(k)
+            .copied()
+            .flatten()
+            .ok_or_else(|| CodegenError::Internal(format!("input {k} not prepared")))?;
+        Ok((p, fx.mul(fx.sub(i, r0)?, c)?))
+    }
+}
+
 /// Where the body is evaluated: row `i`, `w` consecutive columns from `j`, and how to read the
 /// main input there.
 #[derive(Clone, Copy)]
@@ -542,16 +573,6 @@ impl<'p, 'c> Body<'p, 'c> {
             at,
             outer_dot: None,
             memo: HashMap::new(),
-        }
-    }
-
-    fn input(&self, k: usize) -> Result<(PointerValue<'c>, IntValue<'c>), CodegenError> {
-        match (
-            self.ins.data.get(k).copied().flatten(),
-            self.ins.cols.get(k).copied().flatten(),
-        ) {
-            (Some(p), Some(c)) => Ok((p, c)),
-            _ => Err(CodegenError::Internal(format!("input {k} not prepared"))),
         }
     }
 
@@ -683,36 +704,31 @@ impl<'p, 'c> Body<'p, 'c> {
         let scalar =
             self.plan.inputs.get(k) == Some(&InputKind::Scalar) || access == Access::Scalar;
         if scalar {
-            let (p, _) = self.input(k)?;
+            let (p, _) = self.ins.get(k)?;
             return fx.load_splat(p, fx.i64c(0), w);
         }
         match (access, swapped) {
             (Access::Main, false) if k == 0 => Ok(self.at.main),
             (Access::Aligned, false) => {
-                let (p, c) = self.input(k)?;
-                // Rows are counted from the view's first row (a streamed input's block).
-                let r0 = self.ins.row0.get(k).copied().flatten().ok_or_else(|| {
-                    CodegenError::Internal(format!("input {k} is read but not loaded"))
-                })?;
-                let idx = fx.add(fx.mul(fx.sub(i, r0)?, c)?, j)?;
-                load_vec(&fx.b, fx.vty(w), p, idx)
+                let (p, row) = self.ins.aligned_row(fx, k, i)?;
+                load_vec(&fx.b, fx.vty(w), p, fx.add(row, j)?)
             }
             (Access::ColVector, false) => {
-                let (p, c) = self.input(k)?;
+                let (p, c) = self.ins.get(k)?;
                 fx.load_splat(p, fx.mul(i, c)?, w)
             }
             (Access::RowVector, false) => {
-                let (p, _) = self.input(k)?;
+                let (p, _) = self.ins.get(k)?;
                 load_vec(&fx.b, fx.vty(w), p, j)
             }
             // Transposed reads: a column vector read along the columns, a row vector along
             // the rows (the skeleton checked the transposed shapes).
             (Access::ColVector, true) => {
-                let (p, c) = self.input(k)?;
+                let (p, c) = self.ins.get(k)?;
                 fx.gather(p, fx.mul(i, c)?, c, w)
             }
             (Access::RowVector, true) => {
-                let (p, _) = self.input(k)?;
+                let (p, _) = self.ins.get(k)?;
                 fx.load_splat(p, j, w)
             }
             (a, s) => Err(CodegenError::Unsupported(format!(

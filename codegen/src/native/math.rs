@@ -1,11 +1,12 @@
-//! Vector math primitives emitted as IR into the operator's module, each stated operation for
-//! operation by a scalar Rust function in [`scalar`] (fdlibm's methods, within 1 ulp of the C
-//! library that the unfused kernels call).
+//! Vector math primitives (`log`, `exp`) as IR, each stated operation for operation by a
+//! scalar Rust function in [`scalar`] (fdlibm's methods, within 1 ulp of the C library that the
+//! unfused kernels call).
 //!
 //! A call to a scalar library function per lane costs a call, spills of every live vector
 //! register around it, and the loss of the loop's vectorization; the IR versions run on all
-//! lanes at once and inline into the loop (an Outer operator's `log(U %*% t(V) + eps)`, a Cell
-//! loop's `log(X)`, a GLM's `exp`).
+//! lanes at once (an Outer operator's `log(U %*% t(V) + eps)`, a Cell loop's `log(X)`, a GLM's
+//! `exp`). They are compiled once per process into a library of their own that operators
+//! call ([`library_address`]), so no operator pays their machine code.
 
 use super::expr::{ierr, Fx};
 use super::{llvm, CodegenError};
@@ -28,24 +29,32 @@ fn library_call<'c>(
     let name = name.as_str();
     let f = match fx.module.get_function(name) {
         Some(f) => f,
-        None => {
-            let vty = fx.vty(w);
-            let f = fx.module.add_function(
-                name,
-                vty.fn_type(&[vty.into()], false),
-                Some(inkwell::module::Linkage::External),
-            );
-            // The same target attributes as the library's definition, so both sides pass
-            // the vector the same way.
-            llvm::set_function_attributes(fx.ctx, f);
-            f
-        }
+        None => declare(fx.ctx, fx.module, name, w),
     };
     let r = fx.b.build_call(f, &[x.into()], name).map_err(ierr)?;
     match r.try_as_basic_value() {
         inkwell::values::ValueKind::Basic(v) => Ok(v.into_vector_value()),
         _ => Err(ierr("vector math returns nothing")),
     }
+}
+
+/// `<w x double> name(<w x double>)`, external, with the host's target attributes: the same
+/// declaration in the library (which defines it) and in operators (which call it), so both
+/// sides pass the vector the same way.
+fn declare<'c>(
+    ctx: &'c inkwell::context::Context,
+    module: &inkwell::module::Module<'c>,
+    name: &str,
+    w: u32,
+) -> inkwell::values::FunctionValue<'c> {
+    let vty = ctx.f64_type().vec_type(w);
+    let f = module.add_function(
+        name,
+        vty.fn_type(&[vty.into()], false),
+        Some(inkwell::module::Linkage::External),
+    );
+    llvm::set_function_attributes(ctx, f);
+    f
 }
 
 /// The vector math library: `lafuse_log_v{8,1}` and `lafuse_exp_v{8,1}` (8 lanes and one),
@@ -85,13 +94,7 @@ fn build_library() -> Result<Library, CodegenError> {
     let built = llvm::with_host_machine(|tm| {
         llvm::setup_module(&module, tm);
         for (name, width, body) in LIBRARY_FUNCTIONS {
-            let vty = ctx.f64_type().vec_type(width);
-            let f = module.add_function(
-                name,
-                vty.fn_type(&[vty.into()], false),
-                Some(inkwell::module::Linkage::External),
-            );
-            llvm::set_function_attributes(ctx, f);
+            let f = declare(ctx, &module, name, width);
             let fx = Fx::new(ctx, &module, f);
             let arg = f
                 .get_nth_param(0)
@@ -361,9 +364,9 @@ pub mod scalar {
     /// [sqrt(2)/2, sqrt(2)), `f = r - 1`, `s = f / (2 + f)`, and
     /// `log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2))` with a degree-14 minimax polynomial `R`.
     ///
-    /// The generated code's logarithm, stated in Rust: [`super::ln`] emits these operations in
-    /// this order on every lane (tested to the bit). Unfused kernels use the C library's `log`;
-    /// the two agree within 1 ulp (tested over every exponent).
+    /// The generated code's logarithm, stated in Rust: the library's `lafuse_log_v*` compute
+    /// these operations in this order on every lane (tested to the bit). Unfused kernels use
+    /// the C library's `log`; the two agree within 1 ulp (tested over every exponent).
     #[inline]
     pub fn ln(x: f64) -> f64 {
         use ln_consts::*;
@@ -438,9 +441,10 @@ pub mod scalar {
     /// as `hi - lo` for precision), `e^r = 1 + r + r c / (2 - c)` with a degree-10 minimax
     /// rational correction `c`, and the result scaled by `2^k` in at most two exact steps.
     ///
-    /// The generated code's exponential, stated in Rust: [`super::exp`] emits these operations in
-    /// this order on every lane (each case computed, then chosen; tested to the bit). Unfused
-    /// kernels use the C library's `exp`; the two agree within 1 ulp (tested over the whole range).
+    /// The generated code's exponential, stated in Rust: the library's `lafuse_exp_v*` compute
+    /// these operations in this order on every lane (each case computed, then chosen; tested
+    /// to the bit). Unfused kernels use the C library's `exp`; the two agree within 1 ulp
+    /// (tested over the whole range).
     #[inline]
     pub fn exp(x: f64) -> f64 {
         use exp_consts::*;

@@ -681,16 +681,14 @@ impl NativeOperator {
             Kind::Cell(spec, dense) => {
                 let k = CellKernels {
                     dense: *dense,
-                    csr: (self.plan.is_some() && zeros_skippable)
-                        .then_some(&csr_fn as LazyEntry<'_, KernelFn>),
+                    csr: zeros_skippable.then_some(&csr_fn as LazyEntry<'_, KernelFn>),
                 };
                 vec![sk_cell::execute(spec, &k, &ins).map_err(sk)?]
             }
             Kind::MAgg(spec, dense) => {
                 let k = MAggKernels {
                     dense: *dense,
-                    csr: (self.plan.is_some() && zeros_skippable)
-                        .then_some(&csr_fn as LazyEntry<'_, KernelFn>),
+                    csr: zeros_skippable.then_some(&csr_fn as LazyEntry<'_, KernelFn>),
                 };
                 sk_magg::execute(spec, &k, &ins).map_err(sk)?
             }

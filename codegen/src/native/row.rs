@@ -523,7 +523,7 @@ struct Prims<'c> {
     dot2: FunctionValue<'c>,
     sdot: FunctionValue<'c>,
     axpy: FunctionValue<'c>,
-    /// Adds a block of rows' updates to one column of the partial.
+    /// Adds a block of rows' updates to one row of the partial.
     axpy_rows: FunctionValue<'c>,
     saxpy: FunctionValue<'c>,
     vadd: FunctionValue<'c>,
@@ -753,42 +753,14 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         fx.b.build_return(Some(&r)).map_err(ierr)?;
         fx.func
     };
-    // o[j] += s * x[j]; with `ahead` > 0, also prefetches the line `ahead` bytes past each
-    // block of `x` (see `Body::outer_add`).
+    // o[j] += s * x[j].
     let axpy = {
-        let mut fx = declare_primitive(
-            ctx,
-            module,
-            "lafuse_row_axpy",
-            &[pf, pf, f64m, i64m, i64m],
-            None,
-        );
+        let mut fx = declare_primitive(ctx, module, "lafuse_row_axpy", &[pf, pf, f64m, i64m], None);
         let o = fx.param(0)?.into_pointer_value();
         let x = fx.param(1)?.into_pointer_value();
         let s = fx.param(2)?.into_float_value();
         let len = fx.param(3)?.into_int_value();
-        let ahead = fx.param(4)?.into_int_value();
-        let x8 =
-            fx.b.build_pointer_cast(x, llvm::i8_ptr(ctx), "x8")
-                .map_err(ierr)?;
-        let stream =
-            fx.b.build_int_compare(IntPredicate::NE, ahead, fx.i64c(0), "stream")
-                .map_err(ierr)?;
         lanes(&mut fx, len, &mut |fx, j, w| {
-            if w == W {
-                // One prefetch per 64-byte block of `x`: a plain GEP on i8 (the address may
-                // lie past the end of the matrix), only ever prefetched.
-                if_else(
-                    fx,
-                    stream,
-                    &mut |fx| {
-                        let off = fx.add(fx.mul(j, fx.i64c(8))?, ahead)?;
-                        let addr = unsafe { fx.b.build_gep(x8, &[off], "pf") }.map_err(ierr)?;
-                        expr::prefetch(fx, addr)
-                    },
-                    &mut |_| Ok(()),
-                )?;
-            }
             let sv = fx.splat(s, w)?;
             let a = load_vec(&fx.b, fx.vty(w), o, j)?;
             let b = load_vec(&fx.b, fx.vty(w), x, j)?;
@@ -797,16 +769,14 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         fx.b.build_return(None).map_err(ierr)?;
         fx.func
     };
-    // For each of `cols` columns c of the partial (`o + c * len`): o_c[j] += s[c] * x[j], then
-    // += s[ss + c] * x[stride + j], ... for `rows` rows. With `OUTER_BLOCK_ROWS` rows in one
-    // pass (each row of `x` loaded once for all columns, `o_c` loaded and stored once), else
-    // row by row; either way every element sees its rows in order. One column per call: a
-    // two-column version gained nothing measurable and cost JIT time.
-    let axpy_rows_fn = |cols: u64| -> Result<FunctionValue<'c>, CodegenError> {
+    // o[j] += s[0] * x[j], then += s[ss] * x[stride + j], ... for `rows` rows: with
+    // `OUTER_BLOCK_ROWS` rows in one pass (`o` loaded and stored once), else row by row; either
+    // way every element sees its rows in order.
+    let axpy_rows = {
         let mut fx = declare_primitive(
             ctx,
             module,
-            &format!("lafuse_row_axpy_rows{cols}"),
+            "lafuse_row_axpy_rows",
             &[pf, pf, i64m, pf, i64m, i64m, i64m],
             None,
         );
@@ -820,9 +790,6 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         let full =
             fx.b.build_int_compare(IntPredicate::EQ, rows, fx.i64c(OUTER_BLOCK_ROWS), "full")
                 .map_err(ierr)?;
-        let os = (0..cols)
-            .map(|c| gep(&fx.b, o, fx.mul(len, fx.i64c(c))?))
-            .collect::<Result<Vec<_>, _>>()?;
         if_else(
             &mut fx,
             full,
@@ -831,10 +798,8 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
                 let mut svs = Vec::new();
                 for r in 0..OUTER_BLOCK_ROWS {
                     xs.push(gep(&fx.b, x, fx.mul(stride, fx.i64c(r))?)?);
-                    for c in 0..cols {
-                        let at = fx.add(fx.mul(ss, fx.i64c(r))?, fx.i64c(c))?;
-                        svs.push(load(&fx.b, gep(&fx.b, s, at)?)?.into_float_value());
-                    }
+                    let sv = load(&fx.b, gep(&fx.b, s, fx.mul(ss, fx.i64c(r))?)?)?;
+                    svs.push(sv.into_float_value());
                 }
                 let x8 =
                     fx.b.build_pointer_cast(x, llvm::i8_ptr(ctx), "x8")
@@ -843,50 +808,27 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
                 lanes(fx, len, &mut |fx, j, w| {
                     if w == W {
                         // The next block's first row, a line per step, so that memory reads
-                        // stay in flight while this block is added from the cache.
+                        // stay in flight while this block is added from the cache (a plain
+                        // GEP on i8: the address may lie past the end, only ever prefetched).
                         let off = fx.mul(fx.add(next, j)?, fx.i64c(8))?;
                         let addr = unsafe { fx.b.build_gep(x8, &[off], "pf") }.map_err(ierr)?;
                         expr::prefetch(fx, addr)?;
                     }
-                    let mut acc = os
-                        .iter()
-                        .map(|oc| load_vec(&fx.b, fx.vty(w), *oc, j))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    for (r, xr) in xs.iter().enumerate() {
+                    let mut acc = load_vec(&fx.b, fx.vty(w), o, j)?;
+                    for (xr, sr) in xs.iter().zip(&svs) {
                         let b = load_vec(&fx.b, fx.vty(w), *xr, j)?;
-                        for (c, a) in acc.iter_mut().enumerate() {
-                            let sv = fx.splat(svs[r * cols as usize + c], w)?;
-                            *a = fx.fadd(*a, fx.fmul(sv, b)?)?;
-                        }
+                        acc = fx.fadd(acc, fx.fmul(fx.splat(*sr, w)?, b)?)?;
                     }
-                    for (oc, a) in os.iter().zip(acc) {
-                        store_vec(&fx.b, *oc, j, a)?;
-                    }
-                    Ok(())
+                    store_vec(&fx.b, o, j, acc)
                 })
             },
             &mut |fx| {
-                for (c, oc) in os.iter().enumerate() {
-                    fx.for_range(fx.i64c(0), rows, &mut |fx, r| {
-                        let xr = gep(&fx.b, x, fx.mul(stride, r)?)?;
-                        let at = fx.add(fx.mul(ss, r)?, fx.i64c(c as u64))?;
-                        let sr = load(&fx.b, gep(&fx.b, s, at)?)?;
-                        let no_ahead = fx.i64c(0);
-                        call(
-                            fx,
-                            axpy,
-                            &[
-                                (*oc).into(),
-                                xr.into(),
-                                sr.into(),
-                                len.into(),
-                                no_ahead.into(),
-                            ],
-                        )?;
-                        Ok(())
-                    })?;
-                }
-                Ok(())
+                fx.for_range(fx.i64c(0), rows, &mut |fx, r| {
+                    let xr = gep(&fx.b, x, fx.mul(stride, r)?)?;
+                    let sr = load(&fx.b, gep(&fx.b, s, fx.mul(ss, r)?)?)?;
+                    call(fx, axpy, &[o.into(), xr.into(), sr.into(), len.into()])?;
+                    Ok(())
+                })
             },
         )?;
         fx.b.build_return(None).map_err(ierr)?;
@@ -901,9 +843,8 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
             inkwell::attributes::AttributeLoc::Function,
             llvm::enum_attr(ctx, "noinline"),
         );
-        Ok(f)
+        f
     };
-    let axpy_rows = axpy_rows_fn(1)?;
     // o[idx[p]] += s * vals[p].
     let saxpy = {
         let mut fx = declare_primitive(
@@ -1077,16 +1018,6 @@ impl<'a, 'c> Em<'a, 'c> {
         self.params[i]
     }
 
-    fn input(&self, k: usize) -> Result<(PointerValue<'c>, IntValue<'c>), CodegenError> {
-        match (
-            self.ins.data.get(k).copied().flatten(),
-            self.ins.cols.get(k).copied().flatten(),
-        ) {
-            (Some(p), Some(c)) => Ok((p, c)),
-            _ => Err(CodegenError::Internal(format!("input {k} not prepared"))),
-        }
-    }
-
     /// A value as a vector (a scalar goes through a one-value stack slot).
     fn as_vec(
         &self,
@@ -1126,35 +1057,24 @@ impl<'a, 'c> Em<'a, 'c> {
                 CNode::Data { input, access } => match (info.classes[k], access) {
                     (Class::Vector, Access::Main) => main,
                     (Class::Vector, Access::Aligned) => {
-                        let (p, c) = self.input(*input)?;
-                        // Rows are counted from the view's first row (a streamed input's
-                        // block).
-                        let r0 = self
-                            .ins
-                            .row0
-                            .get(*input)
-                            .copied()
-                            .flatten()
-                            .ok_or_else(|| {
-                                CodegenError::Internal(format!("input {input} not prepared"))
-                            })?;
+                        let (p, row) = self.ins.aligned_row(fx, *input, i)?;
                         RV::V {
-                            p: gep(&fx.b, p, fx.mul(fx.sub(i, r0)?, c)?)?,
+                            p: gep(&fx.b, p, row)?,
                             len,
                             sp: None,
                         }
                     }
                     (Class::Vector, _) => RV::V {
-                        p: self.input(*input)?.0,
+                        p: self.ins.get(*input)?.0,
                         len,
                         sp: None,
                     },
-                    (Class::Whole, _) => RV::Whole(self.input(*input)?.0),
+                    (Class::Whole, _) => RV::Whole(self.ins.get(*input)?.0),
                     (_, Access::ColVector) if info.inputs[*input] == RowInput::ColVector => {
-                        let (p, c) = self.input(*input)?;
+                        let (p, c) = self.ins.get(*input)?;
                         RV::S(fx.load_splat(p, fx.mul(i, c)?, 1)?)
                     }
-                    _ => RV::S(fx.load_splat(self.input(*input)?.0, fx.i64c(0), 1)?),
+                    _ => RV::S(fx.load_splat(self.ins.get(*input)?.0, fx.i64c(0), 1)?),
                 },
                 CNode::Literal { value } => {
                     RV::S(fx.splat_const(value.as_f64().unwrap_or(f64::NAN), 1))
@@ -1468,7 +1388,6 @@ impl<'a, 'c> Em<'a, 'c> {
         })
     }
 
-    /// `P += t(a) %*% b` into the task's partial (la×lb, or lb×la when flipped).
     /// The outer-product update `t(X[i, ]) %*% b` of row `i`: `b` is kept, and every
     /// [`OUTER_BLOCK_ROWS`] rows [`Em::flush_outer`] adds the kept updates to the partial.
     fn defer_outer_add(
@@ -1561,6 +1480,8 @@ impl<'a, 'c> Em<'a, 'c> {
         fx.store(pd.count, fx.i64c(0))
     }
 
+    /// `P += t(a) %*% b` into the task's partial (la×lb, or lb×la when flipped), at once (the
+    /// CSR entry, and a dense entry whose `a` is not the main row).
     fn outer_add(
         &self,
         fx: &mut Fx<'_, 'c>,
@@ -1576,25 +1497,6 @@ impl<'a, 'c> Em<'a, 'c> {
         let flip =
             fx.b.build_int_compare(IntPredicate::NE, self.par(P_FLIP), fx.i64c(0), "flip")
                 .map_err(ierr)?;
-        let no_ahead = fx.i64c(0);
-        // `t(X) %*% b` over a dense X: the row `a` streams from memory and the axpys then run
-        // on it from the L1 cache, with no memory reads in flight. The first axpy therefore
-        // prefetches the next row (contiguous: `la` values on), `STREAM_PREFETCH_BYTES`
-        // beyond where the next row's dot product will prefetch, so that the memory stays
-        // busy while the row is computed on.
-        let a_streams = matches!(
-            self.info.plan.nodes.get(k),
-            Some(CNode::OuterMultAdd { a, .. })
-                if matches!(self.info.plan.nodes.get(*a), Some(CNode::Data { access: Access::Main, .. }))
-        );
-        let ahead = if a_streams {
-            fx.add(
-                fx.mul(la, fx.i64c(8))?,
-                fx.i64c(outer::STREAM_PREFETCH_BYTES),
-            )?
-        } else {
-            no_ahead
-        };
         // Dense: for each value s of the short side, axpy the long side into one row of P.
         let dense = |fx: &mut Fx<'_, 'c>| -> Result<(), CodegenError> {
             if_else(
@@ -1604,17 +1506,7 @@ impl<'a, 'c> Em<'a, 'c> {
                     fx.for_range(fx.i64c(0), lb, &mut |fx, c| {
                         let s = load(&fx.b, gep(&fx.b, bp, c)?)?;
                         let o = gep(&fx.b, out, fx.mul(c, la)?)?;
-                        let first =
-                            fx.b.build_int_compare(IntPredicate::EQ, c, no_ahead, "first")
-                                .map_err(ierr)?;
-                        let pf =
-                            fx.b.build_select(first, ahead, no_ahead, "ahead")
-                                .map_err(ierr)?;
-                        call(
-                            fx,
-                            pr.axpy,
-                            &[o.into(), ap.into(), s.into(), la.into(), pf.into()],
-                        )?;
+                        call(fx, pr.axpy, &[o.into(), ap.into(), s.into(), la.into()])?;
                         Ok(())
                     })
                 },
@@ -1622,11 +1514,7 @@ impl<'a, 'c> Em<'a, 'c> {
                     fx.for_range(fx.i64c(0), la, &mut |fx, r| {
                         let s = load(&fx.b, gep(&fx.b, ap, r)?)?;
                         let o = gep(&fx.b, out, fx.mul(r, lb)?)?;
-                        call(
-                            fx,
-                            pr.axpy,
-                            &[o.into(), bp.into(), s.into(), lb.into(), no_ahead.into()],
-                        )?;
+                        call(fx, pr.axpy, &[o.into(), bp.into(), s.into(), lb.into()])?;
                         Ok(())
                     })
                 },
@@ -1676,11 +1564,7 @@ impl<'a, 'c> Em<'a, 'c> {
                             let c = zext(fx, p)?;
                             let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
                             let o = gep(&fx.b, out, fx.mul(c, la)?)?;
-                            call(
-                                fx,
-                                pr.axpy,
-                                &[o.into(), ap.into(), s.into(), la.into(), no_ahead.into()],
-                            )?;
+                            call(fx, pr.axpy, &[o.into(), ap.into(), s.into(), la.into()])?;
                             Ok(())
                         })
                     }
@@ -1692,11 +1576,7 @@ impl<'a, 'c> Em<'a, 'c> {
                             let r = zext(fx, p)?;
                             let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
                             let o = gep(&fx.b, out, fx.mul(r, lb)?)?;
-                            call(
-                                fx,
-                                pr.axpy,
-                                &[o.into(), bp.into(), s.into(), lb.into(), no_ahead.into()],
-                            )?;
+                            call(fx, pr.axpy, &[o.into(), bp.into(), s.into(), lb.into()])?;
                             Ok(())
                         })
                     } else {
