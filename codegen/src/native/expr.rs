@@ -904,6 +904,16 @@ pub(crate) fn if_else<'c>(
 /// Prefetches the cache line at `addr` for reading (high temporal locality, data cache). A
 /// prefetch never faults, so `addr` may point past the end of an object.
 pub(crate) fn prefetch<'c>(fx: &Fx<'_, 'c>, addr: PointerValue<'c>) -> Result<(), CodegenError> {
+    prefetch_to(fx, addr, 3)
+}
+
+/// Prefetches the cache line at `addr` for reading with LLVM's `locality` (3: into every
+/// level, the L1 included; 2: into the L2 and beyond, leaving the L1 to the data in use).
+pub(crate) fn prefetch_to<'c>(
+    fx: &Fx<'_, 'c>,
+    addr: PointerValue<'c>,
+    locality: u64,
+) -> Result<(), CodegenError> {
     let i8p = llvm::i8_ptr(fx.ctx);
     let f = Intrinsic::find("llvm.prefetch")
         .and_then(|f| f.get_declaration(fx.module, &[i8p.into()]))
@@ -915,7 +925,7 @@ pub(crate) fn prefetch<'c>(fx: &Fx<'_, 'c>, addr: PointerValue<'c>) -> Result<()
         &[
             addr.into(),
             i32t.const_zero().into(),
-            i32t.const_int(3, false).into(),
+            i32t.const_int(locality, false).into(),
             i32t.const_int(1, false).into(),
         ],
         "",

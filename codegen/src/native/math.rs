@@ -6,10 +6,11 @@
 //! register around it, and the loss of the loop's vectorization; the IR versions run on all
 //! lanes at once (an Outer operator's `log(U %*% t(V) + eps)`, a Cell loop's `log(X)`, a GLM's
 //! `exp`). They are compiled once per process into a library of their own that operators
-//! call ([`library_address`]), so no operator pays their machine code.
+//! call ([`library_address`], see `library`), so no operator pays their machine code.
 
 use super::expr::{ierr, Fx};
-use super::{llvm, CodegenError};
+use super::library::{self, Library};
+use super::CodegenError;
 use inkwell::values::VectorValue;
 use inkwell::{FloatPredicate, IntPredicate};
 use scalar::ln_consts as c;
@@ -38,9 +39,7 @@ fn library_call<'c>(
     }
 }
 
-/// `<w x double> name(<w x double>)`, external, with the host's target attributes: the same
-/// declaration in the library (which defines it) and in operators (which call it), so both
-/// sides pass the vector the same way.
+/// `<w x double> name(<w x double>)` (see [`library::declare`]).
 fn declare<'c>(
     ctx: &'c inkwell::context::Context,
     module: &inkwell::module::Module<'c>,
@@ -48,22 +47,10 @@ fn declare<'c>(
     w: u32,
 ) -> inkwell::values::FunctionValue<'c> {
     let vty = ctx.f64_type().vec_type(w);
-    let f = module.add_function(
-        name,
-        vty.fn_type(&[vty.into()], false),
-        Some(inkwell::module::Linkage::External),
-    );
-    llvm::set_function_attributes(ctx, f);
-    f
+    library::declare(ctx, module, name, vty.fn_type(&[vty.into()], false))
 }
 
-/// The vector math library: `lafuse_log_v{8,1}` and `lafuse_exp_v{8,1}` (8 lanes and one),
-/// compiled once per process into a JIT of its own and never freed.
-struct Library {
-    _jit: llvm::Jit,
-    functions: Vec<(&'static str, usize)>,
-}
-
+/// The vector math library: `lafuse_log_v{8,1}` and `lafuse_exp_v{8,1}` (8 lanes and one).
 static LIBRARY: OnceLock<Result<Library, CodegenError>> = OnceLock::new();
 
 type VectorBody =
@@ -81,46 +68,28 @@ const LIBRARY_FUNCTIONS: [(&str, u32, VectorBody); 4] = [
 /// (`None`: not a library function, or the library failed to compile, so the operator fails
 /// to compile and runs unfused).
 pub(crate) fn library_address(name: &str) -> Option<usize> {
-    let lib = LIBRARY.get_or_init(build_library).as_ref().ok()?;
-    lib.functions
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, a)| *a)
-}
-
-fn build_library() -> Result<Library, CodegenError> {
-    let ctx = llvm::new_context();
-    let module = ctx.create_module("lafuse_math");
-    let built = llvm::with_host_machine(|tm| {
-        llvm::setup_module(&module, tm);
-        for (name, width, body) in LIBRARY_FUNCTIONS {
-            let f = declare(ctx, &module, name, width);
-            let fx = Fx::new(ctx, &module, f);
-            let arg = f
-                .get_nth_param(0)
-                .ok_or_else(|| ierr("vector math parameter"))?
-                .into_vector_value();
-            let r = body(&fx, arg)?;
-            fx.b.build_return(Some(&r)).map_err(ierr)?;
-        }
-        llvm::verify(&module, "vector math library fails verification")?;
-        llvm::optimize(&module, tm)
-    });
-    if let Err(e) = built {
-        drop(module);
-        // SAFETY: the module, the only thing created in the context, is gone.
-        unsafe { llvm::free_context(ctx) };
-        return Err(e);
-    }
-    let jit = llvm::Jit::new(ctx, module, |_| None)?;
-    let functions = LIBRARY_FUNCTIONS
-        .iter()
-        .map(|(name, _, _)| Ok((*name, jit.function(name)?)))
-        .collect::<Result<Vec<_>, CodegenError>>()?;
-    Ok(Library {
-        _jit: jit,
-        functions,
-    })
+    LIBRARY
+        .get_or_init(|| {
+            Library::build("lafuse_math", |ctx, module| {
+                for (name, width, body) in LIBRARY_FUNCTIONS {
+                    let f = declare(ctx, module, name, width);
+                    let fx = Fx::new(ctx, module, f);
+                    let arg = f
+                        .get_nth_param(0)
+                        .ok_or_else(|| ierr("vector math parameter"))?
+                        .into_vector_value();
+                    let r = body(&fx, arg)?;
+                    fx.b.build_return(Some(&r)).map_err(ierr)?;
+                }
+                Ok(LIBRARY_FUNCTIONS
+                    .iter()
+                    .map(|(n, _, _)| n.to_string())
+                    .collect())
+            })
+        })
+        .as_ref()
+        .ok()?
+        .address(name)
 }
 
 /// Lane-wise natural logarithm: [`scalar::ln`] on every lane (a call of the shared library,

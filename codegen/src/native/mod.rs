@@ -13,11 +13,13 @@
 //!
 //! Module map: `llvm` (everything LLVM-version specific), `expr` (body emission and the Java
 //! scalar semantics), `cell` (Cell and MultiAgg loops), `outer` (Outer loops and primitives),
-//! `row` (Row loops, vector primitives and per-call layouts), `cache` (the operator cache).
+//! `row` (Row loops, vector primitives and per-call layouts), `library` (plan-independent
+//! functions compiled once per process), `cache` (the operator cache).
 
 mod cache;
 mod cell;
 mod expr;
+mod library;
 mod llvm;
 pub mod math;
 mod outer;
@@ -270,7 +272,9 @@ fn build(plan: &CPlan, entry: Entry) -> Result<Built, CodegenError> {
         }
     };
     let jit = llvm::Jit::new(ctx, module, |name| {
-        expr::helper_address(name).or_else(|| math::library_address(name))
+        expr::helper_address(name)
+            .or_else(|| math::library_address(name))
+            .or_else(|| row::library_address(name))
     })?;
     tick(&mut phases.jit);
     Ok(Built {

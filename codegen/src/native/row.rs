@@ -14,6 +14,12 @@
 //! `outer::dot_products`), and LLVM 14 does not reassociate without fast-math, so results are
 //! deterministic.
 //!
+//! Dense `X` goes in blocks of [`ROW_BLOCK`] rows where that saves passes over cached data:
+//! products `X[i, ] %*% B` of the block's rows are computed together before its rows run, and
+//! outer-product updates `t(X[i, ]) %*% b` are added to the partial once per block. Those two
+//! block primitives do not depend on the plan, so they are compiled once per process
+//! ([`library_address`]) and operators call them.
+//!
 //! Sparse `X` (CSR entry, called only when every side input is finite): primitives that read
 //! `X` directly visit its non-zeros (`X %*% B` as sparse dot products, row sums, and the
 //! outer-product accumulation `t(X) %*% b` as sparse `axpy`s, the latter only when `b` is
@@ -29,6 +35,7 @@ use super::expr::{
     self, declare_entry, declare_primitive, ierr, if_else, load_inputs, load_main_csr, Fx,
     InputPtrs,
 };
+use super::library::{self, Library};
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::outer;
 use super::CodegenError;
@@ -45,6 +52,7 @@ use lafuse_compiler::hops::{AggOp, BinaryOp, Literal, NaryOp, TernaryOp};
 use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::row::{RowArgs, RowInput, RowKind, RowLayout};
 use std::mem::offset_of;
+use std::sync::OnceLock;
 
 /// Parameter positions (see [`layout`]): the output row stride, the scratch offset of the
 /// scattered sparse row, the outer-product orientation, the scratch offset of the pending
@@ -54,13 +62,15 @@ const P_MROW: usize = 1;
 const P_FLIP: usize = 2;
 const P_PEND: usize = 3;
 const P_NODE0: usize = 4;
-const PER_NODE: usize = 3;
+const PER_NODE: usize = 4;
 /// Per node: vector length (`VectMatMult`: columns of `B`; `OuterMultAdd`: length of `a`).
 const LEN: usize = 0;
 /// Per node: scratch offset of its buffer.
 const OFF: usize = 1;
 /// Per node: `VectMatMult`: rows of `B`; `OuterMultAdd`: length of `b`.
 const AUX: usize = 2;
+/// Per node: a hoisted product's scratch offset of its block of [`ROW_BLOCK`] results.
+const HOIST: usize = 3;
 
 fn pidx(node: CNodeId, what: usize) -> usize {
     P_NODE0 + PER_NODE * node + what
@@ -93,15 +103,28 @@ pub(crate) struct RowInfo {
     /// The CSR entry needs the row scattered densely.
     needs_dense_main: bool,
     /// `t(X) %*% B` over dense rows of `X` (an outer row type whose `a` is the main row):
-    /// the dense entry defers the accumulation and adds [`OUTER_BLOCK_ROWS`] rows at a time.
+    /// the dense entry defers the accumulation and adds a block of [`ROW_BLOCK`] rows at a
+    /// time.
     defer_outer: bool,
+    /// Products `X[i, ] %*% B` of the main row (per node): the dense entry computes them for a
+    /// block of [`ROW_BLOCK`] rows at once, before the block's rows run.
+    hoisted: Vec<bool>,
 }
 
-/// Rows of `X` whose outer-product updates the dense entry adds in one pass over the
-/// partial `P` (`P[c, ] += Σ_r b_r[c] * X[r, ]`, the rows in order, so every element sees the
-/// same additions in the same order as row by row): `P` is loaded and stored once per block
-/// instead of once per row, so the updates run at the speed of reading `X` from the cache.
-const OUTER_BLOCK_ROWS: u64 = 4;
+/// Rows the dense entry handles as one block.
+///
+/// * Products of the main row with a whole matrix `B` are computed for the block's rows in
+///   one pass over `B` (`lafuse_row_dot_rows`): `B` is read once per block instead of once
+///   per row, and the rows' independent sums keep the FMA units busy. Each result is one
+///   accumulator of [`W`] lanes over the row in order, then a scalar tail, so a row's value
+///   does not depend on the block it falls in (nor on the thread partitioning).
+/// * Outer-product updates `t(X[i, ]) %*% b_i` are kept and added to the partial `P` once per
+///   block (`P[c, ] += Σ_r b_r[c] * X[r, ]`, the rows in order, so every element sees the same
+///   additions in the same order as row by row): `P` is loaded and stored once per block
+///   instead of once per row, and the block's rows are read from the cache.
+///
+/// Four rows of 1000 doubles with the partial and `B` stay within the core's L2 cache.
+const ROW_BLOCK: u64 = 4;
 
 fn unsupported<T>(s: impl Into<String>) -> Result<T, CodegenError> {
     Err(CodegenError::Unsupported(s.into()))
@@ -335,6 +358,11 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
             }
         }
     }
+    let hoisted = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| reach[i] && matches!(n, CNode::VectMatMult { a, .. } if is_main(*a)))
+        .collect();
     Ok(RowInfo {
         plan: plan.clone(),
         kind,
@@ -347,6 +375,7 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
         needs_dense_main,
         defer_outer: kind == RowKind::Outer
             && matches!(nodes[out], CNode::OuterMultAdd { a, .. } if is_main(a)),
+        hoisted,
     })
 }
 
@@ -486,7 +515,14 @@ pub(crate) fn layout(
     }
     let pend = total;
     if info.defer_outer {
-        total += OUTER_BLOCK_ROWS as usize * lens[out].aux;
+        total += ROW_BLOCK as usize * lens[out].aux;
+    }
+    let mut hoist = vec![0usize; plan.nodes.len()];
+    for (i, h) in info.hoisted.iter().enumerate() {
+        if *h {
+            hoist[i] = total;
+            total += ROW_BLOCK as usize * lens[i].len;
+        }
     }
     let mut params = vec![0usize; P_NODE0 + PER_NODE * plan.nodes.len()];
     params[P_OUTC] = want.1;
@@ -497,6 +533,7 @@ pub(crate) fn layout(
         params[pidx(i, LEN)] = l.len;
         params[pidx(i, AUX)] = l.aux;
         params[pidx(i, OFF)] = info.slot[i].map_or(0, |s| slot_off[s]);
+        params[pidx(i, HOIST)] = hoist[i];
     }
     Ok(RowLayout {
         params,
@@ -524,7 +561,11 @@ struct Prims<'c> {
     sdot: FunctionValue<'c>,
     axpy: FunctionValue<'c>,
     /// Adds a block of rows' updates to one row of the partial.
-    axpy_rows: FunctionValue<'c>,
+    /// (Emitted for a plan that defers its outer-product updates only.)
+    axpy_rows: Option<FunctionValue<'c>>,
+    /// Products of a block of rows with every column of a transposed matrix.
+    /// (Emitted for a plan with hoisted products only.)
+    dot_rows: Option<FunctionValue<'c>>,
     saxpy: FunctionValue<'c>,
     vadd: FunctionValue<'c>,
     copy: FunctionValue<'c>,
@@ -600,7 +641,310 @@ fn pick<'c>(
     fx.select(fx.or(better, nan)?, x, acc)
 }
 
-fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, CodegenError> {
+/// `lafuse_row_axpy_rows(o, o stride, x, x stride, s, s stride, cols, rows, len)`: see
+/// [`define_block_prims`].
+const AXPY_ROWS: &str = "lafuse_row_axpy_rows";
+/// `lafuse_row_dot_rows(x, stride, bt, l, cols, rows, o)`: see [`define_block_prims`].
+const DOT_ROWS: &str = "lafuse_row_dot_rows";
+
+fn axpy_rows_type(ctx: &Context) -> inkwell::types::FunctionType<'_> {
+    let (p, i) = (f64_ptr(ctx).into(), ctx.i64_type().into());
+    ctx.void_type().fn_type(&[p, i, p, i, p, i, i, i, i], false)
+}
+
+fn dot_rows_type(ctx: &Context) -> inkwell::types::FunctionType<'_> {
+    let (p, i) = (f64_ptr(ctx).into(), ctx.i64_type().into());
+    ctx.void_type().fn_type(&[p, i, p, i, i, i, p], false)
+}
+
+/// The block primitives of the dense entry (see [`ROW_BLOCK`]): plan-independent, so they are
+/// compiled once per process (their unrolled loops would otherwise be most of a Row
+/// operator's machine code).
+static LIBRARY: OnceLock<Result<Library, CodegenError>> = OnceLock::new();
+
+/// The address of a block primitive for an operator's JIT to map its declaration to.
+pub(crate) fn library_address(name: &str) -> Option<usize> {
+    LIBRARY
+        .get_or_init(|| {
+            Library::build("lafuse_row_blocks", |ctx, module| {
+                define_block_prims(ctx, module)?;
+                Ok(vec![AXPY_ROWS.to_string(), DOT_ROWS.to_string()])
+            })
+        })
+        .as_ref()
+        .ok()?
+        .address(name)
+}
+
+/// `o[j] += s * x[j]` (`lafuse_row_axpy`, inlined where called).
+fn emit_axpy<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<'c>, CodegenError> {
+    let (pf, f64m, i64m) = (
+        f64_ptr(ctx).into(),
+        ctx.f64_type().into(),
+        ctx.i64_type().into(),
+    );
+    let mut fx = declare_primitive(ctx, module, "lafuse_row_axpy", &[pf, pf, f64m, i64m], None);
+    let o = fx.param(0)?.into_pointer_value();
+    let x = fx.param(1)?.into_pointer_value();
+    let s = fx.param(2)?.into_float_value();
+    let len = fx.param(3)?.into_int_value();
+    lanes(&mut fx, len, &mut |fx, j, w| {
+        let sv = fx.splat(s, w)?;
+        let a = load_vec(&fx.b, fx.vty(w), o, j)?;
+        let b = load_vec(&fx.b, fx.vty(w), x, j)?;
+        store_vec(&fx.b, o, j, fx.fadd(a, fx.fmul(sv, b)?)?)
+    })?;
+    fx.b.build_return(None).map_err(ierr)?;
+    Ok(fx.func)
+}
+
+/// Defines the block primitives in the library's module.
+fn define_block_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), CodegenError> {
+    let axpy = emit_axpy(ctx, module)?;
+    // For each of `cols` rows of the partial, `o_c = o + c * ostride` with the scales
+    // `s_c = s + c`: o_c[j] += s_c[0] * x[j], then += s_c[ss] * x[stride + j], ... for `rows`
+    // rows. A full block (`ROW_BLOCK` rows) updates two partial rows per pass over the block
+    // (then the odd one), each loaded and stored once; a short block goes row by row. Either
+    // way every element sees its rows in order.
+    {
+        let f = library::declare(ctx, module, AXPY_ROWS, axpy_rows_type(ctx));
+        let mut fx = Fx::new(ctx, module, f);
+        let o = fx.param(0)?.into_pointer_value();
+        let ostride = fx.param(1)?.into_int_value();
+        let x = fx.param(2)?.into_pointer_value();
+        let stride = fx.param(3)?.into_int_value();
+        let s = fx.param(4)?.into_pointer_value();
+        let ss = fx.param(5)?.into_int_value();
+        let cols = fx.param(6)?.into_int_value();
+        let rows = fx.param(7)?.into_int_value();
+        let len = fx.param(8)?.into_int_value();
+        let full =
+            fx.b.build_int_compare(IntPredicate::EQ, rows, fx.i64c(ROW_BLOCK), "full")
+                .map_err(ierr)?;
+        if_else(
+            &mut fx,
+            full,
+            &mut |fx| {
+                let xs = (0..ROW_BLOCK)
+                    .map(|r| gep(&fx.b, x, fx.mul(stride, fx.i64c(r))?))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let x8 =
+                    fx.b.build_pointer_cast(x, llvm::i8_ptr(ctx), "x8")
+                        .map_err(ierr)?;
+                let next = fx.mul(stride, fx.i64c(ROW_BLOCK))?;
+                let c = fx.slot(fx.ctx.i64_type().into())?;
+                fx.store(c, fx.i64c(0))?;
+                for nc in [2u64, 1] {
+                    fx.for_slot(c, cols, nc, &mut |fx, c| {
+                        let mut os = Vec::new();
+                        let mut svs = Vec::new();
+                        for t in 0..nc {
+                            let ct = fx.add(c, fx.i64c(t))?;
+                            os.push(gep(&fx.b, o, fx.mul(ct, ostride)?)?);
+                            let st = gep(&fx.b, s, ct)?;
+                            let mut per = Vec::new();
+                            for r in 0..ROW_BLOCK {
+                                let sv = load(&fx.b, gep(&fx.b, st, fx.mul(ss, fx.i64c(r))?)?)?;
+                                per.push(sv.into_float_value());
+                            }
+                            svs.push(per);
+                        }
+                        lanes(fx, len, &mut |fx, j, w| {
+                            if w == W {
+                                // The next block's first row, a line per step, so that memory
+                                // reads stay in flight while this block is added from the cache
+                                // (a plain GEP on i8: the address may lie past the end, only
+                                // ever prefetched).
+                                let off = fx.mul(fx.add(next, j)?, fx.i64c(8))?;
+                                let addr =
+                                    unsafe { fx.b.build_gep(x8, &[off], "pf") }.map_err(ierr)?;
+                                expr::prefetch(fx, addr)?;
+                            }
+                            let mut acc = os
+                                .iter()
+                                .map(|ot| load_vec(&fx.b, fx.vty(w), *ot, j))
+                                .collect::<Result<Vec<_>, _>>()?;
+                            for (r, xr) in xs.iter().enumerate() {
+                                let b = load_vec(&fx.b, fx.vty(w), *xr, j)?;
+                                for (a, per) in acc.iter_mut().zip(&svs) {
+                                    *a = fx.fadd(*a, fx.fmul(fx.splat(per[r], w)?, b)?)?;
+                                }
+                            }
+                            for (ot, a) in os.iter().zip(acc) {
+                                store_vec(&fx.b, *ot, j, a)?;
+                            }
+                            Ok(())
+                        })
+                    })?;
+                }
+                Ok(())
+            },
+            &mut |fx| {
+                fx.for_range(fx.i64c(0), cols, &mut |fx, c| {
+                    let oc = gep(&fx.b, o, fx.mul(c, ostride)?)?;
+                    let sc = gep(&fx.b, s, c)?;
+                    fx.for_range(fx.i64c(0), rows, &mut |fx, r| {
+                        let xr = gep(&fx.b, x, fx.mul(stride, r)?)?;
+                        let sr = load(&fx.b, gep(&fx.b, sc, fx.mul(ss, r)?)?)?;
+                        call(fx, axpy, &[oc.into(), xr.into(), sr.into(), len.into()])?;
+                        Ok(())
+                    })
+                })
+            },
+        )?;
+        fx.b.build_return(None).map_err(ierr)?;
+    }
+    // o[q * cols + c] = x[q * stride + ..] · bt[c * l + ..] for `rows` rows and `cols`
+    // columns: `ROW_BLOCK` rows at once (two columns per pass over `bt`, then the odd one), or
+    // row by row; either way each value is one `W`-lane accumulator over the row in order,
+    // lanes summed as a halving tree, then the scalar tail (see `ROW_BLOCK`).
+    {
+        let f = library::declare(ctx, module, DOT_ROWS, dot_rows_type(ctx));
+        let mut fx = Fx::new(ctx, module, f);
+        let x = fx.param(0)?.into_pointer_value();
+        let stride = fx.param(1)?.into_int_value();
+        let bt = fx.param(2)?.into_pointer_value();
+        let l = fx.param(3)?.into_int_value();
+        let cols = fx.param(4)?.into_int_value();
+        let rows = fx.param(5)?.into_int_value();
+        let o = fx.param(6)?.into_pointer_value();
+        let full =
+            fx.b.build_int_compare(IntPredicate::EQ, rows, fx.i64c(ROW_BLOCK), "full")
+                .map_err(ierr)?;
+        // The products of `nr` rows from `x0` with the columns from `c`, `nc` at a time.
+        let block = |fx: &mut Fx<'_, 'c>,
+                     x0: PointerValue<'c>,
+                     o0: PointerValue<'c>,
+                     nr: u64|
+         -> Result<(), CodegenError> {
+            let xs = (0..nr)
+                .map(|q| gep(&fx.b, x0, fx.mul(stride, fx.i64c(q))?))
+                .collect::<Result<Vec<_>, _>>()?;
+            let c = fx.slot(fx.ctx.i64_type().into())?;
+            fx.store(c, fx.i64c(0))?;
+            // A short block's rows take the columns one at a time: no faster in pairs, and
+            // one loop less to compile.
+            let widths: &[u64] = if nr == ROW_BLOCK { &[2, 1] } else { &[1] };
+            for &nc in widths {
+                fx.for_slot(c, cols, nc, &mut |fx, c| {
+                    let bs = (0..nc)
+                        .map(|t| gep(&fx.b, bt, fx.mul(fx.add(c, fx.i64c(t))?, l)?))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let ahead = (nr == ROW_BLOCK)
+                        .then(|| fx.mul(stride, fx.i64c(ROW_BLOCK)))
+                        .transpose()?;
+                    let vals = dot_block(fx, &xs, &bs, l, ahead)?;
+                    for (k, v) in vals.into_iter().enumerate() {
+                        let (q, t) = (k as u64 / nc, k as u64 % nc);
+                        let at = fx.add(fx.mul(fx.i64c(q), cols)?, fx.add(c, fx.i64c(t))?)?;
+                        fx.store(gep(&fx.b, o0, at)?, v)?;
+                    }
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        };
+        if_else(
+            &mut fx,
+            full,
+            &mut |fx| block(fx, x, o, ROW_BLOCK),
+            &mut |fx| {
+                fx.for_range(fx.i64c(0), rows, &mut |fx, q| {
+                    let xq = gep(&fx.b, x, fx.mul(stride, q)?)?;
+                    let oq = gep(&fx.b, o, fx.mul(cols, q)?)?;
+                    block(fx, xq, oq, 1)
+                })
+            },
+        )?;
+        fx.b.build_return(None).map_err(ierr)?;
+    }
+    Ok(())
+}
+
+/// The dot products of every row `xs[q]` with every vector `bs[t]` over `len` elements, each
+/// in one accumulator of [`W`] lanes (then a scalar tail), all in one pass over the rows; the
+/// lanes are summed as a halving tree and the tail added last. Returns them row by row
+/// (`q * bs.len() + t`).
+fn dot_block<'c>(
+    fx: &mut Fx<'_, 'c>,
+    xs: &[PointerValue<'c>],
+    bs: &[PointerValue<'c>],
+    len: IntValue<'c>,
+    ahead: Option<IntValue<'c>>,
+) -> Result<Vec<FloatValue<'c>>, CodegenError> {
+    let mut acc = Vec::new();
+    for w in [W, 1] {
+        let mut per = Vec::new();
+        for _ in 0..xs.len() * bs.len() {
+            let s = fx.slot(fx.vty(w).into())?;
+            fx.store(s, fx.splat_const(0.0, w))?;
+            per.push(s);
+        }
+        acc.push(per);
+    }
+    let j = fx.slot(fx.ctx.i64_type().into())?;
+    fx.store(j, fx.i64c(0))?;
+    for (a, w) in [(0usize, W), (1, 1)] {
+        let slots = acc[a].clone();
+        fx.for_slot(j, len, u64::from(w), &mut |fx, j| {
+            let bv = bs
+                .iter()
+                .map(|b| load_vec(&fx.b, fx.vty(w), *b, j))
+                .collect::<Result<Vec<_>, _>>()?;
+            for (q, x) in xs.iter().enumerate() {
+                if let (Some(d), true) = (ahead, w == W) {
+                    // This row's line `ahead` elements on (the next block's row): memory reads
+                    // stay in flight while this block is computed from the cache (a plain GEP
+                    // on i8: the address may lie past the end, only ever prefetched).
+                    let x8 =
+                        fx.b.build_pointer_cast(*x, llvm::i8_ptr(fx.ctx), "x8")
+                            .map_err(ierr)?;
+                    let off = fx.mul(fx.add(d, j)?, fx.i64c(8))?;
+                    let addr = unsafe { fx.b.build_gep(x8, &[off], "pf") }.map_err(ierr)?;
+                    expr::prefetch_to(fx, addr, 2)?;
+                }
+                let xv = load_vec(&fx.b, fx.vty(w), *x, j)?;
+                for (t, b) in bv.iter().enumerate() {
+                    let s = slots[q * bs.len() + t];
+                    let cur = fx.load_v(s)?;
+                    fx.store(s, fx.fma(xv, *b, cur)?)?;
+                }
+            }
+            Ok(())
+        })?;
+    }
+    let mut out = Vec::with_capacity(xs.len() * bs.len());
+    for q in 0..xs.len() {
+        for t in 0..bs.len() {
+            let v = fx.load_v(acc[0][q * bs.len() + t])?;
+            let mut lanes: Vec<FloatValue<'c>> = (0..W)
+                .map(|l| {
+                    fx.b.build_extract_element(v, fx.i64c(u64::from(l)), "l")
+                        .map_err(ierr)
+                        .map(|x| x.into_float_value())
+                })
+                .collect::<Result<_, _>>()?;
+            let mut h = lanes.len() / 2;
+            while h > 0 {
+                for l in 0..h {
+                    lanes[l] =
+                        fx.b.build_float_add(lanes[l], lanes[l + h], "h")
+                            .map_err(ierr)?;
+                }
+                h /= 2;
+            }
+            let tv = scalar0(fx, fx.load_v(acc[1][q * bs.len() + t])?)?;
+            out.push(fx.b.build_float_add(lanes[0], tv, "r").map_err(ierr)?);
+        }
+    }
+    Ok(out)
+}
+
+fn emit_prims<'c>(
+    ctx: &'c Context,
+    module: &Module<'c>,
+    info: &RowInfo,
+) -> Result<Prims<'c>, CodegenError> {
     let pf: BasicMetadataTypeEnum = f64_ptr(ctx).into();
     let pi32: BasicMetadataTypeEnum = ctx.i32_type().ptr_type(AddressSpace::default()).into();
     let i64m: BasicMetadataTypeEnum = ctx.i64_type().into();
@@ -753,98 +1097,15 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         fx.b.build_return(Some(&r)).map_err(ierr)?;
         fx.func
     };
-    // o[j] += s * x[j].
-    let axpy = {
-        let mut fx = declare_primitive(ctx, module, "lafuse_row_axpy", &[pf, pf, f64m, i64m], None);
-        let o = fx.param(0)?.into_pointer_value();
-        let x = fx.param(1)?.into_pointer_value();
-        let s = fx.param(2)?.into_float_value();
-        let len = fx.param(3)?.into_int_value();
-        lanes(&mut fx, len, &mut |fx, j, w| {
-            let sv = fx.splat(s, w)?;
-            let a = load_vec(&fx.b, fx.vty(w), o, j)?;
-            let b = load_vec(&fx.b, fx.vty(w), x, j)?;
-            store_vec(&fx.b, o, j, fx.fadd(a, fx.fmul(sv, b)?)?)
-        })?;
-        fx.b.build_return(None).map_err(ierr)?;
-        fx.func
-    };
-    // o[j] += s[0] * x[j], then += s[ss] * x[stride + j], ... for `rows` rows: with
-    // `OUTER_BLOCK_ROWS` rows in one pass (`o` loaded and stored once), else row by row; either
-    // way every element sees its rows in order.
-    let axpy_rows = {
-        let mut fx = declare_primitive(
-            ctx,
-            module,
-            "lafuse_row_axpy_rows",
-            &[pf, pf, i64m, pf, i64m, i64m, i64m],
-            None,
-        );
-        let o = fx.param(0)?.into_pointer_value();
-        let x = fx.param(1)?.into_pointer_value();
-        let stride = fx.param(2)?.into_int_value();
-        let s = fx.param(3)?.into_pointer_value();
-        let ss = fx.param(4)?.into_int_value();
-        let rows = fx.param(5)?.into_int_value();
-        let len = fx.param(6)?.into_int_value();
-        let full =
-            fx.b.build_int_compare(IntPredicate::EQ, rows, fx.i64c(OUTER_BLOCK_ROWS), "full")
-                .map_err(ierr)?;
-        if_else(
-            &mut fx,
-            full,
-            &mut |fx| {
-                let mut xs = Vec::new();
-                let mut svs = Vec::new();
-                for r in 0..OUTER_BLOCK_ROWS {
-                    xs.push(gep(&fx.b, x, fx.mul(stride, fx.i64c(r))?)?);
-                    let sv = load(&fx.b, gep(&fx.b, s, fx.mul(ss, fx.i64c(r))?)?)?;
-                    svs.push(sv.into_float_value());
-                }
-                let x8 =
-                    fx.b.build_pointer_cast(x, llvm::i8_ptr(ctx), "x8")
-                        .map_err(ierr)?;
-                let next = fx.mul(stride, fx.i64c(OUTER_BLOCK_ROWS))?;
-                lanes(fx, len, &mut |fx, j, w| {
-                    if w == W {
-                        // The next block's first row, a line per step, so that memory reads
-                        // stay in flight while this block is added from the cache (a plain
-                        // GEP on i8: the address may lie past the end, only ever prefetched).
-                        let off = fx.mul(fx.add(next, j)?, fx.i64c(8))?;
-                        let addr = unsafe { fx.b.build_gep(x8, &[off], "pf") }.map_err(ierr)?;
-                        expr::prefetch(fx, addr)?;
-                    }
-                    let mut acc = load_vec(&fx.b, fx.vty(w), o, j)?;
-                    for (xr, sr) in xs.iter().zip(&svs) {
-                        let b = load_vec(&fx.b, fx.vty(w), *xr, j)?;
-                        acc = fx.fadd(acc, fx.fmul(fx.splat(*sr, w)?, b)?)?;
-                    }
-                    store_vec(&fx.b, o, j, acc)
-                })
-            },
-            &mut |fx| {
-                fx.for_range(fx.i64c(0), rows, &mut |fx, r| {
-                    let xr = gep(&fx.b, x, fx.mul(stride, r)?)?;
-                    let sr = load(&fx.b, gep(&fx.b, s, fx.mul(ss, r)?)?)?;
-                    call(fx, axpy, &[o.into(), xr.into(), sr.into(), len.into()])?;
-                    Ok(())
-                })
-            },
-        )?;
-        fx.b.build_return(None).map_err(ierr)?;
-        // Called once per block of rows, from two places: kept out of line, so that its
-        // unrolled loops are compiled once (inlined, they doubled a Row operator's JIT time).
-        let f = fx.func;
-        f.remove_enum_attribute(
-            inkwell::attributes::AttributeLoc::Function,
-            inkwell::attributes::Attribute::get_named_enum_kind_id("alwaysinline"),
-        );
-        f.add_attribute(
-            inkwell::attributes::AttributeLoc::Function,
-            llvm::enum_attr(ctx, "noinline"),
-        );
-        f
-    };
+    let axpy = emit_axpy(ctx, module)?;
+    // The block primitives: declared here, defined once per process (`library_address`).
+    let axpy_rows = info
+        .defer_outer
+        .then(|| library::declare(ctx, module, AXPY_ROWS, axpy_rows_type(ctx)));
+    let dot_rows = info
+        .hoisted
+        .contains(&true)
+        .then(|| library::declare(ctx, module, DOT_ROWS, dot_rows_type(ctx)));
     // o[idx[p]] += s * vals[p].
     let saxpy = {
         let mut fx = declare_primitive(
@@ -902,6 +1163,7 @@ fn emit_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<Prims<'c>, Co
         sdot,
         axpy,
         axpy_rows,
+        dot_rows,
         saxpy,
         vadd,
         copy,
@@ -952,7 +1214,7 @@ struct Em<'a, 'c> {
     pending: Option<Pending<'c>>,
 }
 
-/// Outer-product updates not yet added to the partial (see [`OUTER_BLOCK_ROWS`]).
+/// Outer-product updates not yet added to the partial (see [`ROW_BLOCK`]).
 #[derive(Clone, Copy)]
 struct Pending<'c> {
     /// How many rows are pending (i64 slot).
@@ -1035,8 +1297,57 @@ impl<'a, 'c> Em<'a, 'c> {
         }
     }
 
-    /// The body of one row: every reachable node in order, then the output statement.
-    fn row(&self, fx: &mut Fx<'_, 'c>, i: IntValue<'c>, main: RV<'c>) -> Result<(), CodegenError> {
+    /// The products of the main row that [`RowInfo::hoisted`] marks, for the `rows` rows from
+    /// `i` (at `x`, `stride` apart): into each node's block buffer, a row's values at
+    /// `q * len` for its index `q` in the block.
+    fn hoist(
+        &self,
+        fx: &mut Fx<'_, 'c>,
+        x: PointerValue<'c>,
+        stride: IntValue<'c>,
+        rows: IntValue<'c>,
+    ) -> Result<(), CodegenError> {
+        for (k, node) in self.info.plan.nodes.iter().enumerate() {
+            let CNode::VectMatMult { b, .. } = node else {
+                continue;
+            };
+            if !self.info.hoisted[k] {
+                continue;
+            }
+            let CNode::Data { input, .. } = self.info.plan.nodes[*b] else {
+                return Err(ierr("a row-times-matrix operand that is not an input"));
+            };
+            let bt = self.ins.get(input)?.0;
+            let o = gep(&fx.b, self.scratch, self.par(pidx(k, HOIST)))?;
+            let (l, cols) = (self.par(pidx(k, AUX)), self.par(pidx(k, LEN)));
+            call(
+                fx,
+                self.prims
+                    .dot_rows
+                    .ok_or_else(|| ierr("dot_rows not emitted"))?,
+                &[
+                    x.into(),
+                    stride.into(),
+                    bt.into(),
+                    l.into(),
+                    cols.into(),
+                    rows.into(),
+                    o.into(),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The body of one row: every reachable node in order, then the output statement. `q`:
+    /// the row's index in its block when the [`Em::hoist`]ed products are computed.
+    fn row(
+        &self,
+        fx: &mut Fx<'_, 'c>,
+        i: IntValue<'c>,
+        main: RV<'c>,
+        q: Option<IntValue<'c>>,
+    ) -> Result<(), CodegenError> {
         let info = self.info;
         let plan = &info.plan;
         let out_node = plan.outputs[0];
@@ -1107,6 +1418,16 @@ impl<'a, 'c> Em<'a, 'c> {
                 }
                 CNode::RowAgg { f, x } => RV::S(self.row_agg(fx, *f, false, vals[*x])?),
                 CNode::RowSumSq { x } => RV::S(self.row_agg(fx, AggOp::Sum, true, vals[*x])?),
+                CNode::VectMatMult { .. } if info.hoisted[k] && q.is_some() => {
+                    let q = q.ok_or_else(|| ierr("block row"))?;
+                    let base = fx.add(self.par(pidx(k, HOIST)), fx.mul(q, len)?)?;
+                    let p = gep(&fx.b, self.scratch, base)?;
+                    if info.direct && k == out_node {
+                        // The output row is where the statement expects the values.
+                        call(fx, self.prims.copy, &[buf.into(), p.into(), len.into()])?;
+                    }
+                    RV::V { p, len, sp: None }
+                }
                 CNode::VectMatMult { a, b } => {
                     let RV::Whole(bt) = vals[*b] else {
                         return Err(ierr("row-times-matrix operand"));
@@ -1389,7 +1710,7 @@ impl<'a, 'c> Em<'a, 'c> {
     }
 
     /// The outer-product update `t(X[i, ]) %*% b` of row `i`: `b` is kept, and every
-    /// [`OUTER_BLOCK_ROWS`] rows [`Em::flush_outer`] adds the kept updates to the partial.
+    /// [`ROW_BLOCK`] rows [`Em::flush_outer`] adds the kept updates to the partial.
     fn defer_outer_add(
         &self,
         fx: &mut Fx<'_, 'c>,
@@ -1412,7 +1733,7 @@ impl<'a, 'c> Em<'a, 'c> {
         let cnt = fx.add(cnt, fx.i64c(1))?;
         fx.store(pd.count, cnt)?;
         let full =
-            fx.b.build_int_compare(IntPredicate::EQ, cnt, fx.i64c(OUTER_BLOCK_ROWS), "full")
+            fx.b.build_int_compare(IntPredicate::EQ, cnt, fx.i64c(ROW_BLOCK), "full")
                 .map_err(ierr)?;
         if_else(fx, full, &mut |fx| self.flush_outer(fx, pd, k), &mut |_| {
             Ok(())
@@ -1431,26 +1752,16 @@ impl<'a, 'c> Em<'a, 'c> {
         let first = fx.load_i64(pd.first)?;
         let x = gep(&fx.b, pd.data, fx.mul(fx.sub(first, pd.row0)?, pd.stride)?)?;
         let (out, prims) = (self.out, self.prims);
-        // One call per row of the partial: `(o, x, stride, s, s stride, len)`.
-        let update = |fx: &mut Fx<'_, 'c>,
-                      o: PointerValue<'c>,
-                      x: PointerValue<'c>,
-                      stride: IntValue<'c>,
-                      s: PointerValue<'c>,
-                      ss: IntValue<'c>,
-                      len: IntValue<'c>| {
+        // One call for all rows of the partial:
+        // `(o, o stride, x, x stride, scales, scale stride, partial rows, cnt, len)`.
+        let update = |fx: &mut Fx<'_, 'c>, args: [BasicMetadataValueEnum<'c>; 6], cols, len| {
+            let [o, os, x, xs, s, ss] = args;
             call(
                 fx,
-                prims.axpy_rows,
-                &[
-                    o.into(),
-                    x.into(),
-                    stride.into(),
-                    s.into(),
-                    ss.into(),
-                    cnt.into(),
-                    len.into(),
-                ],
+                prims
+                    .axpy_rows
+                    .ok_or_else(|| ierr("axpy_rows not emitted"))?,
+                &[o, os, x, xs, s, ss, cols, cnt.into(), len],
             )
             .map(|_| ())
         };
@@ -1462,19 +1773,27 @@ impl<'a, 'c> Em<'a, 'c> {
             flip,
             // P[c, ] += Σ_r b_r[c] * X[r, ]: the rows of X scaled by the kept b's.
             &mut |fx| {
-                fx.for_range(fx.i64c(0), lb, &mut |fx, c| {
-                    let o = gep(&fx.b, out, fx.mul(c, la)?)?;
-                    let s = gep(&fx.b, pd.bs, c)?;
-                    update(fx, o, x, pd.stride, s, lb, la)
-                })
+                let args = [
+                    out.into(),
+                    la.into(),
+                    x.into(),
+                    pd.stride.into(),
+                    pd.bs.into(),
+                    lb.into(),
+                ];
+                update(fx, args, lb.into(), la.into())
             },
             // P[j, ] += Σ_r X[r, j] * b_r: the kept b's scaled by a column of X's rows.
             &mut |fx| {
-                fx.for_range(fx.i64c(0), la, &mut |fx, j| {
-                    let o = gep(&fx.b, out, fx.mul(j, lb)?)?;
-                    let s = gep(&fx.b, x, j)?;
-                    update(fx, o, pd.bs, lb, s, pd.stride, lb)
-                })
+                let args = [
+                    out.into(),
+                    lb.into(),
+                    pd.bs.into(),
+                    lb.into(),
+                    x.into(),
+                    pd.stride.into(),
+                ];
+                update(fx, args, la.into(), lb.into())
             },
         )?;
         fx.store(pd.count, fx.i64c(0))
@@ -1662,7 +1981,7 @@ pub(crate) fn emit<'c>(
     info: &RowInfo,
     csr: bool,
 ) -> Result<(), CodegenError> {
-    let prims = emit_prims(ctx, module)?;
+    let prims = emit_prims(ctx, module, info)?;
     emit_entry(ctx, module, info, &prims, csr)
 }
 
@@ -1786,6 +2105,7 @@ fn emit_entry<'c>(
                     len: em.n,
                     sp: Some(sp),
                 },
+                None,
             )?;
             if info.needs_dense_main {
                 scatter(fx, true)?;
@@ -1793,18 +2113,46 @@ fn emit_entry<'c>(
             Ok(())
         })?;
     } else if let Some((d, stride, row0)) = main_dense {
-        fx.for_range(rl, ru, &mut |fx, i| {
-            let base = gep(&fx.b, d, fx.mul(fx.sub(i, row0)?, stride)?)?;
-            em.row(
-                fx,
-                i,
-                RV::V {
-                    p: base,
-                    len: em.n,
-                    sp: None,
-                },
-            )
-        })?;
+        let dense_row = |base: PointerValue<'c>| RV::V {
+            p: base,
+            len: em.n,
+            sp: None,
+        };
+        if info.hoisted.contains(&true) {
+            // Blocks of `ROW_BLOCK` rows (the last one shorter): the block's hoisted products,
+            // then its rows. One copy of the row body serves full and short blocks.
+            let blk = fx.i64c(ROW_BLOCK);
+            let blocks =
+                fx.b.build_int_unsigned_div(
+                    fx.add(fx.sub(ru, rl)?, fx.i64c(ROW_BLOCK - 1))?,
+                    blk,
+                    "blocks",
+                )
+                .map_err(ierr)?;
+            fx.for_range(fx.i64c(0), blocks, &mut |fx, bi| {
+                let i0 = fx.add(rl, fx.mul(bi, blk)?)?;
+                let left = fx.sub(ru, i0)?;
+                let short =
+                    fx.b.build_int_compare(IntPredicate::ULT, left, blk, "short")
+                        .map_err(ierr)?;
+                let nb =
+                    fx.b.build_select(short, left, blk, "nb")
+                        .map_err(ierr)?
+                        .into_int_value();
+                let x0 = gep(&fx.b, d, fx.mul(fx.sub(i0, row0)?, stride)?)?;
+                em.hoist(fx, x0, stride, nb)?;
+                fx.for_range(fx.i64c(0), nb, &mut |fx, q| {
+                    let i = fx.add(i0, q)?;
+                    let base = gep(&fx.b, x0, fx.mul(q, stride)?)?;
+                    em.row(fx, i, dense_row(base), Some(q))
+                })
+            })?;
+        } else {
+            fx.for_range(rl, ru, &mut |fx, i| {
+                let base = gep(&fx.b, d, fx.mul(fx.sub(i, row0)?, stride)?)?;
+                em.row(fx, i, dense_row(base), None)
+            })?;
+        }
         if let Some(pd) = em.pending {
             let out_node = info.plan.outputs[0];
             let cnt = fx.load_i64(pd.count)?;

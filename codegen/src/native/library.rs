@@ -1,0 +1,80 @@
+//! Plan-independent functions compiled once per process into JITs of their own (the vector
+//! math of `math`, the block primitives of `row`): operators declare them and their JITs map
+//! the declarations by name ([`Library::address`]), so no operator pays their machine code.
+
+use super::{llvm, CodegenError};
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::FunctionType;
+use inkwell::values::FunctionValue;
+
+/// A library's machine code and the addresses of its functions; built once, never freed.
+pub(crate) struct Library {
+    _jit: llvm::Jit,
+    functions: Vec<(String, usize)>,
+}
+
+impl Library {
+    /// Builds module `name`: `define` emits its functions (each with [`declare`]) and returns
+    /// their names; the module is verified, optimized for the host and JIT-compiled.
+    pub(crate) fn build(
+        name: &str,
+        define: impl FnOnce(&'static Context, &Module<'static>) -> Result<Vec<String>, CodegenError>,
+    ) -> Result<Library, CodegenError> {
+        let ctx = llvm::new_context();
+        let module = ctx.create_module(name);
+        let built = llvm::with_host_machine(|tm| {
+            llvm::setup_module(&module, tm);
+            let names = define(ctx, &module)?;
+            llvm::verify(&module, &format!("library {name} fails verification"))?;
+            llvm::optimize(&module, tm)?;
+            Ok(names)
+        });
+        let names = match built {
+            Ok(names) => names,
+            Err(e) => {
+                drop(module);
+                // SAFETY: the module, the only thing created in the context, is gone.
+                unsafe { llvm::free_context(ctx) };
+                return Err(e);
+            }
+        };
+        let jit = llvm::Jit::new(ctx, module, |_| None)?;
+        let functions = names
+            .into_iter()
+            .map(|n| {
+                let a = jit.function(&n)?;
+                Ok((n, a))
+            })
+            .collect::<Result<Vec<_>, CodegenError>>()?;
+        Ok(Library {
+            _jit: jit,
+            functions,
+        })
+    }
+
+    /// The address of function `name`, if the library defines it.
+    pub(crate) fn address(&self, name: &str) -> Option<usize> {
+        self.functions
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, a)| *a)
+    }
+}
+
+/// `name` of type `ty`, external, with the host's target attributes: the same declaration in
+/// the library (which defines it) and in operators (which call it), so both sides pass their
+/// arguments the same way.
+pub(crate) fn declare<'c>(
+    ctx: &'c Context,
+    module: &Module<'c>,
+    name: &str,
+    ty: FunctionType<'c>,
+) -> FunctionValue<'c> {
+    if let Some(f) = module.get_function(name) {
+        return f;
+    }
+    let f = module.add_function(name, ty, Some(Linkage::External));
+    llvm::set_function_attributes(ctx, f);
+    f
+}
