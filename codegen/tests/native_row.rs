@@ -461,7 +461,7 @@ fn sparse_side_inputs_are_streamed_in_blocks() {
 #[test]
 fn outer_products_in_both_orientations() {
     // Two columns: `t(X) %*% B` with B of three columns is wider than X, so the partial is
-    // laid out the other way round (not flipped); several four-row blocks and a tail.
+    // laid out the other way round (not flipped); several blocks of rows and a short one.
     run_cases(37, 2, 0.6, false, false);
     run_cases(37, 2, 0.6, true, true);
 }
@@ -695,11 +695,13 @@ fn vector_primitives_are_packed_and_inlined() {
     });
     assert!(packed, "no packed AVX arithmetic in:\n{asm}");
     // The per-element primitives are always-inline: no calls to them remain in the optimized
-    // module (the four-row update of the partial is called once per four rows, out of line).
+    // module. The block primitives (the products of a block of rows, the block's update of
+    // the partial) are library functions, called once per block.
     let ir = op.llvm_ir();
-    assert!(!ir.contains("call double @lafuse_row_dot"), "{ir}");
+    assert!(!ir.contains("call double @lafuse_row_dot("), "{ir}");
     assert!(!ir.contains("call void @lafuse_row_axpy("), "{ir}");
     assert!(ir.contains("call void @lafuse_row_axpy_rows"), "{ir}");
+    assert!(ir.contains("call void @lafuse_row_dot_rows"), "{ir}");
 }
 
 // ---- timing (figures, not assertions) -------------------------------------------------------

@@ -5,7 +5,9 @@
 //! Each sample is one child run of the script, whose `ms_per_rep` is the mean of its inner
 //! loop after a warm-up evaluation (data generation and JIT compilation excluded). The
 //! bandwidth fraction divides the bytes a fused operator must read by the median time and the
-//! read bandwidth measured at start; bytes are counted as in `benches/fusion.rs`.
+//! read bandwidth measured at start; bytes are counted as in `benches/fusion.rs`. Dense cases
+//! under `gen` also time a plain read of the same inputs in the same child process
+//! (`read_ref=1`), and report the operator's speed as a fraction of that read's.
 
 use super::results::{rel_diff, Measurement, Status};
 use super::runner::stats_figures;
@@ -90,6 +92,21 @@ impl MicroCase {
             "row_mv" => x + n * 8.0 + m * 8.0,
             "row_mm" => x + n * 16.0 + m * 16.0,
             _ => x + m * k * 8.0 + n * k * 8.0,
+        }
+    }
+}
+
+impl MicroCase {
+    /// Bytes of the plain read the script times after the operator with `read_ref=1` (`sum`
+    /// of each input the pattern reads as a whole: `X` for Row, `X`, `Y`, `Z` for Cell and
+    /// MultiAgg); dense cases only.
+    pub fn read_ref_bytes(&self) -> Option<f64> {
+        let x = self.m as f64 * self.n as f64 * 8.0;
+        match self.pattern {
+            _ if self.sp < 1.0 => None,
+            "sum_xyz" | "magg" => Some(3.0 * x),
+            "row_mv" | "row_mm" => Some(x),
+            _ => None,
         }
     }
 }
@@ -189,6 +206,11 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
         };
         let mut nvargs = params.clone();
         nvargs.push(("reps".into(), inner.to_string()));
+        let read_ref = policy == "gen" && case.read_ref_bytes().is_some();
+        if read_ref {
+            nvargs.push(("read_ref".into(), "1".into()));
+        }
+        let mut read_ms = Vec::new();
         let mut m = Measurement::new("micro", case.pattern, &case.variant, "lafuse", policy)
             .with_params(&params);
         m.figures.insert("inner_reps".into(), inner as f64);
@@ -208,6 +230,7 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
                     };
                     m.times_ms.push(t);
                     m.result = run.number("result");
+                    read_ms.extend(run.number("read_ms_per_rep").filter(|_| read_ref));
                     if let Some(stats) = &stats {
                         m.figures.extend(stats_figures(stats));
                     }
@@ -216,6 +239,9 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
                     }
                 }
             }
+        }
+        if let Some(t) = median(read_ms) {
+            m.figures.insert("read_ms_per_rep".into(), t);
         }
         finish(ctx, case, &mut m);
         ctx.done(&m);
@@ -267,7 +293,13 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
     out
 }
 
-/// Median, spread, bytes and bandwidth fraction.
+fn median(mut xs: Vec<f64>) -> Option<f64> {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    (n > 0).then(|| (xs[(n - 1) / 2] + xs[n / 2]) / 2.0)
+}
+
+/// Median, spread, bytes and bandwidth fractions.
 fn finish(ctx: &Ctx, case: &MicroCase, m: &mut Measurement) {
     m.summarize();
     let bytes = case.bytes_read();
@@ -276,6 +308,12 @@ fn finish(ctx: &Ctx, case: &MicroCase, m: &mut Measurement) {
         if t > 0.0 && ctx.machine.read_bandwidth_gbs > 0.0 {
             m.bandwidth_fraction =
                 Some(bytes / (t * 1e-3) / (ctx.machine.read_bandwidth_gbs * 1e9));
+        }
+        let read = m.figures.get("read_ms_per_rep").copied();
+        if let (Some(tr), Some(rb)) = (read, case.read_ref_bytes()) {
+            if t > 0.0 && tr > 0.0 {
+                m.same_process_fraction = Some((bytes / t) / (rb / tr));
+            }
         }
     }
 }
@@ -344,5 +382,26 @@ mod tests {
         assert_eq!(outer.params().len(), 4);
         assert_eq!(format_sp(1.0), "1.0");
         assert_eq!(format_sp(0.0001), "0.0001");
+    }
+
+    #[test]
+    fn the_same_process_read_covers_the_dense_inputs_read_whole() {
+        let case = |pattern, sp| MicroCase {
+            pattern,
+            variant: String::new(),
+            m: 1000,
+            n: 100,
+            k: 0,
+            sp,
+        };
+        assert_eq!(case("sum_xyz", 1.0).read_ref_bytes(), Some(3.0 * 8e5));
+        assert_eq!(case("magg", 1.0).read_ref_bytes(), Some(3.0 * 8e5));
+        assert_eq!(case("row_mv", 1.0).read_ref_bytes(), Some(8e5));
+        assert_eq!(case("row_mm", 1.0).read_ref_bytes(), Some(8e5));
+        assert_eq!(case("row_mm", 0.01).read_ref_bytes(), None);
+        assert_eq!(case("outer", 1.0).read_ref_bytes(), None);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
+        assert_eq!(median(Vec::new()), None);
     }
 }

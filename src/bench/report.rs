@@ -25,6 +25,7 @@ pub const CSV_HEADER: &[&str] = &[
     "ratio_to_unfused",
     "bytes_read",
     "bandwidth_fraction",
+    "same_process_fraction",
     "result",
     "objective",
     "iterations",
@@ -104,6 +105,7 @@ pub fn csv_text(ms: &[Measurement]) -> std::io::Result<Vec<u8>> {
             opt(m.ratio_to_unfused),
             opt(m.bytes_read),
             opt(m.bandwidth_fraction),
+            opt(m.same_process_fraction),
             opt(m.result),
             opt(m.objective),
             m.iterations.map_or(String::new(), |i| i.to_string()),
@@ -178,10 +180,13 @@ fn comparison_table(text: &mut String, ms: &[&Measurement], with_bandwidth: bool
     }
     let _ = write!(text, " gen vs unfused |");
     if with_bandwidth {
-        let _ = write!(text, " gen read-bandwidth fraction |");
+        let _ = write!(
+            text,
+            " gen read-bandwidth fraction | gen vs a read of its inputs, same process |"
+        );
     }
     text.push('\n');
-    text.push_str(&"|---".repeat(whos.len() + 2 + usize::from(with_bandwidth)));
+    text.push_str(&"|---".repeat(whos.len() + 2 + 2 * usize::from(with_bandwidth)));
     text.push_str("|\n");
     for (case, variant) in &cases {
         let row: Vec<&&Measurement> = ms
@@ -222,10 +227,10 @@ fn comparison_table(text: &mut String, ms: &[&Measurement], with_bandwidth: bool
             .map_or(String::new(), |r| format!("{r:.2}×"));
         let _ = write!(text, " {speedup} |");
         if with_bandwidth {
-            let bw = gen
-                .and_then(|g| g.bandwidth_fraction)
-                .map_or(String::new(), |f| format!("{:.0}%", f * 100.0));
-            let _ = write!(text, " {bw} |");
+            let pct = |f: Option<f64>| f.map_or(String::new(), |f| format!("{:.0}%", f * 100.0));
+            let bw = pct(gen.and_then(|g| g.bandwidth_fraction));
+            let same = pct(gen.and_then(|g| g.same_process_fraction));
+            let _ = write!(text, " {bw} | {same} |");
         }
         text.push('\n');
     }
@@ -294,7 +299,10 @@ fn markdown(
              of the median). Other columns also give their time ÷ lafuse gen's (above 1: \
              lafuse gen is faster). Read-bandwidth fraction: bytes a fused operator must read ÷ \
              time ÷ the read bandwidth measured at start (above 100%: the inputs fit in the \
-             caches). Python peers generate their own data of the same shape.\n"
+             caches). Same process: the same bytes ÷ time, divided by the speed of a plain \
+             `sum` over the same inputs timed in the same process right after (dense cases; \
+             this machine's memory speed can differ between processes and allocations). \
+             Python peers generate their own data of the same shape.\n"
         );
         for p in super::micro::PATTERNS {
             let sel: Vec<&Measurement> = micro.iter().copied().filter(|m| m.case == p.id).collect();

@@ -61,6 +61,12 @@ pub struct Measurement {
     pub bytes_read: Option<f64>,
     /// `bytes_read / median / read bandwidth measured at start`.
     pub bandwidth_fraction: Option<f64>,
+    /// `bytes_read / median` ÷ the speed of a plain read (`sum`) of the same inputs timed in
+    /// the same process right after (dense micro patterns under lafuse `gen`): the memory
+    /// speed of a virtual machine varies between processes and allocations, so this divides
+    /// by the speed the operator's own inputs were read at.
+    #[serde(default)]
+    pub same_process_fraction: Option<f64>,
     /// The script's `result` line (micro) or the peer's result.
     pub result: Option<f64>,
     /// Algorithms: the script's `objective`.
@@ -96,6 +102,7 @@ impl Measurement {
             ratio_to_unfused: None,
             bytes_read: None,
             bandwidth_fraction: None,
+            same_process_fraction: None,
             result: None,
             objective: None,
             iterations: None,

@@ -123,8 +123,10 @@ pub(crate) struct RowInfo {
 ///   additions in the same order as row by row): `P` is loaded and stored once per block
 ///   instead of once per row, and the block's rows are read from the cache.
 ///
-/// Four rows of 1000 doubles with the partial and `B` stay within the core's L2 cache.
-const ROW_BLOCK: u64 = 4;
+/// Eight rows rather than four: a block of 1000-double rows (64 KB) with the partial and `B`
+/// stays within the core's L2 cache, and the loads of `B` and of the partial per row of `X`
+/// halve again (the load ports, not memory, bound these loops on this machine's cores).
+const ROW_BLOCK: u64 = 8;
 
 fn unsupported<T>(s: impl Into<String>) -> Result<T, CodegenError> {
     Err(CodegenError::Unsupported(s.into()))
