@@ -380,6 +380,13 @@ fn cases() -> Vec<Case> {
     let mut n = base();
     push(&mut n, CNode::VectMatMult { a: 0, b: 5 });
     out.push(("col_agg_b1r", RowType::ColAggB1R, n, |_, _| (1, 3)));
+    // (X %*% B) * (X %*% v): two products of the main row, each computed a block of rows at a
+    // time in the dense entry, one broadcast over the other.
+    let mut n = base();
+    let xb = push(&mut n, CNode::VectMatMult { a: 0, b: 5 });
+    let xv = push(&mut n, CNode::VectMatMult { a: 0, b: 6 });
+    push(&mut n, bin(B::Mul, xb, xv));
+    out.push(("no_agg_b1 two products", RowType::NoAggB1, n, |m, _| (m, 3)));
 
     // cbind(X * 2, W, c): m×(n+4); its column sums.
     for (name, rt, shape) in [
