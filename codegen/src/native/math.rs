@@ -68,6 +68,11 @@ const LIBRARY_FUNCTIONS: [(&str, u32, VectorBody); 4] = [
 /// (`None`: not a library function, or the library failed to compile, so the operator fails
 /// to compile and runs unfused).
 pub(crate) fn library_address(name: &str) -> Option<usize> {
+    library().ok()?.address(name)
+}
+
+/// The library, built on first use.
+pub(crate) fn library() -> Result<&'static Library, CodegenError> {
     LIBRARY
         .get_or_init(|| {
             Library::build("lafuse_math", |ctx, module| {
@@ -88,8 +93,7 @@ pub(crate) fn library_address(name: &str) -> Option<usize> {
             })
         })
         .as_ref()
-        .ok()?
-        .address(name)
+        .map_err(Clone::clone)
 }
 
 /// Lane-wise natural logarithm: [`scalar::ln`] on every lane (a call of the shared library,

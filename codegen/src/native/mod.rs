@@ -300,6 +300,17 @@ fn row_kernel(jit: &llvm::Jit, name: &str) -> Result<sk_row::RowKernelFn, Codege
     Ok(unsafe { std::mem::transmute::<usize, sk_row::RowKernelFn>(addr) })
 }
 
+/// Builds the process-wide function libraries that operators call (the vector math of
+/// `log`/`exp`, the Row block primitives) if they are not built yet, and returns how long that
+/// took. Operators otherwise build them on first use, and that first compilation's time
+/// includes theirs; an embedder can pay it up front instead.
+pub fn build_libraries() -> Result<Duration, CodegenError> {
+    let start = Instant::now();
+    math::library()?;
+    row::library()?;
+    Ok(start.elapsed())
+}
+
 /// Compiles a CPlan into a native operator: the dense entry point now, the CSR entry point
 /// (sparse-safe Cell, Outer, Row) on the first execution with a CSR main input.
 pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {

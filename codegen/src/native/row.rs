@@ -666,6 +666,11 @@ static LIBRARY: OnceLock<Result<Library, CodegenError>> = OnceLock::new();
 
 /// The address of a block primitive for an operator's JIT to map its declaration to.
 pub(crate) fn library_address(name: &str) -> Option<usize> {
+    library().ok()?.address(name)
+}
+
+/// The library of block primitives, built on first use.
+pub(crate) fn library() -> Result<&'static Library, CodegenError> {
     LIBRARY
         .get_or_init(|| {
             Library::build("lafuse_row_blocks", |ctx, module| {
@@ -674,8 +679,7 @@ pub(crate) fn library_address(name: &str) -> Option<usize> {
             })
         })
         .as_ref()
-        .ok()?
-        .address(name)
+        .map_err(Clone::clone)
 }
 
 /// `o[j] += s * x[j]` (`lafuse_row_axpy`, inlined where called).
