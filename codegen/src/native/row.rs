@@ -706,6 +706,12 @@ fn emit_axpy<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<
 
 /// Defines the block primitives in the library's module.
 fn define_block_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), CodegenError> {
+    define_axpy_rows(ctx, module)?;
+    define_dot_rows(ctx, module)
+}
+
+/// `lafuse_row_axpy_rows`: a block's outer-product updates of the partial.
+fn define_axpy_rows<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), CodegenError> {
     let axpy = emit_axpy(ctx, module)?;
     // For each of `cols` rows of the partial, `o_c = o + c * ostride` with the scales
     // `s_c = s + c`: o_c[j] += s_c[0] * x[j], then += s_c[ss] * x[stride + j], ... for `rows`
@@ -800,6 +806,11 @@ fn define_block_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), C
         )?;
         fx.b.build_return(None).map_err(ierr)?;
     }
+    Ok(())
+}
+
+/// `lafuse_row_dot_rows`: the products of a block of rows with a transposed matrix.
+fn define_dot_rows<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), CodegenError> {
     // o[q * cols + c] = x[q * stride + ..] · bt[c * l + ..] for `rows` rows and `cols`
     // columns: `ROW_BLOCK` rows at once (two columns per pass over `bt`, then the odd one), or
     // row by row; either way each value is one `W`-lane accumulator over the row in order,
