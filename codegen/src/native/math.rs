@@ -71,6 +71,11 @@ pub(crate) fn library_address(name: &str) -> Option<usize> {
     library().ok()?.address(name)
 }
 
+/// Whether the library is built (or failed to build).
+pub(crate) fn library_built() -> bool {
+    LIBRARY.get().is_some()
+}
+
 /// The library, built on first use.
 pub(crate) fn library() -> Result<&'static Library, CodegenError> {
     LIBRARY

@@ -311,6 +311,54 @@ pub fn build_libraries() -> Result<Duration, CodegenError> {
     Ok(start.elapsed())
 }
 
+/// The process-wide libraries a plan's generated code calls.
+#[derive(Clone, Copy, Debug, Default)]
+struct Libraries {
+    /// Vector `log`/`exp` (`math`).
+    math: bool,
+    /// The Row block primitives (`row`).
+    row_blocks: bool,
+}
+
+impl Libraries {
+    fn any(self) -> bool {
+        self.math || self.row_blocks
+    }
+
+    /// Those of them not built yet.
+    fn missing(self) -> Libraries {
+        Libraries {
+            math: self.math && !math::library_built(),
+            row_blocks: self.row_blocks && !row::library_built(),
+        }
+    }
+}
+
+/// What `plan` calls, as far as its nodes tell (a library missed here is built when the
+/// operator's JIT maps its calls, only without overlapping the operator's compilation).
+fn libraries_needed(plan: &CPlan) -> Libraries {
+    use lafuse_compiler::hops::{BinaryOp, UnaryOp};
+    let math = plan.nodes.iter().any(|n| {
+        matches!(
+            n,
+            CNode::Unary {
+                f: UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sigmoid,
+                ..
+            } | CNode::Binary {
+                f: BinaryOp::Log,
+                ..
+            }
+        )
+    });
+    let row_blocks = match &plan.template {
+        TemplateSpec::Row { row_type, .. } => {
+            row::analyze(plan, *row_type).is_ok_and(|info| info.uses_block_prims())
+        }
+        _ => false,
+    };
+    Libraries { math, row_blocks }
+}
+
 /// Compiles a CPlan into a native operator: the dense entry point now, the CSR entry point
 /// (sparse-safe Cell, Outer, Row) on the first execution with a CSR main input.
 pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
@@ -320,11 +368,31 @@ pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
             "a plan needs inputs and outputs".into(),
         ));
     }
+    // A library the operator calls and that no operator has built yet is built on another
+    // core while this operator compiles (its JIT waits for it when it maps the calls).
+    let build_missing = |needed: Libraries| -> Result<(), CodegenError> {
+        if needed.math {
+            math::library()?;
+        }
+        if needed.row_blocks {
+            row::library()?;
+        }
+        Ok(())
+    };
+    let missing = libraries_needed(plan).missing();
+    let built = if missing.any() {
+        let (libraries, built) =
+            rayon::join(|| build_missing(missing), || build(plan, Entry::Dense));
+        libraries?;
+        built
+    } else {
+        build(plan, Entry::Dense)
+    };
     let Built {
         jit,
         pending,
         mut phases,
-    } = build(plan, Entry::Dense)?;
+    } = built?;
     let lap = Instant::now();
     let (kind, has_csr) = match pending {
         Pending::Cell(spec, has_csr) => {
@@ -884,6 +952,50 @@ mod tests {
             ],
             outputs: vec![2],
         }
+    }
+
+    #[test]
+    fn plans_say_which_libraries_they_call() {
+        let none = libraries_needed(&cell_plan());
+        assert!(!none.math && !none.row_blocks);
+        assert!(!libraries_needed(&row_plan()).any());
+        // exp(X) * 3: the vector math.
+        let mut exp = cell_plan();
+        exp.nodes.push(CNode::Unary {
+            f: lafuse_compiler::hops::UnaryOp::Exp,
+            x: 0,
+        });
+        exp.nodes.push(CNode::Binary {
+            f: BinaryOp::Mul,
+            a: 3,
+            b: 1,
+        });
+        exp.outputs = vec![4];
+        let e = libraries_needed(&exp);
+        assert!(e.math && !e.row_blocks);
+        // rowSums(X %*% v): a product of the main row, computed a block of rows at a time.
+        let nodes = vec![
+            CNode::Data {
+                input: 0,
+                access: Access::Main,
+            },
+            CNode::Data {
+                input: 1,
+                access: Access::Whole,
+            },
+            CNode::VectMatMult { a: 0, b: 1 },
+        ];
+        let product = CPlan {
+            template: TemplateSpec::Row {
+                row_type: RowType::RowAgg,
+                num_vectors: count_vector_intermediates(&nodes, &[2]),
+            },
+            inputs: vec![InputKind::Matrix, InputKind::Matrix],
+            nodes,
+            outputs: vec![2],
+        };
+        let p = libraries_needed(&product);
+        assert!(p.row_blocks && !p.math);
     }
 
     fn sparse_input() -> lafuse_runtime::DenseMatrix {

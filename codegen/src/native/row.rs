@@ -381,6 +381,13 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
     })
 }
 
+impl RowInfo {
+    /// Whether the dense entry calls the block primitives of the library.
+    pub(crate) fn uses_block_prims(&self) -> bool {
+        self.defer_outer || self.hoisted.contains(&true)
+    }
+}
+
 /// Per-node lengths at execution.
 #[derive(Clone, Copy, Debug, Default)]
 struct Len {
@@ -667,6 +674,11 @@ static LIBRARY: OnceLock<Result<Library, CodegenError>> = OnceLock::new();
 /// The address of a block primitive for an operator's JIT to map its declaration to.
 pub(crate) fn library_address(name: &str) -> Option<usize> {
     library().ok()?.address(name)
+}
+
+/// Whether the library of block primitives is built (or failed to build).
+pub(crate) fn library_built() -> bool {
+    LIBRARY.get().is_some()
 }
 
 /// The library of block primitives, built on first use.
