@@ -380,6 +380,54 @@ fn cases() -> Vec<Case> {
     let mut n = base();
     push(&mut n, CNode::VectMatMult { a: 0, b: 5 });
     out.push(("col_agg_b1r", RowType::ColAggB1R, n, |_, _| (1, 3)));
+    // Element-wise nodes that are 0 wherever X is, which the CSR entry computes at X's
+    // non-zeros only: (X * Y) %*% B; t(W) %*% ((X != 0) * (Y - X)) (ALS-CG's update);
+    // rowSums((X != 0) * Y) and rowMaxs(abs(X) * c); and (X * Y) * 2 + Y, whose last node
+    // reads the product densely (so nothing is sparse there).
+    let mut n = base();
+    let xy = push(&mut n, bin(B::Mul, 0, 1));
+    push(&mut n, CNode::VectMatMult { a: xy, b: 5 });
+    out.push(("no_agg_b1 sparse product", RowType::NoAggB1, n, |m, _| {
+        (m, 3)
+    }));
+    let mut n = base();
+    let z = push(&mut n, lit(0.0));
+    let nz = push(&mut n, bin(B::Ne, 0, z));
+    let d = push(&mut n, bin(B::Sub, 1, 0));
+    let b = push(&mut n, bin(B::Mul, nz, d));
+    push(&mut n, CNode::OuterMultAdd { a: 7, b });
+    out.push(("col_agg_b1 sparse update", RowType::ColAggB1, n, |_, n| {
+        (3, n)
+    }));
+    let mut n = base();
+    let z = push(&mut n, lit(0.0));
+    let nz = push(&mut n, bin(B::Ne, 0, z));
+    let b = push(&mut n, bin(B::Mul, nz, 1));
+    push(
+        &mut n,
+        CNode::RowAgg {
+            f: AggOp::Sum,
+            x: b,
+        },
+    );
+    out.push(("row_agg sparse sum", RowType::RowAgg, n, m1));
+    let mut n = base();
+    let a = push(&mut n, CNode::Unary { f: U::Abs, x: 0 });
+    let b = push(&mut n, bin(B::Mul, a, 3));
+    push(
+        &mut n,
+        CNode::RowAgg {
+            f: AggOp::Max,
+            x: b,
+        },
+    );
+    out.push(("row_agg sparse max", RowType::RowAgg, n, m1));
+    let mut n = base();
+    let xy = push(&mut n, bin(B::Mul, 0, 1));
+    let two = push(&mut n, lit(2.0));
+    let x2 = push(&mut n, bin(B::Mul, xy, two));
+    push(&mut n, bin(B::Add, x2, 1));
+    out.push(("no_agg mixed", RowType::NoAgg, n, mn));
     // (X %*% B) * (X %*% v): two products of the main row, each computed a block of rows at a
     // time in the dense entry, one broadcast over the other.
     let mut n = base();

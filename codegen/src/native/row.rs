@@ -109,6 +109,10 @@ pub(crate) struct RowInfo {
     /// Products `X[i, ] %*% B` of the main row (per node): the dense entry computes them for a
     /// block of [`ROW_BLOCK`] rows at once, before the block's rows run.
     hoisted: Vec<bool>,
+    /// Element-wise nodes the CSR entry computes at the main row's non-zeros only (see
+    /// [`sparse_nodes`]); where such a node is not 0 where the main row is, its readers read
+    /// it at the non-zeros only too.
+    sparse: Vec<bool>,
 }
 
 /// Rows the dense entry handles as one block.
@@ -343,19 +347,14 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
             }
         )
     };
+    let (sparse, zero_at) = sparse_nodes(nodes, &reach, &classes, out);
     let mut needs_dense_main = is_main(out);
     for (i, n) in nodes.iter().enumerate() {
         if !reach[i] {
             continue;
         }
-        let sparse_ok = |pos: usize| match n {
-            CNode::VectMatMult { .. } => pos == 0,
-            CNode::RowAgg { f, .. } => sparse_agg(*f),
-            CNode::RowSumSq { .. } => true,
-            _ => false,
-        };
         for (pos, o) in n.operands().into_iter().enumerate() {
-            if is_main(o) && !sparse_ok(pos) {
+            if is_main(o) && !reads_sparse(nodes, &sparse, &zero_at, i, pos) {
                 needs_dense_main = true;
             }
         }
@@ -378,7 +377,143 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
         defer_outer: kind == RowKind::Outer
             && matches!(nodes[out], CNode::OuterMultAdd { a, .. } if is_main(a)),
         hoisted,
+        sparse,
     })
+}
+
+/// Whether node `i` needs its operand at `pos` at the main row's non-zeros only: a node of
+/// `sparse` (computed there only); or, for an operand `zero` where the main row is (the main
+/// row itself, or `zero_at[o]`), a reader that skips its zeros (row-times-matrix, sums,
+/// minima and maxima of a row, the outer-product update by an input).
+fn reads_sparse(
+    nodes: &[CNode],
+    sparse: &[bool],
+    zero_at: &[bool],
+    i: CNodeId,
+    pos: usize,
+) -> bool {
+    if sparse[i] {
+        return true;
+    }
+    let o = nodes[i].operands()[pos];
+    let is_main = |o: CNodeId| {
+        matches!(
+            nodes[o],
+            CNode::Data {
+                access: Access::Main,
+                ..
+            }
+        )
+    };
+    if !(zero_at[o] || is_main(o)) {
+        return false;
+    }
+    match &nodes[i] {
+        CNode::VectMatMult { .. } => pos == 0,
+        CNode::RowAgg { f, .. } => sparse_agg(*f),
+        CNode::RowSumSq { .. } => true,
+        // The other side is an input (finite in the CSR entry), read densely, so the update
+        // runs over the sparse side's non-zeros.
+        CNode::OuterMultAdd { a, b } => {
+            let other = if pos == 0 { *b } else { *a };
+            !sparse[other] && !is_main(other) && matches!(nodes[other], CNode::Data { .. })
+        }
+        _ => false,
+    }
+}
+
+/// The element-wise vector nodes the CSR entry computes at the main row's non-zeros only (a
+/// compact vector of values beside the row's column indices), and, per node, whether its
+/// value is 0 wherever the main row is (side inputs are finite in the CSR entry).
+///
+/// A node is computed so when every reader needs it at the non-zeros only: a reader computed
+/// so itself, or, for a node that is 0 where the main row is, a reader that skips zeros (see
+/// [`reads_sparse`]). "0 where X is 0" and "finite where X is 0" are proved node by node: `X`;
+/// `a * b` with one side 0 and the other finite; `a + b`, `a - b` with both 0 (finite with one
+/// 0 and the other finite: the sum is then the other side exactly); `a != 0`; `abs`, `sign`,
+/// `sqrt` and squares of a 0 (all map 0 to 0); comparisons are finite; inputs and finite
+/// literals are finite. A node that is 0 there is needed by its readers at the non-zeros only,
+/// which is what lets `Y - X` in `(X != 0) * (Y - X)` be computed there only too.
+fn sparse_nodes(
+    nodes: &[CNode],
+    reach: &[bool],
+    classes: &[Class],
+    out: CNodeId,
+) -> (Vec<bool>, Vec<bool>) {
+    use lafuse_compiler::hops::UnaryOp;
+    let n = nodes.len();
+    let (mut zero, mut finite) = (vec![false; n], vec![false; n]);
+    let is_lit0 =
+        |o: CNodeId| matches!(&nodes[o], CNode::Literal { value } if value.as_f64() == Some(0.0));
+    for i in 0..n {
+        if !reach[i] {
+            continue;
+        }
+        let (z, f) = match &nodes[i] {
+            CNode::Data {
+                access: Access::Main,
+                ..
+            } => (classes[i] == Class::Vector, true),
+            CNode::Data { .. } => (false, true),
+            CNode::Literal { value } => (false, value.as_f64().is_some_and(f64::is_finite)),
+            CNode::Binary { f: op, a, b } => {
+                let (a, b) = (*a, *b);
+                match op {
+                    BinaryOp::Mul => {
+                        let z = (zero[a] && finite[b]) || (zero[b] && finite[a]);
+                        (z, z)
+                    }
+                    BinaryOp::Add | BinaryOp::Sub => (
+                        zero[a] && zero[b],
+                        (zero[a] && finite[b]) || (zero[b] && finite[a]),
+                    ),
+                    BinaryOp::Ne => ((zero[a] && is_lit0(b)) || (zero[b] && is_lit0(a)), true),
+                    BinaryOp::Lt
+                    | BinaryOp::Le
+                    | BinaryOp::Gt
+                    | BinaryOp::Ge
+                    | BinaryOp::Eq
+                    | BinaryOp::And
+                    | BinaryOp::Or => (false, true),
+                    _ => (false, false),
+                }
+            }
+            CNode::Unary {
+                f: UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Sqrt,
+                x,
+            }
+            | CNode::Pow2 { x } => (zero[*x], zero[*x]),
+            _ => (false, false),
+        };
+        zero[i] = z;
+        finite[i] = f || z;
+    }
+    // Only vector nodes of the row's length are 0 "where the main row is" in a usable way.
+    let zero_at: Vec<bool> = (0..n)
+        .map(|i| zero[i] && classes[i] == Class::Vector)
+        .collect();
+    // Candidates, then withdraw those with a reader that needs them elsewhere, until none
+    // does.
+    let mut sparse: Vec<bool> = (0..n)
+        .map(|i| reach[i] && i != out && classes[i] == Class::Vector && is_elementwise(&nodes[i]))
+        .collect();
+    loop {
+        let mut changed = false;
+        for i in 0..n {
+            if !reach[i] {
+                continue;
+            }
+            for (pos, o) in nodes[i].operands().into_iter().enumerate() {
+                if sparse[o] && !reads_sparse(nodes, &sparse, &zero_at, i, pos) {
+                    sparse[o] = false;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return (sparse, zero_at);
+        }
+    }
 }
 
 impl RowInfo {
@@ -1383,6 +1518,10 @@ impl<'a, 'c> Em<'a, 'c> {
         let outc = self.par(P_OUTC);
         let orow = gep(&fx.b, self.out, fx.mul(i, outc)?)?;
         let mut vals: Vec<RV<'c>> = vec![RV::Done; plan.nodes.len()];
+        let main_sp = match main {
+            RV::V { sp, .. } => sp,
+            _ => None,
+        };
         for (k, node) in plan.nodes.iter().enumerate() {
             if !info.reach[k] {
                 continue;
@@ -1418,6 +1557,11 @@ impl<'a, 'c> Em<'a, 'c> {
                 },
                 CNode::Literal { value } => {
                     RV::S(fx.splat_const(value.as_f64().unwrap_or(f64::NAN), 1))
+                }
+                n if info.sparse[k] && main_sp.is_some() => {
+                    let ops: Vec<RV<'c>> = n.operands().iter().map(|&o| vals[o]).collect();
+                    let sp = main_sp.ok_or_else(|| ierr("sparse main row"))?;
+                    self.sparse_elementwise(fx, n, &ops, buf, len, sp)?
                 }
                 n if is_elementwise(n) => {
                     let ops: Vec<RV<'c>> = n.operands().iter().map(|&o| vals[o]).collect();
@@ -1554,6 +1698,56 @@ impl<'a, 'c> Em<'a, 'c> {
             }
         }
         Ok(())
+    }
+
+    /// An element-wise node of [`RowInfo::sparse`] in the CSR entry: its values at the main
+    /// row's non-zeros `sp` only, into `buf` compactly (beside the row's column indices).
+    /// Sparse operands give their value at the same position, dense vectors theirs at the
+    /// column (a length-one vector its only one), scalars theirs.
+    fn sparse_elementwise(
+        &self,
+        fx: &mut Fx<'_, 'c>,
+        node: &CNode,
+        ops: &[RV<'c>],
+        buf: PointerValue<'c>,
+        len: IntValue<'c>,
+        sp: Sp<'c>,
+    ) -> Result<RV<'c>, CodegenError> {
+        let plan = &self.info.plan;
+        fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
+            let j32 = load(&fx.b, gep(&fx.b, sp.idx, p)?)?.into_int_value();
+            let j =
+                fx.b.build_int_z_extend(j32, fx.ctx.i64_type(), "j")
+                    .map_err(ierr)?;
+            let xs = ops
+                .iter()
+                .map(|v| match v {
+                    RV::S(s) => Ok(*s),
+                    RV::V { sp: Some(o), .. } => load_vec(&fx.b, fx.vty(1), o.vals, p),
+                    RV::V { p: dp, len: l, .. } => {
+                        let one =
+                            fx.b.build_int_compare(IntPredicate::EQ, *l, fx.i64c(1), "one")
+                                .map_err(ierr)?;
+                        let idx =
+                            fx.b.build_select(one, fx.i64c(0), j, "ix")
+                                .map_err(ierr)?
+                                .into_int_value();
+                        load_vec(&fx.b, fx.vty(1), *dp, idx)
+                    }
+                    _ => Err(ierr("operand")),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            store_vec(&fx.b, buf, p, apply(fx, plan, node, &xs)?)
+        })?;
+        Ok(RV::V {
+            p: buf,
+            len,
+            sp: Some(Sp {
+                vals: buf,
+                idx: sp.idx,
+                nnz: sp.nnz,
+            }),
+        })
     }
 
     /// One element-wise node: scalar, or a loop over its vector length.
@@ -2203,4 +2397,106 @@ fn emit_entry<'c>(
     let total = fx.load_i64(nnz)?;
     fx.b.build_return(Some(&total)).map_err(ierr)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lafuse_compiler::fusion::cplan::{count_vector_intermediates, TemplateSpec};
+    use lafuse_compiler::hops::UnaryOp;
+
+    fn plan(row_type: RowType, inputs: usize, nodes: Vec<CNode>) -> CPlan {
+        let out = nodes.len() - 1;
+        CPlan {
+            template: TemplateSpec::Row {
+                row_type,
+                num_vectors: count_vector_intermediates(&nodes, &[out]),
+            },
+            inputs: vec![InputKind::Matrix; inputs],
+            nodes,
+            outputs: vec![out],
+        }
+    }
+
+    fn data(input: usize, access: Access) -> CNode {
+        CNode::Data { input, access }
+    }
+
+    fn bin(f: BinaryOp, a: CNodeId, b: CNodeId) -> CNode {
+        CNode::Binary { f, a, b }
+    }
+
+    fn lit(v: f64) -> CNode {
+        CNode::Literal {
+            value: Literal::Double(v),
+        }
+    }
+
+    #[test]
+    fn sparse_nodes_are_those_zero_where_the_main_row_is_and_read_sparsely() {
+        // t(W) %*% ((X != 0) * (Y - X)): the masked difference is 0 where X is.
+        let nodes = vec![
+            data(0, Access::Main),
+            data(1, Access::Aligned),
+            data(2, Access::Aligned),
+            lit(0.0),
+            bin(BinaryOp::Ne, 0, 3),
+            bin(BinaryOp::Sub, 1, 0),
+            bin(BinaryOp::Mul, 4, 5),
+            CNode::OuterMultAdd { a: 2, b: 6 },
+        ];
+        let info = analyze(&plan(RowType::ColAggB1, 3, nodes), RowType::ColAggB1).unwrap();
+        // `Y - X` is not 0 where X is, but its only reader needs it at X's non-zeros only;
+        // nothing reads the row densely, so it is not scattered.
+        assert!(
+            info.sparse[4] && info.sparse[5] && info.sparse[6],
+            "{:?}",
+            info.sparse
+        );
+        assert!(!info.needs_dense_main);
+
+        // (X * Y) * 2 + Y: the sum reads the product densely, so nothing is sparse.
+        let nodes = vec![
+            data(0, Access::Main),
+            data(1, Access::Aligned),
+            bin(BinaryOp::Mul, 0, 1),
+            lit(2.0),
+            bin(BinaryOp::Mul, 2, 3),
+            bin(BinaryOp::Add, 4, 1),
+        ];
+        let info = analyze(&plan(RowType::NoAgg, 2, nodes), RowType::NoAgg).unwrap();
+        assert!(!info.sparse.contains(&true), "{:?}", info.sparse);
+
+        // rowSums(exp(X) * Y): exp(0) is 1, so the product is not 0 where X is.
+        let nodes = vec![
+            data(0, Access::Main),
+            data(1, Access::Aligned),
+            CNode::Unary {
+                f: UnaryOp::Exp,
+                x: 0,
+            },
+            bin(BinaryOp::Mul, 2, 1),
+            CNode::RowAgg {
+                f: AggOp::Sum,
+                x: 3,
+            },
+        ];
+        let info = analyze(&plan(RowType::RowAgg, 2, nodes), RowType::RowAgg).unwrap();
+        assert!(!info.sparse.contains(&true), "{:?}", info.sparse);
+
+        // rowSums((X * Y) * (Y / Y)): Y / Y may be NaN, so 0 times it is not 0.
+        let nodes = vec![
+            data(0, Access::Main),
+            data(1, Access::Aligned),
+            bin(BinaryOp::Mul, 0, 1),
+            bin(BinaryOp::Div, 1, 1),
+            bin(BinaryOp::Mul, 2, 3),
+            CNode::RowAgg {
+                f: AggOp::Sum,
+                x: 4,
+            },
+        ];
+        let info = analyze(&plan(RowType::RowAgg, 2, nodes), RowType::RowAgg).unwrap();
+        assert!(!info.sparse.contains(&true), "{:?}", info.sparse);
+    }
 }
