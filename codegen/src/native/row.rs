@@ -23,8 +23,10 @@
 //! Sparse `X` (CSR entry, called only when every side input is finite): primitives that read
 //! `X` directly visit its non-zeros (`X %*% B` as sparse dot products, row sums, and the
 //! outer-product accumulation `t(X) %*% b` as sparse `axpy`s, the latter only when `b` is
-//! finite in that row, since `0 * Inf` must stay NaN); every other reader sees the row
-//! scattered into a zeroed scratch row (cleared again after the row).
+//! finite in that row, since `0 * Inf` must stay NaN). Element-wise nodes needed at the row's
+//! non-zeros only (such as ALS-CG's `(X != 0) * (Y - X)` before a product) are computed there
+//! only, as compact vectors that those primitives read the same way ([`sparse_nodes`]). Every
+//! other reader sees the row scattered into a zeroed scratch row (cleared again after the row).
 //!
 //! Sizes are not part of a plan: [`layout`] derives every vector length and buffer offset from
 //! the input shapes at execution, validates them (mismatched lengths are errors before any
