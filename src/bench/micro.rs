@@ -9,7 +9,7 @@
 //! under `gen` also time a plain read of the same inputs in the same child process
 //! (`read_ref=1`), and report the operator's speed as a fraction of that read's.
 
-use super::results::{rel_diff, Measurement, Status};
+use super::results::{median, rel_diff, Measurement, Status};
 use super::runner::stats_figures;
 use super::Ctx;
 use std::time::Instant;
@@ -94,9 +94,7 @@ impl MicroCase {
             _ => x + m * k * 8.0 + n * k * 8.0,
         }
     }
-}
 
-impl MicroCase {
     /// Bytes of the plain read the script times after the operator with `read_ref=1` (`sum`
     /// of each input the pattern reads as a whole: `X` for Row, `X`, `Y`, `Z` for Cell and
     /// MultiAgg); dense cases only.
@@ -291,12 +289,6 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
     }
     flag_result_disagreement(&mut out);
     out
-}
-
-fn median(mut xs: Vec<f64>) -> Option<f64> {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    (n > 0).then(|| (xs[(n - 1) / 2] + xs[n / 2]) / 2.0)
 }
 
 /// Median, spread, bytes and bandwidth fractions.

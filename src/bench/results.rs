@@ -126,22 +126,17 @@ impl Measurement {
 
     /// Recomputes median, min, max and spread from [`Measurement::times_ms`].
     pub fn summarize(&mut self) {
-        let mut t: Vec<f64> = self
+        let t: Vec<f64> = self
             .times_ms
             .iter()
             .copied()
             .filter(|v| v.is_finite())
             .collect();
-        if t.is_empty() {
+        let lo = t.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = t.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let Some(median) = median(t) else {
             return;
-        }
-        t.sort_by(f64::total_cmp);
-        let median = if t.len() % 2 == 1 {
-            t[t.len() / 2]
-        } else {
-            (t[t.len() / 2 - 1] + t[t.len() / 2]) / 2.0
         };
-        let (lo, hi) = (t[0], t[t.len() - 1]);
         self.median_ms = Some(median);
         self.min_ms = Some(lo);
         self.max_ms = Some(hi);
@@ -241,4 +236,11 @@ mod tests {
         assert_eq!(rel_diff(0.0, 0.0), 0.0);
         assert!((rel_diff(1.0, 1.1) - 0.1 / 1.1).abs() < 1e-12);
     }
+}
+
+/// The median of `xs` (the mean of the middle two for an even count); `None` when empty.
+pub fn median(mut xs: Vec<f64>) -> Option<f64> {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    (n > 0).then(|| (xs[(n - 1) / 2] + xs[n / 2]) / 2.0)
 }

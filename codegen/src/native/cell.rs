@@ -188,10 +188,7 @@ pub(crate) fn emit_entry<'c>(
                 let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();
                 let p1 = load(&fx.b, gep(&fx.b, rp, fx.add(i, fx.i64c(1))?)?)?.into_int_value();
                 fx.for_range(p0, p1, &mut |fx, p| {
-                    let j32 = load(&fx.b, gep(&fx.b, ci, p)?)?.into_int_value();
-                    let j =
-                        fx.b.build_int_z_extend(j32, ctx.i64_type(), "j")
-                            .map_err(ierr)?;
+                    let j = fx.load_index(ci, p)?;
                     let a = load_vec(&fx.b, fx.vty(1), main, p)?;
                     element(
                         fx,

@@ -178,6 +178,38 @@ impl<'m, 'c> Fx<'m, 'c> {
         Ok(load(&self.b, p)?.into_int_value())
     }
 
+    /// The column index `idx[p]` of a CSR non-zero (an `i32`), as an `i64`.
+    pub(crate) fn load_index(
+        &self,
+        idx: PointerValue<'c>,
+        p: IntValue<'c>,
+    ) -> Result<IntValue<'c>, CodegenError> {
+        let j32 = load(&self.b, gep(&self.b, idx, p)?)?.into_int_value();
+        self.b
+            .build_int_z_extend(j32, self.ctx.i64_type(), "j")
+            .map_err(ierr)
+    }
+
+    /// Element `j` of the vector at `p` of length `len`, as one lane; a length-one vector
+    /// broadcasts its only element.
+    pub(crate) fn load_broadcast(
+        &self,
+        p: PointerValue<'c>,
+        len: IntValue<'c>,
+        j: IntValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        let one = self
+            .b
+            .build_int_compare(IntPredicate::EQ, len, self.i64c(1), "one")
+            .map_err(ierr)?;
+        let idx = self
+            .b
+            .build_select(one, self.i64c(0), j, "ix")
+            .map_err(ierr)?
+            .into_int_value();
+        load_vec(&self.b, self.vty(1), p, idx)
+    }
+
     pub(crate) fn load_v(&self, p: PointerValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
         Ok(load(&self.b, p)?.into_vector_value())
     }

@@ -7,6 +7,7 @@ use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::FunctionType;
 use inkwell::values::FunctionValue;
+use std::sync::OnceLock;
 
 /// A library's machine code and the addresses of its functions; built once, never freed.
 pub(crate) struct Library {
@@ -15,31 +16,34 @@ pub(crate) struct Library {
 }
 
 impl Library {
+    /// The library in `cell`, built by [`Library::build`] on first use (a failure is kept, so
+    /// it is not retried).
+    pub(crate) fn get(
+        cell: &'static OnceLock<Result<Library, CodegenError>>,
+        name: &str,
+        define: impl FnOnce(&'static Context, &Module<'static>) -> Result<Vec<String>, CodegenError>,
+    ) -> Result<&'static Library, CodegenError> {
+        cell.get_or_init(|| Library::build(name, define))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
     /// Builds module `name`: `define` emits its functions (each with [`declare`]) and returns
     /// their names; the module is verified, optimized for the host and JIT-compiled.
-    pub(crate) fn build(
+    fn build(
         name: &str,
         define: impl FnOnce(&'static Context, &Module<'static>) -> Result<Vec<String>, CodegenError>,
     ) -> Result<Library, CodegenError> {
-        let ctx = llvm::new_context();
-        let module = ctx.create_module(name);
-        let built = llvm::with_host_machine(|tm| {
-            llvm::setup_module(&module, tm);
-            let names = define(ctx, &module)?;
-            llvm::verify(&module, &format!("library {name} fails verification"))?;
-            llvm::optimize(&module, tm)?;
-            Ok(names)
-        });
-        let names = match built {
-            Ok(names) => names,
-            Err(e) => {
-                drop(module);
-                // SAFETY: the module, the only thing created in the context, is gone.
-                unsafe { llvm::free_context(ctx) };
-                return Err(e);
-            }
-        };
-        let jit = llvm::Jit::new(ctx, module, |_| None)?;
+        let (jit, names) = llvm::jit_module(
+            name,
+            |ctx, module, tm| {
+                let names = define(ctx, module)?;
+                llvm::verify(module, &format!("library {name} fails verification"))?;
+                llvm::optimize(module, tm)?;
+                Ok(names)
+            },
+            |_| None,
+        )?;
         let functions = names
             .into_iter()
             .map(|n| {

@@ -85,7 +85,7 @@ pub(crate) fn with_host_machine<R>(
 
 /// Creates an LLVM context that lives as long as the returned [`Jit`] (or until
 /// [`free_context`] when compilation fails).
-pub(crate) fn new_context() -> &'static Context {
+fn new_context() -> &'static Context {
     Box::leak(Box::new(Context::create()))
 }
 
@@ -93,8 +93,33 @@ pub(crate) fn new_context() -> &'static Context {
 ///
 /// # Safety
 /// Nothing created in `ctx` may be used (or dropped) afterwards.
-pub(crate) unsafe fn free_context(ctx: &'static Context) {
+unsafe fn free_context(ctx: &'static Context) {
     drop(Box::from_raw(ctx as *const Context as *mut Context));
+}
+
+/// Creates a context and module `name` for the host, lets `build` fill the module (with the
+/// host's target machine, for optimization), and JIT-compiles it, mapping the functions it
+/// declares with `helpers` (see [`Jit::new`]). When `build` fails, the context is freed.
+pub(crate) fn jit_module<R>(
+    name: &str,
+    build: impl FnOnce(&'static Context, &Module<'static>, &TargetMachine) -> Result<R, CodegenError>,
+    helpers: impl Fn(&str) -> Option<usize>,
+) -> Result<(Jit, R), CodegenError> {
+    let ctx = new_context();
+    let module = ctx.create_module(name);
+    let built = with_host_machine(|tm| {
+        setup_module(&module, tm);
+        build(ctx, &module, tm)
+    });
+    match built {
+        Ok(r) => Ok((Jit::new(ctx, module, helpers)?, r)),
+        Err(e) => {
+            drop(module);
+            // SAFETY: the module, the only thing created in the context, is gone.
+            unsafe { free_context(ctx) };
+            Err(e)
+        }
+    }
 }
 
 /// Prepares a fresh module for the host: triple and data layout from the target machine.

@@ -78,27 +78,22 @@ pub(crate) fn library_built() -> bool {
 
 /// The library, built on first use.
 pub(crate) fn library() -> Result<&'static Library, CodegenError> {
-    LIBRARY
-        .get_or_init(|| {
-            Library::build("lafuse_math", |ctx, module| {
-                for (name, width, body) in LIBRARY_FUNCTIONS {
-                    let f = declare(ctx, module, name, width);
-                    let fx = Fx::new(ctx, module, f);
-                    let arg = f
-                        .get_nth_param(0)
-                        .ok_or_else(|| ierr("vector math parameter"))?
-                        .into_vector_value();
-                    let r = body(&fx, arg)?;
-                    fx.b.build_return(Some(&r)).map_err(ierr)?;
-                }
-                Ok(LIBRARY_FUNCTIONS
-                    .iter()
-                    .map(|(n, _, _)| n.to_string())
-                    .collect())
-            })
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+    Library::get(&LIBRARY, "lafuse_math", |ctx, module| {
+        for (name, width, body) in LIBRARY_FUNCTIONS {
+            let f = declare(ctx, module, name, width);
+            let fx = Fx::new(ctx, module, f);
+            let arg = f
+                .get_nth_param(0)
+                .ok_or_else(|| ierr("vector math parameter"))?
+                .into_vector_value();
+            let r = body(&fx, arg)?;
+            fx.b.build_return(Some(&r)).map_err(ierr)?;
+        }
+        Ok(LIBRARY_FUNCTIONS
+            .iter()
+            .map(|(n, _, _)| n.to_string())
+            .collect())
+    })
 }
 
 /// Lane-wise natural logarithm: [`scalar::ln`] on every lane (a call of the shared library,

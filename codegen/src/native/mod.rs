@@ -241,8 +241,6 @@ struct Built {
 /// Emits `entry` of `plan` into a fresh module, verifies, optimizes and JIT-compiles it.
 /// `phases.machine_code` is left to the caller (it is paid by the first address lookup).
 fn build(plan: &CPlan, entry: Entry) -> Result<Built, CodegenError> {
-    let ctx = llvm::new_context();
-    let module = ctx.create_module("lafuse_op");
     let mut phases = CompilePhases::default();
     let mut lap = Instant::now();
     let mut tick = |slot: &mut Duration| {
@@ -250,32 +248,25 @@ fn build(plan: &CPlan, entry: Entry) -> Result<Built, CodegenError> {
         *slot += now - lap;
         lap = now;
     };
-    let built = llvm::with_host_machine(|tm| {
-        llvm::setup_module(&module, tm);
-        let k = emit(ctx, &module, plan, entry)?;
-        tick(&mut phases.emit);
-        llvm::verify(&module, "generated module fails verification")?;
-        tick(&mut phases.verify);
-        llvm::optimize(&module, tm)?;
-        tick(&mut phases.optimize);
-        llvm::verify(&module, "optimized module fails verification")?;
-        tick(&mut phases.verify);
-        Ok(k)
-    });
-    let pending = match built {
-        Ok(x) => x,
-        Err(e) => {
-            drop(module);
-            // SAFETY: the module, the only thing created in the context, is gone.
-            unsafe { llvm::free_context(ctx) };
-            return Err(e);
-        }
-    };
-    let jit = llvm::Jit::new(ctx, module, |name| {
-        expr::helper_address(name)
-            .or_else(|| math::library_address(name))
-            .or_else(|| row::library_address(name))
-    })?;
+    let (jit, pending) = llvm::jit_module(
+        "lafuse_op",
+        |ctx, module, tm| {
+            let k = emit(ctx, module, plan, entry)?;
+            tick(&mut phases.emit);
+            llvm::verify(module, "generated module fails verification")?;
+            tick(&mut phases.verify);
+            llvm::optimize(module, tm)?;
+            tick(&mut phases.optimize);
+            llvm::verify(module, "optimized module fails verification")?;
+            tick(&mut phases.verify);
+            Ok(k)
+        },
+        |name| {
+            expr::helper_address(name)
+                .or_else(|| math::library_address(name))
+                .or_else(|| row::library_address(name))
+        },
+    )?;
     tick(&mut phases.jit);
     Ok(Built {
         jit,

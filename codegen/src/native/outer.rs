@@ -116,30 +116,41 @@ pub(crate) fn dot_products<'c>(
             .map(|s| fx.load_v(*s))
             .collect::<Result<_, _>>()?;
         let s = fx.fadd(fx.fadd(a[0], a[1])?, fx.fadd(a[2], a[3])?)?;
-        let mut lanes: Vec<FloatValue<'c>> = (0..W)
-            .map(|l| {
-                fx.b.build_extract_element(s, fx.i64c(u64::from(l)), "l")
-                    .map_err(ierr)
-                    .map(|x| x.into_float_value())
-            })
-            .collect::<Result<_, _>>()?;
-        // Halving tree: lane l += lane l + h for h = W/2, W/4, ..., 1.
-        let mut h = lanes.len() / 2;
-        while h > 0 {
-            for l in 0..h {
-                lanes[l] =
-                    fx.b.build_float_add(lanes[l], lanes[l + h], "h")
-                        .map_err(ierr)?;
-            }
-            h /= 2;
-        }
         let tv =
             fx.b.build_extract_element(fx.load_v(tail[t])?, fx.i64c(0), "t")
                 .map_err(ierr)?
                 .into_float_value();
-        out.push(fx.b.build_float_add(lanes[0], tv, "r").map_err(ierr)?);
+        out.push(
+            fx.b.build_float_add(sum_lanes(fx, s)?, tv, "r")
+                .map_err(ierr)?,
+        );
     }
     Ok(out)
+}
+
+/// The sum of a vector's lanes as a halving tree (lane l += lane l + h for h = W/2, W/4,
+/// ..., 1): the fixed order every dot product of the generated code combines its lanes in.
+pub(crate) fn sum_lanes<'c>(
+    fx: &Fx<'_, 'c>,
+    v: VectorValue<'c>,
+) -> Result<FloatValue<'c>, CodegenError> {
+    let mut lanes: Vec<FloatValue<'c>> = (0..v.get_type().get_size())
+        .map(|l| {
+            fx.b.build_extract_element(v, fx.i64c(u64::from(l)), "l")
+                .map_err(ierr)
+                .map(|x| x.into_float_value())
+        })
+        .collect::<Result<_, _>>()?;
+    let mut h = lanes.len() / 2;
+    while h > 0 {
+        for l in 0..h {
+            lanes[l] =
+                fx.b.build_float_add(lanes[l], lanes[l + h], "h")
+                    .map_err(ierr)?;
+        }
+        h /= 2;
+    }
+    Ok(lanes[0])
 }
 
 /// Emits `double lafuse_dot(double* u, double* v, i64 k)` ([`dot_products`] for one `v`),
@@ -292,10 +303,7 @@ fn emit_entry<'c>(
             let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();
             let p1 = load(&fx.b, gep(&fx.b, rp, fx.add(i, fx.i64c(1))?)?)?.into_int_value();
             fx.for_range(p0, p1, &mut |fx, p| {
-                let j32 = load(&fx.b, gep(&fx.b, ci, p)?)?.into_int_value();
-                let j =
-                    fx.b.build_int_z_extend(j32, ctx.i64_type(), "j")
-                        .map_err(ierr)?;
+                let j = fx.load_index(ci, p)?;
                 prefetch_v_row(fx, &st, oi, ci, p, pend)?;
                 let x = load_vec(&fx.b, fx.vty(1), va, p)?;
                 element(fx, plan, kind, oi, &st, i, j, x, p)

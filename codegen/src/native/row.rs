@@ -340,15 +340,7 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
         }
     }
     // Readers of X that need the dense row in the CSR entry.
-    let is_main = |o: CNodeId| {
-        matches!(
-            nodes[o],
-            CNode::Data {
-                access: Access::Main,
-                ..
-            }
-        )
-    };
+    let is_main = |o: CNodeId| is_main_row(&nodes[o]);
     let (sparse, zero_at) = sparse_nodes(nodes, &reach, &classes, out);
     let mut needs_dense_main = is_main(out);
     for (i, n) in nodes.iter().enumerate() {
@@ -383,6 +375,17 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
     })
 }
 
+/// Whether `n` reads the main input's row.
+fn is_main_row(n: &CNode) -> bool {
+    matches!(
+        n,
+        CNode::Data {
+            access: Access::Main,
+            ..
+        }
+    )
+}
+
 /// Whether node `i` needs its operand at `pos` at the main row's non-zeros only: a node of
 /// `sparse` (computed there only); or, for an operand `zero` where the main row is (the main
 /// row itself, or `zero_at[o]`), a reader that skips its zeros (row-times-matrix, sums,
@@ -398,15 +401,7 @@ fn reads_sparse(
         return true;
     }
     let o = nodes[i].operands()[pos];
-    let is_main = |o: CNodeId| {
-        matches!(
-            nodes[o],
-            CNode::Data {
-                access: Access::Main,
-                ..
-            }
-        )
-    };
+    let is_main = |o: CNodeId| is_main_row(&nodes[o]);
     if !(zero_at[o] || is_main(o)) {
         return false;
     }
@@ -452,10 +447,7 @@ fn sparse_nodes(
             continue;
         }
         let (z, f) = match &nodes[i] {
-            CNode::Data {
-                access: Access::Main,
-                ..
-            } => (classes[i] == Class::Vector, true),
+            n if is_main_row(n) => (classes[i] == Class::Vector, true),
             CNode::Data { .. } => (false, true),
             CNode::Literal { value } => (false, value.as_f64().is_some_and(f64::is_finite)),
             CNode::Binary { f: op, a, b } => {
@@ -787,7 +779,7 @@ fn pick<'c>(
     fx.select(fx.or(better, nan)?, x, acc)
 }
 
-/// `lafuse_row_axpy_rows(o, o stride, x, x stride, s, s stride, cols, rows, len)`: see
+/// `lafuse_row_axpy_rows(o, x, x stride, s, s stride, cols, rows, len)`: see
 /// [`define_block_prims`].
 const AXPY_ROWS: &str = "lafuse_row_axpy_rows";
 /// `lafuse_row_dot_rows(x, stride, bt, l, cols, rows, o)`: see [`define_block_prims`].
@@ -795,7 +787,7 @@ const DOT_ROWS: &str = "lafuse_row_dot_rows";
 
 fn axpy_rows_type(ctx: &Context) -> inkwell::types::FunctionType<'_> {
     let (p, i) = (f64_ptr(ctx).into(), ctx.i64_type().into());
-    ctx.void_type().fn_type(&[p, i, p, i, p, i, i, i, i], false)
+    ctx.void_type().fn_type(&[p, p, i, p, i, i, i, i], false)
 }
 
 fn dot_rows_type(ctx: &Context) -> inkwell::types::FunctionType<'_> {
@@ -820,15 +812,10 @@ pub(crate) fn library_built() -> bool {
 
 /// The library of block primitives, built on first use.
 pub(crate) fn library() -> Result<&'static Library, CodegenError> {
-    LIBRARY
-        .get_or_init(|| {
-            Library::build("lafuse_row_blocks", |ctx, module| {
-                define_block_prims(ctx, module)?;
-                Ok(vec![AXPY_ROWS.to_string(), DOT_ROWS.to_string()])
-            })
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+    Library::get(&LIBRARY, "lafuse_row_blocks", |ctx, module| {
+        define_block_prims(ctx, module)?;
+        Ok(vec![AXPY_ROWS.to_string(), DOT_ROWS.to_string()])
+    })
 }
 
 /// `o[j] += s * x[j]` (`lafuse_row_axpy`, inlined where called).
@@ -862,7 +849,7 @@ fn define_block_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), C
 /// `lafuse_row_axpy_rows`: a block's outer-product updates of the partial.
 fn define_axpy_rows<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), CodegenError> {
     let axpy = emit_axpy(ctx, module)?;
-    // For each of `cols` rows of the partial, `o_c = o + c * ostride` with the scales
+    // For each of `cols` rows of the partial, `o_c = o + c * len` with the scales
     // `s_c = s + c`: o_c[j] += s_c[0] * x[j], then += s_c[ss] * x[stride + j], ... for `rows`
     // rows. A full block (`ROW_BLOCK` rows) updates two partial rows per pass over the block
     // (then the odd one), each loaded and stored once; a short block goes row by row. Either
@@ -871,14 +858,13 @@ fn define_axpy_rows<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), Cod
         let f = library::declare(ctx, module, AXPY_ROWS, axpy_rows_type(ctx));
         let mut fx = Fx::new(ctx, module, f);
         let o = fx.param(0)?.into_pointer_value();
-        let ostride = fx.param(1)?.into_int_value();
-        let x = fx.param(2)?.into_pointer_value();
-        let stride = fx.param(3)?.into_int_value();
-        let s = fx.param(4)?.into_pointer_value();
-        let ss = fx.param(5)?.into_int_value();
-        let cols = fx.param(6)?.into_int_value();
-        let rows = fx.param(7)?.into_int_value();
-        let len = fx.param(8)?.into_int_value();
+        let x = fx.param(1)?.into_pointer_value();
+        let stride = fx.param(2)?.into_int_value();
+        let s = fx.param(3)?.into_pointer_value();
+        let ss = fx.param(4)?.into_int_value();
+        let cols = fx.param(5)?.into_int_value();
+        let rows = fx.param(6)?.into_int_value();
+        let len = fx.param(7)?.into_int_value();
         let full =
             fx.b.build_int_compare(IntPredicate::EQ, rows, fx.i64c(ROW_BLOCK), "full")
                 .map_err(ierr)?;
@@ -901,7 +887,7 @@ fn define_axpy_rows<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), Cod
                         let mut svs = Vec::new();
                         for t in 0..nc {
                             let ct = fx.add(c, fx.i64c(t))?;
-                            os.push(gep(&fx.b, o, fx.mul(ct, ostride)?)?);
+                            os.push(gep(&fx.b, o, fx.mul(ct, len)?)?);
                             let st = gep(&fx.b, s, ct)?;
                             let mut per = Vec::new();
                             for r in 0..ROW_BLOCK {
@@ -942,7 +928,7 @@ fn define_axpy_rows<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), Cod
             },
             &mut |fx| {
                 fx.for_range(fx.i64c(0), cols, &mut |fx, c| {
-                    let oc = gep(&fx.b, o, fx.mul(c, ostride)?)?;
+                    let oc = gep(&fx.b, o, fx.mul(c, len)?)?;
                     let sc = gep(&fx.b, s, c)?;
                     fx.for_range(fx.i64c(0), rows, &mut |fx, r| {
                         let xr = gep(&fx.b, x, fx.mul(stride, r)?)?;
@@ -991,14 +977,14 @@ fn define_dot_rows<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), Code
             // A short block's rows take the columns one at a time: no faster in pairs, and
             // one loop less to compile.
             let widths: &[u64] = if nr == ROW_BLOCK { &[2, 1] } else { &[1] };
+            let ahead = (nr == ROW_BLOCK)
+                .then(|| fx.mul(stride, fx.i64c(ROW_BLOCK)))
+                .transpose()?;
             for &nc in widths {
                 fx.for_slot(c, cols, nc, &mut |fx, c| {
                     let bs = (0..nc)
                         .map(|t| gep(&fx.b, bt, fx.mul(fx.add(c, fx.i64c(t))?, l)?))
                         .collect::<Result<Vec<_>, _>>()?;
-                    let ahead = (nr == ROW_BLOCK)
-                        .then(|| fx.mul(stride, fx.i64c(ROW_BLOCK)))
-                        .transpose()?;
                     let vals = dot_block(fx, &xs, &bs, l, ahead)?;
                     for (k, v) in vals.into_iter().enumerate() {
                         let (q, t) = (k as u64 / nc, k as u64 % nc);
@@ -1083,24 +1069,9 @@ fn dot_block<'c>(
     for q in 0..xs.len() {
         for t in 0..bs.len() {
             let v = fx.load_v(acc[0][q * bs.len() + t])?;
-            let mut lanes: Vec<FloatValue<'c>> = (0..W)
-                .map(|l| {
-                    fx.b.build_extract_element(v, fx.i64c(u64::from(l)), "l")
-                        .map_err(ierr)
-                        .map(|x| x.into_float_value())
-                })
-                .collect::<Result<_, _>>()?;
-            let mut h = lanes.len() / 2;
-            while h > 0 {
-                for l in 0..h {
-                    lanes[l] =
-                        fx.b.build_float_add(lanes[l], lanes[l + h], "h")
-                            .map_err(ierr)?;
-                }
-                h /= 2;
-            }
             let tv = scalar0(fx, fx.load_v(acc[1][q * bs.len() + t])?)?;
-            out.push(fx.b.build_float_add(lanes[0], tv, "r").map_err(ierr)?);
+            let r = outer::sum_lanes(fx, v)?;
+            out.push(fx.b.build_float_add(r, tv, "r").map_err(ierr)?);
         }
     }
     Ok(out)
@@ -1237,10 +1208,6 @@ fn emit_prims<'c>(
         fx.b.build_return(None).map_err(ierr)?;
         fx.func
     };
-    let zext = |fx: &Fx<'_, 'c>, j32: IntValue<'c>| {
-        fx.b.build_int_z_extend(j32, ctx.i64_type(), "j")
-            .map_err(ierr)
-    };
     // Σ vals[p] * q[idx[p]] over the non-zeros, in order.
     let sdot = {
         let mut fx = declare_primitive(ctx, module, "lafuse_row_sdot", &[pf, pi32, pf, i64m], f64r);
@@ -1251,7 +1218,7 @@ fn emit_prims<'c>(
         let acc = fx.slot(fx.vty(1).into())?;
         fx.store(acc, fx.splat_const(0.0, 1))?;
         fx.for_range(fx.i64c(0), nz, &mut |fx, p| {
-            let j = zext(fx, load(&fx.b, gep(&fx.b, idx, p)?)?.into_int_value())?;
+            let j = fx.load_index(idx, p)?;
             let a = load_vec(&fx.b, fx.vty(1), vals, p)?;
             let b = load_vec(&fx.b, fx.vty(1), q, j)?;
             let cur = fx.load_v(acc)?;
@@ -1287,7 +1254,7 @@ fn emit_prims<'c>(
         let s = fx.param(3)?.into_float_value();
         let nz = fx.param(4)?.into_int_value();
         fx.for_range(fx.i64c(0), nz, &mut |fx, p| {
-            let j = zext(fx, load(&fx.b, gep(&fx.b, idx, p)?)?.into_int_value())?;
+            let j = fx.load_index(idx, p)?;
             let a = load_vec(&fx.b, fx.vty(1), vals, p)?;
             let cur = load_vec(&fx.b, fx.vty(1), o, j)?;
             let sv = fx.splat(s, 1)?;
@@ -1717,25 +1684,13 @@ impl<'a, 'c> Em<'a, 'c> {
     ) -> Result<RV<'c>, CodegenError> {
         let plan = &self.info.plan;
         fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
-            let j32 = load(&fx.b, gep(&fx.b, sp.idx, p)?)?.into_int_value();
-            let j =
-                fx.b.build_int_z_extend(j32, fx.ctx.i64_type(), "j")
-                    .map_err(ierr)?;
+            let j = fx.load_index(sp.idx, p)?;
             let xs = ops
                 .iter()
                 .map(|v| match v {
                     RV::S(s) => Ok(*s),
                     RV::V { sp: Some(o), .. } => load_vec(&fx.b, fx.vty(1), o.vals, p),
-                    RV::V { p: dp, len: l, .. } => {
-                        let one =
-                            fx.b.build_int_compare(IntPredicate::EQ, *l, fx.i64c(1), "one")
-                                .map_err(ierr)?;
-                        let idx =
-                            fx.b.build_select(one, fx.i64c(0), j, "ix")
-                                .map_err(ierr)?
-                                .into_int_value();
-                        load_vec(&fx.b, fx.vty(1), *dp, idx)
-                    }
+                    RV::V { p: dp, len: l, .. } => fx.load_broadcast(*dp, *l, j),
                     _ => Err(ierr("operand")),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -1815,16 +1770,7 @@ impl<'a, 'c> Em<'a, 'c> {
                 .iter()
                 .map(|v| match v {
                     RV::S(s) => Ok(*s),
-                    RV::V { p, len: l, .. } => {
-                        let one =
-                            fx.b.build_int_compare(IntPredicate::EQ, *l, fx.i64c(1), "one")
-                                .map_err(ierr)?;
-                        let idx =
-                            fx.b.build_select(one, fx.i64c(0), j, "ix")
-                                .map_err(ierr)?
-                                .into_int_value();
-                        load_vec(&fx.b, fx.vty(1), *p, idx)
-                    }
+                    RV::V { p, len: l, .. } => fx.load_broadcast(*p, *l, j),
                     _ => Err(ierr("operand")),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -1976,50 +1922,42 @@ impl<'a, 'c> Em<'a, 'c> {
         let (la, lb) = (self.n, self.par(pidx(k, AUX)));
         let first = fx.load_i64(pd.first)?;
         let x = gep(&fx.b, pd.data, fx.mul(fx.sub(first, pd.row0)?, pd.stride)?)?;
-        let (out, prims) = (self.out, self.prims);
-        // One call for all rows of the partial:
-        // `(o, o stride, x, x stride, scales, scale stride, partial rows, cnt, len)`.
-        let update = |fx: &mut Fx<'_, 'c>, args: [BasicMetadataValueEnum<'c>; 6], cols, len| {
-            let [o, os, x, xs, s, ss] = args;
-            call(
-                fx,
-                prims
-                    .axpy_rows
-                    .ok_or_else(|| ierr("axpy_rows not emitted"))?,
-                &[o, os, x, xs, s, ss, cols, cnt.into(), len],
-            )
-            .map(|_| ())
-        };
         let flip =
             fx.b.build_int_compare(IntPredicate::NE, self.par(P_FLIP), fx.i64c(0), "flip")
                 .map_err(ierr)?;
-        if_else(
+        let sel_p = |a: PointerValue<'c>, b: PointerValue<'c>| {
+            fx.b.build_select(flip, a, b, "p")
+                .map(|v| v.into_pointer_value())
+                .map_err(ierr)
+        };
+        let sel_i = |a: IntValue<'c>, b: IntValue<'c>| {
+            fx.b.build_select(flip, a, b, "i")
+                .map(|v| v.into_int_value())
+                .map_err(ierr)
+        };
+        // Flipped, P[c, ] += Σ_r b_r[c] * X[r, ]: the rows of X scaled by the kept b's (lb
+        // rows of P, la long). Else P[j, ] += Σ_r X[r, j] * b_r: the kept b's scaled by a
+        // column of X's rows (la rows of P, lb long).
+        let (rows, rows_stride) = (sel_p(x, pd.bs)?, sel_i(pd.stride, lb)?);
+        let (scales, scales_stride) = (sel_p(pd.bs, x)?, sel_i(lb, pd.stride)?);
+        let (cols, len) = (sel_i(lb, la)?, sel_i(la, lb)?);
+        let axpy_rows = self
+            .prims
+            .axpy_rows
+            .ok_or_else(|| ierr("axpy_rows not emitted"))?;
+        call(
             fx,
-            flip,
-            // P[c, ] += Σ_r b_r[c] * X[r, ]: the rows of X scaled by the kept b's.
-            &mut |fx| {
-                let args = [
-                    out.into(),
-                    la.into(),
-                    x.into(),
-                    pd.stride.into(),
-                    pd.bs.into(),
-                    lb.into(),
-                ];
-                update(fx, args, lb.into(), la.into())
-            },
-            // P[j, ] += Σ_r X[r, j] * b_r: the kept b's scaled by a column of X's rows.
-            &mut |fx| {
-                let args = [
-                    out.into(),
-                    lb.into(),
-                    pd.bs.into(),
-                    lb.into(),
-                    x.into(),
-                    pd.stride.into(),
-                ];
-                update(fx, args, la.into(), lb.into())
-            },
+            axpy_rows,
+            &[
+                self.out.into(),
+                rows.into(),
+                rows_stride.into(),
+                scales.into(),
+                scales_stride.into(),
+                cols.into(),
+                cnt.into(),
+                len.into(),
+            ],
         )?;
         fx.store(pd.count, fx.i64c(0))
     }
@@ -2073,11 +2011,6 @@ impl<'a, 'c> Em<'a, 'c> {
         let finite =
             fx.b.build_int_compare(IntPredicate::EQ, nf, fx.i64c(0), "fin")
                 .map_err(ierr)?;
-        let zext = |fx: &Fx<'_, 'c>, p: IntValue<'c>| -> Result<IntValue<'c>, CodegenError> {
-            let j32 = load(&fx.b, gep(&fx.b, sp.idx, p)?)?.into_int_value();
-            fx.b.build_int_z_extend(j32, fx.ctx.i64_type(), "j")
-                .map_err(ierr)
-        };
         // Row of P for the long index `r` (flipped: column-major partial).
         let sparse = |fx: &mut Fx<'_, 'c>| -> Result<(), CodegenError> {
             // `long_is_a`: whether the partial's rows are indexed by b (flipped) or a.
@@ -2105,7 +2038,7 @@ impl<'a, 'c> Em<'a, 'c> {
                         })
                     } else {
                         fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
-                            let c = zext(fx, p)?;
+                            let c = fx.load_index(sp.idx, p)?;
                             let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
                             let o = gep(&fx.b, out, fx.mul(c, la)?)?;
                             call(fx, pr.axpy, &[o.into(), ap.into(), s.into(), la.into()])?;
@@ -2117,7 +2050,7 @@ impl<'a, 'c> Em<'a, 'c> {
                     // P[r*lb + c] += a_r * b_c.
                     if a_sparse {
                         fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
-                            let r = zext(fx, p)?;
+                            let r = fx.load_index(sp.idx, p)?;
                             let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
                             let o = gep(&fx.b, out, fx.mul(r, lb)?)?;
                             call(fx, pr.axpy, &[o.into(), bp.into(), s.into(), lb.into()])?;
@@ -2309,8 +2242,7 @@ fn emit_entry<'c>(
             // Scatter the row (and clear it afterwards) where a reader needs it dense.
             let scatter = |fx: &mut Fx<'_, 'c>, clear: bool| {
                 fx.for_range(p0, p1, &mut |fx, p| {
-                    let j32 = load(&fx.b, gep(&fx.b, ci, p)?)?.into_int_value();
-                    let j = fx.b.build_int_z_extend(j32, i64t, "j").map_err(ierr)?;
+                    let j = fx.load_index(ci, p)?;
                     let v = if clear {
                         fx.splat_const(0.0, 1)
                     } else {
