@@ -3,11 +3,12 @@
 //! sparse X at several row counts (Outer: at several sparsities), next to the peers.
 //!
 //! Each sample is one child run of the script, whose `ms_per_rep` is the mean of its inner
-//! loop after a warm-up evaluation (data generation and JIT compilation excluded). The
+//! loop after a warm-up evaluation (data generation and JIT compilation excluded); the
+//! policies' runs of a case alternate. The
 //! bandwidth fraction divides the bytes a fused operator must read by the median time and the
 //! read bandwidth measured at start; bytes are counted as in `benches/fusion.rs`. Dense cases
-//! under `gen` also time a plain read of the same inputs in the same child process
-//! (`read_ref=1`), and report the operator's speed as a fraction of that read's.
+//! under `gen` also time a plain read of the same inputs in the same child process after each
+//! evaluation (`read_ref=1`), and report the operator's speed as a fraction of that read's.
 
 use super::results::{median, rel_diff, Measurement, Status};
 use super::runner::stats_figures;
@@ -194,56 +195,87 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
     let mut base_nvargs = params.clone();
     base_nvargs.push(("reps".into(), inner.to_string()));
     let script = ctx.script(&format!("micro/{}.dml", case.pattern));
-    let mut out = Vec::new();
-    for &policy in &ctx.sizes.micro_policies {
-        ctx.step(&format!("{label} lafuse {policy}"));
-        let inner = if case.pattern == "outer" && policy != "none" {
-            outer_fused_inner_reps(inner, case.sp)
-        } else {
-            inner
-        };
-        let mut nvargs = params.clone();
-        nvargs.push(("reps".into(), inner.to_string()));
-        let read_ref = policy == "gen" && case.read_ref_bytes().is_some();
-        if read_ref {
-            nvargs.push(("read_ref".into(), "1".into()));
-        }
-        let mut read_ms = Vec::new();
-        let mut m = Measurement::new("micro", case.pattern, &case.variant, "lafuse", policy)
-            .with_params(&params);
-        m.figures.insert("inner_reps".into(), inner as f64);
-        match &script {
-            Err(e) => m.fail(Status::Failed, e.clone()),
-            Ok(script) => {
+    // The policies' runs alternate (each policy's first run, then each one's second, ...):
+    // this machine's memory speed changes over seconds, and alternating gives every policy the
+    // same share of fast and slow spells, so that the ratios between policies hold.
+    struct PolicyRuns {
+        policy: &'static str,
+        nvargs: Vec<(String, String)>,
+        read_ref: bool,
+        read_ms: Vec<f64>,
+        elapsed_s: f64,
+        finished: bool,
+        m: Measurement,
+    }
+    let mut runs: Vec<PolicyRuns> = ctx
+        .sizes
+        .micro_policies
+        .iter()
+        .map(|&policy| {
+            let inner = if case.pattern == "outer" && policy != "none" {
+                outer_fused_inner_reps(inner, case.sp)
+            } else {
+                inner
+            };
+            let mut nvargs = params.clone();
+            nvargs.push(("reps".into(), inner.to_string()));
+            let read_ref = policy == "gen" && case.read_ref_bytes().is_some();
+            if read_ref {
+                nvargs.push(("read_ref".into(), "1".into()));
+            }
+            let mut m = Measurement::new("micro", case.pattern, &case.variant, "lafuse", policy)
+                .with_params(&params);
+            m.figures.insert("inner_reps".into(), inner as f64);
+            if let Err(e) = &script {
+                m.fail(Status::Failed, e.clone());
+            }
+            PolicyRuns {
+                policy,
+                nvargs,
+                read_ref,
+                read_ms: Vec::new(),
+                elapsed_s: 0.0,
+                finished: script.is_err(),
+                m,
+            }
+        })
+        .collect();
+    if let Ok(script) = &script {
+        for rep in 0..ctx.sizes.micro_reps.max(1) {
+            for r in runs.iter_mut().filter(|r| !r.finished) {
+                ctx.step(&format!("{label} lafuse {} (run {})", r.policy, rep + 1));
                 let started = Instant::now();
-                for _ in 0..ctx.sizes.micro_reps.max(1) {
-                    let (run, stats) = ctx.runner.run_lafuse(script, policy, &nvargs);
-                    if let Some(why) = run.failure {
-                        m.fail(Status::Failed, why);
-                        break;
-                    }
-                    let Some(t) = run.number("ms_per_rep") else {
-                        m.fail(Status::Failed, "the script printed no `ms_per_rep` line");
-                        break;
-                    };
-                    m.times_ms.push(t);
-                    m.result = run.number("result");
-                    read_ms.extend(run.number("read_ms_per_rep").filter(|_| read_ref));
-                    if let Some(stats) = &stats {
-                        m.figures.extend(stats_figures(stats));
-                    }
-                    if started.elapsed().as_secs_f64() > ctx.sizes.micro_case_budget_s {
-                        break;
-                    }
+                let (run, stats) = ctx.runner.run_lafuse(script, r.policy, &r.nvargs);
+                r.elapsed_s += started.elapsed().as_secs_f64();
+                if let Some(why) = run.failure {
+                    r.m.fail(Status::Failed, why);
+                    r.finished = true;
+                    continue;
                 }
+                let Some(t) = run.number("ms_per_rep") else {
+                    r.m.fail(Status::Failed, "the script printed no `ms_per_rep` line");
+                    r.finished = true;
+                    continue;
+                };
+                r.m.times_ms.push(t);
+                r.m.result = run.number("result");
+                r.read_ms
+                    .extend(run.number("read_ms_per_rep").filter(|_| r.read_ref));
+                if let Some(stats) = &stats {
+                    r.m.figures.extend(stats_figures(stats));
+                }
+                r.finished = r.elapsed_s > ctx.sizes.micro_case_budget_s;
             }
         }
-        if let Some(t) = median(read_ms) {
-            m.figures.insert("read_ms_per_rep".into(), t);
+    }
+    let mut out = Vec::new();
+    for mut r in runs {
+        if let Some(t) = median(r.read_ms) {
+            r.m.figures.insert("read_ms_per_rep".into(), t);
         }
-        finish(ctx, case, &mut m);
-        ctx.done(&m);
-        out.push(m);
+        finish(ctx, case, &mut r.m);
+        ctx.done(&r.m);
+        out.push(r.m);
     }
     if ctx.peers.has_python() {
         ctx.step(&format!("{label} python peers"));
