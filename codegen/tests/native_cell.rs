@@ -76,13 +76,20 @@ fn lit(v: f64) -> CNode {
 
 /// Body over [X main, Y aligned, r row vector, c col vector, s scalar]; `safe` keeps it zero
 /// where X is zero: X * (Y + r) * c + ... else a mix of non-sparse-safe ops.
-fn cell_nodes(safe: bool) -> (Vec<CNode>, usize) {
+/// The body over inputs X (main), Y (aligned), R, C and a scalar, with R and C read as a row
+/// and a column vector (`broadcast`) or as matrices aligned with X.
+fn cell_nodes(safe: bool, broadcast: bool) -> (Vec<CNode>, usize) {
+    let (r, c) = if broadcast {
+        (Access::RowVector, Access::ColVector)
+    } else {
+        (Access::Aligned, Access::Aligned)
+    };
     let mut n = vec![
-        data(0, Access::Main),      // 0
-        data(1, Access::Aligned),   // 1
-        data(2, Access::RowVector), // 2
-        data(3, Access::ColVector), // 3
-        data(4, Access::Scalar),    // 4
+        data(0, Access::Main),    // 0
+        data(1, Access::Aligned), // 1
+        data(2, r),               // 2
+        data(3, c),               // 3
+        data(4, Access::Scalar),  // 4
     ];
     let p = |n: &mut Vec<CNode>, c: CNode| {
         n.push(c);
@@ -168,7 +175,11 @@ fn cell_nodes(safe: bool) -> (Vec<CNode>, usize) {
 }
 
 fn cell_plan(ty: CellType, agg: Option<CellAgg>, safe: bool) -> CPlan {
-    let (nodes, out) = cell_nodes(safe);
+    cell_plan_reading(ty, agg, safe, true)
+}
+
+fn cell_plan_reading(ty: CellType, agg: Option<CellAgg>, safe: bool, broadcast: bool) -> CPlan {
+    let (nodes, out) = cell_nodes(safe, broadcast);
     CPlan {
         template: TemplateSpec::Cell {
             cell_type: ty,
@@ -232,6 +243,54 @@ fn cell_types_aggregations_formats_and_side_inputs() {
                             let what = format!("{m}x{n} dens {main_density} side_sparse {side_sparse} specials {specials} safe {safe} {ty:?} {agg:?}");
                             check(&plan, &ins, &[shape_of(ty, m, n)], 1e-9, &what);
                         }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Plans whose inputs are all aligned with the main input (or scalars) run their no-aggregate
+/// and full-aggregate dense entries as one stretch of cells per task, across row ends: column
+/// vectors (one cell per row), single rows, lengths that are not a multiple of the vector
+/// width, parallel tasks, streamed sparse side inputs and densified sparse main inputs.
+#[test]
+fn aligned_inputs_run_as_one_stretch_of_cells() {
+    let aggs = [CellAgg::Sum, CellAgg::SumSq, CellAgg::Min, CellAgg::Max];
+    for (m, n) in [
+        (1, 1),
+        (0, 1),
+        (13, 1),
+        (70_001, 1),
+        (1, 37),
+        (37, 29),
+        (300, 260),
+    ] {
+        for main_density in [1.0, 0.05] {
+            for (side_sparse, specials) in [(false, false), (true, true)] {
+                let x = mat(m, n, main_density, 1, specials);
+                let y = mat(m, n, if side_sparse { 0.1 } else { 1.0 }, 2, specials);
+                let r = mat(m, n, 1.0, 3, false);
+                let c = mat(m, n, 1.0, 4, specials);
+                let ins = [
+                    Operand::Matrix(&x),
+                    Operand::Matrix(&y),
+                    Operand::Matrix(&r),
+                    Operand::Matrix(&c),
+                    Operand::Scalar(0.25),
+                ];
+                for safe in [true, false] {
+                    let mut cases = vec![(CellType::NoAgg, None)];
+                    for ty in [CellType::FullAgg, CellType::RowAgg, CellType::ColAgg] {
+                        cases.extend(aggs.iter().map(|&a| (ty, Some(a))));
+                    }
+                    for (ty, agg) in cases {
+                        let plan = cell_plan_reading(ty, agg, safe, false);
+                        let what = format!(
+                            "aligned {m}x{n} dens {main_density} side_sparse {side_sparse} \
+                             specials {specials} safe {safe} {ty:?} {agg:?}"
+                        );
+                        check(&plan, &ins, &[shape_of(ty, m, n)], 1e-9, &what);
                     }
                 }
             }

@@ -23,7 +23,7 @@ use crate::prep::{
 };
 use crate::{err, AggKind, CellKind, InputUse, LazyEntry, Result};
 use lafuse_runtime::kernels::dense_result;
-use lafuse_runtime::matrix::{alloc_zeroed, count_nnz};
+use lafuse_runtime::matrix::{advise_huge_pages, count_nnz};
 use lafuse_runtime::Matrix;
 
 /// What a Cell operator computes and how its generated code reads its inputs.
@@ -293,9 +293,17 @@ fn no_agg(d: &Driver<'_>) -> Matrix {
             prep::compact(s, &vals)
         }
         _ => {
-            let mut out = alloc_zeroed(m * n);
-            let so = SharedOut(out.as_mut_ptr(), out.len());
+            // Every cell is written (the tasks partition the rows, and the dense entry point
+            // writes every column of its rows), so the buffer is not zeroed first: for the
+            // vectors of an algorithm's loop, zeroing cost as much as computing.
+            let len = m * n;
+            let mut out: Vec<f64> = Vec::with_capacity(len);
+            advise_huge_pages(&out);
+            let so = SharedOut(out.as_mut_ptr(), len);
             let nnz: u64 = d.run(|_| so).into_iter().sum();
+            // SAFETY: the capacity is `len`, and `run` returned after every task wrote its
+            // rows: all `len` values are initialized.
+            unsafe { out.set_len(len) };
             dense_result(m, n, out, nnz as usize)
         }
     }

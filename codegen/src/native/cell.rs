@@ -13,7 +13,7 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::values::{IntValue, PointerValue, VectorValue};
 use inkwell::{AddressSpace, FloatPredicate};
-use lafuse_compiler::fusion::cplan::{CNodeId, CPlan};
+use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, InputKind};
 use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::{AggKind, CellKind};
 use std::mem::offset_of;
@@ -162,60 +162,90 @@ pub(crate) fn emit_entry<'c>(
         &[W, 1]
     };
     let jslot = fx.slot(i64t.into())?;
-    fx.for_range(rl, ru, &mut |fx, i| {
-        if spec.kind == CellKind::RowAgg {
-            for (k, (_, agg)) in spec.outs.iter().enumerate() {
-                if let (Some(a), Some(agg)) = (st.accs[k], agg) {
-                    for (w, x) in [(W, 0), (1, 1)] {
-                        fx.store(a.s[x], fx.splat_const(init_value(*agg), w))?;
-                        fx.store(a.c[x], fx.splat_const(0.0, w))?;
+    if !csr && runs_flat(plan, spec) {
+        // Every input is the main input, aligned with it or a scalar, and nothing is kept per
+        // row: the rows `[rl, ru)` are one stretch of `(ru - rl) * n` cells, read and written
+        // at the same offsets in every input and the output. One loop over the stretch (`i`
+        // stays `rl`, `j` runs past the row ends) instead of one per row: vectors of a whole
+        // `W` lanes however narrow the rows (an m×1 vector is a stretch of m cells, not m
+        // rows of one scalar cell each).
+        let len = fx.mul(fx.sub(ru, rl)?, n)?;
+        let base = fx.mul(fx.sub(rl, row0)?, mstride)?;
+        fx.store(jslot, fx.i64c(0))?;
+        for &w in widths {
+            fx.for_slot(jslot, len, w as u64, &mut |fx, j| {
+                let a = load_vec(&fx.b, fx.vty(w), main, fx.add(base, j)?)?;
+                element(
+                    fx,
+                    plan,
+                    spec,
+                    &st,
+                    At {
+                        i: rl,
+                        j,
+                        w,
+                        main: a,
+                    },
+                    None,
+                )
+            })?;
+        }
+    } else {
+        fx.for_range(rl, ru, &mut |fx, i| {
+            if spec.kind == CellKind::RowAgg {
+                for (k, (_, agg)) in spec.outs.iter().enumerate() {
+                    if let (Some(a), Some(agg)) = (st.accs[k], agg) {
+                        for (w, x) in [(W, 0), (1, 1)] {
+                            fx.store(a.s[x], fx.splat_const(init_value(*agg), w))?;
+                            fx.store(a.c[x], fx.splat_const(0.0, w))?;
+                        }
                     }
                 }
             }
-        }
-        match csrp {
-            None => {
-                let rowbase = fx.mul(fx.sub(i, row0)?, mstride)?;
-                fx.store(jslot, fx.i64c(0))?;
-                for &w in widths {
-                    fx.for_slot(jslot, n, w as u64, &mut |fx, j| {
-                        let a = load_vec(&fx.b, fx.vty(w), main, fx.add(rowbase, j)?)?;
-                        element(fx, plan, spec, &st, At { i, j, w, main: a }, None)
+            match csrp {
+                None => {
+                    let rowbase = fx.mul(fx.sub(i, row0)?, mstride)?;
+                    fx.store(jslot, fx.i64c(0))?;
+                    for &w in widths {
+                        fx.for_slot(jslot, n, w as u64, &mut |fx, j| {
+                            let a = load_vec(&fx.b, fx.vty(w), main, fx.add(rowbase, j)?)?;
+                            element(fx, plan, spec, &st, At { i, j, w, main: a }, None)
+                        })?;
+                    }
+                }
+                Some((rp, ci)) => {
+                    let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();
+                    let p1 = load(&fx.b, gep(&fx.b, rp, fx.add(i, fx.i64c(1))?)?)?.into_int_value();
+                    fx.for_range(p0, p1, &mut |fx, p| {
+                        let j = fx.load_index(ci, p)?;
+                        let a = load_vec(&fx.b, fx.vty(1), main, p)?;
+                        element(
+                            fx,
+                            plan,
+                            spec,
+                            &st,
+                            At {
+                                i,
+                                j,
+                                w: 1,
+                                main: a,
+                            },
+                            Some(p),
+                        )
                     })?;
                 }
             }
-            Some((rp, ci)) => {
-                let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();
-                let p1 = load(&fx.b, gep(&fx.b, rp, fx.add(i, fx.i64c(1))?)?)?.into_int_value();
-                fx.for_range(p0, p1, &mut |fx, p| {
-                    let j = fx.load_index(ci, p)?;
-                    let a = load_vec(&fx.b, fx.vty(1), main, p)?;
-                    element(
-                        fx,
-                        plan,
-                        spec,
-                        &st,
-                        At {
-                            i,
-                            j,
-                            w: 1,
-                            main: a,
-                        },
-                        Some(p),
-                    )
-                })?;
-            }
-        }
-        if spec.kind == CellKind::RowAgg {
-            for (k, (_, agg)) in spec.outs.iter().enumerate() {
-                if let (Some(a), Some(agg)) = (st.accs[k], agg) {
-                    let v = finish_lanes(fx, *agg, a)?;
-                    store_vec(&fx.b, st.out, i, v)?;
+            if spec.kind == CellKind::RowAgg {
+                for (k, (_, agg)) in spec.outs.iter().enumerate() {
+                    if let (Some(a), Some(agg)) = (st.accs[k], agg) {
+                        let v = finish_lanes(fx, *agg, a)?;
+                        store_vec(&fx.b, st.out, i, v)?;
+                    }
                 }
             }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        })?;
+    }
     if spec.kind == CellKind::FullAgg {
         for (k, a) in st.accs.iter().enumerate() {
             if let Some(a) = a {
@@ -231,6 +261,21 @@ pub(crate) fn emit_entry<'c>(
     let total = fx.sum_i64_lanes(fx.load_v(nnz[0])?, fx.load_v(nnz[1])?)?;
     fx.b.build_return(Some(&total)).map_err(ierr)?;
     Ok(())
+}
+
+/// Whether the dense entry runs over the rows as one stretch of cells: no row or column
+/// aggregate, and every input read at the current cell of a same-shaped matrix (or a
+/// scalar), never broadcast along a row or a column, nor transposed.
+fn runs_flat(plan: &CPlan, spec: &CellLike) -> bool {
+    matches!(spec.kind, CellKind::NoAgg | CellKind::FullAgg)
+        && plan.nodes.iter().all(|n| match n {
+            CNode::Data { input, access } => {
+                plan.inputs.get(*input) == Some(&InputKind::Scalar)
+                    || matches!(access, Access::Main | Access::Aligned | Access::Scalar)
+            }
+            CNode::Transpose { .. } => false,
+            _ => true,
+        })
 }
 
 /// Combines a row's lanes in a fixed order (vector lanes, then the scalar tail).
