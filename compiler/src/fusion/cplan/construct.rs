@@ -18,7 +18,7 @@ use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
 use crate::fusion::select::{selection_roots, Selection};
 use crate::fusion::sparsity::{choose_main_input, choose_sparse_driver, is_zero_preserving};
 use crate::fusion::template::{cell_agg_kind, CellAgg, CellType};
-use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, OpKind, ReorgOp};
+use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, NaryOp, OpKind, ReorgOp};
 use crate::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -455,6 +455,53 @@ fn build_operator(
     finalize(dag, b, spec, raw_outputs, outputs_hops)
 }
 
+/// A Row plan over a column vector (an m×1 main input) whose body is cell-wise only, with no
+/// aggregate or a full `sum`, as the Cell plan it equals: each of its rows is one cell, and
+/// the Cell template's dense loop runs vectors down the rows where Row runs one row (one
+/// scalar) per step. SystemDS drops such plans where their output is a scalar (reference 1.6
+/// rule 6) and runs their operations unfused; the template ranks would otherwise pick Row
+/// over Cell for them (an algorithm's vector arithmetic: `exp(-(eta^2)/2)`).
+fn row_over_column_vector_as_cell(
+    dag: &FusionDag<'_>,
+    b: &Builder<'_, '_>,
+    spec: &TemplateSpec,
+    main_dims: (u64, u64),
+    outputs: &[HopId],
+) -> Option<TemplateSpec> {
+    let TemplateSpec::Row { row_type, .. } = spec else {
+        return None;
+    };
+    let cell_wise = b.raw.iter().all(|r| match r {
+        Raw::Data(_, fixed) => fixed.is_none(),
+        Raw::Node(n) => matches!(
+            n,
+            CNode::Literal { .. }
+                | CNode::Unary { .. }
+                | CNode::Pow2 { .. }
+                | CNode::Mult2 { .. }
+                | CNode::Binary { .. }
+                | CNode::Ternary { .. }
+                | CNode::Nary {
+                    f: NaryOp::Min | NaryOp::Max,
+                    ..
+                }
+        ),
+    });
+    if main_dims.1 != 1 || !cell_wise || outputs.len() != 1 {
+        return None;
+    }
+    let (cell_type, agg) = match row_type {
+        RowType::NoAgg if dag.dims(outputs[0]) == Some(main_dims) => (CellType::NoAgg, None),
+        RowType::FullAgg if dag.is_scalar(outputs[0]) => (CellType::FullAgg, Some(CellAgg::Sum)),
+        _ => return None,
+    };
+    Some(TemplateSpec::Cell {
+        cell_type,
+        agg,
+        sparse_safe: false,
+    })
+}
+
 /// The Outer operator's type and output (reference 3.4 `getOuterProductType`).
 fn outer_root(
     b: &mut Builder<'_, '_>,
@@ -550,6 +597,9 @@ fn finalize(
     if let TemplateSpec::Row { row_type, .. } = &mut spec {
         let x = b.row_x.filter(|&x| dag.dims_known(x)).unwrap_or(main);
         *row_type = derive_row_type(dag, outputs[0], Some(x), b.row_b1)?;
+    }
+    if let Some(cell) = row_over_column_vector_as_cell(dag, &b, &spec, main_dims, &outputs) {
+        spec = cell;
     }
     if let TemplateSpec::Cell {
         cell_type,
@@ -1090,6 +1140,55 @@ mod tests {
         );
         assert!(RowType::ColAggB1R.is_col_sum() && !RowType::ColAggB1R.is_row_wise());
         assert!(RowType::ColAggB1.is_outer_accumulation() && RowType::NoAggConst.is_row_wise());
+    }
+
+    /// Element-wise work over column vectors, which the template ranks give to Row, becomes
+    /// Cell (no aggregate, or a full sum); over a matrix it stays Row, and a column vector's
+    /// row sums (a row aggregate node) stay Row too.
+    #[test]
+    fn row_plans_over_column_vectors_are_cell_plans() {
+        let mut h = Vec::new();
+        let dag = build(|b: &mut DagBuilder| {
+            let v = b.input("v", 1000, 1, 1000);
+            let y = b.input("y", 1000, 1, 1000);
+            let x = b.input("X", 1000, 10, 10_000);
+            let two = b.literal_f64(2.0);
+            let sq = b.binary(B::Pow, v, two).unwrap();
+            let neg = b.unary(U::Neg, sq).unwrap();
+            let e = b.unary(U::Exp, neg).unwrap();
+            h.push(b.binary(B::Mul, e, y).unwrap()); // exp(-(v^2)) * y
+            let l = b.unary(U::Log, y).unwrap();
+            let yl = b.binary(B::Mul, v, l).unwrap();
+            h.push(b.agg(AggOp::Sum, Direction::Full, yl).unwrap()); // sum(v * log(y))
+            let xn = b.unary(U::Neg, x).unwrap();
+            let xe = b.unary(U::Exp, xn).unwrap();
+            h.push(b.binary(B::Mul, xe, two).unwrap()); // exp(-X) * 2
+            let ve = b.unary(U::Abs, v).unwrap();
+            let vs = b.unary(U::Sqrt, ve).unwrap();
+            h.push(b.agg(AggOp::Sum, Direction::Row, vs).unwrap()); // rowSums(sqrt(abs(v)))
+            h.clone()
+        });
+        let p = program(&dag);
+        let name = |k: usize| {
+            let c = &op_at(&p, h[k]).cplan;
+            c.explain().lines().next().unwrap_or_default().to_string()
+        };
+        assert!(name(0).starts_with("cell no_agg"), "{}", p.explain());
+        assert!(name(1).starts_with("cell full_agg"), "{}", p.explain());
+        assert!(name(2).starts_with("row no_agg"), "{}", p.explain());
+        // (The row sums of an m×1 input have its shape: a Row no_agg plan with a row sum.)
+        assert!(name(3).starts_with("row no_agg"), "{}", p.explain());
+        // Every input of the converted plans is read aligned with the column vector.
+        for k in [0, 1] {
+            let c = &op_at(&p, h[k]).cplan;
+            assert!(c.nodes.iter().all(|n| !matches!(
+                n,
+                CNode::Data {
+                    access: Access::ColVector | Access::RowVector | Access::Whole,
+                    ..
+                }
+            )));
+        }
     }
 
     #[test]
