@@ -323,9 +323,9 @@ impl Operator for RunnableOperator {
             Kernel::Native(op) => {
                 match op.execute_with_ranges(&operands, &self.out_shapes, &known_ranges(inputs)) {
                     Ok(r) => r,
-                    // A call the generated code cannot do exactly (an Outer operator whose
-                    // body may be NaN or infinite at zeros of its driver) runs on the
-                    // reference evaluator, cell by cell.
+                    // A call the generated code cannot do (no native operator refuses one
+                    // today; Outer calls whose zeros cannot be skipped visit every cell) runs
+                    // on the reference evaluator, cell by cell.
                     Err(lafuse_codegen::native::CodegenError::Unsupported(why)) => {
                         self.counters
                             .fallback(format!("a call ran on the reference evaluator: {why}"));

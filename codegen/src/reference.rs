@@ -15,7 +15,8 @@
 //!   `col_agg_const`), the sum of their outer products `t(a_i) %*% b_i` (`col_agg_t`,
 //!   `col_agg_b1`, `col_agg_b1_t`) or the full sum (`full_agg`).
 //! * Outer: `G(i, j)` = the body at the non-zero cells of the main input (the sparse driver),
-//!   0 elsewhere; then `G`, `sum(G)` or the final product with the whole side matrix.
+//!   `0 * body` elsewhere (0, or NaN where the body is not finite, as unfused); then `G`,
+//!   `sum(G)` or the final product with the whole side matrix.
 
 use lafuse_compiler::fusion::cplan::{
     Access, CNode, CNodeId, CPlan, OuterType, RowType, TemplateSpec,
@@ -336,14 +337,15 @@ impl<'p, 'a> Eval<'p, 'a> {
             (_, OuterType::CellWise | OuterType::FullAgg) => (out, None),
             _ => return err("outer type does not match its output node"),
         };
-        // G: the body at the driver's non-zeros, zero elsewhere (reference 6.5).
+        // G: the body at the driver's non-zeros (reference 6.5); elsewhere the unfused value
+        // `0 * body` (the template's `X * f`, or `(X != 0) * f` with the mask simplified away):
+        // 0, or NaN where the body is not finite.
         let (m, n) = main.shape();
         let mut vals = vec![0.0; m * n];
         for i in 0..m {
             for j in 0..n {
-                if main.get(i, j) != 0.0 {
-                    vals[i * n + j] = self.cell(g_node, i, j)?;
-                }
+                let g = self.cell(g_node, i, j)?;
+                vals[i * n + j] = if main.get(i, j) != 0.0 { g } else { 0.0 * g };
             }
         }
         let g = rt(Matrix::from_dense_values(m, n, vals))?;

@@ -16,7 +16,7 @@
 //! infinite or NaN edges matter here, which are decided conservatively. Anything not modelled
 //! is unbounded and may be NaN, so the certificate fails and the zeros are visited.
 
-use lafuse_compiler::fusion::cplan::{CNode, CPlan};
+use lafuse_compiler::fusion::cplan::{CNode, CPlan, TemplateSpec};
 use lafuse_compiler::hops::{BinaryOp, Literal, NaryOp, TernaryOp, UnaryOp};
 use lafuse_runtime::ValueRange;
 
@@ -91,6 +91,11 @@ impl Interval {
     /// Provably zero (`+0` or `-0`), never NaN.
     pub fn is_zero(&self) -> bool {
         !self.nan && self.lo == 0.0 && self.hi == 0.0
+    }
+
+    /// Provably finite: never NaN or infinite.
+    pub fn is_finite(&self) -> bool {
+        !self.nan && self.lo > -INF && self.hi < INF
     }
 
     fn contains_zero(&self) -> bool {
@@ -363,11 +368,17 @@ pub fn at_zero(plan: &CPlan, inputs: &[InputBound]) -> Vec<Interval> {
 
 /// Whether every output of `plan` is provably 0 (never NaN) at every zero cell of the main
 /// input, so an operator may skip those cells and still give the unfused result.
+///
+/// An Outer plan's value at a zero of its driver is `0 * body` (the template's `X * f`, or
+/// `(X != 0) * f` whose mask construction may have simplified away, leaving `f`), so there
+/// the body need only be finite.
 pub fn zeros_skippable(plan: &CPlan, inputs: &[InputBound]) -> bool {
     let v = at_zero(plan, inputs);
-    plan.outputs
-        .iter()
-        .all(|&o| v.get(o).is_some_and(Interval::is_zero))
+    let outer = matches!(plan.template, TemplateSpec::Outer { .. });
+    plan.outputs.iter().all(|&o| {
+        v.get(o)
+            .is_some_and(|x| if outer { x.is_finite() } else { x.is_zero() })
+    })
 }
 
 #[cfg(test)]
@@ -555,6 +566,53 @@ mod tests {
         let v = at_zero(&p, &nonneg);
         assert_eq!(v[3].lo, 0.0);
         assert!(v[3].hi >= 4.0 && v[3].hi < 4.0 + 1e-6);
+    }
+
+    /// An Outer plan's value at a zero of the driver is `0 * body`: its body (here the dot
+    /// product alone, `(X != 0) * (U %*% t(V))` with the mask simplified away) need only be
+    /// finite there, where a Cell plan's must be 0.
+    #[test]
+    fn outer_bodies_need_only_be_finite_at_zeros() {
+        let nodes = vec![
+            CNode::Data {
+                input: 0,
+                access: Access::Main,
+            },
+            CNode::Data {
+                input: 1,
+                access: Access::OuterU,
+            },
+            CNode::Data {
+                input: 2,
+                access: Access::OuterV,
+            },
+            CNode::OuterDot { u: 1, v: 2 },
+        ];
+        let outer = CPlan {
+            template: TemplateSpec::Outer {
+                outer_type: lafuse_compiler::fusion::cplan::OuterType::FullAgg,
+            },
+            inputs: vec![InputKind::Matrix; 3],
+            nodes: nodes.clone(),
+            outputs: vec![3],
+        };
+        let finite = [InputBound::Unknown, range(-2.0, 1.0), range(0.0, 3.0)];
+        assert!(zeros_skippable(&outer, &finite));
+        assert!(!zeros_skippable(&cell(nodes, 3), &finite));
+        let nan = InputBound::Matrix {
+            range: ValueRange {
+                min: 0.0,
+                max: 1.0,
+                nan: true,
+            },
+            cols: 4,
+        };
+        assert!(!zeros_skippable(
+            &outer,
+            &[InputBound::Unknown, range(0.0, 1.0), nan]
+        ));
+        let huge = [InputBound::Unknown, range(0.0, f64::MAX), range(0.0, 2.0)];
+        assert!(!zeros_skippable(&outer, &huge));
     }
 
     #[test]

@@ -701,51 +701,87 @@ fn outer_all_types_over_sparse_and_dense_drivers() {
     }
 }
 
-/// An Outer operator refuses a call where its body may be NaN or infinite at a zero of the
-/// driver (there the log of a dot product that may be negative), rather than skip those
-/// zeros; with non-negative factors it runs.
+/// Where the body may be NaN or infinite at a zero of the driver, an Outer operator visits
+/// every cell, as unfused execution does, instead of skipping the zeros: here a NaN in the row
+/// of V of a column where X is all zero (so `0 * log(NaN)` is NaN only at zeros of X), and the
+/// log of dot products that may be negative. Every type, over sparse and dense drivers,
+/// matches the reference evaluator (NaN included); with non-negative factors the same plan
+/// visits the non-zeros only and matches too.
 #[test]
-fn outer_refuses_calls_whose_zeros_cannot_be_skipped() {
-    let (m, n, k) = (40, 30, 3);
-    let mut plan = outer_plan(OuterType::FullAgg);
-    // Drop the abs: log(U %*% t(V) + 1e-3).
-    plan.nodes[6] = CNode::Binary {
-        f: B::Add,
-        a: 3,
-        b: 4,
-    };
-    let op = compile(&plan).unwrap();
-    let x = mat(m, n, 0.1, 1, false);
-    let mixed = (mat(m, k, 1.0, 2, false), mat(n, k, 1.0, 3, false));
-    let ins = [
-        Operand::Matrix(&x),
-        Operand::Matrix(&mixed.0),
-        Operand::Matrix(&mixed.1),
-    ];
-    match op.execute(&ins, &[(1, 1)]) {
-        Err(lafuse_codegen::native::CodegenError::Unsupported(why)) => {
-            assert!(why.contains("zeros cannot be skipped"), "{why}")
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
+fn outer_visits_every_cell_where_zeros_cannot_be_skipped() {
+    let (m, n, k, k2) = (40, 30, 3, 2);
+    let j0 = 7;
     let abs = |a: &Matrix| {
         let (r, c) = a.shape();
         let vals = (0..r * c).map(|i| a.get(i / c, i % c).abs()).collect();
         Matrix::from_dense_values(r, c, vals).unwrap()
     };
-    let (u, v) = (abs(&mixed.0), abs(&mixed.1));
-    let ins = [
-        Operand::Matrix(&x),
-        Operand::Matrix(&u),
-        Operand::Matrix(&v),
-    ];
-    check(
-        &plan,
-        &ins,
-        &[(1, 1)],
-        1e-9,
-        "outer over non-negative factors",
-    );
+    for ty in [
+        OuterType::CellWise,
+        OuterType::FullAgg,
+        OuterType::Right,
+        OuterType::Left,
+        OuterType::LeftT,
+    ] {
+        let mut plan = outer_plan(ty);
+        // Drop the abs: log(U %*% t(V) + 1e-3).
+        plan.nodes[6] = CNode::Binary {
+            f: B::Add,
+            a: 3,
+            b: 4,
+        };
+        let (w, shape) = match ty {
+            OuterType::Right => (mat(n, k2, 1.0, 10, false), (m, k2)),
+            OuterType::Left => (mat(k2, m, 1.0, 11, false), (n, k2)),
+            OuterType::LeftT => (mat(k2, m, 1.0, 11, false), (k2, n)),
+            OuterType::CellWise => (Matrix::scalar(0.0), (m, n)),
+            OuterType::FullAgg => (Matrix::scalar(0.0), (1, 1)),
+        };
+        for density in [0.1, 0.7] {
+            // X with column j0 empty; V with a NaN in row j0.
+            let x0 = mat(m, n, density, 1, false);
+            let vals = (0..m * n)
+                .map(|c| {
+                    if c % n == j0 {
+                        0.0
+                    } else {
+                        x0.get(c / n, c % n)
+                    }
+                })
+                .collect();
+            let x = Matrix::from_dense_values(m, n, vals)
+                .unwrap()
+                .examine_and_convert();
+            let u = abs(&mat(m, k, 1.0, 2, false));
+            let v_pos = abs(&mat(n, k, 1.0, 3, false));
+            let vals = (0..n * k)
+                .map(|c| {
+                    if c == j0 * k {
+                        f64::NAN
+                    } else {
+                        v_pos.get(c / k, c % k)
+                    }
+                })
+                .collect();
+            let v_nan = Matrix::from_dense_values(n, k, vals).unwrap();
+            let v_mixed = mat(n, k, 1.0, 3, false);
+            for (v, what) in [
+                (&v_nan, "a NaN where X is zero"),
+                (&v_mixed, "dot products of either sign"),
+                (&v_pos, "non-negative factors"),
+            ] {
+                let mut ins = vec![Operand::Matrix(&x), Operand::Matrix(&u), Operand::Matrix(v)];
+                if plan.inputs.len() == 4 {
+                    ins.push(Operand::Matrix(&w));
+                }
+                let what = format!(
+                    "outer {ty:?}, X {} density {density}, {what}",
+                    if x.is_sparse() { "sparse" } else { "dense" }
+                );
+                check(&plan, &ins, &[shape], 1e-9, &what);
+            }
+        }
+    }
 }
 
 /// ALS-CG's update `(X * (U %*% t(V))) %*% V`: the right product's matrix is V itself, read
@@ -789,17 +825,21 @@ fn outer_right_product_by_v_itself() {
                 &format!("outer right by V density {d}"),
             );
         }
-        // A NaN or infinity in V would reach the skipped zeros of X (`0 * NaN`): the operator
-        // refuses the call instead of answering inexactly.
+        // A NaN or infinity in V reaches the zeros of X too (`0 * NaN`): the call visits
+        // every cell, and matches the reference.
         let bad = mat(n, k, 1.0, 23, true);
-        let op = compile(&plan).unwrap();
         let ins = [
             Operand::Matrix(&x),
             Operand::Matrix(&u),
             Operand::Matrix(&bad),
         ];
-        let e = op.execute(&ins, &[(m, k)]).unwrap_err();
-        assert!(e.to_string().starts_with("unsupported: "), "{e}");
+        check(
+            &plan,
+            &ins,
+            &[(m, k)],
+            1e-9,
+            &format!("outer right by V with NaN and infinities, density {d}"),
+        );
     }
 }
 

@@ -8,9 +8,10 @@
 //! task order; Right m×k2 written in disjoint row ranges; Left/LeftT from per-task n×k2
 //! partials summed in task order (LeftT transposed at the end).
 
-use crate::abi::KernelFn;
+use crate::abi::{DenseView, KernelFn};
 use crate::prep::{
-    self, for_tasks, partial_init, partition, AggState, ArgsTemplate, Input, SharedOut,
+    self, densify_rows, for_tasks, partial_init, partition, AggState, ArgsTemplate, Input,
+    SharedOut,
 };
 use crate::{err, AggKind, InputUse, LazyEntry, OuterKind, Result};
 use lafuse_runtime::kernels::dense_result;
@@ -33,13 +34,18 @@ pub struct OuterSpec {
     pub lanes: usize,
 }
 
-/// The generated entry points of an Outer operator (both visit non-zeros only).
+/// The generated entry points of an Outer operator.
 #[derive(Clone, Copy)]
 pub struct OuterKernels<'a> {
-    /// Rows of a dense driver.
+    /// The non-zeros of rows of a dense driver.
     pub dense: KernelFn,
-    /// Rows of a CSR driver, requested only for a CSR driver.
+    /// The non-zeros of rows of a CSR driver, requested only for a CSR driver.
     pub csr: LazyEntry<'a, KernelFn>,
+    /// Every cell of rows of a dense driver, offered (and then used, for either format) by a
+    /// caller that could not prove the body 0 where the driver is 0 (a NaN or infinite factor,
+    /// the log of a dot product that may be negative): the call then visits all m·n cells, as
+    /// unfused execution does, a CSR driver densified block by block.
+    pub every_cell: Option<LazyEntry<'a, KernelFn>>,
 }
 
 /// Tasks at most; Left products keep one n×k2 partial per task, so fewer.
@@ -86,15 +92,23 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
         }
     };
     let views = p.views();
-    let f = match x {
-        Matrix::Dense(_) => kernels.dense,
-        Matrix::Sparse(_) => (kernels.csr)()?,
+    let every_cell = kernels.every_cell.is_some();
+    let f = match (kernels.every_cell, x) {
+        (Some(every_cell), _) => every_cell()?,
+        (None, Matrix::Dense(_)) => kernels.dense,
+        (None, Matrix::Sparse(_)) => (kernels.csr)()?,
     };
     let args = ArgsTemplate(prep::kernel_args(x, &views, k, k2));
     let tasks = partition(m, n, if left { MAX_LEFT_TASKS } else { MAX_TASKS });
     let work = match x {
+        _ if every_cell => m * n * k.max(1),
         Matrix::Dense(_) => m * n + x.nnz() * k.max(1),
         Matrix::Sparse(_) => x.nnz() * k.max(1),
+    };
+    // Every cell of a sparse driver: its rows densified block by block.
+    let densified = match x {
+        Matrix::Sparse(s) if every_cell => Some(s),
+        _ => None,
     };
     let par = prep::parallel(work);
     let run = |out: &(dyn Fn(usize) -> SharedOut + Sync)| -> Vec<u64> {
@@ -103,10 +117,21 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
             let mut a = args.get();
             (a.out, a.out_len) = out(t).ptr();
             // A streamed (sparse, cell-aligned) side input is densified block by block.
-            p.for_blocks(rl, ru, n, false, &mut |views, r, e| {
+            p.for_blocks(rl, ru, n, densified.is_some(), &mut |views, r, e| {
                 let mut a = a;
                 if let Some(v) = views {
                     a.inputs = v.as_ptr();
+                }
+                if let Some(s) = densified {
+                    let block = densify_rows(s, r, e);
+                    a.main = DenseView {
+                        data: block.as_ptr(),
+                        len: block.len(),
+                        rows: s.rows,
+                        cols: n,
+                        row0: r,
+                    };
+                    return prep::call(f, &a, r, e);
                 }
                 prep::call(f, &a, r, e)
             })
@@ -114,13 +139,13 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
     };
     Ok(match spec.kind {
         OuterKind::CellWise => match x {
-            Matrix::Sparse(s) => {
+            Matrix::Sparse(s) if !every_cell => {
                 let mut vals = vec![0.0; s.values.len()];
                 let so = SharedOut(vals.as_mut_ptr(), vals.len());
                 run(&|_| so);
                 prep::compact(s, &vals)
             }
-            Matrix::Dense(_) => {
+            _ => {
                 let mut out = alloc_zeroed(m * n);
                 let so = SharedOut(out.as_mut_ptr(), out.len());
                 let nnz: u64 = run(&|_| so).into_iter().sum();

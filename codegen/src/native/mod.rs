@@ -102,7 +102,9 @@ pub struct NativeOperator {
     plan: Option<CPlan>,
     /// The CSR entry point once requested (or why it failed to compile); compiled at most
     /// once, concurrent first executions wait for it.
-    csr: OnceLock<Result<CsrCode, CodegenError>>,
+    csr: OnceLock<Result<LazyCode, CodegenError>>,
+    /// Outer: the every-cell entry point once a call needed it (see [`Entry::EveryCell`]).
+    every_cell: OnceLock<Result<LazyCode, CodegenError>>,
     ir: OnceLock<String>,
     asm: OnceLock<String>,
     compile_time: Duration,
@@ -223,11 +225,14 @@ fn used_mask(uses: &[InputUse]) -> Vec<bool> {
 /// Which entry point of a template a module holds. Each is compiled into its own module and
 /// JIT: the dense one by [`compile`], the CSR one (where the template has one) on the first
 /// execution with a CSR main input, so the common all-dense case never pays machine-code
-/// generation for the other.
+/// generation for the other; Outer's every-cell one on the first call whose zeros cannot be
+/// skipped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Entry {
     Dense,
     Csr,
+    /// Outer only: every cell of a dense (or densified) driver.
+    EveryCell,
 }
 
 /// One JIT-compiled module: the engine (owning the machine code), the emission result and the
@@ -411,6 +416,7 @@ pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
         num_outputs: plan.outputs.len(),
         plan: has_csr.then(|| plan.clone()),
         csr: OnceLock::new(),
+        every_cell: OnceLock::new(),
         ir: OnceLock::new(),
         asm: OnceLock::new(),
         compile_phases: phases,
@@ -419,8 +425,9 @@ pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
     })
 }
 
-/// The lazily compiled CSR entry point of an operator (its address; typed at the call).
-struct CsrCode {
+/// An entry point compiled on first use (the CSR one, Outer's every-cell one): its address,
+/// typed at the call.
+struct LazyCode {
     kernel: usize,
     compile_time: Duration,
     phases: CompilePhases,
@@ -430,16 +437,16 @@ struct CsrCode {
     jit: llvm::Jit,
 }
 
-impl CsrCode {
-    fn compile(plan: &CPlan, name: &str) -> Result<CsrCode, CodegenError> {
+impl LazyCode {
+    fn compile(plan: &CPlan, entry: Entry, name: &str) -> Result<LazyCode, CodegenError> {
         let start = Instant::now();
         let Built {
             jit, mut phases, ..
-        } = build(plan, Entry::Csr)?;
+        } = build(plan, entry)?;
         let lap = Instant::now();
         let kernel = jit.function(name)?;
         phases.machine_code += lap.elapsed();
-        Ok(CsrCode {
+        Ok(LazyCode {
             kernel,
             compile_time: start.elapsed(),
             phases,
@@ -465,6 +472,11 @@ fn emit<'c>(
     entry: Entry,
 ) -> Result<Pending, CodegenError> {
     let csr = entry == Entry::Csr;
+    if entry == Entry::EveryCell && !matches!(plan.template, TemplateSpec::Outer { .. }) {
+        return Err(CodegenError::Internal(
+            "an every-cell entry point outside an outer-product operator".into(),
+        ));
+    }
     match &plan.template {
         TemplateSpec::Cell {
             cell_type,
@@ -496,7 +508,8 @@ fn emit<'c>(
                 Entry::Csr if *sparse_safe => {
                     cell::emit_entry(ctx, module, plan, &like, &used, true, "lafuse_cell_csr")?
                 }
-                Entry::Csr => {
+                // (An every-cell entry point was refused above.)
+                Entry::Csr | Entry::EveryCell => {
                     return Err(CodegenError::Internal(
                         "a CSR entry point for a sparse-unsafe cell plan".into(),
                     ))
@@ -538,7 +551,8 @@ fn emit<'c>(
                 Entry::Csr if *sparse_safe => {
                     cell::emit_entry(ctx, module, plan, &like, &used, true, "lafuse_cell_csr")?
                 }
-                Entry::Csr => {
+                // (An every-cell entry point was refused above.)
+                Entry::Csr | Entry::EveryCell => {
                     return Err(CodegenError::Internal(
                         "a CSR entry point for a sparse-unsafe MultiAgg plan".into(),
                     ))
@@ -617,7 +631,11 @@ fn emit<'c>(
                 kind,
                 &outer::OuterInputs { u: ui, v: vi, w, g },
                 &used,
-                csr,
+                match entry {
+                    Entry::Dense => outer::Visit::DenseNonZeros,
+                    Entry::Csr => outer::Visit::CsrNonZeros,
+                    Entry::EveryCell => outer::Visit::EveryCell,
+                },
             )?;
             Ok(Pending::Outer(OuterSpec {
                 kind,
@@ -667,10 +685,9 @@ impl NativeOperator {
     ///
     /// A sparse-safe operator skips the zeros of its main input (Cell and MultiAgg over a
     /// CSR main input, Outer always) only when [`zero_cells::zeros_skippable`] proves its
-    /// body 0 there over the ranges of the other inputs; otherwise Cell and MultiAgg visit
-    /// every cell, and an Outer operator refuses with [`CodegenError::Unsupported`] (its
-    /// caller evaluates the plan cell by cell), so results are the unfused ones, NaN and
-    /// infinities included.
+    /// body 0 there over the ranges of the other inputs; otherwise Cell, MultiAgg and Outer
+    /// visit every cell (Outer with its every-cell entry point, compiled on the first such
+    /// call), so results are the unfused ones, NaN and infinities included.
     pub fn execute_with_ranges(
         &self,
         inputs: &[Operand<'_>],
@@ -713,14 +730,6 @@ impl NativeOperator {
             }
             _ => false,
         };
-        if matches!(self.kind, Kind::Outer(..)) && !zeros_skippable {
-            return Err(CodegenError::Unsupported(
-                "an outer operator whose body may be NaN or infinite at zeros of its driver \
-                 (a non-finite input, or an overflow or domain error such as the log of a \
-                 negative dot product): its zeros cannot be skipped"
-                    .into(),
-            ));
-        }
         let ins: Vec<Input<'_>> = inputs
             .iter()
             .zip(&ranges)
@@ -747,9 +756,29 @@ impl NativeOperator {
         let csr_fn = || csr_addr().map(|a| unsafe { std::mem::transmute::<usize, KernelFn>(a) });
         let csr_row_fn =
             || csr_addr().map(|a| unsafe { std::mem::transmute::<usize, sk_row::RowKernelFn>(a) });
-        let sk = |e: SkeletonError| match (csr_failed.load(Ordering::Relaxed), self.csr.get()) {
-            (true, Some(Err(ce))) => ce.clone(),
-            _ => CodegenError::Internal(e.0),
+        // As for the CSR entry point: the every-cell one's compile error, unwrapped.
+        let every_failed = AtomicBool::new(false);
+        // SAFETY: the every-cell entry point is generated with the `KernelFn` signature and
+        // lives as long as its JIT, which `self.every_cell` owns for the operator's lifetime.
+        let every_fn = || {
+            self.every_cell_code()
+                .map(|c| unsafe { std::mem::transmute::<usize, KernelFn>(c.kernel) })
+                .map_err(|e| {
+                    every_failed.store(true, Ordering::Relaxed);
+                    SkeletonError(e.to_string())
+                })
+        };
+        let sk = |e: SkeletonError| {
+            let lazy = [
+                (csr_failed.load(Ordering::Relaxed), self.csr.get()),
+                (every_failed.load(Ordering::Relaxed), self.every_cell.get()),
+            ];
+            for (failed, code) in lazy {
+                if let (true, Some(Err(ce))) = (failed, code) {
+                    return ce.clone();
+                }
+            }
+            CodegenError::Internal(e.0)
         };
         let out = match &self.kind {
             Kind::Cell(spec, dense) => {
@@ -770,6 +799,7 @@ impl NativeOperator {
                 let k = OuterKernels {
                     dense: *dense,
                     csr: &csr_fn,
+                    every_cell: (!zeros_skippable).then_some(&every_fn as LazyEntry<'_, KernelFn>),
                 };
                 vec![sk_outer::execute(spec, &k, &ins).map_err(sk)?]
             }
@@ -798,7 +828,7 @@ impl NativeOperator {
     }
 
     /// The CSR entry point's code, compiled on first request.
-    fn csr_code(&self) -> Result<&CsrCode, CodegenError> {
+    fn csr_code(&self) -> Result<&LazyCode, CodegenError> {
         let name = match &self.kind {
             Kind::Cell(..) => "lafuse_cell_csr",
             Kind::Outer(..) => "lafuse_outer_csr",
@@ -811,7 +841,7 @@ impl NativeOperator {
             .filter(|_| !name.is_empty())
             .ok_or_else(|| CodegenError::Internal("the operator has no CSR entry point".into()))?;
         self.csr
-            .get_or_init(|| CsrCode::compile(plan, name))
+            .get_or_init(|| LazyCode::compile(plan, Entry::Csr, name))
             .as_ref()
             .map_err(Clone::clone)
     }
@@ -826,7 +856,7 @@ impl NativeOperator {
     }
 
     /// The compiled CSR entry point, if an execution has compiled it.
-    fn csr_compiled(&self) -> Option<&CsrCode> {
+    fn csr_compiled(&self) -> Option<&LazyCode> {
         self.csr.get().and_then(|r| r.as_ref().ok())
     }
 
@@ -863,10 +893,15 @@ impl NativeOperator {
 
     /// Compilation time spent on this operator so far: [`compile`] (emission, verification,
     /// optimization, JIT of the dense entry point) plus the CSR entry point's compilation once
-    /// an execution has done it. [`OperatorCache`] records the time right after [`compile`],
-    /// so its [`CacheStats::compile_time`] counts the dense entry points only.
+    /// an execution has done it (and an Outer operator's every-cell entry point's).
+    /// [`OperatorCache`] records the time right after [`compile`], so its
+    /// [`CacheStats::compile_time`] counts the dense entry points only.
     pub fn compile_time(&self) -> Duration {
-        self.compile_time + self.csr_compile_time().unwrap_or_default()
+        self.compile_time
+            + self.csr_compile_time().unwrap_or_default()
+            + self
+                .every_cell_compiled()
+                .map_or(Duration::ZERO, |c| c.compile_time)
     }
 
     /// Time the lazy compilation of the CSR entry point took; `None` while not compiled.
@@ -877,10 +912,32 @@ impl NativeOperator {
     /// [`compile_time`](Self::compile_time) split by phase (summed over both entry points'
     /// compilations once the CSR one is compiled).
     pub fn compile_phases(&self) -> CompilePhases {
-        match self.csr_compiled() {
-            Some(c) => self.compile_phases.plus(c.phases),
-            None => self.compile_phases,
-        }
+        [self.csr_compiled(), self.every_cell_compiled()]
+            .into_iter()
+            .flatten()
+            .fold(self.compile_phases, |p, c| p.plus(c.phases))
+    }
+
+    /// Outer's every-cell entry point, compiled on first request.
+    fn every_cell_code(&self) -> Result<&LazyCode, CodegenError> {
+        let plan = self
+            .plan
+            .as_ref()
+            .filter(|_| matches!(self.kind, Kind::Outer(..)))
+            .ok_or_else(|| {
+                CodegenError::Internal("the operator has no every-cell entry point".into())
+            })?;
+        self.every_cell
+            .get_or_init(|| {
+                LazyCode::compile(plan, Entry::EveryCell, outer::Visit::EveryCell.entry_name())
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The every-cell entry point, if a call has compiled it.
+    fn every_cell_compiled(&self) -> Option<&LazyCode> {
+        self.every_cell.get().and_then(|r| r.as_ref().ok())
     }
 }
 

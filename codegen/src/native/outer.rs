@@ -226,9 +226,32 @@ struct St<'c> {
     axpy: FunctionValue<'c>,
 }
 
-/// Emits one entry point: `lafuse_outer_csr` (a CSR driver) when `csr`, else
-/// `lafuse_outer_dense`. Each goes into its own module (the CSR one on first use), so a
-/// compilation pays machine code for the entry it runs only.
+/// Which cells an Outer entry point visits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Visit {
+    /// The non-zeros of a dense driver (`lafuse_outer_dense`).
+    DenseNonZeros,
+    /// The non-zeros of a CSR driver (`lafuse_outer_csr`).
+    CsrNonZeros,
+    /// Every cell of a dense driver (`lafuse_outer_every_cell`; a sparse driver is densified
+    /// block by block): for calls whose body may be NaN or infinite where the driver is zero,
+    /// so that `0 * NaN` is NaN there as in unfused execution.
+    EveryCell,
+}
+
+impl Visit {
+    /// The entry point's name.
+    pub(crate) fn entry_name(self) -> &'static str {
+        match self {
+            Visit::DenseNonZeros => "lafuse_outer_dense",
+            Visit::CsrNonZeros => "lafuse_outer_csr",
+            Visit::EveryCell => "lafuse_outer_every_cell",
+        }
+    }
+}
+
+/// Emits one entry point, the one `visit` names. Each goes into its own module (all but the
+/// dense one on first use), so a compilation pays machine code for the entry it runs only.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn emit<'c>(
     ctx: &'c Context,
@@ -237,16 +260,11 @@ pub(crate) fn emit<'c>(
     kind: OuterKind,
     oi: &OuterInputs,
     used: &[bool],
-    csr: bool,
+    visit: Visit,
 ) -> Result<(), CodegenError> {
     let dot = emit_dot(ctx, module)?;
     let axpy = emit_axpy(ctx, module)?;
-    let name = if csr {
-        "lafuse_outer_csr"
-    } else {
-        "lafuse_outer_dense"
-    };
-    emit_entry(ctx, module, plan, kind, oi, used, csr, name, dot, axpy)
+    emit_entry(ctx, module, plan, kind, oi, used, visit, dot, axpy)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -257,13 +275,12 @@ fn emit_entry<'c>(
     kind: OuterKind,
     oi: &OuterInputs,
     used: &[bool],
-    csr: bool,
-    name: &str,
+    visit: Visit,
     dot: FunctionValue<'c>,
     axpy: FunctionValue<'c>,
 ) -> Result<(), CodegenError> {
     let i64t = ctx.i64_type();
-    let (mut fx, args, rl, ru) = declare_entry(ctx, module, name)?;
+    let (mut fx, args, rl, ru) = declare_entry(ctx, module, visit.entry_name())?;
     let pf64 = f64_ptr(ctx).ptr_type(AddressSpace::default());
     let pi64 = i64t.ptr_type(AddressSpace::default());
     let field = |fx: &Fx<'_, 'c>, off: usize, ty| llvm::load_field(ctx, &fx.b, args, off, ty);
@@ -294,7 +311,7 @@ fn emit_entry<'c>(
         dot,
         axpy,
     };
-    if csr {
+    if visit == Visit::CsrNonZeros {
         let (rp, ci, va) = load_main_csr(&fx, args)?;
         // The end of this task's non-zeros: prefetching runs across row ends up to it.
         let pend = load(&fx.b, gep(&fx.b, rp, ru)?)?.into_int_value();
@@ -306,7 +323,7 @@ fn emit_entry<'c>(
                 let j = fx.load_index(ci, p)?;
                 prefetch_v_row(fx, &st, oi, ci, p, pend)?;
                 let x = load_vec(&fx.b, fx.vty(1), va, p)?;
-                element(fx, plan, kind, oi, &st, i, j, x, p)
+                element(fx, plan, kind, oi, &st, i, j, x, p, visit)
             })
         })?;
     } else {
@@ -319,6 +336,9 @@ fn emit_entry<'c>(
             fx.for_range(fx.i64c(0), n, &mut |fx, j| {
                 let p = fx.add(fx.mul(i, n)?, j)?;
                 let x = load_vec(&fx.b, fx.vty(1), d, fx.add(rowbase, j)?)?;
+                if visit == Visit::EveryCell {
+                    return element(fx, plan, kind, oi, &st, i, j, x, p, visit);
+                }
                 // Only non-zeros (NaN included) of the driver are visited.
                 let nz = fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, 1))?;
                 let nz =
@@ -328,7 +348,7 @@ fn emit_entry<'c>(
                 if_else(
                     fx,
                     nz,
-                    &mut |fx| element(fx, plan, kind, oi, &st, i, j, x, p),
+                    &mut |fx| element(fx, plan, kind, oi, &st, i, j, x, p, visit),
                     &mut |_| Ok(()),
                 )
             })
@@ -453,6 +473,7 @@ fn element<'c>(
     j: IntValue<'c>,
     x: inkwell::values::VectorValue<'c>,
     p: IntValue<'c>,
+    visit: Visit,
 ) -> Result<(), CodegenError> {
     let ptr = |k: usize| {
         st.ins
@@ -482,7 +503,15 @@ fn element<'c>(
         },
     );
     body.outer_dot = Some(fx.splat(d, 1)?);
-    let g = body.emit(fx, oi.g, false)?;
+    let mut g = body.emit(fx, oi.g, false)?;
+    if visit == Visit::EveryCell {
+        // At a zero of the driver the unfused value is `0 * body` (the template's `X * f` or
+        // `(X != 0) * f`, whose mask the plan may have simplified away): 0, or NaN where the
+        // body is not finite.
+        let nz = fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, 1))?;
+        let masked = fx.fmul(g, fx.splat_const(0.0, 1))?;
+        g = fx.select(nz, g, masked)?;
+    }
     match kind {
         OuterKind::CellWise => {
             store_vec(&fx.b, st.out, p, g)?;
