@@ -168,7 +168,26 @@ impl Fuser {
             .iter()
             .map(|op| Arc::new(op.cplan.clone()))
             .collect();
-        let mut kernels = self.kernels(&plans).into_iter();
+        // Whether each operator's main input will be stored sparse (its estimated size), so
+        // that its first compilation is of the entry point that input runs.
+        let sparse_main: Vec<bool> = program
+            .operators
+            .iter()
+            .map(|op| {
+                op.inputs.first().is_some_and(|&h| {
+                    let hop = dag.hop(h);
+                    match (hop.rows, hop.cols, hop.nnz) {
+                        (Some(r), Some(c), Some(nnz)) => lafuse_runtime::matrix::prefers_sparse(
+                            r as usize,
+                            c as usize,
+                            nnz as usize,
+                        ),
+                        _ => false,
+                    }
+                })
+            })
+            .collect();
+        let mut kernels = self.kernels(&plans, &sparse_main).into_iter();
         let mut planned = Vec::with_capacity(program.operators.len());
         for (op, plan) in program.operators.iter().zip(plans) {
             let kernel = kernels
@@ -190,11 +209,12 @@ impl Fuser {
         Ok(planned)
     }
 
-    /// The kernel of each plan (native ones compiled in parallel), or why it has none.
-    fn kernels(&self, plans: &[Arc<CPlan>]) -> Vec<Result<Kernel, String>> {
+    /// The kernel of each plan (native ones compiled in parallel), or why it has none;
+    /// `sparse_main` says per plan whether its main input is expected sparse.
+    fn kernels(&self, plans: &[Arc<CPlan>], sparse_main: &[bool]) -> Vec<Result<Kernel, String>> {
         match self.backend {
             FusionBackend::Reference => plans.iter().map(|_| Ok(Kernel::Reference)).collect(),
-            FusionBackend::Native => self.native(plans),
+            FusionBackend::Native => self.native(plans, sparse_main),
         }
     }
 
@@ -231,11 +251,22 @@ impl Fuser {
     /// Native operators for `plans` from the operator cache; the missing ones compile in
     /// parallel (`codegen_ms` sums their compile times, so it can exceed the wall time).
     #[cfg(feature = "llvm")]
-    fn native(&self, plans: &[Arc<CPlan>]) -> Vec<Result<Kernel, String>> {
-        use lafuse_codegen::native::Lookup;
-        let refs: Vec<&CPlan> = plans.iter().map(|p| p.as_ref()).collect();
+    fn native(&self, plans: &[Arc<CPlan>], sparse_main: &[bool]) -> Vec<Result<Kernel, String>> {
+        use lafuse_codegen::native::{Lookup, MainFormat};
+        let requests: Vec<(&CPlan, MainFormat)> = plans
+            .iter()
+            .zip(sparse_main.iter().chain(std::iter::repeat(&false)))
+            .map(|(p, &sparse)| {
+                let main = if sparse {
+                    MainFormat::Sparse
+                } else {
+                    MainFormat::Dense
+                };
+                (p.as_ref(), main)
+            })
+            .collect();
         self.cache
-            .lookup_all(&refs)
+            .lookup_all_for(&requests)
             .into_iter()
             .map(|(operator, lookup)| {
                 let operator = operator.map_err(|e| e.to_string())?;
@@ -259,7 +290,7 @@ impl Fuser {
     }
 
     #[cfg(not(feature = "llvm"))]
-    fn native(&self, plans: &[Arc<CPlan>]) -> Vec<Result<Kernel, String>> {
+    fn native(&self, plans: &[Arc<CPlan>], _sparse_main: &[bool]) -> Vec<Result<Kernel, String>> {
         plans
             .iter()
             .map(|_| {

@@ -44,8 +44,9 @@ pub struct CellSpec {
 /// The generated entry points of a Cell operator.
 #[derive(Clone, Copy)]
 pub struct CellKernels<'a> {
-    /// Rows of a dense main input (every cell).
-    pub dense: KernelFn,
+    /// Rows of a dense main input (every cell), requested only by calls that run it (a
+    /// dense main input, or a sparse one whose zeros cannot be skipped).
+    pub dense: LazyEntry<'a, KernelFn>,
     /// Rows of a CSR main input, non-zeros only (sparse-safe plans), requested only when a
     /// call visits non-zeros only. The caller offers it only for calls where skipping the
     /// main input's zeros is exact (the body is 0 there for these side inputs; lafuse-codegen
@@ -74,8 +75,9 @@ pub(crate) struct Driver<'a> {
     args: ArgsTemplate,
     pub(crate) tasks: Vec<(usize, usize)>,
     par: bool,
-    dense_fn: KernelFn,
-    csr_fn: Option<KernelFn>,
+    /// The entry point the mode runs (the CSR one for [`Mode::CsrNonZeros`], else the dense
+    /// one).
+    entry: KernelFn,
     prepared: &'a prep::Prepared<'a>,
 }
 
@@ -84,7 +86,7 @@ impl<'a> Driver<'a> {
         inputs: &[Input<'a>],
         uses: &[InputUse],
         sparse_safe: bool,
-        dense_fn: KernelFn,
+        dense: LazyEntry<'_, KernelFn>,
         csr: Option<LazyEntry<'_, KernelFn>>,
         views: &'a mut Vec<DenseView>,
         prepared: &'a mut Option<prep::Prepared<'a>>,
@@ -94,10 +96,10 @@ impl<'a> Driver<'a> {
         };
         let (m, n) = main.shape();
         let p = prepared.insert(prep::prepare(inputs, uses, m, n)?);
-        let (mode, csr_fn) = match (main, csr) {
-            (Matrix::Dense(_), _) => (Mode::Dense, None),
-            (Matrix::Sparse(_), Some(csr)) if sparse_safe => (Mode::CsrNonZeros, Some(csr()?)),
-            (Matrix::Sparse(_), _) => (Mode::DensifiedBlocks, None),
+        let (mode, entry) = match (main, csr) {
+            (Matrix::Dense(_), _) => (Mode::Dense, dense()?),
+            (Matrix::Sparse(_), Some(csr)) if sparse_safe => (Mode::CsrNonZeros, csr()?),
+            (Matrix::Sparse(_), _) => (Mode::DensifiedBlocks, dense()?),
         };
         *views = p.views();
         let p: &'a prep::Prepared<'a> = p;
@@ -115,8 +117,7 @@ impl<'a> Driver<'a> {
             args: ArgsTemplate(args),
             tasks: partition(m, n, MAX_TASKS),
             par: prep::parallel(work),
-            dense_fn,
-            csr_fn,
+            entry,
             prepared: p,
         })
     }
@@ -130,7 +131,7 @@ impl<'a> Driver<'a> {
     pub(crate) fn run(&self, out: impl Fn(usize) -> SharedOut + Sync + Send) -> Vec<u64> {
         let args = &self.args;
         let (mode, n) = (self.mode, self.n);
-        let (dense_fn, csr_fn) = (self.dense_fn, self.csr_fn);
+        let f = self.entry;
         let main = self.main;
         let tasks = &self.tasks;
         let prepared = self.prepared;
@@ -144,9 +145,8 @@ impl<'a> Driver<'a> {
                 if let Some(v) = views {
                     a.inputs = v.as_ptr();
                 }
-                match (mode, main, csr_fn) {
-                    (Mode::CsrNonZeros, _, Some(f)) => call(f, &a, r, e),
-                    (Mode::DensifiedBlocks, Matrix::Sparse(s), _) => {
+                match (mode, main) {
+                    (Mode::DensifiedBlocks, Matrix::Sparse(s)) => {
                         let block = densify_rows(s, r, e);
                         a.main = DenseView {
                             data: block.as_ptr(),
@@ -155,9 +155,9 @@ impl<'a> Driver<'a> {
                             cols: n,
                             row0: r,
                         };
-                        call(dense_fn, &a, r, e)
+                        call(f, &a, r, e)
                     }
-                    _ => call(dense_fn, &a, r, e),
+                    _ => call(f, &a, r, e),
                 }
             })
         })

@@ -24,8 +24,8 @@ pub struct MAggSpec {
 /// The generated entry points of a MultiAgg operator; partials are laid out per aggregate.
 #[derive(Clone, Copy)]
 pub struct MAggKernels<'a> {
-    /// Rows of a dense main input (every cell).
-    pub dense: KernelFn,
+    /// Rows of a dense main input (every cell), requested only by calls that run it.
+    pub dense: LazyEntry<'a, KernelFn>,
     /// Rows of a CSR main input, non-zeros only (sparse-safe plans), requested only when a
     /// call visits non-zeros only. The caller offers it only for calls where skipping the
     /// main input's zeros is exact (the body is 0 there for these side inputs; lafuse-codegen

@@ -37,8 +37,8 @@ pub struct OuterSpec {
 /// The generated entry points of an Outer operator.
 #[derive(Clone, Copy)]
 pub struct OuterKernels<'a> {
-    /// The non-zeros of rows of a dense driver.
-    pub dense: KernelFn,
+    /// The non-zeros of rows of a dense driver, requested only for a dense driver.
+    pub dense: LazyEntry<'a, KernelFn>,
     /// The non-zeros of rows of a CSR driver, requested only for a CSR driver.
     pub csr: LazyEntry<'a, KernelFn>,
     /// Every cell of rows of a dense driver, offered (and then used, for either format) by a
@@ -95,7 +95,7 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
     let every_cell = kernels.every_cell.is_some();
     let f = match (kernels.every_cell, x) {
         (Some(every_cell), _) => every_cell()?,
-        (None, Matrix::Dense(_)) => kernels.dense,
+        (None, Matrix::Dense(_)) => (kernels.dense)()?,
         (None, Matrix::Sparse(_)) => (kernels.csr)()?,
     };
     let args = ArgsTemplate(prep::kernel_args(x, &views, k, k2));

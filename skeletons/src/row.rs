@@ -110,8 +110,9 @@ pub type RowKernelFn = unsafe extern "C" fn(args: *const RowArgs, rl: usize, ru:
 /// The generated entry points of a Row operator.
 #[derive(Clone, Copy)]
 pub struct RowKernels<'a> {
-    /// Rows of a dense main input.
-    pub dense: RowKernelFn,
+    /// Rows of a dense main input, requested only by calls that run it (a dense main input,
+    /// or a sparse one with a side input not known finite).
+    pub dense: LazyEntry<'a, RowKernelFn>,
     /// Rows of a CSR main input, requested only when a call visits its non-zeros (every side
     /// input finite).
     pub csr: LazyEntry<'a, RowKernelFn>,
@@ -244,10 +245,10 @@ pub fn execute(
     let tasks = partition(m, n, max_tasks);
     // Only a sparse main input needs its side inputs known finite (to skip its zeros).
     let csr_mode = matches!(main, Matrix::Sparse(_)) && prepared.all_finite(true);
-    let csr_fn = if csr_mode {
-        Some((kernels.csr)()?)
+    let entry = if csr_mode {
+        (kernels.csr)()?
     } else {
-        None
+        (kernels.dense)()?
     };
     let work = if csr_mode { main.nnz() } else { m * n.max(1) };
     let par = prep::parallel(work);
@@ -260,15 +261,14 @@ pub fn execute(
             let mut scratch = vec![0.0; scratch_len.max(1)];
             a.scratch = scratch.as_mut_ptr();
             a.scratch_len = scratch.len();
-            let densify_main = matches!(main, Matrix::Sparse(_)) && csr_fn.is_none();
+            let densify_main = matches!(main, Matrix::Sparse(_)) && !csr_mode;
             prepared.for_blocks(rl, ru, n, densify_main, &mut |views, r, e| {
                 let mut a = a;
                 if let Some(v) = views {
                     a.base.inputs = v.as_ptr();
                 }
-                match (main, csr_fn) {
-                    (_, Some(f)) => call(f, &a, r, e),
-                    (Matrix::Sparse(s), None) => {
+                match main {
+                    Matrix::Sparse(s) if densify_main => {
                         let block = densify_rows(s, r, e);
                         a.base.main = DenseView {
                             data: block.as_ptr(),
@@ -277,9 +277,9 @@ pub fn execute(
                             cols: n,
                             row0: r,
                         };
-                        call(kernels.dense, &a, r, e)
+                        call(entry, &a, r, e)
                     }
-                    (Matrix::Dense(_), None) => call(kernels.dense, &a, r, e),
+                    _ => call(entry, &a, r, e),
                 }
             })
         })

@@ -5,7 +5,7 @@
 //! * `micro` ([`micro`]): the fusion micro patterns of Figures 9, 10 and 13 under each fusion
 //!   policy, as median and spread of repetitions, ratio to unfused, fraction of the read
 //!   bandwidth measured at start, and (dense cases under `gen`) fraction of a plain read of the
-//!   same inputs timed in the same process;
+//!   same inputs timed in the same process after each evaluation;
 //! * `compile` ([`compile`]): operator cache, JIT and optimizer time per script (Table 3) and
 //!   the plans the cost-based search evaluates with and without partitioning and pruning
 //!   (Figure 15);

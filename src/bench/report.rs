@@ -300,8 +300,9 @@ fn markdown(
              lafuse gen is faster). Read-bandwidth fraction: bytes a fused operator must read ÷ \
              time ÷ the read bandwidth measured at start (above 100%: the inputs fit in the \
              caches). Same process: the same bytes ÷ time, divided by the speed of a plain \
-             `sum` over the same inputs timed in the same process right after (dense cases; \
-             this machine's memory speed can differ between processes and allocations). \
+             `sum` over the same inputs timed in the same process after each evaluation (dense \
+             cases; this machine's memory speed changes over seconds, and the policies' runs \
+             alternate for the same reason). \
              Python peers generate their own data of the same shape.\n"
         );
         for p in super::micro::PATTERNS {

@@ -62,9 +62,9 @@ pub struct Measurement {
     /// `bytes_read / median / read bandwidth measured at start`.
     pub bandwidth_fraction: Option<f64>,
     /// `bytes_read / median` ÷ the speed of a plain read (`sum`) of the same inputs timed in
-    /// the same process right after (dense micro patterns under lafuse `gen`): the memory
-    /// speed of a virtual machine varies between processes and allocations, so this divides
-    /// by the speed the operator's own inputs were read at.
+    /// the same process after each evaluation (dense micro patterns under lafuse `gen`): the
+    /// memory speed of a virtual machine changes over seconds, so this divides by the speed
+    /// the operator's own inputs were read at, at the time.
     #[serde(default)]
     pub same_process_fraction: Option<f64>,
     /// The script's `result` line (micro) or the peer's result.
@@ -196,6 +196,13 @@ pub fn rel_diff(a: f64, b: f64) -> f64 {
     }
 }
 
+/// The median of `xs` (the mean of the middle two for an even count); `None` when empty.
+pub fn median(mut xs: Vec<f64>) -> Option<f64> {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    (n > 0).then(|| (xs[(n - 1) / 2] + xs[n / 2]) / 2.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,11 +243,4 @@ mod tests {
         assert_eq!(rel_diff(0.0, 0.0), 0.0);
         assert!((rel_diff(1.0, 1.1) - 0.1 / 1.1).abs() < 1e-12);
     }
-}
-
-/// The median of `xs` (the mean of the middle two for an even count); `None` when empty.
-pub fn median(mut xs: Vec<f64>) -> Option<f64> {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    (n > 0).then(|| (xs[(n - 1) / 2] + xs[n / 2]) / 2.0)
 }

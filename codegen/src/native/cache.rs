@@ -3,7 +3,7 @@
 //! requests for one key compile once: the first request installs a per-key cell and compiles,
 //! the others wait on it.
 
-use super::{compile, CodegenError, NativeOperator};
+use super::{compile_for, CodegenError, MainFormat, NativeOperator};
 use lafuse_compiler::fusion::cplan::CPlan;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -81,6 +81,17 @@ impl OperatorCache {
     /// [`OperatorCache::get`], also saying whether this request hit the cache or why it
     /// missed (what a caller reports per request, e.g. the engine's `--stats`).
     pub fn lookup(&self, plan: &CPlan) -> (Result<Arc<NativeOperator>, CodegenError>, Lookup) {
+        self.lookup_for(plan, MainFormat::Dense)
+    }
+
+    /// [`OperatorCache::lookup`] for a main input expected in format `main`: a miss compiles
+    /// the entry point that format runs first ([`compile_for`]); a hit returns the operator as
+    /// it is, which compiles any other entry point on the first call that needs it.
+    pub fn lookup_for(
+        &self,
+        plan: &CPlan,
+        main: MainFormat,
+    ) -> (Result<Arc<NativeOperator>, CodegenError>, Lookup) {
         let h = plan.structural_hash();
         let slot = {
             let mut g = self.lock();
@@ -112,7 +123,7 @@ impl OperatorCache {
         let (slot, lookup) = slot;
         // Outside the lock: one thread compiles, concurrent requests for the slot wait.
         let r = slot.1.get_or_init(|| {
-            let r = compile(plan).map(Arc::new);
+            let r = compile_for(plan, main).map(Arc::new);
             if let Ok(op) = &r {
                 let mut g = self.lock();
                 g.stats.compile_time += op.compile_time();
@@ -130,8 +141,22 @@ impl OperatorCache {
         &self,
         plans: &[&CPlan],
     ) -> Vec<(Result<Arc<NativeOperator>, CodegenError>, Lookup)> {
+        let dense: Vec<(&CPlan, MainFormat)> =
+            plans.iter().map(|&p| (p, MainFormat::Dense)).collect();
+        self.lookup_all_for(&dense)
+    }
+
+    /// [`OperatorCache::lookup_for`] for several plans at once, in the order given, compiled
+    /// in parallel as by [`OperatorCache::lookup_all`].
+    pub fn lookup_all_for(
+        &self,
+        plans: &[(&CPlan, MainFormat)],
+    ) -> Vec<(Result<Arc<NativeOperator>, CodegenError>, Lookup)> {
         use rayon::prelude::*;
-        plans.par_iter().map(|p| self.lookup(p)).collect()
+        plans
+            .par_iter()
+            .map(|&(p, main)| self.lookup_for(p, main))
+            .collect()
     }
 
     /// Drops every operator for `plan`'s hash (a later request is a miss of reason

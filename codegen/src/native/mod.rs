@@ -82,35 +82,44 @@ pub struct CompilePhases {
     pub machine_code: Duration,
 }
 
-/// What the operator's skeleton needs: the spec and the dense entry point (the CSR entry point
-/// lives in [`NativeOperator::csr`]).
+/// What the operator's skeleton needs (its entry points live in [`NativeOperator`]).
 #[derive(Clone, Debug)]
 enum Kind {
-    Cell(CellSpec, KernelFn),
-    MAgg(MAggSpec, KernelFn),
-    Outer(OuterSpec, KernelFn),
-    Row(Box<row::RowInfo>, sk_row::RowSpec, sk_row::RowKernelFn),
+    Cell(CellSpec),
+    MAgg(MAggSpec),
+    Outer(OuterSpec),
+    Row(Box<row::RowInfo>, sk_row::RowSpec),
+}
+
+/// The format of an operator's main input that [`compile_for`] compiles the entry point of
+/// first (the other entry points compile on the first call that needs them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MainFormat {
+    Dense,
+    Sparse,
 }
 
 /// A compiled fused operator: generated code plus the skeleton that hosts it. `Send + Sync`;
-/// it owns the JITs (and so the machine code) for its lifetime: the dense entry point's, made
-/// by [`compile`], and the CSR entry point's, made on the first execution that runs it.
+/// it owns the JITs (and so the machine code) of its entry points for its lifetime: the one
+/// [`compile_for`] made, and each other one from the first execution that needs it.
 pub struct NativeOperator {
     kind: Kind,
     num_outputs: usize,
-    /// The plan, kept to compile the CSR entry point later (`None`: the template has none).
-    plan: Option<CPlan>,
-    /// The CSR entry point once requested (or why it failed to compile); compiled at most
-    /// once, concurrent first executions wait for it.
-    csr: OnceLock<Result<LazyCode, CodegenError>>,
-    /// Outer: the every-cell entry point once a call needed it (see [`Entry::EveryCell`]).
-    every_cell: OnceLock<Result<LazyCode, CodegenError>>,
-    ir: OnceLock<String>,
-    asm: OnceLock<String>,
+    /// The plan, kept to compile the other entry points later.
+    plan: CPlan,
+    /// The entry point compiled with the operator.
+    first: Entry,
+    /// Each entry point once requested (or why it failed to compile); compiled at most once,
+    /// concurrent first executions wait for it.
+    dense: OnceLock<Result<EntryCode, CodegenError>>,
+    csr: OnceLock<Result<EntryCode, CodegenError>>,
+    /// Outer: every cell of the driver (see [`Entry::EveryCell`]).
+    every_cell: OnceLock<Result<EntryCode, CodegenError>>,
+    /// Time and phases of [`compile_for`] (the first entry point, libraries it waited for).
     compile_time: Duration,
     compile_phases: CompilePhases,
-    // Last: the code the kernels point into must outlive nothing else here.
-    jit: llvm::Jit,
+    /// `llvm_ir`/`assembly` text of a dense entry point that failed to compile.
+    failure_text: OnceLock<String>,
 }
 
 impl fmt::Debug for NativeOperator {
@@ -118,6 +127,7 @@ impl fmt::Debug for NativeOperator {
         f.debug_struct("NativeOperator")
             .field("kind", &self.kind)
             .field("compile_time", &self.compile_time())
+            .field("first", &self.first)
             .field("csr_compiled", &self.csr_compiled().is_some())
             .finish()
     }
@@ -280,22 +290,6 @@ fn build(plan: &CPlan, entry: Entry) -> Result<Built, CodegenError> {
     })
 }
 
-/// The address of a generated entry point as a [`KernelFn`].
-fn kernel(jit: &llvm::Jit, name: &str) -> Result<KernelFn, CodegenError> {
-    let addr = jit.function(name)?;
-    // SAFETY: Cell, MultiAgg and Outer entry points are generated with exactly the `KernelFn`
-    // signature (i8*, i64, i64) -> i64, and live as long as `jit`, which the operator owns.
-    Ok(unsafe { std::mem::transmute::<usize, KernelFn>(addr) })
-}
-
-/// The address of a generated Row entry point as a [`sk_row::RowKernelFn`].
-fn row_kernel(jit: &llvm::Jit, name: &str) -> Result<sk_row::RowKernelFn, CodegenError> {
-    let addr = jit.function(name)?;
-    // SAFETY: Row entry points are generated with the `RowKernelFn` signature
-    // (i8*, i64, i64) -> i64, and live as long as `jit`, which the operator owns.
-    Ok(unsafe { std::mem::transmute::<usize, sk_row::RowKernelFn>(addr) })
-}
-
 /// Builds the process-wide function libraries that operators call (the vector math of
 /// `log`/`exp`, the Row block primitives) if they are not built yet, and returns how long that
 /// took. Operators otherwise build them on first use, and that first compilation's time
@@ -355,15 +349,29 @@ fn libraries_needed(plan: &CPlan) -> Libraries {
     Libraries { math, row_blocks }
 }
 
-/// Compiles a CPlan into a native operator: the dense entry point now, the CSR entry point
-/// (sparse-safe Cell, Outer, Row) on the first execution with a CSR main input.
+/// Compiles a CPlan into a native operator for a dense main input: the dense entry point now,
+/// the CSR entry point (sparse-safe Cell and MultiAgg, Outer, Row) on the first execution
+/// with a CSR main input.
 pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
+    compile_for(plan, MainFormat::Dense)
+}
+
+/// Compiles a CPlan into a native operator whose main input is expected in format `main`: the
+/// entry point that format runs now (the CSR one for a sparse main input, where the template
+/// has one), any other on the first execution that needs it. A compilation is most of an
+/// operator's first-call cost, so compiling the entry point the calls will not run doubles it.
+pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<NativeOperator, CodegenError> {
     let start = Instant::now();
     if plan.outputs.is_empty() || plan.inputs.is_empty() {
         return Err(CodegenError::Internal(
             "a plan needs inputs and outputs".into(),
         ));
     }
+    let first = if main == MainFormat::Sparse && has_csr_entry(plan) {
+        Entry::Csr
+    } else {
+        Entry::Dense
+    };
     // A library the operator calls and that no operator has built yet is built on another
     // core while this operator compiles (its JIT waits for it when it maps the calls).
     let build_missing = |needed: Libraries| -> Result<(), CodegenError> {
@@ -377,57 +385,74 @@ pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
     };
     let missing = libraries_needed(plan).missing();
     let built = if missing.any() {
-        let (libraries, built) =
-            rayon::join(|| build_missing(missing), || build(plan, Entry::Dense));
+        let (libraries, built) = rayon::join(
+            || build_missing(missing),
+            || EntryCode::compile(plan, first),
+        );
         libraries?;
         built
     } else {
-        build(plan, Entry::Dense)
+        EntryCode::compile(plan, first)
     };
-    let Built {
-        jit,
-        pending,
-        mut phases,
-    } = built?;
-    let lap = Instant::now();
-    let (kind, has_csr) = match pending {
-        Pending::Cell(spec, has_csr) => {
-            let dense = kernel(&jit, "lafuse_cell_dense")?;
-            (Kind::Cell(spec, dense), has_csr)
-        }
-        Pending::MAgg(spec) => {
-            let has_csr = spec.sparse_safe;
-            let dense = kernel(&jit, "lafuse_cell_dense")?;
-            (Kind::MAgg(spec, dense), has_csr)
-        }
+    let (code, pending) = built?;
+    let kind = match pending {
+        Pending::Cell(spec) => Kind::Cell(spec),
+        Pending::MAgg(spec) => Kind::MAgg(spec),
         Pending::Row(info) => {
             let spec = sk_row::RowSpec {
                 kind: info.kind,
                 inputs: info.inputs.clone(),
             };
-            let dense = row_kernel(&jit, "lafuse_row_dense")?;
-            (Kind::Row(info, spec, dense), true)
+            Kind::Row(info, spec)
         }
-        Pending::Outer(spec) => (Kind::Outer(spec, kernel(&jit, "lafuse_outer_dense")?), true),
+        Pending::Outer(spec) => Kind::Outer(spec),
     };
-    phases.machine_code += lap.elapsed();
-    Ok(NativeOperator {
+    let compile_phases = code.phases;
+    let op = NativeOperator {
         kind,
         num_outputs: plan.outputs.len(),
-        plan: has_csr.then(|| plan.clone()),
+        plan: plan.clone(),
+        first,
+        dense: OnceLock::new(),
         csr: OnceLock::new(),
         every_cell: OnceLock::new(),
-        ir: OnceLock::new(),
-        asm: OnceLock::new(),
-        compile_phases: phases,
+        compile_phases,
+        compile_time: Duration::ZERO,
+        failure_text: OnceLock::new(),
+    };
+    let _ = op.slot(first).set(Ok(code));
+    Ok(NativeOperator {
         compile_time: start.elapsed(),
-        jit,
+        ..op
     })
 }
 
-/// An entry point compiled on first use (the CSR one, Outer's every-cell one): its address,
-/// typed at the call.
-struct LazyCode {
+/// Whether the plan's template has a CSR entry point (Cell and MultiAgg: sparse-safe only).
+fn has_csr_entry(plan: &CPlan) -> bool {
+    match &plan.template {
+        TemplateSpec::Cell { sparse_safe, .. } | TemplateSpec::MAgg { sparse_safe, .. } => {
+            *sparse_safe
+        }
+        TemplateSpec::Outer { .. } | TemplateSpec::Row { .. } => true,
+    }
+}
+
+/// The name of `entry`'s function in the module of `plan`'s template.
+fn entry_name(plan: &CPlan, entry: Entry) -> &'static str {
+    match (&plan.template, entry) {
+        (TemplateSpec::Cell { .. } | TemplateSpec::MAgg { .. }, Entry::Csr) => "lafuse_cell_csr",
+        (TemplateSpec::Cell { .. } | TemplateSpec::MAgg { .. }, _) => "lafuse_cell_dense",
+        (TemplateSpec::Row { .. }, Entry::Csr) => "lafuse_row_csr",
+        (TemplateSpec::Row { .. }, _) => "lafuse_row_dense",
+        (TemplateSpec::Outer { .. }, Entry::Dense) => outer::Visit::DenseNonZeros.entry_name(),
+        (TemplateSpec::Outer { .. }, Entry::Csr) => outer::Visit::CsrNonZeros.entry_name(),
+        (TemplateSpec::Outer { .. }, Entry::EveryCell) => outer::Visit::EveryCell.entry_name(),
+    }
+}
+
+/// One compiled entry point: its address (typed at the call), its compilation's time, and
+/// the JIT that owns its machine code.
+struct EntryCode {
     kernel: usize,
     compile_time: Duration,
     phases: CompilePhases,
@@ -437,28 +462,46 @@ struct LazyCode {
     jit: llvm::Jit,
 }
 
-impl LazyCode {
-    fn compile(plan: &CPlan, entry: Entry, name: &str) -> Result<LazyCode, CodegenError> {
+impl EntryCode {
+    /// Emits, verifies, optimizes and JIT-compiles `entry` of `plan` into a module of its
+    /// own; also returns what the emission found (the skeleton's spec).
+    fn compile(plan: &CPlan, entry: Entry) -> Result<(EntryCode, Pending), CodegenError> {
         let start = Instant::now();
         let Built {
-            jit, mut phases, ..
+            jit,
+            pending,
+            mut phases,
         } = build(plan, entry)?;
         let lap = Instant::now();
-        let kernel = jit.function(name)?;
+        let kernel = jit.function(entry_name(plan, entry))?;
         phases.machine_code += lap.elapsed();
-        Ok(LazyCode {
-            kernel,
-            compile_time: start.elapsed(),
-            phases,
-            ir: OnceLock::new(),
-            asm: OnceLock::new(),
-            jit,
-        })
+        Ok((
+            EntryCode {
+                kernel,
+                compile_time: start.elapsed(),
+                phases,
+                ir: OnceLock::new(),
+                asm: OnceLock::new(),
+                jit,
+            },
+            pending,
+        ))
+    }
+
+    /// The module's IR text (printed on first request).
+    fn ir(&self) -> &str {
+        self.ir.get_or_init(|| self.jit.ir())
+    }
+
+    /// The module's host assembly text (produced on first request from the IR).
+    fn assembly(&self) -> &str {
+        self.asm
+            .get_or_init(|| llvm::assembly_of(self.ir()).unwrap_or_else(|e| format!("; {e}")))
     }
 }
 
 enum Pending {
-    Cell(CellSpec, bool),
+    Cell(CellSpec),
     MAgg(MAggSpec),
     Outer(OuterSpec),
     Row(Box<row::RowInfo>),
@@ -515,16 +558,13 @@ fn emit<'c>(
                     ))
                 }
             }
-            Ok(Pending::Cell(
-                CellSpec {
-                    kind,
-                    agg,
-                    sparse_safe: *sparse_safe,
-                    uses,
-                    lanes: LANES,
-                },
-                *sparse_safe,
-            ))
+            Ok(Pending::Cell(CellSpec {
+                kind,
+                agg,
+                sparse_safe: *sparse_safe,
+                uses,
+                lanes: LANES,
+            }))
         }
         TemplateSpec::MAgg { aggs, sparse_safe } => {
             if aggs.len() != plan.outputs.len() {
@@ -706,13 +746,13 @@ impl NativeOperator {
             .collect();
         let main_sparse = matches!(inputs.first(), Some(Operand::Matrix(m)) if m.is_sparse());
         let skips_zeros = match &self.kind {
-            Kind::Cell(spec, _) => spec.sparse_safe && main_sparse,
-            Kind::MAgg(spec, _) => spec.sparse_safe && main_sparse,
+            Kind::Cell(spec) => spec.sparse_safe && main_sparse,
+            Kind::MAgg(spec) => spec.sparse_safe && main_sparse,
             Kind::Outer(..) => true,
             Kind::Row(..) => false,
         };
         let zeros_skippable = match (&self.plan, skips_zeros) {
-            (Some(plan), true) => {
+            (plan, true) => {
                 let bounds: Vec<InputBound> = inputs
                     .iter()
                     .zip(ranges.iter_mut())
@@ -741,73 +781,72 @@ impl NativeOperator {
                 Operand::Matrix(m) => Input::Matrix(m),
             })
             .collect();
-        // Set when this call's request for the CSR entry point failed, so the compiler's own
-        // error (not the skeleton's wrapping of it) is returned.
-        let csr_failed = AtomicBool::new(false);
-        let csr_addr = || -> Result<usize, SkeletonError> {
-            self.csr_code().map(|c| c.kernel).map_err(|e| {
-                csr_failed.store(true, Ordering::Relaxed);
+        // Each entry point is requested when the skeleton needs it (compiled then, the
+        // first time). A request that fails records which entry failed, so the compiler's
+        // own error (not the skeleton's wrapping of it) is returned.
+        let failed: [AtomicBool; 3] = Default::default();
+        let addr = |entry: Entry| -> Result<usize, SkeletonError> {
+            self.code(entry).map(|c| c.kernel).map_err(|e| {
+                failed[entry as usize].store(true, Ordering::Relaxed);
                 SkeletonError(e.to_string())
             })
         };
-        // SAFETY (both): the CSR entry points of Cell and Outer are generated with the
-        // `KernelFn` signature, Row's with the `RowKernelFn` one; they live as long as the CSR
-        // JIT, which `self.csr` owns for the operator's lifetime.
-        let csr_fn = || csr_addr().map(|a| unsafe { std::mem::transmute::<usize, KernelFn>(a) });
-        let csr_row_fn =
-            || csr_addr().map(|a| unsafe { std::mem::transmute::<usize, sk_row::RowKernelFn>(a) });
-        // As for the CSR entry point: the every-cell one's compile error, unwrapped.
-        let every_failed = AtomicBool::new(false);
-        // SAFETY: the every-cell entry point is generated with the `KernelFn` signature and
-        // lives as long as its JIT, which `self.every_cell` owns for the operator's lifetime.
-        let every_fn = || {
-            self.every_cell_code()
-                .map(|c| unsafe { std::mem::transmute::<usize, KernelFn>(c.kernel) })
-                .map_err(|e| {
-                    every_failed.store(true, Ordering::Relaxed);
-                    SkeletonError(e.to_string())
-                })
+        // SAFETY (all): the entry points of Cell, MultiAgg and Outer are generated with the
+        // `KernelFn` signature, Row's with the `RowKernelFn` one; each lives as long as its
+        // JIT, which the operator owns for its lifetime.
+        let cell_fn = |entry: Entry| {
+            move || addr(entry).map(|a| unsafe { std::mem::transmute::<usize, KernelFn>(a) })
         };
+        let row_fn = |entry: Entry| {
+            move || {
+                addr(entry).map(|a| unsafe { std::mem::transmute::<usize, sk_row::RowKernelFn>(a) })
+            }
+        };
+        let (dense_fn, csr_fn, every_fn) = (
+            cell_fn(Entry::Dense),
+            cell_fn(Entry::Csr),
+            cell_fn(Entry::EveryCell),
+        );
+        let (dense_row_fn, csr_row_fn) = (row_fn(Entry::Dense), row_fn(Entry::Csr));
         let sk = |e: SkeletonError| {
-            let lazy = [
-                (csr_failed.load(Ordering::Relaxed), self.csr.get()),
-                (every_failed.load(Ordering::Relaxed), self.every_cell.get()),
-            ];
-            for (failed, code) in lazy {
-                if let (true, Some(Err(ce))) = (failed, code) {
+            for entry in [Entry::Dense, Entry::Csr, Entry::EveryCell] {
+                if let (true, Some(Err(ce))) = (
+                    failed[entry as usize].load(Ordering::Relaxed),
+                    self.slot(entry).get(),
+                ) {
                     return ce.clone();
                 }
             }
             CodegenError::Internal(e.0)
         };
         let out = match &self.kind {
-            Kind::Cell(spec, dense) => {
+            Kind::Cell(spec) => {
                 let k = CellKernels {
-                    dense: *dense,
+                    dense: &dense_fn,
                     csr: zeros_skippable.then_some(&csr_fn as LazyEntry<'_, KernelFn>),
                 };
                 vec![sk_cell::execute(spec, &k, &ins).map_err(sk)?]
             }
-            Kind::MAgg(spec, dense) => {
+            Kind::MAgg(spec) => {
                 let k = MAggKernels {
-                    dense: *dense,
+                    dense: &dense_fn,
                     csr: zeros_skippable.then_some(&csr_fn as LazyEntry<'_, KernelFn>),
                 };
                 sk_magg::execute(spec, &k, &ins).map_err(sk)?
             }
-            Kind::Outer(spec, dense) => {
+            Kind::Outer(spec) => {
                 let k = OuterKernels {
-                    dense: *dense,
+                    dense: &dense_fn,
                     csr: &csr_fn,
                     every_cell: (!zeros_skippable).then_some(&every_fn as LazyEntry<'_, KernelFn>),
                 };
                 vec![sk_outer::execute(spec, &k, &ins).map_err(sk)?]
             }
-            Kind::Row(info, spec, dense) => {
+            Kind::Row(info, spec) => {
                 let shape = out_shapes.first().copied().unwrap_or((0, 0));
                 let layout = row::layout(info, inputs, shape)?;
                 let k = sk_row::RowKernels {
-                    dense: *dense,
+                    dense: &dense_row_fn,
                     csr: &csr_row_fn,
                 };
                 vec![sk_row::execute(spec, &k, &ins, &layout).map_err(sk)?]
@@ -827,117 +866,117 @@ impl NativeOperator {
         Ok(out)
     }
 
-    /// The CSR entry point's code, compiled on first request.
-    fn csr_code(&self) -> Result<&LazyCode, CodegenError> {
-        let name = match &self.kind {
-            Kind::Cell(..) => "lafuse_cell_csr",
-            Kind::Outer(..) => "lafuse_outer_csr",
-            Kind::Row(..) => "lafuse_row_csr",
-            Kind::MAgg(..) => "lafuse_cell_csr",
+    /// Where entry point `entry`'s code is kept.
+    fn slot(&self, entry: Entry) -> &OnceLock<Result<EntryCode, CodegenError>> {
+        match entry {
+            Entry::Dense => &self.dense,
+            Entry::Csr => &self.csr,
+            Entry::EveryCell => &self.every_cell,
+        }
+    }
+
+    /// Entry point `entry`'s code, compiled on first request; an error where the template
+    /// has no such entry point.
+    fn code(&self, entry: Entry) -> Result<&EntryCode, CodegenError> {
+        let exists = match (&self.kind, entry) {
+            (_, Entry::Dense) => true,
+            (Kind::Outer(..), _) | (Kind::Row(..), Entry::Csr) => true,
+            (Kind::Cell(..) | Kind::MAgg(..), Entry::Csr) => has_csr_entry(&self.plan),
+            _ => false,
         };
-        let plan = self
-            .plan
-            .as_ref()
-            .filter(|_| !name.is_empty())
-            .ok_or_else(|| CodegenError::Internal("the operator has no CSR entry point".into()))?;
-        self.csr
-            .get_or_init(|| LazyCode::compile(plan, Entry::Csr, name))
+        if !exists {
+            return Err(CodegenError::Internal(format!(
+                "the operator has no {entry:?} entry point"
+            )));
+        }
+        self.slot(entry)
+            .get_or_init(|| EntryCode::compile(&self.plan, entry).map(|(code, _)| code))
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// Entry point `entry`'s code, if compiled.
+    fn compiled(&self, entry: Entry) -> Option<&EntryCode> {
+        self.slot(entry).get().and_then(|r| r.as_ref().ok())
     }
 
     /// Compiles the CSR entry point now (`explain` shows it before any execution has needed
     /// it); `Ok(false)` when the operator has none (a sparse-unsafe Cell or MultiAgg plan).
     pub fn compile_csr_entry(&self) -> Result<bool, CodegenError> {
-        if self.plan.is_none() {
+        if matches!(self.kind, Kind::Cell(..) | Kind::MAgg(..)) && !has_csr_entry(&self.plan) {
             return Ok(false);
         }
-        self.csr_code().map(|_| true)
+        self.code(Entry::Csr).map(|_| true)
     }
 
-    /// The compiled CSR entry point, if an execution has compiled it.
-    fn csr_compiled(&self) -> Option<&LazyCode> {
-        self.csr.get().and_then(|r| r.as_ref().ok())
+    /// The compiled CSR entry point, if an execution (or [`compile_for`]) has compiled it.
+    fn csr_compiled(&self) -> Option<&EntryCode> {
+        self.compiled(Entry::Csr)
     }
 
-    /// The LLVM IR of the dense entry point's module, the one [`compile`] builds (printed from
-    /// the JIT's module on first request, so a compilation does not pay for text nobody
-    /// reads). The CSR entry point has its own module: [`csr_llvm_ir`](Self::csr_llvm_ir).
+    /// The LLVM IR of the dense entry point's module (compiled now if [`compile_for`]
+    /// compiled the CSR one; a failure is shown as a comment), printed on first request, so
+    /// a compilation does not pay for text nobody reads. The CSR entry point has its own
+    /// module: [`csr_llvm_ir`](Self::csr_llvm_ir).
     pub fn llvm_ir(&self) -> &str {
-        self.ir.get_or_init(|| self.jit.ir())
+        match self.code(Entry::Dense) {
+            Ok(c) => c.ir(),
+            Err(e) => self.dense_error_text(e),
+        }
     }
 
     /// The dense entry point's host machine code as assembly text (produced on first request
     /// from the IR); the CSR one's is [`csr_assembly`](Self::csr_assembly).
     pub fn assembly(&self) -> &str {
-        self.asm
-            .get_or_init(|| llvm::assembly_of(self.llvm_ir()).unwrap_or_else(|e| format!("; {e}")))
+        match self.code(Entry::Dense) {
+            Ok(c) => c.assembly(),
+            Err(e) => self.dense_error_text(e),
+        }
     }
 
-    /// The LLVM IR of the CSR entry point's module; `None` until an execution with a CSR main
-    /// input has compiled it (or when the template has none).
+    /// A failed dense compilation as a comment line.
+    fn dense_error_text(&self, e: CodegenError) -> &str {
+        self.failure_text.get_or_init(|| format!("; {e}"))
+    }
+
+    /// The LLVM IR of the CSR entry point's module; `None` until it is compiled (or when the
+    /// template has none).
     pub fn csr_llvm_ir(&self) -> Option<&str> {
-        self.csr_compiled()
-            .map(|c| c.ir.get_or_init(|| c.jit.ir()).as_str())
+        self.csr_compiled().map(EntryCode::ir)
     }
 
     /// The CSR entry point's assembly text; `None` as for [`csr_llvm_ir`](Self::csr_llvm_ir).
     pub fn csr_assembly(&self) -> Option<&str> {
-        let c = self.csr_compiled()?;
-        let ir = c.ir.get_or_init(|| c.jit.ir());
-        Some(
-            c.asm
-                .get_or_init(|| llvm::assembly_of(ir).unwrap_or_else(|e| format!("; {e}"))),
-        )
+        self.csr_compiled().map(EntryCode::assembly)
     }
 
-    /// Compilation time spent on this operator so far: [`compile`] (emission, verification,
-    /// optimization, JIT of the dense entry point) plus the CSR entry point's compilation once
-    /// an execution has done it (and an Outer operator's every-cell entry point's).
-    /// [`OperatorCache`] records the time right after [`compile`], so its
-    /// [`CacheStats::compile_time`] counts the dense entry points only.
+    /// The entry points compiled after [`compile_for`] (by executions or `explain`).
+    fn later(&self) -> impl Iterator<Item = &EntryCode> {
+        [Entry::Dense, Entry::Csr, Entry::EveryCell]
+            .into_iter()
+            .filter(move |&e| e != self.first)
+            .filter_map(move |e| self.compiled(e))
+    }
+
+    /// Compilation time spent on this operator so far: [`compile_for`] (emission,
+    /// verification, optimization, JIT of its first entry point, and the libraries it waited
+    /// for) plus each entry point compiled since by an execution that needed it.
+    /// [`OperatorCache`] records the time right after [`compile_for`], so its
+    /// [`CacheStats::compile_time`] counts the first entry points only.
     pub fn compile_time(&self) -> Duration {
-        self.compile_time
-            + self.csr_compile_time().unwrap_or_default()
-            + self
-                .every_cell_compiled()
-                .map_or(Duration::ZERO, |c| c.compile_time)
+        self.compile_time + self.later().map(|c| c.compile_time).sum::<Duration>()
     }
 
-    /// Time the lazy compilation of the CSR entry point took; `None` while not compiled.
+    /// Time the compilation of the CSR entry point took; `None` while not compiled.
     pub fn csr_compile_time(&self) -> Option<Duration> {
         self.csr_compiled().map(|c| c.compile_time)
     }
 
-    /// [`compile_time`](Self::compile_time) split by phase (summed over both entry points'
-    /// compilations once the CSR one is compiled).
+    /// [`compile_time`](Self::compile_time) split by phase (summed over the entry points
+    /// compiled so far).
     pub fn compile_phases(&self) -> CompilePhases {
-        [self.csr_compiled(), self.every_cell_compiled()]
-            .into_iter()
-            .flatten()
+        self.later()
             .fold(self.compile_phases, |p, c| p.plus(c.phases))
-    }
-
-    /// Outer's every-cell entry point, compiled on first request.
-    fn every_cell_code(&self) -> Result<&LazyCode, CodegenError> {
-        let plan = self
-            .plan
-            .as_ref()
-            .filter(|_| matches!(self.kind, Kind::Outer(..)))
-            .ok_or_else(|| {
-                CodegenError::Internal("the operator has no every-cell entry point".into())
-            })?;
-        self.every_cell
-            .get_or_init(|| {
-                LazyCode::compile(plan, Entry::EveryCell, outer::Visit::EveryCell.entry_name())
-            })
-            .as_ref()
-            .map_err(Clone::clone)
-    }
-
-    /// The every-cell entry point, if a call has compiled it.
-    fn every_cell_compiled(&self) -> Option<&LazyCode> {
-        self.every_cell.get().and_then(|r| r.as_ref().ok())
     }
 }
 
@@ -1125,6 +1164,37 @@ mod tests {
             crate::reference::evaluate(&plan, &[Operand::Matrix(&sparse)], &[(1, 1)]).unwrap();
         assert!(close(&got[0], &want[0]));
         assert!(op.csr_llvm_ir().is_none());
-        assert!(op.csr_code().is_err());
+        assert!(op.code(Entry::Csr).is_err());
+        // Compiled for a sparse main input, it compiles its dense entry point first.
+        let op = compile_for(&plan, MainFormat::Sparse).unwrap();
+        assert!(op.compiled(Entry::Dense).is_some());
+    }
+
+    #[test]
+    fn an_operator_compiled_for_a_sparse_main_input_compiles_its_dense_entry_on_demand() {
+        let d = sparse_input();
+        let dense = Matrix::Dense(d.clone());
+        let sparse = Matrix::Sparse(d.to_sparse());
+        for plan in [row_plan(), cell_plan()] {
+            let shape = match plan.template {
+                TemplateSpec::Row { .. } => (40, 30),
+                _ => (1, 1),
+            };
+            let want = crate::reference::evaluate(&plan, &[Operand::Matrix(&dense)], &[shape])
+                .unwrap()
+                .remove(0);
+            let op = compile_for(&plan, MainFormat::Sparse).unwrap();
+            let t0 = op.compile_time();
+            assert!(op.csr_llvm_ir().is_some() && op.compiled(Entry::Dense).is_none());
+            let got = op.execute(&[Operand::Matrix(&sparse)], &[shape]).unwrap();
+            assert!(close(&got[0], &want));
+            assert!(op.compiled(Entry::Dense).is_none());
+            assert_eq!(op.compile_time(), t0);
+            let got = op.execute(&[Operand::Matrix(&dense)], &[shape]).unwrap();
+            assert!(close(&got[0], &want));
+            let dense_code = op.compiled(Entry::Dense).expect("dense entry compiled");
+            assert_eq!(op.compile_time(), t0 + dense_code.compile_time);
+            assert!(op.llvm_ir().contains("_dense"));
+        }
     }
 }
