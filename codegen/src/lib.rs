@@ -1,6 +1,6 @@
 //! CPlan → LLVM IR → native code (and PTX), plus the operator cache.
 //!
-//! * [`reference`]: the reference evaluator of CPlans, the oracle generated operators are
+//! * [`reference`](mod@reference): the reference evaluator of CPlans, the oracle generated operators are
 //!   tested against.
 //! * [`zero_cells`]: what a plan computes at a zero of its main input, bounded by interval
 //!   arithmetic: when sparse-safe operators may skip zeros exactly.

@@ -38,12 +38,12 @@ pub struct CacheStats {
     pub misses: u64,
     /// Misses by reason.
     pub miss_reasons: HashMap<MissReason, u64>,
-    /// Total time of the [`compile`] calls the misses made. It does not include CSR entry
-    /// points, which an operator compiles on its first execution with a CSR main input
-    /// (see [`NativeOperator::csr_compile_time`]); `NativeOperator::compile_time` does.
+    /// Total time of the [`compile_for`] calls the misses made. It does not include the entry
+    /// points an operator compiles later, on the first execution that needs one (see
+    /// [`NativeOperator::csr_compile_time`]); `NativeOperator::compile_time` does.
     pub compile_time: Duration,
-    /// Time of each [`compile`] call, in compilation order (hash, time); as
-    /// [`compile_time`](Self::compile_time), without lazily compiled CSR entry points.
+    /// Time of each [`compile_for`] call, in compilation order (hash, time); as
+    /// [`compile_time`](Self::compile_time), without entry points compiled later.
     pub per_operator: Vec<(u64, Duration)>,
 }
 

@@ -6,7 +6,7 @@
 //! register around it, and the loss of the loop's vectorization; the IR versions run on all
 //! lanes at once (an Outer operator's `log(U %*% t(V) + eps)`, a Cell loop's `log(X)`, a GLM's
 //! `exp`). They are compiled once per process into a library of their own that operators
-//! call ([`library_address`], see `library`), so no operator pays their machine code.
+//! call (`library_address`, see `library`), so no operator pays their machine code.
 
 use super::expr::{ierr, Fx};
 use super::library::{self, Library};

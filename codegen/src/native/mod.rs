@@ -1,15 +1,16 @@
 //! Native fused operators: CPlan → LLVM IR → optimized machine code for the host CPU (DESIGN
 //! section 4), hosted by the skeletons of `lafuse_skeletons`.
 //!
-//! Each entry point of a template (a loop over a row range of a dense main input, and one over
-//! a CSR main input where the template iterates non-zeros: sparse-safe Cell, Outer, Row) goes
-//! into a module of its own, with the body inlined, which is verified, optimized for the host
-//! CPU and JIT-compiled. [`compile`] does this for the dense entry point only; the CSR one is
-//! compiled on the first execution whose skeleton visits a CSR main input's non-zeros (most
-//! operators never see one, and machine-code generation dominates compile time, so this
-//! roughly halves it for the templates that have both). [`NativeOperator::execute`] has the
-//! contract of [`reference::evaluate`](crate::reference::evaluate). Implemented: Cell (all
-//! types and aggregations), MultiAgg, Outer (all types), Row (all row types).
+//! Each entry point of a template (a loop over a row range of a dense main input; one over a
+//! CSR main input where the template iterates non-zeros: sparse-safe Cell, Outer, Row; and
+//! Outer's loop over every cell, for calls whose driver zeros cannot be skipped) goes into a
+//! module of its own, with the body inlined, which is verified, optimized for the host CPU and
+//! JIT-compiled. [`compile_for`] does this for the entry point the expected main-input format
+//! runs; any other is compiled on the first execution that needs it (machine-code generation
+//! dominates compile time, and most operators only ever see one format, so this roughly
+//! halves it for the templates that have both). [`NativeOperator::execute`] has the contract
+//! of [`reference::evaluate`](crate::reference::evaluate). Implemented: Cell (all types and
+//! aggregations), MultiAgg, Outer (all types), Row (all row types).
 //!
 //! Module map: `llvm` (everything LLVM-version specific), `expr` (body emission and the Java
 //! scalar semantics), `cell` (Cell and MultiAgg loops), `outer` (Outer loops and primitives),
