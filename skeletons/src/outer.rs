@@ -1,6 +1,8 @@
 //! The Outer-product skeleton (reference 6.5): the body is evaluated at the non-zeros of the
 //! sparse driver `X` only (its cost is proportional to nnz(X)·k), with `u_i · v_j` computed by
-//! the generated code from contiguous rows of `U` and `V`.
+//! the generated code from contiguous rows of `U` and `V`; at every cell instead (the driver
+//! densified block by block) where the caller offers the every-cell entry point, because the
+//! body may be NaN or infinite at the driver's zeros.
 //!
 //! `V` given as k×n and the Left final product's k2×m matrix are transposed once here so the
 //! generated code reads contiguous rows. Outputs: CellWise in the driver's format (sparse:
