@@ -34,7 +34,8 @@ pub struct Stats {
     pub operators_compiled: u64,
     /// Fused operators whose native code came from the operator cache.
     pub operator_cache_hits: u64,
-    /// Time spent generating and compiling native code.
+    /// Time spent generating and compiling native code: operators compiled at block compile,
+    /// and entry points compiled on the call that first needed them.
     pub codegen_ms: f64,
     /// Time spent selecting fusion plans and constructing CPlans.
     pub fusion_planning_ms: f64,
