@@ -373,6 +373,9 @@ impl Operator for RunnableOperator {
                         reference::evaluate(&self.plan, &operands, &self.out_shapes)
                             .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?
                     }
+                    Err(lafuse_codegen::native::CodegenError::OutOfMemory(why)) => {
+                        return Err(RuntimeError::Resource(format!("{}: {why}", self.opcode)))
+                    }
                     Err(e) => return Err(RuntimeError::internal(format!("{}: {e}", self.opcode))),
                 }
             }

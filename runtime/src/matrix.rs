@@ -68,6 +68,34 @@ pub fn alloc_zeroed(n: usize) -> Vec<f64> {
     v
 }
 
+/// [`alloc_zeroed`] for an output whose size a script decides (a product's, a broadcast's):
+/// a resource error naming the size, instead of aborting the process, where the allocator
+/// cannot give that much memory. Still lazily zeroed (`calloc`).
+pub fn try_alloc_zeroed(n: usize) -> Result<Vec<f64>> {
+    let too_large = || {
+        RuntimeError::Resource(format!(
+            "cannot allocate a result of {n} cells ({:.1} GB): more memory than this machine \
+             can give; use smaller inputs, or a sparser formulation",
+            n as f64 * 8.0 / 1e9
+        ))
+    };
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<f64>(n).map_err(|_| too_large())?;
+    // SAFETY: `layout` has a non-zero size; a non-null result is a zeroed block of `n`
+    // doubles from the global allocator, which the `Vec` then owns with that same layout.
+    let v = unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut f64;
+        if p.is_null() {
+            return Err(too_large());
+        }
+        Vec::from_raw_parts(p, n, n)
+    };
+    advise_huge_pages(&v);
+    Ok(v)
+}
+
 /// Asks for transparent huge pages under the whole 2 MiB pages of `v`'s allocation (its
 /// capacity, not only its length), when it is at least 8 MiB large. Effective
 /// only for pages not yet touched: call it between reserving and filling a buffer. Besides the
@@ -751,6 +779,22 @@ fn validate_csr_structure(s: &SparseMatrix) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fallible_allocation_is_zeroed_or_a_resource_error() {
+        assert!(try_alloc_zeroed(0).unwrap().is_empty());
+        let v = try_alloc_zeroed(3 << 20).unwrap();
+        assert_eq!(v.len(), 3 << 20);
+        assert!(v.iter().all(|&x| x == 0.0));
+        // More than any address space: an error naming the size, not an abort.
+        match try_alloc_zeroed(usize::MAX / 4) {
+            Err(RuntimeError::Resource(why)) => assert!(why.contains("cannot allocate"), "{why}"),
+            other => panic!(
+                "expected a resource error, got {:?}",
+                other.map(|v| v.len())
+            ),
+        }
+    }
 
     #[test]
     fn dense_sparse_roundtrip_keeps_values_and_nnz() {

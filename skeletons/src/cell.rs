@@ -21,7 +21,7 @@ use crate::prep::{
     self, call, densify_rows, for_tasks, partial_init, partition, pick, AggState, ArgsTemplate,
     Input, SharedOut,
 };
-use crate::{err, AggKind, CellKind, InputUse, LazyEntry, Result};
+use crate::{err, AggKind, CellKind, InputUse, LazyEntry, Result, SkeletonError};
 use lafuse_runtime::kernels::dense_result;
 use lafuse_runtime::matrix::{advise_huge_pages, count_nnz};
 use lafuse_runtime::Matrix;
@@ -182,10 +182,10 @@ pub fn execute(spec: &CellSpec, kernels: &CellKernels, inputs: &[Input<'_>]) -> 
     )?;
     let (m, n) = (d.m, d.n);
     let Some(agg) = spec.agg else {
-        return Ok(no_agg(&d));
+        return no_agg(&d);
     };
     Ok(match spec.kind {
-        CellKind::NoAgg => no_agg(&d),
+        CellKind::NoAgg => no_agg(&d)?,
         CellKind::RowAgg => {
             let mut out = vec![prep::ext_init(agg); m];
             let so = SharedOut(out.as_mut_ptr(), out.len());
@@ -282,7 +282,7 @@ pub(crate) fn full_aggs(d: &Driver<'_>, aggs: &[AggKind], lanes: usize) -> Resul
     Ok(res)
 }
 
-fn no_agg(d: &Driver<'_>) -> Matrix {
+fn no_agg(d: &Driver<'_>) -> Result<Matrix> {
     let (m, n) = (d.m, d.n);
     match d.main {
         Matrix::Sparse(s) if d.nonzeros_only() => {
@@ -290,21 +290,28 @@ fn no_agg(d: &Driver<'_>) -> Matrix {
             let mut vals = vec![0.0; s.values.len()];
             let so = SharedOut(vals.as_mut_ptr(), vals.len());
             d.run(|_| so);
-            prep::compact(s, &vals)
+            Ok(prep::compact(s, &vals))
         }
         _ => {
             // Every cell is written (the tasks partition the rows, and the dense entry point
             // writes every column of its rows), so the buffer is not zeroed first: for the
             // vectors of an algorithm's loop, zeroing cost as much as computing.
             let len = m * n;
-            let mut out: Vec<f64> = Vec::with_capacity(len);
+            let mut out: Vec<f64> = Vec::new();
+            out.try_reserve_exact(len).map_err(|_| {
+                SkeletonError::OutOfMemory(format!(
+                    "cannot allocate a result of {len} cells ({:.1} GB): more memory than \
+                     this machine can give; use smaller inputs",
+                    len as f64 * 8.0 / 1e9
+                ))
+            })?;
             advise_huge_pages(&out);
             let so = SharedOut(out.as_mut_ptr(), len);
             let nnz: u64 = d.run(|_| so).into_iter().sum();
             // SAFETY: the capacity is `len`, and `run` returned after every task wrote its
             // rows: all `len` values are initialized.
             unsafe { out.set_len(len) };
-            dense_result(m, n, out, nnz as usize)
+            Ok(dense_result(m, n, out, nnz as usize))
         }
     }
 }

@@ -103,13 +103,29 @@ pub enum InputUse {
     Unused,
 }
 
-/// Why a skeleton refused to run: inputs that do not match the operator (the caller's fault).
+/// Why a skeleton could not run.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SkeletonError(pub String);
+pub enum SkeletonError {
+    /// Inputs that do not match the operator (the caller's fault), or the generator's error
+    /// when it could not give an entry point.
+    Invalid(String),
+    /// An output larger than the memory the machine can give (the script's sizes are at
+    /// fault).
+    OutOfMemory(String),
+}
+
+impl SkeletonError {
+    /// The message.
+    pub fn message(&self) -> &str {
+        match self {
+            SkeletonError::Invalid(s) | SkeletonError::OutOfMemory(s) => s,
+        }
+    }
+}
 
 impl fmt::Display for SkeletonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.message())
     }
 }
 
@@ -125,5 +141,5 @@ pub type Result<T> = std::result::Result<T, SkeletonError>;
 pub type LazyEntry<'a, F> = &'a (dyn Fn() -> Result<F> + Sync);
 
 pub(crate) fn err<T>(msg: impl Into<String>) -> Result<T> {
-    Err(SkeletonError(msg.into()))
+    Err(SkeletonError::Invalid(msg.into()))
 }

@@ -17,7 +17,6 @@ use crate::prep::{
 };
 use crate::{err, AggKind, InputUse, LazyEntry, OuterKind, Result};
 use lafuse_runtime::kernels::dense_result;
-use lafuse_runtime::matrix::alloc_zeroed;
 use lafuse_runtime::Matrix;
 
 /// What an Outer operator computes and how its generated code reads its inputs.
@@ -148,7 +147,7 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
                 prep::compact(s, &vals)
             }
             _ => {
-                let mut out = alloc_zeroed(m * n);
+                let mut out = prep::output(m * n)?;
                 let so = SharedOut(out.as_mut_ptr(), out.len());
                 let nnz: u64 = run(&|_| so).into_iter().sum();
                 dense_result(m, n, out, nnz as usize)
@@ -170,21 +169,23 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
             Matrix::scalar(s.value())
         }
         OuterKind::Right => {
-            let mut out = alloc_zeroed(m * k2);
+            let mut out = prep::output(m * k2)?;
             let so = SharedOut(out.as_mut_ptr(), out.len());
             run(&|_| so);
             let nnz = lafuse_runtime::matrix::count_nnz(&out);
             dense_result(m, k2, out, nnz)
         }
         OuterKind::Left | OuterKind::LeftT => {
-            let mut parts: Vec<Vec<f64>> = (0..tasks.len()).map(|_| alloc_zeroed(n * k2)).collect();
+            let mut parts: Vec<Vec<f64>> = (0..tasks.len())
+                .map(|_| prep::output(n * k2))
+                .collect::<Result<_>>()?;
             let outs: Vec<SharedOut> = parts
                 .iter_mut()
                 .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
                 .collect();
             run(&|t| outs[t]);
             // Partials summed in task order (independent of the thread count).
-            let mut out = alloc_zeroed(n * k2);
+            let mut out = prep::output(n * k2)?;
             for p in &parts {
                 for (o, v) in out.iter_mut().zip(p) {
                     *o += v;
@@ -194,7 +195,7 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
             let l = dense_result(n, k2, out, nnz);
             if spec.kind == OuterKind::LeftT {
                 lafuse_runtime::kernels::transpose(&l)
-                    .map_err(|e| crate::SkeletonError(e.to_string()))?
+                    .map_err(|e| crate::SkeletonError::Invalid(e.to_string()))?
             } else {
                 l
             }

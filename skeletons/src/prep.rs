@@ -166,7 +166,7 @@ fn dense_values(m: &Matrix) -> Cow<'_, [f64]> {
 fn transposed(m: &Matrix) -> Result<Vec<f64>> {
     lafuse_runtime::kernels::transpose(m)
         .map(|t| t.into_dense_values())
-        .map_err(|e| crate::SkeletonError(e.to_string()))
+        .map_err(|e| crate::SkeletonError::Invalid(e.to_string()))
 }
 
 /// Checks every input against its use and prepares the dense views generated code reads.
@@ -423,6 +423,17 @@ pub(crate) fn partial_init(aggs: &[AggKind], lanes: usize) -> Vec<f64> {
 }
 
 /// A dense block of rows `[rl, ru)` of a sparse matrix (for plans that must see every cell).
+/// A zeroed output buffer of `n` values, or [`SkeletonError::OutOfMemory`](crate::SkeletonError)
+/// where the machine cannot give that much memory (an output's size is the script's).
+pub(crate) fn output(n: usize) -> crate::Result<Vec<f64>> {
+    lafuse_runtime::matrix::try_alloc_zeroed(n).map_err(|e| {
+        crate::SkeletonError::OutOfMemory(match e {
+            lafuse_runtime::RuntimeError::Resource(why) => why,
+            other => other.to_string(),
+        })
+    })
+}
+
 pub(crate) fn densify_rows(s: &SparseMatrix, rl: usize, ru: usize) -> Vec<f64> {
     let mut out = vec![0.0; (ru - rl) * s.cols];
     densify_rows_into(s, rl, ru, &mut out);

@@ -20,7 +20,7 @@ use crate::prep::{self, densify_rows, for_tasks, partition, SharedOut};
 use crate::{err, Input, LazyEntry, Result};
 use lafuse_runtime::kernels::aggregate::Kahan;
 use lafuse_runtime::kernels::dense_result;
-use lafuse_runtime::matrix::{alloc_zeroed, count_nnz};
+use lafuse_runtime::matrix::count_nnz;
 use lafuse_runtime::Matrix;
 use std::borrow::Cow;
 
@@ -172,7 +172,7 @@ fn prepare<'a>(inputs: &[Input<'a>], uses: &[RowInput], m: usize) -> Result<prep
                 match (u, x) {
                     (RowInput::WholeT, _) => {
                         let t = lafuse_runtime::kernels::transpose(x)
-                            .map_err(|e| crate::SkeletonError(e.to_string()))?;
+                            .map_err(|e| crate::SkeletonError::Invalid(e.to_string()))?;
                         (Cow::Owned(t.into_dense_values()), (c, r))
                     }
                     (RowInput::Rows, Matrix::Sparse(s)) => {
@@ -284,33 +284,35 @@ pub fn execute(
             })
         })
     };
-    let partials = |len: usize| -> Vec<Vec<f64>> {
-        let mut parts: Vec<Vec<f64>> = (0..tasks.len()).map(|_| alloc_zeroed(len)).collect();
+    let partials = |len: usize| -> Result<Vec<Vec<f64>>> {
+        let mut parts: Vec<Vec<f64>> = (0..tasks.len())
+            .map(|_| prep::output(len))
+            .collect::<Result<_>>()?;
         let outs: Vec<SharedOut> = parts
             .iter_mut()
             .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
             .collect();
         run(&|t| outs[t]);
-        parts
+        Ok(parts)
     };
     Ok(match spec.kind {
         RowKind::RowWise => {
-            let mut out = alloc_zeroed(out_len);
+            let mut out = prep::output(out_len)?;
             let so = SharedOut(out.as_mut_ptr(), out.len());
             let nnz: u64 = run(&|_| so).into_iter().sum();
             dense_result(or, oc, out, nnz as usize)
         }
         RowKind::ColSum | RowKind::Outer => {
-            let parts = partials(out_len);
+            let parts = partials(out_len)?;
             // Partials summed in task order (independent of the thread count).
-            let mut out = alloc_zeroed(out_len);
+            let mut out = prep::output(out_len)?;
             for p in &parts {
                 for (o, v) in out.iter_mut().zip(p) {
                     *o += v;
                 }
             }
             if spec.kind == RowKind::Outer && layout.flipped {
-                let mut t = alloc_zeroed(out_len);
+                let mut t = prep::output(out_len)?;
                 for r in 0..or {
                     for c in 0..oc {
                         t[r * oc + c] = out[c * or + r];
@@ -322,7 +324,7 @@ pub fn execute(
             dense_result(or, oc, out, nnz)
         }
         RowKind::FullAgg => {
-            let parts = partials(2);
+            let parts = partials(2)?;
             let mut k = Kahan::default();
             for p in &parts {
                 k.merge(Kahan {

@@ -55,6 +55,8 @@ pub enum CodegenError {
     Unsupported(String),
     /// A bug, an LLVM failure, or inputs that do not match the operator.
     Internal(String),
+    /// An output larger than the memory the machine can give (the script's sizes).
+    OutOfMemory(String),
 }
 
 impl fmt::Display for CodegenError {
@@ -62,6 +64,7 @@ impl fmt::Display for CodegenError {
         match self {
             CodegenError::Unsupported(s) => write!(f, "unsupported: {s}"),
             CodegenError::Internal(s) => write!(f, "internal error: {s}"),
+            CodegenError::OutOfMemory(s) => f.write_str(s),
         }
     }
 }
@@ -789,7 +792,7 @@ impl NativeOperator {
         let addr = |entry: Entry| -> Result<usize, SkeletonError> {
             self.code(entry).map(|c| c.kernel).map_err(|e| {
                 failed[entry as usize].store(true, Ordering::Relaxed);
-                SkeletonError(e.to_string())
+                SkeletonError::Invalid(e.to_string())
             })
         };
         // SAFETY (all): the entry points of Cell, MultiAgg and Outer are generated with the
@@ -810,6 +813,9 @@ impl NativeOperator {
         );
         let (dense_row_fn, csr_row_fn) = (row_fn(Entry::Dense), row_fn(Entry::Csr));
         let sk = |e: SkeletonError| {
+            if let SkeletonError::OutOfMemory(s) = e {
+                return CodegenError::OutOfMemory(s);
+            }
             for entry in [Entry::Dense, Entry::Csr, Entry::EveryCell] {
                 if let (true, Some(Err(ce))) = (
                     failed[entry as usize].load(Ordering::Relaxed),
@@ -818,7 +824,7 @@ impl NativeOperator {
                     return ce.clone();
                 }
             }
-            CodegenError::Internal(e.0)
+            CodegenError::Internal(e.message().to_string())
         };
         let out = match &self.kind {
             Kind::Cell(spec) => {

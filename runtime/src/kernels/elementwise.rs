@@ -6,7 +6,7 @@
 
 use super::{build_csr, dense_result, fill_flat, fill_rows, shape_str, sparse_result, Operand};
 use crate::error::{Result, RuntimeError};
-use crate::matrix::{alloc_zeroed, DenseMatrix, Matrix, SparseMatrix};
+use crate::matrix::{alloc_zeroed, try_alloc_zeroed, DenseMatrix, Matrix, SparseMatrix};
 use crate::ops::{BinaryOp, UnaryOp};
 
 /// Runs `$body` with `$f` bound to a closure computing `$op` (monomorphised per operator).
@@ -220,11 +220,12 @@ fn kernel2<F: Fn(f64, f64) -> f64>(out: &mut [f64], a: Seg, b: Seg, f: F) {
 }
 
 /// The dense engine: `out[i, j] = f(a(i, j), b(i, j))` over an `rows x cols` output.
-fn dense_binary<F>(rows: usize, cols: usize, a: Src, b: Src, f: F) -> Matrix
+fn dense_binary<F>(rows: usize, cols: usize, a: Src, b: Src, f: F) -> Result<Matrix>
 where
     F: Fn(f64, f64) -> f64 + Sync + Copy,
 {
-    let mut out = alloc_zeroed(rows * cols);
+    // An outer broadcast (`m x 1` op `1 x n`) makes an output larger than either input.
+    let mut out = try_alloc_zeroed(rows * cols)?;
     let flat = |s: Src| matches!(s, Src::Full(_));
     let nnz = if flat(a) && flat(b) {
         fill_flat(&mut out, |off, chunk| {
@@ -239,7 +240,7 @@ where
             }
         })
     };
-    dense_result(rows, cols, out, nnz)
+    Ok(dense_result(rows, cols, out, nnz))
 }
 
 /// The part of a full-matrix source covering cells `off..off + len`.
@@ -375,7 +376,7 @@ pub fn binary(a: &Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
         Bcast::Outer => (Src::Col(av), Src::Row(bv)),
         Bcast::ScalarLeft | Bcast::ScalarRight => unreachable!("handled above"),
     };
-    Ok(with_binary_fn!(op, f => dense_binary(rows, cols, sa, sb, f)))
+    with_binary_fn!(op, f => dense_binary(rows, cols, sa, sb, f))
 }
 
 /// `a op b` like [`binary`], but consuming `a`: when `a` is dense and has the output's shape, the

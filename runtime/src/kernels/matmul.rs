@@ -11,7 +11,7 @@ use super::reorg::transpose_csr;
 use super::{dense_result, fill_rows, shape_str, sparse_result};
 use crate::error::{Result, RuntimeError};
 use crate::matrix::{
-    all_finite, alloc_zeroed, count_nnz, DenseMatrix, Matrix, SparseMatrix, BLOCK_CELLS,
+    all_finite, count_nnz, try_alloc_zeroed, DenseMatrix, Matrix, SparseMatrix, BLOCK_CELLS,
     PAR_THRESHOLD,
 };
 use rayon::prelude::*;
@@ -38,7 +38,7 @@ pub fn matmul(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     if m == 0 || n == 0 || k == 0 {
         return Ok(Matrix::zeros(m, n));
     }
-    Ok(match (a, b) {
+    match (a, b) {
         (Matrix::Dense(x), Matrix::Dense(y)) => dense_dense(x, y),
         (Matrix::Sparse(x), Matrix::Dense(y)) => {
             if all_finite(&y.values) {
@@ -57,13 +57,13 @@ pub fn matmul(a: &Matrix, b: &Matrix) -> Result<Matrix> {
         (Matrix::Sparse(x), Matrix::Sparse(y)) => {
             let (fa, fb) = (all_finite(&x.values), all_finite(&y.values));
             match (fa, fb) {
-                (true, true) => sparse_sparse(x, y),
+                (true, true) => Ok(sparse_sparse(x, y)),
                 (_, true) => sparse_dense(x, &y.to_dense()),
                 (true, false) => dense_sparse(&x.to_dense(), y),
                 (false, false) => dense_dense(&x.to_dense(), &y.to_dense()),
             }
         }
-    })
+    }
 }
 
 /// Dot product with 8 independent lanes (vectorises; fixed combination order).
@@ -85,9 +85,9 @@ fn dot(x: &[f64], y: &[f64]) -> f64 {
     s
 }
 
-fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Matrix {
+fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    let mut out = alloc_zeroed(m * n);
+    let mut out = try_alloc_zeroed(m * n)?;
     if n == 1 {
         // Matrix-vector: one dot product per row.
         let nnz = fill_rows(&mut out, 1, |r0, block| {
@@ -95,11 +95,11 @@ fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Matrix {
                 *o = dot(a.row(r0 + t), &b.values);
             }
         });
-        return dense_result(m, n, out, nnz);
+        return Ok(dense_result(m, n, out, nnz));
     }
     if m == 1 {
         let nnz = vector_matrix(&a.values, b, &mut out);
-        return dense_result(m, n, out, nnz);
+        return Ok(dense_result(m, n, out, nnz));
     }
     // SAFETY: the pointers cover m*k, k*n and m*n f64 values with the given row-major strides.
     unsafe {
@@ -121,7 +121,7 @@ fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Matrix {
         );
     }
     let nnz = count_nnz(&out);
-    dense_result(m, n, out, nnz)
+    Ok(dense_result(m, n, out, nnz))
 }
 
 /// Splits a 1 x n output into fixed column chunks (parallel when large); returns nnz.
@@ -145,9 +145,9 @@ fn fill_flat_cols<F: Fn(usize, &mut [f64]) + Sync>(out: &mut [f64], f: F) -> usi
 }
 
 /// Sparse a (rows drive) times dense b: each non-zero scales a row of b into the output row.
-fn sparse_dense(a: &SparseMatrix, b: &DenseMatrix) -> Matrix {
+fn sparse_dense(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     let (m, n) = (a.rows, b.cols);
-    let mut out = alloc_zeroed(m * n);
+    let mut out = try_alloc_zeroed(m * n)?;
     let nnz = fill_rows(&mut out, n, |r0, block| {
         for (t, orow) in block.chunks_mut(n).enumerate() {
             let (ci, cv) = a.row(r0 + t);
@@ -160,14 +160,14 @@ fn sparse_dense(a: &SparseMatrix, b: &DenseMatrix) -> Matrix {
             }
         }
     });
-    dense_result(m, n, out, nnz)
+    Ok(dense_result(m, n, out, nnz))
 }
 
 /// Dense a (finite) times sparse b: scatter each scaled row of b.
-fn dense_sparse(a: &DenseMatrix, b: &SparseMatrix) -> Matrix {
+fn dense_sparse(a: &DenseMatrix, b: &SparseMatrix) -> Result<Matrix> {
     let (m, n) = (a.rows, b.cols);
     let b_finite = all_finite(&b.values);
-    let mut out = alloc_zeroed(m * n);
+    let mut out = try_alloc_zeroed(m * n)?;
     let nnz = fill_rows(&mut out, n, |r0, block| {
         for (t, orow) in block.chunks_mut(n).enumerate() {
             for (kk, &x) in a.row(r0 + t).iter().enumerate() {
@@ -181,7 +181,7 @@ fn dense_sparse(a: &DenseMatrix, b: &SparseMatrix) -> Matrix {
             }
         }
     });
-    dense_result(m, n, out, nnz)
+    Ok(dense_result(m, n, out, nnz))
 }
 
 /// Gustavson's row-by-row sparse product with a dense accumulator per task.
@@ -275,18 +275,18 @@ pub fn matmul_tn(a: &Matrix, b: &Matrix) -> Result<Matrix> {
         return Ok(Matrix::zeros(k, n));
     }
     match (a, b) {
-        (Matrix::Dense(x), Matrix::Dense(y)) => Ok(dense_tn(x, y)),
+        (Matrix::Dense(x), Matrix::Dense(y)) => dense_tn(x, y),
         _ => matmul(&super::reorg::transpose(a)?, b),
     }
 }
 
-fn dense_tn(a: &DenseMatrix, b: &DenseMatrix) -> Matrix {
+fn dense_tn(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    let mut out = alloc_zeroed(k * n);
+    let mut out = try_alloc_zeroed(k * n)?;
     if n == 1 {
         // t(a) %*% b = t(t(b) %*% a): the vector-matrix product, one pass over a's rows.
         let nnz = vector_matrix(&b.values, a, &mut out);
-        return dense_result(k, 1, out, nnz);
+        return Ok(dense_result(k, 1, out, nnz));
     }
     // SAFETY: a is m x k and b is m x n row-major; t(a) is read as k x m with row stride 1 and
     // column stride k; out is k x n row-major.
@@ -309,7 +309,7 @@ fn dense_tn(a: &DenseMatrix, b: &DenseMatrix) -> Matrix {
         );
     }
     let nnz = count_nnz(&out);
-    dense_result(k, n, out, nnz)
+    Ok(dense_result(k, n, out, nnz))
 }
 
 /// Column-block width of the symmetric dense `tsmm`.
@@ -327,7 +327,7 @@ pub fn tsmm(a: &Matrix) -> Result<Matrix> {
         _ => {
             let d = a.dense_cow();
             let x = &d.values;
-            let mut out = alloc_zeroed(n * n);
+            let mut out = try_alloc_zeroed(n * n)?;
             for b0 in (0..n).step_by(TSMM_BLOCK) {
                 let b1 = (b0 + TSMM_BLOCK).min(n);
                 // Rows b0..b1 of the result, columns b0..n: t(X[:, b0..b1]) %*% X[:, b0..n].
