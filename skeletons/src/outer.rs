@@ -112,6 +112,10 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
         _ => None,
     };
     let par = prep::parallel(work);
+    // Every cell into a sum: once a task's sum is NaN it stays NaN, so its remaining blocks
+    // are neither densified nor visited (the generated loop stops at such a row too).
+    let stop_at_nan = every_cell && spec.kind == OuterKind::FullAgg;
+    let sum_lane = spec.lanes.max(1) - 1;
     let run = |out: &(dyn Fn(usize) -> SharedOut + Sync)| -> Vec<u64> {
         for_tasks(tasks.len(), par, |t| {
             let (rl, ru) = tasks[t];
@@ -119,6 +123,11 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
             (a.out, a.out_len) = out(t).ptr();
             // A streamed (sparse, cell-aligned) side input is densified block by block.
             p.for_blocks(rl, ru, n, densified.is_some(), &mut |views, r, e| {
+                // SAFETY: a FullAgg task's output is its own partial of `2 * lanes` values,
+                // which only this task writes (and not while this closure runs).
+                if stop_at_nan && unsafe { *a.out.add(sum_lane) }.is_nan() {
+                    return 0;
+                }
                 let mut a = a;
                 if let Some(v) = views {
                     a.inputs = v.as_ptr();

@@ -422,7 +422,6 @@ pub(crate) fn partial_init(aggs: &[AggKind], lanes: usize) -> Vec<f64> {
     v
 }
 
-/// A dense block of rows `[rl, ru)` of a sparse matrix (for plans that must see every cell).
 /// A zeroed output buffer of `n` values, or [`SkeletonError::OutOfMemory`](crate::SkeletonError)
 /// where the machine cannot give that much memory (an output's size is the script's).
 pub(crate) fn output(n: usize) -> crate::Result<Vec<f64>> {
@@ -434,6 +433,7 @@ pub(crate) fn output(n: usize) -> crate::Result<Vec<f64>> {
     })
 }
 
+/// A dense block of rows `[rl, ru)` of a sparse matrix (for plans that must see every cell).
 pub(crate) fn densify_rows(s: &SparseMatrix, rl: usize, ru: usize) -> Vec<f64> {
     let mut out = vec![0.0; (ru - rl) * s.cols];
     densify_rows_into(s, rl, ru, &mut out);

@@ -333,25 +333,42 @@ fn emit_entry<'c>(
         let row0 = field(&fx, o + offset_of!(DenseView, row0), pi64)?.into_int_value();
         fx.for_range(rl, ru, &mut |fx, i| {
             let rowbase = fx.mul(fx.sub(i, row0)?, stride)?;
-            fx.for_range(fx.i64c(0), n, &mut |fx, j| {
-                let p = fx.add(fx.mul(i, n)?, j)?;
-                let x = load_vec(&fx.b, fx.vty(1), d, fx.add(rowbase, j)?)?;
-                if visit == Visit::EveryCell {
-                    return element(fx, plan, kind, oi, &st, i, j, x, p, visit);
-                }
-                // Only non-zeros (NaN included) of the driver are visited.
-                let nz = fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, 1))?;
-                let nz =
-                    fx.b.build_extract_element(nz, fx.i64c(0), "nz")
+            let mut row = |fx: &mut Fx<'_, 'c>| {
+                fx.for_range(fx.i64c(0), n, &mut |fx, j| {
+                    let p = fx.add(fx.mul(i, n)?, j)?;
+                    let x = load_vec(&fx.b, fx.vty(1), d, fx.add(rowbase, j)?)?;
+                    if visit == Visit::EveryCell {
+                        return element(fx, plan, kind, oi, &st, i, j, x, p, visit);
+                    }
+                    // Only non-zeros (NaN included) of the driver are visited.
+                    let nz = fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, 1))?;
+                    let nz =
+                        fx.b.build_extract_element(nz, fx.i64c(0), "nz")
+                            .map_err(ierr)?
+                            .into_int_value();
+                    if_else(
+                        fx,
+                        nz,
+                        &mut |fx| element(fx, plan, kind, oi, &st, i, j, x, p, visit),
+                        &mut |_| Ok(()),
+                    )
+                })
+            };
+            if visit == Visit::EveryCell && kind == OuterKind::FullAgg {
+                // A NaN sum stays NaN: once this task's sum is NaN (a non-finite body, at a
+                // zero of the driver or not), its remaining rows cannot change the result.
+                // (Visiting every cell of a large sparse driver is the cost of exactness; this
+                // ends it at the first NaN.)
+                let sum = fx.load_v(st.acc[0])?;
+                let nan = fx.fcmp(FloatPredicate::UNO, sum, sum)?;
+                let nan =
+                    fx.b.build_extract_element(nan, fx.i64c(0), "nan")
                         .map_err(ierr)?
                         .into_int_value();
-                if_else(
-                    fx,
-                    nz,
-                    &mut |fx| element(fx, plan, kind, oi, &st, i, j, x, p, visit),
-                    &mut |_| Ok(()),
-                )
-            })
+                if_else(fx, nan, &mut |_| Ok(()), &mut row)
+            } else {
+                row(fx)
+            }
         })?;
     }
     if kind == OuterKind::FullAgg {
