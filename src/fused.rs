@@ -255,7 +255,7 @@ impl Fuser {
         use lafuse_codegen::native::{Lookup, MainFormat};
         let requests: Vec<(&CPlan, MainFormat)> = plans
             .iter()
-            .zip(sparse_main.iter().chain(std::iter::repeat(&false)))
+            .zip(sparse_main)
             .map(|(p, &sparse)| {
                 let main = if sparse {
                     MainFormat::Sparse

@@ -388,12 +388,13 @@ mod tests {
     use lafuse_compiler::fusion::template::{CellAgg, CellType};
 
     fn range(min: f64, max: f64) -> InputBound {
+        bound(min, max, false)
+    }
+
+    /// A rank-4 factor's values in `[min, max]`, NaN among them where `nan`.
+    fn bound(min: f64, max: f64, nan: bool) -> InputBound {
         InputBound::Matrix {
-            range: ValueRange {
-                min,
-                max,
-                nan: false,
-            },
+            range: ValueRange { min, max, nan },
             cols: 4,
         }
     }
@@ -449,14 +450,7 @@ mod tests {
             &p,
             &[InputBound::Unknown, range(-5.0, INF), range(0.0, 1.0)]
         ));
-        let nan = InputBound::Matrix {
-            range: ValueRange {
-                min: 0.0,
-                max: 1.0,
-                nan: true,
-            },
-            cols: 4,
-        };
+        let nan = bound(0.0, 1.0, true);
         assert!(!zeros_skippable(
             &p,
             &[InputBound::Unknown, range(0.0, 1.0), nan]
@@ -599,14 +593,7 @@ mod tests {
         let finite = [InputBound::Unknown, range(-2.0, 1.0), range(0.0, 3.0)];
         assert!(zeros_skippable(&outer, &finite));
         assert!(!zeros_skippable(&cell(nodes, 3), &finite));
-        let nan = InputBound::Matrix {
-            range: ValueRange {
-                min: 0.0,
-                max: 1.0,
-                nan: true,
-            },
-            cols: 4,
-        };
+        let nan = bound(0.0, 1.0, true);
         assert!(!zeros_skippable(
             &outer,
             &[InputBound::Unknown, range(0.0, 1.0), nan]

@@ -207,18 +207,26 @@ fn shape_of(ty: CellType, m: usize, n: usize) -> (usize, usize) {
     }
 }
 
-#[test]
-fn cell_types_aggregations_formats_and_side_inputs() {
+/// Every cell type and aggregation of the body of [`cell_nodes`] (R and C read as a row and a
+/// column vector, `broadcast`, or as matrices aligned with X), safe and unsafe, over each shape,
+/// dense and sparse main input and each (sparse side input, special values) case, against the
+/// reference.
+fn check_cell_variants(shapes: &[(usize, usize)], side_cases: &[(bool, bool)], broadcast: bool) {
     let aggs = [CellAgg::Sum, CellAgg::SumSq, CellAgg::Min, CellAgg::Max];
-    for (m, n) in [(37, 29), (1, 1), (0, 5), (300, 260)] {
+    let mut cases = vec![(CellType::NoAgg, None)];
+    for ty in [CellType::RowAgg, CellType::ColAgg, CellType::FullAgg] {
+        cases.extend(aggs.iter().map(|&a| (ty, Some(a))));
+    }
+    for &(m, n) in shapes {
         for main_density in [1.0, 0.05] {
-            for (side_sparse, specials) in
-                [(false, false), (true, false), (false, true), (true, true)]
-            {
+            for &(side_sparse, specials) in side_cases {
                 let x = mat(m, n, main_density, 1, specials);
                 let y = mat(m, n, if side_sparse { 0.1 } else { 1.0 }, 2, specials);
-                let r = mat(1, n, 1.0, 3, false);
-                let c = mat(m, 1, 1.0, 4, false);
+                let (r, c) = if broadcast {
+                    (mat(1, n, 1.0, 3, false), mat(m, 1, 1.0, 4, false))
+                } else {
+                    (mat(m, n, 1.0, 3, false), mat(m, n, 1.0, 4, specials))
+                };
                 let ins = [
                     Operand::Matrix(&x),
                     Operand::Matrix(&y),
@@ -227,27 +235,28 @@ fn cell_types_aggregations_formats_and_side_inputs() {
                     Operand::Scalar(0.25),
                 ];
                 for safe in [true, false] {
-                    for ty in [
-                        CellType::NoAgg,
-                        CellType::RowAgg,
-                        CellType::ColAgg,
-                        CellType::FullAgg,
-                    ] {
-                        let list: Vec<Option<CellAgg>> = if ty == CellType::NoAgg {
-                            vec![None]
-                        } else {
-                            aggs.iter().map(|&a| Some(a)).collect()
-                        };
-                        for agg in list {
-                            let plan = cell_plan(ty, agg, safe);
-                            let what = format!("{m}x{n} dens {main_density} side_sparse {side_sparse} specials {specials} safe {safe} {ty:?} {agg:?}");
-                            check(&plan, &ins, &[shape_of(ty, m, n)], 1e-9, &what);
-                        }
+                    for &(ty, agg) in &cases {
+                        let plan = cell_plan_reading(ty, agg, safe, broadcast);
+                        let what = format!(
+                            "{}{m}x{n} dens {main_density} side_sparse {side_sparse} \
+                             specials {specials} safe {safe} {ty:?} {agg:?}",
+                            if broadcast { "" } else { "aligned " }
+                        );
+                        check(&plan, &ins, &[shape_of(ty, m, n)], 1e-9, &what);
                     }
                 }
             }
         }
     }
+}
+
+#[test]
+fn cell_types_aggregations_formats_and_side_inputs() {
+    check_cell_variants(
+        &[(37, 29), (1, 1), (0, 5), (300, 260)],
+        &[(false, false), (true, false), (false, true), (true, true)],
+        true,
+    );
 }
 
 /// Plans whose inputs are all aligned with the main input (or scalars) run their no-aggregate
@@ -256,46 +265,19 @@ fn cell_types_aggregations_formats_and_side_inputs() {
 /// width, parallel tasks, streamed sparse side inputs and densified sparse main inputs.
 #[test]
 fn aligned_inputs_run_as_one_stretch_of_cells() {
-    let aggs = [CellAgg::Sum, CellAgg::SumSq, CellAgg::Min, CellAgg::Max];
-    for (m, n) in [
-        (1, 1),
-        (0, 1),
-        (13, 1),
-        (70_001, 1),
-        (1, 37),
-        (37, 29),
-        (300, 260),
-    ] {
-        for main_density in [1.0, 0.05] {
-            for (side_sparse, specials) in [(false, false), (true, true)] {
-                let x = mat(m, n, main_density, 1, specials);
-                let y = mat(m, n, if side_sparse { 0.1 } else { 1.0 }, 2, specials);
-                let r = mat(m, n, 1.0, 3, false);
-                let c = mat(m, n, 1.0, 4, specials);
-                let ins = [
-                    Operand::Matrix(&x),
-                    Operand::Matrix(&y),
-                    Operand::Matrix(&r),
-                    Operand::Matrix(&c),
-                    Operand::Scalar(0.25),
-                ];
-                for safe in [true, false] {
-                    let mut cases = vec![(CellType::NoAgg, None)];
-                    for ty in [CellType::FullAgg, CellType::RowAgg, CellType::ColAgg] {
-                        cases.extend(aggs.iter().map(|&a| (ty, Some(a))));
-                    }
-                    for (ty, agg) in cases {
-                        let plan = cell_plan_reading(ty, agg, safe, false);
-                        let what = format!(
-                            "aligned {m}x{n} dens {main_density} side_sparse {side_sparse} \
-                             specials {specials} safe {safe} {ty:?} {agg:?}"
-                        );
-                        check(&plan, &ins, &[shape_of(ty, m, n)], 1e-9, &what);
-                    }
-                }
-            }
-        }
-    }
+    check_cell_variants(
+        &[
+            (1, 1),
+            (0, 1),
+            (13, 1),
+            (70_001, 1),
+            (1, 37),
+            (37, 29),
+            (300, 260),
+        ],
+        &[(false, false), (true, true)],
+        false,
+    );
 }
 
 #[test]

@@ -72,28 +72,39 @@ pub fn alloc_zeroed(n: usize) -> Vec<f64> {
 /// a resource error naming the size, instead of aborting the process, where the allocator
 /// cannot give that much memory. Still lazily zeroed (`calloc`).
 pub fn try_alloc_zeroed(n: usize) -> Result<Vec<f64>> {
-    let too_large = || {
-        RuntimeError::Resource(format!(
-            "cannot allocate a result of {n} cells ({:.1} GB): more memory than this machine \
-             can give; use smaller inputs, or a sparser formulation",
-            n as f64 * 8.0 / 1e9
-        ))
-    };
     if n == 0 {
         return Ok(Vec::new());
     }
-    let layout = std::alloc::Layout::array::<f64>(n).map_err(|_| too_large())?;
+    let layout = std::alloc::Layout::array::<f64>(n).map_err(|_| too_large(n))?;
     // SAFETY: `layout` has a non-zero size; a non-null result is a zeroed block of `n`
     // doubles from the global allocator, which the `Vec` then owns with that same layout.
     let v = unsafe {
         let p = std::alloc::alloc_zeroed(layout) as *mut f64;
         if p.is_null() {
-            return Err(too_large());
+            return Err(too_large(n));
         }
         Vec::from_raw_parts(p, n, n)
     };
     advise_huge_pages(&v);
     Ok(v)
+}
+
+/// An empty buffer with room for exactly `n` values, for an output its producer writes in
+/// full (so zeroing it first would be wasted), or [`try_alloc_zeroed`]'s resource error.
+pub fn try_with_capacity(n: usize) -> Result<Vec<f64>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| too_large(n))?;
+    advise_huge_pages(&v);
+    Ok(v)
+}
+
+/// The resource error of an output of `n` cells the allocator cannot give.
+fn too_large(n: usize) -> RuntimeError {
+    RuntimeError::Resource(format!(
+        "cannot allocate a result of {n} cells ({:.1} GB): more memory than this machine can \
+         give; use smaller inputs, or a sparser formulation",
+        n as f64 * 8.0 / 1e9
+    ))
 }
 
 /// Asks for transparent huge pages under the whole 2 MiB pages of `v`'s allocation (its

@@ -21,9 +21,9 @@ use crate::prep::{
     self, call, densify_rows, for_tasks, partial_init, partition, pick, AggState, ArgsTemplate,
     Input, SharedOut,
 };
-use crate::{err, AggKind, CellKind, InputUse, LazyEntry, Result, SkeletonError};
+use crate::{err, AggKind, CellKind, InputUse, LazyEntry, Result};
 use lafuse_runtime::kernels::dense_result;
-use lafuse_runtime::matrix::{advise_huge_pages, count_nnz};
+use lafuse_runtime::matrix::count_nnz;
 use lafuse_runtime::Matrix;
 
 /// What a Cell operator computes and how its generated code reads its inputs.
@@ -147,14 +147,8 @@ impl<'a> Driver<'a> {
                 }
                 match (mode, main) {
                     (Mode::DensifiedBlocks, Matrix::Sparse(s)) => {
-                        let block = densify_rows(s, r, e);
-                        a.main = DenseView {
-                            data: block.as_ptr(),
-                            len: block.len(),
-                            rows: s.rows,
-                            cols: n,
-                            row0: r,
-                        };
+                        let (_block, view) = densify_rows(s, r, e);
+                        a.main = view;
                         call(f, &a, r, e)
                     }
                     _ => call(f, &a, r, e),
@@ -297,15 +291,7 @@ fn no_agg(d: &Driver<'_>) -> Result<Matrix> {
             // writes every column of its rows), so the buffer is not zeroed first: for the
             // vectors of an algorithm's loop, zeroing cost as much as computing.
             let len = m * n;
-            let mut out: Vec<f64> = Vec::new();
-            out.try_reserve_exact(len).map_err(|_| {
-                SkeletonError::OutOfMemory(format!(
-                    "cannot allocate a result of {len} cells ({:.1} GB): more memory than \
-                     this machine can give; use smaller inputs",
-                    len as f64 * 8.0 / 1e9
-                ))
-            })?;
-            advise_huge_pages(&out);
+            let mut out = prep::output_unzeroed(len)?;
             let so = SharedOut(out.as_mut_ptr(), len);
             let nnz: u64 = d.run(|_| so).into_iter().sum();
             // SAFETY: the capacity is `len`, and `run` returned after every task wrote its

@@ -10,7 +10,7 @@
 //! task order; Right m×k2 written in disjoint row ranges; Left/LeftT from per-task n×k2
 //! partials summed in task order (LeftT transposed at the end).
 
-use crate::abi::{DenseView, KernelFn};
+use crate::abi::KernelFn;
 use crate::prep::{
     self, densify_rows, for_tasks, partial_init, partition, AggState, ArgsTemplate, Input,
     SharedOut,
@@ -133,14 +133,8 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
                     a.inputs = v.as_ptr();
                 }
                 if let Some(s) = densified {
-                    let block = densify_rows(s, r, e);
-                    a.main = DenseView {
-                        data: block.as_ptr(),
-                        len: block.len(),
-                        rows: s.rows,
-                        cols: n,
-                        row0: r,
-                    };
+                    let (_block, view) = densify_rows(s, r, e);
+                    a.main = view;
                     return prep::call(f, &a, r, e);
                 }
                 prep::call(f, &a, r, e)

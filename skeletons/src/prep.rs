@@ -425,19 +425,35 @@ pub(crate) fn partial_init(aggs: &[AggKind], lanes: usize) -> Vec<f64> {
 /// A zeroed output buffer of `n` values, or [`SkeletonError::OutOfMemory`](crate::SkeletonError)
 /// where the machine cannot give that much memory (an output's size is the script's).
 pub(crate) fn output(n: usize) -> crate::Result<Vec<f64>> {
-    lafuse_runtime::matrix::try_alloc_zeroed(n).map_err(|e| {
-        crate::SkeletonError::OutOfMemory(match e {
-            lafuse_runtime::RuntimeError::Resource(why) => why,
-            other => other.to_string(),
-        })
+    lafuse_runtime::matrix::try_alloc_zeroed(n).map_err(out_of_memory)
+}
+
+/// [`output`] not zeroed (empty, with room for `n` values), for an output written in full.
+pub(crate) fn output_unzeroed(n: usize) -> crate::Result<Vec<f64>> {
+    lafuse_runtime::matrix::try_with_capacity(n).map_err(out_of_memory)
+}
+
+fn out_of_memory(e: lafuse_runtime::RuntimeError) -> crate::SkeletonError {
+    crate::SkeletonError::OutOfMemory(match e {
+        lafuse_runtime::RuntimeError::Resource(why) => why,
+        other => other.to_string(),
     })
 }
 
-/// A dense block of rows `[rl, ru)` of a sparse matrix (for plans that must see every cell).
-pub(crate) fn densify_rows(s: &SparseMatrix, rl: usize, ru: usize) -> Vec<f64> {
-    let mut out = vec![0.0; (ru - rl) * s.cols];
-    densify_rows_into(s, rl, ru, &mut out);
-    out
+/// Rows `[rl, ru)` of a sparse main input as a dense block (for calls that must see every
+/// cell), with the view a dense entry point reads it through (`row0 = rl`). The view points
+/// into the block: keep the block alive while the view is in use.
+pub(crate) fn densify_rows(s: &SparseMatrix, rl: usize, ru: usize) -> (Vec<f64>, DenseView) {
+    let mut block = vec![0.0; (ru - rl) * s.cols];
+    densify_rows_into(s, rl, ru, &mut block);
+    let view = DenseView {
+        data: block.as_ptr(),
+        len: block.len(),
+        rows: s.rows,
+        cols: s.cols,
+        row0: rl,
+    };
+    (block, view)
 }
 
 /// Writes rows `[rl, ru)` of `s` densely into `out` (exactly `(ru - rl) * cols` long),

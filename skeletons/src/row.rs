@@ -15,7 +15,7 @@
 //! order (task boundaries depend on the shape only, so results do not depend on the thread
 //! count). All outputs are returned in the runtime's preferred format.
 
-use crate::abi::{DenseView, KernelArgs};
+use crate::abi::KernelArgs;
 use crate::prep::{self, densify_rows, for_tasks, partition, SharedOut};
 use crate::{err, Input, LazyEntry, Result};
 use lafuse_runtime::kernels::aggregate::Kahan;
@@ -269,14 +269,8 @@ pub fn execute(
                 }
                 match main {
                     Matrix::Sparse(s) if densify_main => {
-                        let block = densify_rows(s, r, e);
-                        a.base.main = DenseView {
-                            data: block.as_ptr(),
-                            len: block.len(),
-                            rows: m,
-                            cols: n,
-                            row0: r,
-                        };
+                        let (_block, view) = densify_rows(s, r, e);
+                        a.base.main = view;
                         call(entry, &a, r, e)
                     }
                     _ => call(entry, &a, r, e),

@@ -162,6 +162,22 @@ pub(crate) fn emit_entry<'c>(
         &[W, 1]
     };
     let jslot = fx.slot(i64t.into())?;
+    // Cells `0..len` of "row" `i` of a dense main input, whose cell 0 is at `base` in it (`W`
+    // lanes at a time, then the scalar tail).
+    let dense_cells = |fx: &mut Fx<'_, 'c>,
+                       i: IntValue<'c>,
+                       base: IntValue<'c>,
+                       len: IntValue<'c>|
+     -> Result<(), CodegenError> {
+        fx.store(jslot, fx.i64c(0))?;
+        for &w in widths {
+            fx.for_slot(jslot, len, w as u64, &mut |fx, j| {
+                let a = load_vec(&fx.b, fx.vty(w), main, fx.add(base, j)?)?;
+                element(fx, plan, spec, &st, At { i, j, w, main: a }, None)
+            })?;
+        }
+        Ok(())
+    };
     if !csr && runs_flat(plan, spec) {
         // Every input is the main input, aligned with it or a scalar, and nothing is kept per
         // row: the rows `[rl, ru)` are one stretch of `(ru - rl) * n` cells, read and written
@@ -171,25 +187,7 @@ pub(crate) fn emit_entry<'c>(
         // rows of one scalar cell each).
         let len = fx.mul(fx.sub(ru, rl)?, n)?;
         let base = fx.mul(fx.sub(rl, row0)?, mstride)?;
-        fx.store(jslot, fx.i64c(0))?;
-        for &w in widths {
-            fx.for_slot(jslot, len, w as u64, &mut |fx, j| {
-                let a = load_vec(&fx.b, fx.vty(w), main, fx.add(base, j)?)?;
-                element(
-                    fx,
-                    plan,
-                    spec,
-                    &st,
-                    At {
-                        i: rl,
-                        j,
-                        w,
-                        main: a,
-                    },
-                    None,
-                )
-            })?;
-        }
+        dense_cells(&mut fx, rl, base, len)?;
     } else {
         fx.for_range(rl, ru, &mut |fx, i| {
             if spec.kind == CellKind::RowAgg {
@@ -205,13 +203,7 @@ pub(crate) fn emit_entry<'c>(
             match csrp {
                 None => {
                     let rowbase = fx.mul(fx.sub(i, row0)?, mstride)?;
-                    fx.store(jslot, fx.i64c(0))?;
-                    for &w in widths {
-                        fx.for_slot(jslot, n, w as u64, &mut |fx, j| {
-                            let a = load_vec(&fx.b, fx.vty(w), main, fx.add(rowbase, j)?)?;
-                            element(fx, plan, spec, &st, At { i, j, w, main: a }, None)
-                        })?;
-                    }
+                    dense_cells(fx, i, rowbase, n)?;
                 }
                 Some((rp, ci)) => {
                     let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();

@@ -411,8 +411,7 @@ pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<NativeOperator, Cod
         }
         Pending::Outer(spec) => Kind::Outer(spec),
     };
-    let compile_phases = code.phases;
-    let op = NativeOperator {
+    let mut op = NativeOperator {
         kind,
         num_outputs: plan.outputs.len(),
         plan: plan.clone(),
@@ -420,15 +419,13 @@ pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<NativeOperator, Cod
         dense: OnceLock::new(),
         csr: OnceLock::new(),
         every_cell: OnceLock::new(),
-        compile_phases,
+        compile_phases: code.phases,
         compile_time: Duration::ZERO,
         failure_text: OnceLock::new(),
     };
     let _ = op.slot(first).set(Ok(code));
-    Ok(NativeOperator {
-        compile_time: start.elapsed(),
-        ..op
-    })
+    op.compile_time = start.elapsed();
+    Ok(op)
 }
 
 /// Whether the plan's template has a CSR entry point (Cell and MultiAgg: sparse-safe only).
@@ -549,12 +546,24 @@ fn emit<'c>(
                 kind,
             };
             match entry {
-                Entry::Dense => {
-                    cell::emit_entry(ctx, module, plan, &like, &used, false, "lafuse_cell_dense")?
-                }
-                Entry::Csr if *sparse_safe => {
-                    cell::emit_entry(ctx, module, plan, &like, &used, true, "lafuse_cell_csr")?
-                }
+                Entry::Dense => cell::emit_entry(
+                    ctx,
+                    module,
+                    plan,
+                    &like,
+                    &used,
+                    false,
+                    entry_name(plan, entry),
+                )?,
+                Entry::Csr if *sparse_safe => cell::emit_entry(
+                    ctx,
+                    module,
+                    plan,
+                    &like,
+                    &used,
+                    true,
+                    entry_name(plan, entry),
+                )?,
                 // (An every-cell entry point was refused above.)
                 Entry::Csr | Entry::EveryCell => {
                     return Err(CodegenError::Internal(
@@ -589,12 +598,24 @@ fn emit<'c>(
                 kind: CellKind::FullAgg,
             };
             match entry {
-                Entry::Dense => {
-                    cell::emit_entry(ctx, module, plan, &like, &used, false, "lafuse_cell_dense")?
-                }
-                Entry::Csr if *sparse_safe => {
-                    cell::emit_entry(ctx, module, plan, &like, &used, true, "lafuse_cell_csr")?
-                }
+                Entry::Dense => cell::emit_entry(
+                    ctx,
+                    module,
+                    plan,
+                    &like,
+                    &used,
+                    false,
+                    entry_name(plan, entry),
+                )?,
+                Entry::Csr if *sparse_safe => cell::emit_entry(
+                    ctx,
+                    module,
+                    plan,
+                    &like,
+                    &used,
+                    true,
+                    entry_name(plan, entry),
+                )?,
                 // (An every-cell entry point was refused above.)
                 Entry::Csr | Entry::EveryCell => {
                     return Err(CodegenError::Internal(
@@ -1113,6 +1134,18 @@ mod tests {
                 .all(|(x, y)| (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0))
     }
 
+    /// The output shape of [`row_plan`] or [`cell_plan`] over `x`, and the reference result.
+    fn shape_and_reference(plan: &CPlan, x: &Matrix) -> ((usize, usize), Matrix) {
+        let shape = match plan.template {
+            TemplateSpec::Row { .. } => (40, 30),
+            _ => (1, 1),
+        };
+        let want = crate::reference::evaluate(plan, &[Operand::Matrix(x)], &[shape])
+            .unwrap()
+            .remove(0);
+        (shape, want)
+    }
+
     #[test]
     fn csr_entry_is_compiled_on_the_first_csr_execution_only() {
         let d = sparse_input();
@@ -1122,13 +1155,7 @@ mod tests {
             (row_plan(), "lafuse_row_csr"),
             (cell_plan(), "lafuse_cell_csr"),
         ] {
-            let shape = match plan.template {
-                TemplateSpec::Row { .. } => (40, 30),
-                _ => (1, 1),
-            };
-            let want = crate::reference::evaluate(&plan, &[Operand::Matrix(&dense)], &[shape])
-                .unwrap()
-                .remove(0);
+            let (shape, want) = shape_and_reference(&plan, &dense);
             let op = compile(&plan).unwrap();
             let t0 = op.compile_time();
             assert!(op.llvm_ir().contains("_dense"));
@@ -1183,13 +1210,7 @@ mod tests {
         let dense = Matrix::Dense(d.clone());
         let sparse = Matrix::Sparse(d.to_sparse());
         for plan in [row_plan(), cell_plan()] {
-            let shape = match plan.template {
-                TemplateSpec::Row { .. } => (40, 30),
-                _ => (1, 1),
-            };
-            let want = crate::reference::evaluate(&plan, &[Operand::Matrix(&dense)], &[shape])
-                .unwrap()
-                .remove(0);
+            let (shape, want) = shape_and_reference(&plan, &dense);
             let op = compile_for(&plan, MainFormat::Sparse).unwrap();
             let t0 = op.compile_time();
             assert!(op.csr_llvm_ir().is_some() && op.compiled(Entry::Dense).is_none());

@@ -138,21 +138,6 @@ fn unsupported<T>(s: impl Into<String>) -> Result<T, CodegenError> {
     Err(CodegenError::Unsupported(s.into()))
 }
 
-fn is_elementwise(n: &CNode) -> bool {
-    matches!(
-        n,
-        CNode::Unary { .. }
-            | CNode::Pow2 { .. }
-            | CNode::Mult2 { .. }
-            | CNode::Binary { .. }
-            | CNode::Ternary { .. }
-            | CNode::Nary {
-                f: NaryOp::Min | NaryOp::Max,
-                ..
-            }
-    )
-}
-
 /// Aggregates the CSR entry computes from a row's non-zeros.
 fn sparse_agg(f: AggOp) -> bool {
     matches!(f, AggOp::Sum | AggOp::Mean | AggOp::Min | AggOp::Max)
@@ -241,7 +226,7 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
                 }
                 Class::Scalar
             }
-            n if is_elementwise(n) => {
+            n if n.is_elementwise() => {
                 let mut c = Class::Scalar;
                 for o in n.operands() {
                     match cls(o) {
@@ -489,7 +474,7 @@ fn sparse_nodes(
     // Candidates, then withdraw those with a reader that needs them elsewhere, until none
     // does.
     let mut sparse: Vec<bool> = (0..n)
-        .map(|i| reach[i] && i != out && classes[i] == Class::Vector && is_elementwise(&nodes[i]))
+        .map(|i| reach[i] && i != out && classes[i] == Class::Vector && nodes[i].is_elementwise())
         .collect();
     loop {
         let mut changed = false;
@@ -579,7 +564,7 @@ pub(crate) fn layout(
                 }
                 _ => Len::default(),
             },
-            n if is_elementwise(n) => {
+            n if n.is_elementwise() => {
                 let mut len: Option<usize> = None;
                 for o in n.operands() {
                     if info.classes[o] != Class::Vector {
@@ -1532,7 +1517,7 @@ impl<'a, 'c> Em<'a, 'c> {
                     let sp = main_sp.ok_or_else(|| ierr("sparse main row"))?;
                     self.sparse_elementwise(fx, n, &ops, buf, len, sp)?
                 }
-                n if is_elementwise(n) => {
+                n if n.is_elementwise() => {
                     let ops: Vec<RV<'c>> = n.operands().iter().map(|&o| vals[o]).collect();
                     self.elementwise(fx, n, &ops, info.classes[k], buf, len)?
                 }

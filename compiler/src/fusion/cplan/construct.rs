@@ -18,7 +18,7 @@ use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
 use crate::fusion::select::{selection_roots, Selection};
 use crate::fusion::sparsity::{choose_main_input, choose_sparse_driver, is_zero_preserving};
 use crate::fusion::template::{cell_agg_kind, CellAgg, CellType};
-use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, NaryOp, OpKind, ReorgOp};
+use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, OpKind, ReorgOp};
 use crate::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -473,19 +473,7 @@ fn row_over_column_vector_as_cell(
     };
     let cell_wise = b.raw.iter().all(|r| match r {
         Raw::Data(_, fixed) => fixed.is_none(),
-        Raw::Node(n) => matches!(
-            n,
-            CNode::Literal { .. }
-                | CNode::Unary { .. }
-                | CNode::Pow2 { .. }
-                | CNode::Mult2 { .. }
-                | CNode::Binary { .. }
-                | CNode::Ternary { .. }
-                | CNode::Nary {
-                    f: NaryOp::Min | NaryOp::Max,
-                    ..
-                }
-        ),
+        Raw::Node(n) => matches!(n, CNode::Literal { .. }) || n.is_elementwise(),
     });
     if main_dims.1 != 1 || !cell_wise || outputs.len() != 1 {
         return None;

@@ -95,6 +95,23 @@ pub enum CNode {
 }
 
 impl CNode {
+    /// An element-wise operation: its value at a cell (or a row's element) depends on its
+    /// operands' values there only (unary, binary, ternary, n-ary `min`/`max`).
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            CNode::Unary { .. }
+                | CNode::Pow2 { .. }
+                | CNode::Mult2 { .. }
+                | CNode::Binary { .. }
+                | CNode::Ternary { .. }
+                | CNode::Nary {
+                    f: NaryOp::Min | NaryOp::Max,
+                    ..
+                }
+        )
+    }
+
     /// The node's operand ids, in order.
     pub fn operands(&self) -> Vec<CNodeId> {
         match self {
