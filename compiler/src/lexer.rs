@@ -7,7 +7,8 @@
 //! Number literals: digits alone are an integer (`7`); a decimal point or an exponent makes a
 //! double (`7.0`, `7.`, `.5`, `1e3`, `1E-3`). SystemDS cannot parse the grammar's `L` suffix
 //! (`1L`), so it is an error here too. The words the grammar spells out (`if`, `in`, `as`,
-//! `TRUE`, `double`, ...) are reserved and cannot name variables.
+//! `TRUE`, `double`, ...) are reserved and cannot name variables. So are SystemDS's built-in
+//! constants `NaN` and `Inf`, which lex as double literals (`-Inf` is the negation of `Inf`).
 
 use crate::error::CompileError;
 use crate::span::Span;
@@ -407,9 +408,11 @@ impl Lexer<'_> {
         }
         self.pos = end;
         let word = &self.src[start..end];
-        match Keyword::from_word(word) {
-            Some(kw) => TokenKind::Keyword(kw),
-            None => TokenKind::Ident(word.to_string()),
+        match (word, Keyword::from_word(word)) {
+            ("NaN", _) => TokenKind::Double(f64::NAN),
+            ("Inf", _) => TokenKind::Double(f64::INFINITY),
+            (_, Some(kw)) => TokenKind::Keyword(kw),
+            (_, None) => TokenKind::Ident(word.to_string()),
         }
     }
 
@@ -583,6 +586,11 @@ mod tests {
             kinds("1e")[..2],
             [TokenKind::Int(1), TokenKind::Ident("e".into())]
         );
+        // The built-in constants are double literals, not names.
+        let special = kinds("NaN Inf Infinity");
+        assert!(matches!(special[0], TokenKind::Double(v) if v.is_nan()));
+        assert_eq!(special[1], TokenKind::Double(f64::INFINITY));
+        assert_eq!(special[2], TokenKind::Ident("Infinity".into()));
         let (_, errors) = tokenize("1L 99999999999999999999");
         assert_eq!(errors.len(), 2);
     }

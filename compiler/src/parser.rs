@@ -408,6 +408,19 @@ impl Parser<'_> {
                     start,
                 ))
             }
+            TokenKind::Double(v)
+                if !v.is_finite()
+                    && matches!(
+                        self.peek_at(1).kind,
+                        TokenKind::Punct(Punct::Assign | Punct::Arrow)
+                    ) =>
+            {
+                let name = if v.is_nan() { "NaN" } else { "Inf" };
+                return Err(CompileError::user(
+                    format!("cannot assign to the built-in constant {name}: choose another name"),
+                    start,
+                ));
+            }
             _ => return Err(self.unexpected("a statement")),
         };
         Ok(Stmt {

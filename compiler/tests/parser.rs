@@ -262,6 +262,8 @@ fn syntax_errors_say_expected_and_found() {
         ("x = 99999999999999999999", "integer literal 99999999999999999999 does not fit in 64 bits"),
         ("[a, b] = 3", "syntax error: expected a function call, found '3'"),
         ("$x = 3", "cannot assign to the script argument '$x'"),
+        ("NaN = 3", "cannot assign to the built-in constant NaN: choose another name"),
+        ("Inf <- 3", "cannot assign to the built-in constant Inf: choose another name"),
     ];
     for (text, message) in cases {
         let err = first_error(text);

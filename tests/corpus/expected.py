@@ -527,6 +527,8 @@ def nan_inf(o):
     o.p("nan scalar cmp ", False, " ", False)
     o.p("minmax nan ", nan, " ", nan)
     o.p("round nan ", 0.0)   # Java Math.round(NaN) == 0
+    o.p("constants ", nan, " ", inf, " ", -inf, " ", True, " ", False)
+    o.p("constant matrix ", inf, " ", nan)   # 3 + Inf; max over a NaN is NaN
 
 
 @case
