@@ -298,6 +298,11 @@ fn unary_binary_ternary_ops_match_on_special_values() {
         3.0,
         7.0,
         -7.0,
+        // Java's round: the largest double below 0.5, ties, and the clamp to +-2^63.
+        0.49999999999999994,
+        -0.5,
+        1e19,
+        -1e19,
     ];
     let k = specials.len();
     let mut a = Vec::new();
