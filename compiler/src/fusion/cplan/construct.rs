@@ -210,6 +210,12 @@ impl<'a, 'd> Builder<'a, 'd> {
             // the whole operator instead would leave the plan the cost model chose unbuilt.
             return Some(self.leaf(h, None));
         }
+        if self.dag.is_literal_seq(h) {
+            // Likewise a literal `seq(from, to, incr)` the templates merge: the body has no
+            // row-index node (SystemDS's `SEQ_RIX`), so the operator reads the sequence as a
+            // column-vector input, materialized unfused (one vector, O(rows)).
+            return Some(self.leaf(h, None));
+        }
         self.covered.insert(h);
         let ins = self.dag.inputs(h);
         let node = match self.dag.op(h) {
@@ -455,13 +461,14 @@ fn build_operator(
     finalize(dag, b, spec, raw_outputs, outputs_hops)
 }
 
-/// A Row plan over a column vector (an m×1 main input) whose body is cell-wise only, with no
-/// aggregate or a full `sum`, as the Cell plan it equals: each of its rows is one cell, and
-/// the Cell template's dense loop runs vectors down the rows where Row runs one row (one
-/// scalar) per step. SystemDS drops such plans where their output is a scalar (reference 1.6
-/// rule 6) and runs their operations unfused; the template ranks would otherwise pick Row
-/// over Cell for them (an algorithm's vector arithmetic: `exp(-(eta^2)/2)`).
-fn row_over_column_vector_as_cell(
+/// A Row plan whose body is cell-wise only, with no aggregate, a full `sum` or `colSums`, as
+/// the Cell plan it equals. The template ranks pick Row over Cell for such plans, but the Cell
+/// template's loop keeps the whole body in registers per cell, where Row runs each node over
+/// the row into a vector buffer. Over a column vector (an m×1 main input) each row is one
+/// cell, and the Cell loop runs vectors down the rows where Row runs one scalar per step;
+/// SystemDS drops those plans where their output is a scalar (reference 1.6 rule 6) and runs
+/// their operations unfused (an algorithm's vector arithmetic: `exp(-(eta^2)/2)`).
+fn row_plan_as_cell(
     dag: &FusionDag<'_>,
     b: &Builder<'_, '_>,
     spec: &TemplateSpec,
@@ -475,12 +482,16 @@ fn row_over_column_vector_as_cell(
         Raw::Data(_, fixed) => fixed.is_none(),
         Raw::Node(n) => matches!(n, CNode::Literal { .. }) || n.is_elementwise(),
     });
-    if main_dims.1 != 1 || !cell_wise || outputs.len() != 1 {
+    if !cell_wise || outputs.len() != 1 {
         return None;
     }
+    let out_dims = dag.dims(outputs[0]);
     let (cell_type, agg) = match row_type {
-        RowType::NoAgg if dag.dims(outputs[0]) == Some(main_dims) => (CellType::NoAgg, None),
+        RowType::NoAgg if out_dims == Some(main_dims) => (CellType::NoAgg, None),
         RowType::FullAgg if dag.is_scalar(outputs[0]) => (CellType::FullAgg, Some(CellAgg::Sum)),
+        RowType::ColAgg if out_dims == Some((1, main_dims.1)) => {
+            (CellType::ColAgg, Some(CellAgg::Sum))
+        }
         _ => return None,
     };
     Some(TemplateSpec::Cell {
@@ -586,7 +597,7 @@ fn finalize(
         let x = b.row_x.filter(|&x| dag.dims_known(x)).unwrap_or(main);
         *row_type = derive_row_type(dag, outputs[0], Some(x), b.row_b1)?;
     }
-    if let Some(cell) = row_over_column_vector_as_cell(dag, &b, &spec, main_dims, &outputs) {
+    if let Some(cell) = row_plan_as_cell(dag, &b, &spec, main_dims, &outputs) {
         spec = cell;
     }
     if let TemplateSpec::Cell {
@@ -774,8 +785,20 @@ pub(crate) fn derive_row_type(
 }
 
 /// Reference 1.6 rules 7 and 8: a plan without operations, or a non-aggregating Cell/Row plan
-/// with one operation over data inputs, gains nothing from fusion.
+/// with one operation over data inputs, gains nothing from fusion. A MultiAgg plan without
+/// operations still gains where two of its aggregates read the same input (`min(X)`, `max(X)`
+/// and `sum(X)` in one pass over X, as SystemDS fuses them).
 fn is_worth_fusing(p: &CPlan) -> bool {
+    if let TemplateSpec::MAgg { .. } = &p.template {
+        let mut read = BTreeSet::new();
+        let shared_read = p.outputs.iter().any(|&o| match &p.nodes[o] {
+            CNode::Data { input, .. } => !read.insert(*input),
+            _ => false,
+        });
+        if shared_read {
+            return true;
+        }
+    }
     // `sum(X^2)` becomes a sum-of-squares aggregate over X with no body operation left; the
     // unfused plan materializes `X^2` first (lafuse has no unfused `sumsq`), so the squaring
     // counts as the operation fusion saves.
@@ -1130,11 +1153,11 @@ mod tests {
         assert!(RowType::ColAggB1.is_outer_accumulation() && RowType::NoAggConst.is_row_wise());
     }
 
-    /// Element-wise work over column vectors, which the template ranks give to Row, becomes
-    /// Cell (no aggregate, or a full sum); over a matrix it stays Row, and a column vector's
-    /// row sums (a row aggregate node) stay Row too.
+    /// Element-wise work, which the template ranks give to Row, becomes Cell (no aggregate, a
+    /// full sum or column sums), over column vectors and matrices alike; a column vector's row
+    /// sums (a row aggregate node) stay Row.
     #[test]
-    fn row_plans_over_column_vectors_are_cell_plans() {
+    fn row_plans_with_cell_wise_bodies_are_cell_plans() {
         let mut h = Vec::new();
         let dag = build(|b: &mut DagBuilder| {
             let v = b.input("v", 1000, 1, 1000);
@@ -1154,6 +1177,9 @@ mod tests {
             let ve = b.unary(U::Abs, v).unwrap();
             let vs = b.unary(U::Sqrt, ve).unwrap();
             h.push(b.agg(AggOp::Sum, Direction::Row, vs).unwrap()); // rowSums(sqrt(abs(v)))
+            let xa = b.unary(U::Abs, x).unwrap();
+            let xs = b.unary(U::Sqrt, xa).unwrap();
+            h.push(b.agg(AggOp::Sum, Direction::Col, xs).unwrap()); // colSums(sqrt(abs(X)))
             h.clone()
         });
         let p = program(&dag);
@@ -1163,11 +1189,12 @@ mod tests {
         };
         assert!(name(0).starts_with("cell no_agg"), "{}", p.explain());
         assert!(name(1).starts_with("cell full_agg"), "{}", p.explain());
-        assert!(name(2).starts_with("row no_agg"), "{}", p.explain());
+        assert!(name(2).starts_with("cell no_agg"), "{}", p.explain());
         // (The row sums of an m×1 input have its shape: a Row no_agg plan with a row sum.)
         assert!(name(3).starts_with("row no_agg"), "{}", p.explain());
-        // Every input of the converted plans is read aligned with the column vector.
-        for k in [0, 1] {
+        assert!(name(4).starts_with("cell col_agg"), "{}", p.explain());
+        // Every input of the converted plans is read aligned with the main input.
+        for k in [0, 1, 2, 4] {
             let c = &op_at(&p, h[k]).cplan;
             assert!(c.nodes.iter().all(|n| !matches!(
                 n,
@@ -1204,12 +1231,12 @@ mod tests {
         let back: CPlan = serde_json::from_str(&serde_json::to_string(c).unwrap()).unwrap();
         assert_eq!(&back, c);
         assert!(
-            c.explain().starts_with("row full_agg (3 inputs"),
+            c.explain().starts_with("cell full_agg (3 inputs"),
             "{}",
             c.explain()
         );
         let json: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
-        assert_eq!(json["operators"][0]["template"], "row");
+        assert_eq!(json["operators"][0]["template"], "cell");
         assert_eq!(json["operators"][0]["variant"], "full_agg");
         assert!(p.explain().contains("op 0: outputs"));
     }

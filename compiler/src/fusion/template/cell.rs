@@ -120,8 +120,9 @@ impl Template for CellTemplate {
     }
 
     /// A cell-wise operation of known size that is not 1×1 (nothing to gain from a fused
-    /// scalar), a single-column lookup `X[, j]`, or a literal `seq` whose consumers can compute
-    /// it on the fly as `from + i·incr` (unary ops, or binaries with the seq on the right).
+    /// scalar), a single-column lookup `X[, j]`, or a literal `seq` whose consumers are unary
+    /// ops or binaries with the seq on the right (SystemDS computes it on the fly as
+    /// `from + i·incr`; lafuse's construction reads it as a column-vector input).
     fn open(&self, dag: &FusionDag<'_>, h: HopId) -> bool {
         (dag.dims_known(h) && is_valid_cell_operation(dag, h) && !dag.is_1x1(h))
             || dag.is_single_column_indexing(h)
@@ -139,7 +140,7 @@ impl Template for CellTemplate {
     }
 
     /// Absorbs another input's Cell plan at a cell-wise operation, the transposed vector of a
-    /// dot product, or a literal `seq` input computed on the fly.
+    /// dot product, or a literal `seq` input (read as a column vector, see [`Self::open`]).
     fn merge(&self, dag: &FusionDag<'_>, h: HopId, input: HopId) -> bool {
         is_valid_cell_operation(dag, h)
             || (is_dot_product(dag, h) && dag.inputs(h)[0] == input)

@@ -24,6 +24,19 @@ pub struct RowTemplate;
 /// without `prod`, see the module docs).
 pub const ROW_AGGS: [AggOp; 5] = [AggOp::Sum, AggOp::Min, AggOp::Max, AggOp::Mean, AggOp::Var];
 
+/// Whether a Row plan computes this row or column aggregation: any of [`ROW_AGGS`] per row,
+/// but only `colSums` per column: the operator adds each row into its output row, and the CPlan
+/// construction builds nothing else per column. Offering `colMins` and the like here made a
+/// selected Row plan be dropped at construction, and its hops run unfused although the Cell
+/// template (which covers them) had a plan.
+fn is_row_template_agg(op: AggOp, dir: Direction) -> bool {
+    match dir {
+        Direction::Row => ROW_AGGS.contains(&op),
+        Direction::Col => op == AggOp::Sum,
+        Direction::Full => false,
+    }
+}
+
 impl Template for RowTemplate {
     fn kind(&self) -> TemplateKind {
         TemplateKind::Row
@@ -52,7 +65,7 @@ impl Template for RowTemplate {
                     && is_fuse_skinny_matmul(dag, *mm))
             }
             OpKind::AggUnary { op, dir } => {
-                *dir != Direction::Full && ROW_AGGS.contains(op) && dag.is_full_matrix(ins[0])
+                is_row_template_agg(*op, *dir) && dag.is_full_matrix(ins[0])
             }
             OpKind::Index => {
                 dag.is_column_range_indexing(h) && dag.rows(ins[0]).is_some_and(|r| r > 1)
@@ -73,10 +86,9 @@ impl Template for RowTemplate {
             OpKind::Nary(NaryOp::Min | NaryOp::Max)
             | OpKind::Unary(_)
             | OpKind::Ternary(TernaryOp::Replace) => is_valid_cell_operation(dag, h),
-            OpKind::AggUnary { op, dir } => match dir {
-                Direction::Full => *op == AggOp::Sum,
-                _ => ROW_AGGS.contains(op),
-            },
+            OpKind::AggUnary { op, dir } => {
+                *dir == Direction::Full && *op == AggOp::Sum || is_row_template_agg(*op, *dir)
+            }
             OpKind::MatMul => {
                 let row_aligned =
                     ins[0] == input && !dag.is_transpose(ins[0]) && is_row_matmul(dag, h);
@@ -93,9 +105,10 @@ impl Template for RowTemplate {
     }
 
     /// Reference 3.2 `merge`: a binary op absorbs a row-aligned input (both with more than one
-    /// row), `cbind` and n-ary ops absorb any input, a literal `seq` input is computed on the
-    /// fly, and `t(X) %*% y` absorbs a column-vector `y` or a right input computed from X; and
-    /// (paper Figure 6) a final `t(X) %*% B` absorbs either input (see `is_row_final_product`).
+    /// row), `cbind` and n-ary ops absorb any input, a literal `seq` input is merged (read as a
+    /// column vector), and `t(X) %*% y` absorbs a column-vector `y` or a right input computed
+    /// from X; and (paper Figure 6) a final `t(X) %*% B` absorbs either input (see
+    /// `is_row_final_product`).
     fn merge(&self, dag: &FusionDag<'_>, h: HopId, input: HopId) -> bool {
         let ins = dag.inputs(h);
         let many_rows = |x: HopId| dag.rows(x).is_some_and(|r| r > 1);
@@ -311,9 +324,10 @@ mod tests {
             let e = b.unary(UnaryOp::Exp, x).unwrap();
             ids.push(e);
             ids.push(b.agg(AggOp::Sum, Direction::Row, e).unwrap());
-            ids.push(b.agg(AggOp::Max, Direction::Col, e).unwrap());
+            ids.push(b.agg(AggOp::Sum, Direction::Col, e).unwrap());
             ids.push(b.agg(AggOp::Sum, Direction::Full, e).unwrap());
             ids.push(b.agg(AggOp::Max, Direction::Full, e).unwrap());
+            ids.push(b.agg(AggOp::Max, Direction::Col, e).unwrap());
             ids.clone()
         });
         let f = view(&dag);
@@ -326,6 +340,10 @@ mod tests {
         assert!(
             !t.fuse(&f, ids[4], ids[0]),
             "full max is not a row aggregate"
+        );
+        assert!(
+            !t.fuse(&f, ids[5], ids[0]) && !t.open(&f, ids[5]),
+            "colMaxs is the Cell template's"
         );
     }
 
