@@ -8,8 +8,12 @@
 //! Expected outputs are computed independently of lafuse (numpy, by hand, or SystemDS for its
 //! random generator) by `tests/corpus/expected.py` and checked against Apache SystemDS by
 //! `tests/corpus/systemds_check.sh`.
+//!
+//! The same harness runs SystemDS's codegen test patterns (`tests/codegen_patterns/`), whose
+//! expected outputs are SystemDS's own; under the `gen` policy each must also run the fused
+//! templates its `# fused:` line names and none its `# not-fused:` line names.
 
-use lafuse::{Engine, EngineConfig, FusionBackend, FusionPolicy, ScriptArgs, SourceFile};
+use lafuse::{Engine, EngineConfig, FusionBackend, FusionPolicy, ScriptArgs, SourceFile, Stats};
 use std::path::{Path, PathBuf};
 
 fn scripts_in(dir: &Path) -> Vec<PathBuf> {
@@ -22,8 +26,9 @@ fn scripts_in(dir: &Path) -> Vec<PathBuf> {
     scripts
 }
 
-/// Runs a script; returns its outcome, its output and how many fused operators it executed.
-fn run_script(path: &Path, config: &EngineConfig) -> (Result<(), String>, String, u64) {
+/// Runs a script; returns its outcome, its output and its statistics (default ones where it
+/// failed).
+fn run_script(path: &Path, config: &EngineConfig) -> (Result<(), String>, String, Stats) {
     let text = std::fs::read_to_string(path).unwrap();
     let source = SourceFile::new(path.display().to_string(), text);
     let args_path = path.with_extension("args");
@@ -38,17 +43,19 @@ fn run_script(path: &Path, config: &EngineConfig) -> (Result<(), String>, String
     let args = ScriptArgs::parse_pairs(&pairs).expect("malformed .args file");
     let engine = Engine::new(config.clone());
     let mut out = Vec::new();
-    let (result, fused) = match engine.run(&source, &args, &mut out) {
-        Ok(report) => (Ok(()), report.stats.fused_operators_executed),
-        Err(e) => (Err(e.render(&source)), 0),
+    let (result, stats) = match engine.run(&source, &args, &mut out) {
+        Ok(report) => (Ok(()), report.stats),
+        Err(e) => (Err(e.render(&source)), Stats::default()),
     };
-    (result, String::from_utf8_lossy(&out).into_owned(), fused)
+    (result, String::from_utf8_lossy(&out).into_owned(), stats)
 }
 
 fn config(fusion: Option<FusionPolicy>, backend: FusionBackend) -> EngineConfig {
     EngineConfig {
         fusion,
         backend,
+        // Per-opcode counts, for the codegen patterns' template markers.
+        collect_stats: true,
         ..EngineConfig::default()
     }
 }
@@ -138,10 +145,59 @@ fn outputs_match(expected: &str, actual: &str) -> Result<(), String> {
 /// corpus at the same time.
 static CORPUS_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The fused templates a script's first lines require (`# fused: cell row`) and rule out
+/// (`# not-fused: outer`) under the `gen` policy: the `tests/codegen_patterns` contract.
+fn template_markers(script: &str) -> (Vec<String>, Vec<String>) {
+    let marker = |key: &str| -> Vec<String> {
+        script
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .filter_map(|l| l.strip_prefix(key))
+            .flat_map(|rest| rest.split_whitespace().map(str::to_string))
+            .collect()
+    };
+    (marker("# fused:"), marker("# not-fused:"))
+}
+
+/// Whether the run executed the templates the script's markers require and none it rules out.
+fn templates_match(script: &str, stats: &Stats) -> Result<(), String> {
+    let ran = |template: &str| {
+        let opcode = format!("fused_{template}");
+        stats
+            .heavy_hitters
+            .iter()
+            .any(|h| h.opcode == opcode && h.count > 0)
+    };
+    let (required, forbidden) = template_markers(script);
+    let missing: Vec<&String> = required.iter().filter(|t| !ran(t)).collect();
+    let unwanted: Vec<&String> = forbidden.iter().filter(|t| ran(t)).collect();
+    if missing.is_empty() && unwanted.is_empty() {
+        return Ok(());
+    }
+    let fused: Vec<String> = stats
+        .heavy_hitters
+        .iter()
+        .filter(|h| h.opcode.starts_with("fused_"))
+        .map(|h| format!("{} x{}", h.opcode, h.count))
+        .collect();
+    Err(format!(
+        "templates: missing {missing:?}, unwanted {unwanted:?}; ran [{}], unfused fallbacks {:?}",
+        fused.join(", "),
+        stats.unfused_fallbacks
+    ))
+}
+
 /// Runs every corpus script under `config`; returns the fused operators executed in all.
 fn check_corpus(config: &EngineConfig) -> u64 {
+    check_scripts("tests/corpus", config)
+}
+
+/// Runs every script in `dir` (relative to the repository root) under `config` and compares
+/// its output with its `.expected` file; under the `gen` policy also its template markers.
+/// Returns the fused operators executed in all.
+fn check_scripts(dir: &str, config: &EngineConfig) -> u64 {
     let _serial = CORPUS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let scripts = scripts_in(&dir);
     assert!(!scripts.is_empty(), "no scripts in {}", dir.display());
@@ -150,9 +206,15 @@ fn check_corpus(config: &EngineConfig) -> u64 {
     for script in &scripts {
         let expected = std::fs::read_to_string(script.with_extension("expected"))
             .unwrap_or_else(|_| panic!("{} has no .expected file", script.display()));
-        let (result, out, fused) = run_script(script, config);
-        fused_total += fused;
-        let verdict = result.and_then(|()| outputs_match(&expected, &out));
+        let text = std::fs::read_to_string(script).unwrap();
+        let (result, out, stats) = run_script(script, config);
+        fused_total += stats.fused_operators_executed;
+        let verdict = result
+            .and_then(|()| outputs_match(&expected, &out))
+            .and_then(|()| match config.fusion {
+                Some(FusionPolicy::Gen) => templates_match(&text, &stats),
+                _ => Ok(()),
+            });
         if let Err(why) = verdict {
             failures.push(format!(
                 "{}: {why}\n--- output ---\n{out}",
@@ -162,9 +224,10 @@ fn check_corpus(config: &EngineConfig) -> u64 {
     }
     assert!(
         failures.is_empty(),
-        "{} of {} scripts failed with fusion {:?} on {:?}:\n{}",
+        "{} of {} scripts in {} failed with fusion {:?} on {:?}:\n{}",
         failures.len(),
         scripts.len(),
+        dir.display(),
         config.fusion,
         config.backend,
         failures.join("\n")
@@ -254,4 +317,48 @@ fn corpus_scripts_print_expected_output_fa_native() {
 #[test]
 fn corpus_scripts_print_expected_output_fnr_native() {
     check_fused_corpus(FusionPolicy::FuseNoRedundancy, FusionBackend::Native);
+}
+
+/// SystemDS's codegen test patterns (see `tests/codegen_patterns/README.md`).
+const PATTERNS: &str = "tests/codegen_patterns";
+
+#[test]
+fn codegen_patterns_print_systemds_output_unfused() {
+    let fused = check_scripts(PATTERNS, &config(None, FusionBackend::Reference));
+    assert_eq!(fused, 0, "no fused operator may run without fusion");
+}
+
+#[test]
+fn codegen_patterns_run_their_templates_gen_reference() {
+    check_scripts(
+        PATTERNS,
+        &config(Some(FusionPolicy::Gen), FusionBackend::Reference),
+    );
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn codegen_patterns_run_their_templates_gen_native() {
+    check_scripts(
+        PATTERNS,
+        &config(Some(FusionPolicy::Gen), FusionBackend::Native),
+    );
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn codegen_patterns_print_systemds_output_fa_native() {
+    check_scripts(
+        PATTERNS,
+        &config(Some(FusionPolicy::FuseAll), FusionBackend::Native),
+    );
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn codegen_patterns_print_systemds_output_fnr_native() {
+    check_scripts(
+        PATTERNS,
+        &config(Some(FusionPolicy::FuseNoRedundancy), FusionBackend::Native),
+    );
 }
