@@ -307,8 +307,9 @@ fn compile_with(
 
 /// Lowers a DAG onto instructions: one register per hop; fused operators replace the hops
 /// they cover; units (hops and fused operators) in the linearized order as far as their
-/// inputs allow; variable stores last (transient reads see the values the block started
-/// with); each register released after its last use.
+/// inputs allow, side effects and `time()` in statement order; variable stores last
+/// (transient reads see the values the block started with); each register released after its
+/// last use.
 fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, usize), Error> {
     let order = hops::linearize(dag);
     let n = dag.len();
@@ -393,25 +394,45 @@ fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, u
         .enumerate()
         .map(|(i, (_, u, _))| (*u, i))
         .collect();
-    let mut pending = vec![0usize; units.len()];
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); units.len()];
-    for (i, (_, _, deps)) in units.iter().enumerate() {
-        let mut seen = Vec::new();
-        for d in deps {
+    let deps: Vec<Vec<usize>> = units
+        .iter()
+        .enumerate()
+        .map(|(i, (_, _, deps))| {
             // A dependency that is not a unit (a skipped transpose) is no constraint.
-            if let Some(&j) = index_of.get(d) {
-                if j != i && !seen.contains(&j) {
-                    seen.push(j);
-                    pending[i] += 1;
-                    dependents[j].push(i);
-                }
-            }
+            deps.iter()
+                .filter_map(|d| index_of.get(d).copied())
+                .filter(|&j| j != i)
+                .collect()
+        })
+        .collect();
+    // Side effects and `time()` (the roots other than variable writes) keep their statement
+    // order: each waits for the one before it. The linearized order alone does not ensure it
+    // once fused operators join hops of several statements (a MultiAgg of the sums of two
+    // prints waits for the inputs of the later one, and the print in between, ready sooner,
+    // would overtake the first).
+    let ordered: Vec<usize> = dag
+        .roots
+        .iter()
+        .filter(|&&r| r.index() < n && !matches!(dag.hop(r).op, OpKind::TransientWrite { .. }))
+        .filter_map(|&r| index_of.get(&unit_of(r)).copied())
+        .collect();
+    let mut chained = deps.clone();
+    for pair in ordered.windows(2) {
+        if pair[0] != pair[1] {
+            chained[pair[1]].push(pair[0]);
         }
     }
-    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> = (0..units.len())
-        .filter(|&i| pending[i] == 0)
-        .map(std::cmp::Reverse)
-        .collect();
+    // Only where fusion joined a later statement's value into an earlier one's operator
+    // through a side effect's input (`time()`) is the statement order impossible; the values
+    // are the same either way, so the block then runs in dependency order alone.
+    let schedule = topological_order(&chained)
+        .or_else(|| topological_order(&deps))
+        .ok_or_else(|| Error::Runtime {
+            error: lafuse_runtime::RuntimeError::internal(
+                "the fused operators of a block depend on each other in a cycle",
+            ),
+            span: None,
+        })?;
     let rebound = dag.outputs().into_iter().map(|(name, _)| name).collect();
     let mut lowering = Lowering {
         dag,
@@ -419,27 +440,11 @@ fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, u
         stores: Vec::new(),
         rebound,
     };
-    let mut emitted = 0;
-    while let Some(std::cmp::Reverse(i)) = ready.pop() {
-        emitted += 1;
+    for i in schedule {
         match units[i].1 {
             Unit::Hop(id) => lowering.lower_hop(id, tsmm.transposed_left(dag, id))?,
             Unit::Fused(k) => lowering.lower_fused(&fused[k]),
         }
-        for &j in &dependents[i] {
-            pending[j] -= 1;
-            if pending[j] == 0 {
-                ready.push(std::cmp::Reverse(j));
-            }
-        }
-    }
-    if emitted != units.len() {
-        return Err(Error::Runtime {
-            error: lafuse_runtime::RuntimeError::internal(
-                "the fused operators of a block depend on each other in a cycle",
-            ),
-            span: None,
-        });
     }
     let stores = std::mem::take(&mut lowering.stores);
     lowering.instructions.extend(stores);
@@ -458,6 +463,38 @@ fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, u
         }
     }
     Ok((instructions, num_regs))
+}
+
+/// Kahn's algorithm over units `0..deps.len()` (sorted by their linearized position), always
+/// taking the ready unit that comes first; `None` if the dependencies form a cycle.
+fn topological_order(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
+    let mut pending = vec![0usize; deps.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); deps.len()];
+    for (i, ds) in deps.iter().enumerate() {
+        let mut seen = Vec::new();
+        for &j in ds {
+            if !seen.contains(&j) {
+                seen.push(j);
+                pending[i] += 1;
+                dependents[j].push(i);
+            }
+        }
+    }
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> = (0..deps.len())
+        .filter(|&i| pending[i] == 0)
+        .map(std::cmp::Reverse)
+        .collect();
+    let mut order = Vec::with_capacity(deps.len());
+    while let Some(std::cmp::Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &j in &dependents[i] {
+            pending[j] -= 1;
+            if pending[j] == 0 {
+                ready.push(std::cmp::Reverse(j));
+            }
+        }
+    }
+    (order.len() == deps.len()).then_some(order)
 }
 
 /// Products `t(A) %*% B` computed without materialising `t(A)` (`tsmm` when `B` is `A`, else

@@ -681,3 +681,40 @@ fn zeros_are_skipped_only_where_the_body_is_provably_zero() {
         }
     }
 }
+
+/// Prints run in statement order although a fused operator joins values of several
+/// statements: the MultiAgg of the first and third sums waits for `U %*% t(V)` of the third
+/// statement, and the second print, ready sooner, used to overtake the first.
+#[test]
+fn side_effects_keep_statement_order_across_fused_operators() {
+    let script = "T = rand(rows=300, cols=400, min=0, max=1, sparsity=0.5, seed=9)\n\
+        X = rand(rows=300, cols=400, min=-2, max=2, seed=1)\n\
+        S = rand(rows=300, cols=400, min=-1, max=3, sparsity=0.05, seed=2)\n\
+        U = rand(rows=300, cols=6, min=-1, max=1, seed=5)\n\
+        V = rand(rows=400, cols=6, min=-1, max=1, seed=6)\n\
+        W = rand(rows=400, cols=2, min=-1, max=1, seed=10)\n\
+        print(\"first \" + sum(T %/% X))\n\
+        print(\"second \" + sum(t(X) %*% (S %*% W)))\n\
+        t1 = time()\n\
+        print(\"third \" + sum(floor(T) - floor(sign(U %*% t(V)))))\n\
+        print(\"fourth \" + (time() >= t1))\n";
+    let labels = |out: &str| -> Vec<String> {
+        out.lines()
+            .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+            .collect()
+    };
+    for policy in [
+        FusionPolicy::Gen,
+        FusionPolicy::FuseAll,
+        FusionPolicy::FuseNoRedundancy,
+    ] {
+        let (out, report) = run_policy(policy, script);
+        assert!(report.stats.fused_operators_executed > 0, "{policy:?}");
+        assert_eq!(
+            labels(&out),
+            ["first", "second", "third", "fourth"],
+            "{policy:?}:\n{out}"
+        );
+        assert!(out.ends_with("fourth TRUE\n"), "{policy:?}:\n{out}");
+    }
+}
