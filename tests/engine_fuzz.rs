@@ -3,7 +3,7 @@
 //! built-ins combined type-correctly but with arbitrary shapes) either run or fail with an
 //! error that renders. Set `LAFUSE_FUZZ_TRACE=1` to see each outcome.
 
-use lafuse::{Engine, EngineConfig, FusionPolicy, ScriptArgs, SourceFile};
+use lafuse::{Engine, EngineConfig, FusionBackend, FusionPolicy, ScriptArgs, SourceFile};
 use proptest::prelude::*;
 use proptest::sample::select;
 
@@ -177,3 +177,123 @@ proptest! {
         }
     }
 }
+
+/// Inputs of the shape-correct scripts: m×n matrices (dense `X`, sparse `S`, half-sparse `T`,
+/// and `N` with NaN and infinities where `S` divides by zeros), an m×1 `c`, a 1×n `r`, low-rank
+/// factors `U` (m×6) and `V` (n×6) and an n×2 `W`. 60×300 opens every template, Outer (more
+/// than 256 columns) included, and leaves the plans' choices to the cost model.
+const SHAPED_PRELUDE: &str = "X = rand(rows=60, cols=300, min=-2, max=2, seed=1)\n\
+S = rand(rows=60, cols=300, min=-1, max=3, sparsity=0.05, seed=2)\n\
+T = rand(rows=60, cols=300, min=0, max=1, sparsity=0.5, seed=9)\n\
+N = S / rand(rows=60, cols=300, min=-1, max=1, sparsity=0.9, seed=8)\n\
+c = rand(rows=60, cols=1, min=-1, max=1, seed=3)\n\
+r = rand(rows=1, cols=300, min=-1, max=1, seed=4)\n\
+U = rand(rows=60, cols=6, min=-1, max=1, seed=5)\n\
+V = rand(rows=300, cols=6, min=-1, max=1, seed=6)\n\
+W = rand(rows=300, cols=2, min=-1, max=1, seed=10)\n\
+s = 2.5\n";
+
+/// An m×n expression: cell-wise operators with matrix, vector and scalar operands, row
+/// aggregates broadcast back, `ifelse`, `replace` and the outer product `U %*% t(V)`.
+/// Divisors (of `/`, `%%`, `%/%`) are kept away from zero and powers positive: the sign of a
+/// zero differs between a fused operator (IEEE: `0 / -5` and `ceil(-0.5)` are `-0`) and an
+/// unfused kernel that stores the result sparse (no `-0` is stored), so `s / (S / v)` is
+/// `-Inf` fused and `+Inf` unfused, as between SystemDS's fused and unfused runs
+/// (`README.md`, DML subset).
+fn shaped_expr() -> impl Strategy<Value = String> {
+    let leaf = select(vec!["X", "S", "T", "N", "X", "S", "(U %*% t(V))"]).prop_map(str::to_string);
+    leaf.prop_recursive(4, 24, 2, |m| {
+        let unary = select(vec![
+            "exp", "log", "abs", "sqrt", "round", "floor", "ceil", "sign", "sigmoid", "tanh", "-",
+        ]);
+        let binary = select(vec!["+", "-", "*", "<", "<=", "==", "!=", ">", "&", "|"]);
+        let side = prop_oneof![
+            m.clone(),
+            select(vec![
+                "c", "r", "s", "0", "1", "0.5", "(0/0)", "(1/0)", "1e-15"
+            ])
+            .prop_map(str::to_string),
+        ];
+        let row_agg = select(vec!["rowMaxs", "rowMins", "rowMeans", "rowSums"]);
+        prop_oneof![
+            (unary, m.clone()).prop_map(|(f, a)| if f == "-" {
+                format!("(-{a})")
+            } else {
+                format!("{f}({a})")
+            }),
+            (m.clone(), binary, side.clone()).prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+            (m.clone(), select(vec!["/", "%%", "%/%"]), side.clone())
+                .prop_map(|(a, op, b)| format!("({a} {op} (abs({b}) + 1))")),
+            (m.clone(), select(vec!["2", "3", "0.5"])).prop_map(|(a, p)| format!("({a} ^ {p})")),
+            (select(vec!["min", "max"]), m.clone(), side.clone())
+                .prop_map(|(f, a, b)| format!("{f}({a}, {b})")),
+            (
+                m.clone(),
+                m.clone(),
+                prop_oneof![
+                    m.clone(),
+                    select(vec!["s", "(0/0)", "-1"]).prop_map(str::to_string)
+                ]
+            )
+                .prop_map(|(a, b, z)| format!("ifelse({a} > 0, {b}, {z})")),
+            (m.clone(), select(vec!["0", "NaN", "1"]))
+                .prop_map(|(a, p)| format!("replace(target={a}, pattern={p}, replacement=7)")),
+            (m.clone(), row_agg, m).prop_map(|(a, f, b)| format!("({a} * {f}({b}))")),
+        ]
+    })
+}
+
+/// A statement printing a consumer of a shaped expression: full, row, column aggregates,
+/// products with `W`, `V` and `t(U)`, an Outer-style `log(U %*% t(V) + 10)` weighting, or a
+/// variable with several readers.
+fn shaped_statement() -> impl Strategy<Value = String> {
+    (shaped_expr(), 0usize..9).prop_map(|(e, k)| match k {
+        0 => format!("print(sum({e}))"),
+        1 => format!("print(min({e}) + max({e}))"),
+        2 => format!("print(sum(rowSums({e})) + sum(abs(colSums({e}))))"),
+        3 => format!("print(sum(colMins({e})) + sum(rowMaxs({e})))"),
+        4 => format!("print(sum(t(X) %*% ({e} %*% W)))"),
+        5 => format!("print(sum(({e}) %*% V) + sum(t(U) %*% ({e})))"),
+        6 => format!("print(sum({e} * log(U %*% t(V) + 10)))"),
+        7 => format!("Z = {e}\nprint(sum(Z) + sum(Z^2) + as.scalar(Z[7, 9]))"),
+        _ => format!("print(sum(t(X) %*% (c * (X %*% t(r)))) + sum({e}))"),
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    /// Shape-correct scripts over matrices large enough for every template: each runs, and
+    /// prints under every fusion policy on each backend what it prints unfused.
+    #[test]
+    fn shaped_scripts_print_the_same_fused_and_unfused(
+        stmts in proptest::collection::vec(shaped_statement(), 2..5)
+    ) {
+        let text = format!("{SHAPED_PRELUDE}{}\n", stmts.join("\n"));
+        let source = SourceFile::new("shaped.dml", text);
+        let unfused = run_with(EngineConfig { fusion: None, ..EngineConfig::default() }, &source);
+        prop_assert!(unfused.is_ok(), "unfused failed:\n{}\n{}", unfused.unwrap_err(), source.text);
+        let unfused = unfused.unwrap();
+        for policy in [FusionPolicy::Gen, FusionPolicy::FuseAll, FusionPolicy::FuseNoRedundancy] {
+            for backend in FUSION_BACKENDS {
+                let fused = run_with(
+                    EngineConfig { fusion: Some(policy), backend, ..EngineConfig::default() },
+                    &source,
+                );
+                match fused {
+                    Ok(f) => prop_assert!(
+                        same_output(&unfused, &f),
+                        "{policy:?} on {backend:?}:\n{}\n--- unfused ---\n{unfused}\n--- fused ---\n{f}",
+                        source.text
+                    ),
+                    Err(e) => prop_assert!(false, "{policy:?} on {backend:?} failed:\n{e}\n{}", source.text),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(feature = "llvm")]
+const FUSION_BACKENDS: [FusionBackend; 2] = [FusionBackend::Native, FusionBackend::Reference];
+#[cfg(not(feature = "llvm"))]
+const FUSION_BACKENDS: [FusionBackend; 1] = [FusionBackend::Reference];
