@@ -718,3 +718,43 @@ fn side_effects_keep_statement_order_across_fused_operators() {
         assert!(out.ends_with("fourth TRUE\n"), "{policy:?}:\n{out}");
     }
 }
+
+/// An Outer root whose `U %*% t(V)` another operator reads as well gets the product
+/// materialized: its plan is then built as the Cell plan its body is (it was an Outer plan
+/// without an outer product, which the native backend refused and the reference evaluator got
+/// wrong, applying the sparse driver `S` to a body that is not zero where `S` is).
+#[test]
+fn outer_plans_without_their_outer_product_are_cell_plans() {
+    let script = "X = rand(rows=2000, cols=300, min=-2, max=2, seed=1)\n\
+        S = rand(rows=2000, cols=300, min=-1, max=3, sparsity=0.05, seed=2)\n\
+        U = rand(rows=2000, cols=6, min=-1, max=1, seed=5)\n\
+        V = rand(rows=300, cols=6, min=-1, max=1, seed=6)\n\
+        print(sum(exp(min(X / (abs(S) + 1), X)) * log(U %*% t(V) + 10)))\n\
+        print(sum(X * log(U %*% t(V) + 10)))\n";
+    let unfused = run_unfused(script);
+    let mut backends = vec![FusionBackend::Reference];
+    if cfg!(feature = "llvm") {
+        backends.push(FusionBackend::Native);
+    }
+    for backend in backends {
+        let (out, report) = run_with(
+            EngineConfig {
+                fusion: Some(FusionPolicy::Gen),
+                backend,
+                collect_stats: true,
+                ..EngineConfig::default()
+            },
+            script,
+        );
+        let numbers = |s: &str| -> Vec<f64> { s.lines().map(|l| l.parse().unwrap()).collect() };
+        for (a, b) in numbers(&out).iter().zip(numbers(&unfused)) {
+            assert!((a - b).abs() <= 1e-9 * b.abs(), "{backend:?}: {a} vs {b}");
+        }
+        assert!(
+            report.stats.unfused_fallbacks.is_empty(),
+            "{backend:?}: {:?}",
+            report.stats.unfused_fallbacks
+        );
+        assert!(report.stats.fused_operators_executed >= 2, "{backend:?}");
+    }
+}

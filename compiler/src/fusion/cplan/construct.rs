@@ -565,6 +565,31 @@ fn finalize(
     raw_outputs: Vec<usize>,
     outputs: Vec<HopId>,
 ) -> Option<FusedOperator> {
+    if let TemplateSpec::Outer { outer_type } = spec {
+        let has_outer_product = b
+            .raw
+            .iter()
+            .any(|r| matches!(r, Raw::Node(CNode::OuterDot { .. })));
+        if !has_outer_product {
+            // The selection put `U %*% t(V)` in another operator (or left it unfused), so this
+            // plan reads it materialized: no sparse driver makes its cells skippable, and the
+            // Outer skeleton has no product to compute. Its cell-wise body is the Cell plan it
+            // equals; a final product over it is no template's.
+            spec = match outer_type {
+                OuterType::CellWise => TemplateSpec::Cell {
+                    cell_type: CellType::NoAgg,
+                    agg: None,
+                    sparse_safe: false,
+                },
+                OuterType::FullAgg => TemplateSpec::Cell {
+                    cell_type: CellType::FullAgg,
+                    agg: Some(CellAgg::Sum),
+                    sparse_safe: false,
+                },
+                OuterType::Left | OuterType::LeftT | OuterType::Right => return None,
+            };
+        }
+    }
     // Rule 1: matrix inputs must exist.
     let data_hops: Vec<HopId> = b
         .raw
