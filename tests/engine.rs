@@ -725,12 +725,32 @@ fn side_effects_keep_statement_order_across_fused_operators() {
 /// wrong, applying the sparse driver `S` to a body that is not zero where `S` is).
 #[test]
 fn outer_plans_without_their_outer_product_are_cell_plans() {
-    let script = "X = rand(rows=2000, cols=300, min=-2, max=2, seed=1)\n\
-        S = rand(rows=2000, cols=300, min=-1, max=3, sparsity=0.05, seed=2)\n\
-        U = rand(rows=2000, cols=6, min=-1, max=1, seed=5)\n\
-        V = rand(rows=300, cols=6, min=-1, max=1, seed=6)\n\
-        print(sum(exp(min(X / (abs(S) + 1), X)) * log(U %*% t(V) + 10)))\n\
-        print(sum(X * log(U %*% t(V) + 10)))\n";
+    check_fused_outer_against_unfused(
+        "print(sum(exp(min(X / (abs(S) + 1), X)) * log(U %*% t(V) + 10)))\n\
+         print(sum(X * log(U %*% t(V) + 10)))\n",
+    );
+}
+
+/// An Outer operator computes `0 * body` at its driver's zeros, so its driver is an input its
+/// body is zero at: here the dense numerator, not the sparse `S` (which the construction took
+/// for want of a sparse driver, and both backends then summed the body at S's non-zeros only).
+#[test]
+fn outer_drivers_are_inputs_the_body_is_zero_at() {
+    check_fused_outer_against_unfused(
+        "print(sum(ifelse(X > 0, X, X) / (abs(min(S + (U %*% t(V)), X)) + 1)))\n",
+    );
+}
+
+/// Runs `statements` after inputs X (dense), S (sparse), U, V under `gen` on each backend: the
+/// same numbers as unfused, no fused operator left unfused, fused operators executed.
+fn check_fused_outer_against_unfused(statements: &str) {
+    let script = format!(
+        "X = rand(rows=2000, cols=300, min=-2, max=2, seed=1)\n\
+         S = rand(rows=2000, cols=300, min=-1, max=3, sparsity=0.05, seed=2)\n\
+         U = rand(rows=2000, cols=6, min=-1, max=1, seed=5)\n\
+         V = rand(rows=300, cols=6, min=-1, max=1, seed=6)\n{statements}"
+    );
+    let script = script.as_str();
     let unfused = run_unfused(script);
     let mut backends = vec![FusionBackend::Reference];
     if cfg!(feature = "llvm") {
@@ -755,6 +775,6 @@ fn outer_plans_without_their_outer_product_are_cell_plans() {
             "{backend:?}: {:?}",
             report.stats.unfused_fallbacks
         );
-        assert!(report.stats.fused_operators_executed >= 2, "{backend:?}");
+        assert!(report.stats.fused_operators_executed >= 1, "{backend:?}");
     }
 }

@@ -160,6 +160,29 @@ pub fn choose_sparse_driver(
     inputs: &[HopId],
     in_region: &dyn Fn(HopId) -> bool,
 ) -> Option<HopId> {
+    first_zero_preserving(dag, root, inputs, in_region, true)
+}
+
+/// As [`choose_sparse_driver`], dense inputs included: an Outer operator's driver where no
+/// sparse one exists. The Outer template computes `0 * body` at its driver's zeros (the
+/// unfused `X * f`, or `(X != 0) * f` with the mask simplified away), so its driver must be an
+/// input the body is zero-preserving in, sparse or not.
+pub fn choose_zero_preserving_input(
+    dag: &FusionDag<'_>,
+    root: HopId,
+    inputs: &[HopId],
+    in_region: &dyn Fn(HopId) -> bool,
+) -> Option<HopId> {
+    first_zero_preserving(dag, root, inputs, in_region, false)
+}
+
+fn first_zero_preserving(
+    dag: &FusionDag<'_>,
+    root: HopId,
+    inputs: &[HopId],
+    in_region: &dyn Fn(HopId) -> bool,
+    sparse_only: bool,
+) -> Option<HopId> {
     let mut ms: Vec<HopId> = inputs
         .iter()
         .copied()
@@ -169,7 +192,7 @@ pub fn choose_sparse_driver(
     let largest = ms.first().and_then(|&h| dag.hop(h).cells())?;
     ms.into_iter().find(|&h| {
         dag.hop(h).cells() == Some(largest)
-            && dag.hop(h).sparsity().is_some_and(|s| s < 1.0)
+            && (!sparse_only || dag.hop(h).sparsity().is_some_and(|s| s < 1.0))
             && is_zero_preserving(dag, root, h, in_region)
     })
 }

@@ -16,7 +16,9 @@ use super::{Access, CNode, CNodeId, CPlan, InputKind, OuterType, RowType, Templa
 use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
 use crate::fusion::select::{selection_roots, Selection};
-use crate::fusion::sparsity::{choose_main_input, choose_sparse_driver, is_zero_preserving};
+use crate::fusion::sparsity::{
+    choose_main_input, choose_sparse_driver, choose_zero_preserving_input, is_zero_preserving,
+};
 use crate::fusion::template::{cell_agg_kind, CellAgg, CellType};
 use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, OpKind, ReorgOp};
 use crate::Result;
@@ -612,8 +614,10 @@ fn finalize(
         TemplateSpec::Outer { .. } => {
             let root = outputs[0];
             let in_region = |x: HopId| covered.contains(&x);
+            // A body not zero where any input is (`X + 1 / (U %*% t(V))`) makes no Outer
+            // plan (SystemDS's `wSparseUnsafeOuterProduct`): its hops run unfused.
             choose_sparse_driver(dag, root, &candidates, &in_region)
-                .or_else(|| choose_main_input(dag, &candidates))?
+                .or_else(|| choose_zero_preserving_input(dag, root, &candidates, &in_region))?
         }
         _ => choose_main_input(dag, &candidates)?,
     };
