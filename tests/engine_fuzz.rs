@@ -180,15 +180,15 @@ proptest! {
 
 /// Inputs of the shape-correct scripts: m×n matrices (dense `X`, sparse `S`, half-sparse `T`,
 /// and `N` with NaN and infinities where `S` divides by zeros), an m×1 `c`, a 1×n `r`, low-rank
-/// factors `U` (m×6) and `V` (n×6) and an n×2 `W`. 60×300 opens every template, Outer (more
+/// factors `U` (m×6) and `V` (n×6) and an n×2 `W`. 400×300 opens every template, Outer (more
 /// than 256 columns) included, and leaves the plans' choices to the cost model.
-const SHAPED_PRELUDE: &str = "X = rand(rows=60, cols=300, min=-2, max=2, seed=1)\n\
-S = rand(rows=60, cols=300, min=-1, max=3, sparsity=0.05, seed=2)\n\
-T = rand(rows=60, cols=300, min=0, max=1, sparsity=0.5, seed=9)\n\
-N = S / rand(rows=60, cols=300, min=-1, max=1, sparsity=0.9, seed=8)\n\
-c = rand(rows=60, cols=1, min=-1, max=1, seed=3)\n\
+const SHAPED_PRELUDE: &str = "X = rand(rows=400, cols=300, min=-2, max=2, seed=1)\n\
+S = rand(rows=400, cols=300, min=-1, max=3, sparsity=0.05, seed=2)\n\
+T = rand(rows=400, cols=300, min=0, max=1, sparsity=0.5, seed=9)\n\
+N = S / rand(rows=400, cols=300, min=-1, max=1, sparsity=0.9, seed=8)\n\
+c = rand(rows=400, cols=1, min=-1, max=1, seed=3)\n\
 r = rand(rows=1, cols=300, min=-1, max=1, seed=4)\n\
-U = rand(rows=60, cols=6, min=-1, max=1, seed=5)\n\
+U = rand(rows=400, cols=6, min=-1, max=1, seed=5)\n\
 V = rand(rows=300, cols=6, min=-1, max=1, seed=6)\n\
 W = rand(rows=300, cols=2, min=-1, max=1, seed=10)\n\
 s = 2.5\n";
