@@ -728,6 +728,7 @@ fn outer_plans_without_their_outer_product_are_cell_plans() {
     check_fused_outer_against_unfused(
         "print(sum(exp(min(X / (abs(S) + 1), X)) * log(U %*% t(V) + 10)))\n\
          print(sum(X * log(U %*% t(V) + 10)))\n",
+        true,
     );
 }
 
@@ -738,12 +739,47 @@ fn outer_plans_without_their_outer_product_are_cell_plans() {
 fn outer_drivers_are_inputs_the_body_is_zero_at() {
     check_fused_outer_against_unfused(
         "print(sum(ifelse(X > 0, X, X) / (abs(min(S + (U %*% t(V)), X)) + 1)))\n",
+        true,
     );
 }
 
-/// Runs `statements` after inputs X (dense), S (sparse), U, V under `gen` on each backend: the
-/// same numbers as unfused, no fused operator left unfused, fused operators executed.
-fn check_fused_outer_against_unfused(statements: &str) {
+/// An Outer operator gives `0 * G` at its driver's zeros, which is right only where the driver
+/// (or its mask `X != 0`) is a factor of `G`: `(N / R)^2 & s` is zero-preserving in `N` for
+/// finite values but 1 where `R` is 0 too, so `N` cannot drive it (fuse-all summed 13684 for
+/// 39625). The usual factor, numerator and mask forms still make Outer plans.
+#[test]
+fn outer_drivers_are_factors_of_the_cell_wise_part() {
+    check_fused_outer_against_unfused(
+        "R = rand(rows=2000, cols=300, min=-1, max=1, sparsity=0.9, seed=8)\n\
+         print(sum(((S / R) ^ 2 & 2.5) * log(U %*% t(V) + 10)))\n",
+        false,
+    );
+    for statement in [
+        "print(sum(S * log(U %*% t(V) + 10)))\n",
+        "print(sum(t(t(U) %*% (S / (U %*% t(V) + 10)))))\n",
+        "print(sum((S != 0) * (U %*% t(V) - S) ^ 2))\n",
+    ] {
+        let (_, report) = run_policy(
+            FusionPolicy::Gen,
+            &format!(
+                "S = rand(rows=2000, cols=300, min=-1, max=3, sparsity=0.05, seed=2)\n\
+                 U = rand(rows=2000, cols=6, min=-1, max=1, seed=5)\n\
+                 V = rand(rows=300, cols=6, min=-1, max=1, seed=6)\n{statement}"
+            ),
+        );
+        let outer = report
+            .stats
+            .heavy_hitters
+            .iter()
+            .any(|h| h.opcode == "fused_outer");
+        assert!(outer, "{statement}: {:?}", report.stats.heavy_hitters);
+    }
+}
+
+/// Runs `statements` after inputs X (dense), S (sparse), U, V under each policy on each
+/// backend: the same numbers as unfused, no fused operator left unfused, and (if `must_fuse`)
+/// fused operators executed.
+fn check_fused_outer_against_unfused(statements: &str, must_fuse: bool) {
     let script = format!(
         "X = rand(rows=2000, cols=300, min=-2, max=2, seed=1)\n\
          S = rand(rows=2000, cols=300, min=-1, max=3, sparsity=0.05, seed=2)\n\
@@ -756,10 +792,18 @@ fn check_fused_outer_against_unfused(statements: &str) {
     if cfg!(feature = "llvm") {
         backends.push(FusionBackend::Native);
     }
-    for backend in backends {
+    let policies = [
+        FusionPolicy::Gen,
+        FusionPolicy::FuseAll,
+        FusionPolicy::FuseNoRedundancy,
+    ];
+    for (backend, policy) in backends
+        .iter()
+        .flat_map(|&b| policies.iter().map(move |&p| (b, p)))
+    {
         let (out, report) = run_with(
             EngineConfig {
-                fusion: Some(FusionPolicy::Gen),
+                fusion: Some(policy),
                 backend,
                 collect_stats: true,
                 ..EngineConfig::default()
@@ -768,13 +812,19 @@ fn check_fused_outer_against_unfused(statements: &str) {
         );
         let numbers = |s: &str| -> Vec<f64> { s.lines().map(|l| l.parse().unwrap()).collect() };
         for (a, b) in numbers(&out).iter().zip(numbers(&unfused)) {
-            assert!((a - b).abs() <= 1e-9 * b.abs(), "{backend:?}: {a} vs {b}");
+            assert!(
+                (a - b).abs() <= 1e-9 * b.abs(),
+                "{policy:?} {backend:?}: {a} vs {b}"
+            );
         }
         assert!(
             report.stats.unfused_fallbacks.is_empty(),
-            "{backend:?}: {:?}",
+            "{policy:?} {backend:?}: {:?}",
             report.stats.unfused_fallbacks
         );
-        assert!(report.stats.fused_operators_executed >= 1, "{backend:?}");
+        assert!(
+            !must_fuse || report.stats.fused_operators_executed >= 1,
+            "{policy:?} {backend:?}"
+        );
     }
 }

@@ -20,7 +20,7 @@ use crate::fusion::sparsity::{
     choose_main_input, choose_sparse_driver, choose_zero_preserving_input, is_zero_preserving,
 };
 use crate::fusion::template::{cell_agg_kind, CellAgg, CellType};
-use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, OpKind, ReorgOp};
+use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, OpKind, ReorgOp, UnaryOp};
 use crate::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -503,6 +503,53 @@ fn row_plan_as_cell(
     })
 }
 
+/// The factors of an Outer plan's cell-wise part `G`, through its chain of products (and
+/// numerators, and negations): the data inputs among them, and the raw nodes `h != 0` with `h`
+/// a data input (masks).
+#[derive(Default)]
+struct OuterFactors {
+    inputs: Vec<HopId>,
+    masks: Vec<usize>,
+}
+
+fn outer_factors(raw: &[Raw], g: usize) -> OuterFactors {
+    let mut factors = OuterFactors::default();
+    let mut stack = vec![g];
+    while let Some(i) = stack.pop() {
+        match &raw[i] {
+            Raw::Data(h, None) => factors.inputs.push(*h),
+            Raw::Node(CNode::Binary {
+                f: BinaryOp::Mul,
+                a,
+                b,
+            }) => stack.extend([*a, *b]),
+            // `X / f` is `0 / f` at X's zeros: 0, or NaN where `f` is 0 or NaN, as `0 * G`.
+            Raw::Node(CNode::Binary {
+                f: BinaryOp::Div,
+                a,
+                ..
+            })
+            | Raw::Node(CNode::Unary {
+                f: UnaryOp::Neg,
+                x: a,
+            }) => stack.push(*a),
+            Raw::Node(CNode::Binary {
+                f: BinaryOp::Ne,
+                a,
+                b,
+            }) => {
+                let zero = matches!(&raw[*b], Raw::Node(CNode::Literal { value }) if value.as_f64() == Some(0.0));
+                if let (Raw::Data(h, None), true) = (&raw[*a], zero) {
+                    factors.inputs.push(*h);
+                    factors.masks.push(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    factors
+}
+
 /// The Outer operator's type and output (reference 3.4 `getOuterProductType`).
 fn outer_root(
     b: &mut Builder<'_, '_>,
@@ -610,14 +657,32 @@ fn finalize(
         })
         .collect();
     let covered = b.covered.clone();
+    // An Outer operator computes `0 * G` at its driver's zeros, which is the value there only
+    // where the driver, or its mask `X != 0`, is a factor of the whole cell-wise part `G`
+    // (`X * f`, `(X != 0) * f`); a body merely zero-preserving for finite values, such as
+    // `(X / Y)^2 & s` (1 where Y is 0 too), is not. Masks elsewhere in `G` are not rewritten.
+    let outer_factors = match raw_outputs.first().map(|&o| &b.raw[o]) {
+        _ if !matches!(spec, TemplateSpec::Outer { .. }) => OuterFactors::default(),
+        Some(Raw::Node(CNode::FinalProduct { g, .. })) => outer_factors(&b.raw, *g),
+        Some(_) => outer_factors(&b.raw, raw_outputs[0]),
+        None => return None,
+    };
     let main = match &spec {
         TemplateSpec::Outer { .. } => {
             let root = outputs[0];
             let in_region = |x: HopId| covered.contains(&x);
-            // A body not zero where any input is (`X + 1 / (U %*% t(V))`) makes no Outer
-            // plan (SystemDS's `wSparseUnsafeOuterProduct`): its hops run unfused.
-            choose_sparse_driver(dag, root, &candidates, &in_region)
-                .or_else(|| choose_zero_preserving_input(dag, root, &candidates, &in_region))?
+            // A factor as large as `G` (a column-vector factor scales rows, it cannot drive).
+            let cells = |h: HopId| dag.hop(h).cells();
+            let largest = candidates.iter().filter_map(|&h| cells(h)).max();
+            let factors: Vec<HopId> = candidates
+                .iter()
+                .copied()
+                .filter(|&h| outer_factors.inputs.contains(&h) && cells(h) == largest)
+                .collect();
+            // A `G` with no such factor (`X + 1 / (U %*% t(V))`) makes no Outer plan
+            // (SystemDS's `wSparseUnsafeOuterProduct`): its hops run unfused.
+            choose_sparse_driver(dag, root, &factors, &in_region)
+                .or_else(|| choose_zero_preserving_input(dag, root, &factors, &in_region))?
         }
         _ => choose_main_input(dag, &candidates)?,
     };
@@ -683,7 +748,7 @@ fn finalize(
     let is_outer = matches!(spec, TemplateSpec::Outer { .. });
     let mut fin = Interner::default();
     let mut map: Vec<CNodeId> = Vec::with_capacity(b.raw.len());
-    for r in &b.raw {
+    for (i, r) in b.raw.iter().enumerate() {
         let node = match r {
             Raw::Data(h, fixed) => CNode::Data {
                 input: order.iter().position(|x| x == h)?,
@@ -691,7 +756,7 @@ fn finalize(
             },
             Raw::Node(n) => remap(n, &map),
         };
-        let id = fin.simplify(node, is_outer);
+        let id = fin.simplify(node, is_outer, outer_factors.masks.contains(&i));
         map.push(id);
     }
     let outs: Vec<CNodeId> = raw_outputs.iter().map(|&o| map[o]).collect();
@@ -915,14 +980,15 @@ impl Interner {
 
     /// Interns `n` after the node-local rewrites of reference 5.8 (operands are already
     /// rewritten), and for Outer plans the template-level rewrite: `X != 0` on the main input
-    /// is 1 (only non-zeros of X are visited) and `1 * e` is `e`.
-    fn simplify(&mut self, n: CNode, is_outer: bool) -> CNodeId {
+    /// is 1 where it is a factor of the whole cell-wise part (`top_factor`; the operator gives
+    /// `0 * G` at X's zeros) and `1 * e` is `e`.
+    fn simplify(&mut self, n: CNode, is_outer: bool, top_factor: bool) -> CNodeId {
         match n {
             CNode::Binary {
                 f: BinaryOp::Ne,
                 a,
                 b,
-            } if is_outer
+            } if top_factor
                 && matches!(
                     self.nodes[a],
                     CNode::Data {
@@ -1354,8 +1420,8 @@ mod tests {
             input: 0,
             access: Access::Main,
         });
-        let e1 = t.simplify(CNode::Unary { f: U::Exp, x: a }, false);
-        let e2 = t.simplify(CNode::Unary { f: U::Exp, x: a }, false);
+        let e1 = t.simplify(CNode::Unary { f: U::Exp, x: a }, false, false);
+        let e2 = t.simplify(CNode::Unary { f: U::Exp, x: a }, false, false);
         assert_eq!(e1, e2);
         let m = t.simplify(
             CNode::Binary {
@@ -1363,6 +1429,7 @@ mod tests {
                 a: e1,
                 b: e2,
             },
+            false,
             false,
         );
         let (nodes, outs) = t.compact(&[m]);
