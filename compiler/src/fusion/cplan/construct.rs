@@ -849,6 +849,13 @@ pub(crate) fn derive_row_type(
             ..
         }
     );
+    let col_agg = matches!(
+        dag.op(out),
+        OpKind::AggUnary {
+            dir: Direction::Col,
+            ..
+        }
+    );
     Some(if (or, oc) == (xr, xc) {
         RowType::NoAgg
     } else if !final_product
@@ -859,7 +866,8 @@ pub(crate) fn derive_row_type(
         RowType::RowAgg
     } else if full_agg {
         RowType::FullAgg
-    } else if (or, oc) == (xc, 1) {
+    } else if (or, oc) == (xc, 1) && !col_agg {
+        // (`colSums` of an m×1 input is 1×1 too: a column aggregate, not `t(X) %*% y`.)
         RowType::ColAggT
     } else if (or, oc) == (1, xc) {
         RowType::ColAgg
@@ -1275,6 +1283,12 @@ mod tests {
             let xa = b.unary(U::Abs, x).unwrap();
             let xs = b.unary(U::Sqrt, xa).unwrap();
             h.push(b.agg(AggOp::Sum, Direction::Col, xs).unwrap()); // colSums(sqrt(abs(X)))
+                                                                    // colSums(abs(v) - (v > 1.5)): 1×1 like `t(v) %*% y`, but a column aggregate.
+            let va = b.unary(U::Abs, v).unwrap();
+            let lim = b.literal_f64(1.5);
+            let vg = b.binary(B::Gt, v, lim).unwrap();
+            let vd = b.binary(B::Sub, va, vg).unwrap();
+            h.push(b.agg(AggOp::Sum, Direction::Col, vd).unwrap());
             h.clone()
         });
         let p = program(&dag);
@@ -1288,8 +1302,9 @@ mod tests {
         // (The row sums of an m×1 input have its shape: a Row no_agg plan with a row sum.)
         assert!(name(3).starts_with("row no_agg"), "{}", p.explain());
         assert!(name(4).starts_with("cell col_agg"), "{}", p.explain());
+        assert!(name(5).starts_with("cell col_agg"), "{}", p.explain());
         // Every input of the converted plans is read aligned with the main input.
-        for k in [0, 1, 2, 4] {
+        for k in [0, 1, 2, 4, 5] {
             let c = &op_at(&p, h[k]).cplan;
             assert!(c.nodes.iter().all(|n| !matches!(
                 n,
