@@ -43,6 +43,14 @@ fn run_policy(policy: FusionPolicy, script: &str) -> (String, lafuse::RunReport)
     )
 }
 
+/// Outputs of one number per line, equal line by line within 1e-9 relative.
+fn assert_same_numbers(out: &str, expected: &str, what: &str) {
+    let numbers = |s: &str| -> Vec<f64> { s.lines().map(|l| l.parse().unwrap()).collect() };
+    for (a, b) in numbers(out).iter().zip(numbers(expected)) {
+        assert!((a - b).abs() <= 1e-9 * b.abs(), "{what}: {a} vs {b}");
+    }
+}
+
 /// Runs `script` fused (the default) and unfused; each prints one number, equal within 1e-9.
 fn assert_fused_prints_unfused_number(script: &str, what: &str) {
     let fused = run(script);
@@ -298,13 +306,7 @@ fn fused_execution_matches_unfused_and_reports_operators() {
             FusionPolicy::FuseNoRedundancy,
         ] {
             let (out, report) = run(Some(policy), backend);
-            let numbers = |s: &str| -> Vec<f64> { s.lines().map(|l| l.parse().unwrap()).collect() };
-            for (a, b) in numbers(&out).iter().zip(numbers(&unfused)) {
-                assert!(
-                    (a - b).abs() <= 1e-9 * b.abs(),
-                    "{policy:?} {backend:?}: {a} vs {b}"
-                );
-            }
+            assert_same_numbers(&out, &unfused, &format!("{policy:?} {backend:?}"));
             assert!(
                 report.stats.fused_operators_executed >= 2,
                 "{policy:?} {backend:?}: {:?}",
@@ -810,13 +812,7 @@ fn check_fused_outer_against_unfused(statements: &str, must_fuse: bool) {
             },
             script,
         );
-        let numbers = |s: &str| -> Vec<f64> { s.lines().map(|l| l.parse().unwrap()).collect() };
-        for (a, b) in numbers(&out).iter().zip(numbers(&unfused)) {
-            assert!(
-                (a - b).abs() <= 1e-9 * b.abs(),
-                "{policy:?} {backend:?}: {a} vs {b}"
-            );
-        }
+        assert_same_numbers(&out, &unfused, &format!("{policy:?} {backend:?}"));
         assert!(
             report.stats.unfused_fallbacks.is_empty(),
             "{policy:?} {backend:?}: {:?}",

@@ -508,6 +508,32 @@ enum Pending {
     Row(Box<row::RowInfo>),
 }
 
+/// The dense or CSR entry point of a Cell or MultiAgg plan: the CSR one only for a
+/// sparse-safe plan (`what` names the template in the error; an every-cell entry point was
+/// refused before).
+#[allow(clippy::too_many_arguments)]
+fn emit_cell_like_entry<'c>(
+    ctx: &'c inkwell::context::Context,
+    module: &Module<'c>,
+    plan: &CPlan,
+    like: &CellLike,
+    used: &[bool],
+    entry: Entry,
+    sparse_safe: bool,
+    what: &str,
+) -> Result<(), CodegenError> {
+    let csr = match entry {
+        Entry::Dense => false,
+        Entry::Csr if sparse_safe => true,
+        Entry::Csr | Entry::EveryCell => {
+            return Err(CodegenError::Internal(format!(
+                "a CSR entry point for a sparse-unsafe {what} plan"
+            )))
+        }
+    };
+    cell::emit_entry(ctx, module, plan, like, used, csr, entry_name(plan, entry))
+}
+
 /// Emits `entry` of `plan` (the analysis is redone for each entry; it costs microseconds).
 fn emit<'c>(
     ctx: &'c inkwell::context::Context,
@@ -545,32 +571,7 @@ fn emit<'c>(
                 outs: vec![(plan.outputs[0], agg)],
                 kind,
             };
-            match entry {
-                Entry::Dense => cell::emit_entry(
-                    ctx,
-                    module,
-                    plan,
-                    &like,
-                    &used,
-                    false,
-                    entry_name(plan, entry),
-                )?,
-                Entry::Csr if *sparse_safe => cell::emit_entry(
-                    ctx,
-                    module,
-                    plan,
-                    &like,
-                    &used,
-                    true,
-                    entry_name(plan, entry),
-                )?,
-                // (An every-cell entry point was refused above.)
-                Entry::Csr | Entry::EveryCell => {
-                    return Err(CodegenError::Internal(
-                        "a CSR entry point for a sparse-unsafe cell plan".into(),
-                    ))
-                }
-            }
+            emit_cell_like_entry(ctx, module, plan, &like, &used, entry, *sparse_safe, "cell")?;
             Ok(Pending::Cell(CellSpec {
                 kind,
                 agg,
@@ -597,32 +598,16 @@ fn emit<'c>(
                     .collect(),
                 kind: CellKind::FullAgg,
             };
-            match entry {
-                Entry::Dense => cell::emit_entry(
-                    ctx,
-                    module,
-                    plan,
-                    &like,
-                    &used,
-                    false,
-                    entry_name(plan, entry),
-                )?,
-                Entry::Csr if *sparse_safe => cell::emit_entry(
-                    ctx,
-                    module,
-                    plan,
-                    &like,
-                    &used,
-                    true,
-                    entry_name(plan, entry),
-                )?,
-                // (An every-cell entry point was refused above.)
-                Entry::Csr | Entry::EveryCell => {
-                    return Err(CodegenError::Internal(
-                        "a CSR entry point for a sparse-unsafe MultiAgg plan".into(),
-                    ))
-                }
-            }
+            emit_cell_like_entry(
+                ctx,
+                module,
+                plan,
+                &like,
+                &used,
+                entry,
+                *sparse_safe,
+                "MultiAgg",
+            )?;
             Ok(Pending::MAgg(MAggSpec {
                 aggs,
                 sparse_safe: *sparse_safe,

@@ -205,17 +205,13 @@ impl<'a, 'd> Builder<'a, 'd> {
         if let Some(&i) = self.built.get(&h) {
             return Some(i);
         }
-        if self.dag.op(h) == &OpKind::Index {
-            // Column-range indexing `X[, a:b]` opens and fuses in the memo (reference 3.2), but
-            // the body has no slicing node: the operator reads the slice as an input, which
-            // runs unfused (it stays uncovered) at the cost of an m x (b-a+1) copy. Dropping
-            // the whole operator instead would leave the plan the cost model chose unbuilt.
-            return Some(self.leaf(h, None));
-        }
-        if self.dag.is_literal_seq(h) {
-            // Likewise a literal `seq(from, to, incr)` the templates merge: the body has no
-            // row-index node (SystemDS's `SEQ_RIX`), so the operator reads the sequence as a
-            // column-vector input, materialized unfused (one vector, O(rows)).
+        if self.dag.op(h) == &OpKind::Index || self.dag.is_literal_seq(h) {
+            // Column-range indexing `X[, a:b]` and a literal `seq(from, to, incr)` open, fuse
+            // or merge in the memo (reference 3.2), but the body has no slicing node and no
+            // row-index node (SystemDS's `SEQ_RIX`): the operator reads the slice or the
+            // sequence as an input, which runs unfused (it stays uncovered) at the cost of an
+            // m x (b-a+1) copy or one vector. Dropping the whole operator instead would leave
+            // the plan the cost model chose unbuilt.
             return Some(self.leaf(h, None));
         }
         self.covered.insert(h);
