@@ -197,7 +197,7 @@ fn rel_diff(a: &Matrix, b: &Matrix) -> f64 {
     if a.shape() != b.shape() {
         return f64::INFINITY;
     }
-    let (da, db) = (a.to_dense(), b.to_dense());
+    let (da, db) = (a.to_dense().unwrap(), b.to_dense().unwrap());
     let mut diff = 0.0f64;
     let mut scale = 0.0f64;
     for (x, y) in da.values.iter().zip(&db.values) {

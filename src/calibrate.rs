@@ -5,7 +5,7 @@
 //! What is measured, and how it maps onto [`CostModel`]:
 //! * `read_bandwidth`: a plain multithreaded sum (eight independent accumulators, so it is not
 //!   latency bound) over a large dense array, as the `kernels` bench's read reference.
-//! * `write_bandwidth`: filling a fresh output from [`alloc_zeroed`] (the runtime's output
+//! * `write_bandwidth`: filling a fresh output from [`try_alloc_zeroed`] (the runtime's output
 //!   allocation) with every thread writing its share: allocation, page faults and the write.
 //! * `compute_bandwidth`: cells per second of the runtime kernel `X * 2.5` on a cache-resident
 //!   `X`, run by every thread at once on its own copy: the rate of weight-1 operations of the
@@ -22,7 +22,7 @@ use crate::error::Error;
 use lafuse_compiler::fusion::cost::{MachineProfile, Provenance};
 use lafuse_compiler::fusion::CostModel;
 use lafuse_runtime::kernels::{self, Operand};
-use lafuse_runtime::matrix::{alloc_zeroed, PAR_THRESHOLD};
+use lafuse_runtime::matrix::{try_alloc_zeroed, PAR_THRESHOLD};
 use lafuse_runtime::ops::{AggOp, BinaryOp, Direction, UnaryOp};
 use lafuse_runtime::Matrix;
 use std::hint::black_box;
@@ -240,10 +240,10 @@ fn time_parallel_sum(values: &[f64], threads: usize) -> f64 {
 
 /// Seconds to allocate a fresh `cells` output as the kernels do and fill it from `threads`
 /// threads; freeing it is not timed.
-fn time_parallel_fill(cells: usize, threads: usize) -> f64 {
+fn time_parallel_fill(cells: usize, threads: usize) -> Result<f64, Error> {
     let chunk = cells.div_ceil(threads).max(1);
     let start = Instant::now();
-    let mut out = alloc_zeroed(cells);
+    let mut out = try_alloc_zeroed(cells).map_err(runtime_error)?;
     std::thread::scope(|s| {
         for part in out.chunks_mut(chunk) {
             s.spawn(move || part.fill(2.5));
@@ -252,7 +252,7 @@ fn time_parallel_fill(cells: usize, threads: usize) -> f64 {
     let elapsed = start.elapsed().as_secs_f64();
     black_box(&out);
     drop(out);
-    elapsed
+    Ok(elapsed)
 }
 
 /// Seconds of `iters` calls of `kernel` on each of `threads` threads at once (the slowest
@@ -334,7 +334,7 @@ pub fn calibrate(options: &CalibrateOptions) -> Result<MachineProfile, Error> {
     let t_read = median_of(plan.reps, || {
         Ok(time_parallel_sum(big_values, plan.threads))
     })?;
-    let t_write = median_of(plan.reps, || Ok(time_parallel_fill(n, plan.threads)))?;
+    let t_write = median_of(plan.reps, || time_parallel_fill(n, plan.threads))?;
     model.read_bandwidth = bytes / t_read.max(1e-12);
     model.write_bandwidth = bytes / t_write.max(1e-12);
     // An unfused kernel end to end, to compare with what the model predicts for it.

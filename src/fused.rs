@@ -333,6 +333,19 @@ struct RunnableOperator {
     counters: Arc<FusionCounters>,
 }
 
+impl RunnableOperator {
+    /// A reference evaluation's failure: a resource error where an output does not fit in
+    /// memory (the script's doing), an internal one otherwise (the plan is ours).
+    fn reference_error(&self, e: reference::EvalError) -> RuntimeError {
+        match e {
+            reference::EvalError::OutOfMemory(why) => {
+                RuntimeError::Resource(format!("{}: {why}", self.opcode))
+            }
+            e => RuntimeError::internal(format!("{}: {e}", self.opcode)),
+        }
+    }
+}
+
 impl Operator for RunnableOperator {
     fn opcode(&self) -> &str {
         &self.opcode
@@ -355,7 +368,7 @@ impl Operator for RunnableOperator {
             Kernel::Reference => {
                 compiled_in_call = Duration::ZERO;
                 reference::evaluate(&self.plan, &operands, &self.out_shapes)
-                    .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?
+                    .map_err(|e| self.reference_error(e))?
             }
             #[cfg(feature = "llvm")]
             Kernel::Native(op) => {
@@ -371,7 +384,7 @@ impl Operator for RunnableOperator {
                         self.counters
                             .fallback(format!("a call ran on the reference evaluator: {why}"));
                         reference::evaluate(&self.plan, &operands, &self.out_shapes)
-                            .map_err(|e| RuntimeError::internal(format!("{}: {e}", self.opcode)))?
+                            .map_err(|e| self.reference_error(e))?
                     }
                     Err(lafuse_codegen::native::CodegenError::OutOfMemory(why)) => {
                         return Err(RuntimeError::Resource(format!("{}: {why}", self.opcode)))
@@ -383,7 +396,7 @@ impl Operator for RunnableOperator {
         let results = results
             .into_iter()
             .map(Matrix::examine_and_convert)
-            .collect();
+            .collect::<Result<Vec<_>, _>>()?;
         self.counters.executed.fetch_add(1, Ordering::Relaxed);
         self.counters
             .codegen_nanos

@@ -164,6 +164,66 @@ fn runtime_errors_point_at_the_script_line() {
     assert!(rendered.contains("out of bounds"), "{rendered}");
 }
 
+/// Outputs no machine can hold (terabytes, sized by the script) fail with a resource error at
+/// their line, unfused and fused, instead of aborting the process in the allocator: a filled
+/// matrix, a sparse input made dense by a scalar, a unary operator or a comparison, `cumsum`,
+/// `seq`, a reshape into one huge row (whose fused operator densifies a row block of it),
+/// `cbind` and `ifelse`.
+#[test]
+fn outputs_too_large_for_memory_are_located_resource_errors() {
+    let s = "S = rand(rows=1000000, cols=1000000, sparsity=0.000001, seed=1)\n";
+    let cases = [
+        (
+            "x = 1\nX = matrix(1, rows=100000, cols=1000000)\nprint(sum(X))\n",
+            2,
+        ),
+        (&format!("{s}Z = S + 1\nprint(sum(Z))\n"), 2),
+        (&format!("{s}Z = exp(S)\nprint(sum(Z))\n"), 2),
+        (&format!("{s}Z = (S == 0)\nprint(sum(Z))\n"), 2),
+        (&format!("{s}Z = cumsum(S)\nprint(sum(Z))\n"), 2),
+        ("x = 1\nz = seq(1, 1e12)\nprint(sum(z))\n", 2),
+        (
+            &format!("{s}Z = matrix(S, rows=1, cols=1000000000000)\nprint(sum(Z + 1))\n"),
+            3,
+        ),
+        (
+            &format!(
+                "{s}c = rand(rows=1000000, cols=1, seed=2)\nZ = cbind(c, S) + 1\nprint(sum(Z))\n"
+            ),
+            3,
+        ),
+        (&format!("{s}Z = ifelse(S > 0, 1, 2)\nprint(sum(Z))\n"), 2),
+    ];
+    let configs = [
+        ("unfused", None, FusionBackend::Native),
+        ("gen", Some(FusionPolicy::Gen), FusionBackend::Native),
+        (
+            "gen reference",
+            Some(FusionPolicy::Gen),
+            FusionBackend::Reference,
+        ),
+    ];
+    for (script, line) in cases {
+        for (what, fusion, backend) in configs {
+            let source = SourceFile::new("big.dml", script);
+            let config = EngineConfig {
+                fusion,
+                backend,
+                ..EngineConfig::default()
+            };
+            let err = Engine::new(config)
+                .run(&source, &ScriptArgs::default(), &mut Vec::new())
+                .expect_err(script);
+            let rendered = err.render(&source);
+            assert!(
+                rendered.contains(&format!("big.dml:{line}:"))
+                    && rendered.contains("cannot allocate"),
+                "{what}: {script}\n{rendered}"
+            );
+        }
+    }
+}
+
 #[test]
 fn cost_reports_every_policy_and_gen_is_never_worse() {
     let script = "X = rand(rows=2000, cols=100, seed=1)\nY = rand(rows=2000, cols=100, seed=2)\n\

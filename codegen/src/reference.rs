@@ -37,13 +37,21 @@ pub enum Operand<'a> {
     Matrix(&'a Matrix),
 }
 
-/// Why a CPlan could not be evaluated (malformed plan or inputs that do not match it).
+/// Why a CPlan could not be evaluated.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EvalError(pub String);
+pub enum EvalError {
+    /// A malformed plan, or inputs that do not match it.
+    Invalid(String),
+    /// An output (of a size the script decides) more memory than the machine can give.
+    OutOfMemory(String),
+}
 
 impl fmt::Display for EvalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "reference evaluation: {}", self.0)
+        match self {
+            EvalError::Invalid(why) => write!(f, "reference evaluation: {why}"),
+            EvalError::OutOfMemory(why) => f.write_str(why),
+        }
     }
 }
 
@@ -52,11 +60,14 @@ impl std::error::Error for EvalError {}
 type Result<T> = std::result::Result<T, EvalError>;
 
 fn err<T>(msg: impl Into<String>) -> Result<T> {
-    Err(EvalError(msg.into()))
+    Err(EvalError::Invalid(msg.into()))
 }
 
 fn rt<T>(r: lafuse_runtime::Result<T>) -> Result<T> {
-    r.map_err(|e| EvalError(e.to_string()))
+    r.map_err(|e| match e {
+        lafuse_runtime::RuntimeError::Resource(why) => EvalError::OutOfMemory(why),
+        e => EvalError::Invalid(e.to_string()),
+    })
 }
 
 /// Evaluates `plan` on `inputs` (by CPlan input position, main input first). `out_shapes`
@@ -159,13 +170,13 @@ fn nary(f: NaryOp, xs: &[f64]) -> Result<f64> {
     xs.iter()
         .copied()
         .reduce(fold)
-        .ok_or_else(|| EvalError("n-ary op without operands".into()))
+        .ok_or_else(|| EvalError::Invalid("n-ary op without operands".into()))
 }
 
 /// The runtime aggregate of a vector (so fused and unfused aggregates agree in semantics).
 fn agg_vector(f: AggOp, v: &[f64]) -> Result<f64> {
     let op = ops::AggOp::from_name(f.name())
-        .ok_or_else(|| EvalError(format!("aggregate {} has no runtime op", f.name())))?;
+        .ok_or_else(|| EvalError::Invalid(format!("aggregate {} has no runtime op", f.name())))?;
     let m = rt(Matrix::from_dense_values(1, v.len(), v.to_vec()))?;
     let r = rt(kernels::aggregate(&m, op, ops::Direction::Full))?;
     Ok(r.get(0, 0))
@@ -173,7 +184,7 @@ fn agg_vector(f: AggOp, v: &[f64]) -> Result<f64> {
 
 fn literal(l: &Literal) -> Result<f64> {
     l.as_f64()
-        .ok_or_else(|| EvalError("non-numeric literal".into()))
+        .ok_or_else(|| EvalError::Invalid("non-numeric literal".into()))
 }
 
 impl<'p, 'a> Eval<'p, 'a> {
@@ -181,7 +192,7 @@ impl<'p, 'a> Eval<'p, 'a> {
         self.inputs
             .get(k)
             .copied()
-            .ok_or_else(|| EvalError(format!("input {k} missing")))
+            .ok_or_else(|| EvalError::Invalid(format!("input {k} missing")))
     }
 
     fn matrix(&self, k: usize) -> Result<&'a Matrix> {
@@ -276,7 +287,7 @@ impl<'p, 'a> Eval<'p, 'a> {
     /// The body at every cell of the main input's shape, as a dense matrix.
     fn cell_values(&self, main: &Matrix, out: CNodeId) -> Result<Matrix> {
         let (m, n) = main.shape();
-        let mut vals = Vec::with_capacity(m * n);
+        let mut vals = rt(lafuse_runtime::matrix::try_with_capacity(m * n))?;
         for i in 0..m {
             for j in 0..n {
                 vals.push(self.cell(out, i, j)?);
@@ -341,7 +352,7 @@ impl<'p, 'a> Eval<'p, 'a> {
         // `0 * body` (the template's `X * f`, or `(X != 0) * f` with the mask simplified away):
         // 0, or NaN where the body is not finite.
         let (m, n) = main.shape();
-        let mut vals = vec![0.0; m * n];
+        let mut vals = rt(lafuse_runtime::matrix::try_alloc_zeroed(m * n))?;
         for i in 0..m {
             for j in 0..n {
                 let g = self.cell(g_node, i, j)?;
@@ -443,7 +454,7 @@ impl<'p, 'a> Eval<'p, 'a> {
 
     fn row_template(&self, main: &Matrix, ty: RowType, shape: (usize, usize)) -> Result<Matrix> {
         let (rows, cols) = shape;
-        let mut out = vec![0.0; rows * cols];
+        let mut out = rt(lafuse_runtime::matrix::try_alloc_zeroed(rows * cols))?;
         let out_node = self.plan.outputs[0];
         for i in 0..main.rows() {
             let vals = self.row(i)?;
@@ -728,6 +739,7 @@ mod tests {
         Matrix::from_dense_values(rows, cols, vals)
             .unwrap()
             .examine_and_convert()
+            .unwrap()
     }
 
     fn nnz(m: &Matrix) -> u64 {
@@ -749,7 +761,7 @@ mod tests {
     #[test]
     fn sum_of_a_three_way_product_with_sparse_and_special_values() {
         let x = mat(40, 30, 0.1, 1);
-        let mut yv = mat(40, 30, 1.0, 2).into_dense_values();
+        let mut yv = mat(40, 30, 1.0, 2).into_dense_values().unwrap();
         yv[5] = f64::INFINITY;
         yv[77] = f64::NAN;
         let y = Matrix::from_dense_values(40, 30, yv).unwrap();
@@ -997,13 +1009,13 @@ mod tests {
     #[test]
     fn cell_dot_products_vectors_and_special_values() {
         let n = 60;
-        let mut xv = mat(n, 1, 1.0, 13).into_dense_values();
+        let mut xv = mat(n, 1, 1.0, 13).into_dense_values().unwrap();
         xv[3] = f64::NEG_INFINITY;
         let xs = Matrix::from_dense_values(n, 1, xv).unwrap();
         let y = mat(n, 1, 0.5, 14);
         let z = mat(n, 1, 1.0, 15);
         let a = mat(n, 40, 1.0, 16);
-        let mut cv = mat(1, 40, 1.0, 17).into_dense_values();
+        let mut cv = mat(1, 40, 1.0, 17).into_dense_values().unwrap();
         cv[7] = f64::NAN;
         let c = Matrix::from_dense_values(1, 40, cv).unwrap();
         let mut b = DagBuilder::new();
@@ -1253,7 +1265,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out[0].get(0, 0), 0.0); // exp(-inf)
-        let e0 = Matrix::zeros(0, 3);
+        let e0 = Matrix::zeros(0, 3).unwrap();
         let out = evaluate(p, &[Operand::Matrix(&e0), Operand::Matrix(&e0)], &[(1, 3)]).unwrap();
         assert_eq!(out[0].shape(), (1, 3));
         assert_eq!(out[0].get(0, 2), 0.0);
@@ -1271,8 +1283,8 @@ mod tests {
         let plan = plan_fusion(&dag, &FuseAll).unwrap();
         let prog = construct_cplans(&dag, &plan.memo, &plan.selection).unwrap();
         let p = &prog.operators[0].cplan;
-        let a = Matrix::zeros(3, 3);
-        let c = Matrix::zeros(2, 2);
+        let a = Matrix::zeros(3, 3).unwrap();
+        let c = Matrix::zeros(2, 2).unwrap();
         assert!(evaluate(p, &[Operand::Matrix(&a)], &[(1, 1)]).is_err());
         assert!(evaluate(p, &[Operand::Scalar(1.0), Operand::Matrix(&a)], &[(1, 1)]).is_err());
         assert!(evaluate(p, &[Operand::Matrix(&a), Operand::Matrix(&c)], &[(1, 1)]).is_err());

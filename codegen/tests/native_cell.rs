@@ -738,7 +738,8 @@ fn outer_visits_every_cell_where_zeros_cannot_be_skipped() {
                 .collect();
             let x = Matrix::from_dense_values(m, n, vals)
                 .unwrap()
-                .examine_and_convert();
+                .examine_and_convert()
+                .unwrap();
             let u = abs(&mat(m, k, 1.0, 2, false));
             let v_pos = abs(&mat(n, k, 1.0, 3, false));
             let vals = (0..n * k)

@@ -158,7 +158,7 @@ pub fn rand(
 
 fn validate(rows: usize, cols: usize, sparsity: f64) -> Result<()> {
     // SystemDS stores dimensions of a CP matrix block in Java ints.
-    if rows > i32::MAX as usize || cols > i32::MAX as usize {
+    if rows > crate::matrix::MAX_DIM || cols > crate::matrix::MAX_DIM {
         return Err(RuntimeError::user(format!(
             "rand: invalid matrix dimensions {rows}x{cols} (at most {} rows and columns)",
             i32::MAX

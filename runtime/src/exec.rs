@@ -594,7 +594,7 @@ fn run_one(
             }
             s => {
                 // Aggregates of a scalar (e.g. `sum(3)`), as SystemDS allows for min/max.
-                let one = Matrix::filled(1, 1, s.as_f64()?);
+                let one = Matrix::scalar(s.as_f64()?);
                 scalar_result(
                     kernels::aggregate(&one, *op, Direction::Full)?.get(0, 0),
                     ty,
@@ -619,7 +619,7 @@ fn run_one(
         Op::Fill => {
             let rows = to_usize(arg(1)?, "rows")?;
             let cols = to_usize(arg(2)?, "cols")?;
-            Value::matrix(Matrix::filled(rows, cols, arg(0)?.as_f64()?))
+            Value::matrix(Matrix::filled(rows, cols, arg(0)?.as_f64()?)?)
         }
         Op::MatrixFromString => {
             let rows = to_usize(arg(1)?, "rows")?;
@@ -648,7 +648,7 @@ fn run_one(
             let mats: Vec<Arc<Matrix>> = (0..instr.inputs.len())
                 .map(|i| match arg(i)? {
                     Value::Matrix(m) => Ok(Arc::clone(m)),
-                    s => Ok(Arc::new(Matrix::filled(1, 1, s.as_f64()?))),
+                    s => Ok(Arc::new(Matrix::scalar(s.as_f64()?))),
                 })
                 .collect::<Result<_>>()?;
             let refs: Vec<&Matrix> = mats.iter().map(|m| m.as_ref()).collect();
@@ -693,7 +693,7 @@ fn run_one(
         },
         Op::CastToMatrix => match arg(0)? {
             Value::Matrix(m) => Value::Matrix(Arc::clone(m)),
-            s => Value::matrix(Matrix::filled(1, 1, s.as_f64()?)),
+            s => Value::matrix(Matrix::scalar(s.as_f64()?)),
         },
         Op::Nrow => Value::Int(arg(0)?.as_matrix()?.rows() as i64),
         Op::Ncol => Value::Int(arg(0)?.as_matrix()?.cols() as i64),

@@ -56,21 +56,14 @@ pub const BLOCK_CELLS: usize = 1 << 15;
 /// Allocations at least this large ask the kernel for transparent huge pages.
 const HUGE_PAGE_MIN_BYTES: usize = 8 << 20;
 
-/// A zero-filled buffer of `n` values for a kernel's output.
+/// A zero-filled buffer of `n` values for a kernel's output, or a resource error naming the
+/// size where the allocator cannot give that much memory (sizes come from scripts: a
+/// `matrix(1, rows=1e5, cols=1e6)` must be an error at its line, not an aborted process).
 ///
 /// Large buffers come straight from `mmap` (through `calloc`), so their cost is the page faults
 /// on first touch; asking for transparent huge pages (`MADV_HUGEPAGE`, effective where THP is in
 /// `madvise` or `always` mode) takes one fault per 2 MiB instead of per 4 KiB, which roughly
 /// halves the time to fill a fresh output. The advice is best-effort: failure changes nothing.
-pub fn alloc_zeroed(n: usize) -> Vec<f64> {
-    let v = vec![0.0f64; n];
-    advise_huge_pages(&v);
-    v
-}
-
-/// [`alloc_zeroed`] for an output whose size a script decides (a product's, a broadcast's):
-/// a resource error naming the size, instead of aborting the process, where the allocator
-/// cannot give that much memory. Still lazily zeroed (`calloc`).
 pub fn try_alloc_zeroed(n: usize) -> Result<Vec<f64>> {
     if n == 0 {
         return Ok(Vec::new());
@@ -168,16 +161,23 @@ impl DenseMatrix {
         })
     }
 
-    /// A dense matrix with every cell set to `v`.
-    pub fn filled(rows: usize, cols: usize, v: f64) -> Self {
-        let cells = rows * cols;
+    /// A dense matrix with every cell set to `v`, or a resource error where it does not fit.
+    pub fn filled(rows: usize, cols: usize, v: f64) -> Result<Self> {
+        let cells = checked_cells(rows, cols)?;
         let nnz = if v != 0.0 { cells } else { 0 };
-        DenseMatrix {
+        let values = if v == 0.0 {
+            try_alloc_zeroed(cells)?
+        } else {
+            let mut values = try_with_capacity(cells)?;
+            values.resize(cells, v);
+            values
+        };
+        Ok(DenseMatrix {
             rows,
             cols,
-            values: vec![v; cells],
+            values,
             nnz,
-        }
+        })
     }
 
     /// Row `i` as a slice.
@@ -291,10 +291,10 @@ impl SparseMatrix {
         }
     }
 
-    /// Converts to dense row-major.
-    pub fn to_dense(&self) -> DenseMatrix {
+    /// Converts to dense row-major, or a resource error where the dense form does not fit.
+    pub fn to_dense(&self) -> Result<DenseMatrix> {
         let (rows, cols) = (self.rows, self.cols);
-        let mut values = alloc_zeroed(rows * cols);
+        let mut values = try_alloc_zeroed(checked_cells(rows, cols)?)?;
         if cols > 0 {
             let fill = |i: usize, out: &mut [f64]| {
                 let (idx, val) = self.row(i);
@@ -314,12 +314,12 @@ impl SparseMatrix {
                     .for_each(|(i, out)| fill(i, out));
             }
         }
-        DenseMatrix {
+        Ok(DenseMatrix {
             rows,
             cols,
             values,
             nnz: self.values.len(),
-        }
+        })
     }
 
     /// Drops stored zeros (explicit zeros may arise while building a result).
@@ -347,27 +347,40 @@ impl SparseMatrix {
     }
 }
 
+/// The most rows, or columns, a matrix may have: SystemDS's (it stores them as Java ints), so
+/// that a script's sizes mean the same in both systems, and a file header claiming 1e12 rows is
+/// an error before any row pointer is allocated.
+pub const MAX_DIM: usize = i32::MAX as usize;
+
+/// `rows * cols`, or an error for dimensions above [`MAX_DIM`] or a product that overflows.
 fn checked_cells(rows: usize, cols: usize) -> Result<usize> {
+    if rows > MAX_DIM || cols > MAX_DIM {
+        return Err(RuntimeError::user(format!(
+            "invalid matrix dimensions {rows}x{cols} (at most {MAX_DIM} rows and columns)"
+        )));
+    }
     rows.checked_mul(cols)
         .ok_or_else(|| RuntimeError::Resource(format!("a {rows}x{cols} matrix has too many cells")))
 }
 
 impl Matrix {
-    /// An all-zero matrix (sparse unless it has a single column).
-    pub fn zeros(rows: usize, cols: usize) -> Matrix {
-        if prefers_sparse(rows, cols, 0) {
+    /// An all-zero matrix (sparse unless it has a single column), or a resource error where
+    /// a dense one does not fit.
+    pub fn zeros(rows: usize, cols: usize) -> Result<Matrix> {
+        Ok(if prefers_sparse(rows, cols, 0) {
             Matrix::Sparse(SparseMatrix::empty(rows, cols))
         } else {
-            Matrix::Dense(DenseMatrix::filled(rows, cols, 0.0))
-        }
+            Matrix::Dense(DenseMatrix::filled(rows, cols, 0.0)?)
+        })
     }
 
-    /// A matrix with every cell set to `v` (sparse when `v == 0` and there are several columns).
-    pub fn filled(rows: usize, cols: usize, v: f64) -> Matrix {
+    /// A matrix with every cell set to `v` (sparse when `v == 0` and there are several
+    /// columns), or a resource error where it does not fit.
+    pub fn filled(rows: usize, cols: usize, v: f64) -> Result<Matrix> {
         if v == 0.0 {
             Matrix::zeros(rows, cols)
         } else {
-            Matrix::Dense(DenseMatrix::filled(rows, cols, v))
+            Ok(Matrix::Dense(DenseMatrix::filled(rows, cols, v)?))
         }
     }
 
@@ -383,7 +396,7 @@ impl Matrix {
 
     /// Builds a matrix from row-major values, choosing the format by sparsity.
     pub fn from_dense_values(rows: usize, cols: usize, values: Vec<f64>) -> Result<Matrix> {
-        Ok(Matrix::Dense(DenseMatrix::new(rows, cols, values)?).examine_and_convert())
+        Matrix::Dense(DenseMatrix::new(rows, cols, values)?).examine_and_convert()
     }
 
     /// Builds a matrix from CSR parts. The structure is validated (a user error names the broken
@@ -404,7 +417,7 @@ impl Matrix {
             values,
         };
         validate_csr_structure(&s)?;
-        Ok(Matrix::Sparse(s.drop_zeros()).examine_and_convert())
+        Matrix::Sparse(s.drop_zeros()).examine_and_convert()
     }
 
     /// Builds a matrix from `(row, col, value)` triples (0-based). Later triples for the same cell
@@ -448,7 +461,7 @@ impl Matrix {
             col_idx,
             values,
         };
-        Ok(Matrix::Sparse(s.drop_zeros()).examine_and_convert())
+        Matrix::Sparse(s.drop_zeros()).examine_and_convert()
     }
 
     /// Number of rows.
@@ -525,10 +538,10 @@ impl Matrix {
         }
     }
 
-    /// A dense copy (a clone when already dense).
-    pub fn to_dense(&self) -> DenseMatrix {
+    /// A dense copy (a clone when already dense), or a resource error where it does not fit.
+    pub fn to_dense(&self) -> Result<DenseMatrix> {
         match self {
-            Matrix::Dense(d) => d.clone(),
+            Matrix::Dense(d) => Ok(d.clone()),
             Matrix::Sparse(s) => s.to_dense(),
         }
     }
@@ -541,10 +554,10 @@ impl Matrix {
         }
     }
 
-    /// The dense form, converting only when needed.
-    pub fn into_dense(self) -> DenseMatrix {
+    /// The dense form, converting only when needed (which may fail as [`Matrix::to_dense`]).
+    pub fn into_dense(self) -> Result<DenseMatrix> {
         match self {
-            Matrix::Dense(d) => d,
+            Matrix::Dense(d) => Ok(d),
             Matrix::Sparse(s) => s.to_dense(),
         }
     }
@@ -558,28 +571,28 @@ impl Matrix {
     }
 
     /// The dense form as a borrowed view when already dense, else a converted copy.
-    pub fn dense_cow(&self) -> std::borrow::Cow<'_, DenseMatrix> {
-        match self {
+    pub fn dense_cow(&self) -> Result<std::borrow::Cow<'_, DenseMatrix>> {
+        Ok(match self {
             Matrix::Dense(d) => std::borrow::Cow::Borrowed(d),
-            Matrix::Sparse(s) => std::borrow::Cow::Owned(s.to_dense()),
-        }
+            Matrix::Sparse(s) => std::borrow::Cow::Owned(s.to_dense()?),
+        })
     }
 
-    /// Row-major values of all cells.
-    pub fn into_dense_values(self) -> Vec<f64> {
-        self.into_dense().values
+    /// Row-major values of all cells (which may fail as [`Matrix::to_dense`]).
+    pub fn into_dense_values(self) -> Result<Vec<f64>> {
+        Ok(self.into_dense()?.values)
     }
 
     /// Chooses the storage format by the actual sparsity (`prefers_sparse`), converting if needed.
-    /// `nnz` must already be exact.
-    pub fn examine_and_convert(self) -> Matrix {
+    /// `nnz` must already be exact. Converting to dense may fail as [`Matrix::to_dense`].
+    pub fn examine_and_convert(self) -> Result<Matrix> {
         let (rows, cols, nnz) = (self.rows(), self.cols(), self.nnz());
         let sparse = prefers_sparse(rows, cols, nnz);
-        match self {
+        Ok(match self {
             Matrix::Dense(d) if sparse => Matrix::Sparse(d.to_sparse()),
-            Matrix::Sparse(s) if !sparse => Matrix::Dense(s.to_dense()),
+            Matrix::Sparse(s) if !sparse => Matrix::Dense(s.to_dense()?),
             m => m,
-        }
+        })
     }
 
     /// The single value of a 1x1 matrix; a user error naming the shape otherwise.
@@ -827,7 +840,7 @@ mod tests {
         assert!(m.is_sparse());
         assert_eq!(m.nnz(), 3);
         m.validate().unwrap();
-        let d = m.to_dense();
+        let d = m.to_dense().unwrap();
         assert_eq!(d.nnz, 3);
         assert!(d.values[3].is_nan());
         assert_eq!(d.values[6], 2.0);
@@ -845,10 +858,12 @@ mod tests {
         assert!(!Matrix::from_dense_values(3, 1, vec![0.0, 0.0, 0.0])
             .unwrap()
             .is_sparse());
-        assert!(Matrix::zeros(3, 3).is_sparse());
-        assert!(!Matrix::zeros(0, 3).is_sparse() || Matrix::zeros(0, 3).cells() == 0);
-        Matrix::zeros(0, 3).validate().unwrap();
-        Matrix::zeros(3, 0).validate().unwrap();
+        assert!(Matrix::zeros(3, 3).unwrap().is_sparse());
+        assert!(
+            !Matrix::zeros(0, 3).unwrap().is_sparse() || Matrix::zeros(0, 3).unwrap().cells() == 0
+        );
+        Matrix::zeros(0, 3).unwrap().validate().unwrap();
+        Matrix::zeros(3, 0).unwrap().validate().unwrap();
     }
 
     #[test]
@@ -896,7 +911,7 @@ mod tests {
     #[test]
     fn scalar_extraction() {
         assert_eq!(Matrix::scalar(3.5).as_scalar().unwrap(), 3.5);
-        assert!(Matrix::zeros(2, 1).as_scalar().is_err());
+        assert!(Matrix::zeros(2, 1).unwrap().as_scalar().is_err());
     }
 
     #[test]
@@ -908,6 +923,6 @@ mod tests {
         let m = Matrix::from_dense_values(n, n, vals.clone()).unwrap();
         assert!(m.is_sparse());
         m.validate().unwrap();
-        assert_eq!(m.clone().into_dense_values(), vals);
+        assert_eq!(m.clone().into_dense_values().unwrap(), vals);
     }
 }

@@ -109,13 +109,15 @@ impl<'a> Driver<'a> {
         } else {
             m * n
         };
+        let tasks = partition(m, n, MAX_TASKS);
+        p.check_task_buffers(n, mode == Mode::DensifiedBlocks, 0, tasks.len())?;
         Ok(Driver {
             main,
             m,
             n,
             mode,
             args: ArgsTemplate(args),
-            tasks: partition(m, n, MAX_TASKS),
+            tasks,
             par: prep::parallel(work),
             entry,
             prepared: p,
@@ -284,7 +286,7 @@ fn no_agg(d: &Driver<'_>) -> Result<Matrix> {
             let mut vals = vec![0.0; s.values.len()];
             let so = SharedOut(vals.as_mut_ptr(), vals.len());
             d.run(|_| so);
-            Ok(prep::compact(s, &vals))
+            prep::compact(s, &vals)
         }
         _ => {
             // Every cell is written (the tasks partition the rows, and the dense entry point

@@ -111,6 +111,7 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
         Matrix::Sparse(s) if every_cell => Some(s),
         _ => None,
     };
+    p.check_task_buffers(n, densified.is_some(), 0, tasks.len())?;
     let par = prep::parallel(work);
     // Every cell into a sum: once a task's sum is NaN it stays NaN, so its remaining blocks
     // are neither densified nor visited (the generated loop stops at such a row too).
@@ -147,7 +148,7 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
                 let mut vals = vec![0.0; s.values.len()];
                 let so = SharedOut(vals.as_mut_ptr(), vals.len());
                 run(&|_| so);
-                prep::compact(s, &vals)
+                prep::compact(s, &vals)?
             }
             _ => {
                 let mut out = prep::output(m * n)?;

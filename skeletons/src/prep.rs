@@ -96,6 +96,33 @@ impl<'a> Prepared<'a> {
         self.streamed.iter().any(Option::is_some)
     }
 
+    /// Checks that the buffers each of `tasks` tasks allocates can be had: the densified
+    /// row blocks of [`Prepared::for_blocks`] (of the main input with `n` columns when
+    /// `densify_main`, and of every streamed input) plus `scratch` values of its own. Tasks
+    /// allocate them inside parallel closures, which cannot report an error; a row of a
+    /// matrix with 1e12 columns must fail here, as a resource error, not abort the process.
+    /// The probe reserves without touching (no page is faulted in) and frees at once.
+    pub(crate) fn check_task_buffers(
+        &self,
+        n: usize,
+        densify_main: bool,
+        scratch: usize,
+        tasks: usize,
+    ) -> crate::Result<()> {
+        let step = block_rows(n);
+        let streamed_cols: usize = self.streamed.iter().flatten().map(|s| s.cols).sum();
+        let block_cols = if densify_main { n } else { 0 } + streamed_cols;
+        let per_task = step
+            .checked_mul(block_cols)
+            .and_then(|c| c.checked_add(scratch));
+        match per_task.and_then(|c| c.checked_mul(tasks.max(1))) {
+            Some(cells) => output_unzeroed(cells).map(drop),
+            None => Err(crate::SkeletonError::OutOfMemory(format!(
+                "the row buffers of a {n}-column input overflow the address space"
+            ))),
+        }
+    }
+
     /// Runs `f(views, r, e)` over the rows `[rl, ru)` of one task, of a main input with `n`
     /// columns. Blocks of rows keep densified rows (of a sparse main input that `f` densifies,
     /// `densify_main`, or of streamed side inputs) cache-sized; otherwise the task is one
@@ -156,17 +183,21 @@ fn block_rows(n: usize) -> usize {
     (BLOCK_CELLS / n.max(1)).max(1)
 }
 
-fn dense_values(m: &Matrix) -> Cow<'_, [f64]> {
-    match m {
+fn dense_values(m: &Matrix) -> Result<Cow<'_, [f64]>> {
+    Ok(match m {
         Matrix::Dense(d) => Cow::Borrowed(&d.values[..]),
-        Matrix::Sparse(s) => Cow::Owned(s.to_dense().values),
-    }
+        Matrix::Sparse(s) => Cow::Owned(s.to_dense().map_err(out_of_memory)?.values),
+    })
 }
 
-fn transposed(m: &Matrix) -> Result<Vec<f64>> {
+/// The transpose of `m` as dense row-major values.
+pub(crate) fn transposed(m: &Matrix) -> Result<Vec<f64>> {
     lafuse_runtime::kernels::transpose(m)
-        .map(|t| t.into_dense_values())
-        .map_err(|e| crate::SkeletonError::Invalid(e.to_string()))
+        .and_then(Matrix::into_dense_values)
+        .map_err(|e| match e {
+            lafuse_runtime::RuntimeError::Resource(_) => out_of_memory(e),
+            e => crate::SkeletonError::Invalid(e.to_string()),
+        })
 }
 
 /// Checks every input against its use and prepares the dense views generated code reads.
@@ -232,7 +263,7 @@ pub(crate) fn prepare<'a>(
                         streamed[pos] = Some(sp);
                         (Cow::Borrowed(&[][..]), (r, c))
                     }
-                    _ => (dense_values(x), (r, c)),
+                    _ => (dense_values(x)?, (r, c)),
                 }
             }
         };
@@ -433,7 +464,7 @@ pub(crate) fn output_unzeroed(n: usize) -> crate::Result<Vec<f64>> {
     lafuse_runtime::matrix::try_with_capacity(n).map_err(out_of_memory)
 }
 
-fn out_of_memory(e: lafuse_runtime::RuntimeError) -> crate::SkeletonError {
+pub(crate) fn out_of_memory(e: lafuse_runtime::RuntimeError) -> crate::SkeletonError {
     crate::SkeletonError::OutOfMemory(match e {
         lafuse_runtime::RuntimeError::Resource(why) => why,
         other => other.to_string(),
@@ -472,7 +503,7 @@ pub(crate) fn densify_rows_into(s: &SparseMatrix, rl: usize, ru: usize, out: &mu
 
 /// A sparse matrix with `s`'s structure and values `vals` (one per stored cell of `s`), zeros
 /// dropped, in the runtime's preferred format.
-pub(crate) fn compact(s: &SparseMatrix, vals: &[f64]) -> Matrix {
+pub(crate) fn compact(s: &SparseMatrix, vals: &[f64]) -> crate::Result<Matrix> {
     let mut row_ptr = Vec::with_capacity(s.rows + 1);
     let mut col_idx = Vec::with_capacity(vals.len());
     let mut values = Vec::with_capacity(vals.len());
@@ -495,4 +526,5 @@ pub(crate) fn compact(s: &SparseMatrix, vals: &[f64]) -> Matrix {
         values,
     })
     .examine_and_convert()
+    .map_err(out_of_memory)
 }

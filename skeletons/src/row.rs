@@ -170,17 +170,16 @@ fn prepare<'a>(inputs: &[Input<'a>], uses: &[RowInput], m: usize) -> Result<prep
                     _ => {}
                 }
                 match (u, x) {
-                    (RowInput::WholeT, _) => {
-                        let t = lafuse_runtime::kernels::transpose(x)
-                            .map_err(|e| crate::SkeletonError::Invalid(e.to_string()))?;
-                        (Cow::Owned(t.into_dense_values()), (c, r))
-                    }
+                    (RowInput::WholeT, _) => (Cow::Owned(prep::transposed(x)?), (c, r)),
                     (RowInput::Rows, Matrix::Sparse(s)) => {
                         streamed[pos] = Some(s);
                         (Cow::Borrowed(&[][..]), (r, c))
                     }
                     (_, Matrix::Dense(d)) => (Cow::Borrowed(&d.values[..]), (r, c)),
-                    (_, Matrix::Sparse(s)) => (Cow::Owned(s.to_dense().values), (r, c)),
+                    (_, Matrix::Sparse(s)) => (
+                        Cow::Owned(s.to_dense().map_err(prep::out_of_memory)?.values),
+                        (r, c),
+                    ),
                 }
             }
         };
@@ -253,6 +252,8 @@ pub fn execute(
     let work = if csr_mode { main.nnz() } else { m * n.max(1) };
     let par = prep::parallel(work);
     let scratch_len = layout.scratch_len;
+    let densify_main = matches!(main, Matrix::Sparse(_)) && !csr_mode;
+    prepared.check_task_buffers(n, densify_main, scratch_len.max(1), tasks.len())?;
     let run = |out: &(dyn Fn(usize) -> SharedOut + Sync)| -> Vec<u64> {
         for_tasks(tasks.len(), par, |t| {
             let (rl, ru) = tasks[t];
@@ -261,7 +262,6 @@ pub fn execute(
             let mut scratch = vec![0.0; scratch_len.max(1)];
             a.scratch = scratch.as_mut_ptr();
             a.scratch_len = scratch.len();
-            let densify_main = matches!(main, Matrix::Sparse(_)) && !csr_mode;
             prepared.for_blocks(rl, ru, n, densify_main, &mut |views, r, e| {
                 let mut a = a;
                 if let Some(v) = views {

@@ -1112,7 +1112,7 @@ mod tests {
     }
 
     fn close(a: &Matrix, b: &Matrix) -> bool {
-        let (a, b) = (a.to_dense().values, b.to_dense().values);
+        let (a, b) = (a.to_dense().unwrap().values, b.to_dense().unwrap().values);
         a.len() == b.len()
             && a.iter()
                 .zip(&b)

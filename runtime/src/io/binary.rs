@@ -109,7 +109,7 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
             if d.nnz != nnz {
                 return Err(corrupt("recorded nnz does not match the values"));
             }
-            Ok(Matrix::Dense(d).examine_and_convert())
+            Matrix::Dense(d).examine_and_convert()
         }
         1 => {
             let expected = (rows.checked_add(1))
@@ -147,7 +147,7 @@ mod tests {
         for m in [
             crate::kernels::testutil::rand(50, 40, 0.05, 1),
             crate::kernels::testutil::rand(50, 40, 0.9, 2),
-            Matrix::zeros(0, 3),
+            Matrix::zeros(0, 3).unwrap(),
         ] {
             write_binary(&m, &p).unwrap();
             let back = read_binary(&p).unwrap();

@@ -30,7 +30,7 @@ pub fn read_csv(path: &Path, header: bool, sep: &str) -> Result<Matrix> {
         .filter(|(_, l)| !l.trim().is_empty())
         .collect();
     let Some(&(_, first)) = lines.first() else {
-        return Ok(Matrix::zeros(0, 0));
+        return Matrix::zeros(0, 0);
     };
     let cols = first.split(sep).count();
     let parse_block = |block: &[(usize, &str)]| -> Result<Vec<f64>> {
@@ -72,7 +72,7 @@ pub fn read_csv(path: &Path, header: bool, sep: &str) -> Result<Matrix> {
 /// `C1,C2,...` is written first).
 pub fn write_csv(m: &Matrix, path: &Path, header: bool, sep: &str) -> Result<()> {
     let (rows, cols) = m.shape();
-    let d = m.dense_cow();
+    let d = m.dense_cow()?;
     let fmt_rows = |r0: usize, r1: usize| {
         let mut s = String::new();
         for i in r0..r1 {

@@ -98,7 +98,9 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
                     "{size_ln}: expected 'rows cols', got '{size_line}'"
                 )));
             };
-            let mut vals = Vec::with_capacity(rows * cols);
+            // Grown from the file's values, not reserved from its header: a header may claim
+            // any size.
+            let mut vals = Vec::new();
             for (k, line) in body.lines().enumerate() {
                 for f in line.split_whitespace() {
                     if f.starts_with('%') {
@@ -113,10 +115,10 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
                     vals.push(v);
                 }
             }
-            if vals.len() != rows * cols {
+            if rows.checked_mul(cols) != Some(vals.len()) {
                 return Err(user(format!(
                     "a {rows}x{cols} array needs {} values, found {}",
-                    rows * cols,
+                    rows as u128 * cols as u128,
                     vals.len()
                 )));
             }
@@ -175,7 +177,10 @@ mod tests {
         )
         .unwrap();
         let m = read_matrix_market(&p).unwrap();
-        assert_eq!(m.into_dense_values(), vec![1.0, 3.0, 5.0, 2.0, 4.0, 6.0]);
+        assert_eq!(
+            m.into_dense_values().unwrap(),
+            vec![1.0, 3.0, 5.0, 2.0, 4.0, 6.0]
+        );
     }
 
     #[test]
@@ -209,5 +214,28 @@ mod tests {
             read_matrix_market(&p).unwrap_err(),
             RuntimeError::Unsupported(_)
         ));
+    }
+
+    /// A header may claim any size: beyond SystemDS's limit it is an error before anything is
+    /// allocated (a CSR of 3e9 rows needs 24 GB of row pointers), and an array's values are not
+    /// reserved from its header (a terabyte for one value).
+    #[test]
+    fn headers_claiming_huge_sizes_are_user_errors() {
+        let dir = TempDir::new();
+        let p = dir.path().join("huge.mtx");
+        std::fs::write(
+            &p,
+            "%%MatrixMarket matrix coordinate real general\n3000000000 3 1\n1 1 2\n",
+        )
+        .unwrap();
+        let e = read_matrix_market(&p).unwrap_err().to_string();
+        assert!(e.contains("at most 2147483647 rows"), "{e}");
+        std::fs::write(
+            &p,
+            "%%MatrixMarket matrix array real general\n1000000 1000000\n1.5\n",
+        )
+        .unwrap();
+        let e = read_matrix_market(&p).unwrap_err().to_string();
+        assert!(e.contains("needs 1000000000000 values, found 1"), "{e}");
     }
 }

@@ -540,7 +540,7 @@ fn reduce_one(op: AggOp, vals: &[f64], zeros: usize) -> f64 {
 /// use lafuse_runtime::{Matrix, kernels, ops::{AggOp, Direction}};
 /// let x = Matrix::from_dense_values(2, 2, vec![1.0, 2.0, 3.0, 4.0]).unwrap();
 /// let s = kernels::aggregate(&x, AggOp::Sum, Direction::Col).unwrap();
-/// assert_eq!(s.into_dense_values(), vec![4.0, 6.0]);
+/// assert_eq!(s.into_dense_values().unwrap(), vec![4.0, 6.0]);
 /// ```
 pub fn aggregate(a: &Matrix, op: AggOp, dir: Direction) -> Result<Matrix> {
     let (rows, cols) = a.shape();
@@ -563,7 +563,7 @@ pub fn aggregate(a: &Matrix, op: AggOp, dir: Direction) -> Result<Matrix> {
                     AggOp::Sum | AggOp::SumSq | AggOp::Mean | AggOp::Var | AggOp::Sd
                 ) =>
         {
-            let d = a.dense_cow();
+            let d = a.dense_cow()?;
             let n = rows as f64;
             let sums: Vec<f64> = col_kahan_dense(&d, op == AggOp::SumSq, None)
                 .iter()
@@ -649,7 +649,7 @@ mod tests {
     use super::*;
 
     fn naive(a: &Matrix, op: AggOp, dir: Direction) -> Matrix {
-        let d = a.to_dense();
+        let d = a.to_dense().unwrap();
         let (r, c) = a.shape();
         let agg = |v: Vec<f64>| -> f64 {
             let n = v.len() as f64;
@@ -727,7 +727,7 @@ mod tests {
     #[test]
     fn empty_matrices() {
         for (r, c) in [(0, 3), (3, 0), (0, 0)] {
-            let z = Matrix::zeros(r, c);
+            let z = Matrix::zeros(r, c).unwrap();
             check(&z, 0.0);
             assert_eq!(
                 aggregate(&z, AggOp::Sum, Direction::Full)
@@ -818,7 +818,7 @@ mod tests {
         let (one, four) = (run(1), run(4));
         for (x, y) in one.iter().zip(&four) {
             assert!(same(x, y));
-            let (p, q) = (x.to_dense().values, y.to_dense().values);
+            let (p, q) = (x.to_dense().unwrap().values, y.to_dense().unwrap().values);
             assert!(p
                 .iter()
                 .zip(&q)

@@ -12,7 +12,7 @@ fn cells(rows: usize, cols: usize) -> Result<usize> {
 /// A `rows x cols` matrix with every cell `v` (DML `matrix(v, rows, cols)`).
 pub fn fill(rows: usize, cols: usize, v: f64) -> Result<Matrix> {
     cells(rows, cols)?;
-    Ok(Matrix::filled(rows, cols, v))
+    Matrix::filled(rows, cols, v)
 }
 
 /// A matrix from row-major values (DML `matrix("1 2 3 4", rows=2, cols=2)`); the number of values
@@ -62,7 +62,7 @@ pub fn seq(from: f64, to: f64, incr: Option<f64>) -> Result<Matrix> {
     } else {
         seq_length(from, to, incr)
     };
-    let mut values = Vec::with_capacity(len);
+    let mut values = crate::matrix::try_with_capacity(len)?;
     let mut cur = from;
     for _ in 0..len {
         values.push(cur);
@@ -79,20 +79,26 @@ mod tests {
     #[test]
     fn seq_forms() {
         assert_eq!(
-            seq(1.0, 5.0, None).unwrap().into_dense_values(),
+            seq(1.0, 5.0, None).unwrap().into_dense_values().unwrap(),
             vec![1.0, 2.0, 3.0, 4.0, 5.0]
         );
         assert_eq!(
-            seq(5.0, 1.0, None).unwrap().into_dense_values(),
+            seq(5.0, 1.0, None).unwrap().into_dense_values().unwrap(),
             vec![5.0, 4.0, 3.0, 2.0, 1.0]
         );
         assert_eq!(seq(0.0, 1.0, Some(0.25)).unwrap().rows(), 5);
         assert_eq!(seq(0.0, 0.9, Some(0.1)).unwrap().rows(), 10);
         assert_eq!(
-            seq(1.0, 10.0, Some(4.0)).unwrap().into_dense_values(),
+            seq(1.0, 10.0, Some(4.0))
+                .unwrap()
+                .into_dense_values()
+                .unwrap(),
             vec![1.0, 5.0, 9.0]
         );
-        assert_eq!(seq(3.0, 3.0, None).unwrap().into_dense_values(), vec![3.0]);
+        assert_eq!(
+            seq(3.0, 3.0, None).unwrap().into_dense_values().unwrap(),
+            vec![3.0]
+        );
         assert!(seq(1.0, 5.0, Some(-1.0)).is_err());
         assert!(seq(1.0, 5.0, Some(0.0)).is_err());
         assert!(seq(f64::NAN, 5.0, None).is_err());

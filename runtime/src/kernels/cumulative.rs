@@ -8,7 +8,7 @@ use crate::matrix::Matrix;
 /// `cumsum(a)`: column-wise running sums, Kahan-compensated like SystemDS's `ucumk+`.
 pub fn cumsum(a: &Matrix) -> Result<Matrix> {
     let (rows, cols) = a.shape();
-    let mut out = a.to_dense().values;
+    let mut out = a.to_dense()?.values;
     if cols == 0 {
         return Ok(dense_result(rows, cols, out, 0));
     }
@@ -48,7 +48,13 @@ mod tests {
             got.validate().unwrap();
             assert!(same(&got, &want));
         }
-        assert_eq!(cumsum(&Matrix::zeros(0, 3)).unwrap().shape(), (0, 3));
-        assert_eq!(cumsum(&Matrix::zeros(3, 0)).unwrap().shape(), (3, 0));
+        assert_eq!(
+            cumsum(&Matrix::zeros(0, 3).unwrap()).unwrap().shape(),
+            (0, 3)
+        );
+        assert_eq!(
+            cumsum(&Matrix::zeros(3, 0).unwrap()).unwrap().shape(),
+            (3, 0)
+        );
     }
 }

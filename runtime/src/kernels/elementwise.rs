@@ -6,7 +6,7 @@
 
 use super::{build_csr, dense_result, fill_flat, fill_rows, shape_str, sparse_result, Operand};
 use crate::error::{Result, RuntimeError};
-use crate::matrix::{alloc_zeroed, try_alloc_zeroed, DenseMatrix, Matrix, SparseMatrix};
+use crate::matrix::{try_alloc_zeroed, DenseMatrix, Matrix, SparseMatrix};
 use crate::ops::{BinaryOp, UnaryOp};
 
 /// Runs `$body` with `$f` bound to a closure computing `$op` (monomorphised per operator).
@@ -323,7 +323,7 @@ fn broadcast(a: &Matrix, b: &Matrix, op: BinaryOp) -> Result<(Bcast, usize, usiz
 /// let x = Matrix::from_dense_values(2, 2, vec![1.0, 2.0, 3.0, 4.0]).unwrap();
 /// let v = Matrix::from_dense_values(1, 2, vec![10.0, 20.0]).unwrap();
 /// let y = kernels::binary(&x, &v, BinaryOp::Add).unwrap();
-/// assert_eq!(y.into_dense_values(), vec![11.0, 22.0, 13.0, 24.0]);
+/// assert_eq!(y.into_dense_values().unwrap(), vec![11.0, 22.0, 13.0, 24.0]);
 /// ```
 pub fn binary(a: &Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
     let (mode, rows, cols) = broadcast(a, b, op)?;
@@ -333,39 +333,39 @@ pub fn binary(a: &Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
         _ => {}
     }
     if rows == 0 || cols == 0 {
-        return Ok(Matrix::zeros(rows, cols));
+        return Matrix::zeros(rows, cols);
     }
     // Sparse paths: iterate only the non-zeros where that is exact.
     match (mode, a, b) {
         (Bcast::Same, Matrix::Sparse(x), Matrix::Sparse(y)) if op.is_sparse_safe_both() => {
-            return Ok(with_binary_fn!(op, f => sparse_union(x, y, f)));
+            return with_binary_fn!(op, f => sparse_union(x, y, f));
         }
         (Bcast::Same | Bcast::RowRight | Bcast::ColRight, Matrix::Sparse(x), other)
             if op.is_sparse_safe_left(other.all_finite()) =>
         {
-            let od = other.dense_cow();
+            let od = other.dense_cow()?;
             let ov = &od.values;
-            return Ok(with_binary_fn!(op, f => match mode {
+            return with_binary_fn!(op, f => match mode {
                 Bcast::Same => sparse_drive(x, |i, j, v| f(v, ov[i * cols + j])),
                 Bcast::RowRight => sparse_drive(x, |_, j, v| f(v, ov[j])),
                 _ => sparse_drive(x, |i, _, v| f(v, ov[i])),
-            }));
+            });
         }
         (Bcast::Same | Bcast::RowLeft | Bcast::ColLeft, other, Matrix::Sparse(y))
             if op.is_sparse_safe_right(other.all_finite()) =>
         {
-            let od = other.dense_cow();
+            let od = other.dense_cow()?;
             let ov = &od.values;
-            return Ok(with_binary_fn!(op, f => match mode {
+            return with_binary_fn!(op, f => match mode {
                 Bcast::Same => sparse_drive(y, |i, j, v| f(ov[i * cols + j], v)),
                 Bcast::RowLeft => sparse_drive(y, |_, j, v| f(ov[j], v)),
                 _ => sparse_drive(y, |i, _, v| f(ov[i], v)),
-            }));
+            });
         }
         _ => {}
     }
-    let ad = a.dense_cow();
-    let bd = b.dense_cow();
+    let ad = a.dense_cow()?;
+    let bd = b.dense_cow()?;
     let (av, bv) = (&ad.values[..], &bd.values[..]);
     let (sa, sb) = match mode {
         Bcast::Same => (Src::Full(av), Src::Full(bv)),
@@ -400,7 +400,7 @@ pub fn binary_owned(a: Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
     if mode == Bcast::ScalarRight {
         return binary_scalar_owned(Matrix::Dense(d), b.get(0, 0), op, false);
     }
-    let bd = b.dense_cow();
+    let bd = b.dense_cow()?;
     let bv = &bd.values[..];
     let src = match mode {
         Bcast::Same => Src::Full(bv),
@@ -482,7 +482,7 @@ where
 }
 
 /// Maps the non-zeros of `x` through `g(row, col, value)`, dropping results that are zero.
-fn sparse_drive<G>(x: &SparseMatrix, g: G) -> Matrix
+fn sparse_drive<G>(x: &SparseMatrix, g: G) -> Result<Matrix>
 where
     G: Fn(usize, usize, f64) -> f64 + Sync,
 {
@@ -500,7 +500,7 @@ where
 }
 
 /// `f` over the union of two sparse patterns (exact when `f(0, 0) == 0`).
-fn sparse_union<F>(x: &SparseMatrix, y: &SparseMatrix, f: F) -> Matrix
+fn sparse_union<F>(x: &SparseMatrix, y: &SparseMatrix, f: F) -> Result<Matrix>
 where
     F: Fn(f64, f64) -> f64 + Sync,
 {
@@ -539,28 +539,28 @@ where
 
 /// `a op s` (or `s op a` when `scalar_left`).
 pub fn binary_scalar(a: &Matrix, s: f64, op: BinaryOp, scalar_left: bool) -> Result<Matrix> {
-    Ok(with_binary_fn!(op, f => {
+    with_binary_fn!(op, f => {
         let g = move |x: f64| if scalar_left { f(s, x) } else { f(x, s) };
         map_cells(a, g)
-    }))
+    })
 }
 
 /// Applies `g` to every cell; a sparse input stays sparse when `g(0) == 0`.
-fn map_cells<G>(a: &Matrix, g: G) -> Matrix
+fn map_cells<G>(a: &Matrix, g: G) -> Result<Matrix>
 where
     G: Fn(f64) -> f64 + Sync + Copy,
 {
     let (rows, cols) = a.shape();
     match a {
         Matrix::Dense(d) => {
-            let mut out = alloc_zeroed(rows * cols);
+            let mut out = try_alloc_zeroed(rows * cols)?;
             let nnz = fill_flat(&mut out, |off, chunk| {
                 let x = &d.values[off..off + chunk.len()];
                 for (o, &v) in chunk.iter_mut().zip(x) {
                     *o = g(v);
                 }
             });
-            dense_result(rows, cols, out, nnz)
+            Ok(dense_result(rows, cols, out, nnz))
         }
         Matrix::Sparse(x) => {
             let z = g(0.0);
@@ -568,7 +568,7 @@ where
                 sparse_drive(x, |_, _, v| g(v))
             } else {
                 // Zeros map to a non-zero constant: the result is dense.
-                let mut out = alloc_zeroed(rows * cols);
+                let mut out = try_alloc_zeroed(rows * cols)?;
                 let nnz = fill_rows(&mut out, cols, |r0, block| {
                     block.fill(z);
                     for (k, row) in block.chunks_mut(cols).enumerate() {
@@ -578,7 +578,7 @@ where
                         }
                     }
                 });
-                dense_result(rows, cols, out, nnz)
+                Ok(dense_result(rows, cols, out, nnz))
             }
         }
     }
@@ -586,7 +586,7 @@ where
 
 /// Applies a unary operator to every cell (non-zeros only when the operator is sparse-safe).
 pub fn unary(a: &Matrix, op: UnaryOp) -> Result<Matrix> {
-    Ok(with_unary_fn!(op, f => map_cells(a, f)))
+    with_unary_fn!(op, f => map_cells(a, f))
 }
 
 /// `ifelse(cond, yes, no)`: `yes` where `cond != 0` (NaN counts as true), else `no`. Each
@@ -609,9 +609,9 @@ pub fn ifelse(cond: Operand, yes: Operand, no: Operand) -> Result<Matrix> {
         }
     }
     let (rows, cols) = shape.unwrap_or((1, 1));
-    let (dc, dy, dn) = (densify(cond), densify(yes), densify(no));
+    let (dc, dy, dn) = (densify(cond)?, densify(yes)?, densify(no)?);
     let (sc, sy, sn) = (as_seg(cond, &dc), as_seg(yes, &dy), as_seg(no, &dn));
-    let mut out = alloc_zeroed(rows * cols);
+    let mut out = try_alloc_zeroed(rows * cols)?;
     let nnz = fill_flat(&mut out, |off, chunk| {
         for (k, o) in chunk.iter_mut().enumerate() {
             let p = off + k;
@@ -625,11 +625,11 @@ pub fn ifelse(cond: Operand, yes: Operand, no: Operand) -> Result<Matrix> {
     Ok(dense_result(rows, cols, out, nnz))
 }
 
-fn densify(o: Operand<'_>) -> Option<std::borrow::Cow<'_, DenseMatrix>> {
-    match o {
-        Operand::Matrix(m) => Some(m.dense_cow()),
+fn densify(o: Operand<'_>) -> Result<Option<std::borrow::Cow<'_, DenseMatrix>>> {
+    Ok(match o {
+        Operand::Matrix(m) => Some(m.dense_cow()?),
         Operand::Scalar(_) => None,
-    }
+    })
 }
 
 fn as_seg<'a>(o: Operand<'_>, d: &'a Option<std::borrow::Cow<'_, DenseMatrix>>) -> Seg<'a> {
@@ -651,11 +651,11 @@ fn at(s: Seg<'_>, k: usize) -> f64 {
 /// `replace(target = a, pattern, replacement)`: every cell equal to `pattern` (every NaN when
 /// `pattern` is NaN) becomes `replacement`.
 pub fn replace(a: &Matrix, pattern: f64, replacement: f64) -> Result<Matrix> {
-    Ok(if pattern.is_nan() {
+    if pattern.is_nan() {
         map_cells(a, move |v| if v.is_nan() { replacement } else { v })
     } else {
         map_cells(a, move |v| if v == pattern { replacement } else { v })
-    })
+    }
 }
 
 #[cfg(test)]
@@ -748,19 +748,29 @@ mod tests {
 
     #[test]
     fn shape_errors_name_both_shapes() {
-        let e = binary(&Matrix::zeros(3, 4), &Matrix::zeros(5, 4), BinaryOp::Mul).unwrap_err();
+        let e = binary(
+            &Matrix::zeros(3, 4).unwrap(),
+            &Matrix::zeros(5, 4).unwrap(),
+            BinaryOp::Mul,
+        )
+        .unwrap_err();
         assert_eq!(
             e,
             RuntimeError::user("element-wise *: shapes 3x4 and 5x4 do not match")
         );
         // A row vector against a column vector the wrong way round is not an outer product.
-        assert!(binary(&Matrix::zeros(1, 3), &Matrix::zeros(4, 1), BinaryOp::Add).is_err());
+        assert!(binary(
+            &Matrix::zeros(1, 3).unwrap(),
+            &Matrix::zeros(4, 1).unwrap(),
+            BinaryOp::Add
+        )
+        .is_err());
     }
 
     #[test]
     fn empty_inputs() {
         for (r, c) in [(0, 3), (3, 0), (0, 0)] {
-            let z = Matrix::zeros(r, c);
+            let z = Matrix::zeros(r, c).unwrap();
             let out = binary(&z, &z, BinaryOp::Add).unwrap();
             assert_eq!(out.shape(), (r, c));
             out.validate().unwrap();
@@ -788,6 +798,7 @@ mod tests {
                 for left in [false, true] {
                     let want: Vec<f64> = a
                         .to_dense()
+                        .unwrap()
                         .values
                         .iter()
                         .map(|&v| if left { op.apply(s, v) } else { op.apply(v, s) })
@@ -810,7 +821,13 @@ mod tests {
             &[0.0, 0.0, f64::NAN, f64::NEG_INFINITY],
         ]);
         for op in UnaryOp::ALL {
-            let want: Vec<f64> = a.to_dense().values.iter().map(|&v| op.apply(v)).collect();
+            let want: Vec<f64> = a
+                .to_dense()
+                .unwrap()
+                .values
+                .iter()
+                .map(|&v| op.apply(v))
+                .collect();
             let want = Matrix::from_dense_values(2, 4, want).unwrap();
             for x in both(&a) {
                 let got = unary(&x, op).unwrap();
@@ -865,7 +882,10 @@ mod tests {
             Operand::Scalar(-1.0),
         )
         .unwrap();
-        assert_eq!(got.into_dense_values(), vec![10.0, -1.0, 30.0, -1.0]);
+        assert_eq!(
+            got.into_dense_values().unwrap(),
+            vec![10.0, -1.0, 30.0, -1.0]
+        );
         let got = ifelse(
             Operand::Scalar(0.0),
             Operand::Scalar(1.0),
@@ -875,7 +895,7 @@ mod tests {
         assert_eq!(got.as_scalar().unwrap(), 2.0);
         let e = ifelse(
             Operand::Matrix(&c),
-            Operand::Matrix(&Matrix::zeros(3, 2)),
+            Operand::Matrix(&Matrix::zeros(3, 2).unwrap()),
             Operand::Scalar(0.0),
         );
         assert!(e.unwrap_err().to_string().contains("2x2 and 3x2"));
@@ -884,7 +904,10 @@ mod tests {
         for x in both(&a) {
             let r = replace(&x, f64::NAN, 7.0).unwrap();
             r.validate().unwrap();
-            assert_eq!(r.into_dense_values(), vec![0.0, 7.0, 3.0, 3.0, 0.0, 0.0]);
+            assert_eq!(
+                r.into_dense_values().unwrap(),
+                vec![0.0, 7.0, 3.0, 3.0, 0.0, 0.0]
+            );
             let r = replace(&x, 0.0, 1.0).unwrap();
             assert_eq!(r.get(1, 2), 1.0);
             let r = replace(&x, 3.0, 0.0).unwrap();

@@ -3,7 +3,7 @@
 
 use super::{build_csr, dense_result, shape_str, sparse_result, Operand};
 use crate::error::{Result, RuntimeError};
-use crate::matrix::{alloc_zeroed, count_nnz, Matrix, SparseMatrix};
+use crate::matrix::{count_nnz, try_alloc_zeroed, Matrix, SparseMatrix};
 use std::ops::Range;
 
 fn check_range(what: &str, r: &Range<usize>, dim: usize, a: &Matrix) -> Result<()> {
@@ -41,7 +41,7 @@ pub fn slice(a: &Matrix, rows: Range<usize>, cols: Range<usize>) -> Result<Matri
                 idx.extend(ci[lo..hi].iter().map(|&j| j - c0));
                 val.extend_from_slice(&cv[lo..hi]);
             });
-            sparse_result(sub)
+            sparse_result(sub)?
         }
     })
 }
@@ -73,7 +73,7 @@ pub fn left_index(
         }
     }
     let src_dense = match src {
-        Operand::Matrix(s) => Some(s.dense_cow()),
+        Operand::Matrix(s) => Some(s.dense_cow()?),
         Operand::Scalar(_) => None,
     };
     let value = |k: usize, j: usize| match (&src_dense, src) {
@@ -94,7 +94,7 @@ pub fn left_index(
                 }
             }
             d.nnz = nnz;
-            Matrix::Dense(d).examine_and_convert()
+            Matrix::Dense(d).examine_and_convert()?
         }
         Matrix::Sparse(s) => {
             let (c0, c1) = (cols.start as u32, cols.end as u32);
@@ -119,7 +119,7 @@ pub fn left_index(
                 idx.extend_from_slice(&ci[hi..]);
                 val.extend_from_slice(&cv[hi..]);
             });
-            sparse_result(out)
+            sparse_result(out)?
         }
     })
 }
@@ -158,7 +158,7 @@ pub fn cbind(inputs: &[&Matrix]) -> Result<Matrix> {
         });
         return Ok(Matrix::Sparse(out));
     }
-    let mut out = alloc_zeroed(rows * cols);
+    let mut out = try_alloc_zeroed(rows * cols)?;
     for (m, &off) in inputs.iter().zip(&offsets) {
         let w = m.cols();
         match m {
@@ -215,11 +215,11 @@ pub fn rbind(inputs: &[&Matrix]) -> Result<Matrix> {
             values,
         }));
     }
-    let mut out = Vec::with_capacity(rows * cols);
+    let mut out = crate::matrix::try_with_capacity(rows * cols)?;
     for m in inputs {
         match m {
             Matrix::Dense(d) => out.extend_from_slice(&d.values),
-            Matrix::Sparse(s) => out.extend_from_slice(&s.to_dense().values),
+            Matrix::Sparse(s) => out.extend_from_slice(&s.to_dense()?.values),
         }
     }
     Ok(dense_result(rows, cols, out, nnz))
@@ -233,7 +233,7 @@ mod tests {
     #[test]
     fn slice_all_formats() {
         let a = rand(30, 40, 0.2, 1);
-        let d = a.to_dense();
+        let d = a.to_dense().unwrap();
         for (rr, cc) in [
             (3..17, 5..31),
             (0..30, 0..40),
@@ -263,7 +263,7 @@ mod tests {
     fn left_index_all_formats() {
         let a = rand(20, 25, 0.1, 2);
         let src = rand(5, 7, 0.5, 3);
-        let mut want = a.to_dense();
+        let mut want = a.to_dense().unwrap();
         for i in 0..5 {
             for j in 0..7 {
                 want.values[(i + 4) * 25 + j + 10] = src.get(i, j);
@@ -294,7 +294,7 @@ mod tests {
                 let c = cbind(&[&x, &y]).unwrap();
                 c.validate().unwrap();
                 assert_eq!(
-                    c.into_dense_values(),
+                    c.into_dense_values().unwrap(),
                     vec![1.0, 0.0, 0.0, 0.0, 3.0, 0.0, 2.0, 0.0, 0.0, 0.0]
                 );
                 let r = rbind(&[&x, &x, &a]).unwrap();
@@ -305,7 +305,7 @@ mod tests {
         }
         let e = rbind(&[&a, &b]).unwrap_err();
         assert_eq!(e.to_string(), "rbind: column counts differ: 2x2 and 2x3");
-        assert!(cbind(&[&a, &Matrix::zeros(3, 1)])
+        assert!(cbind(&[&a, &Matrix::zeros(3, 1).unwrap()])
             .unwrap_err()
             .to_string()
             .contains("2x2 and 3x1"));

@@ -22,7 +22,7 @@ use rayon::prelude::*;
 /// use lafuse_runtime::{Matrix, kernels};
 /// let a = Matrix::from_dense_values(2, 2, vec![1.0, 2.0, 3.0, 4.0]).unwrap();
 /// let c = kernels::matmul(&a, &a).unwrap();
-/// assert_eq!(c.into_dense_values(), vec![7.0, 10.0, 15.0, 22.0]);
+/// assert_eq!(c.into_dense_values().unwrap(), vec![7.0, 10.0, 15.0, 22.0]);
 /// ```
 pub fn matmul(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     if a.cols() != b.rows() {
@@ -36,7 +36,7 @@ pub fn matmul(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     }
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
     if m == 0 || n == 0 || k == 0 {
-        return Ok(Matrix::zeros(m, n));
+        return Matrix::zeros(m, n);
     }
     match (a, b) {
         (Matrix::Dense(x), Matrix::Dense(y)) => dense_dense(x, y),
@@ -44,23 +44,23 @@ pub fn matmul(a: &Matrix, b: &Matrix) -> Result<Matrix> {
             if all_finite(&y.values) {
                 sparse_dense(x, y)
             } else {
-                dense_dense(&x.to_dense(), y)
+                dense_dense(&x.to_dense()?, y)
             }
         }
         (Matrix::Dense(x), Matrix::Sparse(y)) => {
             if all_finite(&x.values) {
                 dense_sparse(x, y)
             } else {
-                dense_dense(x, &y.to_dense())
+                dense_dense(x, &y.to_dense()?)
             }
         }
         (Matrix::Sparse(x), Matrix::Sparse(y)) => {
             let (fa, fb) = (all_finite(&x.values), all_finite(&y.values));
             match (fa, fb) {
-                (true, true) => Ok(sparse_sparse(x, y)),
-                (_, true) => sparse_dense(x, &y.to_dense()),
-                (true, false) => dense_sparse(&x.to_dense(), y),
-                (false, false) => dense_dense(&x.to_dense(), &y.to_dense()),
+                (true, true) => sparse_sparse(x, y),
+                (_, true) => sparse_dense(x, &y.to_dense()?),
+                (true, false) => dense_sparse(&x.to_dense()?, y),
+                (false, false) => dense_dense(&x.to_dense()?, &y.to_dense()?),
             }
         }
     }
@@ -185,7 +185,7 @@ fn dense_sparse(a: &DenseMatrix, b: &SparseMatrix) -> Result<Matrix> {
 }
 
 /// Gustavson's row-by-row sparse product with a dense accumulator per task.
-fn sparse_sparse(a: &SparseMatrix, b: &SparseMatrix) -> Matrix {
+fn sparse_sparse(a: &SparseMatrix, b: &SparseMatrix) -> Result<Matrix> {
     let (m, n) = (a.rows, b.cols);
     // Work estimate per row: the number of multiply-adds.
     let flops: usize = a
@@ -255,7 +255,7 @@ fn sparse_sparse(a: &SparseMatrix, b: &SparseMatrix) -> Matrix {
 /// let a = Matrix::from_dense_values(2, 2, vec![1.0, 2.0, 3.0, 4.0]).unwrap();
 /// let y = Matrix::from_dense_values(2, 1, vec![1.0, 1.0]).unwrap();
 /// let c = kernels::matmul_tn(&a, &y).unwrap();
-/// assert_eq!(c.into_dense_values(), vec![4.0, 6.0]);
+/// assert_eq!(c.into_dense_values().unwrap(), vec![4.0, 6.0]);
 /// ```
 pub fn matmul_tn(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     if a.rows() != b.rows() {
@@ -272,7 +272,7 @@ pub fn matmul_tn(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     }
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
     if m == 0 || n == 0 || k == 0 {
-        return Ok(Matrix::zeros(k, n));
+        return Matrix::zeros(k, n);
     }
     match (a, b) {
         (Matrix::Dense(x), Matrix::Dense(y)) => dense_tn(x, y),
@@ -320,12 +320,12 @@ const TSMM_BLOCK: usize = 256;
 pub fn tsmm(a: &Matrix) -> Result<Matrix> {
     let (m, n) = a.shape();
     if m == 0 || n == 0 {
-        return Ok(Matrix::zeros(n, n));
+        return Matrix::zeros(n, n);
     }
     Ok(match a {
-        Matrix::Sparse(s) if all_finite(&s.values) => sparse_sparse(&transpose_csr(s), s),
+        Matrix::Sparse(s) if all_finite(&s.values) => sparse_sparse(&transpose_csr(s), s)?,
         _ => {
-            let d = a.dense_cow();
+            let d = a.dense_cow()?;
             let x = &d.values;
             let mut out = try_alloc_zeroed(n * n)?;
             for b0 in (0..n).step_by(TSMM_BLOCK) {
@@ -369,7 +369,7 @@ mod tests {
     use super::*;
 
     fn naive(a: &Matrix, b: &Matrix) -> Matrix {
-        let (x, y) = (a.to_dense(), b.to_dense());
+        let (x, y) = (a.to_dense().unwrap(), b.to_dense().unwrap());
         let (mm, k, n) = (x.rows, x.cols, y.cols);
         let mut out = vec![0.0; mm * n];
         for i in 0..mm {
@@ -421,7 +421,7 @@ mod tests {
                 let got = matmul(&x, &y).unwrap();
                 got.validate().unwrap();
                 assert!(close(&got, &want, 0.0), "{got:?}");
-                let got = matmul(&y.clone(), &Matrix::zeros(2, 2)).unwrap();
+                let got = matmul(&y.clone(), &Matrix::zeros(2, 2).unwrap()).unwrap();
                 assert!(got.get(0, 0).is_nan());
             }
         }
@@ -429,13 +429,13 @@ mod tests {
 
     #[test]
     fn shape_errors_and_empty() {
-        let e = matmul(&Matrix::zeros(3, 4), &Matrix::zeros(5, 2)).unwrap_err();
+        let e = matmul(&Matrix::zeros(3, 4).unwrap(), &Matrix::zeros(5, 2).unwrap()).unwrap_err();
         assert!(e.to_string().contains("3x4 and 5x2"), "{e}");
-        let z = matmul(&Matrix::zeros(3, 0), &Matrix::zeros(0, 2)).unwrap();
+        let z = matmul(&Matrix::zeros(3, 0).unwrap(), &Matrix::zeros(0, 2).unwrap()).unwrap();
         assert_eq!(z.shape(), (3, 2));
         assert_eq!(z.nnz(), 0);
         assert_eq!(
-            matmul(&Matrix::zeros(0, 3), &Matrix::zeros(3, 2))
+            matmul(&Matrix::zeros(0, 3).unwrap(), &Matrix::zeros(3, 2).unwrap())
                 .unwrap()
                 .shape(),
             (0, 2)
@@ -469,10 +469,11 @@ mod tests {
         let want = naive(&super::super::reorg::transpose(&a).unwrap(), &y);
         let got = matmul_tn(&a, &y).unwrap();
         assert!(close(&got, &want, 0.0), "{got:?} vs {want:?}");
-        let e = matmul_tn(&Matrix::zeros(3, 4), &Matrix::zeros(5, 2)).unwrap_err();
+        let e =
+            matmul_tn(&Matrix::zeros(3, 4).unwrap(), &Matrix::zeros(5, 2).unwrap()).unwrap_err();
         assert!(e.to_string().contains("4x3"), "{e}");
         assert_eq!(
-            matmul_tn(&Matrix::zeros(0, 3), &Matrix::zeros(0, 2))
+            matmul_tn(&Matrix::zeros(0, 3).unwrap(), &Matrix::zeros(0, 2).unwrap())
                 .unwrap()
                 .shape(),
             (3, 2)
@@ -489,7 +490,7 @@ mod tests {
                 let got = tsmm(&x).unwrap();
                 got.validate().unwrap();
                 assert!(close(&got, &want, 1e-12));
-                let g = got.to_dense();
+                let g = got.to_dense().unwrap();
                 for i in 0..n {
                     for j in 0..n {
                         assert_eq!(g.values[i * n + j].to_bits(), g.values[j * n + i].to_bits());
@@ -497,6 +498,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(tsmm(&Matrix::zeros(0, 3)).unwrap().shape(), (3, 3));
+        assert_eq!(tsmm(&Matrix::zeros(0, 3).unwrap()).unwrap().shape(), (3, 3));
     }
 }

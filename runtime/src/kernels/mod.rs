@@ -49,18 +49,24 @@ pub(crate) fn shape_str(m: &Matrix) -> String {
 
 /// Wraps a dense result with its exact nnz and picks its format by nnz (also used by the
 /// fused-operator skeletons, whose outputs follow the same rule).
+/// Never fails: converting to CSR allocates less than the dense values it reads.
 pub fn dense_result(rows: usize, cols: usize, values: Vec<f64>, nnz: usize) -> Matrix {
-    Matrix::Dense(DenseMatrix {
+    let d = DenseMatrix {
         rows,
         cols,
         values,
         nnz,
-    })
-    .examine_and_convert()
+    };
+    if crate::matrix::prefers_sparse(rows, cols, nnz) {
+        Matrix::Sparse(d.to_sparse())
+    } else {
+        Matrix::Dense(d)
+    }
 }
 
-/// Wraps a CSR result (zeros already dropped) and picks its format by nnz.
-pub(crate) fn sparse_result(s: SparseMatrix) -> Matrix {
+/// Wraps a CSR result (zeros already dropped) and picks its format by nnz; converting a dense
+/// enough one to dense storage may fail as [`Matrix::to_dense`].
+pub(crate) fn sparse_result(s: SparseMatrix) -> crate::error::Result<Matrix> {
     Matrix::Sparse(s).examine_and_convert()
 }
 
@@ -153,7 +159,7 @@ pub(crate) mod testutil {
 
     /// Both formats of the same matrix, each validated.
     pub fn both(x: &Matrix) -> [Matrix; 2] {
-        let d = Matrix::Dense(x.to_dense());
+        let d = Matrix::Dense(x.to_dense().unwrap());
         let s = Matrix::Sparse(x.to_sparse());
         d.validate().unwrap();
         s.validate().unwrap();
@@ -165,7 +171,7 @@ pub(crate) mod testutil {
         if a.shape() != b.shape() {
             return false;
         }
-        let (x, y) = (a.to_dense().values, b.to_dense().values);
+        let (x, y) = (a.to_dense().unwrap().values, b.to_dense().unwrap().values);
         x.iter()
             .zip(&y)
             .all(|(p, q)| p == q || (p.is_nan() && q.is_nan()))
@@ -176,7 +182,7 @@ pub(crate) mod testutil {
         if a.shape() != b.shape() {
             return false;
         }
-        let (x, y) = (a.to_dense().values, b.to_dense().values);
+        let (x, y) = (a.to_dense().unwrap().values, b.to_dense().unwrap().values);
         x.iter().zip(&y).all(|(p, q)| {
             p == q
                 || (p.is_nan() && q.is_nan())

@@ -2,7 +2,7 @@
 
 use super::{dense_result, shape_str, sparse_result};
 use crate::error::{Result, RuntimeError};
-use crate::matrix::{alloc_zeroed, Matrix, SparseMatrix, PAR_THRESHOLD};
+use crate::matrix::{try_alloc_zeroed, Matrix, SparseMatrix, PAR_THRESHOLD};
 use rayon::prelude::*;
 
 /// Tile edge of the blocked dense transpose (a 32x32 tile of each side fits in L1).
@@ -13,7 +13,7 @@ pub fn transpose(a: &Matrix) -> Result<Matrix> {
     let (m, n) = a.shape();
     Ok(match a {
         Matrix::Dense(d) => {
-            let mut out = alloc_zeroed(m * n);
+            let mut out = try_alloc_zeroed(m * n)?;
             if m > 0 && n > 0 {
                 // Each task owns TILE output rows (= input columns) and walks the input in tiles.
                 let task = |(b, chunk): (usize, &mut [f64])| {
@@ -37,7 +37,7 @@ pub fn transpose(a: &Matrix) -> Result<Matrix> {
             }
             dense_result(n, m, out, d.nnz)
         }
-        Matrix::Sparse(s) => sparse_result(transpose_csr(s)),
+        Matrix::Sparse(s) => sparse_result(transpose_csr(s))?,
     })
 }
 
@@ -77,7 +77,7 @@ pub(crate) fn transpose_csr(s: &SparseMatrix) -> SparseMatrix {
 pub fn diag(a: &Matrix) -> Result<Matrix> {
     let (m, n) = a.shape();
     if n == 1 {
-        let v = a.to_dense().values;
+        let v = a.to_dense()?.values;
         let mut row_ptr = Vec::with_capacity(m + 1);
         let mut col_idx = Vec::new();
         let mut values = Vec::new();
@@ -89,13 +89,13 @@ pub fn diag(a: &Matrix) -> Result<Matrix> {
             }
             row_ptr.push(values.len());
         }
-        return Ok(sparse_result(SparseMatrix {
+        return sparse_result(SparseMatrix {
             rows: m,
             cols: m,
             row_ptr,
             col_idx,
             values,
-        }));
+        });
     }
     if m == n {
         let v: Vec<f64> = (0..m).map(|i| a.get(i, i)).collect();
@@ -145,13 +145,13 @@ pub fn reshape(a: &Matrix, rows: usize, cols: usize, byrow: bool) -> Result<Matr
                     row_ptr,
                     col_idx,
                     values: s.values.clone(),
-                })
+                })?
             }
         });
     }
     // Column-major order: out[k] (column-major in the output) = a[k] (column-major in the input).
-    let d = a.to_dense();
-    let mut out = alloc_zeroed(rows * cols);
+    let d = a.to_dense()?;
+    let mut out = try_alloc_zeroed(rows * cols)?;
     for (p, o) in out.iter_mut().enumerate() {
         let (r, c) = (p / cols, p % cols);
         let k = c * rows + r;
@@ -171,9 +171,9 @@ mod tests {
             rand(70, 45, 0.5, 1),
             rand(300, 500, 0.05, 2),
             rand(1, 7, 1.0, 3),
-            Matrix::zeros(0, 4),
+            Matrix::zeros(0, 4).unwrap(),
         ] {
-            let d = a.to_dense();
+            let d = a.to_dense().unwrap();
             let (r, c) = a.shape();
             let want: Vec<f64> = (0..c * r).map(|p| d.values[(p % r) * c + p / r]).collect();
             let want = Matrix::from_dense_values(c, r, want).unwrap();
@@ -196,7 +196,7 @@ mod tests {
         let back = diag(&d).unwrap();
         assert!(same(&back, &v));
         assert_eq!(diag(&m(&[&[4.0]])).unwrap().as_scalar().unwrap(), 4.0);
-        let e = diag(&Matrix::zeros(2, 3)).unwrap_err();
+        let e = diag(&Matrix::zeros(2, 3).unwrap()).unwrap_err();
         assert!(e.to_string().contains("2x3"));
     }
 
@@ -206,10 +206,16 @@ mod tests {
         for x in both(&a) {
             let r = reshape(&x, 3, 2, true).unwrap();
             r.validate().unwrap();
-            assert_eq!(r.into_dense_values(), vec![1.0, 2.0, 0.0, 0.0, 5.0, 6.0]);
+            assert_eq!(
+                r.into_dense_values().unwrap(),
+                vec![1.0, 2.0, 0.0, 0.0, 5.0, 6.0]
+            );
             let r = reshape(&x, 3, 2, false).unwrap();
             // column-major reading of a: 1 0 2 5 0 6, written column-major into 3x2
-            assert_eq!(r.into_dense_values(), vec![1.0, 5.0, 0.0, 0.0, 2.0, 6.0]);
+            assert_eq!(
+                r.into_dense_values().unwrap(),
+                vec![1.0, 5.0, 0.0, 0.0, 2.0, 6.0]
+            );
         }
         assert!(reshape(&a, 4, 2, true)
             .unwrap_err()
@@ -218,6 +224,9 @@ mod tests {
         let s = Matrix::Sparse(rand(40, 50, 0.1, 4).to_sparse());
         let r = reshape(&s, 100, 20, true).unwrap();
         r.validate().unwrap();
-        assert_eq!(r.into_dense_values(), s.clone().into_dense_values());
+        assert_eq!(
+            r.into_dense_values().unwrap(),
+            s.clone().into_dense_values().unwrap()
+        );
     }
 }
