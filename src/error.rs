@@ -59,7 +59,11 @@ impl Error {
             Error::Runtime { error, span } => {
                 let as_diagnostic = CompileError {
                     fault: self.fault(),
-                    message: error.to_string(),
+                    // The diagnostic's headline says "internal error" itself.
+                    message: match error {
+                        RuntimeError::Internal(why) => why.clone(),
+                        e => e.to_string(),
+                    },
                     span: *span,
                     notes: vec![],
                 };

@@ -340,6 +340,64 @@ print(sum(X))
     );
 }
 
+/// A Cell plan may transpose a column vector (a relabelling of its cells), so its body has the
+/// transposed shape of its main input: `t(exp(x) * 2) + r` over an m×1 `x` is 1×m. The
+/// reference evaluator computed such bodies over the main input's shape and failed reading
+/// outside it (found by the structured random scripts, `fuse-all` on the reference backend).
+/// Native code does not run such a body (its hops run unfused).
+#[test]
+fn cell_plans_over_a_transposed_vector_agree_on_both_backends() {
+    let script = "x = rand(rows=700, cols=1, min=-2, max=2, seed=1)\n\
+                  r = rand(rows=1, cols=700, min=-1, max=1, seed=4)\n\
+                  Z = t(exp(x) * 2) + r\n\
+                  print(sum(Z * Z))\n\
+                  print(sum(t(exp(x) * 2) * r))\n\
+                  W = t(abs(x) + 1) / (r + 3)\n\
+                  print(sum(W ^ 2))\n\
+                  print(as.scalar(W[1, 3]))\n";
+    let unfused = run_unfused(script);
+    let mut backends = vec![FusionBackend::Reference];
+    if cfg!(feature = "llvm") {
+        backends.push(FusionBackend::Native);
+    }
+    for backend in backends {
+        for policy in [
+            FusionPolicy::Gen,
+            FusionPolicy::FuseAll,
+            FusionPolicy::FuseNoRedundancy,
+        ] {
+            let (out, report) = run_with(
+                EngineConfig {
+                    fusion: Some(policy),
+                    backend,
+                    collect_stats: true,
+                    ..EngineConfig::default()
+                },
+                script,
+            );
+            assert_same_numbers(&out, &unfused, &format!("{policy:?} {backend:?}"));
+            // Native code refuses a body over the transposed main input (its hops run
+            // unfused, reported as a fallback); the reference evaluator runs it.
+            if backend == FusionBackend::Reference {
+                assert!(report.stats.fused_operators_executed >= 1, "{policy:?}");
+            }
+        }
+    }
+}
+
+/// A runtime internal error says "internal error" once, not once per layer.
+#[test]
+fn internal_runtime_errors_say_so_once() {
+    let source = SourceFile::new("i.dml", "x = 1\n");
+    let err = lafuse::Error::Runtime {
+        error: lafuse_runtime::RuntimeError::internal("broken invariant"),
+        span: None,
+    };
+    let rendered = err.render(&source);
+    assert_eq!(rendered.matches("internal error").count(), 1, "{rendered}");
+    assert!(rendered.contains("broken invariant"), "{rendered}");
+}
+
 #[test]
 fn fused_execution_matches_unfused_and_reports_operators() {
     let run = |fusion, backend| {

@@ -315,3 +315,128 @@ proptest! {
 const FUSION_BACKENDS: [FusionBackend; 2] = [FusionBackend::Native, FusionBackend::Reference];
 #[cfg(not(feature = "llvm"))]
 const FUSION_BACKENDS: [FusionBackend; 1] = [FusionBackend::Reference];
+
+/// The inputs of a structured script over an m×n world: dense `X`, sparse `S`, an m×1 `c`, a
+/// 1×n `r`, an n×1 `v`, an n×2 `V2`, a scalar `s`, and a function `f` with two results.
+fn structured_prelude(m: usize, n: usize, sparsity: f64) -> String {
+    format!(
+        "X = rand(rows={m}, cols={n}, min=-2, max=2, seed=1)\n\
+         S = rand(rows={m}, cols={n}, min=-1, max=3, sparsity={sparsity}, seed=2)\n\
+         c = rand(rows={m}, cols=1, min=0.5, max=1.5, seed=3)\n\
+         r = rand(rows=1, cols={n}, min=-1, max=1, seed=4)\n\
+         v = rand(rows={n}, cols=1, min=-1, max=1, seed=5)\n\
+         V2 = rand(rows={n}, cols=2, min=-1, max=1, seed=6)\n\
+         s = 2.5\n\
+         f = function(matrix[double] A, double k) return (matrix[double] B, double t) {{\n\
+         \x20 B = A * k + abs(A)\n\
+         \x20 t = sum(B ^ 2)\n\
+         }}\n"
+    )
+}
+
+/// An m×n expression of a structured script: cell-wise operators with matrix, vector and
+/// scalar operands, divisions kept away from zero, row aggregates broadcast back, and `min`.
+fn structured_expr() -> impl Strategy<Value = String> {
+    let leaf = select(vec!["X", "S", "(X * S)"]).prop_map(str::to_string);
+    leaf.prop_recursive(3, 12, 2, |m| {
+        let side = prop_oneof![
+            m.clone(),
+            select(vec!["c", "r", "s", "0", "1.5"]).prop_map(str::to_string),
+        ];
+        prop_oneof![
+            (
+                select(vec!["exp", "abs", "round", "sigmoid", "floor"]),
+                m.clone()
+            )
+                .prop_map(|(f, a)| format!("{f}({a})")),
+            (
+                m.clone(),
+                select(vec!["+", "-", "*", ">", "<=", "!=", "&"]),
+                side
+            )
+                .prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+            (m.clone(), m.clone()).prop_map(|(a, b)| format!("({a} / (abs({b}) + 1))")),
+            (m.clone(), m.clone()).prop_map(|(a, b)| format!("({a} * rowSums({b}))")),
+            (m.clone(), m.clone()).prop_map(|(a, b)| format!("({a} - rowMaxs({b}))")),
+            (m.clone(), m).prop_map(|(a, b)| format!("min({a}, {b})")),
+        ]
+    })
+}
+
+/// A statement of a structured script: prints of aggregates and products, reassignment of an
+/// input (`X`, `S`, `c`, `s`) that later statements read, `for` and `while` loops updating
+/// inputs, a function call with two results, left indexing, `cbind`, and `if`/`else`.
+/// `nested` statements (inside a loop) are the flat kinds.
+fn structured_statement(nested: bool) -> BoxedStrategy<String> {
+    let e = structured_expr;
+    let flat = prop_oneof![
+        e().prop_map(|e| format!("print(sum({e}))")),
+        e().prop_map(|e| format!("print(sum(colSums({e}) ^ 2))")),
+        (e(), e()).prop_map(|(a, b)| format!("y = {a} %*% v\nprint(sum(y) + sum(t({b}) %*% y))")),
+        e().prop_map(|e| format!("Q = t(X) %*% (({e} %*% V2) * c)\nprint(sum(Q))")),
+        e().prop_map(|e| format!("X = {e}\nprint(sum(X) + nrow(X))")),
+        e().prop_map(|e| format!("[B, t] = f({e}, s)\nprint(t + \" \" + sum(B))")),
+        e().prop_map(|e| format!("Z = {e}\nZ[1, ] = matrix(7, 1, ncol(Z))\nprint(sum(Z * S))")),
+        e().prop_map(|e| format!("W = cbind({e}, c)\nprint(sum(W - rowMaxs(W)))")),
+        (e(), e(), e()).prop_map(|(a, b, c)| format!(
+            "print(min({a}) + \" \" + max({b}) + \" \" + mean({c}))"
+        )),
+        (e(), e())
+            .prop_map(|(a, b)| format!("print(sum(rowSums({a}) * c) + \" \" + sum(rowMins({b})))")),
+        e().prop_map(|e| format!(
+            "if (sum({e}) > 0) {{ s = s + 1 }} else {{ s = s - 1 }}\nprint(s)"
+        )),
+        (e(), e()).prop_map(|(a, b)| format!("print(sum(({a}) ^ 2) + \" \" + sum(({b}) * ({b})))")),
+    ];
+    if nested {
+        return flat.boxed();
+    }
+    prop_oneof![
+        4 => flat,
+        1 => (structured_statement(true), e()).prop_map(|(body, e)| format!(
+            "for (i in 1:3) {{\n{body}\nS = S * 0.5 + {e} * 0.1\n}}"
+        )),
+        1 => e().prop_map(|e| format!(
+            "k = 0\nwhile (k < 2) {{\nk = k + 1\nc = c + rowSums({e}) * 0.01\n}}\nprint(sum(c))"
+        )),
+    ]
+    .boxed()
+}
+
+proptest! {
+    #![proptest_config(config(24))]
+
+    /// Structured scripts (loops that update their inputs, functions, left indexing, `cbind`,
+    /// branches) over worlds of assorted shapes, m×1 included: each runs, and prints under every
+    /// fusion policy on each backend what it prints unfused. Variables that change between
+    /// loop iterations and blocks recompiled for new sizes are what the shaped scripts lack.
+    #[test]
+    fn structured_scripts_print_the_same_fused_and_unfused(
+        m in select(vec![7usize, 120, 400]),
+        n in select(vec![1usize, 5, 64, 300]),
+        sparsity in select(vec![0.01, 0.05, 0.3]),
+        stmts in proptest::collection::vec(structured_statement(false), 2..6)
+    ) {
+        let text = format!("{}{}\n", structured_prelude(m, n, sparsity), stmts.join("\n"));
+        let source = SourceFile::new("structured.dml", text);
+        let unfused = run_with(EngineConfig { fusion: None, ..EngineConfig::default() }, &source);
+        prop_assert!(unfused.is_ok(), "unfused failed:\n{}\n{}", unfused.unwrap_err(), source.text);
+        let unfused = unfused.unwrap();
+        for policy in [FusionPolicy::Gen, FusionPolicy::FuseAll, FusionPolicy::FuseNoRedundancy] {
+            for backend in FUSION_BACKENDS {
+                let fused = run_with(
+                    EngineConfig { fusion: Some(policy), backend, ..EngineConfig::default() },
+                    &source,
+                );
+                match fused {
+                    Ok(f) => prop_assert!(
+                        same_output(&unfused, &f),
+                        "{policy:?} on {backend:?}:\n{}\n--- unfused ---\n{unfused}\n--- fused ---\n{f}",
+                        source.text
+                    ),
+                    Err(e) => prop_assert!(false, "{policy:?} on {backend:?} failed:\n{e}\n{}", source.text),
+                }
+            }
+        }
+    }
+}
