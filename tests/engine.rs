@@ -340,21 +340,28 @@ print(sum(X))
     );
 }
 
-/// A Cell plan may transpose a column vector (a relabelling of its cells), so its body has the
-/// transposed shape of its main input: `t(exp(x) * 2) + r` over an m×1 `x` is 1×m. The
-/// reference evaluator computed such bodies over the main input's shape and failed reading
-/// outside it (found by the structured random scripts, `fuse-all` on the reference backend).
-/// Native code does not run such a body (its hops run unfused).
+/// A Cell plan may transpose a column vector (a relabelling of its cells), so its body can run
+/// in the transposed frame of its main input: `t(exp(x) * 2) + r` over an m×1 `x` is 1×m, its
+/// side inputs read transposed, its row and column aggregates swapped. The reference evaluator
+/// computed such bodies over the main input's shape and failed reading outside it (found by
+/// the structured random scripts, `fuse-all` on the reference backend); native code refused
+/// them and ran their hops unfused. Both run them now.
 #[test]
 fn cell_plans_over_a_transposed_vector_agree_on_both_backends() {
     let script = "x = rand(rows=700, cols=1, min=-2, max=2, seed=1)\n\
                   r = rand(rows=1, cols=700, min=-1, max=1, seed=4)\n\
+                  c = rand(rows=700, cols=1, min=-1, max=1, seed=5)\n\
                   Z = t(exp(x) * 2) + r\n\
                   print(sum(Z * Z))\n\
                   print(sum(t(exp(x) * 2) * r))\n\
                   W = t(abs(x) + 1) / (r + 3)\n\
                   print(sum(W ^ 2))\n\
-                  print(as.scalar(W[1, 3]))\n";
+                  print(as.scalar(W[1, 3]))\n\
+                  print(sum(rowSums(t(x * c) + r)))\n\
+                  print(sum(abs(colSums(t(x * c) * r))))\n\
+                  print(sum(rowMaxs(t(x + 1) * r)))\n\
+                  A = t(x * 3) * r\n\
+                  print(sum(A) + nrow(A) + 1000 * ncol(A))\n";
     let unfused = run_unfused(script);
     let mut backends = vec![FusionBackend::Reference];
     if cfg!(feature = "llvm") {
@@ -376,11 +383,16 @@ fn cell_plans_over_a_transposed_vector_agree_on_both_backends() {
                 script,
             );
             assert_same_numbers(&out, &unfused, &format!("{policy:?} {backend:?}"));
-            // Native code refuses a body over the transposed main input (its hops run
-            // unfused, reported as a fallback); the reference evaluator runs it.
-            if backend == FusionBackend::Reference {
-                assert!(report.stats.fused_operators_executed >= 1, "{policy:?}");
-            }
+            assert!(
+                report.stats.fused_operators_executed >= 5,
+                "{policy:?} {backend:?}: {:?}",
+                report.stats
+            );
+            assert!(
+                report.stats.unfused_fallbacks.is_empty(),
+                "{policy:?} {backend:?}: {:?}",
+                report.stats.unfused_fallbacks
+            );
         }
     }
 }

@@ -284,25 +284,10 @@ impl<'p, 'a> Eval<'p, 'a> {
         })
     }
 
-    /// Whether node `n`'s cells are the main input's transposed: it reaches the main input
-    /// through an odd number of transposes (a Cell plan transposes only vectors, a relabelling
-    /// of the same cells: `t(exp(x)) + r` over a column vector `x` is a row vector). `None`
-    /// where `n` does not depend on the main input.
-    fn transposes_main(&self, n: CNodeId) -> Option<bool> {
-        match &self.plan.nodes[n] {
-            CNode::Data { access, .. } => (*access == Access::Main).then_some(false),
-            CNode::Transpose { x } => self.transposes_main(*x).map(|t| !t),
-            node => node
-                .operands()
-                .into_iter()
-                .find_map(|x| self.transposes_main(x)),
-        }
-    }
-
     /// The body at every cell of its shape (the main input's, or its transpose when the body
-    /// transposes it, see [`Self::transposes_main`]), as a dense matrix.
+    /// transposes it, see [`CPlan::transposes_main`]), as a dense matrix.
     fn cell_values(&self, main: &Matrix, out: CNodeId) -> Result<Matrix> {
-        let (m, n) = match self.transposes_main(out) {
+        let (m, n) = match self.plan.transposes_main(out) {
             Some(true) => (main.cols(), main.rows()),
             _ => main.shape(),
         };

@@ -280,6 +280,80 @@ fn aligned_inputs_run_as_one_stretch_of_cells() {
     );
 }
 
+/// A body in the transposed frame of a column-vector main input: `t(x * y) * r + s` with `x`
+/// m×1 main, `y` m×1 aligned inside the transpose, `r` 1×m read per cell of the 1×m body, for
+/// every cell type (the row and column aggregates of the 1×m body are the column and row
+/// aggregates of the walk over x), NaN and infinities included, m = 1 and 0 too.
+#[test]
+fn bodies_over_a_transposed_vector_main_input() {
+    let nodes = vec![
+        data(0, Access::Main),
+        data(1, Access::Aligned),
+        CNode::Binary {
+            f: B::Mul,
+            a: 0,
+            b: 1,
+        },
+        CNode::Transpose { x: 2 },
+        data(2, Access::RowVector),
+        CNode::Binary {
+            f: B::Mul,
+            a: 3,
+            b: 4,
+        },
+        data(3, Access::Scalar),
+        CNode::Binary {
+            f: B::Add,
+            a: 5,
+            b: 6,
+        },
+    ];
+    let variants = [
+        (CellType::NoAgg, None),
+        (CellType::RowAgg, Some(CellAgg::Sum)),
+        (CellType::RowAgg, Some(CellAgg::Max)),
+        (CellType::ColAgg, Some(CellAgg::Sum)),
+        (CellType::ColAgg, Some(CellAgg::Min)),
+        (CellType::FullAgg, Some(CellAgg::SumSq)),
+    ];
+    for m in [0usize, 1, 7, 700] {
+        let (x, y) = (mat(m, 1, 0.9, 1, true), mat(m, 1, 1.0, 2, false));
+        let r = mat(1, m, 1.0, 3, m > 1);
+        for (ty, agg) in variants {
+            let plan = CPlan {
+                template: TemplateSpec::Cell {
+                    cell_type: ty,
+                    agg,
+                    sparse_safe: false,
+                },
+                inputs: vec![
+                    InputKind::Matrix,
+                    InputKind::Matrix,
+                    InputKind::Matrix,
+                    InputKind::Scalar,
+                ],
+                nodes: nodes.clone(),
+                outputs: vec![7],
+            };
+            // The body is 1×m.
+            let shape = shape_of(ty, 1, m);
+            let inputs = [
+                Operand::Matrix(&x),
+                Operand::Matrix(&y),
+                Operand::Matrix(&r),
+                Operand::Scalar(0.5),
+            ];
+            check(
+                &plan,
+                &inputs,
+                &[shape],
+                1e-12,
+                &format!("{ty:?} {agg:?} m={m}"),
+            );
+        }
+    }
+}
+
 #[test]
 fn unary_binary_ternary_ops_match_on_special_values() {
     let specials = [

@@ -27,6 +27,8 @@ pub(crate) const LANES: usize = W as usize + 1;
 pub(crate) struct CellLike {
     pub outs: Vec<(CNodeId, Option<AggKind>)>,
     pub kind: CellKind,
+    /// The bodies run in the main input's transposed frame (`transposed_frame` in `mod.rs`).
+    pub transposed: bool,
 }
 
 /// Accumulator slots of one aggregate: `[vector, scalar]` sums and corrections.
@@ -313,7 +315,7 @@ fn element<'c>(
     let w = at.w;
     let mut body = Body::new(plan, &st.ins, at);
     for (k, &(node, agg)) in spec.outs.iter().enumerate() {
-        let v = body.emit(fx, node, false)?;
+        let v = body.emit(fx, node, spec.transposed)?;
         let Some(agg) = agg else {
             // No aggregation: write the cell (CSR: at the non-zero's position) and count it.
             let idx = match p {

@@ -124,6 +124,9 @@ pub struct NativeOperator {
     compile_phases: CompilePhases,
     /// `llvm_ir`/`assembly` text of a dense entry point that failed to compile.
     failure_text: OnceLock<String>,
+    /// A Cell operator whose body runs in its main input's transposed frame (see
+    /// [`transposed_frame`]): its output is relabelled to the transposed shape.
+    transposed_frame: bool,
 }
 
 impl fmt::Debug for NativeOperator {
@@ -146,12 +149,34 @@ fn agg_kind(a: CellAgg) -> AggKind {
     }
 }
 
+/// Whether the cell-wise bodies at `roots` run in the main input's transposed frame
+/// ([`CPlan::transposes_main`]: a body over `t(x)` of a column-vector main input `x`). The
+/// generated loop still walks the main input's cells, the same cells relabelled: reads outside
+/// the transpose are the transposed reads, the output's row and column aggregates swap, and
+/// the output is relabelled to its transposed shape. Roots in different frames are unsupported.
+fn transposed_frame(plan: &CPlan, roots: &[CNodeId]) -> Result<bool, CodegenError> {
+    let mut frame = None;
+    for &r in roots {
+        if let Some(t) = plan.transposes_main(r) {
+            if frame.is_some_and(|f| f != t) {
+                return Err(CodegenError::Unsupported(
+                    "outputs over both the main input and its transpose".into(),
+                ));
+            }
+            frame = Some(t);
+        }
+    }
+    Ok(frame == Some(true))
+}
+
 /// How each input is read, from the nodes reachable from `roots` (inside transposes the
-/// vector reads flip); conflicting reads of one input are unsupported.
+/// vector reads flip, and all of them when the roots run in the transposed frame, see
+/// [`transposed_frame`]); conflicting reads of one input are unsupported.
 fn input_uses(plan: &CPlan, roots: &[CNodeId]) -> Result<Vec<InputUse>, CodegenError> {
     let mut uses = vec![InputUse::Unused; plan.inputs.len()];
     let mut seen = std::collections::HashSet::new();
-    let mut stack: Vec<(CNodeId, bool)> = roots.iter().map(|&r| (r, false)).collect();
+    let frame = transposed_frame(plan, roots)?;
+    let mut stack: Vec<(CNodeId, bool)> = roots.iter().map(|&r| (r, frame)).collect();
     let mut set = |k: usize, u: InputUse| -> Result<(), CodegenError> {
         let slot = uses
             .get_mut(k)
@@ -422,6 +447,8 @@ pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<NativeOperator, Cod
         compile_phases: code.phases,
         compile_time: Duration::ZERO,
         failure_text: OnceLock::new(),
+        transposed_frame: matches!(plan.template, TemplateSpec::Cell { .. })
+            && transposed_frame(plan, &plan.outputs[..1]).unwrap_or(false),
     };
     let _ = op.slot(first).set(Ok(code));
     op.compile_time = start.elapsed();
@@ -553,11 +580,14 @@ fn emit<'c>(
             agg,
             sparse_safe,
         } => {
-            let kind = match cell_type {
-                CellType::NoAgg => CellKind::NoAgg,
-                CellType::RowAgg => CellKind::RowAgg,
-                CellType::ColAgg => CellKind::ColAgg,
-                CellType::FullAgg => CellKind::FullAgg,
+            // In the transposed frame the loop walks the cells transposed, so a row
+            // aggregate of the body is a column aggregate of the walk.
+            let transposed = transposed_frame(plan, &plan.outputs[..1])?;
+            let kind = match (cell_type, transposed) {
+                (CellType::NoAgg, _) => CellKind::NoAgg,
+                (CellType::RowAgg, false) | (CellType::ColAgg, true) => CellKind::RowAgg,
+                (CellType::ColAgg, false) | (CellType::RowAgg, true) => CellKind::ColAgg,
+                (CellType::FullAgg, _) => CellKind::FullAgg,
             };
             let agg = agg.map(agg_kind);
             if (kind == CellKind::NoAgg) != agg.is_none() {
@@ -570,6 +600,7 @@ fn emit<'c>(
             let like = CellLike {
                 outs: vec![(plan.outputs[0], agg)],
                 kind,
+                transposed,
             };
             emit_cell_like_entry(ctx, module, plan, &like, &used, entry, *sparse_safe, "cell")?;
             Ok(Pending::Cell(CellSpec {
@@ -597,6 +628,7 @@ fn emit<'c>(
                     .zip(aggs.iter().map(|&a| Some(a)))
                     .collect(),
                 kind: CellKind::FullAgg,
+                transposed: transposed_frame(plan, &plan.outputs)?,
             };
             emit_cell_like_entry(
                 ctx,
@@ -865,7 +897,16 @@ impl NativeOperator {
                 vec![sk_row::execute(spec, &k, &ins, &layout).map_err(sk)?]
             }
         };
-        for (m, &s) in out.iter().zip(out_shapes) {
+        let mut out = out;
+        for (m, &s) in out.iter_mut().zip(out_shapes) {
+            // A body over a transposed vector main input walked its cells in the main
+            // input's shape: the same cells, relabelled (see `transposed_frame`).
+            if m.shape() == (s.1, s.0) && (s.0 == 1 || s.1 == 1) && self.transposed_frame {
+                *m = lafuse_runtime::kernels::reshape(m, s.0, s.1, true).map_err(|e| match e {
+                    lafuse_runtime::RuntimeError::Resource(why) => CodegenError::OutOfMemory(why),
+                    e => CodegenError::Internal(e.to_string()),
+                })?;
+            }
             if m.shape() != s {
                 return Err(CodegenError::Internal(format!(
                     "output is {}x{}, expected {}x{}",

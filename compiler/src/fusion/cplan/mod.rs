@@ -415,6 +415,36 @@ pub struct CPlan {
 }
 
 impl CPlan {
+    /// Whether node `n`'s cells are the main input's transposed: it reaches the main input
+    /// through an odd number of transposes. A Cell plan transposes only vectors, a relabelling
+    /// of the same cells: `t(exp(x)) + r` over a column vector `x` is a row vector, whose
+    /// side inputs are read in the transposed frame. `None` where `n` does not read the main
+    /// input.
+    pub fn transposes_main(&self, n: CNodeId) -> Option<bool> {
+        // Memoized: the body is a DAG, whose shared nodes a plain recursion would revisit
+        // once per path.
+        fn visit(
+            plan: &CPlan,
+            n: CNodeId,
+            memo: &mut std::collections::HashMap<CNodeId, Option<bool>>,
+        ) -> Option<bool> {
+            if let Some(&known) = memo.get(&n) {
+                return known;
+            }
+            let found = match plan.nodes.get(n)? {
+                CNode::Data { access, .. } => (*access == Access::Main).then_some(false),
+                CNode::Transpose { x } => visit(plan, *x, memo).map(|t| !t),
+                node => node
+                    .operands()
+                    .into_iter()
+                    .find_map(|x| visit(plan, x, memo)),
+            };
+            memo.insert(n, found);
+            found
+        }
+        visit(self, n, &mut std::collections::HashMap::new())
+    }
+
     /// The stable structural hash: FNV-1a over the canonical JSON form. Independent of hop
     /// ids and variable names (inputs are positional), so it is the operator-cache key.
     pub fn structural_hash(&self) -> u64 {
