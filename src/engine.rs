@@ -108,6 +108,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             block_cache_hits: self.cache_hits,
             fused_operators_executed: fusion.executed,
             operators_compiled: fusion.compiled,
+            operators_loaded: fusion.loaded,
             operator_cache_hits: fusion.cache_hits,
             codegen_ms: ms(fusion.codegen),
             fusion_planning_ms: ms(fusion.planning),

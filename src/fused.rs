@@ -46,6 +46,8 @@ pub(crate) struct FusionCounters {
     executed: AtomicU64,
     execution_nanos: AtomicU64,
     compiled: AtomicU64,
+    /// Of `compiled`: machine code loaded from the on-disk object store.
+    loaded: AtomicU64,
     cache_hits: AtomicU64,
     codegen_nanos: AtomicU64,
     planning_nanos: AtomicU64,
@@ -61,6 +63,7 @@ pub(crate) struct FusionCounts {
     pub(crate) executed: u64,
     pub(crate) execution: Duration,
     pub(crate) compiled: u64,
+    pub(crate) loaded: u64,
     pub(crate) cache_hits: u64,
     pub(crate) codegen: Duration,
     pub(crate) planning: Duration,
@@ -80,6 +83,7 @@ impl FusionCounters {
             executed: self.executed.load(Ordering::Relaxed),
             execution: Duration::from_nanos(self.execution_nanos.load(Ordering::Relaxed)),
             compiled: self.compiled.load(Ordering::Relaxed),
+            loaded: self.loaded.load(Ordering::Relaxed),
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
             codegen: Duration::from_nanos(self.codegen_nanos.load(Ordering::Relaxed)),
             planning: Duration::from_nanos(self.planning_nanos.load(Ordering::Relaxed)),
@@ -112,6 +116,7 @@ impl FusionCounts {
             executed: self.executed.saturating_sub(earlier.executed),
             execution: self.execution.saturating_sub(earlier.execution),
             compiled: self.compiled.saturating_sub(earlier.compiled),
+            loaded: self.loaded.saturating_sub(earlier.loaded),
             cache_hits: self.cache_hits.saturating_sub(earlier.cache_hits),
             codegen: self.codegen.saturating_sub(earlier.codegen),
             planning: self.planning.saturating_sub(earlier.planning),
@@ -137,17 +142,27 @@ pub(crate) struct Fuser {
 }
 
 impl Fuser {
+    /// `store_dir`: the on-disk object store native operators go through, if any (a
+    /// directory that cannot be opened is not used: it only saves compilations).
     pub(crate) fn new(
         policy: FusionPolicy,
         cost_model: CostModel,
         backend: FusionBackend,
+        store_dir: Option<&std::path::Path>,
     ) -> Fuser {
+        #[cfg(feature = "llvm")]
+        let cache = match store_dir.map(lafuse_codegen::native::ObjectStore::open) {
+            Some(Ok(store)) => lafuse_codegen::native::OperatorCache::with_store(Arc::new(store)),
+            _ => lafuse_codegen::native::OperatorCache::default(),
+        };
+        #[cfg(not(feature = "llvm"))]
+        let _ = store_dir;
         Fuser {
             selector: policy.selector(cost_model),
             backend,
             counters: Arc::new(FusionCounters::default()),
             #[cfg(feature = "llvm")]
-            cache: lafuse_codegen::native::OperatorCache::default(),
+            cache,
         }
     }
 
@@ -276,6 +291,9 @@ impl Fuser {
                     }
                     Lookup::Miss(reason) => {
                         self.counters.compiled.fetch_add(1, Ordering::Relaxed);
+                        if operator.loaded_from_store() {
+                            self.counters.loaded.fetch_add(1, Ordering::Relaxed);
+                        }
                         self.counters
                             .codegen_nanos
                             .fetch_add(nanos(operator.compile_time()), Ordering::Relaxed);

@@ -52,6 +52,10 @@ pub struct EngineConfig {
     pub backend: FusionBackend,
     /// The cost model the cost-based policy optimizes for.
     pub cost_model: CostModel,
+    /// A directory where native operators' machine code is kept across processes: an operator
+    /// compiled by an earlier run (of any script, on this CPU, by this lafuse and LLVM) is
+    /// loaded from it instead of compiled. `None` (the default) compiles every operator.
+    pub operator_cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -62,6 +66,7 @@ impl Default for EngineConfig {
             fusion: Some(FusionPolicy::Gen),
             backend: FusionBackend::default(),
             cost_model: CostModel::default(),
+            operator_cache_dir: None,
         }
     }
 }
@@ -215,9 +220,14 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Engine {
-        let fuser = config
-            .fusion
-            .map(|policy| fused::Fuser::new(policy, config.cost_model, config.backend));
+        let fuser = config.fusion.map(|policy| {
+            fused::Fuser::new(
+                policy,
+                config.cost_model,
+                config.backend,
+                config.operator_cache_dir.as_deref(),
+            )
+        });
         Engine { config, fuser }
     }
 

@@ -51,6 +51,11 @@ enum Command {
         /// `reference` (the CPlan interpreter the native code is tested against; slow).
         #[arg(long, value_enum, default_value_t = BackendArg::default())]
         fusion_backend: BackendArg,
+        /// Keep native operators' machine code in DIR (created if missing) and load it from
+        /// there in later runs instead of compiling again: any script's operators, compiled
+        /// on this CPU by this lafuse and LLVM. Without it every run compiles its operators.
+        #[arg(long, value_name = "DIR")]
+        operator_cache_dir: Option<PathBuf>,
         #[command(flatten)]
         cost_model: CostModelArgs,
     },
@@ -390,9 +395,18 @@ fn run(cli: Cli) -> Result<(), String> {
             stats_json,
             fusion,
             fusion_backend,
+            operator_cache_dir,
             cost_model,
         } => {
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
+            if let Some(dir) = &operator_cache_dir {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    format!(
+                        "error: cannot use '{}' as the operator cache directory: {e}",
+                        dir.display()
+                    )
+                })?;
+            }
             let engine = Engine::new(EngineConfig {
                 collect_stats: stats || stats_json.is_some(),
                 fusion: match fusion {
@@ -406,6 +420,7 @@ fn run(cli: Cli) -> Result<(), String> {
                     BackendArg::Reference => FusionBackend::Reference,
                 },
                 cost_model: cost_model.load()?,
+                operator_cache_dir,
             });
             let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
             let mut stdout = std::io::stdout().lock();

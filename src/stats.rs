@@ -32,6 +32,9 @@ pub struct Stats {
     pub fused_operators_executed: u64,
     /// Fused operators compiled to native code (operator-cache misses).
     pub operators_compiled: u64,
+    /// Of `operators_compiled`: those whose machine code was loaded from the operator cache
+    /// directory (`--operator-cache-dir`) instead of compiled.
+    pub operators_loaded: u64,
     /// Fused operators whose native code came from the operator cache.
     pub operator_cache_hits: u64,
     /// Time spent generating and compiling native code: operators compiled at block compile,
@@ -91,6 +94,12 @@ impl Stats {
             self.codegen_ms / 1e3,
             self.fusion_planning_ms / 1e3
         ));
+        if self.operators_loaded > 0 {
+            s.push_str(&format!(
+                "Operators loaded from the cache directory:\t{} of {}.\n",
+                self.operators_loaded, self.operators_compiled
+            ));
+        }
         for f in &self.operator_cache_misses {
             s.push_str(&format!(
                 "Operator cache misses {}x: {}\n",

@@ -410,6 +410,41 @@ fn internal_runtime_errors_say_so_once() {
     assert!(rendered.contains("broken invariant"), "{rendered}");
 }
 
+/// With an operator cache directory, a second engine (a later process, in practice) loads
+/// every native operator the first one compiled, and prints the same.
+#[cfg(feature = "llvm")]
+#[test]
+fn an_operator_cache_directory_serves_later_engines() {
+    let dir = std::env::temp_dir().join(format!("lafuse-engine-store-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = || {
+        run_with(
+            EngineConfig {
+                collect_stats: true,
+                operator_cache_dir: Some(dir.clone()),
+                ..EngineConfig::default()
+            },
+            TYPICAL,
+        )
+    };
+    let (first, cold) = run();
+    let (second, warm) = run();
+    assert_eq!(first, second);
+    assert_eq!(first, run_with(EngineConfig::default(), TYPICAL).0);
+    assert!(cold.stats.operators_compiled >= 2, "{:?}", cold.stats);
+    assert_eq!(cold.stats.operators_loaded, 0);
+    assert_eq!(
+        warm.stats.operators_loaded, warm.stats.operators_compiled,
+        "{:?}",
+        warm.stats
+    );
+    assert!(warm
+        .stats
+        .to_text()
+        .contains("loaded from the cache directory"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn fused_execution_matches_unfused_and_reports_operators() {
     let run = |fusion, backend| {

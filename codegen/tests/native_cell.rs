@@ -1053,3 +1053,49 @@ fn cache_hits_and_compiles_once_under_concurrency() {
         Some(&1)
     );
 }
+
+/// The on-disk object store: a cache compiles through it (object code, kept), a later cache
+/// (another process, in practice) loads the same operator from it instead of compiling, and
+/// both give the reference's results, for the dense entry point and for the CSR one compiled
+/// on the first sparse call. The loaded operator still shows its optimized IR.
+#[test]
+fn object_store_loads_what_an_earlier_cache_compiled() {
+    use lafuse_codegen::native::ObjectStore;
+    use std::sync::Arc;
+    let dir = std::env::temp_dir().join(format!("lafuse-object-store-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Arc::new(ObjectStore::open(&dir).unwrap());
+    let plan = cell_plan(CellType::RowAgg, Some(CellAgg::Sum), true);
+    let (m, n) = (300, 40);
+    let (y, r, c) = (
+        mat(m, n, 1.0, 2, false),
+        mat(1, n, 1.0, 3, false),
+        mat(m, 1, 1.0, 4, false),
+    );
+    let shape = shape_of(CellType::RowAgg, m, n);
+    let run = |cache: &OperatorCache| {
+        let op = cache.get(&plan).unwrap();
+        for density in [1.0, 0.05] {
+            let x = mat(m, n, density, 1, false);
+            let ins = [
+                Operand::Matrix(&x),
+                Operand::Matrix(&y),
+                Operand::Matrix(&r),
+                Operand::Matrix(&c),
+                Operand::Scalar(0.25),
+            ];
+            let got = op.execute(&ins, &[shape]).unwrap();
+            let want = evaluate(&plan, &ins, &[shape]).unwrap();
+            assert_close(&got[0], &want[0], 1e-12, &format!("density {density}"));
+        }
+        assert!(op.llvm_ir().contains("define"), "{}", op.llvm_ir());
+        cache.stats()
+    };
+    let first = run(&OperatorCache::with_store(Arc::clone(&store)));
+    assert_eq!((first.misses, first.store_loads), (1, 0));
+    // The dense and the CSR entry points were kept.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    let second = run(&OperatorCache::with_store(Arc::clone(&store)));
+    assert_eq!((second.misses, second.store_loads), (1, 1));
+    let _ = std::fs::remove_dir_all(&dir);
+}

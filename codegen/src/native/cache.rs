@@ -3,7 +3,7 @@
 //! requests for one key compile once: the first request installs a per-key cell and compiles,
 //! the others wait on it.
 
-use super::{compile_for, CodegenError, MainFormat, NativeOperator};
+use super::{compile_with, CodegenError, MainFormat, NativeOperator, ObjectStore};
 use lafuse_compiler::fusion::cplan::CPlan;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -38,13 +38,16 @@ pub struct CacheStats {
     pub misses: u64,
     /// Misses by reason.
     pub miss_reasons: HashMap<MissReason, u64>,
-    /// Total time of the [`compile_for`] calls the misses made. It does not include the entry
+    /// Total time of the [`compile_for`](super::compile_for) calls the misses made. It does not include the entry
     /// points an operator compiles later, on the first execution that needs one (see
     /// [`NativeOperator::csr_compile_time`]); `NativeOperator::compile_time` does.
     pub compile_time: Duration,
-    /// Time of each [`compile_for`] call, in compilation order (hash, time); as
+    /// Time of each [`compile_for`](super::compile_for) call, in compilation order (hash, time); as
     /// [`compile_time`](Self::compile_time), without entry points compiled later.
     pub per_operator: Vec<(u64, Duration)>,
+    /// Misses whose machine code was loaded from the on-disk object store rather than
+    /// compiled ([`OperatorCache::with_store`]).
+    pub store_loads: u64,
 }
 
 type Slot = Arc<(CPlan, OnceLock<Result<Arc<NativeOperator>, CodegenError>>)>;
@@ -53,6 +56,8 @@ type Slot = Arc<(CPlan, OnceLock<Result<Arc<NativeOperator>, CodegenError>>)>;
 #[derive(Default)]
 pub struct OperatorCache {
     inner: Mutex<Inner>,
+    /// Where misses look for machine code compiled by earlier processes, and keep theirs.
+    store: Option<Arc<ObjectStore>>,
 }
 
 #[derive(Default)]
@@ -66,6 +71,15 @@ impl OperatorCache {
     /// An empty cache.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty cache whose misses go through `store`: machine code an earlier process
+    /// compiled for the same module is loaded instead of compiled (see [`ObjectStore`]).
+    pub fn with_store(store: Arc<ObjectStore>) -> Self {
+        OperatorCache {
+            store: Some(store),
+            ..Self::default()
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -85,7 +99,7 @@ impl OperatorCache {
     }
 
     /// [`OperatorCache::lookup`] for a main input expected in format `main`: a miss compiles
-    /// the entry point that format runs first ([`compile_for`]); a hit returns the operator as
+    /// the entry point that format runs first ([`compile_for`](super::compile_for)); a hit returns the operator as
     /// it is, which compiles any other entry point on the first call that needs it.
     pub fn lookup_for(
         &self,
@@ -123,11 +137,12 @@ impl OperatorCache {
         let (slot, lookup) = slot;
         // Outside the lock: one thread compiles, concurrent requests for the slot wait.
         let r = slot.1.get_or_init(|| {
-            let r = compile_for(plan, main).map(Arc::new);
+            let r = compile_with(plan, main, self.store.clone()).map(Arc::new);
             if let Ok(op) = &r {
                 let mut g = self.lock();
                 g.stats.compile_time += op.compile_time();
                 g.stats.per_operator.push((h, op.compile_time()));
+                g.stats.store_loads += u64::from(op.loaded_from_store());
             }
             r
         });

@@ -67,6 +67,22 @@ fn new_host_machine() -> Result<TargetMachine, CodegenError> {
         .ok_or_else(|| CodegenError::Internal("cannot create a host target machine".into()))
 }
 
+/// What, besides a module's text, decides the machine code compiled from it: lafuse's and
+/// LLVM's versions, the host CPU and its features, the pass pipeline and the code generator's
+/// settings. The object store keys its entries by it (see `store.rs`).
+pub(crate) fn codegen_fingerprint() -> &'static str {
+    static FINGERPRINT: OnceLock<String> = OnceLock::new();
+    FINGERPRINT.get_or_init(|| {
+        let (cpu, features) = host_cpu();
+        format!(
+            "lafuse {} | LLVM 14 | {} | {cpu} | {features} | {PIPELINE} | {CODEGEN_LEVEL:?} | \
+             reloc default, code model JIT default",
+            env!("CARGO_PKG_VERSION"),
+            TargetMachine::get_default_triple()
+        )
+    })
+}
+
 /// Runs `f` with this thread's host target machine. Reused across compilations because
 /// creating one, and the per-CPU subtarget it builds on first use, costs about a
 /// millisecond; per thread because a target machine's subtarget cache is not thread-safe.
@@ -120,6 +136,63 @@ pub(crate) fn jit_module<R>(
             Err(e)
         }
     }
+}
+
+/// What [`object_module`] made: the module's relocatable machine code for the host, the
+/// functions it calls that it does not define (with their addresses from `helpers`), and what
+/// `build` returned.
+pub(crate) struct ObjectModule<R> {
+    pub object: Vec<u8>,
+    pub symbols: Vec<(String, usize)>,
+    pub built: R,
+}
+
+/// Like [`jit_module`], but the module is compiled to an object file (kept, e.g. on disk, and
+/// loaded with [`super::orc::ObjectJit`]) instead of into an execution engine; the context is
+/// freed before returning. `build` may instead answer with object code it already has
+/// (`Ok((r, Some(object)))`, an object store hit), which skips code generation.
+pub(crate) fn object_module<R>(
+    name: &str,
+    build: impl FnOnce(
+        &'static Context,
+        &Module<'static>,
+        &TargetMachine,
+    ) -> Result<(R, Option<Vec<u8>>), CodegenError>,
+    helpers: impl Fn(&str) -> Option<usize>,
+) -> Result<ObjectModule<R>, CodegenError> {
+    let ctx = new_context();
+    let module = ctx.create_module(name);
+    let result = with_host_machine(|tm| {
+        setup_module(&module, tm);
+        let (built, cached) = build(ctx, &module, tm)?;
+        let object = match cached {
+            Some(object) => object,
+            None => tm
+                .write_to_memory_buffer(&module, FileType::Object)
+                .map_err(|e| internal("object code generation", e))?
+                .as_slice()
+                .to_vec(),
+        };
+        let mut symbols = Vec::new();
+        for f in module.get_functions() {
+            let name = f.get_name().to_string_lossy().into_owned();
+            if f.count_basic_blocks() == 0 && !name.starts_with("llvm.") {
+                let addr = helpers(&name).ok_or_else(|| {
+                    CodegenError::Internal(format!("generated code calls unknown {name}"))
+                })?;
+                symbols.push((name, addr));
+            }
+        }
+        Ok(ObjectModule {
+            object,
+            symbols,
+            built,
+        })
+    });
+    drop(module);
+    // SAFETY: the module, the only thing created in the context, is gone.
+    unsafe { free_context(ctx) };
+    result
 }
 
 /// Prepares a fresh module for the host: triple and data layout from the target machine.

@@ -68,7 +68,7 @@ const LIBRARY_FUNCTIONS: [(&str, u32, VectorBody); 4] = [
 /// (`None`: not a library function, or the library failed to compile, so the operator fails
 /// to compile and runs unfused).
 pub(crate) fn library_address(name: &str) -> Option<usize> {
-    library().ok()?.address(name)
+    library(None).ok()?.address(name)
 }
 
 /// Whether the library is built (or failed to build).
@@ -77,23 +77,30 @@ pub(crate) fn library_built() -> bool {
 }
 
 /// The library, built on first use.
-pub(crate) fn library() -> Result<&'static Library, CodegenError> {
-    Library::get(&LIBRARY, "lafuse_math", |ctx, module| {
-        for (name, width, body) in LIBRARY_FUNCTIONS {
-            let f = declare(ctx, module, name, width);
-            let fx = Fx::new(ctx, module, f);
-            let arg = f
-                .get_nth_param(0)
-                .ok_or_else(|| ierr("vector math parameter"))?
-                .into_vector_value();
-            let r = body(&fx, arg)?;
-            fx.b.build_return(Some(&r)).map_err(ierr)?;
-        }
-        Ok(LIBRARY_FUNCTIONS
-            .iter()
-            .map(|(n, _, _)| n.to_string())
-            .collect())
-    })
+pub(crate) fn library(
+    store: Option<&super::ObjectStore>,
+) -> Result<&'static Library, CodegenError> {
+    Library::get(
+        &LIBRARY,
+        "lafuse_math",
+        |ctx, module| {
+            for (name, width, body) in LIBRARY_FUNCTIONS {
+                let f = declare(ctx, module, name, width);
+                let fx = Fx::new(ctx, module, f);
+                let arg = f
+                    .get_nth_param(0)
+                    .ok_or_else(|| ierr("vector math parameter"))?
+                    .into_vector_value();
+                let r = body(&fx, arg)?;
+                fx.b.build_return(Some(&r)).map_err(ierr)?;
+            }
+            Ok(LIBRARY_FUNCTIONS
+                .iter()
+                .map(|(n, _, _)| n.to_string())
+                .collect())
+        },
+        store,
+    )
 }
 
 /// Lane-wise natural logarithm: [`scalar::ln`] on every lane (a call of the shared library,

@@ -23,10 +23,13 @@ mod expr;
 mod library;
 mod llvm;
 pub mod math;
+mod orc;
 mod outer;
 mod row;
+mod store;
 
 pub use cache::{CacheStats, Lookup, MissReason, OperatorCache};
+pub use store::ObjectStore;
 
 use crate::reference::Operand;
 use crate::zero_cells::{self, InputBound};
@@ -45,7 +48,7 @@ use lafuse_skeletons::{
 };
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Why an operator could not be compiled or run.
@@ -127,6 +130,10 @@ pub struct NativeOperator {
     /// A Cell operator whose body runs in its main input's transposed frame (see
     /// [`transposed_frame`]): its output is relabelled to the transposed shape.
     transposed_frame: bool,
+    /// The first entry point's machine code came from the object store.
+    loaded: bool,
+    /// Where entry points compiled later are looked up and kept.
+    store: Option<Arc<ObjectStore>>,
 }
 
 impl fmt::Debug for NativeOperator {
@@ -274,17 +281,51 @@ enum Entry {
     EveryCell,
 }
 
-/// One JIT-compiled module: the engine (owning the machine code), the emission result and the
-/// compilation's time.
-struct Built {
-    jit: llvm::Jit,
-    pending: Pending,
-    phases: CompilePhases,
+/// The machine code of one entry point: in an execution engine (compiled in this process) or
+/// loaded from object code (compiled for, or found in, the on-disk [`ObjectStore`]).
+pub(crate) enum Machine {
+    Engine(llvm::Jit),
+    /// The object's loader and the optimized module's IR text.
+    Object(orc::ObjectJit, String),
 }
 
-/// Emits `entry` of `plan` into a fresh module, verifies, optimizes and JIT-compiles it.
+impl Machine {
+    fn function(&self, name: &str) -> Result<usize, CodegenError> {
+        match self {
+            Machine::Engine(jit) => jit.function(name),
+            Machine::Object(jit, _) => jit.function(name),
+        }
+    }
+
+    fn ir(&self) -> String {
+        match self {
+            Machine::Engine(jit) => jit.ir(),
+            Machine::Object(_, ir) => ir.clone(),
+        }
+    }
+}
+
+/// One compiled module: its machine code, the emission result and the compilation's time.
+struct Built {
+    machine: Machine,
+    pending: Pending,
+    phases: CompilePhases,
+    /// The machine code came from the object store.
+    loaded: bool,
+}
+
+/// The addresses of what generated code calls: lafuse's helpers and libraries.
+fn helper_address(name: &str) -> Option<usize> {
+    expr::helper_address(name)
+        .or_else(|| math::library_address(name))
+        .or_else(|| row::library_address(name))
+}
+
+/// Emits `entry` of `plan` into a fresh module, verifies, optimizes and JIT-compiles it; with
+/// a `store`, looks the verified module up there first and loads its object code on a hit, or
+/// compiles to object code and keeps it there on a miss.
 /// `phases.machine_code` is left to the caller (it is paid by the first address lookup).
-fn build(plan: &CPlan, entry: Entry) -> Result<Built, CodegenError> {
+fn build(plan: &CPlan, entry: Entry, store: Option<&ObjectStore>) -> Result<Built, CodegenError> {
     let mut phases = CompilePhases::default();
     let mut lap = Instant::now();
     let mut tick = |slot: &mut Duration| {
@@ -292,30 +333,75 @@ fn build(plan: &CPlan, entry: Entry) -> Result<Built, CodegenError> {
         *slot += now - lap;
         lap = now;
     };
-    let (jit, pending) = llvm::jit_module(
+    let Some(store) = store else {
+        let (jit, pending) = llvm::jit_module(
+            "lafuse_op",
+            |ctx, module, tm| {
+                let k = emit(ctx, module, plan, entry)?;
+                tick(&mut phases.emit);
+                llvm::verify(module, "generated module fails verification")?;
+                tick(&mut phases.verify);
+                llvm::optimize(module, tm)?;
+                tick(&mut phases.optimize);
+                llvm::verify(module, "optimized module fails verification")?;
+                tick(&mut phases.verify);
+                Ok(k)
+            },
+            helper_address,
+        )?;
+        tick(&mut phases.jit);
+        return Ok(Built {
+            machine: Machine::Engine(jit),
+            pending,
+            phases,
+            loaded: false,
+        });
+    };
+    let fingerprint = llvm::codegen_fingerprint();
+    let made = llvm::object_module(
         "lafuse_op",
         |ctx, module, tm| {
             let k = emit(ctx, module, plan, entry)?;
             tick(&mut phases.emit);
             llvm::verify(module, "generated module fails verification")?;
             tick(&mut phases.verify);
+            let key = module.print_to_string().to_string();
+            if let Some(found) = store.load(fingerprint, &key) {
+                return Ok(((k, key, found.ir, true), Some(found.object)));
+            }
             llvm::optimize(module, tm)?;
             tick(&mut phases.optimize);
             llvm::verify(module, "optimized module fails verification")?;
             tick(&mut phases.verify);
-            Ok(k)
+            let ir = module.print_to_string().to_string();
+            Ok(((k, key, ir, false), None))
         },
-        |name| {
-            expr::helper_address(name)
-                .or_else(|| math::library_address(name))
-                .or_else(|| row::library_address(name))
-        },
+        helper_address,
     )?;
+    let (pending, key, ir, loaded) = made.built;
+    // The object's code generation on a miss; reading the store's entry on a hit.
+    if loaded {
+        tick(&mut phases.jit);
+    } else {
+        tick(&mut phases.machine_code);
+    }
+    let jit = orc::ObjectJit::load(&made.object, &made.symbols)?;
     tick(&mut phases.jit);
+    if !loaded {
+        store.save(
+            fingerprint,
+            &key,
+            &store::StoredObject {
+                ir: ir.clone(),
+                object: made.object,
+            },
+        );
+    }
     Ok(Built {
-        jit,
+        machine: Machine::Object(jit, ir),
         pending,
         phases,
+        loaded,
     })
 }
 
@@ -325,8 +411,8 @@ fn build(plan: &CPlan, entry: Entry) -> Result<Built, CodegenError> {
 /// includes theirs; an embedder can pay it up front instead.
 pub fn build_libraries() -> Result<Duration, CodegenError> {
     let start = Instant::now();
-    math::library()?;
-    row::library()?;
+    math::library(None)?;
+    row::library(None)?;
     Ok(start.elapsed())
 }
 
@@ -390,6 +476,17 @@ pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
 /// has one), any other on the first execution that needs it. A compilation is most of an
 /// operator's first-call cost, so compiling the entry point the calls will not run doubles it.
 pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<NativeOperator, CodegenError> {
+    compile_with(plan, main, None)
+}
+
+/// [`compile_for`] through an on-disk object store: machine code compiled before (by this or
+/// another process) is loaded instead of compiled, and what is compiled is kept there. Every
+/// entry point the operator compiles later goes through the store too.
+pub fn compile_with(
+    plan: &CPlan,
+    main: MainFormat,
+    store: Option<Arc<ObjectStore>>,
+) -> Result<NativeOperator, CodegenError> {
     let start = Instant::now();
     if plan.outputs.is_empty() || plan.inputs.is_empty() {
         return Err(CodegenError::Internal(
@@ -405,10 +502,10 @@ pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<NativeOperator, Cod
     // core while this operator compiles (its JIT waits for it when it maps the calls).
     let build_missing = |needed: Libraries| -> Result<(), CodegenError> {
         if needed.math {
-            math::library()?;
+            math::library(store.as_deref())?;
         }
         if needed.row_blocks {
-            row::library()?;
+            row::library(store.as_deref())?;
         }
         Ok(())
     };
@@ -416,12 +513,12 @@ pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<NativeOperator, Cod
     let built = if missing.any() {
         let (libraries, built) = rayon::join(
             || build_missing(missing),
-            || EntryCode::compile(plan, first),
+            || EntryCode::compile(plan, first, store.as_deref()),
         );
         libraries?;
         built
     } else {
-        EntryCode::compile(plan, first)
+        EntryCode::compile(plan, first, store.as_deref())
     };
     let (code, pending) = built?;
     let kind = match pending {
@@ -449,6 +546,8 @@ pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<NativeOperator, Cod
         failure_text: OnceLock::new(),
         transposed_frame: matches!(plan.template, TemplateSpec::Cell { .. })
             && transposed_frame(plan, &plan.outputs[..1]).unwrap_or(false),
+        loaded: code.loaded,
+        store,
     };
     let _ = op.slot(first).set(Ok(code));
     op.compile_time = start.elapsed();
@@ -486,23 +585,33 @@ struct EntryCode {
     phases: CompilePhases,
     ir: OnceLock<String>,
     asm: OnceLock<String>,
+    /// The machine code came from the object store.
+    loaded: bool,
     // Last: `kernel` points into it.
-    jit: llvm::Jit,
+    machine: Machine,
 }
 
 impl EntryCode {
     /// Emits, verifies, optimizes and JIT-compiles `entry` of `plan` into a module of its
     /// own; also returns what the emission found (the skeleton's spec).
-    fn compile(plan: &CPlan, entry: Entry) -> Result<(EntryCode, Pending), CodegenError> {
+    fn compile(
+        plan: &CPlan,
+        entry: Entry,
+        store: Option<&ObjectStore>,
+    ) -> Result<(EntryCode, Pending), CodegenError> {
         let start = Instant::now();
         let Built {
-            jit,
+            machine,
             pending,
             mut phases,
-        } = build(plan, entry)?;
+            loaded,
+        } = build(plan, entry, store)?;
         let lap = Instant::now();
-        let kernel = jit.function(entry_name(plan, entry))?;
-        phases.machine_code += lap.elapsed();
+        let kernel = machine.function(entry_name(plan, entry))?;
+        match machine {
+            Machine::Engine(_) => phases.machine_code += lap.elapsed(),
+            Machine::Object(..) => phases.jit += lap.elapsed(),
+        }
         Ok((
             EntryCode {
                 kernel,
@@ -510,7 +619,8 @@ impl EntryCode {
                 phases,
                 ir: OnceLock::new(),
                 asm: OnceLock::new(),
-                jit,
+                loaded,
+                machine,
             },
             pending,
         ))
@@ -518,7 +628,7 @@ impl EntryCode {
 
     /// The module's IR text (printed on first request).
     fn ir(&self) -> &str {
-        self.ir.get_or_init(|| self.jit.ir())
+        self.ir.get_or_init(|| self.machine.ir())
     }
 
     /// The module's host assembly text (produced on first request from the IR).
@@ -748,6 +858,12 @@ impl CompilePhases {
 }
 
 impl NativeOperator {
+    /// Whether the machine code of the entry point compiled with the operator was loaded from
+    /// the object store instead of compiled.
+    pub fn loaded_from_store(&self) -> bool {
+        self.loaded
+    }
+
     /// Runs the operator: same contract as [`reference::evaluate`](crate::reference::evaluate)
     /// (inputs by CPlan position, one output per plan output with the given shapes); outputs
     /// in the runtime's preferred format. The first execution whose skeleton visits the
@@ -944,7 +1060,9 @@ impl NativeOperator {
             )));
         }
         self.slot(entry)
-            .get_or_init(|| EntryCode::compile(&self.plan, entry).map(|(code, _)| code))
+            .get_or_init(|| {
+                EntryCode::compile(&self.plan, entry, self.store.as_deref()).map(|(code, _)| code)
+            })
             .as_ref()
             .map_err(Clone::clone)
     }

@@ -787,7 +787,7 @@ static LIBRARY: OnceLock<Result<Library, CodegenError>> = OnceLock::new();
 
 /// The address of a block primitive for an operator's JIT to map its declaration to.
 pub(crate) fn library_address(name: &str) -> Option<usize> {
-    library().ok()?.address(name)
+    library(None).ok()?.address(name)
 }
 
 /// Whether the library of block primitives is built (or failed to build).
@@ -796,11 +796,18 @@ pub(crate) fn library_built() -> bool {
 }
 
 /// The library of block primitives, built on first use.
-pub(crate) fn library() -> Result<&'static Library, CodegenError> {
-    Library::get(&LIBRARY, "lafuse_row_blocks", |ctx, module| {
-        define_block_prims(ctx, module)?;
-        Ok(vec![AXPY_ROWS.to_string(), DOT_ROWS.to_string()])
-    })
+pub(crate) fn library(
+    store: Option<&super::ObjectStore>,
+) -> Result<&'static Library, CodegenError> {
+    Library::get(
+        &LIBRARY,
+        "lafuse_row_blocks",
+        |ctx, module| {
+            define_block_prims(ctx, module)?;
+            Ok(vec![AXPY_ROWS.to_string(), DOT_ROWS.to_string()])
+        },
+        store,
+    )
 }
 
 /// `o[j] += s * x[j]` (`lafuse_row_axpy`, inlined where called).
