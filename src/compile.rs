@@ -526,7 +526,10 @@ fn transpose_products(dag: &HopDag, unfused: &[bool], fused_inputs: &[HopId]) ->
         let hop = dag.hop(id);
         if hop.op == OpKind::MatMul {
             let left = dag.hop(hop.inputs[0]);
-            if left.op == OpKind::Reorg(ReorgOp::Transpose) {
+            // Only a transpose computed unfused: its input is then computed too. A transpose
+            // a fused operator produces (`t(exp(S))` as a Cell output) may be all there is of
+            // its input, which then has no register to read in place.
+            if left.op == OpKind::Reorg(ReorgOp::Transpose) && unfused[hop.inputs[0].index()] {
                 products.push(id);
             }
         }

@@ -397,6 +397,32 @@ fn cell_plans_over_a_transposed_vector_agree_on_both_backends() {
     }
 }
 
+/// `t(X) %*% M` is lowered to a product reading `X` transposed in place only where the
+/// transpose runs unfused. Here fuse-all computes `X = exp(S)` only inside fused operators,
+/// one of which outputs `t(X)`: the in-place product read `X`'s register, which nothing wrote
+/// ("reads empty register", found by the structured random scripts).
+#[test]
+fn a_product_reads_a_fused_transpose_when_its_input_is_never_materialized() {
+    let script = "S = rand(rows=7, cols=1, min=-1, max=3, sparsity=0.5, seed=2)\n\
+                  c = rand(rows=7, cols=1, min=0.5, max=1.5, seed=3)\n\
+                  V2 = rand(rows=1, cols=2, min=-1, max=1, seed=6)\n\
+                  X = exp(S)\n\
+                  print(sum(X) + nrow(X))\n\
+                  Q = t(X) %*% (((abs(X) / (abs(((X * S) * rowSums(X))) + 1)) %*% V2) * c)\n\
+                  print(sum(Q))\n\
+                  X = exp((X * S))\n\
+                  print(sum(X) + nrow(X))\n";
+    let unfused = run_unfused(script);
+    for policy in [
+        FusionPolicy::Gen,
+        FusionPolicy::FuseAll,
+        FusionPolicy::FuseNoRedundancy,
+    ] {
+        let (out, _) = run_policy(policy, script);
+        assert_same_numbers(&out, &unfused, &format!("{policy:?}"));
+    }
+}
+
 /// A runtime internal error says "internal error" once, not once per layer.
 #[test]
 fn internal_runtime_errors_say_so_once() {
