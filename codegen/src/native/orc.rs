@@ -14,7 +14,7 @@ use llvm_sys::orc2::lljit::{
 use llvm_sys::orc2::{
     LLVMJITCSymbolMapPair, LLVMJITEvaluatedSymbol, LLVMJITSymbolFlags, LLVMJITSymbolGenericFlags,
     LLVMOrcAbsoluteSymbols, LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess,
-    LLVMOrcJITDylibAddGenerator, LLVMOrcJITDylibDefine,
+    LLVMOrcDisposeMaterializationUnit, LLVMOrcJITDylibAddGenerator, LLVMOrcJITDylibDefine,
 };
 use std::ffi::{CStr, CString};
 
@@ -84,8 +84,14 @@ impl ObjectJit {
                         },
                     });
                 }
+                // The unit takes the interned names; the dylib takes the unit, unless the
+                // definition fails, which leaves it with us.
                 let unit = LLVMOrcAbsoluteSymbols(pairs.as_mut_ptr(), pairs.len());
-                check("helper symbols", LLVMOrcJITDylibDefine(dylib, unit))?;
+                let defined = LLVMOrcJITDylibDefine(dylib, unit);
+                if !defined.is_null() {
+                    LLVMOrcDisposeMaterializationUnit(unit);
+                }
+                check("helper symbols", defined)?;
             }
             let name = CString::new("lafuse_object").expect("no NUL");
             let buffer = llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy(
