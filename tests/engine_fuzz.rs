@@ -410,6 +410,7 @@ proptest! {
     /// branches) over worlds of assorted shapes, m×1 included: each runs, and prints under every
     /// fusion policy on each backend what it prints unfused. Variables that change between
     /// loop iterations and blocks recompiled for new sizes are what the shaped scripts lack.
+    /// Native operators also run through an operator cache directory (compiled or loaded).
     #[test]
     fn structured_scripts_print_the_same_fused_and_unfused(
         m in select(vec![7usize, 120, 400]),
@@ -436,6 +437,25 @@ proptest! {
                     ),
                     Err(e) => prop_assert!(false, "{policy:?} on {backend:?} failed:\n{e}\n{}", source.text),
                 }
+            }
+        }
+        // Native operators through an operator cache directory shared by all cases, so that
+        // later cases load what earlier ones compiled.
+        if cfg!(feature = "llvm") {
+            // One directory for every run of this test, so that runs load what earlier ones
+            // kept (entries are renamed into place: concurrent runs are safe).
+            let dir = std::env::temp_dir().join("lafuse-fuzz-operator-cache");
+            let fused = run_with(
+                EngineConfig { operator_cache_dir: Some(dir), ..EngineConfig::default() },
+                &source,
+            );
+            match fused {
+                Ok(f) => prop_assert!(
+                    same_output(&unfused, &f),
+                    "gen through a cache directory:\n{}\n--- unfused ---\n{unfused}\n--- fused ---\n{f}",
+                    source.text
+                ),
+                Err(e) => prop_assert!(false, "gen through a cache directory failed:\n{e}\n{}", source.text),
             }
         }
     }
