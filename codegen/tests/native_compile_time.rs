@@ -239,6 +239,45 @@ fn compile_time_per_plan_and_phase() {
         "median over plans of the per-plan medians: {:.2} ms",
         median(medians)
     );
+    // Through an object store: a cold compilation (object code, kept) and a warm load of
+    // what it kept, each in a cache of its own (as in a later process).
+    let dir = std::env::temp_dir().join(format!("lafuse-compile-time-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = std::sync::Arc::new(lafuse_codegen::native::ObjectStore::open(&dir).unwrap());
+    println!(
+        "{:<26} {:>7} {:>7}  (ms, median of 9)",
+        "object store", "cold", "warm"
+    );
+    let (mut colds, mut warms) = (Vec::new(), Vec::new());
+    for (name, plan) in &plans {
+        let mut cold = Vec::new();
+        let mut warm = Vec::new();
+        for _ in 0..9 {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let time = || {
+                let cache = OperatorCache::with_store(std::sync::Arc::clone(&store));
+                cache.get(plan).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let st = cache.stats();
+                (ms(st.compile_time), st.store_loads)
+            };
+            let (c, loaded_cold) = time();
+            let (w, loaded_warm) = time();
+            assert_eq!((loaded_cold, loaded_warm), (0, 1), "{name}");
+            cold.push(c);
+            warm.push(w);
+        }
+        let (c, w) = (median(cold), median(warm));
+        println!("{name:<26} {c:>7.2} {w:>7.2}");
+        colds.push(c);
+        warms.push(w);
+    }
+    println!(
+        "median over plans: cold {:.2} ms, warm {:.2} ms",
+        median(colds),
+        median(warms)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
     // A cache hit compiles nothing: the same operator comes back, misses stay at one.
     let cache = OperatorCache::new();
     let plan = cell_sum_xyz();
