@@ -43,6 +43,16 @@ fn run_policy(policy: FusionPolicy, script: &str) -> (String, lafuse::RunReport)
     )
 }
 
+/// The fusion backends this build has: the reference evaluator, and native code with the
+/// `llvm` feature.
+fn fusion_backends() -> Vec<FusionBackend> {
+    let mut backends = vec![FusionBackend::Reference];
+    if cfg!(feature = "llvm") {
+        backends.push(FusionBackend::Native);
+    }
+    backends
+}
+
 /// Outputs of one number per line, equal line by line within 1e-9 relative.
 fn assert_same_numbers(out: &str, expected: &str, what: &str) {
     let numbers = |s: &str| -> Vec<f64> { s.lines().map(|l| l.parse().unwrap()).collect() };
@@ -162,66 +172,6 @@ fn runtime_errors_point_at_the_script_line() {
     let rendered = err.render(&source);
     assert!(rendered.contains("err.dml:3:"), "{rendered}");
     assert!(rendered.contains("out of bounds"), "{rendered}");
-}
-
-/// Outputs no machine can hold (terabytes, sized by the script) fail with a resource error at
-/// their line, unfused and fused, instead of aborting the process in the allocator: a filled
-/// matrix, a sparse input made dense by a scalar, a unary operator or a comparison, `cumsum`,
-/// `seq`, a reshape into one huge row (whose fused operator densifies a row block of it),
-/// `cbind` and `ifelse`.
-#[test]
-fn outputs_too_large_for_memory_are_located_resource_errors() {
-    let s = "S = rand(rows=1000000, cols=1000000, sparsity=0.000001, seed=1)\n";
-    let cases = [
-        (
-            "x = 1\nX = matrix(1, rows=100000, cols=1000000)\nprint(sum(X))\n",
-            2,
-        ),
-        (&format!("{s}Z = S + 1\nprint(sum(Z))\n"), 2),
-        (&format!("{s}Z = exp(S)\nprint(sum(Z))\n"), 2),
-        (&format!("{s}Z = (S == 0)\nprint(sum(Z))\n"), 2),
-        (&format!("{s}Z = cumsum(S)\nprint(sum(Z))\n"), 2),
-        ("x = 1\nz = seq(1, 1e12)\nprint(sum(z))\n", 2),
-        (
-            &format!("{s}Z = matrix(S, rows=1, cols=1000000000000)\nprint(sum(Z + 1))\n"),
-            3,
-        ),
-        (
-            &format!(
-                "{s}c = rand(rows=1000000, cols=1, seed=2)\nZ = cbind(c, S) + 1\nprint(sum(Z))\n"
-            ),
-            3,
-        ),
-        (&format!("{s}Z = ifelse(S > 0, 1, 2)\nprint(sum(Z))\n"), 2),
-    ];
-    let configs = [
-        ("unfused", None, FusionBackend::Native),
-        ("gen", Some(FusionPolicy::Gen), FusionBackend::Native),
-        (
-            "gen reference",
-            Some(FusionPolicy::Gen),
-            FusionBackend::Reference,
-        ),
-    ];
-    for (script, line) in cases {
-        for (what, fusion, backend) in configs {
-            let source = SourceFile::new("big.dml", script);
-            let config = EngineConfig {
-                fusion,
-                backend,
-                ..EngineConfig::default()
-            };
-            let err = Engine::new(config)
-                .run(&source, &ScriptArgs::default(), &mut Vec::new())
-                .expect_err(script);
-            let rendered = err.render(&source);
-            assert!(
-                rendered.contains(&format!("big.dml:{line}:"))
-                    && rendered.contains("cannot allocate"),
-                "{what}: {script}\n{rendered}"
-            );
-        }
-    }
 }
 
 #[test]
@@ -363,11 +313,7 @@ fn cell_plans_over_a_transposed_vector_agree_on_both_backends() {
                   A = t(x * 3) * r\n\
                   print(sum(A) + nrow(A) + 1000 * ncol(A))\n";
     let unfused = run_unfused(script);
-    let mut backends = vec![FusionBackend::Reference];
-    if cfg!(feature = "llvm") {
-        backends.push(FusionBackend::Native);
-    }
-    for backend in backends {
+    for backend in fusion_backends() {
         for policy in [
             FusionPolicy::Gen,
             FusionPolicy::FuseAll,
@@ -486,11 +432,7 @@ fn fused_execution_matches_unfused_and_reports_operators() {
     };
     let (unfused, none) = run(None, FusionBackend::Reference);
     assert_eq!(none.stats.fused_operators_executed, 0);
-    let mut backends = vec![FusionBackend::Reference];
-    if cfg!(feature = "llvm") {
-        backends.push(FusionBackend::Native);
-    }
-    for backend in backends {
+    for backend in fusion_backends() {
         for policy in [
             FusionPolicy::Gen,
             FusionPolicy::FuseAll,
@@ -713,10 +655,11 @@ print(sum((X != 0) * (U %*% t(V))))
     );
 }
 
-/// An output larger than the machine's memory (an 8 TB outer product) is a resource error
-/// that names the script line, fused and unfused, not an allocation abort: unfused, the
-/// product `U %*% t(V)`; fused, an Outer operator visiting every cell (U has negative values,
-/// so the log may be NaN at zeros of X) into a dense cell-wise output.
+/// An output larger than the machine's memory (an 8 TB outer product, and below every other
+/// kind of output a script sizes) is a resource error that names the script line, fused and
+/// unfused, not an allocation abort: unfused, the product `U %*% t(V)`; fused, an Outer
+/// operator visiting every cell (U has negative values, so the log may be NaN at zeros of X)
+/// into a dense cell-wise output.
 #[test]
 fn outputs_larger_than_memory_are_resource_errors() {
     let script = "X = rand(rows=1000000, cols=1000000, sparsity=0.0000001, seed=1)
@@ -754,6 +697,61 @@ print(as.scalar(R[1, 1]))
         );
         assert!(text.contains("cannot allocate"), "{fusion:?}: {text}");
         assert!(text.contains("huge.dml:4"), "{fusion:?}: {text}");
+    }
+    // Every other kind of output a script sizes, each failing at its line: a filled matrix, a
+    // sparse input made dense by a scalar, a unary operator or a comparison, `cumsum`, `seq`,
+    // a reshape into one huge row (whose fused operator densifies a row block of it), `cbind`
+    // and `ifelse`, unfused and fused on both backends.
+    let s = "S = rand(rows=1000000, cols=1000000, sparsity=0.000001, seed=1)\n";
+    let cases = [
+        (
+            "x = 1\nX = matrix(1, rows=100000, cols=1000000)\nprint(sum(X))\n",
+            2,
+        ),
+        (&format!("{s}Z = S + 1\nprint(sum(Z))\n"), 2),
+        (&format!("{s}Z = exp(S)\nprint(sum(Z))\n"), 2),
+        (&format!("{s}Z = (S == 0)\nprint(sum(Z))\n"), 2),
+        (&format!("{s}Z = cumsum(S)\nprint(sum(Z))\n"), 2),
+        ("x = 1\nz = seq(1, 1e12)\nprint(sum(z))\n", 2),
+        (
+            &format!("{s}Z = matrix(S, rows=1, cols=1000000000000)\nprint(sum(Z + 1))\n"),
+            3,
+        ),
+        (
+            &format!(
+                "{s}c = rand(rows=1000000, cols=1, seed=2)\nZ = cbind(c, S) + 1\nprint(sum(Z))\n"
+            ),
+            3,
+        ),
+        (&format!("{s}Z = ifelse(S > 0, 1, 2)\nprint(sum(Z))\n"), 2),
+    ];
+    let configs = [
+        ("unfused", None, FusionBackend::Native),
+        ("gen", Some(FusionPolicy::Gen), FusionBackend::Native),
+        (
+            "gen reference",
+            Some(FusionPolicy::Gen),
+            FusionBackend::Reference,
+        ),
+    ];
+    for (script, line) in cases {
+        for (what, fusion, backend) in configs {
+            let source = SourceFile::new("big.dml", script);
+            let config = EngineConfig {
+                fusion,
+                backend,
+                ..EngineConfig::default()
+            };
+            let err = Engine::new(config)
+                .run(&source, &ScriptArgs::default(), &mut Vec::new())
+                .expect_err(script);
+            let rendered = err.render(&source);
+            assert!(
+                rendered.contains(&format!("big.dml:{line}:"))
+                    && rendered.contains("cannot allocate"),
+                "{what}: {script}\n{rendered}"
+            );
+        }
     }
 }
 
@@ -981,10 +979,7 @@ fn check_fused_outer_against_unfused(statements: &str, must_fuse: bool) {
     );
     let script = script.as_str();
     let unfused = run_unfused(script);
-    let mut backends = vec![FusionBackend::Reference];
-    if cfg!(feature = "llvm") {
-        backends.push(FusionBackend::Native);
-    }
+    let backends = fusion_backends();
     let policies = [
         FusionPolicy::Gen,
         FusionPolicy::FuseAll,

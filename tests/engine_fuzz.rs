@@ -288,27 +288,57 @@ proptest! {
         stmts in proptest::collection::vec(shaped_statement(), 2..5)
     ) {
         let text = format!("{SHAPED_PRELUDE}{}\n", stmts.join("\n"));
-        let source = SourceFile::new("shaped.dml", text);
-        let unfused = run_with(EngineConfig { fusion: None, ..EngineConfig::default() }, &source);
-        prop_assert!(unfused.is_ok(), "unfused failed:\n{}\n{}", unfused.unwrap_err(), source.text);
-        let unfused = unfused.unwrap();
-        for policy in [FusionPolicy::Gen, FusionPolicy::FuseAll, FusionPolicy::FuseNoRedundancy] {
-            for backend in FUSION_BACKENDS {
-                let fused = run_with(
-                    EngineConfig { fusion: Some(policy), backend, ..EngineConfig::default() },
-                    &source,
-                );
-                match fused {
-                    Ok(f) => prop_assert!(
-                        same_output(&unfused, &f),
-                        "{policy:?} on {backend:?}:\n{}\n--- unfused ---\n{unfused}\n--- fused ---\n{f}",
-                        source.text
-                    ),
-                    Err(e) => prop_assert!(false, "{policy:?} on {backend:?} failed:\n{e}\n{}", source.text),
-                }
-            }
+        check_fused_prints_unfused(&SourceFile::new("shaped.dml", text), Vec::new())?;
+    }
+}
+
+/// Runs `source` unfused, which must succeed, then under every fusion policy on each backend
+/// and under the `extra` configurations (named): each must run and print what it printed
+/// unfused.
+fn check_fused_prints_unfused(
+    source: &SourceFile,
+    extra: Vec<(String, EngineConfig)>,
+) -> Result<(), TestCaseError> {
+    let unfused = run_with(
+        EngineConfig {
+            fusion: None,
+            ..EngineConfig::default()
+        },
+        source,
+    );
+    prop_assert!(
+        unfused.is_ok(),
+        "unfused failed:\n{}\n{}",
+        unfused.unwrap_err(),
+        source.text
+    );
+    let unfused = unfused.unwrap();
+    let mut configs = Vec::new();
+    for policy in [
+        FusionPolicy::Gen,
+        FusionPolicy::FuseAll,
+        FusionPolicy::FuseNoRedundancy,
+    ] {
+        for backend in FUSION_BACKENDS {
+            let config = EngineConfig {
+                fusion: Some(policy),
+                backend,
+                ..EngineConfig::default()
+            };
+            configs.push((format!("{policy:?} on {backend:?}"), config));
         }
     }
+    for (what, config) in configs.into_iter().chain(extra) {
+        match run_with(config, source) {
+            Ok(f) => prop_assert!(
+                same_output(&unfused, &f),
+                "{what}:\n{}\n--- unfused ---\n{unfused}\n--- fused ---\n{f}",
+                source.text
+            ),
+            Err(e) => prop_assert!(false, "{what} failed:\n{e}\n{}", source.text),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(feature = "llvm")]
@@ -419,44 +449,15 @@ proptest! {
         stmts in proptest::collection::vec(structured_statement(false), 2..6)
     ) {
         let text = format!("{}{}\n", structured_prelude(m, n, sparsity), stmts.join("\n"));
-        let source = SourceFile::new("structured.dml", text);
-        let unfused = run_with(EngineConfig { fusion: None, ..EngineConfig::default() }, &source);
-        prop_assert!(unfused.is_ok(), "unfused failed:\n{}\n{}", unfused.unwrap_err(), source.text);
-        let unfused = unfused.unwrap();
-        for policy in [FusionPolicy::Gen, FusionPolicy::FuseAll, FusionPolicy::FuseNoRedundancy] {
-            for backend in FUSION_BACKENDS {
-                let fused = run_with(
-                    EngineConfig { fusion: Some(policy), backend, ..EngineConfig::default() },
-                    &source,
-                );
-                match fused {
-                    Ok(f) => prop_assert!(
-                        same_output(&unfused, &f),
-                        "{policy:?} on {backend:?}:\n{}\n--- unfused ---\n{unfused}\n--- fused ---\n{f}",
-                        source.text
-                    ),
-                    Err(e) => prop_assert!(false, "{policy:?} on {backend:?} failed:\n{e}\n{}", source.text),
-                }
-            }
-        }
-        // Native operators through an operator cache directory shared by all cases, so that
-        // later cases load what earlier ones compiled.
+        // Native operators also through an operator cache directory, one for every case and
+        // every run of this test, so that they load what earlier ones kept (entries are
+        // renamed into place: concurrent runs are safe).
+        let mut extra = Vec::new();
         if cfg!(feature = "llvm") {
-            // One directory for every run of this test, so that runs load what earlier ones
-            // kept (entries are renamed into place: concurrent runs are safe).
             let dir = std::env::temp_dir().join("lafuse-fuzz-operator-cache");
-            let fused = run_with(
-                EngineConfig { operator_cache_dir: Some(dir), ..EngineConfig::default() },
-                &source,
-            );
-            match fused {
-                Ok(f) => prop_assert!(
-                    same_output(&unfused, &f),
-                    "gen through a cache directory:\n{}\n--- unfused ---\n{unfused}\n--- fused ---\n{f}",
-                    source.text
-                ),
-                Err(e) => prop_assert!(false, "gen through a cache directory failed:\n{e}\n{}", source.text),
-            }
+            let config = EngineConfig { operator_cache_dir: Some(dir), ..EngineConfig::default() };
+            extra.push(("gen through a cache directory".to_string(), config));
         }
+        check_fused_prints_unfused(&SourceFile::new("structured.dml", text), extra)?;
     }
 }

@@ -101,7 +101,9 @@ impl<'a> Prepared<'a> {
     /// `densify_main`, and of every streamed input) plus `scratch` values of its own. Tasks
     /// allocate them inside parallel closures, which cannot report an error; a row of a
     /// matrix with 1e12 columns must fail here, as a resource error, not abort the process.
-    /// The probe reserves without touching (no page is faulted in) and frees at once.
+    /// The probe reserves without touching (no page is faulted in) and frees at once; it runs
+    /// only for buffers of [`PROBED_BYTES`] or more, so an ordinary call (a block is a few
+    /// hundred KB) pays no allocation for it.
     pub(crate) fn check_task_buffers(
         &self,
         n: usize,
@@ -116,6 +118,7 @@ impl<'a> Prepared<'a> {
             .checked_mul(block_cols)
             .and_then(|c| c.checked_add(scratch));
         match per_task.and_then(|c| c.checked_mul(tasks.max(1))) {
+            Some(cells) if cells.saturating_mul(8) < PROBED_BYTES => Ok(()),
             Some(cells) => output_unzeroed(cells).map(drop),
             None => Err(crate::SkeletonError::OutOfMemory(format!(
                 "the row buffers of a {n}-column input overflow the address space"
@@ -176,6 +179,10 @@ impl<'a> Prepared<'a> {
 
 /// What [`Prepared::for_blocks`] runs per block: `(views, first row, end row)` to a count.
 pub(crate) type BlockFn<'f> = dyn FnMut(Option<&[DenseView]>, usize, usize) -> u64 + 'f;
+
+/// Task buffers from this size on are probed before the tasks run
+/// ([`Prepared::check_task_buffers`]); smaller ones are allocated like any other buffer.
+const PROBED_BYTES: usize = 256 << 20;
 
 /// Rows per block when a task densifies rows (of a sparse main input or of streamed side
 /// inputs) with `n` columns: a block stays cache-sized.

@@ -2,8 +2,8 @@
 //! math of `math`, the block primitives of `row`): operators declare them and their JITs map
 //! the declarations by name ([`Library::address`]), so no operator pays their machine code.
 
-use super::store::{ObjectStore, StoredObject};
-use super::{llvm, orc, CodegenError, Machine};
+use super::store::{self, ObjectStore};
+use super::{llvm, CodegenError, Machine};
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::FunctionType;
@@ -19,91 +19,49 @@ pub(crate) struct Library {
 impl Library {
     /// The library in `cell`, built by [`Library::build`] on first use (a failure is kept, so
     /// it is not retried).
-    /// With a `store`, a build goes through it as an operator's does (see `store.rs`).
     pub(crate) fn get(
         cell: &'static OnceLock<Result<Library, CodegenError>>,
         name: &str,
         define: impl FnOnce(&'static Context, &Module<'static>) -> Result<Vec<String>, CodegenError>,
         store: Option<&ObjectStore>,
     ) -> Result<&'static Library, CodegenError> {
-        cell.get_or_init(|| match store {
-            None => Library::build(name, define),
-            Some(store) => Library::build_through(name, define, store),
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-    }
-
-    /// [`Library::build`] through `store`: loaded where an earlier process kept the same
-    /// module, else compiled to object code and kept.
-    fn build_through(
-        name: &str,
-        define: impl FnOnce(&'static Context, &Module<'static>) -> Result<Vec<String>, CodegenError>,
-        store: &ObjectStore,
-    ) -> Result<Library, CodegenError> {
-        let fingerprint = llvm::codegen_fingerprint();
-        let made = llvm::object_module(
-            name,
-            |_ctx, module, tm| {
-                let names = define(_ctx, module)?;
-                llvm::verify(module, &format!("library {name} fails verification"))?;
-                let key = module.print_to_string().to_string();
-                if let Some(found) = store.load(fingerprint, &key) {
-                    return Ok(((names, key, found.ir, true), Some(found.object)));
-                }
-                llvm::optimize(module, tm)?;
-                let ir = module.print_to_string().to_string();
-                Ok(((names, key, ir, false), None))
-            },
-            |_| None,
-        )?;
-        let (names, key, ir, loaded) = made.built;
-        let jit = orc::ObjectJit::load(&made.object, &made.symbols)?;
-        let functions = names
-            .into_iter()
-            .map(|n| {
-                let a = jit.function(&n)?;
-                Ok((n, a))
-            })
-            .collect::<Result<Vec<_>, CodegenError>>()?;
-        if !loaded {
-            let entry = StoredObject {
-                ir: ir.clone(),
-                object: made.object,
-            };
-            store.save(fingerprint, &key, &entry);
-        }
-        Ok(Library {
-            _machine: Machine::Object(jit, ir),
-            functions,
-        })
+        cell.get_or_init(|| Library::build(name, define, store))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// Builds module `name`: `define` emits its functions (each with [`declare`]) and returns
-    /// their names; the module is verified, optimized for the host and JIT-compiled.
+    /// their names; the module is verified, optimized for the host and JIT-compiled, or with a
+    /// `store` compiled through it as an operator is ([`store::compile_through`]).
     fn build(
         name: &str,
         define: impl FnOnce(&'static Context, &Module<'static>) -> Result<Vec<String>, CodegenError>,
+        store: Option<&ObjectStore>,
     ) -> Result<Library, CodegenError> {
-        let (jit, names) = llvm::jit_module(
-            name,
-            |ctx, module, tm| {
-                let names = define(ctx, module)?;
-                llvm::verify(module, &format!("library {name} fails verification"))?;
-                llvm::optimize(module, tm)?;
-                Ok(names)
-            },
-            |_| None,
-        )?;
+        let prepare = |ctx, module: &Module<'static>| {
+            let names = define(ctx, module)?;
+            llvm::verify(module, &format!("library {name} fails verification"))?;
+            Ok(names)
+        };
+        let (machine, names) = match store {
+            None => {
+                let (jit, names) = llvm::jit_module(name, prepare, llvm::optimize, |_| None)?;
+                (Machine::Engine(jit), names)
+            }
+            Some(store) => {
+                let made = store::compile_through(store, name, prepare, llvm::optimize, |_| None)?;
+                (made.machine, made.built)
+            }
+        };
         let functions = names
             .into_iter()
             .map(|n| {
-                let a = jit.function(&n)?;
+                let a = machine.function(&n)?;
                 Ok((n, a))
             })
             .collect::<Result<Vec<_>, CodegenError>>()?;
         Ok(Library {
-            _machine: Machine::Engine(jit),
+            _machine: machine,
             functions,
         })
     }

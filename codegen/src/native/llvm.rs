@@ -113,19 +113,23 @@ unsafe fn free_context(ctx: &'static Context) {
     drop(Box::from_raw(ctx as *const Context as *mut Context));
 }
 
-/// Creates a context and module `name` for the host, lets `build` fill the module (with the
-/// host's target machine, for optimization), and JIT-compiles it, mapping the functions it
-/// declares with `helpers` (see [`Jit::new`]). When `build` fails, the context is freed.
+/// Creates a context and module `name` for the host, lets `prepare` fill (and verify) the
+/// module and `optimize` optimize it for the host's target machine, and JIT-compiles it,
+/// mapping the functions it declares with `helpers` (see [`Jit::new`]). When either fails,
+/// the context is freed. (`store::compile_through` takes the same two steps.)
 pub(crate) fn jit_module<R>(
     name: &str,
-    build: impl FnOnce(&'static Context, &Module<'static>, &TargetMachine) -> Result<R, CodegenError>,
+    prepare: impl FnOnce(&'static Context, &Module<'static>) -> Result<R, CodegenError>,
+    optimize: impl FnOnce(&Module<'static>, &TargetMachine) -> Result<(), CodegenError>,
     helpers: impl Fn(&str) -> Option<usize>,
 ) -> Result<(Jit, R), CodegenError> {
     let ctx = new_context();
     let module = ctx.create_module(name);
     let built = with_host_machine(|tm| {
         setup_module(&module, tm);
-        build(ctx, &module, tm)
+        let r = prepare(ctx, &module)?;
+        optimize(&module, tm)?;
+        Ok(r)
     });
     match built {
         Ok(r) => Ok((Jit::new(ctx, module, helpers)?, r)),

@@ -177,12 +177,11 @@ fn transposed_frame(plan: &CPlan, roots: &[CNodeId]) -> Result<bool, CodegenErro
 }
 
 /// How each input is read, from the nodes reachable from `roots` (inside transposes the
-/// vector reads flip, and all of them when the roots run in the transposed frame, see
+/// vector reads flip, and all of them when the roots run in the transposed `frame`, see
 /// [`transposed_frame`]); conflicting reads of one input are unsupported.
-fn input_uses(plan: &CPlan, roots: &[CNodeId]) -> Result<Vec<InputUse>, CodegenError> {
+fn input_uses(plan: &CPlan, roots: &[CNodeId], frame: bool) -> Result<Vec<InputUse>, CodegenError> {
     let mut uses = vec![InputUse::Unused; plan.inputs.len()];
     let mut seen = std::collections::HashSet::new();
-    let frame = transposed_frame(plan, roots)?;
     let mut stack: Vec<(CNodeId, bool)> = roots.iter().map(|&r| (r, frame)).collect();
     let mut set = |k: usize, u: InputUse| -> Result<(), CodegenError> {
         let slot = uses
@@ -321,86 +320,74 @@ fn helper_address(name: &str) -> Option<usize> {
         .or_else(|| row::library_address(name))
 }
 
+/// Phase times of one compilation, taken lap by lap; shared (interior mutability) by the
+/// emission and optimization steps, which run as separate callbacks.
+struct Laps {
+    phases: std::cell::RefCell<CompilePhases>,
+    lap: std::cell::Cell<Instant>,
+}
+
+impl Laps {
+    fn new() -> Laps {
+        Laps {
+            phases: Default::default(),
+            lap: std::cell::Cell::new(Instant::now()),
+        }
+    }
+
+    /// Adds the time since the last lap to the phase `slot` picks.
+    fn tick(&self, slot: fn(&mut CompilePhases) -> &mut Duration) {
+        let now = Instant::now();
+        *slot(&mut self.phases.borrow_mut()) += now - self.lap.replace(now);
+    }
+}
+
 /// Emits `entry` of `plan` into a fresh module, verifies, optimizes and JIT-compiles it; with
-/// a `store`, looks the verified module up there first and loads its object code on a hit, or
-/// compiles to object code and keeps it there on a miss.
+/// a `store`, compiles it through the store instead ([`store::compile_through`]: loaded where
+/// an earlier process kept the same verified module, else compiled to object code and kept).
 /// `phases.machine_code` is left to the caller (it is paid by the first address lookup).
 fn build(plan: &CPlan, entry: Entry, store: Option<&ObjectStore>) -> Result<Built, CodegenError> {
-    let mut phases = CompilePhases::default();
-    let mut lap = Instant::now();
-    let mut tick = |slot: &mut Duration| {
-        let now = Instant::now();
-        *slot += now - lap;
-        lap = now;
+    let laps = Laps::new();
+    let prepare = |ctx, module: &inkwell::module::Module<'static>| {
+        let k = emit(ctx, module, plan, entry)?;
+        laps.tick(|p| &mut p.emit);
+        llvm::verify(module, "generated module fails verification")?;
+        laps.tick(|p| &mut p.verify);
+        Ok(k)
     };
-    let Some(store) = store else {
-        let (jit, pending) = llvm::jit_module(
-            "lafuse_op",
-            |ctx, module, tm| {
-                let k = emit(ctx, module, plan, entry)?;
-                tick(&mut phases.emit);
-                llvm::verify(module, "generated module fails verification")?;
-                tick(&mut phases.verify);
-                llvm::optimize(module, tm)?;
-                tick(&mut phases.optimize);
-                llvm::verify(module, "optimized module fails verification")?;
-                tick(&mut phases.verify);
-                Ok(k)
-            },
-            helper_address,
-        )?;
-        tick(&mut phases.jit);
-        return Ok(Built {
-            machine: Machine::Engine(jit),
-            pending,
-            phases,
-            loaded: false,
-        });
+    let optimize = |module: &inkwell::module::Module<'static>, tm: &_| {
+        llvm::optimize(module, tm)?;
+        laps.tick(|p| &mut p.optimize);
+        llvm::verify(module, "optimized module fails verification")?;
+        laps.tick(|p| &mut p.verify);
+        Ok(())
     };
-    let fingerprint = llvm::codegen_fingerprint();
-    let made = llvm::object_module(
-        "lafuse_op",
-        |ctx, module, tm| {
-            let k = emit(ctx, module, plan, entry)?;
-            tick(&mut phases.emit);
-            llvm::verify(module, "generated module fails verification")?;
-            tick(&mut phases.verify);
-            let key = module.print_to_string().to_string();
-            if let Some(found) = store.load(fingerprint, &key) {
-                return Ok(((k, key, found.ir, true), Some(found.object)));
+    let (machine, pending, loaded) = match store {
+        None => {
+            let (jit, pending) = llvm::jit_module("lafuse_op", prepare, optimize, helper_address)?;
+            laps.tick(|p| &mut p.jit);
+            (Machine::Engine(jit), pending, false)
+        }
+        Some(store) => {
+            let made =
+                store::compile_through(store, "lafuse_op", prepare, optimize, helper_address)?;
+            // Until the load: the object's code generation on a miss, reading the entry on
+            // a hit.
+            let rest = laps.lap.get().elapsed().saturating_sub(made.load);
+            let mut phases = laps.phases.borrow_mut();
+            phases.jit += made.load;
+            if made.loaded {
+                phases.jit += rest;
+            } else {
+                phases.machine_code += rest;
             }
-            llvm::optimize(module, tm)?;
-            tick(&mut phases.optimize);
-            llvm::verify(module, "optimized module fails verification")?;
-            tick(&mut phases.verify);
-            let ir = module.print_to_string().to_string();
-            Ok(((k, key, ir, false), None))
-        },
-        helper_address,
-    )?;
-    let (pending, key, ir, loaded) = made.built;
-    // The object's code generation on a miss; reading the store's entry on a hit.
-    if loaded {
-        tick(&mut phases.jit);
-    } else {
-        tick(&mut phases.machine_code);
-    }
-    let jit = orc::ObjectJit::load(&made.object, &made.symbols)?;
-    tick(&mut phases.jit);
-    if !loaded {
-        store.save(
-            fingerprint,
-            &key,
-            &store::StoredObject {
-                ir: ir.clone(),
-                object: made.object,
-            },
-        );
-    }
+            (made.machine, made.built, made.loaded)
+        }
+    };
     Ok(Built {
-        machine: Machine::Object(jit, ir),
+        machine,
         pending,
-        phases,
+        phases: laps.phases.into_inner(),
         loaded,
     })
 }
@@ -705,7 +692,7 @@ fn emit<'c>(
                     "cell type {kind:?} with aggregation {agg:?}"
                 )));
             }
-            let uses = input_uses(plan, &plan.outputs[..1])?;
+            let uses = input_uses(plan, &plan.outputs[..1], transposed)?;
             let used = used_mask(&uses);
             let like = CellLike {
                 outs: vec![(plan.outputs[0], agg)],
@@ -727,7 +714,8 @@ fn emit<'c>(
                     "one aggregate per output expected".into(),
                 ));
             }
-            let uses = input_uses(plan, &plan.outputs)?;
+            let transposed = transposed_frame(plan, &plan.outputs)?;
+            let uses = input_uses(plan, &plan.outputs, transposed)?;
             let used = used_mask(&uses);
             let aggs: Vec<AggKind> = aggs.iter().map(|&a| agg_kind(a)).collect();
             let like = CellLike {
@@ -738,7 +726,7 @@ fn emit<'c>(
                     .zip(aggs.iter().map(|&a| Some(a)))
                     .collect(),
                 kind: CellKind::FullAgg,
-                transposed: transposed_frame(plan, &plan.outputs)?,
+                transposed,
             };
             emit_cell_like_entry(
                 ctx,
@@ -785,7 +773,7 @@ fn emit<'c>(
                     ))
                 }
             };
-            let mut uses = input_uses(plan, &[g])?;
+            let mut uses = input_uses(plan, &[g], transposed_frame(plan, &[g])?)?;
             if let Some(wk) = w {
                 let u = if kind == OuterKind::Right {
                     InputUse::FinalW

@@ -8,8 +8,16 @@
 //! to a temporary file and renamed into place, so concurrent processes never read a partial
 //! one. A store that cannot be read or written only costs compilations.
 
+use super::orc::ObjectJit;
+use super::{llvm, CodegenError, Machine};
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::targets::TargetMachine;
+use lafuse_compiler::hops::json::Fnv64;
+use std::hash::Hasher;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// First bytes of an entry file.
 const MAGIC: &[u8] = b"lafuse object store entry 1\n";
@@ -22,23 +30,62 @@ pub(crate) struct StoredObject {
     pub object: Vec<u8>,
 }
 
+/// What [`compile_through`] made.
+pub(crate) struct Through<R> {
+    pub machine: Machine,
+    /// What `prepare` returned.
+    pub built: R,
+    /// The machine code came from the store.
+    pub loaded: bool,
+    /// Time of linking the object into the process (part of the call's time).
+    pub load: Duration,
+}
+
+/// Compiles module `name` through `store`: `prepare` emits and verifies it (its text is then
+/// the key); where the store holds that key, its object code is loaded, else `optimize` runs,
+/// the module is compiled to object code, loaded and kept. Operators and the process-wide
+/// libraries both compile through here.
+pub(crate) fn compile_through<R>(
+    store: &ObjectStore,
+    name: &str,
+    prepare: impl FnOnce(&'static Context, &Module<'static>) -> Result<R, CodegenError>,
+    optimize: impl FnOnce(&Module<'static>, &TargetMachine) -> Result<(), CodegenError>,
+    helpers: impl Fn(&str) -> Option<usize>,
+) -> Result<Through<R>, CodegenError> {
+    let fingerprint = llvm::codegen_fingerprint();
+    let made = llvm::object_module(
+        name,
+        |ctx, module, tm| {
+            let built = prepare(ctx, module)?;
+            let key = module.print_to_string().to_string();
+            if let Some(found) = store.load(fingerprint, &key) {
+                return Ok(((built, key, found.ir, true), Some(found.object)));
+            }
+            optimize(module, tm)?;
+            let ir = module.print_to_string().to_string();
+            Ok(((built, key, ir, false), None))
+        },
+        helpers,
+    )?;
+    let (built, key, ir, loaded) = made.built;
+    let start = Instant::now();
+    let jit = ObjectJit::load(&made.object, &made.symbols)?;
+    let load = start.elapsed();
+    if !loaded {
+        store.save(fingerprint, &key, &ir, &made.object);
+    }
+    Ok(Through {
+        machine: Machine::Object(jit, ir),
+        built,
+        loaded,
+        load,
+    })
+}
+
 /// A directory of compiled operators.
 #[derive(Debug)]
 pub struct ObjectStore {
     dir: PathBuf,
-}
-
-fn fnv1a(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for p in parts {
-        for &b in *p {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        h ^= 0xff;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }
 
 fn put(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -64,7 +111,11 @@ impl ObjectStore {
     }
 
     fn path(&self, fingerprint: &str, key: &str) -> PathBuf {
-        let h = fnv1a(&[fingerprint.as_bytes(), key.as_bytes()]);
+        let mut h = Fnv64::new();
+        h.write(fingerprint.as_bytes());
+        h.write_u8(0xff); // not UTF-8: the parts cannot run into each other
+        h.write(key.as_bytes());
+        let h = h.finish();
         self.dir.join(format!("{h:016x}.lfo"))
     }
 
@@ -81,17 +132,17 @@ impl ObjectStore {
         data.is_empty().then_some(StoredObject { ir, object })
     }
 
-    /// Keeps `entry` for `key` under `fingerprint` (best effort: a failure to write is
-    /// ignored, the next run compiles again).
-    pub(crate) fn save(&self, fingerprint: &str, key: &str, entry: &StoredObject) {
+    /// Keeps the entry `ir`, `object` for `key` under `fingerprint` (best effort: a failure
+    /// to write is ignored, the next run compiles again).
+    pub(crate) fn save(&self, fingerprint: &str, key: &str, ir: &str, object: &[u8]) {
         let mut out = Vec::with_capacity(
-            MAGIC.len() + 32 + fingerprint.len() + key.len() + entry.ir.len() + entry.object.len(),
+            MAGIC.len() + 32 + fingerprint.len() + key.len() + ir.len() + object.len(),
         );
         out.extend_from_slice(MAGIC);
         put(&mut out, fingerprint.as_bytes());
         put(&mut out, key.as_bytes());
-        put(&mut out, entry.ir.as_bytes());
-        put(&mut out, &entry.object);
+        put(&mut out, ir.as_bytes());
+        put(&mut out, object);
         let path = self.path(fingerprint, key);
         let tmp = path.with_extension(format!(
             "tmp{}.{:?}",
@@ -120,7 +171,7 @@ mod tests {
             object: vec![0x7f, b'E', b'L', b'F', 0, 1, 2],
         };
         assert!(store.load("fp", "module").is_none());
-        store.save("fp", "module", &entry);
+        store.save("fp", "module", &entry.ir, &entry.object);
         let got = store.load("fp", "module").unwrap();
         assert_eq!(
             (got.ir.as_str(), got.object.as_slice()),

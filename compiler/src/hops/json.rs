@@ -102,12 +102,19 @@ fn hash_hop(hop: &Hop, position: &[u32], h: &mut Fnv64) {
 }
 
 /// FNV-1a, 64 bit: tiny, fixed, and the same on every platform (std's SipHash keys and
-/// `Hash` impls are not a stable format).
-struct Fnv64(u64);
+/// `Hash` impls are not a stable format). The one stable hash of the project: DAG and CPlan
+/// structural hashes, the object store's file names.
+pub struct Fnv64(u64);
 
 impl Fnv64 {
-    fn new() -> Fnv64 {
+    pub fn new() -> Fnv64 {
         Fnv64(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Default for Fnv64 {
+    fn default() -> Fnv64 {
+        Fnv64::new()
     }
 }
 

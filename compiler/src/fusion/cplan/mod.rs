@@ -448,13 +448,10 @@ impl CPlan {
     /// The stable structural hash: FNV-1a over the canonical JSON form. Independent of hop
     /// ids and variable names (inputs are positional), so it is the operator-cache key.
     pub fn structural_hash(&self) -> u64 {
-        let text = serde_json::to_string(self).unwrap_or_default();
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in text.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        h
+        use std::hash::Hasher;
+        let mut h = crate::hops::json::Fnv64::new();
+        h.write(serde_json::to_string(self).unwrap_or_default().as_bytes());
+        h.finish()
     }
 
     /// The number of operation nodes (everything but data and literals).
