@@ -12,6 +12,7 @@ use lafuse_compiler::hops::{
     self, AggOp, BinaryOp, CastOp, CumulativeOp, DataGenOp, HopDag, HopId, Literal, MetaOp, NaryOp,
     OpKind, ReorgOp, TernaryOp, UnaryOp,
 };
+use lafuse_compiler::stack::with_stack;
 use lafuse_compiler::CompileError;
 use lafuse_runtime::exec::{FusedOutput, Instruction, Op, Reg, SymbolTable};
 use lafuse_runtime::ops as rt;
@@ -182,6 +183,10 @@ pub(crate) fn compile_value(
 
 /// The variables a statement reads (a left-indexing target is read too).
 fn stmt_reads<'a>(stmt: &'a ast::Stmt, out: &mut Vec<&'a str>) {
+    with_stack(|| stmt_reads_step(stmt, out))
+}
+
+fn stmt_reads_step<'a>(stmt: &'a ast::Stmt, out: &mut Vec<&'a str>) {
     use ast::StmtKind;
     let range = |r: &'a Option<ast::IndexRange>, out: &mut Vec<&'a str>| {
         if let Some(r) = r {
@@ -239,6 +244,10 @@ fn stmt_reads<'a>(stmt: &'a ast::Stmt, out: &mut Vec<&'a str>) {
 
 /// The variables an expression reads.
 fn expr_reads<'a>(expr: &'a ast::Expr, out: &mut Vec<&'a str>) {
+    with_stack(|| expr_reads_step(expr, out))
+}
+
+fn expr_reads_step<'a>(expr: &'a ast::Expr, out: &mut Vec<&'a str>) {
     use ast::ExprKind;
     match &expr.kind {
         ExprKind::Var(name) => out.push(name),

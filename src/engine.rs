@@ -12,6 +12,7 @@ use lafuse_compiler::ast::{self, ValueType};
 use lafuse_compiler::builtins::{self, BoundValue};
 use lafuse_compiler::program::{BasicBlock, Block, CallBlock, Program};
 use lafuse_compiler::span::Span;
+use lafuse_compiler::stack::with_stack;
 use lafuse_runtime::exec::{self, ExecContext, OpStats, SymbolTable};
 use lafuse_runtime::value::{ScalarType, Value};
 use lafuse_runtime::RuntimeError;
@@ -136,6 +137,10 @@ impl<'p, 'o> Interpreter<'p, 'o> {
     }
 
     fn exec_block(&mut self, block: &'p Block, vars: &mut SymbolTable) -> Result<(), Error> {
+        with_stack(|| self.exec_block_step(block, vars))
+    }
+
+    fn exec_block_step(&mut self, block: &'p Block, vars: &mut SymbolTable) -> Result<(), Error> {
         match block {
             Block::Basic(basic) => self.exec_basic(basic, vars),
             Block::If {

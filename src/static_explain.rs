@@ -13,6 +13,7 @@ use lafuse_compiler::builtins::{self, BoundValue};
 use lafuse_compiler::hops::{self, BlockInputs, HopDag, InputMeta, OpKind, ValueType};
 use lafuse_compiler::program::{Block, CallBlock, Program};
 use lafuse_compiler::span::Span;
+use lafuse_compiler::stack::with_stack;
 
 /// Functions nested deeper than this are not followed (their results become unknown).
 const MAX_STATIC_DEPTH: usize = 16;
@@ -65,6 +66,10 @@ impl<'p> Walker<'p> {
     }
 
     fn block(&mut self, block: &'p Block, vars: &mut BlockInputs) -> Result<(), Error> {
+        with_stack(|| self.block_step(block, vars))
+    }
+
+    fn block_step(&mut self, block: &'p Block, vars: &mut BlockInputs) -> Result<(), Error> {
         match block {
             Block::Basic(basic) => {
                 let dag = hops::build_block_dag(&basic.stmts, vars, self.args.compiler_args())?;

@@ -1010,3 +1010,70 @@ fn check_fused_outer_against_unfused(statements: &str, must_fuse: bool) {
         );
     }
 }
+
+#[test]
+fn deep_scripts_run_on_a_small_stack_and_match_unfused_execution() {
+    // On a 512 KiB thread, like an embedder's: every pass that recurses over a script's
+    // nesting or a block's dependency chains grows its stack as it goes (LLVM gets a segment
+    // of its own), so these neither overflow nor differ from unfused execution.
+    let n = 3000;
+    let scripts = [
+        (
+            "a chain of + terms",
+            format!(
+                "X = rand(rows=20, cols=7, seed=1)\ns = {}\nprint(sum(s))",
+                vec!["X"; n].join(" + ")
+            ),
+        ),
+        (
+            "nested parentheses",
+            format!(
+                "X = rand(rows=20, cols=7, seed=1)\ns = {}X{}\nprint(sum(s))",
+                "(".repeat(n),
+                " * 0.999 + 0.001)".repeat(n)
+            ),
+        ),
+        (
+            "nested ifs",
+            format!(
+                "X = rand(rows=20, cols=7, seed=1)\ns = X\n{}s = s + 1\n{}print(sum(s))",
+                "if (sum(X) > 0) {\n".repeat(n),
+                "}\n".repeat(n)
+            ),
+        ),
+        (
+            "one block of dependent statements",
+            format!(
+                "X = rand(rows=20, cols=7, seed=1)\ns = X\n{}print(sum(s))",
+                "s = abs(s - X) * 0.999\n".repeat(2 * n)
+            ),
+        ),
+        (
+            // A Row operator whose body is one long chain of element-wise operations.
+            "a row-wise chain",
+            format!(
+                "X = rand(rows=50, cols=7, seed=1)\nv = rand(rows=7, cols=1, seed=2)\n\
+                 q = X %*% v\n{}print(sum(t(X) %*% q))",
+                "q = q * 0.999 + 0.001\n".repeat(300)
+            ),
+        ),
+    ];
+    let small = std::thread::Builder::new().stack_size(512 << 10);
+    small
+        .spawn(move || {
+            for (what, script) in &scripts {
+                let unfused = run_unfused(script);
+                for backend in fusion_backends() {
+                    let config = EngineConfig {
+                        backend,
+                        ..EngineConfig::default()
+                    };
+                    let (fused, _) = run_with(config, script);
+                    assert_same_numbers(&fused, &unfused, &format!("{what} ({backend:?})"));
+                }
+            }
+        })
+        .expect("spawn")
+        .join()
+        .expect("no stack overflow");
+}

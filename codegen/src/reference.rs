@@ -23,6 +23,7 @@ use lafuse_compiler::fusion::cplan::{
 };
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
 use lafuse_compiler::hops::{AggOp, Literal, NaryOp, TernaryOp};
+use lafuse_compiler::stack::with_stack;
 use lafuse_runtime::kernels;
 use lafuse_runtime::ops::{self, java_max, java_min};
 use lafuse_runtime::Matrix;
@@ -219,6 +220,10 @@ impl<'p, 'a> Eval<'p, 'a> {
 
     /// The value of node `n` at cell `(i, j)`, recomputed from scratch.
     fn cell(&self, n: CNodeId, i: usize, j: usize) -> Result<f64> {
+        with_stack(|| self.cell_step(n, i, j))
+    }
+
+    fn cell_step(&self, n: CNodeId, i: usize, j: usize) -> Result<f64> {
         let nodes = &self.plan.nodes;
         Ok(match &nodes[n] {
             CNode::Data { input, access } => {

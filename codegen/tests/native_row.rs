@@ -354,6 +354,62 @@ fn cases() -> Vec<Case> {
     push(&mut n, CNode::OuterMultAdd { a: e, b: 3 });
     out.push(("col_agg_t dense left", RowType::ColAggT, n, n1));
 
+    // Chains of element-wise operations, computed inside one loop (inlined) except where a
+    // node is read twice (`shared`): over the row `X + Y` mixed with the length-one product
+    // `X %*% v` (broadcast), a row vector and the per-row scalar `c`, row-wise; and over the
+    // length-one product with scalars only, as the right side of `t(X) %*% (...)`.
+    let chain = |n: &mut Vec<CNode>, start: usize, len: usize, side: usize| {
+        let mut at = start;
+        for k in 0..len {
+            at = match k % 6 {
+                0 => push(n, bin(B::Mul, at, side)),
+                1 => push(n, bin(B::Add, at, 3)),
+                2 => push(n, CNode::Unary { f: U::Abs, x: at }),
+                3 => {
+                    let l = push(n, lit(0.5));
+                    push(
+                        n,
+                        CNode::Nary {
+                            f: NaryOp::Max,
+                            xs: vec![at, l],
+                        },
+                    )
+                }
+                4 => push(n, bin(B::Sub, at, 4)),
+                _ => push(n, bin(B::Div, at, 3)),
+            };
+        }
+        at
+    };
+    let mut n = base();
+    let xv = push(&mut n, CNode::VectMatMult { a: 0, b: 6 });
+    let xy = push(&mut n, bin(B::Add, 0, 1));
+    let mixed = push(&mut n, bin(B::Mul, xy, xv));
+    let shared = chain(&mut n, mixed, 7, 2);
+    let twice = push(&mut n, bin(B::Mul, shared, shared));
+    let end = chain(&mut n, twice, 40, 2);
+    let gt = push(&mut n, bin(B::Gt, end, 4));
+    push(
+        &mut n,
+        CNode::Ternary {
+            f: TernaryOp::IfElse,
+            a: gt,
+            b: end,
+            c: xy,
+        },
+    );
+    out.push(("no_agg inlined chains", RowType::NoAgg, n, mn));
+    let mut n = base();
+    let xv = push(&mut n, CNode::VectMatMult { a: 0, b: 6 });
+    let end = chain(&mut n, xv, 60, 3);
+    push(&mut n, CNode::OuterMultAdd { a: 0, b: end });
+    out.push((
+        "col_agg_t inlined length-one chain",
+        RowType::ColAggT,
+        n,
+        n1,
+    ));
+
     // t(X) %*% (W * (X %*% B)): n×3.
     let mut n = base();
     let xb = push(&mut n, CNode::VectMatMult { a: 0, b: 5 });

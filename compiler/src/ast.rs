@@ -5,6 +5,7 @@
 //! arguments, `$name` arguments and `ifdef` are); desugaring happens when blocks are built.
 
 use crate::span::Span;
+use crate::stack::with_stack;
 use serde::{Deserialize, Serialize};
 
 /// A whole script: top-level statements and function definitions, in source order.
@@ -52,6 +53,42 @@ pub struct FunctionDef {
 pub struct Stmt {
     pub kind: StmtKind,
     pub span: Span,
+}
+
+impl Stmt {
+    /// The statement's kind, taken out of it (a `Stmt` cannot be destructured: it implements
+    /// `Drop`).
+    pub fn into_kind(mut self) -> StmtKind {
+        std::mem::replace(
+            &mut self.kind,
+            StmtKind::Expr(Expr {
+                kind: ExprKind::Int(0),
+                span: self.span,
+            }),
+        )
+    }
+}
+
+/// Nested bodies are dropped through [`with_stack`], as [`Expr`]'s children are.
+impl Drop for Stmt {
+    fn drop(&mut self) {
+        let nested = match &mut self.kind {
+            StmtKind::If {
+                then_body,
+                else_body,
+                ..
+            } => {
+                let mut all = std::mem::take(then_body);
+                all.append(else_body);
+                all
+            }
+            StmtKind::For { body, .. } | StmtKind::While { body, .. } => std::mem::take(body),
+            _ => return,
+        };
+        if !nested.is_empty() {
+            with_stack(move || drop(nested));
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -114,6 +151,34 @@ pub struct IndexRange {
 pub struct Expr {
     pub kind: ExprKind,
     pub span: Span,
+}
+
+impl Expr {
+    /// The node's kind, taken out of it (an `Expr` cannot be destructured: it implements
+    /// `Drop`).
+    pub fn into_kind(mut self) -> ExprKind {
+        std::mem::replace(&mut self.kind, ExprKind::Int(0))
+    }
+}
+
+/// Dropping a tree as deep as the parser accepts would recurse once per level in the drop
+/// glue; each level's children are dropped through [`with_stack`] instead.
+impl Drop for Expr {
+    fn drop(&mut self) {
+        if matches!(
+            self.kind,
+            ExprKind::Double(_)
+                | ExprKind::Int(_)
+                | ExprKind::Bool(_)
+                | ExprKind::Str(_)
+                | ExprKind::Var(_)
+                | ExprKind::ScriptArg(_)
+        ) {
+            return;
+        }
+        let kind = std::mem::replace(&mut self.kind, ExprKind::Int(0));
+        with_stack(move || drop(kind));
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

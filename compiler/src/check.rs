@@ -28,6 +28,7 @@ use crate::builtins::{self, ArgKind, Builtin, ResultKind};
 use crate::error::CompileError;
 use crate::program::{is_temporary, Block, CallBlock, Function, Program};
 use crate::span::Span;
+use crate::stack::with_stack;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Runs every check of this module on `program`. `script_args` holds the names of the script
@@ -173,6 +174,10 @@ impl Checker<'_> {
     }
 
     fn block(&mut self, block: &Block, env: &mut Env) {
+        with_stack(|| self.block_step(block, env))
+    }
+
+    fn block_step(&mut self, block: &Block, env: &mut Env) {
         match block {
             Block::Basic(basic) => {
                 for stmt in &basic.stmts {
@@ -250,6 +255,10 @@ impl Checker<'_> {
     }
 
     fn stmt(&mut self, stmt: &Stmt, env: &mut Env) {
+        with_stack(|| self.stmt_step(stmt, env))
+    }
+
+    fn stmt_step(&mut self, stmt: &Stmt, env: &mut Env) {
         match &stmt.kind {
             StmtKind::Assign { target, value } => {
                 let ty = self.value_expr(value, env);
@@ -455,6 +464,10 @@ impl Checker<'_> {
     }
 
     fn expr(&mut self, expr: &Expr, env: &mut Env) -> Ty {
+        with_stack(|| self.expr_step(expr, env))
+    }
+
+    fn expr_step(&mut self, expr: &Expr, env: &mut Env) -> Ty {
         match &expr.kind {
             ExprKind::Double(_) => Ty::Double,
             ExprKind::Int(_) => Ty::Int,
@@ -723,6 +736,10 @@ fn is_constant(expr: &Expr) -> bool {
 /// Marks every variable that `blocks` may assign (and that is already defined) as of unknown
 /// type: a loop body's assignments reach the next iteration and the loop's condition.
 fn forget_assigned(blocks: &[Block], env: &mut Env) {
+    with_stack(|| forget_assigned_step(blocks, env))
+}
+
+fn forget_assigned_step(blocks: &[Block], env: &mut Env) {
     for block in blocks {
         match block {
             Block::Basic(basic) => {

@@ -13,4 +13,5 @@ pub mod lexer;
 pub mod parser;
 pub mod program;
 pub mod span;
+pub mod stack;
 pub use error::{CompileError, Fault, Result};

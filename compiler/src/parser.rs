@@ -38,10 +38,11 @@ use crate::ast::{
 use crate::error::CompileError;
 use crate::lexer::{tokenize, Keyword, Punct, Token, TokenKind};
 use crate::span::{SourceFile, Span};
+use crate::stack::with_stack;
 
 /// Deepest nesting of expressions and statements the parser accepts. Later passes recurse over
 /// the tree, so the bound keeps every pass within a small, fixed stack.
-pub const MAX_DEPTH: usize = 200;
+pub const MAX_DEPTH: usize = 10_000;
 
 /// Most errors reported from one parse; past this, later errors are mostly echoes of earlier
 /// ones.
@@ -379,7 +380,9 @@ impl Parser<'_> {
 
     fn statement(&mut self) -> PResult<Stmt> {
         let saved = self.depth;
-        let result = self.enter().and_then(|()| self.statement_inner());
+        let result = self
+            .enter()
+            .and_then(|()| with_stack(|| self.statement_inner()));
         self.depth = saved;
         result
     }
@@ -589,7 +592,8 @@ impl Parser<'_> {
         let (from, to, step) = if self.eat(Punct::Colon) {
             (from, self.expr(0)?, None)
         } else {
-            match from.kind {
+            let from_span = from.span;
+            match from.into_kind() {
                 ExprKind::Call { name, args } if name == "seq" => {
                     if let Some(arg) = args.iter().find(|a| a.name.is_some()) {
                         return Err(CompileError::user(
@@ -603,7 +607,7 @@ impl Parser<'_> {
                                 "seq(...) in a for loop takes 2 or 3 arguments, got {}",
                                 args.len()
                             ),
-                            from.span,
+                            from_span,
                         ));
                     }
                     let mut it = args.into_iter().map(|a| a.value);
@@ -764,7 +768,9 @@ impl Parser<'_> {
 
     fn expr(&mut self, min_level: usize) -> PResult<Expr> {
         let saved = self.depth;
-        let result = self.enter().and_then(|()| self.expr_inner(min_level));
+        let result = self
+            .enter()
+            .and_then(|()| with_stack(|| self.expr_inner(min_level)));
         self.depth = saved;
         result
     }
@@ -1229,12 +1235,36 @@ mod tests {
     }
 
     #[test]
-    fn deep_nesting_is_an_error_not_a_crash() {
-        let deep = format!("x = {}1{}", "(".repeat(5000), ")".repeat(5000));
-        assert!(err(&deep).message.contains("nested too deeply"));
-        let long = format!("x = 1{}", " + 1".repeat(5000));
-        assert!(err(&long).message.contains("nested too deeply"));
-        let negs = format!("x = {}1", "-".repeat(5000));
-        assert!(err(&negs).message.contains("nested too deeply"));
+    fn deep_nesting_parses_on_a_small_stack_up_to_the_limit_and_is_an_error_beyond() {
+        // A 256 KiB thread, like an embedder's: parsing and dropping the tree grow the stack
+        // as they go instead of overflowing it.
+        let run = || {
+            let ok = |text: &str| {
+                let parsed = parse(&SourceFile::new("t.dml", text));
+                assert!(parsed.is_ok(), "{}...: {:?}", &text[..40], parsed.err());
+            };
+            let n = MAX_DEPTH - 10;
+            ok(&format!("x = {}1{}", "(".repeat(n), ")".repeat(n)));
+            ok(&format!("x = 1{}", " + 1".repeat(n)));
+            ok(&format!("x = {}1", "-".repeat(n)));
+            ok(&format!(
+                "{}x = 1{}",
+                "if (TRUE) {\n".repeat(n),
+                "\n}".repeat(n)
+            ));
+            let n = MAX_DEPTH + 1;
+            let deep = format!("x = {}1{}", "(".repeat(n), ")".repeat(n));
+            assert!(err(&deep).message.contains("nested too deeply"));
+            let long = format!("x = 1{}", " + 1".repeat(n));
+            assert!(err(&long).message.contains("nested too deeply"));
+            let negs = format!("x = {}1", "-".repeat(n));
+            assert!(err(&negs).message.contains("nested too deeply"));
+        };
+        let small = std::thread::Builder::new().stack_size(256 << 10);
+        small
+            .spawn(run)
+            .map(|t| t.join())
+            .expect("spawn")
+            .expect("no overflow");
     }
 }

@@ -17,6 +17,7 @@ use crate::ast::{self, Arg, Expr, ExprKind, Ident, IndexRange, Stmt, StmtKind};
 use crate::builtins;
 use crate::error::{CompileError, Result};
 use crate::span::Span;
+use crate::stack::with_stack;
 use std::collections::BTreeMap;
 
 /// Prefix of the temporaries that hold hoisted user-defined function results.
@@ -84,6 +85,28 @@ pub enum Block {
         span: Span,
     },
     Call(CallBlock),
+}
+
+/// Nested blocks are dropped through [`with_stack`]: a script may nest thousands of levels.
+impl Drop for Block {
+    fn drop(&mut self) {
+        let nested = match self {
+            Block::If {
+                then_blocks,
+                else_blocks,
+                ..
+            } => {
+                let mut all = std::mem::take(then_blocks);
+                all.append(else_blocks);
+                all
+            }
+            Block::For { body, .. } | Block::While { body, .. } => std::mem::take(body),
+            Block::Basic(_) | Block::Call(_) => return,
+        };
+        if !nested.is_empty() {
+            with_stack(move || drop(nested));
+        }
+    }
 }
 
 impl Block {
@@ -210,7 +233,7 @@ impl Builder<'_> {
     /// Emits the call `[targets] = callee(args)` whose arguments may themselves call functions.
     fn call_block(&mut self, targets: Vec<Ident>, call: Expr, em: &mut Emitter) -> Result<()> {
         let span = call.span;
-        let ExprKind::Call { name, mut args } = call.kind else {
+        let ExprKind::Call { name, mut args } = call.into_kind() else {
             return Err(CompileError::internal(
                 "call_block given a non-call expression",
             ));
@@ -230,6 +253,10 @@ impl Builder<'_> {
     /// Replaces every user-defined function call inside `expr` (innermost first, left to
     /// right) by a temporary assigned by a `CallBlock` emitted before the current statement.
     fn hoist(&mut self, expr: &mut Expr, em: &mut Emitter) -> Result<()> {
+        with_stack(|| self.hoist_step(expr, em))
+    }
+
+    fn hoist_step(&mut self, expr: &mut Expr, em: &mut Emitter) -> Result<()> {
         match &mut expr.kind {
             ExprKind::Double(_)
             | ExprKind::Int(_)
@@ -279,8 +306,12 @@ impl Builder<'_> {
     }
 
     fn stmt(&mut self, stmt: Stmt, em: &mut Emitter) -> Result<()> {
+        with_stack(|| self.stmt_step(stmt, em))
+    }
+
+    fn stmt_step(&mut self, stmt: Stmt, em: &mut Emitter) -> Result<()> {
         let span = stmt.span;
-        match stmt.kind {
+        match stmt.into_kind() {
             StmtKind::Assign { target, value } if self.is_udf_call(&value) => {
                 self.call_block(vec![target], value, em)
             }
@@ -409,6 +440,10 @@ impl Builder<'_> {
 
     /// The span of the first user-defined function call in `expr`, if any.
     fn find_udf_call(&self, expr: &Expr) -> Option<Span> {
+        with_stack(|| self.find_udf_call_step(expr))
+    }
+
+    fn find_udf_call_step(&self, expr: &Expr) -> Option<Span> {
         let range = |r: &Option<IndexRange>| -> Option<Span> {
             let r = r.as_ref()?;
             self.find_udf_call(&r.lower)

@@ -19,6 +19,7 @@ use inkwell::values::{BasicMetadataValueEnum, FunctionValue, IntValue, PointerVa
 use inkwell::{FloatPredicate, IntPredicate};
 use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, InputKind};
 use lafuse_compiler::hops::{BinaryOp, Literal, NaryOp, TernaryOp, UnaryOp};
+use lafuse_compiler::stack::with_stack;
 use lafuse_runtime::ops::java_pow;
 use std::collections::HashMap;
 
@@ -610,6 +611,15 @@ impl<'p, 'c> Body<'p, 'c> {
 
     /// The value of node `n` (`swapped`: inside a transpose, row and column exchanged).
     pub(crate) fn emit(
+        &mut self,
+        fx: &Fx<'_, 'c>,
+        n: CNodeId,
+        swapped: bool,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        with_stack(|| self.emit_step(fx, n, swapped))
+    }
+
+    fn emit_step(
         &mut self,
         fx: &Fx<'_, 'c>,
         n: CNodeId,

@@ -18,6 +18,7 @@ use inkwell::targets::{
 use inkwell::types::{PointerType, VectorType};
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue, VectorValue};
 use inkwell::{AddressSpace, OptimizationLevel};
+use lafuse_compiler::stack::with_stack_of;
 use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
 
@@ -113,11 +114,29 @@ unsafe fn free_context(ctx: &'static Context) {
     drop(Box::from_raw(ctx as *const Context as *mut Context));
 }
 
+/// Stack for one LLVM compilation. LLVM's passes and instruction selection recurse along a
+/// function's dependency chains, a few hundred bytes per instruction: a fused operator over a
+/// chain of 20000 operations needs about 8 MiB. Compilations run on rayon workers and
+/// embedders' threads, whose stacks we do not choose, so each gets a segment this large (only
+/// the pages it touches are committed); [`super::MAX_BODY_NODES`] keeps bodies well within it.
+const LLVM_STACK: usize = 64 << 20;
+
 /// Creates a context and module `name` for the host, lets `prepare` fill (and verify) the
 /// module and `optimize` optimize it for the host's target machine, and JIT-compiles it,
 /// mapping the functions it declares with `helpers` (see [`Jit::new`]). When either fails,
 /// the context is freed. (`store::compile_through` takes the same two steps.)
 pub(crate) fn jit_module<R>(
+    name: &str,
+    prepare: impl FnOnce(&'static Context, &Module<'static>) -> Result<R, CodegenError>,
+    optimize: impl FnOnce(&Module<'static>, &TargetMachine) -> Result<(), CodegenError>,
+    helpers: impl Fn(&str) -> Option<usize>,
+) -> Result<(Jit, R), CodegenError> {
+    with_stack_of(LLVM_STACK, || {
+        jit_module_here(name, prepare, optimize, helpers)
+    })
+}
+
+fn jit_module_here<R>(
     name: &str,
     prepare: impl FnOnce(&'static Context, &Module<'static>) -> Result<R, CodegenError>,
     optimize: impl FnOnce(&Module<'static>, &TargetMachine) -> Result<(), CodegenError>,
@@ -156,6 +175,18 @@ pub(crate) struct ObjectModule<R> {
 /// freed before returning. `build` may instead answer with object code it already has
 /// (`Ok((r, Some(object)))`, an object store hit), which skips code generation.
 pub(crate) fn object_module<R>(
+    name: &str,
+    build: impl FnOnce(
+        &'static Context,
+        &Module<'static>,
+        &TargetMachine,
+    ) -> Result<(R, Option<Vec<u8>>), CodegenError>,
+    helpers: impl Fn(&str) -> Option<usize>,
+) -> Result<ObjectModule<R>, CodegenError> {
+    with_stack_of(LLVM_STACK, || object_module_here(name, build, helpers))
+}
+
+fn object_module_here<R>(
     name: &str,
     build: impl FnOnce(
         &'static Context,
@@ -251,7 +282,7 @@ pub(crate) fn optimize(module: &Module<'_>, tm: &TargetMachine) -> Result<(), Co
 /// Host assembly for an IR text (parsed into a fresh context, so the JIT's module is never
 /// touched after compilation).
 pub(crate) fn assembly_of(ir: &str) -> Result<String, CodegenError> {
-    with_host_machine(|tm| assembly_with(tm, ir))
+    with_stack_of(LLVM_STACK, || with_host_machine(|tm| assembly_with(tm, ir)))
 }
 
 fn assembly_with(tm: &TargetMachine, ir: &str) -> Result<String, CodegenError> {
@@ -325,11 +356,14 @@ impl Jit {
         self.module.print_to_string().to_string()
     }
 
-    /// The address of a generated function.
+    /// The address of a generated function. MCJIT generates the module's machine code on
+    /// the first lookup, so this runs on an LLVM-sized stack too.
     pub(crate) fn function(&self, name: &str) -> Result<usize, CodegenError> {
-        self.engine
-            .get_function_address(name)
-            .map_err(|e| internal(&format!("looking up {name}"), e))
+        with_stack_of(LLVM_STACK, || {
+            self.engine
+                .get_function_address(name)
+                .map_err(|e| internal(&format!("looking up {name}"), e))
+        })
     }
 }
 

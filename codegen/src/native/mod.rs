@@ -458,6 +458,12 @@ pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
     compile_for(plan, MainFormat::Dense)
 }
 
+/// Largest operator body compiled to native code. Machine-written scripts can chain tens of
+/// thousands of operations in one basic block; past this size the compile time (seconds) and
+/// LLVM's recursion (see `llvm::LLVM_STACK`) grow with the chain while fusion saves little
+/// more, so such an operator runs unfused instead.
+pub const MAX_BODY_NODES: usize = 20_000;
+
 /// Compiles a CPlan into a native operator whose main input is expected in format `main`: the
 /// entry point that format runs now (the CSR one for a sparse main input, where the template
 /// has one), any other on the first execution that needs it. A compilation is most of an
@@ -479,6 +485,13 @@ pub fn compile_with(
         return Err(CodegenError::Internal(
             "a plan needs inputs and outputs".into(),
         ));
+    }
+    if plan.nodes.len() > MAX_BODY_NODES {
+        return Err(CodegenError::Unsupported(format!(
+            "native code for a fused operator of {} nodes (at most {MAX_BODY_NODES}); its \
+             operations run unfused",
+            plan.nodes.len()
+        )));
     }
     let first = if main == MainFormat::Sparse && has_csr_entry(plan) {
         Entry::Csr

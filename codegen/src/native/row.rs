@@ -51,6 +51,7 @@ use inkwell::values::{
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, InputKind, RowType};
 use lafuse_compiler::hops::{AggOp, BinaryOp, Literal, NaryOp, TernaryOp};
+use lafuse_compiler::stack::with_stack;
 use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::row::{RowArgs, RowInput, RowKind, RowLayout};
 use std::mem::offset_of;
@@ -99,6 +100,9 @@ pub(crate) struct RowInfo {
     reach: Vec<bool>,
     /// Buffer slot per materialized vector node.
     slot: Vec<Option<usize>>,
+    /// Element-wise vector nodes computed inside their one reader's loop instead of into a
+    /// buffer of their own (see [`inlined_nodes`]).
+    inlined: Vec<bool>,
     num_slots: usize,
     /// The output node is computed straight into the output row.
     direct: bool,
@@ -284,13 +288,17 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
     let direct = kind == RowKind::RowWise
         && classes[out] == Class::Vector
         && !matches!(nodes[out], CNode::Data { .. });
+    let (sparse, zero_at) = sparse_nodes(nodes, &reach, &classes, out);
+    let inlined = inlined_nodes(plan, &reach, &classes, &sparse, out);
     // Buffer slots by liveness: a node takes a free slot before its operands are released, so
-    // a node never writes the buffer it reads.
+    // a node never writes the buffer it reads. An inlined node reads its operands inside its
+    // reader's loop, so they are released there (`read_by`), not at the inlined node.
     let materialized = |i: usize| {
         reach[i]
             && classes[i] == Class::Vector
             && !matches!(nodes[i], CNode::Data { .. })
             && !(direct && i == out)
+            && !inlined[i]
     };
     let mut remaining = vec![0usize; nodes.len()];
     for (i, n) in nodes.iter().enumerate() {
@@ -315,7 +323,10 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
                 num_slots - 1
             }));
         }
-        for o in nodes[i].operands() {
+        if inlined[i] {
+            continue;
+        }
+        for o in read_by(nodes, &inlined, i) {
             remaining[o] -= 1;
             if remaining[o] == 0 {
                 if let Some(s) = slot[o] {
@@ -326,7 +337,6 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
     }
     // Readers of X that need the dense row in the CSR entry.
     let is_main = |o: CNodeId| is_main_row(&nodes[o]);
-    let (sparse, zero_at) = sparse_nodes(nodes, &reach, &classes, out);
     let mut needs_dense_main = is_main(out);
     for (i, n) in nodes.iter().enumerate() {
         if !reach[i] {
@@ -350,6 +360,7 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
         classes,
         reach,
         slot,
+        inlined,
         num_slots,
         direct,
         needs_dense_main,
@@ -358,6 +369,58 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
         hoisted,
         sparse,
     })
+}
+
+/// Element-wise vector nodes the dense loop computes inside their reader's loop, element by
+/// element, instead of into a buffer of their own: those read by exactly one node, itself an
+/// element-wise vector node (so a chain `((x * a + b) * c ...)` is one loop, not one loop and
+/// one buffer per operation). The values are the same operations on the same elements, so
+/// inlining changes no result; it saves the buffer's store and reload, and keeps machine-code
+/// generation linear in the chain (a loop per operation made register allocation over the
+/// row's loop quadratic: seconds for a few hundred operations). Nodes the CSR entry computes
+/// at the non-zeros only, nodes calling a scalar helper (their loop has no vector fast path),
+/// and the output stay materialized.
+fn inlined_nodes(
+    plan: &CPlan,
+    reach: &[bool],
+    classes: &[Class],
+    sparse: &[bool],
+    out: CNodeId,
+) -> Vec<bool> {
+    let nodes = &plan.nodes;
+    let inlinable = |i: usize| {
+        reach[i]
+            && classes[i] == Class::Vector
+            && !sparse[i]
+            && nodes[i].is_elementwise()
+            && !expr::node_calls_helper(plan, &nodes[i])
+    };
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if reach[i] {
+            for o in n.operands() {
+                readers[o].push(i);
+            }
+        }
+    }
+    (0..nodes.len())
+        .map(|i| i != out && inlinable(i) && matches!(readers[i].as_slice(), [u] if inlinable(*u)))
+        .collect()
+}
+
+/// The nodes whose values node `i`'s computation reads: its operands, with each inlined one
+/// replaced by what it reads in turn.
+fn read_by(nodes: &[CNode], inlined: &[bool], i: usize) -> Vec<CNodeId> {
+    let mut found = Vec::new();
+    let mut stack = nodes[i].operands();
+    while let Some(o) = stack.pop() {
+        if inlined[o] {
+            stack.extend(nodes[o].operands());
+        } else {
+            found.push(o);
+        }
+    }
+    found
 }
 
 /// Whether `n` reads the main input's row.
@@ -1321,6 +1384,9 @@ enum RV<'c> {
     Whole(PointerValue<'c>),
     /// Consumed by the template (outer-product accumulation).
     Done,
+    /// An inlined element-wise node ([`RowInfo::inlined`]): computed element by element
+    /// inside its reader's loop.
+    Inlined(CNodeId),
 }
 
 struct Em<'a, 'c> {
@@ -1487,6 +1553,10 @@ impl<'a, 'c> Em<'a, 'c> {
             if !info.reach[k] {
                 continue;
             }
+            if info.inlined[k] {
+                vals[k] = RV::Inlined(k);
+                continue;
+            }
             let len = self.par(pidx(k, LEN));
             let buf = if info.direct && k == out_node {
                 orow
@@ -1526,7 +1596,7 @@ impl<'a, 'c> Em<'a, 'c> {
                 }
                 n if n.is_elementwise() => {
                     let ops: Vec<RV<'c>> = n.operands().iter().map(|&o| vals[o]).collect();
-                    self.elementwise(fx, n, &ops, info.classes[k], buf, len)?
+                    self.elementwise(fx, n, &ops, &vals, info.classes[k], buf, len)?
                 }
                 CNode::Nary { xs, .. } => {
                     let mut off = fx.i64c(0);
@@ -1699,12 +1769,15 @@ impl<'a, 'c> Em<'a, 'c> {
         })
     }
 
-    /// One element-wise node: scalar, or a loop over its vector length.
+    /// One element-wise node: scalar, or a loop over its vector length. `vals`: every node's
+    /// value so far, for the operands of inlined operands.
+    #[allow(clippy::too_many_arguments)]
     fn elementwise(
         &self,
         fx: &mut Fx<'_, 'c>,
         node: &CNode,
         ops: &[RV<'c>],
+        vals: &[RV<'c>],
         class: Class,
         buf: PointerValue<'c>,
         len: IntValue<'c>,
@@ -1727,13 +1800,11 @@ impl<'a, 'c> Em<'a, 'c> {
         fx.store(j, fx.i64c(0))?;
         if !expr::node_calls_helper(plan, node) {
             let mut all = fx.ctx.bool_type().const_int(1, false);
-            for v in ops {
-                if let RV::V { len: l, .. } = v {
-                    let eq =
-                        fx.b.build_int_compare(IntPredicate::EQ, *l, len, "eq")
-                            .map_err(ierr)?;
-                    all = fx.b.build_and(all, eq, "all").map_err(ierr)?;
-                }
+            for l in vector_lengths(plan, vals, ops) {
+                let eq =
+                    fx.b.build_int_compare(IntPredicate::EQ, l, len, "eq")
+                        .map_err(ierr)?;
+                all = fx.b.build_and(all, eq, "all").map_err(ierr)?;
             }
             if_else(
                 fx,
@@ -1742,11 +1813,7 @@ impl<'a, 'c> Em<'a, 'c> {
                     fx.for_slot(j, len, u64::from(W), &mut |fx, j| {
                         let xs = ops
                             .iter()
-                            .map(|v| match v {
-                                RV::S(s) => fx.splat(scalar0(fx, *s)?, W),
-                                RV::V { p, .. } => load_vec(&fx.b, fx.vty(W), *p, j),
-                                _ => Err(ierr("operand")),
-                            })
+                            .map(|v| self.element(fx, vals, *v, j, true))
                             .collect::<Result<Vec<_>, _>>()?;
                         store_vec(&fx.b, buf, j, apply(fx, plan, node, &xs)?)
                     })
@@ -1760,11 +1827,7 @@ impl<'a, 'c> Em<'a, 'c> {
         fx.for_slot(j, len, 1, &mut |fx, j| {
             let xs = ops
                 .iter()
-                .map(|v| match v {
-                    RV::S(s) => Ok(*s),
-                    RV::V { p, len: l, .. } => fx.load_broadcast(*p, *l, j),
-                    _ => Err(ierr("operand")),
-                })
+                .map(|v| self.element(fx, vals, *v, j, false))
                 .collect::<Result<Vec<_>, _>>()?;
             store_vec(&fx.b, buf, j, apply(fx, plan, node, &xs)?)
         })?;
@@ -1773,6 +1836,37 @@ impl<'a, 'c> Em<'a, 'c> {
             len,
             sp: None,
         })
+    }
+
+    /// Operand `v` of an element-wise loop at element `j`: `W` elements from `j` on the fast
+    /// path (`lanes`, where every vector has the loop's length), else the one element `j`
+    /// (index 0 of a length-one vector, which broadcasts). An inlined operand is computed
+    /// here from its own operands, the same operations its own loop would have run.
+    fn element(
+        &self,
+        fx: &Fx<'_, 'c>,
+        vals: &[RV<'c>],
+        v: RV<'c>,
+        j: IntValue<'c>,
+        lanes: bool,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        match v {
+            RV::S(s) if lanes => fx.splat(scalar0(fx, s)?, W),
+            RV::S(s) => Ok(s),
+            RV::V { p, .. } if lanes => load_vec(&fx.b, fx.vty(W), p, j),
+            RV::V { p, len, .. } => fx.load_broadcast(p, len, j),
+            RV::Inlined(k) => with_stack(|| {
+                let plan = &self.info.plan;
+                let node = &plan.nodes[k];
+                let xs = node
+                    .operands()
+                    .into_iter()
+                    .map(|o| self.element(fx, vals, vals[o], j, lanes))
+                    .collect::<Result<Vec<_>, _>>()?;
+                apply(fx, plan, node, &xs)
+            }),
+            RV::Whole(_) | RV::Done => Err(ierr("operand of an element-wise node")),
+        }
     }
 
     /// A row aggregate of a value (reference: the runtime's aggregate of the row vector);
@@ -2074,6 +2168,20 @@ impl<'a, 'c> Em<'a, 'c> {
 }
 
 /// The node's operation on lane vectors (all of one width).
+/// The lengths of the vectors an element-wise loop over `ops` reads, through inlined operands.
+fn vector_lengths<'c>(plan: &CPlan, vals: &[RV<'c>], ops: &[RV<'c>]) -> Vec<IntValue<'c>> {
+    let mut lens = Vec::new();
+    let mut stack: Vec<RV<'c>> = ops.to_vec();
+    while let Some(v) = stack.pop() {
+        match v {
+            RV::V { len, .. } => lens.push(len),
+            RV::Inlined(k) => stack.extend(plan.nodes[k].operands().into_iter().map(|o| vals[o])),
+            RV::S(_) | RV::Whole(_) | RV::Done => {}
+        }
+    }
+    lens
+}
+
 fn apply<'c>(
     fx: &Fx<'_, 'c>,
     plan: &CPlan,

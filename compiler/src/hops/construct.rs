@@ -18,6 +18,7 @@ use crate::ast::{self, Expr, ExprKind, IndexRange, Stmt, StmtKind};
 use crate::builtins::{self, bind_args, Builtin};
 use crate::error::{CompileError, Result};
 use crate::span::Span;
+use crate::stack::with_stack;
 use std::collections::{BTreeMap, HashMap};
 
 /// The variable an expression DAG ([`build_expr_dag`]) writes its value to. It starts with
@@ -288,6 +289,10 @@ impl<'a> Ctx<'a> {
 
     /// Processes one statement; returns the variable it assigns, if any.
     fn stmt(&mut self, stmt: &Stmt) -> Result<Option<String>> {
+        with_stack(|| self.stmt_step(stmt))
+    }
+
+    fn stmt_step(&mut self, stmt: &Stmt) -> Result<Option<String>> {
         match &stmt.kind {
             StmtKind::Assign { target, value } => {
                 let h = self.expr(value)?;
@@ -458,6 +463,10 @@ impl<'a> Ctx<'a> {
     }
 
     fn expr(&mut self, e: &Expr) -> Result<HopId> {
+        with_stack(|| self.expr_step(e))
+    }
+
+    fn expr_step(&mut self, e: &Expr) -> Result<HopId> {
         let span = e.span;
         match &e.kind {
             ExprKind::Double(v) => Ok(self.lit(Literal::Double(*v), span)),

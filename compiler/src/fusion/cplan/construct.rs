@@ -21,6 +21,7 @@ use crate::fusion::sparsity::{
 };
 use crate::fusion::template::{cell_agg_kind, CellAgg, CellType};
 use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, OpKind, ReorgOp, UnaryOp};
+use crate::stack::with_stack;
 use crate::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -202,6 +203,10 @@ impl<'a, 'd> Builder<'a, 'd> {
 
     /// Builds the fused hop `h` with plan `entry`; `None` if it has no CNode form.
     fn hop(&mut self, h: HopId, entry: &MemoEntry) -> Option<usize> {
+        with_stack(|| self.hop_step(h, entry))
+    }
+
+    fn hop_step(&mut self, h: HopId, entry: &MemoEntry) -> Option<usize> {
         if let Some(&i) = self.built.get(&h) {
             return Some(i);
         }

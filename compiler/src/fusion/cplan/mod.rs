@@ -421,28 +421,21 @@ impl CPlan {
     /// side inputs are read in the transposed frame. `None` where `n` does not read the main
     /// input.
     pub fn transposes_main(&self, n: CNodeId) -> Option<bool> {
-        // Memoized: the body is a DAG, whose shared nodes a plain recursion would revisit
-        // once per path.
-        fn visit(
-            plan: &CPlan,
-            n: CNodeId,
-            memo: &mut std::collections::HashMap<CNodeId, Option<bool>>,
-        ) -> Option<bool> {
-            if let Some(&known) = memo.get(&n) {
-                return known;
-            }
-            let found = match plan.nodes.get(n)? {
+        // Operands precede users, so one pass in order answers every operand before its
+        // users (no recursion, however deep the body).
+        let mut found: Vec<Option<bool>> = Vec::with_capacity(n + 1);
+        for node in self.nodes.iter().take(n.saturating_add(1)) {
+            let answer = match node {
                 CNode::Data { access, .. } => (*access == Access::Main).then_some(false),
-                CNode::Transpose { x } => visit(plan, *x, memo).map(|t| !t),
+                CNode::Transpose { x } => found.get(*x).copied().flatten().map(|t| !t),
                 node => node
                     .operands()
                     .into_iter()
-                    .find_map(|x| visit(plan, x, memo)),
+                    .find_map(|x| found.get(x).copied().flatten()),
             };
-            memo.insert(n, found);
-            found
+            found.push(answer);
         }
-        visit(self, n, &mut std::collections::HashMap::new())
+        found.get(n).copied().flatten()
     }
 
     /// The stable structural hash: FNV-1a over the canonical JSON form. Independent of hop
