@@ -69,16 +69,17 @@ impl CompileError {
     /// in the style of rustc (via codespan-reporting, no colours).
     pub fn render(&self, source: &SourceFile) -> String {
         use codespan_reporting::diagnostic::{Diagnostic, Label};
-        use codespan_reporting::files::SimpleFile;
         use codespan_reporting::term::{self, termcolor::NoColor, Config};
 
-        let file = SimpleFile::new(source.name.as_str(), source.text.as_str());
         let mut diagnostic = Diagnostic::error().with_message(self.headline());
-        if let Some(span) = self.span {
-            let range = span.start.min(source.text.len() as u32) as usize
-                ..span.end.min(source.text.len() as u32) as usize;
-            diagnostic = diagnostic.with_labels(vec![Label::primary((), range)]);
-        }
+        let file = match self.span {
+            Some(span) => {
+                let file = Excerpt::new(source, span);
+                diagnostic = diagnostic.with_labels(vec![Label::primary((), file.label.clone())]);
+                file
+            }
+            None => Excerpt::whole(source),
+        };
         diagnostic = diagnostic.with_notes(self.notes.clone());
         let mut out = NoColor::new(Vec::new());
         if term::emit(&mut out, &Config::default(), &file, &diagnostic).is_err() {
@@ -88,4 +89,175 @@ impl CompileError {
     }
 }
 
+/// Longest source line a diagnostic shows whole. A machine-written script can put thousands
+/// of terms on one line; its error shows a window of the line around the error instead (with
+/// `…` where text is cut), under the error's true line and column.
+const MAX_SHOWN_LINE: usize = 160;
+
+/// The script as a diagnostic shows it: the text, with the error's line cut to a window
+/// around the error when it is longer than [`MAX_SHOWN_LINE`].
+struct Excerpt<'s> {
+    name: &'s str,
+    /// The original text.
+    original: &'s str,
+    /// The text shown: the original, or the original with the error's line cut.
+    text: String,
+    line_starts: Vec<usize>,
+    /// The label's byte range in `text`.
+    label: std::ops::Range<usize>,
+    /// Where the cut line's window starts in `original` and in `text` (`None`: not cut).
+    window: Option<(usize, usize)>,
+}
+
+impl<'s> Excerpt<'s> {
+    fn whole(source: &'s SourceFile) -> Self {
+        Self::shown(source, source.text.clone(), 0..0, None)
+    }
+
+    fn new(source: &'s SourceFile, span: Span) -> Self {
+        let text = source.text.as_str();
+        let clamp = |b: u32| (b as usize).min(text.len());
+        let (start, end) = (clamp(span.start), clamp(span.end).max(clamp(span.start)));
+        let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+        if line_end - line_start <= MAX_SHOWN_LINE {
+            return Self::shown(source, text.to_string(), start..end, None);
+        }
+        let floor = |mut b: usize| {
+            while !text.is_char_boundary(b) {
+                b -= 1;
+            }
+            b
+        };
+        let from = floor(start.saturating_sub(MAX_SHOWN_LINE / 3).max(line_start));
+        let to = floor((from + MAX_SHOWN_LINE).min(line_end));
+        let (head, tail) = (
+            if from > line_start { "… " } else { "" },
+            if to < line_end { " …" } else { "" },
+        );
+        let shown = format!(
+            "{}{head}{}{tail}{}",
+            &text[..line_start],
+            &text[from..to],
+            &text[line_end..]
+        );
+        let at = line_start + head.len();
+        let label = at + (start - from)..at + (end.min(to).max(start) - from);
+        Self::shown(source, shown, label, Some((from, at)))
+    }
+
+    fn shown(
+        source: &'s SourceFile,
+        text: String,
+        label: std::ops::Range<usize>,
+        window: Option<(usize, usize)>,
+    ) -> Self {
+        let line_starts = codespan_reporting::files::line_starts(&text).collect();
+        Excerpt {
+            name: &source.name,
+            original: &source.text,
+            text,
+            line_starts,
+            label,
+            window,
+        }
+    }
+}
+
+impl<'a> codespan_reporting::files::Files<'a> for Excerpt<'_> {
+    type FileId = ();
+    type Name = &'a str;
+    type Source = &'a str;
+
+    fn name(&'a self, (): ()) -> Result<&'a str, codespan_reporting::files::Error> {
+        Ok(self.name)
+    }
+
+    fn source(&'a self, (): ()) -> Result<&'a str, codespan_reporting::files::Error> {
+        Ok(&self.text)
+    }
+
+    fn line_index(
+        &'a self,
+        (): (),
+        byte: usize,
+    ) -> Result<usize, codespan_reporting::files::Error> {
+        Ok(self
+            .line_starts
+            .partition_point(|&s| s <= byte)
+            .saturating_sub(1))
+    }
+
+    fn line_range(
+        &'a self,
+        (): (),
+        line: usize,
+    ) -> Result<std::ops::Range<usize>, codespan_reporting::files::Error> {
+        use codespan_reporting::files::Error;
+        let start = *self.line_starts.get(line).ok_or(Error::LineTooLarge {
+            given: line,
+            max: self.line_starts.len().saturating_sub(1),
+        })?;
+        let end = self
+            .line_starts
+            .get(line + 1)
+            .copied()
+            .unwrap_or(self.text.len());
+        Ok(start..end)
+    }
+
+    /// The column in the original line, also where the shown line is cut.
+    fn column_number(
+        &'a self,
+        (): (),
+        line: usize,
+        byte: usize,
+    ) -> Result<usize, codespan_reporting::files::Error> {
+        let range = self.line_range((), line)?;
+        match self.window {
+            Some((from, at)) if byte >= at && byte >= range.start && byte < range.end => {
+                let line_start = self.original[..from].rfind('\n').map_or(0, |i| i + 1);
+                let original = (from + (byte - at)).min(self.original.len());
+                Ok(self.original[line_start..original].chars().count() + 1)
+            }
+            _ => Ok(codespan_reporting::files::column_index(&self.text, range, byte) + 1),
+        }
+    }
+}
+
 pub type Result<T, E = CompileError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_lines_show_a_window_at_the_true_line_and_column() {
+        let long = vec!["X"; 2000].join(" + ");
+        let text = format!("X = 1\ny = {long} + foo + é + {long}\nprint(y)\n");
+        let at = text.find("foo").unwrap();
+        let source = SourceFile::new("t.dml", text.clone());
+        let shown = CompileError::user("undefined 'foo'", Span::new(at, at + 3)).render(&source);
+        let line_start = text.find("y = ").unwrap();
+        let column = text[line_start..at].chars().count() + 1;
+        assert!(shown.contains(&format!("t.dml:2:{column}")), "{shown}");
+        assert!(shown.contains("… ") && shown.contains(" …"), "{shown}");
+        assert!(shown.contains("foo + é"), "{shown}");
+        assert!(shown.lines().all(|l| l.chars().count() < 200), "{shown}");
+        // The caret is under `foo` in the window.
+        let lines: Vec<&str> = shown.lines().collect();
+        let code = lines.iter().position(|l| l.contains("foo + é")).unwrap();
+        let caret = lines[code + 1].chars().position(|c| c == '^').unwrap();
+        let under: String = lines[code].chars().skip(caret).take(3).collect();
+        assert_eq!(under, "foo", "{shown}");
+
+        // A short line is shown whole.
+        let source = SourceFile::new("t.dml", "x = 1\ny = x + foo\n");
+        let shown = CompileError::user("undefined 'foo'", Span::new(14, 17)).render(&source);
+        assert!(
+            shown.contains("t.dml:2:9") && shown.contains("y = x + foo"),
+            "{shown}"
+        );
+        assert!(!shown.contains('…'), "{shown}");
+    }
+}
