@@ -142,21 +142,25 @@ pub(crate) struct Fuser {
 }
 
 impl Fuser {
-    /// `store_dir`: the on-disk object store native operators go through, if any (a
-    /// directory that cannot be opened is not used: it only saves compilations).
+    /// `store_dir`: the on-disk object store native operators go through, if any, pruned to
+    /// `store_limit` bytes (a directory that cannot be opened is not used: it only saves
+    /// compilations).
     pub(crate) fn new(
         policy: FusionPolicy,
         cost_model: CostModel,
         backend: FusionBackend,
         store_dir: Option<&std::path::Path>,
+        store_limit: u64,
     ) -> Fuser {
         #[cfg(feature = "llvm")]
-        let cache = match store_dir.map(lafuse_codegen::native::ObjectStore::open) {
+        let cache = match store_dir
+            .map(|dir| lafuse_codegen::native::ObjectStore::open_with_limit(dir, store_limit))
+        {
             Some(Ok(store)) => lafuse_codegen::native::OperatorCache::with_store(Arc::new(store)),
             _ => lafuse_codegen::native::OperatorCache::default(),
         };
         #[cfg(not(feature = "llvm"))]
-        let _ = store_dir;
+        let _ = (store_dir, store_limit);
         Fuser {
             selector: policy.selector(cost_model),
             backend,

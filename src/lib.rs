@@ -56,7 +56,13 @@ pub struct EngineConfig {
     /// compiled by an earlier run (of any script, on this CPU, by this lafuse and LLVM) is
     /// loaded from it instead of compiled. `None` (the default) compiles every operator.
     pub operator_cache_dir: Option<std::path::PathBuf>,
+    /// Bytes the operator cache directory may take: opening it drops the least recently used
+    /// operators beyond this ([`DEFAULT_OPERATOR_CACHE_LIMIT`] by default).
+    pub operator_cache_limit: u64,
 }
+
+/// Default bound on an operator cache directory: 1 GiB, about ten thousand operators.
+pub const DEFAULT_OPERATOR_CACHE_LIMIT: u64 = lafuse_codegen::DEFAULT_STORE_LIMIT;
 
 impl Default for EngineConfig {
     /// Cost-based fusion on the default backend with SystemDS's cost constants.
@@ -67,6 +73,7 @@ impl Default for EngineConfig {
             backend: FusionBackend::default(),
             cost_model: CostModel::default(),
             operator_cache_dir: None,
+            operator_cache_limit: DEFAULT_OPERATOR_CACHE_LIMIT,
         }
     }
 }
@@ -226,6 +233,7 @@ impl Engine {
                 config.cost_model,
                 config.backend,
                 config.operator_cache_dir.as_deref(),
+                config.operator_cache_limit,
             )
         });
         Engine { config, fuser }

@@ -56,6 +56,10 @@ enum Command {
         /// on this CPU by this lafuse and LLVM. Without it every run compiles its operators.
         #[arg(long, value_name = "DIR")]
         operator_cache_dir: Option<PathBuf>,
+        /// Megabytes the operator cache directory may take: on start, the least recently used
+        /// operators beyond this are deleted (only the cache's own files are touched).
+        #[arg(long, value_name = "MB", default_value_t = lafuse::DEFAULT_OPERATOR_CACHE_LIMIT >> 20)]
+        operator_cache_limit_mb: u64,
         #[command(flatten)]
         cost_model: CostModelArgs,
     },
@@ -396,6 +400,7 @@ fn run(cli: Cli) -> Result<(), String> {
             fusion,
             fusion_backend,
             operator_cache_dir,
+            operator_cache_limit_mb,
             cost_model,
         } => {
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
@@ -421,6 +426,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 },
                 cost_model: cost_model.load()?,
                 operator_cache_dir,
+                operator_cache_limit: operator_cache_limit_mb.saturating_mul(1 << 20),
             });
             let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
             let mut stdout = std::io::stdout().lock();

@@ -389,16 +389,18 @@ fn internal_runtime_errors_say_so_once() {
 fn an_operator_cache_directory_serves_later_engines() {
     let dir = std::env::temp_dir().join(format!("lafuse-engine-store-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let run = || {
+    let run_limited = |limit| {
         run_with(
             EngineConfig {
                 collect_stats: true,
                 operator_cache_dir: Some(dir.clone()),
+                operator_cache_limit: limit,
                 ..EngineConfig::default()
             },
             TYPICAL,
         )
     };
+    let run = || run_limited(lafuse::DEFAULT_OPERATOR_CACHE_LIMIT);
     let (first, cold) = run();
     let (second, warm) = run();
     assert_eq!(first, second);
@@ -414,6 +416,16 @@ fn an_operator_cache_directory_serves_later_engines() {
         .stats
         .to_text()
         .contains("loaded from the cache directory"));
+    // A limit below the directory's size prunes it on opening: this engine compiles again
+    // (and keeps what it compiled), and the next one loads.
+    let (third, pruned) = run_limited(0);
+    assert_eq!(third, first);
+    assert_eq!(pruned.stats.operators_loaded, 0, "{:?}", pruned.stats);
+    let (_, reloaded) = run();
+    assert_eq!(
+        reloaded.stats.operators_loaded,
+        reloaded.stats.operators_compiled
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -12,3 +12,8 @@ pub mod zero_cells;
 
 #[cfg(feature = "llvm")]
 pub mod native;
+
+/// Bytes an on-disk object store (`native::ObjectStore`) is pruned to on opening unless told
+/// otherwise: 1 GiB, about ten thousand operators. Here, outside the `llvm` feature, so that
+/// configurations can name it in every build.
+pub const DEFAULT_STORE_LIMIT: u64 = 1 << 30;

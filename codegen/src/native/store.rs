@@ -6,7 +6,8 @@
 //! and its features, the pass pipeline); both are stored in the entry and compared on every
 //! load, so a hash collision or a stale entry is a miss, never wrong code. Entries are written
 //! to a temporary file and renamed into place, so concurrent processes never read a partial
-//! one. A store that cannot be read or written only costs compilations.
+//! one. A store that cannot be read or written only costs compilations. Opening a store bounds
+//! its size: entries go least recently used first (a load marks its entry used).
 
 use super::orc::ObjectJit;
 use super::{llvm, CodegenError, Machine};
@@ -17,7 +18,7 @@ use lafuse_compiler::hops::json::Fnv64;
 use std::hash::Hasher;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// First bytes of an entry file.
 const MAGIC: &[u8] = b"lafuse object store entry 1\n";
@@ -101,13 +102,75 @@ fn take<'a>(data: &mut &'a [u8]) -> Option<&'a [u8]> {
     Some(part)
 }
 
+use crate::DEFAULT_STORE_LIMIT;
+
+/// Age after which a writer's temporary file is taken as left by a killed process.
+const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
+
 impl ObjectStore {
-    /// A store in `dir`, created if missing.
+    /// A store in `dir`, created if missing, bounded by [`DEFAULT_STORE_LIMIT`].
     pub fn open(dir: &Path) -> std::io::Result<ObjectStore> {
+        Self::open_with_limit(dir, DEFAULT_STORE_LIMIT)
+    }
+
+    /// A store in `dir`, created if missing. When its entries take more than `limit` bytes,
+    /// the least recently used go until they take three quarters of it (so that the next
+    /// runs add entries before pruning again). Only the store's own files are touched: its
+    /// entries, and temporary files of writers killed over an hour ago.
+    pub fn open_with_limit(dir: &Path, limit: u64) -> std::io::Result<ObjectStore> {
         std::fs::create_dir_all(dir)?;
-        Ok(ObjectStore {
+        let store = ObjectStore {
             dir: dir.to_path_buf(),
-        })
+        };
+        store.prune(limit);
+        Ok(store)
+    }
+
+    /// Best effort: a file that cannot be listed or removed (another process pruning, a
+    /// permission) stays.
+    fn prune(&self, limit: u64) {
+        let Ok(listing) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let now = SystemTime::now();
+        let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+        let mut total = 0u64;
+        for file in listing.flatten() {
+            let (path, Ok(meta)) = (file.path(), file.metadata()) else {
+                continue;
+            };
+            let name = file.file_name();
+            let Some((stem, rest)) = name.to_str().and_then(|n| n.split_once('.')) else {
+                continue;
+            };
+            if !meta.is_file() || stem.len() != 16 || !stem.bytes().all(|b| b.is_ascii_hexdigit()) {
+                continue;
+            }
+            let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            if rest == "lfo" {
+                total += meta.len();
+                entries.push((used, meta.len(), path));
+            } else if rest.starts_with("tmp")
+                && now
+                    .duration_since(used)
+                    .is_ok_and(|age| age > STALE_TEMPORARY)
+            {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        if total <= limit {
+            return;
+        }
+        entries.sort();
+        let target = limit / 4 * 3;
+        for (_, len, path) in entries {
+            if total <= target {
+                break;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                total -= len;
+            }
+        }
     }
 
     fn path(&self, fingerprint: &str, key: &str) -> PathBuf {
@@ -120,8 +183,10 @@ impl ObjectStore {
     }
 
     /// The entry for `key` under `fingerprint`, if the store holds exactly that.
+    /// A hit marks the entry used (its modification time), which pruning goes by.
     pub(crate) fn load(&self, fingerprint: &str, key: &str) -> Option<StoredObject> {
-        let bytes = std::fs::read(self.path(fingerprint, key)).ok()?;
+        let path = self.path(fingerprint, key);
+        let bytes = std::fs::read(&path).ok()?;
         let mut data = bytes.strip_prefix(MAGIC)?;
         let (f, k) = (take(&mut data)?, take(&mut data)?);
         if f != fingerprint.as_bytes() || k != key.as_bytes() {
@@ -129,7 +194,14 @@ impl ObjectStore {
         }
         let ir = String::from_utf8(take(&mut data)?.to_vec()).ok()?;
         let object = take(&mut data)?.to_vec();
-        data.is_empty().then_some(StoredObject { ir, object })
+        if !data.is_empty() {
+            return None;
+        }
+        let _ = std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(SystemTime::now()));
+        Some(StoredObject { ir, object })
     }
 
     /// Keeps the entry `ir`, `object` for `key` under `fingerprint` (best effort: a failure
@@ -184,6 +256,52 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         assert!(store.load("fp", "module").is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn opening_prunes_least_recently_used_entries_and_nothing_else() {
+        let dir = std::env::temp_dir().join(format!("lafuse-store-prune-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = ObjectStore::open(&dir).unwrap();
+        let object = vec![7u8; 1000];
+        let keys: Vec<String> = (0..8).map(|k| format!("module {k}")).collect();
+        let day = Duration::from_secs(86_400);
+        let old = SystemTime::now() - 30 * day;
+        for (k, key) in keys.iter().enumerate() {
+            store.save("fp", key, "ir", &object);
+            // Entry k was last used k days after `old`.
+            let f = std::fs::File::options()
+                .write(true)
+                .open(store.path("fp", key))
+                .unwrap();
+            f.set_modified(old + day * k as u32).unwrap();
+        }
+        // Entry 0, the oldest, is used now.
+        assert!(store.load("fp", &keys[0]).is_some());
+        let size = std::fs::metadata(store.path("fp", &keys[0])).unwrap().len();
+        let foreign = dir.join("notes.txt");
+        std::fs::write(&foreign, "not an entry").unwrap();
+        let stale = dir.join("0123456789abcdef.tmp99.ThreadId(1)");
+        std::fs::write(&stale, "a killed writer's").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&stale)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        // Room for 6 entries: pruned to 3/4 of it (4.5), so the four least recently used of
+        // 1..7 go and 0 (just used), 5, 6, 7 stay.
+        let store = ObjectStore::open_with_limit(&dir, 6 * size).unwrap();
+        let kept: Vec<bool> = keys.iter().map(|k| store.path("fp", k).exists()).collect();
+        assert_eq!(kept, [true, false, false, false, false, true, true, true]);
+        assert!(foreign.exists() && !stale.exists());
+        // Under the limit nothing goes.
+        let store = ObjectStore::open_with_limit(&dir, 6 * size).unwrap();
+        assert_eq!(
+            keys.iter().filter(|k| store.path("fp", k).exists()).count(),
+            4
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
