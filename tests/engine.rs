@@ -1089,3 +1089,28 @@ fn deep_scripts_run_on_a_small_stack_and_match_unfused_execution() {
         .join()
         .expect("no stack overflow");
 }
+
+#[test]
+fn the_reference_backend_computes_shared_nodes_once() {
+    // `s = s + s` forty times: a body of 41 nodes with 2^40 paths to `X`. Evaluating each
+    // path would never finish; each node once is instant. (The bound is a hang detector, four
+    // orders of magnitude above the time the test takes, not a speed goal.)
+    let script = format!(
+        "X = rand(rows=10, cols=10, seed=1)\ns = X\n{}print(sum(s))",
+        "s = s + s\n".repeat(40)
+    );
+    let unfused = run_unfused(&script);
+    let (done, finished) = std::sync::mpsc::channel();
+    let body = script.clone();
+    std::thread::spawn(move || {
+        let config = EngineConfig {
+            backend: FusionBackend::Reference,
+            ..EngineConfig::default()
+        };
+        let _ = done.send(run_with(config, &body).0);
+    });
+    let fused = finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the reference backend did not finish: does it recompute shared nodes?");
+    assert_same_numbers(&fused, &unfused, "s = s + s, reference backend");
+}

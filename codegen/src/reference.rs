@@ -218,13 +218,45 @@ impl<'p, 'a> Eval<'p, 'a> {
 
     // ---- cell-wise bodies (Cell, MultiAgg, Outer) -------------------------------------------
 
-    /// The value of node `n` at cell `(i, j)`, recomputed from scratch.
-    fn cell(&self, n: CNodeId, i: usize, j: usize) -> Result<f64> {
-        with_stack(|| self.cell_step(n, i, j))
+    /// The value of node `n` at cell `(i, j)`, each node of the body computed once (a body is
+    /// a DAG: `s = s + s` repeated doubles the paths to the input at every step, so
+    /// recomputing shared nodes would take exponential time). `memo` holds the cell's values
+    /// so far, two per node (at `(i, j)`, and at `(j, i)` inside a transpose); it must hold
+    /// no value from another cell ([`CellMemo::start`]).
+    fn cell(&self, n: CNodeId, i: usize, j: usize, memo: &mut CellMemo) -> Result<f64> {
+        self.cell_at(n, i, j, false, memo)
     }
 
-    fn cell_step(&self, n: CNodeId, i: usize, j: usize) -> Result<f64> {
+    fn cell_at(
+        &self,
+        n: CNodeId,
+        i: usize,
+        j: usize,
+        swapped: bool,
+        memo: &mut CellMemo,
+    ) -> Result<f64> {
+        let slot = 2 * n + usize::from(swapped);
+        if let Some(v) = memo.values.get(slot).copied().flatten() {
+            return Ok(v);
+        }
+        let v = with_stack(|| self.cell_step(n, i, j, swapped, memo))?;
+        if let Some(known) = memo.values.get_mut(slot) {
+            *known = Some(v);
+            memo.set.push(slot);
+        }
+        Ok(v)
+    }
+
+    fn cell_step(
+        &self,
+        n: CNodeId,
+        i: usize,
+        j: usize,
+        swapped: bool,
+        memo: &mut CellMemo,
+    ) -> Result<f64> {
         let nodes = &self.plan.nodes;
+        let mut at = |x: CNodeId| self.cell_at(x, i, j, swapped, memo);
         Ok(match &nodes[n] {
             CNode::Data { input, access } => {
                 let v = self.input(*input)?;
@@ -238,31 +270,23 @@ impl<'p, 'a> Eval<'p, 'a> {
                 }
             }
             CNode::Literal { value } => literal(value)?,
-            CNode::Unary { f, x } => unary(*f, self.cell(*x, i, j)?)?,
+            CNode::Unary { f, x } => unary(*f, at(*x)?)?,
             CNode::Pow2 { x } => {
-                let v = self.cell(*x, i, j)?;
+                let v = at(*x)?;
                 v * v
             }
             CNode::Mult2 { x } => {
-                let v = self.cell(*x, i, j)?;
+                let v = at(*x)?;
                 v + v
             }
-            CNode::Binary { f, a, b } => binary(*f, self.cell(*a, i, j)?, self.cell(*b, i, j)?)?,
-            CNode::Ternary { f, a, b, c } => ternary(
-                *f,
-                self.cell(*a, i, j)?,
-                self.cell(*b, i, j)?,
-                self.cell(*c, i, j)?,
-            ),
+            CNode::Binary { f, a, b } => binary(*f, at(*a)?, at(*b)?)?,
+            CNode::Ternary { f, a, b, c } => ternary(*f, at(*a)?, at(*b)?, at(*c)?),
             CNode::Nary { f, xs } => {
-                let vs = xs
-                    .iter()
-                    .map(|&x| self.cell(x, i, j))
-                    .collect::<Result<Vec<_>>>()?;
+                let vs = xs.iter().map(|&x| at(x)).collect::<Result<Vec<_>>>()?;
                 nary(*f, &vs)?
             }
-            CNode::DotCell { a, b } => self.cell(*a, i, j)? * self.cell(*b, i, j)?,
-            CNode::Transpose { x } => self.cell(*x, j, i)?,
+            CNode::DotCell { a, b } => at(*a)? * at(*b)?,
+            CNode::Transpose { x } => self.cell_at(*x, j, i, !swapped, memo)?,
             CNode::OuterDot { u, v } => {
                 let (
                     CNode::Data { input: ui, .. },
@@ -297,9 +321,11 @@ impl<'p, 'a> Eval<'p, 'a> {
             _ => main.shape(),
         };
         let mut vals = rt(lafuse_runtime::matrix::try_with_capacity(m * n))?;
+        let mut memo = CellMemo::new(self.plan);
         for i in 0..m {
             for j in 0..n {
-                vals.push(self.cell(out, i, j)?);
+                memo.start();
+                vals.push(self.cell(out, i, j, &mut memo)?);
             }
         }
         rt(Matrix::from_dense_values(m, n, vals))
@@ -362,9 +388,11 @@ impl<'p, 'a> Eval<'p, 'a> {
         // 0, or NaN where the body is not finite.
         let (m, n) = main.shape();
         let mut vals = rt(lafuse_runtime::matrix::try_alloc_zeroed(m * n))?;
+        let mut memo = CellMemo::new(self.plan);
         for i in 0..m {
             for j in 0..n {
-                let g = self.cell(g_node, i, j)?;
+                memo.start();
+                let g = self.cell(g_node, i, j, &mut memo)?;
                 vals[i * n + j] = if main.get(i, j) != 0.0 { g } else { 0.0 * g };
             }
         }
@@ -514,6 +542,30 @@ impl<'p, 'a> Eval<'p, 'a> {
 }
 
 /// A row value as a vector (a scalar is a vector of length one).
+/// One cell's node values (see [`Eval::cell`]).
+struct CellMemo {
+    values: Vec<Option<f64>>,
+    /// The slots set since [`CellMemo::start`], so that starting the next cell costs what the
+    /// last one computed, not the body's size.
+    set: Vec<usize>,
+}
+
+impl CellMemo {
+    fn new(plan: &CPlan) -> CellMemo {
+        CellMemo {
+            values: vec![None; 2 * plan.nodes.len()],
+            set: Vec::new(),
+        }
+    }
+
+    /// Forgets the previous cell's values.
+    fn start(&mut self) {
+        for slot in self.set.drain(..) {
+            self.values[slot] = None;
+        }
+    }
+}
+
 fn as_vector(v: &RVal) -> Result<Vec<f64>> {
     match v {
         RVal::Scalar(s) => Ok(vec![*s]),
