@@ -47,7 +47,9 @@ impl<'a> FusionDag<'a> {
                 let list = &mut consumers[input.index()];
                 // Distinct consumers: `X * X` reads X twice within one operator, which is no
                 // reason to materialize X (paper section 4.1 counts consumers, not edges).
-                if list.last() != Some(&id) && !list.contains(&id) {
+                // Hops are visited one at a time, so a repeat of `id` is the list's last entry
+                // (a search of the whole list made a hop read by n others cost O(n^2)).
+                if list.last() != Some(&id) {
                     list.push(id);
                 }
             }

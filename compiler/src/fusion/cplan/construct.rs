@@ -127,7 +127,7 @@ pub fn construct_cplans(
 }
 
 /// A node of the first pass: data inputs are hop ids, not yet positions and accesses.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Raw {
     /// A data input; `Some(access)` when the use fixes it (matrix operands, Outer factors).
     Data(HopId, Option<Access>),
@@ -141,6 +141,8 @@ struct Builder<'a, 'd> {
     selection: &'a Selection,
     template: TemplateKind,
     raw: Vec<Raw>,
+    /// Where each node of `raw` is.
+    index: HashMap<Raw, usize>,
     /// Raw node per (hop, context), so a hop used twice is built once.
     built: HashMap<HopId, usize>,
     covered: BTreeSet<HopId>,
@@ -153,11 +155,14 @@ struct Builder<'a, 'd> {
 }
 
 impl<'a, 'd> Builder<'a, 'd> {
+    /// The position of `r`, pushed unless an equal node is there already (CSE by
+    /// construction; looked up by hash, so a body of n nodes builds in O(n)).
     fn push(&mut self, r: Raw) -> usize {
-        if let Some(i) = self.raw.iter().position(|x| *x == r) {
+        if let Some(&i) = self.index.get(&r) {
             return i;
         }
-        self.raw.push(r);
+        self.raw.push(r.clone());
+        self.index.insert(r, self.raw.len() - 1);
         self.raw.len() - 1
     }
 
@@ -371,6 +376,7 @@ fn build_operator(
             template
         },
         raw: Vec::new(),
+        index: HashMap::new(),
         built: HashMap::new(),
         covered: BTreeSet::new(),
         row_x: None,

@@ -49,7 +49,7 @@ pub enum Access {
 
 /// One operation of a CPlan body. Element-wise operators apply cell by cell (Cell, MultiAgg,
 /// Outer) or to whole row vectors with scalar broadcasting (Row).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum CNode {
     /// Data input `input` (position in [`CPlan::inputs`]) read as `access`.
