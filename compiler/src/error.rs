@@ -116,19 +116,22 @@ impl<'s> Excerpt<'s> {
 
     fn new(source: &'s SourceFile, span: Span) -> Self {
         let text = source.text.as_str();
-        let clamp = |b: u32| (b as usize).min(text.len());
-        let (start, end) = (clamp(span.start), clamp(span.end).max(clamp(span.start)));
-        let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-        let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
-        if line_end - line_start <= MAX_SHOWN_LINE {
-            return Self::shown(source, text.to_string(), start..end, None);
-        }
+        // Within the text and on character boundaries (a span handed in by an embedder, with
+        // a DAG, need not be).
         let floor = |mut b: usize| {
+            b = b.min(text.len());
             while !text.is_char_boundary(b) {
                 b -= 1;
             }
             b
         };
+        let start = floor(span.start as usize);
+        let end = floor(span.end as usize).max(start);
+        let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+        if line_end - line_start <= MAX_SHOWN_LINE {
+            return Self::shown(source, text.to_string(), start..end, None);
+        }
         let from = floor(start.saturating_sub(MAX_SHOWN_LINE / 3).max(line_start));
         let to = floor((from + MAX_SHOWN_LINE).min(line_end));
         let (head, tail) = (
@@ -259,5 +262,12 @@ mod tests {
             "{shown}"
         );
         assert!(!shown.contains('…'), "{shown}");
+
+        // Spans past the end or inside a character are rendered, not a panic.
+        let source = SourceFile::new("t.dml", "x = é\n");
+        for (a, b) in [(5, 6), (4, 99), (99, 120), (6, 5)] {
+            let shown = CompileError::user("here", Span::new(a, b)).render(&source);
+            assert!(shown.contains("error: here"), "{shown}");
+        }
     }
 }
