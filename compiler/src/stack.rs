@@ -15,7 +15,7 @@ const RED_ZONE: usize = 256 * 1024;
 /// Size of each new segment: room for some hundreds of levels, so that switching is rare.
 const SEGMENT: usize = 4 * 1024 * 1024;
 
-/// Runs `step` (one level of a recursive pass) with at least [`RED_ZONE`] bytes of stack.
+/// Runs `step` (one level of a recursive pass) with at least `RED_ZONE` bytes of stack.
 #[inline]
 pub fn with_stack<R>(step: impl FnOnce() -> R) -> R {
     stacker::maybe_grow(RED_ZONE, SEGMENT, step)

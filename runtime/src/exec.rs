@@ -28,35 +28,35 @@ pub enum Op {
     /// Moves a variable's value out of the symbol table (for a block that rebinds the variable
     /// before it ends), so that an in-place kernel may own the only reference. No inputs.
     Take(Arc<str>),
-    /// Binds a variable. Inputs: [value].
+    /// Binds a variable. Inputs: `[value]`.
     Store(Arc<str>),
     /// A constant. No inputs.
     Const(Value),
-    /// Element-wise unary operator on a matrix or scalar. Inputs: [x].
+    /// Element-wise unary operator on a matrix or scalar. Inputs: `[x]`.
     Unary(UnaryOp),
-    /// Element-wise binary operator; either side may be a scalar. Inputs: [a, b].
+    /// Element-wise binary operator; either side may be a scalar. Inputs: `[a, b]`.
     Binary(BinaryOp),
-    /// `ifelse(test, yes, no)`. Inputs: [test, yes, no] (each a matrix or scalar).
+    /// `ifelse(test, yes, no)`. Inputs: `[test, yes, no]` (each a matrix or scalar).
     IfElse,
-    /// `replace(target, pattern, replacement)`. Inputs: [target, pattern, replacement].
+    /// `replace(target, pattern, replacement)`. Inputs: `[target, pattern, replacement]`.
     Replace,
-    /// Aggregation. Inputs: [x].
+    /// Aggregation. Inputs: `[x]`.
     Aggregate(AggOp, Direction),
-    /// Column-wise cumulative sum. Inputs: [x].
+    /// Column-wise cumulative sum. Inputs: `[x]`.
     Cumsum,
-    /// `%*%`. Inputs: [a, b].
+    /// `%*%`. Inputs: `[a, b]`.
     MatMul,
-    /// `t(X) %*% X` without materialising `t(X)`. Inputs: [X].
+    /// `t(X) %*% X` without materialising `t(X)`. Inputs: `[X]`.
     TransposeSelfMatMul,
     /// `t(A) %*% B` without materialising `t(A)`. Inputs: [A, B].
     TransposedLeftMatMul,
-    /// `t(X)`. Inputs: [x].
+    /// `t(X)`. Inputs: `[x]`.
     Transpose,
-    /// `diag(X)`. Inputs: [x].
+    /// `diag(X)`. Inputs: `[x]`.
     Diag,
-    /// `matrix(X, rows, cols, byrow)`. Inputs: [x, rows, cols, byrow].
+    /// `matrix(X, rows, cols, byrow)`. Inputs: `[x, rows, cols, byrow]`.
     Reshape,
-    /// `matrix(v, rows, cols)` with a scalar v. Inputs: [v, rows, cols].
+    /// `matrix(v, rows, cols)` with a scalar v. Inputs: `[v, rows, cols]`.
     Fill,
     /// `solve(A, b)`. Inputs: [A, b].
     Solve,
@@ -71,30 +71,30 @@ pub enum Op {
     /// Element-wise min/max of several operands. Inputs: the operands.
     NaryMinMax(BinaryOp),
     /// `matrix("1 2 3 4", rows, cols)`: numbers separated by spaces or commas, filled row by
-    /// row. Inputs: [values, rows, cols].
+    /// row. Inputs: `[values, rows, cols]`.
     MatrixFromString,
-    /// `rand(...)`. Inputs: [rows, cols, min, max, sparsity, seed, pdf].
+    /// `rand(...)`. Inputs: `[rows, cols, min, max, sparsity, seed, pdf]`.
     Rand,
-    /// `seq(from, to, incr)`. Inputs: [from, to, incr].
+    /// `seq(from, to, incr)`. Inputs: `[from, to, incr]`.
     Seq,
-    /// A scalar cast (`as.double`, `as.integer`, `as.logical`). Inputs: [x].
+    /// A scalar cast (`as.double`, `as.integer`, `as.logical`). Inputs: `[x]`.
     CastScalar(ScalarType),
-    /// `as.scalar(X)` of a 1x1 matrix. Inputs: [X].
+    /// `as.scalar(X)` of a 1x1 matrix. Inputs: `[X]`.
     CastToScalar,
-    /// `as.matrix(s)` of a scalar (1x1). Inputs: [s].
+    /// `as.matrix(s)` of a scalar (1x1). Inputs: `[s]`.
     CastToMatrix,
-    /// `nrow`, `ncol`, `length` at run time (normally folded at compile time). Inputs: [X].
+    /// `nrow`, `ncol`, `length` at run time (normally folded at compile time). Inputs: `[X]`.
     Nrow,
     Ncol,
     Length,
     /// `print(x)`, or `print(format, args...)` with Java `String.format` placeholders.
-    /// Inputs: [x] or [format, args...].
+    /// Inputs: `[x]` or `[format, args...]`.
     Print,
-    /// `stop(msg)`. Inputs: [msg].
+    /// `stop(msg)`. Inputs: `[msg]`.
     Stop,
     /// `toString(X, ...)`. Inputs: [X, rows, cols, decimal, sparse, sep, linebreak].
     ToString,
-    /// `read(file, ...)`. Inputs: [path, p_1, ..., p_k], `p_i` the value of the named
+    /// `read(file, ...)`. Inputs: `[path, p_1, ..., p_k]`, `p_i` the value of the named
     /// parameter `params[i]` (`format`, `header`, `sep`, `rows`, `cols`, ...).
     Read {
         params: Vec<Arc<str>>,

@@ -42,7 +42,7 @@
 //!
 //! # The pipeline
 //!
-//! [`explore`] fills the memo table in one bottom-up pass; a [`PlanSelector`] chooses plans:
+//! [`explore`](fn@explore) fills the memo table in one bottom-up pass; a [`PlanSelector`] chooses plans:
 //! the heuristics [`FuseAll`] and [`FuseNoRedundancy`], or the cost-based [`CostBased`]
 //! (`gen`: plan partitions and interesting points in [`partition`], the cost model of formula
 //! (3) as a value in [`cost`], MPSkipEnum with cost-based skipping, structural pruning by cut

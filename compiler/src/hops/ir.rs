@@ -747,7 +747,7 @@ impl Hop {
 ///
 /// `roots` are in statement order: every `TransientWrite` (at the position of the variable's
 /// final assignment), every side effect (`Print`, `Stop`, `PersistentWrite`) and every
-/// `time()` hop, each at most once. Execution order is defined by [`crate::hops::linearize`].
+/// `time()` hop, each at most once. Execution order is defined by [`crate::hops::linearize`](fn@crate::hops::linearize).
 /// Hops that no root reaches are dead and ignored (removed by [`HopDag::compact`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HopDag {

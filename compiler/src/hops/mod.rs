@@ -5,7 +5,7 @@
 //!
 //! Pipeline: [`build_block_dag`] (or [`DagBuilder`], or [`HopDag::from_json`]) →
 //! [`rewrite::optimize`] (constant folding, algebraic simplification, CSE; verifier between
-//! passes in debug builds) → [`linearize`] → execution. [`size::propagate_sizes`] can be re-run
+//! passes in debug builds) → [`linearize`](fn@linearize) → execution. [`size::propagate_sizes`] can be re-run
 //! after any change; [`verify::verify`] checks every invariant.
 //!
 //! Architecture invariant: hops live in an arena indexed by [`HopId`]; every op's inputs are

@@ -6,7 +6,7 @@
 //! * Shape errors are [`RuntimeError::User`](crate::RuntimeError::User) messages naming both
 //!   shapes.
 //! * Outputs choose their format by their exact nnz ([`Matrix::examine_and_convert`]).
-//! * Work above [`PAR_THRESHOLD`](crate::matrix::PAR_THRESHOLD) cells runs on rayon's pool, split
+//! * Work above [`PAR_THRESHOLD`] cells runs on rayon's pool, split
 //!   into blocks of fixed size, so reductions merge partials in the same order whatever the thread
 //!   count: results are bit-identical across thread counts.
 //! * Sparse inputs only skip zeros where that cannot change the result, including with NaN/±Inf

@@ -659,7 +659,7 @@ impl AggregateInfo {
 /// candidate: its input aggregates (every multi-aggregate root below it) and its fused inputs
 /// (the matrices at the boundary of its selected Cell plan; without a plan its input, or both
 /// vectors of `t(x) %*% y`). Candidates sorted by number of input aggregates are merged
-/// greedily while [`AggregateInfo::is_mergeable`]; every group of two or more that passes
+/// greedily while `AggregateInfo::is_mergeable`; every group of two or more that passes
 /// [`crate::fusion::template::is_valid_multi_aggregate`] is returned, in DAG order.
 pub fn cross_partition_multi_aggregates(
     dag: &FusionDag<'_>,
