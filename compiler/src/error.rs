@@ -1,6 +1,7 @@
 //! The compiler's error type: who is at fault, what happened, and where in the script.
 
 use crate::span::{SourceFile, Span};
+use codespan_reporting::files::{self, Files, SimpleFile};
 use thiserror::Error;
 
 /// Who has to act on an error.
@@ -97,15 +98,14 @@ const MAX_SHOWN_LINE: usize = 160;
 /// The script as a diagnostic shows it: the text, with the error's line cut to a window
 /// around the error when it is longer than [`MAX_SHOWN_LINE`].
 struct Excerpt<'s> {
-    name: &'s str,
     /// The original text.
     original: &'s str,
     /// The text shown: the original, or the original with the error's line cut.
-    text: String,
-    line_starts: Vec<usize>,
-    /// The label's byte range in `text`.
+    file: SimpleFile<&'s str, String>,
+    /// The label's byte range in the text shown.
     label: std::ops::Range<usize>,
-    /// Where the cut line's window starts in `original` and in `text` (`None`: not cut).
+    /// Where the cut line's window starts in `original` and in the text shown (`None`: not
+    /// cut).
     window: Option<(usize, usize)>,
 }
 
@@ -155,67 +155,39 @@ impl<'s> Excerpt<'s> {
         label: std::ops::Range<usize>,
         window: Option<(usize, usize)>,
     ) -> Self {
-        let line_starts = codespan_reporting::files::line_starts(&text).collect();
         Excerpt {
-            name: &source.name,
             original: &source.text,
-            text,
-            line_starts,
+            file: SimpleFile::new(&source.name, text),
             label,
             window,
         }
     }
 }
 
-impl<'a> codespan_reporting::files::Files<'a> for Excerpt<'_> {
+/// The shown text's lines as `SimpleFile` has them; only columns are the original line's.
+impl<'a> Files<'a> for Excerpt<'_> {
     type FileId = ();
     type Name = &'a str;
     type Source = &'a str;
 
-    fn name(&'a self, (): ()) -> Result<&'a str, codespan_reporting::files::Error> {
-        Ok(self.name)
+    fn name(&'a self, (): ()) -> Result<&'a str, files::Error> {
+        Ok(self.file.name())
     }
 
-    fn source(&'a self, (): ()) -> Result<&'a str, codespan_reporting::files::Error> {
-        Ok(&self.text)
+    fn source(&'a self, (): ()) -> Result<&'a str, files::Error> {
+        Ok(self.file.source().as_str())
     }
 
-    fn line_index(
-        &'a self,
-        (): (),
-        byte: usize,
-    ) -> Result<usize, codespan_reporting::files::Error> {
-        Ok(self
-            .line_starts
-            .partition_point(|&s| s <= byte)
-            .saturating_sub(1))
+    fn line_index(&'a self, (): (), byte: usize) -> Result<usize, files::Error> {
+        self.file.line_index((), byte)
     }
 
-    fn line_range(
-        &'a self,
-        (): (),
-        line: usize,
-    ) -> Result<std::ops::Range<usize>, codespan_reporting::files::Error> {
-        use codespan_reporting::files::Error;
-        let start = *self.line_starts.get(line).ok_or(Error::LineTooLarge {
-            given: line,
-            max: self.line_starts.len().saturating_sub(1),
-        })?;
-        let end = self
-            .line_starts
-            .get(line + 1)
-            .copied()
-            .unwrap_or(self.text.len());
-        Ok(start..end)
+    fn line_range(&'a self, (): (), line: usize) -> Result<std::ops::Range<usize>, files::Error> {
+        self.file.line_range((), line)
     }
 
     /// The column in the original line, also where the shown line is cut.
-    fn column_number(
-        &'a self,
-        (): (),
-        line: usize,
-        byte: usize,
-    ) -> Result<usize, codespan_reporting::files::Error> {
+    fn column_number(&'a self, (): (), line: usize, byte: usize) -> Result<usize, files::Error> {
         let range = self.line_range((), line)?;
         match self.window {
             Some((from, at)) if byte >= at && byte >= range.start && byte < range.end => {
@@ -223,7 +195,7 @@ impl<'a> codespan_reporting::files::Files<'a> for Excerpt<'_> {
                 let original = (from + (byte - at)).min(self.original.len());
                 Ok(self.original[line_start..original].chars().count() + 1)
             }
-            _ => Ok(codespan_reporting::files::column_index(&self.text, range, byte) + 1),
+            _ => Ok(files::column_index(self.file.source(), range, byte) + 1),
         }
     }
 }

@@ -84,9 +84,11 @@ pub(crate) fn codegen_fingerprint() -> &'static str {
     })
 }
 
-/// Runs `f` with this thread's host target machine. Reused across compilations because
-/// creating one, and the per-CPU subtarget it builds on first use, costs about a
-/// millisecond; per thread because a target machine's subtarget cache is not thread-safe.
+/// Runs `f` with this thread's host target machine, on an [`LLVM_STACK`]-sized stack: every
+/// optimization and object or assembly emission goes through here. The machine is reused
+/// across compilations because creating one, and the per-CPU subtarget it builds on first use,
+/// costs about a millisecond; per thread because a target machine's subtarget cache is not
+/// thread-safe.
 pub(crate) fn with_host_machine<R>(
     f: impl FnOnce(&TargetMachine) -> Result<R, CodegenError>,
 ) -> Result<R, CodegenError> {
@@ -94,9 +96,11 @@ pub(crate) fn with_host_machine<R>(
         static TM: std::cell::OnceCell<Result<TargetMachine, CodegenError>> =
             const { std::cell::OnceCell::new() };
     }
-    TM.with(|tm| match tm.get_or_init(new_host_machine) {
-        Ok(tm) => f(tm),
-        Err(e) => Err(e.clone()),
+    with_stack_of(LLVM_STACK, || {
+        TM.with(|tm| match tm.get_or_init(new_host_machine) {
+            Ok(tm) => f(tm),
+            Err(e) => Err(e.clone()),
+        })
     })
 }
 
@@ -118,7 +122,8 @@ unsafe fn free_context(ctx: &'static Context) {
 /// function's dependency chains, a few hundred bytes per instruction: a fused operator over a
 /// chain of 20000 operations needs about 8 MiB. Compilations run on rayon workers and
 /// embedders' threads, whose stacks we do not choose, so each gets a segment this large (only
-/// the pages it touches are committed); [`super::MAX_BODY_NODES`] keeps bodies well within it.
+/// the pages it touches are committed) in [`with_host_machine`] and, for MCJIT's lazy machine
+/// code, [`Jit::function`]; [`super::MAX_BODY_NODES`] keeps bodies well within it.
 const LLVM_STACK: usize = 64 << 20;
 
 /// Creates a context and module `name` for the host, lets `prepare` fill (and verify) the
@@ -126,17 +131,6 @@ const LLVM_STACK: usize = 64 << 20;
 /// mapping the functions it declares with `helpers` (see [`Jit::new`]). When either fails,
 /// the context is freed. (`store::compile_through` takes the same two steps.)
 pub(crate) fn jit_module<R>(
-    name: &str,
-    prepare: impl FnOnce(&'static Context, &Module<'static>) -> Result<R, CodegenError>,
-    optimize: impl FnOnce(&Module<'static>, &TargetMachine) -> Result<(), CodegenError>,
-    helpers: impl Fn(&str) -> Option<usize>,
-) -> Result<(Jit, R), CodegenError> {
-    with_stack_of(LLVM_STACK, || {
-        jit_module_here(name, prepare, optimize, helpers)
-    })
-}
-
-fn jit_module_here<R>(
     name: &str,
     prepare: impl FnOnce(&'static Context, &Module<'static>) -> Result<R, CodegenError>,
     optimize: impl FnOnce(&Module<'static>, &TargetMachine) -> Result<(), CodegenError>,
@@ -175,18 +169,6 @@ pub(crate) struct ObjectModule<R> {
 /// freed before returning. `build` may instead answer with object code it already has
 /// (`Ok((r, Some(object)))`, an object store hit), which skips code generation.
 pub(crate) fn object_module<R>(
-    name: &str,
-    build: impl FnOnce(
-        &'static Context,
-        &Module<'static>,
-        &TargetMachine,
-    ) -> Result<(R, Option<Vec<u8>>), CodegenError>,
-    helpers: impl Fn(&str) -> Option<usize>,
-) -> Result<ObjectModule<R>, CodegenError> {
-    with_stack_of(LLVM_STACK, || object_module_here(name, build, helpers))
-}
-
-fn object_module_here<R>(
     name: &str,
     build: impl FnOnce(
         &'static Context,
@@ -282,7 +264,7 @@ pub(crate) fn optimize(module: &Module<'_>, tm: &TargetMachine) -> Result<(), Co
 /// Host assembly for an IR text (parsed into a fresh context, so the JIT's module is never
 /// touched after compilation).
 pub(crate) fn assembly_of(ir: &str) -> Result<String, CodegenError> {
-    with_stack_of(LLVM_STACK, || with_host_machine(|tm| assembly_with(tm, ir)))
+    with_host_machine(|tm| assembly_with(tm, ir))
 }
 
 fn assembly_with(tm: &TargetMachine, ir: &str) -> Result<String, CodegenError> {

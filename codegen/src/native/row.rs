@@ -326,7 +326,7 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
         if inlined[i] {
             continue;
         }
-        for o in read_by(nodes, &inlined, i) {
+        for o in read_by(nodes, &inlined, nodes[i].operands()) {
             remaining[o] -= 1;
             if remaining[o] == 0 {
                 if let Some(s) = slot[o] {
@@ -408,11 +408,11 @@ fn inlined_nodes(
         .collect()
 }
 
-/// The nodes whose values node `i`'s computation reads: its operands, with each inlined one
-/// replaced by what it reads in turn.
-fn read_by(nodes: &[CNode], inlined: &[bool], i: usize) -> Vec<CNodeId> {
+/// The nodes whose values a computation over `operands` reads: the operands, with each inlined
+/// one replaced by what it reads in turn.
+fn read_by(nodes: &[CNode], inlined: &[bool], operands: Vec<CNodeId>) -> Vec<CNodeId> {
     let mut found = Vec::new();
-    let mut stack = nodes[i].operands();
+    let mut stack = operands;
     while let Some(o) = stack.pop() {
         if inlined[o] {
             stack.extend(nodes[o].operands());
@@ -1595,8 +1595,7 @@ impl<'a, 'c> Em<'a, 'c> {
                     self.sparse_elementwise(fx, n, &ops, buf, len, sp)?
                 }
                 n if n.is_elementwise() => {
-                    let ops: Vec<RV<'c>> = n.operands().iter().map(|&o| vals[o]).collect();
-                    self.elementwise(fx, n, &ops, &vals, info.classes[k], buf, len)?
+                    self.elementwise(fx, n, &vals, info.classes[k], buf, len)?
                 }
                 CNode::Nary { xs, .. } => {
                     let mut off = fx.i64c(0);
@@ -1770,19 +1769,18 @@ impl<'a, 'c> Em<'a, 'c> {
     }
 
     /// One element-wise node: scalar, or a loop over its vector length. `vals`: every node's
-    /// value so far, for the operands of inlined operands.
-    #[allow(clippy::too_many_arguments)]
+    /// value so far (its operands', and those of inlined operands).
     fn elementwise(
         &self,
         fx: &mut Fx<'_, 'c>,
         node: &CNode,
-        ops: &[RV<'c>],
         vals: &[RV<'c>],
         class: Class,
         buf: PointerValue<'c>,
         len: IntValue<'c>,
     ) -> Result<RV<'c>, CodegenError> {
         let plan = &self.info.plan;
+        let ops: Vec<RV<'c>> = node.operands().iter().map(|&o| vals[o]).collect();
         if class == Class::Scalar {
             let xs: Vec<VectorValue<'c>> = ops
                 .iter()
@@ -1800,7 +1798,14 @@ impl<'a, 'c> Em<'a, 'c> {
         fx.store(j, fx.i64c(0))?;
         if !expr::node_calls_helper(plan, node) {
             let mut all = fx.ctx.bool_type().const_int(1, false);
-            for l in vector_lengths(plan, vals, ops) {
+            // The vectors read, through inlined operands.
+            let lens = read_by(&plan.nodes, &self.info.inlined, node.operands())
+                .into_iter()
+                .filter_map(|o| match vals[o] {
+                    RV::V { len, .. } => Some(len),
+                    _ => None,
+                });
+            for l in lens {
                 let eq =
                     fx.b.build_int_compare(IntPredicate::EQ, l, len, "eq")
                         .map_err(ierr)?;
@@ -2168,20 +2173,6 @@ impl<'a, 'c> Em<'a, 'c> {
 }
 
 /// The node's operation on lane vectors (all of one width).
-/// The lengths of the vectors an element-wise loop over `ops` reads, through inlined operands.
-fn vector_lengths<'c>(plan: &CPlan, vals: &[RV<'c>], ops: &[RV<'c>]) -> Vec<IntValue<'c>> {
-    let mut lens = Vec::new();
-    let mut stack: Vec<RV<'c>> = ops.to_vec();
-    while let Some(v) = stack.pop() {
-        match v {
-            RV::V { len, .. } => lens.push(len),
-            RV::Inlined(k) => stack.extend(plan.nodes[k].operands().into_iter().map(|o| vals[o])),
-            RV::S(_) | RV::Whole(_) | RV::Done => {}
-        }
-    }
-    lens
-}
-
 fn apply<'c>(
     fx: &Fx<'_, 'c>,
     plan: &CPlan,
