@@ -403,6 +403,19 @@ pub fn build_libraries() -> Result<Duration, CodegenError> {
     Ok(start.elapsed())
 }
 
+/// The process-wide libraries this process has built so far (`lafuse_math`,
+/// `lafuse_row_blocks`): what its compilations paid for besides their operators.
+pub fn built_libraries() -> Vec<&'static str> {
+    let mut built = Vec::new();
+    if math::library_built() {
+        built.push("lafuse_math");
+    }
+    if row::library_built() {
+        built.push("lafuse_row_blocks");
+    }
+    built
+}
+
 /// The process-wide libraries a plan's generated code calls.
 #[derive(Clone, Copy, Debug, Default)]
 struct Libraries {
