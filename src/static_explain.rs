@@ -263,9 +263,29 @@ fn assign_outputs(dag: &HopDag, vars: &mut BlockInputs) {
     }
 }
 
-/// What holds after either of two paths: what both agree on, unknown where they differ.
+/// The type of a scalar that has type `a` on one path and `b` on another: a number where both
+/// are numbers or booleans (`step = 0` before a loop that sets `step = step - g / h` is a
+/// double after it), a string where either is one (DML concatenates strings with anything).
+fn scalar_join(a: ValueType, b: ValueType) -> ValueType {
+    match (a, b) {
+        _ if a == b => a,
+        (ValueType::String, _) | (_, ValueType::String) => ValueType::String,
+        _ => ValueType::Double,
+    }
+}
+
+/// What holds after either of two paths: what both agree on, unknown where they differ. A
+/// variable defined on one path only keeps what that path knows: the script's checks accept
+/// reading it after both (as after a loop whose body defines it), and a run reads it only
+/// after the path that defined it.
 fn merge(a: &BlockInputs, b: &BlockInputs) -> BlockInputs {
     let mut out = BlockInputs::new();
+    for (name, only) in a.iter().filter(|(n, _)| !b.contains_key(*n)) {
+        out.insert(name.clone(), only.clone());
+    }
+    for (name, only) in b.iter().filter(|(n, _)| !a.contains_key(*n)) {
+        out.insert(name.clone(), only.clone());
+    }
     for (name, ma) in a {
         let Some(mb) = b.get(name) else { continue };
         let meta = match (ma, mb) {
@@ -285,7 +305,7 @@ fn merge(a: &BlockInputs, b: &BlockInputs) -> BlockInputs {
             (
                 InputMeta::Scalar { value_type: t1, .. },
                 InputMeta::Scalar { value_type: t2, .. },
-            ) if t1 == t2 => scalar(*t1),
+            ) => scalar(scalar_join(*t1, *t2)),
             // A variable that is a matrix on one path and a scalar on the other: the script's
             // checks reject reading it; leave it out.
             _ => continue,

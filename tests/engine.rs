@@ -290,6 +290,45 @@ print(sum(X))
     );
 }
 
+/// A scalar whose type differs between loop iterations (an integer literal before the loop, a
+/// double after its first step, as L2SVM's line-search step) stays defined after the loop and
+/// in the loops nested in it; the static view made it undefined and failed on L2SVM.
+#[test]
+fn static_explain_keeps_scalars_whose_type_changes_in_a_loop() {
+    let script = "X = rand(rows=20, cols=5, seed=1)
+go = TRUE
+i = 0
+while (go & i < 5) {
+  step = 0
+  flag = FALSE
+  k = 0
+  while (k < 2) {
+    Y = X * step
+    step = step - sum(Y) / 7
+    flag = k
+    k = k + 1
+  }
+  X = X + step * flag
+  i = i + 1
+  go = step < 100
+}
+print(sum(X) + step)
+";
+    let source = SourceFile::new("s.dml", script);
+    let text = Engine::new(EngineConfig::default())
+        .explain(
+            &source,
+            &ScriptArgs::default(),
+            &ExplainOptions {
+                static_only: true,
+                ..ExplainOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{}", e.render(&source)));
+    assert!(text.contains("TRead step [0,0,-1] SD"), "{text}");
+    assert!(text.contains("TRead flag [0,0,-1] SD"), "{text}");
+}
+
 /// A Cell plan may transpose a column vector (a relabelling of its cells), so its body can run
 /// in the transposed frame of its main input: `t(exp(x) * 2) + r` over an m×1 `x` is 1×m, its
 /// side inputs read transposed, its row and column aggregates swapped. The reference evaluator
