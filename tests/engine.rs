@@ -262,16 +262,10 @@ fn static_explain_matches_the_run_for_known_sizes_and_prints_nothing() {
     assert!(operators(&ran).contains(&("cell".to_string(), "full_agg".to_string())));
 }
 
-#[test]
-fn static_explain_compiles_loops_and_functions_without_running_them() {
-    let script = "f = function(matrix[double] A) return (matrix[double] B) { B = A * 2 }
-X = rand(rows=50, cols=10, seed=1)
-for (i in 1:3) { X = f(X) }
-while (sum(X) > 1e9) { X = X / 2 }
-print(sum(X))
-";
+/// `explain --static` of `script` (the HOP DAGs), or a panic with the rendered error.
+fn static_explain(script: &str) -> String {
     let source = SourceFile::new("s.dml", script);
-    let text = Engine::new(EngineConfig::default())
+    Engine::new(EngineConfig::default())
         .explain(
             &source,
             &ScriptArgs::default(),
@@ -280,7 +274,18 @@ print(sum(X))
                 ..ExplainOptions::default()
             },
         )
-        .unwrap_or_else(|e| panic!("{}", e.render(&source)));
+        .unwrap_or_else(|e| panic!("{}", e.render(&source)))
+}
+
+#[test]
+fn static_explain_compiles_loops_and_functions_without_running_them() {
+    let script = "f = function(matrix[double] A) return (matrix[double] B) { B = A * 2 }
+X = rand(rows=50, cols=10, seed=1)
+for (i in 1:3) { X = f(X) }
+while (sum(X) > 1e9) { X = X / 2 }
+print(sum(X))
+";
+    let text = static_explain(script);
     // Each block once: the loop body is compiled once, not per iteration.
     assert_eq!(text.matches("while condition").count(), 1, "{text}");
     assert_eq!(text.matches("for-loop start").count(), 1, "{text}");
@@ -314,17 +319,7 @@ while (go & i < 5) {
 }
 print(sum(X) + step)
 ";
-    let source = SourceFile::new("s.dml", script);
-    let text = Engine::new(EngineConfig::default())
-        .explain(
-            &source,
-            &ScriptArgs::default(),
-            &ExplainOptions {
-                static_only: true,
-                ..ExplainOptions::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("{}", e.render(&source)));
+    let text = static_explain(script);
     assert!(text.contains("TRead step [0,0,-1] SD"), "{text}");
     assert!(text.contains("TRead flag [0,0,-1] SD"), "{text}");
 }

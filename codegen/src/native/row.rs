@@ -2120,71 +2120,44 @@ impl<'a, 'c> Em<'a, 'c> {
         let finite =
             fx.b.build_int_compare(IntPredicate::EQ, nf, fx.i64c(0), "fin")
                 .map_err(ierr)?;
-        // Row of P for the long index `r` (flipped: column-major partial).
+        // P's rows are indexed by one operand (`a`, or `b` when flipped: a column-major
+        // partial) and take that operand's value times the other one. A sparse row operand
+        // updates only the rows of its non-zeros (dense axpy of the other); a sparse column
+        // operand updates every row (sparse axpy of it).
+        let update = |fx: &mut Fx<'_, 'c>, rows_of_a: bool| -> Result<(), CodegenError> {
+            let (rv, rl, cv, cl) = if rows_of_a {
+                (ap, la, bp, lb)
+            } else {
+                (bp, lb, ap, la)
+            };
+            if rows_of_a == a_sparse {
+                fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
+                    let k = fx.load_index(sp.idx, p)?;
+                    let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
+                    let o = gep(&fx.b, out, fx.mul(k, cl)?)?;
+                    call(fx, pr.axpy, &[o.into(), cv.into(), s.into(), cl.into()])?;
+                    Ok(())
+                })
+            } else {
+                fx.for_range(fx.i64c(0), rl, &mut |fx, k| {
+                    let s = load(&fx.b, gep(&fx.b, rv, k)?)?;
+                    let o = gep(&fx.b, out, fx.mul(k, cl)?)?;
+                    let args = [
+                        o.into(),
+                        sp.vals.into(),
+                        sp.idx.into(),
+                        s.into(),
+                        sp.nnz.into(),
+                    ];
+                    call(fx, pr.saxpy, &args)?;
+                    Ok(())
+                })
+            }
+        };
         let sparse = |fx: &mut Fx<'_, 'c>| -> Result<(), CodegenError> {
-            // `long_is_a`: whether the partial's rows are indexed by b (flipped) or a.
-            if_else(
-                fx,
-                flip,
-                &mut |fx| {
-                    // P[c*la + r] += a_r * b_c.
-                    if a_sparse {
-                        fx.for_range(fx.i64c(0), lb, &mut |fx, c| {
-                            let s = load(&fx.b, gep(&fx.b, bp, c)?)?;
-                            let o = gep(&fx.b, out, fx.mul(c, la)?)?;
-                            call(
-                                fx,
-                                pr.saxpy,
-                                &[
-                                    o.into(),
-                                    sp.vals.into(),
-                                    sp.idx.into(),
-                                    s.into(),
-                                    sp.nnz.into(),
-                                ],
-                            )?;
-                            Ok(())
-                        })
-                    } else {
-                        fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
-                            let c = fx.load_index(sp.idx, p)?;
-                            let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
-                            let o = gep(&fx.b, out, fx.mul(c, la)?)?;
-                            call(fx, pr.axpy, &[o.into(), ap.into(), s.into(), la.into()])?;
-                            Ok(())
-                        })
-                    }
-                },
-                &mut |fx| {
-                    // P[r*lb + c] += a_r * b_c.
-                    if a_sparse {
-                        fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
-                            let r = fx.load_index(sp.idx, p)?;
-                            let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
-                            let o = gep(&fx.b, out, fx.mul(r, lb)?)?;
-                            call(fx, pr.axpy, &[o.into(), bp.into(), s.into(), lb.into()])?;
-                            Ok(())
-                        })
-                    } else {
-                        fx.for_range(fx.i64c(0), la, &mut |fx, r| {
-                            let s = load(&fx.b, gep(&fx.b, ap, r)?)?;
-                            let o = gep(&fx.b, out, fx.mul(r, lb)?)?;
-                            call(
-                                fx,
-                                pr.saxpy,
-                                &[
-                                    o.into(),
-                                    sp.vals.into(),
-                                    sp.idx.into(),
-                                    s.into(),
-                                    sp.nnz.into(),
-                                ],
-                            )?;
-                            Ok(())
-                        })
-                    }
-                },
-            )
+            if_else(fx, flip, &mut |fx| update(fx, false), &mut |fx| {
+                update(fx, true)
+            })
         };
         if_else(fx, finite, &mut |fx| sparse(fx), &mut |fx| dense(fx))
     }
