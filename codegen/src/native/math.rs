@@ -67,13 +67,13 @@ const LIBRARY_FUNCTIONS: [(&str, u32, VectorBody); 4] = [
 /// The address of a library function for an operator's JIT to map its declaration to
 /// (`None`: not a library function, or the library failed to compile, so the operator fails
 /// to compile and runs unfused).
-pub(crate) fn library_address(name: &str) -> Option<usize> {
+pub(crate) fn library_address(name: &str, store: Option<&super::ObjectStore>) -> Option<usize> {
     // Only a name the library defines builds it: the lookup runs for every external function
     // an operator declares, and a Row operator's block primitives must not cost this build.
     if !LIBRARY_FUNCTIONS.iter().any(|(n, _, _)| *n == name) {
         return None;
     }
-    library(None).ok()?.address(name)
+    library(store).ok()?.address(name)
 }
 
 /// Whether the library is built (or failed to build).

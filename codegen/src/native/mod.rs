@@ -313,11 +313,13 @@ struct Built {
     loaded: bool,
 }
 
-/// The addresses of what generated code calls: lafuse's helpers and libraries.
-fn helper_address(name: &str) -> Option<usize> {
+/// The addresses of what generated code calls: lafuse's helpers and libraries. A library no
+/// one has built yet is built here, through `store` (an operator starts building the libraries
+/// it calls beside its own compilation, but may reach this point first).
+fn helper_address(name: &str, store: Option<&ObjectStore>) -> Option<usize> {
     expr::helper_address(name)
-        .or_else(|| math::library_address(name))
-        .or_else(|| row::library_address(name))
+        .or_else(|| math::library_address(name, store))
+        .or_else(|| row::library_address(name, store))
 }
 
 /// Phase times of one compilation, taken lap by lap; shared (interior mutability) by the
@@ -364,13 +366,14 @@ fn build(plan: &CPlan, entry: Entry, store: Option<&ObjectStore>) -> Result<Buil
     };
     let (machine, pending, loaded) = match store {
         None => {
-            let (jit, pending) = llvm::jit_module("lafuse_op", prepare, optimize, helper_address)?;
+            let helpers = |name: &str| helper_address(name, None);
+            let (jit, pending) = llvm::jit_module("lafuse_op", prepare, optimize, helpers)?;
             laps.tick(|p| &mut p.jit);
             (Machine::Engine(jit), pending, false)
         }
         Some(store) => {
-            let made =
-                store::compile_through(store, "lafuse_op", prepare, optimize, helper_address)?;
+            let helpers = |name: &str| helper_address(name, Some(store));
+            let made = store::compile_through(store, "lafuse_op", prepare, optimize, helpers)?;
             // Until the load: the object's code generation on a miss, reading the entry on
             // a hit.
             let rest = laps.lap.get().elapsed().saturating_sub(made.load);
@@ -398,50 +401,66 @@ fn build(plan: &CPlan, entry: Entry, store: Option<&ObjectStore>) -> Result<Buil
 /// includes theirs; an embedder can pay it up front instead.
 pub fn build_libraries() -> Result<Duration, CodegenError> {
     let start = Instant::now();
-    math::library(None)?;
-    row::library(None)?;
+    for library in LibraryId::ALL {
+        library.build(None)?;
+    }
     Ok(start.elapsed())
 }
 
 /// The process-wide libraries this process has built so far (`lafuse_math`,
-/// `lafuse_row_blocks`): what its compilations paid for besides their operators.
+/// `lafuse_row_dot_rows`, `lafuse_row_axpy_rows`): what its compilations paid for besides
+/// their operators.
 pub fn built_libraries() -> Vec<&'static str> {
-    let mut built = Vec::new();
-    if math::library_built() {
-        built.push("lafuse_math");
-    }
-    if row::library_built() {
-        built.push("lafuse_row_blocks");
-    }
-    built
+    LibraryId::ALL
+        .into_iter()
+        .filter(|l| l.built())
+        .map(LibraryId::name)
+        .collect()
 }
 
-/// The process-wide libraries a plan's generated code calls.
-#[derive(Clone, Copy, Debug, Default)]
-struct Libraries {
+/// A process-wide library generated code calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LibraryId {
     /// Vector `log`/`exp` (`math`).
-    math: bool,
-    /// The Row block primitives (`row`).
-    row_blocks: bool,
+    Math,
+    /// A Row block primitive (`row`).
+    Block(row::BlockPrim),
 }
 
-impl Libraries {
-    fn any(self) -> bool {
-        self.math || self.row_blocks
+impl LibraryId {
+    const ALL: [LibraryId; 3] = [
+        LibraryId::Math,
+        LibraryId::Block(row::BlockPrim::DotRows),
+        LibraryId::Block(row::BlockPrim::AxpyRows),
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            LibraryId::Math => "lafuse_math",
+            LibraryId::Block(prim) => prim.name(),
+        }
     }
 
-    /// Those of them not built yet.
-    fn missing(self) -> Libraries {
-        Libraries {
-            math: self.math && !math::library_built(),
-            row_blocks: self.row_blocks && !row::library_built(),
+    /// Whether it is built (or failed to build).
+    fn built(self) -> bool {
+        match self {
+            LibraryId::Math => math::library_built(),
+            LibraryId::Block(prim) => prim.built(),
+        }
+    }
+
+    /// Builds it if no one has, through `store` if given.
+    fn build(self, store: Option<&ObjectStore>) -> Result<(), CodegenError> {
+        match self {
+            LibraryId::Math => math::library(store).map(drop),
+            LibraryId::Block(prim) => prim.library(store).map(drop),
         }
     }
 }
 
-/// What `plan` calls, as far as its nodes tell (a library missed here is built when the
-/// operator's JIT maps its calls, only without overlapping the operator's compilation).
-fn libraries_needed(plan: &CPlan) -> Libraries {
+/// The libraries `plan` calls, as far as its nodes tell (a library missed here is built when
+/// the operator's JIT maps its calls, only without overlapping the operator's compilation).
+fn libraries_needed(plan: &CPlan) -> Vec<LibraryId> {
     use lafuse_compiler::hops::{BinaryOp, UnaryOp};
     let math = plan.nodes.iter().any(|n| {
         matches!(
@@ -455,13 +474,17 @@ fn libraries_needed(plan: &CPlan) -> Libraries {
             }
         )
     });
-    let row_blocks = match &plan.template {
-        TemplateSpec::Row { row_type, .. } => {
-            row::analyze(plan, *row_type).is_ok_and(|info| info.uses_block_prims())
-        }
-        _ => false,
+    let row = match &plan.template {
+        TemplateSpec::Row { row_type, .. } => row::analyze(plan, *row_type).ok(),
+        _ => None,
     };
-    Libraries { math, row_blocks }
+    LibraryId::ALL
+        .into_iter()
+        .filter(|l| match l {
+            LibraryId::Math => math,
+            LibraryId::Block(prim) => row.as_ref().is_some_and(|info| info.uses(*prim)),
+        })
+        .collect()
 }
 
 /// Compiles a CPlan into a native operator for a dense main input: the dense entry point now,
@@ -511,21 +534,20 @@ pub fn compile_with(
     } else {
         Entry::Dense
     };
-    // A library the operator calls and that no operator has built yet is built on another
-    // core while this operator compiles (its JIT waits for it when it maps the calls).
-    let build_missing = |needed: Libraries| -> Result<(), CodegenError> {
-        if needed.math {
-            math::library(store.as_deref())?;
-        }
-        if needed.row_blocks {
-            row::library(store.as_deref())?;
-        }
-        Ok(())
-    };
-    let missing = libraries_needed(plan).missing();
-    let built = if missing.any() {
+    // The libraries the operator calls and that no operator has built yet are built on the
+    // other cores while this operator compiles (its JIT waits for them when it maps the calls).
+    let missing: Vec<LibraryId> = libraries_needed(plan)
+        .into_iter()
+        .filter(|l| !l.built())
+        .collect();
+    let built = if !missing.is_empty() {
+        use rayon::prelude::*;
         let (libraries, built) = rayon::join(
-            || build_missing(missing),
+            || {
+                missing
+                    .par_iter()
+                    .try_for_each(|l| l.build(store.as_deref()))
+            },
             || EntryCode::compile(plan, first, store.as_deref()),
         );
         libraries?;
@@ -1229,9 +1251,8 @@ mod tests {
 
     #[test]
     fn plans_say_which_libraries_they_call() {
-        let none = libraries_needed(&cell_plan());
-        assert!(!none.math && !none.row_blocks);
-        assert!(!libraries_needed(&row_plan()).any());
+        assert!(libraries_needed(&cell_plan()).is_empty());
+        assert!(libraries_needed(&row_plan()).is_empty());
         // exp(X) * 3: the vector math.
         let mut exp = cell_plan();
         exp.nodes.push(CNode::Unary {
@@ -1244,8 +1265,7 @@ mod tests {
             b: 1,
         });
         exp.outputs = vec![4];
-        let e = libraries_needed(&exp);
-        assert!(e.math && !e.row_blocks);
+        assert_eq!(libraries_needed(&exp), [LibraryId::Math]);
         // rowSums(X %*% v): a product of the main row, computed a block of rows at a time.
         let nodes = vec![
             CNode::Data {
@@ -1267,8 +1287,10 @@ mod tests {
             nodes,
             outputs: vec![2],
         };
-        let p = libraries_needed(&product);
-        assert!(p.row_blocks && !p.math);
+        assert_eq!(
+            libraries_needed(&product),
+            [LibraryId::Block(row::BlockPrim::DotRows)]
+        );
     }
 
     fn sparse_input() -> lafuse_runtime::DenseMatrix {

@@ -567,9 +567,12 @@ fn sparse_nodes(
 }
 
 impl RowInfo {
-    /// Whether the dense entry calls the block primitives of the library.
-    pub(crate) fn uses_block_prims(&self) -> bool {
-        self.defer_outer || self.hoisted.contains(&true)
+    /// Whether the dense entry calls block primitive `prim` (and so needs its library).
+    pub(crate) fn uses(&self, prim: BlockPrim) -> bool {
+        match prim {
+            BlockPrim::DotRows => self.hoisted.contains(&true),
+            BlockPrim::AxpyRows => self.defer_outer,
+        }
     }
 }
 
@@ -836,9 +839,9 @@ fn pick<'c>(
 }
 
 /// `lafuse_row_axpy_rows(o, x, x stride, s, s stride, cols, rows, len)`: see
-/// [`define_block_prims`].
+/// [`define_axpy_rows`].
 const AXPY_ROWS: &str = "lafuse_row_axpy_rows";
-/// `lafuse_row_dot_rows(x, stride, bt, l, cols, rows, o)`: see [`define_block_prims`].
+/// `lafuse_row_dot_rows(x, stride, bt, l, cols, rows, o)`: see [`define_dot_rows`].
 const DOT_ROWS: &str = "lafuse_row_dot_rows";
 
 fn axpy_rows_type(ctx: &Context) -> inkwell::types::FunctionType<'_> {
@@ -851,38 +854,70 @@ fn dot_rows_type(ctx: &Context) -> inkwell::types::FunctionType<'_> {
     ctx.void_type().fn_type(&[p, i, p, i, i, i, p], false)
 }
 
-/// The block primitives of the dense entry (see [`ROW_BLOCK`]): plan-independent, so they are
-/// compiled once per process (their unrolled loops would otherwise be most of a Row
-/// operator's machine code).
-static LIBRARY: OnceLock<Result<Library, CodegenError>> = OnceLock::new();
+/// A block primitive of the dense entry (see [`ROW_BLOCK`]). Each is plan-independent, so it
+/// is compiled once per process, as a library of its own (their unrolled loops would otherwise
+/// be most of a Row operator's machine code): an operator that calls both builds them on two
+/// cores, and one that calls one of them does not wait for the other (the dot products take
+/// about 23 ms of LLVM's time, the updates 13 ms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BlockPrim {
+    /// `lafuse_row_dot_rows`: products of a block of rows with a transposed matrix.
+    DotRows,
+    /// `lafuse_row_axpy_rows`: a block's outer-product updates of the partial.
+    AxpyRows,
+}
+
+static DOT_ROWS_LIBRARY: OnceLock<Result<Library, CodegenError>> = OnceLock::new();
+static AXPY_ROWS_LIBRARY: OnceLock<Result<Library, CodegenError>> = OnceLock::new();
+
+impl BlockPrim {
+    pub(crate) const ALL: [BlockPrim; 2] = [BlockPrim::DotRows, BlockPrim::AxpyRows];
+
+    /// The function's name, which is also its library's module name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            BlockPrim::DotRows => DOT_ROWS,
+            BlockPrim::AxpyRows => AXPY_ROWS,
+        }
+    }
+
+    fn cell(self) -> &'static OnceLock<Result<Library, CodegenError>> {
+        match self {
+            BlockPrim::DotRows => &DOT_ROWS_LIBRARY,
+            BlockPrim::AxpyRows => &AXPY_ROWS_LIBRARY,
+        }
+    }
+
+    /// Whether its library is built (or failed to build).
+    pub(crate) fn built(self) -> bool {
+        self.cell().get().is_some()
+    }
+
+    /// Its library, built on first use.
+    pub(crate) fn library(
+        self,
+        store: Option<&super::ObjectStore>,
+    ) -> Result<&'static Library, CodegenError> {
+        Library::get(
+            self.cell(),
+            self.name(),
+            |ctx, module| {
+                match self {
+                    BlockPrim::DotRows => define_dot_rows(ctx, module)?,
+                    BlockPrim::AxpyRows => define_axpy_rows(ctx, module)?,
+                }
+                Ok(vec![self.name().to_string()])
+            },
+            store,
+        )
+    }
+}
 
 /// The address of a block primitive for an operator's JIT to map its declaration to.
-pub(crate) fn library_address(name: &str) -> Option<usize> {
-    // Only a name the library defines builds it (see `math::library_address`).
-    if name != AXPY_ROWS && name != DOT_ROWS {
-        return None;
-    }
-    library(None).ok()?.address(name)
-}
-
-/// Whether the library of block primitives is built (or failed to build).
-pub(crate) fn library_built() -> bool {
-    LIBRARY.get().is_some()
-}
-
-/// The library of block primitives, built on first use.
-pub(crate) fn library(
-    store: Option<&super::ObjectStore>,
-) -> Result<&'static Library, CodegenError> {
-    Library::get(
-        &LIBRARY,
-        "lafuse_row_blocks",
-        |ctx, module| {
-            define_block_prims(ctx, module)?;
-            Ok(vec![AXPY_ROWS.to_string(), DOT_ROWS.to_string()])
-        },
-        store,
-    )
+pub(crate) fn library_address(name: &str, store: Option<&super::ObjectStore>) -> Option<usize> {
+    // Only a name a library defines builds it (see `math::library_address`).
+    let prim = BlockPrim::ALL.into_iter().find(|p| p.name() == name)?;
+    prim.library(store).ok()?.address(name)
 }
 
 /// `o[j] += s * x[j]` (`lafuse_row_axpy`, inlined where called).
@@ -905,12 +940,6 @@ fn emit_axpy<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<
     })?;
     fx.b.build_return(None).map_err(ierr)?;
     Ok(fx.func)
-}
-
-/// Defines the block primitives in the library's module.
-fn define_block_prims<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), CodegenError> {
-    define_axpy_rows(ctx, module)?;
-    define_dot_rows(ctx, module)
 }
 
 /// `lafuse_row_axpy_rows`: a block's outer-product updates of the partial.
@@ -1306,11 +1335,10 @@ fn emit_prims<'c>(
     let axpy = emit_axpy(ctx, module)?;
     // The block primitives: declared here, defined once per process (`library_address`).
     let axpy_rows = info
-        .defer_outer
+        .uses(BlockPrim::AxpyRows)
         .then(|| library::declare(ctx, module, AXPY_ROWS, axpy_rows_type(ctx)));
     let dot_rows = info
-        .hoisted
-        .contains(&true)
+        .uses(BlockPrim::DotRows)
         .then(|| library::declare(ctx, module, DOT_ROWS, dot_rows_type(ctx)));
     // o[idx[p]] += s * vals[p].
     let saxpy = {
