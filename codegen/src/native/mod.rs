@@ -397,13 +397,13 @@ fn build(plan: &CPlan, entry: Entry, store: Option<&ObjectStore>) -> Result<Buil
 
 /// Builds the process-wide function libraries that operators call (the vector math of
 /// `log`/`exp`, the Row block primitives) if they are not built yet, and returns how long that
-/// took. Operators otherwise build them on first use, and that first compilation's time
+/// took (they build in parallel). Operators otherwise build them on first use, and that first compilation's time
 /// includes theirs; an embedder can pay it up front instead.
 pub fn build_libraries() -> Result<Duration, CodegenError> {
+    use rayon::prelude::*;
     let start = Instant::now();
-    for library in LibraryId::ALL {
-        library.build(None)?;
-    }
+    // In parallel, on the rayon pool, as operators build the ones they call.
+    LibraryId::ALL.par_iter().try_for_each(|l| l.build(None))?;
     Ok(start.elapsed())
 }
 
