@@ -969,6 +969,24 @@ pub(crate) fn prefetch<'c>(fx: &Fx<'_, 'c>, addr: PointerValue<'c>) -> Result<()
     prefetch_to(fx, addr, 3)
 }
 
+/// Prefetches, with LLVM's `locality` (see [`prefetch_to`]), the cache line holding element
+/// `elems` of the doubles at `base`. The address is a plain GEP on i8, without `inbounds`: it
+/// may lie past the end of the data, as it is only ever prefetched.
+pub(crate) fn prefetch_element<'c>(
+    fx: &Fx<'_, 'c>,
+    base: PointerValue<'c>,
+    elems: IntValue<'c>,
+    locality: u64,
+) -> Result<(), CodegenError> {
+    let bytes =
+        fx.b.build_pointer_cast(base, llvm::i8_ptr(fx.ctx), "pfb")
+            .map_err(ierr)?;
+    let off = fx.mul(elems, fx.i64c(8))?;
+    // SAFETY (of the IR): a plain GEP on i8, only ever prefetched.
+    let addr = unsafe { fx.b.build_gep(bytes, &[off], "pf") }.map_err(ierr)?;
+    prefetch_to(fx, addr, locality)
+}
+
 /// Prefetches the cache line at `addr` for reading with LLVM's `locality` (3: into every
 /// level, the L1 included; 2: into the L2 and beyond, leaving the L1 to the data in use).
 pub(crate) fn prefetch_to<'c>(

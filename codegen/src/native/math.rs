@@ -6,7 +6,7 @@
 //! register around it, and the loss of the loop's vectorization; the IR versions run on all
 //! lanes at once (an Outer operator's `log(U %*% t(V) + eps)`, a Cell loop's `log(X)`, a GLM's
 //! `exp`). They are compiled once per process into a library of their own that operators
-//! call (`library_address`, see `library`), so no operator pays their machine code.
+//! call (`LibraryId` in the parent module, see `library`), so no operator pays their machine code.
 
 use super::expr::{ierr, Fx};
 use super::library::{self, Library};
@@ -16,7 +16,7 @@ use inkwell::{FloatPredicate, IntPredicate};
 use scalar::ln_consts as c;
 use std::sync::OnceLock;
 
-/// A call of the shared library's lane-wise `name` over a full vector ([`library_address`]):
+/// A call of the shared library's lane-wise `name` over a full vector ([`library`]):
 /// a call per vector costs a few cycles next to the dozens of operations of `log` or `exp`,
 /// and no operator pays their machine code. `name` gets the width: `_v8` for vector loops,
 /// `_v1` for one lane (a scalar tail, an Outer operator's cell).
@@ -64,16 +64,9 @@ const LIBRARY_FUNCTIONS: [(&str, u32, VectorBody); 4] = [
     ("lafuse_exp_v1", 1, exp_inline),
 ];
 
-/// The address of a library function for an operator's JIT to map its declaration to
-/// (`None`: not a library function, or the library failed to compile, so the operator fails
-/// to compile and runs unfused).
-pub(crate) fn library_address(name: &str, store: Option<&super::ObjectStore>) -> Option<usize> {
-    // Only a name the library defines builds it: the lookup runs for every external function
-    // an operator declares, and a Row operator's block primitives must not cost this build.
-    if !LIBRARY_FUNCTIONS.iter().any(|(n, _, _)| *n == name) {
-        return None;
-    }
-    library(store).ok()?.address(name)
+/// Whether the library defines function `name`.
+pub(crate) fn defines(name: &str) -> bool {
+    LIBRARY_FUNCTIONS.iter().any(|(n, _, _)| *n == name)
 }
 
 /// Whether the library is built (or failed to build).

@@ -317,9 +317,12 @@ struct Built {
 /// one has built yet is built here, through `store` (an operator starts building the libraries
 /// it calls beside its own compilation, but may reach this point first).
 fn helper_address(name: &str, store: Option<&ObjectStore>) -> Option<usize> {
-    expr::helper_address(name)
-        .or_else(|| math::library_address(name, store))
-        .or_else(|| row::library_address(name, store))
+    expr::helper_address(name).or_else(|| {
+        // Only the library that defines `name` is built: the lookup runs for every external
+        // function an operator declares.
+        let library = LibraryId::ALL.into_iter().find(|l| l.defines(name))?;
+        library.library(store).ok()?.address(name)
+    })
 }
 
 /// Phase times of one compilation, taken lap by lap; shared (interior mutability) by the
@@ -397,8 +400,8 @@ fn build(plan: &CPlan, entry: Entry, store: Option<&ObjectStore>) -> Result<Buil
 
 /// Builds the process-wide function libraries that operators call (the vector math of
 /// `log`/`exp`, the Row block primitives) if they are not built yet, and returns how long that
-/// took (they build in parallel). Operators otherwise build them on first use, and that first compilation's time
-/// includes theirs; an embedder can pay it up front instead.
+/// took (they build in parallel). Operators otherwise build them on first use, and that first
+/// compilation's time includes theirs; an embedder can pay it up front instead.
 pub fn build_libraries() -> Result<Duration, CodegenError> {
     use rayon::prelude::*;
     let start = Instant::now();
@@ -449,12 +452,28 @@ impl LibraryId {
         }
     }
 
+    /// Whether it defines function `name`.
+    fn defines(self, name: &str) -> bool {
+        match self {
+            LibraryId::Math => math::defines(name),
+            LibraryId::Block(prim) => prim.name() == name,
+        }
+    }
+
+    /// It, built by the first call, through `store` if given.
+    fn library(
+        self,
+        store: Option<&ObjectStore>,
+    ) -> Result<&'static library::Library, CodegenError> {
+        match self {
+            LibraryId::Math => math::library(store),
+            LibraryId::Block(prim) => prim.library(store),
+        }
+    }
+
     /// Builds it if no one has, through `store` if given.
     fn build(self, store: Option<&ObjectStore>) -> Result<(), CodegenError> {
-        match self {
-            LibraryId::Math => math::library(store).map(drop),
-            LibraryId::Block(prim) => prim.library(store).map(drop),
-        }
+        self.library(store).map(drop)
     }
 }
 

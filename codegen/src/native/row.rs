@@ -18,7 +18,7 @@
 //! products `X[i, ] %*% B` of the block's rows are computed together before its rows run, and
 //! outer-product updates `t(X[i, ]) %*% b` are added to the partial once per block. Those two
 //! block primitives do not depend on the plan, so they are compiled once per process
-//! ([`library_address`]) and operators call them.
+//! ([`BlockPrim`]) and operators call them.
 //!
 //! Sparse `X` (CSR entry, called only when every side input is finite): primitives that read
 //! `X` directly visit its non-zeros (`X %*% B` as sparse dot products, row sums, and the
@@ -871,8 +871,6 @@ static DOT_ROWS_LIBRARY: OnceLock<Result<Library, CodegenError>> = OnceLock::new
 static AXPY_ROWS_LIBRARY: OnceLock<Result<Library, CodegenError>> = OnceLock::new();
 
 impl BlockPrim {
-    pub(crate) const ALL: [BlockPrim; 2] = [BlockPrim::DotRows, BlockPrim::AxpyRows];
-
     /// The function's name, which is also its library's module name.
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -911,13 +909,6 @@ impl BlockPrim {
             store,
         )
     }
-}
-
-/// The address of a block primitive for an operator's JIT to map its declaration to.
-pub(crate) fn library_address(name: &str, store: Option<&super::ObjectStore>) -> Option<usize> {
-    // Only a name a library defines builds it (see `math::library_address`).
-    let prim = BlockPrim::ALL.into_iter().find(|p| p.name() == name)?;
-    prim.library(store).ok()?.address(name)
 }
 
 /// `o[j] += s * x[j]` (`lafuse_row_axpy`, inlined where called).
@@ -971,9 +962,6 @@ fn define_axpy_rows<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), Cod
                 let xs = (0..ROW_BLOCK)
                     .map(|r| gep(&fx.b, x, fx.mul(stride, fx.i64c(r))?))
                     .collect::<Result<Vec<_>, _>>()?;
-                let x8 =
-                    fx.b.build_pointer_cast(x, llvm::i8_ptr(ctx), "x8")
-                        .map_err(ierr)?;
                 let ahead = fx.mul(stride, fx.i64c(PREFETCH_BLOCKS * ROW_BLOCK))?;
                 let c = fx.slot(fx.ctx.i64_type().into())?;
                 fx.store(c, fx.i64c(0))?;
@@ -996,15 +984,10 @@ fn define_axpy_rows<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<(), Cod
                             if w == W {
                                 // The second half of the rows of the block `PREFETCH_BLOCKS`
                                 // on, a line of each per step, into the L2: memory reads stay in
-                                // flight while this block is added from the cache (a plain GEP
-                                // on i8: the address may lie past the end, only ever
-                                // prefetched).
+                                // flight while this block is added from the cache.
                                 for r in ROW_BLOCK / 2..ROW_BLOCK {
                                     let row = fx.add(ahead, fx.mul(stride, fx.i64c(r))?)?;
-                                    let off = fx.mul(fx.add(row, j)?, fx.i64c(8))?;
-                                    let addr = unsafe { fx.b.build_gep(x8, &[off], "pf") }
-                                        .map_err(ierr)?;
-                                    expr::prefetch_to(fx, addr, 2)?;
+                                    expr::prefetch_element(fx, x, fx.add(row, j)?, 2)?;
                                 }
                             }
                             let mut acc = os
@@ -1148,14 +1131,8 @@ fn dot_block<'c>(
                     // For the first half of the rows, this row's line `ahead` elements on (the
                     // same row of the block `PREFETCH_BLOCKS` on; `lafuse_row_axpy_rows`
                     // prefetches the other half): memory reads stay in flight while this block
-                    // is computed from the cache (a plain GEP on i8: the address may lie past
-                    // the end, only ever prefetched).
-                    let x8 =
-                        fx.b.build_pointer_cast(*x, llvm::i8_ptr(fx.ctx), "x8")
-                            .map_err(ierr)?;
-                    let off = fx.mul(fx.add(d, j)?, fx.i64c(8))?;
-                    let addr = unsafe { fx.b.build_gep(x8, &[off], "pf") }.map_err(ierr)?;
-                    expr::prefetch_to(fx, addr, 2)?;
+                    // is computed from the cache.
+                    expr::prefetch_element(fx, *x, fx.add(d, j)?, 2)?;
                 }
                 let xv = load_vec(&fx.b, fx.vty(w), *x, j)?;
                 for (t, b) in bv.iter().enumerate() {
@@ -1333,7 +1310,7 @@ fn emit_prims<'c>(
         fx.func
     };
     let axpy = emit_axpy(ctx, module)?;
-    // The block primitives: declared here, defined once per process (`library_address`).
+    // The block primitives: declared here, defined once per process (`BlockPrim`).
     let axpy_rows = info
         .uses(BlockPrim::AxpyRows)
         .then(|| library::declare(ctx, module, AXPY_ROWS, axpy_rows_type(ctx)));
@@ -2116,31 +2093,60 @@ impl<'a, 'c> Em<'a, 'c> {
         let flip =
             fx.b.build_int_compare(IntPredicate::NE, self.par(P_FLIP), fx.i64c(0), "flip")
                 .map_err(ierr)?;
-        // Dense: for each value s of the short side, axpy the long side into one row of P.
-        let dense = |fx: &mut Fx<'_, 'c>| -> Result<(), CodegenError> {
-            if_else(
-                fx,
-                flip,
-                &mut |fx| {
-                    fx.for_range(fx.i64c(0), lb, &mut |fx, c| {
-                        let s = load(&fx.b, gep(&fx.b, bp, c)?)?;
-                        let o = gep(&fx.b, out, fx.mul(c, la)?)?;
-                        call(fx, pr.axpy, &[o.into(), ap.into(), s.into(), la.into()])?;
+        // P's rows are indexed by one operand (`a`, or `b` when flipped: a column-major
+        // partial) and take that operand's value times the other one. With `sparse`, the
+        // operand that is sparse (and whether it is `a`): as the row operand it updates only the
+        // rows of its non-zeros (dense axpy of the other); as the column operand it updates
+        // every row (sparse axpy of it). Without, every row takes a dense axpy.
+        let update = |fx: &mut Fx<'_, 'c>,
+                      rows_of_a: bool,
+                      sparse: Option<(Sp<'c>, bool)>|
+         -> Result<(), CodegenError> {
+            let (rv, rl, cv, cl) = if rows_of_a {
+                (ap, la, bp, lb)
+            } else {
+                (bp, lb, ap, la)
+            };
+            match sparse {
+                Some((sp, a_sparse)) if rows_of_a == a_sparse => {
+                    fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
+                        let k = fx.load_index(sp.idx, p)?;
+                        let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
+                        let o = gep(&fx.b, out, fx.mul(k, cl)?)?;
+                        call(fx, pr.axpy, &[o.into(), cv.into(), s.into(), cl.into()])?;
                         Ok(())
                     })
-                },
-                &mut |fx| {
-                    fx.for_range(fx.i64c(0), la, &mut |fx, r| {
-                        let s = load(&fx.b, gep(&fx.b, ap, r)?)?;
-                        let o = gep(&fx.b, out, fx.mul(r, lb)?)?;
-                        call(fx, pr.axpy, &[o.into(), bp.into(), s.into(), lb.into()])?;
-                        Ok(())
-                    })
-                },
-            )
+                }
+                _ => fx.for_range(fx.i64c(0), rl, &mut |fx, k| {
+                    let s = load(&fx.b, gep(&fx.b, rv, k)?)?;
+                    let o = gep(&fx.b, out, fx.mul(k, cl)?)?;
+                    match sparse {
+                        Some((sp, _)) => {
+                            let args = [
+                                o.into(),
+                                sp.vals.into(),
+                                sp.idx.into(),
+                                s.into(),
+                                sp.nnz.into(),
+                            ];
+                            call(fx, pr.saxpy, &args)?;
+                        }
+                        None => {
+                            call(fx, pr.axpy, &[o.into(), cv.into(), s.into(), cl.into()])?;
+                        }
+                    }
+                    Ok(())
+                }),
+            }
         };
+        let oriented =
+            |fx: &mut Fx<'_, 'c>, sparse: Option<(Sp<'c>, bool)>| -> Result<(), CodegenError> {
+                if_else(fx, flip, &mut |fx| update(fx, false, sparse), &mut |fx| {
+                    update(fx, true, sparse)
+                })
+            };
         let Some((sp, a_sparse)) = asp.map(|s| (s, true)).or(bsp.map(|s| (s, false))) else {
-            return dense(fx);
+            return oriented(fx, None);
         };
         // Sparse X: skipped zeros contribute 0 only when the other side is finite.
         let (op_, ol) = if a_sparse { (bp, lb) } else { (ap, la) };
@@ -2148,46 +2154,12 @@ impl<'a, 'c> Em<'a, 'c> {
         let finite =
             fx.b.build_int_compare(IntPredicate::EQ, nf, fx.i64c(0), "fin")
                 .map_err(ierr)?;
-        // P's rows are indexed by one operand (`a`, or `b` when flipped: a column-major
-        // partial) and take that operand's value times the other one. A sparse row operand
-        // updates only the rows of its non-zeros (dense axpy of the other); a sparse column
-        // operand updates every row (sparse axpy of it).
-        let update = |fx: &mut Fx<'_, 'c>, rows_of_a: bool| -> Result<(), CodegenError> {
-            let (rv, rl, cv, cl) = if rows_of_a {
-                (ap, la, bp, lb)
-            } else {
-                (bp, lb, ap, la)
-            };
-            if rows_of_a == a_sparse {
-                fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
-                    let k = fx.load_index(sp.idx, p)?;
-                    let s = load(&fx.b, gep(&fx.b, sp.vals, p)?)?;
-                    let o = gep(&fx.b, out, fx.mul(k, cl)?)?;
-                    call(fx, pr.axpy, &[o.into(), cv.into(), s.into(), cl.into()])?;
-                    Ok(())
-                })
-            } else {
-                fx.for_range(fx.i64c(0), rl, &mut |fx, k| {
-                    let s = load(&fx.b, gep(&fx.b, rv, k)?)?;
-                    let o = gep(&fx.b, out, fx.mul(k, cl)?)?;
-                    let args = [
-                        o.into(),
-                        sp.vals.into(),
-                        sp.idx.into(),
-                        s.into(),
-                        sp.nnz.into(),
-                    ];
-                    call(fx, pr.saxpy, &args)?;
-                    Ok(())
-                })
-            }
-        };
-        let sparse = |fx: &mut Fx<'_, 'c>| -> Result<(), CodegenError> {
-            if_else(fx, flip, &mut |fx| update(fx, false), &mut |fx| {
-                update(fx, true)
-            })
-        };
-        if_else(fx, finite, &mut |fx| sparse(fx), &mut |fx| dense(fx))
+        if_else(
+            fx,
+            finite,
+            &mut |fx| oriented(fx, Some((sp, a_sparse))),
+            &mut |fx| oriented(fx, None),
+        )
     }
 }
 
