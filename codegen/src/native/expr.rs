@@ -963,12 +963,6 @@ pub(crate) fn if_else<'c>(
     Ok(())
 }
 
-/// Prefetches the cache line at `addr` for reading (high temporal locality, data cache). A
-/// prefetch never faults, so `addr` may point past the end of an object.
-pub(crate) fn prefetch<'c>(fx: &Fx<'_, 'c>, addr: PointerValue<'c>) -> Result<(), CodegenError> {
-    prefetch_to(fx, addr, 3)
-}
-
 /// Prefetches, with LLVM's `locality` (see [`prefetch_to`]), the cache line holding element
 /// `elems` of the doubles at `base`. The address is a plain GEP on i8, without `inbounds`: it
 /// may lie past the end of the data, as it is only ever prefetched.
@@ -989,7 +983,7 @@ pub(crate) fn prefetch_element<'c>(
 
 /// Prefetches the cache line at `addr` for reading with LLVM's `locality` (3: into every
 /// level, the L1 included; 2: into the L2 and beyond, leaving the L1 to the data in use).
-pub(crate) fn prefetch_to<'c>(
+fn prefetch_to<'c>(
     fx: &Fx<'_, 'c>,
     addr: PointerValue<'c>,
     locality: u64,

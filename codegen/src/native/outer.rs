@@ -6,8 +6,8 @@
 
 use super::cell::{LANES, W};
 use super::expr::{
-    declare_entry, declare_primitive, ierr, if_else, load_inputs, load_main_csr, prefetch, At,
-    Body, Fx, InputPtrs,
+    declare_entry, declare_primitive, ierr, if_else, load_inputs, load_main_csr, prefetch_element,
+    At, Body, Fx, InputPtrs,
 };
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::CodegenError;
@@ -65,19 +65,11 @@ pub(crate) fn dot_products<'c>(
     let wl = u64::from(W);
     fx.for_slot(c, k, ACCS as u64 * wl, &mut |fx, ci| {
         if stream_u {
-            // One prefetch per 64-byte line of the block, the distance ahead: the address may
-            // lie past the end of the matrix, so it is computed without `inbounds`.
-            let base =
-                fx.b.build_pointer_cast(u, llvm::i8_ptr(fx.ctx), "ub")
-                    .map_err(ierr)?;
-            for line in 0..(ACCS as u64 * wl * 8 / 64) {
-                let off = fx.add(
-                    fx.mul(ci, fx.i64c(8))?,
-                    fx.i64c(STREAM_PREFETCH_BYTES + line * 64),
-                )?;
-                // SAFETY (of the IR): a plain GEP on i8, only ever prefetched.
-                let addr = unsafe { fx.b.build_gep(base, &[off], "pf") }.map_err(ierr)?;
-                prefetch(fx, addr)?;
+            // One prefetch per 64-byte line (8 doubles) of the block, the distance ahead (the
+            // address may lie past the end of the matrix; only prefetched).
+            for line in 0..(ACCS as u64 * wl / 8) {
+                let ahead = fx.add(ci, fx.i64c(STREAM_PREFETCH_BYTES / 8 + line * 8))?;
+                prefetch_element(fx, u, ahead, 3)?;
             }
         }
         for a in 0..ACCS {
@@ -467,7 +459,7 @@ fn prefetch_row<'c>(
     r: IntValue<'c>,
     k: IntValue<'c>,
 ) -> Result<(), CodegenError> {
-    let row = gep(&fx.b, base, fx.mul(r, k)?)?;
+    let row = fx.mul(r, k)?;
     let c = fx.slot(fx.ctx.i64_type().into())?;
     fx.store(c, fx.i64c(0))?;
     let line = fx.i64c(8);
@@ -475,7 +467,7 @@ fn prefetch_row<'c>(
         fx.b.build_int_unsigned_div(fx.add(k, fx.i64c(7))?, line, "lines")
             .map_err(ierr)?;
     fx.for_slot(c, lines, 1, &mut |fx, l| {
-        prefetch(fx, gep(&fx.b, row, fx.mul(l, line)?)?)
+        prefetch_element(fx, base, fx.add(row, fx.mul(l, line)?)?, 3)
     })
 }
 
