@@ -11,8 +11,8 @@ use super::reorg::transpose_csr;
 use super::{dense_result, fill_rows, shape_str, sparse_result};
 use crate::error::{Result, RuntimeError};
 use crate::matrix::{
-    all_finite, count_nnz, try_alloc_zeroed, DenseMatrix, Matrix, SparseMatrix, BLOCK_CELLS,
-    PAR_THRESHOLD,
+    all_finite, count_nnz, try_alloc_zeroed, try_with_capacity, DenseMatrix, Matrix, SparseMatrix,
+    BLOCK_CELLS, PAR_THRESHOLD,
 };
 use rayon::prelude::*;
 
@@ -87,6 +87,9 @@ fn dot(x: &[f64], y: &[f64]) -> f64 {
 
 fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
+    if m > 1 && n > 1 && k > 0 {
+        return dgemm(a, b);
+    }
     let mut out = try_alloc_zeroed(m * n)?;
     if n == 1 {
         // Matrix-vector: one dot product per row.
@@ -101,7 +104,20 @@ fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
         let nnz = vector_matrix(&a.values, b, &mut out);
         return Ok(dense_result(m, n, out, nnz));
     }
-    // SAFETY: the pointers cover m*k, k*n and m*n f64 values with the given row-major strides.
+    // An empty result, or an empty inner dimension (k == 0): all zeros.
+    Ok(dense_result(m, n, out, 0))
+}
+
+/// `a %*% b` through `matrixmultiply`'s dgemm (`m, n > 1`, `k > 0`). With beta 0 dgemm writes
+/// every output cell without reading it, so the output is not zeroed first: for a result of
+/// up to 32 MiB, which the system allocator serves from reused memory rather than fresh
+/// (already zero) pages, zeroing would be a whole extra pass over it.
+fn dgemm(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let mut out = try_with_capacity(m * n)?;
+    // SAFETY: the pointers cover m*k, k*n and m*n f64 values with the given row-major strides
+    // (`out` has capacity for m*n); with beta 0, dgemm writes each of the m*n output cells
+    // (k > 0) and never reads them, so after it returns all m*n values are initialised.
     unsafe {
         matrixmultiply::dgemm(
             m,
@@ -119,6 +135,7 @@ fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
             n as isize,
             1,
         );
+        out.set_len(m * n);
     }
     let nnz = count_nnz(&out);
     Ok(dense_result(m, n, out, nnz))
@@ -434,6 +451,14 @@ mod tests {
         let z = matmul(&Matrix::zeros(3, 0).unwrap(), &Matrix::zeros(0, 2).unwrap()).unwrap();
         assert_eq!(z.shape(), (3, 2));
         assert_eq!(z.nnz(), 0);
+        // The same through the dense kernels (an empty inner dimension: zeros, not dgemm).
+        let (x, y) = (
+            Matrix::from_dense_values(3, 0, vec![]).unwrap(),
+            Matrix::from_dense_values(0, 2, vec![]).unwrap(),
+        );
+        let z = matmul(&x, &y).unwrap();
+        z.validate().unwrap();
+        assert_eq!((z.shape(), z.nnz(), z.get(2, 1)), ((3, 2), 0, 0.0));
         assert_eq!(
             matmul(&Matrix::zeros(0, 3).unwrap(), &Matrix::zeros(3, 2).unwrap())
                 .unwrap()
