@@ -1148,3 +1148,54 @@ fn the_reference_backend_computes_shared_nodes_once() {
         .expect("the reference backend did not finish: does it recompute shared nodes?");
     assert_same_numbers(&fused, &unfused, "s = s + s, reference backend");
 }
+
+/// A dense side input produced by a matrix product carries the value range its kernel
+/// computed on the way (no rescan): the sparse-safe fused operators over a sparse main input
+/// must still see an infinity there, so that `0 * Inf` at the main input's zeros is NaN as
+/// unfused, and skip the zeros when the product is finite. Both, in a loop (cached ranges);
+/// 200 columns keep the product out of an Outer operator (which needs more than 256).
+#[test]
+fn ranges_of_products_keep_sparse_safe_operators_exact() {
+    for inf in ["", "B[2, 7] = 1/0"] {
+        let script = format!(
+            "X = rand(rows=200, cols=200, sparsity=0.02, seed=3)\n\
+             A = rand(rows=200, cols=5, min=0.5, max=1, seed=4)\n\
+             B = rand(rows=5, cols=200, seed=5)\n\
+             {inf}\n\
+             V = rand(rows=200, cols=4, seed=6)\n\
+             for (i in 1:2) {{\n\
+               Y = A %*% B\n\
+               print(sum(X * Y))\n\
+               print(sum(X * log(Y + 1)))\n\
+               print(sum((X * Y) %*% V))\n\
+               B = B * 0.5\n\
+             }}\n"
+        );
+        let unfused = run_unfused(&script);
+        for backend in fusion_backends() {
+            let (fused, report) = run_with(
+                EngineConfig {
+                    backend,
+                    collect_stats: true,
+                    ..EngineConfig::default()
+                },
+                &script,
+            );
+            assert!(
+                report.stats.fused_operators_executed >= 6,
+                "{backend:?} {inf}"
+            );
+            for (f, u) in fused.lines().zip(unfused.lines()) {
+                let (f, u): (f64, f64) = (f.parse().unwrap(), u.parse().unwrap());
+                let same = (f.is_nan() && u.is_nan()) || f == u || (f - u).abs() <= 1e-9 * u.abs();
+                assert!(
+                    same,
+                    "{backend:?} {inf:?}: fused {f} vs unfused {u}\n{fused}"
+                );
+            }
+            if !inf.is_empty() {
+                assert!(unfused.lines().all(|l| l == "NaN"), "{unfused}");
+            }
+        }
+    }
+}

@@ -253,11 +253,18 @@ impl ValueRangeCache {
             }
         }
         let range = m.value_range();
+        self.insert(m, range);
+        range
+    }
+
+    /// Remembers `range`, which must be exactly `m.value_range()`, as computed by the kernel
+    /// that produced `m` on its way (so that no consumer scans `m` for it).
+    pub fn insert(&mut self, m: &Arc<Matrix>, range: ValueRange) {
         if self.entries.len() >= Self::SWEEP_AT {
             self.entries.retain(|_, (weak, _)| weak.strong_count() > 0);
         }
-        self.entries.insert(key, (Arc::downgrade(m), range));
-        range
+        self.entries
+            .insert(Arc::as_ptr(m) as usize, (Arc::downgrade(m), range));
     }
 }
 
@@ -602,7 +609,15 @@ fn run_one(
             }
         },
         Op::Cumsum => Value::matrix(kernels::cumsum(arg(0)?.as_matrix()?)?),
-        Op::MatMul => Value::matrix(kernels::matmul(arg(0)?.as_matrix()?, arg(1)?.as_matrix()?)?),
+        Op::MatMul => {
+            let (product, range) =
+                kernels::matmul_with_range(arg(0)?.as_matrix()?, arg(1)?.as_matrix()?)?;
+            let product = Arc::new(product);
+            if let (Some(range), Some(cache)) = (range, ctx.ranges.as_deref_mut()) {
+                cache.insert(&product, range);
+            }
+            Value::Matrix(product)
+        }
         Op::TransposeSelfMatMul => Value::matrix(kernels::tsmm(arg(0)?.as_matrix()?)?),
         Op::TransposedLeftMatMul => Value::matrix(kernels::matmul_tn(
             arg(0)?.as_matrix()?,

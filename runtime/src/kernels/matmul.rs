@@ -11,8 +11,8 @@ use super::reorg::transpose_csr;
 use super::{dense_result, fill_rows, shape_str, sparse_result};
 use crate::error::{Result, RuntimeError};
 use crate::matrix::{
-    all_finite, count_nnz, try_alloc_zeroed, try_with_capacity, DenseMatrix, Matrix, SparseMatrix,
-    BLOCK_CELLS, PAR_THRESHOLD,
+    all_finite, count_nnz, count_nnz_and_range, try_alloc_zeroed, try_with_capacity, DenseMatrix,
+    Matrix, SparseMatrix, ValueRange, BLOCK_CELLS, PAR_THRESHOLD,
 };
 use rayon::prelude::*;
 
@@ -25,6 +25,13 @@ use rayon::prelude::*;
 /// assert_eq!(c.into_dense_values().unwrap(), vec![7.0, 10.0, 15.0, 22.0]);
 /// ```
 pub fn matmul(a: &Matrix, b: &Matrix) -> Result<Matrix> {
+    matmul_with_range(a, b).map(|(product, _)| product)
+}
+
+/// [`matmul`], with the product's [`ValueRange`] where the kernel computed it on the way (the
+/// dense dgemm path, whose non-zero count already takes a pass over the product; `None`
+/// elsewhere). The range is exact: what [`Matrix::value_range`] of the product returns.
+pub fn matmul_with_range(a: &Matrix, b: &Matrix) -> Result<(Matrix, Option<ValueRange>)> {
     if a.cols() != b.rows() {
         return Err(RuntimeError::user(format!(
             "matrix multiply: shapes {} and {} do not match (inner dimensions {} and {})",
@@ -36,20 +43,21 @@ pub fn matmul(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     }
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
     if m == 0 || n == 0 || k == 0 {
-        return Matrix::zeros(m, n);
+        return Ok((Matrix::zeros(m, n)?, None));
     }
+    let unranged = |product: Result<Matrix>| product.map(|p| (p, None));
     match (a, b) {
         (Matrix::Dense(x), Matrix::Dense(y)) => dense_dense(x, y),
         (Matrix::Sparse(x), Matrix::Dense(y)) => {
             if all_finite(&y.values) {
-                sparse_dense(x, y)
+                unranged(sparse_dense(x, y))
             } else {
                 dense_dense(&x.to_dense()?, y)
             }
         }
         (Matrix::Dense(x), Matrix::Sparse(y)) => {
             if all_finite(&x.values) {
-                dense_sparse(x, y)
+                unranged(dense_sparse(x, y))
             } else {
                 dense_dense(x, &y.to_dense()?)
             }
@@ -57,9 +65,9 @@ pub fn matmul(a: &Matrix, b: &Matrix) -> Result<Matrix> {
         (Matrix::Sparse(x), Matrix::Sparse(y)) => {
             let (fa, fb) = (all_finite(&x.values), all_finite(&y.values));
             match (fa, fb) {
-                (true, true) => sparse_sparse(x, y),
-                (_, true) => sparse_dense(x, &y.to_dense()?),
-                (true, false) => dense_sparse(&x.to_dense()?, y),
+                (true, true) => unranged(sparse_sparse(x, y)),
+                (_, true) => unranged(sparse_dense(x, &y.to_dense()?)),
+                (true, false) => unranged(dense_sparse(&x.to_dense()?, y)),
                 (false, false) => dense_dense(&x.to_dense()?, &y.to_dense()?),
             }
         }
@@ -85,10 +93,11 @@ fn dot(x: &[f64], y: &[f64]) -> f64 {
     s
 }
 
-fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
+/// A dense product, with its value range where dgemm computed it (see [`matmul_with_range`]).
+fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, Option<ValueRange>)> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     if m > 1 && n > 1 && k > 0 {
-        return dgemm(a, b);
+        return dgemm(a, b).map(|(product, range)| (product, Some(range)));
     }
     let mut out = try_alloc_zeroed(m * n)?;
     if n == 1 {
@@ -98,21 +107,21 @@ fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
                 *o = dot(a.row(r0 + t), &b.values);
             }
         });
-        return Ok(dense_result(m, n, out, nnz));
+        return Ok((dense_result(m, n, out, nnz), None));
     }
     if m == 1 {
         let nnz = vector_matrix(&a.values, b, &mut out);
-        return Ok(dense_result(m, n, out, nnz));
+        return Ok((dense_result(m, n, out, nnz), None));
     }
     // An empty result, or an empty inner dimension (k == 0): all zeros.
-    Ok(dense_result(m, n, out, 0))
+    Ok((dense_result(m, n, out, 0), None))
 }
 
 /// `a %*% b` through `matrixmultiply`'s dgemm (`m, n > 1`, `k > 0`). With beta 0 dgemm writes
 /// every output cell without reading it, so the output is not zeroed first: for a result of
 /// up to 32 MiB, which the system allocator serves from reused memory rather than fresh
 /// (already zero) pages, zeroing would be a whole extra pass over it.
-fn dgemm(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
+fn dgemm(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, ValueRange)> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let mut out = try_with_capacity(m * n)?;
     // SAFETY: the pointers cover m*k, k*n and m*n f64 values with the given row-major strides
@@ -137,8 +146,8 @@ fn dgemm(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
         );
         out.set_len(m * n);
     }
-    let nnz = count_nnz(&out);
-    Ok(dense_result(m, n, out, nnz))
+    let (nnz, range) = count_nnz_and_range(&out);
+    Ok((dense_result(m, n, out, nnz), range))
 }
 
 /// Splits a 1 x n output into fixed column chunks (parallel when large); returns nnz.
@@ -442,6 +451,38 @@ mod tests {
                 assert!(got.get(0, 0).is_nan());
             }
         }
+    }
+
+    #[test]
+    fn a_range_computed_on_the_way_is_the_products_value_range() {
+        let mut b = Matrix::Dense(rand(40, 30, 1.0, 7).to_dense().unwrap());
+        let mut ranged = 0;
+        for special in [
+            None,
+            Some(f64::INFINITY),
+            Some(f64::NAN),
+            Some(f64::NEG_INFINITY),
+        ] {
+            if let (Some(v), Matrix::Dense(d)) = (special, &mut b) {
+                d.values[17] = v;
+            }
+            assert_eq!(b.value_range().is_finite(), special.is_none());
+            for (mm, da) in [(50, 1.0), (50, 0.05), (1, 1.0), (3000, 0.5)] {
+                let a = rand(mm, 40, da, 11);
+                for x in both(&a) {
+                    let (product, range) = matmul_with_range(&x, &b).unwrap();
+                    let Some(range) = range else { continue };
+                    ranged += 1;
+                    let want = product.value_range();
+                    assert_eq!(
+                        (range.min, range.max, range.nan),
+                        (want.min, want.max, want.nan),
+                        "{mm}x40 at density {da}, special {special:?}"
+                    );
+                }
+            }
+        }
+        assert!(ranged > 0, "the dgemm path reports a range");
     }
 
     #[test]

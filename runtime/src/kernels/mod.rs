@@ -28,7 +28,7 @@ pub use elementwise::{
     binary, binary_owned, binary_scalar, binary_scalar_owned, ifelse, replace, unary, unary_owned,
 };
 pub use index::{cbind, left_index, rbind, slice};
-pub use matmul::{matmul, matmul_tn, tsmm};
+pub use matmul::{matmul, matmul_tn, matmul_with_range, tsmm};
 pub use reorg::{diag, reshape, transpose};
 pub use solve::solve;
 
