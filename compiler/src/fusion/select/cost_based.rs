@@ -39,7 +39,7 @@ use super::{prepare_for_selection, select_fuse_all, selection_roots, PlanSelecto
 use crate::fusion::cost::{self, cells, plan_cost, plan_cost_bounded, CostModel, MemoChooser};
 use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
-use crate::fusion::partition::{analyze_partitions, PlanPartition};
+use crate::fusion::partition::{analyze_partitions, PlanPartition, PointKind};
 use crate::hops::HopId;
 use crate::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -356,6 +356,22 @@ impl CostBased {
         } else {
             (fuse_all, c0)
         };
+        // A third start, fuse-no-redundancy's choice at the points: materialize shared
+        // intermediates, keep template switches fused. It can beat both others, and where the
+        // search is cut short (budget, epsilon) starting from it keeps `gen` from returning a
+        // plan worse than the fuse-no-redundancy heuristic's (found by the property test: a
+        // 15-point partition whose budgeted search ended above it).
+        let no_redundancy: Vec<bool> = part
+            .points
+            .iter()
+            .map(|p| p.kind == PointKind::MultiConsumer)
+            .collect();
+        if no_redundancy.contains(&true) && no_redundancy.contains(&false) {
+            let c = eval(&no_redundancy);
+            if c < best_cost {
+                (best, best_cost) = (no_redundancy, c);
+            }
+        }
         let bounds = StaticBounds::new(dag, part, &self.model);
         let key = PartitionKey::new(part, &bounds, c0, cn);
         let use_cache = self.plan_caching && n >= PLAN_CACHE_MIN_POINTS;
