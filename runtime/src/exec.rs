@@ -230,7 +230,9 @@ pub struct ExecContext<'a> {
 
 /// Remembers the value range of matrix values (their smallest and largest values and whether
 /// they hold a NaN), so that a sparse-safe fused operator over a sparse main input scans its
-/// dense side inputs once per value, not once per call (a loop reusing `Y` in `sum(X * Y)`).
+/// dense side inputs once per value, not once per call (a loop reusing `Y` in `sum(X * Y)`),
+/// and not at all where the kernel that produced the value handed its range over
+/// ([`ValueRangeCache::insert`]; a matrix product computes it with its non-zero count).
 ///
 /// Entries are keyed by the value's allocation and hold a `Weak` reference: a value that was
 /// dropped or moved out for an in-place update no longer upgrades, and its address cannot be
