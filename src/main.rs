@@ -269,6 +269,15 @@ enum FormatArg {
 }
 
 fn main() -> ExitCode {
+    // Rust ignores SIGPIPE, so a write to a closed pipe (`lafuse run s.dml | head -1`) fails
+    // with EPIPE, which the script's `print` would report as an error at its line. A
+    // command-line filter should instead stop quietly when its reader goes away, as `cat` does.
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any thread exists; restoring a signal's
+    // default action has no other effect on the process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
