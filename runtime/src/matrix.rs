@@ -713,38 +713,9 @@ impl ValueRange {
 
 /// The [`ValueRange`] of `values`; vectorises (eight independent lanes) and parallelises.
 pub fn value_range(values: &[f64]) -> ValueRange {
-    let seq = |c: &[f64]| {
-        let (mut lo, mut hi) = ([f64::INFINITY; 8], [f64::NEG_INFINITY; 8]);
-        // NaNs counted per lane: an integer add vectorises, a `bool |=` did not (2x slower).
-        let mut nans = [0u64; 8];
-        let mut chunks = c.chunks_exact(8);
-        for ch in &mut chunks {
-            for l in 0..8 {
-                let v = ch[l];
-                // NaN compares false both ways, so it moves neither bound.
-                lo[l] = if v < lo[l] { v } else { lo[l] };
-                hi[l] = if v > hi[l] { v } else { hi[l] };
-                nans[l] += v.is_nan() as u64;
-            }
-        }
-        let mut r = ValueRange::EMPTY;
-        for l in 0..8 {
-            r = r.union(ValueRange {
-                min: lo[l],
-                max: hi[l],
-                nan: nans[l] > 0,
-            });
-        }
-        chunks.remainder().iter().fold(r, |r, &v| r.with(v))
-    };
-    if values.len() >= PAR_THRESHOLD {
-        values
-            .par_chunks(BLOCK_CELLS)
-            .map(seq)
-            .reduce(|| ValueRange::EMPTY, ValueRange::union)
-    } else {
-        seq(values)
-    }
+    // One loop serves both: the non-zero count it keeps besides is an integer add per value,
+    // which a memory-bound scan does not notice.
+    count_nnz_and_range(values).1
 }
 
 /// [`count_nnz`] and [`value_range`] in one pass over `values`: for a kernel that counts its
@@ -753,7 +724,8 @@ pub fn value_range(values: &[f64]) -> ValueRange {
 pub fn count_nnz_and_range(values: &[f64]) -> (usize, ValueRange) {
     let seq = |c: &[f64]| -> (usize, ValueRange) {
         let (mut lo, mut hi) = ([f64::INFINITY; 8], [f64::NEG_INFINITY; 8]);
-        // Per-lane integer counts vectorise (see `value_range`).
+        // NaNs and non-zeros counted per lane in integers: an integer add vectorises, a
+        // `bool |=` did not (the loop ran 2x slower).
         let (mut nans, mut nnz) = ([0u64; 8], [0u64; 8]);
         let mut chunks = c.chunks_exact(8);
         for ch in &mut chunks {
