@@ -93,31 +93,28 @@ fn dot(x: &[f64], y: &[f64]) -> f64 {
     s
 }
 
-/// A dense product, with its value range where dgemm computed it (see [`matmul_with_range`]).
+/// A dense product (`m, k, n >= 1`: [`matmul_with_range`] answers empty shapes before any
+/// kernel), with its value range where dgemm computed it.
 fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, Option<ValueRange>)> {
-    let (m, k, n) = (a.rows, a.cols, b.cols);
-    if m > 1 && n > 1 && k > 0 {
+    let (m, n) = (a.rows, b.cols);
+    if m > 1 && n > 1 {
         return dgemm(a, b).map(|(product, range)| (product, Some(range)));
     }
     let mut out = try_alloc_zeroed(m * n)?;
-    if n == 1 {
+    let nnz = if n == 1 {
         // Matrix-vector: one dot product per row.
-        let nnz = fill_rows(&mut out, 1, |r0, block| {
+        fill_rows(&mut out, 1, |r0, block| {
             for (t, o) in block.iter_mut().enumerate() {
                 *o = dot(a.row(r0 + t), &b.values);
             }
-        });
-        return Ok((dense_result(m, n, out, nnz), None));
-    }
-    if m == 1 {
-        let nnz = vector_matrix(&a.values, b, &mut out);
-        return Ok((dense_result(m, n, out, nnz), None));
-    }
-    // An empty result, or an empty inner dimension (k == 0): all zeros.
-    Ok((dense_result(m, n, out, 0), None))
+        })
+    } else {
+        vector_matrix(&a.values, b, &mut out)
+    };
+    Ok((dense_result(m, n, out, nnz), None))
 }
 
-/// `a %*% b` through `matrixmultiply`'s dgemm (`m, n > 1`, `k > 0`). With beta 0 dgemm writes
+/// `a %*% b` through `matrixmultiply`'s dgemm (`m, n > 1`, `k >= 1`). With beta 0 dgemm writes
 /// every output cell without reading it, so the output is not zeroed first: for a result of
 /// up to 32 MiB, which the system allocator serves from reused memory rather than fresh
 /// (already zero) pages, zeroing would be a whole extra pass over it.
@@ -492,7 +489,7 @@ mod tests {
         let z = matmul(&Matrix::zeros(3, 0).unwrap(), &Matrix::zeros(0, 2).unwrap()).unwrap();
         assert_eq!(z.shape(), (3, 2));
         assert_eq!(z.nnz(), 0);
-        // The same through the dense kernels (an empty inner dimension: zeros, not dgemm).
+        // Dense operands too (an empty inner dimension is answered with zeros before any kernel).
         let (x, y) = (
             Matrix::from_dense_values(3, 0, vec![]).unwrap(),
             Matrix::from_dense_values(0, 2, vec![]).unwrap(),
