@@ -1199,3 +1199,51 @@ fn ranges_of_products_keep_sparse_safe_operators_exact() {
         }
     }
 }
+
+/// Element-wise results hold `0.0`, never `-0.0`, unfused and fused alike (the signed-zero
+/// rule, `runtime/src/matrix.rs`): a sparse result cannot store the sign, so without the rule
+/// `1 / (X * Z)` would be `-Infinity` for a dense product and `Infinity` for a sparse one, and
+/// fused operators (which compute `X * Z` in registers) would disagree with both.
+#[test]
+fn zeros_of_element_wise_results_are_positive_fused_and_unfused() {
+    let script = "X = rand(rows=300, cols=40, min=-2, max=-1, seed=1)
+Z = rand(rows=300, cols=40, min=1, max=2, sparsity=0.6, seed=2)
+S = rand(rows=300, cols=40, min=1, max=2, sparsity=0.1, seed=3)
+v = rand(rows=40, cols=1, min=1, max=2, seed=4)
+P = rand(rows=300, cols=40, min=0.1, max=0.9, seed=5)
+print(sum(1 / (X * Z)))
+print(sum(1 / (X * S)))
+print(sum(X / (X * Z)))
+print(sum(1 / (P %/% -3)))
+print(sum(1 / (X * 0)))
+print(sum(t(X) %*% (1 / ((X %*% v) * 0))))
+print(sum(1 / (-P * Z)))
+z = -1 * min(P) * 0
+print(sum(exp(P) / z))
+";
+    let expected = [
+        "Infinity",
+        "Infinity",
+        "-Infinity",
+        "Infinity",
+        "Infinity",
+        "-Infinity",
+        "Infinity",
+        // Scalars keep IEEE's -0.0, as in SystemDS.
+        "-Infinity",
+    ];
+    let unfused = run_unfused(script);
+    assert_eq!(unfused.lines().collect::<Vec<_>>(), expected, "unfused");
+    for backend in fusion_backends() {
+        let (out, report) = run_with(
+            EngineConfig {
+                backend,
+                collect_stats: true,
+                ..EngineConfig::default()
+            },
+            script,
+        );
+        assert_eq!(out.lines().collect::<Vec<_>>(), expected, "{backend:?}");
+        assert!(report.stats.fused_operators_executed >= 7, "{backend:?}");
+    }
+}

@@ -85,7 +85,11 @@ pub fn evaluate(
     let Some(Operand::Matrix(main)) = inputs.first() else {
         return err("the main input must be a matrix");
     };
-    let ev = Eval { plan, inputs };
+    let ev = Eval {
+        plan,
+        inputs,
+        matrix_valued: plan.matrix_valued(),
+    };
     let out = match &plan.template {
         TemplateSpec::Cell { cell_type, agg, .. } => {
             vec![ev.cell_template(main, plan.outputs[0], *cell_type, *agg)?]
@@ -126,6 +130,18 @@ enum RVal {
 struct Eval<'p, 'a> {
     plan: &'p CPlan,
     inputs: &'p [Operand<'a>],
+    /// Per node: whether it is a matrix's cell ([`CPlan::matrix_valued`]).
+    matrix_valued: Vec<bool>,
+}
+
+/// An element-wise node's value as the unfused kernels write it into a matrix: `-0.0` as
+/// `0.0` (the runtime's signed-zero rule, `runtime/src/matrix.rs`).
+fn as_cell(node: &CNode, matrix_valued: bool, v: f64) -> f64 {
+    if matrix_valued && node.is_elementwise() {
+        v + 0.0
+    } else {
+        v
+    }
 }
 
 fn unary(f: lafuse_compiler::hops::UnaryOp, x: f64) -> Result<f64> {
@@ -257,7 +273,7 @@ impl<'p, 'a> Eval<'p, 'a> {
     ) -> Result<f64> {
         let nodes = &self.plan.nodes;
         let mut at = |x: CNodeId| self.cell_at(x, i, j, swapped, memo);
-        Ok(match &nodes[n] {
+        let v = match &nodes[n] {
             CNode::Data { input, access } => {
                 let v = self.input(*input)?;
                 match (v, access) {
@@ -310,7 +326,8 @@ impl<'p, 'a> Eval<'p, 'a> {
                 s
             }
             other => return err(format!("{other:?} has no cell-wise value")),
-        })
+        };
+        Ok(as_cell(&nodes[n], self.matrix_valued[n], v))
     }
 
     /// The body at every cell of its shape (the main input's, or its transpose when the body
@@ -419,7 +436,7 @@ impl<'p, 'a> Eval<'p, 'a> {
         let row_of = |m: &Matrix, r: usize| -> Result<Vec<f64>> {
             (0..m.cols()).map(|j| Self::at(m, r, j)).collect()
         };
-        for node in &self.plan.nodes {
+        for (n, node) in self.plan.nodes.iter().enumerate() {
             let v = match node {
                 CNode::Data { input, access } => match (self.input(*input)?, access) {
                     (Operand::Scalar(s), _) => RVal::Scalar(s),
@@ -483,6 +500,13 @@ impl<'p, 'a> Eval<'p, 'a> {
                     RVal::Outer(as_vector(&vals[*a])?, as_vector(&vals[*b])?)
                 }
                 other => return err(format!("{other:?} in a row plan")),
+            };
+            let v = match v {
+                RVal::Scalar(x) => RVal::Scalar(as_cell(node, self.matrix_valued[n], x)),
+                RVal::Vector(xs) if self.matrix_valued[n] && node.is_elementwise() => {
+                    RVal::Vector(xs.into_iter().map(|x| x + 0.0).collect())
+                }
+                v => v,
             };
             vals.push(v);
         }

@@ -7,6 +7,13 @@
 //!   `row_ptr[rows] == col_idx.len() == values.len()`; column indices strictly increasing within a
 //!   row and `< cols`; no explicit zeros are stored, so `nnz == values.len()`.
 //! * Empty matrices (0 rows or 0 columns) are legal in both formats.
+//!
+//! Signed zeros: every element-wise kernel writes `-0.0` as `0.0`
+//! (`kernels::elementwise::matrix_cell`), as its sparse result cannot store the sign, so
+//! element-wise results do not depend on the format; fused operators follow the same rule at
+//! each matrix-valued node. Scalars keep IEEE's `-0.0`, as in SystemDS. (SystemDS keeps the
+//! sign in dense blocks only, so `1 / (X * Z)` at a zero of `Z` can be `Infinity` there where
+//! lafuse gives `-Infinity`; `tests/corpus/README.md` lists this difference.)
 
 use serde::{Deserialize, Serialize};
 

@@ -596,6 +596,8 @@ pub(crate) struct Body<'p, 'c> {
     /// Outer: the dot products `u_i · v_j` are computed by the template and passed in here.
     pub outer_dot: Option<VectorValue<'c>>,
     memo: HashMap<(CNodeId, bool), VectorValue<'c>>,
+    /// Per node: whether it is a matrix's cell ([`CPlan::matrix_valued`]).
+    matrix_valued: Vec<bool>,
 }
 
 impl<'p, 'c> Body<'p, 'c> {
@@ -606,6 +608,7 @@ impl<'p, 'c> Body<'p, 'c> {
             at,
             outer_dot: None,
             memo: HashMap::new(),
+            matrix_valued: plan.matrix_valued(),
         }
     }
 
@@ -725,6 +728,11 @@ impl<'p, 'c> Body<'p, 'c> {
                     node_name(other)
                 )))
             }
+        };
+        let v = if node.is_elementwise() && self.matrix_valued.get(n).copied().unwrap_or(true) {
+            matrix_cell(fx, v)?
+        } else {
+            v
         };
         self.memo.insert((n, swapped), v);
         Ok(v)
@@ -940,6 +948,16 @@ pub(crate) fn binary<'c>(
             fx.fdiv(la, lb)?
         }
     })
+}
+
+/// An element-wise node's value as the unfused kernels write it into a matrix: `-0.0` as
+/// `0.0` (`x + 0.0`, which LLVM keeps: it is not an identity for `-0.0`). See the runtime's
+/// `matrix_cell` and the signed-zero rule in `runtime/src/matrix.rs`.
+pub(crate) fn matrix_cell<'c>(
+    fx: &Fx<'_, 'c>,
+    v: VectorValue<'c>,
+) -> Result<VectorValue<'c>, CodegenError> {
+    fx.fadd(v, fx.splat_const(0.0, v.get_type().get_size()))
 }
 
 /// `if c { then } else { els }` with both arms emitted.

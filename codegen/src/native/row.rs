@@ -119,6 +119,9 @@ pub(crate) struct RowInfo {
     /// [`sparse_nodes`]); where such a node is not 0 where the main row is, its readers read
     /// it at the non-zeros only too.
     sparse: Vec<bool>,
+    /// Per node: whether it is a matrix's cell ([`CPlan::matrix_valued`]); such element-wise
+    /// nodes write `-0.0` as `0.0`, as the unfused kernels do.
+    matrix_valued: Vec<bool>,
 }
 
 /// Rows the dense entry handles as one block.
@@ -376,6 +379,7 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
             && matches!(nodes[out], CNode::OuterMultAdd { a, .. } if is_main(a)),
         hoisted,
         sparse,
+        matrix_valued: plan.matrix_valued(),
     })
 }
 
@@ -1615,10 +1619,10 @@ impl<'a, 'c> Em<'a, 'c> {
                 n if info.sparse[k] && main_sp.is_some() => {
                     let ops: Vec<RV<'c>> = n.operands().iter().map(|&o| vals[o]).collect();
                     let sp = main_sp.ok_or_else(|| ierr("sparse main row"))?;
-                    self.sparse_elementwise(fx, n, &ops, buf, len, sp)?
+                    self.sparse_elementwise(fx, k, &ops, buf, len, sp)?
                 }
                 n if n.is_elementwise() => {
-                    self.elementwise(fx, n, &vals, info.classes[k], buf, len)?
+                    self.elementwise(fx, k, &vals, info.classes[k], buf, len)?
                 }
                 CNode::Nary { xs, .. } => {
                     let mut off = fx.i64c(0);
@@ -1760,13 +1764,12 @@ impl<'a, 'c> Em<'a, 'c> {
     fn sparse_elementwise(
         &self,
         fx: &mut Fx<'_, 'c>,
-        node: &CNode,
+        k: CNodeId,
         ops: &[RV<'c>],
         buf: PointerValue<'c>,
         len: IntValue<'c>,
         sp: Sp<'c>,
     ) -> Result<RV<'c>, CodegenError> {
-        let plan = &self.info.plan;
         fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
             let j = fx.load_index(sp.idx, p)?;
             let xs = ops
@@ -1778,7 +1781,7 @@ impl<'a, 'c> Em<'a, 'c> {
                     _ => Err(ierr("operand")),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            store_vec(&fx.b, buf, p, apply(fx, plan, node, &xs)?)
+            store_vec(&fx.b, buf, p, self.apply(fx, k, &xs)?)
         })?;
         Ok(RV::V {
             p: buf,
@@ -1796,13 +1799,14 @@ impl<'a, 'c> Em<'a, 'c> {
     fn elementwise(
         &self,
         fx: &mut Fx<'_, 'c>,
-        node: &CNode,
+        k: CNodeId,
         vals: &[RV<'c>],
         class: Class,
         buf: PointerValue<'c>,
         len: IntValue<'c>,
     ) -> Result<RV<'c>, CodegenError> {
         let plan = &self.info.plan;
+        let node = &plan.nodes[k];
         let ops: Vec<RV<'c>> = node.operands().iter().map(|&o| vals[o]).collect();
         if class == Class::Scalar {
             let xs: Vec<VectorValue<'c>> = ops
@@ -1812,7 +1816,7 @@ impl<'a, 'c> Em<'a, 'c> {
                     _ => Err(ierr("scalar operand")),
                 })
                 .collect::<Result<_, _>>()?;
-            return Ok(RV::S(apply(fx, plan, node, &xs)?));
+            return Ok(RV::S(self.apply(fx, k, &xs)?));
         }
         // Fast path: every vector operand has the node's length; `W` lanes at a time. Not for
         // an operation computed by a scalar helper (one call per lane either way): its vector
@@ -1843,7 +1847,7 @@ impl<'a, 'c> Em<'a, 'c> {
                             .iter()
                             .map(|v| self.element(fx, vals, *v, j, true))
                             .collect::<Result<Vec<_>, _>>()?;
-                        store_vec(&fx.b, buf, j, apply(fx, plan, node, &xs)?)
+                        store_vec(&fx.b, buf, j, self.apply(fx, k, &xs)?)
                     })
                 },
                 &mut |_| Ok(()),
@@ -1857,13 +1861,30 @@ impl<'a, 'c> Em<'a, 'c> {
                 .iter()
                 .map(|v| self.element(fx, vals, *v, j, false))
                 .collect::<Result<Vec<_>, _>>()?;
-            store_vec(&fx.b, buf, j, apply(fx, plan, node, &xs)?)
+            store_vec(&fx.b, buf, j, self.apply(fx, k, &xs)?)
         })?;
         Ok(RV::V {
             p: buf,
             len,
             sp: None,
         })
+    }
+
+    /// Element-wise node `k` on lane vectors of its operands, its value a matrix cell where
+    /// the node is matrix-valued (`-0.0` written as `0.0`, as the unfused kernels do).
+    fn apply(
+        &self,
+        fx: &Fx<'_, 'c>,
+        k: CNodeId,
+        xs: &[VectorValue<'c>],
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        let plan = &self.info.plan;
+        let v = apply(fx, plan, &plan.nodes[k], xs)?;
+        if self.info.matrix_valued[k] {
+            expr::matrix_cell(fx, v)
+        } else {
+            Ok(v)
+        }
     }
 
     /// Operand `v` of an element-wise loop at element `j`: `W` elements from `j` on the fast
@@ -1891,7 +1912,7 @@ impl<'a, 'c> Em<'a, 'c> {
                     .into_iter()
                     .map(|o| self.element(fx, vals, vals[o], j, lanes))
                     .collect::<Result<Vec<_>, _>>()?;
-                apply(fx, plan, node, &xs)
+                self.apply(fx, k, &xs)
             }),
             RV::Whole(_) | RV::Done => Err(ierr("operand of an element-wise node")),
         }

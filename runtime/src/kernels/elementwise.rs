@@ -9,170 +9,182 @@ use crate::error::{Result, RuntimeError};
 use crate::matrix::{try_alloc_zeroed, DenseMatrix, Matrix, SparseMatrix};
 use crate::ops::{BinaryOp, UnaryOp};
 
-/// Runs `$body` with `$f` bound to a closure computing `$op` (monomorphised per operator).
+/// A value as an element-wise result holds it: `-0.0` becomes `0.0` (`x + 0.0` changes
+/// nothing else, NaN included). A sparse matrix cannot store a negative zero, so without this
+/// a product's zeros would keep their sign in a dense result and lose it in a sparse one, and
+/// `1 / (X * S)` would depend on the format. Element-wise results never hold `-0.0` (the
+/// signed-zero rule in `matrix.rs`), and fused operators apply the same rule per node.
+#[inline(always)]
+pub(crate) fn matrix_cell(x: f64) -> f64 {
+    x + 0.0
+}
+
+/// Runs `$body` with `$f` bound to a closure computing `$op` (monomorphised per operator),
+/// its result a matrix cell ([`matrix_cell`]).
 macro_rules! with_binary_fn {
     ($op:expr, $f:ident => $body:expr) => {{
         use $crate::ops::BinaryOp as B;
         match $op {
             B::Add => {
-                let $f = |a: f64, b: f64| a + b;
+                let $f = |a: f64, b: f64| matrix_cell(a + b);
                 $body
             }
             B::Sub => {
-                let $f = |a: f64, b: f64| a - b;
+                let $f = |a: f64, b: f64| matrix_cell(a - b);
                 $body
             }
             B::Mul => {
-                let $f = |a: f64, b: f64| a * b;
+                let $f = |a: f64, b: f64| matrix_cell(a * b);
                 $body
             }
             B::Div => {
-                let $f = |a: f64, b: f64| a / b;
+                let $f = |a: f64, b: f64| matrix_cell(a / b);
                 $body
             }
             B::Pow => {
-                let $f = |a: f64, b: f64| B::Pow.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::Pow.apply(a, b));
                 $body
             }
             B::Mod => {
-                let $f = |a: f64, b: f64| B::Mod.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::Mod.apply(a, b));
                 $body
             }
             B::IntDiv => {
-                let $f = |a: f64, b: f64| B::IntDiv.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::IntDiv.apply(a, b));
                 $body
             }
             B::Lt => {
-                let $f = |a: f64, b: f64| B::Lt.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::Lt.apply(a, b));
                 $body
             }
             B::Le => {
-                let $f = |a: f64, b: f64| B::Le.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::Le.apply(a, b));
                 $body
             }
             B::Gt => {
-                let $f = |a: f64, b: f64| B::Gt.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::Gt.apply(a, b));
                 $body
             }
             B::Ge => {
-                let $f = |a: f64, b: f64| B::Ge.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::Ge.apply(a, b));
                 $body
             }
             B::Eq => {
-                let $f = |a: f64, b: f64| B::Eq.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::Eq.apply(a, b));
                 $body
             }
             B::Ne => {
-                let $f = |a: f64, b: f64| B::Ne.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::Ne.apply(a, b));
                 $body
             }
             B::And => {
-                let $f = |a: f64, b: f64| B::And.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::And.apply(a, b));
                 $body
             }
             B::Or => {
-                let $f = |a: f64, b: f64| B::Or.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::Or.apply(a, b));
                 $body
             }
             B::Min => {
-                let $f = |a: f64, b: f64| B::Min.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::Min.apply(a, b));
                 $body
             }
             B::Max => {
-                let $f = |a: f64, b: f64| B::Max.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::Max.apply(a, b));
                 $body
             }
             B::Log => {
-                let $f = |a: f64, b: f64| B::Log.apply(a, b);
+                let $f = |a: f64, b: f64| matrix_cell(B::Log.apply(a, b));
                 $body
             }
         }
     }};
 }
 
-/// Runs `$body` with `$f` bound to a closure computing the unary `$op`.
+/// Runs `$body` with `$f` bound to a closure computing the unary `$op`, its result a matrix
+/// cell ([`matrix_cell`]).
 macro_rules! with_unary_fn {
     ($op:expr, $f:ident => $body:expr) => {{
         use $crate::ops::UnaryOp as U;
         match $op {
             U::Abs => {
-                let $f = |x: f64| x.abs();
+                let $f = |x: f64| matrix_cell(x.abs());
                 $body
             }
             U::Exp => {
-                let $f = |x: f64| x.exp();
+                let $f = |x: f64| matrix_cell(x.exp());
                 $body
             }
             U::Log => {
-                let $f = |x: f64| x.ln();
+                let $f = |x: f64| matrix_cell(x.ln());
                 $body
             }
             U::Sqrt => {
-                let $f = |x: f64| x.sqrt();
+                let $f = |x: f64| matrix_cell(x.sqrt());
                 $body
             }
             U::Round => {
-                let $f = |x: f64| U::Round.apply(x);
+                let $f = |x: f64| matrix_cell(U::Round.apply(x));
                 $body
             }
             U::Floor => {
-                let $f = |x: f64| x.floor();
+                let $f = |x: f64| matrix_cell(x.floor());
                 $body
             }
             U::Ceil => {
-                let $f = |x: f64| x.ceil();
+                let $f = |x: f64| matrix_cell(x.ceil());
                 $body
             }
             U::Sign => {
-                let $f = |x: f64| U::Sign.apply(x);
+                let $f = |x: f64| matrix_cell(U::Sign.apply(x));
                 $body
             }
             U::Sin => {
-                let $f = |x: f64| x.sin();
+                let $f = |x: f64| matrix_cell(x.sin());
                 $body
             }
             U::Cos => {
-                let $f = |x: f64| x.cos();
+                let $f = |x: f64| matrix_cell(x.cos());
                 $body
             }
             U::Tan => {
-                let $f = |x: f64| x.tan();
+                let $f = |x: f64| matrix_cell(x.tan());
                 $body
             }
             U::Asin => {
-                let $f = |x: f64| x.asin();
+                let $f = |x: f64| matrix_cell(x.asin());
                 $body
             }
             U::Acos => {
-                let $f = |x: f64| x.acos();
+                let $f = |x: f64| matrix_cell(x.acos());
                 $body
             }
             U::Atan => {
-                let $f = |x: f64| x.atan();
+                let $f = |x: f64| matrix_cell(x.atan());
                 $body
             }
             U::Sinh => {
-                let $f = |x: f64| x.sinh();
+                let $f = |x: f64| matrix_cell(x.sinh());
                 $body
             }
             U::Cosh => {
-                let $f = |x: f64| x.cosh();
+                let $f = |x: f64| matrix_cell(x.cosh());
                 $body
             }
             U::Tanh => {
-                let $f = |x: f64| x.tanh();
+                let $f = |x: f64| matrix_cell(x.tanh());
                 $body
             }
             U::Sigmoid => {
-                let $f = |x: f64| U::Sigmoid.apply(x);
+                let $f = |x: f64| matrix_cell(U::Sigmoid.apply(x));
                 $body
             }
             U::Not => {
-                let $f = |x: f64| U::Not.apply(x);
+                let $f = |x: f64| matrix_cell(U::Not.apply(x));
                 $body
             }
             U::Neg => {
-                let $f = |x: f64| -x;
+                let $f = |x: f64| matrix_cell(-x);
                 $body
             }
         }
@@ -615,11 +627,11 @@ pub fn ifelse(cond: Operand, yes: Operand, no: Operand) -> Result<Matrix> {
     let nnz = fill_flat(&mut out, |off, chunk| {
         for (k, o) in chunk.iter_mut().enumerate() {
             let p = off + k;
-            *o = if at(sc, p) != 0.0 {
+            *o = matrix_cell(if at(sc, p) != 0.0 {
                 at(sy, p)
             } else {
                 at(sn, p)
-            };
+            });
         }
     });
     Ok(dense_result(rows, cols, out, nnz))
@@ -652,9 +664,13 @@ fn at(s: Seg<'_>, k: usize) -> f64 {
 /// `pattern` is NaN) becomes `replacement`.
 pub fn replace(a: &Matrix, pattern: f64, replacement: f64) -> Result<Matrix> {
     if pattern.is_nan() {
-        map_cells(a, move |v| if v.is_nan() { replacement } else { v })
+        map_cells(a, move |v| {
+            matrix_cell(if v.is_nan() { replacement } else { v })
+        })
     } else {
-        map_cells(a, move |v| if v == pattern { replacement } else { v })
+        map_cells(a, move |v| {
+            matrix_cell(if v == pattern { replacement } else { v })
+        })
     }
 }
 

@@ -438,6 +438,28 @@ impl CPlan {
         found.get(n).copied().flatten()
     }
 
+    /// Per node: whether its value is a matrix's cell (or row) rather than a scalar's, i.e.
+    /// whether it reads a matrix input. Unfused execution computes the scalar-only nodes as
+    /// scalars, which keep IEEE's `-0.0`, and the others with matrix kernels, which never
+    /// write `-0.0` (the runtime's zero invariant); generated code follows the same split.
+    pub fn matrix_valued(&self) -> Vec<bool> {
+        // Operands precede users: one pass in order.
+        let mut matrix = Vec::with_capacity(self.nodes.len());
+        for node in &self.nodes {
+            let answer = match node {
+                CNode::Data { input, .. } => self.inputs.get(*input) == Some(&InputKind::Matrix),
+                CNode::Literal { .. } => false,
+                node if node.is_elementwise() || matches!(node, CNode::Transpose { .. }) => node
+                    .operands()
+                    .into_iter()
+                    .any(|x| matrix.get(x).copied().unwrap_or(true)),
+                _ => true,
+            };
+            matrix.push(answer);
+        }
+        matrix
+    }
+
     /// The stable structural hash: FNV-1a over the canonical JSON form. Independent of hop
     /// ids and variable names (inputs are positional), so it is the operator-cache key.
     pub fn structural_hash(&self) -> u64 {
