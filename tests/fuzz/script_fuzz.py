@@ -8,6 +8,10 @@ and the fusion patterns (`t(X) %*% (w * (X %*% v))`, row and column aggregates, 
 chains with broadcasting). The script is run by a baseline and by candidates, and their printed
 numbers must agree within 1e-9 relative (NaN with NaN, infinities exactly).
 
+`--grammar wide` writes, besides, positive factors `U`, `V` with the Outer patterns over them,
+functions that make NaN and infinities (`log`, `sqrt`, division by zero), `ifelse`,
+`replace`, `%%`, `^`, column and mean aggregates, `cumsum`, `var` and shared full aggregates.
+
 Two modes:
 
 * `--against unfused` (default): the baseline is `lafuse run --fusion none`; the candidates are
@@ -22,7 +26,8 @@ Two modes:
 
 Usage:
     tests/fuzz/script_fuzz.py [--against unfused|systemds] [--systemds PATH] [--lafuse PATH]
-                              [--keep DIR] [--avoid-systemds-defects] FIRST_SEED [LAST_SEED]
+                              [--keep DIR] [--avoid-systemds-defects] [--grammar base|wide]
+                              FIRST_SEED [LAST_SEED]
 
 It prints one line per mismatch or failure and a summary, keeps the scripts and outputs of the
 mismatching seeds in `--keep` (default: a temporary directory), and exits with 1 if any seed
@@ -131,6 +136,105 @@ f = function(matrix[double] A, double k) return (matrix[double] B, double t) {{
         return prelude + "\n".join(body) + "\n"
 
 
+class WideGenerator(Generator):
+    """`--grammar wide`: the scripts of `Generator` plus what it never writes. Positive factors
+    `U`, `V` and the Outer patterns over them (left, right, cell-wise and aggregating, with `S`
+    as the sparse driver); functions that turn values into NaN or infinities (`log`, `sqrt` of
+    negatives, division by zero) and those that decide a skeleton's sparse-safety (`sign`,
+    `ceil`, `%%`, `^`, `ifelse`, `replace`); column, mean and min/max aggregates, `cumsum`,
+    `var`; full aggregates of shared inputs (MultiAgg). Kept apart so that the seeds of the
+    default grammar still write the scripts quoted elsewhere."""
+
+    def __init__(self, seed, avoid_systemds_defects):
+        super().__init__(seed, avoid_systemds_defects)
+        # Outer needs both sides above 256; make that shape likelier than in the base grammar.
+        # SystemDS's weighted cross-entropy rewrite is wrong for a single-column X.
+        self.n = self.r.choice([5, 64, 300, 300] if self.avoid else [1, 5, 64, 300, 300])
+
+    def prelude(self):
+        m, n = self.m, self.n
+        return super().prelude() + (
+            f"U = rand(rows={m}, cols=3, min=0, max=1, seed=7)\n"
+            f"V = rand(rows={n}, cols=3, min=0, max=1, seed=8)\n"
+            f"P = rand(rows={m}, cols={n}, min=0.1, max=2, seed=9)\n"
+        )
+
+    def matrix(self, depth=2):
+        r = self.r
+        if depth == 0:
+            return r.choice(["X", "S", "P", "(X * S)", "(U %*% t(V))", "S"])
+        k = r.random()
+        a = self.matrix(depth - 1)
+        if k < 0.25:
+            f = r.choice(["exp", "abs", "round", "sigmoid", "floor", "ceil", "sign", "tanh",
+                          "sin", "cos", "sqrt", "log"])
+            if f in ("sqrt", "log") and r.random() < 0.5:
+                return f"{f}(abs({a}) + 1)"
+            return f"{f}({a})"  # sqrt and log of negatives: NaN; log(0): -Infinity
+        if k < 0.5:
+            # SystemDS gets a matrix `|` a numeric literal wrong, as `&`.
+            ops = ["+", "-", "*", "/", ">", ">=", "<", "==", "!=", "%%", "^"]
+            ops += [] if self.avoid else ["|"]
+            op = r.choice(ops)
+            if op == "^":
+                return f"({a} ^ {r.choice(['2', '3', '0.5'])})"
+            if op == "%%":
+                return f"({a} %% {r.choice(['3', '0.7', 's'])})"
+            # Division by a matrix or vector with zeros gives infinities and NaN.
+            rhs = r.choice([self.matrix(depth - 1), "c", "r", "s", "0", "2", "r"])
+            return f"({a} {op} {rhs})"
+        if k < 0.58:
+            b = self.matrix(depth - 1)
+            return f"ifelse({a} > 0, {a}, {b})"
+        if k < 0.64:
+            pat = r.choice(["0", "NaN", "1"])
+            return f"replace(target={a}, pattern={pat}, replacement={r.choice(['0', '-1', '2'])})"
+        if k < 0.72:
+            agg = r.choice(["rowMeans", "rowMins", "rowMaxs", "rowSums"])
+            return f"({a} * {agg}({self.matrix(depth - 1)}))"
+        if k < 0.8:
+            agg = r.choice(["colMeans", "colMaxs", "colMins", "colSums"])
+            return f"({a} - {agg}({self.matrix(depth - 1)}))"
+        if k < 0.9:
+            # `a * 0` carries a's NaN and infinities into the factor of the sparse S, whose
+            # zeros then give NaN; SystemDS skips them (0 * Infinity is 0 there).
+            f = r.choice(["log", "exp", "abs"])
+            if self.avoid:
+                return f"(S * {f}(U %*% t(V) + 1e-15))"
+            return f"(S * {f}(U %*% t(V) + {a} * 0 + 1e-15))"
+        if self.avoid:  # SystemDS gets nested min and max over sparse operands wrong
+            return f"({a} + {self.matrix(depth - 1)})"
+        return f"{r.choice(['min', 'max'])}({a}, {self.matrix(depth - 1)})"
+
+    def statement(self, depth=0):
+        r = self.r
+        k = r.random()
+        if k < 0.5:
+            return super().statement(depth)
+        e = self.matrix(r.randint(1, 3))
+        if k < 0.56:
+            return f"print(sum(S * log(U %*% t(V) + 1e-15)))"
+        if k < 0.6:
+            return f"print(sum((S != 0) * (U %*% t(V))) + sum(S * (U %*% t(V))))"
+        if k < 0.64:
+            return f"O = t(t(U) %*% (S * (U %*% t(V))))\nprint(sum(O) + sum(O ^ 2))"
+        if k < 0.68:
+            return f"L = (S * (U %*% t(V))) %*% V\nprint(sum(L))"
+        if k < 0.72:
+            return f"print(sum((S != 0) * (S - U %*% t(V)) ^ 2))"
+        if k < 0.76:
+            return f"print(sum(colMaxs({e})) + sum(colMins({e})) + sum(rowMeans({e})))"
+        if k < 0.8:
+            return f"print(var({e}) + mean({e}))"
+        if k < 0.84:
+            return f"print(sum(cumsum({e})))"
+        if k < 0.9:
+            return f"a = sum({e} * X)\nb = sum({e} * S)\nq = sum(X ^ 2)\nprint(a + b + q)"
+        if k < 0.95:
+            return f"print(sum(colSums({e}) * r) + sum(t({e}) %*% c))"
+        return f"print(max({e}) - min({e}))"
+
+
 def numbers_agree(a, b):
     """Whitespace-separated tokens; numbers within 1e-9 relative, the rest exactly."""
     ta, tb = a.split(), b.split()
@@ -188,6 +292,10 @@ def main():
     ap.add_argument("--lafuse", default=os.path.join(REPO, "target/release/lafuse"))
     ap.add_argument("--keep", help="directory for the scripts and outputs of mismatches")
     ap.add_argument("--avoid-systemds-defects", action="store_true")
+    ap.add_argument(
+        "--grammar", choices=["base", "wide"], default="base",
+        help="`wide` adds Outer patterns, NaN/infinity producers and more aggregates",
+    )
     args = ap.parse_args()
     if args.against == "systemds" and not args.systemds:
         ap.error("--against systemds needs --systemds PATH")
@@ -198,7 +306,8 @@ def main():
     last = args.last if args.last is not None else args.first
     counts = {"agree": 0, "mismatch": 0, "skipped": 0}
     for seed in range(args.first, last + 1):
-        text = Generator(seed, args.avoid_systemds_defects).script()
+        gen = WideGenerator if args.grammar == "wide" else Generator
+        text = gen(seed, args.avoid_systemds_defects).script()
         path = os.path.join(keep, f"s{seed}.dml")
         with open(path, "w") as f:
             f.write(text)
