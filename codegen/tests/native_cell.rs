@@ -762,6 +762,85 @@ fn outer_all_types_over_sparse_and_dense_drivers() {
     }
 }
 
+/// A CSR driver's rows with at least `W` non-zeros are taken `W` at a time (`W` dot products,
+/// then the body on `W` lanes): rows of every length around the lane count, NaN and
+/// infinities among the driver's values, a scalar input in the body, and the cell-wise and
+/// full-aggregate final steps, which are the ones taken this way.
+#[test]
+fn outer_csr_rows_taken_w_non_zeros_at_a_time() {
+    // G = X * log(abs(U %*% t(V)) + s), s a scalar input.
+    let plan = |ty| {
+        let nodes = vec![
+            data(0, Access::Main),
+            data(1, Access::OuterU),
+            data(2, Access::OuterV),
+            CNode::OuterDot { u: 1, v: 2 },
+            data(3, Access::Scalar),
+            CNode::Unary { f: U::Abs, x: 3 },
+            CNode::Binary {
+                f: B::Add,
+                a: 5,
+                b: 4,
+            },
+            CNode::Unary { f: U::Log, x: 6 },
+            CNode::Binary {
+                f: B::Mul,
+                a: 0,
+                b: 7,
+            },
+        ];
+        let mut inputs = vec![InputKind::Matrix; 3];
+        inputs.push(InputKind::Scalar);
+        CPlan {
+            template: TemplateSpec::Outer { outer_type: ty },
+            inputs,
+            nodes,
+            outputs: vec![8],
+        }
+    };
+    let (m, k) = (70, 13);
+    // Row i of the driver holds i % 26 non-zeros: 0 to 25, so every remainder modulo W.
+    let n = 40;
+    for specials in [false, true] {
+        let mut vals = vec![0.0; m * n];
+        let dense = mat(m, n, 1.0, 21, specials);
+        for i in 0..m {
+            for j in 0..i % 26 {
+                let c = (j * 7 + i) % n;
+                vals[i * n + c] = dense.get(i, c);
+            }
+        }
+        let x = Matrix::from_dense_values(m, n, vals).unwrap();
+        assert!(x.is_sparse(), "the driver must be CSR");
+        let u = mat(m, k, 1.0, 22, false);
+        let v = mat(n, k, 1.0, 23, false);
+        for (ty, shape) in [(OuterType::CellWise, (m, n)), (OuterType::FullAgg, (1, 1))] {
+            let p = plan(ty);
+            let ins = [
+                Operand::Matrix(&x),
+                Operand::Matrix(&u),
+                Operand::Matrix(&v),
+                Operand::Scalar(1e-3),
+            ];
+            check(
+                &p,
+                &ins,
+                &[shape],
+                1e-9,
+                &format!("{ty:?} specials {specials}"),
+            );
+            let op = compile(&p).unwrap();
+            op.execute(&ins, &[shape]).unwrap();
+            let ir = op.csr_llvm_ir().expect("the CSR entry was compiled");
+            // The body's log on 8 lanes (without lane batches, only its one-lane form).
+            assert!(
+                ir.contains("@lafuse_log_v8"),
+                "{ty:?}: no W-lane body in\n{ir}"
+            );
+        }
+    }
+}
+
 /// Where the body may be NaN or infinite at a zero of the driver, an Outer operator visits
 /// every cell, as unfused execution does, instead of skipping the zeros: here a NaN in the row
 /// of V of a column where X is all zero (so `0 * log(NaN)` is NaN only at zeros of X), and the

@@ -1,8 +1,11 @@
 //! Entry points of Outer operators: per non-zero `x_ij` of the driver (CSR non-zeros, or the
 //! non-zero cells of a dense driver), the dot product `u_i · v_j` (an always-inline vector
-//! primitive with independent accumulators combined in a fixed order), the body, then the final step: write `G_ij`, a Kahan
-//! sum, or a scaled-row add (`out_i += G_ij · w_j` for Right, `out_j += G_ij · wt_i` for Left)
-//! through an always-inline `axpy` primitive.
+//! primitive with independent accumulators combined in a fixed order), the body, then the
+//! final step: write `G_ij`, a Kahan sum, or a scaled-row add (`out_i += G_ij · w_j` for Right, `out_j += G_ij · wt_i` for Left)
+//! through an always-inline `axpy` primitive. Where the body reads nothing per cell but the
+//! driver and the dot product, the CSR entry takes a row's non-zeros `W` at a time: `W` dot
+//! products (four per pass over `u_i`), then the body and a cell-wise store or Kahan sum on
+//! `W` lanes ([`lane_parallel`]).
 
 use super::cell::{LANES, W};
 use super::expr::{
@@ -213,6 +216,9 @@ struct St<'c> {
     k2: IntValue<'c>,
     ins: InputPtrs<'c>,
     acc: [PointerValue<'c>; 2],
+    /// FullAgg's `W`-lane Kahan sum and correction, for the non-zeros taken `W` at a time
+    /// (partial lanes `0..W`; `acc` is lane `W`).
+    accv: [PointerValue<'c>; 2],
     nnz: PointerValue<'c>,
     dot: FunctionValue<'c>,
     axpy: FunctionValue<'c>,
@@ -282,9 +288,16 @@ fn emit_entry<'c>(
     let k2 = field(&fx, offset_of!(KernelArgs, k2), pi64)?.into_int_value();
     let ins = load_inputs(&fx, args, used)?;
     let acc = [fx.slot(fx.vty(1).into())?, fx.slot(fx.vty(1).into())?];
+    let accv = [fx.slot(fx.vty(W).into())?, fx.slot(fx.vty(W).into())?];
     let wl = W as u64;
     if kind == OuterKind::FullAgg {
-        // The scalar lane of the single Sum partial: sum at W, correction at LANES + W.
+        // The single Sum partial: the vector lanes at 0..W with their corrections at
+        // LANES..LANES + W, the scalar lane at W with its correction at LANES + W.
+        fx.store(accv[0], load_vec(&fx.b, fx.vty(W), out, fx.i64c(0))?)?;
+        fx.store(
+            accv[1],
+            load_vec(&fx.b, fx.vty(W), out, fx.i64c(LANES as u64))?,
+        )?;
         fx.store(acc[0], load_vec(&fx.b, fx.vty(1), out, fx.i64c(wl))?)?;
         fx.store(
             acc[1],
@@ -299,10 +312,12 @@ fn emit_entry<'c>(
         k2,
         ins,
         acc,
+        accv,
         nnz,
         dot,
         axpy,
     };
+    let lanes = visit == Visit::CsrNonZeros && lane_parallel(plan, kind, oi);
     if visit == Visit::CsrNonZeros {
         let (rp, ci, va) = load_main_csr(&fx, args)?;
         // The end of this task's non-zeros: prefetching runs across row ends up to it.
@@ -311,7 +326,20 @@ fn emit_entry<'c>(
             prefetch_u_row(fx, &st, oi, rp, i, ru)?;
             let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();
             let p1 = load(&fx.b, gep(&fx.b, rp, fx.add(i, fx.i64c(1))?)?)?.into_int_value();
-            fx.for_range(p0, p1, &mut |fx, p| {
+            let p = fx.slot(fx.ctx.i64_type().into())?;
+            fx.store(p, p0)?;
+            if lanes {
+                fx.for_slot(p, p1, wl, &mut |fx, p| {
+                    for l in 0..wl {
+                        let ahead = fx.add(p, fx.i64c(wl + l))?;
+                        prefetch_v_row_start(fx, &st, oi, ci, ahead, pend)?;
+                    }
+                    let x = load_vec(&fx.b, fx.vty(W), va, p)?;
+                    elements_w(fx, plan, kind, oi, &st, i, ci, x, p)
+                })?;
+            }
+            let p = fx.load_i64(p)?;
+            fx.for_range(p, p1, &mut |fx, p| {
                 let j = fx.load_index(ci, p)?;
                 prefetch_v_row(fx, &st, oi, ci, p, pend)?;
                 let x = load_vec(&fx.b, fx.vty(1), va, p)?;
@@ -364,6 +392,8 @@ fn emit_entry<'c>(
         })?;
     }
     if kind == OuterKind::FullAgg {
+        store_vec(&fx.b, out, fx.i64c(0), fx.load_v(accv[0])?)?;
+        store_vec(&fx.b, out, fx.i64c(LANES as u64), fx.load_v(accv[1])?)?;
         store_vec(&fx.b, out, fx.i64c(wl), fx.load_v(acc[0])?)?;
         store_vec(&fx.b, out, fx.i64c(LANES as u64 + wl), fx.load_v(acc[1])?)?;
     }
@@ -413,6 +443,28 @@ fn prefetch_v_row<'c>(
             fx.b.build_int_z_extend(jn32, fx.ctx.i64_type(), "jn")
                 .map_err(ierr)?;
         prefetch_row(fx, v, jn, st.k)
+    })
+}
+
+/// Prefetches the first cache line of the row of `V` that non-zero `pn` reads, when it
+/// belongs to this task (`< pend`): the hardware prefetcher follows a row once its first
+/// lines miss, and a prefetch per line of every row costs more instructions than the `W`
+/// dot products of a batch leave room for.
+fn prefetch_v_row_start<'c>(
+    fx: &mut Fx<'_, 'c>,
+    st: &St<'c>,
+    oi: &OuterInputs,
+    ci: PointerValue<'c>,
+    pn: IntValue<'c>,
+    pend: IntValue<'c>,
+) -> Result<(), CodegenError> {
+    let v = input_ptr(st, oi.v)?;
+    if_below(fx, pn, pend, &mut |fx| {
+        let jn32 = load(&fx.b, gep(&fx.b, ci, pn)?)?.into_int_value();
+        let jn =
+            fx.b.build_int_z_extend(jn32, fx.ctx.i64_type(), "jn")
+                .map_err(ierr)?;
+        prefetch_element(fx, v, fx.mul(jn, st.k)?, 3)
     })
 }
 
@@ -469,6 +521,105 @@ fn prefetch_row<'c>(
     fx.for_slot(c, lines, 1, &mut |fx, l| {
         prefetch_element(fx, base, fx.add(row, fx.mul(l, line)?)?, 3)
     })
+}
+
+/// Dot products computed in one pass over a row of `U` when non-zeros are taken `W` at a
+/// time: each loaded block of `u` serves this many rows of `V`, with `ACCS` accumulators
+/// each (16 vector registers of the 32).
+const DOTS_AT_ONCE: usize = 4;
+
+/// Whether the CSR entry may take a row's non-zeros `W` at a time: `W` dot products one after
+/// another, then the body once on `W` lanes (one vector `log` or `exp` instead of `W` scalar
+/// ones, a vector Kahan sum). The body must read nothing per cell but the driver's value and
+/// the dot product (its cells' columns are scattered), and the final step must be a sum or
+/// the cell itself; a Left or Right product adds a row per non-zero either way.
+fn lane_parallel(plan: &CPlan, kind: OuterKind, oi: &OuterInputs) -> bool {
+    use lafuse_compiler::fusion::cplan::{Access, CNode, InputKind};
+    matches!(kind, OuterKind::FullAgg | OuterKind::CellWise)
+        && plan.nodes.iter().all(|n| match n {
+            CNode::Data { input, access } => {
+                *access == Access::Main
+                    || *access == Access::Scalar
+                    || plan.inputs.get(*input) == Some(&InputKind::Scalar)
+                    || *input == oi.u
+                    || *input == oi.v
+            }
+            CNode::Transpose { .. } | CNode::FinalProduct { .. } => false,
+            _ => true,
+        })
+}
+
+/// `W` consecutive non-zeros `p..p + W` of row `i` (values `x`, columns at `ci`), for a
+/// [`lane_parallel`] plan: their dot products, then the body and the final step on `W` lanes.
+#[allow(clippy::too_many_arguments)]
+fn elements_w<'c>(
+    fx: &mut Fx<'_, 'c>,
+    plan: &CPlan,
+    kind: OuterKind,
+    oi: &OuterInputs,
+    st: &St<'c>,
+    i: IntValue<'c>,
+    ci: PointerValue<'c>,
+    x: VectorValue<'c>,
+    p: IntValue<'c>,
+) -> Result<(), CodegenError> {
+    let urow = gep(&fx.b, input_ptr(st, oi.u)?, fx.mul(i, st.k)?)?;
+    let v = input_ptr(st, oi.v)?;
+    let mut vrows = Vec::with_capacity(W as usize);
+    for l in 0..u64::from(W) {
+        let j32 = load(&fx.b, gep(&fx.b, ci, fx.add(p, fx.i64c(l))?)?)?.into_int_value();
+        let j =
+            fx.b.build_int_z_extend(j32, fx.ctx.i64_type(), "j")
+                .map_err(ierr)?;
+        vrows.push(gep(&fx.b, v, fx.mul(j, st.k)?)?);
+    }
+    // DOTS_AT_ONCE rows of `V` per pass over the row of `U` (each dot in the order a single
+    // one takes, so the results do not depend on the grouping).
+    let mut dots = fx.splat_const(0.0, W);
+    for (g, rows) in vrows.chunks(DOTS_AT_ONCE).enumerate() {
+        for (l, d) in dot_products(fx, urow, rows, st.k, false)?
+            .into_iter()
+            .enumerate()
+        {
+            let lane = (g * DOTS_AT_ONCE + l) as u64;
+            dots =
+                fx.b.build_insert_element(dots, d, fx.i64c(lane), "dots")
+                    .map_err(ierr)?;
+        }
+    }
+    // The body reads no column (see `lane_parallel`): `j` is a placeholder.
+    let mut body = Body::new(
+        plan,
+        &st.ins,
+        At {
+            i,
+            j: fx.i64c(0),
+            w: W,
+            main: x,
+        },
+    );
+    body.outer_dot = Some(dots);
+    let g = body.emit(fx, oi.g, false)?;
+    match kind {
+        OuterKind::CellWise => {
+            store_vec(&fx.b, st.out, p, g)?;
+            let nz = fx.fcmp(FloatPredicate::UNE, g, fx.splat_const(0.0, W))?;
+            let mut cur = fx.load_i64(st.nnz)?;
+            for l in 0..u64::from(W) {
+                let b =
+                    fx.b.build_extract_element(nz, fx.i64c(l), "nz")
+                        .map_err(ierr)?
+                        .into_int_value();
+                let b =
+                    fx.b.build_int_z_extend(b, fx.ctx.i64_type(), "z")
+                        .map_err(ierr)?;
+                cur = fx.add(cur, b)?;
+            }
+            fx.store(st.nnz, cur)
+        }
+        OuterKind::FullAgg => fx.kahan_add(st.accv[0], st.accv[1], g),
+        _ => Err(ierr("a final product taken W non-zeros at a time")),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
