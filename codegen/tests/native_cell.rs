@@ -768,35 +768,12 @@ fn outer_all_types_over_sparse_and_dense_drivers() {
 /// full-aggregate final steps, which are the ones taken this way.
 #[test]
 fn outer_csr_rows_taken_w_non_zeros_at_a_time() {
-    // G = X * log(abs(U %*% t(V)) + s), s a scalar input.
+    // G = X * log(abs(U %*% t(V)) + s), s a scalar input in place of `outer_plan`'s literal.
     let plan = |ty| {
-        let nodes = vec![
-            data(0, Access::Main),
-            data(1, Access::OuterU),
-            data(2, Access::OuterV),
-            CNode::OuterDot { u: 1, v: 2 },
-            data(3, Access::Scalar),
-            CNode::Unary { f: U::Abs, x: 3 },
-            CNode::Binary {
-                f: B::Add,
-                a: 5,
-                b: 4,
-            },
-            CNode::Unary { f: U::Log, x: 6 },
-            CNode::Binary {
-                f: B::Mul,
-                a: 0,
-                b: 7,
-            },
-        ];
-        let mut inputs = vec![InputKind::Matrix; 3];
-        inputs.push(InputKind::Scalar);
-        CPlan {
-            template: TemplateSpec::Outer { outer_type: ty },
-            inputs,
-            nodes,
-            outputs: vec![8],
-        }
+        let mut p = outer_plan(ty);
+        p.nodes[4] = data(3, Access::Scalar);
+        p.inputs.push(InputKind::Scalar);
+        p
     };
     let (m, k) = (70, 13);
     // Row i of the driver holds i % 26 non-zeros: 0 to 25, so every remainder modulo W.

@@ -332,7 +332,7 @@ fn emit_entry<'c>(
                 fx.for_slot(p, p1, wl, &mut |fx, p| {
                     for l in 0..wl {
                         let ahead = fx.add(p, fx.i64c(wl + l))?;
-                        prefetch_v_row_start(fx, &st, oi, ci, ahead, pend)?;
+                        prefetch_v_row(fx, &st, oi, ci, ahead, pend, VLines::First)?;
                     }
                     let x = load_vec(&fx.b, fx.vty(W), va, p)?;
                     elements_w(fx, plan, kind, oi, &st, i, ci, x, p)
@@ -341,7 +341,8 @@ fn emit_entry<'c>(
             let p = fx.load_i64(p)?;
             fx.for_range(p, p1, &mut |fx, p| {
                 let j = fx.load_index(ci, p)?;
-                prefetch_v_row(fx, &st, oi, ci, p, pend)?;
+                let ahead = fx.add(p, fx.i64c(PREFETCH_AHEAD))?;
+                prefetch_v_row(fx, &st, oi, ci, ahead, pend, VLines::Whole)?;
                 let x = load_vec(&fx.b, fx.vty(1), va, p)?;
                 element(fx, plan, kind, oi, &st, i, j, x, p, visit)
             })
@@ -423,48 +424,36 @@ fn input_ptr<'c>(st: &St<'c>, k: usize) -> Result<PointerValue<'c>, CodegenError
         .ok_or_else(|| ierr("outer input"))
 }
 
-/// Prefetches the row of `V` that the non-zero `PREFETCH_AHEAD` positions after `p` will
-/// read, when that non-zero belongs to this task (`< pend`, so the column index read stays
-/// in bounds). The columns of a CSR row are scattered, so the hardware prefetcher cannot guess
-/// the next row of `V`.
-fn prefetch_v_row<'c>(
-    fx: &mut Fx<'_, 'c>,
-    st: &St<'c>,
-    oi: &OuterInputs,
-    ci: PointerValue<'c>,
-    p: IntValue<'c>,
-    pend: IntValue<'c>,
-) -> Result<(), CodegenError> {
-    let v = input_ptr(st, oi.v)?;
-    let pn = fx.add(p, fx.i64c(PREFETCH_AHEAD))?;
-    if_below(fx, pn, pend, &mut |fx| {
-        let jn32 = load(&fx.b, gep(&fx.b, ci, pn)?)?.into_int_value();
-        let jn =
-            fx.b.build_int_z_extend(jn32, fx.ctx.i64_type(), "jn")
-                .map_err(ierr)?;
-        prefetch_row(fx, v, jn, st.k)
-    })
+/// Which lines of a row of `V` a prefetch asks for.
+#[derive(Clone, Copy)]
+enum VLines {
+    /// Every line: one non-zero at a time, where the row comes from memory.
+    Whole,
+    /// The first line: in `W`-lane batches, where rows of `V` are mostly cached and the
+    /// hardware prefetcher follows a row once its first lines miss, while a prefetch per line
+    /// of every row costs more instructions than the batch's dot products leave room for.
+    First,
 }
 
-/// Prefetches the first cache line of the row of `V` that non-zero `pn` reads, when it
-/// belongs to this task (`< pend`): the hardware prefetcher follows a row once its first
-/// lines miss, and a prefetch per line of every row costs more instructions than the `W`
-/// dot products of a batch leave room for.
-fn prefetch_v_row_start<'c>(
+/// Prefetches the row of `V` that non-zero `pn` reads, when `pn` belongs to this task
+/// (`< pend`, so the column index read stays in bounds). The columns of a CSR row are
+/// scattered, so the hardware prefetcher cannot guess the next row of `V`.
+fn prefetch_v_row<'c>(
     fx: &mut Fx<'_, 'c>,
     st: &St<'c>,
     oi: &OuterInputs,
     ci: PointerValue<'c>,
     pn: IntValue<'c>,
     pend: IntValue<'c>,
+    lines: VLines,
 ) -> Result<(), CodegenError> {
     let v = input_ptr(st, oi.v)?;
     if_below(fx, pn, pend, &mut |fx| {
-        let jn32 = load(&fx.b, gep(&fx.b, ci, pn)?)?.into_int_value();
-        let jn =
-            fx.b.build_int_z_extend(jn32, fx.ctx.i64_type(), "jn")
-                .map_err(ierr)?;
-        prefetch_element(fx, v, fx.mul(jn, st.k)?, 3)
+        let jn = fx.load_index(ci, pn)?;
+        match lines {
+            VLines::Whole => prefetch_row(fx, v, jn, st.k),
+            VLines::First => prefetch_element(fx, v, fx.mul(jn, st.k)?, 3),
+        }
     })
 }
 
@@ -567,10 +556,7 @@ fn elements_w<'c>(
     let v = input_ptr(st, oi.v)?;
     let mut vrows = Vec::with_capacity(W as usize);
     for l in 0..u64::from(W) {
-        let j32 = load(&fx.b, gep(&fx.b, ci, fx.add(p, fx.i64c(l))?)?)?.into_int_value();
-        let j =
-            fx.b.build_int_z_extend(j32, fx.ctx.i64_type(), "j")
-                .map_err(ierr)?;
+        let j = fx.load_index(ci, fx.add(p, fx.i64c(l))?)?;
         vrows.push(gep(&fx.b, v, fx.mul(j, st.k)?)?);
     }
     // DOTS_AT_ONCE rows of `V` per pass over the row of `U` (each dot in the order a single
