@@ -737,12 +737,23 @@ pub fn plan_cost_bounded(
                 let mut body = BTreeSet::new();
                 cost_body(dag, model, chooser, h, e, &mut v, &mut body, &mut work);
                 if e.template == TemplateKind::Outer {
-                    // The driver is the largest input; the operator only touches its non-zeros.
+                    // The driver is the largest input in cells (reference 4.9: SystemDS's
+                    // "max size"), not in bytes: a very sparse driver takes fewer bytes than
+                    // the dense factors, and scaling by a factor's sparsity (1) would cost the
+                    // operator as the whole m×n product. It only touches the driver's
+                    // non-zeros. Among inputs of as many cells the one of most bytes counts,
+                    // so a materialized m×n product read beside the driver (a plan whose
+                    // product is not fused, so no Outer operator) is costed as dense.
                     let driver = v
                         .input_bytes
                         .iter()
-                        .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
-                        .map(|(&d, _)| d);
+                        .map(|(&d, &bytes)| (d, cells(dag, d), bytes))
+                        .max_by(|a, b| {
+                            a.1.total_cmp(&b.1)
+                                .then(a.2.total_cmp(&b.2))
+                                .then(b.0.cmp(&a.0))
+                        })
+                        .map(|(d, _, _)| d);
                     scale = driver.map_or(model.unknown_sparsity, |d| model.sparsity(dag, d));
                 }
             }
