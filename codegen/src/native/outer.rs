@@ -317,7 +317,7 @@ fn emit_entry<'c>(
         dot,
         axpy,
     };
-    let lanes = visit == Visit::CsrNonZeros && lane_parallel(plan, oi);
+    let lanes = visit == Visit::CsrNonZeros && lane_parallel(plan, kind, oi);
     if visit == Visit::CsrNonZeros {
         let (rp, ci, va) = load_main_csr(&fx, args)?;
         // The end of this task's non-zeros: prefetching runs across row ends up to it.
@@ -517,25 +517,25 @@ fn prefetch_row<'c>(
 /// each (16 vector registers of the 32).
 const DOTS_AT_ONCE: usize = 4;
 
-/// Whether the CSR entry may take a row's non-zeros `W` at a time: their dot products, then
-/// the body once on `W` lanes (one vector `log` or `exp` instead of `W` scalar ones), then
-/// the final step (a vector Kahan sum, a store of `W` cells, or a Left or Right product's `W`
-/// row adds in the non-zeros' order, as one at a time). The body must read nothing per cell
-/// but the driver's value and the dot product: its cells' columns are scattered.
-fn lane_parallel(plan: &CPlan, oi: &OuterInputs) -> bool {
+/// Whether the CSR entry may take a row's non-zeros `W` at a time: `W` dot products one after
+/// another, then the body once on `W` lanes (one vector `log` or `exp` instead of `W` scalar
+/// ones, a vector Kahan sum). The body must read nothing per cell but the driver's value and
+/// the dot product (its cells' columns are scattered), and the final step must be a sum or
+/// the cell itself; a Left or Right product adds a row per non-zero either way.
+fn lane_parallel(plan: &CPlan, kind: OuterKind, oi: &OuterInputs) -> bool {
     use lafuse_compiler::fusion::cplan::{Access, CNode, InputKind};
-    plan.nodes.iter().all(|n| match n {
-        CNode::Data { input, access } => {
-            *access == Access::Main
-                || *access == Access::Scalar
-                || plan.inputs.get(*input) == Some(&InputKind::Scalar)
-                || *input == oi.u
-                || *input == oi.v
-                || Some(*input) == oi.w
-        }
-        CNode::Transpose { .. } => false,
-        _ => true,
-    })
+    matches!(kind, OuterKind::FullAgg | OuterKind::CellWise)
+        && plan.nodes.iter().all(|n| match n {
+            CNode::Data { input, access } => {
+                *access == Access::Main
+                    || *access == Access::Scalar
+                    || plan.inputs.get(*input) == Some(&InputKind::Scalar)
+                    || *input == oi.u
+                    || *input == oi.v
+            }
+            CNode::Transpose { .. } | CNode::FinalProduct { .. } => false,
+            _ => true,
+        })
 }
 
 /// `W` consecutive non-zeros `p..p + W` of row `i` (values `x`, columns at `ci`), for a
@@ -555,10 +555,8 @@ fn elements_w<'c>(
     let urow = gep(&fx.b, input_ptr(st, oi.u)?, fx.mul(i, st.k)?)?;
     let v = input_ptr(st, oi.v)?;
     let mut vrows = Vec::with_capacity(W as usize);
-    let mut js = Vec::with_capacity(W as usize);
     for l in 0..u64::from(W) {
         let j = fx.load_index(ci, fx.add(p, fx.i64c(l))?)?;
-        js.push(j);
         vrows.push(gep(&fx.b, v, fx.mul(j, st.k)?)?);
     }
     // DOTS_AT_ONCE rows of `V` per pass over the row of `U` (each dot in the order a single
@@ -606,16 +604,7 @@ fn elements_w<'c>(
             fx.store(st.nnz, cur)
         }
         OuterKind::FullAgg => fx.kahan_add(st.accv[0], st.accv[1], g),
-        OuterKind::Right | OuterKind::Left | OuterKind::LeftT => {
-            for (l, &j) in js.iter().enumerate() {
-                let gl =
-                    fx.b.build_extract_element(g, fx.i64c(l as u64), "g")
-                        .map_err(ierr)?
-                        .into_float_value();
-                final_row_add(fx, kind, oi, st, i, j, gl)?;
-            }
-            Ok(())
-        }
+        _ => Err(ierr("a final product taken W non-zeros at a time")),
     }
 }
 
@@ -687,38 +676,22 @@ fn element<'c>(
             fx.kahan_add(st.acc[0], st.acc[1], g)?;
         }
         OuterKind::Right | OuterKind::Left | OuterKind::LeftT => {
+            let wk =
+                oi.w.ok_or_else(|| ierr("final product without its matrix"))?;
+            let (orow, wrow) = if kind == OuterKind::Right {
+                (i, j)
+            } else {
+                (j, i)
+            };
+            let o = gep(&fx.b, st.out, fx.mul(orow, st.k2)?)?;
+            let w = gep(&fx.b, ptr(wk)?, fx.mul(wrow, st.k2)?)?;
             let gs =
                 fx.b.build_extract_element(g, fx.i64c(0), "g")
-                    .map_err(ierr)?
-                    .into_float_value();
-            final_row_add(fx, kind, oi, st, i, j, gs)?;
+                    .map_err(ierr)?;
+            fx.b.build_call(st.axpy, &[o.into(), w.into(), gs.into(), st.k2.into()], "")
+                .map_err(ierr)?;
         }
     }
-    Ok(())
-}
-
-/// A Left or Right product's step for cell `(i, j)` with value `g`: `out_i += g · w_j`
-/// (Right) or `out_j += g · wt_i` (Left), through the always-inline `axpy` primitive.
-fn final_row_add<'c>(
-    fx: &mut Fx<'_, 'c>,
-    kind: OuterKind,
-    oi: &OuterInputs,
-    st: &St<'c>,
-    i: IntValue<'c>,
-    j: IntValue<'c>,
-    g: FloatValue<'c>,
-) -> Result<(), CodegenError> {
-    let wk =
-        oi.w.ok_or_else(|| ierr("final product without its matrix"))?;
-    let (orow, wrow) = if kind == OuterKind::Right {
-        (i, j)
-    } else {
-        (j, i)
-    };
-    let o = gep(&fx.b, st.out, fx.mul(orow, st.k2)?)?;
-    let w = gep(&fx.b, input_ptr(st, wk)?, fx.mul(wrow, st.k2)?)?;
-    fx.b.build_call(st.axpy, &[o.into(), w.into(), g.into(), st.k2.into()], "")
-        .map_err(ierr)?;
     Ok(())
 }
 
