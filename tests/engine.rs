@@ -33,9 +33,19 @@ fn run_unfused(script: &str) -> String {
 
 /// Runs `script` under `policy` with statistics.
 fn run_policy(policy: FusionPolicy, script: &str) -> (String, lafuse::RunReport) {
+    run_policy_on(policy, EngineConfig::default().backend, script)
+}
+
+/// Runs `script` under `policy` on fusion backend `backend` with statistics.
+fn run_policy_on(
+    policy: FusionPolicy,
+    backend: FusionBackend,
+    script: &str,
+) -> (String, lafuse::RunReport) {
     run_with(
         EngineConfig {
             fusion: Some(policy),
+            backend,
             collect_stats: true,
             ..EngineConfig::default()
         },
@@ -353,15 +363,7 @@ fn cell_plans_over_a_transposed_vector_agree_on_both_backends() {
             FusionPolicy::FuseAll,
             FusionPolicy::FuseNoRedundancy,
         ] {
-            let (out, report) = run_with(
-                EngineConfig {
-                    fusion: Some(policy),
-                    backend,
-                    collect_stats: true,
-                    ..EngineConfig::default()
-                },
-                script,
-            );
+            let (out, report) = run_policy_on(policy, backend, script);
             assert_same_numbers(&out, &unfused, &format!("{policy:?} {backend:?}"));
             assert!(
                 report.stats.fused_operators_executed >= 5,
@@ -1035,15 +1037,7 @@ fn check_fused_outer_against_unfused(statements: &str, must_fuse: bool) {
         .iter()
         .flat_map(|&b| policies.iter().map(move |&p| (b, p)))
     {
-        let (out, report) = run_with(
-            EngineConfig {
-                fusion: Some(policy),
-                backend,
-                collect_stats: true,
-                ..EngineConfig::default()
-            },
-            script,
-        );
+        let (out, report) = run_policy_on(policy, backend, script);
         assert_same_numbers(&out, &unfused, &format!("{policy:?} {backend:?}"));
         assert!(
             report.stats.unfused_fallbacks.is_empty(),
@@ -1173,14 +1167,7 @@ fn ranges_of_products_keep_sparse_safe_operators_exact() {
         );
         let unfused = run_unfused(&script);
         for backend in fusion_backends() {
-            let (fused, report) = run_with(
-                EngineConfig {
-                    backend,
-                    collect_stats: true,
-                    ..EngineConfig::default()
-                },
-                &script,
-            );
+            let (fused, report) = run_policy_on(FusionPolicy::Gen, backend, &script);
             assert!(
                 report.stats.fused_operators_executed >= 6,
                 "{backend:?} {inf}"
@@ -1237,14 +1224,7 @@ print(sum(exp(P) / z))
     let unfused = run_unfused(script);
     assert_eq!(unfused.lines().collect::<Vec<_>>(), expected, "unfused");
     for backend in fusion_backends() {
-        let (out, report) = run_with(
-            EngineConfig {
-                backend,
-                collect_stats: true,
-                ..EngineConfig::default()
-            },
-            script,
-        );
+        let (out, report) = run_policy_on(FusionPolicy::Gen, backend, script);
         assert_eq!(out.lines().collect::<Vec<_>>(), expected, "{backend:?}");
         assert!(report.stats.fused_operators_executed >= 8, "{backend:?}");
     }

@@ -24,7 +24,7 @@ use lafuse_compiler::fusion::cplan::{
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
 use lafuse_compiler::hops::{AggOp, Literal, NaryOp, TernaryOp};
 use lafuse_compiler::stack::with_stack;
-use lafuse_runtime::kernels;
+use lafuse_runtime::kernels::{self, matrix_cell};
 use lafuse_runtime::ops::{self, java_max, java_min};
 use lafuse_runtime::Matrix;
 use std::fmt;
@@ -88,7 +88,7 @@ pub fn evaluate(
     let ev = Eval {
         plan,
         inputs,
-        matrix_valued: plan.matrix_valued(),
+        matrix_cells: plan.matrix_cell_nodes(),
     };
     let out = match &plan.template {
         TemplateSpec::Cell { cell_type, agg, .. } => {
@@ -130,18 +130,9 @@ enum RVal {
 struct Eval<'p, 'a> {
     plan: &'p CPlan,
     inputs: &'p [Operand<'a>],
-    /// Per node: whether it is a matrix's cell ([`CPlan::matrix_valued`]).
-    matrix_valued: Vec<bool>,
-}
-
-/// An element-wise node's value as the unfused kernels write it into a matrix: `-0.0` as
-/// `0.0` (the runtime's signed-zero rule, `runtime/src/matrix.rs`).
-fn as_cell(node: &CNode, matrix_valued: bool, v: f64) -> f64 {
-    if matrix_valued && node.is_elementwise() {
-        v + 0.0
-    } else {
-        v
-    }
+    /// Per node: whether its value is written as a matrix cell, `-0.0` as `0.0`, as the
+    /// unfused kernels do ([`CPlan::matrix_cell_nodes`], the runtime's [`matrix_cell`]).
+    matrix_cells: Vec<bool>,
 }
 
 fn unary(f: lafuse_compiler::hops::UnaryOp, x: f64) -> Result<f64> {
@@ -327,7 +318,11 @@ impl<'p, 'a> Eval<'p, 'a> {
             }
             other => return err(format!("{other:?} has no cell-wise value")),
         };
-        Ok(as_cell(&nodes[n], self.matrix_valued[n], v))
+        Ok(if self.matrix_cells[n] {
+            matrix_cell(v)
+        } else {
+            v
+        })
     }
 
     /// The body at every cell of its shape (the main input's, or its transpose when the body
@@ -502,9 +497,9 @@ impl<'p, 'a> Eval<'p, 'a> {
                 other => return err(format!("{other:?} in a row plan")),
             };
             let v = match v {
-                RVal::Scalar(x) => RVal::Scalar(as_cell(node, self.matrix_valued[n], x)),
-                RVal::Vector(xs) if self.matrix_valued[n] && node.is_elementwise() => {
-                    RVal::Vector(xs.into_iter().map(|x| x + 0.0).collect())
+                RVal::Scalar(x) if self.matrix_cells[n] => RVal::Scalar(matrix_cell(x)),
+                RVal::Vector(xs) if self.matrix_cells[n] => {
+                    RVal::Vector(xs.into_iter().map(matrix_cell).collect())
                 }
                 v => v,
             };

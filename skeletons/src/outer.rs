@@ -147,6 +147,8 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
             Matrix::Sparse(s) if !every_cell => {
                 let mut vals = vec![0.0; s.values.len()];
                 let so = SharedOut(vals.as_mut_ptr(), vals.len());
+                // The CSR entry writes the value at each non-zero's position and counts
+                // nothing; compacting counts the output's non-zeros.
                 run(&|_| so);
                 prep::compact(s, &vals)?
             }

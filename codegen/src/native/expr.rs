@@ -596,8 +596,8 @@ pub(crate) struct Body<'p, 'c> {
     /// Outer: the dot products `u_i · v_j` are computed by the template and passed in here.
     pub outer_dot: Option<VectorValue<'c>>,
     memo: HashMap<(CNodeId, bool), VectorValue<'c>>,
-    /// Per node: whether it is a matrix's cell ([`CPlan::matrix_valued`]).
-    matrix_valued: Vec<bool>,
+    /// Per node: whether its value is written as a matrix cell ([`CPlan::matrix_cell_nodes`]).
+    matrix_cells: Vec<bool>,
 }
 
 impl<'p, 'c> Body<'p, 'c> {
@@ -608,7 +608,7 @@ impl<'p, 'c> Body<'p, 'c> {
             at,
             outer_dot: None,
             memo: HashMap::new(),
-            matrix_valued: plan.matrix_valued(),
+            matrix_cells: plan.matrix_cell_nodes(),
         }
     }
 
@@ -729,7 +729,7 @@ impl<'p, 'c> Body<'p, 'c> {
                 )))
             }
         };
-        let v = if node.is_elementwise() && self.matrix_valued.get(n).copied().unwrap_or(true) {
+        let v = if self.matrix_cells.get(n).copied().unwrap_or(false) {
             matrix_cell(fx, v)?
         } else {
             v

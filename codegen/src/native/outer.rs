@@ -1,11 +1,11 @@
 //! Entry points of Outer operators: per non-zero `x_ij` of the driver (CSR non-zeros, or the
 //! non-zero cells of a dense driver), the dot product `u_i · v_j` (an always-inline vector
 //! primitive with independent accumulators combined in a fixed order), the body, then the
-//! final step: write `G_ij`, a Kahan sum, or a scaled-row add (`out_i += G_ij · w_j` for Right, `out_j += G_ij · wt_i` for Left)
-//! through an always-inline `axpy` primitive. Where the body reads nothing per cell but the
-//! driver and the dot product, the CSR entry takes a row's non-zeros `W` at a time: `W` dot
-//! products (four per pass over `u_i`), then the body and a cell-wise store or Kahan sum on
-//! `W` lanes ([`lane_parallel`]).
+//! final step: write `G_ij`, a Kahan sum, or a scaled-row add (`out_i += G_ij · w_j` for
+//! Right, `out_j += G_ij · wt_i` for Left) through an always-inline `axpy` primitive. Where
+//! the body reads nothing per cell but the driver and the dot product, the CSR entry takes a
+//! row's non-zeros `W` at a time: `W` dot products (four per pass over `u_i`), then the body
+//! and a cell-wise store or Kahan sum on `W` lanes ([`lane_parallel`]).
 
 use super::cell::{LANES, W};
 use super::expr::{
@@ -219,6 +219,9 @@ struct St<'c> {
     /// FullAgg's `W`-lane Kahan sum and correction, for the non-zeros taken `W` at a time
     /// (partial lanes `0..W`; `acc` is lane `W`).
     accv: [PointerValue<'c>; 2],
+    /// The cell-wise output's non-zeros, counted by the dense entries only: the skeleton
+    /// compacts a CSR driver's cell-wise output and counts it there, so the CSR entry returns
+    /// 0 and counts nothing per non-zero.
     nnz: PointerValue<'c>,
     dot: FunctionValue<'c>,
     axpy: FunctionValue<'c>,
@@ -290,14 +293,18 @@ fn emit_entry<'c>(
     let acc = [fx.slot(fx.vty(1).into())?, fx.slot(fx.vty(1).into())?];
     let accv = [fx.slot(fx.vty(W).into())?, fx.slot(fx.vty(W).into())?];
     let wl = W as u64;
+    let lanes = visit == Visit::CsrNonZeros && lane_parallel(plan, kind, oi);
     if kind == OuterKind::FullAgg {
         // The single Sum partial: the vector lanes at 0..W with their corrections at
-        // LANES..LANES + W, the scalar lane at W with its correction at LANES + W.
-        fx.store(accv[0], load_vec(&fx.b, fx.vty(W), out, fx.i64c(0))?)?;
-        fx.store(
-            accv[1],
-            load_vec(&fx.b, fx.vty(W), out, fx.i64c(LANES as u64))?,
-        )?;
+        // LANES..LANES + W (used by `W`-lane batches only), the scalar lane at W with its
+        // correction at LANES + W.
+        if lanes {
+            fx.store(accv[0], load_vec(&fx.b, fx.vty(W), out, fx.i64c(0))?)?;
+            fx.store(
+                accv[1],
+                load_vec(&fx.b, fx.vty(W), out, fx.i64c(LANES as u64))?,
+            )?;
+        }
         fx.store(acc[0], load_vec(&fx.b, fx.vty(1), out, fx.i64c(wl))?)?;
         fx.store(
             acc[1],
@@ -317,7 +324,6 @@ fn emit_entry<'c>(
         dot,
         axpy,
     };
-    let lanes = visit == Visit::CsrNonZeros && lane_parallel(plan, kind, oi);
     if visit == Visit::CsrNonZeros {
         let (rp, ci, va) = load_main_csr(&fx, args)?;
         // The end of this task's non-zeros: prefetching runs across row ends up to it.
@@ -393,8 +399,10 @@ fn emit_entry<'c>(
         })?;
     }
     if kind == OuterKind::FullAgg {
-        store_vec(&fx.b, out, fx.i64c(0), fx.load_v(accv[0])?)?;
-        store_vec(&fx.b, out, fx.i64c(LANES as u64), fx.load_v(accv[1])?)?;
+        if lanes {
+            store_vec(&fx.b, out, fx.i64c(0), fx.load_v(accv[0])?)?;
+            store_vec(&fx.b, out, fx.i64c(LANES as u64), fx.load_v(accv[1])?)?;
+        }
         store_vec(&fx.b, out, fx.i64c(wl), fx.load_v(acc[0])?)?;
         store_vec(&fx.b, out, fx.i64c(LANES as u64 + wl), fx.load_v(acc[1])?)?;
     }
@@ -588,20 +596,8 @@ fn elements_w<'c>(
     let g = body.emit(fx, oi.g, false)?;
     match kind {
         OuterKind::CellWise => {
-            store_vec(&fx.b, st.out, p, g)?;
-            let nz = fx.fcmp(FloatPredicate::UNE, g, fx.splat_const(0.0, W))?;
-            let mut cur = fx.load_i64(st.nnz)?;
-            for l in 0..u64::from(W) {
-                let b =
-                    fx.b.build_extract_element(nz, fx.i64c(l), "nz")
-                        .map_err(ierr)?
-                        .into_int_value();
-                let b =
-                    fx.b.build_int_z_extend(b, fx.ctx.i64_type(), "z")
-                        .map_err(ierr)?;
-                cur = fx.add(cur, b)?;
-            }
-            fx.store(st.nnz, cur)
+            // Not counted: see `St::nnz`.
+            store_vec(&fx.b, st.out, p, g)
         }
         OuterKind::FullAgg => fx.kahan_add(st.accv[0], st.accv[1], g),
         _ => Err(ierr("a final product taken W non-zeros at a time")),
@@ -659,6 +655,10 @@ fn element<'c>(
         g = fx.select(nz, g, masked)?;
     }
     match kind {
+        OuterKind::CellWise if visit == Visit::CsrNonZeros => {
+            // Not counted: see `St::nnz`.
+            store_vec(&fx.b, st.out, p, g)?;
+        }
         OuterKind::CellWise => {
             store_vec(&fx.b, st.out, p, g)?;
             let nz = fx.fcmp(FloatPredicate::UNE, g, fx.splat_const(0.0, 1))?;

@@ -119,9 +119,9 @@ pub(crate) struct RowInfo {
     /// [`sparse_nodes`]); where such a node is not 0 where the main row is, its readers read
     /// it at the non-zeros only too.
     sparse: Vec<bool>,
-    /// Per node: whether it is a matrix's cell ([`CPlan::matrix_valued`]); such element-wise
-    /// nodes write `-0.0` as `0.0`, as the unfused kernels do.
-    matrix_valued: Vec<bool>,
+    /// Per node: whether its value is written as a matrix cell, `-0.0` as `0.0`, as the
+    /// unfused kernels do ([`CPlan::matrix_cell_nodes`]).
+    matrix_cells: Vec<bool>,
 }
 
 /// Rows the dense entry handles as one block.
@@ -379,7 +379,7 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
             && matches!(nodes[out], CNode::OuterMultAdd { a, .. } if is_main(a)),
         hoisted,
         sparse,
-        matrix_valued: plan.matrix_valued(),
+        matrix_cells: plan.matrix_cell_nodes(),
     })
 }
 
@@ -1870,8 +1870,8 @@ impl<'a, 'c> Em<'a, 'c> {
         })
     }
 
-    /// Element-wise node `k` on lane vectors of its operands, its value a matrix cell where
-    /// the node is matrix-valued (`-0.0` written as `0.0`, as the unfused kernels do).
+    /// Element-wise node `k` on lane vectors of its operands, written as a matrix cell where
+    /// it is one ([`RowInfo::matrix_cells`]).
     fn apply(
         &self,
         fx: &Fx<'_, 'c>,
@@ -1880,7 +1880,7 @@ impl<'a, 'c> Em<'a, 'c> {
     ) -> Result<VectorValue<'c>, CodegenError> {
         let plan = &self.info.plan;
         let v = apply(fx, plan, &plan.nodes[k], xs)?;
-        if self.info.matrix_valued[k] {
+        if self.info.matrix_cells[k] {
             expr::matrix_cell(fx, v)
         } else {
             Ok(v)

@@ -15,7 +15,7 @@ use crate::ops::{BinaryOp, UnaryOp};
 /// `1 / (X * S)` would depend on the format. Element-wise results never hold `-0.0` (the
 /// signed-zero rule in `matrix.rs`), and fused operators apply the same rule per node.
 #[inline(always)]
-pub(crate) fn matrix_cell(x: f64) -> f64 {
+pub fn matrix_cell(x: f64) -> f64 {
     x + 0.0
 }
 
@@ -24,79 +24,32 @@ pub(crate) fn matrix_cell(x: f64) -> f64 {
 macro_rules! with_binary_fn {
     ($op:expr, $f:ident => $body:expr) => {{
         use $crate::ops::BinaryOp as B;
+        macro_rules! bind {
+            ($g:expr) => {{
+                let g = $g;
+                let $f = move |a: f64, b: f64| matrix_cell(g(a, b));
+                $body
+            }};
+        }
         match $op {
-            B::Add => {
-                let $f = |a: f64, b: f64| matrix_cell(a + b);
-                $body
-            }
-            B::Sub => {
-                let $f = |a: f64, b: f64| matrix_cell(a - b);
-                $body
-            }
-            B::Mul => {
-                let $f = |a: f64, b: f64| matrix_cell(a * b);
-                $body
-            }
-            B::Div => {
-                let $f = |a: f64, b: f64| matrix_cell(a / b);
-                $body
-            }
-            B::Pow => {
-                let $f = |a: f64, b: f64| matrix_cell(B::Pow.apply(a, b));
-                $body
-            }
-            B::Mod => {
-                let $f = |a: f64, b: f64| matrix_cell(B::Mod.apply(a, b));
-                $body
-            }
-            B::IntDiv => {
-                let $f = |a: f64, b: f64| matrix_cell(B::IntDiv.apply(a, b));
-                $body
-            }
-            B::Lt => {
-                let $f = |a: f64, b: f64| matrix_cell(B::Lt.apply(a, b));
-                $body
-            }
-            B::Le => {
-                let $f = |a: f64, b: f64| matrix_cell(B::Le.apply(a, b));
-                $body
-            }
-            B::Gt => {
-                let $f = |a: f64, b: f64| matrix_cell(B::Gt.apply(a, b));
-                $body
-            }
-            B::Ge => {
-                let $f = |a: f64, b: f64| matrix_cell(B::Ge.apply(a, b));
-                $body
-            }
-            B::Eq => {
-                let $f = |a: f64, b: f64| matrix_cell(B::Eq.apply(a, b));
-                $body
-            }
-            B::Ne => {
-                let $f = |a: f64, b: f64| matrix_cell(B::Ne.apply(a, b));
-                $body
-            }
-            B::And => {
-                let $f = |a: f64, b: f64| matrix_cell(B::And.apply(a, b));
-                $body
-            }
-            B::Or => {
-                let $f = |a: f64, b: f64| matrix_cell(B::Or.apply(a, b));
-                $body
-            }
-            B::Min => {
-                let $f = |a: f64, b: f64| matrix_cell(B::Min.apply(a, b));
-                $body
-            }
-            B::Max => {
-                let $f = |a: f64, b: f64| matrix_cell(B::Max.apply(a, b));
-                $body
-            }
-            B::Log => {
-                let $f = |a: f64, b: f64| matrix_cell(B::Log.apply(a, b));
-                $body
-            }
+            B::Add => bind!(|a: f64, b: f64| a + b),
+            B::Sub => bind!(|a: f64, b: f64| a - b),
+            B::Mul => bind!(|a: f64, b: f64| a * b),
+            B::Div => bind!(|a: f64, b: f64| a / b),
+            B::Pow => bind!(|a: f64, b: f64| B::Pow.apply(a, b)),
+            B::Mod => bind!(|a: f64, b: f64| B::Mod.apply(a, b)),
+            B::IntDiv => bind!(|a: f64, b: f64| B::IntDiv.apply(a, b)),
+            B::Lt => bind!(|a: f64, b: f64| B::Lt.apply(a, b)),
+            B::Le => bind!(|a: f64, b: f64| B::Le.apply(a, b)),
+            B::Gt => bind!(|a: f64, b: f64| B::Gt.apply(a, b)),
+            B::Ge => bind!(|a: f64, b: f64| B::Ge.apply(a, b)),
+            B::Eq => bind!(|a: f64, b: f64| B::Eq.apply(a, b)),
+            B::Ne => bind!(|a: f64, b: f64| B::Ne.apply(a, b)),
+            B::And => bind!(|a: f64, b: f64| B::And.apply(a, b)),
+            B::Or => bind!(|a: f64, b: f64| B::Or.apply(a, b)),
+            B::Min => bind!(|a: f64, b: f64| B::Min.apply(a, b)),
+            B::Max => bind!(|a: f64, b: f64| B::Max.apply(a, b)),
+            B::Log => bind!(|a: f64, b: f64| B::Log.apply(a, b)),
         }
     }};
 }
@@ -106,87 +59,34 @@ macro_rules! with_binary_fn {
 macro_rules! with_unary_fn {
     ($op:expr, $f:ident => $body:expr) => {{
         use $crate::ops::UnaryOp as U;
+        macro_rules! bind {
+            ($g:expr) => {{
+                let g = $g;
+                let $f = move |x: f64| matrix_cell(g(x));
+                $body
+            }};
+        }
         match $op {
-            U::Abs => {
-                let $f = |x: f64| matrix_cell(x.abs());
-                $body
-            }
-            U::Exp => {
-                let $f = |x: f64| matrix_cell(x.exp());
-                $body
-            }
-            U::Log => {
-                let $f = |x: f64| matrix_cell(x.ln());
-                $body
-            }
-            U::Sqrt => {
-                let $f = |x: f64| matrix_cell(x.sqrt());
-                $body
-            }
-            U::Round => {
-                let $f = |x: f64| matrix_cell(U::Round.apply(x));
-                $body
-            }
-            U::Floor => {
-                let $f = |x: f64| matrix_cell(x.floor());
-                $body
-            }
-            U::Ceil => {
-                let $f = |x: f64| matrix_cell(x.ceil());
-                $body
-            }
-            U::Sign => {
-                let $f = |x: f64| matrix_cell(U::Sign.apply(x));
-                $body
-            }
-            U::Sin => {
-                let $f = |x: f64| matrix_cell(x.sin());
-                $body
-            }
-            U::Cos => {
-                let $f = |x: f64| matrix_cell(x.cos());
-                $body
-            }
-            U::Tan => {
-                let $f = |x: f64| matrix_cell(x.tan());
-                $body
-            }
-            U::Asin => {
-                let $f = |x: f64| matrix_cell(x.asin());
-                $body
-            }
-            U::Acos => {
-                let $f = |x: f64| matrix_cell(x.acos());
-                $body
-            }
-            U::Atan => {
-                let $f = |x: f64| matrix_cell(x.atan());
-                $body
-            }
-            U::Sinh => {
-                let $f = |x: f64| matrix_cell(x.sinh());
-                $body
-            }
-            U::Cosh => {
-                let $f = |x: f64| matrix_cell(x.cosh());
-                $body
-            }
-            U::Tanh => {
-                let $f = |x: f64| matrix_cell(x.tanh());
-                $body
-            }
-            U::Sigmoid => {
-                let $f = |x: f64| matrix_cell(U::Sigmoid.apply(x));
-                $body
-            }
-            U::Not => {
-                let $f = |x: f64| matrix_cell(U::Not.apply(x));
-                $body
-            }
-            U::Neg => {
-                let $f = |x: f64| matrix_cell(-x);
-                $body
-            }
+            U::Abs => bind!(|x: f64| x.abs()),
+            U::Exp => bind!(|x: f64| x.exp()),
+            U::Log => bind!(|x: f64| x.ln()),
+            U::Sqrt => bind!(|x: f64| x.sqrt()),
+            U::Round => bind!(|x: f64| U::Round.apply(x)),
+            U::Floor => bind!(|x: f64| x.floor()),
+            U::Ceil => bind!(|x: f64| x.ceil()),
+            U::Sign => bind!(|x: f64| U::Sign.apply(x)),
+            U::Sin => bind!(|x: f64| x.sin()),
+            U::Cos => bind!(|x: f64| x.cos()),
+            U::Tan => bind!(|x: f64| x.tan()),
+            U::Asin => bind!(|x: f64| x.asin()),
+            U::Acos => bind!(|x: f64| x.acos()),
+            U::Atan => bind!(|x: f64| x.atan()),
+            U::Sinh => bind!(|x: f64| x.sinh()),
+            U::Cosh => bind!(|x: f64| x.cosh()),
+            U::Tanh => bind!(|x: f64| x.tanh()),
+            U::Sigmoid => bind!(|x: f64| U::Sigmoid.apply(x)),
+            U::Not => bind!(|x: f64| U::Not.apply(x)),
+            U::Neg => bind!(|x: f64| -x),
         }
     }};
 }

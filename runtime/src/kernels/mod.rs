@@ -25,7 +25,8 @@ pub use aggregate::aggregate;
 pub use construct::{fill, from_row_major, seq};
 pub use cumulative::cumsum;
 pub use elementwise::{
-    binary, binary_owned, binary_scalar, binary_scalar_owned, ifelse, replace, unary, unary_owned,
+    binary, binary_owned, binary_scalar, binary_scalar_owned, ifelse, matrix_cell, replace, unary,
+    unary_owned,
 };
 pub use index::{cbind, left_index, rbind, slice};
 pub use matmul::{matmul, matmul_tn, matmul_with_range, tsmm};

@@ -438,12 +438,12 @@ impl CPlan {
         found.get(n).copied().flatten()
     }
 
-    /// Per node: whether its value is a matrix's cell (or row) rather than a scalar's, i.e.
-    /// whether it reads a matrix input. Unfused execution computes the scalar-only nodes as
-    /// scalars, which keep IEEE's `-0.0`, and the others with matrix kernels, which never
-    /// write `-0.0` (the runtime's zero invariant); generated code follows the same split.
-    pub fn matrix_valued(&self) -> Vec<bool> {
-        // Operands precede users: one pass in order.
+    /// Per node: whether it writes its value as a matrix cell, `-0.0` as `0.0` (the runtime's
+    /// signed-zero rule): the element-wise nodes that read a matrix input. Unfused execution
+    /// computes those with matrix kernels, which never write `-0.0`, and the scalar-only ones
+    /// as scalars, which keep it; generated code and the reference evaluator do the same.
+    pub fn matrix_cell_nodes(&self) -> Vec<bool> {
+        // Whether each node reads a matrix input; operands precede users: one pass in order.
         let mut matrix = Vec::with_capacity(self.nodes.len());
         for node in &self.nodes {
             let answer = match node {
@@ -457,7 +457,11 @@ impl CPlan {
             };
             matrix.push(answer);
         }
-        matrix
+        self.nodes
+            .iter()
+            .zip(matrix)
+            .map(|(node, matrix)| matrix && node.is_elementwise())
+            .collect()
     }
 
     /// The stable structural hash: FNV-1a over the canonical JSON form. Independent of hop
