@@ -347,6 +347,10 @@ fn run(cli: Cli) -> Result<(), String> {
             for f in &outcome.files {
                 println!("  {}", outcome.out.join(f).display());
             }
+            for g in bench::goals::evaluate(&outcome.measurements) {
+                let verdict = if g.met { "met" } else { "MISSED" };
+                println!("goal {verdict}: {}: {}", g.goal, g.measured);
+            }
             Ok(())
         }
         Command::Calibrate { out, quick } => {

@@ -78,7 +78,8 @@ impl MicroCase {
 
     /// Bytes a fused operator must read (dense: 8 per cell; CSR: 12 per non-zero plus row
     /// pointers; a sparse-safe scan reads only the cells of the dense inputs aligned with X's
-    /// non-zeros).
+    /// non-zeros; Outer reads the rows of `U` and `V` that X's non-zeros meet, the expected
+    /// number of non-empty rows and columns of X).
     pub fn bytes_read(&self) -> f64 {
         let (m, n, k) = (self.m as f64, self.n as f64, self.k as f64);
         let nnz = m * n * self.sp;
@@ -92,7 +93,12 @@ impl MicroCase {
             "sum_xyz" | "magg" => x + 16.0 * nnz,
             "row_mv" => x + n * 8.0 + m * 8.0,
             "row_mm" => x + n * 16.0 + m * 16.0,
-            _ => x + m * k * 8.0 + n * k * 8.0,
+            _ => {
+                let sp = self.sp.min(1.0);
+                let rows_met = m * (1.0 - (1.0 - sp).powf(n));
+                let cols_met = n * (1.0 - (1.0 - sp).powf(m));
+                x + (rows_met + cols_met) * k * 8.0
+            }
         }
     }
 
@@ -404,6 +410,19 @@ mod tests {
             ..sparse
         };
         assert_eq!(outer.params().len(), 4);
+        // Every row and column of a 1000² X at 1e-2 has a non-zero but for about e^-10.
+        let all_rows = 1e4 * 12.0 + 1001.0 * 8.0 + 2000.0 * 10.0 * 8.0;
+        assert!((outer.bytes_read() / all_rows - 1.0).abs() < 1e-3);
+        let outer_1e4 = MicroCase {
+            m: 20000,
+            n: 20000,
+            sp: 1e-4,
+            ..outer.clone()
+        };
+        // Expected non-empty rows: 20000 (1 - (1 - 1e-4)^20000) = 20000 (1 - e^-2) = 17293.
+        let met = 2.0 * 17293.3 * 10.0 * 8.0;
+        let x = 4e4 * 12.0 + 20001.0 * 8.0;
+        assert!((outer_1e4.bytes_read() / (x + met) - 1.0).abs() < 1e-3);
         assert_eq!(format_sp(1.0), "1.0");
         assert_eq!(format_sp(0.0001), "0.0001");
     }

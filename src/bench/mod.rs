@@ -16,11 +16,12 @@
 //! Every measurement runs a DML script in a child process of the lafuse binary itself
 //! ([`runner`]), so runs never share memory or compiled operators. Peers ([`peers`]) are
 //! optional: numpy, numexpr and JAX through `bench/python/peers.py`, and Apache SystemDS with
-//! codegen on and off. [`report`] writes `report.md`, `results.csv` and `results.json`, and
-//! [`plot`] the SVG figures.
+//! codegen on and off. [`report`] writes `report.md` (with the speed goals the run measured,
+//! [`goals`]), `results.csv` and `results.json`, and [`plot`] the SVG figures.
 
 pub mod algorithms;
 pub mod compile;
+pub mod goals;
 pub mod machine;
 pub mod micro;
 pub mod peers;

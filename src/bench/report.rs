@@ -414,6 +414,8 @@ fn markdown(
         t.push('\n');
     }
 
+    t.push_str(&super::goals::markdown(&super::goals::evaluate(ms)));
+
     let flagged: Vec<&Measurement> = ms.iter().filter(|m| !m.notes.is_empty()).collect();
     let _ = writeln!(t, "## Flags\n");
     if flagged.is_empty() {

@@ -1,0 +1,199 @@
+//! The speed goals of the native-operator work (issue 4), checked against one run's own
+//! measurements: every ratio compares numbers taken side by side in the same run, so a goal
+//! is met or missed on the machine and in the memory phase the run met. A goal whose cases
+//! the run did not measure (another filter or scale) is left out, never guessed.
+
+use super::results::{Measurement, Status};
+
+/// The size the dense goals are stated for: `1e5 × 1e3` inputs.
+const GOAL_ROWS: &str = "100000";
+const GOAL_COLS: &str = "1000";
+
+/// One goal as this run measured it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Goal {
+    /// What is asked, e.g. `sum(X*Y*Z) dense 1e5×1e3: gen ≥ 2.5× faster than unfused`.
+    pub goal: String,
+    /// What this run measured, e.g. `2.54×`.
+    pub measured: String,
+    pub met: bool,
+}
+
+/// The goals the measurements `ms` cover, in a fixed order.
+pub fn evaluate(ms: &[Measurement]) -> Vec<Goal> {
+    let mut out = Vec::new();
+    let speedups = [
+        ("sum_xyz", "sum(X*Y*Z)", 2.5),
+        ("row_mv", "t(X)%*%(w*(X%*%v))", 1.7),
+    ];
+    for (id, expr, goal) in speedups {
+        if let Some(r) = dense_gen(ms, id).and_then(|m| m.ratio_to_unfused) {
+            out.push(Goal {
+                goal: format!("{expr} dense 1e5×1e3: gen ≥ {goal}× faster than unfused"),
+                measured: format!("{r:.2}×"),
+                met: r >= goal,
+            });
+        }
+    }
+    for (id, what) in [
+        ("sum_xyz", "Cell sum(X*Y*Z)"),
+        ("magg", "MultiAgg sum(X*Y), sum(X*Z)"),
+        ("row_mv", "Row t(X)%*%(w*(X%*%v))"),
+        ("row_mm", "Row t(X)%*%(W*(X%*%V))"),
+    ] {
+        if let Some(f) = dense_gen(ms, id).and_then(|m| m.same_process_fraction) {
+            out.push(Goal {
+                goal: format!(
+                    "{what} dense 1e5×1e3: gen reads its inputs at ≥ 70% of a plain read's \
+                     speed in the same process"
+                ),
+                measured: format!("{:.0}%", f * 100.0),
+                met: f >= 0.7,
+            });
+        }
+    }
+    let outer: Vec<(f64, &Measurement)> = ms
+        .iter()
+        .filter(|m| m.suite == "micro" && m.case == "outer" && ok_gen(m))
+        .filter_map(|m| Some((param(m, "sp")?, m)))
+        .filter(|(sp, _)| (1e-4 * 0.99..=1e-1 * 1.01).contains(sp))
+        .collect();
+    if let Some((_, m)) = outer.iter().find(|(sp, _)| (sp / 1e-3 - 1.0).abs() < 1e-6) {
+        if let Some(r) = m.ratio_to_unfused {
+            out.push(Goal {
+                goal: "Outer sparsity 1e-3: gen ≥ 200× faster than unfused".into(),
+                measured: format!("{r:.0}×"),
+                met: r >= 200.0,
+            });
+        }
+    }
+    let per_nnz: Vec<(f64, f64)> = outer
+        .iter()
+        .filter_map(|(sp, m)| {
+            let cells = param(m, "m")? * param(m, "n")?;
+            Some((*sp, m.median_ms? * 1e6 / (cells * sp)))
+        })
+        .collect();
+    if per_nnz.len() >= 2 {
+        let lo = per_nnz.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+        let hi = per_nnz.iter().map(|p| p.1).fold(0.0, f64::max);
+        let each: Vec<String> = per_nnz
+            .iter()
+            .map(|(sp, ns)| format!("{sp:e}: {ns:.1} ns"))
+            .collect();
+        out.push(Goal {
+            goal: "Outer time proportional to nnz(X) from sparsity 1e-1 to 1e-4: time per \
+                   non-zero within a factor 3"
+                .into(),
+            measured: format!("{:.2} ({})", hi / lo, each.join(", ")),
+            met: hi / lo <= 3.0,
+        });
+    }
+    out
+}
+
+/// The `gen` measurement of pattern `id` at the goals' dense size, if the run has it.
+fn dense_gen<'a>(ms: &'a [Measurement], id: &str) -> Option<&'a Measurement> {
+    ms.iter().find(|m| {
+        m.suite == "micro"
+            && m.case == id
+            && ok_gen(m)
+            && m.params.get("m").map(String::as_str) == Some(GOAL_ROWS)
+            && m.params.get("n").map(String::as_str) == Some(GOAL_COLS)
+            && param(m, "sp") == Some(1.0)
+    })
+}
+
+fn ok_gen(m: &Measurement) -> bool {
+    m.system == "lafuse" && m.config == "gen" && m.status == Status::Ok
+}
+
+fn param(m: &Measurement, name: &str) -> Option<f64> {
+    m.params.get(name)?.parse().ok()
+}
+
+/// The goals as a markdown section (empty when the run measured none of them).
+pub fn markdown(goals: &[Goal]) -> String {
+    if goals.is_empty() {
+        return String::new();
+    }
+    let mut t = String::from(
+        "## Goals\n\nThe speed goals of the native fused operators, each checked against this \
+         run's own measurements (ratios of runs taken side by side).\n\n\
+         | goal | measured | |\n|---|---|---|\n",
+    );
+    for g in goals {
+        t.push_str(&format!(
+            "| {} | {} | {} |\n",
+            g.goal,
+            g.measured,
+            if g.met { "met" } else { "**missed**" }
+        ));
+    }
+    t.push('\n');
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gen(case: &str, m: &str, n: &str, sp: &str, median: f64, ratio: f64) -> Measurement {
+        let mut r = Measurement::new("micro", case, "", "lafuse", "gen").with_params(&[
+            ("m".into(), m.into()),
+            ("n".into(), n.into()),
+            ("sp".into(), sp.into()),
+        ]);
+        r.median_ms = Some(median);
+        r.ratio_to_unfused = Some(ratio);
+        r
+    }
+
+    #[test]
+    fn goals_follow_the_measurements() {
+        let mut sum = gen("sum_xyz", "100000", "1000", "1.0", 100.0, 2.6);
+        sum.same_process_fraction = Some(0.95);
+        let mut row = gen("row_mv", "100000", "1000", "1.0", 100.0, 1.5);
+        row.same_process_fraction = Some(0.65);
+        // Another size: no goal is stated for it.
+        let small = gen("magg", "1000", "1000", "1.0", 1.0, 9.0);
+        let outer = vec![
+            gen("outer", "20000", "20000", "0.1", 280.0, 5.0),
+            gen("outer", "20000", "20000", "0.001", 4.0, 300.0),
+            gen("outer", "20000", "20000", "0.0001", 0.8, 2000.0),
+        ];
+        let mut ms = vec![sum, row, small];
+        ms.extend(outer);
+        let goals = evaluate(&ms);
+        let by = |prefix: &str| goals.iter().find(|g| g.goal.starts_with(prefix)).unwrap();
+        assert!(by("sum(X*Y*Z) dense").met);
+        assert_eq!(by("sum(X*Y*Z) dense").measured, "2.60×");
+        assert!(!by("t(X)%*%(w*(X%*%v)) dense").met);
+        assert!(by("Cell sum(X*Y*Z)").met);
+        assert!(!by("Row t(X)%*%(w*(X%*%v))").met);
+        assert!(goals.iter().all(|g| !g.goal.starts_with("MultiAgg")));
+        assert!(by("Outer sparsity 1e-3").met);
+        // Per non-zero: 280 ms / 4e7 = 7 ns, 4 ms / 4e5 = 10 ns, 0.8 ms / 4e4 = 20 ns.
+        let p = by("Outer time proportional");
+        assert!(p.measured.starts_with("2.86 "), "{}", p.measured);
+        assert!(p.met);
+        let mut slow = ms.clone();
+        slow.last_mut().unwrap().median_ms = Some(1.2);
+        assert!(
+            !evaluate(&slow)
+                .iter()
+                .find(|g| g.goal.starts_with("Outer time proportional"))
+                .unwrap()
+                .met
+        );
+        assert!(markdown(&goals).contains("**missed**"));
+        assert_eq!(markdown(&[]), "");
+    }
+
+    #[test]
+    fn failed_runs_state_no_goal() {
+        let mut sum = gen("sum_xyz", "100000", "1000", "1.0", 100.0, 2.6);
+        sum.status = Status::Failed;
+        assert!(evaluate(&[sum]).is_empty());
+    }
+}
