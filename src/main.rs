@@ -137,9 +137,9 @@ struct BenchArgs {
     #[arg(long, value_name = "N")]
     reps: Option<usize>,
     /// Only cases whose `case variant` text contains SUBSTR (e.g. `sum_xyz`, `dense`,
-    /// `sp=0.01`, `l2svm`, ` 10000x`).
+    /// `sp=0.01`, `l2svm`, ` 10000x`); repeat it for the cases matching any of several.
     #[arg(long, value_name = "SUBSTR")]
-    filter: Option<String>,
+    filter: Vec<String>,
     /// The folder with micro/ and algorithms/ scripts (default: the repository's examples/).
     #[arg(long, value_name = "DIR")]
     examples: Option<PathBuf>,

@@ -82,8 +82,8 @@ pub struct BenchOptions {
     pub systemds: Option<PathBuf>,
     /// Repetitions per measurement (overrides the scale's).
     pub reps: Option<usize>,
-    /// Only cases whose `case variant` text contains this.
-    pub filter: Option<String>,
+    /// Only cases whose `case variant` text contains one of these (none: every case).
+    pub filter: Vec<String>,
     /// The folder with `micro/` and `algorithms/` scripts; default the repository's
     /// `examples/`.
     pub examples: Option<PathBuf>,
@@ -102,7 +102,7 @@ impl Default for BenchOptions {
             python: None,
             systemds: None,
             reps: None,
-            filter: None,
+            filter: Vec::new(),
             examples: None,
             exe: None,
             timeout: Duration::from_secs(1800),
@@ -127,16 +127,16 @@ pub struct Ctx {
     pub sizes: Sizes,
     /// The `examples/` folder.
     pub examples: PathBuf,
-    pub filter: Option<String>,
+    pub filter: Vec<String>,
     pub machine: Machine,
     pub peers: Peers,
     progress: ProgressBar,
 }
 
 impl Ctx {
-    /// Whether a case passes `--filter`.
+    /// Whether a case passes `--filter` (contains one of its texts, or there are none).
     pub fn selected(&self, label: &str) -> bool {
-        self.filter.as_deref().is_none_or(|f| label.contains(f))
+        passes_filter(&self.filter, label)
     }
 
     /// A script under the examples folder, or a clear error naming where it was looked for.
@@ -318,6 +318,11 @@ pub fn run(options: &BenchOptions) -> Result<BenchOutcome, Error> {
     })
 }
 
+/// Whether `label` contains one of `filter`'s texts (an empty filter passes everything).
+fn passes_filter(filter: &[String], label: &str) -> bool {
+    filter.is_empty() || filter.iter().any(|f| label.contains(f.as_str()))
+}
+
 /// `YYYYMMDD-HHMMSS` (UTC) for the default report folder.
 fn timestamp() -> String {
     let secs = std::time::SystemTime::now()
@@ -365,6 +370,16 @@ pub fn utc_now() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_case_passes_the_filter_when_it_contains_any_of_its_texts() {
+        let f = |texts: &[&str]| texts.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        assert!(passes_filter(&[], "outer sp=1e-4 20000^2 k=100"));
+        let both = f(&["dense 100000x1000", "outer"]);
+        assert!(passes_filter(&both, "outer sp=1e-4 20000^2 k=100"));
+        assert!(passes_filter(&both, "sum_xyz dense 100000x1000"));
+        assert!(!passes_filter(&both, "sum_xyz sp=0.01 100000x1000"));
+    }
 
     #[test]
     fn civil_dates() {

@@ -254,10 +254,12 @@ fn markdown(
         env!("CARGO_PKG_VERSION"),
         std::env::args().collect::<Vec<_>>().join(" "),
         options.suite.name(),
-        options
-            .filter
-            .as_deref()
-            .map_or(String::new(), |f| format!(", filter `{f}`")),
+        if options.filter.is_empty() {
+            String::new()
+        } else {
+            let quoted: Vec<String> = options.filter.iter().map(|f| format!("`{f}`")).collect();
+            format!(", filter {}", quoted.join(" or "))
+        },
         wall_s
     );
     let _ = writeln!(t, "## Machine\n");
