@@ -18,6 +18,7 @@
 
 use lafuse_compiler::fusion::cplan::{CNode, CPlan, TemplateSpec};
 use lafuse_compiler::hops::{BinaryOp, Literal, NaryOp, TernaryOp, UnaryOp};
+use lafuse_runtime::math;
 use lafuse_runtime::ValueRange;
 
 /// What is known of an operator input at a zero cell of the main input.
@@ -199,16 +200,17 @@ fn unary(f: UnaryOp, x: Interval) -> Interval {
                 Interval::new(0.0, (-x.lo).max(x.hi), x.nan)
             }
         }
-        // Overflow is decided a little early, so an exp within an ulp of the C library's
-        // never overflows where the bound says it does not.
+        // The runtime's `exp` and `ln`, which generated code computes to the bit. Overflow is
+        // decided a little early, so an exp within an ulp of monotone never overflows where
+        // the bound says it does not.
         UnaryOp::Exp => Interval::new(
-            x.lo.exp(),
-            if x.hi > 709.0 { INF } else { x.hi.exp() },
+            math::exp(x.lo),
+            if x.hi > 709.0 { INF } else { math::exp(x.hi) },
             x.nan,
         ),
         UnaryOp::Log => Interval::new(
-            if x.lo <= 0.0 { -INF } else { x.lo.ln() },
-            if x.hi <= 0.0 { -INF } else { x.hi.ln() },
+            if x.lo <= 0.0 { -INF } else { math::ln(x.lo) },
+            if x.hi <= 0.0 { -INF } else { math::ln(x.hi) },
             x.nan || x.lo < 0.0,
         ),
         UnaryOp::Sqrt => Interval::new(

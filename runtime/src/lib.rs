@@ -8,6 +8,7 @@ pub mod exec;
 pub mod format;
 pub mod io;
 pub mod kernels;
+pub mod math;
 pub mod matrix;
 pub mod operator;
 pub mod ops;

@@ -2,6 +2,7 @@
 //! functions and directions, with their DML names and exact scalar semantics (SystemDS's Java
 //! semantics where they differ from Rust's `f64` methods).
 
+use crate::math;
 use serde::{Deserialize, Serialize};
 
 /// Element-wise binary operators.
@@ -219,7 +220,7 @@ impl BinaryOp {
             BinaryOp::Or => b2f(a != 0.0 || b != 0.0),
             BinaryOp::Min => java_min(a, b),
             BinaryOp::Max => java_max(a, b),
-            BinaryOp::Log => a.ln() / b.ln(),
+            BinaryOp::Log => math::ln(a) / math::ln(b),
         }
     }
 
@@ -356,8 +357,8 @@ impl UnaryOp {
     pub fn apply(&self, x: f64) -> f64 {
         match self {
             UnaryOp::Abs => x.abs(),
-            UnaryOp::Exp => x.exp(),
-            UnaryOp::Log => x.ln(),
+            UnaryOp::Exp => math::exp(x),
+            UnaryOp::Log => math::ln(x),
             UnaryOp::Sqrt => x.sqrt(),
             UnaryOp::Round => java_round(x),
             UnaryOp::Floor => x.floor(),
@@ -380,7 +381,7 @@ impl UnaryOp {
             UnaryOp::Sinh => x.sinh(),
             UnaryOp::Cosh => x.cosh(),
             UnaryOp::Tanh => x.tanh(),
-            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            UnaryOp::Sigmoid => math::sigmoid(x),
             UnaryOp::Not => b2f(x == 0.0),
             UnaryOp::Neg => -x,
         }

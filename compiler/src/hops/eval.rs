@@ -12,6 +12,13 @@ use super::types::{scalar_binary_type, scalar_unary_type};
 // not depend on the runtime, and folding must give exactly what execution would. The root
 // crate's `tests/folding.rs` checks the two against each other on special values.
 
+/// The runtime's `exp`, `ln` and `sigmoid` (fdlibm's methods, which unfused kernels and
+/// generated code compute to the bit): the very source file, compiled into this crate, since
+/// restating 150 lines of bit manipulation would be a second copy to keep equal.
+#[allow(dead_code)]
+#[path = "../../../runtime/src/math.rs"]
+mod math;
+
 /// Java's `Math.min`: NaN wins; `-0.0 < 0.0`.
 fn java_min(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
@@ -100,7 +107,7 @@ pub fn eval_binary_f64(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::Or => bool_f(a != 0.0 || b != 0.0),
         BinaryOp::Min => java_min(a, b),
         BinaryOp::Max => java_max(a, b),
-        BinaryOp::Log => a.ln() / b.ln(),
+        BinaryOp::Log => math::ln(a) / math::ln(b),
     }
 }
 
@@ -116,8 +123,8 @@ pub fn eval_unary_f64(op: UnaryOp, x: f64) -> f64 {
             }
         }
         UnaryOp::Abs => x.abs(),
-        UnaryOp::Exp => x.exp(),
-        UnaryOp::Log => x.ln(),
+        UnaryOp::Exp => math::exp(x),
+        UnaryOp::Log => math::ln(x),
         UnaryOp::Sqrt => x.sqrt(),
         UnaryOp::Round => java_round(x),
         UnaryOp::Floor => x.floor(),
@@ -140,7 +147,7 @@ pub fn eval_unary_f64(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Sinh => x.sinh(),
         UnaryOp::Cosh => x.cosh(),
         UnaryOp::Tanh => x.tanh(),
-        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Sigmoid => math::sigmoid(x),
     }
 }
 

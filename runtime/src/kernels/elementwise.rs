@@ -6,6 +6,7 @@
 
 use super::{build_csr, dense_result, fill_flat, fill_rows, shape_str, sparse_result, Operand};
 use crate::error::{Result, RuntimeError};
+use crate::math;
 use crate::matrix::{try_alloc_zeroed, DenseMatrix, Matrix, SparseMatrix};
 use crate::ops::{BinaryOp, UnaryOp};
 
@@ -68,8 +69,8 @@ macro_rules! with_unary_fn {
         }
         match $op {
             U::Abs => bind!(|x: f64| x.abs()),
-            U::Exp => bind!(|x: f64| x.exp()),
-            U::Log => bind!(|x: f64| x.ln()),
+            U::Exp => bind!(|x: f64| math::exp(x)),
+            U::Log => bind!(|x: f64| math::ln(x)),
             U::Sqrt => bind!(|x: f64| x.sqrt()),
             U::Round => bind!(|x: f64| U::Round.apply(x)),
             U::Floor => bind!(|x: f64| x.floor()),
@@ -339,11 +340,27 @@ pub fn binary_scalar_owned(a: Matrix, s: f64, op: BinaryOp, scalar_left: bool) -
 /// `op(a)` like [`unary`], computed in `a`'s buffer when `a` is dense.
 pub fn unary_owned(a: Matrix, op: UnaryOp) -> Result<Matrix> {
     match a {
-        Matrix::Dense(d) if !d.values.is_empty() => {
+        Matrix::Dense(mut d) if !d.values.is_empty() => {
             let (rows, cols) = (d.rows, d.cols);
+            if let Some(v) = vectorized(op) {
+                let nnz = fill_flat(&mut d.values, |_, chunk| v.map_in_place(chunk));
+                return Ok(dense_result(rows, cols, d.values, nnz));
+            }
             Ok(with_unary_fn!(op, f => map_inplace(d.values, rows, cols, f)))
         }
         a => unary(&a, op),
+    }
+}
+
+/// The slice form of `op` over dense data, where the runtime's math has one: the same values
+/// to the bit as the per-cell closure, four lanes at a time. (Their results are never `-0.0`,
+/// so [`matrix_cell`] would change nothing.)
+fn vectorized(op: UnaryOp) -> Option<math::Vectorized> {
+    match op {
+        UnaryOp::Exp => Some(math::Vectorized::Exp),
+        UnaryOp::Log => Some(math::Vectorized::Ln),
+        UnaryOp::Sigmoid => Some(math::Vectorized::Sigmoid),
+        _ => None,
     }
 }
 
@@ -498,6 +515,13 @@ where
 
 /// Applies a unary operator to every cell (non-zeros only when the operator is sparse-safe).
 pub fn unary(a: &Matrix, op: UnaryOp) -> Result<Matrix> {
+    if let (Some(v), Matrix::Dense(d)) = (vectorized(op), a) {
+        let mut out = try_alloc_zeroed(d.values.len())?;
+        let nnz = fill_flat(&mut out, |off, chunk| {
+            v.map(&d.values[off..off + chunk.len()], chunk)
+        });
+        return Ok(dense_result(d.rows, d.cols, out, nnz));
+    }
     with_unary_fn!(op, f => map_cells(a, f))
 }
 
