@@ -164,3 +164,27 @@ fn missing_scripts_are_failed_measurements_and_a_missing_folder_an_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("examples folder"), "{stderr}");
 }
+
+#[test]
+fn a_filter_that_matches_no_case_is_an_error_and_leaves_no_report() {
+    let dir = out_dir("no-match");
+    let out = bench(&[
+        "--suite",
+        "micro",
+        "--scale",
+        "tiny",
+        "--filter",
+        "no such case",
+        "--filter",
+        "nor this",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no case of suite `micro` matches --filter `no such case` or `nor this`"),
+        "{stderr}"
+    );
+    assert!(!dir.exists());
+}

@@ -304,6 +304,20 @@ pub fn run(options: &BenchOptions) -> Result<BenchOutcome, Error> {
         measurements.extend(ms);
     }
     ctx.progress.finish_and_clear();
+    if measurements.is_empty() && !options.filter.is_empty() {
+        // Nothing ran: say so instead of writing an empty report (the folder goes too, when
+        // this run created it empty).
+        let _ = std::fs::remove_dir_all(&scratch);
+        let _ = std::fs::remove_dir(&out);
+        let quoted: Vec<String> = options.filter.iter().map(|f| format!("`{f}`")).collect();
+        return Err(usage(format!(
+            "bench: no case of suite `{}` matches --filter {} (a case's text is its pattern or \
+             algorithm and its data, e.g. `sum_xyz dense 100000x1000`, `outer sp=1e-4 \
+             20000^2 k=100`, `l2svm sp=0.01 100000x200`; --quick uses smaller sizes)",
+            options.suite.name(),
+            quoted.join(" or ")
+        )));
+    }
     results::fill_unfused_ratios(&mut measurements);
     let wall_s = started.elapsed().as_secs_f64();
     let files = report::write_all(&out, &ctx, options, &measurements, wall_s)
