@@ -96,7 +96,8 @@ enum Command {
     Cost(CostArgs),
     /// Benchmark fusion: the paper's micro patterns, compilation and optimizer effort, and the
     /// ML algorithms under each fusion policy, with optional peers (numpy, numexpr, JAX,
-    /// SystemDS); writes report.md, results.csv, results.json and SVG figures.
+    /// SystemDS); writes report.md, results.csv, results.json and SVG figures, and checks the
+    /// native operators' speed goals against the run's own measurements.
     Bench(BenchArgs),
     /// Measure this machine's memory bandwidth and per-operation compute rates and write them
     /// as a machine profile, which the cost model then uses instead of SystemDS's constants.
