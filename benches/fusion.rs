@@ -20,6 +20,7 @@
 //! `pattern case` text contains it, `LAFUSE_BENCH_DUMP=dir` writes each operator's CPlan, IR
 //! and assembly there. Writes `target/bench-fusion.json`.
 
+use lafuse::bench::goals;
 use lafuse_codegen::native::{compile, NativeOperator};
 use lafuse_codegen::reference::Operand;
 use lafuse_compiler::fusion::cplan::{construct_cplans, CPlan, FusedOperator};
@@ -667,7 +668,8 @@ fn print_table(rows: &[Row], read_gbs: f64, t_read: Duration) {
     );
 }
 
-/// PASS/FAIL lines for the targets (printed, never asserted).
+/// PASS/FAIL lines for the targets (printed, never asserted), with the thresholds of
+/// `lafuse bench`'s goals ([`goals`]).
 fn targets(rows: &[Row], big_rows: usize) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     let big_dense = format!("{big_rows}x1000 dense");
@@ -675,27 +677,33 @@ fn targets(rows: &[Row], big_rows: usize) -> Vec<(String, bool)> {
         let frac = r.fused_gbs() / r.ref_gbs;
         out.push((
             format!(
-                "{} dense fused >= 70% of read reference: {:.1}%",
+                "{} dense fused >= {:.0}% of read reference: {:.1}%",
                 r.pattern,
+                goals::MIN_READ_FRACTION * 100.0,
                 frac * 100.0
             ),
-            frac >= 0.7,
+            frac >= goals::MIN_READ_FRACTION,
         ));
     }
     let find = |p: &str| rows.iter().find(|r| r.case == big_dense && r.pattern == p);
     if let Some(r) = find("sum(X*Y*Z)") {
         out.push((
-            format!("sum(X*Y*Z) dense speedup >= 2.5x: {:.2}x", r.speedup()),
-            r.speedup() >= 2.5,
+            format!(
+                "sum(X*Y*Z) dense speedup >= {}x: {:.2}x",
+                goals::SUM_XYZ_MIN_SPEEDUP,
+                r.speedup()
+            ),
+            r.speedup() >= goals::SUM_XYZ_MIN_SPEEDUP,
         ));
     }
     if let Some(r) = find("t(X)%*%(w*(X%*%v))") {
         out.push((
             format!(
-                "t(X)%*%(w*(X%*%v)) dense speedup >= 1.7x: {:.2}x",
+                "t(X)%*%(w*(X%*%v)) dense speedup >= {}x: {:.2}x",
+                goals::ROW_MV_MIN_SPEEDUP,
                 r.speedup()
             ),
-            r.speedup() >= 1.7,
+            r.speedup() >= goals::ROW_MV_MIN_SPEEDUP,
         ));
     }
     let outer: Vec<&Row> = rows
@@ -704,11 +712,15 @@ fn targets(rows: &[Row], big_rows: usize) -> Vec<(String, bool)> {
         .collect();
     if let Some(r) = outer.iter().find(|r| r.case.contains("sp 1e-3 ")) {
         out.push((
-            format!("Outer sparsity 1e-3 speedup >= 200x: {:.1}x", r.speedup()),
-            r.speedup() >= 200.0,
+            format!(
+                "Outer sparsity 1e-3 speedup >= {}x: {:.1}x",
+                goals::OUTER_1E3_MIN_SPEEDUP,
+                r.speedup()
+            ),
+            r.speedup() >= goals::OUTER_1E3_MIN_SPEEDUP,
         ));
     }
-    // Proportional to nnz from 1e-1 to 1e-4: time per non-zero within a factor 3.
+    // Proportional to nnz from 1e-1 to 1e-4: time per non-zero within a bounded factor.
     let per_nnz: Vec<f64> = outer
         .iter()
         .filter(|r| !r.case.contains("sp 1e0 "))
@@ -719,10 +731,11 @@ fn targets(rows: &[Row], big_rows: usize) -> Vec<(String, bool)> {
         let hi = per_nnz.iter().copied().fold(0.0, f64::max);
         out.push((
             format!(
-                "Outer fused time proportional to nnz (1e-1..1e-4; max/min time per nnz <= 3): {:.2}",
+                "Outer fused time proportional to nnz (1e-1..1e-4; max/min time per nnz <= {}): {:.2}",
+                goals::OUTER_MAX_PER_NNZ_SPREAD,
                 hi / lo
             ),
-            hi / lo <= 3.0,
+            hi / lo <= goals::OUTER_MAX_PER_NNZ_SPREAD,
         ));
     }
     println!("\ntargets:");

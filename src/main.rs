@@ -348,7 +348,7 @@ fn run(cli: Cli) -> Result<(), String> {
             for f in &outcome.files {
                 println!("  {}", outcome.out.join(f).display());
             }
-            for g in bench::goals::evaluate(&outcome.measurements) {
+            for g in &outcome.goals {
                 let verdict = if g.met { "met" } else { "MISSED" };
                 println!("goal {verdict}: {}: {}", g.goal, g.measured);
             }

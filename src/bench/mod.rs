@@ -119,6 +119,8 @@ pub struct BenchOutcome {
     /// Files written, relative to `out`.
     pub files: Vec<String>,
     pub wall_s: f64,
+    /// The speed goals the measurements cover ([`goals::evaluate`]), as the report lists them.
+    pub goals: Vec<goals::Goal>,
 }
 
 /// What the suites share: where scripts are, how to run them, sizes, peers, progress.
@@ -309,18 +311,18 @@ pub fn run(options: &BenchOptions) -> Result<BenchOutcome, Error> {
         // this run created it empty).
         let _ = std::fs::remove_dir_all(&scratch);
         let _ = std::fs::remove_dir(&out);
-        let quoted: Vec<String> = options.filter.iter().map(|f| format!("`{f}`")).collect();
         return Err(usage(format!(
             "bench: no case of suite `{}` matches --filter {} (a case's text is its pattern or \
              algorithm and its data, e.g. `sum_xyz dense 100000x1000`, `outer sp=1e-4 \
              20000^2 k=100`, `l2svm sp=0.01 100000x200`; --quick uses smaller sizes)",
             options.suite.name(),
-            quoted.join(" or ")
+            options.filter_text()
         )));
     }
     results::fill_unfused_ratios(&mut measurements);
     let wall_s = started.elapsed().as_secs_f64();
-    let files = report::write_all(&out, &ctx, options, &measurements, wall_s)
+    let goals = goals::evaluate(&measurements);
+    let files = report::write_all(&out, &ctx, options, &measurements, &goals, wall_s)
         .map_err(|e| usage(format!("bench: cannot write the report: {e}")))?;
     // Generated data and statistics files are not part of the report.
     let _ = std::fs::remove_dir_all(&scratch);
@@ -329,7 +331,16 @@ pub fn run(options: &BenchOptions) -> Result<BenchOutcome, Error> {
         measurements,
         files,
         wall_s,
+        goals,
     })
+}
+
+impl BenchOptions {
+    /// The `--filter` texts as the report and messages name them: `` `a` or `b` ``.
+    pub fn filter_text(&self) -> String {
+        let quoted: Vec<String> = self.filter.iter().map(|f| format!("`{f}`")).collect();
+        quoted.join(" or ")
+    }
 }
 
 /// Whether `label` contains one of `filter`'s texts (an empty filter passes everything).

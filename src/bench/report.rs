@@ -2,6 +2,7 @@
 //! failures, figures), `results.csv` and `results.json` (every measurement with all
 //! repetitions) and the SVG figures of [`super::plot`].
 
+use super::goals::Goal;
 use super::results::{Measurement, Status};
 use super::{BenchOptions, Ctx};
 use std::collections::BTreeMap;
@@ -42,6 +43,7 @@ pub fn write_all(
     ctx: &Ctx,
     options: &BenchOptions,
     ms: &[Measurement],
+    goals: &[Goal],
     wall_s: f64,
 ) -> std::io::Result<Vec<String>> {
     let (mut figures, figure_errors) = super::plot::write_figures(out, ms);
@@ -66,7 +68,7 @@ pub fn write_all(
     )?;
     std::fs::write(
         out.join("report.md"),
-        markdown(ctx, options, ms, wall_s, &figures, &figure_errors),
+        markdown(ctx, options, ms, goals, wall_s, &figures, &figure_errors),
     )?;
     let mut files = vec![
         "report.md".to_string(),
@@ -240,6 +242,7 @@ fn markdown(
     ctx: &Ctx,
     options: &BenchOptions,
     ms: &[Measurement],
+    goals: &[Goal],
     wall_s: f64,
     figures: &[String],
     figure_errors: &[String],
@@ -257,8 +260,7 @@ fn markdown(
         if options.filter.is_empty() {
             String::new()
         } else {
-            let quoted: Vec<String> = options.filter.iter().map(|f| format!("`{f}`")).collect();
-            format!(", filter {}", quoted.join(" or "))
+            format!(", filter {}", options.filter_text())
         },
         wall_s
     );
@@ -416,7 +418,7 @@ fn markdown(
         t.push('\n');
     }
 
-    t.push_str(&super::goals::markdown(&super::goals::evaluate(ms)));
+    t.push_str(&super::goals::markdown(goals));
 
     let flagged: Vec<&Measurement> = ms.iter().filter(|m| !m.notes.is_empty()).collect();
     let _ = writeln!(t, "## Flags\n");

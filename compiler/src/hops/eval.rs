@@ -15,7 +15,6 @@ use super::types::{scalar_binary_type, scalar_unary_type};
 /// The runtime's `exp`, `ln` and `sigmoid` (fdlibm's methods, which unfused kernels and
 /// generated code compute to the bit): the very source file, compiled into this crate, since
 /// restating 150 lines of bit manipulation would be a second copy to keep equal.
-#[allow(dead_code)]
 #[path = "../../../runtime/src/math.rs"]
 mod math;
 

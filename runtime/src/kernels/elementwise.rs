@@ -4,6 +4,7 @@
 //! The operator is dispatched once per call (a macro instantiates the loops per operator), so
 //! the dense inner loops are plain slice zips that LLVM vectorises.
 
+use super::vector_math::Vectorized;
 use super::{build_csr, dense_result, fill_flat, fill_rows, shape_str, sparse_result, Operand};
 use crate::error::{Result, RuntimeError};
 use crate::math;
@@ -340,13 +341,12 @@ pub fn binary_scalar_owned(a: Matrix, s: f64, op: BinaryOp, scalar_left: bool) -
 /// `op(a)` like [`unary`], computed in `a`'s buffer when `a` is dense.
 pub fn unary_owned(a: Matrix, op: UnaryOp) -> Result<Matrix> {
     match a {
-        Matrix::Dense(mut d) if !d.values.is_empty() => {
+        Matrix::Dense(d) if !d.values.is_empty() => {
             let (rows, cols) = (d.rows, d.cols);
-            if let Some(v) = vectorized(op) {
-                let nnz = fill_flat(&mut d.values, |_, chunk| v.map_in_place(chunk));
-                return Ok(dense_result(rows, cols, d.values, nnz));
-            }
-            Ok(with_unary_fn!(op, f => map_inplace(d.values, rows, cols, f)))
+            Ok(match vectorized(op) {
+                Some(v) => map_chunks_inplace(d.values, rows, cols, |c| v.map_in_place(c)),
+                None => with_unary_fn!(op, f => map_inplace(d.values, rows, cols, f)),
+            })
         }
         a => unary(&a, op),
     }
@@ -355,27 +355,43 @@ pub fn unary_owned(a: Matrix, op: UnaryOp) -> Result<Matrix> {
 /// The slice form of `op` over dense data, where the runtime's math has one: the same values
 /// to the bit as the per-cell closure, four lanes at a time. (Their results are never `-0.0`,
 /// so [`matrix_cell`] would change nothing.)
-fn vectorized(op: UnaryOp) -> Option<math::Vectorized> {
+fn vectorized(op: UnaryOp) -> Option<Vectorized> {
     match op {
-        UnaryOp::Exp => Some(math::Vectorized::Exp),
-        UnaryOp::Log => Some(math::Vectorized::Ln),
-        UnaryOp::Sigmoid => Some(math::Vectorized::Sigmoid),
+        UnaryOp::Exp => Some(Vectorized::Exp),
+        UnaryOp::Log => Some(Vectorized::Ln),
+        UnaryOp::Sigmoid => Some(Vectorized::Sigmoid),
         _ => None,
     }
 }
 
-fn map_inplace<G: Fn(f64) -> f64 + Sync>(
-    mut buf: Vec<f64>,
-    rows: usize,
-    cols: usize,
-    g: G,
-) -> Matrix {
-    let nnz = fill_flat(&mut buf, |_, chunk| {
+/// `buf[i] = g(buf[i])` in place.
+fn map_inplace<G: Fn(f64) -> f64 + Sync>(buf: Vec<f64>, rows: usize, cols: usize, g: G) -> Matrix {
+    map_chunks_inplace(buf, rows, cols, |chunk| {
         for o in chunk.iter_mut() {
             *o = g(*o);
         }
-    });
+    })
+}
+
+/// `f(chunk)` over the chunks of `buf` in place (in parallel above the threshold).
+fn map_chunks_inplace<F: Fn(&mut [f64]) + Sync>(
+    mut buf: Vec<f64>,
+    rows: usize,
+    cols: usize,
+    f: F,
+) -> Matrix {
+    let nnz = fill_flat(&mut buf, |_, chunk| f(chunk));
     dense_result(rows, cols, buf, nnz)
+}
+
+/// A new dense result of `d`'s shape, `f(cells, out)` over matching chunks of `d`'s cells
+/// and the result (in parallel above the threshold).
+fn map_dense<F: Fn(&[f64], &mut [f64]) + Sync>(d: &DenseMatrix, f: F) -> Result<Matrix> {
+    let mut out = try_alloc_zeroed(d.values.len())?;
+    let nnz = fill_flat(&mut out, |off, chunk| {
+        f(&d.values[off..off + chunk.len()], chunk)
+    });
+    Ok(dense_result(d.rows, d.cols, out, nnz))
 }
 
 /// `buf[i, j] = f(buf[i, j], b(i, j))` in place.
@@ -481,16 +497,11 @@ where
 {
     let (rows, cols) = a.shape();
     match a {
-        Matrix::Dense(d) => {
-            let mut out = try_alloc_zeroed(rows * cols)?;
-            let nnz = fill_flat(&mut out, |off, chunk| {
-                let x = &d.values[off..off + chunk.len()];
-                for (o, &v) in chunk.iter_mut().zip(x) {
-                    *o = g(v);
-                }
-            });
-            Ok(dense_result(rows, cols, out, nnz))
-        }
+        Matrix::Dense(d) => map_dense(d, |x, out| {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = g(v);
+            }
+        }),
         Matrix::Sparse(x) => {
             let z = g(0.0);
             if z == 0.0 {
@@ -515,14 +526,10 @@ where
 
 /// Applies a unary operator to every cell (non-zeros only when the operator is sparse-safe).
 pub fn unary(a: &Matrix, op: UnaryOp) -> Result<Matrix> {
-    if let (Some(v), Matrix::Dense(d)) = (vectorized(op), a) {
-        let mut out = try_alloc_zeroed(d.values.len())?;
-        let nnz = fill_flat(&mut out, |off, chunk| {
-            v.map(&d.values[off..off + chunk.len()], chunk)
-        });
-        return Ok(dense_result(d.rows, d.cols, out, nnz));
+    match (vectorized(op), a) {
+        (Some(v), Matrix::Dense(d)) => map_dense(d, |x, out| v.map(x, out)),
+        _ => with_unary_fn!(op, f => map_cells(a, f)),
     }
-    with_unary_fn!(op, f => map_cells(a, f))
 }
 
 /// `ifelse(cond, yes, no)`: `yes` where `cond != 0` (NaN counts as true), else `no`. Each

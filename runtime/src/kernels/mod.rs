@@ -20,6 +20,7 @@ pub mod index;
 pub mod matmul;
 pub mod reorg;
 pub mod solve;
+mod vector_math;
 
 pub use aggregate::aggregate;
 pub use construct::{fill, from_row_major, seq};
