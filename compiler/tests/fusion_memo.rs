@@ -2,9 +2,11 @@
 //! its inputs declared in header lines `# input NAME ROWS COLS NNZ`) is compiled, explored and
 //! selected, and the result compared with the `.memo.txt` file next to it: the DAG (explain
 //! text, for hop ids), the memo table after exploration without dominance pruning (the
-//! paper's Figure 6 "w/ basic pruning"), the memo table with heuristic pruning, and the
-//! fuse-all and fuse-no-redundancy selections. Run with `LAFUSE_BLESS=1` to regenerate, then
-//! review the diff.
+//! paper's Figure 6 "w/ basic pruning"), the memo table with heuristic pruning, the
+//! fuse-all and fuse-no-redundancy selections, and for the cost-based `gen` (under the default
+//! cost model) its search report, its selection with the modelled cost, and the CPlans built
+//! from it. Any change in what the optimizer decides therefore shows as a diff of these files.
+//! Run with `LAFUSE_BLESS=1` to regenerate, then review the diff.
 //!
 //! The tests below the golden check pin, independently of the text, the facts that were
 //! verified by hand against the paper and the reference (see each test's comment).
@@ -12,9 +14,10 @@
 mod hops_common;
 use hops_common::*;
 
+use lafuse_compiler::fusion::cplan::construct_cplans;
 use lafuse_compiler::fusion::{
-    explore, plan_fusion, ExploreOptions, FuseAll, FuseNoRedundancy, FusionDag, MemoTable,
-    PlanSelector, TemplateKind,
+    explore, plan_fusion, CostBased, ExploreOptions, FuseAll, FuseNoRedundancy, FusionDag,
+    MemoTable, PlanSelector, TemplateKind,
 };
 use lafuse_compiler::hops::{explain_text, BlockInputs, HopDag, HopId, OpKind};
 use std::path::{Path, PathBuf};
@@ -61,6 +64,17 @@ fn render(d: &HopDag) -> String {
         out.push_str(&format!("\n== {}\n", s.name()));
         out.push_str(&plan.selection.explain());
     }
+    // `gen` as the engine runs it: exploration without dominance pruning, then the search.
+    let mut memo = explore(&view, &ExploreOptions::default());
+    let (selection, report) = CostBased::default().optimize(&view, &mut memo);
+    out.push_str("\n== gen search\n");
+    out.push_str(&report.explain());
+    out.push_str("\n== gen\n");
+    out.push_str(&selection.explain());
+    let cost = selection.cost.expect("gen costs its plan");
+    out.push_str(&format!("modelled cost {cost:.6e} s\n"));
+    out.push_str("\n== gen cplans\n");
+    out.push_str(&construct_cplans(d, &memo, &selection).unwrap().explain());
     out
 }
 

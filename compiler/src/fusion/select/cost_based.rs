@@ -22,9 +22,9 @@
 //!
 //! After the search, as SystemDS does after `enumPlans` (reference 4.6 step 3e), selected Row
 //! plans that lost every row-wise reason to exist under the chosen assignment become Cell
-//! plans ([`convert_invalid_row_plans`]); after all partitions are selected, full aggregates of
+//! plans ([`super::rules::RowPlansToCell`]); after all partitions are selected, full aggregates of
 //! different partitions that share an input are merged into across-partition MultiAggs
-//! ([`cross_partition_multi_aggregates`], reference 4.7 second half), kept unless the cost
+//! ([`super::rules::CrossPartitionMultiAggregates`], reference 4.7 second half), kept unless the cost
 //! model rates the plan with them more expensive. Both are steps of the cost-based policy
 //! only: SystemDS creates MultiAggs (within and across partitions) in
 //! `PlanSelectionFuseCostBased` (V1) and `PlanSelectionFuseCostBasedV2`, and converts Row plans
@@ -35,6 +35,7 @@
 //! engine), the `tsmm` exception for materialization points.
 
 use super::reachability::{find_cut_set, CutSet};
+use super::rules::{SelectionContext, MEMO_RULES, SELECTION_RULES};
 use super::{prepare_for_selection, select_fuse_all, selection_roots, PlanSelector, Selection};
 use crate::fusion::cost::{self, cells, plan_cost, plan_cost_bounded, CostModel, MemoChooser};
 use crate::fusion::dag::FusionDag;
@@ -43,7 +44,6 @@ use crate::fusion::partition::{analyze_partitions, PlanPartition, PointKind};
 use crate::hops::HopId;
 use crate::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Partitions with at least this many points skip the rest of the search once a heuristic
@@ -64,8 +64,10 @@ pub const DEFAULT_MAX_EVALUATED: u64 = 1 << 12;
 /// assignments), whatever the budget: their optimum is exact.
 pub const EXACT_MAX_POINTS: usize = 12;
 
-/// The cost-based selector (`gen`). Configuration is public; the plan cache is internal.
-#[derive(Debug)]
+/// The cost-based selector (`gen`): configuration only. The plan cache lives for one search
+/// ([`CostBased::search`]), so a block's plan is a function of its DAG and this configuration,
+/// never of the blocks optimized before it.
+#[derive(Clone, Debug)]
 pub struct CostBased {
     /// The cost model plans are costed with.
     pub model: CostModel,
@@ -86,22 +88,11 @@ pub struct CostBased {
     /// Partitions with at most this many points ignore `max_evaluated` (their search is
     /// exact); [`EXACT_MAX_POINTS`] by default.
     pub exact_points: usize,
-    cache: Mutex<PlanCache>,
 }
 
 impl Default for CostBased {
     fn default() -> CostBased {
         CostBased::new(CostModel::default())
-    }
-}
-
-impl Clone for CostBased {
-    /// Copies the configuration; the clone starts with an empty plan cache.
-    fn clone(&self) -> CostBased {
-        CostBased {
-            cache: Mutex::new(PlanCache::default()),
-            ..*self
-        }
     }
 }
 
@@ -205,7 +196,6 @@ impl CostBased {
             epsilon: 0.01,
             max_evaluated: Some(DEFAULT_MAX_EVALUATED),
             exact_points: EXACT_MAX_POINTS,
-            cache: Mutex::new(PlanCache::default()),
         }
     }
 
@@ -220,18 +210,15 @@ impl CostBased {
     pub fn search(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) -> CostReport {
         let start = Instant::now();
         prepare_for_selection(dag, memo, false);
-        prune_partially_fused_duplicates(dag, memo);
-        for part in analyze_partitions(dag, memo) {
-            prune_row_duplicates(dag, memo, &part);
-        }
-        // Pruning removes entries but never references, so partitions keep their hops; their
-        // points are recomputed against the pruned entries.
-        for part in analyze_partitions(dag, memo) {
-            create_multi_aggregates(dag, memo, &part);
+        for rule in MEMO_RULES {
+            rule.apply(dag, memo);
         }
         let parts = analyze_partitions(dag, memo);
         let mut report = CostReport::default();
         report.stats.partitions = parts.len();
+        // Scoped to this DAG: partitions of the same signature within it share an assignment
+        // (reference 4.8), while other DAGs' searches cannot steer this one.
+        let mut cache = PlanCache::default();
         // The cost of the whole DAG under the better heuristic per partition: what a large
         // partition's possible improvement is measured against.
         let heuristics: Vec<(f64, f64)> = parts
@@ -257,6 +244,7 @@ impl CostBased {
                 &part,
                 cut.as_ref(),
                 (heuristic, heuristic_total),
+                &mut cache,
                 &mut report.stats,
             );
             report.partitions.push(PartitionResult {
@@ -274,58 +262,18 @@ impl CostBased {
     pub fn optimize(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) -> (Selection, CostReport) {
         let report = self.search(dag, memo);
         let mut selection = selection_for(dag, memo, &report.partitions);
-        convert_invalid_row_plans(dag, &mut selection, &report.partitions);
-        self.add_cross_partition_multi_aggregates(dag, memo, &report.partitions, &mut selection);
+        let ctx = SelectionContext {
+            dag,
+            model: &self.model,
+            partitions: &report.partitions,
+        };
+        for rule in SELECTION_RULES {
+            rule.apply(&ctx, memo, &mut selection);
+        }
         selection.selector = self.name().to_string();
         selection.cost = Some(self.cost_of(dag, &selection));
         memo.prune_to_plan(&selection.plans);
         (selection, report)
-    }
-
-    /// Adds the across-partition MultiAgg groups of `selection`
-    /// ([`cross_partition_multi_aggregates`]) one by one, each unless the selection with it
-    /// costs more than without it under this selector's model; `selection` and `memo` are
-    /// updated with every accepted group.
-    ///
-    /// SystemDS adds every group unconditionally (reference 4.7 has no cost check). Over
-    /// members computed by Cell operators or unfused the shared scan never costs more
-    /// (`Σw + max(R∪, ΣC) ≤ Σ(w + max(R, C))`), so the check only guards the invariant that
-    /// `gen` never returns a plan its own model rates worse than the one it found; a tie
-    /// (compute-bound aggregates) keeps the MultiAgg, which still saves the repeated reads.
-    pub fn add_cross_partition_multi_aggregates(
-        &self,
-        dag: &FusionDag<'_>,
-        memo: &mut MemoTable,
-        results: &[PartitionResult],
-        selection: &mut Selection,
-    ) {
-        let mut best = self.cost_of(dag, selection);
-        for group in cross_partition_multi_aggregates(dag, memo, selection) {
-            let mut trial = memo.clone();
-            for &a in &group {
-                if !trial.contains_template(a, TemplateKind::Cell) {
-                    // An unfused aggregate (`sum(X)`) joins with its own Cell body.
-                    trial.add(
-                        a,
-                        MemoEntry::new(
-                            TemplateKind::Cell,
-                            dag.inputs(a).len(),
-                            crate::fusion::memo::CloseState::ClosedValid,
-                        ),
-                    );
-                }
-                trial.add(a, MemoEntry::magg(&group));
-            }
-            let mut candidate = selection_for(dag, &trial, results);
-            convert_invalid_row_plans(dag, &mut candidate, results);
-            let cost = self.cost_of(dag, &candidate);
-            // A relative tolerance: equal costs are summed in a different order.
-            if cost <= best * (1.0 + 1e-12) {
-                best = cost;
-                *memo = trial;
-                *selection = candidate;
-            }
-        }
     }
 
     fn search_partition(
@@ -335,6 +283,7 @@ impl CostBased {
         part: &PlanPartition,
         cut: Option<&CutSet>,
         ((c0, cn), heuristic_total): ((f64, f64), f64),
+        cache: &mut PlanCache,
         stats: &mut SearchStats,
     ) -> (Vec<bool>, f64) {
         let n = part.points.len();
@@ -376,8 +325,7 @@ impl CostBased {
         let key = PartitionKey::new(part, &bounds, c0, cn);
         let use_cache = self.plan_caching && n >= PLAN_CACHE_MIN_POINTS;
         if use_cache {
-            let hit = self.cache.lock().ok().and_then(|c| c.get(&key));
-            if let Some(a) = hit.filter(|a| a.len() == n) {
+            if let Some(a) = cache.get(&key).filter(|a| a.len() == n) {
                 stats.cache_hits += 1;
                 let c = eval(&a);
                 return (a, c);
@@ -413,9 +361,7 @@ impl CostBased {
             (best, best_cost) = found;
         }
         if use_cache {
-            if let Ok(mut c) = self.cache.lock() {
-                c.put(key, best.clone());
-            }
+            cache.put(key, best.clone());
         }
         (best, best_cost)
     }
@@ -585,455 +531,6 @@ impl PlanSelector for CostBased {
 
     fn select(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) -> Result<Selection> {
         Ok(self.optimize(dag, memo).0)
-    }
-}
-
-/// Within-partition MultiAgg plans (reference 4.7): the partition's roots that are full
-/// aggregates (and inputs of no hop with plans), in order, in chunks of at most three; each
-/// valid chunk gets a MultiAgg entry on every member. Aggregates in different partitions are
-/// grouped after selection ([`cross_partition_multi_aggregates`]).
-///
-/// Unlike SystemDS, a member must have Cell plans only (after [`prune_row_duplicates`]): a
-/// MultiAgg computes each aggregate with its Cell plan, and since it is preferred by rank it
-/// would displace a Row plan that fuses more (the property test found such plans costing more
-/// than fuse-all). Over Cell-only members it never costs more than separate operators:
-/// `Σw + max(R∪, ΣC) ≤ Σ(w + max(R, C))`.
-pub fn create_multi_aggregates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: &PlanPartition) {
-    use crate::fusion::template::{is_multi_agg_root, is_valid_multi_aggregate};
-    let ref_hops: BTreeSet<HopId> = memo
-        .hops()
-        .flat_map(|h| dag.inputs(h).iter().copied())
-        .collect();
-    let aggs: Vec<HopId> = part
-        .roots
-        .iter()
-        .copied()
-        .filter(|&r| {
-            is_multi_agg_root(dag, r)
-                && !ref_hops.contains(&r)
-                && memo.contains_template(r, TemplateKind::Cell)
-                && memo
-                    .group(r)
-                    .iter()
-                    .all(|e| e.template == TemplateKind::Cell)
-        })
-        .collect();
-    for chunk in aggs.chunks(crate::fusion::template::MAX_MAGG_AGGREGATES) {
-        if is_valid_multi_aggregate(dag, chunk) {
-            for &a in chunk {
-                memo.add(a, MemoEntry::magg(chunk));
-            }
-        }
-    }
-}
-
-/// What SystemDS's `AggregateInfo` records of one group of full aggregates (reference 4.7).
-#[derive(Clone, Debug)]
-struct AggregateInfo {
-    /// The aggregates of the group, in merge order.
-    aggregates: Vec<HopId>,
-    /// Every multi-aggregate root the group's aggregates (transitively) read.
-    input_aggs: BTreeSet<HopId>,
-    /// The matrices the group's fused bodies read.
-    fused_inputs: BTreeSet<HopId>,
-}
-
-impl AggregateInfo {
-    /// SystemDS `AggregateInfo.isMergable`: at most [`MAX_MAGG_AGGREGATES`] together, neither
-    /// reads the other, at least one shared input (the point of the shared scan), and equally
-    /// sized scans (one iteration space, result correctness).
-    ///
-    /// [`MAX_MAGG_AGGREGATES`]: crate::fusion::template::MAX_MAGG_AGGREGATES
-    fn is_mergeable(&self, that: &AggregateInfo, dag: &FusionDag<'_>) -> bool {
-        use crate::fusion::template::{is_valid_multi_aggregate, MAX_MAGG_AGGREGATES};
-        let size_ok = self.aggregates.len() + that.aggregates.len() <= MAX_MAGG_AGGREGATES;
-        let independent = that.aggregates.iter().all(|a| !self.input_aggs.contains(a))
-            && self.aggregates.iter().all(|a| !that.input_aggs.contains(a));
-        let shared = !self.fused_inputs.is_disjoint(&that.fused_inputs);
-        // The pair check compares the scan sizes of the two groups' first aggregates.
-        let same_scan = is_valid_multi_aggregate(dag, &[self.aggregates[0], that.aggregates[0]]);
-        size_ok && independent && shared && same_scan
-    }
-
-    fn merge(&mut self, that: AggregateInfo) {
-        self.aggregates.extend(that.aggregates);
-        self.input_aggs.extend(that.input_aggs);
-        self.fused_inputs.extend(that.fused_inputs);
-    }
-}
-
-/// Across-partition MultiAgg groups (reference 4.7 second half, SystemDS
-/// `createAndAddMultiAggPlans(memo, roots)`): full aggregates anywhere in the DAG that read
-/// common inputs and can share one scan, though no fused intermediate connects them (so they
-/// are in different partitions, e.g. `sum(X*Y)` and `sum(X*Z)`).
-///
-/// Candidates are the multi-aggregate roots without a MultiAgg plan that `selection` computes
-/// as operators of their own: with a Cell plan (the MultiAgg reuses it as the aggregate's
-/// body) or unfused with no plan at all (`sum(X)`, read through a plain Cell body). Aggregates
-/// selected as Row or Outer operators stay as they are (a MultiAgg would displace a plan
-/// fusing more, see [`create_multi_aggregates`]), as do aggregates fused into a consumer. Per
-/// candidate: its input aggregates (every multi-aggregate root below it) and its fused inputs
-/// (the matrices at the boundary of its selected Cell plan; without a plan its input, or both
-/// vectors of `t(x) %*% y`). Candidates sorted by number of input aggregates are merged
-/// greedily while `AggregateInfo::is_mergeable`; every group of two or more that passes
-/// [`crate::fusion::template::is_valid_multi_aggregate`] is returned, in DAG order.
-pub fn cross_partition_multi_aggregates(
-    dag: &FusionDag<'_>,
-    memo: &MemoTable,
-    selection: &Selection,
-) -> Vec<Vec<HopId>> {
-    use crate::fusion::template::CellType;
-    use crate::fusion::template::{cell_agg_kind, is_multi_agg_root, is_valid_multi_aggregate};
-    let all_roots: Vec<HopId> = dag
-        .order()
-        .iter()
-        .copied()
-        .filter(|&h| is_multi_agg_root(dag, h))
-        .collect();
-    let candidates: Vec<HopId> = all_roots
-        .iter()
-        .copied()
-        .filter(|&h| !memo.contains_template(h, TemplateKind::MAgg))
-        .filter(
-            |&h| match (selection.roots.get(&h), selection.plans.get(&h)) {
-                (Some(e), _) => e.template == TemplateKind::Cell,
-                (None, None) => {
-                    !memo.contains(h)
-                        && matches!(cell_agg_kind(dag, h), Some((CellType::FullAgg, Some(_))))
-                }
-                (None, Some(_)) => false,
-            },
-        )
-        .collect();
-    if candidates.len() < 2 {
-        return Vec::new();
-    }
-    let mut infos: Vec<AggregateInfo> = candidates
-        .iter()
-        .map(|&h| {
-            let input_aggs: BTreeSet<HopId> = all_roots
-                .iter()
-                .copied()
-                .filter(|&o| o != h && dag.inputs(h).iter().any(|&i| dag.contains(i, o)))
-                .collect();
-            AggregateInfo {
-                aggregates: vec![h],
-                input_aggs,
-                fused_inputs: fused_inputs(dag, selection, h),
-            }
-        })
-        .collect();
-    infos.sort_by_key(|a| a.input_aggs.len());
-    loop {
-        let mut merged = false;
-        let mut i = 0;
-        while i < infos.len() {
-            let mut j = i + 1;
-            while j < infos.len() {
-                if infos[i].is_mergeable(&infos[j], dag) {
-                    let that = infos.remove(j);
-                    infos[i].merge(that);
-                    merged = true;
-                } else {
-                    j += 1;
-                }
-            }
-            i += 1;
-        }
-        if !merged {
-            break;
-        }
-    }
-    let position = |h: &HopId| dag.order().iter().position(|x| x == h);
-    let mut groups: Vec<Vec<HopId>> = infos
-        .into_iter()
-        .map(|i| i.aggregates)
-        .filter(|g| is_valid_multi_aggregate(dag, g))
-        .collect();
-    groups.sort_by_key(|g| g.iter().filter_map(position).min());
-    groups
-}
-
-/// The matrices the selected Cell body of aggregate `agg` reads (SystemDS
-/// `rExtractAggregateInfo` fused inputs): walking the selected plans from `agg` through its
-/// references, every materialized matrix input; the transposed vector of a dot product
-/// `t(x) %*% y` counts as `x`. Without any, the aggregate's own input (both vectors of a dot
-/// product).
-fn fused_inputs(dag: &FusionDag<'_>, selection: &Selection, agg: HopId) -> BTreeSet<HopId> {
-    let cell_plan = |h: HopId| {
-        selection
-            .plans
-            .get(&h)
-            .and_then(|es| es.iter().find(|e| e.template == TemplateKind::Cell))
-    };
-    let base = |h: HopId, pos: usize| {
-        let c = dag.inputs(h)[pos];
-        if dag.is_matmul(h) && pos == 0 && dag.is_transpose(c) {
-            dag.inputs(c)[0]
-        } else {
-            c
-        }
-    };
-    let mut out = BTreeSet::new();
-    let mut seen = BTreeSet::new();
-    let mut stack = vec![agg];
-    while let Some(h) = stack.pop() {
-        if !seen.insert(h) {
-            continue;
-        }
-        let plan = cell_plan(h);
-        for pos in 0..dag.inputs(h).len() {
-            match plan {
-                Some(e) if e.is_ref(pos) => stack.push(dag.inputs(h)[pos]),
-                _ => {
-                    let c = base(h, pos);
-                    if dag.is_matrix(c) {
-                        out.insert(c);
-                    }
-                }
-            }
-        }
-    }
-    if out.is_empty() {
-        out.insert(base(agg, 0));
-        if dag.is_matmul(agg) {
-            out.insert(dag.inputs(agg)[1]);
-        }
-    }
-    out
-}
-
-/// SystemDS `rPruneInvalidPlans` (reference 4.6 step 3e), applied to the selected plans of
-/// the hops in partitions with interesting points, once the search has chosen their
-/// assignments: bottom-up, a selected Row plan is pointless when it is a leaf over no true
-/// matrix (pure vector operations) or an inner plan at a hop the Row template does not open
-/// whose fused inputs have no selected Row plan (they were cut at materialization points,
-/// dropped as Row duplicates, or converted themselves). Such a plan becomes the Cell plan with
-/// the same references where the operation is cell-wise (not a `cbind` nor a matrix product
-/// with a matrix output, SystemDS `isValidRow2CellOp`) and the Cell template accepts it (opens
-/// at it, or fuses each referenced input into it). A Row consumer absorbs the Cell plan.
-///
-/// Deviation: SystemDS converts memo entries before its final fuse-all traversal, and removes
-/// the plans it cannot convert. Converting the memo before the traversal lets a converted
-/// entry lose to another Cell entry that fuses more than the search chose (found by the
-/// property test: a plan costing more than fuse-no-redundancy), so lafuse relabels the
-/// selected plans instead: the same operators, with the same references and modelled cost,
-/// built by the cheaper and more general Cell template. A plan that cannot be converted stays
-/// a Row plan, which computes the same values (removing it after selection would un-fuse it).
-pub fn convert_invalid_row_plans(
-    dag: &FusionDag<'_>,
-    selection: &mut Selection,
-    results: &[PartitionResult],
-) {
-    use crate::fusion::template::{CellTemplate, RowTemplate, Template};
-    let scope: BTreeSet<HopId> = results
-        .iter()
-        .filter(|r| !r.partition.points.is_empty())
-        .flat_map(|r| r.partition.hops.iter().copied())
-        .collect();
-    let has_row_plan = |sel: &Selection, h: HopId| {
-        sel.plans
-            .get(&h)
-            .is_some_and(|es| es.iter().any(|e| e.template == TemplateKind::Row))
-    };
-    for &h in dag.order() {
-        if !scope.contains(&h) || !has_row_plan(selection, h) {
-            continue;
-        }
-        let has_matrix_input = dag.inputs(h).iter().any(|&i| dag.is_full_matrix(i));
-        let row_open = RowTemplate.open(dag, h);
-        let convertible_op = is_valid_row_to_cell_op(dag, h);
-        let convert = |sel: &Selection, e: &MemoEntry| -> MemoEntry {
-            if e.template != TemplateKind::Row {
-                return e.clone();
-            }
-            let leaf = !e.has_refs() && !has_matrix_input;
-            let inner = !leaf && !row_open && e.refs().all(|(_, c)| !has_row_plan(sel, c));
-            let cell_ok = if e.has_refs() {
-                e.refs().all(|(_, c)| CellTemplate.fuse(dag, h, c))
-            } else {
-                CellTemplate.open(dag, h)
-            };
-            if (leaf || inner) && convertible_op && cell_ok {
-                MemoEntry {
-                    template: TemplateKind::Cell,
-                    ..e.clone()
-                }
-            } else {
-                e.clone()
-            }
-        };
-        let mut entries: Vec<MemoEntry> = selection.plans[&h]
-            .iter()
-            .map(|e| convert(selection, e))
-            .collect();
-        entries.sort();
-        entries.dedup();
-        if let Some(root) = selection.roots.get(&h) {
-            let root = convert(selection, root);
-            selection.roots.insert(h, root);
-        }
-        selection.plans.insert(h, entries);
-    }
-}
-
-/// SystemDS `isValidRow2CellOp`: anything but a `cbind` or a matrix product with a true
-/// matrix output.
-fn is_valid_row_to_cell_op(dag: &FusionDag<'_>, h: HopId) -> bool {
-    use crate::hops::{NaryOp, OpKind};
-    !(matches!(dag.op(h), OpKind::Nary(NaryOp::Cbind))
-        || (dag.is_matmul(h) && dag.is_full_matrix(h)))
-}
-
-/// Removes the entries that fuse an input at one position but read the same hop materialized
-/// at another (`O(-1,19)` of `19 * 19`): such a plan both computes the hop inside the operator
-/// and forces it to be materialized, which no assignment of interesting points can undo, and
-/// the found plans then lose to heuristics that leave the hop unfused (property test (c)).
-pub fn prune_partially_fused_duplicates(dag: &FusionDag<'_>, memo: &mut MemoTable) {
-    let hops: Vec<HopId> = memo.hops().collect();
-    for h in hops {
-        let inputs = dag.inputs(h);
-        memo.retain(h, |e| {
-            e.template == TemplateKind::MAgg
-                || e.refs().all(|(_, r)| {
-                    inputs
-                        .iter()
-                        .enumerate()
-                        .all(|(p, &i)| i != r || e.is_ref(p))
-                })
-        });
-    }
-    memo.prune_dangling_references(dag);
-}
-
-/// Removes the Row plans of partition hops whose Row and Cell plans fuse exactly the same
-/// inputs, unless a row-wise operation depends on them or they on one (reference 4.6
-/// `pruneInvalidAndSpecialCasePlans`, "Row vs. Cell duplicates"): a cell-wise operator is
-/// cheaper and more general, and the cost model cannot tell the two apart.
-pub fn prune_row_duplicates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: &PlanPartition) {
-    let mut blacklist = BTreeSet::new();
-    let mut visited = BTreeSet::new();
-    for &r in &part.roots {
-        collect_row_ops(dag, memo, part, r, &mut blacklist, &mut visited);
-    }
-    // Bottom-up, on the table before removal: a Row plan is replaceable only if every hop it
-    // fuses is replaceable too (or has no Row plans). SystemDS checks each hop alone, which
-    // can turn `R(15)` into `C(15)` where 15's Cell plan fuses less than its Row plan and so
-    // cut a Row chain in two operators (found by the property test against fuse-all).
-    let mut replaceable: BTreeSet<HopId> = BTreeSet::new();
-    for &h in dag.order() {
-        if !part.hops.contains(&h)
-            || blacklist.contains(&h)
-            || !memo.contains_template(h, TemplateKind::Row)
-            || !only_exact_matches(memo, h)
-        {
-            continue;
-        }
-        let inner_ok = memo.entries_of(h, TemplateKind::Row).all(|e| {
-            e.refs().all(|(_, r)| {
-                !memo.contains_template(r, TemplateKind::Row) || replaceable.contains(&r)
-            })
-        });
-        if inner_ok {
-            replaceable.insert(h);
-        }
-    }
-    for h in replaceable {
-        memo.remove_template(h, TemplateKind::Row);
-    }
-}
-
-/// Whether every Row entry of `h` has a Cell entry with the same references and vice versa
-/// (SystemDS `hasOnlyExactMatches`).
-fn only_exact_matches(memo: &MemoTable, h: HopId) -> bool {
-    let rows: Vec<&MemoEntry> = memo.entries_of(h, TemplateKind::Row).collect();
-    let cells: Vec<&MemoEntry> = memo.entries_of(h, TemplateKind::Cell).collect();
-    rows.len() == cells.len()
-        && rows
-            .iter()
-            .all(|r| cells.iter().any(|c| c.inputs == r.inputs))
-}
-
-/// SystemDS `rCollectDependentRowOps`: the hops that are row-wise operations, fused (inside
-/// Row plans) below one, or whose Row plan fuses such a hop. Top-down from `root` with an
-/// explicit stack (the walk is as deep as the partition); a hop's bottom-up check runs after
-/// its inputs'.
-fn collect_row_ops(
-    dag: &FusionDag<'_>,
-    memo: &MemoTable,
-    part: &PlanPartition,
-    root: HopId,
-    blacklist: &mut BTreeSet<HopId>,
-    visited: &mut BTreeSet<(HopId, bool, Option<TemplateKind>)>,
-) {
-    enum Step<'m> {
-        Enter(HopId, Option<TemplateKind>, bool),
-        Exit(
-            HopId,
-            Option<&'m MemoEntry>,
-            (HopId, bool, Option<TemplateKind>),
-        ),
-    }
-    let mut stack = vec![Step::Enter(root, None, false)];
-    while let Some(step) = stack.pop() {
-        match step {
-            Step::Enter(h, context, mut found) => {
-                let key = (h, found, context);
-                if !part.hops.contains(&h) || visited.contains(&key) {
-                    continue;
-                }
-                let me = match context {
-                    None => memo.best(h),
-                    Some(t) => memo.best_within(h, t),
-                };
-                let in_row = me.is_some_and(|m| m.template == TemplateKind::Row)
-                    && context == Some(TemplateKind::Row);
-                let diff_plans = !part.points.is_empty()
-                    && memo.contains_template(h, TemplateKind::Row)
-                    && !only_exact_matches(memo, h);
-                if in_row && found {
-                    blacklist.insert(h);
-                }
-                if is_row_op(dag, h, in_row) || diff_plans {
-                    blacklist.insert(h);
-                    found = true;
-                }
-                stack.push(Step::Exit(h, me, key));
-                for (i, &c) in dag.inputs(h).iter().enumerate().rev() {
-                    let child_found = found && me.is_some_and(|m| m.is_ref(i));
-                    stack.push(Step::Enter(c, me.map(|m| m.template), child_found));
-                }
-            }
-            Step::Exit(h, me, key) => {
-                if let Some(m) = me.filter(|m| m.template == TemplateKind::Row) {
-                    if m.refs().any(|(_, c)| blacklist.contains(&c)) {
-                        blacklist.insert(h);
-                    }
-                }
-                visited.insert(key);
-            }
-        }
-    }
-}
-
-/// SystemDS `isRowAggOp`: operations only the Row template can compute.
-fn is_row_op(dag: &FusionDag<'_>, h: HopId, in_row: bool) -> bool {
-    use crate::hops::{DataGenOp, NaryOp, OpKind};
-    let not_vector = |h: HopId| {
-        let hop = dag.hop(h);
-        hop.rows != Some(1) && hop.cols != Some(1)
-    };
-    match dag.op(h) {
-        OpKind::Nary(NaryOp::Cbind) => true,
-        OpKind::MatMul => in_row || dag.dims(h).is_none() || not_vector(h),
-        OpKind::AggUnary { .. } => in_row,
-        _ if dag.is_transpose(h) => {
-            not_vector(h)
-                && !dag
-                    .input(h, 0)
-                    .is_some_and(|i| matches!(dag.op(i), OpKind::DataGen(DataGenOp::Seq)))
-        }
-        _ => false,
     }
 }
 
@@ -1237,94 +734,6 @@ impl PlanCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fusion::explore::{explore, ExploreOptions};
-    use crate::fusion::template::test_util::{build, view};
-    use crate::hops::{AggOp, BinaryOp, Direction, NaryOp, OpKind, UnaryOp};
-
-    #[test]
-    fn row_plans_without_row_work_become_cell_plans_after_selection() {
-        // c = exp(v) over a column vector v, h1 = c + 1, h2 = c * 2 (c has two consumers: an
-        // interesting point), sums of both, and cbind(c, v). Row opens at exp(v) and cbind;
-        // nothing here reads a true matrix.
-        let mut ids = Vec::new();
-        let dag = build(|b| {
-            let v = b.input("v", 100, 1, 100);
-            let c = b.unary(UnaryOp::Exp, v).unwrap();
-            let one = b.literal_f64(1.0);
-            let two = b.literal_f64(2.0);
-            let h1 = b.binary(BinaryOp::Add, c, one).unwrap();
-            let h2 = b.binary(BinaryOp::Mul, c, two).unwrap();
-            let s1 = b.agg(AggOp::Sum, Direction::Full, h1).unwrap();
-            let s2 = b.agg(AggOp::Sum, Direction::Full, h2).unwrap();
-            let cb = b.add(OpKind::Nary(NaryOp::Cbind), &[c, v]).unwrap();
-            ids.extend([c, h1, s1, cb]);
-            vec![s1, s2, cb]
-        });
-        let f = view(&dag);
-        let [c, h1, s1, cb] = [ids[0], ids[1], ids[2], ids[3]];
-        let memo = explore(&f, &ExploreOptions::default());
-        let results: Vec<PartitionResult> = analyze_partitions(&f, &memo)
-            .into_iter()
-            .map(|p| PartitionResult {
-                assignment: vec![false; p.points.len()],
-                partition: p,
-                cost: 0.0,
-            })
-            .collect();
-        assert!(results.iter().any(|r| !r.partition.points.is_empty()));
-        // The fuse-all traversal prefers Row plans (rank) all the way down.
-        let fuse_all = |results: &[PartitionResult]| {
-            let mut sel = selection_for(&f, &memo, results);
-            // A leaf cbind plan as a separate operator, for the removal rule below.
-            sel.plans.insert(
-                cb,
-                vec![MemoEntry::new(
-                    TemplateKind::Row,
-                    2,
-                    crate::fusion::memo::CloseState::OpenValid,
-                )],
-            );
-            sel.roots.insert(cb, sel.plans[&cb][0].clone());
-            sel
-        };
-        let templates = |sel: &Selection, h: HopId| -> Vec<(TemplateKind, Vec<Option<HopId>>)> {
-            sel.plans[&h]
-                .iter()
-                .map(|e| (e.template, e.inputs.clone()))
-                .collect()
-        };
-        let mut sel = fuse_all(&results);
-        assert_eq!(templates(&sel, c), [(TemplateKind::Row, vec![None])]);
-        assert_eq!(
-            templates(&sel, h1),
-            [(TemplateKind::Row, vec![Some(c), None])]
-        );
-        assert_eq!(sel.roots[&s1].template, TemplateKind::Row);
-        let cost = crate::fusion::cost::cost_of(&f, &CostModel::default(), &sel);
-        convert_invalid_row_plans(&f, &mut sel, &results);
-        // Leaf exp(v): pure vector operations.
-        assert_eq!(templates(&sel, c), [(TemplateKind::Cell, vec![None])]);
-        // Inner c + 1 (Row does not open at it) fusing c, which has no Row plan left; and so
-        // on up to the root sum, whose operator is now a Cell operator.
-        assert_eq!(
-            templates(&sel, h1),
-            [(TemplateKind::Cell, vec![Some(c), None])]
-        );
-        assert_eq!(sel.roots[&s1].template, TemplateKind::Cell);
-        assert_eq!(sel.roots[&s1].inputs, vec![Some(h1)]);
-        // A cbind is no cell-wise operation: its plan stays a Row plan.
-        assert_eq!(sel.roots[&cb].template, TemplateKind::Row);
-        // Same operators, same references: the same modelled cost.
-        assert_eq!(
-            crate::fusion::cost::cost_of(&f, &CostModel::default(), &sel),
-            cost
-        );
-
-        // Only partitions with interesting points are converted (as in SystemDS).
-        let mut sel = fuse_all(&[]);
-        convert_invalid_row_plans(&f, &mut sel, &[]);
-        assert_eq!(templates(&sel, c), [(TemplateKind::Row, vec![None])]);
-    }
 
     #[test]
     fn assignments_put_the_first_point_in_the_most_significant_bit() {

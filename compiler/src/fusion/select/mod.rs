@@ -15,6 +15,7 @@ pub mod cost_based;
 mod fuse_all;
 mod fuse_no_redundancy;
 pub mod reachability;
+pub mod rules;
 
 pub use cost_based::CostBased;
 pub use fuse_all::FuseAll;
