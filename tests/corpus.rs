@@ -362,3 +362,67 @@ fn codegen_patterns_print_systemds_output_fnr_native() {
         &config(Some(FusionPolicy::FuseNoRedundancy), FusionBackend::Native),
     );
 }
+
+/// What `gen` decides for every codegen pattern, pinned as text beside it (`NAME.plan.txt`):
+/// per block, the selection, the CPlans built from it and the cost report of the search, with
+/// the sizes the script actually meets. Any change in what the optimizer decides shows as a
+/// diff of these files. Run with `LAFUSE_BLESS=1` to regenerate, then review the diff.
+#[test]
+fn codegen_patterns_plans_match_fixtures() {
+    use lafuse::{ExplainFormat, ExplainLevel, ExplainOptions};
+    let bless = std::env::var_os("LAFUSE_BLESS").is_some_and(|v| v == "1");
+    // The script runs unfused to collect its blocks; the fusion levels are rendered from them.
+    let engine = Engine::new(config(None, FusionBackend::Reference));
+    let mut failures = Vec::new();
+    for path in scripts_in(Path::new(PATTERNS)) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let source = SourceFile::new(path.display().to_string(), text);
+        let args = ScriptArgs::default();
+        let explain = |level| {
+            let options = ExplainOptions {
+                level,
+                format: ExplainFormat::Text,
+                policy: FusionPolicy::Gen,
+                static_only: false,
+            };
+            engine.explain(&source, &args, &options).unwrap()
+        };
+        let cost = engine
+            .cost(&source, &args, &[FusionPolicy::Gen], ExplainFormat::Text)
+            .unwrap();
+        let actual = format!(
+            "== plan\n{}\n== cplan\n{}\n== cost\n{}",
+            explain(ExplainLevel::Plan),
+            explain(ExplainLevel::Cplan),
+            without_optimizer_time(&cost)
+        );
+        let fixture = path.with_extension("plan.txt");
+        if bless {
+            std::fs::write(&fixture, &actual).unwrap();
+            continue;
+        }
+        match std::fs::read_to_string(&fixture) {
+            Ok(expected) if expected == actual => {}
+            Ok(expected) => failures.push(format!(
+                "{} differs (run with LAFUSE_BLESS=1 to update, then review the diff)\n--- expected\n{expected}\n--- actual\n{actual}",
+                fixture.display()
+            )),
+            Err(_) => failures.push(format!(
+                "{} is missing (run with LAFUSE_BLESS=1)",
+                fixture.display()
+            )),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The cost report with each `optimized in T ms` (wall time) replaced by `optimized in - ms`.
+fn without_optimizer_time(report: &str) -> String {
+    report
+        .lines()
+        .map(|line| match line.find("optimized in ") {
+            Some(at) => format!("{}optimized in - ms\n", &line[..at]),
+            None => format!("{line}\n"),
+        })
+        .collect()
+}
