@@ -331,10 +331,25 @@ impl CostModel {
     /// The time of one operator from its cost vector: `write + max(read, compute)`, scaled by
     /// `sparsity_scale` (1 except for Outer operators). Formula (3) of the paper, per operator.
     pub fn operator_time(&self, v: &CostVector, sparsity_scale: f64) -> f64 {
-        let write = 8.0 * v.output_cells / self.write_bandwidth;
-        let read = v.input_bytes.values().sum::<f64>() / self.read_bandwidth;
-        let compute = v.flops / self.compute_bandwidth;
-        (write + read.max(compute)) * sparsity_scale
+        let write = self.write_time(v.output_cells);
+        let read = self.read_time(v.input_bytes.values().sum::<f64>());
+        let compute = self.compute_time(v.flops);
+        combine_times(write, read, compute, sparsity_scale)
+    }
+
+    /// Seconds to write `cells` dense cells.
+    pub fn write_time(&self, cells: f64) -> f64 {
+        8.0 * cells / self.write_bandwidth
+    }
+
+    /// Seconds to read `bytes`.
+    pub fn read_time(&self, bytes: f64) -> f64 {
+        bytes / self.read_bandwidth
+    }
+
+    /// Seconds to compute `flops` weighted FLOPs.
+    pub fn compute_time(&self, flops: f64) -> f64 {
+        flops / self.compute_bandwidth
     }
 
     /// The memory estimate of a hop's value in bytes: dense `8·cells`, or a CSR estimate when
@@ -356,6 +371,13 @@ impl CostModel {
             _ => self.unknown_sparsity,
         }
     }
+}
+
+/// Formula (3) of the paper for one operator: its write time plus the larger of its read and
+/// compute times (reads and computation overlap), scaled by `sparsity_scale`. Every cost and
+/// every bound on a cost is this formula over summed terms.
+pub fn combine_times(write: f64, read: f64, compute: f64, sparsity_scale: f64) -> f64 {
+    (write + read.max(compute)) * sparsity_scale
 }
 
 impl Default for CostModel {

@@ -37,7 +37,9 @@
 use super::reachability::{find_cut_set, CutSet};
 use super::rules::{SelectionContext, MEMO_RULES, SELECTION_RULES};
 use super::{prepare_for_selection, select_fuse_all, selection_roots, PlanSelector, Selection};
-use crate::fusion::cost::{self, cells, plan_cost, plan_cost_bounded, CostModel, MemoChooser};
+use crate::fusion::cost::{
+    self, cells, combine_times, plan_cost, plan_cost_bounded, CostModel, MemoChooser,
+};
 use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
 use crate::fusion::partition::{analyze_partitions, PlanPartition, PointKind};
@@ -604,21 +606,17 @@ struct StaticBounds {
 
 impl StaticBounds {
     fn new(dag: &FusionDag<'_>, part: &PlanPartition, model: &CostModel) -> StaticBounds {
-        let read = part
-            .inputs
-            .iter()
-            .filter(|&&i| dag.is_matrix(i))
-            .map(|&i| model.bytes(dag, i))
-            .sum::<f64>()
-            / model.read_bandwidth;
+        let read = model.read_time(
+            part.inputs
+                .iter()
+                .filter(|&&i| dag.is_matrix(i))
+                .map(|&i| model.bytes(dag, i))
+                .sum::<f64>(),
+        );
         let compute =
-            part.hops.iter().map(|&h| model.flops(dag, h)).sum::<f64>() / model.compute_bandwidth;
+            model.compute_time(part.hops.iter().map(|&h| model.flops(dag, h)).sum::<f64>());
         let always_written: BTreeSet<HopId> = part.starts().into_iter().collect();
-        let write = always_written
-            .iter()
-            .map(|&h| 8.0 * cells(dag, h))
-            .sum::<f64>()
-            / model.write_bandwidth;
+        let write = model.write_time(always_written.iter().map(|&h| cells(dag, h)).sum::<f64>());
         // An Outer operator scales its cost by its driver's sparsity; the driver is an input
         // of the partition or one of its hops.
         let min_sparsity = if part.has_outer {
@@ -642,7 +640,7 @@ impl StaticBounds {
 
     /// The cost no plan can beat: every input read, every hop computed, roots written.
     fn min_cost(&self) -> f64 {
-        (self.write + self.read.max(self.compute)) * self.min_sparsity
+        combine_times(self.write, self.read, self.compute, self.min_sparsity)
     }
 
     /// A lower bound of the cost of `plan`: the static costs plus, per distinct producer of an
@@ -668,13 +666,13 @@ impl StaticBounds {
         let mut read = self.read;
         for &t in &tos {
             if !self.always_written.contains(&t) {
-                write += 8.0 * cells(dag, t) / model.write_bandwidth;
+                write += model.write_time(cells(dag, t));
             }
             if dag.is_matrix(t) {
-                read += model.bytes(dag, t) / model.read_bandwidth;
+                read += model.read_time(model.bytes(dag, t));
             }
         }
-        (write + read.max(self.compute)) * self.min_sparsity
+        combine_times(write, read, self.compute, self.min_sparsity)
     }
 }
 
