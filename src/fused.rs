@@ -1,13 +1,14 @@
 //! Fusion inside the engine: plans a block's fused operators with the configured policy,
-//! turns each CPlan into a runnable [`Operator`] (interpreted by the reference evaluator, or
-//! compiled to native code through the operator cache), and counts what they did for
-//! `--stats`.
+//! has the configured [`Backend`] build each CPlan into an executable operator (the reference
+//! evaluator, or native code through the operator cache), wraps it as a runtime
+//! [`Operator`], and counts what they did for `--stats`.
 //!
 //! An operator the backend cannot build (an unsupported template variant, say) is not an
 //! error: its hops simply run unfused, and the reason is counted in the statistics.
 
 use crate::error::Error;
 use crate::FusionPolicy;
+use lafuse_codegen::backend::{Backend, CodegenError, Executable, MainFormat, Origin, Request};
 use lafuse_codegen::reference::{self, Operand};
 use lafuse_compiler::fusion::cplan::{construct_cplans, CPlan, FusedOperator};
 use lafuse_compiler::fusion::{self, CostModel};
@@ -28,6 +29,32 @@ pub enum FusionBackend {
     /// obviously correct; the oracle generated code is tested against.
     #[cfg_attr(not(feature = "llvm"), default)]
     Reference,
+}
+
+impl FusionBackend {
+    /// The backend of this kind (the registration of every backend the engine offers).
+    fn create(self, store_dir: Option<&std::path::Path>, store_limit: u64) -> Box<dyn Backend> {
+        match self {
+            FusionBackend::Reference => Box::new(reference::ReferenceBackend),
+            #[cfg(feature = "llvm")]
+            FusionBackend::Native => {
+                use lafuse_codegen::native::{NativeBackend, ObjectStore};
+                match store_dir.map(|dir| ObjectStore::open_with_limit(dir, store_limit)) {
+                    Some(Ok(store)) => Box::new(NativeBackend::with_store(Arc::new(store))),
+                    _ => Box::new(NativeBackend::new()),
+                }
+            }
+            #[cfg(not(feature = "llvm"))]
+            FusionBackend::Native => {
+                let _ = (store_dir, store_limit);
+                Box::new(lafuse_codegen::backend::Unavailable {
+                    name: "native",
+                    why: "native code generation (lafuse was built without the `llvm` feature; \
+                          use --fusion-backend reference)",
+                })
+            }
+        }
+    }
 }
 
 /// A fused operator as a block runs it: the runnable operator and the hops it replaces.
@@ -132,13 +159,12 @@ fn nanos(d: Duration) -> u64 {
 
 /// Plans and builds the fused operators of blocks, for one engine.
 pub(crate) struct Fuser {
-    /// Built once, so the cost-based selector's plan cache serves every block of the engine
-    /// (a loop body recompiled for new sizes meets the same partitions again).
+    /// The policy, with its configuration (the cost-based selector's plan cache lives for one
+    /// block's search, so a block's plan depends on nothing compiled before it).
     selector: Box<dyn fusion::PlanSelector>,
-    backend: FusionBackend,
+    /// What builds and runs the operators (its operator cache serves every block).
+    backend: Box<dyn Backend>,
     counters: Arc<FusionCounters>,
-    #[cfg(feature = "llvm")]
-    cache: lafuse_codegen::native::OperatorCache,
 }
 
 impl Fuser {
@@ -152,21 +178,10 @@ impl Fuser {
         store_dir: Option<&std::path::Path>,
         store_limit: u64,
     ) -> Fuser {
-        #[cfg(feature = "llvm")]
-        let cache = match store_dir
-            .map(|dir| lafuse_codegen::native::ObjectStore::open_with_limit(dir, store_limit))
-        {
-            Some(Ok(store)) => lafuse_codegen::native::OperatorCache::with_store(Arc::new(store)),
-            _ => lafuse_codegen::native::OperatorCache::default(),
-        };
-        #[cfg(not(feature = "llvm"))]
-        let _ = (store_dir, store_limit);
         Fuser {
             selector: policy.selector(cost_model),
-            backend,
+            backend: backend.create(store_dir, store_limit),
             counters: Arc::new(FusionCounters::default()),
-            #[cfg(feature = "llvm")]
-            cache,
         }
     }
 
@@ -187,32 +202,26 @@ impl Fuser {
             .iter()
             .map(|op| Arc::new(op.cplan.clone()))
             .collect();
-        // Whether each operator's main input will be stored sparse (its estimated size), so
-        // that its first compilation is of the entry point that input runs.
-        let sparse_main: Vec<bool> = program
+        // The format each operator's main input will be stored in (its estimated size), so
+        // that the backend prepares the entry point that input runs first.
+        let requests: Vec<Request<'_>> = program
             .operators
             .iter()
-            .map(|op| {
-                op.inputs.first().is_some_and(|&h| {
-                    let hop = dag.hop(h);
-                    match (hop.rows, hop.cols, hop.nnz) {
-                        (Some(r), Some(c), Some(nnz)) => lafuse_runtime::matrix::prefers_sparse(
-                            r as usize,
-                            c as usize,
-                            nnz as usize,
-                        ),
-                        _ => false,
-                    }
-                })
+            .zip(&plans)
+            .map(|(op, plan)| Request {
+                plan,
+                main: expected_main_format(dag, op),
             })
             .collect();
-        let mut kernels = self.kernels(&plans, &sparse_main).into_iter();
+        let mut built = self.backend.build(&requests).into_iter();
         let mut planned = Vec::with_capacity(program.operators.len());
-        for (op, plan) in program.operators.iter().zip(plans) {
-            let kernel = kernels
-                .next()
-                .unwrap_or_else(|| Err("internal: no kernel for an operator".into()));
-            match self.build(dag, op, plan, kernel) {
+        for (op, plan) in program.operators.iter().zip(&plans) {
+            let executable = built.next().unwrap_or_else(|| {
+                Err(CodegenError::Internal(
+                    "the backend built fewer operators than requested".into(),
+                ))
+            });
+            match self.runnable(dag, op, plan, executable) {
                 Ok(operator) => planned.push(PlannedOperator {
                     operator,
                     inputs: op.inputs.clone(),
@@ -228,23 +237,37 @@ impl Fuser {
         Ok(planned)
     }
 
-    /// The kernel of each plan (native ones compiled in parallel), or why it has none;
-    /// `sparse_main` says per plan whether its main input is expected sparse.
-    fn kernels(&self, plans: &[Arc<CPlan>], sparse_main: &[bool]) -> Vec<Result<Kernel, String>> {
-        match self.backend {
-            FusionBackend::Reference => plans.iter().map(|_| Ok(Kernel::Reference)).collect(),
-            FusionBackend::Native => self.native(plans, sparse_main),
-        }
-    }
-
-    /// A runnable operator for `op` with its kernel, or why its hops must run unfused.
-    fn build(
+    /// A runnable operator for `op` from what the backend built, counting how it came to be,
+    /// or why its hops must run unfused.
+    fn runnable(
         &self,
         dag: &HopDag,
         op: &FusedOperator,
-        plan: Arc<CPlan>,
-        kernel: Result<Kernel, String>,
+        plan: &Arc<CPlan>,
+        built: Result<lafuse_codegen::backend::Built, CodegenError>,
     ) -> Result<Arc<dyn Operator>, String> {
+        let built = built.map_err(|e| e.to_string())?;
+        match &built.origin {
+            Origin::Interpreted => {}
+            Origin::CacheHit => {
+                self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            }
+            Origin::Compiled {
+                miss_reason,
+                loaded_from_store,
+            } => {
+                self.counters.compiled.fetch_add(1, Ordering::Relaxed);
+                if *loaded_from_store {
+                    self.counters.loaded.fetch_add(1, Ordering::Relaxed);
+                }
+                self.counters
+                    .codegen_nanos
+                    .fetch_add(nanos(built.executable.compile_time()), Ordering::Relaxed);
+                if let Ok(mut reasons) = self.counters.miss_reasons.lock() {
+                    *reasons.entry(miss_reason.clone()).or_insert(0) += 1;
+                }
+            }
+        }
         let mut out_shapes = Vec::with_capacity(op.outputs.len());
         for &h in &op.outputs {
             let hop = dag.hop(h);
@@ -257,77 +280,35 @@ impl Fuser {
                 out_shapes.push((r as usize, c as usize));
             }
         }
-        let kernel = kernel?;
         Ok(Arc::new(RunnableOperator {
             opcode: format!("fused_{}", plan.template.name()),
-            plan,
+            plan: Arc::clone(plan),
             out_shapes,
-            kernel,
+            executable: built.executable,
             counters: Arc::clone(&self.counters),
         }))
     }
+}
 
-    /// Native operators for `plans` from the operator cache; the missing ones compile in
-    /// parallel (`codegen_ms` sums their compile times, so it can exceed the wall time).
-    #[cfg(feature = "llvm")]
-    fn native(&self, plans: &[Arc<CPlan>], sparse_main: &[bool]) -> Vec<Result<Kernel, String>> {
-        use lafuse_codegen::native::{Lookup, MainFormat};
-        let requests: Vec<(&CPlan, MainFormat)> = plans
-            .iter()
-            .zip(sparse_main)
-            .map(|(p, &sparse)| {
-                let main = if sparse {
-                    MainFormat::Sparse
-                } else {
-                    MainFormat::Dense
-                };
-                (p.as_ref(), main)
-            })
-            .collect();
-        self.cache
-            .lookup_all_for(&requests)
-            .into_iter()
-            .map(|(operator, lookup)| {
-                let operator = operator.map_err(|e| e.to_string())?;
-                match lookup {
-                    Lookup::Hit => {
-                        self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Lookup::Miss(reason) => {
-                        self.counters.compiled.fetch_add(1, Ordering::Relaxed);
-                        if operator.loaded_from_store() {
-                            self.counters.loaded.fetch_add(1, Ordering::Relaxed);
-                        }
-                        self.counters
-                            .codegen_nanos
-                            .fetch_add(nanos(operator.compile_time()), Ordering::Relaxed);
-                        if let Ok(mut reasons) = self.counters.miss_reasons.lock() {
-                            *reasons.entry(format!("{reason:?}")).or_insert(0) += 1;
-                        }
-                    }
-                }
-                Ok(Kernel::Native(operator))
-            })
-            .collect()
-    }
-
-    #[cfg(not(feature = "llvm"))]
-    fn native(&self, plans: &[Arc<CPlan>], _sparse_main: &[bool]) -> Vec<Result<Kernel, String>> {
-        plans
-            .iter()
-            .map(|_| {
-                Err(
-                    "unsupported: native code generation (lafuse was built without the `llvm` \
-                     feature; use --fusion-backend reference)"
-                        .into(),
-                )
-            })
-            .collect()
+/// The format `op`'s main input will be stored in, by its estimated size.
+fn expected_main_format(dag: &HopDag, op: &FusedOperator) -> MainFormat {
+    let sparse = op.inputs.first().is_some_and(|&h| {
+        let hop = dag.hop(h);
+        match (hop.rows, hop.cols, hop.nnz) {
+            (Some(r), Some(c), Some(nnz)) => {
+                lafuse_runtime::matrix::prefers_sparse(r as usize, c as usize, nnz as usize)
+            }
+            _ => false,
+        }
+    });
+    if sparse {
+        MainFormat::Sparse
+    } else {
+        MainFormat::Dense
     }
 }
 
 /// Per input: its value range, if the executor knows it.
-#[cfg(feature = "llvm")]
 fn known_ranges(inputs: &[OperatorInput<'_>]) -> Vec<Option<lafuse_runtime::ValueRange>> {
     inputs
         .iter()
@@ -338,29 +319,23 @@ fn known_ranges(inputs: &[OperatorInput<'_>]) -> Vec<Option<lafuse_runtime::Valu
         .collect()
 }
 
-#[derive(Debug)]
-enum Kernel {
-    Reference,
-    #[cfg(feature = "llvm")]
-    Native(Arc<lafuse_codegen::native::NativeOperator>),
-}
-
 /// A fused operator the executor can run.
 #[derive(Debug)]
 struct RunnableOperator {
     opcode: String,
+    /// The plan, for a call the backend cannot do (run on the reference evaluator instead).
     plan: Arc<CPlan>,
     out_shapes: Vec<(usize, usize)>,
-    kernel: Kernel,
+    executable: Arc<dyn Executable>,
     counters: Arc<FusionCounters>,
 }
 
 impl RunnableOperator {
-    /// A reference evaluation's failure: a resource error where an output does not fit in
-    /// memory (the script's doing), an internal one otherwise (the plan is ours).
-    fn reference_error(&self, e: reference::EvalError) -> RuntimeError {
+    /// A backend's failure as the executor reports it: a resource error where an output does
+    /// not fit in memory (the script's doing), an internal one otherwise (the plan is ours).
+    fn runtime_error(&self, e: CodegenError) -> RuntimeError {
         match e {
-            reference::EvalError::OutOfMemory(why) => {
+            CodegenError::OutOfMemory(why) => {
                 RuntimeError::Resource(format!("{}: {why}", self.opcode))
             }
             e => RuntimeError::internal(format!("{}: {e}", self.opcode)),
@@ -385,35 +360,26 @@ impl Operator for RunnableOperator {
         // Entry points an operator compiles on the call that first needs one (a CSR main
         // input of an operator compiled for a dense one, Outer's every-cell entry) count as
         // code generation, not execution.
-        let compiled_in_call;
-        let results = match &self.kernel {
-            Kernel::Reference => {
-                compiled_in_call = Duration::ZERO;
+        let compiled_before = self.executable.compile_time();
+        let result = self
+            .executable
+            .execute(&operands, &self.out_shapes, &known_ranges(inputs));
+        let compiled_in_call = self
+            .executable
+            .compile_time()
+            .saturating_sub(compiled_before);
+        let results = match result {
+            Ok(r) => r,
+            // A call the backend cannot do (no native operator refuses one today; Outer
+            // calls whose zeros cannot be skipped visit every cell) runs on the reference
+            // evaluator, cell by cell.
+            Err(CodegenError::Unsupported(why)) => {
+                self.counters
+                    .fallback(format!("a call ran on the reference evaluator: {why}"));
                 reference::evaluate(&self.plan, &operands, &self.out_shapes)
-                    .map_err(|e| self.reference_error(e))?
+                    .map_err(|e| self.runtime_error(e.into()))?
             }
-            #[cfg(feature = "llvm")]
-            Kernel::Native(op) => {
-                let compiled_before = op.compile_time();
-                let r = op.execute_with_ranges(&operands, &self.out_shapes, &known_ranges(inputs));
-                compiled_in_call = op.compile_time().saturating_sub(compiled_before);
-                match r {
-                    Ok(r) => r,
-                    // A call the generated code cannot do (no native operator refuses one
-                    // today; Outer calls whose zeros cannot be skipped visit every cell) runs
-                    // on the reference evaluator, cell by cell.
-                    Err(lafuse_codegen::native::CodegenError::Unsupported(why)) => {
-                        self.counters
-                            .fallback(format!("a call ran on the reference evaluator: {why}"));
-                        reference::evaluate(&self.plan, &operands, &self.out_shapes)
-                            .map_err(|e| self.reference_error(e))?
-                    }
-                    Err(lafuse_codegen::native::CodegenError::OutOfMemory(why)) => {
-                        return Err(RuntimeError::Resource(format!("{}: {why}", self.opcode)))
-                    }
-                    Err(e) => return Err(RuntimeError::internal(format!("{}: {e}", self.opcode))),
-                }
-            }
+            Err(e) => return Err(self.runtime_error(e)),
         };
         let results = results
             .into_iter()

@@ -1,5 +1,7 @@
 //! CPlan → LLVM IR → native code (and PTX), plus the operator cache.
 //!
+//! * [`backend`]: the [`backend::Backend`] trait every executor of fused operators
+//!   implements, with its typed errors.
 //! * [`reference`](mod@reference): the reference evaluator of CPlans, the oracle generated operators are
 //!   tested against.
 //! * [`zero_cells`]: what a plan computes at a zero of its main input, bounded by interval
@@ -7,6 +9,7 @@
 //! * [`native`] (feature `llvm`, default): JIT-compiled fused operators for the host CPU and
 //!   the operator cache.
 
+pub mod backend;
 pub mod reference;
 pub mod zero_cells;
 

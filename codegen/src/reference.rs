@@ -18,6 +18,7 @@
 //!   `0 * body` elsewhere (0, or NaN where the body is not finite, as unfused); then `G`,
 //!   `sum(G)` or the final product with the whole side matrix.
 
+use crate::backend::{Backend, Built, CodegenError, Executable, Origin, Request};
 use lafuse_compiler::fusion::cplan::{
     Access, CNode, CNodeId, CPlan, OuterType, RowType, TemplateSpec,
 };
@@ -26,8 +27,9 @@ use lafuse_compiler::hops::{AggOp, Literal, NaryOp, TernaryOp};
 use lafuse_compiler::stack::with_stack;
 use lafuse_runtime::kernels::{self, matrix_cell};
 use lafuse_runtime::ops::{self, java_max, java_min};
-use lafuse_runtime::Matrix;
+use lafuse_runtime::{Matrix, ValueRange};
 use std::fmt;
+use std::sync::Arc;
 
 /// An input value of a fused operator.
 #[derive(Clone, Copy, Debug)]
@@ -36,6 +38,53 @@ pub enum Operand<'a> {
     Scalar(f64),
     /// A matrix.
     Matrix(&'a Matrix),
+}
+
+/// The reference evaluator as a [`Backend`]: every plan builds (nothing is compiled), and
+/// each call interprets it with [`evaluate`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReferenceBackend;
+
+impl Backend for ReferenceBackend {
+    fn name(&self) -> &'static str {
+        "reference"
+    }
+
+    fn build(&self, requests: &[Request<'_>]) -> Vec<std::result::Result<Built, CodegenError>> {
+        requests
+            .iter()
+            .map(|r| {
+                Ok(Built {
+                    executable: Arc::new(Interpreted(Arc::clone(r.plan))),
+                    origin: Origin::Interpreted,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A CPlan run by the reference evaluator.
+#[derive(Debug)]
+struct Interpreted(Arc<CPlan>);
+
+impl Executable for Interpreted {
+    fn execute(
+        &self,
+        inputs: &[Operand<'_>],
+        out_shapes: &[(usize, usize)],
+        _known: &[Option<ValueRange>],
+    ) -> std::result::Result<Vec<Matrix>, CodegenError> {
+        evaluate(&self.0, inputs, out_shapes).map_err(CodegenError::from)
+    }
+}
+
+impl From<EvalError> for CodegenError {
+    fn from(e: EvalError) -> CodegenError {
+        match e {
+            EvalError::OutOfMemory(why) => CodegenError::OutOfMemory(why),
+            e @ EvalError::Invalid(_) => CodegenError::Internal(e.to_string()),
+        }
+    }
 }
 
 /// Why a CPlan could not be evaluated.

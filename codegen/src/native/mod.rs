@@ -28,6 +28,10 @@ mod outer;
 mod row;
 mod store;
 
+mod backend;
+
+pub use crate::backend::{CodegenError, MainFormat};
+pub use backend::NativeBackend;
 pub use cache::{CacheStats, Lookup, MissReason, OperatorCache};
 pub use store::ObjectStore;
 
@@ -51,29 +55,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Why an operator could not be compiled or run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CodegenError {
-    /// A valid plan or call this backend does not implement (names the construct).
-    Unsupported(String),
-    /// A bug, an LLVM failure, or inputs that do not match the operator.
-    Internal(String),
-    /// An output larger than the memory the machine can give (the script's sizes).
-    OutOfMemory(String),
-}
-
-impl fmt::Display for CodegenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CodegenError::Unsupported(s) => write!(f, "unsupported: {s}"),
-            CodegenError::Internal(s) => write!(f, "internal error: {s}"),
-            CodegenError::OutOfMemory(s) => f.write_str(s),
-        }
-    }
-}
-
-impl std::error::Error for CodegenError {}
-
 /// Where one compilation's time went (the phases of [`compile`], in order).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompilePhases {
@@ -96,14 +77,6 @@ enum Kind {
     MAgg(MAggSpec),
     Outer(OuterSpec),
     Row(Box<row::RowInfo>, sk_row::RowSpec),
-}
-
-/// The format of an operator's main input that [`compile_for`] compiles the entry point of
-/// first (the other entry points compile on the first call that needs them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MainFormat {
-    Dense,
-    Sparse,
 }
 
 /// A compiled fused operator: generated code plus the skeleton that hosts it. `Send + Sync`;

@@ -1,0 +1,79 @@
+//! Native code as a [`Backend`]: operators come from the operator cache (compiled on a miss,
+//! the missing ones of a block in parallel, through the on-disk object store where there is
+//! one), and run as [`NativeOperator`]s.
+
+use super::{Lookup, NativeOperator, ObjectStore, OperatorCache};
+use crate::backend::{Backend, Built, CodegenError, Executable, Origin, Request};
+use crate::reference::Operand;
+use lafuse_compiler::fusion::cplan::CPlan;
+use lafuse_runtime::{Matrix, ValueRange};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The native backend: an operator cache shared by every block of one engine.
+#[derive(Default)]
+pub struct NativeBackend {
+    cache: OperatorCache,
+}
+
+impl NativeBackend {
+    /// A backend whose operators are compiled in this process only.
+    pub fn new() -> NativeBackend {
+        NativeBackend::default()
+    }
+
+    /// A backend that keeps and loads machine code through `store`.
+    pub fn with_store(store: Arc<ObjectStore>) -> NativeBackend {
+        NativeBackend {
+            cache: OperatorCache::with_store(store),
+        }
+    }
+
+    /// The operator cache.
+    pub fn cache(&self) -> &OperatorCache {
+        &self.cache
+    }
+}
+
+impl Backend for NativeBackend {
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn build(&self, requests: &[Request<'_>]) -> Vec<Result<Built, CodegenError>> {
+        let plans: Vec<(&CPlan, _)> = requests.iter().map(|r| (r.plan.as_ref(), r.main)).collect();
+        self.cache
+            .lookup_all_for(&plans)
+            .into_iter()
+            .map(|(operator, lookup)| {
+                let operator = operator?;
+                let origin = match lookup {
+                    Lookup::Hit => Origin::CacheHit,
+                    Lookup::Miss(reason) => Origin::Compiled {
+                        miss_reason: format!("{reason:?}"),
+                        loaded_from_store: operator.loaded_from_store(),
+                    },
+                };
+                Ok(Built {
+                    executable: operator,
+                    origin,
+                })
+            })
+            .collect()
+    }
+}
+
+impl Executable for NativeOperator {
+    fn execute(
+        &self,
+        inputs: &[Operand<'_>],
+        out_shapes: &[(usize, usize)],
+        known: &[Option<ValueRange>],
+    ) -> Result<Vec<Matrix>, CodegenError> {
+        self.execute_with_ranges(inputs, out_shapes, known)
+    }
+
+    fn compile_time(&self) -> Duration {
+        NativeOperator::compile_time(self)
+    }
+}
