@@ -106,30 +106,50 @@ pub enum InputUse {
 /// Why a skeleton could not run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SkeletonError {
-    /// Inputs that do not match the operator (the caller's fault), or the generator's error
-    /// when it could not give an entry point.
+    /// Inputs that do not match the operator (the caller's fault).
     Invalid(String),
     /// An output larger than the memory the machine can give (the script's sizes are at
     /// fault).
     OutOfMemory(String),
-}
-
-impl SkeletonError {
-    /// The message.
-    pub fn message(&self) -> &str {
-        match self {
-            SkeletonError::Invalid(s) | SkeletonError::OutOfMemory(s) => s,
-        }
-    }
+    /// The generator could not give an entry point the skeleton asked for: its own error,
+    /// passed through untouched.
+    EntryPoint(EntryError),
 }
 
 impl fmt::Display for SkeletonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message())
+        match self {
+            SkeletonError::Invalid(s) | SkeletonError::OutOfMemory(s) => f.write_str(s),
+            SkeletonError::EntryPoint(e) => write!(f, "{}", e.0),
+        }
     }
 }
 
 impl std::error::Error for SkeletonError {}
+
+/// A generator's error for an entry point it could not give. Skeletons know nothing of code
+/// generation, so they carry the error as it was, and the generator that called the skeleton
+/// gets back its own typed error (`downcast_ref`), not a message about it.
+#[derive(Clone, Debug)]
+pub struct EntryError(pub std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl PartialEq for EntryError {
+    /// The same error value (errors have no equality of their own).
+    fn eq(&self, other: &EntryError) -> bool {
+        std::ptr::addr_eq(
+            std::sync::Arc::as_ptr(&self.0),
+            std::sync::Arc::as_ptr(&other.0),
+        )
+    }
+}
+
+impl Eq for EntryError {}
+
+impl From<EntryError> for SkeletonError {
+    fn from(e: EntryError) -> SkeletonError {
+        SkeletonError::EntryPoint(e)
+    }
+}
 
 /// Result of a skeleton call.
 pub type Result<T> = std::result::Result<T, SkeletonError>;
@@ -137,8 +157,9 @@ pub type Result<T> = std::result::Result<T, SkeletonError>;
 /// A generated entry point produced on first request. Generators compile CSR entry points
 /// lazily, so a skeleton asks for one only once it has decided to call it (a CSR main input
 /// whose side inputs allow visiting non-zeros only); the call may take milliseconds the first
-/// time and is cheap afterwards. An error (the generator's) fails the skeleton call.
-pub type LazyEntry<'a, F> = &'a (dyn Fn() -> Result<F> + Sync);
+/// time and is cheap afterwards. An error (the generator's) fails the skeleton call as
+/// [`SkeletonError::EntryPoint`].
+pub type LazyEntry<'a, F> = &'a (dyn Fn() -> std::result::Result<F, EntryError> + Sync);
 
 pub(crate) fn err<T>(msg: impl Into<String>) -> Result<T> {
     Err(SkeletonError::Invalid(msg.into()))

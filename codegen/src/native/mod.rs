@@ -47,11 +47,10 @@ use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
     cell as sk_cell, magg as sk_magg, outer as sk_outer, row as sk_row, AggKind, CellKernels,
-    CellKind, CellSpec, Input, InputUse, LazyEntry, MAggKernels, MAggSpec, OuterKernels, OuterKind,
-    OuterSpec, SkeletonError,
+    CellKind, CellSpec, EntryError, Input, InputUse, LazyEntry, MAggKernels, MAggSpec,
+    OuterKernels, OuterKind, OuterSpec, SkeletonError,
 };
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -968,14 +967,11 @@ impl NativeOperator {
             })
             .collect();
         // Each entry point is requested when the skeleton needs it (compiled then, the
-        // first time). A request that fails records which entry failed, so the compiler's
-        // own error (not the skeleton's wrapping of it) is returned.
-        let failed: [AtomicBool; 3] = Default::default();
-        let addr = |entry: Entry| -> Result<usize, SkeletonError> {
-            self.code(entry).map(|c| c.kernel).map_err(|e| {
-                failed[entry as usize].store(true, Ordering::Relaxed);
-                SkeletonError::Invalid(e.to_string())
-            })
+        // first time); the compiler's error comes back through the skeleton as it was.
+        let addr = |entry: Entry| -> Result<usize, EntryError> {
+            self.code(entry)
+                .map(|c| c.kernel)
+                .map_err(|e| EntryError(Arc::new(e)))
         };
         // SAFETY (all): the entry points of Cell, MultiAgg and Outer are generated with the
         // `KernelFn` signature, Row's with the `RowKernelFn` one; each lives as long as its
@@ -994,19 +990,13 @@ impl NativeOperator {
             cell_fn(Entry::EveryCell),
         );
         let (dense_row_fn, csr_row_fn) = (row_fn(Entry::Dense), row_fn(Entry::Csr));
-        let sk = |e: SkeletonError| {
-            if let SkeletonError::OutOfMemory(s) = e {
-                return CodegenError::OutOfMemory(s);
-            }
-            for entry in [Entry::Dense, Entry::Csr, Entry::EveryCell] {
-                if let (true, Some(Err(ce))) = (
-                    failed[entry as usize].load(Ordering::Relaxed),
-                    self.slot(entry).get(),
-                ) {
-                    return ce.clone();
-                }
-            }
-            CodegenError::Internal(e.message().to_string())
+        let sk = |e: SkeletonError| match e {
+            SkeletonError::OutOfMemory(s) => CodegenError::OutOfMemory(s),
+            SkeletonError::EntryPoint(entry) => match entry.0.downcast_ref::<CodegenError>() {
+                Some(ce) => ce.clone(),
+                None => CodegenError::Internal(entry.0.to_string()),
+            },
+            SkeletonError::Invalid(s) => CodegenError::Internal(s),
         };
         let out = match &self.kind {
             Kind::Cell(spec) => {
