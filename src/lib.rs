@@ -1,8 +1,9 @@
 //! lafuse: a JIT code generator for fused linear-algebra operators.
 //!
 //! This crate is the facade: [`Engine`] runs DML scripts (a subset of Apache SystemDS's
-//! language) and explains their plans; the CLI in `main.rs` is a thin layer over it. The
-//! compiler (`lafuse-compiler`) and runtime (`lafuse-runtime`) crates hold the substance.
+//! language) and explains their plans; the `lafuse` command (crate `lafuse-cli` in `cli/`, with
+//! the bench harness and calibration) is a thin layer over it. The compiler (`lafuse-compiler`)
+//! and runtime (`lafuse-runtime`) crates hold the substance.
 //!
 //! ```
 //! use lafuse::{Engine, EngineConfig, ScriptArgs, SourceFile};
@@ -17,12 +18,11 @@
 //! ```
 
 pub mod alloc;
-pub mod bench;
-pub mod calibrate;
 mod compile;
 mod engine;
 pub mod error;
 mod fused;
+pub mod profile;
 mod static_explain;
 pub mod stats;
 

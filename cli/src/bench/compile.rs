@@ -64,7 +64,7 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
     let variant = format!("{}x{}", s.compile_rows, s.compile_cols);
     scripts.retain(|sc| ctx.selected(&format!("{} {variant}", sc.id)));
     ctx.plan(scripts.len());
-    let model = crate::calibrate::load_cost_model(None, &[]).unwrap_or_default();
+    let model = lafuse::profile::load_cost_model(None, &[]).unwrap_or_default();
     let mut out = Vec::new();
     for mut sc in scripts {
         ctx.step(&format!("compile {}", sc.id));

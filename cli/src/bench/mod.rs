@@ -31,8 +31,8 @@ pub mod results;
 pub mod runner;
 pub mod sizes;
 
-use crate::error::Error;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use lafuse::Error;
 use machine::Machine;
 use peers::Peers;
 use results::{Measurement, Status};
@@ -202,9 +202,11 @@ impl Ctx {
     }
 }
 
-/// The repository root the binary was built from (scripts, `bench/python/peers.py`).
+/// The repository root the binary was built from (scripts, `bench/python/peers.py`): the
+/// workspace root, one level above this crate's `cli/`.
 pub fn repository_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
+    cli.parent().unwrap_or(cli).to_path_buf()
 }
 
 /// Runs the requested suites and writes the reports.

@@ -43,13 +43,18 @@ impl Drop for Scratch {
     }
 }
 
+/// The repository root, where `examples/` is: the workspace root above this crate's `cli/`.
+fn repository_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli/ has a parent")
+}
+
 /// Runs `lafuse run SCRIPT [--fusion P] [--stats-json F] --nvargs ARGS`, from the repository
 /// root (the scripts' paths are relative to it); returns stdout, failing on a non-zero exit.
 fn lafuse_run(script: &str, fusion: Option<&str>, stats: Option<&Path>, args: &[String]) -> String {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lafuse"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .arg("run")
-        .arg(script);
+    cmd.current_dir(repository_root()).arg("run").arg(script);
     if let Some(p) = fusion {
         cmd.args(["--fusion", p]);
     }

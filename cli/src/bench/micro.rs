@@ -6,7 +6,7 @@
 //! loop after a warm-up evaluation (data generation and JIT compilation excluded); the
 //! policies' runs of a case alternate. The
 //! bandwidth fraction divides the bytes a fused operator must read by the median time and the
-//! read bandwidth measured at start; bytes are counted as in `benches/fusion.rs`. Dense cases
+//! read bandwidth measured at start; bytes are counted as in `cli/benches/fusion.rs`. Dense cases
 //! under `gen` also time a plain read of the same inputs in the same child process after each
 //! evaluation (`read_ref=1`), and report the operator's speed as a fraction of that read's.
 

@@ -19,16 +19,16 @@ pub fn median_time<T>(reps: usize, mut f: impl FnMut() -> T) -> Duration {
     times[times.len() / 2]
 }
 
-/// The read-bandwidth reference: `lafuse::calibrate::plain_sum` over chunks on rayon's pool,
+/// The read-bandwidth reference: `lafuse_cli::calibrate::plain_sum` over chunks on rayon's pool,
 /// the pool the kernels and fused operators run on.
 pub fn reference_sum(values: &[f64]) -> f64 {
     values
         .par_chunks(1 << 16)
-        .map(lafuse::calibrate::plain_sum)
+        .map(lafuse_cli::calibrate::plain_sum)
         .sum()
 }
 
 /// MemAvailable in bytes (None where unreadable).
 pub fn mem_available() -> Option<u64> {
-    lafuse::calibrate::available_memory().map(|b| b as u64)
+    lafuse_cli::calibrate::available_memory().map(|b| b as u64)
 }

@@ -1,5 +1,6 @@
 //! The `lafuse` command: run DML scripts, explain their plans and generated code, cost them
-//! under each fusion policy, and calibrate the cost model.
+//! under each fusion policy, benchmark fusion, and calibrate the cost model. A thin layer of
+//! argument parsing over the `lafuse` library and this crate's `bench` and `calibrate`.
 
 use clap::{Parser, Subcommand, ValueEnum};
 use lafuse::{
@@ -182,7 +183,7 @@ struct CostModelArgs {
 
 impl CostModelArgs {
     fn load(&self) -> Result<lafuse::CostModel, String> {
-        lafuse::calibrate::load_cost_model(self.cost_profile.as_deref(), &self.overrides)
+        lafuse::profile::load_cost_model(self.cost_profile.as_deref(), &self.overrides)
             .map_err(|e| e.to_string())
     }
 }
@@ -308,7 +309,7 @@ fn format_of(f: FormatArg) -> ExplainFormat {
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Bench(b) => {
-            use lafuse::bench::{self, Scale, Suite};
+            use lafuse_cli::bench::{self, Scale, Suite};
             if b.reps == Some(0) {
                 return Err("error: --reps must be at least 1".into());
             }
@@ -355,14 +356,13 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Calibrate { out, quick } => {
-            use lafuse::calibrate;
-            let path = out
-                .or_else(calibrate::default_profile_path)
-                .ok_or_else(|| {
-                    "error: no place for the profile: give --out FILE (neither $LAFUSE_PROFILE, \
+            use lafuse::profile;
+            use lafuse_cli::calibrate;
+            let path = out.or_else(profile::default_profile_path).ok_or_else(|| {
+                "error: no place for the profile: give --out FILE (neither $LAFUSE_PROFILE, \
                  $XDG_CONFIG_HOME nor $HOME is set)"
-                        .to_string()
-                })?;
+                    .to_string()
+            })?;
             eprintln!(
                 "calibrating (this takes {})...",
                 if quick {
@@ -376,7 +376,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 ..Default::default()
             })
             .map_err(|e| e.to_string())?;
-            calibrate::write_profile(&path, &profile).map_err(|e| e.to_string())?;
+            profile::write_profile(&path, &profile).map_err(|e| e.to_string())?;
             print!("{}", profile.model.explain());
             println!("profile written to {}", path.display());
             Ok(())

@@ -20,7 +20,7 @@
 //! `pattern case` text contains it, `LAFUSE_BENCH_DUMP=dir` writes each operator's CPlan, IR
 //! and assembly there. Writes `target/bench-fusion.json`.
 
-use lafuse::bench::goals;
+use lafuse_cli::bench::goals;
 use lafuse_codegen::native::{compile, NativeOperator};
 use lafuse_codegen::reference::Operand;
 use lafuse_compiler::fusion::cplan::{construct_cplans, CPlan, FusedOperator};
@@ -791,7 +791,8 @@ fn write_json(
         println!("\n(filtered run: target/bench-fusion.json not written)");
         return;
     }
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench-fusion.json");
+    // The workspace root's target/ (this crate is cli/), where the optimizer bench writes too.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/bench-fusion.json");
     match serde_json::to_string_pretty(&doc)
         .map_err(|e| e.to_string())
         .and_then(|s| std::fs::write(path, s).map_err(|e| e.to_string()))
