@@ -12,6 +12,7 @@
 //! operator's plan invalid; the operator is then dropped and its hops run unfused, which is
 //! always correct (reference 1.6 drops invalid plans the same way).
 
+use super::verify::verify;
 use super::{Access, CNode, CNodeId, CPlan, InputKind, OuterType, RowType, TemplateSpec};
 use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
@@ -22,7 +23,7 @@ use crate::fusion::sparsity::{
 use crate::fusion::template::{cell_agg_kind, CellAgg, CellType};
 use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, OpKind, ReorgOp, UnaryOp};
 use crate::stack::with_stack;
-use crate::Result;
+use crate::{CompileError, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 
@@ -115,6 +116,16 @@ pub fn construct_cplans(
         };
         match op {
             Some(op) => {
+                // Always, not only in debug builds: it is linear in the body, which
+                // construction has just hash-consed node by node, and a plan that fails it
+                // would reach generated code.
+                verify(&op.cplan).map_err(|e| {
+                    CompileError::internal(format!(
+                        "CPlan construction built an invalid plan for the operator at hop \
+                         {h}: {e}\n{}",
+                        op.cplan.explain()
+                    ))
+                })?;
                 // A MultiAgg produces all its aggregates: its other members are done too.
                 visited.extend(op.outputs.iter().copied());
                 stack.extend(op.inputs.iter().rev().copied());

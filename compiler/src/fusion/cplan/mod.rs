@@ -1,7 +1,7 @@
 //! CPlans: the template-specific operator plans built from a fusion selection (paper sections
 //! 2.2 and 4.4; reference 1.5, 1.6, 1.8 and 5), with a stable structural hash (the operator-cache
-//! key), explain text and a JSON form, plus the list of fused operators an executor runs in
-//! place of the hops they cover.
+//! key), explain text, a JSON form and a verifier ([`verify()`]), plus the list of fused
+//! operators an executor runs in place of the hops they cover.
 //!
 //! A CPlan is a small DAG of [`CNode`]s in an arena (`nodes`, inputs before users) under one
 //! [`TemplateSpec`]. Nodes mirror the hop operations they come from; what a node means per cell
@@ -12,8 +12,10 @@
 //! 1.7 plan cache).
 
 mod construct;
+pub mod verify;
 
 pub use construct::{construct_cplans, count_vector_intermediates, FusedOperator, FusedProgram};
+pub use verify::{verify, VerifyError};
 
 use crate::fusion::template::{CellAgg, CellType};
 use crate::hops::{AggOp, BinaryOp, Literal, NaryOp, TernaryOp, UnaryOp};
