@@ -5,7 +5,7 @@
 
 use crate::cell::{full_aggs, Driver};
 use crate::prep::Input;
-use crate::{AggKind, InputUse, KernelFn, LazyEntry, Result};
+use crate::{AggKind, InputUse, Result};
 use lafuse_runtime::Matrix;
 
 /// What a MultiAgg operator computes and how its generated code reads its inputs.
@@ -21,18 +21,9 @@ pub struct MAggSpec {
     pub lanes: usize,
 }
 
-/// The generated entry points of a MultiAgg operator; partials are laid out per aggregate.
-#[derive(Clone, Copy)]
-pub struct MAggKernels<'a> {
-    /// Rows of a dense main input (every cell), requested only by calls that run it.
-    pub dense: LazyEntry<'a, KernelFn>,
-    /// Rows of a CSR main input, non-zeros only (sparse-safe plans), requested only when a
-    /// call visits non-zeros only. The caller offers it only for calls where skipping the
-    /// main input's zeros is exact (the body is 0 there for these side inputs; lafuse-codegen
-    /// proves it with `zero_cells`); without it a sparse main input is densified block by
-    /// block.
-    pub csr: Option<LazyEntry<'a, KernelFn>>,
-}
+/// The generated entry points of a MultiAgg operator: the same two as a Cell operator's
+/// (partials are laid out per aggregate).
+pub type MAggKernels<'a> = crate::CellKernels<'a>;
 
 /// Runs a MultiAgg operator; one 1×1 matrix per aggregate.
 pub fn execute(

@@ -8,6 +8,7 @@ use lafuse_runtime::matrix::{BLOCK_CELLS, PAR_THRESHOLD};
 use lafuse_runtime::{Matrix, SparseMatrix};
 use rayon::prelude::*;
 use std::borrow::Cow;
+use std::fmt;
 
 /// An operand of a fused operator, as the skeletons see it.
 #[derive(Clone, Copy, Debug)]
@@ -52,22 +53,6 @@ pub(crate) struct Prepared<'a> {
 }
 
 impl<'a> Prepared<'a> {
-    /// Prepared inputs from their parts (per input position: storage, shape, known
-    /// finiteness, and the sparse matrix when streamed), for a skeleton with its own checks.
-    pub(crate) fn from_parts(
-        store: Vec<Cow<'a, [f64]>>,
-        shapes: Vec<(usize, usize)>,
-        known_finite: Vec<bool>,
-        streamed: Vec<Option<&'a SparseMatrix>>,
-    ) -> Prepared<'a> {
-        Prepared {
-            store,
-            shapes,
-            known_finite,
-            streamed,
-        }
-    }
-
     /// The views, one per input position (a streamed input's is empty until
     /// [`Prepared::for_blocks`] fills it).
     pub(crate) fn views(&self) -> Vec<DenseView> {
@@ -207,13 +192,75 @@ pub(crate) fn transposed(m: &Matrix) -> Result<Vec<f64>> {
         })
 }
 
+/// How a skeleton's input-use enum tells [`prepare`] to check and lay out one input, so that
+/// every template shares one preparation loop and owns only its own rules.
+pub(crate) trait InputRole: Copy + fmt::Debug {
+    /// Not prepared: the main input (read through [`KernelArgs::main`]/
+    /// [`KernelArgs::main_csr`]) or an input the code never reads.
+    fn is_skipped(self) -> bool;
+    /// Read as a scalar (a scalar operand, or the first cell of a matrix).
+    fn is_scalar(self) -> bool;
+    /// What shape the use requires, where `(r, c)` is not it (`(m, n)`: the main input's).
+    fn mismatch(self, r: usize, c: usize, m: usize, n: usize) -> Option<String>;
+    /// Transposed once, so the generated code reads contiguous rows.
+    fn is_transposed(self) -> bool;
+    /// Read row by row with the main input: a sparse one is streamed block by block per task
+    /// instead of densified whole.
+    fn is_streamed(self) -> bool;
+}
+
+impl InputRole for InputUse {
+    fn is_skipped(self) -> bool {
+        matches!(self, InputUse::Main | InputUse::Unused)
+    }
+
+    fn is_scalar(self) -> bool {
+        self == InputUse::Scalar
+    }
+
+    fn mismatch(self, r: usize, c: usize, m: usize, n: usize) -> Option<String> {
+        let bad = match self {
+            InputUse::Aligned => (r, c) != (m, n),
+            InputUse::ColVector => r != m || c == 0,
+            InputUse::RowVector => c != n || r == 0,
+            InputUse::RowVectorT => c != m || r == 0,
+            InputUse::ColVectorT => r != n || c == 0,
+            InputUse::Scalar => r * c == 0,
+            InputUse::OuterU => r != m,
+            InputUse::OuterV | InputUse::FinalW => r != n,
+            InputUse::OuterVT => c != n,
+            InputUse::FinalWT => c != m,
+            InputUse::Main | InputUse::Unused => false,
+        };
+        bad.then(|| match self {
+            InputUse::Aligned => format!("{m}x{n}"),
+            InputUse::ColVector => format!("{m}xk (k >= 1)"),
+            InputUse::RowVector => format!("kx{n} (k >= 1)"),
+            InputUse::RowVectorT => format!("kx{m} (k >= 1)"),
+            InputUse::ColVectorT => format!("{n}xk (k >= 1)"),
+            InputUse::Scalar => "non-empty".to_string(),
+            InputUse::OuterU => format!("{m} rows"),
+            InputUse::OuterV | InputUse::FinalW => format!("{n} rows"),
+            InputUse::OuterVT => format!("{n} columns"),
+            InputUse::FinalWT | InputUse::Main | InputUse::Unused => format!("{m} columns"),
+        })
+    }
+
+    fn is_transposed(self) -> bool {
+        matches!(self, InputUse::OuterVT | InputUse::FinalWT)
+    }
+
+    fn is_streamed(self) -> bool {
+        self == InputUse::Aligned
+    }
+}
+
 /// Checks every input against its use and prepares the dense views generated code reads.
-/// `(m, n)` is the main input's shape; `k` the Outer dot length (0 otherwise). The main input
-/// itself (position 0) gets an empty view: entry points read it through
-/// [`KernelArgs::main`]/[`KernelArgs::main_csr`].
-pub(crate) fn prepare<'a>(
+/// `(m, n)` is the main input's shape. The main input itself (position 0) gets an empty view:
+/// entry points read it through [`KernelArgs::main`]/[`KernelArgs::main_csr`].
+pub(crate) fn prepare<'a, U: InputRole>(
     inputs: &[Input<'a>],
-    uses: &[InputUse],
+    uses: &[U],
     m: usize,
     n: usize,
 ) -> Result<Prepared<'a>> {
@@ -227,46 +274,19 @@ pub(crate) fn prepare<'a>(
     let mut store = Vec::with_capacity(inputs.len());
     let mut shapes = Vec::with_capacity(inputs.len());
     let mut streamed = vec![None; inputs.len()];
-    for (pos, (inp, &use_)) in inputs.iter().zip(uses).enumerate() {
-        let shape_err = |what: &str, r: usize, c: usize| {
-            err(format!("input {pos} is {r}x{c}, expected {what}"))
-        };
-        let (vals, shape): (Cow<'a, [f64]>, (usize, usize)) = match (*inp, use_) {
-            (_, InputUse::Main | InputUse::Unused) => (Cow::Borrowed(&[][..]), (0, 0)),
-            (Input::Scalar(s), InputUse::Scalar) => (Cow::Owned(vec![s]), (1, 1)),
-            (Input::Scalar(_), u) => return err(format!("input {pos} is a scalar, read as {u:?}")),
-            (Input::Matrix(x) | Input::FiniteMatrix(x), u) => {
+    for (pos, (inp, &u)) in inputs.iter().zip(uses).enumerate() {
+        let (vals, shape): (Cow<'a, [f64]>, (usize, usize)) = match *inp {
+            _ if u.is_skipped() => (Cow::Borrowed(&[][..]), (0, 0)),
+            Input::Scalar(s) if u.is_scalar() => (Cow::Owned(vec![s]), (1, 1)),
+            Input::Scalar(_) => return err(format!("input {pos} is a scalar, read as {u:?}")),
+            Input::Matrix(x) | Input::FiniteMatrix(x) => {
                 let (r, c) = x.shape();
-                match u {
-                    InputUse::Aligned if (r, c) != (m, n) => {
-                        return shape_err(&format!("{m}x{n}"), r, c)
-                    }
-                    InputUse::ColVector if r != m || c == 0 => {
-                        return shape_err(&format!("{m}xk (k >= 1)"), r, c)
-                    }
-                    InputUse::RowVector if c != n || r == 0 => {
-                        return shape_err(&format!("kx{n} (k >= 1)"), r, c)
-                    }
-                    InputUse::RowVectorT if c != m || r == 0 => {
-                        return shape_err(&format!("kx{m} (k >= 1)"), r, c)
-                    }
-                    InputUse::ColVectorT if r != n || c == 0 => {
-                        return shape_err(&format!("{n}xk (k >= 1)"), r, c)
-                    }
-                    InputUse::Scalar if r * c == 0 => return shape_err("non-empty", r, c),
-                    InputUse::OuterU if r != m => return shape_err(&format!("{m} rows"), r, c),
-                    InputUse::OuterV if r != n => return shape_err(&format!("{n} rows"), r, c),
-                    InputUse::OuterVT if c != n => return shape_err(&format!("{n} columns"), r, c),
-                    InputUse::FinalW if r != n => return shape_err(&format!("{n} rows"), r, c),
-                    InputUse::FinalWT if c != m => return shape_err(&format!("{m} columns"), r, c),
-                    _ => {}
+                if let Some(expected) = u.mismatch(r, c, m, n) {
+                    return err(format!("input {pos} is {r}x{c}, expected {expected}"));
                 }
-                match (u, x) {
-                    // Transposed once so the generated code reads contiguous rows.
-                    (InputUse::OuterVT | InputUse::FinalWT, _) => {
-                        (Cow::Owned(transposed(x)?), (c, r))
-                    }
-                    (InputUse::Aligned, Matrix::Sparse(sp)) if pos > 0 => {
+                match x {
+                    _ if u.is_transposed() => (Cow::Owned(transposed(x)?), (c, r)),
+                    Matrix::Sparse(sp) if u.is_streamed() && pos > 0 => {
                         streamed[pos] = Some(sp);
                         (Cow::Borrowed(&[][..]), (r, c))
                     }

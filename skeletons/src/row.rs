@@ -22,7 +22,6 @@ use lafuse_runtime::kernels::aggregate::Kahan;
 use lafuse_runtime::kernels::dense_result;
 use lafuse_runtime::matrix::count_nnz;
 use lafuse_runtime::Matrix;
-use std::borrow::Cow;
 
 /// What a Row operator writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -136,62 +135,33 @@ impl Shared {
     }
 }
 
-/// Checks every input against its use and prepares what the generated code reads: dense
-/// values (borrowed, densified or transposed), or, for a sparse input read row by row with
-/// the main input, nothing yet (streamed block by block per task).
-fn prepare<'a>(inputs: &[Input<'a>], uses: &[RowInput], m: usize) -> Result<prep::Prepared<'a>> {
-    if inputs.len() != uses.len() {
-        return err(format!(
-            "operator takes {} inputs, got {}",
-            uses.len(),
-            inputs.len()
-        ));
+impl prep::InputRole for RowInput {
+    fn is_skipped(self) -> bool {
+        matches!(self, RowInput::Main | RowInput::Unused)
     }
-    let mut store = Vec::with_capacity(inputs.len());
-    let mut shapes = Vec::with_capacity(inputs.len());
-    let mut streamed = vec![None; inputs.len()];
-    for (pos, (inp, &u)) in inputs.iter().zip(uses).enumerate() {
-        let bad = |what: &str, r: usize, c: usize| {
-            err(format!("input {pos} is {r}x{c}, expected {what}"))
-        };
-        let (vals, shape): (Cow<'a, [f64]>, (usize, usize)) = match (*inp, u) {
-            (_, RowInput::Main | RowInput::Unused) => (Cow::Borrowed(&[][..]), (0, 0)),
-            (Input::Scalar(s), RowInput::Scalar) => (Cow::Owned(vec![s]), (1, 1)),
-            (Input::Scalar(_), u) => return err(format!("input {pos} is a scalar, read as {u:?}")),
-            (Input::Matrix(x) | Input::FiniteMatrix(x), u) => {
-                let (r, c) = x.shape();
-                match u {
-                    RowInput::Rows if r != m => return bad(&format!("{m} rows"), r, c),
-                    RowInput::ColVector if r != m || c == 0 => {
-                        return bad(&format!("{m}xk (k >= 1)"), r, c)
-                    }
-                    RowInput::RowVector if r == 0 => return bad("at least one row", r, c),
-                    RowInput::Scalar if r * c == 0 => return bad("non-empty", r, c),
-                    _ => {}
-                }
-                match (u, x) {
-                    (RowInput::WholeT, _) => (Cow::Owned(prep::transposed(x)?), (c, r)),
-                    (RowInput::Rows, Matrix::Sparse(s)) => {
-                        streamed[pos] = Some(s);
-                        (Cow::Borrowed(&[][..]), (r, c))
-                    }
-                    (_, Matrix::Dense(d)) => (Cow::Borrowed(&d.values[..]), (r, c)),
-                    (_, Matrix::Sparse(s)) => (
-                        Cow::Owned(s.to_dense().map_err(prep::out_of_memory)?.values),
-                        (r, c),
-                    ),
-                }
-            }
-        };
-        store.push(vals);
-        shapes.push(shape);
+
+    fn is_scalar(self) -> bool {
+        self == RowInput::Scalar
     }
-    Ok(prep::Prepared::from_parts(
-        store,
-        shapes,
-        inputs.iter().map(Input::known_finite).collect(),
-        streamed,
-    ))
+
+    /// `n` is not constrained: a Row operator's side inputs have widths of their own.
+    fn mismatch(self, r: usize, c: usize, m: usize, _n: usize) -> Option<String> {
+        match self {
+            RowInput::Rows if r != m => Some(format!("{m} rows")),
+            RowInput::ColVector if r != m || c == 0 => Some(format!("{m}xk (k >= 1)")),
+            RowInput::RowVector if r == 0 => Some("at least one row".to_string()),
+            RowInput::Scalar if r * c == 0 => Some("non-empty".to_string()),
+            _ => None,
+        }
+    }
+
+    fn is_transposed(self) -> bool {
+        self == RowInput::WholeT
+    }
+
+    fn is_streamed(self) -> bool {
+        self == RowInput::Rows
+    }
 }
 
 /// Runs a Row operator. `inputs` by operator input position, the main input first; `layout`
@@ -206,7 +176,7 @@ pub fn execute(
         return err("the main input must be a matrix");
     };
     let (m, n) = main.shape();
-    let prepared = prepare(inputs, &spec.inputs, m)?;
+    let prepared = prep::prepare(inputs, &spec.inputs, m, n)?;
     let views = prepared.views();
     let (or, oc) = (layout.out_rows, layout.out_cols);
     let out_len = match spec.kind {
