@@ -134,10 +134,12 @@ fn pruning_and_caching_keep_the_exhaustive_optimum_on_a_chain() {
     let (sel, report) = gen.optimize(&view, &mut explored.clone());
     let points = report.stats.points;
     assert!(points >= 10, "{report:?}");
-    let mut exhaustive = CostBased::default();
-    exhaustive.cost_pruning = false;
-    exhaustive.structural_pruning = false;
-    exhaustive.plan_caching = false;
+    let exhaustive = CostBased {
+        cost_pruning: false,
+        structural_pruning: false,
+        plan_caching: false,
+        ..CostBased::default()
+    };
     let (sel2, report2) = exhaustive.optimize(&view, &mut explored.clone());
     assert_eq!(
         report2.stats.evaluated,
@@ -162,11 +164,13 @@ fn pruning_and_caching_keep_the_exhaustive_optimum_on_a_chain() {
     assert_eq!(report3.stats.evaluated, report.stats.evaluated);
     assert_eq!(sel3, sel);
     // A budget of evaluated plans bounds the search and marks it approximate.
-    let mut budget = CostBased::default();
-    budget.max_evaluated = Some(3);
-    budget.exact_points = 0;
-    budget.cost_pruning = false;
-    budget.plan_caching = false;
+    let budget = CostBased {
+        max_evaluated: Some(3),
+        exact_points: 0,
+        cost_pruning: false,
+        plan_caching: false,
+        ..CostBased::default()
+    };
     let (sel4, report4) = budget.optimize(&view, &mut explored.clone());
     assert!(
         report4.stats.approximated >= 1,
@@ -227,9 +231,11 @@ fn a_bottleneck_splits_the_search_at_a_cut_set() {
 
     let (sel, report) = gen.optimize(&view, &mut explored.clone());
     assert!(report.stats.skipped_by_structure > 0, "{report:?}");
-    let mut exhaustive = Gen::default();
-    exhaustive.cost_pruning = false;
-    exhaustive.structural_pruning = false;
+    let exhaustive = Gen {
+        cost_pruning: false,
+        structural_pruning: false,
+        ..Gen::default()
+    };
     let (sel2, _) = exhaustive.optimize(&view, &mut explored.clone());
     let (c1, c2) = (sel.cost.unwrap(), sel2.cost.unwrap());
     assert!((c1 - c2).abs() <= 1e-9 * c2, "{c1} vs {c2}");
@@ -283,8 +289,10 @@ fn partitions_of_one_signature_share_a_search() {
     let (sel, report) = CostBased::default().optimize(&view, &mut explored.clone());
     assert_eq!(report.stats.partitions, 2, "{report:?}");
     assert_eq!(report.stats.cache_hits, 1, "{report:?}");
-    let mut uncached = CostBased::default();
-    uncached.plan_caching = false;
+    let uncached = CostBased {
+        plan_caching: false,
+        ..CostBased::default()
+    };
     let (sel2, report2) = uncached.optimize(&view, &mut explored.clone());
     assert_eq!(report2.stats.cache_hits, 0);
     assert_eq!(sel.cost, sel2.cost);

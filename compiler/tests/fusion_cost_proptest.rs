@@ -34,8 +34,10 @@ fn check_gen(dag: &HopDag) -> Result<usize, TestCaseError> {
 
     // The exact search: every partition this test brute-forces stays exact (the default
     // approximates partitions of more than `EXACT_MAX_POINTS` points).
-    let mut gen = CostBased::default();
-    gen.exact_points = MAX_BRUTE_POINTS;
+    let gen = CostBased {
+        exact_points: MAX_BRUTE_POINTS,
+        ..CostBased::default()
+    };
     let mut memo = explored.clone();
     let report = gen.search(&view, &mut memo);
     let prepared = memo.clone();
@@ -98,11 +100,13 @@ fn check_gen(dag: &HopDag) -> Result<usize, TestCaseError> {
     );
 
     // (b) Without cost pruning (and plan cache) the chosen cost is the same.
-    let mut exhaustive = CostBased::default();
-    exhaustive.cost_pruning = false;
-    exhaustive.plan_caching = false;
-    exhaustive.structural_pruning = false;
-    exhaustive.exact_points = MAX_BRUTE_POINTS;
+    let exhaustive = CostBased {
+        cost_pruning: false,
+        plan_caching: false,
+        structural_pruning: false,
+        exact_points: MAX_BRUTE_POINTS,
+        ..CostBased::default()
+    };
     let (sel2, report2) = exhaustive.optimize(&view, &mut explored.clone());
     prop_assert!(
         close(c_gen, sel2.cost.unwrap()),

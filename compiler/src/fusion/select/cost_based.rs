@@ -240,15 +240,14 @@ impl CostBased {
             } else {
                 None
             };
-            let (assignment, cost) = self.search_partition(
-                dag,
-                memo,
-                &part,
-                cut.as_ref(),
-                (heuristic, heuristic_total),
-                &mut cache,
-                &mut report.stats,
-            );
+            let task = PartitionTask {
+                part: &part,
+                cut: cut.as_ref(),
+                heuristic,
+                heuristic_total,
+            };
+            let (assignment, cost) =
+                self.search_partition(dag, memo, &task, &mut cache, &mut report.stats);
             report.partitions.push(PartitionResult {
                 partition: part,
                 assignment,
@@ -282,12 +281,16 @@ impl CostBased {
         &self,
         dag: &FusionDag<'_>,
         memo: &MemoTable,
-        part: &PlanPartition,
-        cut: Option<&CutSet>,
-        ((c0, cn), heuristic_total): ((f64, f64), f64),
+        task: &PartitionTask<'_>,
         cache: &mut PlanCache,
         stats: &mut SearchStats,
     ) -> (Vec<bool>, f64) {
+        let PartitionTask {
+            part,
+            cut,
+            heuristic: (c0, cn),
+            heuristic_total,
+        } = *task;
         let n = part.points.len();
         if n == 0 {
             stats.evaluated += 1;
@@ -367,6 +370,16 @@ impl CostBased {
         }
         (best, best_cost)
     }
+}
+
+/// One partition to search, with what the caller costed for it: its fuse-all and no-fusion
+/// plans, and the heuristic cost of the whole DAG.
+#[derive(Clone, Copy)]
+struct PartitionTask<'p> {
+    part: &'p PlanPartition,
+    cut: Option<&'p CutSet>,
+    heuristic: (f64, f64),
+    heuristic_total: f64,
 }
 
 /// Moves a cut set's points to the front of the partition's search order (reference 4.8
