@@ -297,3 +297,26 @@ fn partitions_of_one_signature_share_a_search() {
     assert_eq!(report2.stats.cache_hits, 0);
     assert_eq!(sel.cost, sel2.cost);
 }
+
+/// Architecture invariant: the compiler is pure and deterministic. One selector optimizes a
+/// DAG alone and after other DAGs (of partitions of the same signature, which a plan cache
+/// outliving one search would answer): the plan and the search's work are the same.
+#[test]
+fn a_dags_plan_does_not_depend_on_dags_optimized_before_it() {
+    let dag = chain(6);
+    let view = FusionDag::new(&dag).unwrap();
+    let explored = explore(&view, &ExploreOptions::default());
+    let fresh = CostBased::default();
+    let (alone, alone_report) = fresh.optimize(&view, &mut explored.clone());
+    let used = CostBased::default();
+    for other in [chains(6, 2), chain(6)] {
+        let other_view = FusionDag::new(&other).unwrap();
+        used.optimize(
+            &other_view,
+            &mut explore(&other_view, &ExploreOptions::default()),
+        );
+    }
+    let (after, after_report) = used.optimize(&view, &mut explored.clone());
+    assert_eq!(after, alone);
+    assert_eq!(after_report.explain(), alone_report.explain());
+}
