@@ -1,7 +1,8 @@
 //! The engine's error type: a compile error or a runtime error, located in the script.
 
-use lafuse_compiler::error::{CompileError, Fault};
+use lafuse_compiler::error::CompileError;
 use lafuse_compiler::span::{SourceFile, Span};
+use lafuse_core::Fault;
 use lafuse_runtime::RuntimeError;
 use thiserror::Error;
 
@@ -37,12 +38,8 @@ impl Error {
     /// Who has to act on this error.
     pub fn fault(&self) -> Fault {
         match self {
-            Error::Compile(errors) => errors.first().map_or(Fault::Internal, |e| e.fault),
-            Error::Runtime { error, .. } => match error {
-                RuntimeError::User(_) | RuntimeError::Resource(_) => Fault::User,
-                RuntimeError::Unsupported(_) => Fault::Unsupported,
-                RuntimeError::Internal(_) => Fault::Internal,
-            },
+            Error::Compile(errors) => errors.first().map_or(Fault::Internal, CompileError::fault),
+            Error::Runtime { error, .. } => error.fault(),
             Error::Usage(_) => Fault::User,
         }
     }

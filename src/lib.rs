@@ -30,6 +30,8 @@ pub use error::Error;
 pub use fused::FusionBackend;
 pub use lafuse_compiler::fusion::CostModel;
 pub use lafuse_compiler::span::SourceFile;
+/// Who has to act on an [`Error`] ([`Error::fault`]).
+pub use lafuse_core::Fault;
 pub use stats::Stats;
 
 use lafuse_compiler::fusion;

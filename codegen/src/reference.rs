@@ -24,6 +24,7 @@ use lafuse_compiler::fusion::cplan::{
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
 use lafuse_compiler::hops::{AggOp, BinaryOp, Direction, Literal, NaryOp, TernaryOp};
 use lafuse_compiler::stack::with_stack;
+use lafuse_core::Fault;
 use lafuse_runtime::kernels::{self, matrix_cell};
 use lafuse_runtime::ops::{java_max, java_min};
 use lafuse_runtime::Matrix;
@@ -45,6 +46,16 @@ pub enum EvalError {
     Invalid(String),
     /// An output (of a size the script decides) more memory than the machine can give.
     OutOfMemory(String),
+}
+
+impl EvalError {
+    /// Who has to act on this error: a plan that does not match its inputs is lafuse's bug.
+    pub fn fault(&self) -> Fault {
+        match self {
+            EvalError::Invalid(_) => Fault::Internal,
+            EvalError::OutOfMemory(_) => Fault::Resource,
+        }
+    }
 }
 
 impl fmt::Display for EvalError {

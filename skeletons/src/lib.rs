@@ -26,6 +26,7 @@ pub use magg::{MAggKernels, MAggSpec};
 pub use outer::{OuterKernels, OuterSpec};
 pub use prep::Input;
 
+use lafuse_core::Fault;
 use std::fmt;
 
 /// The output shape class of a Cell operator.
@@ -115,6 +116,16 @@ pub enum SkeletonError {
 }
 
 impl SkeletonError {
+    /// Who has to act on this error: inputs that do not match the operator are lafuse's
+    /// doing (the engine checked the script's shapes before it called the operator), an
+    /// output that does not fit in memory is a resource error.
+    pub fn fault(&self) -> Fault {
+        match self {
+            SkeletonError::Invalid(_) => Fault::Internal,
+            SkeletonError::OutOfMemory(_) => Fault::Resource,
+        }
+    }
+
     /// The message.
     pub fn message(&self) -> &str {
         match self {

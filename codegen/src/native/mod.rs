@@ -39,6 +39,7 @@ use lafuse_compiler::fusion::cplan::{
     Access, CNode, CNodeId, CPlan, InputKind, OuterType, TemplateSpec,
 };
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
+use lafuse_core::Fault;
 use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
@@ -73,6 +74,17 @@ impl fmt::Display for CodegenError {
 }
 
 impl std::error::Error for CodegenError {}
+
+impl CodegenError {
+    /// Who has to act on this error.
+    pub fn fault(&self) -> Fault {
+        match self {
+            CodegenError::Unsupported(_) => Fault::Unsupported,
+            CodegenError::Internal(_) => Fault::Internal,
+            CodegenError::OutOfMemory(_) => Fault::Resource,
+        }
+    }
+}
 
 /// Where one compilation's time went (the phases of [`compile`], in order).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
