@@ -2,7 +2,7 @@
 //! execution and partial-aggregate merging.
 
 use crate::abi::{CsrView, DenseView, KernelArgs, KernelFn};
-use crate::{err, AggKind, InputUse, Result};
+use crate::{err, AggKind, InputUse, Result, ShapeNeed, SkeletonError};
 use lafuse_runtime::kernels::aggregate::Kahan;
 use lafuse_runtime::matrix::{BLOCK_CELLS, PAR_THRESHOLD};
 use lafuse_runtime::{Matrix, SparseMatrix};
@@ -120,9 +120,11 @@ impl<'a> Prepared<'a> {
         match per_task.and_then(|c| c.checked_mul(tasks.max(1))) {
             Some(cells) if cells.saturating_mul(8) < PROBED_BYTES => Ok(()),
             Some(cells) => output_unzeroed(cells).map(drop),
-            None => Err(crate::SkeletonError::OutOfMemory(format!(
-                "the row buffers of a {n}-column input overflow the address space"
-            ))),
+            None => Err(crate::SkeletonError::OutOfMemory(
+                lafuse_runtime::RuntimeError::Resource(format!(
+                    "the row buffers of a {n}-column input overflow the address space"
+                )),
+            )),
         }
     }
 
@@ -201,10 +203,7 @@ fn dense_values(m: &Matrix) -> Result<Cow<'_, [f64]>> {
 pub(crate) fn transposed(m: &Matrix) -> Result<Vec<f64>> {
     lafuse_runtime::kernels::transpose(m)
         .and_then(Matrix::into_dense_values)
-        .map_err(|e| match e {
-            lafuse_runtime::RuntimeError::Resource(_) => out_of_memory(e),
-            e => crate::SkeletonError::Invalid(e.to_string()),
-        })
+        .map_err(kernel_error)
 }
 
 /// Checks every input against its use and prepares the dense views generated code reads.
@@ -218,47 +217,56 @@ pub(crate) fn prepare<'a>(
     n: usize,
 ) -> Result<Prepared<'a>> {
     if inputs.len() != uses.len() {
-        return err(format!(
-            "operator takes {} inputs, got {}",
-            uses.len(),
-            inputs.len()
-        ));
+        return err(SkeletonError::InputCount {
+            expected: uses.len(),
+            got: inputs.len(),
+        });
     }
     let mut store = Vec::with_capacity(inputs.len());
     let mut shapes = Vec::with_capacity(inputs.len());
     let mut streamed = vec![None; inputs.len()];
     for (pos, (inp, &use_)) in inputs.iter().zip(uses).enumerate() {
-        let shape_err = |what: &str, r: usize, c: usize| {
-            err(format!("input {pos} is {r}x{c}, expected {what}"))
+        let shape_err = |need: ShapeNeed, rows: usize, cols: usize| {
+            err(SkeletonError::InputShape {
+                pos,
+                rows,
+                cols,
+                need,
+            })
         };
         let (vals, shape): (Cow<'a, [f64]>, (usize, usize)) = match (*inp, use_) {
             (_, InputUse::Main | InputUse::Unused) => (Cow::Borrowed(&[][..]), (0, 0)),
             (Input::Scalar(s), InputUse::Scalar) => (Cow::Owned(vec![s]), (1, 1)),
-            (Input::Scalar(_), u) => return err(format!("input {pos} is a scalar, read as {u:?}")),
+            (Input::Scalar(_), u) => {
+                return err(SkeletonError::ScalarInput {
+                    pos,
+                    read_as: format!("{u:?}"),
+                })
+            }
             (Input::Matrix(x) | Input::FiniteMatrix(x), u) => {
                 let (r, c) = x.shape();
                 match u {
                     InputUse::Aligned if (r, c) != (m, n) => {
-                        return shape_err(&format!("{m}x{n}"), r, c)
+                        return shape_err(ShapeNeed::Exactly(m, n), r, c)
                     }
                     InputUse::ColVector if r != m || c == 0 => {
-                        return shape_err(&format!("{m}xk (k >= 1)"), r, c)
+                        return shape_err(ShapeNeed::RowsByAny(m), r, c)
                     }
                     InputUse::RowVector if c != n || r == 0 => {
-                        return shape_err(&format!("kx{n} (k >= 1)"), r, c)
+                        return shape_err(ShapeNeed::AnyByCols(n), r, c)
                     }
                     InputUse::RowVectorT if c != m || r == 0 => {
-                        return shape_err(&format!("kx{m} (k >= 1)"), r, c)
+                        return shape_err(ShapeNeed::AnyByCols(m), r, c)
                     }
                     InputUse::ColVectorT if r != n || c == 0 => {
-                        return shape_err(&format!("{n}xk (k >= 1)"), r, c)
+                        return shape_err(ShapeNeed::RowsByAny(n), r, c)
                     }
-                    InputUse::Scalar if r * c == 0 => return shape_err("non-empty", r, c),
-                    InputUse::OuterU if r != m => return shape_err(&format!("{m} rows"), r, c),
-                    InputUse::OuterV if r != n => return shape_err(&format!("{n} rows"), r, c),
-                    InputUse::OuterVT if c != n => return shape_err(&format!("{n} columns"), r, c),
-                    InputUse::FinalW if r != n => return shape_err(&format!("{n} rows"), r, c),
-                    InputUse::FinalWT if c != m => return shape_err(&format!("{m} columns"), r, c),
+                    InputUse::Scalar if r * c == 0 => return shape_err(ShapeNeed::NonEmpty, r, c),
+                    InputUse::OuterU if r != m => return shape_err(ShapeNeed::Rows(m), r, c),
+                    InputUse::OuterV if r != n => return shape_err(ShapeNeed::Rows(n), r, c),
+                    InputUse::OuterVT if c != n => return shape_err(ShapeNeed::Cols(n), r, c),
+                    InputUse::FinalW if r != n => return shape_err(ShapeNeed::Rows(n), r, c),
+                    InputUse::FinalWT if c != m => return shape_err(ShapeNeed::Cols(m), r, c),
                     _ => {}
                 }
                 match (u, x) {
@@ -472,10 +480,16 @@ pub(crate) fn output_unzeroed(n: usize) -> crate::Result<Vec<f64>> {
 }
 
 pub(crate) fn out_of_memory(e: lafuse_runtime::RuntimeError) -> crate::SkeletonError {
-    crate::SkeletonError::OutOfMemory(match e {
-        lafuse_runtime::RuntimeError::Resource(why) => why,
-        other => other.to_string(),
-    })
+    crate::SkeletonError::OutOfMemory(e)
+}
+
+/// A failed runtime kernel: out of memory, or (any other failure) a call of ours that does
+/// not match the kernel.
+pub(crate) fn kernel_error(e: lafuse_runtime::RuntimeError) -> crate::SkeletonError {
+    match e {
+        lafuse_runtime::RuntimeError::Resource(_) => out_of_memory(e),
+        e => crate::SkeletonError::Runtime(e),
+    }
 }
 
 /// Rows `[rl, ru)` of a sparse main input as a dense block (for calls that must see every

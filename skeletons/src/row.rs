@@ -17,7 +17,7 @@
 
 use crate::abi::KernelArgs;
 use crate::prep::{self, densify_rows, for_tasks, partition, SharedOut};
-use crate::{err, Input, LazyEntry, Result};
+use crate::{err, Input, LazyEntry, Result, ShapeNeed, SkeletonError};
 use lafuse_runtime::kernels::aggregate::Kahan;
 use lafuse_runtime::kernels::dense_result;
 use lafuse_runtime::matrix::count_nnz;
@@ -141,32 +141,41 @@ impl Shared {
 /// the main input, nothing yet (streamed block by block per task).
 fn prepare<'a>(inputs: &[Input<'a>], uses: &[RowInput], m: usize) -> Result<prep::Prepared<'a>> {
     if inputs.len() != uses.len() {
-        return err(format!(
-            "operator takes {} inputs, got {}",
-            uses.len(),
-            inputs.len()
-        ));
+        return err(SkeletonError::InputCount {
+            expected: uses.len(),
+            got: inputs.len(),
+        });
     }
     let mut store = Vec::with_capacity(inputs.len());
     let mut shapes = Vec::with_capacity(inputs.len());
     let mut streamed = vec![None; inputs.len()];
     for (pos, (inp, &u)) in inputs.iter().zip(uses).enumerate() {
-        let bad = |what: &str, r: usize, c: usize| {
-            err(format!("input {pos} is {r}x{c}, expected {what}"))
+        let bad = |need: ShapeNeed, rows: usize, cols: usize| {
+            err(SkeletonError::InputShape {
+                pos,
+                rows,
+                cols,
+                need,
+            })
         };
         let (vals, shape): (Cow<'a, [f64]>, (usize, usize)) = match (*inp, u) {
             (_, RowInput::Main | RowInput::Unused) => (Cow::Borrowed(&[][..]), (0, 0)),
             (Input::Scalar(s), RowInput::Scalar) => (Cow::Owned(vec![s]), (1, 1)),
-            (Input::Scalar(_), u) => return err(format!("input {pos} is a scalar, read as {u:?}")),
+            (Input::Scalar(_), u) => {
+                return err(SkeletonError::ScalarInput {
+                    pos,
+                    read_as: format!("{u:?}"),
+                })
+            }
             (Input::Matrix(x) | Input::FiniteMatrix(x), u) => {
                 let (r, c) = x.shape();
                 match u {
-                    RowInput::Rows if r != m => return bad(&format!("{m} rows"), r, c),
+                    RowInput::Rows if r != m => return bad(ShapeNeed::Rows(m), r, c),
                     RowInput::ColVector if r != m || c == 0 => {
-                        return bad(&format!("{m}xk (k >= 1)"), r, c)
+                        return bad(ShapeNeed::RowsByAny(m), r, c)
                     }
-                    RowInput::RowVector if r == 0 => return bad("at least one row", r, c),
-                    RowInput::Scalar if r * c == 0 => return bad("non-empty", r, c),
+                    RowInput::RowVector if r == 0 => return bad(ShapeNeed::SomeRow, r, c),
+                    RowInput::Scalar if r * c == 0 => return bad(ShapeNeed::NonEmpty, r, c),
                     _ => {}
                 }
                 match (u, x) {
@@ -203,7 +212,7 @@ pub fn execute(
     layout: &RowLayout,
 ) -> Result<Matrix> {
     let Some(main) = inputs.first().and_then(Input::as_matrix) else {
-        return err("the main input must be a matrix");
+        return err(SkeletonError::MainNotMatrix);
     };
     let (m, n) = main.shape();
     let prepared = prepare(inputs, &spec.inputs, m)?;
@@ -212,20 +221,23 @@ pub fn execute(
     let out_len = match spec.kind {
         RowKind::RowWise => {
             if or != m {
-                return err(format!("a row-wise output has {m} rows, not {or}"));
+                return err(SkeletonError::RowWiseRows {
+                    rows: m,
+                    out_rows: or,
+                });
             }
             or * oc
         }
         RowKind::ColSum => {
             if or != 1 {
-                return err("a column aggregate has one row");
+                return err(SkeletonError::ColAggRows);
             }
             oc
         }
         RowKind::Outer => or * oc,
         RowKind::FullAgg => {
             if (or, oc) != (1, 1) {
-                return err("a full aggregate is 1x1");
+                return err(SkeletonError::FullAggShape);
             }
             2
         }

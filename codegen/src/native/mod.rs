@@ -1011,9 +1011,10 @@ impl NativeOperator {
         // own error (not the skeleton's wrapping of it) is returned.
         let failed: [AtomicBool; 3] = Default::default();
         let addr = |entry: Entry| -> Result<usize, SkeletonError> {
-            self.code(entry).map(|c| c.kernel).map_err(|e| {
+            self.code(entry).map(|c| c.kernel).map_err(|_| {
                 failed[entry as usize].store(true, Ordering::Relaxed);
-                SkeletonError::Invalid(e.to_string())
+                // The compiler's own error is returned (see `sk`); the skeleton only stops.
+                SkeletonError::EntryUnavailable
             })
         };
         // SAFETY (all): the entry points of Cell, MultiAgg and Outer are generated with the
@@ -1034,8 +1035,8 @@ impl NativeOperator {
         );
         let (dense_row_fn, csr_row_fn) = (row_fn(Entry::Dense), row_fn(Entry::Csr));
         let sk = |e: SkeletonError| {
-            if let SkeletonError::OutOfMemory(s) = e {
-                return CodegenError::OutOfMemory(s);
+            if let SkeletonError::OutOfMemory(_) = e {
+                return CodegenError::OutOfMemory(e.to_string());
             }
             for entry in [Entry::Dense, Entry::Csr, Entry::EveryCell] {
                 if let (true, Some(Err(ce))) = (
@@ -1045,7 +1046,7 @@ impl NativeOperator {
                     return ce.clone();
                 }
             }
-            CodegenError::Internal(e.message().to_string())
+            CodegenError::Internal(e.to_string())
         };
         let out = match &self.kind {
             Kind::Cell(spec) => {
