@@ -20,6 +20,13 @@ pub enum Error {
     /// The script file itself cannot be read, or an argument is malformed.
     #[error("{0}")]
     Usage(String),
+    /// A valid request outside a script that lafuse does not implement (an explain format or
+    /// level this build cannot give); names the construct.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// A bug in lafuse outside a script's execution (explain, calibrate).
+    #[error("internal: {0}")]
+    Internal(String),
 }
 
 impl From<CompileError> for Error {
@@ -41,6 +48,8 @@ impl Error {
             Error::Compile(errors) => errors.first().map_or(Fault::Internal, CompileError::fault),
             Error::Runtime { error, .. } => error.fault(),
             Error::Usage(_) => Fault::User,
+            Error::Unsupported(_) => Fault::Unsupported,
+            Error::Internal(_) => Fault::Internal,
         }
     }
 
@@ -67,6 +76,7 @@ impl Error {
                 as_diagnostic.render(source)
             }
             Error::Usage(message) => format!("error: {message}\n"),
+            Error::Unsupported(_) | Error::Internal(_) => format!("error: {self}\n"),
         }
     }
 }

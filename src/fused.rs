@@ -12,6 +12,7 @@ use lafuse_codegen::reference::{self, Operand};
 use lafuse_compiler::fusion::cplan::{construct_cplans, CPlan, FusedOperator};
 use lafuse_compiler::fusion::{self, CostModel};
 use lafuse_compiler::hops::{HopDag, HopId};
+use lafuse_core::Fault;
 use lafuse_runtime::{Matrix, Operator, OperatorInput, RuntimeError};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -359,11 +360,9 @@ impl RunnableOperator {
     /// A reference evaluation's failure: a resource error where an output does not fit in
     /// memory (the script's doing), an internal one otherwise (the plan is ours).
     fn reference_error(&self, e: reference::EvalError) -> RuntimeError {
-        match e {
-            reference::EvalError::OutOfMemory(why) => {
-                RuntimeError::Resource(format!("{}: {why}", self.opcode))
-            }
-            e => RuntimeError::internal(format!("{}: {e}", self.opcode)),
+        match e.fault() {
+            Fault::Resource => RuntimeError::Resource(format!("{}: {e}", self.opcode)),
+            _ => RuntimeError::internal(format!("{}: {e}", self.opcode)),
         }
     }
 }
@@ -408,8 +407,8 @@ impl Operator for RunnableOperator {
                         reference::evaluate(&self.plan, &operands, &self.out_shapes)
                             .map_err(|e| self.reference_error(e))?
                     }
-                    Err(lafuse_codegen::native::CodegenError::OutOfMemory(why)) => {
-                        return Err(RuntimeError::Resource(format!("{}: {why}", self.opcode)))
+                    Err(e) if e.fault() == Fault::Resource => {
+                        return Err(RuntimeError::Resource(format!("{}: {e}", self.opcode)))
                     }
                     Err(e) => return Err(RuntimeError::internal(format!("{}: {e}", self.opcode))),
                 }

@@ -27,7 +27,7 @@ use lafuse_compiler::stack::with_stack;
 use lafuse_core::Fault;
 use lafuse_runtime::kernels::{self, matrix_cell};
 use lafuse_runtime::ops::{java_max, java_min};
-use lafuse_runtime::Matrix;
+use lafuse_runtime::{Matrix, RuntimeError};
 use std::fmt;
 
 /// An input value of a fused operator.
@@ -40,20 +40,23 @@ pub enum Operand<'a> {
 }
 
 /// Why a CPlan could not be evaluated.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum EvalError {
     /// A malformed plan, or inputs that do not match it.
     Invalid(String),
-    /// An output (of a size the script decides) more memory than the machine can give.
-    OutOfMemory(String),
+    /// A runtime kernel failed: an output (of a size the script decides) more memory than the
+    /// machine can give, or a call of ours that does not match the kernel.
+    Runtime(RuntimeError),
 }
 
 impl EvalError {
-    /// Who has to act on this error: a plan that does not match its inputs is lafuse's bug.
+    /// Who has to act on this error: a plan that does not match its inputs is lafuse's bug;
+    /// an output larger than memory is a resource error.
     pub fn fault(&self) -> Fault {
         match self {
             EvalError::Invalid(_) => Fault::Internal,
-            EvalError::OutOfMemory(_) => Fault::Resource,
+            EvalError::Runtime(RuntimeError::Resource(_)) => Fault::Resource,
+            EvalError::Runtime(_) => Fault::Internal,
         }
     }
 }
@@ -62,7 +65,8 @@ impl fmt::Display for EvalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EvalError::Invalid(why) => write!(f, "reference evaluation: {why}"),
-            EvalError::OutOfMemory(why) => f.write_str(why),
+            EvalError::Runtime(RuntimeError::Resource(why)) => f.write_str(why),
+            EvalError::Runtime(e) => write!(f, "reference evaluation: {e}"),
         }
     }
 }
@@ -76,10 +80,7 @@ fn err<T>(msg: impl Into<String>) -> Result<T> {
 }
 
 fn rt<T>(r: lafuse_runtime::Result<T>) -> Result<T> {
-    r.map_err(|e| match e {
-        lafuse_runtime::RuntimeError::Resource(why) => EvalError::OutOfMemory(why),
-        e => EvalError::Invalid(e.to_string()),
-    })
+    r.map_err(EvalError::Runtime)
 }
 
 /// Evaluates `plan` on `inputs` (by CPlan input position, main input first). `out_shapes`

@@ -40,7 +40,7 @@ use lafuse_compiler::fusion::cplan::{
 };
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
 use lafuse_core::Fault;
-use lafuse_runtime::{Matrix, ValueRange};
+use lafuse_runtime::{Matrix, RuntimeError, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
     cell as sk_cell, magg as sk_magg, outer as sk_outer, row as sk_row, AggKind, CellKernels,
@@ -53,14 +53,18 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Why an operator could not be compiled or run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum CodegenError {
     /// A valid plan or call this backend does not implement (names the construct).
     Unsupported(String),
     /// A bug, an LLVM failure, or inputs that do not match the operator.
     Internal(String),
-    /// An output larger than the memory the machine can give (the script's sizes).
-    OutOfMemory(String),
+    /// The skeleton refused the call: an output larger than the memory the machine can give
+    /// (the script's sizes), or a call that does not match the operator (a bug).
+    Skeleton(SkeletonError),
+    /// A runtime kernel the operator calls failed: out of memory, or a call of ours that does
+    /// not match it.
+    Runtime(RuntimeError),
 }
 
 impl fmt::Display for CodegenError {
@@ -68,7 +72,10 @@ impl fmt::Display for CodegenError {
         match self {
             CodegenError::Unsupported(s) => write!(f, "unsupported: {s}"),
             CodegenError::Internal(s) => write!(f, "internal error: {s}"),
-            CodegenError::OutOfMemory(s) => f.write_str(s),
+            CodegenError::Skeleton(e) if e.fault() == Fault::Resource => write!(f, "{e}"),
+            CodegenError::Runtime(RuntimeError::Resource(why)) => f.write_str(why),
+            CodegenError::Skeleton(e) => write!(f, "internal error: {e}"),
+            CodegenError::Runtime(e) => write!(f, "internal error: {e}"),
         }
     }
 }
@@ -81,7 +88,9 @@ impl CodegenError {
         match self {
             CodegenError::Unsupported(_) => Fault::Unsupported,
             CodegenError::Internal(_) => Fault::Internal,
-            CodegenError::OutOfMemory(_) => Fault::Resource,
+            CodegenError::Skeleton(e) => e.fault(),
+            CodegenError::Runtime(RuntimeError::Resource(_)) => Fault::Resource,
+            CodegenError::Runtime(_) => Fault::Internal,
         }
     }
 }
@@ -1035,8 +1044,8 @@ impl NativeOperator {
         );
         let (dense_row_fn, csr_row_fn) = (row_fn(Entry::Dense), row_fn(Entry::Csr));
         let sk = |e: SkeletonError| {
-            if let SkeletonError::OutOfMemory(_) = e {
-                return CodegenError::OutOfMemory(e.to_string());
+            if e.fault() == Fault::Resource {
+                return CodegenError::Skeleton(e);
             }
             for entry in [Entry::Dense, Entry::Csr, Entry::EveryCell] {
                 if let (true, Some(Err(ce))) = (
@@ -1046,7 +1055,7 @@ impl NativeOperator {
                     return ce.clone();
                 }
             }
-            CodegenError::Internal(e.to_string())
+            CodegenError::Skeleton(e)
         };
         let out = match &self.kind {
             Kind::Cell(spec) => {
@@ -1086,10 +1095,8 @@ impl NativeOperator {
             // A body over a transposed vector main input walked its cells in the main
             // input's shape: the same cells, relabelled (see `transposed_frame`).
             if m.shape() == (s.1, s.0) && (s.0 == 1 || s.1 == 1) && self.transposed_frame {
-                *m = lafuse_runtime::kernels::reshape(m, s.0, s.1, true).map_err(|e| match e {
-                    lafuse_runtime::RuntimeError::Resource(why) => CodegenError::OutOfMemory(why),
-                    e => CodegenError::Internal(e.to_string()),
-                })?;
+                *m = lafuse_runtime::kernels::reshape(m, s.0, s.1, true)
+                    .map_err(CodegenError::Runtime)?;
             }
             if m.shape() != s {
                 return Err(CodegenError::Internal(format!(
