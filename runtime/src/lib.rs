@@ -1,6 +1,7 @@
 //! lafuse runtime: matrix data, unfused kernels, instruction executor, lineage.
 //!
-//! Architecture invariant: this crate knows nothing of planning or code generation.
+//! Architecture invariant: this crate knows nothing of planning or code generation; of
+//! lafuse's crates it depends on `lafuse-core` only (the operation vocabulary and faults).
 
 pub mod datagen;
 pub mod error;
