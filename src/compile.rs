@@ -9,13 +9,12 @@ use crate::fused::{Fuser, PlannedOperator};
 use crate::ScriptArgs;
 use lafuse_compiler::ast;
 use lafuse_compiler::hops::{
-    self, AggOp, BinaryOp, CastOp, CumulativeOp, DataGenOp, HopDag, HopId, Literal, MetaOp, NaryOp,
-    OpKind, ReorgOp, TernaryOp, UnaryOp,
+    self, BinaryOp, CastOp, CumulativeOp, DataGenOp, HopDag, HopId, Literal, MetaOp, NaryOp,
+    OpKind, ReorgOp, TernaryOp,
 };
 use lafuse_compiler::stack::with_stack;
 use lafuse_compiler::CompileError;
 use lafuse_runtime::exec::{FusedOutput, Instruction, Op, Reg, SymbolTable};
-use lafuse_runtime::ops as rt;
 use lafuse_runtime::value::{ScalarType, Value};
 use std::sync::Arc;
 
@@ -653,11 +652,11 @@ impl Lowering<'_> {
                 DataGenOp::Sinit => Op::MatrixFromString,
                 DataGenOp::Time => Op::Time,
             },
-            OpKind::Unary(op) => Op::Unary(unary_op(*op)),
-            OpKind::Binary(op) => Op::Binary(binary_op(*op)),
+            OpKind::Unary(op) => Op::Unary(*op),
+            OpKind::Binary(op) => Op::Binary(*op),
             OpKind::Ternary(TernaryOp::IfElse) => Op::IfElse,
             OpKind::Ternary(TernaryOp::Replace) => Op::Replace,
-            OpKind::AggUnary { op, dir } => Op::Aggregate(agg_op(*op), direction(*dir)),
+            OpKind::AggUnary { op, dir } => Op::Aggregate(*op, *dir),
             OpKind::MatMul if transposed_left.is_some() => {
                 let a = transposed_left.map_or(inputs[0], |a| a.0 as Reg);
                 if a == inputs[1] {
@@ -675,8 +674,8 @@ impl Lowering<'_> {
             OpKind::LeftIndex => Op::LeftIndex,
             OpKind::Nary(NaryOp::Cbind) => Op::Cbind,
             OpKind::Nary(NaryOp::Rbind) => Op::Rbind,
-            OpKind::Nary(NaryOp::Min) => Op::NaryMinMax(rt::BinaryOp::Min),
-            OpKind::Nary(NaryOp::Max) => Op::NaryMinMax(rt::BinaryOp::Max),
+            OpKind::Nary(NaryOp::Min) => Op::NaryMinMax(BinaryOp::Min),
+            OpKind::Nary(NaryOp::Max) => Op::NaryMinMax(BinaryOp::Max),
             OpKind::Cast(CastOp::AsScalar) => Op::CastToScalar,
             OpKind::Cast(CastOp::AsMatrix) => Op::CastToMatrix,
             OpKind::Cast(CastOp::AsDouble) => Op::CastScalar(ScalarType::Double),
@@ -723,72 +722,5 @@ fn literal_value(l: &Literal) -> Value {
         Literal::Int(v) => Value::Int(*v),
         Literal::Bool(v) => Value::Bool(*v),
         Literal::Str(s) => Value::str(s.as_str()),
-    }
-}
-
-fn unary_op(op: UnaryOp) -> rt::UnaryOp {
-    match op {
-        UnaryOp::Neg => rt::UnaryOp::Neg,
-        UnaryOp::Not => rt::UnaryOp::Not,
-        UnaryOp::Abs => rt::UnaryOp::Abs,
-        UnaryOp::Exp => rt::UnaryOp::Exp,
-        UnaryOp::Log => rt::UnaryOp::Log,
-        UnaryOp::Sqrt => rt::UnaryOp::Sqrt,
-        UnaryOp::Round => rt::UnaryOp::Round,
-        UnaryOp::Floor => rt::UnaryOp::Floor,
-        UnaryOp::Ceil => rt::UnaryOp::Ceil,
-        UnaryOp::Sign => rt::UnaryOp::Sign,
-        UnaryOp::Sin => rt::UnaryOp::Sin,
-        UnaryOp::Cos => rt::UnaryOp::Cos,
-        UnaryOp::Tan => rt::UnaryOp::Tan,
-        UnaryOp::Asin => rt::UnaryOp::Asin,
-        UnaryOp::Acos => rt::UnaryOp::Acos,
-        UnaryOp::Atan => rt::UnaryOp::Atan,
-        UnaryOp::Sinh => rt::UnaryOp::Sinh,
-        UnaryOp::Cosh => rt::UnaryOp::Cosh,
-        UnaryOp::Tanh => rt::UnaryOp::Tanh,
-        UnaryOp::Sigmoid => rt::UnaryOp::Sigmoid,
-    }
-}
-
-fn binary_op(op: BinaryOp) -> rt::BinaryOp {
-    match op {
-        BinaryOp::Add => rt::BinaryOp::Add,
-        BinaryOp::Sub => rt::BinaryOp::Sub,
-        BinaryOp::Mul => rt::BinaryOp::Mul,
-        BinaryOp::Div => rt::BinaryOp::Div,
-        BinaryOp::Pow => rt::BinaryOp::Pow,
-        BinaryOp::Mod => rt::BinaryOp::Mod,
-        BinaryOp::IntDiv => rt::BinaryOp::IntDiv,
-        BinaryOp::Lt => rt::BinaryOp::Lt,
-        BinaryOp::Le => rt::BinaryOp::Le,
-        BinaryOp::Gt => rt::BinaryOp::Gt,
-        BinaryOp::Ge => rt::BinaryOp::Ge,
-        BinaryOp::Eq => rt::BinaryOp::Eq,
-        BinaryOp::Ne => rt::BinaryOp::Ne,
-        BinaryOp::And => rt::BinaryOp::And,
-        BinaryOp::Or => rt::BinaryOp::Or,
-        BinaryOp::Min => rt::BinaryOp::Min,
-        BinaryOp::Max => rt::BinaryOp::Max,
-        BinaryOp::Log => rt::BinaryOp::Log,
-    }
-}
-
-fn agg_op(op: AggOp) -> rt::AggOp {
-    match op {
-        AggOp::Sum => rt::AggOp::Sum,
-        AggOp::Mean => rt::AggOp::Mean,
-        AggOp::Min => rt::AggOp::Min,
-        AggOp::Max => rt::AggOp::Max,
-        AggOp::Prod => rt::AggOp::Prod,
-        AggOp::Var => rt::AggOp::Var,
-    }
-}
-
-fn direction(dir: hops::Direction) -> rt::Direction {
-    match dir {
-        hops::Direction::Full => rt::Direction::Full,
-        hops::Direction::Row => rt::Direction::Row,
-        hops::Direction::Col => rt::Direction::Col,
     }
 }

@@ -1,7 +1,8 @@
 //! The engine's error type: a compile error or a runtime error, located in the script.
 
-use lafuse_compiler::error::{CompileError, Fault};
+use lafuse_compiler::error::CompileError;
 use lafuse_compiler::span::{SourceFile, Span};
+use lafuse_core::Fault;
 use lafuse_runtime::RuntimeError;
 use thiserror::Error;
 
@@ -19,6 +20,13 @@ pub enum Error {
     /// The script file itself cannot be read, or an argument is malformed.
     #[error("{0}")]
     Usage(String),
+    /// A valid request outside a script that lafuse does not implement (an explain format or
+    /// level this build cannot give); names the construct.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// A bug in lafuse outside a script's execution (explain, calibrate).
+    #[error("internal: {0}")]
+    Internal(String),
 }
 
 impl From<CompileError> for Error {
@@ -37,13 +45,11 @@ impl Error {
     /// Who has to act on this error.
     pub fn fault(&self) -> Fault {
         match self {
-            Error::Compile(errors) => errors.first().map_or(Fault::Internal, |e| e.fault),
-            Error::Runtime { error, .. } => match error {
-                RuntimeError::User(_) | RuntimeError::Resource(_) => Fault::User,
-                RuntimeError::Unsupported(_) => Fault::Unsupported,
-                RuntimeError::Internal(_) => Fault::Internal,
-            },
+            Error::Compile(errors) => errors.first().map_or(Fault::Internal, CompileError::fault),
+            Error::Runtime { error, .. } => error.fault(),
             Error::Usage(_) => Fault::User,
+            Error::Unsupported(_) => Fault::Unsupported,
+            Error::Internal(_) => Fault::Internal,
         }
     }
 
@@ -70,6 +76,7 @@ impl Error {
                 as_diagnostic.render(source)
             }
             Error::Usage(message) => format!("error: {message}\n"),
+            Error::Unsupported(_) | Error::Internal(_) => format!("error: {self}\n"),
         }
     }
 }

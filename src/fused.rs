@@ -13,6 +13,7 @@ use lafuse_codegen::reference::{self, Operand};
 use lafuse_compiler::fusion::cplan::{construct_cplans, CPlan, FusedOperator};
 use lafuse_compiler::fusion::{self, CostModel};
 use lafuse_compiler::hops::{HopDag, HopId};
+use lafuse_core::Fault;
 use lafuse_runtime::{Matrix, Operator, OperatorInput, RuntimeError};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -334,11 +335,9 @@ impl RunnableOperator {
     /// A backend's failure as the executor reports it: a resource error where an output does
     /// not fit in memory (the script's doing), an internal one otherwise (the plan is ours).
     fn runtime_error(&self, e: CodegenError) -> RuntimeError {
-        match e {
-            CodegenError::OutOfMemory(why) => {
-                RuntimeError::Resource(format!("{}: {why}", self.opcode))
-            }
-            e => RuntimeError::internal(format!("{}: {e}", self.opcode)),
+        match e.fault() {
+            Fault::Resource => RuntimeError::Resource(format!("{}: {e}", self.opcode)),
+            _ => RuntimeError::internal(format!("{}: {e}", self.opcode)),
         }
     }
 }

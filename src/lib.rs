@@ -30,6 +30,8 @@ pub use error::Error;
 pub use fused::FusionBackend;
 pub use lafuse_compiler::fusion::CostModel;
 pub use lafuse_compiler::span::SourceFile;
+/// Who has to act on an [`Error`] ([`Error::fault`]).
+pub use lafuse_core::Fault;
 pub use stats::Stats;
 
 use lafuse_compiler::fusion;
@@ -454,7 +456,7 @@ fn render_fusion(
             selector.name()
         ));
         let json: serde_json::Value =
-            json.map_err(|e| Error::Usage(format!("internal: fusion JSON: {e}")))?;
+            json.map_err(|e| Error::Internal(format!("fusion JSON: {e}")))?;
         json_blocks.push(serde_json::json!({ "kind": block.kind, "lines": [first, last], "policy": selector.name(), "fusion": json }));
     }
     per_block_report(text, json_blocks, format, "fusion levels")
@@ -475,8 +477,8 @@ fn per_block_report(
         )
         .unwrap_or_default()
             + "\n"),
-        ExplainFormat::Dot => Err(Error::Usage(format!(
-            "unsupported: --format dot for {what}; use text or json"
+        ExplainFormat::Dot => Err(Error::Unsupported(format!(
+            "--format dot for {what}; use text or json"
         ))),
     }
 }
@@ -509,7 +511,7 @@ fn generated_code(
                 // use; explain compiles it so both entry points can be read.
                 let csr = compiled
                     .compile_csr_entry()
-                    .map_err(|e| Error::Usage(format!("internal: code generation: {e}")))?;
+                    .map_err(|e| Error::Internal(format!("code generation: {e}")))?;
                 if csr {
                     let csr_code = if level == ExplainLevel::Ir {
                         compiled.csr_llvm_ir()
@@ -528,7 +530,7 @@ fn generated_code(
                 text.push_str(&format!("  (runs unfused: unsupported: {what})\n"));
                 None
             }
-            Err(e) => return Err(Error::Usage(format!("internal: code generation: {e}"))),
+            Err(e) => return Err(Error::Internal(format!("code generation: {e}"))),
         };
         items.push(serde_json::json!({
             "template": op.cplan.template.name(),
@@ -545,10 +547,8 @@ fn generated_code(
     _program: &fusion::cplan::FusedProgram,
     _level: ExplainLevel,
 ) -> Result<(String, serde_json::Value), Error> {
-    Err(Error::Usage(
-        "unsupported: --level ir|asm needs native code generation (build with the `llvm` \
-         feature)"
-            .into(),
+    Err(Error::Unsupported(
+        "--level ir|asm needs native code generation (build with the `llvm` feature)".into(),
     ))
 }
 

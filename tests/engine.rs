@@ -740,7 +740,7 @@ print(as.scalar(R[1, 1]))
         let text = e.render(&source);
         assert_eq!(
             e.fault(),
-            lafuse_compiler::error::Fault::User,
+            lafuse_compiler::error::Fault::Resource,
             "{fusion:?}: {text}"
         );
         assert!(text.contains("cannot allocate"), "{fusion:?}: {text}");

@@ -1,7 +1,8 @@
-//! Constant folding computes exactly what execution computes. The compiler restates the
-//! runtime's scalar semantics (it may not depend on the runtime), so every unary and binary
-//! operator is run twice on special values: on literals, which the compiler folds, and on 1x1
-//! matrices, which the runtime kernels compute. The printed values must agree.
+//! Constant folding computes exactly what execution computes. Both call the scalar semantics
+//! of `lafuse-core`, but folding adds DML's scalar typing around them (integers, booleans), so
+//! every unary and binary operator is run twice on special values: on literals, which the
+//! compiler folds, and on 1x1 matrices, which the runtime kernels compute. The printed values
+//! must agree.
 
 use lafuse::{Engine, EngineConfig, ScriptArgs, SourceFile};
 

@@ -325,8 +325,8 @@ pub fn calibrate(options: &CalibrateOptions) -> Result<MachineProfile, Error> {
     let big_values = match &big {
         Matrix::Dense(d) => &d.values,
         Matrix::Sparse(_) => {
-            return Err(Error::Usage(
-                "internal: calibrate: the large array is not dense".into(),
+            return Err(Error::Internal(
+                "calibrate: the large array is not dense".into(),
             ))
         }
     };
@@ -406,7 +406,7 @@ pub fn calibrate(options: &CalibrateOptions) -> Result<MachineProfile, Error> {
         measured.insert(format!("cells_per_second.{op}"), rate);
         model
             .set(name, base / rate)
-            .map_err(|e| Error::Usage(format!("internal: calibrate: {e}")))?;
+            .map_err(|e| Error::Internal(format!("calibrate: {e}")))?;
     }
 
     // The matrix multiply runs with the kernel's own threads, called from one thread.
@@ -425,7 +425,7 @@ pub fn calibrate(options: &CalibrateOptions) -> Result<MachineProfile, Error> {
     measured.insert("multiply_adds_per_second.matmul".to_string(), mm_rate);
     model
         .set("weights.matmul", base / mm_rate)
-        .map_err(|e| Error::Usage(format!("internal: calibrate: {e}")))?;
+        .map_err(|e| Error::Internal(format!("calibrate: {e}")))?;
 
     // What the calibrated model predicts for the large `X * 2.5` it did not fit to.
     let predicted = bytes / model.write_bandwidth
@@ -441,7 +441,7 @@ pub fn calibrate(options: &CalibrateOptions) -> Result<MachineProfile, Error> {
     }
     model
         .validate()
-        .map_err(|e| Error::Usage(format!("internal: calibrate measured {e}")))?;
+        .map_err(|e| Error::Internal(format!("calibrate measured {e}")))?;
     let mut profile = MachineProfile::new(
         model,
         Provenance {

@@ -9,21 +9,28 @@
 
 use crate::reference::Operand;
 use lafuse_compiler::fusion::cplan::CPlan;
-use lafuse_runtime::{Matrix, ValueRange};
+use lafuse_core::Fault;
+use lafuse_runtime::{Matrix, RuntimeError, ValueRange};
+use lafuse_skeletons::SkeletonError;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Why an operator could not be built or could not run a call, by who is at fault.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why an operator could not be built or could not run a call, by who is at fault
+/// ([`CodegenError::fault`]).
+#[derive(Clone, Debug, PartialEq)]
 pub enum CodegenError {
     /// A valid plan or call this backend does not implement (names the construct). Not a
     /// failure: the engine runs such hops unfused, or such a call on the reference evaluator.
     Unsupported(String),
     /// A bug, an LLVM failure, or inputs that do not match the operator.
     Internal(String),
-    /// An output larger than the memory the machine can give (the script's sizes).
-    OutOfMemory(String),
+    /// The skeleton refused the call: an output larger than the memory the machine can give
+    /// (the script's sizes), or a call that does not match the operator (a bug).
+    Skeleton(SkeletonError),
+    /// A runtime kernel the operator calls failed: out of memory, or a call of ours that does
+    /// not match it.
+    Runtime(RuntimeError),
 }
 
 impl fmt::Display for CodegenError {
@@ -31,7 +38,23 @@ impl fmt::Display for CodegenError {
         match self {
             CodegenError::Unsupported(s) => write!(f, "unsupported: {s}"),
             CodegenError::Internal(s) => write!(f, "internal error: {s}"),
-            CodegenError::OutOfMemory(s) => f.write_str(s),
+            CodegenError::Skeleton(e) if e.fault() == Fault::Resource => write!(f, "{e}"),
+            CodegenError::Runtime(RuntimeError::Resource(why)) => f.write_str(why),
+            CodegenError::Skeleton(e) => write!(f, "internal error: {e}"),
+            CodegenError::Runtime(e) => write!(f, "internal error: {e}"),
+        }
+    }
+}
+
+impl CodegenError {
+    /// Who has to act on this error.
+    pub fn fault(&self) -> Fault {
+        match self {
+            CodegenError::Unsupported(_) => Fault::Unsupported,
+            CodegenError::Internal(_) => Fault::Internal,
+            CodegenError::Skeleton(e) => e.fault(),
+            CodegenError::Runtime(RuntimeError::Resource(_)) => Fault::Resource,
+            CodegenError::Runtime(_) => Fault::Internal,
         }
     }
 }

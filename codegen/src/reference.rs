@@ -23,11 +23,12 @@ use lafuse_compiler::fusion::cplan::{
     Access, CNode, CNodeId, CPlan, OuterType, RowType, TemplateSpec,
 };
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
-use lafuse_compiler::hops::{AggOp, Literal, NaryOp, TernaryOp};
+use lafuse_compiler::hops::{AggOp, BinaryOp, Direction, Literal, NaryOp, TernaryOp};
 use lafuse_compiler::stack::with_stack;
+use lafuse_core::Fault;
 use lafuse_runtime::kernels::{self, matrix_cell};
-use lafuse_runtime::ops::{self, java_max, java_min};
-use lafuse_runtime::{Matrix, ValueRange};
+use lafuse_runtime::ops::{java_max, java_min};
+use lafuse_runtime::{Matrix, RuntimeError, ValueRange};
 use std::fmt;
 use std::sync::Arc;
 
@@ -81,26 +82,40 @@ impl Executable for Interpreted {
 impl From<EvalError> for CodegenError {
     fn from(e: EvalError) -> CodegenError {
         match e {
-            EvalError::OutOfMemory(why) => CodegenError::OutOfMemory(why),
+            EvalError::Runtime(e) => CodegenError::Runtime(e),
             e @ EvalError::Invalid(_) => CodegenError::Internal(e.to_string()),
         }
     }
 }
 
 /// Why a CPlan could not be evaluated.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum EvalError {
     /// A malformed plan, or inputs that do not match it.
     Invalid(String),
-    /// An output (of a size the script decides) more memory than the machine can give.
-    OutOfMemory(String),
+    /// A runtime kernel failed: an output (of a size the script decides) more memory than the
+    /// machine can give, or a call of ours that does not match the kernel.
+    Runtime(RuntimeError),
+}
+
+impl EvalError {
+    /// Who has to act on this error: a plan that does not match its inputs is lafuse's bug;
+    /// an output larger than memory is a resource error.
+    pub fn fault(&self) -> Fault {
+        match self {
+            EvalError::Invalid(_) => Fault::Internal,
+            EvalError::Runtime(RuntimeError::Resource(_)) => Fault::Resource,
+            EvalError::Runtime(_) => Fault::Internal,
+        }
+    }
 }
 
 impl fmt::Display for EvalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EvalError::Invalid(why) => write!(f, "reference evaluation: {why}"),
-            EvalError::OutOfMemory(why) => f.write_str(why),
+            EvalError::Runtime(RuntimeError::Resource(why)) => f.write_str(why),
+            EvalError::Runtime(e) => write!(f, "reference evaluation: {e}"),
         }
     }
 }
@@ -114,10 +129,7 @@ fn err<T>(msg: impl Into<String>) -> Result<T> {
 }
 
 fn rt<T>(r: lafuse_runtime::Result<T>) -> Result<T> {
-    r.map_err(|e| match e {
-        lafuse_runtime::RuntimeError::Resource(why) => EvalError::OutOfMemory(why),
-        e => EvalError::Invalid(e.to_string()),
-    })
+    r.map_err(EvalError::Runtime)
 }
 
 /// Evaluates `plan` on `inputs` (by CPlan input position, main input first). `out_shapes`
@@ -184,20 +196,6 @@ struct Eval<'p, 'a> {
     matrix_cells: Vec<bool>,
 }
 
-fn unary(f: lafuse_compiler::hops::UnaryOp, x: f64) -> Result<f64> {
-    match ops::UnaryOp::from_name(f.name()) {
-        Some(op) => Ok(op.apply(x)),
-        None => err(format!("unary {} has no runtime op", f.name())),
-    }
-}
-
-fn binary(f: lafuse_compiler::hops::BinaryOp, a: f64, b: f64) -> Result<f64> {
-    match ops::BinaryOp::from_name(f.name()) {
-        Some(op) => Ok(op.apply(a, b)),
-        None => err(format!("binary {} has no runtime op", f.name())),
-    }
-}
-
 fn ternary(f: TernaryOp, a: f64, b: f64, c: f64) -> f64 {
     match f {
         TernaryOp::IfElse => {
@@ -232,10 +230,8 @@ fn nary(f: NaryOp, xs: &[f64]) -> Result<f64> {
 
 /// The runtime aggregate of a vector (so fused and unfused aggregates agree in semantics).
 fn agg_vector(f: AggOp, v: &[f64]) -> Result<f64> {
-    let op = ops::AggOp::from_name(f.name())
-        .ok_or_else(|| EvalError::Invalid(format!("aggregate {} has no runtime op", f.name())))?;
     let m = rt(Matrix::from_dense_values(1, v.len(), v.to_vec()))?;
-    let r = rt(kernels::aggregate(&m, op, ops::Direction::Full))?;
+    let r = rt(kernels::aggregate(&m, f, Direction::Full))?;
     Ok(r.get(0, 0))
 }
 
@@ -326,7 +322,7 @@ impl<'p, 'a> Eval<'p, 'a> {
                 }
             }
             CNode::Literal { value } => literal(value)?,
-            CNode::Unary { f, x } => unary(*f, at(*x)?)?,
+            CNode::Unary { f, x } => f.apply(at(*x)?),
             CNode::Pow2 { x } => {
                 let v = at(*x)?;
                 v * v
@@ -335,7 +331,7 @@ impl<'p, 'a> Eval<'p, 'a> {
                 let v = at(*x)?;
                 v + v
             }
-            CNode::Binary { f, a, b } => binary(*f, at(*a)?, at(*b)?)?,
+            CNode::Binary { f, a, b } => f.apply(at(*a)?, at(*b)?),
             CNode::Ternary { f, a, b, c } => ternary(*f, at(*a)?, at(*b)?, at(*c)?),
             CNode::Nary { f, xs } => {
                 let vs = xs.iter().map(|&x| at(x)).collect::<Result<Vec<_>>>()?;
@@ -404,25 +400,20 @@ impl<'p, 'a> Eval<'p, 'a> {
             return Ok(vals);
         };
         let op = match agg {
-            CellAgg::Sum => ops::AggOp::Sum,
+            CellAgg::Sum => AggOp::Sum,
             CellAgg::SumSq => {
                 // The skeleton squares while summing (reference 3.1); `x ^ 2` as unfused.
-                vals = rt(kernels::binary_scalar(
-                    &vals,
-                    2.0,
-                    ops::BinaryOp::Pow,
-                    false,
-                ))?;
-                ops::AggOp::Sum
+                vals = rt(kernels::binary_scalar(&vals, 2.0, BinaryOp::Pow, false))?;
+                AggOp::Sum
             }
-            CellAgg::Min => ops::AggOp::Min,
-            CellAgg::Max => ops::AggOp::Max,
+            CellAgg::Min => AggOp::Min,
+            CellAgg::Max => AggOp::Max,
         };
         let dir = match ty {
             CellType::NoAgg => return Ok(vals),
-            CellType::RowAgg => ops::Direction::Row,
-            CellType::ColAgg => ops::Direction::Col,
-            CellType::FullAgg => ops::Direction::Full,
+            CellType::RowAgg => Direction::Row,
+            CellType::ColAgg => Direction::Col,
+            CellType::FullAgg => Direction::Full,
         };
         rt(kernels::aggregate(&vals, op, dir))
     }
@@ -460,11 +451,7 @@ impl<'p, 'a> Eval<'p, 'a> {
         let g = rt(Matrix::from_dense_values(m, n, vals))?;
         match (ty, w) {
             (OuterType::CellWise, _) => Ok(g),
-            (OuterType::FullAgg, _) => rt(kernels::aggregate(
-                &g,
-                ops::AggOp::Sum,
-                ops::Direction::Full,
-            )),
+            (OuterType::FullAgg, _) => rt(kernels::aggregate(&g, AggOp::Sum, Direction::Full)),
             (OuterType::Right, Some(w)) => rt(kernels::matmul(&g, w)),
             (OuterType::LeftT, Some(w)) => rt(kernels::matmul(w, &g)),
             (OuterType::Left, Some(w)) => rt(kernels::transpose(&rt(kernels::matmul(w, &g))?)),
@@ -494,11 +481,11 @@ impl<'p, 'a> Eval<'p, 'a> {
                     (_, a) => return err(format!("{a:?} input in a row plan")),
                 },
                 CNode::Literal { value } => RVal::Scalar(literal(value)?),
-                CNode::Unary { f, x } => map1(&vals[*x], |v| unary(*f, v))?,
+                CNode::Unary { f, x } => map1(&vals[*x], |v| Ok(f.apply(v)))?,
                 CNode::Pow2 { x } => map1(&vals[*x], |v| Ok(v * v))?,
                 CNode::Mult2 { x } => map1(&vals[*x], |v| Ok(v + v))?,
                 CNode::Binary { f, a, b } => {
-                    mapn(&[&vals[*a], &vals[*b]], |xs| binary(*f, xs[0], xs[1]))?
+                    mapn(&[&vals[*a], &vals[*b]], |xs| Ok(f.apply(xs[0], xs[1])))?
                 }
                 CNode::Ternary { f, a, b, c } => mapn(&[&vals[*a], &vals[*b], &vals[*c]], |xs| {
                     Ok(ternary(*f, xs[0], xs[1], xs[2]))
@@ -700,10 +687,6 @@ mod tests {
         M(Matrix),
     }
 
-    fn rop_b(f: B) -> ops::BinaryOp {
-        ops::BinaryOp::from_name(f.name()).unwrap()
-    }
-
     /// The unfused value of `h`, computed with the runtime kernels.
     fn unfused(
         dag: &HopDag,
@@ -724,27 +707,20 @@ mod tests {
             (OpKind::TransientRead { name }, _) => Val::M(env[name.as_str()].clone()),
             (OpKind::Literal(l), _) => Val::S(l.as_f64().unwrap()),
             (OpKind::TransientWrite { .. }, [x]) => x.clone(),
-            (OpKind::Unary(f), [Val::M(x)]) => {
-                Val::M(kernels::unary(x, ops::UnaryOp::from_name(f.name()).unwrap()).unwrap())
-            }
+            (OpKind::Unary(f), [Val::M(x)]) => Val::M(kernels::unary(x, *f).unwrap()),
             (OpKind::Binary(f), [Val::M(a), Val::M(b)]) => {
-                Val::M(kernels::binary(a, b, rop_b(*f)).unwrap())
+                Val::M(kernels::binary(a, b, *f).unwrap())
             }
             (OpKind::Binary(f), [Val::M(a), Val::S(s)]) => {
-                Val::M(kernels::binary_scalar(a, *s, rop_b(*f), false).unwrap())
+                Val::M(kernels::binary_scalar(a, *s, *f, false).unwrap())
             }
             (OpKind::Binary(f), [Val::S(s), Val::M(a)]) => {
-                Val::M(kernels::binary_scalar(a, *s, rop_b(*f), true).unwrap())
+                Val::M(kernels::binary_scalar(a, *s, *f, true).unwrap())
             }
-            (OpKind::Binary(f), [Val::S(a), Val::S(b)]) => Val::S(rop_b(*f).apply(*a, *b)),
+            (OpKind::Binary(f), [Val::S(a), Val::S(b)]) => Val::S(f.apply(*a, *b)),
             (OpKind::AggUnary { op, dir }, [Val::M(x)]) => {
-                let d = match dir {
-                    Direction::Full => ops::Direction::Full,
-                    Direction::Row => ops::Direction::Row,
-                    Direction::Col => ops::Direction::Col,
-                };
-                let r =
-                    kernels::aggregate(x, ops::AggOp::from_name(op.name()).unwrap(), d).unwrap();
+                let r = kernels::aggregate(x, *op, *dir).unwrap();
+
                 if hop.data_type == DataType::Scalar {
                     Val::S(r.get(0, 0))
                 } else {

@@ -257,25 +257,31 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
-    /// The operator as written in DML.
+    /// The element-wise operator of the HOP IR this is (`%*%` is not element-wise: `None`).
+    pub fn elementwise(self) -> Option<crate::hops::BinaryOp> {
+        use crate::hops::BinaryOp as H;
+        Some(match self {
+            BinaryOp::Add => H::Add,
+            BinaryOp::Sub => H::Sub,
+            BinaryOp::Mul => H::Mul,
+            BinaryOp::Div => H::Div,
+            BinaryOp::Pow => H::Pow,
+            BinaryOp::Mod => H::Mod,
+            BinaryOp::IntDiv => H::IntDiv,
+            BinaryOp::MatMul => return None,
+            BinaryOp::Lt => H::Lt,
+            BinaryOp::Le => H::Le,
+            BinaryOp::Gt => H::Gt,
+            BinaryOp::Ge => H::Ge,
+            BinaryOp::Eq => H::Eq,
+            BinaryOp::Ne => H::Ne,
+            BinaryOp::And => H::And,
+            BinaryOp::Or => H::Or,
+        })
+    }
+
+    /// The operator as written in DML (an element-wise operator's name, or `%*%`).
     pub fn symbol(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "+",
-            BinaryOp::Sub => "-",
-            BinaryOp::Mul => "*",
-            BinaryOp::Div => "/",
-            BinaryOp::Pow => "^",
-            BinaryOp::Mod => "%%",
-            BinaryOp::IntDiv => "%/%",
-            BinaryOp::MatMul => "%*%",
-            BinaryOp::Lt => "<",
-            BinaryOp::Le => "<=",
-            BinaryOp::Gt => ">",
-            BinaryOp::Ge => ">=",
-            BinaryOp::Eq => "==",
-            BinaryOp::Ne => "!=",
-            BinaryOp::And => "&",
-            BinaryOp::Or => "|",
-        }
+        self.elementwise().map_or("%*%", |op| op.name())
     }
 }

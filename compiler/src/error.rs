@@ -4,16 +4,8 @@ use crate::span::{SourceFile, Span};
 use codespan_reporting::files::{self, Files, SimpleFile};
 use thiserror::Error;
 
-/// Who has to act on an error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Fault {
-    /// The script or its arguments are wrong (syntax, names, types, shapes).
-    User,
-    /// Valid input that lafuse does not implement yet.
-    Unsupported,
-    /// A bug in lafuse.
-    Internal,
-}
+/// Who has to act on an error: the core's classification, shared by every crate.
+pub use lafuse_core::Fault;
 
 /// A compile-time error with an optional location in the script.
 #[derive(Clone, Debug, Error, PartialEq)]
@@ -43,6 +35,15 @@ impl CompileError {
             notes: vec![],
         }
     }
+    /// More than the machine can give, located where the script asks for it.
+    pub fn resource(message: impl Into<String>, span: Option<Span>) -> Self {
+        CompileError {
+            fault: Fault::Resource,
+            message: message.into(),
+            span,
+            notes: vec![],
+        }
+    }
     pub fn internal(message: impl Into<String>) -> Self {
         CompileError {
             fault: Fault::Internal,
@@ -54,6 +55,11 @@ impl CompileError {
     pub fn with_note(mut self, note: impl Into<String>) -> Self {
         self.notes.push(note.into());
         self
+    }
+
+    /// Who has to act on this error.
+    pub fn fault(&self) -> Fault {
+        self.fault
     }
 
     fn headline(&self) -> String {

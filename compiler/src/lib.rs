@@ -1,7 +1,9 @@
 //! lafuse compiler: the DML front end, the HOP IR, rewrites and (later) the fusion optimizer.
 //!
-//! Architecture invariant: this crate knows nothing of matrix data, kernels or LLVM. It is pure
-//! and deterministic: the same script or DAG and the same configuration give the same output.
+//! Architecture invariant: this crate knows nothing of matrix data, kernels or LLVM; of
+//! lafuse's crates it depends on `lafuse-core` only (the operation vocabulary and faults). It
+//! is pure and deterministic: the same script or DAG and the same configuration give the same
+//! output.
 
 pub mod ast;
 pub mod builtins;

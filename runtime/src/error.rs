@@ -1,5 +1,6 @@
 //! The runtime's error type, categorised by who is at fault.
 
+use lafuse_core::Fault;
 use thiserror::Error;
 
 /// Errors raised while executing kernels and instructions.
@@ -32,6 +33,16 @@ impl RuntimeError {
     }
     pub fn internal(msg: impl Into<String>) -> Self {
         RuntimeError::Internal(msg.into())
+    }
+
+    /// Who has to act on this error.
+    pub fn fault(&self) -> Fault {
+        match self {
+            RuntimeError::User(_) => Fault::User,
+            RuntimeError::Unsupported(_) => Fault::Unsupported,
+            RuntimeError::Resource(_) => Fault::Resource,
+            RuntimeError::Internal(_) => Fault::Internal,
+        }
     }
 }
 

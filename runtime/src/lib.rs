@@ -1,6 +1,7 @@
 //! lafuse runtime: matrix data, unfused kernels, instruction executor, lineage.
 //!
-//! Architecture invariant: this crate knows nothing of planning or code generation.
+//! Architecture invariant: this crate knows nothing of planning or code generation; of
+//! lafuse's crates it depends on `lafuse-core` only (the operation vocabulary and faults).
 
 pub mod datagen;
 pub mod error;
@@ -8,11 +9,13 @@ pub mod exec;
 pub mod format;
 pub mod io;
 pub mod kernels;
-pub mod math;
 pub mod matrix;
 pub mod operator;
-pub mod ops;
 pub mod value;
+
+/// The operation vocabulary (`ops`) and scalar `exp`/`ln`/`sigmoid` (`math`) are the core's,
+/// shared with the compiler; re-exported here under the runtime's paths.
+pub use lafuse_core::{math, ops};
 
 pub use error::{Result, RuntimeError};
 pub use matrix::{DenseMatrix, Matrix, SparseMatrix, ValueRange};

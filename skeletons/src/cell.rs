@@ -21,7 +21,7 @@ use crate::prep::{
     self, call, densify_rows, for_tasks, partial_init, partition, pick, AggState, ArgsTemplate,
     Input, SharedOut,
 };
-use crate::{err, AggKind, CellKind, InputUse, LazyEntry, Result};
+use crate::{err, AggKind, CellKind, InputUse, LazyEntry, Result, SkeletonError};
 use lafuse_runtime::kernels::dense_result;
 use lafuse_runtime::matrix::count_nnz;
 use lafuse_runtime::Matrix;
@@ -92,7 +92,7 @@ impl<'a> Driver<'a> {
         prepared: &'a mut Option<prep::Prepared<'a>>,
     ) -> Result<Driver<'a>> {
         let Some(main) = inputs.first().and_then(Input::as_matrix) else {
-            return err("the main input must be a matrix");
+            return err(SkeletonError::MainNotMatrix);
         };
         let (m, n) = main.shape();
         let p = prepared.insert(prep::prepare(inputs, uses, m, n)?);
@@ -163,7 +163,7 @@ impl<'a> Driver<'a> {
 /// Runs a Cell operator. `inputs` by operator input position, the main input first.
 pub fn execute(spec: &CellSpec, kernels: &CellKernels, inputs: &[Input<'_>]) -> Result<Matrix> {
     if (spec.kind == CellKind::NoAgg) != spec.agg.is_none() {
-        return err("a cell operator aggregates exactly when its kind is not no-agg");
+        return err(SkeletonError::AggregationKind);
     }
     let mut views = Vec::new();
     let mut prepared = None;
@@ -252,7 +252,7 @@ pub fn execute(spec: &CellSpec, kernels: &CellKernels, inputs: &[Input<'_>]) -> 
 /// `lanes` lanes per aggregate and task, folded lane by lane in task order.
 pub(crate) fn full_aggs(d: &Driver<'_>, aggs: &[AggKind], lanes: usize) -> Result<Vec<f64>> {
     if lanes == 0 {
-        return err("a full aggregate needs at least one lane");
+        return err(SkeletonError::NoLanes);
     }
     let init = partial_init(aggs, lanes);
     let mut parts: Vec<Vec<f64>> = (0..d.tasks.len()).map(|_| init.clone()).collect();

@@ -26,6 +26,7 @@ pub use magg::{MAggKernels, MAggSpec};
 pub use outer::{OuterKernels, OuterSpec};
 pub use prep::Input;
 
+use lafuse_core::Fault;
 use std::fmt;
 
 /// The output shape class of a Cell operator.
@@ -103,29 +104,143 @@ pub enum InputUse {
     Unused,
 }
 
-/// Why a skeleton could not run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why a skeleton could not run: a call that does not match the operator (lafuse's doing:
+/// the engine checks the script's shapes before it calls an operator), an entry point the
+/// generator could not give, or an output larger than memory.
+#[derive(Clone, Debug, PartialEq)]
 pub enum SkeletonError {
-    /// Inputs that do not match the operator (the caller's fault).
-    Invalid(String),
-    /// An output larger than the memory the machine can give (the script's sizes are at
-    /// fault).
-    OutOfMemory(String),
+    /// The main input (position 0) is a scalar.
+    MainNotMatrix,
+    /// The operator takes `expected` inputs; the call passed `got`.
+    InputCount { expected: usize, got: usize },
+    /// Input `pos` is `rows`x`cols`, not the shape its use needs.
+    InputShape {
+        pos: usize,
+        rows: usize,
+        cols: usize,
+        need: ShapeNeed,
+    },
+    /// Input `pos` is a scalar, but its use (`read_as`, the use's name) reads a matrix.
+    ScalarInput { pos: usize, read_as: String },
+    /// An Outer operator without its factors `U` and `V`.
+    OuterFactorsMissing,
+    /// `U` and `V` (as n x k) disagree on `k`.
+    FactorColumns { u: usize, v: usize },
+    /// An Outer operator with a final product but no matrix for it.
+    FinalProductMissing,
+    /// The final product's matrix is not read as one.
+    FinalProductUse,
+    /// A Cell operator whose kind and aggregation disagree.
+    AggregationKind,
+    /// A full aggregate over no lanes.
+    NoLanes,
+    /// A row-wise Row operator's output has `out_rows` rows for a main input of `rows`.
+    RowWiseRows { rows: usize, out_rows: usize },
+    /// A column-aggregate Row operator's output has more than one row.
+    ColAggRows,
+    /// A full-aggregate Row operator's output is not 1x1.
+    FullAggShape,
+    /// A runtime kernel the skeleton calls (a transpose) failed other than for memory.
+    Runtime(lafuse_runtime::RuntimeError),
     /// The generator could not give an entry point the skeleton asked for: its own error,
     /// passed through untouched.
     EntryPoint(EntryError),
+    /// An output larger than the memory the machine can give (the script's sizes are at
+    /// fault): the runtime's resource error.
+    OutOfMemory(lafuse_runtime::RuntimeError),
+}
+
+/// The shape an input's use needs ([`SkeletonError::InputShape`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapeNeed {
+    /// Exactly `rows x cols`.
+    Exactly(usize, usize),
+    /// `rows x k` with `k >= 1`.
+    RowsByAny(usize),
+    /// `k x cols` with `k >= 1`.
+    AnyByCols(usize),
+    /// `rows` rows.
+    Rows(usize),
+    /// `cols` columns.
+    Cols(usize),
+    /// At least one cell.
+    NonEmpty,
+    /// At least one row.
+    SomeRow,
+}
+
+impl fmt::Display for ShapeNeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ShapeNeed::Exactly(r, c) => write!(f, "{r}x{c}"),
+            ShapeNeed::RowsByAny(r) => write!(f, "{r}xk (k >= 1)"),
+            ShapeNeed::AnyByCols(c) => write!(f, "kx{c} (k >= 1)"),
+            ShapeNeed::Rows(r) => write!(f, "{r} rows"),
+            ShapeNeed::Cols(c) => write!(f, "{c} columns"),
+            ShapeNeed::NonEmpty => f.write_str("non-empty"),
+            ShapeNeed::SomeRow => f.write_str("at least one row"),
+        }
+    }
+}
+
+impl SkeletonError {
+    /// Who has to act on this error: a call that does not match the operator, or a failed
+    /// kernel, is lafuse's doing (the engine checked the script's shapes before it called the
+    /// operator); an output that does not fit in memory is a resource error.
+    pub fn fault(&self) -> Fault {
+        match self {
+            SkeletonError::OutOfMemory(_) => Fault::Resource,
+            _ => Fault::Internal,
+        }
+    }
 }
 
 impl fmt::Display for SkeletonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use lafuse_runtime::RuntimeError;
         match self {
-            SkeletonError::Invalid(s) | SkeletonError::OutOfMemory(s) => f.write_str(s),
+            SkeletonError::MainNotMatrix => f.write_str("the main input must be a matrix"),
+            SkeletonError::InputCount { expected, got } => {
+                write!(f, "operator takes {expected} inputs, got {got}")
+            }
+            SkeletonError::InputShape {
+                pos,
+                rows,
+                cols,
+                need,
+            } => write!(f, "input {pos} is {rows}x{cols}, expected {need}"),
+            SkeletonError::ScalarInput { pos, read_as } => {
+                write!(f, "input {pos} is a scalar, read as {read_as}")
+            }
+            SkeletonError::OuterFactorsMissing => f.write_str("an outer operator reads U and V"),
+            SkeletonError::FactorColumns { u, v } => {
+                write!(f, "U has {u} columns but V has {v} (as n x k)")
+            }
+            SkeletonError::FinalProductMissing => f.write_str("a final product needs its matrix"),
+            SkeletonError::FinalProductUse => {
+                f.write_str("the final product's matrix is not read as one")
+            }
+            SkeletonError::AggregationKind => {
+                f.write_str("a cell operator aggregates exactly when its kind is not no-agg")
+            }
+            SkeletonError::NoLanes => f.write_str("a full aggregate needs at least one lane"),
+            SkeletonError::RowWiseRows { rows, out_rows } => {
+                write!(f, "a row-wise output has {rows} rows, not {out_rows}")
+            }
+            SkeletonError::ColAggRows => f.write_str("a column aggregate has one row"),
+            SkeletonError::FullAggShape => f.write_str("a full aggregate is 1x1"),
+            SkeletonError::Runtime(e) => write!(f, "{e}"),
             SkeletonError::EntryPoint(e) => write!(f, "{}", e.0),
+            SkeletonError::OutOfMemory(RuntimeError::Resource(why)) => f.write_str(why),
+            SkeletonError::OutOfMemory(e) => write!(f, "{e}"),
         }
     }
 }
 
 impl std::error::Error for SkeletonError {}
+
+/// Result of a skeleton call.
+pub type Result<T> = std::result::Result<T, SkeletonError>;
 
 /// A generator's error for an entry point it could not give. Skeletons know nothing of code
 /// generation, so they carry the error as it was, and the generator that called the skeleton
@@ -143,16 +258,11 @@ impl PartialEq for EntryError {
     }
 }
 
-impl Eq for EntryError {}
-
 impl From<EntryError> for SkeletonError {
     fn from(e: EntryError) -> SkeletonError {
         SkeletonError::EntryPoint(e)
     }
 }
-
-/// Result of a skeleton call.
-pub type Result<T> = std::result::Result<T, SkeletonError>;
 
 /// A generated entry point produced on first request. Generators compile CSR entry points
 /// lazily, so a skeleton asks for one only once it has decided to call it (a CSR main input
@@ -161,6 +271,6 @@ pub type Result<T> = std::result::Result<T, SkeletonError>;
 /// [`SkeletonError::EntryPoint`].
 pub type LazyEntry<'a, F> = &'a (dyn Fn() -> std::result::Result<F, EntryError> + Sync);
 
-pub(crate) fn err<T>(msg: impl Into<String>) -> Result<T> {
-    Err(SkeletonError::Invalid(msg.into()))
+pub(crate) fn err<T>(e: SkeletonError) -> Result<T> {
+    Err(e)
 }

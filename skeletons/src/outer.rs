@@ -15,7 +15,7 @@ use crate::prep::{
     self, densify_rows, for_tasks, partial_init, partition, AggState, ArgsTemplate, Input,
     SharedOut,
 };
-use crate::{err, AggKind, InputUse, LazyEntry, OuterKind, Result};
+use crate::{err, AggKind, InputUse, LazyEntry, OuterKind, Result, SkeletonError};
 use lafuse_runtime::kernels::dense_result;
 use lafuse_runtime::Matrix;
 
@@ -56,7 +56,7 @@ const MAX_LEFT_TASKS: usize = 8;
 /// Runs an Outer operator.
 pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -> Result<Matrix> {
     let Some(x) = inputs.first().and_then(Input::as_matrix) else {
-        return err("the main input must be a matrix");
+        return err(SkeletonError::MainNotMatrix);
     };
     let (m, n) = x.shape();
     let p = prep::prepare(inputs, &spec.uses, m, n)?;
@@ -65,14 +65,14 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
         find(&|u| u == InputUse::OuterU),
         find(&|u| matches!(u, InputUse::OuterV | InputUse::OuterVT)),
     ) else {
-        return err("an outer operator reads U and V");
+        return err(SkeletonError::OuterFactorsMissing);
     };
     let k = p.shapes[ui].1;
     if p.shapes[vi].1 != k {
-        return err(format!(
-            "U has {k} columns but V has {} (as n x k)",
-            p.shapes[vi].1
-        ));
+        return err(SkeletonError::FactorColumns {
+            u: k,
+            v: p.shapes[vi].1,
+        });
     }
     let left = matches!(spec.kind, OuterKind::Left | OuterKind::LeftT);
     let k2 = match spec.kind {
@@ -84,11 +84,11 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
                 InputUse::FinalW
             };
             let Some(wi) = spec.w else {
-                return err("a final product needs its matrix");
+                return err(SkeletonError::FinalProductMissing);
             };
             match spec.uses.get(wi) {
                 Some(&u) if u == want || (!left && u == InputUse::OuterV) => p.shapes[wi].1,
-                _ => return err("the final product's matrix is not read as one"),
+                _ => return err(SkeletonError::FinalProductUse),
             }
         }
     };
@@ -200,8 +200,7 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
             let nnz = lafuse_runtime::matrix::count_nnz(&out);
             let l = dense_result(n, k2, out, nnz);
             if spec.kind == OuterKind::LeftT {
-                lafuse_runtime::kernels::transpose(&l)
-                    .map_err(|e| crate::SkeletonError::Invalid(e.to_string()))?
+                lafuse_runtime::kernels::transpose(&l).map_err(prep::kernel_error)?
             } else {
                 l
             }

@@ -2,7 +2,7 @@
 //! execution and partial-aggregate merging.
 
 use crate::abi::{CsrView, DenseView, KernelArgs, KernelFn};
-use crate::{err, AggKind, InputUse, Result};
+use crate::{err, AggKind, InputUse, Result, ShapeNeed, SkeletonError};
 use lafuse_runtime::kernels::aggregate::Kahan;
 use lafuse_runtime::matrix::{BLOCK_CELLS, PAR_THRESHOLD};
 use lafuse_runtime::{Matrix, SparseMatrix};
@@ -105,9 +105,11 @@ impl<'a> Prepared<'a> {
         match per_task.and_then(|c| c.checked_mul(tasks.max(1))) {
             Some(cells) if cells.saturating_mul(8) < PROBED_BYTES => Ok(()),
             Some(cells) => output_unzeroed(cells).map(drop),
-            None => Err(crate::SkeletonError::OutOfMemory(format!(
-                "the row buffers of a {n}-column input overflow the address space"
-            ))),
+            None => Err(crate::SkeletonError::OutOfMemory(
+                lafuse_runtime::RuntimeError::Resource(format!(
+                    "the row buffers of a {n}-column input overflow the address space"
+                )),
+            )),
         }
     }
 
@@ -186,10 +188,7 @@ fn dense_values(m: &Matrix) -> Result<Cow<'_, [f64]>> {
 pub(crate) fn transposed(m: &Matrix) -> Result<Vec<f64>> {
     lafuse_runtime::kernels::transpose(m)
         .and_then(Matrix::into_dense_values)
-        .map_err(|e| match e {
-            lafuse_runtime::RuntimeError::Resource(_) => out_of_memory(e),
-            e => crate::SkeletonError::Invalid(e.to_string()),
-        })
+        .map_err(kernel_error)
 }
 
 /// How a skeleton's input-use enum tells [`prepare`] to check and lay out one input, so that
@@ -200,8 +199,8 @@ pub(crate) trait InputRole: Copy + fmt::Debug {
     fn is_skipped(self) -> bool;
     /// Read as a scalar (a scalar operand, or the first cell of a matrix).
     fn is_scalar(self) -> bool;
-    /// What shape the use requires, where `(r, c)` is not it (`(m, n)`: the main input's).
-    fn mismatch(self, r: usize, c: usize, m: usize, n: usize) -> Option<String>;
+    /// The shape the use needs, where `(r, c)` is not it (`(m, n)`: the main input's).
+    fn mismatch(self, r: usize, c: usize, m: usize, n: usize) -> Option<ShapeNeed>;
     /// Transposed once, so the generated code reads contiguous rows.
     fn is_transposed(self) -> bool;
     /// Read row by row with the main input: a sparse one is streamed block by block per task
@@ -218,32 +217,21 @@ impl InputRole for InputUse {
         self == InputUse::Scalar
     }
 
-    fn mismatch(self, r: usize, c: usize, m: usize, n: usize) -> Option<String> {
-        let bad = match self {
-            InputUse::Aligned => (r, c) != (m, n),
-            InputUse::ColVector => r != m || c == 0,
-            InputUse::RowVector => c != n || r == 0,
-            InputUse::RowVectorT => c != m || r == 0,
-            InputUse::ColVectorT => r != n || c == 0,
-            InputUse::Scalar => r * c == 0,
-            InputUse::OuterU => r != m,
-            InputUse::OuterV | InputUse::FinalW => r != n,
-            InputUse::OuterVT => c != n,
-            InputUse::FinalWT => c != m,
-            InputUse::Main | InputUse::Unused => false,
+    fn mismatch(self, r: usize, c: usize, m: usize, n: usize) -> Option<ShapeNeed> {
+        let (bad, need) = match self {
+            InputUse::Aligned => ((r, c) != (m, n), ShapeNeed::Exactly(m, n)),
+            InputUse::ColVector => (r != m || c == 0, ShapeNeed::RowsByAny(m)),
+            InputUse::RowVector => (c != n || r == 0, ShapeNeed::AnyByCols(n)),
+            InputUse::RowVectorT => (c != m || r == 0, ShapeNeed::AnyByCols(m)),
+            InputUse::ColVectorT => (r != n || c == 0, ShapeNeed::RowsByAny(n)),
+            InputUse::Scalar => (r * c == 0, ShapeNeed::NonEmpty),
+            InputUse::OuterU => (r != m, ShapeNeed::Rows(m)),
+            InputUse::OuterV | InputUse::FinalW => (r != n, ShapeNeed::Rows(n)),
+            InputUse::OuterVT => (c != n, ShapeNeed::Cols(n)),
+            InputUse::FinalWT => (c != m, ShapeNeed::Cols(m)),
+            InputUse::Main | InputUse::Unused => (false, ShapeNeed::NonEmpty),
         };
-        bad.then(|| match self {
-            InputUse::Aligned => format!("{m}x{n}"),
-            InputUse::ColVector => format!("{m}xk (k >= 1)"),
-            InputUse::RowVector => format!("kx{n} (k >= 1)"),
-            InputUse::RowVectorT => format!("kx{m} (k >= 1)"),
-            InputUse::ColVectorT => format!("{n}xk (k >= 1)"),
-            InputUse::Scalar => "non-empty".to_string(),
-            InputUse::OuterU => format!("{m} rows"),
-            InputUse::OuterV | InputUse::FinalW => format!("{n} rows"),
-            InputUse::OuterVT => format!("{n} columns"),
-            InputUse::FinalWT | InputUse::Main | InputUse::Unused => format!("{m} columns"),
-        })
+        bad.then_some(need)
     }
 
     fn is_transposed(self) -> bool {
@@ -265,11 +253,10 @@ pub(crate) fn prepare<'a, U: InputRole>(
     n: usize,
 ) -> Result<Prepared<'a>> {
     if inputs.len() != uses.len() {
-        return err(format!(
-            "operator takes {} inputs, got {}",
-            uses.len(),
-            inputs.len()
-        ));
+        return err(SkeletonError::InputCount {
+            expected: uses.len(),
+            got: inputs.len(),
+        });
     }
     let mut store = Vec::with_capacity(inputs.len());
     let mut shapes = Vec::with_capacity(inputs.len());
@@ -278,19 +265,29 @@ pub(crate) fn prepare<'a, U: InputRole>(
         let (vals, shape): (Cow<'a, [f64]>, (usize, usize)) = match *inp {
             _ if u.is_skipped() => (Cow::Borrowed(&[][..]), (0, 0)),
             Input::Scalar(s) if u.is_scalar() => (Cow::Owned(vec![s]), (1, 1)),
-            Input::Scalar(_) => return err(format!("input {pos} is a scalar, read as {u:?}")),
+            Input::Scalar(_) => {
+                return err(SkeletonError::ScalarInput {
+                    pos,
+                    read_as: format!("{u:?}"),
+                })
+            }
             Input::Matrix(x) | Input::FiniteMatrix(x) => {
-                let (r, c) = x.shape();
-                if let Some(expected) = u.mismatch(r, c, m, n) {
-                    return err(format!("input {pos} is {r}x{c}, expected {expected}"));
+                let (rows, cols) = x.shape();
+                if let Some(need) = u.mismatch(rows, cols, m, n) {
+                    return err(SkeletonError::InputShape {
+                        pos,
+                        rows,
+                        cols,
+                        need,
+                    });
                 }
                 match x {
-                    _ if u.is_transposed() => (Cow::Owned(transposed(x)?), (c, r)),
+                    _ if u.is_transposed() => (Cow::Owned(transposed(x)?), (cols, rows)),
                     Matrix::Sparse(sp) if u.is_streamed() && pos > 0 => {
                         streamed[pos] = Some(sp);
-                        (Cow::Borrowed(&[][..]), (r, c))
+                        (Cow::Borrowed(&[][..]), (rows, cols))
                     }
-                    _ => (dense_values(x)?, (r, c)),
+                    _ => (dense_values(x)?, (rows, cols)),
                 }
             }
         };
@@ -492,10 +489,16 @@ pub(crate) fn output_unzeroed(n: usize) -> crate::Result<Vec<f64>> {
 }
 
 pub(crate) fn out_of_memory(e: lafuse_runtime::RuntimeError) -> crate::SkeletonError {
-    crate::SkeletonError::OutOfMemory(match e {
-        lafuse_runtime::RuntimeError::Resource(why) => why,
-        other => other.to_string(),
-    })
+    crate::SkeletonError::OutOfMemory(e)
+}
+
+/// A failed runtime kernel: out of memory, or (any other failure) a call of ours that does
+/// not match the kernel.
+pub(crate) fn kernel_error(e: lafuse_runtime::RuntimeError) -> crate::SkeletonError {
+    match e {
+        lafuse_runtime::RuntimeError::Resource(_) => out_of_memory(e),
+        e => crate::SkeletonError::Runtime(e),
+    }
 }
 
 /// Rows `[rl, ru)` of a sparse main input as a dense block (for calls that must see every

@@ -17,7 +17,7 @@
 
 use crate::abi::KernelArgs;
 use crate::prep::{self, densify_rows, for_tasks, partition, SharedOut};
-use crate::{err, Input, LazyEntry, Result};
+use crate::{err, Input, LazyEntry, Result, ShapeNeed, SkeletonError};
 use lafuse_runtime::kernels::aggregate::Kahan;
 use lafuse_runtime::kernels::dense_result;
 use lafuse_runtime::matrix::count_nnz;
@@ -145,12 +145,12 @@ impl prep::InputRole for RowInput {
     }
 
     /// `n` is not constrained: a Row operator's side inputs have widths of their own.
-    fn mismatch(self, r: usize, c: usize, m: usize, _n: usize) -> Option<String> {
+    fn mismatch(self, r: usize, c: usize, m: usize, _n: usize) -> Option<ShapeNeed> {
         match self {
-            RowInput::Rows if r != m => Some(format!("{m} rows")),
-            RowInput::ColVector if r != m || c == 0 => Some(format!("{m}xk (k >= 1)")),
-            RowInput::RowVector if r == 0 => Some("at least one row".to_string()),
-            RowInput::Scalar if r * c == 0 => Some("non-empty".to_string()),
+            RowInput::Rows if r != m => Some(ShapeNeed::Rows(m)),
+            RowInput::ColVector if r != m || c == 0 => Some(ShapeNeed::RowsByAny(m)),
+            RowInput::RowVector if r == 0 => Some(ShapeNeed::SomeRow),
+            RowInput::Scalar if r * c == 0 => Some(ShapeNeed::NonEmpty),
             _ => None,
         }
     }
@@ -173,7 +173,7 @@ pub fn execute(
     layout: &RowLayout,
 ) -> Result<Matrix> {
     let Some(main) = inputs.first().and_then(Input::as_matrix) else {
-        return err("the main input must be a matrix");
+        return err(SkeletonError::MainNotMatrix);
     };
     let (m, n) = main.shape();
     let prepared = prep::prepare(inputs, &spec.inputs, m, n)?;
@@ -182,20 +182,23 @@ pub fn execute(
     let out_len = match spec.kind {
         RowKind::RowWise => {
             if or != m {
-                return err(format!("a row-wise output has {m} rows, not {or}"));
+                return err(SkeletonError::RowWiseRows {
+                    rows: m,
+                    out_rows: or,
+                });
             }
             or * oc
         }
         RowKind::ColSum => {
             if or != 1 {
-                return err("a column aggregate has one row");
+                return err(SkeletonError::ColAggRows);
             }
             oc
         }
         RowKind::Outer => or * oc,
         RowKind::FullAgg => {
             if (or, oc) != (1, 1) {
-                return err("a full aggregate is 1x1");
+                return err(SkeletonError::FullAggShape);
             }
             2
         }

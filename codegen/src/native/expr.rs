@@ -1,5 +1,5 @@
 //! Scalar emission of CNode bodies, on vectors of `w` doubles (`w == 1` for scalar code), with
-//! the runtime's exact semantics (`lafuse_runtime::ops`): simple operators become inline IR
+//! the core's exact semantics (`lafuse_core::ops`): simple operators become inline IR
 //! (IEEE arithmetic, comparisons as 1/0, Java `min`/`max` with NaN and signed zeros, `sign`,
 //! Java's `round`, `ifelse`, `replace`), correctly rounded ones use LLVM intrinsics (`sqrt`,
 //! `floor`, `ceil`, `fabs`, `trunc`), `exp` and `log` are IR too (`math`), and the other
@@ -479,7 +479,7 @@ impl<'m, 'c> Fx<'m, 'c> {
         self.splat(x, w)
     }
 
-    /// Java `Math.min`/`Math.max` (NaN propagates; -0.0 < 0.0), as `lafuse_runtime::ops`.
+    /// Java `Math.min`/`Math.max` (NaN propagates; -0.0 < 0.0), as `lafuse_core::ops`.
     pub(crate) fn java_minmax(
         &self,
         max: bool,

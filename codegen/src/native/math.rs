@@ -1,5 +1,5 @@
 //! Vector math primitives (`log`, `exp`) as IR, each stated operation for operation by a
-//! scalar Rust function in [`scalar`] (the runtime's `math`: fdlibm's methods, which the
+//! scalar Rust function in [`scalar`] (the core's `math`: fdlibm's methods, which the
 //! unfused kernels call too, so fused and unfused results agree to the bit).
 //!
 //! A call to a scalar library function per lane costs a call, spills of every live vector

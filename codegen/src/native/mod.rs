@@ -991,12 +991,11 @@ impl NativeOperator {
         );
         let (dense_row_fn, csr_row_fn) = (row_fn(Entry::Dense), row_fn(Entry::Csr));
         let sk = |e: SkeletonError| match e {
-            SkeletonError::OutOfMemory(s) => CodegenError::OutOfMemory(s),
             SkeletonError::EntryPoint(entry) => match entry.0.downcast_ref::<CodegenError>() {
                 Some(ce) => ce.clone(),
                 None => CodegenError::Internal(entry.0.to_string()),
             },
-            SkeletonError::Invalid(s) => CodegenError::Internal(s),
+            e => CodegenError::Skeleton(e),
         };
         let out = match &self.kind {
             Kind::Cell(spec) => {
@@ -1036,10 +1035,8 @@ impl NativeOperator {
             // A body over a transposed vector main input walked its cells in the main
             // input's shape: the same cells, relabelled (see `transposed_frame`).
             if m.shape() == (s.1, s.0) && (s.0 == 1 || s.1 == 1) && self.transposed_frame {
-                *m = lafuse_runtime::kernels::reshape(m, s.0, s.1, true).map_err(|e| match e {
-                    lafuse_runtime::RuntimeError::Resource(why) => CodegenError::OutOfMemory(why),
-                    e => CodegenError::Internal(e.to_string()),
-                })?;
+                *m = lafuse_runtime::kernels::reshape(m, s.0, s.1, true)
+                    .map_err(CodegenError::Runtime)?;
             }
             if m.shape() != s {
                 return Err(CodegenError::Internal(format!(

@@ -11,7 +11,6 @@
 //! safe in `X` only).
 
 use crate::fusion::dag::FusionDag;
-use crate::hops::eval::{eval_binary_f64, eval_unary_f64};
 use crate::hops::{AggOp, BinaryOp, Direction, HopId, OpKind};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,9 +30,9 @@ pub fn binary_zero_preserving(op: BinaryOp, pos: usize, other: Option<f64>) -> b
         _ => match other {
             Some(c) => {
                 let v = if pos == 0 {
-                    eval_binary_f64(op, 0.0, c)
+                    op.apply(0.0, c)
                 } else {
-                    eval_binary_f64(op, c, 0.0)
+                    op.apply(c, 0.0)
                 };
                 v == 0.0
             }
@@ -92,7 +91,7 @@ pub fn is_zero_preserving(
         }
         let ins = dag.inputs(h);
         let v = match dag.op(h) {
-            OpKind::Unary(op) => eval_unary_f64(*op, 0.0) == 0.0 && value(&zero, ins[0]),
+            OpKind::Unary(op) => op.apply(0.0) == 0.0 && value(&zero, ins[0]),
             OpKind::Binary(op) => (0..2).any(|pos| {
                 binary_zero_preserving(*op, pos, dag.literal_f64(ins[1 - pos]))
                     && value(&zero, ins[pos])

@@ -241,30 +241,6 @@ fn aggregate(builtin: Builtin) -> Option<(AggOp, Direction)> {
     })
 }
 
-fn unary_builtin(builtin: Builtin) -> Option<UnaryOp> {
-    use Builtin::*;
-    Some(match builtin {
-        Abs => UnaryOp::Abs,
-        Exp => UnaryOp::Exp,
-        Sqrt => UnaryOp::Sqrt,
-        Round => UnaryOp::Round,
-        Floor => UnaryOp::Floor,
-        Ceil => UnaryOp::Ceil,
-        Sign => UnaryOp::Sign,
-        Sin => UnaryOp::Sin,
-        Cos => UnaryOp::Cos,
-        Tan => UnaryOp::Tan,
-        Asin => UnaryOp::Asin,
-        Acos => UnaryOp::Acos,
-        Atan => UnaryOp::Atan,
-        Sinh => UnaryOp::Sinh,
-        Cosh => UnaryOp::Cosh,
-        Tanh => UnaryOp::Tanh,
-        Sigmoid => UnaryOp::Sigmoid,
-        _ => return None,
-    })
-}
-
 impl<'a> Ctx<'a> {
     fn new(inputs: &'a BlockInputs, args: &'a ScriptArgs) -> Ctx<'a> {
         let mut b = DagBuilder::new();
@@ -502,7 +478,7 @@ impl<'a> Ctx<'a> {
             ExprKind::Binary { op, lhs, rhs } => {
                 let a = self.expr(lhs)?;
                 let b = self.expr(rhs)?;
-                match BinaryOp::from_ast(*op) {
+                match op.elementwise() {
                     Some(bop) => self.add(OpKind::Binary(bop), &[a, b], span),
                     None => self.add(OpKind::MatMul, &[a, b], span),
                 }
@@ -548,7 +524,7 @@ impl<'a> Ctx<'a> {
             let x = self.param(&bound, "x", span)?;
             return self.add(OpKind::AggUnary { op, dir }, &[x], span);
         }
-        if let Some(op) = unary_builtin(b) {
+        if let Builtin::Unary(op) = b {
             let x = self.param(&bound, "x", span)?;
             return self.add(OpKind::Unary(op), &[x], span);
         }

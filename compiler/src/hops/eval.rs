@@ -1,5 +1,7 @@
 //! Compile-time evaluation of scalar operators with DML semantics (as SystemDS 3.4.0 computes
-//! them), used by constant folding and by sparsity estimation (`f(0, c)`).
+//! them), used by constant folding. The value of an operator on doubles is the core's
+//! ([`BinaryOp::apply`], [`UnaryOp::apply`]), the very function the kernels compute; this
+//! module adds DML's scalar typing (integers, booleans, strings) around it.
 //!
 //! Folding must never change a result, so anything whose runtime behaviour is an error or
 //! depends on formatting that lives in the runtime (string concatenation with a double) is left
@@ -7,148 +9,6 @@
 
 use super::ir::{BinaryOp, CastOp, Literal, UnaryOp, ValueType};
 use super::types::{scalar_binary_type, scalar_unary_type};
-
-// The scalar functions below restate the runtime's (`lafuse_runtime::ops`): the compiler may
-// not depend on the runtime, and folding must give exactly what execution would. The root
-// crate's `tests/folding.rs` checks the two against each other on special values.
-
-/// The runtime's `exp`, `ln` and `sigmoid` (fdlibm's methods, which unfused kernels and
-/// generated code compute to the bit): the very source file, compiled into this crate, since
-/// restating 150 lines of bit manipulation would be a second copy to keep equal.
-#[path = "../../../runtime/src/math.rs"]
-mod math;
-
-/// Java's `Math.min`: NaN wins; `-0.0 < 0.0`.
-fn java_min(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else if a == 0.0 && b == 0.0 {
-        if a.is_sign_negative() {
-            a
-        } else {
-            b
-        }
-    } else {
-        a.min(b)
-    }
-}
-
-/// Java's `Math.max`: NaN wins; `0.0 > -0.0`.
-fn java_max(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else if a == 0.0 && b == 0.0 {
-        if a.is_sign_positive() {
-            a
-        } else {
-            b
-        }
-    } else {
-        a.max(b)
-    }
-}
-
-/// Java's `Math.pow`: a NaN exponent gives NaN, `x^0 == 1` for every `x`, `(±1)^±Inf` is NaN.
-fn java_pow(x: f64, y: f64) -> f64 {
-    if y == 2.0 {
-        x * x
-    } else if y.is_nan() {
-        f64::NAN
-    } else if y == 0.0 {
-        1.0
-    } else if y.is_infinite() && x.abs() == 1.0 {
-        f64::NAN
-    } else {
-        x.powf(y)
-    }
-}
-
-/// Java's `Math.round` as SystemDS applies it: half up, through a `long` (NaN becomes 0,
-/// values beyond the `long` range saturate, `-0.0` becomes `0.0`).
-pub fn java_round(x: f64) -> f64 {
-    // Java's `(double) Long.MAX_VALUE`, i.e. 2^63.
-    const LONG_LIMIT: f64 = i64::MAX as f64;
-    if x.is_nan() {
-        0.0
-    } else if x >= LONG_LIMIT {
-        LONG_LIMIT
-    } else if x <= -LONG_LIMIT {
-        -LONG_LIMIT
-    } else {
-        let f = x.floor();
-        if x - f >= 0.5 {
-            f + 1.0
-        } else {
-            f + 0.0
-        }
-    }
-}
-
-/// An element-wise binary operator on doubles, as applied to matrix cells.
-pub fn eval_binary_f64(op: BinaryOp, a: f64, b: f64) -> f64 {
-    let bool_f = |v: bool| if v { 1.0 } else { 0.0 };
-    match op {
-        BinaryOp::Add => a + b,
-        BinaryOp::Sub => a - b,
-        BinaryOp::Mul => a * b,
-        BinaryOp::Div => a / b,
-        BinaryOp::Pow => java_pow(a, b),
-        // Java's `%` on doubles (sign of the dividend; NaN for a zero divisor).
-        BinaryOp::Mod => a % b,
-        BinaryOp::IntDiv => (a / b).trunc(),
-        BinaryOp::Lt => bool_f(a < b),
-        BinaryOp::Le => bool_f(a <= b),
-        BinaryOp::Gt => bool_f(a > b),
-        BinaryOp::Ge => bool_f(a >= b),
-        BinaryOp::Eq => bool_f(a == b),
-        BinaryOp::Ne => bool_f(a != b),
-        BinaryOp::And => bool_f(a != 0.0 && b != 0.0),
-        BinaryOp::Or => bool_f(a != 0.0 || b != 0.0),
-        BinaryOp::Min => java_min(a, b),
-        BinaryOp::Max => java_max(a, b),
-        BinaryOp::Log => math::ln(a) / math::ln(b),
-    }
-}
-
-/// An element-wise unary function on a double.
-pub fn eval_unary_f64(op: UnaryOp, x: f64) -> f64 {
-    match op {
-        UnaryOp::Neg => -x,
-        UnaryOp::Not => {
-            if x == 0.0 {
-                1.0
-            } else {
-                0.0
-            }
-        }
-        UnaryOp::Abs => x.abs(),
-        UnaryOp::Exp => math::exp(x),
-        UnaryOp::Log => math::ln(x),
-        UnaryOp::Sqrt => x.sqrt(),
-        UnaryOp::Round => java_round(x),
-        UnaryOp::Floor => x.floor(),
-        UnaryOp::Ceil => x.ceil(),
-        UnaryOp::Sign => {
-            if x > 0.0 {
-                1.0
-            } else if x < 0.0 {
-                -1.0
-            } else {
-                x
-            }
-        }
-        UnaryOp::Sin => x.sin(),
-        UnaryOp::Cos => x.cos(),
-        UnaryOp::Tan => x.tan(),
-        UnaryOp::Asin => x.asin(),
-        UnaryOp::Acos => x.acos(),
-        UnaryOp::Atan => x.atan(),
-        UnaryOp::Sinh => x.sinh(),
-        UnaryOp::Cosh => x.cosh(),
-        UnaryOp::Tanh => x.tanh(),
-        UnaryOp::Sigmoid => math::sigmoid(x),
-    }
-}
 
 /// The truth value of a scalar in `&`, `|`, `!`, `ifelse` (numbers: non-zero).
 ///
@@ -211,7 +71,7 @@ pub fn fold_binary(op: BinaryOp, a: &Literal, b: &Literal) -> Option<Literal> {
                 (Literal::Str(x), Literal::Str(y)) if x.is_ascii() && y.is_ascii() => x.cmp(y),
                 (Literal::Str(_), _) | (_, Literal::Str(_)) => return None,
                 _ => {
-                    let r = eval_binary_f64(op, a.as_f64()?, b.as_f64()?);
+                    let r = op.apply(a.as_f64()?, b.as_f64()?);
                     return Some(Literal::Bool(r != 0.0));
                 }
             };
@@ -226,11 +86,7 @@ pub fn fold_binary(op: BinaryOp, a: &Literal, b: &Literal) -> Option<Literal> {
                 _ => return None,
             }))
         }
-        ValueType::Double => Some(Literal::Double(eval_binary_f64(
-            op,
-            a.as_f64()?,
-            b.as_f64()?,
-        ))),
+        ValueType::Double => Some(Literal::Double(op.apply(a.as_f64()?, b.as_f64()?))),
     }
 }
 
@@ -244,7 +100,7 @@ pub fn fold_unary(op: UnaryOp, a: &Literal) -> Option<Literal> {
             UnaryOp::Abs => x.wrapping_abs(),
             _ => return None,
         })),
-        (ValueType::Double, _) => Some(Literal::Double(eval_unary_f64(op, a.as_f64()?))),
+        (ValueType::Double, _) => Some(Literal::Double(op.apply(a.as_f64()?))),
         _ => None,
     }
 }

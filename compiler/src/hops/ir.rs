@@ -5,8 +5,13 @@
 //! names (`name()`) are stable: they are the serde names and what `explain` prints.
 
 use crate::span::Span;
+use lafuse_core::named_ops;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+
+/// The element-wise operators and aggregations are the core's (one vocabulary, one scalar
+/// semantics for folding, kernels and generated code).
+pub use lafuse_core::ops::{AggOp, BinaryOp, Direction, UnaryOp};
 
 /// Index of a hop in its [`HopDag`]'s arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -216,149 +221,6 @@ mod json_f64 {
     }
 }
 
-/// Declares an op enum whose variants have stable short names, used both as serde names and
-/// by `name()`, plus an `ALL` list (for tests and for embedders enumerating ops).
-macro_rules! named_ops {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)* }) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        pub enum $name {
-            $($(#[$vmeta])* #[serde(rename = $text)] $variant,)*
-        }
-
-        impl $name {
-            /// Every variant, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
-
-            /// The stable short name (serde name, explain).
-            pub fn name(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text,)*
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-    };
-}
-
-named_ops! {
-    /// Element-wise unary functions (on a scalar or every cell of a matrix).
-    UnaryOp {
-        /// Unary minus `-x`.
-        Neg = "neg",
-        /// Logical not `!x`.
-        Not = "!",
-        Abs = "abs",
-        Exp = "exp",
-        /// Natural logarithm (`log(x)` with one argument).
-        Log = "log",
-        Sqrt = "sqrt",
-        /// Round half away from zero (Java `Math.round` on doubles as SystemDS does).
-        Round = "round",
-        Floor = "floor",
-        Ceil = "ceil",
-        Sign = "sign",
-        Sin = "sin",
-        Cos = "cos",
-        Tan = "tan",
-        Asin = "asin",
-        Acos = "acos",
-        Atan = "atan",
-        Sinh = "sinh",
-        Cosh = "cosh",
-        Tanh = "tanh",
-        Sigmoid = "sigmoid",
-    }
-}
-
-impl UnaryOp {
-    /// `f(0) == 0`: applying the op to a matrix keeps zeros zero, so only non-zeros matter.
-    pub fn is_sparse_safe(self) -> bool {
-        use UnaryOp::*;
-        matches!(
-            self,
-            Neg | Abs | Sqrt | Round | Floor | Ceil | Sign | Sin | Tan | Asin | Atan | Sinh | Tanh
-        )
-    }
-}
-
-named_ops! {
-    /// Element-wise binary operators (scalar-scalar, matrix-scalar, matrix-matrix with
-    /// broadcasting of row/column vectors).
-    BinaryOp {
-        Add = "+",
-        Sub = "-",
-        Mul = "*",
-        Div = "/",
-        Pow = "^",
-        /// `%%`: remainder with the sign of the dividend (Java `%`), as SystemDS computes it.
-        Mod = "%%",
-        /// `%/%`: quotient truncated toward zero, as SystemDS computes it.
-        IntDiv = "%/%",
-        Lt = "<",
-        Le = "<=",
-        Gt = ">",
-        Ge = ">=",
-        Eq = "==",
-        Ne = "!=",
-        And = "&",
-        Or = "|",
-        /// `min(a, b)` / `pmin(a, b)`.
-        Min = "min",
-        /// `max(a, b)` / `pmax(a, b)`.
-        Max = "max",
-        /// `log(x, base)`: inputs `[x, base]`.
-        Log = "log",
-    }
-}
-
-impl BinaryOp {
-    /// Comparison operators (result type bool).
-    pub fn is_comparison(self) -> bool {
-        use BinaryOp::*;
-        matches!(self, Lt | Le | Gt | Ge | Eq | Ne)
-    }
-
-    /// `&` and `|`.
-    pub fn is_logical(self) -> bool {
-        matches!(self, BinaryOp::And | BinaryOp::Or)
-    }
-
-    /// `a op b == b op a` for all values (used by CSE to canonicalise operand order).
-    pub fn is_commutative(self) -> bool {
-        use BinaryOp::*;
-        matches!(self, Add | Mul | Eq | Ne | And | Or | Min | Max)
-    }
-
-    /// Maps a DML source operator onto a hop operator (`%*%` is not element-wise: `None`).
-    pub fn from_ast(op: crate::ast::BinaryOp) -> Option<BinaryOp> {
-        use crate::ast::BinaryOp as A;
-        Some(match op {
-            A::Add => BinaryOp::Add,
-            A::Sub => BinaryOp::Sub,
-            A::Mul => BinaryOp::Mul,
-            A::Div => BinaryOp::Div,
-            A::Pow => BinaryOp::Pow,
-            A::Mod => BinaryOp::Mod,
-            A::IntDiv => BinaryOp::IntDiv,
-            A::Lt => BinaryOp::Lt,
-            A::Le => BinaryOp::Le,
-            A::Gt => BinaryOp::Gt,
-            A::Ge => BinaryOp::Ge,
-            A::Eq => BinaryOp::Eq,
-            A::Ne => BinaryOp::Ne,
-            A::And => BinaryOp::And,
-            A::Or => BinaryOp::Or,
-            A::MatMul => return None,
-        })
-    }
-}
-
 named_ops! {
     /// Three-input operators.
     TernaryOp {
@@ -368,28 +230,6 @@ named_ops! {
         /// `replace(target=X, pattern=p, replacement=r)`: inputs `[X, p, r]` (X a matrix,
         /// p and r scalars); replaces every cell equal to p (NaN matches NaN) by r.
         Replace = "replace",
-    }
-}
-
-named_ops! {
-    /// Aggregation functions of [`OpKind::AggUnary`].
-    AggOp {
-        Sum = "sum",
-        Mean = "mean",
-        Min = "min",
-        Max = "max",
-        Prod = "prod",
-        /// Sample variance (denominator n-1), as DML's `var`, `rowVars`, `colVars`.
-        Var = "var",
-    }
-}
-
-named_ops! {
-    /// What an aggregation reduces: everything (scalar result), each row (m×1), each column (1×n).
-    Direction {
-        Full = "full",
-        Row = "row",
-        Col = "col",
     }
 }
 

@@ -9,7 +9,6 @@
 //! operand the estimate is sharper: if `f(0, c) == 0` the result has at most `nnz(X)`
 //! non-zeros, otherwise it is dense.
 
-use super::eval::eval_binary_f64;
 use super::ir::{
     BinaryOp, CastOp, DataGenOp, DataType, Direction, Hop, HopDag, HopId, Literal, NaryOp, OpKind,
     ReorgOp, TernaryOp,
@@ -668,9 +667,9 @@ fn binary_nnz(dag: &HopDag, hop: &Hop, op: BinaryOp, cells: Option<u64>) -> Opti
         };
         if let Some(c) = f64_input(dag, s) {
             let at_zero = if scalar_left {
-                eval_binary_f64(op, c, 0.0)
+                op.apply(c, 0.0)
             } else {
-                eval_binary_f64(op, 0.0, c)
+                op.apply(0.0, c)
             };
             let m_nnz = operand_nnz(dag, m, cells);
             return if at_zero == 0.0 { m_nnz } else { cells };

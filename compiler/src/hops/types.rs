@@ -182,7 +182,10 @@ pub fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, String> {
             need_scalar(1, "replace")?;
             Ok(MATRIX)
         }
-        OpKind::AggUnary { dir, .. } => {
+        OpKind::AggUnary { op, dir } => {
+            if !op.is_hop_aggregate() {
+                return Err(format!("'{op}' is not an aggregation of the HOP IR"));
+            }
             need_matrix(0, "aggregation")?;
             Ok(if *dir == Direction::Full {
                 scalar(ValueType::Double)

@@ -696,7 +696,7 @@ mod tests {
     }
 
     fn check(a: &Matrix, tol: f64) {
-        for op in AggOp::ALL {
+        for &op in AggOp::ALL {
             for dir in [Direction::Full, Direction::Row, Direction::Col] {
                 let want = naive(a, op, dir);
                 for x in both(a) {
@@ -783,7 +783,7 @@ mod tests {
         ) {
             let rows = cells.len() / cols;
             let a = Matrix::from_dense_values(rows, cols, cells[..rows * cols].to_vec()).unwrap();
-            for op in AggOp::ALL {
+            for &op in AggOp::ALL {
                 for dir in [Direction::Full, Direction::Row, Direction::Col] {
                     let [d, s] = both(&a);
                     let (x, y) = (aggregate(&d, op, dir).unwrap(), aggregate(&s, op, dir).unwrap());
@@ -806,7 +806,7 @@ mod tests {
             pool.install(|| {
                 let mut out = Vec::new();
                 for x in [&a, &s] {
-                    for op in AggOp::ALL {
+                    for &op in AggOp::ALL {
                         for dir in [Direction::Full, Direction::Row, Direction::Col] {
                             out.push(aggregate(x, op, dir).unwrap());
                         }

@@ -633,7 +633,7 @@ mod tests {
     }
 
     fn check_all_formats(a: &Matrix, b: &Matrix) {
-        for op in BinaryOp::ALL {
+        for &op in BinaryOp::ALL {
             let want = naive(a, b, op);
             for x in both(a) {
                 for y in both(b) {
@@ -741,7 +741,7 @@ mod tests {
     fn scalar_ops_all_formats() {
         let a = m(&[&[0.0, 1.5, 0.0, -2.0], &[0.0, 0.0, f64::NAN, 0.0]]);
         for s in [0.0, 2.0, -1.0, f64::NAN, f64::INFINITY] {
-            for op in BinaryOp::ALL {
+            for &op in BinaryOp::ALL {
                 for left in [false, true] {
                     let want: Vec<f64> = a
                         .to_dense()
@@ -767,7 +767,7 @@ mod tests {
             &[0.0, 0.3, 0.0, -2.5],
             &[0.0, 0.0, f64::NAN, f64::NEG_INFINITY],
         ]);
-        for op in UnaryOp::ALL {
+        for &op in UnaryOp::ALL {
             let want: Vec<f64> = a
                 .to_dense()
                 .unwrap()
@@ -791,7 +791,7 @@ mod tests {
         let row = rand(1, 50, 1.0, 13);
         let col = rand(60, 1, 1.0, 14);
         let one = m(&[&[2.5]]);
-        for op in BinaryOp::ALL {
+        for &op in BinaryOp::ALL {
             for b in [&a, &s, &row, &col, &one] {
                 for x in both(&a) {
                     let want = binary(&x, b, op).unwrap();
@@ -807,7 +807,7 @@ mod tests {
                 assert!(same(&got, &want), "{op:?}");
             }
         }
-        for op in UnaryOp::ALL {
+        for &op in UnaryOp::ALL {
             for x in both(&s) {
                 let got = unary_owned(x.clone(), op).unwrap();
                 got.validate().unwrap();

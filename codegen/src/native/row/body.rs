@@ -636,6 +636,10 @@ impl<'a, 'c> Em<'a, 'c> {
                     .map_err(ierr)?
                     .into_vector_value()
             }
+            // Kernel aggregates no hop carries, so no construction puts them in a plan.
+            AggOp::SumSq | AggOp::Sd => {
+                return Err(CodegenError::Unsupported(format!("row aggregate {f}")))
+            }
         })
     }
 

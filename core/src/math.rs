@@ -7,9 +7,9 @@
 //! implementations becomes a different answer downstream of an ill-conditioned step such as
 //! `sin(exp(x))` at large `x`. Both stay within 1 ulp of the C library (tested below).
 //!
-//! This file holds the scalar functions only: the compiler's constant folder compiles it too
-//! (it may depend on no other lafuse crate). Their four-lane forms over slices, for the unfused
-//! kernels, are in `kernels/vector_math.rs`.
+//! This module holds the scalar functions only; the compiler's constant folder calls them as
+//! the runtime does. Their four-lane forms over slices, for the unfused kernels, are in the
+//! runtime's `kernels/vector_math.rs`.
 
 /// Constants of [`ln`].
 pub mod ln_consts {
