@@ -1,4 +1,5 @@
-//! The embeddable library depends on nothing only the command needs: an embedder of `lafuse`
+//! How the workspace's crates may depend on each other, checked on `Cargo.lock`. The embeddable
+//! library depends on nothing only the command needs: an embedder of `lafuse`
 //! builds neither the argument parser nor the bench harness's report writers (they live in
 //! `lafuse-cli`, `cli/`).
 
@@ -69,5 +70,49 @@ fn the_library_depends_on_nothing_only_the_cli_needs() {
         offending.is_empty(),
         "the lafuse library depends on {offending:?}, which only the command needs; move the \
          code that uses them into lafuse-cli (cli/)"
+    );
+}
+
+/// Architecture invariant: dependencies between lafuse's own crates point one way. `core`
+/// depends on none of them; `compiler` and `runtime` on `core` only (the compiler knows nothing
+/// of matrix data or code generation, the runtime nothing of planning); `skeletons` on
+/// `runtime` and `core`; `codegen` on those four; the library on all five; nothing on the
+/// command.
+#[test]
+fn crates_depend_one_way() {
+    let graph = lock_graph();
+    let ours = |name: &str| -> BTreeSet<String> {
+        reachable(&graph, name)
+            .into_iter()
+            .filter(|d| d != name && d.starts_with("lafuse"))
+            .collect()
+    };
+    let set =
+        |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| n.to_string()).collect() };
+    assert_eq!(ours("lafuse-core"), set(&[]));
+    assert_eq!(ours("lafuse-compiler"), set(&["lafuse-core"]));
+    assert_eq!(ours("lafuse-runtime"), set(&["lafuse-core"]));
+    assert_eq!(
+        ours("lafuse-skeletons"),
+        set(&["lafuse-core", "lafuse-runtime"])
+    );
+    assert_eq!(
+        ours("lafuse-codegen"),
+        set(&[
+            "lafuse-compiler",
+            "lafuse-core",
+            "lafuse-runtime",
+            "lafuse-skeletons"
+        ])
+    );
+    assert_eq!(
+        ours("lafuse"),
+        set(&[
+            "lafuse-codegen",
+            "lafuse-compiler",
+            "lafuse-core",
+            "lafuse-runtime",
+            "lafuse-skeletons"
+        ])
     );
 }
