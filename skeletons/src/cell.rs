@@ -86,8 +86,7 @@ impl<'a> Driver<'a> {
         inputs: &[Input<'a>],
         uses: &[InputUse],
         sparse_safe: bool,
-        dense: LazyEntry<'_, KernelFn>,
-        csr: Option<LazyEntry<'_, KernelFn>>,
+        kernels: &CellKernels<'_>,
         views: &'a mut Vec<DenseView>,
         prepared: &'a mut Option<prep::Prepared<'a>>,
     ) -> Result<Driver<'a>> {
@@ -96,10 +95,10 @@ impl<'a> Driver<'a> {
         };
         let (m, n) = main.shape();
         let p = prepared.insert(prep::prepare(inputs, uses, m, n)?);
-        let (mode, entry) = match (main, csr) {
-            (Matrix::Dense(_), _) => (Mode::Dense, dense()?),
+        let (mode, entry) = match (main, kernels.csr) {
+            (Matrix::Dense(_), _) => (Mode::Dense, (kernels.dense)()?),
             (Matrix::Sparse(_), Some(csr)) if sparse_safe => (Mode::CsrNonZeros, csr()?),
-            (Matrix::Sparse(_), _) => (Mode::DensifiedBlocks, dense()?),
+            (Matrix::Sparse(_), _) => (Mode::DensifiedBlocks, (kernels.dense)()?),
         };
         *views = p.views();
         let p: &'a prep::Prepared<'a> = p;
@@ -171,8 +170,7 @@ pub fn execute(spec: &CellSpec, kernels: &CellKernels, inputs: &[Input<'_>]) -> 
         inputs,
         &spec.uses,
         spec.sparse_safe,
-        kernels.dense,
-        kernels.csr,
+        kernels,
         &mut views,
         &mut prepared,
     )?;

@@ -37,8 +37,7 @@ pub fn execute(
         inputs,
         &spec.uses,
         spec.sparse_safe,
-        kernels.dense,
-        kernels.csr,
+        kernels,
         &mut views,
         &mut prepared,
     )?;
