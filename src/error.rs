@@ -27,6 +27,13 @@ pub enum Error {
     /// A bug in lafuse outside a script's execution (explain, calibrate).
     #[error("internal: {0}")]
     Internal(String),
+    /// A machine profile or a cost-model override was refused; `context` names the file or
+    /// argument.
+    #[error("{context}: {error}")]
+    CostModel {
+        context: String,
+        error: lafuse_compiler::fusion::CostModelError,
+    },
 }
 
 impl From<CompileError> for Error {
@@ -50,6 +57,7 @@ impl Error {
             Error::Usage(_) => Fault::User,
             Error::Unsupported(_) => Fault::Unsupported,
             Error::Internal(_) => Fault::Internal,
+            Error::CostModel { error, .. } => error.fault(),
         }
     }
 
@@ -76,7 +84,9 @@ impl Error {
                 as_diagnostic.render(source)
             }
             Error::Usage(message) => format!("error: {message}\n"),
-            Error::Unsupported(_) | Error::Internal(_) => format!("error: {self}\n"),
+            Error::Unsupported(_) | Error::Internal(_) | Error::CostModel { .. } => {
+                format!("error: {self}\n")
+            }
         }
     }
 }

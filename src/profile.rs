@@ -38,7 +38,10 @@ pub fn read_profile(path: &Path) -> Result<MachineProfile, Error> {
             path.display()
         ))
     })?;
-    MachineProfile::from_json(&text).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))
+    MachineProfile::from_json(&text).map_err(|error| Error::CostModel {
+        context: path.display().to_string(),
+        error,
+    })
 }
 
 /// Writes a machine profile as JSON, creating the parent directory; errors name the file.
@@ -70,7 +73,10 @@ pub fn load_cost_model(path: Option<&Path>, overrides: &[String]) -> Result<Cost
     for arg in overrides {
         model
             .apply_override(arg)
-            .map_err(|e| Error::Usage(format!("--cost '{arg}': {e}")))?;
+            .map_err(|error| Error::CostModel {
+                context: format!("--cost '{arg}'"),
+                error,
+            })?;
     }
     Ok(model)
 }

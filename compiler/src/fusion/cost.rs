@@ -263,38 +263,37 @@ impl CostModel {
 
     /// Sets a named constant ([`CostModel::PARAMETERS`]). Every value must be positive and
     /// finite, `unknown_sparsity` at most 1; errors name the parameter, or list the names.
-    pub fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
+    pub fn set(&mut self, name: &str, value: f64) -> Result<(), CostModelError> {
         check_value(name, value)?;
         match self.slot(name) {
             Some(slot) => {
                 *slot = value;
                 Ok(())
             }
-            None => Err(format!(
-                "unknown cost model parameter '{name}'; the parameters are: {}",
-                CostModel::PARAMETERS
-                    .iter()
-                    .map(|p| p.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+            None => Err(CostModelError::UnknownParameter {
+                name: name.to_string(),
+            }),
         }
     }
 
     /// Applies one `NAME=VALUE` override (the CLI's `--cost`).
-    pub fn apply_override(&mut self, assignment: &str) -> Result<(), String> {
-        let (name, value) = assignment
-            .split_once('=')
-            .ok_or_else(|| format!("expected NAME=VALUE, got '{assignment}'"))?;
+    pub fn apply_override(&mut self, assignment: &str) -> Result<(), CostModelError> {
+        let (name, value) =
+            assignment
+                .split_once('=')
+                .ok_or_else(|| CostModelError::NotAnAssignment {
+                    text: assignment.to_string(),
+                })?;
         let (name, value) = (name.trim(), value.trim());
-        let number: f64 = value
-            .parse()
-            .map_err(|_| format!("the value of '{name}' is not a number: '{value}'"))?;
+        let number: f64 = value.parse().map_err(|_| CostModelError::NotANumber {
+            name: name.to_string(),
+            value: value.to_string(),
+        })?;
         self.set(name, number)
     }
 
     /// Checks every constant as [`CostModel::set`] would (a profile read from a file).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), CostModelError> {
         CostModel::PARAMETERS
             .iter()
             .try_for_each(|p| check_value(p.name, self.get(p.name).unwrap_or(f64::NAN)))
@@ -314,7 +313,7 @@ impl CostModel {
     }
 
     /// Reads the model of a machine profile ([`MachineProfile::from_json`]).
-    pub fn from_profile_json(text: &str) -> Result<CostModel, String> {
+    pub fn from_profile_json(text: &str) -> Result<CostModel, CostModelError> {
         Ok(MachineProfile::from_json(text)?.model)
     }
 
@@ -388,19 +387,98 @@ impl Default for CostModel {
 }
 
 /// A value is valid for a parameter when positive and finite; a sparsity is at most 1.
-fn check_value(name: &str, value: f64) -> Result<(), String> {
-    if !(value.is_finite() && value > 0.0) {
-        return Err(format!(
-            "cost model parameter '{name}' must be a positive finite number, got {value}"
-        ));
-    }
-    if name == "unknown_sparsity" && value > 1.0 {
-        return Err(format!(
-            "cost model parameter 'unknown_sparsity' must be at most 1, got {value}"
-        ));
-    }
-    Ok(())
+fn check_value(name: &str, value: f64) -> Result<(), CostModelError> {
+    let bound = if !(value.is_finite() && value > 0.0) {
+        "a positive finite number"
+    } else if name == "unknown_sparsity" && value > 1.0 {
+        "at most 1"
+    } else {
+        return Ok(());
+    };
+    Err(CostModelError::InvalidValue {
+        name: name.to_string(),
+        value,
+        bound,
+    })
 }
+
+/// Why a cost model constant, override or machine profile was refused. Every cause is the
+/// user's (a command-line override, a profile file) except a profile of a version this lafuse
+/// does not read.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CostModelError {
+    /// No constant of this name ([`CostModel::PARAMETERS`] lists them).
+    UnknownParameter { name: String },
+    /// A value outside the constant's range (`bound` says which).
+    InvalidValue {
+        name: String,
+        value: f64,
+        bound: &'static str,
+    },
+    /// An override that is not `NAME=VALUE`.
+    NotAnAssignment { text: String },
+    /// An override whose value is not a number.
+    NotANumber { name: String, value: String },
+    /// A profile that is not the JSON of one (serde's message, with line and column).
+    ProfileSyntax { why: String },
+    /// A profile whose `format` tag is not [`PROFILE_FORMAT`].
+    ProfileFormat { found: String },
+    /// A profile of another version than [`PROFILE_VERSION`].
+    ProfileVersion { found: u32 },
+    /// A profile with an invalid constant.
+    ProfileValue(Box<CostModelError>),
+}
+
+impl CostModelError {
+    /// Who has to act on this error.
+    pub fn fault(&self) -> crate::error::Fault {
+        match self {
+            CostModelError::ProfileVersion { .. } => crate::error::Fault::Unsupported,
+            _ => crate::error::Fault::User,
+        }
+    }
+}
+
+impl std::fmt::Display for CostModelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CostModelError::UnknownParameter { name } => write!(
+                f,
+                "unknown cost model parameter '{name}'; the parameters are: {}",
+                CostModel::PARAMETERS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            CostModelError::InvalidValue { name, value, bound } => {
+                write!(
+                    f,
+                    "cost model parameter '{name}' must be {bound}, got {value}"
+                )
+            }
+            CostModelError::NotAnAssignment { text } => {
+                write!(f, "expected NAME=VALUE, got '{text}'")
+            }
+            CostModelError::NotANumber { name, value } => {
+                write!(f, "the value of '{name}' is not a number: '{value}'")
+            }
+            CostModelError::ProfileSyntax { why } => write!(f, "invalid machine profile: {why}"),
+            CostModelError::ProfileFormat { found } => write!(
+                f,
+                "invalid machine profile: format is '{found}', expected '{PROFILE_FORMAT}'"
+            ),
+            CostModelError::ProfileVersion { found } => write!(
+                f,
+                "unsupported: machine profile version {found} (this lafuse reads version \
+                 {PROFILE_VERSION})"
+            ),
+            CostModelError::ProfileValue(e) => write!(f, "invalid machine profile: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CostModelError {}
 
 /// The `format` tag of a machine profile file.
 pub const PROFILE_FORMAT: &str = "lafuse-machine-profile";
@@ -468,25 +546,23 @@ impl MachineProfile {
 
     /// Parses and checks a profile: its format tag and version, and every constant positive
     /// ([`CostModel::validate`]). Errors say what is wrong and where (serde's line and column).
-    pub fn from_json(text: &str) -> Result<MachineProfile, String> {
-        let profile: MachineProfile =
-            serde_json::from_str(text).map_err(|e| format!("invalid machine profile: {e}"))?;
+    pub fn from_json(text: &str) -> Result<MachineProfile, CostModelError> {
+        let profile: MachineProfile = serde_json::from_str(text)
+            .map_err(|e| CostModelError::ProfileSyntax { why: e.to_string() })?;
         if profile.format != PROFILE_FORMAT {
-            return Err(format!(
-                "invalid machine profile: format is '{}', expected '{PROFILE_FORMAT}'",
-                profile.format
-            ));
+            return Err(CostModelError::ProfileFormat {
+                found: profile.format,
+            });
         }
         if profile.version != PROFILE_VERSION {
-            return Err(format!(
-                "unsupported: machine profile version {} (this lafuse reads version {PROFILE_VERSION})",
-                profile.version
-            ));
+            return Err(CostModelError::ProfileVersion {
+                found: profile.version,
+            });
         }
         profile
             .model
             .validate()
-            .map_err(|e| format!("invalid machine profile: {e}"))?;
+            .map_err(|e| CostModelError::ProfileValue(Box::new(e)))?;
         Ok(profile)
     }
 
@@ -944,6 +1020,24 @@ mod tests {
     }
 
     #[test]
+    fn a_profile_of_another_version_is_unsupported_and_other_refusals_are_the_users() {
+        use crate::error::Fault;
+        let version = CostModel::from_profile_json(r#"{"version": 2}"#).unwrap_err();
+        assert_eq!(version, CostModelError::ProfileVersion { found: 2 });
+        assert_eq!(version.fault(), Fault::Unsupported);
+        let mut m = CostModel::default();
+        for refused in [
+            m.set("read_bw", 1.0).unwrap_err(),
+            m.set("write_bandwidth", -1.0).unwrap_err(),
+            m.apply_override("read_bandwidth").unwrap_err(),
+            CostModel::from_profile_json("{").unwrap_err(),
+            CostModel::from_profile_json(r#"{"model": {"read_bandwidth": 0}}"#).unwrap_err(),
+        ] {
+            assert_eq!(refused.fault(), Fault::User, "{refused}");
+        }
+    }
+
+    #[test]
     fn default_profile_round_trips() {
         let text = CostModel::default().to_profile_json();
         assert!(
@@ -998,7 +1092,7 @@ mod tests {
         assert_eq!(m.read_bandwidth, 1e9);
         assert_eq!(m.weights.log, 3.0);
 
-        let err = m.set("read_bw", 1.0).unwrap_err();
+        let err = m.set("read_bw", 1.0).unwrap_err().to_string();
         assert!(
             err.contains("unknown cost model parameter 'read_bw'"),
             "{err}"
@@ -1007,7 +1101,7 @@ mod tests {
             err.contains("read_bandwidth") && err.contains("weights.matmul"),
             "{err}"
         );
-        let err = m.set("write_bandwidth", 0.0).unwrap_err();
+        let err = m.set("write_bandwidth", 0.0).unwrap_err().to_string();
         assert!(
             err.contains("'write_bandwidth' must be a positive finite number"),
             "{err}"
@@ -1016,6 +1110,7 @@ mod tests {
         assert!(m
             .set("unknown_sparsity", 1.5)
             .unwrap_err()
+            .to_string()
             .contains("at most 1"));
         assert_eq!(
             m.write_bandwidth,
@@ -1023,26 +1118,39 @@ mod tests {
             "unchanged"
         );
 
-        let err = m.apply_override("read_bandwidth").unwrap_err();
+        let err = m.apply_override("read_bandwidth").unwrap_err().to_string();
         assert!(err.contains("expected NAME=VALUE"), "{err}");
-        let err = m.apply_override("read_bandwidth=fast").unwrap_err();
+        let err = m
+            .apply_override("read_bandwidth=fast")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a number: 'fast'"), "{err}");
     }
 
     #[test]
     fn bad_profiles_are_rejected_with_a_reason() {
-        let err = CostModel::from_profile_json("{\"model\": {").unwrap_err();
+        let err = CostModel::from_profile_json("{\"model\": {")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("invalid machine profile:") && err.contains("line 1"),
             "{err}"
         );
-        let err = CostModel::from_profile_json(r#"{"model": {"read_bandwith": 1}}"#).unwrap_err();
+        let err = CostModel::from_profile_json(r#"{"model": {"read_bandwith": 1}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown field `read_bandwith`"), "{err}");
-        let err = CostModel::from_profile_json(r#"{"model": {"read_bandwidth": -1}}"#).unwrap_err();
+        let err = CostModel::from_profile_json(r#"{"model": {"read_bandwidth": -1}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("'read_bandwidth' must be a positive"), "{err}");
-        let err = CostModel::from_profile_json(r#"{"format": "other"}"#).unwrap_err();
+        let err = CostModel::from_profile_json(r#"{"format": "other"}"#)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("expected 'lafuse-machine-profile'"), "{err}");
-        let err = CostModel::from_profile_json(r#"{"version": 2}"#).unwrap_err();
+        let err = CostModel::from_profile_json(r#"{"version": 2}"#)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("unsupported: machine profile version 2"),
             "{err}"

@@ -66,7 +66,7 @@ pub mod select;
 pub mod sparsity;
 pub mod template;
 
-pub use cost::CostModel;
+pub use cost::{CostModel, CostModelError};
 pub use dag::FusionDag;
 pub use explore::{explore, ExploreOptions, MAX_REFERENCE_POSITIONS};
 pub use memo::{CloseState, DominancePruning, MemoEntry, MemoTable, TemplateKind};

@@ -583,7 +583,7 @@ fn datagen_dims(dag: &HopDag, hop: &Hop, g: DataGenOp) -> Result<Dims> {
 }
 
 /// Number of elements of `seq(from, to, incr)`, or the user error SystemDS reports.
-pub fn seq_length(from: f64, to: f64, incr: f64) -> std::result::Result<u64, String> {
+pub(crate) fn seq_length(from: f64, to: f64, incr: f64) -> std::result::Result<u64, String> {
     if incr == 0.0 || !incr.is_finite() || !from.is_finite() || !to.is_finite() {
         return Err(format!(
             "invalid seq({from}, {to}, {incr}): the increment must be finite and non-zero"

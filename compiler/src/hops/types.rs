@@ -19,7 +19,11 @@ fn scalar(vt: ValueType) -> Ty {
 }
 
 /// Result type of an element-wise binary operator on two scalars, or an error message.
-pub fn scalar_binary_type(op: BinaryOp, a: ValueType, b: ValueType) -> Result<ValueType, String> {
+pub(crate) fn scalar_binary_type(
+    op: BinaryOp,
+    a: ValueType,
+    b: ValueType,
+) -> Result<ValueType, String> {
     use ValueType::*;
     let invalid = || {
         Err(format!(
@@ -60,7 +64,7 @@ pub fn scalar_binary_type(op: BinaryOp, a: ValueType, b: ValueType) -> Result<Va
 }
 
 /// Result type of a unary operator on a scalar.
-pub fn scalar_unary_type(op: UnaryOp, a: ValueType) -> Result<ValueType, String> {
+pub(crate) fn scalar_unary_type(op: UnaryOp, a: ValueType) -> Result<ValueType, String> {
     use ValueType::*;
     match (op, a) {
         (UnaryOp::Not, String) => Err("invalid value type for '!': string".to_string()),
@@ -97,7 +101,7 @@ fn join_numeric(op: &str, a: ValueType, b: ValueType) -> Result<ValueType, Strin
 
 /// Infers `(data type, value type)` of a hop from its op and its inputs' types. Shapes are
 /// checked separately (see [`crate::hops::size`]). Errors are messages for user errors.
-pub fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, String> {
+pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, String> {
     if !op.arity_ok(inputs.len()) {
         return Err(format!(
             "'{}' takes {} inputs, got {}",

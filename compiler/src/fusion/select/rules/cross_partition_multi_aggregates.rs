@@ -110,7 +110,7 @@ impl AggregateInfo {
 /// as operators of their own: with a Cell plan (the MultiAgg reuses it as the aggregate's
 /// body) or unfused with no plan at all (`sum(X)`, read through a plain Cell body). Aggregates
 /// selected as Row or Outer operators stay as they are (a MultiAgg would displace a plan
-/// fusing more, see [`create_multi_aggregates`]), as do aggregates fused into a consumer. Per
+/// fusing more, see [`create_multi_aggregates`](super::create_multi_aggregates)), as do aggregates fused into a consumer. Per
 /// candidate: its input aggregates (every multi-aggregate root below it) and its fused inputs
 /// (the matrices at the boundary of its selected Cell plan; without a plan its input, or both
 /// vectors of `t(x) %*% y`). Candidates sorted by number of input aggregates are merged

@@ -26,9 +26,9 @@ impl MemoRule for WithinPartitionMultiAggregates {
 /// Within-partition MultiAgg plans (reference 4.7): the partition's roots that are full
 /// aggregates (and inputs of no hop with plans), in order, in chunks of at most three; each
 /// valid chunk gets a MultiAgg entry on every member. Aggregates in different partitions are
-/// grouped after selection ([`cross_partition_multi_aggregates`]).
+/// grouped after selection ([`cross_partition_multi_aggregates`](super::cross_partition_multi_aggregates)).
 ///
-/// Unlike SystemDS, a member must have Cell plans only (after [`prune_row_duplicates`]): a
+/// Unlike SystemDS, a member must have Cell plans only (after [`prune_row_duplicates`](super::prune_row_duplicates)): a
 /// MultiAgg computes each aggregate with its Cell plan, and since it is preferred by rank it
 /// would displace a Row plan that fuses more (the property test found such plans costing more
 /// than fuse-all). Over Cell-only members it never costs more than separate operators:
