@@ -40,9 +40,19 @@ impl FusionBackend {
             #[cfg(feature = "llvm")]
             FusionBackend::Native => {
                 use lafuse_codegen::native::{NativeBackend, ObjectStore};
-                match store_dir.map(|dir| ObjectStore::open_with_limit(dir, store_limit)) {
-                    Some(Ok(store)) => Box::new(NativeBackend::with_store(Arc::new(store))),
-                    _ => Box::new(NativeBackend::new()),
+                match store_dir.map(|dir| (dir, ObjectStore::open_with_limit(dir, store_limit))) {
+                    Some((_, Ok(store))) => Box::new(NativeBackend::with_store(Arc::new(store))),
+                    Some((dir, Err(refusal))) => {
+                        // The run goes on, compiling: the directory only saves compilations,
+                        // and a refused one must not be trusted with the code lafuse runs.
+                        eprintln!(
+                            "warning: not using the operator cache directory '{}': {refusal}; \
+                             operators are compiled instead",
+                            dir.display()
+                        );
+                        Box::new(NativeBackend::new())
+                    }
+                    None => Box::new(NativeBackend::new()),
                 }
             }
             #[cfg(not(feature = "llvm"))]

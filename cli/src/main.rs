@@ -52,9 +52,11 @@ enum Command {
         /// `reference` (the CPlan interpreter the native code is tested against; slow).
         #[arg(long, value_enum, default_value_t = BackendArg::default())]
         fusion_backend: BackendArg,
-        /// Keep native operators' machine code in DIR (created if missing) and load it from
-        /// there in later runs instead of compiling again: any script's operators, compiled
-        /// on this CPU by this lafuse and LLVM. Without it every run compiles its operators.
+        /// Keep native operators' machine code in DIR (created private if missing) and load it
+        /// from there in later runs instead of compiling again: any script's operators,
+        /// compiled on this CPU by this lafuse build and LLVM, each checked against its
+        /// SHA-256 before use. A DIR another user owns or others may write is not used.
+        /// Without it every run compiles its operators.
         #[arg(long, value_name = "DIR")]
         operator_cache_dir: Option<PathBuf>,
         /// Megabytes the operator cache directory may take: on start, the least recently used

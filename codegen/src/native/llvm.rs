@@ -68,17 +68,19 @@ fn new_host_machine() -> Result<TargetMachine, CodegenError> {
         .ok_or_else(|| CodegenError::Internal("cannot create a host target machine".into()))
 }
 
-/// What, besides a module's text, decides the machine code compiled from it: lafuse's and
-/// LLVM's versions, the host CPU and its features, the pass pipeline and the code generator's
+/// What, besides a module's text, decides the machine code compiled from it: lafuse's version
+/// and build (a hash of the code generator's sources and the kernel ABI, `build.rs`) and
+/// LLVM's version, the host CPU and its features, the pass pipeline and the code generator's
 /// settings. The object store keys its entries by it (see `store.rs`).
 pub(crate) fn codegen_fingerprint() -> &'static str {
     static FINGERPRINT: OnceLock<String> = OnceLock::new();
     FINGERPRINT.get_or_init(|| {
         let (cpu, features) = host_cpu();
         format!(
-            "lafuse {} | LLVM 14 | {} | {cpu} | {features} | {PIPELINE} | {CODEGEN_LEVEL:?} | \
-             reloc default, code model JIT default",
+            "lafuse {} build {} | LLVM 14 | {} | {cpu} | {features} | {PIPELINE} | \
+             {CODEGEN_LEVEL:?} | reloc default, code model JIT default",
             env!("CARGO_PKG_VERSION"),
+            env!("LAFUSE_CODEGEN_BUILD"),
             TargetMachine::get_default_triple()
         )
     })

@@ -33,7 +33,7 @@ mod backend;
 pub use crate::backend::{CodegenError, MainFormat};
 pub use backend::NativeBackend;
 pub use cache::{CacheStats, Lookup, MissReason, OperatorCache};
-pub use store::ObjectStore;
+pub use store::{ObjectStore, StoreRefusal};
 
 use crate::reference::Operand;
 use crate::zero_cells::{self, InputBound};

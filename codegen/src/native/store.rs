@@ -8,6 +8,13 @@
 //! to a temporary file and renamed into place, so concurrent processes never read a partial
 //! one. A store that cannot be read or written only costs compilations. Opening a store bounds
 //! its size: entries go least recently used first (a load marks its entry used).
+//!
+//! Nothing from the store runs unchecked: an entry carries the SHA-256 of everything after it
+//! (key, IR and machine code), verified before any byte is used, so a corrupted entry is a miss;
+//! entries are opened without following symbolic links and used only when they are regular
+//! files (a FIFO is not waited on); and a directory that another user owns, or that others may
+//! write, is refused when the store is opened, since whoever can write it chooses the code
+//! lafuse runs.
 
 use super::orc::ObjectJit;
 use super::{llvm, CodegenError, Machine};
@@ -15,13 +22,70 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
 use lafuse_compiler::hops::json::Fnv64;
+use sha2::{Digest, Sha256};
 use std::hash::Hasher;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-/// First bytes of an entry file.
-const MAGIC: &[u8] = b"lafuse object store entry 1\n";
+/// First bytes of an entry file; the SHA-256 of the rest of the file follows.
+const MAGIC: &[u8] = b"lafuse object store entry 2\n";
+
+/// Bytes of an entry's digest.
+const DIGEST_LEN: usize = 32;
+
+/// Entries larger than this are not read (no operator's machine code comes near it).
+const MAX_ENTRY_BYTES: u64 = 256 << 20;
+
+/// Why a store directory was refused.
+#[derive(Debug)]
+pub enum StoreRefusal {
+    /// It could not be created or examined.
+    Io(std::io::Error),
+    /// It is not a directory (a symbolic link to one counts as not).
+    NotADirectory,
+    /// Another user owns it.
+    ForeignOwner { owner: u32 },
+    /// Users other than its owner may write it (`mode`, octal).
+    WritableByOthers { mode: u32 },
+}
+
+impl std::fmt::Display for StoreRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreRefusal::Io(e) => write!(f, "{e}"),
+            StoreRefusal::NotADirectory => f.write_str("it is not a directory"),
+            StoreRefusal::ForeignOwner { owner } => {
+                write!(f, "it belongs to user {owner}, not to this one")
+            }
+            StoreRefusal::WritableByOthers { mode } => write!(
+                f,
+                "others may write it (mode {mode:o}); `chmod go-w` it or choose another"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StoreRefusal {}
+
+/// Reads `path` if it is a regular file, without following a symbolic link and without waiting
+/// on a FIFO; `None` otherwise. Returns the open file too, for marking it used.
+fn read_regular_file(path: &Path) -> Option<(std::fs::File, Vec<u8>)> {
+    let mut file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_ENTRY_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(meta.len() as usize).ok()?;
+    file.read_to_end(&mut bytes).ok()?;
+    Some((file, bytes))
+}
 
 /// What an entry holds besides its key.
 pub(crate) struct StoredObject {
@@ -109,7 +173,7 @@ const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 
 impl ObjectStore {
     /// A store in `dir`, created if missing, bounded by [`DEFAULT_STORE_LIMIT`].
-    pub fn open(dir: &Path) -> std::io::Result<ObjectStore> {
+    pub fn open(dir: &Path) -> Result<ObjectStore, StoreRefusal> {
         Self::open_with_limit(dir, DEFAULT_STORE_LIMIT)
     }
 
@@ -117,8 +181,30 @@ impl ObjectStore {
     /// the least recently used go until they take three quarters of it (so that the next
     /// runs add entries before pruning again). Only the store's own files are touched: its
     /// entries, and temporary files of writers killed over an hour ago.
-    pub fn open_with_limit(dir: &Path, limit: u64) -> std::io::Result<ObjectStore> {
-        std::fs::create_dir_all(dir)?;
+    ///
+    /// A missing directory is created private (mode 0700). An existing one is refused unless
+    /// it is a real directory that this user owns and nobody else may write.
+    pub fn open_with_limit(dir: &Path, limit: u64) -> Result<ObjectStore, StoreRefusal> {
+        if std::fs::symlink_metadata(dir).is_err() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(StoreRefusal::Io)?;
+        }
+        let meta = std::fs::symlink_metadata(dir).map_err(StoreRefusal::Io)?;
+        if !meta.is_dir() {
+            return Err(StoreRefusal::NotADirectory);
+        }
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me {
+            return Err(StoreRefusal::ForeignOwner { owner: meta.uid() });
+        }
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o022 != 0 {
+            return Err(StoreRefusal::WritableByOthers { mode });
+        }
         let store = ObjectStore {
             dir: dir.to_path_buf(),
         };
@@ -186,8 +272,12 @@ impl ObjectStore {
     /// A hit marks the entry used (its modification time), which pruning goes by.
     pub(crate) fn load(&self, fingerprint: &str, key: &str) -> Option<StoredObject> {
         let path = self.path(fingerprint, key);
-        let bytes = std::fs::read(&path).ok()?;
-        let mut data = bytes.strip_prefix(MAGIC)?;
+        let (file, bytes) = read_regular_file(&path)?;
+        let rest = bytes.strip_prefix(MAGIC)?;
+        let (sum, mut data) = (rest.get(..DIGEST_LEN)?, rest.get(DIGEST_LEN..)?);
+        if Sha256::digest(data).as_slice() != sum {
+            return None;
+        }
         let (f, k) = (take(&mut data)?, take(&mut data)?);
         if f != fingerprint.as_bytes() || k != key.as_bytes() {
             return None;
@@ -197,31 +287,36 @@ impl ObjectStore {
         if !data.is_empty() {
             return None;
         }
-        let _ = std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_modified(SystemTime::now()));
+        // Through the file that was read (its owner may set its times without writing it).
+        let _ = file.set_modified(SystemTime::now());
         Some(StoredObject { ir, object })
     }
 
     /// Keeps the entry `ir`, `object` for `key` under `fingerprint` (best effort: a failure
     /// to write is ignored, the next run compiles again).
     pub(crate) fn save(&self, fingerprint: &str, key: &str, ir: &str, object: &[u8]) {
-        let mut out = Vec::with_capacity(
-            MAGIC.len() + 32 + fingerprint.len() + key.len() + ir.len() + object.len(),
-        );
+        let mut payload =
+            Vec::with_capacity(32 + fingerprint.len() + key.len() + ir.len() + object.len());
+        put(&mut payload, fingerprint.as_bytes());
+        put(&mut payload, key.as_bytes());
+        put(&mut payload, ir.as_bytes());
+        put(&mut payload, object);
+        let mut out = Vec::with_capacity(MAGIC.len() + DIGEST_LEN + payload.len());
         out.extend_from_slice(MAGIC);
-        put(&mut out, fingerprint.as_bytes());
-        put(&mut out, key.as_bytes());
-        put(&mut out, ir.as_bytes());
-        put(&mut out, object);
+        out.extend_from_slice(&Sha256::digest(&payload));
+        out.extend_from_slice(&payload);
         let path = self.path(fingerprint, key);
         let tmp = path.with_extension(format!(
             "tmp{}.{:?}",
             std::process::id(),
             std::thread::current().id()
         ));
-        let written = std::fs::File::create(&tmp)
+        // A new file of this user's only (never one planted under the temporary name).
+        let written = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
             .and_then(|mut f| f.write_all(&out))
             .and_then(|()| std::fs::rename(&tmp, &path));
         if written.is_err() {
@@ -256,6 +351,107 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         assert!(store.load("fp", "module").is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A fresh private directory for one test.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("lafuse-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_byte_changed_anywhere_in_an_entry_is_a_miss() {
+        let dir = scratch("flip");
+        let store = ObjectStore::open(&dir).unwrap();
+        store.save(
+            "fp",
+            "module",
+            "define void @f()",
+            &[0x7f, b'E', b'L', b'F', 7, 7],
+        );
+        let path = store.path("fp", "module");
+        let good = std::fs::read(&path).unwrap();
+        assert!(store.load("fp", "module").is_some());
+        for at in 0..good.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut bad = good.clone();
+                bad[at] ^= bit;
+                std::fs::write(&path, &bad).unwrap();
+                assert!(
+                    store.load("fp", "module").is_none(),
+                    "byte {at} of {} changed by {bit:#x} was loaded",
+                    good.len()
+                );
+            }
+        }
+        // A payload replaced together with a digest that does not match it is a miss too; the
+        // intact entry loads again.
+        std::fs::write(&path, &good).unwrap();
+        assert!(store.load("fp", "module").is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn links_fifos_and_directories_in_place_of_entries_are_misses() {
+        let dir = scratch("kinds");
+        let store = ObjectStore::open(&dir).unwrap();
+        store.save("fp", "real", "ir", &[1, 2, 3]);
+        let real = store.path("fp", "real");
+        // A symbolic link to a valid entry, under another key's name.
+        let linked = store.path("fp", "linked");
+        std::fs::copy(&real, dir.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), &linked).unwrap();
+        assert!(store.load("fp", "linked").is_none());
+        // A FIFO: not waited on (this test would hang otherwise).
+        let fifo = store.path("fp", "fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(store.load("fp", "fifo").is_none());
+        // A directory.
+        std::fs::create_dir(store.path("fp", "dir")).unwrap();
+        assert!(store.load("fp", "dir").is_none());
+        assert!(store.load("fp", "real").is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn directories_others_may_write_or_own_are_refused() {
+        let dir = scratch("perms");
+        // Created private.
+        ObjectStore::open(&dir).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        for open_mode in [0o777, 0o722, 0o770] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(open_mode)).unwrap();
+            match ObjectStore::open(&dir) {
+                Err(StoreRefusal::WritableByOthers { mode }) => assert_eq!(mode, open_mode),
+                other => panic!("mode {open_mode:o}: {other:?}"),
+            }
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ObjectStore::open(&dir).unwrap();
+        // A symbolic link to a good directory is not a directory of the store's.
+        let link = scratch("perms-link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(matches!(
+            ObjectStore::open(&link),
+            Err(StoreRefusal::NotADirectory)
+        ));
+        let _ = std::fs::remove_file(&link);
+        // Another user's directory (only root can make one to test with).
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let c = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
+            // SAFETY: a valid NUL-terminated path.
+            assert_eq!(unsafe { libc::chown(c.as_ptr(), 12345, 12345) }, 0);
+            match ObjectStore::open(&dir) {
+                Err(StoreRefusal::ForeignOwner { owner }) => assert_eq!(owner, 12345),
+                other => panic!("{other:?}"),
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 
