@@ -19,9 +19,7 @@ const HEADER_LEN: usize = 8 + 4 + 4 + 24;
 
 /// Writes `m` in the binary format.
 pub fn write_binary(m: &Matrix, path: &Path) -> Result<()> {
-    let f = std::fs::File::create(path).map_err(|e| io_error(path, e))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    let res = (|| -> std::io::Result<()> {
+    super::write_atomically(path, |w| {
         w.write_all(MAGIC)?;
         w.write_all(&VERSION.to_le_bytes())?;
         w.write_all(&[m.is_sparse() as u8, 0, 0, 0])?;
@@ -29,7 +27,7 @@ pub fn write_binary(m: &Matrix, path: &Path) -> Result<()> {
             w.write_all(&(x as u64).to_le_bytes())?;
         }
         match m {
-            Matrix::Dense(d) => write_f64s(&mut w, &d.values)?,
+            Matrix::Dense(d) => write_f64s(w, &d.values)?,
             Matrix::Sparse(s) => {
                 let mut buf = Vec::with_capacity(8 * 8192);
                 for c in s.row_ptr.chunks(8192) {
@@ -44,15 +42,14 @@ pub fn write_binary(m: &Matrix, path: &Path) -> Result<()> {
                         .for_each(|&j| buf.extend_from_slice(&j.to_le_bytes()));
                     w.write_all(&buf)?;
                 }
-                write_f64s(&mut w, &s.values)?;
+                write_f64s(w, &s.values)?;
             }
         }
-        w.flush()
-    })();
-    res.map_err(|e| io_error(path, e))
+        Ok(())
+    })
 }
 
-fn write_f64s(w: &mut impl Write, vals: &[f64]) -> std::io::Result<()> {
+fn write_f64s(w: &mut dyn Write, vals: &[f64]) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(8 * 8192);
     for c in vals.chunks(8192) {
         buf.clear();

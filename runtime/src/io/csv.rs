@@ -4,7 +4,6 @@ use super::{fmt_f64, io_error, parse_f64};
 use crate::error::{Result, RuntimeError};
 use crate::matrix::Matrix;
 use rayon::prelude::*;
-use std::io::Write;
 use std::path::Path;
 
 /// Lines per parallel parse task.
@@ -86,21 +85,21 @@ pub fn write_csv(m: &Matrix, path: &Path, header: bool, sep: &str) -> Result<()>
         }
         s
     };
-    let f = std::fs::File::create(path).map_err(|e| io_error(path, e))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    if header {
-        let h: Vec<String> = (1..=cols).map(|j| format!("C{j}")).collect();
-        writeln!(w, "{}", h.join(sep)).map_err(|e| io_error(path, e))?;
-    }
     let rows_per_task = (LINES_PER_TASK * 16 / cols.max(1)).max(1);
     let chunks: Vec<String> = (0..rows.div_ceil(rows_per_task))
         .into_par_iter()
         .map(|b| fmt_rows(b * rows_per_task, ((b + 1) * rows_per_task).min(rows)))
         .collect();
-    for c in chunks {
-        w.write_all(c.as_bytes()).map_err(|e| io_error(path, e))?;
-    }
-    w.flush().map_err(|e| io_error(path, e))
+    super::write_atomically(path, |w| {
+        if header {
+            let h: Vec<String> = (1..=cols).map(|j| format!("C{j}")).collect();
+            writeln!(w, "{}", h.join(sep))?;
+        }
+        for c in chunks {
+            w.write_all(c.as_bytes())?;
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]

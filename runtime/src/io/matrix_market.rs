@@ -5,7 +5,6 @@ use super::text::{parse_triples, write_triples};
 use super::{io_error, parse_f64};
 use crate::error::{Result, RuntimeError};
 use crate::matrix::Matrix;
-use std::io::Write;
 use std::path::Path;
 
 /// Reads a MatrixMarket file.
@@ -137,15 +136,11 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
 
 /// Writes `coordinate real general` with 1-based indices, row by row.
 pub fn write_matrix_market(m: &Matrix, path: &Path) -> Result<()> {
-    let f = std::fs::File::create(path).map_err(|e| io_error(path, e))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    let res = (|| {
+    super::write_atomically(path, |w| {
         writeln!(w, "%%MatrixMarket matrix coordinate real general")?;
         writeln!(w, "{} {} {}", m.rows(), m.cols(), m.nnz())?;
-        write_triples(m, &mut w)?;
-        w.flush()
-    })();
-    res.map_err(|e| io_error(path, e))
+        write_triples(m, w)
+    })
 }
 
 #[cfg(test)]

@@ -120,12 +120,56 @@ pub fn read_metadata(path: &Path) -> Result<Option<Metadata>> {
         .map_err(|e| RuntimeError::user(format!("{}: invalid metadata: {e}", mp.display())))
 }
 
-/// Writes `path.mtd`.
+/// Writes `path.mtd` (atomically, as every file lafuse writes).
 pub fn write_metadata(path: &Path, md: &Metadata) -> Result<()> {
     let mp = metadata_path(path);
     let text = serde_json::to_string_pretty(md)
         .map_err(|e| RuntimeError::internal(format!("serialising metadata: {e}")))?;
-    std::fs::write(&mp, text + "\n").map_err(|e| io_error(&mp, e))
+    write_atomically(&mp, |w| w.write_all((text + "\n").as_bytes()))
+}
+
+/// Writes `path` so that no reader and no failure ever sees a partial file: the bytes go into
+/// a new temporary file in the same directory, are flushed to the disk, and the temporary
+/// file is then renamed over `path` (one atomic step). A failure at any point (a full disk, a
+/// write error) removes the temporary file and leaves `path` as it was.
+pub fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<()> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // Unique among concurrent writers of this process and of others.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let serial = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{serial}.tmp", std::process::id()));
+    let result = (|| -> std::io::Result<()> {
+        let file = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+        write(&mut w)?;
+        w.flush()?;
+        let file = w.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // The rename itself is durable once the directory is.
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io_error(path, e)
+    })
 }
 
 /// A user error for a failed file operation, naming the path.
@@ -217,8 +261,10 @@ fn sniff(path: &Path) -> Result<FileFormat> {
     })
 }
 
-/// Writes a matrix in `format` and its `.mtd` sidecar. Missing parent directories are created,
-/// as SystemDS does (`write(X, $out + "/X")` into a fresh directory works in both systems).
+/// Writes a matrix in `format` and its `.mtd` sidecar, each atomically
+/// ([`write_atomically`]), the data first: a write that fails leaves the old file and its
+/// metadata as they were. Missing parent directories are created, as SystemDS does
+/// (`write(X, $out + "/X")` into a fresh directory works in both systems).
 pub fn write_matrix(m: &Matrix, path: &Path, format: FileFormat, csv: &CsvOptions) -> Result<()> {
     if let Some(parent) = path.parent() {
         if !parent.as_os_str().is_empty() && !parent.exists() {
@@ -306,6 +352,73 @@ mod tests {
     use super::testdir::TempDir;
     use super::*;
     use crate::kernels::testutil::{rand, same};
+
+    /// The names in `dir`, sorted.
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_write_that_fails_half_way_leaves_the_old_file_and_metadata_intact() {
+        let dir = TempDir::new();
+        let old = rand(20, 7, 1.0, 3);
+        for f in [
+            FileFormat::Csv,
+            FileFormat::Text,
+            FileFormat::MatrixMarket,
+            FileFormat::Binary,
+        ] {
+            let p = dir.path().join(format!("x.{}", f.name()));
+            write_matrix(&old, &p, f, &CsvOptions::default()).unwrap();
+            let (data, meta) = (
+                std::fs::read(&p).unwrap(),
+                std::fs::read(metadata_path(&p)).unwrap(),
+            );
+            let before = listing(dir.path());
+            // The writer fails after part of the file went out, as a full disk would.
+            for fail_after in [0usize, 1, 100, 4096] {
+                let err = write_atomically(&p, |w| {
+                    w.write_all(&vec![b'9'; fail_after])?;
+                    Err(std::io::Error::other("no space left on device"))
+                })
+                .unwrap_err();
+                assert!(err.to_string().contains("no space left"), "{err}");
+                assert_eq!(std::fs::read(&p).unwrap(), data, "{f:?} after {fail_after}");
+                assert_eq!(std::fs::read(metadata_path(&p)).unwrap(), meta);
+                assert_eq!(listing(dir.path()), before, "no temporary file is left");
+            }
+            assert!(same(&read_matrix(&p, None, None).unwrap(), &old));
+        }
+    }
+
+    #[test]
+    fn readers_during_rewrites_see_a_whole_old_or_whole_new_file() {
+        let dir = TempDir::new();
+        let p = dir.path().join("x.bin");
+        let (a, b) = (rand(300, 40, 1.0, 5), rand(300, 40, 0.2, 6));
+        write_matrix(&a, &p, FileFormat::Binary, &CsvOptions::default()).unwrap();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for i in 0..40 {
+                    let m = if i % 2 == 0 { &b } else { &a };
+                    write_binary(m, &p).unwrap();
+                }
+                done.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            let mut reads = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || reads < 20 {
+                let got = read_binary(&p).unwrap();
+                assert!(same(&got, &a) || same(&got, &b), "a partial file was read");
+                reads += 1;
+            }
+        });
+    }
 
     #[test]
     fn every_format_roundtrips_with_metadata() {

@@ -70,14 +70,11 @@ pub fn read_text(path: &Path, dims: Option<(usize, usize)>) -> Result<Matrix> {
 
 /// Writes the non-zeros as `i j v` lines (1-based), row by row.
 pub fn write_text(m: &Matrix, path: &Path) -> Result<()> {
-    let f = std::fs::File::create(path).map_err(|e| io_error(path, e))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    write_triples(m, &mut w).map_err(|e| io_error(path, e))?;
-    w.flush().map_err(|e| io_error(path, e))
+    super::write_atomically(path, |w| write_triples(m, w))
 }
 
 /// Writes the non-zeros of `m` as `i j v` lines (1-based).
-pub(crate) fn write_triples(m: &Matrix, w: &mut impl Write) -> std::io::Result<()> {
+pub(crate) fn write_triples(m: &Matrix, w: &mut dyn Write) -> std::io::Result<()> {
     let mut line = String::new();
     let mut emit = |i: usize, j: usize, v: f64, w: &mut dyn Write| -> std::io::Result<()> {
         line.clear();
