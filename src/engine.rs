@@ -211,22 +211,78 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 var.span,
             ));
         }
+        // An infinite bound is an error where the loop is, not a loop that silently never
+        // runs (or never ends): `seq` refuses one too.
+        for (v, what, span) in [
+            (a, "start", from.span),
+            (b, "end", to.span),
+            (s, "step", step.map_or(var.span, |e| e.span)),
+        ] {
+            if v.is_infinite() {
+                return Err(located(
+                    RuntimeError::user(format!(
+                        "invalid for-loop range: the {what} is {v}; a loop needs finite bounds"
+                    )),
+                    span,
+                ));
+            }
+        }
+        // The loop variable is an integer when the bounds are (as SystemDS types `1:n`), and
+        // then counts in 64-bit integers as SystemDS does, exact beyond 2^53.
+        let integral_step = step_v.as_ref().is_none_or(|v| matches!(v, Value::Int(_)));
+        if let (Value::Int(first), true) = (&from_v, integral_step) {
+            // The last value the range may reach: an integer end as it is, a fractional one
+            // rounded towards the start.
+            let end = match to_v {
+                Value::Int(end) => i128::from(end),
+                _ => {
+                    let end = if s > 0.0 { b.floor() } else { b.ceil() };
+                    if end.abs() >= 9.223_372_036_854_775e18 {
+                        return Err(located(
+                            RuntimeError::user(format!(
+                                "invalid for-loop range: the end {b} is beyond the 64-bit \
+                                 integer range"
+                            )),
+                            to.span,
+                        ));
+                    }
+                    end as i128
+                }
+            };
+            let first = i128::from(*first);
+            // `a:b` counts down when `b < a`, decided on the integers (not on doubles, which
+            // cannot tell 2^53 from 2^53 + 1).
+            let step = match step_v {
+                None if end < first => -1,
+                None => 1,
+                Some(_) => s as i128,
+            };
+            if (end - first) * step.signum() < 0 {
+                // An empty range; SystemDS leaves the loop variable untouched.
+                return Ok(());
+            }
+            for k in 0..(end - first) / step + 1 {
+                vars.insert(var.name.clone(), Value::Int((first + k * step) as i64));
+                self.exec_blocks(body, vars)?;
+            }
+            return Ok(());
+        }
         if (b - a) * s < 0.0 {
             // An empty range; SystemDS leaves the loop variable untouched.
             return Ok(());
         }
-        // The loop variable is an integer when the bounds are (as SystemDS types `1:n`).
-        let integral = matches!(from_v, Value::Int(_))
-            && step_v.as_ref().is_none_or(|v| matches!(v, Value::Int(_)));
-        let count = ((b - a) / s + 1e-10).floor() as u64 + 1;
-        for k in 0..count {
-            let x = a + k as f64 * s;
-            let value = if integral {
-                Value::Int(x as i64)
-            } else {
-                Value::Double(x)
-            };
-            vars.insert(var.name.clone(), value);
+        let count = ((b - a) / s + 1e-10).floor() + 1.0;
+        if count >= u64::MAX as f64 {
+            return Err(located(
+                RuntimeError::user(format!(
+                    "invalid for-loop range: from {a} to {b} by {s} has more iterations than \
+                     a loop can count"
+                )),
+                var.span,
+            ));
+        }
+        for k in 0..count as u64 {
+            vars.insert(var.name.clone(), Value::Double(a + k as f64 * s));
             self.exec_blocks(body, vars)?;
         }
         Ok(())
