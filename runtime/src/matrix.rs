@@ -809,6 +809,15 @@ fn validate_csr_structure(s: &SparseMatrix) -> Result<()> {
         if a > b {
             return bad(format!("row_ptr decreases at row {i}"));
         }
+        // Checked before slicing: a row_ptr that overshoots and comes back down must be an
+        // error, not a panic.
+        if b > s.col_idx.len() {
+            return bad(format!(
+                "row_ptr[{}] = {b} is beyond the {} stored entries",
+                i + 1,
+                s.col_idx.len()
+            ));
+        }
         let idx = &s.col_idx[a..b];
         if idx.windows(2).any(|w| w[0] >= w[1]) {
             return bad(format!(
