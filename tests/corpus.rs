@@ -404,8 +404,12 @@ fn codegen_patterns_plans_match_fixtures() {
         match std::fs::read_to_string(&fixture) {
             Ok(expected) if expected == actual => {}
             Ok(expected) => failures.push(format!(
-                "{} differs (run with LAFUSE_BLESS=1 to update, then review the diff)\n--- expected\n{expected}\n--- actual\n{actual}",
-                fixture.display()
+                "{} differs (run with LAFUSE_BLESS=1 to update, then review the diff):\n{}",
+                fixture.display(),
+                similar::TextDiff::from_lines(&expected, &actual)
+                    .unified_diff()
+                    .context_radius(3)
+                    .header("expected", "actual")
             )),
             Err(_) => failures.push(format!(
                 "{} is missing (run with LAFUSE_BLESS=1)",

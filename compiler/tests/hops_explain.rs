@@ -17,10 +17,17 @@ fn check(path: &Path, actual: &str, failures: &mut Vec<String>) {
     match std::fs::read_to_string(path) {
         Ok(expected) if expected == actual => {}
         Ok(expected) => failures.push(format!(
-            "{} differs (run with LAFUSE_BLESS=1 to update)\n--- expected\n{expected}\n--- actual\n{actual}",
+            "{} differs (run with LAFUSE_BLESS=1 to update, then review the diff):\n{}",
+            path.display(),
+            similar::TextDiff::from_lines(expected.as_str(), actual)
+                .unified_diff()
+                .context_radius(3)
+                .header("expected", "actual")
+        )),
+        Err(_) => failures.push(format!(
+            "{} is missing (run with LAFUSE_BLESS=1)",
             path.display()
         )),
-        Err(_) => failures.push(format!("{} is missing (run with LAFUSE_BLESS=1)", path.display())),
     }
 }
 
