@@ -3,7 +3,10 @@
 //!
 //! Layout: `MAGIC` (8 bytes), version `u32`, format `u8` (0 dense, 1 CSR), 3 zero bytes, rows
 //! `u64`, cols `u64`, nnz `u64`; then for dense `rows*cols` `f64` values (row-major), for CSR
-//! `rows+1` `u64` row pointers, `nnz` `u32` column indices and `nnz` `f64` values.
+//! `rows+1` `u64` row pointers, `nnz` `u32` column indices and `nnz` `f64` values; then (version
+//! 2) the CRC-32 of everything before it, `u32`. A file whose checksum does not match is
+//! refused: a changed byte in the values would otherwise read as a silently different matrix.
+//! Version 1 files (no checksum) are still read.
 
 use super::io_error;
 use crate::error::{Result, RuntimeError};
@@ -14,12 +17,37 @@ use std::path::Path;
 /// The first bytes of every file in this format.
 pub const MAGIC: &[u8; 8] = b"LAFUSEMX";
 /// The current format version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// Bytes of the checksum trailer (version 2).
+const CHECKSUM_LEN: usize = 4;
+
+/// A writer that passes bytes through and keeps their CRC-32.
+struct Checksummed<'w> {
+    inner: &'w mut dyn Write,
+    crc: crc32fast::Hasher,
+}
+
+impl Write for Checksummed<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
 const HEADER_LEN: usize = 8 + 4 + 4 + 24;
 
 /// Writes `m` in the binary format.
 pub fn write_binary(m: &Matrix, path: &Path) -> Result<()> {
-    super::write_atomically(path, |w| {
+    super::write_atomically(path, |out| {
+        let mut w = Checksummed {
+            inner: out,
+            crc: crc32fast::Hasher::new(),
+        };
+        let w = &mut w;
         w.write_all(MAGIC)?;
         w.write_all(&VERSION.to_le_bytes())?;
         w.write_all(&[m.is_sparse() as u8, 0, 0, 0])?;
@@ -45,7 +73,8 @@ pub fn write_binary(m: &Matrix, path: &Path) -> Result<()> {
                 write_f64s(w, &s.values)?;
             }
         }
-        Ok(())
+        let crc = w.crc.clone().finalize();
+        w.inner.write_all(&crc.to_le_bytes())
     })
 }
 
@@ -77,7 +106,16 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
     let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
     let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
     let version = u32_at(8);
-    if version != VERSION {
+    if version == VERSION {
+        // Checked before anything else is read from the file.
+        let (covered, trailer) = bytes.split_at(bytes.len().saturating_sub(CHECKSUM_LEN));
+        let stored = <[u8; CHECKSUM_LEN]>::try_from(trailer)
+            .map(u32::from_le_bytes)
+            .map_err(|_| corrupt("no checksum"))?;
+        if covered.len() < HEADER_LEN || crc32fast::hash(covered) != stored {
+            return Err(corrupt("checksum mismatch (the file is damaged)"));
+        }
+    } else if version != 1 {
         return Err(RuntimeError::unsupported(format!(
             "binary matrix format version {version} in {}",
             path.display()
@@ -87,7 +125,12 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
     let (rows, cols, nnz) = (u64_at(16), u64_at(24), u64_at(32));
     let as_usize = |x: u64| usize::try_from(x).map_err(|_| corrupt("dimensions too large"));
     let (rows, cols, nnz) = (as_usize(rows)?, as_usize(cols)?, as_usize(nnz)?);
-    let body = &bytes[HEADER_LEN..];
+    let end = if version == VERSION {
+        bytes.len() - CHECKSUM_LEN
+    } else {
+        bytes.len()
+    };
+    let body = &bytes[HEADER_LEN..end];
     let f64s = |b: &[u8]| -> Vec<f64> {
         b.chunks_exact(8)
             .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
@@ -158,5 +201,41 @@ mod tests {
         bad[0] = b'X';
         std::fs::write(&p, &bad).unwrap();
         assert!(read_binary(&p).is_err());
+    }
+
+    #[test]
+    fn a_byte_changed_anywhere_is_refused_not_read_as_other_values() {
+        let dir = TempDir::new();
+        let p = dir.path().join("m.bin");
+        for m in [
+            crate::kernels::testutil::rand(6, 5, 0.9, 3),
+            crate::kernels::testutil::rand(9, 7, 0.1, 4),
+        ] {
+            write_binary(&m, &p).unwrap();
+            let good = std::fs::read(&p).unwrap();
+            for at in 0..good.len() {
+                let mut bad = good.clone();
+                bad[at] ^= 0x10;
+                std::fs::write(&p, &bad).unwrap();
+                let err = read_binary(&p).unwrap_err().to_string();
+                assert!(
+                    err.contains("corrupt") || err.contains("version"),
+                    "byte {at}: {err}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn version_1_files_without_a_checksum_are_still_read() {
+        let dir = TempDir::new();
+        let p = dir.path().join("m.bin");
+        let m = crate::kernels::testutil::rand(8, 6, 0.2, 5);
+        write_binary(&m, &p).unwrap();
+        let mut v1 = std::fs::read(&p).unwrap();
+        v1.truncate(v1.len() - CHECKSUM_LEN);
+        v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+        std::fs::write(&p, &v1).unwrap();
+        assert_eq!(read_binary(&p).unwrap(), m);
     }
 }
