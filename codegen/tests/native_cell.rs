@@ -1144,3 +1144,34 @@ fn object_store_loads_what_an_earlier_cache_compiled() {
     assert_eq!((second.misses, second.store_loads), (1, 1));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The cache is bounded: beyond its capacity the least recently used operator goes, and its
+/// machine code with it once nothing else holds the operator; asking for it again compiles
+/// (a miss of reason `Evicted`).
+#[test]
+fn a_full_cache_drops_its_least_recently_used_operator_and_frees_its_code() {
+    use lafuse_codegen::native::MissReason;
+    let cache = OperatorCache::with_capacity(2);
+    let plans = [
+        cell_plan(CellType::RowAgg, Some(CellAgg::Max), false),
+        cell_plan(CellType::ColAgg, Some(CellAgg::Sum), false),
+        cell_plan(CellType::FullAgg, Some(CellAgg::Min), false),
+    ];
+    let first = std::sync::Arc::downgrade(&cache.get(&plans[0]).unwrap());
+    cache.get(&plans[1]).unwrap();
+    // Plan 0 used again: plan 1 is now the least recently used.
+    cache.get(&plans[0]).unwrap();
+    cache.get(&plans[2]).unwrap();
+    assert_eq!(cache.len(), 2);
+    assert!(first.upgrade().is_some(), "plan 0 was used last but one");
+    cache.get(&plans[1]).unwrap();
+    assert_eq!(cache.len(), 2);
+    // Plan 0 was the least recently used: dropped, and its operator with it.
+    assert!(
+        first.upgrade().is_none(),
+        "an evicted operator's code is freed"
+    );
+    let st = cache.stats();
+    assert_eq!(st.miss_reasons.get(&MissReason::Evicted), Some(&1));
+    assert_eq!((st.misses, st.hits), (4, 1));
+}

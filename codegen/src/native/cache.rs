@@ -1,7 +1,9 @@
 //! The operator cache: compiled operators keyed by [`CPlan::structural_hash`], with the plan
 //! compared on every hit (a hash collision is a miss, never a wrong operator). Concurrent
 //! requests for one key compile once: the first request installs a per-key cell and compiles,
-//! the others wait on it.
+//! the others wait on it. The cache holds at most a capacity of operators
+//! ([`DEFAULT_OPERATOR_CAPACITY`]); beyond it the least recently used one is dropped, and its
+//! machine code is freed once no compiled block holds the operator any more.
 
 use super::{compile_with, CodegenError, MainFormat, NativeOperator, ObjectStore};
 use lafuse_compiler::fusion::cplan::CPlan;
@@ -50,27 +52,88 @@ pub struct CacheStats {
     pub store_loads: u64,
 }
 
-type Slot = Arc<(CPlan, OnceLock<Result<Arc<NativeOperator>, CodegenError>>)>;
+/// Operators an [`OperatorCache`] keeps by default.
+pub const DEFAULT_OPERATOR_CAPACITY: usize = 4096;
+
+/// One cached plan: the plan (compared on hit), its operator once compiled, and when it was
+/// last requested (the cache's clock).
+struct SlotData {
+    plan: CPlan,
+    operator: OnceLock<Result<Arc<NativeOperator>, CodegenError>>,
+    last_used: std::sync::atomic::AtomicU64,
+}
+
+type Slot = Arc<SlotData>;
 
 /// A thread-safe cache of compiled operators.
-#[derive(Default)]
 pub struct OperatorCache {
     inner: Mutex<Inner>,
     /// Where misses look for machine code compiled by earlier processes, and keep theirs.
     store: Option<Arc<ObjectStore>>,
 }
 
-#[derive(Default)]
 struct Inner {
     map: HashMap<u64, Vec<Slot>>,
     evicted: std::collections::HashSet<u64>,
     stats: CacheStats,
+    /// Plans held at most.
+    capacity: usize,
+    /// Plans held now.
+    len: usize,
+    /// Requests so far: the clock of `SlotData::last_used`.
+    clock: u64,
+}
+
+impl Default for OperatorCache {
+    fn default() -> Self {
+        Self::with_capacity(DEFAULT_OPERATOR_CAPACITY)
+    }
+}
+
+impl Inner {
+    /// Drops the plan requested longest ago (a scan: it runs only on a miss, which compiles).
+    fn evict_least_recently_used(&mut self) {
+        let oldest = self
+            .map
+            .iter()
+            .flat_map(|(&h, slots)| {
+                slots.iter().enumerate().map(move |(i, s)| {
+                    (s.last_used.load(std::sync::atomic::Ordering::Relaxed), h, i)
+                })
+            })
+            .min();
+        if let Some((_, h, i)) = oldest {
+            if let Some(slots) = self.map.get_mut(&h) {
+                slots.remove(i);
+                if slots.is_empty() {
+                    self.map.remove(&h);
+                }
+            }
+            self.len -= 1;
+            self.evicted.insert(h);
+        }
+    }
 }
 
 impl OperatorCache {
-    /// An empty cache.
+    /// An empty cache of [`DEFAULT_OPERATOR_CAPACITY`] operators.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty cache that keeps at most `capacity` operators (at least one).
+    pub fn with_capacity(capacity: usize) -> Self {
+        OperatorCache {
+            inner: Mutex::new(Inner {
+                map: HashMap::new(),
+                evicted: std::collections::HashSet::new(),
+                stats: CacheStats::default(),
+                capacity: capacity.max(1),
+                len: 0,
+                clock: 0,
+            }),
+            store: None,
+        }
     }
 
     /// An empty cache whose misses go through `store`: machine code an earlier process
@@ -109,13 +172,16 @@ impl OperatorCache {
         let h = plan.structural_hash();
         let slot = {
             let mut g = self.lock();
+            g.clock += 1;
+            let now = g.clock;
             let found = g
                 .map
                 .get(&h)
-                .and_then(|v| v.iter().find(|s| s.0 == *plan).cloned());
+                .and_then(|v| v.iter().find(|s| s.plan == *plan).cloned());
             match found {
                 Some(s) => {
                     g.stats.hits += 1;
+                    s.last_used.store(now, std::sync::atomic::Ordering::Relaxed);
                     (s, Lookup::Hit)
                 }
                 None => {
@@ -128,15 +194,23 @@ impl OperatorCache {
                     };
                     g.stats.misses += 1;
                     *g.stats.miss_reasons.entry(reason).or_default() += 1;
-                    let s: Slot = Arc::new((plan.clone(), OnceLock::new()));
+                    if g.len >= g.capacity {
+                        g.evict_least_recently_used();
+                    }
+                    let s: Slot = Arc::new(SlotData {
+                        plan: plan.clone(),
+                        operator: OnceLock::new(),
+                        last_used: std::sync::atomic::AtomicU64::new(now),
+                    });
                     g.map.entry(h).or_default().push(s.clone());
+                    g.len += 1;
                     (s, Lookup::Miss(reason))
                 }
             }
         };
         let (slot, lookup) = slot;
         // Outside the lock: one thread compiles, concurrent requests for the slot wait.
-        let r = slot.1.get_or_init(|| {
+        let r = slot.operator.get_or_init(|| {
             let r = compile_with(plan, main, self.store.clone()).map(Arc::new);
             if let Ok(op) = &r {
                 let mut g = self.lock();
@@ -179,14 +253,15 @@ impl OperatorCache {
     pub fn evict(&self, plan: &CPlan) {
         let h = plan.structural_hash();
         let mut g = self.lock();
-        if g.map.remove(&h).is_some() {
+        if let Some(slots) = g.map.remove(&h) {
+            g.len -= slots.len();
             g.evicted.insert(h);
         }
     }
 
     /// Number of cached plans.
     pub fn len(&self) -> usize {
-        self.lock().map.values().map(Vec::len).sum()
+        self.lock().len
     }
 
     /// Whether the cache is empty.
