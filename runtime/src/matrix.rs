@@ -234,7 +234,31 @@ impl DenseMatrix {
 }
 
 impl SparseMatrix {
-    /// An all-zero CSR matrix.
+    /// [`SparseMatrix::empty`] of a size a script or a file decides: dimensions above
+    /// [`MAX_DIM`] are the user's error, and a row index the allocator cannot give is a
+    /// resource error, not an abort.
+    pub fn try_empty(rows: usize, cols: usize) -> Result<Self> {
+        checked_cells(rows, cols)?;
+        let mut row_ptr = Vec::new();
+        row_ptr.try_reserve_exact(rows + 1).map_err(|_| {
+            RuntimeError::Resource(format!(
+                "a {rows}x{cols} sparse matrix needs more memory than is available for its \
+                 {} row pointers",
+                rows + 1
+            ))
+        })?;
+        row_ptr.resize(rows + 1, 0);
+        Ok(SparseMatrix {
+            rows,
+            cols,
+            row_ptr,
+            col_idx: Vec::new(),
+            values: Vec::new(),
+        })
+    }
+
+    /// An all-zero CSR matrix (of a size already allocated elsewhere; see
+    /// [`SparseMatrix::try_empty`]).
     pub fn empty(rows: usize, cols: usize) -> Self {
         SparseMatrix {
             rows,
@@ -375,7 +399,7 @@ impl Matrix {
     /// a dense one does not fit.
     pub fn zeros(rows: usize, cols: usize) -> Result<Matrix> {
         Ok(if prefers_sparse(rows, cols, 0) {
-            Matrix::Sparse(SparseMatrix::empty(rows, cols))
+            Matrix::Sparse(SparseMatrix::try_empty(rows, cols)?)
         } else {
             Matrix::Dense(DenseMatrix::filled(rows, cols, 0.0)?)
         })
