@@ -8,8 +8,10 @@
 
 use crate::error::Error;
 use crate::FusionPolicy;
-use lafuse_codegen::backend::{Backend, CodegenError, Executable, MainFormat, Origin, Request};
-use lafuse_codegen::reference::{self, Operand};
+use lafuse_codegen::backend::{
+    Backend, CodegenError, Executable, MainFormat, Operand, Origin, Request,
+};
+use lafuse_codegen::reference;
 use lafuse_compiler::fusion::cplan::{construct_cplans, CPlan, FusedOperator};
 use lafuse_compiler::fusion::{self, CostModel};
 use lafuse_compiler::hops::{HopDag, HopId};

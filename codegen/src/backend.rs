@@ -7,7 +7,6 @@
 //! backend (a Cranelift tier, PTX) is one module implementing these two traits, and one arm in
 //! the engine's choice of backend.
 
-use crate::reference::Operand;
 use lafuse_compiler::fusion::cplan::CPlan;
 use lafuse_core::Fault;
 use lafuse_runtime::{Matrix, RuntimeError, ValueRange};
@@ -68,6 +67,15 @@ impl std::error::Error for CodegenError {}
 pub enum MainFormat {
     Dense,
     Sparse,
+}
+
+/// An input value of a fused operator, by CPlan input position.
+#[derive(Clone, Copy, Debug)]
+pub enum Operand<'a> {
+    /// A scalar.
+    Scalar(f64),
+    /// A matrix.
+    Matrix(&'a Matrix),
 }
 
 /// One operator to build: its plan and the format its main input is expected in.

@@ -32,14 +32,8 @@ use lafuse_runtime::{Matrix, RuntimeError, ValueRange};
 use std::fmt;
 use std::sync::Arc;
 
-/// An input value of a fused operator.
-#[derive(Clone, Copy, Debug)]
-pub enum Operand<'a> {
-    /// A scalar.
-    Scalar(f64),
-    /// A matrix.
-    Matrix(&'a Matrix),
-}
+/// The operand type of every backend, here under the evaluator's path too.
+pub use crate::backend::Operand;
 
 /// The reference evaluator as a [`Backend`]: every plan builds (nothing is compiled), and
 /// each call interprets it with [`evaluate`].

@@ -3,8 +3,8 @@
 //! one), and run as [`NativeOperator`]s.
 
 use super::{Lookup, NativeOperator, ObjectStore, OperatorCache};
+use crate::backend::Operand;
 use crate::backend::{Backend, Built, CodegenError, Executable, Origin, Request};
-use crate::reference::Operand;
 use lafuse_compiler::fusion::cplan::CPlan;
 use lafuse_runtime::{Matrix, ValueRange};
 use std::sync::Arc;

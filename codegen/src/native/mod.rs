@@ -32,10 +32,10 @@ mod backend;
 
 pub use crate::backend::{CodegenError, MainFormat};
 pub use backend::NativeBackend;
-pub use cache::{CacheStats, Lookup, MissReason, OperatorCache};
+pub use cache::{CacheStats, Lookup, MissReason, OperatorCache, DEFAULT_OPERATOR_CAPACITY};
 pub use store::{ObjectStore, StoreRefusal};
 
-use crate::reference::Operand;
+use crate::backend::Operand;
 use crate::zero_cells::{self, InputBound};
 use cell::{CellLike, LANES};
 use inkwell::module::Module;

@@ -41,7 +41,7 @@ use super::library::{self, Library};
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::outer;
 use super::CodegenError;
-use crate::reference::Operand;
+use crate::backend::Operand;
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::types::BasicMetadataTypeEnum;
