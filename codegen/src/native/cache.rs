@@ -78,8 +78,6 @@ struct Inner {
     stats: CacheStats,
     /// Plans held at most.
     capacity: usize,
-    /// Plans held now.
-    len: usize,
     /// Requests so far: the clock of `SlotData::last_used`.
     clock: u64,
 }
@@ -91,6 +89,11 @@ impl Default for OperatorCache {
 }
 
 impl Inner {
+    /// Plans held now.
+    fn len(&self) -> usize {
+        self.map.values().map(Vec::len).sum()
+    }
+
     /// Drops the plan requested longest ago (a scan: it runs only on a miss, which compiles).
     fn evict_least_recently_used(&mut self) {
         let oldest = self
@@ -109,7 +112,6 @@ impl Inner {
                     self.map.remove(&h);
                 }
             }
-            self.len -= 1;
             self.evicted.insert(h);
         }
     }
@@ -129,7 +131,6 @@ impl OperatorCache {
                 evicted: std::collections::HashSet::new(),
                 stats: CacheStats::default(),
                 capacity: capacity.max(1),
-                len: 0,
                 clock: 0,
             }),
             store: None,
@@ -194,7 +195,7 @@ impl OperatorCache {
                     };
                     g.stats.misses += 1;
                     *g.stats.miss_reasons.entry(reason).or_default() += 1;
-                    if g.len >= g.capacity {
+                    if g.len() >= g.capacity {
                         g.evict_least_recently_used();
                     }
                     let s: Slot = Arc::new(SlotData {
@@ -203,7 +204,6 @@ impl OperatorCache {
                         last_used: std::sync::atomic::AtomicU64::new(now),
                     });
                     g.map.entry(h).or_default().push(s.clone());
-                    g.len += 1;
                     (s, Lookup::Miss(reason))
                 }
             }
@@ -253,15 +253,14 @@ impl OperatorCache {
     pub fn evict(&self, plan: &CPlan) {
         let h = plan.structural_hash();
         let mut g = self.lock();
-        if let Some(slots) = g.map.remove(&h) {
-            g.len -= slots.len();
+        if g.map.remove(&h).is_some() {
             g.evicted.insert(h);
         }
     }
 
     /// Number of cached plans.
     pub fn len(&self) -> usize {
-        self.lock().len
+        self.lock().len()
     }
 
     /// Whether the cache is empty.
