@@ -42,8 +42,13 @@ impl FusionBackend {
             #[cfg(feature = "llvm")]
             FusionBackend::Native => {
                 use lafuse_codegen::native::{NativeBackend, ObjectStore};
+                use lafuse_codegen::parameters::LiteralsAsParameters;
+                // Compiled code is shared by plans that differ only in constants.
+                let parameterized = |b: NativeBackend| Box::new(LiteralsAsParameters::new(b));
                 match store_dir.map(|dir| (dir, ObjectStore::open_with_limit(dir, store_limit))) {
-                    Some((_, Ok(store))) => Box::new(NativeBackend::with_store(Arc::new(store))),
+                    Some((_, Ok(store))) => {
+                        parameterized(NativeBackend::with_store(Arc::new(store)))
+                    }
                     Some((dir, Err(refusal))) => {
                         // The run goes on, compiling: the directory only saves compilations,
                         // and a refused one must not be trusted with the code lafuse runs.
@@ -52,9 +57,9 @@ impl FusionBackend {
                              operators are compiled instead",
                             dir.display()
                         );
-                        Box::new(NativeBackend::new())
+                        parameterized(NativeBackend::new())
                     }
-                    None => Box::new(NativeBackend::new()),
+                    None => parameterized(NativeBackend::new()),
                 }
             }
             #[cfg(not(feature = "llvm"))]

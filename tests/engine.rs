@@ -465,6 +465,31 @@ fn an_operator_cache_directory_serves_later_engines() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Statements that differ only in a literal share one compiled operator (issue 22: 2,000
+/// such statements compiled 2,000 operators), and print what unfused execution prints.
+#[cfg(feature = "llvm")]
+#[test]
+fn statements_differing_only_in_constants_share_compiled_operators() {
+    let mut script = String::from("X = rand(rows=40, cols=30, seed=7)\ns = 0\n");
+    for i in 3..63 {
+        script.push_str(&format!("Y{i} = X * {i}.5 + 1\ns = s + sum(Y{i} * Y{i})\n"));
+    }
+    script.push_str("print(s)\n");
+    let (fused, report) = run_policy(FusionPolicy::Gen, &script);
+    let unfused = run_with(
+        EngineConfig {
+            fusion: None,
+            ..EngineConfig::default()
+        },
+        &script,
+    )
+    .0;
+    assert_eq!(fused, unfused);
+    let stats = &report.stats;
+    assert!(stats.fused_operators_executed >= 60, "{stats:?}");
+    assert!(stats.operators_compiled <= 4, "{stats:?}");
+}
+
 #[test]
 fn fused_execution_matches_unfused_and_reports_operators() {
     let run = |fusion, backend| {

@@ -4,12 +4,15 @@
 //!   implements, with its typed errors.
 //! * [`reference`](mod@reference): the reference evaluator of CPlans, the oracle generated operators are
 //!   tested against.
+//! * [`parameters`]: literal constants as operator parameters, so plans that differ only in
+//!   constants share one compiled operator (a wrapper around any backend).
 //! * [`zero_cells`]: what a plan computes at a zero of its main input, bounded by interval
 //!   arithmetic: when sparse-safe operators may skip zeros exactly.
 //! * [`native`] (feature `llvm`, default): JIT-compiled fused operators for the host CPU and
 //!   the operator cache.
 
 pub mod backend;
+pub mod parameters;
 pub mod reference;
 pub mod zero_cells;
 

@@ -3,10 +3,11 @@
 //! NaN and infinities included; a backend this build lacks refuses every plan as unsupported.
 
 use lafuse_codegen::backend::{Backend, CodegenError, MainFormat, Origin, Request, Unavailable};
+use lafuse_codegen::parameters::LiteralsAsParameters;
 use lafuse_codegen::reference::{evaluate, Operand, ReferenceBackend};
 use lafuse_compiler::fusion::cplan::{Access, CNode, CPlan, InputKind, TemplateSpec};
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
-use lafuse_compiler::hops::BinaryOp;
+use lafuse_compiler::hops::{BinaryOp, Literal};
 use lafuse_runtime::Matrix;
 use std::sync::Arc;
 
@@ -48,11 +49,39 @@ fn plan(agg: Option<CellAgg>) -> CPlan {
     }
 }
 
-/// Every backend this build registers.
+/// `X * c + Y` per cell, optionally summed: `plan` with a literal in place of the first
+/// operand's partner.
+fn plan_with_literal(agg: Option<CellAgg>, c: Literal) -> CPlan {
+    let mut p = plan(agg);
+    p.nodes.insert(2, CNode::Literal { value: c });
+    p.nodes[3] = CNode::Binary {
+        f: BinaryOp::Mul,
+        a: 0,
+        b: 2,
+    };
+    p.nodes[4] = CNode::Binary {
+        f: BinaryOp::Add,
+        a: 3,
+        b: 1,
+    };
+    p.outputs = vec![4];
+    p
+}
+
+/// Every backend this build registers, bare and with literals as parameters (as the engine
+/// registers the native one).
 fn backends() -> Vec<Box<dyn Backend>> {
-    let mut all: Vec<Box<dyn Backend>> = vec![Box::new(ReferenceBackend)];
+    let mut all: Vec<Box<dyn Backend>> = vec![
+        Box::new(ReferenceBackend),
+        Box::new(LiteralsAsParameters::new(ReferenceBackend)),
+    ];
     #[cfg(feature = "llvm")]
-    all.push(Box::new(lafuse_codegen::native::NativeBackend::new()));
+    {
+        all.push(Box::new(lafuse_codegen::native::NativeBackend::new()));
+        all.push(Box::new(LiteralsAsParameters::new(
+            lafuse_codegen::native::NativeBackend::new(),
+        )));
+    }
     all
 }
 
@@ -75,8 +104,24 @@ fn every_backend_computes_what_the_reference_evaluator_computes() {
     let x = Matrix::from_dense_values(m, n, x).unwrap();
     let y = Matrix::from_dense_values(m, n, y).unwrap();
     let x_sparse = Matrix::Sparse(x.to_sparse());
-    for agg in [None, Some(CellAgg::Sum)] {
-        let plan = Arc::new(plan(agg));
+    let literals = [
+        Literal::Double(7.0),
+        Literal::Double(-3.5),
+        Literal::Int(3),
+        Literal::Double(2.0),
+        Literal::Double(0.0),
+        Literal::Double(f64::INFINITY),
+        Literal::Double(f64::NAN),
+    ];
+    let plans = [None, Some(CellAgg::Sum)].into_iter().flat_map(|agg| {
+        std::iter::once((agg, plan(agg))).chain(
+            literals
+                .iter()
+                .map(move |c| (agg, plan_with_literal(agg, c.clone()))),
+        )
+    });
+    for (agg, plan) in plans {
+        let plan = Arc::new(plan);
         let shape = if agg.is_some() { (1, 1) } else { (m, n) };
         for (main, format) in [(&x, MainFormat::Dense), (&x_sparse, MainFormat::Sparse)] {
             let inputs = [Operand::Matrix(main), Operand::Matrix(&y)];
@@ -95,8 +140,9 @@ fn every_backend_computes_what_the_reference_evaluator_computes() {
                 for (i, (a, b)) in e.iter().zip(o.iter()).enumerate() {
                     assert!(
                         same(*a, *b),
-                        "{} {agg:?} {format:?} cell {i}: {a} vs {b}",
-                        backend.name()
+                        "{} {agg:?} {format:?} cell {i}: {a} vs {b} in {}",
+                        backend.name(),
+                        plan.explain()
                     );
                 }
             }
@@ -141,4 +187,32 @@ fn a_backend_this_build_lacks_refuses_every_plan_as_unsupported() {
             other => panic!("{other:?}"),
         }
     }
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn plans_differing_only_in_a_constant_share_one_native_operator() {
+    use lafuse_codegen::native::NativeBackend;
+    let backend = LiteralsAsParameters::new(NativeBackend::new());
+    let x = Matrix::from_dense_values(3, 2, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let y = Matrix::from_dense_values(3, 2, vec![0.5; 6]).unwrap();
+    let mut origins = Vec::new();
+    for c in [7.0, 1000.0, -1.25] {
+        let plan = Arc::new(plan_with_literal(Some(CellAgg::Sum), Literal::Double(c)));
+        let built = backend.build(&[Request {
+            plan: &plan,
+            main: MainFormat::Dense,
+        }]);
+        let built = built.into_iter().next().unwrap().unwrap();
+        origins.push(built.origin.clone());
+        let out = built
+            .executable
+            .execute(&[Operand::Matrix(&x), Operand::Matrix(&y)], &[(1, 1)], &[])
+            .unwrap();
+        // sum(X * c + Y) = 21 c + 3
+        assert_eq!(out[0].get(0, 0), 21.0 * c + 3.0, "c = {c}");
+    }
+    assert!(matches!(origins[0], Origin::Compiled { .. }), "{origins:?}");
+    assert_eq!(origins[1..], [Origin::CacheHit, Origin::CacheHit]);
+    assert_eq!(backend.inner().cache().len(), 1);
 }
