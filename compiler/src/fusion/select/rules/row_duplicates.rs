@@ -6,7 +6,7 @@ use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
 use crate::fusion::partition::{analyze_partitions, PlanPartition};
 use crate::hops::HopId;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// [`prune_row_duplicates`] in every partition, as a [`MemoRule`].
 pub struct PruneRowDuplicates;
@@ -17,8 +17,18 @@ impl MemoRule for PruneRowDuplicates {
     }
 
     fn apply(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) {
+        // Each partition visits its own hops in DAG order, not the whole DAG: a block of
+        // thousands of statements has thousands of partitions.
+        let position: HashMap<HopId, usize> = dag
+            .order()
+            .iter()
+            .enumerate()
+            .map(|(i, &h)| (h, i))
+            .collect();
         for part in analyze_partitions(dag, memo) {
-            prune_row_duplicates(dag, memo, &part);
+            let mut in_order: Vec<HopId> = part.hops.iter().copied().collect();
+            in_order.sort_by_key(|h| position.get(h).copied().unwrap_or(usize::MAX));
+            prune_row_duplicates(dag, memo, &part, &in_order);
         }
     }
 }
@@ -27,7 +37,13 @@ impl MemoRule for PruneRowDuplicates {
 /// inputs, unless a row-wise operation depends on them or they on one (reference 4.6
 /// `pruneInvalidAndSpecialCasePlans`, "Row vs. Cell duplicates"): a cell-wise operator is
 /// cheaper and more general, and the cost model cannot tell the two apart.
-pub fn prune_row_duplicates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: &PlanPartition) {
+/// `hops_in_dag_order` holds the partition's hops, inputs before consumers.
+pub fn prune_row_duplicates(
+    dag: &FusionDag<'_>,
+    memo: &mut MemoTable,
+    part: &PlanPartition,
+    hops_in_dag_order: &[HopId],
+) {
     let mut blacklist = BTreeSet::new();
     let mut visited = BTreeSet::new();
     for &r in &part.roots {
@@ -38,9 +54,8 @@ pub fn prune_row_duplicates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: &Pl
     // can turn `R(15)` into `C(15)` where 15's Cell plan fuses less than its Row plan and so
     // cut a Row chain in two operators (found by the property test against fuse-all).
     let mut replaceable: BTreeSet<HopId> = BTreeSet::new();
-    for &h in dag.order() {
-        if !part.hops.contains(&h)
-            || blacklist.contains(&h)
+    for &h in hops_in_dag_order {
+        if blacklist.contains(&h)
             || !memo.contains_template(h, TemplateKind::Row)
             || !only_exact_matches(memo, h)
         {

@@ -17,8 +17,12 @@ impl MemoRule for WithinPartitionMultiAggregates {
     }
 
     fn apply(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) {
+        // Once for all partitions (a DAG of thousands of statements has thousands of them):
+        // the rule adds entries to hops that have plans already, never a hop, so the set
+        // stays what it was.
+        let referenced = hops_read_by_planned_hops(dag, memo);
         for part in analyze_partitions(dag, memo) {
-            create_multi_aggregates(dag, memo, &part);
+            create_multi_aggregates(dag, memo, &part, &referenced);
         }
     }
 }
@@ -33,19 +37,22 @@ impl MemoRule for WithinPartitionMultiAggregates {
 /// would displace a Row plan that fuses more (the property test found such plans costing more
 /// than fuse-all). Over Cell-only members it never costs more than separate operators:
 /// `Σw + max(R∪, ΣC) ≤ Σ(w + max(R, C))`.
-pub fn create_multi_aggregates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: &PlanPartition) {
+///
+/// `referenced` is [`hops_read_by_planned_hops`] of the memo.
+pub fn create_multi_aggregates(
+    dag: &FusionDag<'_>,
+    memo: &mut MemoTable,
+    part: &PlanPartition,
+    referenced: &BTreeSet<HopId>,
+) {
     use crate::fusion::template::{is_multi_agg_root, is_valid_multi_aggregate};
-    let ref_hops: BTreeSet<HopId> = memo
-        .hops()
-        .flat_map(|h| dag.inputs(h).iter().copied())
-        .collect();
     let aggs: Vec<HopId> = part
         .roots
         .iter()
         .copied()
         .filter(|&r| {
             is_multi_agg_root(dag, r)
-                && !ref_hops.contains(&r)
+                && !referenced.contains(&r)
                 && memo.contains_template(r, TemplateKind::Cell)
                 && memo
                     .group(r)
@@ -60,4 +67,12 @@ pub fn create_multi_aggregates(dag: &FusionDag<'_>, memo: &mut MemoTable, part: 
             }
         }
     }
+}
+
+/// The hops that some hop with plans reads: an aggregate among them feeds a fused consumer
+/// and is not a MultiAgg candidate.
+pub fn hops_read_by_planned_hops(dag: &FusionDag<'_>, memo: &MemoTable) -> BTreeSet<HopId> {
+    memo.hops()
+        .flat_map(|h| dag.inputs(h).iter().copied())
+        .collect()
 }
