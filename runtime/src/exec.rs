@@ -654,7 +654,7 @@ fn run_one(
         Op::LeftIndex => {
             let target = match owned_target {
                 Some(owned) => owned,
-                None => Matrix::clone(arg(0)?.as_matrix()?),
+                None => arg(0)?.as_matrix()?.try_clone()?,
             };
             let shape = (target.rows(), target.cols());
             let rows = index_range(arg(2)?, arg(3)?, target.rows(), "row", shape)?;

@@ -76,6 +76,7 @@ pub fn try_alloc_zeroed(n: usize) -> Result<Vec<f64>> {
         return Ok(Vec::new());
     }
     let layout = std::alloc::Layout::array::<f64>(n).map_err(|_| too_large(n))?;
+    within_budget(layout.size(), || too_large(n))?;
     // SAFETY: `layout` has a non-zero size; a non-null result is a zeroed block of `n`
     // doubles from the global allocator, which the `Vec` then owns with that same layout.
     let v = unsafe {
@@ -92,10 +93,53 @@ pub fn try_alloc_zeroed(n: usize) -> Result<Vec<f64>> {
 /// An empty buffer with room for exactly `n` values, for an output its producer writes in
 /// full (so zeroing it first would be wasted), or [`try_alloc_zeroed`]'s resource error.
 pub fn try_with_capacity(n: usize) -> Result<Vec<f64>> {
+    within_budget(n.saturating_mul(8), || too_large(n))?;
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| too_large(n))?;
     advise_huge_pages(&v);
     Ok(v)
+}
+
+/// An empty vector with room for `n` elements, checked against the memory budget
+/// ([`crate::memory`]) and allocated fallibly: the allocation of any buffer whose size a
+/// script or a file decides. The error is a resource error naming the bytes; callers that
+/// know what the buffer is for replace it with their own.
+pub fn try_vec_with_capacity<T>(n: usize) -> Result<Vec<T>> {
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    let refused = || {
+        RuntimeError::Resource(format!(
+            "cannot allocate {:.2} GB: more memory than this process can have",
+            bytes as f64 / 1e9
+        ))
+    };
+    within_budget(bytes, refused)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| refused())?;
+    Ok(v)
+}
+
+/// `n` copies of `value` in a fallibly allocated vector ([`try_vec_with_capacity`]).
+pub fn try_vec_filled<T: Clone>(n: usize, value: T) -> Result<Vec<T>> {
+    let mut v = try_vec_with_capacity(n)?;
+    v.resize(n, value);
+    Ok(v)
+}
+
+/// A fallibly allocated copy of `src` ([`try_vec_with_capacity`]).
+pub fn try_copy<T: Copy>(src: &[T]) -> Result<Vec<T>> {
+    let mut v = try_vec_with_capacity(src.len())?;
+    v.extend_from_slice(src);
+    Ok(v)
+}
+
+/// Refuses an allocation of `bytes` that the memory budget cannot give now (the process may
+/// be in a cgroup whose limit overcommitted memory would exceed, see [`crate::memory`]),
+/// with the caller's error and the budget's figures.
+fn within_budget(bytes: usize, refused: impl FnOnce() -> RuntimeError) -> Result<()> {
+    crate::memory::check(bytes).map_err(|over| match refused() {
+        RuntimeError::Resource(why) => RuntimeError::Resource(format!("{why} ({over})")),
+        other => other,
+    })
 }
 
 /// The resource error of an output of `n` cells the allocator cannot give.
@@ -148,6 +192,18 @@ fn count_nnz_seq(values: &[f64]) -> usize {
 }
 
 impl DenseMatrix {
+    /// A copy, allocated fallibly (the copy-on-write of a script's matrix).
+    pub fn try_clone(&self) -> Result<Self> {
+        let mut values = try_with_capacity(self.values.len())?;
+        values.extend_from_slice(&self.values);
+        Ok(DenseMatrix {
+            rows: self.rows,
+            cols: self.cols,
+            values,
+            nnz: self.nnz,
+        })
+    }
+
     /// Wraps row-major values, counting the non-zeros.
     ///
     /// Fails with a user error when `values.len() != rows * cols`.
@@ -234,20 +290,29 @@ impl DenseMatrix {
 }
 
 impl SparseMatrix {
+    /// A copy, allocated fallibly (the copy-on-write of a script's matrix).
+    pub fn try_clone(&self) -> Result<Self> {
+        Ok(SparseMatrix {
+            rows: self.rows,
+            cols: self.cols,
+            row_ptr: try_copy(&self.row_ptr)?,
+            col_idx: try_copy(&self.col_idx)?,
+            values: try_copy(&self.values)?,
+        })
+    }
+
     /// [`SparseMatrix::empty`] of a size a script or a file decides: dimensions above
     /// [`MAX_DIM`] are the user's error, and a row index the allocator cannot give is a
     /// resource error, not an abort.
     pub fn try_empty(rows: usize, cols: usize) -> Result<Self> {
         checked_cells(rows, cols)?;
-        let mut row_ptr = Vec::new();
-        row_ptr.try_reserve_exact(rows + 1).map_err(|_| {
+        let row_ptr = try_vec_filled(rows + 1, 0usize).map_err(|_| {
             RuntimeError::Resource(format!(
                 "a {rows}x{cols} sparse matrix needs more memory than is available for its \
                  {} row pointers",
                 rows + 1
             ))
         })?;
-        row_ptr.resize(rows + 1, 0);
         Ok(SparseMatrix {
             rows,
             cols,
@@ -395,6 +460,15 @@ fn checked_cells(rows: usize, cols: usize) -> Result<usize> {
 }
 
 impl Matrix {
+    /// A copy, allocated fallibly: `Y = X; Y[1, 1] = 5` copies `X`'s cells, which must be a
+    /// resource error where memory does not allow it, not an abort.
+    pub fn try_clone(&self) -> Result<Self> {
+        Ok(match self {
+            Matrix::Dense(d) => Matrix::Dense(d.try_clone()?),
+            Matrix::Sparse(s) => Matrix::Sparse(s.try_clone()?),
+        })
+    }
+
     /// An all-zero matrix (sparse unless it has a single column), or a resource error where
     /// a dense one does not fit.
     pub fn zeros(rows: usize, cols: usize) -> Result<Matrix> {
@@ -468,9 +542,10 @@ impl Matrix {
         }
         // A stable sort keeps duplicates in input order, so the last one wins below.
         triples.sort_by_key(|&(i, j, _)| (i, j));
-        let mut row_ptr = vec![0usize; rows + 1];
-        let mut col_idx = Vec::with_capacity(triples.len());
-        let mut values: Vec<f64> = Vec::with_capacity(triples.len());
+        // Sizes come from files: a few bytes may declare billions of rows.
+        let mut row_ptr = try_vec_filled(rows + 1, 0usize)?;
+        let mut col_idx = try_vec_with_capacity(triples.len())?;
+        let mut values: Vec<f64> = try_vec_with_capacity(triples.len())?;
         let mut last: Option<(usize, usize)> = None;
         for &(i, j, v) in &triples {
             if last == Some((i, j)) {
@@ -572,7 +647,7 @@ impl Matrix {
     /// A dense copy (a clone when already dense), or a resource error where it does not fit.
     pub fn to_dense(&self) -> Result<DenseMatrix> {
         match self {
-            Matrix::Dense(d) => Ok(d.clone()),
+            Matrix::Dense(d) => d.try_clone(),
             Matrix::Sparse(s) => s.to_dense(),
         }
     }

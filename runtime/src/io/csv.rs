@@ -60,7 +60,7 @@ pub fn read_csv(path: &Path, header: bool, sep: &str) -> Result<Matrix> {
         Ok(out)
     };
     let blocks: Vec<Result<Vec<f64>>> = lines.par_chunks(LINES_PER_TASK).map(parse_block).collect();
-    let mut values = Vec::with_capacity(lines.len() * cols);
+    let mut values = crate::matrix::try_with_capacity(lines.len() * cols)?;
     for b in blocks {
         values.extend_from_slice(&b?);
     }

@@ -122,7 +122,7 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
                 )));
             }
             // Array values are stored column by column.
-            let mut out = vec![0.0; rows * cols];
+            let mut out = crate::matrix::try_alloc_zeroed(rows * cols)?;
             for (p, v) in vals.into_iter().enumerate() {
                 out[(p % rows.max(1)) * cols + p / rows.max(1)] = v;
             }

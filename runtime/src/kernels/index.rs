@@ -25,7 +25,7 @@ pub fn slice(a: &Matrix, rows: Range<usize>, cols: Range<usize>) -> Result<Matri
     let (nr, nc) = (rows.len(), cols.len());
     Ok(match a {
         Matrix::Dense(d) => {
-            let mut out = Vec::with_capacity(nr * nc);
+            let mut out = crate::matrix::try_with_capacity(nr * nc)?;
             for i in rows.clone() {
                 out.extend_from_slice(&d.values[i * d.cols + cols.start..i * d.cols + cols.end]);
             }
@@ -196,9 +196,9 @@ pub fn rbind(inputs: &[&Matrix]) -> Result<Matrix> {
     let rows: usize = inputs.iter().map(|m| m.rows()).sum();
     let nnz: usize = inputs.iter().map(|m| m.nnz()).sum();
     if crate::matrix::prefers_sparse(rows, cols, nnz) {
-        let mut row_ptr = Vec::with_capacity(rows + 1);
-        let mut col_idx = Vec::with_capacity(nnz);
-        let mut values = Vec::with_capacity(nnz);
+        let mut row_ptr = crate::matrix::try_vec_with_capacity(rows + 1)?;
+        let mut col_idx = crate::matrix::try_vec_with_capacity(nnz)?;
+        let mut values = crate::matrix::try_vec_with_capacity(nnz)?;
         row_ptr.push(0);
         for m in inputs {
             let s = m.to_sparse();

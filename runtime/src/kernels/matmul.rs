@@ -346,7 +346,7 @@ pub fn tsmm(a: &Matrix) -> Result<Matrix> {
         return Matrix::zeros(n, n);
     }
     Ok(match a {
-        Matrix::Sparse(s) if all_finite(&s.values) => sparse_sparse(&transpose_csr(s), s)?,
+        Matrix::Sparse(s) if all_finite(&s.values) => sparse_sparse(&transpose_csr(s)?, s)?,
         _ => {
             let d = a.dense_cow()?;
             let x = &d.values;

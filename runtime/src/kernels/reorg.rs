@@ -37,23 +37,24 @@ pub fn transpose(a: &Matrix) -> Result<Matrix> {
             }
             dense_result(n, m, out, d.nnz)
         }
-        Matrix::Sparse(s) => sparse_result(transpose_csr(s))?,
+        Matrix::Sparse(s) => sparse_result(transpose_csr(s)?)?,
     })
 }
 
 /// CSR transpose by counting: scattering rows in order keeps each output row sorted.
-pub(crate) fn transpose_csr(s: &SparseMatrix) -> SparseMatrix {
+pub(crate) fn transpose_csr(s: &SparseMatrix) -> Result<SparseMatrix> {
     let (m, n) = (s.rows, s.cols);
-    let mut row_ptr = vec![0usize; n + 1];
+    // `t(X)` of a 1e9-column sparse X has a billion row pointers.
+    let mut row_ptr = crate::matrix::try_vec_filled(n + 1, 0usize)?;
     for &j in &s.col_idx {
         row_ptr[j as usize + 1] += 1;
     }
     for j in 0..n {
         row_ptr[j + 1] += row_ptr[j];
     }
-    let mut next = row_ptr.clone();
-    let mut col_idx = vec![0u32; s.nnz()];
-    let mut values = vec![0.0; s.nnz()];
+    let mut next = crate::matrix::try_copy(&row_ptr)?;
+    let mut col_idx = crate::matrix::try_vec_filled(s.nnz(), 0u32)?;
+    let mut values = crate::matrix::try_vec_filled(s.nnz(), 0.0)?;
     for i in 0..m {
         let (idx, val) = s.row(i);
         for (&j, &v) in idx.iter().zip(val) {
@@ -63,13 +64,13 @@ pub(crate) fn transpose_csr(s: &SparseMatrix) -> SparseMatrix {
             *p += 1;
         }
     }
-    SparseMatrix {
+    Ok(SparseMatrix {
         rows: n,
         cols: m,
         row_ptr,
         col_idx,
         values,
-    }
+    })
 }
 
 /// `diag(a)`: a column vector becomes a diagonal matrix; a square matrix gives the column vector
@@ -78,7 +79,7 @@ pub fn diag(a: &Matrix) -> Result<Matrix> {
     let (m, n) = a.shape();
     if n == 1 {
         let v = a.to_dense()?.values;
-        let mut row_ptr = Vec::with_capacity(m + 1);
+        let mut row_ptr = crate::matrix::try_vec_with_capacity(m + 1)?;
         let mut col_idx = Vec::new();
         let mut values = Vec::new();
         row_ptr.push(0);
@@ -119,15 +120,17 @@ pub fn reshape(a: &Matrix, rows: usize, cols: usize, byrow: bool) -> Result<Matr
         )));
     }
     if (rows, cols) == (m, n) {
-        return Ok(a.clone());
+        return a.try_clone();
     }
     if byrow {
         return Ok(match a {
-            Matrix::Dense(d) => dense_result(rows, cols, d.values.clone(), d.nnz),
+            Matrix::Dense(d) => {
+                dense_result(rows, cols, crate::matrix::try_copy(&d.values)?, d.nnz)
+            }
             Matrix::Sparse(s) => {
                 // Row-major linear positions are unchanged and stay sorted.
-                let mut row_ptr = vec![0usize; rows + 1];
-                let mut col_idx = Vec::with_capacity(s.nnz());
+                let mut row_ptr = crate::matrix::try_vec_filled(rows + 1, 0usize)?;
+                let mut col_idx = crate::matrix::try_vec_with_capacity(s.nnz())?;
                 for i in 0..m {
                     let (idx, _) = s.row(i);
                     for &j in idx {
@@ -144,7 +147,7 @@ pub fn reshape(a: &Matrix, rows: usize, cols: usize, byrow: bool) -> Result<Matr
                     cols,
                     row_ptr,
                     col_idx,
-                    values: s.values.clone(),
+                    values: crate::matrix::try_copy(&s.values)?,
                 })?
             }
         });
