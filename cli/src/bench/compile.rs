@@ -10,6 +10,13 @@
 //!   cost and structural pruning and the plan cache off (bounded by a per-partition budget, as
 //!   `benches/optimizer.rs` does), and the exhaustive counts are computed from the interesting
 //!   points: `Σ 2^|M_i|` over partitions (partitioned, unpruned) and `2^Σ|M_i|` (neither).
+//!
+//! Then the literal-statements case (issue 22): [`LITERAL_STATEMENTS`] statements
+//! `Yi = X * i + 1` in one block, each with its own literal, run under `gen` and `none`
+//! alternately; each run's process wall time (its engine time, `total_ms`, among the figures)
+//! and its operators compiled are recorded.
+//! With literals as operator parameters the fused run compiles a handful of operators and stays
+//! within [`super::goals::LITERALS_MAX_SLOWDOWN`] of the unfused one.
 
 use super::algorithms::{generate_data, ALGORITHMS};
 use super::micro::format_sp;
@@ -77,7 +84,80 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
         ctx.done(&m);
         out.push(m);
     }
+    if ctx.selected(&format!("{LITERALS_CASE} {LITERAL_STATEMENTS}")) {
+        out.extend(literal_statements(ctx));
+    }
     out
+}
+
+/// Statements of the literal-statements case.
+pub const LITERAL_STATEMENTS: usize = 2000;
+/// Its case id.
+pub const LITERALS_CASE: &str = "literals";
+
+/// The literal-statements script: a 10x10 `X`, then `Yi = X * i + 1` for every `i`, and a
+/// print that reads the first and last (the others are block outputs, so each is computed).
+pub fn literal_statements_script(n: usize) -> String {
+    let mut s = String::from("X = rand(rows=10, cols=10, seed=7)\n");
+    for i in 1..=n {
+        s.push_str(&format!("Y{i} = X * {i} + 1\n"));
+    }
+    s.push_str(&format!("print(sum(Y1) + sum(Y{n}))\n"));
+    s
+}
+
+/// The literal-statements case under `gen` and `none`, runs alternating.
+fn literal_statements(ctx: &Ctx) -> Vec<Measurement> {
+    const REPETITIONS: usize = 5;
+    let variant = LITERAL_STATEMENTS.to_string();
+    let mut ms: Vec<Measurement> = ["gen", "none"]
+        .iter()
+        .map(|p| Measurement::new("compile", LITERALS_CASE, &variant, "lafuse", p))
+        .collect();
+    ctx.plan(1);
+    ctx.step(&format!("compile {LITERALS_CASE}"));
+    let path = ctx.runner.scratch_file("literals", "dml");
+    if let Err(e) = std::fs::write(&path, literal_statements_script(LITERAL_STATEMENTS)) {
+        for m in &mut ms {
+            m.fail(
+                Status::Failed,
+                format!("cannot write {}: {e}", path.display()),
+            );
+        }
+        return ms;
+    }
+    'runs: for _ in 0..REPETITIONS {
+        for m in ms.iter_mut() {
+            let (run, stats) = ctx.runner.run_lafuse(&path, &m.config.clone(), &[]);
+            let wall_ms = run.wall_ms;
+            let figures = match (run.failure, stats) {
+                (Some(why), _) => Err(why),
+                (None, None) => Err("the run wrote no statistics".to_string()),
+                (None, Some(stats)) => Ok(stats_figures(&stats)),
+            };
+            match figures {
+                Ok(f) => {
+                    // The process's time, as a user (and the issue) measures it; the
+                    // engine's own `total_ms` stays among the figures.
+                    m.times_ms.push(wall_ms);
+                    m.figures = f;
+                }
+                Err(why) => {
+                    m.fail(Status::Failed, why);
+                    break 'runs;
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+    for m in &mut ms {
+        m.params = [("statements".to_string(), variant.clone())].into();
+        m.summarize();
+    }
+    if let Some(m) = ms.first() {
+        ctx.done(m);
+    }
+    ms
 }
 
 fn measure(

@@ -23,6 +23,12 @@ pub const OUTER_1E3_MIN_SPEEDUP: f64 = 200.0;
 /// most this ("time proportional to nnz").
 pub const OUTER_MAX_PER_NNZ_SPREAD: f64 = 3.0;
 
+/// The literal-statements script (`Yi = X * i + 1`, 2,000 literals): fused at most this many
+/// times slower than unfused.
+pub const LITERALS_MAX_SLOWDOWN: f64 = 3.0;
+/// ... compiling at most this many operators ("a handful").
+pub const LITERALS_MAX_OPERATORS: f64 = 5.0;
+
 /// One goal as this run measured it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Goal {
@@ -82,6 +88,24 @@ pub fn evaluate(ms: &[Measurement]) -> Vec<Goal> {
                 ),
                 measured: format!("{r:.0}×"),
                 met: r >= OUTER_1E3_MIN_SPEEDUP,
+            });
+        }
+    }
+    if let Some(m) = ms
+        .iter()
+        .find(|m| m.suite == "compile" && m.case == super::compile::LITERALS_CASE && ok_gen(m))
+    {
+        let compiled = m.figures.get("operators_compiled").copied();
+        if let (Some(r), Some(compiled)) = (m.ratio_to_unfused, compiled) {
+            let slowdown = 1.0 / r;
+            out.push(Goal {
+                goal: format!(
+                    "{} statements `Yi = X * i + 1`: gen within {LITERALS_MAX_SLOWDOWN}× of \
+                     unfused, compiling at most {LITERALS_MAX_OPERATORS} operators",
+                    m.variant
+                ),
+                measured: format!("{slowdown:.2}×, {compiled} operators"),
+                met: slowdown <= LITERALS_MAX_SLOWDOWN && compiled <= LITERALS_MAX_OPERATORS,
             });
         }
     }
@@ -218,6 +242,21 @@ mod tests {
         );
         assert!(markdown(&goals).contains("**missed**"));
         assert_eq!(markdown(&[]), "");
+    }
+
+    #[test]
+    fn the_literals_goal_needs_both_the_ratio_and_few_operators() {
+        let literals = |ratio: f64, compiled: f64| {
+            let mut m = Measurement::new("compile", "literals", "2000", "lafuse", "gen");
+            m.ratio_to_unfused = Some(ratio);
+            m.figures.insert("operators_compiled".into(), compiled);
+            m
+        };
+        let goal = |m| evaluate(&[m]).into_iter().next().unwrap();
+        assert!(goal(literals(0.5, 2.0)).met);
+        assert_eq!(goal(literals(0.5, 2.0)).measured, "2.00×, 2 operators");
+        assert!(!goal(literals(0.25, 2.0)).met, "4× slower");
+        assert!(!goal(literals(0.9, 2000.0)).met, "an operator per literal");
     }
 
     #[test]
