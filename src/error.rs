@@ -75,7 +75,7 @@ impl Error {
                     fault: self.fault(),
                     // The diagnostic's headline says "internal error" itself.
                     message: match error {
-                        RuntimeError::Internal(why) => why.clone(),
+                        RuntimeError::Internal(why) => why.to_string(),
                         e => e.to_string(),
                     },
                     span: *span,

@@ -279,8 +279,10 @@ fn time_concurrent(
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
-                    Err(lafuse_runtime::RuntimeError::internal(
-                        "calibrate: a measuring thread panicked",
+                    Err(lafuse_runtime::RuntimeError::Internal(
+                        lafuse_runtime::error::Internal::MeasuringThreadPanicked {
+                            command: "calibrate",
+                        },
                     ))
                 })
             })

@@ -38,7 +38,7 @@ impl fmt::Display for CodegenError {
             CodegenError::Unsupported(s) => write!(f, "unsupported: {s}"),
             CodegenError::Internal(s) => write!(f, "internal error: {s}"),
             CodegenError::Skeleton(e) if e.fault() == Fault::Resource => write!(f, "{e}"),
-            CodegenError::Runtime(RuntimeError::Resource(why)) => f.write_str(why),
+            CodegenError::Runtime(RuntimeError::Resource(why)) => write!(f, "{why}"),
             CodegenError::Skeleton(e) => write!(f, "internal error: {e}"),
             CodegenError::Runtime(e) => write!(f, "internal error: {e}"),
         }

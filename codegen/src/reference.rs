@@ -108,7 +108,7 @@ impl fmt::Display for EvalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EvalError::Invalid(why) => write!(f, "reference evaluation: {why}"),
-            EvalError::Runtime(RuntimeError::Resource(why)) => f.write_str(why),
+            EvalError::Runtime(RuntimeError::Resource(why)) => write!(f, "{why}"),
             EvalError::Runtime(e) => write!(f, "reference evaluation: {e}"),
         }
     }
