@@ -232,7 +232,7 @@ impl Fuser {
         for (op, plan) in program.operators.iter().zip(&plans) {
             let executable = built.next().unwrap_or_else(|| {
                 Err(CodegenError::Internal(
-                    "the backend built fewer operators than requested".into(),
+                    lafuse_codegen::backend::Internal::MissingOperators,
                 ))
             });
             match self.runnable(dag, op, plan, executable) {
