@@ -436,8 +436,8 @@ fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, u
     let schedule = topological_order(&chained)
         .or_else(|| topological_order(&deps))
         .ok_or_else(|| Error::Runtime {
-            error: lafuse_runtime::RuntimeError::internal(
-                "the fused operators of a block depend on each other in a cycle",
+            error: lafuse_runtime::RuntimeError::Internal(
+                lafuse_runtime::error::Internal::OperatorCycle,
             ),
             span: None,
         })?;

@@ -13,6 +13,7 @@ use lafuse_compiler::builtins::{self, BoundValue};
 use lafuse_compiler::program::{BasicBlock, Block, CallBlock, Program};
 use lafuse_compiler::span::Span;
 use lafuse_compiler::stack::with_stack;
+use lafuse_runtime::error::{CallError, Internal, LoopRange};
 use lafuse_runtime::exec::{self, ExecContext, OpStats, SymbolTable};
 use lafuse_runtime::value::{ScalarType, Value};
 use lafuse_runtime::RuntimeError;
@@ -207,7 +208,11 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         };
         if s == 0.0 || s.is_nan() || a.is_nan() || b.is_nan() {
             return Err(located(
-                RuntimeError::user(format!("invalid for-loop range: from {a}, to {b}, by {s}")),
+                RuntimeError::LoopRange(LoopRange::NotCountable {
+                    from: a,
+                    to: b,
+                    by: s,
+                }),
                 var.span,
             ));
         }
@@ -220,9 +225,10 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         ] {
             if v.is_infinite() {
                 return Err(located(
-                    RuntimeError::user(format!(
-                        "invalid for-loop range: the {what} is {v}; a loop needs finite bounds"
-                    )),
+                    RuntimeError::LoopRange(LoopRange::Infinite {
+                        bound: what,
+                        value: v,
+                    }),
                     span,
                 ));
             }
@@ -239,10 +245,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                     let end = if s > 0.0 { b.floor() } else { b.ceil() };
                     if end.abs() >= 9.223_372_036_854_775e18 {
                         return Err(located(
-                            RuntimeError::user(format!(
-                                "invalid for-loop range: the end {b} is beyond the 64-bit \
-                                 integer range"
-                            )),
+                            RuntimeError::LoopRange(LoopRange::EndBeyondIntegers { end: b }),
                             to.span,
                         ));
                     }
@@ -274,10 +277,11 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let count = ((b - a) / s + 1e-10).floor() + 1.0;
         if count >= u64::MAX as f64 {
             return Err(located(
-                RuntimeError::user(format!(
-                    "invalid for-loop range: from {a} to {b} by {s} has more iterations than \
-                     a loop can count"
-                )),
+                RuntimeError::LoopRange(LoopRange::TooManyIterations {
+                    from: a,
+                    to: b,
+                    by: s,
+                }),
                 var.span,
             ));
         }
@@ -337,7 +341,9 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         })?;
         self.run(&compiled, vars)?;
         vars.remove(EXPR_RESULT).ok_or_else(|| Error::Runtime {
-            error: RuntimeError::internal(format!("the {what} produced no value")),
+            error: RuntimeError::Internal(Internal::NoValue {
+                expression: what.to_string(),
+            }),
             span: Some(expr.span),
         })
     }
@@ -436,10 +442,12 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 BoundValue::DefaultExpr(expr) => deferred.push((formal, expr)),
                 BoundValue::Default(_) | BoundValue::Absent => {
                     return Err(Error::Runtime {
-                        error: RuntimeError::user(format!(
-                            "function '{}' needs a value for parameter '{}'",
-                            call.function, formal.name
-                        )),
+                        error: RuntimeError::Call {
+                            function: call.function.to_string(),
+                            cause: CallError::MissingArgument {
+                                parameter: formal.name.to_string(),
+                            },
+                        },
                         span: Some(call.span),
                     })
                 }
@@ -457,7 +465,12 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         }
         if self.depth >= MAX_CALL_DEPTH {
             return Err(Error::Runtime {
-                error: RuntimeError::user(format!("function calls nested deeper than {MAX_CALL_DEPTH} (unbounded recursion in '{}'?)", call.function)),
+                error: RuntimeError::Call {
+                    function: call.function.to_string(),
+                    cause: CallError::TooDeep {
+                        limit: MAX_CALL_DEPTH,
+                    },
+                },
                 span: Some(call.span),
             });
         }
@@ -467,21 +480,24 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         result?;
         if call.targets.len() > def.results.len() {
             return Err(Error::Runtime {
-                error: RuntimeError::user(format!(
-                    "function '{}' returns {} value(s), but {} are assigned",
-                    call.function,
-                    def.results.len(),
-                    call.targets.len()
-                )),
+                error: RuntimeError::Call {
+                    function: call.function.to_string(),
+                    cause: CallError::TooManyTargets {
+                        results: def.results.len(),
+                        targets: call.targets.len(),
+                    },
+                },
                 span: Some(call.span),
             });
         }
         for (target, result) in call.targets.iter().zip(&def.results) {
             let v = callee.remove(&result.name).ok_or_else(|| Error::Runtime {
-                error: RuntimeError::user(format!(
-                    "function '{}' did not assign its result '{}'",
-                    call.function, result.name
-                )),
+                error: RuntimeError::Call {
+                    function: call.function.to_string(),
+                    cause: CallError::ResultUnassigned {
+                        result: result.name.to_string(),
+                    },
+                },
                 span: Some(call.span),
             })?;
             let v = conform(v, result.ty, &result.name, &call.function).map_err(|e| {
@@ -501,9 +517,12 @@ impl<'p, 'o> Interpreter<'p, 'o> {
 fn conform(v: Value, ty: ValueType, name: &str, function: &str) -> Result<Value, RuntimeError> {
     let scalar = |to: ScalarType, v: Value| -> Result<Value, RuntimeError> {
         if v.is_matrix() {
-            Err(RuntimeError::user(format!(
-                "'{name}' of function '{function}' is declared as a scalar, but a matrix was given"
-            )))
+            Err(RuntimeError::Call {
+                function: function.to_string(),
+                cause: CallError::MatrixForScalar {
+                    name: name.to_string(),
+                },
+            })
         } else {
             v.cast_scalar(to)
         }
@@ -513,10 +532,13 @@ fn conform(v: Value, ty: ValueType, name: &str, function: &str) -> Result<Value,
             if v.is_matrix() {
                 Ok(v)
             } else {
-                Err(RuntimeError::user(format!(
-                    "'{name}' of function '{function}' is declared as a matrix, but a {} was given",
-                    v.type_name()
-                )))
+                Err(RuntimeError::Call {
+                    function: function.to_string(),
+                    cause: CallError::ScalarForMatrix {
+                        name: name.to_string(),
+                        given: v.type_name(),
+                    },
+                })
             }
         }
         ValueType::Double => scalar(ScalarType::Double, v),

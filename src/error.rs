@@ -1,9 +1,14 @@
-//! The engine's error type: a compile error or a runtime error, located in the script.
+//! The engine's error type: a compile error or a runtime error, located in the script, or
+//! what went wrong around a script (its file, its arguments, explain, calibrate, bench), each
+//! an enum of causes whose variant says who has to act ([`Error::fault`]).
 
+use lafuse_codegen::backend::CodegenError;
 use lafuse_compiler::error::CompileError;
+use lafuse_compiler::fusion::CostModelError;
 use lafuse_compiler::span::{SourceFile, Span};
 use lafuse_core::Fault;
 use lafuse_runtime::RuntimeError;
+use std::path::PathBuf;
 use thiserror::Error;
 
 /// Anything that stops a script: compile errors (possibly several) or a runtime error at an
@@ -17,16 +22,17 @@ pub enum Error {
         error: RuntimeError,
         span: Option<Span>,
     },
-    /// The script file itself cannot be read, or an argument is malformed.
+    /// A file lafuse was pointed at cannot be read or written (the script, a machine profile,
+    /// a report), or an argument or option is malformed.
     #[error("{0}")]
-    Usage(String),
+    Usage(Usage),
     /// A valid request outside a script that lafuse does not implement (an explain format or
     /// level this build cannot give); names the construct.
     #[error("unsupported: {0}")]
-    Unsupported(String),
+    Unsupported(Unsupported),
     /// A bug in lafuse outside a script's execution (explain, calibrate).
     #[error("internal: {0}")]
-    Internal(String),
+    Internal(Internal),
     /// A machine profile or a cost-model override was refused; `context` names the file or
     /// argument.
     #[error("{context}: {error}")]
@@ -34,6 +40,96 @@ pub enum Error {
         context: String,
         error: lafuse_compiler::fusion::CostModelError,
     },
+}
+
+/// A file or argument of the user's that lafuse cannot use ([`Error::Usage`]).
+#[derive(Debug, Error)]
+pub enum Usage {
+    /// A script argument that is not `name=value`.
+    #[error("script argument '{argument}' is not of the form name=value")]
+    ScriptArgument { argument: String },
+    /// A script argument whose name is not a DML identifier.
+    #[error("script argument name '{name}' is not a valid DML identifier")]
+    ScriptArgumentName { name: String },
+    #[error("cannot read the script '{}': {source}", .path.display())]
+    ReadScript {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot read the machine profile '{}': {source}", .path.display())]
+    ReadProfile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write the machine profile '{}': {source}", .path.display())]
+    WriteProfile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `calibrate --threads 0`.
+    #[error("calibrate: threads must be at least 1")]
+    CalibrateThreads,
+    /// A cache-resident array of `cells` cells, not in `1..=max`.
+    #[error("calibrate: the cache-resident array must have 1 to {max} cells, got {cells}")]
+    CalibrateCacheCells { cells: usize, max: usize },
+    /// A matrix multiply of `size` x `size`, below 2.
+    #[error("calibrate: the matrix multiply size must be at least 2, got {size}")]
+    CalibrateMatmulSize { size: usize },
+    /// `bench` without its examples folder.
+    #[error(
+        "bench: examples folder {} not found (give --examples DIR: the folder with micro/ and \
+         algorithms/)",
+        .path.display()
+    )]
+    BenchExamples { path: PathBuf },
+    #[error("bench: cannot find the lafuse executable: {source}")]
+    BenchExecutable { source: std::io::Error },
+    #[error("bench: cannot create the report folder {}: {source}", .path.display())]
+    BenchReportFolder {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `bench --filter` that matches no case of `suite` (`filter`: the filters as given).
+    #[error(
+        "bench: no case of suite `{suite}` matches --filter {filter} (a case's text is its \
+         pattern or algorithm and its data, e.g. `sum_xyz dense 100000x1000`, `outer sp=1e-4 \
+         20000^2 k=100`, `l2svm sp=0.01 100000x200`; --quick uses smaller sizes)"
+    )]
+    BenchNoMatch { suite: &'static str, filter: String },
+    #[error("bench: cannot write the report: {source}")]
+    BenchReport { source: std::io::Error },
+}
+
+/// A valid request outside a script that this build does not implement
+/// ([`Error::Unsupported`]).
+#[derive(Debug, Error)]
+pub enum Unsupported {
+    /// `--format dot` for a report (`report`) that only has text and JSON.
+    #[error("--format dot for {report}; use text or json")]
+    DotFormat { report: &'static str },
+    /// `explain --level ir|asm` in a build without native code generation.
+    #[error("--level ir|asm needs native code generation (build with the `llvm` feature)")]
+    NativeCode,
+}
+
+/// A bug in lafuse outside a script's execution ([`Error::Internal`]).
+#[derive(Debug, Error)]
+pub enum Internal {
+    /// A fusion plan whose JSON does not read back.
+    #[error("fusion JSON: {source}")]
+    FusionJson { source: serde_json::Error },
+    /// The native backend failed on a plan `explain` prints the code of.
+    #[error("code generation: {source}")]
+    CodeGeneration { source: CodegenError },
+    /// Calibration's large array came out sparse.
+    #[error("calibrate: the large array is not dense")]
+    CalibrationNotDense,
+    /// A measured cost-model constant the model refused.
+    #[error("calibrate: {source}")]
+    CalibratedConstant { source: CostModelError },
+    /// A calibrated model that does not validate.
+    #[error("calibrate measured {source}")]
+    CalibratedModel { source: CostModelError },
 }
 
 impl From<CompileError> for Error {
@@ -75,7 +171,7 @@ impl Error {
                     fault: self.fault(),
                     // The diagnostic's headline says "internal error" itself.
                     message: match error {
-                        RuntimeError::Internal(why) => why.clone(),
+                        RuntimeError::Internal(why) => why.to_string(),
                         e => e.to_string(),
                     },
                     span: *span,

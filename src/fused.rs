@@ -16,6 +16,7 @@ use lafuse_compiler::fusion::cplan::{construct_cplans, CPlan, FusedOperator};
 use lafuse_compiler::fusion::{self, CostModel};
 use lafuse_compiler::hops::{HopDag, HopId};
 use lafuse_core::Fault;
+use lafuse_runtime::error::{Internal, OperatorFailure, Resource};
 use lafuse_runtime::{Matrix, Operator, OperatorInput, RuntimeError};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -236,7 +237,7 @@ impl Fuser {
         for (op, plan) in program.operators.iter().zip(&plans) {
             let executable = built.next().unwrap_or_else(|| {
                 Err(CodegenError::Internal(
-                    "the backend built fewer operators than requested".into(),
+                    lafuse_codegen::backend::Internal::MissingOperators,
                 ))
             });
             match self.runnable(dag, op, plan, executable) {
@@ -352,9 +353,16 @@ impl RunnableOperator {
     /// A backend's failure as the executor reports it: a resource error where an output does
     /// not fit in memory (the script's doing), an internal one otherwise (the plan is ours).
     fn runtime_error(&self, e: CodegenError) -> RuntimeError {
+        let opcode = self.opcode.clone();
         match e.fault() {
-            Fault::Resource => RuntimeError::Resource(format!("{}: {e}", self.opcode)),
-            _ => RuntimeError::internal(format!("{}: {e}", self.opcode)),
+            Fault::Resource => RuntimeError::Resource(Resource::Operator {
+                opcode,
+                source: OperatorFailure::new(e),
+            }),
+            _ => RuntimeError::Internal(Internal::Operator {
+                opcode,
+                source: OperatorFailure::new(e),
+            }),
         }
     }
 }

@@ -34,6 +34,7 @@ pub use lafuse_compiler::span::SourceFile;
 pub use lafuse_core::Fault;
 pub use stats::Stats;
 
+use error::{Internal, Unsupported, Usage};
 use lafuse_compiler::fusion;
 use lafuse_compiler::hops::{self, HopDag};
 use lafuse_compiler::span::Span;
@@ -94,9 +95,9 @@ impl ScriptArgs {
         for pair in pairs {
             let pair = pair.as_ref();
             let (name, value) = pair.split_once('=').ok_or_else(|| {
-                Error::Usage(format!(
-                    "script argument '{pair}' is not of the form name=value"
-                ))
+                Error::Usage(Usage::ScriptArgument {
+                    argument: pair.to_string(),
+                })
             })?;
             let name = name.trim().trim_start_matches('$');
             let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
@@ -104,9 +105,9 @@ impl ScriptArgs {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
             if !valid {
-                return Err(Error::Usage(format!(
-                    "script argument name '{name}' is not a valid DML identifier"
-                )));
+                return Err(Error::Usage(Usage::ScriptArgumentName {
+                    name: name.to_string(),
+                }));
             }
             values.insert(name.to_string(), value.to_string());
         }
@@ -215,8 +216,12 @@ pub struct RunReport {
 
 /// Reads a script file. Errors name the file.
 pub fn load_script(path: &Path) -> Result<SourceFile, Error> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::Usage(format!("cannot read the script '{}': {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        Error::Usage(Usage::ReadScript {
+            path: path.to_path_buf(),
+            source,
+        })
+    })?;
     Ok(SourceFile::new(path.display().to_string(), text))
 }
 
@@ -456,19 +461,19 @@ fn render_fusion(
             selector.name()
         ));
         let json: serde_json::Value =
-            json.map_err(|e| Error::Internal(format!("fusion JSON: {e}")))?;
+            json.map_err(|source| Error::Internal(Internal::FusionJson { source }))?;
         json_blocks.push(serde_json::json!({ "kind": block.kind, "lines": [first, last], "policy": selector.name(), "fusion": json }));
     }
     per_block_report(text, json_blocks, format, "fusion levels")
 }
 
-/// A per-block report as text, or as JSON `{"blocks": [...]}`; `what` names the report in
+/// A per-block report as text, or as JSON `{"blocks": [...]}`; `report` names it in
 /// the error for `--format dot`, which only HOP DAGs have.
 fn per_block_report(
     text: String,
     json_blocks: Vec<serde_json::Value>,
     format: ExplainFormat,
-    what: &str,
+    report: &'static str,
 ) -> Result<String, Error> {
     match format {
         ExplainFormat::Text => Ok(text),
@@ -477,9 +482,7 @@ fn per_block_report(
         )
         .unwrap_or_default()
             + "\n"),
-        ExplainFormat::Dot => Err(Error::Unsupported(format!(
-            "--format dot for {what}; use text or json"
-        ))),
+        ExplainFormat::Dot => Err(Error::Unsupported(Unsupported::DotFormat { report })),
     }
 }
 
@@ -511,7 +514,7 @@ fn generated_code(
                 // use; explain compiles it so both entry points can be read.
                 let csr = compiled
                     .compile_csr_entry()
-                    .map_err(|e| Error::Internal(format!("code generation: {e}")))?;
+                    .map_err(|source| Error::Internal(Internal::CodeGeneration { source }))?;
                 if csr {
                     let csr_code = if level == ExplainLevel::Ir {
                         compiled.csr_llvm_ir()
@@ -530,7 +533,7 @@ fn generated_code(
                 text.push_str(&format!("  (runs unfused: unsupported: {what})\n"));
                 None
             }
-            Err(e) => return Err(Error::Internal(format!("code generation: {e}"))),
+            Err(source) => return Err(Error::Internal(Internal::CodeGeneration { source })),
         };
         items.push(serde_json::json!({
             "template": op.cplan.template.name(),
@@ -547,9 +550,7 @@ fn generated_code(
     _program: &fusion::cplan::FusedProgram,
     _level: ExplainLevel,
 ) -> Result<(String, serde_json::Value), Error> {
-    Err(Error::Unsupported(
-        "--level ir|asm needs native code generation (build with the `llvm` feature)".into(),
-    ))
+    Err(Error::Unsupported(Unsupported::NativeCode))
 }
 
 fn render_explain(source: &SourceFile, blocks: &[ExplainedBlock], format: ExplainFormat) -> String {

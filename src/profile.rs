@@ -4,7 +4,7 @@
 //! embedder that wants the machine's measured constants loads them here, without the tools
 //! that measure them.
 
-use crate::error::Error;
+use crate::error::{Error, Usage};
 use lafuse_compiler::fusion::cost::MachineProfile;
 use lafuse_compiler::fusion::CostModel;
 use std::path::{Path, PathBuf};
@@ -32,11 +32,11 @@ fn profile_path_from(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option
 
 /// Reads a machine profile file; errors name the file.
 pub fn read_profile(path: &Path) -> Result<MachineProfile, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::Usage(format!(
-            "cannot read the machine profile '{}': {e}",
-            path.display()
-        ))
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        Error::Usage(Usage::ReadProfile {
+            path: path.to_path_buf(),
+            source,
+        })
     })?;
     MachineProfile::from_json(&text).map_err(|error| Error::CostModel {
         context: path.display().to_string(),
@@ -46,11 +46,11 @@ pub fn read_profile(path: &Path) -> Result<MachineProfile, Error> {
 
 /// Writes a machine profile as JSON, creating the parent directory; errors name the file.
 pub fn write_profile(path: &Path, profile: &MachineProfile) -> Result<(), Error> {
-    let fail = |e: std::io::Error| {
-        Error::Usage(format!(
-            "cannot write the machine profile '{}': {e}",
-            path.display()
-        ))
+    let fail = |source: std::io::Error| {
+        Error::Usage(Usage::WriteProfile {
+            path: path.to_path_buf(),
+            source,
+        })
     };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(fail)?;
@@ -150,7 +150,7 @@ mod tests {
         let missing = dir.join("missing.json");
         let err = load_cost_model(Some(&missing), &[]).unwrap_err();
         assert!(
-            matches!(&err, Error::Usage(m) if m.contains("missing.json")),
+            matches!(&err, Error::Usage(m) if m.to_string().contains("missing.json")),
             "{err}"
         );
 

@@ -410,12 +410,17 @@ fn a_product_reads_a_fused_transpose_when_its_input_is_never_materialized() {
 fn internal_runtime_errors_say_so_once() {
     let source = SourceFile::new("i.dml", "x = 1\n");
     let err = lafuse::Error::Runtime {
-        error: lafuse_runtime::RuntimeError::internal("broken invariant"),
+        error: lafuse_runtime::RuntimeError::Internal(
+            lafuse_runtime::error::Internal::ExplicitZero { shape: (2, 3) },
+        ),
         span: None,
     };
     let rendered = err.render(&source);
     assert_eq!(rendered.matches("internal error").count(), 1, "{rendered}");
-    assert!(rendered.contains("broken invariant"), "{rendered}");
+    assert!(
+        rendered.contains("sparse 2x3 matrix stores an explicit zero"),
+        "{rendered}"
+    );
 }
 
 /// With an operator cache directory, a second engine (a later process, in practice) loads

@@ -18,6 +18,7 @@
 //! include what every unfused kernel pays per cell (its output write and non-zero count), so the
 //! weights are those of unfused operations, measured, not the instruction counts of SystemDS.
 
+use lafuse::error::{Internal, Usage};
 use lafuse::Error;
 use lafuse_compiler::fusion::cost::{MachineProfile, Provenance};
 use lafuse_compiler::fusion::CostModel;
@@ -65,7 +66,7 @@ struct Plan {
 impl Plan {
     fn new(o: &CalibrateOptions) -> Result<Plan, Error> {
         let threads = match o.threads {
-            Some(0) => return Err(Error::Usage("calibrate: threads must be at least 1".into())),
+            Some(0) => return Err(Error::Usage(Usage::CalibrateThreads)),
             Some(t) => t,
             None => default_threads(),
         };
@@ -77,17 +78,17 @@ impl Plan {
         let large_cells = (large_bytes / 8).max(threads);
         let cache_cells = o.cache_cells.unwrap_or(16 * 1024);
         if cache_cells == 0 || cache_cells >= PAR_THRESHOLD {
-            return Err(Error::Usage(format!(
-                "calibrate: the cache-resident array must have 1 to {} cells, got {cache_cells}",
-                PAR_THRESHOLD - 1
-            )));
+            return Err(Error::Usage(Usage::CalibrateCacheCells {
+                cells: cache_cells,
+                max: PAR_THRESHOLD - 1,
+            }));
         }
         let matmul_size = o.matmul_size.unwrap_or(if o.quick { 128 } else { 256 });
         // Below 2 the kernel takes its vector paths, not the dgemm whose rate is wanted.
         if matmul_size < 2 {
-            return Err(Error::Usage(format!(
-                "calibrate: the matrix multiply size must be at least 2, got {matmul_size}"
-            )));
+            return Err(Error::Usage(Usage::CalibrateMatmulSize {
+                size: matmul_size,
+            }));
         }
         let reps = o.repetitions.unwrap_or(if o.quick { 3 } else { 7 }).max(1);
         let sample = o.sample_time.unwrap_or(if o.quick {
@@ -279,8 +280,10 @@ fn time_concurrent(
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
-                    Err(lafuse_runtime::RuntimeError::internal(
-                        "calibrate: a measuring thread panicked",
+                    Err(lafuse_runtime::RuntimeError::Internal(
+                        lafuse_runtime::error::Internal::MeasuringThreadPanicked {
+                            command: "calibrate",
+                        },
                     ))
                 })
             })
@@ -324,11 +327,7 @@ pub fn calibrate(options: &CalibrateOptions) -> Result<MachineProfile, Error> {
     let big = Matrix::from_dense_values(n, 1, values(n, 7)).map_err(runtime_error)?;
     let big_values = match &big {
         Matrix::Dense(d) => &d.values,
-        Matrix::Sparse(_) => {
-            return Err(Error::Internal(
-                "calibrate: the large array is not dense".into(),
-            ))
-        }
+        Matrix::Sparse(_) => return Err(Error::Internal(Internal::CalibrationNotDense)),
     };
     let t_read = median_of(plan.reps, || {
         Ok(time_parallel_sum(big_values, plan.threads))
@@ -406,7 +405,7 @@ pub fn calibrate(options: &CalibrateOptions) -> Result<MachineProfile, Error> {
         measured.insert(format!("cells_per_second.{op}"), rate);
         model
             .set(name, base / rate)
-            .map_err(|e| Error::Internal(format!("calibrate: {e}")))?;
+            .map_err(|source| Error::Internal(Internal::CalibratedConstant { source }))?;
     }
 
     // The matrix multiply runs with the kernel's own threads, called from one thread.
@@ -425,7 +424,7 @@ pub fn calibrate(options: &CalibrateOptions) -> Result<MachineProfile, Error> {
     measured.insert("multiply_adds_per_second.matmul".to_string(), mm_rate);
     model
         .set("weights.matmul", base / mm_rate)
-        .map_err(|e| Error::Internal(format!("calibrate: {e}")))?;
+        .map_err(|source| Error::Internal(Internal::CalibratedConstant { source }))?;
 
     // What the calibrated model predicts for the large `X * 2.5` it did not fit to.
     let predicted = bytes / model.write_bandwidth
@@ -441,7 +440,7 @@ pub fn calibrate(options: &CalibrateOptions) -> Result<MachineProfile, Error> {
     }
     model
         .validate()
-        .map_err(|e| Error::Internal(format!("calibrate measured {e}")))?;
+        .map_err(|source| Error::Internal(Internal::CalibratedModel { source }))?;
     let mut profile = MachineProfile::new(
         model,
         Provenance {
@@ -523,7 +522,9 @@ mod tests {
     fn bad_options_are_usage_errors() {
         let mut o = tiny();
         o.cache_cells = Some(PAR_THRESHOLD);
-        assert!(matches!(calibrate(&o), Err(Error::Usage(m)) if m.contains("cache-resident")));
+        assert!(
+            matches!(calibrate(&o), Err(Error::Usage(m)) if m.to_string().contains("cache-resident"))
+        );
         let mut o = tiny();
         o.threads = Some(0);
         assert!(matches!(calibrate(&o), Err(Error::Usage(_))));

@@ -7,40 +7,61 @@
 //! backend (a Cranelift tier, PTX) is one module implementing these two traits, and one arm in
 //! the engine's choice of backend.
 
-use lafuse_compiler::fusion::cplan::CPlan;
+use lafuse_compiler::fusion::cplan::{Access, CPlan};
+use lafuse_core::ops::AggOp;
 use lafuse_core::Fault;
+use lafuse_runtime::error::Shape;
 use lafuse_runtime::{Matrix, RuntimeError, ValueRange};
-use lafuse_skeletons::SkeletonError;
+use lafuse_skeletons::row::RowInput;
+use lafuse_skeletons::{AggKind, CellKind, EntryError, InputUse, SkeletonError};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+use thiserror::Error;
 
 /// Why an operator could not be built or could not run a call, by who is at fault
 /// ([`CodegenError::fault`]).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Error)]
 pub enum CodegenError {
     /// A valid plan or call this backend does not implement (names the construct). Not a
     /// failure: the engine runs such hops unfused, or such a call on the reference evaluator.
-    Unsupported(String),
+    #[error("unsupported: {0}")]
+    Unsupported(Unsupported),
     /// A bug, an LLVM failure, or inputs that do not match the operator.
-    Internal(String),
+    #[error("internal error: {0}")]
+    Internal(Internal),
     /// The skeleton refused the call: an output larger than the memory the machine can give
     /// (the script's sizes), or a call that does not match the operator (a bug).
+    #[error("{}", SkeletonMessage(.0))]
     Skeleton(SkeletonError),
     /// A runtime kernel the operator calls failed: out of memory, or a call of ours that does
     /// not match it.
+    #[error("{}", RuntimeMessage(.0))]
     Runtime(RuntimeError),
 }
 
-impl fmt::Display for CodegenError {
+/// A skeleton's error as a backend reports it: an output too large for memory as the
+/// skeleton says it, anything else as the internal error it is.
+struct SkeletonMessage<'a>(&'a SkeletonError);
+
+impl fmt::Display for SkeletonMessage<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CodegenError::Unsupported(s) => write!(f, "unsupported: {s}"),
-            CodegenError::Internal(s) => write!(f, "internal error: {s}"),
-            CodegenError::Skeleton(e) if e.fault() == Fault::Resource => write!(f, "{e}"),
-            CodegenError::Runtime(RuntimeError::Resource(why)) => f.write_str(why),
-            CodegenError::Skeleton(e) => write!(f, "internal error: {e}"),
-            CodegenError::Runtime(e) => write!(f, "internal error: {e}"),
+        match self.0 {
+            e if e.fault() == Fault::Resource => write!(f, "{e}"),
+            e => write!(f, "internal error: {e}"),
+        }
+    }
+}
+
+/// A runtime kernel's error as a backend reports it: a resource error without the runtime's
+/// `resources:` prefix, anything else as the internal error it is.
+struct RuntimeMessage<'a>(&'a RuntimeError);
+
+impl fmt::Display for RuntimeMessage<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            RuntimeError::Resource(why) => write!(f, "{why}"),
+            e => write!(f, "internal error: {e}"),
         }
     }
 }
@@ -58,7 +79,199 @@ impl CodegenError {
     }
 }
 
-impl std::error::Error for CodegenError {}
+/// A valid plan or call a backend does not implement ([`CodegenError::Unsupported`]): the
+/// construct, by name or by the values that make it one.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum Unsupported {
+    /// A backend this build does not have; `why` says what it lacks.
+    #[error("{why}")]
+    Backend { why: &'static str },
+    /// A plan construct native code is not generated for, described.
+    #[error("{0}")]
+    Construct(&'static str),
+    /// A plan of more nodes than native code is generated for.
+    #[error(
+        "native code for a fused operator of {nodes} nodes (at most {limit}); its operations run \
+         unfused"
+    )]
+    TooManyNodes { nodes: usize, limit: usize },
+    /// A node (by name) that a row plan cannot hold.
+    #[error("{node} in a row plan")]
+    NodeInRowPlan { node: &'static str },
+    /// A node (by name) used where an element-wise one is needed.
+    #[error("{node} is not element-wise")]
+    NotElementWise { node: &'static str },
+    /// A node (by name) that has no value per cell.
+    #[error("{node} has no cell-wise value")]
+    NoCellValue { node: &'static str },
+    /// An n-ary operation (by name) in a cell-wise body.
+    #[error("n-ary {op} in a cell-wise body")]
+    NaryInCellBody { op: &'static str },
+    /// A row aggregate no hop carries (`sumsq`, `sd`).
+    #[error("row aggregate {op}")]
+    RowAggregate { op: AggOp },
+    /// A string literal in a numeric body.
+    #[error("string literal {literal:?} in a body")]
+    StringLiteral { literal: String },
+    /// The main input of a row plan read other than as its rows.
+    #[error("the main input read as {access:?}")]
+    MainInputAccess { access: Access },
+    /// An input read in a way a row plan does not implement.
+    #[error("input {input} read as {access:?} in a row plan")]
+    RowInputAccess { input: usize, access: Access },
+    /// An input read in a way a cell-wise body does not implement (`transposed`: under a
+    /// transpose).
+    #[error(
+        "input {input} read as {access:?}{} in a cell-wise body",
+        if *.transposed { " under a transpose" } else { "" }
+    )]
+    CellInputAccess {
+        input: usize,
+        access: Access,
+        transposed: bool,
+    },
+    /// An outer product's factor read other than as a factor.
+    #[error("outer factor read as {access:?}")]
+    OuterFactorAccess { access: Access },
+    /// An input a cell-wise body reads in two ways.
+    #[error("input {input} read both as {first:?} and as {then:?}")]
+    InputUses {
+        input: usize,
+        first: InputUse,
+        then: InputUse,
+    },
+    /// An input a row body reads in two ways.
+    #[error("input {input} read both as {first:?} and as {then:?}")]
+    RowInputUses {
+        input: usize,
+        first: RowInput,
+        then: RowInput,
+    },
+    /// A Cell operator's shape class with an aggregation that does not fit it.
+    #[error("cell type {kind:?} with aggregation {agg:?}")]
+    CellAggregation {
+        kind: CellKind,
+        agg: Option<AggKind>,
+    },
+}
+
+/// A bug in lafuse, or LLVM failing, while building or running an operator
+/// ([`CodegenError::Internal`]).
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum Internal {
+    /// LLVM refused a step (`step` names it); `detail` is LLVM's message.
+    #[error("{step}: {detail}")]
+    Llvm { step: &'static str, detail: String },
+    /// A helper library's module that LLVM's verifier refused; `detail` is LLVM's message.
+    #[error("library {library} fails verification: {detail}")]
+    LibraryVerification { library: String, detail: String },
+    /// LLVM could not find the symbol `name`; `detail` is LLVM's message.
+    #[error("looking up {name}: {detail}")]
+    SymbolLookup { name: String, detail: String },
+    /// The IR builder refused an instruction; `detail` is its message.
+    #[error("IR building: {detail}")]
+    IrBuilding { detail: String },
+    /// No target machine for the host.
+    #[error("cannot create a host target machine")]
+    TargetMachine,
+    /// Generated code that calls a symbol no helper defines.
+    #[error("generated code calls unknown {name}")]
+    UnknownSymbol { name: String },
+    /// A symbol name with a NUL byte.
+    #[error("symbol {name}")]
+    SymbolName { name: String },
+    /// An LLVM intrinsic that could not be declared.
+    #[error("intrinsic {name} missing")]
+    MissingIntrinsic { name: String },
+    /// A call (`helper`, or any `call`) that should return a value and does not.
+    #[error("{what} returns nothing")]
+    NoReturnValue { what: &'static str },
+    /// A generated function without its parameter `index`.
+    #[error("function lacks parameter {index}")]
+    MissingParameter { index: u32 },
+    /// An entry point without its parameter `index`.
+    #[error("entry point lacks parameter {index}")]
+    EntryPointParameter { index: u32 },
+    /// An input read before its pointers were loaded.
+    #[error("input {input} not prepared")]
+    InputNotPrepared { input: usize },
+    /// A plan that does not hold together (the plan verifier should have refused it),
+    /// described.
+    #[error("{0}")]
+    MalformedPlan(&'static str),
+    /// A plan rewritten with its literals as parameters ([`crate::parameters`]) that the
+    /// plan verifier refuses.
+    #[error("a parameterized plan fails verification: {0}")]
+    ParameterizedPlan(lafuse_compiler::fusion::cplan::VerifyError),
+    /// A plan node reading an input position the plan does not have.
+    #[error("input {input} outside the plan")]
+    InputOutsidePlan { input: usize },
+    /// A plan node id beyond the plan's nodes.
+    #[error("node {node} missing")]
+    NodeMissing { node: usize },
+    /// A plan node whose operand comes after it.
+    #[error("node {node} uses a later node")]
+    LaterOperand { node: usize },
+    /// A CSR entry point asked of a plan of `template` that is not sparse-safe.
+    #[error("a CSR entry point for a sparse-unsafe {template} plan")]
+    SparseUnsafeCsr { template: &'static str },
+    /// An entry point (by name) the operator's template does not have.
+    #[error("the operator has no {entry} entry point")]
+    NoEntryPoint { entry: &'static str },
+    /// A call with another number of output shapes than the operator has outputs.
+    #[error("operator has {outputs} outputs, {shapes} shapes given")]
+    OutputCount { outputs: usize, shapes: usize },
+    /// An output of another shape than the call asked for.
+    #[error(
+        "output is {}x{}, expected {}x{}",
+        .got.0,
+        .got.1,
+        .expected.0,
+        .expected.1
+    )]
+    OutputShape { got: Shape, expected: Shape },
+    /// Inputs that do not fit a Row operator.
+    #[error("row operator inputs: {0}")]
+    RowInputs(RowInputs),
+    /// An entry point the generator could not give, with an error not of this crate's type.
+    #[error("{}", .error.0)]
+    EntryPoint { error: EntryError },
+    /// A backend that returned fewer operators than it was asked for.
+    #[error("the backend built fewer operators than requested")]
+    MissingOperators,
+    /// The reference evaluator refused a plan or call.
+    #[error("reference evaluation: {0}")]
+    Reference(crate::reference::Invalid),
+}
+
+/// How the inputs of a Row operator's call do not fit it ([`Internal::RowInputs`]).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum RowInputs {
+    #[error("operator takes {expected} inputs, got {got}")]
+    Count { expected: usize, got: usize },
+    #[error("the main input must be a matrix")]
+    MainNotMatrix,
+    /// An input read row-aligned with the main input with another number of rows.
+    #[error("input {input} has {rows} rows, not {expected}")]
+    Rows {
+        input: usize,
+        rows: usize,
+        expected: usize,
+    },
+    #[error("element-wise operands of lengths {left} and {right}")]
+    ElementWiseLengths { left: usize, right: usize },
+    /// A row vector times a matrix of another number of rows.
+    #[error("a row of length {row} times a matrix of {rows} rows")]
+    VectorMatrix { row: usize, rows: usize },
+    #[error(
+        "output is {}x{}, expected {}x{}",
+        .got.0,
+        .got.1,
+        .expected.0,
+        .expected.1
+    )]
+    Output { got: Shape, expected: Shape },
+}
 
 /// The format of an operator's main input that a backend prepares for first (the native
 /// backend compiles that entry point with the operator, any other on the first call that
@@ -152,7 +365,11 @@ impl Backend for Unavailable {
     fn build(&self, requests: &[Request<'_>]) -> Vec<Result<Built, CodegenError>> {
         requests
             .iter()
-            .map(|_| Err(CodegenError::Unsupported(self.why.to_string())))
+            .map(|_| {
+                Err(CodegenError::Unsupported(Unsupported::Backend {
+                    why: self.why,
+                }))
+            })
             .collect()
     }
 }

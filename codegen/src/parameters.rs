@@ -14,7 +14,7 @@
 //! value (see [`value_shapes_code`]): zeros (sparse-safety proofs of the Row template),
 //! infinities and NaN (finiteness proofs), the exponent 2 (`x ^ 2` is `x * x`), and strings.
 
-use crate::backend::{Backend, Built, CodegenError, Executable, Operand, Request};
+use crate::backend::{Backend, Built, CodegenError, Executable, Internal, Operand, Request};
 use lafuse_compiler::fusion::cplan::{self, Access, CNode, CPlan, InputKind};
 use lafuse_compiler::hops::{BinaryOp, Literal};
 use lafuse_runtime::{Matrix, ValueRange};
@@ -113,8 +113,8 @@ impl<B: Backend> Backend for LiteralsAsParameters<B> {
                 return requests
                     .iter()
                     .map(|_| {
-                        Err(CodegenError::Internal(format!(
-                            "a parameterized plan fails verification: {e}"
+                        Err(CodegenError::Internal(Internal::ParameterizedPlan(
+                            e.clone(),
                         )))
                     })
                     .collect();

@@ -18,7 +18,7 @@
 //!   `0 * body` elsewhere (0, or NaN where the body is not finite, as unfused); then `G`,
 //!   `sum(G)` or the final product with the whole side matrix.
 
-use crate::backend::{Backend, Built, CodegenError, Executable, Origin, Request};
+use crate::backend::{Backend, Built, CodegenError, Executable, Internal, Origin, Request};
 use lafuse_compiler::fusion::cplan::{
     Access, CNode, CNodeId, CPlan, OuterType, RowType, TemplateSpec,
 };
@@ -26,11 +26,13 @@ use lafuse_compiler::fusion::template::{CellAgg, CellType};
 use lafuse_compiler::hops::{AggOp, BinaryOp, Direction, Literal, NaryOp, TernaryOp};
 use lafuse_compiler::stack::with_stack;
 use lafuse_core::Fault;
+use lafuse_runtime::error::Shape;
 use lafuse_runtime::kernels::{self, matrix_cell};
 use lafuse_runtime::ops::{java_max, java_min};
 use lafuse_runtime::{Matrix, RuntimeError, ValueRange};
 use std::fmt;
 use std::sync::Arc;
+use thiserror::Error;
 
 /// The operand type of every backend, here under the evaluator's path too.
 pub use crate::backend::Operand;
@@ -77,7 +79,7 @@ impl From<EvalError> for CodegenError {
     fn from(e: EvalError) -> CodegenError {
         match e {
             EvalError::Runtime(e) => CodegenError::Runtime(e),
-            e @ EvalError::Invalid(_) => CodegenError::Internal(e.to_string()),
+            EvalError::Invalid(why) => CodegenError::Internal(Internal::Reference(why)),
         }
     }
 }
@@ -86,7 +88,7 @@ impl From<EvalError> for CodegenError {
 #[derive(Clone, Debug, PartialEq)]
 pub enum EvalError {
     /// A malformed plan, or inputs that do not match it.
-    Invalid(String),
+    Invalid(Invalid),
     /// A runtime kernel failed: an output (of a size the script decides) more memory than the
     /// machine can give, or a call of ours that does not match the kernel.
     Runtime(RuntimeError),
@@ -108,7 +110,7 @@ impl fmt::Display for EvalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EvalError::Invalid(why) => write!(f, "reference evaluation: {why}"),
-            EvalError::Runtime(RuntimeError::Resource(why)) => f.write_str(why),
+            EvalError::Runtime(RuntimeError::Resource(why)) => write!(f, "{why}"),
             EvalError::Runtime(e) => write!(f, "reference evaluation: {e}"),
         }
     }
@@ -116,10 +118,58 @@ impl fmt::Display for EvalError {
 
 impl std::error::Error for EvalError {}
 
+/// A plan that does not hold together, or inputs that do not match it ([`EvalError::Invalid`]).
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum Invalid {
+    /// A plan whose structure does not fit its template, described.
+    #[error("{0}")]
+    Plan(&'static str),
+    #[error("input or output count does not match the plan")]
+    Counts,
+    #[error("the main input must be a matrix")]
+    MainNotMatrix,
+    #[error(
+        "output is {}x{}, expected {}x{}",
+        .got.0,
+        .got.1,
+        .expected.0,
+        .expected.1
+    )]
+    OutputShape { got: Shape, expected: Shape },
+    /// An n-ary operation (by name) that has no value per cell.
+    #[error("n-ary {op} is not cell-wise")]
+    NaryNotCellWise { op: &'static str },
+    #[error("input {input} missing")]
+    InputMissing { input: usize },
+    #[error("input {input} must be a matrix")]
+    InputNotMatrix { input: usize },
+    /// A cell `(row, col)` (0-based) outside an input of `shape`.
+    #[error(
+        "read ({}, {}) outside a {}x{} input",
+        .cell.0,
+        .cell.1,
+        .shape.0,
+        .shape.1
+    )]
+    ReadOutside { cell: (usize, usize), shape: Shape },
+    /// A matrix input read per cell in a way that has no cell-wise meaning.
+    #[error("{access:?} input read per cell")]
+    AccessPerCell { access: Access },
+    /// A node that has no value per cell.
+    #[error("{node:?} has no cell-wise value")]
+    NoCellValue { node: CNode },
+    /// An input read in a way a row plan does not have.
+    #[error("{access:?} input in a row plan")]
+    AccessInRowPlan { access: Access },
+    /// A node a row plan does not hold.
+    #[error("{node:?} in a row plan")]
+    NodeInRowPlan { node: CNode },
+}
+
 type Result<T> = std::result::Result<T, EvalError>;
 
-fn err<T>(msg: impl Into<String>) -> Result<T> {
-    Err(EvalError::Invalid(msg.into()))
+fn err<T>(why: Invalid) -> Result<T> {
+    Err(EvalError::Invalid(why))
 }
 
 fn rt<T>(r: lafuse_runtime::Result<T>) -> Result<T> {
@@ -135,10 +185,10 @@ pub fn evaluate(
     out_shapes: &[(usize, usize)],
 ) -> Result<Vec<Matrix>> {
     if inputs.len() != plan.inputs.len() || out_shapes.len() != plan.outputs.len() {
-        return err("input or output count does not match the plan");
+        return err(Invalid::Counts);
     }
     let Some(Operand::Matrix(main)) = inputs.first() else {
-        return err("the main input must be a matrix");
+        return err(Invalid::MainNotMatrix);
     };
     let ev = Eval {
         plan,
@@ -161,11 +211,10 @@ pub fn evaluate(
     };
     for (m, &(r, c)) in out.iter().zip(out_shapes) {
         if m.shape() != (r, c) {
-            return err(format!(
-                "output is {}x{}, expected {r}x{c}",
-                m.rows(),
-                m.cols()
-            ));
+            return err(Invalid::OutputShape {
+                got: m.shape(),
+                expected: (r, c),
+            });
         }
     }
     Ok(out)
@@ -214,12 +263,14 @@ fn nary(f: NaryOp, xs: &[f64]) -> Result<f64> {
     let fold = match f {
         NaryOp::Min => java_min,
         NaryOp::Max => java_max,
-        _ => return err(format!("n-ary {} is not cell-wise", f.name())),
+        _ => return err(Invalid::NaryNotCellWise { op: f.name() }),
     };
     xs.iter()
         .copied()
         .reduce(fold)
-        .ok_or_else(|| EvalError::Invalid("n-ary op without operands".into()))
+        .ok_or(EvalError::Invalid(Invalid::Plan(
+            "n-ary op without operands",
+        )))
 }
 
 /// The runtime aggregate of a vector (so fused and unfused aggregates agree in semantics).
@@ -231,7 +282,7 @@ fn agg_vector(f: AggOp, v: &[f64]) -> Result<f64> {
 
 fn literal(l: &Literal) -> Result<f64> {
     l.as_f64()
-        .ok_or_else(|| EvalError::Invalid("non-numeric literal".into()))
+        .ok_or(EvalError::Invalid(Invalid::Plan("non-numeric literal")))
 }
 
 impl<'p, 'a> Eval<'p, 'a> {
@@ -239,13 +290,13 @@ impl<'p, 'a> Eval<'p, 'a> {
         self.inputs
             .get(k)
             .copied()
-            .ok_or_else(|| EvalError::Invalid(format!("input {k} missing")))
+            .ok_or(EvalError::Invalid(Invalid::InputMissing { input: k }))
     }
 
     fn matrix(&self, k: usize) -> Result<&'a Matrix> {
         match self.input(k)? {
             Operand::Matrix(m) => Ok(m),
-            Operand::Scalar(_) => err(format!("input {k} must be a matrix")),
+            Operand::Scalar(_) => err(Invalid::InputNotMatrix { input: k }),
         }
     }
 
@@ -254,11 +305,10 @@ impl<'p, 'a> Eval<'p, 'a> {
         if i < m.rows() && j < m.cols() {
             Ok(m.get(i, j))
         } else {
-            err(format!(
-                "read ({i}, {j}) outside a {}x{} input",
-                m.rows(),
-                m.cols()
-            ))
+            err(Invalid::ReadOutside {
+                cell: (i, j),
+                shape: m.shape(),
+            })
         }
     }
 
@@ -312,7 +362,7 @@ impl<'p, 'a> Eval<'p, 'a> {
                     (Operand::Matrix(m), Access::ColVector) => Self::at(m, i, 0)?,
                     (Operand::Matrix(m), Access::RowVector) => Self::at(m, 0, j)?,
                     (Operand::Matrix(m), Access::Scalar) => Self::at(m, 0, 0)?,
-                    (Operand::Matrix(_), a) => return err(format!("{a:?} input read per cell")),
+                    (Operand::Matrix(_), &access) => return err(Invalid::AccessPerCell { access }),
                 }
             }
             CNode::Literal { value } => literal(value)?,
@@ -342,7 +392,7 @@ impl<'p, 'a> Eval<'p, 'a> {
                     },
                 ) = (&nodes[*u], &nodes[*v])
                 else {
-                    return err("outer dot over non-data operands");
+                    return err(Invalid::Plan("outer dot over non-data operands"));
                 };
                 let (um, vm) = (self.matrix(*ui)?, self.matrix(*vi)?);
                 let mut s = 0.0;
@@ -355,7 +405,11 @@ impl<'p, 'a> Eval<'p, 'a> {
                 }
                 s
             }
-            other => return err(format!("{other:?} has no cell-wise value")),
+            other => {
+                return err(Invalid::NoCellValue {
+                    node: other.clone(),
+                })
+            }
         };
         Ok(if self.matrix_cells[n] {
             matrix_cell(v)
@@ -422,12 +476,12 @@ impl<'p, 'a> Eval<'p, 'a> {
                 OuterType::Left | OuterType::LeftT | OuterType::Right,
             ) => {
                 let CNode::Data { input, .. } = self.plan.nodes[*w] else {
-                    return err("final product operand is not an input");
+                    return err(Invalid::Plan("final product operand is not an input"));
                 };
                 (*g, Some(self.matrix(input)?))
             }
             (_, OuterType::CellWise | OuterType::FullAgg) => (out, None),
-            _ => return err("outer type does not match its output node"),
+            _ => return err(Invalid::Plan("outer type does not match its output node")),
         };
         // G: the body at the driver's non-zeros (reference 6.5); elsewhere the unfused value
         // `0 * body` (the template's `X * f`, or `(X != 0) * f` with the mask simplified away):
@@ -449,7 +503,7 @@ impl<'p, 'a> Eval<'p, 'a> {
             (OuterType::Right, Some(w)) => rt(kernels::matmul(&g, w)),
             (OuterType::LeftT, Some(w)) => rt(kernels::matmul(w, &g)),
             (OuterType::Left, Some(w)) => rt(kernels::transpose(&rt(kernels::matmul(w, &g))?)),
-            _ => err("final product without its matrix"),
+            _ => err(Invalid::Plan("final product without its matrix")),
         }
     }
 
@@ -472,7 +526,7 @@ impl<'p, 'a> Eval<'p, 'a> {
                     (Operand::Matrix(m), Access::RowVector) => RVal::Vector(row_of(m, 0)?),
                     (Operand::Matrix(m), Access::Scalar) => RVal::Scalar(Self::at(m, 0, 0)?),
                     (Operand::Matrix(_), Access::Whole) => RVal::Whole(*input),
-                    (_, a) => return err(format!("{a:?} input in a row plan")),
+                    (_, &access) => return err(Invalid::AccessInRowPlan { access }),
                 },
                 CNode::Literal { value } => RVal::Scalar(literal(value)?),
                 CNode::Unary { f, x } => map1(&vals[*x], |v| Ok(f.apply(v)))?,
@@ -506,12 +560,12 @@ impl<'p, 'a> Eval<'p, 'a> {
                 }
                 CNode::VectMatMult { a, b } => {
                     let RVal::Whole(k) = vals[*b] else {
-                        return err("row-times-matrix without a whole matrix");
+                        return err(Invalid::Plan("row-times-matrix without a whole matrix"));
                     };
                     let bm = self.matrix(k)?;
                     let av = as_vector(&vals[*a])?;
                     if av.len() != bm.rows() {
-                        return err("row-times-matrix size mismatch");
+                        return err(Invalid::Plan("row-times-matrix size mismatch"));
                     }
                     let mut out = vec![0.0; bm.cols()];
                     for (c, o) in out.iter_mut().enumerate() {
@@ -524,7 +578,11 @@ impl<'p, 'a> Eval<'p, 'a> {
                 CNode::OuterMultAdd { a, b } => {
                     RVal::Outer(as_vector(&vals[*a])?, as_vector(&vals[*b])?)
                 }
-                other => return err(format!("{other:?} in a row plan")),
+                other => {
+                    return err(Invalid::NodeInRowPlan {
+                        node: other.clone(),
+                    })
+                }
             };
             let v = match v {
                 RVal::Scalar(x) if self.matrix_cells[n] => RVal::Scalar(matrix_cell(x)),
@@ -550,7 +608,7 @@ impl<'p, 'a> Eval<'p, 'a> {
                     // Row i of the output.
                     let vec = as_vector(v)?;
                     if i >= rows || vec.len() != cols {
-                        return err("row output does not fit the output shape");
+                        return err(Invalid::Plan("row output does not fit the output shape"));
                     }
                     out[i * cols..(i + 1) * cols].copy_from_slice(&vec);
                 }
@@ -558,7 +616,9 @@ impl<'p, 'a> Eval<'p, 'a> {
                     // The rows' vectors summed.
                     let vec = as_vector(v)?;
                     if rows != 1 || vec.len() != cols {
-                        return err("column aggregate does not fit the output shape");
+                        return err(Invalid::Plan(
+                            "column aggregate does not fit the output shape",
+                        ));
                     }
                     for (o, x) in out.iter_mut().zip(&vec) {
                         *o += x;
@@ -567,10 +627,12 @@ impl<'p, 'a> Eval<'p, 'a> {
                 RowType::ColAggT | RowType::ColAggB1 | RowType::ColAggB1T => {
                     // `out += t(a_i) %*% b_i`.
                     let RVal::Outer(a, b) = v else {
-                        return err("final product output is not an outer accumulation");
+                        return err(Invalid::Plan(
+                            "final product output is not an outer accumulation",
+                        ));
                     };
                     if a.len() != rows || b.len() != cols {
-                        return err("final product does not fit the output shape");
+                        return err(Invalid::Plan("final product does not fit the output shape"));
                     }
                     for (r, x) in a.iter().enumerate() {
                         for (c, y) in b.iter().enumerate() {
@@ -580,7 +642,7 @@ impl<'p, 'a> Eval<'p, 'a> {
                 }
                 RowType::FullAgg => {
                     if rows * cols != 1 {
-                        return err("full aggregate output must be 1x1");
+                        return err(Invalid::Plan("full aggregate output must be 1x1"));
                     }
                     out[0] += as_vector(v)?.iter().sum::<f64>();
                 }
@@ -619,7 +681,7 @@ fn as_vector(v: &RVal) -> Result<Vec<f64>> {
     match v {
         RVal::Scalar(s) => Ok(vec![*s]),
         RVal::Vector(v) => Ok(v.clone()),
-        _ => err("a matrix or product used as a row value"),
+        _ => err(Invalid::Plan("a matrix or product used as a row value")),
     }
 }
 
@@ -638,10 +700,12 @@ fn mapn(vs: &[&RVal], f: impl Fn(&[f64]) -> Result<f64>) -> Result<RVal> {
                 len = Some(match len {
                     None | Some(1) => x.len(),
                     Some(l) if x.len() == 1 || x.len() == l => l,
-                    Some(_) => return err("element-wise operands of different lengths"),
+                    Some(_) => {
+                        return err(Invalid::Plan("element-wise operands of different lengths"))
+                    }
                 });
             }
-            _ => return err("a matrix or product used element-wise"),
+            _ => return err(Invalid::Plan("a matrix or product used element-wise")),
         }
     }
     let get = |v: &RVal, k: usize| match v {

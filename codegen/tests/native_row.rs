@@ -656,7 +656,7 @@ fn unsupported_constructs_are_named() {
     push(&mut n, bin(B::Add, o, 3));
     let plan = row_plan(RowType::ColAggT, kinds(), n);
     match compile(&plan) {
-        Err(CodegenError::Unsupported(s)) => assert!(s.contains("outer"), "{s}"),
+        Err(CodegenError::Unsupported(s)) => assert!(s.to_string().contains("outer"), "{s}"),
         other => panic!("{other:?}"),
     }
 }

@@ -40,6 +40,7 @@
 
 use rayon::prelude::*;
 
+use crate::error::{Resource, Unsupported};
 use crate::matrix::{prefers_sparse, DenseMatrix, Matrix, SparseMatrix};
 use crate::{Result, RuntimeError};
 
@@ -65,10 +66,12 @@ impl Pdf {
         match name.to_ascii_lowercase().as_str() {
             "uniform" => Ok(Pdf::Uniform),
             "normal" => Ok(Pdf::Normal),
-            "poisson" => Err(RuntimeError::unsupported("rand pdf 'poisson'")),
-            _ => Err(RuntimeError::user(format!(
-                "rand: unknown probability distribution \"{name}\" -- it must be one of \"uniform\", \"normal\", or \"poisson\""
-            ))),
+            "poisson" => Err(RuntimeError::Unsupported(Unsupported::RandPdf {
+                name: "poisson",
+            })),
+            _ => Err(RuntimeError::UnknownPdf {
+                name: name.to_string(),
+            }),
         }
     }
 }
@@ -79,8 +82,9 @@ impl Pdf {
 /// is sparse (CSR) or dense by [`prefers_sparse`] on its exact non-zero count.
 ///
 /// # Errors
-/// `RuntimeError::User` for dimensions beyond SystemDS's `int` range or a sparsity outside
-/// `[0, 1]` (or NaN); `RuntimeError::Resource` when the cell count overflows memory addressing.
+/// `RuntimeError::DimensionsBeyondLimit` for dimensions beyond SystemDS's `int` range,
+/// `RuntimeError::InvalidSparsity` for a sparsity outside `[0, 1]` (or NaN);
+/// `RuntimeError::Resource` when the cell count overflows memory addressing.
 /// `min > max` is accepted, as SystemDS accepts it (values then lie in `(max, min]`).
 ///
 /// # Example
@@ -133,7 +137,9 @@ pub fn rand(
     let est_nnz = sparsity * rows as f64 * cols as f64;
     let cells = rows
         .checked_mul(cols)
-        .ok_or_else(|| RuntimeError::Resource(format!("rand: {rows}x{cols} cells overflow")))?;
+        .ok_or(RuntimeError::Resource(Resource::RandCells {
+            shape: (rows, cols),
+        }))?;
     if prefers_sparse(rows, cols, est_nnz.min(cells as f64) as usize) {
         let seeds = block_seeds(seed, nrb * ncb)?;
         let csr = gen.generate_sparse(&seeds, ncb);
@@ -159,15 +165,13 @@ pub fn rand(
 fn validate(rows: usize, cols: usize, sparsity: f64) -> Result<()> {
     // SystemDS stores dimensions of a CP matrix block in Java ints.
     if rows > crate::matrix::MAX_DIM || cols > crate::matrix::MAX_DIM {
-        return Err(RuntimeError::user(format!(
-            "rand: invalid matrix dimensions {rows}x{cols} (at most {} rows and columns)",
-            i32::MAX
-        )));
+        return Err(RuntimeError::DimensionsBeyondLimit {
+            function: Some("rand"),
+            shape: (rows, cols),
+        });
     }
     if !(0.0..=1.0).contains(&sparsity) {
-        return Err(RuntimeError::user(format!(
-            "rand: sparsity must be in [0, 1], got {sparsity}"
-        )));
+        return Err(RuntimeError::InvalidSparsity { sparsity });
     }
     // `min > max` is deliberately accepted: SystemDS 3.4.0 runs it and yields values in
     // `(max, min]` (`min + (max - min) * u`), and scripts must print what SystemDS prints.
@@ -207,7 +211,9 @@ fn constant(rows: usize, cols: usize, v: f64) -> Result<Matrix> {
     }
     let cells = rows
         .checked_mul(cols)
-        .ok_or_else(|| RuntimeError::Resource(format!("rand: {rows}x{cols} cells overflow")))?;
+        .ok_or(RuntimeError::Resource(Resource::RandCells {
+            shape: (rows, cols),
+        }))?;
     Ok(Matrix::Dense(DenseMatrix {
         rows,
         cols,
@@ -220,12 +226,9 @@ fn constant(rows: usize, cols: usize, v: f64) -> Result<Matrix> {
 /// the script asks for more memory than there is.
 fn filled(len: usize, v: f64) -> Result<Vec<f64>> {
     let mut values = Vec::new();
-    values.try_reserve_exact(len).map_err(|_| {
-        RuntimeError::Resource(format!(
-            "rand: cannot allocate {len} cells ({} bytes)",
-            len.saturating_mul(8)
-        ))
-    })?;
+    values
+        .try_reserve_exact(len)
+        .map_err(|_| RuntimeError::Resource(Resource::RandAllocation { cells: len }))?;
     crate::matrix::advise_huge_pages(&values);
     values.resize(len, v);
     Ok(values)
@@ -242,7 +245,7 @@ fn block_seeds(seed: i64, blocks: usize) -> Result<Vec<i64>> {
     let mut seeds = Vec::new();
     seeds
         .try_reserve_exact(blocks)
-        .map_err(|_| RuntimeError::Resource(format!("rand: too many blocks ({blocks})")))?;
+        .map_err(|_| RuntimeError::Resource(Resource::RandSeeds { blocks }))?;
     seeds.extend((0..blocks).map(|_| well.next_long()));
     Ok(seeds)
 }
@@ -719,6 +722,7 @@ impl Well1024a {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lafuse_core::Fault;
 
     fn cells(m: &Matrix) -> (usize, usize, Vec<f64>) {
         match m {
@@ -1039,12 +1043,12 @@ mod tests {
         for sp in [1.5, -0.1, f64::NAN] {
             assert!(matches!(
                 rand(3, 3, 0.0, 1.0, sp, 1, Pdf::Uniform),
-                Err(RuntimeError::User(_))
+                Err(e) if e.fault() == Fault::User
             ));
         }
         assert!(matches!(
             rand(1 << 31, 3, 0.0, 1.0, 1.0, 1, Pdf::Uniform),
-            Err(RuntimeError::User(_))
+            Err(e) if e.fault() == Fault::User
         ));
         // Too large to allocate: an error, not an abort.
         assert!(matches!(
@@ -1054,9 +1058,11 @@ mod tests {
         assert_eq!(Pdf::parse("NORMAL"), Ok(Pdf::Normal));
         assert_eq!(
             Pdf::parse("poisson"),
-            Err(RuntimeError::unsupported("rand pdf 'poisson'"))
+            Err(RuntimeError::Unsupported(Unsupported::RandPdf {
+                name: "poisson"
+            }))
         );
-        assert!(matches!(Pdf::parse("foo"), Err(RuntimeError::User(_))));
+        assert!(matches!(Pdf::parse("foo"), Err(e) if e.fault() == Fault::User));
     }
 
     #[test]

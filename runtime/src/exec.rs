@@ -6,7 +6,9 @@
 //! instruction lists the registers whose last use it is, so intermediates are released as soon
 //! as possible (peak memory is that of the live values, not of the whole block).
 
-use crate::error::{Result, RuntimeError};
+use crate::error::{
+    Axis, Conversion, FileError, Internal, PrintError, Resource, Result, RuntimeError, Unsupported,
+};
 use crate::matrix::{Matrix, ValueRange};
 use crate::operator::{Operator, OperatorInput};
 use crate::ops::{AggOp, BinaryOp, Direction, UnaryOp};
@@ -289,9 +291,9 @@ pub fn execute(
         }
         if let Some(out) = instr.output {
             let slot = regs.get_mut(out as usize).ok_or_else(|| {
-                LocatedError::from(RuntimeError::internal(format!(
-                    "register {out} out of range"
-                )))
+                LocatedError::from(RuntimeError::Internal(Internal::RegisterOutOfRange {
+                    register: out,
+                }))
             })?;
             *slot = value;
         }
@@ -305,14 +307,19 @@ pub fn execute(
 }
 
 fn input<'r>(regs: &'r [Option<Value>], instr: &Instruction, i: usize) -> Result<&'r Value> {
-    let reg = *instr
-        .inputs
-        .get(i)
-        .ok_or_else(|| RuntimeError::internal(format!("{} lacks input {i}", instr.op.opcode())))?;
+    let reg = *instr.inputs.get(i).ok_or_else(|| {
+        RuntimeError::Internal(Internal::MissingInput {
+            opcode: instr.op.opcode(),
+            input: i,
+        })
+    })?;
     regs.get(reg as usize)
         .and_then(|v| v.as_ref())
         .ok_or_else(|| {
-            RuntimeError::internal(format!("{} reads empty register {reg}", instr.op.opcode()))
+            RuntimeError::Internal(Internal::EmptyRegister {
+                opcode: instr.op.opcode(),
+                register: reg,
+            })
         })
 }
 
@@ -322,10 +329,11 @@ fn scalar_result(value: f64, ty: Option<ScalarType>) -> Result<Value> {
     match ty.unwrap_or(ScalarType::Double) {
         ScalarType::Double => Ok(Value::Double(value)),
         ScalarType::Int if value.is_nan() => Ok(Value::Int(0)),
-        ScalarType::Int if value.abs() >= i64::MAX as f64 => Err(RuntimeError::user(format!(
-            "integer operation created numerical result overflow ({} is beyond the 64-bit integer range)",
-            crate::format::format_double(value)
-        ))),
+        ScalarType::Int if value.abs() >= i64::MAX as f64 => {
+            Err(RuntimeError::Conversion(Conversion::IntegerOverflow {
+                value,
+            }))
+        }
         other => Value::Double(value).cast_scalar(other),
     }
 }
@@ -335,40 +343,40 @@ fn matrix_from_string(text: &str, rows: usize, cols: usize) -> Result<Matrix> {
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|t| !t.is_empty())
         .map(|t| {
-            t.parse::<f64>().map_err(|_| {
-                RuntimeError::user(format!("matrix(\"...\"): cannot parse '{t}' as a number"))
-            })
+            t.parse::<f64>()
+                .map_err(|_| RuntimeError::MatrixStringToken {
+                    token: t.to_string(),
+                })
         })
         .collect::<Result<Vec<f64>>>()?;
     if values.len() != rows * cols {
-        return Err(RuntimeError::user(format!(
-            "matrix(\"...\") has {} values, but {rows}x{cols} = {} are needed",
-            values.len(),
-            rows * cols
-        )));
+        return Err(RuntimeError::MatrixStringValues {
+            values: values.len(),
+            shape: (rows, cols),
+        });
     }
     Matrix::from_dense_values(rows, cols, values)
 }
 
-fn to_usize(v: &Value, what: &str) -> Result<usize> {
+fn to_usize(v: &Value, argument: &'static str) -> Result<usize> {
     let x = v.as_f64()?;
     if x.is_nan() || x < 0.0 || x.fract() != 0.0 || x > (1u64 << 53) as f64 {
-        return Err(RuntimeError::user(format!(
-            "{what} must be a non-negative integer, found {}",
-            v.display_string()
-        )));
+        return Err(RuntimeError::NotACount {
+            argument,
+            found: v.display_string(),
+        });
     }
     Ok(x as usize)
 }
 
 /// An index bound given in DML (1-based), checked to be an integer >= 1.
-fn to_index(v: &Value, what: &str) -> Result<usize> {
+fn to_index(v: &Value, axis: Axis) -> Result<usize> {
     let x = v.as_f64()?;
     if x.is_nan() || x < 1.0 || x.fract() != 0.0 || x > (1u64 << 53) as f64 {
-        return Err(RuntimeError::user(format!(
-            "{what} must be an integer >= 1, found {}",
-            v.display_string()
-        )));
+        return Err(RuntimeError::NotAnIndex {
+            axis,
+            found: v.display_string(),
+        });
     }
     Ok(x as usize)
 }
@@ -378,16 +386,18 @@ fn index_range(
     lower: &Value,
     upper: &Value,
     extent: usize,
-    dim: &str,
+    axis: Axis,
     shape: (usize, usize),
 ) -> Result<std::ops::Range<usize>> {
-    let lo = to_index(lower, &format!("{dim} index"))?;
-    let hi = to_index(upper, &format!("{dim} index"))?;
+    let lo = to_index(lower, axis)?;
+    let hi = to_index(upper, axis)?;
     if lo > hi || hi > extent {
-        return Err(RuntimeError::user(format!(
-            "{dim} index range {lo}:{hi} is out of bounds for a {}x{} matrix",
-            shape.0, shape.1
-        )));
+        return Err(RuntimeError::IndexRange {
+            axis,
+            lower: lo,
+            upper: hi,
+            shape,
+        });
     }
     Ok(lo - 1..hi)
 }
@@ -422,12 +432,7 @@ fn scalar_binary(op: BinaryOp, a: &Value, b: &Value, ty: Option<ScalarType>) -> 
             BinaryOp::Le => x <= y,
             BinaryOp::Gt => x > y,
             BinaryOp::Ge => x >= y,
-            _ => {
-                return Err(RuntimeError::user(format!(
-                    "operator {} is not defined for strings",
-                    op.name()
-                )))
-            }
+            _ => return Err(RuntimeError::StringOperator { op: op.name() }),
         };
         return Ok(Value::Bool(r));
     }
@@ -522,13 +527,19 @@ fn run_one(
     let arg = |i: usize| input(regs, instr, i);
     let ty = instr.scalar_type;
     let value = match &instr.op {
-        Op::Load(name) => vars
-            .get(name.as_ref())
-            .cloned()
-            .ok_or_else(|| RuntimeError::user(format!("variable '{name}' is not defined here")))?,
-        Op::Take(name) => vars
-            .remove(name.as_ref())
-            .ok_or_else(|| RuntimeError::user(format!("variable '{name}' is not defined here")))?,
+        Op::Load(name) => {
+            vars.get(name.as_ref())
+                .cloned()
+                .ok_or_else(|| RuntimeError::UndefinedVariable {
+                    name: name.to_string(),
+                })?
+        }
+        Op::Take(name) => {
+            vars.remove(name.as_ref())
+                .ok_or_else(|| RuntimeError::UndefinedVariable {
+                    name: name.to_string(),
+                })?
+        }
         Op::Store(name) => {
             let v = arg(0)?.clone();
             vars.insert(name.to_string(), v);
@@ -647,8 +658,8 @@ fn run_one(
         Op::Slice => {
             let m = arg(0)?.as_matrix()?;
             let shape = (m.rows(), m.cols());
-            let rows = index_range(arg(1)?, arg(2)?, m.rows(), "row", shape)?;
-            let cols = index_range(arg(3)?, arg(4)?, m.cols(), "column", shape)?;
+            let rows = index_range(arg(1)?, arg(2)?, m.rows(), Axis::Rows, shape)?;
+            let cols = index_range(arg(3)?, arg(4)?, m.cols(), Axis::Columns, shape)?;
             Value::matrix(kernels::slice(m, rows, cols)?)
         }
         Op::LeftIndex => {
@@ -657,8 +668,8 @@ fn run_one(
                 None => arg(0)?.as_matrix()?.try_clone()?,
             };
             let shape = (target.rows(), target.cols());
-            let rows = index_range(arg(2)?, arg(3)?, target.rows(), "row", shape)?;
-            let cols = index_range(arg(4)?, arg(5)?, target.cols(), "column", shape)?;
+            let rows = index_range(arg(2)?, arg(3)?, target.rows(), Axis::Rows, shape)?;
+            let cols = index_range(arg(4)?, arg(5)?, target.cols(), Axis::Columns, shape)?;
             Value::matrix(kernels::left_index(target, rows, cols, operand(arg(1)?)?)?)
         }
         Op::Cbind | Op::Rbind => {
@@ -728,10 +739,14 @@ fn run_one(
                 format_printf(&arg(0)?.display_string(), &args)?
             };
             writeln!(ctx.out, "{text}")
-                .map_err(|e| RuntimeError::Resource(format!("cannot write output: {e}")))?;
+                .map_err(|e| RuntimeError::Resource(Resource::Output(e.into())))?;
             return Ok(None);
         }
-        Op::Stop => return Err(RuntimeError::user(arg(0)?.display_string())),
+        Op::Stop => {
+            return Err(RuntimeError::Stop {
+                message: arg(0)?.display_string(),
+            })
+        }
         Op::ToString => {
             let opts = crate::format::ToStringOptions {
                 rows: arg(1)?.as_i64()?,
@@ -764,9 +779,14 @@ fn run_one(
                 if let Some(expected) = named(dim)? {
                     let expected = expected.as_i64()?;
                     if expected >= 0 && expected as usize != actual {
-                        return Err(RuntimeError::user(format!(
-                            "read('{path}'): {dim}={expected} was given, but the file has {actual}"
-                        )));
+                        return Err(RuntimeError::file(
+                            &path,
+                            FileError::GivenDimension {
+                                dim,
+                                given: expected,
+                                actual,
+                            },
+                        ));
                     }
                 }
             }
@@ -791,7 +811,7 @@ fn run_one(
                     crate::io::write_matrix(m, std::path::Path::new(&path), format, &csv)?
                 }
                 s => std::fs::write(&path, s.display_string())
-                    .map_err(|e| RuntimeError::user(format!("{path}: cannot write: {e}")))?,
+                    .map_err(|e| RuntimeError::file(&path, FileError::Write(e.into())))?,
             }
             return Ok(None);
         }
@@ -846,12 +866,11 @@ fn run_fused(
         operator.execute(&inputs)?
     };
     if results.len() != outputs.len() {
-        return Err(RuntimeError::internal(format!(
-            "{} returned {} results for {} outputs",
-            operator.opcode(),
-            results.len(),
-            outputs.len()
-        )));
+        return Err(RuntimeError::Internal(Internal::ResultCount {
+            opcode: operator.opcode().to_string(),
+            results: results.len(),
+            outputs: outputs.len(),
+        }));
     }
     for (m, out) in results.into_iter().zip(outputs) {
         let value = if out.scalar {
@@ -861,7 +880,9 @@ fn run_fused(
         };
         let slot = regs
             .get_mut(out.reg as usize)
-            .ok_or_else(|| RuntimeError::internal(format!("register {} out of range", out.reg)))?;
+            .ok_or(RuntimeError::Internal(Internal::RegisterOutOfRange {
+                register: out.reg,
+            }))?;
         *slot = Some(value);
     }
     Ok(())
@@ -886,14 +907,16 @@ fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
                 chars.next();
             }
         }
-        let conversion = chars
-            .next()
-            .ok_or_else(|| RuntimeError::user(format!("print: format '{format}' ends with '%'")))?;
+        let conversion = chars.next().ok_or_else(|| {
+            RuntimeError::Print(PrintError::TrailingPercent {
+                format: format.to_string(),
+            })
+        })?;
         let mut value = || {
             next.next().copied().ok_or_else(|| {
-                RuntimeError::user(format!(
-                    "print: format '{format}' has more placeholders than arguments"
-                ))
+                RuntimeError::Print(PrintError::TooFewArguments {
+                    format: format.to_string(),
+                })
             })
         };
         let digits: Option<usize> = precision.parse().ok();
@@ -905,10 +928,9 @@ fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
                 let v = value()?;
                 let x = v.as_f64()?;
                 if !matches!(v, Value::Int(_)) && x.fract() != 0.0 {
-                    return Err(RuntimeError::user(format!(
-                        "print: %d needs an integer, got {}",
-                        v.display_string()
-                    )));
+                    return Err(RuntimeError::Print(PrintError::NotAnInteger {
+                        found: v.display_string(),
+                    }));
                 }
                 out.push_str(&v.as_i64()?.to_string());
             }
@@ -925,9 +947,9 @@ fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
                 ));
             }
             other => {
-                return Err(RuntimeError::unsupported(format!(
-                    "print format conversion '%{other}'"
-                )))
+                return Err(RuntimeError::Unsupported(Unsupported::PrintConversion {
+                    conversion: other,
+                }))
             }
         }
     }
@@ -935,10 +957,8 @@ fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
 }
 
 fn file_format(name: &str) -> Result<crate::io::FileFormat> {
-    crate::io::FileFormat::from_name(name).ok_or_else(|| {
-        RuntimeError::user(format!(
-            "unknown file format '{name}': use \"csv\", \"text\", \"mm\" or \"binary\""
-        ))
+    crate::io::FileFormat::from_name(name).ok_or_else(|| RuntimeError::UnknownFileFormat {
+        name: name.to_string(),
     })
 }
 
@@ -970,11 +990,7 @@ fn operand(v: &Value) -> Result<crate::kernels::Operand<'_>> {
 
 fn matrix_to_scalar(m: &Matrix) -> Result<Value> {
     if m.rows() != 1 || m.cols() != 1 {
-        return Err(RuntimeError::user(format!(
-            "as.scalar needs a 1x1 matrix, found a {}x{} matrix",
-            m.rows(),
-            m.cols()
-        )));
+        return Err(RuntimeError::AsScalarShape { shape: m.shape() });
     }
     Ok(Value::Double(m.get(0, 0)))
 }

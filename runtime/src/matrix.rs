@@ -50,7 +50,7 @@ pub fn prefers_sparse(rows: usize, cols: usize, nnz: usize) -> bool {
     cols > 1 && cells > 0.0 && (nnz as f64) / cells < SPARSITY_TURN_POINT
 }
 
-use crate::error::{Result, RuntimeError};
+use crate::error::{CsrDefect, Internal, Resource, Result, RuntimeError};
 use rayon::prelude::*;
 
 /// Cell count above which kernels split their work over rayon threads.
@@ -106,12 +106,7 @@ pub fn try_with_capacity(n: usize) -> Result<Vec<f64>> {
 /// know what the buffer is for replace it with their own.
 pub fn try_vec_with_capacity<T>(n: usize) -> Result<Vec<T>> {
     let bytes = n.saturating_mul(std::mem::size_of::<T>());
-    let refused = || {
-        RuntimeError::Resource(format!(
-            "cannot allocate {:.2} GB: more memory than this process can have",
-            bytes as f64 / 1e9
-        ))
-    };
+    let refused = || RuntimeError::Resource(Resource::Bytes { bytes });
     within_budget(bytes, refused)?;
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| refused())?;
@@ -136,19 +131,18 @@ pub fn try_copy<T: Copy>(src: &[T]) -> Result<Vec<T>> {
 /// be in a cgroup whose limit overcommitted memory would exceed, see [`crate::memory`]),
 /// with the caller's error and the budget's figures.
 fn within_budget(bytes: usize, refused: impl FnOnce() -> RuntimeError) -> Result<()> {
-    crate::memory::check(bytes).map_err(|over| match refused() {
-        RuntimeError::Resource(why) => RuntimeError::Resource(format!("{why} ({over})")),
+    crate::memory::check(bytes).map_err(|budget| match refused() {
+        RuntimeError::Resource(refused) => RuntimeError::Resource(Resource::OverBudget {
+            refused: Box::new(refused),
+            budget,
+        }),
         other => other,
     })
 }
 
 /// The resource error of an output of `n` cells the allocator cannot give.
 fn too_large(n: usize) -> RuntimeError {
-    RuntimeError::Resource(format!(
-        "cannot allocate a result of {n} cells ({:.1} GB): more memory than this machine can \
-         give; use smaller inputs, or a sparser formulation",
-        n as f64 * 8.0 / 1e9
-    ))
+    RuntimeError::Resource(Resource::Allocation { cells: n })
 }
 
 /// Asks for transparent huge pages under the whole 2 MiB pages of `v`'s allocation (its
@@ -210,10 +204,11 @@ impl DenseMatrix {
     pub fn new(rows: usize, cols: usize, values: Vec<f64>) -> Result<Self> {
         let cells = checked_cells(rows, cols)?;
         if values.len() != cells {
-            return Err(RuntimeError::user(format!(
-                "{} values do not fill a {rows}x{cols} matrix",
-                values.len()
-            )));
+            return Err(RuntimeError::ValuesDoNotFill {
+                function: None,
+                values: values.len(),
+                shape: (rows, cols),
+            });
         }
         let nnz = count_nnz(&values);
         Ok(DenseMatrix {
@@ -306,12 +301,12 @@ impl SparseMatrix {
     /// resource error, not an abort.
     pub fn try_empty(rows: usize, cols: usize) -> Result<Self> {
         checked_cells(rows, cols)?;
-        let row_ptr = try_vec_filled(rows + 1, 0usize).map_err(|_| {
-            RuntimeError::Resource(format!(
-                "a {rows}x{cols} sparse matrix needs more memory than is available for its \
-                 {} row pointers",
-                rows + 1
-            ))
+        let row_ptr = try_vec_filled(rows + 1, 0usize).map_err(|e| match e {
+            // The budget's figures say more than the bare shape.
+            e @ RuntimeError::Resource(Resource::OverBudget { .. }) => e,
+            _ => RuntimeError::Resource(Resource::RowPointers {
+                shape: (rows, cols),
+            }),
         })?;
         Ok(SparseMatrix {
             rows,
@@ -451,12 +446,15 @@ pub const MAX_DIM: usize = i32::MAX as usize;
 /// `rows * cols`, or an error for dimensions above [`MAX_DIM`] or a product that overflows.
 fn checked_cells(rows: usize, cols: usize) -> Result<usize> {
     if rows > MAX_DIM || cols > MAX_DIM {
-        return Err(RuntimeError::user(format!(
-            "invalid matrix dimensions {rows}x{cols} (at most {MAX_DIM} rows and columns)"
-        )));
+        return Err(RuntimeError::DimensionsBeyondLimit {
+            function: None,
+            shape: (rows, cols),
+        });
     }
     rows.checked_mul(cols)
-        .ok_or_else(|| RuntimeError::Resource(format!("a {rows}x{cols} matrix has too many cells")))
+        .ok_or(RuntimeError::Resource(Resource::CellCount {
+            shape: (rows, cols),
+        }))
 }
 
 impl Matrix {
@@ -521,7 +519,10 @@ impl Matrix {
             col_idx,
             values,
         };
-        validate_csr_structure(&s)?;
+        validate_csr_structure(&s).map_err(|defect| RuntimeError::InvalidCsr {
+            shape: (s.rows, s.cols),
+            defect,
+        })?;
         Matrix::Sparse(s.drop_zeros()).examine_and_convert()
     }
 
@@ -534,11 +535,10 @@ impl Matrix {
     ) -> Result<Matrix> {
         checked_cells(rows, cols)?;
         if let Some(&(i, j, _)) = triples.iter().find(|&&(i, j, _)| i >= rows || j >= cols) {
-            return Err(RuntimeError::user(format!(
-                "cell ({}, {}) is outside a {rows}x{cols} matrix",
-                i + 1,
-                j + 1
-            )));
+            return Err(RuntimeError::CellOutside {
+                cell: (i + 1, j + 1),
+                shape: (rows, cols),
+            });
         }
         // A stable sort keeps duplicates in input order, so the last one wins below.
         triples.sort_by_key(|&(i, j, _)| (i, j));
@@ -704,11 +704,9 @@ impl Matrix {
     /// The single value of a 1x1 matrix; a user error naming the shape otherwise.
     pub fn as_scalar(&self) -> Result<f64> {
         if self.rows() != 1 || self.cols() != 1 {
-            return Err(RuntimeError::user(format!(
-                "as.scalar: expected a 1x1 matrix, got {}x{}",
-                self.rows(),
-                self.cols()
-            )));
+            return Err(RuntimeError::NotOneByOne {
+                shape: self.shape(),
+            });
         }
         Ok(self.get(0, 0))
     }
@@ -741,29 +739,32 @@ impl Matrix {
         match self {
             Matrix::Dense(d) => {
                 if Some(d.values.len()) != d.rows.checked_mul(d.cols) {
-                    return Err(RuntimeError::internal(format!(
-                        "dense {}x{} matrix holds {} values",
-                        d.rows,
-                        d.cols,
-                        d.values.len()
-                    )));
+                    return Err(RuntimeError::Internal(Internal::DenseLength {
+                        shape: (d.rows, d.cols),
+                        values: d.values.len(),
+                    }));
                 }
                 let nnz = count_nnz(&d.values);
                 if nnz != d.nnz {
-                    return Err(RuntimeError::internal(format!(
-                        "dense {}x{} matrix records nnz {} but holds {nnz} non-zeros",
-                        d.rows, d.cols, d.nnz
-                    )));
+                    return Err(RuntimeError::Internal(Internal::DenseNnz {
+                        shape: (d.rows, d.cols),
+                        recorded: d.nnz,
+                        actual: nnz,
+                    }));
                 }
                 Ok(())
             }
             Matrix::Sparse(s) => {
-                validate_csr_structure(s).map_err(|e| RuntimeError::internal(e.to_string()))?;
+                validate_csr_structure(s).map_err(|defect| {
+                    RuntimeError::Internal(Internal::InvalidCsr {
+                        shape: (s.rows, s.cols),
+                        defect,
+                    })
+                })?;
                 if s.values.contains(&0.0) {
-                    return Err(RuntimeError::internal(format!(
-                        "sparse {}x{} matrix stores an explicit zero",
-                        s.rows, s.cols
-                    )));
+                    return Err(RuntimeError::Internal(Internal::ExplicitZero {
+                        shape: (s.rows, s.cols),
+                    }));
                 }
                 Ok(())
             }
@@ -878,54 +879,46 @@ pub fn all_finite(values: &[f64]) -> bool {
     }
 }
 
-fn validate_csr_structure(s: &SparseMatrix) -> Result<()> {
-    let bad = |what: String| {
-        Err(RuntimeError::user(format!(
-            "invalid CSR {}x{} matrix: {what}",
-            s.rows, s.cols
-        )))
-    };
+/// The first defect of the CSR arrays of `s`, if any: a user error where the arrays came from
+/// outside ([`Matrix::from_csr`]), a bug where they are ours ([`Matrix::validate`]).
+fn validate_csr_structure(s: &SparseMatrix) -> std::result::Result<(), CsrDefect> {
     if s.row_ptr.len() != s.rows + 1 {
-        return bad(format!(
-            "row_ptr has {} entries, expected {}",
-            s.row_ptr.len(),
-            s.rows + 1
-        ));
+        return Err(CsrDefect::RowPointerCount {
+            entries: s.row_ptr.len(),
+            expected: s.rows + 1,
+        });
     }
     if s.row_ptr[0] != 0 {
-        return bad("row_ptr[0] is not 0".into());
+        return Err(CsrDefect::RowPointerStart);
     }
     if s.col_idx.len() != s.values.len() || s.row_ptr[s.rows] != s.values.len() {
-        return bad(format!(
-            "row_ptr ends at {} with {} column indices and {} values",
-            s.row_ptr[s.rows],
-            s.col_idx.len(),
-            s.values.len()
-        ));
+        return Err(CsrDefect::RowPointerEnd {
+            end: s.row_ptr[s.rows],
+            col_indices: s.col_idx.len(),
+            values: s.values.len(),
+        });
     }
     for i in 0..s.rows {
         let (a, b) = (s.row_ptr[i], s.row_ptr[i + 1]);
         if a > b {
-            return bad(format!("row_ptr decreases at row {i}"));
+            return Err(CsrDefect::RowPointerDecreases { row: i });
         }
         // Checked before slicing: a row_ptr that overshoots and comes back down must be an
         // error, not a panic.
         if b > s.col_idx.len() {
-            return bad(format!(
-                "row_ptr[{}] = {b} is beyond the {} stored entries",
-                i + 1,
-                s.col_idx.len()
-            ));
+            return Err(CsrDefect::RowPointerBeyondEntries {
+                index: i + 1,
+                value: b,
+                stored: s.col_idx.len(),
+            });
         }
         let idx = &s.col_idx[a..b];
         if idx.windows(2).any(|w| w[0] >= w[1]) {
-            return bad(format!(
-                "column indices of row {i} are not strictly increasing"
-            ));
+            return Err(CsrDefect::UnsortedColumns { row: i });
         }
         if let Some(&j) = idx.last() {
             if j as usize >= s.cols {
-                return bad(format!("column index {j} in row {i} is out of range"));
+                return Err(CsrDefect::ColumnOutOfRange { column: j, row: i });
             }
         }
     }
@@ -944,7 +937,9 @@ mod tests {
         assert!(v.iter().all(|&x| x == 0.0));
         // More than any address space: an error naming the size, not an abort.
         match try_alloc_zeroed(usize::MAX / 4) {
-            Err(RuntimeError::Resource(why)) => assert!(why.contains("cannot allocate"), "{why}"),
+            Err(RuntimeError::Resource(why)) => {
+                assert!(why.to_string().contains("cannot allocate"), "{why}")
+            }
             other => panic!(
                 "expected a resource error, got {:?}",
                 other.map(|v| v.len())

@@ -1,6 +1,6 @@
 //! Runtime values: matrices and the scalar types of DML, as held in symbol tables and registers.
 
-use crate::error::{Result, RuntimeError};
+use crate::error::{Conversion, Result, RuntimeError};
 use crate::matrix::Matrix;
 use std::sync::Arc;
 
@@ -62,10 +62,9 @@ impl Value {
     pub fn as_matrix(&self) -> Result<&Arc<Matrix>> {
         match self {
             Value::Matrix(m) => Ok(m),
-            other => Err(RuntimeError::user(format!(
-                "expected a matrix, found a {}",
-                other.type_name()
-            ))),
+            other => Err(RuntimeError::Conversion(Conversion::ExpectedMatrix {
+                found: other.type_name(),
+            })),
         }
     }
 
@@ -77,13 +76,13 @@ impl Value {
             Value::Int(v) => Ok(*v as f64),
             Value::Bool(b) => Ok(if *b { 1.0 } else { 0.0 }),
             Value::Str(s) => s.trim().parse::<f64>().map_err(|_| {
-                RuntimeError::user(format!("cannot convert the string '{s}' to a number"))
+                RuntimeError::Conversion(Conversion::StringToNumber {
+                    text: s.to_string(),
+                })
             }),
-            Value::Matrix(m) => Err(RuntimeError::user(format!(
-                "expected a scalar, found a {}x{} matrix",
-                m.rows(),
-                m.cols()
-            ))),
+            Value::Matrix(m) => Err(RuntimeError::Conversion(Conversion::ExpectedScalar {
+                shape: m.shape(),
+            })),
         }
     }
 
@@ -95,7 +94,7 @@ impl Value {
             other => {
                 let v = other.as_f64()?;
                 if v.is_nan() {
-                    return Err(RuntimeError::user("cannot convert NaN to an integer"));
+                    return Err(RuntimeError::Conversion(Conversion::NanToInteger));
                 }
                 Ok(v as i64)
             }
@@ -108,9 +107,9 @@ impl Value {
             Value::Str(s) => match s.as_ref() {
                 "TRUE" | "true" => Ok(true),
                 "FALSE" | "false" => Ok(false),
-                _ => Err(RuntimeError::user(format!(
-                    "cannot convert the string '{s}' to a boolean"
-                ))),
+                _ => Err(RuntimeError::Conversion(Conversion::StringToBoolean {
+                    text: s.to_string(),
+                })),
             },
             other => Ok(other.as_f64()? != 0.0),
         }

@@ -231,7 +231,7 @@ impl fmt::Display for SkeletonError {
             SkeletonError::FullAggShape => f.write_str("a full aggregate is 1x1"),
             SkeletonError::Runtime(e) => write!(f, "{e}"),
             SkeletonError::EntryPoint(e) => write!(f, "{}", e.0),
-            SkeletonError::OutOfMemory(RuntimeError::Resource(why)) => f.write_str(why),
+            SkeletonError::OutOfMemory(RuntimeError::Resource(why)) => write!(f, "{why}"),
             SkeletonError::OutOfMemory(e) => write!(f, "{e}"),
         }
     }

@@ -106,9 +106,9 @@ impl<'a> Prepared<'a> {
             Some(cells) if cells.saturating_mul(8) < PROBED_BYTES => Ok(()),
             Some(cells) => output_unzeroed(cells).map(drop),
             None => Err(crate::SkeletonError::OutOfMemory(
-                lafuse_runtime::RuntimeError::Resource(format!(
-                    "the row buffers of a {n}-column input overflow the address space"
-                )),
+                lafuse_runtime::RuntimeError::Resource(
+                    lafuse_runtime::error::Resource::RowBuffers { cols: n },
+                ),
             )),
         }
     }

@@ -32,6 +32,7 @@ pub mod runner;
 pub mod sizes;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use lafuse::error::Usage;
 use lafuse::Error;
 use machine::Machine;
 use peers::Peers;
@@ -212,33 +213,28 @@ pub fn repository_root() -> PathBuf {
 /// Runs the requested suites and writes the reports.
 pub fn run(options: &BenchOptions) -> Result<BenchOutcome, Error> {
     let started = Instant::now();
-    let usage = |m: String| Error::Usage(m);
     let examples = options
         .examples
         .clone()
         .unwrap_or_else(|| repository_root().join("examples"));
     if !examples.is_dir() {
-        return Err(usage(format!(
-            "bench: examples folder {} not found (give --examples DIR: the folder with micro/ \
-             and algorithms/)",
-            examples.display()
-        )));
+        return Err(Error::Usage(Usage::BenchExamples { path: examples }));
     }
     let exe = match &options.exe {
         Some(e) => e.clone(),
         None => std::env::current_exe()
-            .map_err(|e| usage(format!("bench: cannot find the lafuse executable: {e}")))?,
+            .map_err(|source| Error::Usage(Usage::BenchExecutable { source }))?,
     };
     let out = options
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("bench-results").join(timestamp()));
     let scratch = out.join("scratch");
-    std::fs::create_dir_all(&scratch).map_err(|e| {
-        usage(format!(
-            "bench: cannot create the report folder {}: {e}",
-            out.display()
-        ))
+    std::fs::create_dir_all(&scratch).map_err(|source| {
+        Error::Usage(Usage::BenchReportFolder {
+            path: out.clone(),
+            source,
+        })
     })?;
 
     eprintln!("lafuse bench: measuring the machine...");
@@ -313,19 +309,16 @@ pub fn run(options: &BenchOptions) -> Result<BenchOutcome, Error> {
         // this run created it empty).
         let _ = std::fs::remove_dir_all(&scratch);
         let _ = std::fs::remove_dir(&out);
-        return Err(usage(format!(
-            "bench: no case of suite `{}` matches --filter {} (a case's text is its pattern or \
-             algorithm and its data, e.g. `sum_xyz dense 100000x1000`, `outer sp=1e-4 \
-             20000^2 k=100`, `l2svm sp=0.01 100000x200`; --quick uses smaller sizes)",
-            options.suite.name(),
-            options.filter_text()
-        )));
+        return Err(Error::Usage(Usage::BenchNoMatch {
+            suite: options.suite.name(),
+            filter: options.filter_text(),
+        }));
     }
     results::fill_unfused_ratios(&mut measurements);
     let wall_s = started.elapsed().as_secs_f64();
     let goals = goals::evaluate(&measurements);
     let files = report::write_all(&out, &ctx, options, &measurements, &goals, wall_s)
-        .map_err(|e| usage(format!("bench: cannot write the report: {e}")))?;
+        .map_err(|source| Error::Usage(Usage::BenchReport { source }))?;
     // Generated data and statistics files are not part of the report.
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(BenchOutcome {

@@ -8,7 +8,7 @@
 
 use super::expr::{self, declare_entry, ierr, load_inputs, load_main_csr, At, Body, Fx, InputPtrs};
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
-use super::CodegenError;
+use super::{CodegenError, Internal};
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::values::{IntValue, PointerValue, VectorValue};
@@ -371,9 +371,9 @@ fn element<'c>(
                 }
             }
             _ => {
-                return Err(CodegenError::Internal(
-                    "aggregate without accumulator".into(),
-                ))
+                return Err(CodegenError::Internal(Internal::MalformedPlan(
+                    "aggregate without accumulator",
+                )))
             }
         }
     }

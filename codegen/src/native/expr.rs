@@ -10,6 +10,7 @@
 use super::llvm::{self, f64_ptr, gep, load, load_vec};
 use super::math;
 use super::CodegenError;
+use crate::backend::{Internal, Unsupported};
 use inkwell::basic_block::BasicBlock;
 use inkwell::builder::Builder;
 use inkwell::context::Context;
@@ -24,7 +25,16 @@ use lafuse_runtime::ops::java_pow;
 use std::collections::HashMap;
 
 pub(crate) fn ierr(e: impl std::fmt::Display) -> CodegenError {
-    CodegenError::Internal(format!("IR building: {e}"))
+    CodegenError::Internal(Internal::IrBuilding {
+        detail: e.to_string(),
+    })
+}
+
+/// An LLVM intrinsic that could not be declared.
+pub(crate) fn missing_intrinsic(name: &str) -> CodegenError {
+    CodegenError::Internal(Internal::MissingIntrinsic {
+        name: name.to_string(),
+    })
 }
 
 macro_rules! helpers {
@@ -73,7 +83,9 @@ impl<'m, 'c> Fx<'m, 'c> {
     ) -> Result<inkwell::values::BasicValueEnum<'c>, CodegenError> {
         self.func
             .get_nth_param(k)
-            .ok_or_else(|| CodegenError::Internal(format!("function lacks parameter {k}")))
+            .ok_or(CodegenError::Internal(Internal::MissingParameter {
+                index: k,
+            }))
     }
 
     /// `s += x` with Kahan compensation on the slots `s` and `c`, lane-wise; a non-finite
@@ -367,7 +379,7 @@ impl<'m, 'c> Fx<'m, 'c> {
     ) -> Result<VectorValue<'c>, CodegenError> {
         let f = Intrinsic::find(name)
             .and_then(|i| i.get_declaration(self.module, &[x.get_type().into()]))
-            .ok_or_else(|| CodegenError::Internal(format!("intrinsic {name} missing")))?;
+            .ok_or_else(|| missing_intrinsic(name))?;
         let r = self.b.build_call(f, &[x.into()], "i").map_err(ierr)?;
         basic_vector(r)
     }
@@ -382,7 +394,7 @@ impl<'m, 'c> Fx<'m, 'c> {
     ) -> Result<VectorValue<'c>, CodegenError> {
         let f = Intrinsic::find("llvm.fma")
             .and_then(|i| i.get_declaration(self.module, &[a.get_type().into()]))
-            .ok_or_else(|| ierr("intrinsic llvm.fma missing"))?;
+            .ok_or_else(|| missing_intrinsic("llvm.fma"))?;
         let r = self
             .b
             .build_call(f, &[a.into(), b.into(), c.into()], "fma")
@@ -433,7 +445,11 @@ impl<'m, 'c> Fx<'m, 'c> {
             let r = self.b.build_call(f, &args, "h").map_err(ierr)?;
             let r = match r.try_as_basic_value() {
                 inkwell::values::ValueKind::Basic(v) => v,
-                _ => return Err(CodegenError::Internal("helper returns nothing".into())),
+                _ => {
+                    return Err(CodegenError::Internal(Internal::NoReturnValue {
+                        what: "helper",
+                    }))
+                }
             };
             out = self
                 .b
@@ -530,7 +546,9 @@ impl<'m, 'c> Fx<'m, 'c> {
 fn basic_vector(r: inkwell::values::CallSiteValue<'_>) -> Result<VectorValue<'_>, CodegenError> {
     match r.try_as_basic_value() {
         inkwell::values::ValueKind::Basic(v) => Ok(v.into_vector_value()),
-        _ => Err(CodegenError::Internal("call returns nothing".into())),
+        _ => Err(CodegenError::Internal(Internal::NoReturnValue {
+            what: "call",
+        })),
     }
 }
 
@@ -554,7 +572,9 @@ impl<'c> InputPtrs<'c> {
             self.cols.get(k).copied().flatten(),
         ) {
             (Some(p), Some(c)) => Ok((p, c)),
-            _ => Err(CodegenError::Internal(format!("input {k} not prepared"))),
+            _ => Err(CodegenError::Internal(Internal::InputNotPrepared {
+                input: k,
+            })),
         }
     }
 
@@ -572,7 +592,9 @@ impl<'c> InputPtrs<'c> {
             .get(k)
             .copied()
             .flatten()
-            .ok_or_else(|| CodegenError::Internal(format!("input {k} not prepared")))?;
+            .ok_or(CodegenError::Internal(Internal::InputNotPrepared {
+                input: k,
+            }))?;
         Ok((p, fx.mul(fx.sub(i, r0)?, c)?))
     }
 }
@@ -636,15 +658,15 @@ impl<'p, 'c> Body<'p, 'c> {
             .plan
             .nodes
             .get(n)
-            .ok_or_else(|| CodegenError::Internal(format!("node {n} missing")))?;
+            .ok_or(CodegenError::Internal(Internal::NodeMissing { node: n }))?;
         let v = match node {
             CNode::Data { input, access } => self.data(fx, *input, *access, swapped)?,
             CNode::Literal { value } => {
                 let x = match value {
                     Literal::Str(s) => {
-                        return Err(CodegenError::Unsupported(format!(
-                            "string literal {s:?} in a body"
-                        )))
+                        return Err(CodegenError::Unsupported(Unsupported::StringLiteral {
+                            literal: s.to_string(),
+                        }))
                     }
                     l => l.as_f64().unwrap_or(f64::NAN),
                 };
@@ -697,10 +719,9 @@ impl<'p, 'c> Body<'p, 'c> {
                     NaryOp::Min => false,
                     NaryOp::Max => true,
                     other => {
-                        return Err(CodegenError::Unsupported(format!(
-                            "n-ary {} in a cell-wise body",
-                            other.name()
-                        )))
+                        return Err(CodegenError::Unsupported(Unsupported::NaryInCellBody {
+                            op: other.name(),
+                        }))
                     }
                 };
                 let mut acc: Option<VectorValue<'c>> = None;
@@ -711,7 +732,9 @@ impl<'p, 'c> Body<'p, 'c> {
                         Some(a) => fx.java_minmax(max, a, v)?,
                     });
                 }
-                acc.ok_or_else(|| CodegenError::Unsupported("n-ary op without operands".into()))?
+                acc.ok_or(CodegenError::Unsupported(Unsupported::Construct(
+                    "n-ary op without operands",
+                )))?
             }
             CNode::DotCell { a, b } => {
                 let a = self.emit(fx, *a, swapped)?;
@@ -719,14 +742,16 @@ impl<'p, 'c> Body<'p, 'c> {
                 fx.fmul(a, b)?
             }
             CNode::Transpose { x } => self.emit(fx, *x, !swapped)?,
-            CNode::OuterDot { .. } => self.outer_dot.ok_or_else(|| {
-                CodegenError::Unsupported("u_i · v_j outside an outer-product operator".into())
-            })?,
+            CNode::OuterDot { .. } => {
+                self.outer_dot
+                    .ok_or(CodegenError::Unsupported(Unsupported::Construct(
+                        "u_i · v_j outside an outer-product operator",
+                    )))?
+            }
             other => {
-                return Err(CodegenError::Unsupported(format!(
-                    "{} has no cell-wise value",
-                    node_name(other)
-                )))
+                return Err(CodegenError::Unsupported(Unsupported::NoCellValue {
+                    node: node_name(other),
+                }))
             }
         };
         let v = if self.matrix_cells.get(n).copied().unwrap_or(false) {
@@ -781,10 +806,11 @@ impl<'p, 'c> Body<'p, 'c> {
                 let (p, _) = self.ins.get(k)?;
                 fx.load_splat(p, j, w)
             }
-            (a, s) => Err(CodegenError::Unsupported(format!(
-                "input {k} read as {a:?}{} in a cell-wise body",
-                if s { " under a transpose" } else { "" }
-            ))),
+            (access, transposed) => Err(CodegenError::Unsupported(Unsupported::CellInputAccess {
+                input: k,
+                access,
+                transposed,
+            })),
         }
     }
 }
@@ -1009,7 +1035,7 @@ fn prefetch_to<'c>(
     let i8p = llvm::i8_ptr(fx.ctx);
     let f = Intrinsic::find("llvm.prefetch")
         .and_then(|f| f.get_declaration(fx.module, &[i8p.into()]))
-        .ok_or_else(|| ierr("intrinsic llvm.prefetch missing"))?;
+        .ok_or_else(|| missing_intrinsic("llvm.prefetch"))?;
     let addr = fx.b.build_pointer_cast(addr, i8p, "pf").map_err(ierr)?;
     let i32t = fx.ctx.i32_type();
     fx.b.build_call(
@@ -1118,7 +1144,9 @@ pub(crate) fn declare_entry<'a, 'c>(
     llvm::set_function_attributes(ctx, f);
     let param = |k: u32| {
         f.get_nth_param(k)
-            .ok_or_else(|| CodegenError::Internal(format!("entry point lacks parameter {k}")))
+            .ok_or(CodegenError::Internal(Internal::EntryPointParameter {
+                index: k,
+            }))
     };
     let args = param(0)?.into_pointer_value();
     let rl = param(1)?.into_int_value();

@@ -4,6 +4,7 @@
 
 use super::store::{self, ObjectStore};
 use super::{llvm, CodegenError, Machine};
+use crate::backend::Internal;
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::FunctionType;
@@ -40,7 +41,12 @@ impl Library {
     ) -> Result<Library, CodegenError> {
         let prepare = |ctx, module: &Module<'static>| {
             let names = define(ctx, module)?;
-            llvm::verify(module, &format!("library {name} fails verification"))?;
+            module.verify().map_err(|e| {
+                CodegenError::Internal(Internal::LibraryVerification {
+                    library: name.to_string(),
+                    detail: e.to_string(),
+                })
+            })?;
             Ok(names)
         };
         let (machine, names) = match store {

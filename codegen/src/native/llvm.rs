@@ -5,6 +5,7 @@
 //! opaque pointers (loads, GEPs, pointer types).
 
 use super::CodegenError;
+use crate::backend::Internal;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
@@ -25,8 +26,19 @@ use std::sync::OnceLock;
 /// Code generation level of the host target machine and the JIT.
 const CODEGEN_LEVEL: OptimizationLevel = OptimizationLevel::Aggressive;
 
-fn internal(what: &str, e: impl std::fmt::Display) -> CodegenError {
-    CodegenError::Internal(format!("{what}: {e}"))
+/// LLVM's refusal of `step`, with LLVM's message.
+fn internal(step: &'static str, e: impl std::fmt::Display) -> CodegenError {
+    CodegenError::Internal(Internal::Llvm {
+        step,
+        detail: e.to_string(),
+    })
+}
+
+/// A symbol generated code calls that no helper defines.
+fn unknown_symbol(name: &str) -> CodegenError {
+    CodegenError::Internal(Internal::UnknownSymbol {
+        name: name.to_string(),
+    })
 }
 
 /// The host CPU's name and feature string (what `-march=native` would use).
@@ -65,7 +77,7 @@ fn new_host_machine() -> Result<TargetMachine, CodegenError> {
             RelocMode::Default,
             CodeModel::JITDefault,
         )
-        .ok_or_else(|| CodegenError::Internal("cannot create a host target machine".into()))
+        .ok_or(CodegenError::Internal(Internal::TargetMachine))
 }
 
 /// What, besides a module's text, decides the machine code compiled from it: lafuse's version
@@ -196,9 +208,7 @@ pub(crate) fn object_module<R>(
         for f in module.get_functions() {
             let name = f.get_name().to_string_lossy().into_owned();
             if f.count_basic_blocks() == 0 && !name.starts_with("llvm.") {
-                let addr = helpers(&name).ok_or_else(|| {
-                    CodegenError::Internal(format!("generated code calls unknown {name}"))
-                })?;
+                let addr = helpers(&name).ok_or_else(|| unknown_symbol(&name))?;
                 symbols.push((name, addr));
             }
         }
@@ -241,8 +251,8 @@ pub(crate) fn enum_attr(ctx: &Context, name: &str) -> Attribute {
 }
 
 /// Verifies a module (DESIGN: every generated module is verified before it is compiled).
-pub(crate) fn verify(module: &Module<'_>, what: &str) -> Result<(), CodegenError> {
-    module.verify().map_err(|e| internal(what, e))
+pub(crate) fn verify(module: &Module<'_>, step: &'static str) -> Result<(), CodegenError> {
+    module.verify().map_err(|e| internal(step, e))
 }
 
 /// The IR pass pipeline (new pass manager syntax). The emitters already produce explicit
@@ -324,9 +334,7 @@ impl Jit {
                 if name.starts_with("llvm.") {
                     continue;
                 }
-                let addr = helpers(&name).ok_or_else(|| {
-                    CodegenError::Internal(format!("generated code calls unknown {name}"))
-                })?;
+                let addr = helpers(&name).ok_or_else(|| unknown_symbol(&name))?;
                 jit.engine.add_global_mapping(&f, addr);
             }
         }
@@ -344,9 +352,12 @@ impl Jit {
     /// the first lookup, so this runs on an LLVM-sized stack too.
     pub(crate) fn function(&self, name: &str) -> Result<usize, CodegenError> {
         with_stack_of(LLVM_STACK, || {
-            self.engine
-                .get_function_address(name)
-                .map_err(|e| internal(&format!("looking up {name}"), e))
+            self.engine.get_function_address(name).map_err(|e| {
+                CodegenError::Internal(Internal::SymbolLookup {
+                    name: name.to_string(),
+                    detail: e.to_string(),
+                })
+            })
         })
     }
 }

@@ -31,6 +31,7 @@ mod store;
 mod backend;
 
 pub use crate::backend::{CodegenError, MainFormat};
+use crate::backend::{Internal, Unsupported};
 pub use backend::NativeBackend;
 pub use cache::{CacheStats, Lookup, MissReason, OperatorCache, DEFAULT_OPERATOR_CAPACITY};
 pub use store::{ObjectStore, StoreRefusal};
@@ -138,9 +139,9 @@ fn transposed_frame(plan: &CPlan, roots: &[CNodeId]) -> Result<bool, CodegenErro
     for &r in roots {
         if let Some(t) = plan.transposes_main(r) {
             if frame.is_some_and(|f| f != t) {
-                return Err(CodegenError::Unsupported(
-                    "outputs over both the main input and its transpose".into(),
-                ));
+                return Err(CodegenError::Unsupported(Unsupported::Construct(
+                    "outputs over both the main input and its transpose",
+                )));
             }
             frame = Some(t);
         }
@@ -158,11 +159,15 @@ fn input_uses(plan: &CPlan, roots: &[CNodeId], frame: bool) -> Result<Vec<InputU
     let mut set = |k: usize, u: InputUse| -> Result<(), CodegenError> {
         let slot = uses
             .get_mut(k)
-            .ok_or_else(|| CodegenError::Internal(format!("input {k} outside the plan")))?;
+            .ok_or(CodegenError::Internal(Internal::InputOutsidePlan {
+                input: k,
+            }))?;
         if *slot != InputUse::Unused && *slot != u {
-            return Err(CodegenError::Unsupported(format!(
-                "input {k} read both as {slot:?} and as {u:?}"
-            )));
+            return Err(CodegenError::Unsupported(Unsupported::InputUses {
+                input: k,
+                first: *slot,
+                then: u,
+            }));
         }
         *slot = u;
         Ok(())
@@ -174,7 +179,7 @@ fn input_uses(plan: &CPlan, roots: &[CNodeId], frame: bool) -> Result<Vec<InputU
         let node = plan
             .nodes
             .get(n)
-            .ok_or_else(|| CodegenError::Internal(format!("node {n} missing")))?;
+            .ok_or(CodegenError::Internal(Internal::NodeMissing { node: n }))?;
         match node {
             CNode::Data { input, access } => {
                 let k = *input;
@@ -188,10 +193,12 @@ fn input_uses(plan: &CPlan, roots: &[CNodeId], frame: bool) -> Result<Vec<InputU
                     (Access::RowVector, false) => InputUse::RowVector,
                     (Access::ColVector, true) => InputUse::ColVectorT,
                     (Access::RowVector, true) => InputUse::RowVectorT,
-                    (a, _) => {
-                        return Err(CodegenError::Unsupported(format!(
-                            "input {k} read as {a:?} in a cell-wise body"
-                        )))
+                    (&access, _) => {
+                        return Err(CodegenError::Unsupported(Unsupported::CellInputAccess {
+                            input: k,
+                            access,
+                            transposed: false,
+                        }))
                     }
                 };
                 set(k, u)?;
@@ -208,9 +215,9 @@ fn input_uses(plan: &CPlan, roots: &[CNodeId], frame: bool) -> Result<Vec<InputU
                     },
                 ) = (&plan.nodes[*u], &plan.nodes[*v])
                 else {
-                    return Err(CodegenError::Unsupported(
-                        "outer dot over non-input operands".into(),
-                    ));
+                    return Err(CodegenError::Unsupported(Unsupported::Construct(
+                        "outer dot over non-input operands",
+                    )));
                 };
                 set(*ui, InputUse::OuterU)?;
                 set(
@@ -218,10 +225,10 @@ fn input_uses(plan: &CPlan, roots: &[CNodeId], frame: bool) -> Result<Vec<InputU
                     match va {
                         Access::OuterV => InputUse::OuterV,
                         Access::Whole => InputUse::OuterVT,
-                        a => {
-                            return Err(CodegenError::Unsupported(format!(
-                                "outer factor read as {a:?}"
-                            )))
+                        &access => {
+                            return Err(CodegenError::Unsupported(Unsupported::OuterFactorAccess {
+                                access,
+                            }))
                         }
                     },
                 )?;
@@ -250,6 +257,17 @@ enum Entry {
     Csr,
     /// Outer only: every cell of a dense (or densified) driver.
     EveryCell,
+}
+
+impl Entry {
+    /// The entry point's name in messages.
+    fn name(self) -> &'static str {
+        match self {
+            Entry::Dense => "Dense",
+            Entry::Csr => "Csr",
+            Entry::EveryCell => "EveryCell",
+        }
+    }
 }
 
 /// The machine code of one entry point: in an execution engine (compiled in this process) or
@@ -509,16 +527,15 @@ pub fn compile_with(
 ) -> Result<NativeOperator, CodegenError> {
     let start = Instant::now();
     if plan.outputs.is_empty() || plan.inputs.is_empty() {
-        return Err(CodegenError::Internal(
-            "a plan needs inputs and outputs".into(),
-        ));
+        return Err(CodegenError::Internal(Internal::MalformedPlan(
+            "a plan needs inputs and outputs",
+        )));
     }
     if plan.nodes.len() > MAX_BODY_NODES {
-        return Err(CodegenError::Unsupported(format!(
-            "native code for a fused operator of {} nodes (at most {MAX_BODY_NODES}); its \
-             operations run unfused",
-            plan.nodes.len()
-        )));
+        return Err(CodegenError::Unsupported(Unsupported::TooManyNodes {
+            nodes: plan.nodes.len(),
+            limit: MAX_BODY_NODES,
+        }));
     }
     let first = if main == MainFormat::Sparse && has_csr_entry(plan) {
         Entry::Csr
@@ -683,15 +700,15 @@ fn emit_cell_like_entry<'c>(
     used: &[bool],
     entry: Entry,
     sparse_safe: bool,
-    what: &str,
+    template: &'static str,
 ) -> Result<(), CodegenError> {
     let csr = match entry {
         Entry::Dense => false,
         Entry::Csr if sparse_safe => true,
         Entry::Csr | Entry::EveryCell => {
-            return Err(CodegenError::Internal(format!(
-                "a CSR entry point for a sparse-unsafe {what} plan"
-            )))
+            return Err(CodegenError::Internal(Internal::SparseUnsafeCsr {
+                template,
+            }))
         }
     };
     cell::emit_entry(ctx, module, plan, like, used, csr, entry_name(plan, entry))
@@ -706,9 +723,9 @@ fn emit<'c>(
 ) -> Result<Pending, CodegenError> {
     let csr = entry == Entry::Csr;
     if entry == Entry::EveryCell && !matches!(plan.template, TemplateSpec::Outer { .. }) {
-        return Err(CodegenError::Internal(
-            "an every-cell entry point outside an outer-product operator".into(),
-        ));
+        return Err(CodegenError::Internal(Internal::MalformedPlan(
+            "an every-cell entry point outside an outer-product operator",
+        )));
     }
     match &plan.template {
         TemplateSpec::Cell {
@@ -727,9 +744,10 @@ fn emit<'c>(
             };
             let agg = agg.map(agg_kind);
             if (kind == CellKind::NoAgg) != agg.is_none() {
-                return Err(CodegenError::Unsupported(format!(
-                    "cell type {kind:?} with aggregation {agg:?}"
-                )));
+                return Err(CodegenError::Unsupported(Unsupported::CellAggregation {
+                    kind,
+                    agg,
+                }));
             }
             let uses = input_uses(plan, &plan.outputs[..1], transposed)?;
             let used = used_mask(&uses);
@@ -749,9 +767,9 @@ fn emit<'c>(
         }
         TemplateSpec::MAgg { aggs, sparse_safe } => {
             if aggs.len() != plan.outputs.len() {
-                return Err(CodegenError::Internal(
-                    "one aggregate per output expected".into(),
-                ));
+                return Err(CodegenError::Internal(Internal::MalformedPlan(
+                    "one aggregate per output expected",
+                )));
             }
             let transposed = transposed_frame(plan, &plan.outputs)?;
             let uses = input_uses(plan, &plan.outputs, transposed)?;
@@ -799,17 +817,17 @@ fn emit<'c>(
                     OuterKind::Left | OuterKind::LeftT | OuterKind::Right,
                 ) => {
                     let CNode::Data { input, .. } = plan.nodes[*w] else {
-                        return Err(CodegenError::Unsupported(
-                            "final product operand is not an input".into(),
-                        ));
+                        return Err(CodegenError::Unsupported(Unsupported::Construct(
+                            "final product operand is not an input",
+                        )));
                     };
                     (*g, Some(input))
                 }
                 (_, OuterKind::CellWise | OuterKind::FullAgg) => (out, None),
                 _ => {
-                    return Err(CodegenError::Unsupported(
-                        "outer type does not match its output node".into(),
-                    ))
+                    return Err(CodegenError::Unsupported(Unsupported::Construct(
+                        "outer type does not match its output node",
+                    )))
                 }
             };
             let mut uses = input_uses(plan, &[g], transposed_frame(plan, &[g])?)?;
@@ -825,11 +843,10 @@ fn emit<'c>(
                     // the dot products read, from the same n x k view.
                     InputUse::OuterV if kind == OuterKind::Right => {}
                     _ => {
-                        return Err(CodegenError::Unsupported(
+                        return Err(CodegenError::Unsupported(Unsupported::Construct(
                             "final-product matrix also read in the body other than as V of a \
-                             right product"
-                                .into(),
-                        ))
+                             right product",
+                        )))
                     }
                 }
             }
@@ -838,9 +855,9 @@ fn emit<'c>(
                 find(&|x| x == InputUse::OuterU),
                 find(&|x| matches!(x, InputUse::OuterV | InputUse::OuterVT)),
             ) else {
-                return Err(CodegenError::Unsupported(
-                    "outer operator without u_i · v_j".into(),
-                ));
+                return Err(CodegenError::Unsupported(Unsupported::Construct(
+                    "outer operator without u_i · v_j",
+                )));
             };
             let used = used_mask(&uses);
             outer::emit(
@@ -920,11 +937,10 @@ impl NativeOperator {
         known: &[Option<ValueRange>],
     ) -> Result<Vec<Matrix>, CodegenError> {
         if out_shapes.len() != self.num_outputs {
-            return Err(CodegenError::Internal(format!(
-                "operator has {} outputs, {} shapes given",
-                self.num_outputs,
-                out_shapes.len()
-            )));
+            return Err(CodegenError::Internal(Internal::OutputCount {
+                outputs: self.num_outputs,
+                shapes: out_shapes.len(),
+            }));
         }
         let mut ranges: Vec<Option<ValueRange>> = (0..inputs.len())
             .map(|pos| known.get(pos).copied().flatten())
@@ -993,7 +1009,7 @@ impl NativeOperator {
         let sk = |e: SkeletonError| match e {
             SkeletonError::EntryPoint(entry) => match entry.0.downcast_ref::<CodegenError>() {
                 Some(ce) => ce.clone(),
-                None => CodegenError::Internal(entry.0.to_string()),
+                None => CodegenError::Internal(Internal::EntryPoint { error: entry }),
             },
             e => CodegenError::Skeleton(e),
         };
@@ -1039,13 +1055,10 @@ impl NativeOperator {
                     .map_err(CodegenError::Runtime)?;
             }
             if m.shape() != s {
-                return Err(CodegenError::Internal(format!(
-                    "output is {}x{}, expected {}x{}",
-                    m.rows(),
-                    m.cols(),
-                    s.0,
-                    s.1
-                )));
+                return Err(CodegenError::Internal(Internal::OutputShape {
+                    got: m.shape(),
+                    expected: s,
+                }));
             }
         }
         Ok(out)
@@ -1070,9 +1083,9 @@ impl NativeOperator {
             _ => false,
         };
         if !exists {
-            return Err(CodegenError::Internal(format!(
-                "the operator has no {entry:?} entry point"
-            )));
+            return Err(CodegenError::Internal(Internal::NoEntryPoint {
+                entry: entry.name(),
+            }));
         }
         self.slot(entry)
             .get_or_init(|| {

@@ -4,6 +4,7 @@
 //! symbols; anything else it calls (libm, `memset`) resolves against the process.
 
 use super::CodegenError;
+use crate::backend::Internal;
 use inkwell::llvm_sys;
 use llvm_sys::error::{LLVMDisposeErrorMessage, LLVMErrorRef, LLVMGetErrorMessage};
 use llvm_sys::orc2::lljit::{
@@ -19,14 +20,26 @@ use llvm_sys::orc2::{
 use std::ffi::{CStr, CString};
 
 /// Takes an `LLVMErrorRef`'s message (and frees it); `Ok` for no error.
-unsafe fn check(what: &str, e: LLVMErrorRef) -> Result<(), CodegenError> {
+unsafe fn take_error_message(e: LLVMErrorRef) -> Result<(), String> {
     if e.is_null() {
         return Ok(());
     }
     let msg = LLVMGetErrorMessage(e);
     let text = CStr::from_ptr(msg).to_string_lossy().into_owned();
     LLVMDisposeErrorMessage(msg);
-    Err(CodegenError::Internal(format!("{what}: {text}")))
+    Err(text)
+}
+
+/// `step`'s `LLVMErrorRef` as an error naming the step (and frees it); `Ok` for no error.
+unsafe fn check(step: &'static str, e: LLVMErrorRef) -> Result<(), CodegenError> {
+    take_error_message(e).map_err(|detail| CodegenError::Internal(Internal::Llvm { step, detail }))
+}
+
+/// A name that cannot be a symbol (it holds a NUL byte).
+fn symbol_name(name: &str) -> CodegenError {
+    CodegenError::Internal(Internal::SymbolName {
+        name: name.to_string(),
+    })
 }
 
 /// One loaded object: its code lives as long as this value.
@@ -68,8 +81,7 @@ impl ObjectJit {
             if !symbols.is_empty() {
                 let mut pairs = Vec::with_capacity(symbols.len());
                 for (name, addr) in symbols {
-                    let c = CString::new(name.as_str())
-                        .map_err(|_| CodegenError::Internal(format!("symbol {name}")))?;
+                    let c = CString::new(name.as_str()).map_err(|_| symbol_name(name))?;
                     pairs.push(LLVMJITCSymbolMapPair {
                         Name: LLVMOrcLLJITMangleAndIntern(jit, c.as_ptr()),
                         Sym: LLVMJITEvaluatedSymbol {
@@ -109,13 +121,17 @@ impl ObjectJit {
 
     /// The address of function `name` (links the object on the first lookup).
     pub(crate) fn function(&self, name: &str) -> Result<usize, CodegenError> {
-        let c = CString::new(name).map_err(|_| CodegenError::Internal(format!("name {name}")))?;
+        let c = CString::new(name).map_err(|_| symbol_name(name))?;
         let mut addr = 0;
         // SAFETY: `self.jit` is live; the lookup writes the address on success.
         unsafe {
-            check(
-                &format!("looking up {name}"),
-                LLVMOrcLLJITLookup(self.jit, &mut addr, c.as_ptr()),
+            take_error_message(LLVMOrcLLJITLookup(self.jit, &mut addr, c.as_ptr())).map_err(
+                |detail| {
+                    CodegenError::Internal(Internal::SymbolLookup {
+                        name: name.to_string(),
+                        detail,
+                    })
+                },
             )?
         };
         Ok(addr as usize)

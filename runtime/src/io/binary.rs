@@ -9,7 +9,7 @@
 //! Version 1 files (no checksum) are still read.
 
 use super::io_error;
-use crate::error::{Result, RuntimeError};
+use crate::error::{Corruption, FileError, Result, RuntimeError, Unsupported};
 use crate::matrix::{DenseMatrix, Matrix};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -94,14 +94,9 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
     let mut f = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes).map_err(|e| io_error(path, e))?;
-    let corrupt = |what: &str| {
-        RuntimeError::user(format!(
-            "{}: corrupt binary matrix file: {what}",
-            path.display()
-        ))
-    };
+    let corrupt = |defect: Corruption| RuntimeError::file(path, FileError::Corrupt(defect));
     if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
-        return Err(corrupt("bad magic bytes"));
+        return Err(corrupt(Corruption::BadMagic));
     }
     let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
     let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
@@ -111,19 +106,19 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
         let (covered, trailer) = bytes.split_at(bytes.len().saturating_sub(CHECKSUM_LEN));
         let stored = <[u8; CHECKSUM_LEN]>::try_from(trailer)
             .map(u32::from_le_bytes)
-            .map_err(|_| corrupt("no checksum"))?;
+            .map_err(|_| corrupt(Corruption::NoChecksum))?;
         if covered.len() < HEADER_LEN || crc32fast::hash(covered) != stored {
-            return Err(corrupt("checksum mismatch (the file is damaged)"));
+            return Err(corrupt(Corruption::ChecksumMismatch));
         }
     } else if version != 1 {
-        return Err(RuntimeError::unsupported(format!(
-            "binary matrix format version {version} in {}",
-            path.display()
-        )));
+        return Err(RuntimeError::Unsupported(Unsupported::BinaryVersion {
+            version,
+            path: path.to_path_buf(),
+        }));
     }
     let sparse = bytes[12];
     let (rows, cols, nnz) = (u64_at(16), u64_at(24), u64_at(32));
-    let as_usize = |x: u64| usize::try_from(x).map_err(|_| corrupt("dimensions too large"));
+    let as_usize = |x: u64| usize::try_from(x).map_err(|_| corrupt(Corruption::DimensionsTooLarge));
     let (rows, cols, nnz) = (as_usize(rows)?, as_usize(cols)?, as_usize(nnz)?);
     let end = if version == VERSION {
         bytes.len() - CHECKSUM_LEN
@@ -140,14 +135,14 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
         0 => {
             let cells = rows
                 .checked_mul(cols)
-                .ok_or_else(|| corrupt("dimensions too large"))?;
+                .ok_or_else(|| corrupt(Corruption::DimensionsTooLarge))?;
             if Some(body.len()) != cells.checked_mul(8) {
-                return Err(corrupt("length does not match the dimensions"));
+                return Err(corrupt(Corruption::LengthMismatch));
             }
             let values = f64s(body);
             let d = DenseMatrix::new(rows, cols, values)?;
             if d.nnz != nnz {
-                return Err(corrupt("recorded nnz does not match the values"));
+                return Err(corrupt(Corruption::NnzMismatch));
             }
             Matrix::Dense(d).examine_and_convert()
         }
@@ -156,7 +151,7 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
                 .and_then(|r| r.checked_mul(8))
                 .and_then(|a| nnz.checked_mul(12).and_then(|b| a.checked_add(b)));
             if Some(body.len()) != expected {
-                return Err(corrupt("length does not match the dimensions"));
+                return Err(corrupt(Corruption::LengthMismatch));
             }
             let (ptr_b, rest) = body.split_at((rows + 1) * 8);
             let (idx_b, val_b) = rest.split_at(nnz * 4);
@@ -169,9 +164,9 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
                 .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
                 .collect();
             Matrix::from_csr(rows, cols, row_ptr, col_idx, f64s(val_b))
-                .map_err(|e| corrupt(&e.to_string()))
+                .map_err(|e| corrupt(Corruption::Content { error: Box::new(e) }))
         }
-        _ => Err(corrupt("unknown format flag")),
+        _ => Err(corrupt(Corruption::UnknownFormatFlag)),
     }
 }
 

@@ -1,7 +1,7 @@
 //! CSV reading (parallel parse) and writing.
 
 use super::{fmt_f64, io_error, parse_f64};
-use crate::error::{Result, RuntimeError};
+use crate::error::{FileError, Result, RuntimeError};
 use crate::matrix::Matrix;
 use rayon::prelude::*;
 use std::path::Path;
@@ -14,12 +14,9 @@ const LINES_PER_TASK: usize = 2048;
 /// numbers and ragged rows are user errors naming the file, line and column.
 pub fn read_csv(path: &Path, header: bool, sep: &str) -> Result<Matrix> {
     if sep.is_empty() {
-        return Err(RuntimeError::user(
-            "read: the CSV separator must not be empty",
-        ));
+        return Err(RuntimeError::EmptyCsvSeparator);
     }
     let text = std::fs::read_to_string(path).map_err(|e| io_error(path, e))?;
-    let pname = path.display().to_string();
     // (1-based line number, content) of each data line.
     let lines: Vec<(usize, &str)> = text
         .lines()
@@ -42,19 +39,28 @@ pub fn read_csv(path: &Path, header: bool, sep: &str) -> Result<Matrix> {
                     0.0
                 } else {
                     parse_f64(f).ok_or_else(|| {
-                        RuntimeError::user(format!(
-                            "{pname}:{ln}: column {}: cannot parse '{f}' as a number",
-                            c + 1
-                        ))
+                        RuntimeError::file(
+                            path,
+                            FileError::BadNumber {
+                                line: ln,
+                                column: c + 1,
+                                token: f.to_string(),
+                            },
+                        )
                     })?
                 };
                 out.push(v);
                 n += 1;
             }
             if n != cols {
-                return Err(RuntimeError::user(format!(
-                    "{pname}:{ln}: expected {cols} columns, found {n}"
-                )));
+                return Err(RuntimeError::file(
+                    path,
+                    FileError::RaggedRow {
+                        line: ln,
+                        expected: cols,
+                        found: n,
+                    },
+                ));
             }
         }
         Ok(out)

@@ -3,15 +3,21 @@
 
 use super::text::{parse_triples, write_triples};
 use super::{io_error, parse_f64};
-use crate::error::{Result, RuntimeError};
+use crate::error::{FileError, MatrixMarketFeature, Result, RuntimeError, Unsupported};
 use crate::matrix::Matrix;
 use std::path::Path;
 
 /// Reads a MatrixMarket file.
 pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
     let text = std::fs::read_to_string(path).map_err(|e| io_error(path, e))?;
-    let pname = path.display().to_string();
-    let user = |msg: String| RuntimeError::user(format!("{pname}: {msg}"));
+    let malformed = |cause: FileError| RuntimeError::file(path, cause);
+    let unsupported = |feature: MatrixMarketFeature, value: &str| {
+        RuntimeError::Unsupported(Unsupported::MatrixMarket {
+            feature,
+            value: value.to_string(),
+            path: path.to_path_buf(),
+        })
+    };
     let mut lines = text.lines().enumerate();
     let banner = lines.next().map(|(_, l)| l).unwrap_or("");
     let words: Vec<String> = banner
@@ -19,35 +25,32 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
         .map(|w| w.to_ascii_lowercase())
         .collect();
     if words.len() != 5 || words[0] != "%%matrixmarket" || words[1] != "matrix" {
-        return Err(user(format!(
-            "1: not a MatrixMarket matrix header: '{banner}'"
-        )));
+        return Err(malformed(FileError::NotMatrixMarket {
+            banner: banner.to_string(),
+        }));
     }
     let (layout, field, symmetry) = (words[2].as_str(), words[3].as_str(), words[4].as_str());
     if !matches!(field, "real" | "integer" | "pattern" | "double") {
-        return Err(RuntimeError::unsupported(format!(
-            "MatrixMarket field '{field}' in {pname}"
-        )));
+        return Err(unsupported(MatrixMarketFeature::Field, field));
     }
     if !matches!(symmetry, "general" | "symmetric" | "skew-symmetric") {
-        return Err(RuntimeError::unsupported(format!(
-            "MatrixMarket symmetry '{symmetry}' in {pname}"
-        )));
+        return Err(unsupported(MatrixMarketFeature::Symmetry, symmetry));
     }
     // Skip comments up to the size line.
     let (size_ln, size_line) = lines
         .by_ref()
         .find(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('%'))
-        .ok_or_else(|| user("missing size line".into()))?;
+        .ok_or_else(|| malformed(FileError::MissingSizeLine))?;
     let size_ln = size_ln + 1;
     let dims: Vec<usize> = size_line
         .split_whitespace()
         .map(|w| w.parse::<usize>())
         .collect::<std::result::Result<_, _>>()
         .map_err(|_| {
-            user(format!(
-                "{size_ln}: cannot parse the size line '{size_line}'"
-            ))
+            malformed(FileError::BadSizeLine {
+                line: size_ln,
+                text: size_line.to_string(),
+            })
         })?;
     // The body starts after the size line; find its byte offset to hand it over in one piece.
     let body_start = text
@@ -60,16 +63,18 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
     match layout {
         "coordinate" => {
             let [rows, cols, nnz] = dims[..] else {
-                return Err(user(format!(
-                    "{size_ln}: expected 'rows cols nnz', got '{size_line}'"
-                )));
+                return Err(malformed(FileError::SizeLineFields {
+                    line: size_ln,
+                    expected: "rows cols nnz",
+                    text: size_line.to_string(),
+                }));
             };
-            let mut triples = parse_triples(&pname, body, size_ln + 1, field == "pattern")?;
+            let mut triples = parse_triples(path, body, size_ln + 1, field == "pattern")?;
             if triples.len() != nnz {
-                return Err(user(format!(
-                    "the size line announces {nnz} entries, found {}",
-                    triples.len()
-                )));
+                return Err(malformed(FileError::EntryCount {
+                    announced: nnz,
+                    found: triples.len(),
+                }));
             }
             if symmetry != "general" {
                 let sign = if symmetry == "skew-symmetric" {
@@ -84,18 +89,19 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
                     .collect();
                 triples.extend(mirrored);
             }
-            Matrix::from_triples(rows, cols, triples).map_err(|e| user(e.to_string()))
+            Matrix::from_triples(rows, cols, triples)
+                .map_err(|e| malformed(FileError::Content { error: Box::new(e) }))
         }
         "array" => {
             if symmetry != "general" {
-                return Err(RuntimeError::unsupported(format!(
-                    "MatrixMarket array with symmetry '{symmetry}' in {pname}"
-                )));
+                return Err(unsupported(MatrixMarketFeature::ArraySymmetry, symmetry));
             }
             let [rows, cols] = dims[..] else {
-                return Err(user(format!(
-                    "{size_ln}: expected 'rows cols', got '{size_line}'"
-                )));
+                return Err(malformed(FileError::SizeLineFields {
+                    line: size_ln,
+                    expected: "rows cols",
+                    text: size_line.to_string(),
+                }));
             };
             // Grown from the file's values, not reserved from its header: a header may claim
             // any size.
@@ -106,20 +112,19 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
                         break;
                     }
                     let v = parse_f64(f).ok_or_else(|| {
-                        user(format!(
-                            "{}: cannot parse '{f}' as a number",
-                            size_ln + 1 + k
-                        ))
+                        malformed(FileError::BadArrayValue {
+                            line: size_ln + 1 + k,
+                            token: f.to_string(),
+                        })
                     })?;
                     vals.push(v);
                 }
             }
             if rows.checked_mul(cols) != Some(vals.len()) {
-                return Err(user(format!(
-                    "a {rows}x{cols} array needs {} values, found {}",
-                    rows as u128 * cols as u128,
-                    vals.len()
-                )));
+                return Err(malformed(FileError::ArrayValueCount {
+                    shape: (rows, cols),
+                    found: vals.len(),
+                }));
             }
             // Array values are stored column by column.
             let mut out = crate::matrix::try_alloc_zeroed(rows * cols)?;
@@ -128,9 +133,7 @@ pub fn read_matrix_market(path: &Path) -> Result<Matrix> {
             }
             Matrix::from_dense_values(rows, cols, out)
         }
-        other => Err(RuntimeError::unsupported(format!(
-            "MatrixMarket layout '{other}' in {pname}"
-        ))),
+        other => Err(unsupported(MatrixMarketFeature::Layout, other)),
     }
 }
 

@@ -14,7 +14,7 @@ pub use csv::{read_csv, write_csv};
 pub use matrix_market::{read_matrix_market, write_matrix_market};
 pub use text::{read_text, write_text};
 
-use crate::error::{Result, RuntimeError};
+use crate::error::{FileError, Internal, Result, RuntimeError, Unsupported};
 use crate::matrix::Matrix;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -115,16 +115,24 @@ pub fn read_metadata(path: &Path) -> Result<Option<Metadata>> {
         return Ok(None);
     }
     let text = std::fs::read_to_string(&mp).map_err(|e| io_error(&mp, e))?;
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| RuntimeError::user(format!("{}: invalid metadata: {e}", mp.display())))
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        RuntimeError::file(
+            &mp,
+            FileError::Metadata {
+                detail: e.to_string(),
+            },
+        )
+    })
 }
 
 /// Writes `path.mtd` (atomically, as every file lafuse writes).
 pub fn write_metadata(path: &Path, md: &Metadata) -> Result<()> {
     let mp = metadata_path(path);
-    let text = serde_json::to_string_pretty(md)
-        .map_err(|e| RuntimeError::internal(format!("serialising metadata: {e}")))?;
+    let text = serde_json::to_string_pretty(md).map_err(|e| {
+        RuntimeError::Internal(Internal::MetadataSerialisation {
+            detail: e.to_string(),
+        })
+    })?;
     write_atomically(&mp, |w| w.write_all((text + "\n").as_bytes()))
 }
 
@@ -174,11 +182,12 @@ pub fn write_atomically(
 
 /// A user error for a failed file operation, naming the path.
 pub(crate) fn io_error(path: &Path, e: std::io::Error) -> RuntimeError {
-    if e.kind() == std::io::ErrorKind::NotFound {
-        RuntimeError::user(format!("{}: no such file", path.display()))
+    let cause = if e.kind() == std::io::ErrorKind::NotFound {
+        FileError::NotFound
     } else {
-        RuntimeError::user(format!("{}: {e}", path.display()))
-    }
+        FileError::Io(e.into())
+    };
+    RuntimeError::file(path, cause)
 }
 
 /// Reads a matrix. The format is `format` if given, else the one in `path.mtd`, else guessed
@@ -192,10 +201,10 @@ pub fn read_matrix(
     let md = read_metadata(path)?;
     let md_format = match md.as_ref().and_then(|m| m.format.as_deref()) {
         Some(name) => Some(FileFormat::from_name(name).ok_or_else(|| {
-            RuntimeError::unsupported(format!(
-                "file format '{name}' (in {})",
-                metadata_path(path).display()
-            ))
+            RuntimeError::Unsupported(Unsupported::FileFormat {
+                name: name.to_string(),
+                metadata: metadata_path(path),
+            })
         })?),
         None => None,
     };
@@ -227,12 +236,13 @@ pub fn read_matrix(
             if m.cells() == 0 && r * c == 0 {
                 return Matrix::zeros(r, c);
             }
-            return Err(RuntimeError::user(format!(
-                "{}: metadata says {r}x{c} but the file holds a {}x{} matrix",
-                path.display(),
-                m.rows(),
-                m.cols()
-            )));
+            return Err(RuntimeError::file(
+                path,
+                FileError::MetadataShape {
+                    metadata: (r, c),
+                    file: m.shape(),
+                },
+            ));
         }
     }
     Ok(m)
@@ -474,7 +484,7 @@ mod tests {
             &CsvOptions::default(),
         )
         .unwrap_err();
-        assert!(matches!(e, RuntimeError::User(_)), "{e}");
+        assert_eq!(e.fault(), lafuse_core::Fault::User, "{e}");
     }
 
     #[test]
@@ -489,7 +499,13 @@ mod tests {
         assert!(same(&read_matrix(&p, None, None).unwrap(), &m));
         let missing = dir.path().join("nope.csv");
         let e = read_matrix(&missing, None, None).unwrap_err();
-        assert!(matches!(e, RuntimeError::User(_)));
+        assert!(matches!(
+            e,
+            RuntimeError::File {
+                cause: FileError::NotFound,
+                ..
+            }
+        ));
         assert!(e.to_string().contains("nope.csv"), "{e}");
     }
 }

@@ -2,7 +2,7 @@
 //! non-zero, 1-based.
 
 use super::{fmt_f64, io_error, parse_f64};
-use crate::error::{Result, RuntimeError};
+use crate::error::{Axis, FileError, Result, RuntimeError};
 use crate::matrix::Matrix;
 use std::io::Write;
 use std::path::Path;
@@ -10,7 +10,7 @@ use std::path::Path;
 /// Parses the `i j v` lines of a text-cell or MatrixMarket coordinate body into 0-based triples.
 /// `first_line` is the 1-based number of the first line of `body`, for error messages.
 pub(crate) fn parse_triples(
-    pname: &str,
+    path: &Path,
     body: &str,
     first_line: usize,
     pattern: bool,
@@ -23,29 +23,39 @@ pub(crate) fn parse_triples(
             continue;
         }
         let mut it = line.split_whitespace();
-        let mut index = |what: &str| -> Result<usize> {
-            let f = it
-                .next()
-                .ok_or_else(|| RuntimeError::user(format!("{pname}:{ln}: missing {what} index")))?;
+        let mut index = |axis: Axis| -> Result<usize> {
+            let f = it.next().ok_or_else(|| {
+                RuntimeError::file(path, FileError::MissingIndex { line: ln, axis })
+            })?;
             match f.parse::<usize>() {
                 Ok(i) if i >= 1 => Ok(i - 1),
-                _ => Err(RuntimeError::user(format!(
-                    "{pname}:{ln}: cannot parse '{f}' as a 1-based {what} index"
-                ))),
+                _ => Err(RuntimeError::file(
+                    path,
+                    FileError::BadIndex {
+                        line: ln,
+                        axis,
+                        token: f.to_string(),
+                    },
+                )),
             }
         };
-        let i = index("row")?;
-        let j = index("column")?;
+        let i = index(Axis::Rows)?;
+        let j = index(Axis::Columns)?;
         let v = if pattern {
             1.0
         } else {
             let f = it
                 .next()
-                .ok_or_else(|| RuntimeError::user(format!("{pname}:{ln}: missing value")))?;
+                .ok_or_else(|| RuntimeError::file(path, FileError::MissingValue { line: ln }))?;
             parse_f64(f).ok_or_else(|| {
-                RuntimeError::user(format!(
-                    "{pname}:{ln}: column 3: cannot parse '{f}' as a number"
-                ))
+                RuntimeError::file(
+                    path,
+                    FileError::BadNumber {
+                        line: ln,
+                        column: 3,
+                        token: f.to_string(),
+                    },
+                )
             })?
         };
         out.push((i, j, v));
@@ -57,15 +67,14 @@ pub(crate) fn parse_triples(
 /// present define the shape.
 pub fn read_text(path: &Path, dims: Option<(usize, usize)>) -> Result<Matrix> {
     let text = std::fs::read_to_string(path).map_err(|e| io_error(path, e))?;
-    let pname = path.display().to_string();
-    let triples = parse_triples(&pname, &text, 1, false)?;
+    let triples = parse_triples(path, &text, 1, false)?;
     let (rows, cols) = dims.unwrap_or_else(|| {
         triples
             .iter()
             .fold((0, 0), |(r, c), &(i, j, _)| (r.max(i + 1), c.max(j + 1)))
     });
     Matrix::from_triples(rows, cols, triples)
-        .map_err(|e| RuntimeError::user(format!("{pname}: {e}")))
+        .map_err(|e| RuntimeError::file(path, FileError::Content { error: Box::new(e) }))
 }
 
 /// Writes the non-zeros as `i j v` lines (1-based), row by row.

@@ -1,12 +1,14 @@
 //! Matrix constructors: constant fill, row-major values, `seq`.
 
 use super::dense_result;
-use crate::error::{Result, RuntimeError};
+use crate::error::{Resource, Result, RuntimeError};
 use crate::matrix::Matrix;
 
 fn cells(rows: usize, cols: usize) -> Result<usize> {
     rows.checked_mul(cols)
-        .ok_or_else(|| RuntimeError::Resource(format!("a {rows}x{cols} matrix has too many cells")))
+        .ok_or(RuntimeError::Resource(Resource::CellCount {
+            shape: (rows, cols),
+        }))
 }
 
 /// A `rows x cols` matrix with every cell `v` (DML `matrix(v, rows, cols)`).
@@ -20,10 +22,11 @@ pub fn fill(rows: usize, cols: usize, v: f64) -> Result<Matrix> {
 pub fn from_row_major(rows: usize, cols: usize, values: Vec<f64>) -> Result<Matrix> {
     let n = cells(rows, cols)?;
     if values.len() != n {
-        return Err(RuntimeError::user(format!(
-            "matrix: {} values do not fill a {rows}x{cols} matrix",
-            values.len()
-        )));
+        return Err(RuntimeError::ValuesDoNotFill {
+            function: Some("matrix"),
+            values: values.len(),
+            shape: (rows, cols),
+        });
     }
     Matrix::from_dense_values(rows, cols, values)
 }
@@ -52,10 +55,7 @@ pub fn seq(from: f64, to: f64, incr: Option<f64>) -> Result<Matrix> {
         || (from > to && incr > 0.0)
         || (from < to && incr < 0.0);
     if bad {
-        return Err(RuntimeError::user(format!(
-            "seq: invalid parameters (from={from}, to={to}, incr={incr}): the increment must be \
-             non-zero and point from 'from' towards 'to'"
-        )));
+        return Err(RuntimeError::InvalidSeq { from, to, incr });
     }
     let len = if from == to {
         1

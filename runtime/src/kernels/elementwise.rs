@@ -5,8 +5,8 @@
 //! the dense inner loops are plain slice zips that LLVM vectorises.
 
 use super::vector_math::Vectorized;
-use super::{build_csr, dense_result, fill_flat, fill_rows, shape_str, sparse_result, Operand};
-use crate::error::{Result, RuntimeError};
+use super::{build_csr, dense_result, fill_flat, fill_rows, sparse_result, Operand};
+use crate::error::{Result, RuntimeError, ShapeOp};
 use crate::math;
 use crate::matrix::{try_alloc_zeroed, DenseMatrix, Matrix, SparseMatrix};
 use crate::ops::{BinaryOp, UnaryOp};
@@ -213,12 +213,11 @@ fn broadcast(a: &Matrix, b: &Matrix, op: BinaryOp) -> Result<(Bcast, usize, usiz
     } else if ac == 1 && br == 1 {
         Bcast::Outer
     } else {
-        return Err(RuntimeError::user(format!(
-            "element-wise {}: shapes {} and {} do not match",
-            op.name(),
-            shape_str(a),
-            shape_str(b)
-        )));
+        return Err(RuntimeError::ShapeMismatch {
+            op: ShapeOp::ElementWise(op.name()),
+            left: a.shape(),
+            right: b.shape(),
+        });
     };
     let (rows, cols) = match mode {
         Bcast::Same | Bcast::ScalarRight | Bcast::RowRight | Bcast::ColRight => (ar, ac),
@@ -542,10 +541,11 @@ pub fn ifelse(cond: Operand, yes: Operand, no: Operand) -> Result<Matrix> {
             match shape {
                 None => shape = Some(m.shape()),
                 Some((r, c)) if (r, c) != m.shape() => {
-                    return Err(RuntimeError::user(format!(
-                        "ifelse: shapes {r}x{c} and {} ({name}) do not match",
-                        shape_str(m)
-                    )))
+                    return Err(RuntimeError::ShapeMismatch {
+                        op: ShapeOp::IfElse { operand: name },
+                        left: (r, c),
+                        right: m.shape(),
+                    })
                 }
                 Some(_) => {}
             }
@@ -703,7 +703,15 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e,
-            RuntimeError::user("element-wise *: shapes 3x4 and 5x4 do not match")
+            RuntimeError::ShapeMismatch {
+                op: ShapeOp::ElementWise("*"),
+                left: (3, 4),
+                right: (5, 4)
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "element-wise *: shapes 3x4 and 5x4 do not match"
         );
         // A row vector against a column vector the wrong way round is not an outer product.
         assert!(binary(

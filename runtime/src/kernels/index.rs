@@ -1,27 +1,33 @@
 //! Indexing: right indexing (`X[rows, cols]`), left indexing (`X[rows, cols] = Y`), `cbind`,
 //! `rbind`.
 
-use super::{build_csr, dense_result, shape_str, sparse_result, Operand};
-use crate::error::{Result, RuntimeError};
+use super::{build_csr, dense_result, sparse_result, Operand};
+use crate::error::{Axis, Result, RuntimeError, ShapeOp};
 use crate::matrix::{count_nnz, try_alloc_zeroed, Matrix, SparseMatrix};
 use std::ops::Range;
 
-fn check_range(what: &str, r: &Range<usize>, dim: usize, a: &Matrix) -> Result<()> {
+fn check_range(
+    op: &'static str,
+    axis: Axis,
+    r: &Range<usize>,
+    dim: usize,
+    a: &Matrix,
+) -> Result<()> {
     if r.start > r.end || r.end > dim {
-        return Err(RuntimeError::user(format!(
-            "{what} {}:{} out of bounds for a {} matrix",
-            r.start + 1,
-            r.end,
-            shape_str(a)
-        )));
+        return Err(RuntimeError::KernelIndexRange {
+            op,
+            axis,
+            range: r.clone(),
+            shape: a.shape(),
+        });
     }
     Ok(())
 }
 
 /// `a[rows, cols]` (0-based, half-open ranges).
 pub fn slice(a: &Matrix, rows: Range<usize>, cols: Range<usize>) -> Result<Matrix> {
-    check_range("index: rows", &rows, a.rows(), a)?;
-    check_range("index: columns", &cols, a.cols(), a)?;
+    check_range("index", Axis::Rows, &rows, a.rows(), a)?;
+    check_range("index", Axis::Columns, &cols, a.cols(), a)?;
     let (nr, nc) = (rows.len(), cols.len());
     Ok(match a {
         Matrix::Dense(d) => {
@@ -54,22 +60,17 @@ pub fn left_index(
     cols: Range<usize>,
     src: Operand,
 ) -> Result<Matrix> {
-    check_range("left indexing: rows", &rows, a.rows(), &a)?;
-    check_range("left indexing: columns", &cols, a.cols(), &a)?;
+    check_range("left indexing", Axis::Rows, &rows, a.rows(), &a)?;
+    check_range("left indexing", Axis::Columns, &cols, a.cols(), &a)?;
     let (nr, nc) = (rows.len(), cols.len());
     if let Operand::Matrix(s) = src {
         if s.shape() != (nr, nc) {
-            return Err(RuntimeError::user(format!(
-                "left indexing: a {} matrix cannot be assigned to {}x{} cells ({}:{}, {}:{}) of a {} matrix",
-                shape_str(s),
-                nr,
-                nc,
-                rows.start + 1,
-                rows.end,
-                cols.start + 1,
-                cols.end,
-                shape_str(&a)
-            )));
+            return Err(RuntimeError::LeftIndexShape {
+                source_shape: s.shape(),
+                rows,
+                cols,
+                target: a.shape(),
+            });
         }
     }
     let src_dense = match src {
@@ -128,14 +129,14 @@ pub fn left_index(
 pub fn cbind(inputs: &[&Matrix]) -> Result<Matrix> {
     let first = inputs
         .first()
-        .ok_or_else(|| RuntimeError::user("cbind: no inputs"))?;
+        .ok_or(RuntimeError::NoInputs { function: "cbind" })?;
     let rows = first.rows();
     if let Some(bad) = inputs.iter().find(|m| m.rows() != rows) {
-        return Err(RuntimeError::user(format!(
-            "cbind: row counts differ: {} and {}",
-            shape_str(first),
-            shape_str(bad)
-        )));
+        return Err(RuntimeError::ShapeMismatch {
+            op: ShapeOp::Cbind,
+            left: first.shape(),
+            right: bad.shape(),
+        });
     }
     let cols: usize = inputs.iter().map(|m| m.cols()).sum();
     let nnz: usize = inputs.iter().map(|m| m.nnz()).sum();
@@ -184,14 +185,14 @@ pub fn cbind(inputs: &[&Matrix]) -> Result<Matrix> {
 pub fn rbind(inputs: &[&Matrix]) -> Result<Matrix> {
     let first = inputs
         .first()
-        .ok_or_else(|| RuntimeError::user("rbind: no inputs"))?;
+        .ok_or(RuntimeError::NoInputs { function: "rbind" })?;
     let cols = first.cols();
     if let Some(bad) = inputs.iter().find(|m| m.cols() != cols) {
-        return Err(RuntimeError::user(format!(
-            "rbind: column counts differ: {} and {}",
-            shape_str(first),
-            shape_str(bad)
-        )));
+        return Err(RuntimeError::ShapeMismatch {
+            op: ShapeOp::Rbind,
+            left: first.shape(),
+            right: bad.shape(),
+        });
     }
     let rows: usize = inputs.iter().map(|m| m.rows()).sum();
     let nnz: usize = inputs.iter().map(|m| m.nnz()).sum();

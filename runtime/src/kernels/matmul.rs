@@ -8,8 +8,8 @@
 //! path that computes those products.
 
 use super::reorg::transpose_csr;
-use super::{dense_result, fill_rows, shape_str, sparse_result};
-use crate::error::{Result, RuntimeError};
+use super::{dense_result, fill_rows, sparse_result};
+use crate::error::{Result, RuntimeError, ShapeOp};
 use crate::matrix::{
     all_finite, count_nnz, count_nnz_and_range, try_alloc_zeroed, try_with_capacity, DenseMatrix,
     Matrix, SparseMatrix, ValueRange, BLOCK_CELLS, PAR_THRESHOLD,
@@ -33,13 +33,11 @@ pub fn matmul(a: &Matrix, b: &Matrix) -> Result<Matrix> {
 /// elsewhere). The range is exact: what [`Matrix::value_range`] of the product returns.
 pub fn matmul_with_range(a: &Matrix, b: &Matrix) -> Result<(Matrix, Option<ValueRange>)> {
     if a.cols() != b.rows() {
-        return Err(RuntimeError::user(format!(
-            "matrix multiply: shapes {} and {} do not match (inner dimensions {} and {})",
-            shape_str(a),
-            shape_str(b),
-            a.cols(),
-            b.rows()
-        )));
+        return Err(RuntimeError::ShapeMismatch {
+            op: ShapeOp::MatrixMultiply,
+            left: a.shape(),
+            right: b.shape(),
+        });
     }
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
     if m == 0 || n == 0 || k == 0 {
@@ -282,16 +280,11 @@ fn sparse_sparse(a: &SparseMatrix, b: &SparseMatrix) -> Result<Matrix> {
 /// ```
 pub fn matmul_tn(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     if a.rows() != b.rows() {
-        return Err(RuntimeError::user(format!(
-            "matrix multiply: shapes {}x{} (the transpose of {}) and {} do not match \
-             (inner dimensions {} and {})",
-            a.cols(),
-            a.rows(),
-            shape_str(a),
-            shape_str(b),
-            a.rows(),
-            b.rows()
-        )));
+        return Err(RuntimeError::ShapeMismatch {
+            op: ShapeOp::TransposedMatrixMultiply,
+            left: a.shape(),
+            right: b.shape(),
+        });
     }
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
     if m == 0 || n == 0 || k == 0 {

@@ -3,8 +3,8 @@
 //! Conventions shared by every kernel:
 //! * Indices and ranges are 0-based and half-open; the DML 1-based inclusive conversion is the
 //!   caller's job.
-//! * Shape errors are [`RuntimeError::User`](crate::RuntimeError::User) messages naming both
-//!   shapes.
+//! * Shape errors are [`RuntimeError::ShapeMismatch`](crate::RuntimeError::ShapeMismatch)
+//!   (or a variant of their own) holding both shapes.
 //! * Outputs choose their format by their exact nnz ([`Matrix::examine_and_convert`]).
 //! * Work above [`PAR_THRESHOLD`] cells runs on rayon's pool, split
 //!   into blocks of fixed size, so reductions merge partials in the same order whatever the thread
@@ -42,11 +42,6 @@ use rayon::prelude::*;
 pub enum Operand<'a> {
     Matrix(&'a Matrix),
     Scalar(f64),
-}
-
-/// `"3x4"`, for error messages.
-pub(crate) fn shape_str(m: &Matrix) -> String {
-    format!("{}x{}", m.rows(), m.cols())
 }
 
 /// Wraps a dense result with its exact nnz and picks its format by nnz (also used by the

@@ -1,6 +1,6 @@
 //! Reorganisations: transpose, diag, reshape.
 
-use super::{dense_result, shape_str, sparse_result};
+use super::{dense_result, sparse_result};
 use crate::error::{Result, RuntimeError};
 use crate::matrix::{try_alloc_zeroed, Matrix, SparseMatrix, PAR_THRESHOLD};
 use rayon::prelude::*;
@@ -103,10 +103,7 @@ pub fn diag(a: &Matrix) -> Result<Matrix> {
         let nnz = v.iter().filter(|&&x| x != 0.0).count();
         return Ok(dense_result(m, 1, v, nnz));
     }
-    Err(RuntimeError::user(format!(
-        "diag: expected a column vector or a square matrix, got {}",
-        shape_str(a)
-    )))
+    Err(RuntimeError::DiagShape { shape: a.shape() })
 }
 
 /// `matrix(a, rows=, cols=, byrow=)`: the same cells in a new shape, read and written row by row
@@ -114,10 +111,10 @@ pub fn diag(a: &Matrix) -> Result<Matrix> {
 pub fn reshape(a: &Matrix, rows: usize, cols: usize, byrow: bool) -> Result<Matrix> {
     let (m, n) = a.shape();
     if rows.checked_mul(cols) != Some(m * n) {
-        return Err(RuntimeError::user(format!(
-            "matrix: cannot reshape a {m}x{n} matrix ({} cells) into {rows}x{cols}",
-            m * n
-        )));
+        return Err(RuntimeError::Reshape {
+            from: (m, n),
+            to: (rows, cols),
+        });
     }
     if (rows, cols) == (m, n) {
         return a.try_clone();

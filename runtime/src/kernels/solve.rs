@@ -1,7 +1,7 @@
 //! `solve(A, b)`: dense LU factorisation with partial pivoting.
 
-use super::{dense_result, shape_str};
-use crate::error::{Result, RuntimeError};
+use super::dense_result;
+use crate::error::{Result, RuntimeError, ShapeOp};
 use crate::matrix::{count_nnz, Matrix, PAR_THRESHOLD};
 use rayon::prelude::*;
 
@@ -10,17 +10,14 @@ use rayon::prelude::*;
 pub fn solve(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     let n = a.rows();
     if a.cols() != n {
-        return Err(RuntimeError::user(format!(
-            "solve: the matrix must be square, got {}",
-            shape_str(a)
-        )));
+        return Err(RuntimeError::NotSquare { shape: a.shape() });
     }
     if b.rows() != n {
-        return Err(RuntimeError::user(format!(
-            "solve: shapes {} and {} do not match",
-            shape_str(a),
-            shape_str(b)
-        )));
+        return Err(RuntimeError::ShapeMismatch {
+            op: ShapeOp::Solve,
+            left: a.shape(),
+            right: b.shape(),
+        });
     }
     let k = b.cols();
     if n == 0 || k == 0 {
@@ -31,7 +28,7 @@ pub fn solve(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     // Pivots below this are treated as zero: the matrix is singular to working precision.
     let scale = lu.iter().fold(0.0f64, |s, v| s.max(v.abs()));
     let tol = scale * n as f64 * f64::EPSILON;
-    let singular = || RuntimeError::user(format!("solve: the {n}x{n} matrix is singular"));
+    let singular = || RuntimeError::Singular { order: n };
     if scale == 0.0 {
         return Err(singular());
     }

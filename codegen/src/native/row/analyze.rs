@@ -14,20 +14,20 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
         RowType::FullAgg => RowKind::FullAgg,
     };
     if plan.outputs.len() != 1 {
-        return Err(CodegenError::Internal(
-            "a row operator has one output".into(),
-        ));
+        return Err(CodegenError::Internal(Internal::MalformedPlan(
+            "a row operator has one output",
+        )));
     }
     let nodes = &plan.nodes;
     let out = plan.outputs[0];
     if out >= nodes.len() {
-        return Err(CodegenError::Internal("output node missing".into()));
+        return Err(CodegenError::Internal(Internal::MalformedPlan(
+            "output node missing",
+        )));
     }
     for (i, n) in nodes.iter().enumerate() {
         if n.operands().iter().any(|&o| o >= i) {
-            return Err(CodegenError::Internal(format!(
-                "node {i} uses a later node"
-            )));
+            return Err(CodegenError::Internal(Internal::LaterOperand { node: i }));
         }
     }
     let mut reach = vec![false; nodes.len()];
@@ -41,7 +41,9 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
     }
     let mut inputs = vec![RowInput::Unused; plan.inputs.len()];
     if inputs.is_empty() {
-        return Err(CodegenError::Internal("a plan needs inputs".into()));
+        return Err(CodegenError::Internal(Internal::MalformedPlan(
+            "a plan needs inputs",
+        )));
     }
     inputs[0] = RowInput::Main;
     let mut classes = vec![Class::Scalar; nodes.len()];
@@ -54,35 +56,40 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
             CNode::Data { input, access } => {
                 let k = *input;
                 if k >= inputs.len() {
-                    return Err(CodegenError::Internal(format!(
-                        "input {k} outside the plan"
-                    )));
+                    return Err(CodegenError::Internal(Internal::InputOutsidePlan {
+                        input: k,
+                    }));
                 }
                 let scalar = plan.inputs[k] == InputKind::Scalar;
                 let (u, c) = match access {
                     Access::Main if k == 0 && !scalar => (RowInput::Main, Class::Vector),
                     _ if k == 0 => {
-                        return unsupported(format!("the main input read as {access:?}"))
+                        return unsupported(Unsupported::MainInputAccess { access: *access })
                     }
                     _ if scalar || *access == Access::Scalar => (RowInput::Scalar, Class::Scalar),
                     Access::Aligned => (RowInput::Rows, Class::Vector),
                     Access::RowVector => (RowInput::RowVector, Class::Vector),
                     Access::ColVector => (RowInput::ColVector, Class::Scalar),
                     Access::Whole => (RowInput::WholeT, Class::Whole),
-                    a => return unsupported(format!("input {k} read as {a:?} in a row plan")),
+                    &access => {
+                        return unsupported(Unsupported::RowInputAccess { input: k, access })
+                    }
                 };
                 if inputs[k] != RowInput::Unused && inputs[k] != u {
-                    return unsupported(format!(
-                        "input {k} read both as {:?} and as {u:?}",
-                        inputs[k]
-                    ));
+                    return unsupported(Unsupported::RowInputUses {
+                        input: k,
+                        first: inputs[k],
+                        then: u,
+                    });
                 }
                 inputs[k] = u;
                 c
             }
             CNode::Literal { value } => {
                 if let Literal::Str(s) = value {
-                    return unsupported(format!("string literal {s:?} in a body"));
+                    return unsupported(Unsupported::StringLiteral {
+                        literal: s.to_string(),
+                    });
                 }
                 Class::Scalar
             }
@@ -92,7 +99,11 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
                     match cls(o) {
                         Class::Scalar => {}
                         Class::Vector => c = Class::Vector,
-                        _ => return unsupported("a matrix or product used element-wise"),
+                        _ => {
+                            return unsupported(Unsupported::Construct(
+                                "a matrix or product used element-wise",
+                            ))
+                        }
                     }
                 }
                 c
@@ -105,41 +116,61 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
                     .iter()
                     .any(|&x| !matches!(cls(x), Class::Scalar | Class::Vector))
                 {
-                    return unsupported("cbind of a matrix or product");
+                    return unsupported(Unsupported::Construct("cbind of a matrix or product"));
                 }
                 Class::Vector
             }
             CNode::RowAgg { x, .. } | CNode::RowSumSq { x } => {
                 if !matches!(cls(*x), Class::Scalar | Class::Vector) {
-                    return unsupported("row aggregate of a matrix or product");
+                    return unsupported(Unsupported::Construct(
+                        "row aggregate of a matrix or product",
+                    ));
                 }
                 Class::Scalar
             }
             CNode::VectMatMult { a, b } => {
                 if !matches!(cls(*a), Class::Scalar | Class::Vector) || cls(*b) != Class::Whole {
-                    return unsupported("row-times-matrix without a row and a whole matrix");
+                    return unsupported(Unsupported::Construct(
+                        "row-times-matrix without a row and a whole matrix",
+                    ));
                 }
                 Class::Vector
             }
             CNode::OuterMultAdd { a, b } => {
                 if i != out || kind != RowKind::Outer {
-                    return unsupported("an outer-product accumulation that is not the output");
+                    return unsupported(Unsupported::Construct(
+                        "an outer-product accumulation that is not the output",
+                    ));
                 }
                 if !matches!(cls(*a), Class::Scalar | Class::Vector)
                     || !matches!(cls(*b), Class::Scalar | Class::Vector)
                 {
-                    return unsupported("outer-product accumulation of a matrix");
+                    return unsupported(Unsupported::Construct(
+                        "outer-product accumulation of a matrix",
+                    ));
                 }
                 Class::Outer
             }
-            other => return unsupported(format!("{} in a row plan", expr::node_name(other))),
+            other => {
+                return unsupported(Unsupported::NodeInRowPlan {
+                    node: expr::node_name(other),
+                })
+            }
         };
     }
     match (kind, classes[out]) {
         (RowKind::Outer, Class::Outer) => {}
-        (RowKind::Outer, _) => return unsupported("an outer row type without its product"),
+        (RowKind::Outer, _) => {
+            return unsupported(Unsupported::Construct(
+                "an outer row type without its product",
+            ))
+        }
         (_, Class::Scalar | Class::Vector) => {}
-        _ => return unsupported("a row output that is not a scalar or a vector"),
+        _ => {
+            return unsupported(Unsupported::Construct(
+                "a row output that is not a scalar or a vector",
+            ))
+        }
     }
     let direct = kind == RowKind::RowWise
         && classes[out] == Class::Vector

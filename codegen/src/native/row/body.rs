@@ -334,7 +334,11 @@ impl<'a, 'c> Em<'a, 'c> {
                     }
                     RV::Done
                 }
-                other => return unsupported(format!("{} in a row plan", expr::node_name(other))),
+                other => {
+                    return unsupported(Unsupported::NodeInRowPlan {
+                        node: expr::node_name(other),
+                    })
+                }
             };
         }
         // The output statement.
@@ -637,9 +641,7 @@ impl<'a, 'c> Em<'a, 'c> {
                     .into_vector_value()
             }
             // Kernel aggregates no hop carries, so no construction puts them in a plan.
-            AggOp::SumSq | AggOp::Sd => {
-                return Err(CodegenError::Unsupported(format!("row aggregate {f}")))
-            }
+            AggOp::SumSq | AggOp::Sd => return unsupported(Unsupported::RowAggregate { op: f }),
         })
     }
 
@@ -857,6 +859,10 @@ pub(super) fn apply<'c>(
             }
             acc
         }
-        other => return unsupported(format!("{} is not element-wise", expr::node_name(other))),
+        other => {
+            return unsupported(Unsupported::NotElementWise {
+                node: expr::node_name(other),
+            })
+        }
     })
 }

@@ -2,6 +2,7 @@
 //! shapes and validated before any generated code runs ([`layout`]).
 
 use super::*;
+use crate::backend::RowInputs;
 
 /// Per-node lengths at execution.
 #[derive(Clone, Copy, Debug, Default)]
@@ -10,8 +11,8 @@ pub(super) struct Len {
     pub(super) aux: usize,
 }
 
-pub(super) fn shape_err<T>(s: String) -> Result<T, CodegenError> {
-    Err(CodegenError::Internal(format!("row operator inputs: {s}")))
+pub(super) fn shape_err<T>(why: RowInputs) -> Result<T, CodegenError> {
+    Err(CodegenError::Internal(Internal::RowInputs(why)))
 }
 
 /// Derives and validates every vector length and buffer offset for these inputs, and checks
@@ -23,18 +24,17 @@ pub(crate) fn layout(
 ) -> Result<RowLayout, CodegenError> {
     let plan = &info.plan;
     if inputs.len() != plan.inputs.len() {
-        return shape_err(format!(
-            "operator takes {} inputs, got {}",
-            plan.inputs.len(),
-            inputs.len()
-        ));
+        return shape_err(RowInputs::Count {
+            expected: plan.inputs.len(),
+            got: inputs.len(),
+        });
     }
     let shape = |k: usize| match inputs[k] {
         Operand::Scalar(_) => (1, 1),
         Operand::Matrix(m) => m.shape(),
     };
     let Operand::Matrix(main) = inputs[0] else {
-        return shape_err("the main input must be a matrix".into());
+        return shape_err(RowInputs::MainNotMatrix);
     };
     let (m, n) = main.shape();
     let vlen = |lens: &[Len], o: CNodeId| {
@@ -55,7 +55,11 @@ pub(crate) fn layout(
                 (Class::Vector, _) => {
                     let (r, c) = shape(*input);
                     if *access == Access::Aligned && r != m {
-                        return shape_err(format!("input {input} has {r} rows, not {m}"));
+                        return shape_err(RowInputs::Rows {
+                            input: *input,
+                            rows: r,
+                            expected: m,
+                        });
                     }
                     Len { len: c, aux: 0 }
                 }
@@ -76,9 +80,7 @@ pub(crate) fn layout(
                         None | Some(1) => x,
                         Some(l) if x == 1 || x == l => l,
                         Some(l) => {
-                            return shape_err(format!(
-                                "element-wise operands of lengths {l} and {x}"
-                            ))
+                            return shape_err(RowInputs::ElementWiseLengths { left: l, right: x })
                         }
                     });
                 }
@@ -94,7 +96,7 @@ pub(crate) fn layout(
             CNode::VectMatMult { a, b } => {
                 let (la, Len { len: k, aux: l }) = (vlen(&lens, *a), lens[*b]);
                 if la != l {
-                    return shape_err(format!("a row of length {la} times a matrix of {l} rows"));
+                    return shape_err(RowInputs::VectorMatrix { row: la, rows: l });
                 }
                 Len { len: k, aux: l }
             }
@@ -116,10 +118,10 @@ pub(crate) fn layout(
         RowKind::FullAgg => ((1, 1), false),
     };
     if want != out_shape {
-        return shape_err(format!(
-            "output is {}x{}, expected {}x{}",
-            want.0, want.1, out_shape.0, out_shape.1
-        ));
+        return shape_err(RowInputs::Output {
+            got: want,
+            expected: out_shape,
+        });
     }
     let mut slot_len = vec![0usize; info.num_slots];
     for (i, s) in info.slot.iter().enumerate() {

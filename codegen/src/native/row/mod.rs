@@ -40,7 +40,7 @@ use super::expr::{
 use super::library::{self, Library};
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::outer;
-use super::CodegenError;
+use super::{CodegenError, Internal, Unsupported};
 use crate::backend::Operand;
 use inkwell::context::Context;
 use inkwell::module::Module;
@@ -167,8 +167,8 @@ const ROW_BLOCK: u64 = 8;
 /// fast, 70-72 % with the halves; two blocks ahead measured the same as one.)
 const PREFETCH_BLOCKS: u64 = 1;
 
-fn unsupported<T>(s: impl Into<String>) -> Result<T, CodegenError> {
-    Err(CodegenError::Unsupported(s.into()))
+fn unsupported<T>(why: Unsupported) -> Result<T, CodegenError> {
+    Err(CodegenError::Unsupported(why))
 }
 
 /// Aggregates the CSR entry computes from a row's non-zeros.
