@@ -113,6 +113,29 @@ pub fn try_vec_with_capacity<T>(n: usize) -> Result<Vec<T>> {
     Ok(v)
 }
 
+/// Makes room for `additional` more values in `v`, fallibly and within the memory budget:
+/// the growth of a buffer whose final size is known only once a file is read. Grows
+/// geometrically as `Vec` does, or to the exact size where doubling would not fit.
+pub fn try_grow(v: &mut Vec<f64>, additional: usize) -> Result<()> {
+    let needed = v.len().saturating_add(additional);
+    if needed <= v.capacity() {
+        return Ok(());
+    }
+    let doubled = needed.max(v.capacity().saturating_mul(2));
+    for target in [doubled, needed] {
+        let new_bytes = (target - v.capacity()).saturating_mul(8);
+        if within_budget(new_bytes, || too_large(target)).is_ok()
+            && v.try_reserve_exact(target - v.len()).is_ok()
+        {
+            return Ok(());
+        }
+    }
+    within_budget((needed - v.capacity()).saturating_mul(8), || {
+        too_large(needed)
+    })?;
+    Err(too_large(needed))
+}
+
 /// `n` copies of `value` in a fallibly allocated vector ([`try_vec_with_capacity`]).
 pub fn try_vec_filled<T: Clone>(n: usize, value: T) -> Result<Vec<T>> {
     let mut v = try_vec_with_capacity(n)?;

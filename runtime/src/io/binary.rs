@@ -90,83 +90,173 @@ fn write_f64s(w: &mut dyn Write, vals: &[f64]) -> std::io::Result<()> {
 }
 
 /// Reads a file in the binary format; truncated or corrupt files are user errors.
+///
+/// The header is read and checked against the file's length before anything is allocated;
+/// the arrays are then read straight into the matrix's own buffers (allocated fallibly), with
+/// the checksum computed on the way and compared before the matrix is built. Reading takes
+/// about the matrix's size (it took twice that when the file was read whole first). Where the
+/// header and the length disagree, a version 2 file is checksummed whole first: a damaged
+/// byte is reported as damage, not as the wrong length it caused.
 pub fn read_binary(path: &Path) -> Result<Matrix> {
-    let mut f = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes).map_err(|e| io_error(path, e))?;
+    let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let file_len = file.metadata().map_err(|e| io_error(path, e))?.len();
+    let mut r = std::io::BufReader::with_capacity(1 << 20, file);
     let corrupt = |defect: Corruption| RuntimeError::file(path, FileError::Corrupt(defect));
-    if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
+    let mut header = [0u8; HEADER_LEN];
+    if file_len < HEADER_LEN as u64 || r.read_exact(&mut header).is_err() || &header[..8] != MAGIC {
         return Err(corrupt(Corruption::BadMagic));
     }
-    let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
-    let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
+    let u32_at = |o: usize| u32::from_le_bytes(header[o..o + 4].try_into().expect("4 bytes"));
+    let u64_at = |o: usize| u64::from_le_bytes(header[o..o + 8].try_into().expect("8 bytes"));
     let version = u32_at(8);
-    if version == VERSION {
-        // Checked before anything else is read from the file.
-        let (covered, trailer) = bytes.split_at(bytes.len().saturating_sub(CHECKSUM_LEN));
-        let stored = <[u8; CHECKSUM_LEN]>::try_from(trailer)
-            .map(u32::from_le_bytes)
-            .map_err(|_| corrupt(Corruption::NoChecksum))?;
-        if covered.len() < HEADER_LEN || crc32fast::hash(covered) != stored {
+    let trailer = match version {
+        VERSION => CHECKSUM_LEN as u64,
+        1 => 0,
+        _ => {
+            return Err(RuntimeError::Unsupported(Unsupported::BinaryVersion {
+                version,
+                path: path.to_path_buf(),
+            }))
+        }
+    };
+    let sparse = header[12];
+    let (rows, cols, nnz) = (u64_at(16), u64_at(24), u64_at(32));
+    // The file's length as the header states it (in u128, checked: 2^64 x 2^64 x 8 overflows
+    // even that); `None` for an unknown format flag or a length beyond any file.
+    let (rows_, cols_, nnz_) = (rows as u128, cols as u128, nnz as u128);
+    let body_len = match sparse {
+        0 => rows_.checked_mul(cols_).and_then(|c| c.checked_mul(8)),
+        1 => Some((rows_ + 1) * 8 + nnz_ * 12),
+        _ => None,
+    };
+    let whole = body_len.and_then(|b| b.checked_add(HEADER_LEN as u128 + trailer as u128));
+    if whole != Some(file_len as u128) {
+        if version == VERSION && !checksum_matches(path, file_len)? {
             return Err(corrupt(Corruption::ChecksumMismatch));
         }
-    } else if version != 1 {
-        return Err(RuntimeError::Unsupported(Unsupported::BinaryVersion {
-            version,
-            path: path.to_path_buf(),
+        return Err(corrupt(match sparse {
+            0 | 1 => Corruption::LengthMismatch,
+            _ => Corruption::UnknownFormatFlag,
         }));
     }
-    let sparse = bytes[12];
-    let (rows, cols, nnz) = (u64_at(16), u64_at(24), u64_at(32));
     let as_usize = |x: u64| usize::try_from(x).map_err(|_| corrupt(Corruption::DimensionsTooLarge));
     let (rows, cols, nnz) = (as_usize(rows)?, as_usize(cols)?, as_usize(nnz)?);
-    let end = if version == VERSION {
-        bytes.len() - CHECKSUM_LEN
-    } else {
-        bytes.len()
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&header);
+    let mut body = ArrayReader {
+        reader: &mut r,
+        crc: &mut crc,
+        path,
     };
-    let body = &bytes[HEADER_LEN..end];
-    let f64s = |b: &[u8]| -> Vec<f64> {
-        b.chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect()
-    };
-    match sparse {
+    let m = match sparse {
         0 => {
             let cells = rows
                 .checked_mul(cols)
                 .ok_or_else(|| corrupt(Corruption::DimensionsTooLarge))?;
-            if Some(body.len()) != cells.checked_mul(8) {
-                return Err(corrupt(Corruption::LengthMismatch));
+            let mut values = crate::matrix::try_vec_filled(cells, 0.0f64)?;
+            body.read_into(&mut values, f64::from_le_bytes)?;
+            Arrays::Dense { rows, cols, values }
+        }
+        _ => {
+            let mut row_ptr = crate::matrix::try_vec_filled(rows + 1, 0usize)?;
+            body.read_into(&mut row_ptr, |b: [u8; 8]| u64::from_le_bytes(b) as usize)?;
+            let mut col_idx = crate::matrix::try_vec_filled(nnz, 0u32)?;
+            body.read_into(&mut col_idx, u32::from_le_bytes)?;
+            let mut values = crate::matrix::try_vec_filled(nnz, 0.0f64)?;
+            body.read_into(&mut values, f64::from_le_bytes)?;
+            Arrays::Sparse {
+                row_ptr,
+                col_idx,
+                values,
             }
-            let values = f64s(body);
+        }
+    };
+    if version == VERSION {
+        let mut stored = [0u8; CHECKSUM_LEN];
+        r.read_exact(&mut stored).map_err(|e| io_error(path, e))?;
+        // Checked before any value read is used.
+        if crc.finalize() != u32::from_le_bytes(stored) {
+            return Err(corrupt(Corruption::ChecksumMismatch));
+        }
+    }
+    match m {
+        Arrays::Dense { rows, cols, values } => {
             let d = DenseMatrix::new(rows, cols, values)?;
             if d.nnz != nnz {
                 return Err(corrupt(Corruption::NnzMismatch));
             }
             Matrix::Dense(d).examine_and_convert()
         }
-        1 => {
-            let expected = (rows.checked_add(1))
-                .and_then(|r| r.checked_mul(8))
-                .and_then(|a| nnz.checked_mul(12).and_then(|b| a.checked_add(b)));
-            if Some(body.len()) != expected {
-                return Err(corrupt(Corruption::LengthMismatch));
+        Arrays::Sparse {
+            row_ptr,
+            col_idx,
+            values,
+        } => Matrix::from_csr(rows, cols, row_ptr, col_idx, values)
+            .map_err(|e| corrupt(Corruption::Content { error: Box::new(e) })),
+    }
+}
+
+/// Whether a version 2 file's trailer is the CRC-32 of the rest, read in a streaming pass.
+fn checksum_matches(path: &Path, file_len: u64) -> Result<bool> {
+    let Some(covered) = file_len.checked_sub(CHECKSUM_LEN as u64) else {
+        return Ok(false);
+    };
+    let mut f = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let mut crc = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = covered;
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        f.read_exact(&mut buf[..want])
+            .map_err(|e| io_error(path, e))?;
+        crc.update(&buf[..want]);
+        left -= want as u64;
+    }
+    let mut stored = [0u8; CHECKSUM_LEN];
+    f.read_exact(&mut stored).map_err(|e| io_error(path, e))?;
+    Ok(crc.finalize() == u32::from_le_bytes(stored))
+}
+
+/// The arrays of a binary file, read.
+enum Arrays {
+    Dense {
+        rows: usize,
+        cols: usize,
+        values: Vec<f64>,
+    },
+    Sparse {
+        row_ptr: Vec<usize>,
+        col_idx: Vec<u32>,
+        values: Vec<f64>,
+    },
+}
+
+/// Reads little-endian arrays straight into their buffers, keeping the CRC-32 of the bytes.
+struct ArrayReader<'r> {
+    reader: &'r mut dyn Read,
+    crc: &'r mut crc32fast::Hasher,
+    path: &'r Path,
+}
+
+impl ArrayReader<'_> {
+    /// Fills `out` with values of `N` bytes each, decoded by `decode`.
+    fn read_into<T, const N: usize>(
+        &mut self,
+        out: &mut [T],
+        decode: fn([u8; N]) -> T,
+    ) -> Result<()> {
+        let mut buf = vec![0u8; N * 8192];
+        for part in out.chunks_mut(8192) {
+            let bytes = &mut buf[..part.len() * N];
+            self.reader
+                .read_exact(bytes)
+                .map_err(|e| io_error(self.path, e))?;
+            self.crc.update(bytes);
+            for (o, b) in part.iter_mut().zip(bytes.chunks_exact(N)) {
+                *o = decode(b.try_into().expect("N bytes"));
             }
-            let (ptr_b, rest) = body.split_at((rows + 1) * 8);
-            let (idx_b, val_b) = rest.split_at(nnz * 4);
-            let row_ptr: Vec<usize> = ptr_b
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize)
-                .collect();
-            let col_idx: Vec<u32> = idx_b
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-                .collect();
-            Matrix::from_csr(rows, cols, row_ptr, col_idx, f64s(val_b))
-                .map_err(|e| corrupt(Corruption::Content { error: Box::new(e) }))
         }
-        _ => Err(corrupt(Corruption::UnknownFormatFlag)),
+        Ok(())
     }
 }
 
