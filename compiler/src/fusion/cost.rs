@@ -6,7 +6,9 @@
 //!
 //! Per fused operator (and per unfused operation) the time is
 //! `8·|out| / write_bw + max(Σ input bytes / read_bw, Σ flops / compute_bw)`, scaled by the
-//! sparsity of the driver for Outer operators. Inside one operator an input read by several
+//! sparsity of the driver for Outer operators (named by [`outer_driver`], as the CPlan
+//! construction names it; an Outer plan the construction does not build as an Outer operator
+//! is costed as what it builds instead). Inside one operator an input read by several
 //! fused operations is read once, and a common subexpression is computed once (cost vectors
 //! keyed by hop); across operators, a hop fused into several operators is charged in each
 //! (redundant compute), and a materialized hop is computed once, however many operators read it.
@@ -19,6 +21,7 @@
 use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{typed_score, MemoEntry, MemoTable, TemplateKind};
 use crate::fusion::select::Selection;
+use crate::fusion::sparsity::outer_driver;
 use crate::hops::{
     AggOp, BinaryOp, CumulativeOp, Direction, HopId, NaryOp, OpKind, TernaryOp, UnaryOp,
 };
@@ -835,24 +838,17 @@ pub fn plan_cost_bounded(
                 let mut body = BTreeSet::new();
                 cost_body(dag, model, chooser, h, e, &mut v, &mut body, &mut work);
                 if e.template == TemplateKind::Outer {
-                    // The driver is the largest input in cells (reference 4.9: SystemDS's
-                    // "max size"), not in bytes: a very sparse driver takes fewer bytes than
-                    // the dense factors, and scaling by a factor's sparsity (1) would cost the
-                    // operator as the whole m×n product. It only touches the driver's
-                    // non-zeros. Among inputs of as many cells the one of most bytes counts,
-                    // so a materialized m×n product read beside the driver (a plan whose
-                    // product is not fused, so no Outer operator) is costed as dense.
-                    let driver = v
-                        .input_bytes
-                        .iter()
-                        .map(|(&d, &bytes)| (d, cells(dag, d), bytes))
-                        .max_by(|a, b| {
-                            a.1.total_cmp(&b.1)
-                                .then(a.2.total_cmp(&b.2))
-                                .then(b.0.cmp(&a.0))
-                        })
-                        .map(|(d, _, _)| d);
-                    scale = driver.map_or(model.unknown_sparsity, |d| model.sparsity(dag, d));
+                    match outer_operator(dag, h, &body) {
+                        OuterOperator::Driven(driver) => scale = model.sparsity(dag, driver),
+                        OuterOperator::EveryCell => {}
+                        OuterOperator::Dropped => {
+                            total += unfused_body_time(dag, model, h, &body, &mut done);
+                            if total > bound {
+                                return f64::INFINITY;
+                            }
+                            continue;
+                        }
+                    }
                 }
             }
             None => {
@@ -868,6 +864,85 @@ pub fn plan_cost_bounded(
         }
     }
     total
+}
+
+/// What the CPlan construction builds from an Outer plan, hence what costing charges for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OuterOperator {
+    /// An Outer operator visiting the non-zeros of its driver ([`outer_driver`]): its time is
+    /// scaled by the driver's sparsity, the input it really iterates over (an unknown sparsity
+    /// counts as [`CostModel::unknown_sparsity`]).
+    Driven(HopId),
+    /// A cell-wise or full-sum plan whose outer product is read materialized (another operator
+    /// computes it) or that has none (an outer broadcast `u op t(v)`): built as the Cell plan
+    /// its body is, which visits every cell, as every Cell plan is costed.
+    EveryCell,
+    /// No operator: a final product without its outer product, or a body no factor of which
+    /// can drive it (`X + 1 / (U %*% t(V))`). Its hops run unfused.
+    Dropped,
+}
+
+/// How the construction builds the Outer plan rooted at `root` whose fused hops are `body`.
+/// Costing asks [`outer_driver`], the rule the construction takes its main input from, rather
+/// than a rule of its own (SystemDS scales by the input of most cells, reference 4.9, which
+/// may be a dense side input of the driver's size, or no factor at all), so an operator is
+/// never costed over an input it does not iterate over; and where the construction builds no Outer operator, costing charges what it builds
+/// instead, so the search does not pick a plan for a saving that never materializes.
+fn outer_operator(dag: &FusionDag<'_>, root: HopId, body: &BTreeSet<HopId>) -> OuterOperator {
+    // The construction reads column-range indexing and literal `seq`s as inputs computed
+    // unfused (no body node slices or counts): in its region they are inputs, not hops.
+    let in_region =
+        |x: HopId| body.contains(&x) && dag.op(x) != &OpKind::Index && !dag.is_literal_seq(x);
+    if let Some(driver) = outer_driver(dag, root, &in_region) {
+        return OuterOperator::Driven(driver);
+    }
+    let computes_outer_product = body.iter().any(|&b| dag.is_outer_product_like_mm(b));
+    let cell_wise_root = matches!(
+        dag.op(root),
+        OpKind::Binary(_)
+            | OpKind::AggUnary {
+                op: AggOp::Sum,
+                dir: Direction::Full,
+            }
+    );
+    if !computes_outer_product && cell_wise_root {
+        OuterOperator::EveryCell
+    } else {
+        OuterOperator::Dropped
+    }
+}
+
+/// The time of a dropped operator's `body` run unfused: each hop an operation of its own that
+/// reads its inputs materialized and writes its output. Its hops are then computed (`done`),
+/// so a later reader reads them rather than computing them again; one already computed as an
+/// operator of its own is not charged twice. The operator's own inputs were queued by
+/// [`cost_body`].
+fn unfused_body_time(
+    dag: &FusionDag<'_>,
+    model: &CostModel,
+    root: HopId,
+    body: &BTreeSet<HopId>,
+    done: &mut BTreeSet<HopId>,
+) -> f64 {
+    let mut time = 0.0;
+    for &b in body {
+        // The root is in `done` already: it is the hop being costed.
+        if b != root && !done.insert(b) {
+            continue;
+        }
+        let mut v = CostVector {
+            output_cells: cells(dag, b),
+            flops: model.flops(dag, b),
+            ..CostVector::default()
+        };
+        for &c in dag.inputs(b) {
+            if dag.is_matrix(c) {
+                v.input_bytes.insert(c, model.bytes(dag, c));
+            }
+        }
+        time += model.operator_time(&v, 1.0);
+    }
+    time
 }
 
 /// Adds the operations an operator computes from `h` (with plan `e`) down its fusion
@@ -1166,5 +1241,205 @@ mod tests {
                 .any(|l| l.starts_with("weights.exp") && l.contains("1.8")),
             "{text}"
         );
+    }
+
+    /// `s = sum(X * Y * (U %*% t(V)))` over a sparse X and a dense Y of X's shape: both are
+    /// factors of the cell-wise part of the same size. Gives the DAG and `[X, Y, s]`.
+    fn sparse_and_dense_factors() -> (crate::hops::HopDag, [HopId; 3]) {
+        let mut ids = [HopId(0); 3];
+        let dag = build(|b| {
+            let x = b.input("X", 2000, 2000, 4000);
+            let y = b.input("Y", 2000, 2000, 4_000_000);
+            let u = b.input("U", 2000, 10, 20_000);
+            let v = b.input("V", 2000, 10, 20_000);
+            let vt = b.transpose(v).unwrap();
+            let uv = b.matmul(u, vt).unwrap();
+            let xy = b.binary(BinaryOp::Mul, x, y).unwrap();
+            let g = b.binary(BinaryOp::Mul, xy, uv).unwrap();
+            let s = b.agg(AggOp::Sum, Direction::Full, g).unwrap();
+            ids = [x, y, s];
+            vec![s]
+        });
+        (dag, ids)
+    }
+
+    /// The fused hops and cost vector of the operator `chooser` roots at `root`, as
+    /// [`plan_cost_bounded`] gathers them.
+    fn operator_body(
+        dag: &FusionDag<'_>,
+        model: &CostModel,
+        chooser: &dyn PlanChooser,
+        root: HopId,
+    ) -> (BTreeSet<HopId>, CostVector) {
+        let entry = chooser.root(root).expect("an operator is rooted there");
+        let mut v = CostVector {
+            output_cells: cells(dag, root),
+            ..CostVector::default()
+        };
+        let mut body = BTreeSet::new();
+        cost_body(
+            dag,
+            model,
+            chooser,
+            root,
+            entry,
+            &mut v,
+            &mut body,
+            &mut Vec::new(),
+        );
+        (body, v)
+    }
+
+    /// The selection of one hand-made plan: `roots` start operators; every entry of
+    /// `plans` (roots included) is the hop's plan.
+    fn hand_selection(plans: &[(HopId, MemoEntry)], roots: &[HopId]) -> Selection {
+        let mut selection = Selection {
+            selector: "hand".into(),
+            ..Selection::default()
+        };
+        for (h, e) in plans {
+            selection.plans.entry(*h).or_default().push(e.clone());
+            if roots.contains(h) {
+                selection.roots.insert(*h, e.clone());
+            }
+        }
+        selection
+    }
+
+    /// The invariant that costing and construction name an Outer operator's driver by one rule
+    /// (`sparsity::outer_driver`): with a sparse X and a dense Y both factors of the cell-wise
+    /// part, the operator the construction builds iterates over X, and costing scales it by X
+    /// (the rule costing had of its own, the input of most cells and then most bytes, took Y).
+    #[test]
+    fn costing_and_construction_name_the_same_outer_driver() {
+        use crate::fusion::cplan::construct_cplans;
+        use crate::fusion::{plan_fusion, CostBased, FuseAll, PlanSelector};
+        let (dag, [x, y, s]) = sparse_and_dense_factors();
+        let f = view(&dag);
+        let model = CostModel::default();
+        let gen = CostBased::default();
+        for selector in [&FuseAll as &dyn PlanSelector, &gen] {
+            let plan = plan_fusion(&dag, selector).unwrap();
+            let program = construct_cplans(&dag, &plan.memo, &plan.selection).unwrap();
+            let op = program
+                .operators
+                .iter()
+                .find(|o| o.outputs == [s])
+                .unwrap_or_else(|| panic!("no operator at s:\n{}", program.explain()));
+            assert_eq!(op.cplan.template.name(), "outer", "{}", program.explain());
+            assert_eq!(op.inputs[0], x, "{}", program.explain());
+            let chooser = SelectionChooser(&plan.selection);
+            let (body, _) = operator_body(&f, &model, &chooser, s);
+            assert_eq!(outer_operator(&f, s, &body), OuterOperator::Driven(x));
+            assert!(op.inputs.contains(&y));
+        }
+    }
+
+    /// An Outer operator's modelled time is scaled by its driver's sparsity: X's 0.001, not
+    /// dense Y's 1.
+    #[test]
+    fn an_outer_operator_is_costed_at_its_drivers_sparsity() {
+        use crate::fusion::{plan_fusion, FuseAll};
+        let (dag, [x, _, s]) = sparse_and_dense_factors();
+        let f = view(&dag);
+        let model = CostModel::default();
+        let plan = plan_fusion(&dag, &FuseAll).unwrap();
+        let chooser = SelectionChooser(&plan.selection);
+        let (body, v) = operator_body(&f, &model, &chooser, s);
+        assert_eq!(model.sparsity(&f, x), 0.001);
+        let cost = plan_cost(&f, &model, &chooser, &[s], Some(&body));
+        assert_eq!(cost, model.operator_time(&v, 0.001));
+        assert!(cost < model.operator_time(&v, 1.0) / 100.0);
+    }
+
+    /// `X + 1 / (U %*% t(V))` has no factor an Outer operator could drive by (`1 / f` is not
+    /// 0 where any input is): `outer_driver` names none, the construction builds no operator
+    /// from a plan rooting one there (its hops run unfused), and costing charges that plan
+    /// what those hops cost unfused, the same as no fusion at all.
+    #[test]
+    fn an_outer_plan_no_factor_can_drive_is_costed_as_its_hops_unfused() {
+        use crate::fusion::cplan::construct_cplans;
+        use crate::fusion::memo::CloseState;
+        use crate::fusion::sparsity::outer_driver;
+        let mut ids = [HopId(0); 3];
+        let dag = build(|b| {
+            let x = b.input("X", 2000, 2000, 4000);
+            let u = b.input("U", 2000, 10, 20_000);
+            let v = b.input("V", 2000, 10, 20_000);
+            let vt = b.transpose(v).unwrap();
+            let uv = b.matmul(u, vt).unwrap();
+            let one = b.literal_f64(1.0);
+            let inv = b.binary(BinaryOp::Div, one, uv).unwrap();
+            let r = b.binary(BinaryOp::Add, x, inv).unwrap();
+            ids = [uv, inv, r];
+            vec![r]
+        });
+        let [uv, inv, r] = ids;
+        let f = view(&dag);
+        let model = CostModel::default();
+        let outer = |n| MemoEntry::new(TemplateKind::Outer, n, CloseState::OpenValid);
+        let selection = hand_selection(
+            &[
+                (r, outer(2).with_ref(1, inv)),
+                (inv, outer(2).with_ref(1, uv)),
+                (uv, outer(2)),
+            ],
+            &[r],
+        );
+        let all = |h: HopId| [uv, inv, r].contains(&h);
+        assert_eq!(outer_driver(&f, r, &all), None);
+        let program = construct_cplans(&dag, &crate::fusion::MemoTable::new(), &selection).unwrap();
+        assert!(program.operators.is_empty(), "{}", program.explain());
+        let chooser = SelectionChooser(&selection);
+        let (body, _) = operator_body(&f, &model, &chooser, r);
+        assert_eq!(outer_operator(&f, r, &body), OuterOperator::Dropped);
+        let unfused = cost_of(&f, &model, &Selection::default());
+        assert_eq!(cost_of(&f, &model, &selection), unfused);
+    }
+
+    /// An Outer plan whose `U %*% t(V)` is read materialized (another operator, or none,
+    /// computes it) is built as the Cell plan its body is, which visits every cell: costing
+    /// charges it unscaled, not at the sparsity of its sparse factor X.
+    #[test]
+    fn an_outer_plan_without_its_outer_product_is_costed_at_every_cell() {
+        use crate::fusion::cplan::construct_cplans;
+        use crate::fusion::memo::CloseState;
+        let mut ids = [HopId(0); 6];
+        let dag = build(|b| {
+            let x = b.input("X", 2000, 2000, 4000);
+            let u = b.input("U", 2000, 10, 20_000);
+            let v = b.input("V", 2000, 10, 20_000);
+            let vt = b.transpose(v).unwrap();
+            let uv = b.matmul(u, vt).unwrap();
+            let ten = b.literal_f64(10.0);
+            let shifted = b.binary(BinaryOp::Add, uv, ten).unwrap();
+            let lg = b.unary(crate::hops::UnaryOp::Log, shifted).unwrap();
+            let g = b.binary(BinaryOp::Mul, x, lg).unwrap();
+            let s = b.agg(AggOp::Sum, Direction::Full, g).unwrap();
+            ids = [x, uv, shifted, lg, g, s];
+            vec![s]
+        });
+        let [x, _, shifted, lg, g, s] = ids;
+        let f = view(&dag);
+        let model = CostModel::default();
+        let outer = |n| MemoEntry::new(TemplateKind::Outer, n, CloseState::OpenValid);
+        let selection = hand_selection(
+            &[
+                (s, outer(1).with_ref(0, g)),
+                (g, outer(2).with_ref(1, lg)),
+                (lg, outer(1).with_ref(0, shifted)),
+                (shifted, outer(2)),
+            ],
+            &[s],
+        );
+        let program = construct_cplans(&dag, &crate::fusion::MemoTable::new(), &selection).unwrap();
+        let op = &program.operators[0];
+        assert_eq!(op.cplan.template.name(), "cell", "{}", program.explain());
+        let chooser = SelectionChooser(&selection);
+        let (body, v) = operator_body(&f, &model, &chooser, s);
+        assert_eq!(outer_operator(&f, s, &body), OuterOperator::EveryCell);
+        assert!(model.sparsity(&f, x) < 0.01);
+        let cost = plan_cost(&f, &model, &chooser, &[s], Some(&body));
+        assert_eq!(cost, model.operator_time(&v, 1.0));
     }
 }

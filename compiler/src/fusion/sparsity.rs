@@ -4,14 +4,16 @@
 //! where `X` is zero is zero, so the skeleton may visit the non-zeros of `X` only (paper
 //! section 1 "sparse drivers"; reference 3.1 "Sparse safety"). The templates use
 //! [`is_sparse_safe_binary`] (Outer validity, reference 3.4); CPlan construction uses
-//! [`is_zero_preserving`] and [`choose_main_input`] on the region a selected plan covers.
+//! [`is_zero_preserving`] and [`choose_main_input`] on the region a selected plan covers. An
+//! Outer operator's driver is named by [`outer_driver`] alone, for the cost model and the CPlan
+//! construction alike.
 //!
 //! Unlike SystemDS, zero preservation is decided by evaluating the operation at zero (so
 //! `X ^ -1` or `s / X` are correctly *not* sparse-safe in `X`), and per operand (so `X / Y` is
 //! safe in `X` only).
 
 use crate::fusion::dag::FusionDag;
-use crate::hops::{AggOp, BinaryOp, Direction, HopId, OpKind};
+use crate::hops::{AggOp, BinaryOp, Direction, HopId, OpKind, ReorgOp, UnaryOp};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -196,6 +198,158 @@ fn first_zero_preserving(
     })
 }
 
+/// The multiplicative factors of an Outer operator's cell-wise part `G` (see [`outer_driver`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OuterFactors {
+    /// The inputs (hops read, not computed, by the operator) that are factors of `G`, through
+    /// its chain of products, numerators and negations, or through a mask `x != 0`; no
+    /// literals. In first-reached order, without repeats.
+    pub inputs: Vec<HopId>,
+    /// The masks `x != 0` among the factors (hops of the region), whose input `x` is in
+    /// `inputs`: 1 wherever `x` drives the operator.
+    pub masks: Vec<HopId>,
+}
+
+/// The factors of `g`, the cell-wise part of an Outer operator whose body is the hops for which
+/// `in_region` holds: `a * b` has the factors of `a` and `b`; `a / b` and `-a` those of `a`
+/// (`0 / f` is `0 * G` at a zero of `a`: 0, or NaN where `f` is 0 or NaN); an input read by
+/// the operator is its own factor, and so is `x` of a mask `x != 0` over an input `x`.
+/// Anything else (`a + b`, `log(a)`, `(a / b) ^ 2 & s`) has none: it is not `0 * G` where a
+/// factor is zero, only perhaps zero for finite values.
+pub fn outer_factors(
+    dag: &FusionDag<'_>,
+    g: HopId,
+    in_region: &dyn Fn(HopId) -> bool,
+) -> OuterFactors {
+    let read_input = |h: HopId| !in_region(h) && dag.literal_f64(h).is_none();
+    let mut factors = OuterFactors::default();
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![g];
+    while let Some(h) = stack.pop() {
+        if !seen.insert(h) {
+            continue;
+        }
+        if !in_region(h) {
+            if read_input(h) {
+                factors.inputs.push(h);
+            }
+            continue;
+        }
+        let ins = dag.inputs(h);
+        match dag.op(h) {
+            OpKind::Binary(BinaryOp::Mul) => stack.extend([ins[1], ins[0]]),
+            OpKind::Binary(BinaryOp::Div) | OpKind::Unary(UnaryOp::Neg) => stack.push(ins[0]),
+            OpKind::Binary(BinaryOp::Ne)
+                if read_input(ins[0])
+                    && !in_region(ins[1])
+                    && dag.literal_f64(ins[1]) == Some(0.0) =>
+            {
+                if !factors.inputs.contains(&ins[0]) {
+                    factors.inputs.push(ins[0]);
+                }
+                factors.masks.push(h);
+            }
+            _ => {}
+        }
+    }
+    factors
+}
+
+/// The cell-wise part `G` of an Outer operator rooted at `root` over the hops for which
+/// `in_region` holds (reference 3.4 `getOuterProductType`): the input of a full `sum`, the root
+/// itself if it is cell-wise, the fused side of a final product `G %*% V` / `t(U) %*% G`, or
+/// of the transposed `t(t(U) %*% G)`. `None` for any other root, or a final product with both
+/// or neither side fused (no Outer operator).
+pub fn outer_cell_wise_part(
+    dag: &FusionDag<'_>,
+    root: HopId,
+    in_region: &dyn Fn(HopId) -> bool,
+) -> Option<HopId> {
+    let ins = dag.inputs(root);
+    let fused_side = |mm: HopId| {
+        let mi = dag.inputs(mm);
+        match (in_region(mi[0]), in_region(mi[1])) {
+            (true, false) => Some((mi[0], 0)),
+            (false, true) => Some((mi[1], 1)),
+            _ => None,
+        }
+    };
+    match dag.op(root) {
+        OpKind::AggUnary {
+            op: AggOp::Sum,
+            dir: Direction::Full,
+        } => Some(ins[0]),
+        OpKind::Binary(_) => Some(root),
+        OpKind::MatMul => fused_side(root).map(|(g, _)| g),
+        // `t(t(U) %*% G)`: a transposed left product; a transposed right one is no template's.
+        OpKind::Reorg(ReorgOp::Transpose) if in_region(ins[0]) && dag.is_matmul(ins[0]) => {
+            match fused_side(ins[0]) {
+                Some((g, 1)) => Some(g),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The driver of the Outer operator rooted at `root` whose body is the hops for which
+/// `in_region` holds: the input whose non-zeros it iterates over, computing `0 * G` at the
+/// driver's zeros. The one rule both the cost model (whose Outer operators are scaled by the
+/// driver's sparsity) and the CPlan construction (whose operator reads it as its main input)
+/// use, so an operator is costed over the input it really iterates over.
+///
+/// The driver is a factor of the whole cell-wise part `G` ([`outer_factors`], masks included)
+/// as large as `G` (a column-vector factor scales rows, it cannot drive) that the body is
+/// zero-preserving in: the first sparse one in main-input order ([`choose_sparse_driver`]),
+/// else the first dense one ([`choose_zero_preserving_input`]). `None` when the region makes
+/// no Outer operator: no cell-wise part ([`outer_cell_wise_part`]), no outer product
+/// `U %*% t(V)` computed in it (it was left to another operator, or the region is an outer
+/// broadcast `u op t(v)`), or no such factor (`X + 1 / (U %*% t(V))`, SystemDS's
+/// `wSparseUnsafeOuterProduct`).
+///
+/// `in_region` is the body as the construction builds it: hops it computes, not hops it reads
+/// as inputs (a column-range indexing or a literal `seq` is read as an input computed
+/// unfused, so it is no hop of the region).
+pub fn outer_driver(
+    dag: &FusionDag<'_>,
+    root: HopId,
+    in_region: &dyn Fn(HopId) -> bool,
+) -> Option<HopId> {
+    let g = outer_cell_wise_part(dag, root, in_region)?;
+    if !computes_outer_product(dag, root, in_region) {
+        return None;
+    }
+    let size = dag.hop(g).cells()?;
+    let factors: Vec<HopId> = outer_factors(dag, g, in_region)
+        .inputs
+        .into_iter()
+        .filter(|&h| dag.is_matrix(h) && dag.hop(h).cells() == Some(size))
+        .collect();
+    choose_sparse_driver(dag, root, &factors, in_region)
+        .or_else(|| choose_zero_preserving_input(dag, root, &factors, in_region))
+}
+
+/// Whether the region under `root` computes an outer product `U %*% t(V)` the Outer body can
+/// evaluate per cell (its `U` not a transpose: the construction has no `t(A) %*% t(V)` form).
+fn computes_outer_product(
+    dag: &FusionDag<'_>,
+    root: HopId,
+    in_region: &dyn Fn(HopId) -> bool,
+) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![root];
+    while let Some(h) = stack.pop() {
+        if !in_region(h) || !seen.insert(h) {
+            continue;
+        }
+        if dag.is_outer_product_like_mm(h) && !dag.is_transpose(dag.inputs(h)[0]) {
+            return true;
+        }
+        stack.extend(dag.inputs(h).iter().copied());
+    }
+    false
+}
+
 /// Whether an aggregation over a zero-preserving input may skip zeros of the main input:
 /// only sums (see [`is_zero_preserving`]); any direction.
 pub fn agg_is_sparse_safe(op: AggOp, _dir: Direction) -> bool {
@@ -205,7 +359,7 @@ pub fn agg_is_sparse_safe(op: AggOp, _dir: Direction) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hops::{DagBuilder, UnaryOp};
+    use crate::hops::DagBuilder;
 
     #[test]
     fn literal_operands_are_evaluated_at_zero() {
@@ -251,5 +405,43 @@ mod tests {
         assert_eq!(choose_main_input(&f, &[y, x]), Some(x), "sparser first");
         assert!(is_sparse_safe_binary(&f, p));
         assert!(!is_sparse_safe_binary(&f, ye));
+    }
+
+    #[test]
+    fn outer_factors_run_through_products_numerators_negations_and_masks() {
+        // G = ((X != 0) * -(Y / Z)) * (W + U %*% t(V)): factors X (masked) and Y; not Z (a
+        // denominator) nor W (a summand).
+        let mut b = DagBuilder::new();
+        let x = b.input("X", 1000, 900, 900);
+        let y = b.input("Y", 1000, 900, 900_000);
+        let z = b.input("Z", 1000, 900, 900_000);
+        let w = b.input("W", 1000, 900, 90);
+        let u = b.input("U", 1000, 10, 10_000);
+        let v = b.input("V", 900, 10, 9000);
+        let zero = b.literal_f64(0.0);
+        let mask = b.binary(BinaryOp::Ne, x, zero).unwrap();
+        let quotient = b.binary(BinaryOp::Div, y, z).unwrap();
+        let negated = b.unary(UnaryOp::Neg, quotient).unwrap();
+        let left = b.binary(BinaryOp::Mul, mask, negated).unwrap();
+        let vt = b.transpose(v).unwrap();
+        let uv = b.matmul(u, vt).unwrap();
+        let right = b.binary(BinaryOp::Add, w, uv).unwrap();
+        let g = b.binary(BinaryOp::Mul, left, right).unwrap();
+        b.output("g", g).unwrap();
+        let dag = b.build().unwrap();
+        let f = FusionDag::new(&dag).unwrap();
+        let body = [mask, quotient, negated, left, vt, uv, right, g];
+        let in_region = |h: HopId| body.contains(&h);
+        let factors = outer_factors(&f, g, &in_region);
+        let mut inputs = factors.inputs.clone();
+        inputs.sort();
+        assert_eq!(inputs, vec![x, y]);
+        assert_eq!(factors.masks, vec![mask]);
+        assert_eq!(outer_cell_wise_part(&f, g, &in_region), Some(g));
+        // X is the sparse factor; W, sparser still, is no factor.
+        assert_eq!(outer_driver(&f, g, &in_region), Some(x));
+        // With the product computed elsewhere the region makes no Outer operator.
+        let without_product = |h: HopId| in_region(h) && h != uv && h != vt;
+        assert_eq!(outer_driver(&f, g, &without_product), None);
     }
 }

@@ -18,10 +18,10 @@ use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
 use crate::fusion::select::{selection_roots, Selection};
 use crate::fusion::sparsity::{
-    choose_main_input, choose_sparse_driver, choose_zero_preserving_input, is_zero_preserving,
+    choose_main_input, is_zero_preserving, outer_cell_wise_part, outer_driver, outer_factors,
 };
 use crate::fusion::template::{cell_agg_kind, CellAgg, CellType};
-use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, OpKind, ReorgOp, UnaryOp};
+use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, OpKind, ReorgOp};
 use crate::stack::with_stack;
 use crate::{CompileError, Result};
 use serde::{Deserialize, Serialize};
@@ -521,53 +521,6 @@ fn row_plan_as_cell(
     })
 }
 
-/// The factors of an Outer plan's cell-wise part `G`, through its chain of products (and
-/// numerators, and negations): the data inputs among them, and the raw nodes `h != 0` with `h`
-/// a data input (masks).
-#[derive(Default)]
-struct OuterFactors {
-    inputs: Vec<HopId>,
-    masks: Vec<usize>,
-}
-
-fn outer_factors(raw: &[Raw], g: usize) -> OuterFactors {
-    let mut factors = OuterFactors::default();
-    let mut stack = vec![g];
-    while let Some(i) = stack.pop() {
-        match &raw[i] {
-            Raw::Data(h, None) => factors.inputs.push(*h),
-            Raw::Node(CNode::Binary {
-                f: BinaryOp::Mul,
-                a,
-                b,
-            }) => stack.extend([*a, *b]),
-            // `X / f` is `0 / f` at X's zeros: 0, or NaN where `f` is 0 or NaN, as `0 * G`.
-            Raw::Node(CNode::Binary {
-                f: BinaryOp::Div,
-                a,
-                ..
-            })
-            | Raw::Node(CNode::Unary {
-                f: UnaryOp::Neg,
-                x: a,
-            }) => stack.push(*a),
-            Raw::Node(CNode::Binary {
-                f: BinaryOp::Ne,
-                a,
-                b,
-            }) => {
-                let zero = matches!(&raw[*b], Raw::Node(CNode::Literal { value }) if value.as_f64() == Some(0.0));
-                if let (Raw::Data(h, None), true) = (&raw[*a], zero) {
-                    factors.inputs.push(*h);
-                    factors.masks.push(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    factors
-}
-
 /// The Outer operator's type and output (reference 3.4 `getOuterProductType`).
 fn outer_root(
     b: &mut Builder<'_, '_>,
@@ -657,7 +610,6 @@ fn finalize(
             };
         }
     }
-    // Rule 1: matrix inputs must exist.
     let data_hops: Vec<HopId> = b
         .raw
         .iter()
@@ -666,43 +618,40 @@ fn finalize(
             _ => None,
         })
         .collect();
-    let candidates: Vec<HopId> = b
-        .raw
-        .iter()
-        .filter_map(|r| match r {
-            Raw::Data(h, None) if dag.is_matrix(*h) => Some(*h),
-            _ => None,
-        })
-        .collect();
     let covered = b.covered.clone();
-    // An Outer operator computes `0 * G` at its driver's zeros, which is the value there only
-    // where the driver, or its mask `X != 0`, is a factor of the whole cell-wise part `G`
-    // (`X * f`, `(X != 0) * f`); a body merely zero-preserving for finite values, such as
-    // `(X / Y)^2 & s` (1 where Y is 0 too), is not. Masks elsewhere in `G` are not rewritten.
-    let outer_factors = match raw_outputs.first().map(|&o| &b.raw[o]) {
-        _ if !matches!(spec, TemplateSpec::Outer { .. }) => OuterFactors::default(),
-        Some(Raw::Node(CNode::FinalProduct { g, .. })) => outer_factors(&b.raw, *g),
-        Some(_) => outer_factors(&b.raw, raw_outputs[0]),
-        None => return None,
-    };
-    let main = match &spec {
+    let in_region = |x: HopId| covered.contains(&x);
+    // Outer: the driver and the masks `X != 0` among the factors of the cell-wise part `G`
+    // (`sparsity::outer_driver`, the rule costing names the driver by as well). An Outer
+    // operator computes `0 * G` at its driver's zeros, which is the value there only where
+    // the driver, or its mask, is a factor of the whole `G` (`X * f`, `(X != 0) * f`); a body
+    // merely zero-preserving for finite values, such as `(X / Y)^2 & s` (1 where Y is 0 too),
+    // is not. Only such masks are rewritten (to 1 on the driver), not masks elsewhere in `G`.
+    // Rule 1: matrix inputs must exist (the main input is one).
+    let (main, outer_masks) = match &spec {
         TemplateSpec::Outer { .. } => {
             let root = outputs[0];
-            let in_region = |x: HopId| covered.contains(&x);
-            // A factor as large as `G` (a column-vector factor scales rows, it cannot drive).
-            let cells = |h: HopId| dag.hop(h).cells();
-            let largest = candidates.iter().filter_map(|&h| cells(h)).max();
-            let factors: Vec<HopId> = candidates
+            // None: no factor can drive `G` (`X + 1 / (U %*% t(V))`, SystemDS's
+            // `wSparseUnsafeOuterProduct`), so no Outer plan: its hops run unfused.
+            let driver = outer_driver(dag, root, &in_region)?;
+            let g = outer_cell_wise_part(dag, root, &in_region)?;
+            let masks: BTreeSet<usize> = outer_factors(dag, g, &in_region)
+                .masks
                 .iter()
-                .copied()
-                .filter(|&h| outer_factors.inputs.contains(&h) && cells(h) == largest)
+                .filter_map(|m| b.built.get(m).copied())
                 .collect();
-            // A `G` with no such factor (`X + 1 / (U %*% t(V))`) makes no Outer plan
-            // (SystemDS's `wSparseUnsafeOuterProduct`): its hops run unfused.
-            choose_sparse_driver(dag, root, &factors, &in_region)
-                .or_else(|| choose_zero_preserving_input(dag, root, &factors, &in_region))?
+            (driver, masks)
         }
-        _ => choose_main_input(dag, &candidates)?,
+        _ => {
+            let candidates: Vec<HopId> = b
+                .raw
+                .iter()
+                .filter_map(|r| match r {
+                    Raw::Data(h, None) if dag.is_matrix(*h) => Some(*h),
+                    _ => None,
+                })
+                .collect();
+            (choose_main_input(dag, &candidates)?, BTreeSet::new())
+        }
     };
     let main_dims = dag.dims(main)?;
     if let TemplateSpec::Row { row_type, .. } = &mut spec {
@@ -718,7 +667,6 @@ fn finalize(
         sparse_safe,
     } = &mut spec
     {
-        let in_region = |x: HopId| covered.contains(&x);
         let agg_ok = matches!(agg, None | Some(CellAgg::Sum | CellAgg::SumSq));
         *sparse_safe = agg_ok
             && *cell_type != CellType::NoAgg
@@ -728,7 +676,6 @@ fn finalize(
         // As for Cell: sums only (a min or max would need the unseen zeros folded in, which
         // the skeleton does, but the bodies must also be zero there), every body zero where
         // the shared main input is.
-        let in_region = |x: HopId| covered.contains(&x);
         *sparse_safe = aggs
             .iter()
             .all(|a| matches!(a, CellAgg::Sum | CellAgg::SumSq))
@@ -774,7 +721,7 @@ fn finalize(
             },
             Raw::Node(n) => remap(n, &map),
         };
-        let id = fin.simplify(node, is_outer, outer_factors.masks.contains(&i));
+        let id = fin.simplify(node, is_outer, outer_masks.contains(&i));
         map.push(id);
     }
     let outs: Vec<CNodeId> = raw_outputs.iter().map(|&o| map[o]).collect();
