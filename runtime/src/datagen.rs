@@ -112,11 +112,11 @@ pub fn rand(
         Pdf::Normal => (0.0, 1.0),
     };
     if rows == 0 || cols == 0 {
-        return Ok(empty(rows, cols));
+        return empty(rows, cols);
     }
     // DataGenCPInstruction / LibMatrixDatagen shortcuts, before any generator is touched.
     if sparsity == 0.0 || (pdf == Pdf::Uniform && min == 0.0 && max == 0.0) {
-        return Ok(empty(rows, cols));
+        return empty(rows, cols);
     }
     if pdf == Pdf::Uniform && sparsity == 1.0 && (min == max || (min.is_nan() && max.is_nan())) {
         return constant(rows, cols, min);
@@ -195,19 +195,14 @@ fn clock_seed() -> i64 {
     }
 }
 
-fn empty(rows: usize, cols: usize) -> Matrix {
-    Matrix::Sparse(SparseMatrix {
-        rows,
-        cols,
-        row_ptr: vec![0; rows + 1],
-        col_idx: Vec::new(),
-        values: Vec::new(),
-    })
+/// An all-zero matrix of a size the script decides (its row pointers allocated fallibly).
+fn empty(rows: usize, cols: usize) -> Result<Matrix> {
+    Ok(Matrix::Sparse(SparseMatrix::try_empty(rows, cols)?))
 }
 
 fn constant(rows: usize, cols: usize, v: f64) -> Result<Matrix> {
     if v == 0.0 {
-        return Ok(empty(rows, cols));
+        return empty(rows, cols);
     }
     let cells = rows
         .checked_mul(cols)
