@@ -113,6 +113,9 @@ pub(crate) struct CompiledBlock {
     pub(crate) dag: HopDag,
     /// The variables read and what the plan assumed of them.
     assumptions: Vec<(String, VarMeta)>,
+    /// What the plan assumed of the files it reads; a file whose stated size changed since
+    /// makes the block compile again.
+    files: Vec<FileAssumption>,
 }
 
 impl CompiledBlock {
@@ -120,6 +123,9 @@ impl CompiledBlock {
         self.assumptions
             .iter()
             .all(|(name, meta)| vars.get(name).is_some_and(|v| meta.admits(v)))
+            && self.files.iter().all(|f| {
+                lafuse_runtime::io::stated_dims(std::path::Path::new(&f.path)) == Some(f.dims)
+            })
     }
 }
 
@@ -137,8 +143,62 @@ pub(crate) fn compile_block(
         stmt_reads(stmt, &mut names);
     }
     compile_with(meta, &names, fuser, |inputs| {
-        hops::build_block_dag(stmts, inputs, args.compiler_args())
+        let mut dag = hops::construct::construct_block_dag(stmts, inputs, args.compiler_args())?;
+        let files = size_reads_from_files(&mut dag)?;
+        hops::optimize(&mut dag)?;
+        Ok((dag, files))
     })
+}
+
+/// What a block's plan assumed of a file it reads: the size the file's metadata or header
+/// stated when the block was compiled.
+#[derive(Clone, Debug, PartialEq)]
+struct FileAssumption {
+    path: String,
+    dims: lafuse_runtime::io::StatedDims,
+}
+
+/// Gives the block's reads of literal paths the sizes their files state, as SystemDS reads
+/// sizes from metadata at compile time (so that data read from files is fused like data made
+/// in place), and propagates them; returns what it assumed. A block that writes files itself
+/// is left alone: a read after a write in the block would see the size before the write.
+fn size_reads_from_files(dag: &mut HopDag) -> Result<Vec<FileAssumption>, CompileError> {
+    if dag
+        .hops
+        .iter()
+        .any(|h| matches!(h.op, OpKind::PersistentWrite { .. }))
+    {
+        return Ok(Vec::new());
+    }
+    let mut assumed = Vec::new();
+    for i in 0..dag.hops.len() {
+        let hop = &dag.hops[i];
+        if !matches!(hop.op, OpKind::PersistentRead { .. })
+            || !hop.is_matrix()
+            || hop.dims().is_some()
+        {
+            continue;
+        }
+        let Some(&file) = hop.inputs.first() else {
+            continue;
+        };
+        let OpKind::Literal(Literal::Str(path)) = &dag.hop(file).op else {
+            continue;
+        };
+        let Some(dims) = lafuse_runtime::io::stated_dims(std::path::Path::new(path)) else {
+            continue;
+        };
+        let path = path.clone();
+        let hop = &mut dag.hops[i];
+        hop.rows = Some(dims.rows as u64);
+        hop.cols = Some(dims.cols as u64);
+        hop.nnz = dims.nnz.map(|n| n as u64);
+        assumed.push(FileAssumption { path, dims });
+    }
+    if !assumed.is_empty() {
+        hops::propagate_sizes(dag)?;
+    }
+    Ok(assumed)
 }
 
 /// Compiles a scalar expression (a condition or loop bound), whose value goes to [`EXPR_RESULT`].
@@ -151,7 +211,7 @@ pub(crate) fn compile_predicate(
     let mut names = Vec::new();
     expr_reads(expr, &mut names);
     compile_with(meta, &names, fuser, |inputs| {
-        hops::build_expr_dag(expr, inputs, args.compiler_args())
+        hops::build_expr_dag(expr, inputs, args.compiler_args()).map(|dag| (dag, Vec::new()))
     })
 }
 
@@ -177,6 +237,7 @@ pub(crate) fn compile_value(
     expr_reads(expr, &mut names);
     compile_with(meta, &names, fuser, |inputs| {
         hops::build_block_dag(std::slice::from_ref(&assign), inputs, args.compiler_args())
+            .map(|dag| (dag, Vec::new()))
     })
 }
 
@@ -280,14 +341,19 @@ fn compile_with(
     meta: &BlockMeta,
     reads: &[&str],
     fuser: Option<&Fuser>,
-    build: impl Fn(&hops::BlockInputs) -> Result<HopDag, CompileError>,
+    build: impl Fn(&hops::BlockInputs) -> Result<(HopDag, Vec<FileAssumption>), CompileError>,
 ) -> Result<CompiledBlock, Error> {
-    let (dag, with_values) = {
-        let dag = build(&meta.inputs(false))?;
-        if dag.hops.iter().any(|h| h.is_matrix() && h.dims().is_none()) {
+    let ((dag, files), with_values) = {
+        let built = build(&meta.inputs(false))?;
+        if built
+            .0
+            .hops
+            .iter()
+            .any(|h| h.is_matrix() && h.dims().is_none())
+        {
             (build(&meta.inputs(true))?, true)
         } else {
-            (dag, false)
+            (built, false)
         }
     };
     // What the plan assumed of every variable the code reads (found syntactically: once scalar
@@ -310,6 +376,7 @@ fn compile_with(
         num_regs,
         dag,
         assumptions,
+        files,
     })
 }
 

@@ -248,6 +248,69 @@ pub fn read_matrix(
     Ok(m)
 }
 
+/// What a matrix file states of its size without its data being read: rows, columns and,
+/// where stated, non-zeros.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatedDims {
+    pub rows: usize,
+    pub cols: usize,
+    pub nnz: Option<usize>,
+}
+
+/// The size the matrix file at `path` states, from its `.mtd` sidecar or else from the header
+/// of a lafuse binary or MatrixMarket file, reading no data: what the compiler plans a block's
+/// `read` with (as SystemDS reads sizes from metadata at compile time). `None` where neither
+/// states it (a CSV without metadata) or the file cannot be read as far as that; reading the
+/// file then says why, and a size beyond [`MAX_DIM`](crate::matrix::MAX_DIM) is left to it too.
+pub fn stated_dims(path: &Path) -> Option<StatedDims> {
+    use std::io::{BufRead, Read};
+    let within = |d: StatedDims| {
+        (d.rows <= crate::matrix::MAX_DIM && d.cols <= crate::matrix::MAX_DIM).then_some(d)
+    };
+    if let Some(md) = read_metadata(path).ok().flatten() {
+        if let Some((rows, cols)) = known_dims(&md) {
+            let nnz = md.nnz.and_then(|n| usize::try_from(n).ok());
+            return within(StatedDims { rows, cols, nnz });
+        }
+    }
+    let file = std::fs::File::open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut r = std::io::BufReader::new(file);
+    let head = r.fill_buf().ok()?;
+    if head.starts_with(binary::MAGIC) {
+        let mut header = [0u8; 40];
+        r.read_exact(&mut header).ok()?;
+        let u64_at = |o: usize| u64::from_le_bytes(header[o..o + 8].try_into().expect("8 bytes"));
+        let dim = |x: u64| usize::try_from(x).ok();
+        return within(StatedDims {
+            rows: dim(u64_at(16))?,
+            cols: dim(u64_at(24))?,
+            nnz: dim(u64_at(32)),
+        });
+    }
+    if head.starts_with(b"%%MatrixMarket") {
+        // The size line is the first after the banner and comments; a symmetric file stores
+        // half its non-zeros, so only the shape is taken from it.
+        for line in r.lines().skip(1).take(10_000) {
+            let line = line.ok()?;
+            let t = line.trim();
+            if t.is_empty() || t.starts_with('%') {
+                continue;
+            }
+            let mut w = t.split_whitespace().map(|x| x.parse::<usize>().ok());
+            let (rows, cols) = (w.next()??, w.next()??);
+            return within(StatedDims {
+                rows,
+                cols,
+                nnz: None,
+            });
+        }
+    }
+    None
+}
+
 /// Dimensions from metadata when both are known (SystemDS writes -1 for unknown).
 fn known_dims(md: &Metadata) -> Option<(usize, usize)> {
     match (md.rows, md.cols) {
@@ -507,5 +570,46 @@ mod tests {
             }
         ));
         assert!(e.to_string().contains("nope.csv"), "{e}");
+    }
+
+    #[test]
+    fn stated_dims_come_from_metadata_or_headers_never_from_data() {
+        let dir = TempDir::new();
+        let m = rand(7, 5, 0.3, 4);
+        let csv = CsvOptions::default();
+        for format in [
+            FileFormat::Csv,
+            FileFormat::Binary,
+            FileFormat::MatrixMarket,
+            FileFormat::Text,
+        ] {
+            let p = dir.path().join(format.name());
+            write_matrix(&m, &p, format, &csv).unwrap();
+            let stated = stated_dims(&p).unwrap();
+            assert_eq!((stated.rows, stated.cols), (7, 5), "{format:?}");
+            assert_eq!(stated.nnz, Some(m.nnz()), "{format:?}");
+            // Without the sidecar only the binary and MatrixMarket headers state a size.
+            std::fs::remove_file(metadata_path(&p)).unwrap();
+            let header = stated_dims(&p);
+            match format {
+                FileFormat::Binary => assert_eq!(header, Some(stated)),
+                FileFormat::MatrixMarket => {
+                    assert_eq!(header.map(|d| (d.rows, d.cols, d.nnz)), Some((7, 5, None)))
+                }
+                _ => assert_eq!(header, None, "{format:?}"),
+            }
+        }
+        let huge = dir.path().join("huge.mtx");
+        std::fs::write(
+            &huge,
+            "%%MatrixMarket matrix coordinate real general\n% c\n3000000000 2 1\n",
+        )
+        .unwrap();
+        assert_eq!(
+            stated_dims(&huge),
+            None,
+            "beyond MAX_DIM: left to the reader"
+        );
+        assert_eq!(stated_dims(&dir.path().join("missing.csv")), None);
     }
 }
