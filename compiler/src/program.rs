@@ -177,6 +177,24 @@ pub fn build_program(script: ast::Script) -> Result<Program> {
     Ok(Program { main, functions })
 }
 
+/// Whether `expr` reads a file (calls `read`).
+fn calls_read(expr: &Expr) -> bool {
+    with_stack(|| match &expr.kind {
+        ExprKind::Call { name, args } => {
+            name == "read" || args.iter().any(|a| calls_read(&a.value))
+        }
+        ExprKind::Unary { operand, .. } => calls_read(operand),
+        ExprKind::Binary { lhs, rhs, .. } => calls_read(lhs) || calls_read(rhs),
+        ExprKind::Index { target, rows, cols } => {
+            calls_read(target)
+                || [rows, cols].into_iter().flatten().any(|r| {
+                    calls_read(&r.lower) || r.upper.as_ref().is_some_and(|u| calls_read(u))
+                })
+        }
+        _ => false,
+    })
+}
+
 struct Builder<'a> {
     udfs: &'a std::collections::BTreeSet<String>,
     next_temp: u32,
@@ -348,10 +366,17 @@ impl Builder<'_> {
             StmtKind::Expr(call) if self.is_udf_call(&call) => self.call_block(vec![], call, em),
             StmtKind::Assign { target, mut value } => {
                 self.hoist(&mut value, em)?;
+                let reads_a_file = calls_read(&value);
                 em.pending.push(Stmt {
                     kind: StmtKind::Assign { target, value },
                     span,
                 });
+                // The statements after a read are compiled once its matrix exists, with its
+                // actual size, where the file does not state one (a CSV without metadata):
+                // SystemDS's dynamic recompilation after an operator of unknown output size.
+                if reads_a_file {
+                    em.flush();
+                }
                 Ok(())
             }
             StmtKind::IndexAssign {
