@@ -282,14 +282,61 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let (args, notes) = normalize_args(std::env::args_os().collect());
+    for note in notes {
+        eprintln!("note: {note}");
+    }
+    let cli = Cli::parse_from(args);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("{message}");
+            // Script errors come rendered (`error: ...` and the line); every other error gets
+            // the same headline.
+            if message.starts_with("error") {
+                eprintln!("{message}");
+            } else {
+                eprintln!("error: {message}");
+            }
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line as clap should read it, and notes on what was changed:
+///
+/// * SystemDS's single-dash `-nvargs` and `-stats` are taken as `--nvargs` and `--stats`;
+/// * `--nvargs` takes every following `NAME=VALUE`, so a script path after the pairs
+///   (`lafuse run --nvargs n=3 s.dml`) would be taken as one more pair; the first word after
+///   them without `=` that is not an option is the script, moved before `--nvargs`.
+fn normalize_args(args: Vec<std::ffi::OsString>) -> (Vec<std::ffi::OsString>, Vec<String>) {
+    use std::ffi::OsString;
+    let mut notes = Vec::new();
+    let mut out: Vec<OsString> = Vec::with_capacity(args.len());
+    for a in args {
+        match a.to_str() {
+            Some(single @ ("-nvargs" | "-stats")) => {
+                notes.push(format!(
+                    "`{single}` is SystemDS's spelling; lafuse's is `-{single}` (taken as such)"
+                ));
+                out.push(OsString::from(format!("-{single}")));
+            }
+            _ => out.push(a),
+        }
+    }
+    if let Some(flag) = out.iter().position(|a| a == "--nvargs") {
+        let pairs_end = out[flag + 1..]
+            .iter()
+            .position(|a| a.to_str().is_none_or(|s| !s.contains('=')))
+            .map_or(out.len(), |k| flag + 1 + k);
+        let moves = pairs_end < out.len()
+            && pairs_end > flag + 1
+            && out[pairs_end].to_str().is_some_and(|s| !s.starts_with('-'));
+        if moves {
+            let script = out.remove(pairs_end);
+            out.insert(flag, script);
+        }
+    }
+    (out, notes)
 }
 
 fn policy_of(p: PolicyArg) -> FusionPolicy {

@@ -39,3 +39,56 @@ fn a_closed_pipe_stops_a_run_quietly() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Runs `lafuse ARGS...` in a scratch directory holding `s.dml` (`print($n + 1)`).
+fn lafuse_in_scratch(name: &str, args: &[&str]) -> std::process::Output {
+    let dir = std::env::temp_dir().join(format!("lafuse-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("s.dml"), "print($n + 1)\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lafuse"))
+        .args(args)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+/// `--nvargs` takes every `NAME=VALUE` after it; the script path after the pairs is still the
+/// script (it used to be taken as one more pair, and the run refused for want of a script).
+#[test]
+fn a_script_after_the_pairs_of_nvargs_is_the_script() {
+    let out = lafuse_in_scratch("nvargs-order", &["run", "--nvargs", "n=3", "m=4", "s.dml"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "4\n");
+}
+
+/// SystemDS's `-nvargs` and `-stats` work, with a note on lafuse's spelling.
+#[test]
+fn systemds_spellings_are_taken_with_a_note() {
+    let out = lafuse_in_scratch("nvargs-dash", &["run", "s.dml", "-stats", "-nvargs", "n=3"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("4\n"));
+    assert!(
+        stderr.contains("note: `-nvargs` is SystemDS's spelling"),
+        "{stderr}"
+    );
+}
+
+/// An error outside a script (a script file that does not exist) has the headline script
+/// errors have.
+#[test]
+fn usage_errors_have_the_error_headline() {
+    let out = lafuse_in_scratch("usage", &["run", "missing.dml"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.starts_with("error: cannot read the script 'missing.dml'"),
+        "{stderr}"
+    );
+}
