@@ -88,7 +88,8 @@ impl Stats {
             self.fused_execution_ms / 1e3
         ));
         s.push_str(&format!(
-            "Operators compiled/cache hits:\t{}/{} (codegen {:.3} sec, planning {:.3} sec).\n",
+            "Operators compiled/cache hits:\t{}/{} (codegen {:.3} sec summed over threads, \
+             planning {:.3} sec).\n",
             self.operators_compiled,
             self.operator_cache_hits,
             self.codegen_ms / 1e3,

@@ -211,7 +211,8 @@ struct CostArgs {
 #[derive(clap::Args)]
 struct ScriptArgsFlag {
     /// Script arguments as name=value pairs, read by the script as `$name`
-    /// (like SystemDS's -nvargs: one flag followed by any number of pairs).
+    /// (like SystemDS's -nvargs: one flag followed by any number of pairs; the script may
+    /// come before or after them).
     #[arg(long, num_args = 1.., value_name = "NAME=VALUE")]
     nvargs: Vec<String>,
 }

@@ -50,7 +50,7 @@ impl Backend for NativeBackend {
                 let origin = match lookup {
                     Lookup::Hit => Origin::CacheHit,
                     Lookup::Miss(reason) => Origin::Compiled {
-                        miss_reason: format!("{reason:?}"),
+                        miss_reason: reason.to_string(),
                         loaded_from_store: operator.loaded_from_store(),
                     },
                 };

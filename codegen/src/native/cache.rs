@@ -22,6 +22,16 @@ pub enum MissReason {
     Evicted,
 }
 
+impl std::fmt::Display for MissReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MissReason::FirstSight => "a plan not compiled before",
+            MissReason::HashCollision => "a plan whose hash another plan has",
+            MissReason::Evicted => "a plan evicted from the operator cache since",
+        })
+    }
+}
+
 /// What one cache request did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lookup {
