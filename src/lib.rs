@@ -425,6 +425,8 @@ fn render_fusion(
     let selector = policy.selector(model);
     let mut text = String::new();
     let mut json_blocks = Vec::new();
+    // `--format dot`: one graph per block, one after the other.
+    let mut dots: Vec<String> = Vec::new();
     for block in blocks
         .iter()
         .filter(|b| b.dag.hops.iter().any(|h| h.is_matrix()))
@@ -433,6 +435,20 @@ fn render_fusion(
         let (first, _) = source.line_col(block.span.start);
         let (last, _) = source.line_col(block.span.end.saturating_sub(1).max(block.span.start));
         let (body, json) = match level {
+            ExplainLevel::Memo if format == ExplainFormat::Dot => {
+                dots.push(fusion::dot::memo_dot(&block.dag, &plan.explored));
+                continue;
+            }
+            ExplainLevel::Plan | ExplainLevel::Cplan if format == ExplainFormat::Dot => {
+                let program =
+                    fusion::cplan::construct_cplans(&block.dag, &plan.memo, &plan.selection)?;
+                dots.push(if level == ExplainLevel::Plan {
+                    fusion::dot::plan_dot(&block.dag, &program)
+                } else {
+                    fusion::dot::cplan_dot(&program)
+                });
+                continue;
+            }
             ExplainLevel::Memo => (
                 plan.explored.explain(&block.dag),
                 serde_json::from_str(&plan.explored.to_json()),
@@ -443,15 +459,16 @@ fn render_fusion(
                 let (body, json) = generated_code(&program, level)?;
                 (body, Ok(json))
             }
-            ExplainLevel::Plan | ExplainLevel::Cplan => {
+            // The plan level is the selection (which memo entries each hop takes), the cplan
+            // level the operators built from it.
+            ExplainLevel::Plan => (
+                plan.selection.explain(),
+                serde_json::to_value(&plan.selection),
+            ),
+            ExplainLevel::Cplan => {
                 let program =
                     fusion::cplan::construct_cplans(&block.dag, &plan.memo, &plan.selection)?;
-                let body = if level == ExplainLevel::Plan {
-                    plan.selection.explain()
-                } else {
-                    program.explain()
-                };
-                (body, serde_json::from_str(&program.to_json()))
+                (program.explain(), serde_json::from_str(&program.to_json()))
             }
             ExplainLevel::Hops => unreachable!("handled by render_explain"),
         };
@@ -463,6 +480,14 @@ fn render_fusion(
         let json: serde_json::Value =
             json.map_err(|source| Error::Internal(Internal::FusionJson { source }))?;
         json_blocks.push(serde_json::json!({ "kind": block.kind, "lines": [first, last], "policy": selector.name(), "fusion": json }));
+    }
+    if format == ExplainFormat::Dot
+        && matches!(
+            level,
+            ExplainLevel::Memo | ExplainLevel::Plan | ExplainLevel::Cplan
+        )
+    {
+        return Ok(dots.concat());
     }
     per_block_report(text, json_blocks, format, "fusion levels")
 }

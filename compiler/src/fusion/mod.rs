@@ -59,6 +59,7 @@
 pub mod cost;
 pub mod cplan;
 pub mod dag;
+pub mod dot;
 pub mod explore;
 pub mod memo;
 pub mod partition;

@@ -10,7 +10,7 @@ fn opt(v: Option<u64>) -> String {
 }
 
 /// `[rows,cols,nnz]` with `-1` for unknown, as SystemDS prints it.
-fn size_text(hop: &Hop) -> String {
+pub(crate) fn size_text(hop: &Hop) -> String {
     format!("[{},{},{}]", opt(hop.rows), opt(hop.cols), opt(hop.nnz))
 }
 
@@ -66,7 +66,7 @@ pub fn explain_json(dag: &HopDag) -> String {
     serde_json::to_string_pretty(&hops).unwrap_or_default()
 }
 
-fn dot_escape(s: &str) -> String {
+pub(crate) fn dot_escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

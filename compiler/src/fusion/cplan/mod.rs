@@ -136,7 +136,7 @@ impl CNode {
     }
 
     /// A short operator label for explain output.
-    fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             CNode::Data { input, access } => {
                 let name = if *input == 0 {
