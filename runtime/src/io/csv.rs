@@ -103,7 +103,10 @@ impl Parsed<'_> {
             .enumerate()
             .inspect(|_| count += 1)
             .map(|(i, l)| (first_line + i, l.trim_end_matches('\r')))
-            .filter(|&(ln, l)| !(self.header && ln == 1) && !l.trim().is_empty())
+            .filter(|&(ln, l)| {
+                let header_line = self.header && ln == 1;
+                !header_line && !l.trim().is_empty()
+            })
             .collect();
         self.lines_seen += count;
         let Some(&(_, first)) = lines.first() else {
