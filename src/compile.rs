@@ -13,7 +13,7 @@ use lafuse_compiler::hops::{
     OpKind, ReorgOp, TernaryOp,
 };
 use lafuse_compiler::stack::with_stack;
-use lafuse_compiler::CompileError;
+use lafuse_compiler::{CompileError, Unsupported};
 use lafuse_runtime::exec::{FusedOutput, Instruction, Op, Reg, SymbolTable};
 use lafuse_runtime::value::{ScalarType, Value};
 use std::sync::Arc;
@@ -679,8 +679,7 @@ impl Lowering<'_> {
         let hop = self.dag.hop(id);
         let out = Some(id.0 as Reg);
         let inputs: Vec<Reg> = hop.inputs.iter().map(|i| i.0 as Reg).collect();
-        let unsupported =
-            |what: String| -> Error { CompileError::unsupported(what, Some(hop.span)).into() };
+        let unsupported = |what: Unsupported| -> Error { CompileError::at(what, hop.span).into() };
         let op = match &hop.op {
             OpKind::Literal(l) => Op::Const(literal_value(l)),
             // A variable the block rebinds can be moved out of the symbol table: the block holds
@@ -750,10 +749,9 @@ impl Lowering<'_> {
             OpKind::Cast(CastOp::AsBool) => Op::CastScalar(ScalarType::Bool),
             OpKind::Cumulative(CumulativeOp::Cumsum) => Op::Cumsum,
             OpKind::Cumulative(other) => {
-                return Err(unsupported(format!(
-                    "the cumulative aggregate {}",
-                    other.name()
-                )))
+                return Err(unsupported(Unsupported::CumulativeAggregate {
+                    name: other.name(),
+                }))
             }
             OpKind::Solve => Op::Solve,
             OpKind::Meta(MetaOp::Nrow) => Op::Nrow,

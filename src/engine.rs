@@ -418,8 +418,10 @@ impl<'p, 'o> Interpreter<'p, 'o> {
     fn exec_call(&mut self, call: &'p CallBlock, vars: &mut SymbolTable) -> Result<(), Error> {
         let program = self.program;
         let function = program.functions.get(&call.function).ok_or_else(|| {
-            Error::from(lafuse_compiler::CompileError::user(
-                format!("unknown function '{}'", call.function),
+            Error::from(lafuse_compiler::CompileError::at(
+                lafuse_compiler::CheckError::UnknownFunction {
+                    name: call.function.clone(),
+                },
                 call.span,
             ))
         })?;

@@ -3,7 +3,7 @@
 //! an enum of causes whose variant says who has to act ([`Error::fault`]).
 
 use lafuse_codegen::backend::CodegenError;
-use lafuse_compiler::error::CompileError;
+use lafuse_compiler::error::{render_diagnostic, CompileError};
 use lafuse_compiler::fusion::CostModelError;
 use lafuse_compiler::span::{SourceFile, Span};
 use lafuse_core::Fault;
@@ -167,17 +167,9 @@ impl Error {
                 .collect::<Vec<_>>()
                 .join("\n"),
             Error::Runtime { error, span } => {
-                let as_diagnostic = CompileError {
-                    fault: self.fault(),
-                    // The diagnostic's headline says "internal error" itself.
-                    message: match error {
-                        RuntimeError::Internal(why) => why.to_string(),
-                        e => e.to_string(),
-                    },
-                    span: *span,
-                    notes: vec![],
-                };
-                as_diagnostic.render(source)
+                // The runtime error's text is the headline (an internal one's says "internal
+                // error" itself).
+                render_diagnostic(&error.to_string(), *span, &[], source)
             }
             Error::Usage(message) => format!("error: {message}\n"),
             Error::Unsupported(_) | Error::Internal(_) | Error::CostModel { .. } => {

@@ -153,8 +153,10 @@ impl<'p> Walker<'p> {
     fn call(&mut self, call: &'p CallBlock, vars: &mut BlockInputs) -> Result<(), Error> {
         let program = self.program;
         let Some(function) = program.functions.get(&call.function) else {
-            return Err(lafuse_compiler::CompileError::user(
-                format!("unknown function '{}'", call.function),
+            return Err(lafuse_compiler::CompileError::at(
+                lafuse_compiler::CheckError::UnknownFunction {
+                    name: call.function.clone(),
+                },
                 call.span,
             )
             .into());

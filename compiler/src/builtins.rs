@@ -15,7 +15,7 @@
 //! `replace` takes named arguments only.
 
 use crate::ast::{self, Expr, ExprKind};
-use crate::error::{CompileError, Result};
+use crate::error::{Bound, CallProblem, Callee, CompileError, Note, Result};
 use crate::hops::UnaryOp;
 use crate::span::Span;
 
@@ -551,14 +551,6 @@ struct Formal<'a> {
     required: bool,
 }
 
-fn plural(n: usize, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
-}
-
 /// Binds positional-then-named arguments onto `formals` (the rules of DML function calls).
 /// Alternative spellings of parameter names. DESIGN.md spells `toString`'s line separator
 /// `linebreak`; SystemDS calls it `linesep`. Both are accepted so scripts written either way run.
@@ -570,7 +562,7 @@ fn canonical_param_name(name: &str) -> &str {
 }
 
 fn bind_formals<'a>(
-    callee: &str,
+    callee: &Callee,
     formals: &[Formal<'a>],
     args: &'a [ast::Arg],
     call_span: Span,
@@ -582,18 +574,19 @@ fn bind_formals<'a>(
         match &arg.name {
             None => {
                 if seen_named {
-                    return Err(CompileError::user(
-                        format!("positional argument after named arguments in call to {callee}"),
+                    return Err(CompileError::call(
+                        callee,
+                        CallProblem::PositionalAfterNamed,
                         arg.span,
                     ));
                 }
                 if positional >= formals.len() {
-                    return Err(CompileError::user(
-                        format!(
-                            "too many arguments to {callee}: it takes at most {}, got {}",
-                            plural(formals.len(), "argument"),
-                            args.len()
-                        ),
+                    return Err(CompileError::call(
+                        callee,
+                        CallProblem::TooMany {
+                            max: formals.len(),
+                            got: args.len(),
+                        },
                         arg.span,
                     ));
                 }
@@ -605,25 +598,34 @@ fn bind_formals<'a>(
                 let wanted = canonical_param_name(&name.name);
                 let Some(idx) = formals.iter().position(|f| f.name == wanted) else {
                     let names: Vec<&str> = formals.iter().map(|f| f.name).collect();
-                    let mut err = CompileError::user(
-                        format!("{callee} has no parameter named '{}'", name.name),
+                    let err = CompileError::call(
+                        callee,
+                        CallProblem::NoParameter {
+                            name: name.name.clone(),
+                        },
                         name.span,
                     );
-                    err = match crate::builtins::closest(&name.name, names.iter().copied()) {
-                        Some(s) => err.with_note(format!("did you mean '{s}'?")),
-                        None if names.is_empty() => {
-                            err.with_note(format!("{callee} takes no parameters"))
-                        }
-                        None => err.with_note(format!("parameters: {}", names.join(", "))),
-                    };
+                    let err = err.with_note(
+                        match crate::builtins::closest(&name.name, names.iter().copied()) {
+                            Some(s) => Note::DidYouMean {
+                                name: s.to_string(),
+                            },
+                            None if names.is_empty() => Note::NoParameters {
+                                callee: callee.clone(),
+                            },
+                            None => Note::Parameters {
+                                names: names.iter().map(|n| n.to_string()).collect(),
+                            },
+                        },
+                    );
                     return Err(err);
                 };
                 if slots[idx].is_some() {
-                    return Err(CompileError::user(
-                        format!(
-                            "parameter '{}' of {callee} is given more than once",
-                            name.name
-                        ),
+                    return Err(CompileError::call(
+                        callee,
+                        CallProblem::GivenTwice {
+                            name: name.name.clone(),
+                        },
                         arg.span,
                     ));
                 }
@@ -636,8 +638,11 @@ fn bind_formals<'a>(
         let value = match slot {
             Some(e) => BoundValue::Arg(e),
             None if formal.required => {
-                return Err(CompileError::user(
-                    format!("missing argument '{}' in call to {callee}", formal.name),
+                return Err(CompileError::call(
+                    callee,
+                    CallProblem::Missing {
+                        name: formal.name.to_string(),
+                    },
                     call_span,
                 ));
             }
@@ -663,14 +668,15 @@ pub fn bind_args<'a>(
 ) -> Result<BoundArgs<'a>> {
     let sig = builtin.signature();
     let name = builtin.name();
-    let callee = format!("{name}()");
+    let callee = Callee::Builtin { name };
     let named: Vec<&ast::Arg> = args.iter().filter(|a| a.name.is_some()).collect();
     let n_positional = args.len() - named.len();
     match sig.style {
         ArgStyle::PositionalOnly => {
             if let Some(arg) = named.first() {
-                return Err(CompileError::user(
-                    format!("{callee} takes positional arguments only, not named ones"),
+                return Err(CompileError::call(
+                    &callee,
+                    CallProblem::PositionalOnly,
                     arg.span,
                 ));
             }
@@ -678,28 +684,29 @@ pub fn bind_args<'a>(
         ArgStyle::NamedOnly => {
             if let Some(arg) = args.iter().find(|a| a.name.is_none()) {
                 let params: Vec<&str> = sig.params.iter().map(|p| p.name).collect();
-                return Err(CompileError::user(
-                    format!("for {callee}, all arguments must be named parameters"),
-                    arg.span,
-                )
-                .with_note(format!("parameters: {}", params.join(", "))));
+                return Err(
+                    CompileError::call(&callee, CallProblem::NamedOnly, arg.span).with_note(
+                        Note::Parameters {
+                            names: params.iter().map(|p| p.to_string()).collect(),
+                        },
+                    ),
+                );
             }
         }
         ArgStyle::FirstPositional => {
             if let Some(arg) = args.iter().skip(1).find(|a| a.name.is_none()) {
-                return Err(CompileError::user(
-                    format!("only the first argument of {callee} may be unnamed"),
+                return Err(CompileError::call(
+                    &callee,
+                    CallProblem::OnlyFirstUnnamed,
                     arg.span,
                 ));
             }
         }
         ArgStyle::AllPositionalOrFirstPositional => {
             if n_positional > 1 && !named.is_empty() {
-                return Err(CompileError::user(
-                    format!(
-                        "for {callee}, cannot mix named and unnamed parameters \
-                         (only the first may be unnamed)"
-                    ),
+                return Err(CompileError::call(
+                    &callee,
+                    CallProblem::MixedNamed,
                     named[0].span,
                 ));
             }
@@ -707,30 +714,36 @@ pub fn bind_args<'a>(
         ArgStyle::Mixed => {}
     }
     if args.len() < sig.min_args {
-        let at_least = if sig.max_args == Some(sig.min_args) {
-            ""
+        let bound = if sig.max_args == Some(sig.min_args) {
+            Bound::Exactly
         } else {
-            "at least "
+            Bound::AtLeast
         };
-        return Err(CompileError::user(
-            format!(
-                "{callee} takes {at_least}{}, got {}",
-                plural(sig.min_args, "argument"),
-                args.len()
-            ),
+        return Err(CompileError::call(
+            &callee,
+            CallProblem::Count {
+                bound,
+                expected: sig.min_args,
+                got: args.len(),
+            },
             call_span,
         ));
     }
     if let Some(max) = sig.max_args {
         if args.len() > max {
-            let at_most = if max == sig.min_args { "" } else { "at most " };
+            let bound = if max == sig.min_args {
+                Bound::Exactly
+            } else {
+                Bound::AtMost
+            };
             let culprit = args.get(max).map_or(call_span, |a| a.span);
-            return Err(CompileError::user(
-                format!(
-                    "{callee} takes {at_most}{}, got {}",
-                    plural(max, "argument"),
-                    args.len()
-                ),
+            return Err(CompileError::call(
+                &callee,
+                CallProblem::Count {
+                    bound,
+                    expected: max,
+                    got: args.len(),
+                },
                 culprit,
             ));
         }
@@ -778,7 +791,9 @@ pub fn bind_udf_args<'a>(
             required: p.default.is_none(),
         })
         .collect();
-    let callee = format!("function {}", def.name);
+    let callee = Callee::Function {
+        name: def.name.clone(),
+    };
     Ok(BoundArgs {
         params: bind_formals(&callee, &formals, args, call_span)?,
         variadic: vec![],
@@ -893,7 +908,11 @@ mod tests {
     fn rand_requires_named_arguments_and_fills_defaults() {
         let args = [pos(3), pos(3)];
         let err = bind_args(Builtin::Rand, &args, Span::new(0, 1)).unwrap_err();
-        assert!(err.message.contains("must be named"), "{}", err.message);
+        assert!(
+            err.to_string().contains("must be named"),
+            "{}",
+            err.to_string()
+        );
 
         let args = [named("cols", 4), named("rows", 2)];
         let b = bind_args(Builtin::Rand, &args, Span::new(0, 1)).unwrap();
@@ -927,23 +946,27 @@ mod tests {
             Span::new(0, 1),
         )
         .unwrap_err();
-        assert!(err.message.contains("cannot mix"), "{}", err.message);
+        assert!(
+            err.to_string().contains("cannot mix"),
+            "{}",
+            err.to_string()
+        );
         let err = bind_args(Builtin::Matrix, &[pos(1), pos(2)], Span::new(0, 1)).unwrap_err();
         assert!(
-            err.message.contains("at least 3 arguments"),
+            err.to_string().contains("at least 3 arguments"),
             "{}",
-            err.message
+            err.to_string()
         );
     }
 
     #[test]
     fn ordinary_builtins_reject_names_and_wrong_counts() {
         let err = bind_args(Builtin::Sum, &[named("target", 1)], Span::new(0, 1)).unwrap_err();
-        assert!(err.message.contains("positional arguments only"));
+        assert!(err.to_string().contains("positional arguments only"));
         let err = bind_args(Builtin::Sum, &[pos(1), pos(2)], Span::new(0, 1)).unwrap_err();
-        assert_eq!(err.message, "sum() takes 1 argument, got 2");
+        assert_eq!(err.to_string(), "sum() takes 1 argument, got 2");
         let err = bind_args(Builtin::Cbind, &[pos(1)], Span::new(0, 1)).unwrap_err();
-        assert_eq!(err.message, "cbind() takes at least 2 arguments, got 1");
+        assert_eq!(err.to_string(), "cbind() takes at least 2 arguments, got 1");
         let args = [pos(1), pos(2), pos(3)];
         let b = bind_args(Builtin::Max, &args, Span::new(0, 1)).unwrap();
         assert_eq!(b.variadic.len(), 3);
@@ -960,15 +983,23 @@ mod tests {
             Span::new(0, 1),
         )
         .unwrap_err();
-        assert_eq!(err.message, "toString() has no parameter named 'decimals'");
-        assert_eq!(err.notes, vec!["did you mean 'decimal'?".to_string()]);
+        assert_eq!(
+            err.to_string(),
+            "toString() has no parameter named 'decimals'"
+        );
+        let notes: Vec<String> = err.notes.iter().map(|n| n.to_string()).collect();
+        assert_eq!(notes, vec!["did you mean 'decimal'?".to_string()]);
         let err = bind_args(
             Builtin::Write,
             &[pos(1), pos(2), named("file", 3)],
             Span::new(0, 1),
         )
         .unwrap_err();
-        assert!(err.message.contains("more than once"), "{}", err.message);
+        assert!(
+            err.to_string().contains("more than once"),
+            "{}",
+            err.to_string()
+        );
     }
 
     #[test]
@@ -999,13 +1030,17 @@ mod tests {
         assert!(matches!(b.value("a"), Some(BoundValue::DefaultExpr(_))));
         let args = [named("a", 5)];
         let err = bind_udf_args(&def, &args, Span::new(0, 1)).unwrap_err();
-        assert_eq!(err.message, "missing argument 'X' in call to function f");
+        assert_eq!(
+            err.to_string(),
+            "missing argument 'X' in call to function f"
+        );
         let args = [pos(1), pos(2), pos(3)];
         let err = bind_udf_args(&def, &args, Span::new(0, 1)).unwrap_err();
         assert!(
-            err.message.starts_with("too many arguments to function f"),
+            err.to_string()
+                .starts_with("too many arguments to function f"),
             "{}",
-            err.message
+            err.to_string()
         );
     }
 

@@ -25,7 +25,7 @@
 
 use crate::ast::{Arg, Expr, ExprKind, Ident, IndexRange, Stmt, StmtKind, UnaryOp, ValueType};
 use crate::builtins::{self, ArgKind, Builtin, ResultKind};
-use crate::error::CompileError;
+use crate::error::{CheckError, CompileError, Internal, Kind, Note, Operand, Unsupported};
 use crate::program::{is_temporary, Block, CallBlock, Function, Program};
 use crate::span::Span;
 use crate::stack::with_stack;
@@ -122,10 +122,10 @@ struct Checker<'p> {
     errors: Vec<CompileError>,
 }
 
-fn describe(expr: &Expr) -> String {
+fn describe(expr: &Expr) -> Operand {
     match &expr.kind {
-        ExprKind::Var(name) if !is_temporary(name) => format!("'{name}'"),
-        _ => "the argument".to_string(),
+        ExprKind::Var(name) if !is_temporary(name) => Operand::Var { name: name.clone() },
+        _ => Operand::Argument,
     }
 }
 
@@ -140,11 +140,11 @@ impl Checker<'_> {
         for param in &def.params {
             if let Some(default) = &param.default {
                 if !is_constant(default) {
-                    self.error(CompileError::user(
-                        format!(
-                            "the default value of parameter '{}' of function {} must be a constant",
-                            param.name, def.name
-                        ),
+                    self.error(CompileError::at(
+                        CheckError::DefaultNotConstant {
+                            param: param.name.clone(),
+                            function: def.name.clone(),
+                        },
                         default.span,
                     ));
                 }
@@ -154,12 +154,11 @@ impl Checker<'_> {
         let env = self.blocks(&function.body, &mut env).clone();
         for result in &def.results {
             if !env.vars.contains_key(&result.name) {
-                self.error(CompileError::user(
-                    format!(
-                        "function {} never assigns its result '{}'; every result must be \
-                         assigned in the function body",
-                        def.name, result.name
-                    ),
+                self.error(CompileError::at(
+                    CheckError::ResultUnassigned {
+                        function: def.name.clone(),
+                        result: result.name.clone(),
+                    },
                     result.span,
                 ));
             }
@@ -208,10 +207,7 @@ impl Checker<'_> {
                 for bound in [Some(from), Some(to), step.as_ref()].into_iter().flatten() {
                     let ty = self.expr(bound, env);
                     if ty == Ty::Matrix {
-                        self.error(CompileError::user(
-                            "a for loop bound must be a scalar, but this is a matrix",
-                            bound.span,
-                        ));
+                        self.error(CompileError::at(CheckError::MatrixLoopBound, bound.span));
                     }
                 }
                 self.loop_body(body, env, Some(var));
@@ -241,15 +237,12 @@ impl Checker<'_> {
         *env = after;
     }
 
-    fn condition(&mut self, cond: &Expr, env: &mut Env, what: &str) {
+    fn condition(&mut self, cond: &Expr, env: &mut Env, what: &'static str) {
         let ty = self.expr(cond, env);
         if ty == Ty::Matrix {
             self.error(
-                CompileError::user(
-                    format!("the {what} condition must be a scalar, but it is a matrix"),
-                    cond.span,
-                )
-                .with_note("reduce it to a scalar, e.g. with as.scalar(...), sum(...) or min(...)"),
+                CompileError::at(CheckError::MatrixCondition { statement: what }, cond.span)
+                    .with_note(Note::ReduceCondition),
             );
         }
     }
@@ -279,15 +272,18 @@ impl Checker<'_> {
                             &target.name,
                             target.span,
                             env,
-                            format!(
-                                "cannot assign to {}[...] before '{}' is initialized",
-                                target.name, target.name
-                            ),
+                            CheckError::IndexedBeforeInitialized {
+                                name: target.name.clone(),
+                            },
                         ));
                         env.define(&target.name, Ty::Unknown);
                     }
-                    Some(ty) if ty.is_scalar() => self.error(CompileError::user(
-                        format!("'{}' is a scalar and cannot be indexed", target.name),
+                    Some(ty) if ty.is_scalar() => self.error(CompileError::at(
+                        CheckError::ScalarIndexed {
+                            target: Operand::Var {
+                                name: target.name.clone(),
+                            },
+                        },
                         target.span,
                     )),
                     Some(_) => {}
@@ -295,18 +291,17 @@ impl Checker<'_> {
             }
             StmtKind::MultiAssign { call, .. } => {
                 // build_program turns every multi-assignment into a call block.
-                self.error(CompileError::internal(format!(
-                    "multi-assignment left in a basic block at {:?}",
-                    call.span
-                )));
+                self.error(CompileError::internal(Internal::MultiAssignInBlock {
+                    span: call.span,
+                }));
             }
             StmtKind::Expr(expr) => {
                 self.expr(expr, env);
             }
             StmtKind::If { .. } | StmtKind::For { .. } | StmtKind::While { .. } => {
-                self.error(CompileError::internal(
-                    "control flow statement left in a basic block",
-                ));
+                self.error(CompileError::internal(Internal::Invariant {
+                    what: "control flow statement left in a basic block",
+                }));
             }
         }
     }
@@ -319,8 +314,10 @@ impl Checker<'_> {
                 ExprKind::Call { name, .. } => name.as_str(),
                 _ => "this expression",
             };
-            self.error(CompileError::user(
-                format!("{name}() returns no value to assign"),
+            self.error(CompileError::at(
+                CheckError::NoValueToAssign {
+                    name: name.to_string(),
+                },
                 expr.span,
             ));
             return Ty::Unknown;
@@ -357,23 +354,21 @@ impl Checker<'_> {
                     let mismatch = (declared == Ty::Matrix && given.is_scalar())
                         || (declared.is_scalar() && given == Ty::Matrix);
                     if mismatch {
-                        let what = if declared == Ty::Matrix {
-                            "a matrix"
-                        } else {
-                            "a scalar"
+                        let kind = |ty: Ty| {
+                            if ty == Ty::Matrix {
+                                Kind::Matrix
+                            } else {
+                                Kind::Scalar
+                            }
                         };
-                        self.error(CompileError::user(
-                            format!(
-                                "parameter '{}' of function {} expects {what}, but {} is {}",
-                                param.name,
-                                def.name,
-                                describe(arg),
-                                if given == Ty::Matrix {
-                                    "a matrix"
-                                } else {
-                                    "a scalar"
-                                }
-                            ),
+                        self.error(CompileError::at(
+                            CheckError::ParameterKind {
+                                param: param.name.clone(),
+                                function: def.name.clone(),
+                                expected: kind(declared),
+                                given: describe(arg),
+                                found: kind(given),
+                            },
                             arg.span,
                         ));
                     }
@@ -386,31 +381,25 @@ impl Checker<'_> {
         let n_targets = call.targets.len();
         let n_results = def.results.len();
         if n_targets > 0 && n_targets != n_results {
-            let returns = match n_results {
-                0 => "returns no value".to_string(),
-                1 => "returns 1 value".to_string(),
-                n => format!("returns {n} values"),
-            };
-            let msg = if call.targets.iter().all(|t| is_temporary(&t.name)) {
-                format!(
-                    "function {} {returns}; a call inside an expression must return exactly one",
-                    def.name
-                )
+            let function = def.name.clone();
+            let cause = if call.targets.iter().all(|t| is_temporary(&t.name)) {
+                CheckError::ResultsInExpression {
+                    function,
+                    results: n_results,
+                }
             } else if n_targets == 1 && n_results > 1 {
-                let names: Vec<&str> = def.results.iter().map(|r| r.name.as_str()).collect();
-                format!(
-                    "function {} {returns}; assign them all, as in [{}] = {}(...)",
-                    def.name,
-                    names.join(", "),
-                    def.name
-                )
+                CheckError::AssignAllResults {
+                    function,
+                    results: def.results.iter().map(|r| r.name.clone()).collect(),
+                }
             } else {
-                format!(
-                    "function {} {returns}, but {n_targets} targets are assigned",
-                    def.name
-                )
+                CheckError::TargetCount {
+                    function,
+                    results: n_results,
+                    targets: n_targets,
+                }
             };
-            self.error(CompileError::user(msg, call.span));
+            self.error(CompileError::at(cause, call.span));
         }
         for (i, target) in call.targets.iter().enumerate() {
             let ty = def
@@ -425,40 +414,43 @@ impl Checker<'_> {
         if let Some(r) = range {
             for bound in std::iter::once(&*r.lower).chain(r.upper.as_deref()) {
                 if self.expr(bound, env) == Ty::Matrix {
-                    self.error(CompileError::user(
-                        "an index must be a scalar, but this is a matrix",
-                        bound.span,
-                    ));
+                    self.error(CompileError::at(CheckError::MatrixIndex, bound.span));
                 }
             }
         }
     }
 
-    fn undefined(&self, name: &str, span: Span, env: &Env, message: String) -> CompileError {
-        let mut err = CompileError::user(message, span);
+    fn undefined(&self, name: &str, span: Span, env: &Env, cause: CheckError) -> CompileError {
+        let mut err = CompileError::at(cause, span);
         let candidates = env
             .vars
             .keys()
             .map(String::as_str)
             .filter(|n| !is_temporary(n));
         if let Some(close) = builtins::closest(name, candidates) {
-            err = err.with_note(format!("did you mean '{close}'?"));
+            err = err.with_note(Note::DidYouMean {
+                name: close.to_string(),
+            });
         }
         err
     }
 
     fn unknown_function(&self, name: &str, span: Span) -> CompileError {
-        let mut err = CompileError::user(format!("unknown function '{name}'"), span);
+        let mut err = CompileError::at(
+            CheckError::UnknownFunction {
+                name: name.to_string(),
+            },
+            span,
+        );
         if name.contains("::") {
-            return CompileError::unsupported(
-                "namespaces (ns::name) of sourced scripts",
-                Some(span),
-            );
+            return CompileError::at(Unsupported::Namespaces, span);
         }
         let builtin_names = builtins::ALL.iter().map(|b| b.name());
         let udf_names = self.program.functions.keys().map(String::as_str);
         if let Some(close) = builtins::closest(name, udf_names.chain(builtin_names)) {
-            err = err.with_note(format!("did you mean '{close}'?"));
+            err = err.with_note(Note::DidYouMean {
+                name: close.to_string(),
+            });
         }
         err
     }
@@ -480,7 +472,7 @@ impl Checker<'_> {
                         name,
                         expr.span,
                         env,
-                        format!("undefined variable '{name}': it is read before it is assigned"),
+                        CheckError::ReadBeforeAssigned { name: name.clone() },
                     );
                     self.error(err);
                     // Report each variable once, not at every later read.
@@ -491,13 +483,11 @@ impl Checker<'_> {
             ExprKind::ScriptArg(name) => {
                 if !self.script_args.contains(name) {
                     self.error(
-                        CompileError::user(
-                            format!("no value given for the script argument '${name}'"),
+                        CompileError::at(
+                            CheckError::MissingScriptArg { name: name.clone() },
                             expr.span,
                         )
-                        .with_note(format!(
-                            "pass it as -nvargs {name}=<value>, or use ifdef(${name}, <default>)"
-                        )),
+                        .with_note(Note::PassScriptArg { name: name.clone() }),
                     );
                 }
                 Ty::Unknown
@@ -519,9 +509,8 @@ impl Checker<'_> {
                 if *op == MatMul {
                     for (side, ty) in [(lhs, l), (rhs, r)] {
                         if ty.is_scalar() {
-                            self.error(CompileError::user(
-                                "matrix multiplication (%*%) needs matrices, but this is a scalar \
-                                 (use * to scale by a scalar)",
+                            self.error(CompileError::at(
+                                CheckError::ScalarMatrixMultiply,
                                 side.span,
                             ));
                         }
@@ -532,12 +521,8 @@ impl Checker<'_> {
                 if arithmetic || (*op == Add && (l == Ty::Matrix || r == Ty::Matrix)) {
                     for (side, ty) in [(lhs, l), (rhs, r)] {
                         if ty == Ty::Str {
-                            self.error(CompileError::user(
-                                format!(
-                                    "'{}' cannot be applied to a string (only '+' concatenates \
-                                     strings with scalars)",
-                                    op.symbol()
-                                ),
+                            self.error(CompileError::at(
+                                CheckError::StringOperand { op: op.symbol() },
                                 side.span,
                             ));
                             return Ty::Unknown;
@@ -562,8 +547,10 @@ impl Checker<'_> {
                 self.range(rows.as_ref(), env);
                 self.range(cols.as_ref(), env);
                 if ty.is_scalar() {
-                    self.error(CompileError::user(
-                        format!("{} is a scalar and cannot be indexed", describe(target)),
+                    self.error(CompileError::at(
+                        CheckError::ScalarIndexed {
+                            target: describe(target),
+                        },
                         expr.span,
                     ));
                     return Ty::Unknown;
@@ -578,9 +565,9 @@ impl Checker<'_> {
         let Some(builtin) = builtins::lookup(name) else {
             if self.program.functions.contains_key(name) {
                 // build_program hoists every user-defined call out of expressions.
-                self.error(CompileError::internal(format!(
-                    "call of function {name} left in an expression"
-                )));
+                self.error(CompileError::internal(Internal::CallInExpression {
+                    function: name.to_string(),
+                }));
             } else {
                 self.error(self.unknown_function(name, span));
             }
@@ -629,23 +616,23 @@ impl Checker<'_> {
             let ty = ty_of(arg);
             let problem = match kind {
                 ArgKind::Any => None,
-                ArgKind::Matrix if ty.is_scalar() => Some("a matrix"),
-                ArgKind::Scalar if ty == Ty::Matrix => Some("a scalar"),
-                ArgKind::Str if ty == Ty::Matrix => Some("a string"),
+                ArgKind::Matrix if ty.is_scalar() => Some(Kind::Matrix),
+                ArgKind::Scalar if ty == Ty::Matrix => Some(Kind::Scalar),
+                ArgKind::Str if ty == Ty::Matrix => Some(Kind::String),
                 _ => None,
             };
             if let Some(expected) = problem {
-                let err = CompileError::user(
-                    format!(
-                        "{}() expects {expected} argument, but {} is {}",
-                        builtin.name(),
-                        describe(arg),
-                        if ty == Ty::Matrix {
-                            "a matrix"
+                let err = CompileError::at(
+                    CheckError::ArgumentKind {
+                        builtin: builtin.name(),
+                        expected,
+                        given: describe(arg),
+                        found: if ty == Ty::Matrix {
+                            Kind::Matrix
                         } else {
-                            "a scalar"
-                        }
-                    ),
+                            Kind::Scalar
+                        },
+                    },
                     arg.span,
                 );
                 self.error(err);
@@ -660,8 +647,8 @@ impl Checker<'_> {
         }
         if let Some(first) = args.first() {
             if !matches!(first.value.kind, ExprKind::ScriptArg(_)) {
-                self.error(CompileError::user(
-                    "the first argument of ifdef must be a script argument such as $name",
+                self.error(CompileError::at(
+                    CheckError::IfdefArgument,
                     first.value.span,
                 ));
             }
@@ -793,10 +780,10 @@ mod tests {
             Err(errors) => errors
                 .into_iter()
                 .map(|e| {
-                    let mut s = e.message;
+                    let mut s = e.to_string();
                     for n in e.notes {
                         s.push_str(" | ");
-                        s.push_str(&n);
+                        s.push_str(&n.to_string());
                     }
                     s
                 })

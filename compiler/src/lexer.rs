@@ -10,7 +10,7 @@
 //! `TRUE`, `double`, ...) are reserved and cannot name variables. So are SystemDS's built-in
 //! constants `NaN` and `Inf`, which lex as double literals (`-Inf` is the negation of `Inf`).
 
-use crate::error::CompileError;
+use crate::error::{CompileError, LexError};
 use crate::span::Span;
 
 /// Reserved words of DML.
@@ -278,8 +278,8 @@ impl Lexer<'_> {
                             self.pos = start + 2 + rel + 2;
                         }
                         None => {
-                            self.errors.push(CompileError::user(
-                                "unterminated block comment: '/*' without a closing '*/'",
+                            self.errors.push(CompileError::at(
+                                LexError::UnterminatedComment,
                                 Span::new(start, start + 2),
                             ));
                             self.pos = self.bytes.len();
@@ -323,8 +323,8 @@ impl Lexer<'_> {
                 return Some(TokenKind::ScriptArg(self.src[start + 1..end].to_string()));
             }
             self.pos += 1;
-            self.errors.push(CompileError::user(
-                "expected a script argument name after '$' (e.g. $X or $1)",
+            self.errors.push(CompileError::at(
+                LexError::ScriptArgName,
                 Span::new(start, start + 1),
             ));
             return None;
@@ -365,13 +365,8 @@ impl Lexer<'_> {
             _ => {
                 let ch = self.src[start..].chars().next().unwrap_or('\u{fffd}');
                 self.pos += ch.len_utf8().max(1);
-                let shown = if ch.is_control() {
-                    format!("{:?}", ch)
-                } else {
-                    format!("'{ch}'")
-                };
-                self.errors.push(CompileError::user(
-                    format!("unexpected character {shown}"),
+                self.errors.push(CompileError::at(
+                    LexError::UnexpectedChar { ch },
                     Span::new(start, self.pos),
                 ));
                 return None;
@@ -449,12 +444,11 @@ impl Lexer<'_> {
         }
         if matches!(self.peek(0), b'l' | b'L') {
             self.pos += 1;
-            let kind = if is_double { "float" } else { "int" };
-            self.errors.push(CompileError::user(
-                format!(
-                    "cannot parse the {kind} value '{}' (the L suffix is not supported)",
-                    &self.src[start..self.pos]
-                ),
+            self.errors.push(CompileError::at(
+                LexError::LongSuffix {
+                    float: is_double,
+                    text: self.src[start..self.pos].to_string(),
+                },
                 Span::new(start, self.pos),
             ));
             return None;
@@ -464,11 +458,10 @@ impl Lexer<'_> {
             return match self.src[start..self.pos].parse::<i64>() {
                 Ok(v) => Some(TokenKind::Int(v)),
                 Err(_) => {
-                    self.errors.push(CompileError::user(
-                        format!(
-                            "integer literal {} does not fit in 64 bits",
-                            &self.src[start..self.pos]
-                        ),
+                    self.errors.push(CompileError::at(
+                        LexError::IntegerOverflow {
+                            text: self.src[start..self.pos].to_string(),
+                        },
                         span,
                     ));
                     None
@@ -493,8 +486,10 @@ impl Lexer<'_> {
         match text.parse::<f64>() {
             Ok(v) => Some(TokenKind::Double(v)),
             Err(_) => {
-                self.errors.push(CompileError::user(
-                    format!("cannot parse the number '{}'", &self.src[start..self.pos]),
+                self.errors.push(CompileError::at(
+                    LexError::BadNumber {
+                        text: self.src[start..self.pos].to_string(),
+                    },
                     span,
                 ));
                 None
@@ -512,8 +507,8 @@ impl Lexer<'_> {
         let mut ok = true;
         loop {
             let Some(ch) = self.src[self.pos..].chars().next() else {
-                self.errors.push(CompileError::user(
-                    "unterminated string literal",
+                self.errors.push(CompileError::at(
+                    LexError::UnterminatedString,
                     Span::new(start, start + 1),
                 ));
                 return None;
@@ -529,11 +524,8 @@ impl Lexer<'_> {
                 };
                 self.pos += next.len_utf8();
                 if !matches!(next, 'b' | 't' | 'n' | 'f' | 'r' | '"' | '\'' | '\\') {
-                    self.errors.push(CompileError::user(
-                        format!(
-                            "invalid escape sequence '\\{next}' in string \
-                             (valid: \\b \\t \\n \\f \\r \\\" \\' \\\\)"
-                        ),
+                    self.errors.push(CompileError::at(
+                        LexError::InvalidEscape { escape: next },
                         Span::new(self.pos - next.len_utf8() - 1, self.pos),
                     ));
                     ok = false;
@@ -640,12 +632,12 @@ mod tests {
     #[test]
     fn lexical_errors_are_collected_and_located() {
         let (_, errors) = tokenize("x = \"abc");
-        assert_eq!(errors[0].message, "unterminated string literal");
+        assert_eq!(errors[0].to_string(), "unterminated string literal");
         assert_eq!(errors[0].span, Some(Span::new(4, 5)));
         let (tokens, errors) = tokenize("a @ b é /* open");
         assert_eq!(errors.len(), 3, "{errors:?}");
         assert_eq!(tokens.len(), 3);
         let (_, errors) = tokenize("'\\q'");
-        assert!(errors[0].message.contains("invalid escape"));
+        assert!(errors[0].to_string().contains("invalid escape"));
     }
 }

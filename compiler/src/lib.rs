@@ -16,4 +16,8 @@ pub mod parser;
 pub mod program;
 pub mod span;
 pub mod stack;
-pub use error::{CompileError, Fault, Result};
+pub use error::{
+    Bound, CallProblem, Callee, CheckError, CompileCause, CompileError, DagError, Fault,
+    IndexProblem, Internal, Kind, LexError, Note, Operand, Result, Shape, ShapeError, SyntaxError,
+    TypeRule, Unsupported,
+};

@@ -35,7 +35,7 @@ use crate::ast::{
     Arg, BinaryOp, Expr, ExprKind, FunctionDef, Ident, IndexRange, Param, Script, Stmt, StmtKind,
     UnaryOp, ValueType,
 };
-use crate::error::CompileError;
+use crate::error::{CompileError, Internal, SyntaxError, Unsupported};
 use crate::lexer::{tokenize, Keyword, Punct, Token, TokenKind};
 use crate::span::{SourceFile, Span};
 use crate::stack::with_stack;
@@ -181,11 +181,11 @@ impl Parser<'_> {
 
     fn unexpected(&self, expected: &str) -> CompileError {
         let tok = self.peek();
-        CompileError::user(
-            format!(
-                "syntax error: expected {expected}, found {}",
-                self.found(tok)
-            ),
+        CompileError::at(
+            SyntaxError::Expected {
+                expected: expected.to_string(),
+                found: self.found(tok),
+            },
             tok.span,
         )
     }
@@ -210,11 +210,11 @@ impl Parser<'_> {
             }
             TokenKind::Keyword(_) => {
                 let tok = self.peek();
-                Err(CompileError::user(
-                    format!(
-                        "syntax error: expected {what}, found {} (a reserved word)",
-                        self.found(tok)
-                    ),
+                Err(CompileError::at(
+                    SyntaxError::ReservedWord {
+                        expected: what.to_string(),
+                        found: self.found(tok),
+                    },
                     tok.span,
                 ))
             }
@@ -225,8 +225,8 @@ impl Parser<'_> {
     fn enter(&mut self) -> PResult<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(CompileError::user(
-                format!("the script is nested too deeply (more than {MAX_DEPTH} levels)"),
+            return Err(CompileError::at(
+                SyntaxError::TooDeep { limit: MAX_DEPTH },
                 self.peek().span,
             ));
         }
@@ -330,11 +330,8 @@ impl Parser<'_> {
             }
             if self.peek().kind == TokenKind::Eof {
                 let line = self.src[..open.start as usize].matches('\n').count() + 1;
-                return Err(CompileError::user(
-                    format!(
-                        "syntax error: expected '}}' to close the block opened at line {line}, \
-                         found end of file"
-                    ),
+                return Err(CompileError::at(
+                    SyntaxError::UnclosedBlock { line },
                     self.peek().span,
                 ));
             }
@@ -344,10 +341,7 @@ impl Parser<'_> {
             self.stmt_start = self.pos;
             let result = if self.at_function_def() {
                 let span = self.peek().span;
-                Err(CompileError::user(
-                    "function definitions are only allowed at the top level of a script",
-                    span,
-                ))
+                Err(CompileError::at(SyntaxError::NestedFunction, span))
             } else {
                 self.statement()
             };
@@ -368,8 +362,8 @@ impl Parser<'_> {
             return self.block_stmts(open);
         }
         if self.at_function_def() {
-            return Err(CompileError::user(
-                "function definitions are only allowed at the top level of a script",
+            return Err(CompileError::at(
+                SyntaxError::NestedFunction,
                 self.peek().span,
             ));
         }
@@ -395,19 +389,16 @@ impl Parser<'_> {
             TokenKind::Keyword(Keyword::Parfor) => self.for_stmt(true)?,
             TokenKind::Keyword(Keyword::While) => self.while_stmt()?,
             TokenKind::Keyword(Keyword::Source) => {
-                return Err(CompileError::unsupported(
-                    "source(...) imports of other scripts",
-                    Some(start),
-                ))
+                return Err(CompileError::at(Unsupported::Source, start))
             }
             TokenKind::Keyword(Keyword::Setwd) => {
-                return Err(CompileError::unsupported("setwd(...)", Some(start)))
+                return Err(CompileError::at(Unsupported::Setwd, start))
             }
             TokenKind::Punct(Punct::LBracket) => self.multi_assign()?,
             TokenKind::Ident(_) => self.ident_stmt()?,
             TokenKind::ScriptArg(name) => {
-                return Err(CompileError::user(
-                    format!("cannot assign to the script argument '${name}'"),
+                return Err(CompileError::at(
+                    SyntaxError::AssignScriptArg { name: name.clone() },
                     start,
                 ))
             }
@@ -419,8 +410,8 @@ impl Parser<'_> {
                     ) =>
             {
                 let name = if v.is_nan() { "NaN" } else { "Inf" };
-                return Err(CompileError::user(
-                    format!("cannot assign to the built-in constant {name}: choose another name"),
+                return Err(CompileError::at(
+                    SyntaxError::AssignConstant { name },
                     start,
                 ));
             }
@@ -442,9 +433,9 @@ impl Parser<'_> {
             TokenKind::Punct(Punct::LBracket) => {
                 let (rows, cols) = self.index_rest()?;
                 if self.at(Punct::PlusAssign) {
-                    return Err(CompileError::unsupported(
-                        "'+=' on an indexed target",
-                        Some(self.peek().span),
+                    return Err(CompileError::at(
+                        Unsupported::IndexedCompoundAssign,
+                        self.peek().span,
                     ));
                 }
                 if !self.at_assign() {
@@ -491,8 +482,8 @@ impl Parser<'_> {
     /// which DML allows only as a whole right-hand side.
     fn rhs(&mut self) -> PResult<Expr> {
         if self.at_kw(Keyword::Function) || self.at_kw(Keyword::ExternalFunction) {
-            return Err(CompileError::user(
-                "function definitions are only allowed at the top level of a script",
+            return Err(CompileError::at(
+                SyntaxError::NestedFunction,
                 self.peek().span,
             ));
         }
@@ -509,9 +500,8 @@ impl Parser<'_> {
         if !next.newline_before {
             if let TokenKind::Punct(p) = next.kind {
                 if infix(p).is_some() {
-                    return Err(CompileError::user(
-                        "ifdef(...) must be the whole right-hand side of an assignment \
-                         (assign it to a variable first)",
+                    return Err(CompileError::at(
+                        SyntaxError::IfdefInExpression,
                         call.span.to(next.span),
                     ));
                 }
@@ -527,9 +517,9 @@ impl Parser<'_> {
             targets.push(self.ident("a variable name")?);
         }
         if self.at(Punct::LBracket) {
-            return Err(CompileError::unsupported(
-                "indexed targets in a multi-assignment",
-                Some(self.peek().span),
+            return Err(CompileError::at(
+                Unsupported::IndexedMultiAssign,
+                self.peek().span,
             ));
         }
         self.expect(
@@ -596,23 +586,19 @@ impl Parser<'_> {
             match from.into_kind() {
                 ExprKind::Call { name, args } if name == "seq" => {
                     if let Some(arg) = args.iter().find(|a| a.name.is_some()) {
-                        return Err(CompileError::user(
-                            "seq(...) in a for loop takes positional arguments: seq(from, to, incr)",
-                            arg.span,
-                        ));
+                        return Err(CompileError::at(SyntaxError::ForSeqNamed, arg.span));
                     }
                     if !(2..=3).contains(&args.len()) {
-                        return Err(CompileError::user(
-                            format!(
-                                "seq(...) in a for loop takes 2 or 3 arguments, got {}",
-                                args.len()
-                            ),
+                        return Err(CompileError::at(
+                            SyntaxError::ForSeqArity { got: args.len() },
                             from_span,
                         ));
                     }
                     let mut it = args.into_iter().map(|a| a.value);
                     let (Some(f), Some(t)) = (it.next(), it.next()) else {
-                        return Err(CompileError::internal("seq argument count checked above"));
+                        return Err(CompileError::internal(Internal::Invariant {
+                            what: "seq argument count checked above",
+                        }));
                     };
                     (f, t, it.next())
                 }
@@ -646,9 +632,9 @@ impl Parser<'_> {
         let name = self.ident("a function name")?;
         self.bump(); // = or <-
         if self.at_kw(Keyword::ExternalFunction) {
-            return Err(CompileError::unsupported(
-                "externalFunction",
-                Some(self.peek().span),
+            return Err(CompileError::at(
+                Unsupported::ExternalFunction,
+                self.peek().span,
             ));
         }
         self.bump(); // function
@@ -718,10 +704,9 @@ impl Parser<'_> {
             _ => None,
         };
         match &tok.kind {
-            TokenKind::Keyword(Keyword::UnknownType) => Err(CompileError::unsupported(
-                "the value type 'unknown'",
-                Some(tok.span),
-            )),
+            TokenKind::Keyword(Keyword::UnknownType) => {
+                Err(CompileError::at(Unsupported::UnknownValueType, tok.span))
+            }
             TokenKind::Keyword(kw) => match scalar(*kw) {
                 Some(ty) => {
                     self.bump();
@@ -743,9 +728,11 @@ impl Parser<'_> {
                                 self.bump();
                             }
                             TokenKind::Keyword(Keyword::StringType | Keyword::UnknownType) => {
-                                return Err(CompileError::unsupported(
-                                    format!("matrices of value type {}", self.found(&vt)),
-                                    Some(vt.span),
+                                return Err(CompileError::at(
+                                    Unsupported::MatrixValueType {
+                                        found: self.found(&vt),
+                                    },
+                                    vt.span,
                                 ))
                             }
                             _ => return Err(self.unexpected("double, integer or boolean")),
@@ -753,9 +740,11 @@ impl Parser<'_> {
                         self.expect(Punct::RBracket, "']' closing the matrix type")?;
                         Ok(ValueType::Matrix)
                     }
-                    "frame" | "list" | "tensor" | "scalar" => Err(CompileError::unsupported(
-                        format!("the data type '{name}'"),
-                        Some(tok.span),
+                    "frame" | "list" | "tensor" | "scalar" => Err(CompileError::at(
+                        Unsupported::DataType {
+                            name: name.to_string(),
+                        },
+                        tok.span,
                     )),
                     _ => Err(self.unexpected(EXPECTED)),
                 }
@@ -861,11 +850,7 @@ impl Parser<'_> {
                 });
             }
             TokenKind::Keyword(Keyword::Ifdef) => {
-                return Err(CompileError::user(
-                    "ifdef(...) must be the whole right-hand side of an assignment \
-                     (x = ifdef($name, default))",
-                    tok.span,
-                ))
+                return Err(CompileError::at(SyntaxError::IfdefNested, tok.span))
             }
             _ => return Err(self.unexpected("an expression")),
         };
@@ -985,7 +970,7 @@ impl Parser<'_> {
 }
 
 fn namespace_unsupported(span: Span) -> CompileError {
-    CompileError::unsupported("namespaces (ns::name) of sourced scripts", Some(span))
+    CompileError::at(Unsupported::Namespaces, span)
 }
 
 // ----- s-expressions -----
@@ -1220,17 +1205,20 @@ mod tests {
     #[test]
     fn errors_name_expected_and_found() {
         let e1 = err("x = (1 + 2");
-        assert_eq!(e1.message, "syntax error: expected ')', found end of file");
+        assert_eq!(
+            e1.to_string(),
+            "syntax error: expected ')', found end of file"
+        );
         let e2 = err("x = 1 +\nif (1) {}");
         assert_eq!(
-            e2.message,
+            e2.to_string(),
             "syntax error: expected an expression, found 'if'"
         );
         assert!(err("source(\"a.dml\") as a")
-            .message
+            .to_string()
             .starts_with("unsupported: source"));
         assert!(err("x = ifdef($a, 1) + 1")
-            .message
+            .to_string()
             .contains("whole right-hand side"));
     }
 
@@ -1254,11 +1242,11 @@ mod tests {
             ));
             let n = MAX_DEPTH + 1;
             let deep = format!("x = {}1{}", "(".repeat(n), ")".repeat(n));
-            assert!(err(&deep).message.contains("nested too deeply"));
+            assert!(err(&deep).to_string().contains("nested too deeply"));
             let long = format!("x = 1{}", " + 1".repeat(n));
-            assert!(err(&long).message.contains("nested too deeply"));
+            assert!(err(&long).to_string().contains("nested too deeply"));
             let negs = format!("x = {}1", "-".repeat(n));
-            assert!(err(&negs).message.contains("nested too deeply"));
+            assert!(err(&negs).to_string().contains("nested too deeply"));
         };
         let small = std::thread::Builder::new().stack_size(256 << 10);
         small

@@ -15,7 +15,7 @@
 
 use crate::ast::{self, Arg, Expr, ExprKind, Ident, IndexRange, Stmt, StmtKind};
 use crate::builtins;
-use crate::error::{CompileError, Result};
+use crate::error::{CheckError, CompileError, Internal, Note, Result, Unsupported};
 use crate::span::Span;
 use crate::stack::with_stack;
 use std::collections::BTreeMap;
@@ -146,17 +146,18 @@ pub fn build_program(script: ast::Script) -> Result<Program> {
     let mut defs: BTreeMap<String, ast::FunctionDef> = BTreeMap::new();
     for def in script.functions {
         if builtins::lookup(&def.name).is_some() {
-            return Err(CompileError::user(
-                format!(
-                    "function '{}' has the name of a built-in function",
-                    def.name
-                ),
+            return Err(CompileError::at(
+                CheckError::BuiltinName {
+                    name: def.name.clone(),
+                },
                 def.span,
             ));
         }
         if defs.contains_key(&def.name) {
-            return Err(CompileError::user(
-                format!("function '{}' is defined more than once", def.name),
+            return Err(CompileError::at(
+                CheckError::DefinedTwice {
+                    name: def.name.clone(),
+                },
                 def.span,
             ));
         }
@@ -252,9 +253,9 @@ impl Builder<'_> {
     fn call_block(&mut self, targets: Vec<Ident>, call: Expr, em: &mut Emitter) -> Result<()> {
         let span = call.span;
         let ExprKind::Call { name, mut args } = call.into_kind() else {
-            return Err(CompileError::internal(
-                "call_block given a non-call expression",
-            ));
+            return Err(CompileError::internal(Internal::Invariant {
+                what: "call_block given a non-call expression",
+            }));
         };
         for arg in &mut args {
             self.hoist(&mut arg.value, em)?;
@@ -342,21 +343,24 @@ impl Builder<'_> {
                         _ => String::from("<expression>"),
                     };
                     let err = if builtins::lookup(&name).is_some() {
-                        CompileError::user(
-                            format!(
-                                "built-in function {name}() returns one value; it cannot be \
-                                 assigned to {} targets",
-                                targets.len()
-                            ),
+                        CompileError::at(
+                            CheckError::BuiltinTargets {
+                                name: name.clone(),
+                                targets: targets.len(),
+                            },
                             call.span,
                         )
                     } else {
-                        let mut err =
-                            CompileError::user(format!("unknown function '{name}'"), call.span);
+                        let mut err = CompileError::at(
+                            CheckError::UnknownFunction { name: name.clone() },
+                            call.span,
+                        );
                         if let Some(s) =
                             builtins::closest(&name, self.udfs.iter().map(|s| s.as_str()))
                         {
-                            err = err.with_note(format!("did you mean '{s}'?"));
+                            err = err.with_note(Note::DidYouMean {
+                                name: s.to_string(),
+                            });
                         }
                         err
                     };
@@ -450,10 +454,9 @@ impl Builder<'_> {
             }
             StmtKind::While { cond, body } => {
                 if let Some(call_span) = self.find_udf_call(&cond) {
-                    return Err(CompileError::unsupported(
-                        "a call of a user-defined function in a while condition \
-                         (assign it to a variable before the loop and at the end of its body)",
-                        Some(call_span),
+                    return Err(CompileError::at(
+                        Unsupported::CallInWhileCondition,
+                        call_span,
                     ));
                 }
                 let body = self.blocks(body)?;
@@ -625,7 +628,7 @@ mod tests {
         let ok = load_program(&SourceFile::new("a.dml", "x = 1\nprint(x)"), &args).unwrap();
         assert_eq!(ok.main.len(), 1);
         let syntax = load_program(&SourceFile::new("a.dml", "x = ("), &args).unwrap_err();
-        assert!(syntax[0].message.starts_with("syntax error"));
+        assert!(syntax[0].to_string().starts_with("syntax error"));
         let build = load_program(
             &SourceFile::new(
                 "a.dml",
@@ -634,9 +637,9 @@ mod tests {
             &args,
         )
         .unwrap_err();
-        assert!(build[0].message.starts_with("unsupported"));
+        assert!(build[0].to_string().starts_with("unsupported"));
         let check = load_program(&SourceFile::new("a.dml", "print(y)"), &args).unwrap_err();
-        assert!(check[0].message.starts_with("undefined variable 'y'"));
+        assert!(check[0].to_string().starts_with("undefined variable 'y'"));
     }
 
     #[test]
@@ -649,7 +652,7 @@ mod tests {
             functions: vec![func("f")],
         };
         let err = build_program(script).unwrap_err();
-        assert!(err.message.starts_with("unsupported: "), "{}", err.message);
+        assert!(err.to_string().starts_with("unsupported: "), "{err}");
     }
 
     #[test]
@@ -660,7 +663,7 @@ mod tests {
         };
         assert!(build_program(script)
             .unwrap_err()
-            .message
+            .to_string()
             .contains("more than once"));
         let script = Script {
             statements: vec![],
@@ -668,7 +671,7 @@ mod tests {
         };
         assert!(build_program(script)
             .unwrap_err()
-            .message
+            .to_string()
             .contains("built-in"));
     }
 

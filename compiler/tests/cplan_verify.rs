@@ -660,7 +660,7 @@ proptest! {
 fn constructed(dag: &HopDag, policy: &dyn PlanSelector) -> FusedProgram {
     let plan = plan_fusion(dag, policy).unwrap();
     let program = construct_cplans(dag, &plan.memo, &plan.selection)
-        .unwrap_or_else(|e| panic!("{}: {}", policy.name(), e.message));
+        .unwrap_or_else(|e| panic!("{}: {}", policy.name(), e));
     for op in &program.operators {
         assert_eq!(verify(&op.cplan), Ok(()), "{}", op.cplan.explain());
     }

@@ -57,8 +57,8 @@ fn typing_errors_are_user_errors_with_spans() {
         ("v = 2 * \"a\"\n", "invalid value types"),
     ] {
         let err = try_dag(script, &none()).unwrap_err();
-        assert_eq!(err.fault, Fault::User, "{script}");
-        assert!(err.message.contains(needle), "{script}: {}", err.message);
+        assert_eq!(err.fault(), Fault::User, "{script}");
+        assert!(err.to_string().contains(needle), "{script}: {}", err);
         let span = err.span.expect("span");
         assert!(
             span.start >= 4 && span.end as usize <= script.len(),
@@ -167,15 +167,10 @@ fn shape_errors_point_at_the_expression_and_name_both_shapes() {
     ];
     for (script, offending, shape) in cases {
         let err = try_dag(script, &inputs).unwrap_err();
-        assert_eq!(err.fault, Fault::User, "{script}");
+        assert_eq!(err.fault(), Fault::User, "{script}");
         let span = err.span.expect("span");
-        assert_eq!(
-            &script[span.range()],
-            offending,
-            "{script}: {}",
-            err.message
-        );
-        assert!(err.message.contains(shape), "{script}: {}", err.message);
+        assert_eq!(&script[span.range()], offending, "{script}: {}", err);
+        assert!(err.to_string().contains(shape), "{script}: {}", err);
         let rendered = err.render(&SourceFile::new("t.dml", script));
         assert!(rendered.contains('^'), "{rendered}");
     }
@@ -326,7 +321,7 @@ fn script_arguments_and_ifdef() {
     );
     let err =
         hops::build_block_dag(&block_of("a = $zz\n"), &BlockInputs::new(), &args).unwrap_err();
-    assert!(err.message.contains("$zz"));
+    assert!(err.to_string().contains("$zz"));
 }
 
 #[test]
@@ -349,7 +344,7 @@ fn left_indexing_and_unknown_bounds() {
     // A single (unknown) row index still gives one row.
     assert_eq!(d.hop(output(&d, "r")).dims(), Some((1, 5)));
     let err = try_dag("X[1:2, 1] = matrix(0, rows=3, cols=1)\n", &inputs).unwrap_err();
-    assert!(err.message.contains("3x1"), "{}", err.message);
+    assert!(err.to_string().contains("3x1"), "{}", err.to_string());
 }
 
 #[test]

@@ -99,7 +99,7 @@ fn verifier_and_import_reject_bad_dags_as_user_errors() {
     for text in &bad_inputs {
         assert_ne!(text, &good, "the mutation must apply");
         let err = HopDag::from_json(text).unwrap_err();
-        assert_eq!(err.fault, Fault::User, "{}", err.message);
+        assert_eq!(err.fault(), Fault::User, "{err}");
     }
     // A cycle.
     let mut d = sample();
@@ -108,7 +108,7 @@ fn verifier_and_import_reject_bad_dags_as_user_errors() {
     d.hop_mut(first_input).inputs = vec![y];
     assert!(verify(&d).is_err());
     assert_eq!(
-        HopDag::from_json(&d.to_json()).unwrap_err().fault,
+        HopDag::from_json(&d.to_json()).unwrap_err().fault(),
         Fault::User
     );
 }
@@ -183,7 +183,7 @@ proptest! {
             match r {
                 Ok(h) => hops.push(h),
                 Err(e) => {
-                    prop_assert_eq!(e.fault, Fault::User);
+                    prop_assert_eq!(e.fault(), Fault::User);
                     prop_assert_eq!(b.dag().len(), before);
                 }
             }

@@ -209,12 +209,16 @@ fn function_definitions() {
 
 fn assert_unsupported(text: &str, what: &str) {
     let err = first_error(text);
-    assert_eq!(err.fault, Fault::Unsupported, "{text}: {err:?}");
-    assert!(err.message.starts_with("unsupported: "), "{}", err.message);
+    assert_eq!(err.fault(), Fault::Unsupported, "{text}: {err:?}");
     assert!(
-        err.message.contains(what),
+        err.to_string().starts_with("unsupported: "),
+        "{}",
+        err.to_string()
+    );
+    assert!(
+        err.to_string().contains(what),
         "{text}: {} should mention {what}",
-        err.message
+        err
     );
     assert!(err.span.is_some());
 }
@@ -267,8 +271,8 @@ fn syntax_errors_say_expected_and_found() {
     ];
     for (text, message) in cases {
         let err = first_error(text);
-        assert_eq!(&err.message, message, "for {text:?}");
-        assert_eq!(err.fault, Fault::User, "for {text:?}");
+        assert_eq!(err.to_string(), *message, "for {text:?}");
+        assert_eq!(err.fault(), Fault::User, "for {text:?}");
     }
 }
 
@@ -301,7 +305,7 @@ fn rendered_errors_point_at_line_column_and_token() {
 #[test]
 fn several_independent_errors_are_reported() {
     let errs = errors("x = (1 +\ny = 2\nz = * 3\nw = 4\nif (w) {\n  v = )\n}\nu = 5 +");
-    let messages: Vec<&str> = errs.iter().map(|e| e.message.as_str()).collect();
+    let messages: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
     assert_eq!(
         messages,
         vec![

@@ -31,8 +31,8 @@ impl<'a> FusionDag<'a> {
     /// DAGs built by lafuse's own construction are verified already and always pass.
     pub fn new(dag: &'a HopDag) -> Result<FusionDag<'a>> {
         verify(dag).map_err(|e| {
-            CompileError::user(
-                format!("fusion needs a valid HOP DAG: {e}"),
+            CompileError::at(
+                crate::error::DagError::Fusion(e),
                 crate::span::Span::default(),
             )
         })?;

@@ -672,8 +672,10 @@ impl MemoTable {
     /// Reads a table written by [`MemoTable::to_json`].
     pub fn from_json(text: &str) -> crate::Result<MemoTable> {
         serde_json::from_str(text).map_err(|e| {
-            crate::CompileError::user(
-                format!("invalid memo table JSON: {e}"),
+            crate::CompileError::at(
+                crate::error::DagError::MemoJson {
+                    detail: e.to_string(),
+                },
                 crate::span::Span::default(),
             )
         })

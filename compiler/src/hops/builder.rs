@@ -10,7 +10,7 @@ use super::rewrite::constant_fold::try_fold;
 use super::size::{infer_dims, propagate_sizes};
 use super::types::infer_type;
 use super::verify::verify;
-use crate::error::{CompileError, Result};
+use crate::error::{CompileCause, CompileError, DagError, Result};
 use crate::span::Span;
 
 /// Builds a [`HopDag`] hop by hop.
@@ -140,8 +140,8 @@ impl DagBuilder {
         self.literal(Literal::Str(v.to_string()))
     }
 
-    fn err(&self, msg: impl Into<String>) -> CompileError {
-        CompileError::user(msg, self.span)
+    fn err(&self, cause: impl Into<CompileCause>) -> CompileError {
+        CompileError::at(cause, self.span)
     }
 
     /// Adds a hop of any kind with inputs in the order documented on [`OpKind`]; infers its
@@ -150,22 +150,20 @@ impl DagBuilder {
         let n = self.dag.len();
         for &i in inputs {
             if i.index() >= n {
-                return Err(self.err(format!("hop id {i} does not exist (the DAG has {n} hops)")));
+                return Err(self.err(DagError::NoSuchHop { id: i, len: n }));
             }
             if self.dag.hop(i).op.is_sink() {
-                return Err(self.err(format!(
-                    "hop {i} is an output or side effect and has no value"
-                )));
+                return Err(self.err(DagError::SinkInput { id: i }));
             }
         }
         if matches!(op, OpKind::TransientRead { .. }) {
-            return Err(self.err("use DagBuilder::input or scalar_input for transient reads"));
+            return Err(self.err(DagError::TransientRead));
         }
         let types: Vec<_> = inputs
             .iter()
             .map(|&i| (self.dag.hop(i).data_type, self.dag.hop(i).value_type))
             .collect();
-        let (dt, vt) = infer_type(&op, &types).map_err(|m| self.err(m))?;
+        let (dt, vt) = infer_type(&op, &types).map_err(|e| self.err(DagError::Type(e)))?;
         if self.fold && dt == DataType::Scalar {
             if let Some(l) = try_fold(&self.dag, &op, inputs, vt) {
                 return Ok(self.literal(l));
@@ -275,7 +273,7 @@ impl DagBuilder {
     pub fn build(self) -> Result<HopDag> {
         let mut dag = self.dag;
         propagate_sizes(&mut dag)?;
-        verify(&dag).map_err(|e| CompileError::user(e.to_string(), Span::default()))?;
+        verify(&dag).map_err(|e| CompileError::at(DagError::Invalid(e), Span::default()))?;
         Ok(dag)
     }
 

@@ -16,7 +16,7 @@ use super::rewrite::optimize;
 use super::verify::verify;
 use crate::ast::{self, Expr, ExprKind, IndexRange, Stmt, StmtKind};
 use crate::builtins::{self, bind_args, Builtin};
-use crate::error::{CompileError, Result};
+use crate::error::{CheckError, CompileError, Internal, Note, Result, Unsupported};
 use crate::span::Span;
 use crate::stack::with_stack;
 use std::collections::{BTreeMap, HashMap};
@@ -185,10 +185,7 @@ pub fn build_expr_dag(
         value = cx
             .add(OpKind::Cast(CastOp::AsScalar), &[value], expr.span)
             .map_err(|e| {
-                CompileError::user(
-                    format!("a condition or loop bound must be a scalar: {}", e.message),
-                    expr.span,
-                )
+                CompileError::at(CheckError::NonScalarCondition { cause: e.cause }, expr.span)
             })?;
     }
     cx.b.set_span(expr.span);
@@ -205,9 +202,7 @@ pub fn build_expr_dag(
 
 fn finish(b: DagBuilder) -> Result<HopDag> {
     let dag = b.into_dag();
-    verify(&dag).map_err(|e| {
-        CompileError::internal(format!("DAG construction produced an invalid DAG: {e}"))
-    })?;
+    verify(&dag).map_err(|e| CompileError::internal(Internal::ConstructedDag(e)))?;
     Ok(dag)
 }
 
@@ -278,8 +273,10 @@ impl<'a> Ctx<'a> {
             StmtKind::IndexAssign { target, rows, cols, value } => {
                 let x = self.var(&target.name, target.span)?;
                 if self.b.dag().hop(x).is_scalar() {
-                    return Err(CompileError::user(
-                        format!("cannot index into '{}': it is a scalar", target.name),
+                    return Err(CompileError::at(
+                        CheckError::IndexIntoScalar {
+                            name: target.name.clone(),
+                        },
                         target.span,
                     ));
                 }
@@ -290,10 +287,7 @@ impl<'a> Ctx<'a> {
                 self.vars.insert(target.name.clone(), h);
                 Ok(Some(target.name.clone()))
             }
-            StmtKind::MultiAssign { call, .. } => Err(CompileError::unsupported(
-                "assigning several results from a built-in function (only user-defined functions return several)",
-                Some(call.span),
-            )),
+            StmtKind::MultiAssign { call, .. } => Err(CompileError::at(Unsupported::BuiltinMultiAssign, call.span)),
             StmtKind::Expr(e) => {
                 if let ExprKind::Call { name, args } = &e.kind {
                     if let Some(b) = builtins::lookup(name) {
@@ -307,9 +301,9 @@ impl<'a> Ctx<'a> {
                 self.expr(e)?;
                 Ok(None)
             }
-            StmtKind::If { .. } | StmtKind::For { .. } | StmtKind::While { .. } => Err(CompileError::internal(
-                "control flow statement inside a basic block (blocks are split at control flow)",
-            )),
+            StmtKind::If { .. } | StmtKind::For { .. } | StmtKind::While { .. } => Err(CompileError::internal(Internal::Invariant {
+                what: "control flow statement inside a basic block (blocks are split at control flow)",
+            })),
         }
     }
 
@@ -341,10 +335,9 @@ impl<'a> Ctx<'a> {
                 self.add(OpKind::PersistentWrite { params }, &ins, span)?;
             }
             other => {
-                return Err(CompileError::internal(format!(
-                    "{} is not a statement",
-                    other.name()
-                )))
+                return Err(CompileError::internal(Internal::NotAStatement {
+                    builtin: other.name(),
+                }))
             }
         }
         Ok(())
@@ -364,9 +357,16 @@ impl<'a> Ctx<'a> {
                 .collect();
             let mut sorted = known;
             sorted.sort_unstable();
-            let mut err = CompileError::user(format!("undefined variable '{name}'"), span);
+            let mut err = CompileError::at(
+                CheckError::UndefinedVariable {
+                    name: name.to_string(),
+                },
+                span,
+            );
             if let Some(s) = builtins::closest(name, sorted) {
-                err = err.with_note(format!("did you mean '{s}'?"));
+                err = err.with_note(Note::DidYouMean {
+                    name: s.to_string(),
+                });
             }
             return Err(err);
         };
@@ -378,11 +378,11 @@ impl<'a> Ctx<'a> {
                 value_type,
             } => {
                 if v.value_type() != *value_type {
-                    return Err(CompileError::internal(format!(
-                        "block input '{name}' is declared {} but holds a {}",
-                        value_type.name(),
-                        v.value_type().name()
-                    )));
+                    return Err(CompileError::internal(Internal::InputType {
+                        name: name.to_string(),
+                        declared: value_type.name(),
+                        holds: v.value_type().name(),
+                    }));
                 }
                 self.b.literal(v.clone())
             }
@@ -398,9 +398,9 @@ impl<'a> Ctx<'a> {
     fn param(&mut self, bound: &builtins::BoundArgs<'_>, name: &str, span: Span) -> Result<HopId> {
         match bound.expr_or_default(name, span) {
             Some(e) => self.expr(&e),
-            None => Err(CompileError::internal(format!(
-                "parameter '{name}' missing after binding"
-            ))),
+            None => Err(CompileError::internal(Internal::MissingParameter {
+                name: name.to_string(),
+            })),
         }
     }
 
@@ -433,7 +433,7 @@ impl<'a> Ctx<'a> {
         let h = self.expr(e)?;
         let hop = self.b.dag().hop(h);
         if hop.is_matrix() || hop.value_type == ValueType::String {
-            return Err(CompileError::user("an index must be a number", e.span));
+            return Err(CompileError::at(CheckError::NonNumericIndex, e.span));
         }
         Ok(h)
     }
@@ -452,22 +452,18 @@ impl<'a> Ctx<'a> {
             ExprKind::Var(name) => self.var(name, span),
             ExprKind::ScriptArg(name) => match self.args.literal(name) {
                 Some(l) => Ok(self.lit(l, span)),
-                None => Err(CompileError::user(
-                    format!(
-                        "script argument ${name} is not given (pass it with -nvargs {name}=...)"
-                    ),
+                None => Err(CompileError::at(
+                    CheckError::ScriptArgNotGiven { name: name.clone() },
                     span,
                 )
-                .with_note(format!(
-                    "use ifdef(${name}, default) for an optional argument"
-                ))),
+                .with_note(Note::UseIfdef { name: name.clone() })),
             },
             ExprKind::Unary { op, operand } => {
                 let x = self.expr(operand)?;
                 match op {
                     ast::UnaryOp::Plus => {
                         if self.b.dag().hop(x).value_type == ValueType::String {
-                            return Err(CompileError::user("unary '+' of a string", span));
+                            return Err(CompileError::at(CheckError::StringUnaryPlus, span));
                         }
                         Ok(x)
                     }
@@ -486,8 +482,8 @@ impl<'a> Ctx<'a> {
             ExprKind::Index { target, rows, cols } => {
                 let x = self.expr(target)?;
                 if self.b.dag().hop(x).is_scalar() {
-                    return Err(CompileError::user(
-                        "cannot index into a scalar",
+                    return Err(CompileError::at(
+                        CheckError::IndexIntoScalarValue,
                         target.span,
                     ));
                 }
@@ -503,15 +499,22 @@ impl<'a> Ctx<'a> {
         let Some(b) = builtins::lookup(name) else {
             let mut names: Vec<&str> = builtins::ALL.iter().map(|b| b.name()).collect();
             names.sort_unstable();
-            let mut err = CompileError::user(format!("unknown function '{name}'"), span);
+            let mut err = CompileError::at(
+                CheckError::UnknownFunction {
+                    name: name.to_string(),
+                },
+                span,
+            );
             if let Some(s) = builtins::closest(name, names) {
-                err = err.with_note(format!("did you mean '{s}'?"));
+                err = err.with_note(Note::DidYouMean {
+                    name: s.to_string(),
+                });
             }
             return Err(err);
         };
         if b.is_statement() {
-            return Err(CompileError::user(
-                format!("{}() has no value; call it as a statement", b.name()),
+            return Err(CompileError::at(
+                CheckError::StatementAsValue { builtin: b.name() },
                 span,
             ));
         }
@@ -600,11 +603,8 @@ impl<'a> Ctx<'a> {
                 match variadic.len() {
                     1 => {
                         if self.b.dag().hop(variadic[0]).is_scalar() {
-                            return Err(CompileError::user(
-                                format!(
-                                    "{}() of a single scalar: pass a matrix or at least two values",
-                                    b.name()
-                                ),
+                            return Err(CompileError::at(
+                                CheckError::SingleScalar { builtin: b.name() },
                                 span,
                             ));
                         }
@@ -691,20 +691,16 @@ impl<'a> Ctx<'a> {
                     ..
                 }) = name_arg
                 else {
-                    return Err(CompileError::user(
-                        "the first argument of ifdef must be a script argument ($name)",
-                        span,
-                    ));
+                    return Err(CompileError::at(CheckError::IfdefNotScriptArg, span));
                 };
                 match self.args.literal(arg) {
                     Some(l) => Ok(self.lit(l, span)),
                     None => self.param(&bound, "default", span),
                 }
             }
-            other => Err(CompileError::internal(format!(
-                "built-in {} has no HOP lowering",
-                other.name()
-            ))),
+            other => Err(CompileError::internal(Internal::NoLowering {
+                builtin: other.name(),
+            })),
         }
     }
 

@@ -7,7 +7,7 @@ use super::ir::{Hop, HopDag, Literal, OpKind};
 use super::linearize::linearize;
 use super::size::propagate_sizes;
 use super::verify::verify;
-use crate::error::{CompileError, Fault, Result};
+use crate::error::{CompileCause, CompileError, DagError, Result};
 use crate::span::Span;
 use std::hash::Hasher;
 
@@ -37,16 +37,22 @@ impl HopDag {
     /// ```
     pub fn from_json(text: &str) -> Result<HopDag> {
         let mut dag: HopDag = serde_json::from_str(text).map_err(|e| {
-            CompileError::user(format!("invalid HOP DAG JSON: {e}"), Span::default())
+            CompileError::at(
+                DagError::Json {
+                    detail: e.to_string(),
+                },
+                Span::default(),
+            )
         })?;
         let user =
-            |e: super::verify::VerifyError| CompileError::user(e.to_string(), Span::default());
+            |e: super::verify::VerifyError| CompileError::at(DagError::Invalid(e), Span::default());
         // Structure first (ids, cycles, arity, types) so size inference can index safely; the
         // size check in `verify` compares given sizes with inferred ones.
         verify(&dag).map_err(user)?;
+        // What size inference calls a bug is the imported DAG's fault here.
         propagate_sizes(&mut dag).map_err(|mut e| {
-            if e.fault == Fault::Internal {
-                e.fault = Fault::User;
+            if let CompileCause::Internal(why) = *e.cause {
+                e.cause = Box::new(DagError::Inconsistent(why).into());
             }
             e
         })?;

@@ -77,4 +77,4 @@ pub use ir::{
 pub use linearize::linearize;
 pub use rewrite::{optimize, Rewrite};
 pub use size::propagate_sizes;
-pub use verify::{verify, VerifyError};
+pub use verify::{verify, DagDefect, VerifyError};

@@ -13,7 +13,7 @@ use super::ir::{
     BinaryOp, CastOp, DataGenOp, DataType, Direction, Hop, HopDag, HopId, Literal, NaryOp, OpKind,
     ReorgOp, TernaryOp,
 };
-use crate::error::{CompileError, Result};
+use crate::error::{CompileError, DagError, IndexProblem, Internal, Result, Shape, ShapeError};
 
 /// Sizes of one hop: rows, columns and estimated non-zeros (`None` where unknown).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -43,9 +43,11 @@ impl Dims {
     }
 }
 
-fn shape(d: &Dims) -> String {
-    let s = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
-    format!("{}x{}", s(d.rows), s(d.cols))
+fn shape(d: &Dims) -> Shape {
+    Shape {
+        rows: d.rows,
+        cols: d.cols,
+    }
 }
 
 /// Runs size propagation over every hop of the DAG in topological order, overwriting the sizes
@@ -80,8 +82,12 @@ pub fn topological_order(dag: &HopDag) -> Result<Vec<HopId>> {
                 let input = inputs[*next].index();
                 *next += 1;
                 if input >= n {
-                    return Err(CompileError::user(
-                        format!("hop {node} has input {input}, but the DAG has only {n} hops"),
+                    return Err(CompileError::at(
+                        DagError::InputOutOfRange {
+                            node,
+                            input,
+                            len: n,
+                        },
                         dag.hops[node].span,
                     ));
                 }
@@ -91,8 +97,8 @@ pub fn topological_order(dag: &HopDag) -> Result<Vec<HopId>> {
                         stack.push((input, 0));
                     }
                     1 => {
-                        return Err(CompileError::user(
-                            format!("the DAG has a cycle through hop {input}"),
+                        return Err(CompileError::at(
+                            DagError::Cycle { hop: input },
                             dag.hops[node].span,
                         ))
                     }
@@ -118,13 +124,16 @@ fn f64_input(dag: &HopDag, id: HopId) -> Option<f64> {
 }
 
 /// A non-negative size argument (`rows=`, `cols=`): `Ok(None)` if not a literal.
-fn size_input(dag: &HopDag, hop: &Hop, id: HopId, what: &str) -> Result<Option<u64>> {
+fn size_input(dag: &HopDag, hop: &Hop, id: HopId, what: &'static str) -> Result<Option<u64>> {
     match dag.literal_of(id) {
         None => Ok(None),
         Some(l) => match l.as_exact_i64() {
             Some(v) if v >= 0 => Ok(Some(v as u64)),
-            _ => Err(CompileError::user(
-                format!("{what} must be a non-negative integer, got {l}"),
+            _ => Err(CompileError::at(
+                ShapeError::NotACount {
+                    argument: what,
+                    value: l.clone(),
+                },
                 hop.span,
             )),
         },
@@ -160,16 +169,13 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
     let hop = dag.hop(id);
     let input = |i: usize| dag.hop(hop.inputs[i]);
     let in_dims = |i: usize| Dims::of(input(i));
-    let err = |msg: String| CompileError::user(msg, hop.span);
+    let err = |cause: ShapeError| CompileError::at(cause, hop.span);
     if hop.data_type == DataType::Scalar {
         if let OpKind::Cast(CastOp::AsScalar) = hop.op {
             let d = in_dims(0);
             if let Some((r, c)) = d.rows.zip(d.cols) {
                 if (r, c) != (1, 1) {
-                    return Err(err(format!(
-                        "as.scalar needs a 1x1 matrix, got {}",
-                        shape(&d)
-                    )));
+                    return Err(err(ShapeError::AsScalar { shape: shape(&d) }));
                 }
             }
         }
@@ -203,11 +209,11 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
                     let d = in_dims(i);
                     if let Some(o) = out {
                         if conflict(o.rows, d.rows) || conflict(o.cols, d.cols) {
-                            return Err(err(format!(
-                                "ifelse needs matrix arguments of the same shape, got {} and {}",
-                                shape(&o),
-                                shape(&d)
-                            )));
+                            return Err(err(ShapeError::SameShape {
+                                op: "ifelse",
+                                left: shape(&o),
+                                right: shape(&d),
+                            }));
                         }
                         out = Some(Dims {
                             rows: o.rows.or(d.rows),
@@ -248,7 +254,9 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
                 Direction::Row => (d.rows, Some(1)),
                 Direction::Col => (Some(1), d.cols),
                 Direction::Full => {
-                    return Err(CompileError::internal("a full aggregate typed as a matrix"));
+                    return Err(CompileError::internal(Internal::Invariant {
+                        what: "a full aggregate typed as a matrix",
+                    }));
                 }
             };
             let cells = rows.zip(cols).and_then(|(r, c)| r.checked_mul(c));
@@ -263,11 +271,10 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
             let (a, b) = (in_dims(0), in_dims(1));
             if let (Some(k1), Some(k2)) = (a.cols, b.rows) {
                 if k1 != k2 {
-                    return Err(err(format!(
-                        "dimension mismatch in matrix multiply: ncol(A) must equal nrow(B), got A {} and B {}",
-                        shape(&a),
-                        shape(&b)
-                    )));
+                    return Err(err(ShapeError::MatrixMultiply {
+                        left: shape(&a),
+                        right: shape(&b),
+                    }));
                 }
             }
             let mut d = Dims {
@@ -299,12 +306,7 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
                     cols: Some(1),
                     nnz: min_opt(Some(r), d.nnz),
                 },
-                (Some(_), Some(_)) => {
-                    return Err(err(format!(
-                        "diag needs a column vector or a square matrix, got {}",
-                        shape(&d)
-                    )))
-                }
+                (Some(_), Some(_)) => return Err(err(ShapeError::Diag { shape: shape(&d) })),
                 _ => Dims::default(),
             }
         }
@@ -314,10 +316,11 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
             let cols = size_input(dag, hop, hop.inputs[2], "cols")?;
             if let (Some(r), Some(c), Some(cells)) = (rows, cols, d.cells()) {
                 if r.checked_mul(c) != Some(cells) {
-                    return Err(err(format!(
-                        "cannot reshape a {} matrix into {r}x{c}",
-                        shape(&d)
-                    )));
+                    return Err(err(ShapeError::Reshape {
+                        from: shape(&d),
+                        rows: r,
+                        cols: c,
+                    }));
                 }
             }
             Dims {
@@ -334,13 +337,12 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
             if v.is_matrix() {
                 let vd = Dims::of(v);
                 if conflict(rows, vd.rows) || conflict(cols, vd.cols) {
-                    return Err(err(format!(
-                        "left indexing assigns a {} matrix to a {}x{} range of a {} matrix",
-                        shape(&vd),
-                        rows.map_or("?".into(), |v| v.to_string()),
-                        cols.map_or("?".into(), |v| v.to_string()),
-                        shape(&d)
-                    )));
+                    return Err(err(ShapeError::LeftIndex {
+                        value: shape(&vd),
+                        rows,
+                        cols,
+                        target: shape(&d),
+                    }));
                 }
             }
             let range_cells = rows.zip(cols).and_then(|(r, c)| r.checked_mul(c));
@@ -370,13 +372,13 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
                 };
                 if conflict(keep, k) {
                     let what = if cbind { "rows" } else { "columns" };
-                    return Err(err(format!(
-                        "inputs to {} must have the same number of {what}: input 1 is {}, input {} is {}",
-                        n.name(),
-                        shape(&first),
-                        i + 1,
-                        shape(&d)
-                    )));
+                    return Err(err(ShapeError::Bind {
+                        op: n.name(),
+                        axis: what,
+                        first: shape(&first),
+                        input: i + 1,
+                        other: shape(&d),
+                    }));
                 }
                 keep = keep.or(k);
                 grow = grow.zip(g).map(|(a, b)| a.saturating_add(b));
@@ -403,12 +405,11 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
                     let d = in_dims(i);
                     if let Some(o) = out {
                         if conflict(o.rows, d.rows) || conflict(o.cols, d.cols) {
-                            return Err(err(format!(
-                                "{} needs matrix arguments of the same shape, got {} and {}",
-                                n.name(),
-                                shape(&o),
-                                shape(&d)
-                            )));
+                            return Err(err(ShapeError::SameShape {
+                                op: n.name(),
+                                left: shape(&o),
+                                right: shape(&d),
+                            }));
                         }
                     } else {
                         out = Some(d);
@@ -449,11 +450,10 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
         OpKind::Solve => {
             let (a, b) = (in_dims(0), in_dims(1));
             if conflict(a.rows, a.cols) || conflict(a.rows, b.rows) {
-                return Err(err(format!(
-                    "solve(A, b) needs a square A and nrow(b) == nrow(A), got A {} and b {}",
-                    shape(&a),
-                    shape(&b)
-                )));
+                return Err(err(ShapeError::Solve {
+                    a: shape(&a),
+                    b: shape(&b),
+                }));
             }
             let d = Dims {
                 rows: a.cols.or(a.rows),
@@ -471,10 +471,9 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
         | OpKind::Print
         | OpKind::Stop
         | OpKind::ToString => {
-            return Err(CompileError::internal(format!(
-                "{} cannot produce a matrix",
-                hop.op.display_name()
-            )))
+            return Err(CompileError::internal(Internal::NotAMatrix {
+                op: hop.op.display_name(),
+            }))
         }
     };
     Ok(dims)
@@ -496,16 +495,16 @@ fn datagen_dims(dag: &HopDag, hop: &Hop, g: DataGenOp) -> Result<Dims> {
             let sparsity = f64_input(dag, inp[4]);
             if let Some(s) = sparsity {
                 if !(0.0..=1.0).contains(&s) {
-                    return Err(CompileError::user(
-                        format!("rand sparsity must be in [0, 1], got {s}"),
+                    return Err(CompileError::at(
+                        ShapeError::RandSparsity { sparsity: s },
                         hop.span,
                     ));
                 }
             }
             if let (Some(lo), Some(hi)) = (min, max) {
                 if lo > hi {
-                    return Err(CompileError::user(
-                        format!("rand needs min <= max, got min={lo}, max={hi}"),
+                    return Err(CompileError::at(
+                        ShapeError::RandRange { min: lo, max: hi },
                         hop.span,
                     ));
                 }
@@ -534,16 +533,16 @@ fn datagen_dims(dag: &HopDag, hop: &Hop, g: DataGenOp) -> Result<Dims> {
             let cols = size_input(dag, hop, inp[2], "cols")?;
             let mut nnz = None;
             if let Some(Literal::Str(text)) = dag.literal_of(inp[0]) {
-                let values = parse_sinit(text).map_err(|m| CompileError::user(m, hop.span))?;
+                let values = parse_sinit(text).map_err(|e| CompileError::at(e, hop.span))?;
                 if let Some(cells) = rows.zip(cols).and_then(|(r, c)| r.checked_mul(c)) {
                     if values.len() as u64 != cells {
-                        return Err(CompileError::user(
-                            format!(
-                                "matrix(\"...\", rows={}, cols={}) needs {cells} values, got {}",
-                                rows.unwrap_or(0),
-                                cols.unwrap_or(0),
-                                values.len()
-                            ),
+                        return Err(CompileError::at(
+                            ShapeError::MatrixValues {
+                                rows: rows.unwrap_or(0),
+                                cols: cols.unwrap_or(0),
+                                cells,
+                                values: values.len(),
+                            },
                             hop.span,
                         ));
                     }
@@ -561,7 +560,7 @@ fn datagen_dims(dag: &HopDag, hop: &Hop, g: DataGenOp) -> Result<Dims> {
             match (from, to, incr) {
                 (Some(from), Some(to), Some(incr)) => {
                     let n =
-                        seq_length(from, to, incr).map_err(|m| CompileError::user(m, hop.span))?;
+                        seq_length(from, to, incr).map_err(|e| CompileError::at(e, hop.span))?;
                     // One element is zero if 0 lies on the grid from + k*incr inside the range.
                     let k = -from / incr;
                     let has_zero = n > 0 && k >= 0.0 && k.fract() == 0.0 && (k as u64) < n;
@@ -583,27 +582,24 @@ fn datagen_dims(dag: &HopDag, hop: &Hop, g: DataGenOp) -> Result<Dims> {
 }
 
 /// Number of elements of `seq(from, to, incr)`, or the user error SystemDS reports.
-pub(crate) fn seq_length(from: f64, to: f64, incr: f64) -> std::result::Result<u64, String> {
+pub(crate) fn seq_length(from: f64, to: f64, incr: f64) -> std::result::Result<u64, ShapeError> {
     if incr == 0.0 || !incr.is_finite() || !from.is_finite() || !to.is_finite() {
-        return Err(format!(
-            "invalid seq({from}, {to}, {incr}): the increment must be finite and non-zero"
-        ));
+        return Err(ShapeError::SeqIncrement { from, to, incr });
     }
     if (to - from) * incr < 0.0 {
-        return Err(format!(
-            "wrong sign for the increment in seq({from}, {to}, {incr})"
-        ));
+        return Err(ShapeError::SeqSign { from, to, incr });
     }
     Ok((((to - from) / incr).floor() as u64).saturating_add(1))
 }
 
 /// Parses the values of `matrix("1 2 3", ...)`: numbers separated by spaces and/or commas.
-pub fn parse_sinit(text: &str) -> std::result::Result<Vec<f64>, String> {
+pub fn parse_sinit(text: &str) -> std::result::Result<Vec<f64>, ShapeError> {
     text.split(|c: char| c == ',' || c.is_whitespace())
         .filter(|t| !t.is_empty())
         .map(|t| {
-            t.parse::<f64>()
-                .map_err(|_| format!("matrix(\"...\") cannot parse {t:?} as a number"))
+            t.parse::<f64>().map_err(|_| ShapeError::MatrixToken {
+                token: t.to_string(),
+            })
         })
         .collect()
 }
@@ -629,21 +625,26 @@ fn binary_dims(dag: &HopDag, hop: &Hop, op: BinaryOp) -> Result<Dims> {
             (Some(x), Some(y)) => match broadcast_dims(x, y) {
                 Some((r, c)) => (Some(r), Some(c)),
                 None => {
-                    return Err(CompileError::user(
-                        format!(
-                            "dimension mismatch in '{}': {} and {} (the right operand must have the left's shape or be a row or column vector of it)",
-                            op.name(),
-                            shape(&da),
-                            shape(&db)
-                        ),
+                    return Err(CompileError::at(
+                        ShapeError::Broadcast {
+                            op: op.name(),
+                            left: shape(&da),
+                            right: shape(&db),
+                        },
                         hop.span,
                     ))
                 }
             },
             // Partially unknown: a known side larger than 1 determines the result.
             _ => (
-                da.rows.filter(|&r| r != 1).or(db.rows.filter(|&r| r != 1)).or(da.rows.zip(db.rows).map(|_| 1)),
-                da.cols.filter(|&c| c != 1).or(db.cols.filter(|&c| c != 1)).or(da.cols.zip(db.cols).map(|_| 1)),
+                da.rows
+                    .filter(|&r| r != 1)
+                    .or(db.rows.filter(|&r| r != 1))
+                    .or(da.rows.zip(db.rows).map(|_| 1)),
+                da.cols
+                    .filter(|&c| c != 1)
+                    .or(db.cols.filter(|&c| c != 1))
+                    .or(da.cols.zip(db.cols).map(|_| 1)),
             ),
         },
         (true, false) => (da.rows, da.cols),
@@ -725,34 +726,34 @@ fn check_range(
             ("column", d.cols)
         };
         let (l, u) = (int_input(dag, lo), int_input(dag, hi));
-        let bad = |msg: String| {
-            Err(CompileError::user(
-                format!("{msg} (indexing a {} matrix)", shape(d)),
+        let bad = |problem: IndexProblem| {
+            Err(CompileError::at(
+                ShapeError::Index {
+                    axis: what,
+                    problem,
+                    shape: shape(d),
+                },
                 hop.span,
             ))
         };
         if let Some(l) = l {
             if l < 1 {
-                return bad(format!(
-                    "{what} index {l} is out of bounds: indices start at 1"
-                ));
+                return bad(IndexProblem::BelowOne { index: l });
             }
         }
         if let (Some(l), Some(u)) = (l, u) {
             if u < l {
-                return bad(format!(
-                    "upper {what} index {u} is smaller than the lower {what} index {l}"
-                ));
+                return bad(IndexProblem::Reversed { lower: l, upper: u });
             }
         }
         if let (Some(u), Some(n)) = (u, extent) {
             if u as u64 > n {
-                return bad(format!("{what} index {u} is out of bounds"));
+                return bad(IndexProblem::OutOfBounds { index: u });
             }
         }
         if let (Some(l), Some(n)) = (l, extent) {
             if l as u64 > n {
-                return bad(format!("{what} index {l} is out of bounds"));
+                return bad(IndexProblem::OutOfBounds { index: l });
             }
         }
         out[axis] = if lo == hi {

@@ -8,6 +8,7 @@ use super::ir::{
     BinaryOp, CastOp, DataGenOp, DataType, Direction, NaryOp, OpKind, ReorgOp, TernaryOp, UnaryOp,
     ValueType,
 };
+use crate::error::TypeRule;
 
 /// The data and value type of a hop's inputs, as seen by type inference.
 pub type Ty = (DataType, ValueType);
@@ -23,15 +24,14 @@ pub(crate) fn scalar_binary_type(
     op: BinaryOp,
     a: ValueType,
     b: ValueType,
-) -> Result<ValueType, String> {
+) -> Result<ValueType, TypeRule> {
     use ValueType::*;
     let invalid = || {
-        Err(format!(
-            "invalid value types for '{}': {} and {}",
-            op.name(),
-            a.name(),
-            b.name()
-        ))
+        Err(TypeRule::ValueTypes {
+            op: op.name(),
+            left: a.name(),
+            right: b.name(),
+        })
     };
     if op.is_comparison() {
         return Ok(Bool);
@@ -64,23 +64,25 @@ pub(crate) fn scalar_binary_type(
 }
 
 /// Result type of a unary operator on a scalar.
-pub(crate) fn scalar_unary_type(op: UnaryOp, a: ValueType) -> Result<ValueType, String> {
+pub(crate) fn scalar_unary_type(op: UnaryOp, a: ValueType) -> Result<ValueType, TypeRule> {
     use ValueType::*;
     match (op, a) {
-        (UnaryOp::Not, String) => Err("invalid value type for '!': string".to_string()),
+        (UnaryOp::Not, String) => Err(TypeRule::ValueType {
+            op: "!",
+            value_type: "string",
+        }),
         (UnaryOp::Not, _) => Ok(Bool),
-        (_, String) | (_, Bool) => Err(format!(
-            "invalid value type for '{}': {}",
-            op.name(),
-            a.name()
-        )),
+        (_, String) | (_, Bool) => Err(TypeRule::ValueType {
+            op: op.name(),
+            value_type: a.name(),
+        }),
         (UnaryOp::Neg | UnaryOp::Abs, Int) => Ok(Int),
         _ => Ok(Double),
     }
 }
 
 /// Merges value types of alternatives (ifelse branches, n-ary min/max arguments).
-fn join_numeric(op: &str, a: ValueType, b: ValueType) -> Result<ValueType, String> {
+fn join_numeric(op: &'static str, a: ValueType, b: ValueType) -> Result<ValueType, TypeRule> {
     use ValueType::*;
     match (a, b) {
         _ if a == b => Ok(if a == Bool && op != "ifelse" {
@@ -90,50 +92,48 @@ fn join_numeric(op: &str, a: ValueType, b: ValueType) -> Result<ValueType, Strin
         }),
         (Int, Double) | (Double, Int) => Ok(Double),
         (String, _) | (_, String) if op == "ifelse" => Ok(String),
-        _ => Err(format!(
-            "invalid value types for '{}': {} and {}",
+        _ => Err(TypeRule::ValueTypes {
             op,
-            a.name(),
-            b.name()
-        )),
+            left: a.name(),
+            right: b.name(),
+        }),
     }
 }
 
 /// Infers `(data type, value type)` of a hop from its op and its inputs' types. Shapes are
 /// checked separately (see [`crate::hops::size`]). Errors are messages for user errors.
-pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, String> {
+pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
     if !op.arity_ok(inputs.len()) {
-        return Err(format!(
-            "'{}' takes {} inputs, got {}",
-            op.display_name(),
-            arity_text(op),
-            inputs.len()
-        ));
+        return Err(TypeRule::Arity {
+            op: op.display_name(),
+            expected: arity_text(op),
+            got: inputs.len(),
+        });
     }
     let is_matrix = |i: usize| inputs[i].0 == DataType::Matrix;
-    let need_scalar = |from: usize, what: &str| -> Result<(), String> {
+    let need_scalar = |from: usize, what: &str| -> Result<(), TypeRule> {
         for (i, t) in inputs.iter().enumerate().skip(from) {
             if t.0 != DataType::Scalar {
-                return Err(format!(
-                    "{what}: input {} must be a scalar, got a matrix",
-                    i + 1
-                ));
+                return Err(TypeRule::NeedScalar {
+                    what: what.to_string(),
+                    input: i + 1,
+                });
             }
         }
         Ok(())
     };
-    let need_matrix = |i: usize, what: &str| -> Result<(), String> {
+    let need_matrix = |i: usize, what: &str| -> Result<(), TypeRule> {
         if is_matrix(i) {
             Ok(())
         } else {
-            Err(format!("{what} expects a matrix argument, got a scalar"))
+            Err(TypeRule::NeedMatrix {
+                what: what.to_string(),
+            })
         }
     };
     match op {
         OpKind::Literal(l) => Ok(scalar(l.value_type())),
-        OpKind::TransientRead { .. } => {
-            Err("a transient read has no inputs to infer from".to_string())
-        }
+        OpKind::TransientRead { .. } => Err(TypeRule::TransientRead),
         OpKind::TransientWrite { .. } => Ok(inputs[0]),
         OpKind::PersistentRead { .. } => {
             need_scalar(0, "read")?;
@@ -160,10 +160,7 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, String> {
             if a.0 == DataType::Matrix || c.0 == DataType::Matrix {
                 for t in [a, c] {
                     if t.0 == DataType::Scalar && t.1 == ValueType::String {
-                        return Err(format!(
-                            "invalid operands for '{}': matrix and string",
-                            b.name()
-                        ));
+                        return Err(TypeRule::MatrixAndString { op: b.name() });
                     }
                 }
                 Ok(MATRIX)
@@ -174,7 +171,7 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, String> {
         OpKind::Ternary(TernaryOp::IfElse) => {
             if inputs.iter().any(|t| t.0 == DataType::Matrix) {
                 if inputs.iter().any(|t| t.1 == ValueType::String) {
-                    return Err("ifelse with a matrix cannot take string arguments".to_string());
+                    return Err(TypeRule::StringWithMatrix { op: "ifelse" });
                 }
                 Ok(MATRIX)
             } else {
@@ -188,7 +185,7 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, String> {
         }
         OpKind::AggUnary { op, dir } => {
             if !op.is_hop_aggregate() {
-                return Err(format!("'{op}' is not an aggregation of the HOP IR"));
+                return Err(TypeRule::NotAnAggregation { op: op.to_string() });
             }
             need_matrix(0, "aggregation")?;
             Ok(if *dir == Direction::Full {
@@ -217,7 +214,7 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, String> {
         OpKind::LeftIndex => {
             need_matrix(0, "left indexing")?;
             if inputs[1].1 == ValueType::String {
-                return Err("left indexing cannot assign a string".to_string());
+                return Err(TypeRule::LeftIndexString);
             }
             need_scalar(2, "left indexing")?;
             Ok(MATRIX)
@@ -231,10 +228,7 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, String> {
         OpKind::Nary(n @ (NaryOp::Min | NaryOp::Max)) => {
             if inputs.iter().any(|t| t.0 == DataType::Matrix) {
                 if inputs.iter().any(|t| t.1 == ValueType::String) {
-                    return Err(format!(
-                        "{} with a matrix cannot take string arguments",
-                        n.name()
-                    ));
+                    return Err(TypeRule::StringWithMatrix { op: n.name() });
                 }
                 return Ok(MATRIX);
             }
@@ -242,7 +236,10 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, String> {
             for t in &inputs[1..] {
                 vt = join_numeric(n.name(), vt, t.1)?;
                 if vt == ValueType::String {
-                    return Err(format!("invalid value type for '{}': string", n.name()));
+                    return Err(TypeRule::ValueType {
+                        op: n.name(),
+                        value_type: "string",
+                    });
                 }
             }
             Ok(scalar(vt))
@@ -254,7 +251,7 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, String> {
             }
             CastOp::AsMatrix => {
                 if !is_matrix(0) && inputs[0].1 == ValueType::String {
-                    return Err("as.matrix cannot convert a string".to_string());
+                    return Err(TypeRule::AsMatrixString);
                 }
                 Ok(MATRIX)
             }

@@ -120,11 +120,11 @@ pub fn construct_cplans(
                 // construction has just hash-consed node by node, and a plan that fails it
                 // would reach generated code.
                 verify(&op.cplan).map_err(|e| {
-                    CompileError::internal(format!(
-                        "CPlan construction built an invalid plan for the operator at hop \
-                         {h}: {e}\n{}",
-                        op.cplan.explain()
-                    ))
+                    CompileError::internal(crate::error::Internal::ConstructedCPlan {
+                        hop: h,
+                        error: e,
+                        plan: op.cplan.explain(),
+                    })
                 })?;
                 // A MultiAgg produces all its aggregates: its other members are done too.
                 visited.extend(op.outputs.iter().copied());

@@ -15,7 +15,7 @@ mod construct;
 pub mod verify;
 
 pub use construct::{construct_cplans, count_vector_intermediates, FusedOperator, FusedProgram};
-pub use verify::{verify, VerifyError};
+pub use verify::{verify, PlanDefect, VerifyError};
 
 use crate::fusion::template::{CellAgg, CellType};
 use crate::hops::{AggOp, BinaryOp, Literal, NaryOp, TernaryOp, UnaryOp};

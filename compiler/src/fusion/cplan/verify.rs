@@ -14,31 +14,122 @@ use crate::fusion::template::{CellAgg, CellType};
 use crate::hops::{Literal, NaryOp};
 use std::collections::HashMap;
 use std::fmt;
+use thiserror::Error;
 
-/// Why a CPlan is malformed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why a CPlan is malformed: the defect, at the offending node if it is local to one.
+#[derive(Clone, Debug, PartialEq)]
 pub struct VerifyError {
     /// The offending node, if the problem is local to one.
     pub node: Option<CNodeId>,
-    pub message: String,
+    pub defect: PlanDefect,
 }
 
 impl fmt::Display for VerifyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.node {
-            Some(n) => write!(f, "invalid CPlan at node %{n}: {}", self.message),
-            None => write!(f, "invalid CPlan: {}", self.message),
+            Some(n) => write!(f, "invalid CPlan at node %{n}: {}", self.defect),
+            None => write!(f, "invalid CPlan: {}", self.defect),
         }
     }
 }
 
 impl std::error::Error for VerifyError {}
 
-fn fail<T>(node: Option<CNodeId>, message: impl Into<String>) -> Result<T, VerifyError> {
-    Err(VerifyError {
-        node,
-        message: message.into(),
-    })
+/// What is wrong with a CPlan ([`VerifyError`]). `template` fields are a template's name,
+/// `variant` its variant's, `label` fields a node's label (as `explain` prints them).
+#[derive(Clone, Debug, Error, PartialEq)]
+pub enum PlanDefect {
+    #[error("the plan has no inputs (input 0 is the main input)")]
+    NoInputs,
+    #[error("the main input (input 0) is a scalar")]
+    ScalarMainInput,
+    #[error("a MultiAgg plan has no aggregates")]
+    NoAggregates,
+    #[error("a {template} plan has {want} output(s) (one per aggregate), this one {got}")]
+    OutputCount {
+        template: &'static str,
+        want: usize,
+        got: usize,
+    },
+    #[error("output %{output} is out of range (the plan has {len} nodes)")]
+    OutputOutOfRange { output: CNodeId, len: usize },
+    #[error("operand %{operand} is out of range (the plan has {len} nodes)")]
+    OperandOutOfRange { operand: CNodeId, len: usize },
+    #[error("operand %{operand} does not come before its user (operands precede users)")]
+    OperandAfterUser { operand: CNodeId },
+    #[error("{label} has no meaning in a {template} plan")]
+    NodeInTemplate {
+        label: String,
+        template: &'static str,
+    },
+    #[error("reads input {input}, but the plan has {inputs} inputs")]
+    InputOutOfRange { input: usize, inputs: usize },
+    #[error("input {input} is read as the main input, which is input 0")]
+    MainRead { input: usize },
+    #[error("scalar input {input} is read as {access:?}, not as a scalar")]
+    ScalarRead { input: usize, access: Access },
+    #[error("an outer-product factor ({access:?}) read in a {template} plan")]
+    FactorOutsideOuter {
+        access: Access,
+        template: &'static str,
+    },
+    #[error("literal {value:?} is not a double")]
+    NonDoubleLiteral { value: Literal },
+    #[error("n-ary {f} has {operands} operands, at least {least} needed")]
+    NaryOperands {
+        f: &'static str,
+        operands: usize,
+        least: usize,
+    },
+    /// Operand `operand` (`role`, e.g. `the U of u_i · v_j`) that is not a data input read in
+    /// one of the ways `accesses`.
+    #[error(
+        "{role} must be an input read as {}, is %{operand} ({label})",
+        .accesses.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>().join(" or ")
+    )]
+    ExpectedData {
+        role: &'static str,
+        accesses: Vec<Access>,
+        operand: CNodeId,
+        label: String,
+    },
+    #[error("reads the outer-product factor %{operand} ({access:?}) outside u_i · v_j")]
+    FactorRead { operand: CNodeId, access: Access },
+    #[error("reads %{operand}, a {label}, which only an output may be")]
+    ReadsOutputOnly { operand: CNodeId, label: String },
+    #[error("is not reachable from any output")]
+    Unreachable,
+    #[error("duplicates node %{first} (equal nodes are one after CSE)")]
+    Duplicate { first: CNodeId },
+    #[error("input {input} is never read")]
+    UnreadInput { input: usize },
+    #[error(
+        "cell type {cell_type:?} with aggregation {agg:?} (a Cell plan aggregates exactly when its type is not no_agg)"
+    )]
+    CellAggregation {
+        cell_type: CellType,
+        agg: Option<CellAgg>,
+    },
+    #[error("sparse-safe Cell plan with aggregation {agg:?}, not a sum")]
+    SparseSafeCell { agg: Option<CellAgg> },
+    #[error("sparse-safe MultiAgg plan with aggregates {aggs:?}, not all sums")]
+    SparseSafeMultiAgg { aggs: Vec<CellAgg> },
+    #[error(
+        "row type {variant} with output {label} (an outer-product accumulation is the output exactly of the col_agg_t, col_agg_b1 and col_agg_b1_t types)"
+    )]
+    RowOutput { variant: String, label: String },
+    #[error("num_vectors is {declared}, the body needs {needed} row vectors")]
+    VectorCount { declared: usize, needed: usize },
+    #[error(
+        "outer type {variant} with output {label} (a final product is the output exactly of the left, left_t and right types)"
+    )]
+    OuterOutput { variant: String, label: String },
+    #[error("an Outer plan has exactly one u_i · v_j, this one {dots}")]
+    OuterDots { dots: usize },
+}
+
+fn fail<T>(node: Option<CNodeId>, defect: PlanDefect) -> Result<T, VerifyError> {
+    Err(VerifyError { node, defect })
 }
 
 /// Checks every invariant of a [`CPlan`]. Never panics, whatever the plan holds; linear in
@@ -56,13 +147,13 @@ pub fn verify(plan: &CPlan) -> Result<(), VerifyError> {
 /// it), and the outputs are as many as the template produces, each an existing node.
 fn check_signature(plan: &CPlan) -> Result<(), VerifyError> {
     match plan.inputs.first() {
-        None => return fail(None, "the plan has no inputs (input 0 is the main input)"),
-        Some(InputKind::Scalar) => return fail(None, "the main input (input 0) is a scalar"),
+        None => return fail(None, PlanDefect::NoInputs),
+        Some(InputKind::Scalar) => return fail(None, PlanDefect::ScalarMainInput),
         Some(InputKind::Matrix) => {}
     }
     let want = match &plan.template {
         TemplateSpec::MAgg { aggs, .. } if aggs.is_empty() => {
-            return fail(None, "a MultiAgg plan has no aggregates")
+            return fail(None, PlanDefect::NoAggregates)
         }
         TemplateSpec::MAgg { aggs, .. } => aggs.len(),
         _ => 1,
@@ -70,19 +161,16 @@ fn check_signature(plan: &CPlan) -> Result<(), VerifyError> {
     if plan.outputs.len() != want {
         return fail(
             None,
-            format!(
-                "a {} plan has {want} output(s) (one per aggregate), this one {}",
-                plan.template.name(),
-                plan.outputs.len()
-            ),
+            PlanDefect::OutputCount {
+                template: plan.template.name(),
+                want,
+                got: plan.outputs.len(),
+            },
         );
     }
     let n = plan.nodes.len();
     if let Some(&o) = plan.outputs.iter().find(|&&o| o >= n) {
-        return fail(
-            None,
-            format!("output %{o} is out of range (the plan has {n} nodes)"),
-        );
+        return fail(None, PlanDefect::OutputOutOfRange { output: o, len: n });
     }
     Ok(())
 }
@@ -96,14 +184,11 @@ fn check_node(plan: &CPlan, i: CNodeId, node: &CNode) -> Result<(), VerifyError>
         if o >= n {
             return fail(
                 Some(i),
-                format!("operand %{o} is out of range (the plan has {n} nodes)"),
+                PlanDefect::OperandOutOfRange { operand: o, len: n },
             );
         }
         if o >= i {
-            return fail(
-                Some(i),
-                format!("operand %{o} does not come before its user (operands precede users)"),
-            );
+            return fail(Some(i), PlanDefect::OperandAfterUser { operand: o });
         }
     }
     let template = &plan.template;
@@ -135,11 +220,10 @@ fn check_node(plan: &CPlan, i: CNodeId, node: &CNode) -> Result<(), VerifyError>
     if !allowed {
         return fail(
             Some(i),
-            format!(
-                "{} has no meaning in a {} plan",
-                node.label(),
-                template.name()
-            ),
+            PlanDefect::NodeInTemplate {
+                label: node.label(),
+                template: template.name(),
+            },
         );
     }
     match node {
@@ -147,48 +231,53 @@ fn check_node(plan: &CPlan, i: CNodeId, node: &CNode) -> Result<(), VerifyError>
             let Some(kind) = plan.inputs.get(*input) else {
                 return fail(
                     Some(i),
-                    format!(
-                        "reads input {input}, but the plan has {} inputs",
-                        plan.inputs.len()
-                    ),
+                    PlanDefect::InputOutOfRange {
+                        input: *input,
+                        inputs: plan.inputs.len(),
+                    },
                 );
             };
             if *access == Access::Main && *input != 0 {
-                return fail(
-                    Some(i),
-                    format!("input {input} is read as the main input, which is input 0"),
-                );
+                return fail(Some(i), PlanDefect::MainRead { input: *input });
             }
             if *kind == InputKind::Scalar && *access != Access::Scalar {
                 return fail(
                     Some(i),
-                    format!("scalar input {input} is read as {access:?}, not as a scalar"),
+                    PlanDefect::ScalarRead {
+                        input: *input,
+                        access: *access,
+                    },
                 );
             }
             if matches!(access, Access::OuterU | Access::OuterV) && !outer {
                 return fail(
                     Some(i),
-                    format!(
-                        "an outer-product factor ({access:?}) read in a {} plan",
-                        template.name()
-                    ),
+                    PlanDefect::FactorOutsideOuter {
+                        access: *access,
+                        template: template.name(),
+                    },
                 );
             }
         }
         // Construction turns every numeric literal into a double; a string has no cell value.
         CNode::Literal { value } if !matches!(value, Literal::Double(_)) => {
-            return fail(Some(i), format!("literal {value:?} is not a double"));
+            return fail(
+                Some(i),
+                PlanDefect::NonDoubleLiteral {
+                    value: value.clone(),
+                },
+            );
         }
         CNode::Nary { f, xs } => {
             let least = if *f == NaryOp::Cbind { 1 } else { 2 };
             if xs.len() < least {
                 return fail(
                     Some(i),
-                    format!(
-                        "n-ary {} has {} operands, at least {least} needed",
-                        f.name(),
-                        xs.len()
-                    ),
+                    PlanDefect::NaryOperands {
+                        f: f.name(),
+                        operands: xs.len(),
+                        least,
+                    },
                 );
             }
         }
@@ -230,10 +319,7 @@ fn check_node(plan: &CPlan, i: CNodeId, node: &CNode) -> Result<(), VerifyError>
                 _ => false,
             };
             if !as_factor {
-                return fail(
-                    Some(i),
-                    format!("reads the outer-product factor %{o} ({access:?}) outside u_i · v_j"),
-                );
+                return fail(Some(i), PlanDefect::FactorRead { operand: o, access });
             }
         }
         // Final products and outer-product accumulations are what the template writes out.
@@ -243,10 +329,10 @@ fn check_node(plan: &CPlan, i: CNodeId, node: &CNode) -> Result<(), VerifyError>
         ) {
             return fail(
                 Some(i),
-                format!(
-                    "reads %{o}, a {}, which only an output may be",
-                    plan.nodes[o].label()
-                ),
+                PlanDefect::ReadsOutputOnly {
+                    operand: o,
+                    label: plan.nodes[o].label(),
+                },
             );
         }
     }
@@ -259,21 +345,18 @@ fn expect_data(
     i: CNodeId,
     o: CNodeId,
     accesses: &[Access],
-    what: &str,
+    role: &'static str,
 ) -> Result<(), VerifyError> {
     match plan.nodes[o] {
         CNode::Data { access, .. } if accesses.contains(&access) => Ok(()),
         ref other => fail(
             Some(i),
-            format!(
-                "{what} must be an input read as {}, is %{o} ({})",
-                accesses
-                    .iter()
-                    .map(|a| format!("{a:?}"))
-                    .collect::<Vec<_>>()
-                    .join(" or "),
-                other.label()
-            ),
+            PlanDefect::ExpectedData {
+                role,
+                accesses: accesses.to_vec(),
+                operand: o,
+                label: other.label(),
+            },
         ),
     }
 }
@@ -295,16 +378,13 @@ fn check_canonical(plan: &CPlan) -> Result<(), VerifyError> {
         }
     }
     if let Some(dead) = live.iter().position(|&l| !l) {
-        return fail(Some(dead), "is not reachable from any output");
+        return fail(Some(dead), PlanDefect::Unreachable);
     }
     let mut seen: HashMap<&CNode, CNodeId> = HashMap::with_capacity(plan.nodes.len());
     let mut read = vec![false; plan.inputs.len()];
     for (i, node) in plan.nodes.iter().enumerate() {
         if let Some(first) = seen.insert(node, i) {
-            return fail(
-                Some(i),
-                format!("duplicates node %{first} (equal nodes are one after CSE)"),
-            );
+            return fail(Some(i), PlanDefect::Duplicate { first });
         }
         if let CNode::Data { input, .. } = node {
             read[*input] = true;
@@ -312,7 +392,7 @@ fn check_canonical(plan: &CPlan) -> Result<(), VerifyError> {
     }
     // The main input stays even when unread: it drives the iteration.
     if let Some(k) = read.iter().skip(1).position(|&r| !r) {
-        return fail(None, format!("input {} is never read", k + 1));
+        return fail(None, PlanDefect::UnreadInput { input: k + 1 });
     }
     Ok(())
 }
@@ -333,22 +413,19 @@ fn check_template(plan: &CPlan) -> Result<(), VerifyError> {
             if (*cell_type == CellType::NoAgg) != agg.is_none() {
                 return fail(
                     None,
-                    format!("cell type {cell_type:?} with aggregation {agg:?} (a Cell plan aggregates exactly when its type is not no_agg)"),
+                    PlanDefect::CellAggregation {
+                        cell_type: *cell_type,
+                        agg: *agg,
+                    },
                 );
             }
             if *sparse_safe && !agg.is_some_and(|a| sums_only(&[a])) {
-                return fail(
-                    None,
-                    format!("sparse-safe Cell plan with aggregation {agg:?}, not a sum"),
-                );
+                return fail(None, PlanDefect::SparseSafeCell { agg: *agg });
             }
         }
         TemplateSpec::MAgg { aggs, sparse_safe } => {
             if *sparse_safe && !sums_only(aggs) {
-                return fail(
-                    None,
-                    format!("sparse-safe MultiAgg plan with aggregates {aggs:?}, not all sums"),
-                );
+                return fail(None, PlanDefect::SparseSafeMultiAgg { aggs: aggs.clone() });
             }
         }
         TemplateSpec::Row {
@@ -359,18 +436,20 @@ fn check_template(plan: &CPlan) -> Result<(), VerifyError> {
             if accumulates != row_type.is_outer_accumulation() {
                 return fail(
                     Some(out),
-                    format!(
-                        "row type {} with output {} (an outer-product accumulation is the output exactly of the col_agg_t, col_agg_b1 and col_agg_b1_t types)",
-                        plan.template.variant(),
-                        plan.nodes[out].label()
-                    ),
+                    PlanDefect::RowOutput {
+                        variant: plan.template.variant(),
+                        label: plan.nodes[out].label(),
+                    },
                 );
             }
             let count = count_vector_intermediates(&plan.nodes, &plan.outputs);
             if *num_vectors != count {
                 return fail(
                     None,
-                    format!("num_vectors is {num_vectors}, the body needs {count} row vectors"),
+                    PlanDefect::VectorCount {
+                        declared: *num_vectors,
+                        needed: count,
+                    },
                 );
             }
         }
@@ -383,11 +462,10 @@ fn check_template(plan: &CPlan) -> Result<(), VerifyError> {
             if product != wants_product {
                 return fail(
                     Some(out),
-                    format!(
-                        "outer type {} with output {} (a final product is the output exactly of the left, left_t and right types)",
-                        plan.template.variant(),
-                        plan.nodes[out].label()
-                    ),
+                    PlanDefect::OuterOutput {
+                        variant: plan.template.variant(),
+                        label: plan.nodes[out].label(),
+                    },
                 );
             }
             // The skeleton computes `u_i · v_j` once per cell and hands it to the body, so a
@@ -398,10 +476,7 @@ fn check_template(plan: &CPlan) -> Result<(), VerifyError> {
             if dots.len() != 1 {
                 return fail(
                     dots.get(1).copied(),
-                    format!(
-                        "an Outer plan has exactly one u_i · v_j, this one {}",
-                        dots.len()
-                    ),
+                    PlanDefect::OuterDots { dots: dots.len() },
                 );
             }
         }

@@ -12,7 +12,7 @@ pub use simplify::AlgebraicSimplification;
 use super::ir::HopDag;
 use super::size::propagate_sizes;
 use super::verify::verify;
-use crate::error::{CompileError, Result};
+use crate::error::{CompileError, Internal, Result};
 
 /// One DAG-to-DAG pass. Rewrites must preserve results exactly (bit for bit) and must leave a
 /// DAG that passes the verifier once sizes are propagated.
@@ -51,10 +51,10 @@ pub fn run_rewrites(
                 propagate_sizes(dag)?;
                 if verify_each {
                     verify(dag).map_err(|e| {
-                        CompileError::internal(format!(
-                            "the DAG is invalid after rewrite '{}': {e}",
-                            pass.name()
-                        ))
+                        CompileError::internal(Internal::RewrittenDag {
+                            pass: pass.name(),
+                            error: e,
+                        })
                     })?;
                 }
             }
