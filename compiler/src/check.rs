@@ -903,7 +903,7 @@ mod tests {
     fn script_arguments_need_values_or_defaults() {
         assert_eq!(
             check("x = $n + 1"),
-            vec!["no value given for the script argument '$n' | pass it as -nvargs n=<value>, or use ifdef($n, <default>)"]
+            vec!["no value given for the script argument '$n' | pass it as --nvargs n=<value>, or use ifdef($n, <default>)"]
         );
         assert!(check_with("x = $n + 1", &["n"]).is_empty());
         assert!(check("x = ifdef($n, 3)\nprint(x)").is_empty());

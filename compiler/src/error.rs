@@ -161,7 +161,7 @@ pub enum Note {
     #[error("reduce it to a scalar, e.g. with as.scalar(...), sum(...) or min(...)")]
     ReduceCondition,
     /// How to give the script argument `name` (checking).
-    #[error("pass it as -nvargs {name}=<value>, or use ifdef(${name}, <default>)")]
+    #[error("pass it as --nvargs {name}=<value>, or use ifdef(${name}, <default>)")]
     PassScriptArg { name: String },
     /// How to make the script argument `name` optional (construction).
     #[error("use ifdef(${name}, default) for an optional argument")]
@@ -469,7 +469,7 @@ pub enum CheckError {
     DefinedTwice { name: String },
     #[error("no value given for the script argument '${name}'")]
     MissingScriptArg { name: String },
-    #[error("script argument ${name} is not given (pass it with -nvargs {name}=...)")]
+    #[error("script argument ${name} is not given (pass it with --nvargs {name}=...)")]
     ScriptArgNotGiven { name: String },
     #[error(
         "matrix multiplication (%*%) needs matrices, but this is a scalar (use * to scale by a scalar)"

@@ -65,7 +65,7 @@ impl InputMeta {
 /// The variables live at block entry, by name.
 pub type BlockInputs = BTreeMap<String, InputMeta>;
 
-/// Script arguments (`-nvargs name=value`): raw text by name, typed on use as DML types a
+/// Script arguments (`--nvargs name=value`): raw text by name, typed on use as DML types a
 /// literal (`3` int, `3.5`/`1e3` double, `TRUE`/`FALSE` bool, anything else a string; one pair
 /// of surrounding double quotes is removed).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
