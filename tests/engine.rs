@@ -222,7 +222,7 @@ fn cost_reports_every_policy_and_gen_is_never_worse() {
     );
 }
 
-/// The plan JSON of a script's blocks under `options`.
+/// The explain JSON of a script's blocks under `options` (the operators: `--level cplan`).
 fn plan_json(script: &str, options: ExplainOptions) -> serde_json::Value {
     let source = SourceFile::new("p.dml", script);
     let text = Engine::new(EngineConfig::default())
@@ -260,7 +260,7 @@ fn static_explain_matches_the_run_for_known_sizes_and_prints_nothing() {
         plan_json(
             TYPICAL,
             ExplainOptions {
-                level: ExplainLevel::Plan,
+                level: ExplainLevel::Cplan,
                 format: ExplainFormat::Json,
                 static_only,
                 ..ExplainOptions::default()
@@ -542,7 +542,7 @@ fn typical_expressions_get_the_expected_templates() {
     let ops = operators(&plan_json(
         TYPICAL,
         ExplainOptions {
-            level: ExplainLevel::Plan,
+            level: ExplainLevel::Cplan,
             format: ExplainFormat::Json,
             ..ExplainOptions::default()
         },
@@ -559,7 +559,7 @@ print(a + b)
     let ops = operators(&plan_json(
         magg,
         ExplainOptions {
-            level: ExplainLevel::Plan,
+            level: ExplainLevel::Cplan,
             format: ExplainFormat::Json,
             ..ExplainOptions::default()
         },
@@ -573,7 +573,7 @@ print(sum(X * log(U %*% t(V) + 1e-15)))
     let ops = operators(&plan_json(
         outer,
         ExplainOptions {
-            level: ExplainLevel::Plan,
+            level: ExplainLevel::Cplan,
             format: ExplainFormat::Json,
             ..ExplainOptions::default()
         },
@@ -883,7 +883,7 @@ print(sum(C))
         let ops = operators(&plan_json(
             script,
             ExplainOptions {
-                level: ExplainLevel::Plan,
+                level: ExplainLevel::Cplan,
                 format: ExplainFormat::Json,
                 ..ExplainOptions::default()
             },

@@ -272,6 +272,17 @@ impl DenseMatrix {
         self.nnz = count_nnz(&self.values);
     }
 
+    /// Whether the memory budget has room for this matrix's CSR form beside it (its row
+    /// blocks and their concatenation: twice the CSR's size at the peak). A conversion that
+    /// only changes the format is skipped where it does not, rather than risk the process.
+    pub fn sparse_form_fits(&self) -> bool {
+        let csr_bytes = self
+            .nnz
+            .saturating_mul(12)
+            .saturating_add(self.rows.saturating_add(1).saturating_mul(8));
+        crate::memory::check(csr_bytes.saturating_mul(2)).is_ok()
+    }
+
     /// Converts to CSR, dropping zeros.
     pub fn to_sparse(&self) -> SparseMatrix {
         let (rows, cols) = (self.rows, self.cols);
@@ -718,7 +729,9 @@ impl Matrix {
         let (rows, cols, nnz) = (self.rows(), self.cols(), self.nnz());
         let sparse = prefers_sparse(rows, cols, nnz);
         Ok(match self {
-            Matrix::Dense(d) if sparse => Matrix::Sparse(d.to_sparse()),
+            // A dense matrix is a valid form of any matrix: where memory has no room for the
+            // sparse copy, the result stays dense.
+            Matrix::Dense(d) if sparse && d.sparse_form_fits() => Matrix::Sparse(d.to_sparse()),
             Matrix::Sparse(s) if !sparse => Matrix::Dense(s.to_dense()?),
             m => m,
         })

@@ -54,7 +54,7 @@ pub fn dense_result(rows: usize, cols: usize, values: Vec<f64>, nnz: usize) -> M
         values,
         nnz,
     };
-    if crate::matrix::prefers_sparse(rows, cols, nnz) {
+    if crate::matrix::prefers_sparse(rows, cols, nnz) && d.sparse_form_fits() {
         Matrix::Sparse(d.to_sparse())
     } else {
         Matrix::Dense(d)
