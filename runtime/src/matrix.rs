@@ -694,6 +694,21 @@ impl Matrix {
         }
     }
 
+    /// [`Matrix::to_sparse`] for a kernel whose input a script sized: a resource error where
+    /// the memory budget has no room for the copy.
+    pub fn try_to_sparse(&self) -> Result<SparseMatrix> {
+        match self {
+            Matrix::Dense(d) if d.sparse_form_fits() => Ok(d.to_sparse()),
+            Matrix::Dense(d) => Err(RuntimeError::Resource(Resource::Bytes {
+                bytes: d
+                    .nnz
+                    .saturating_mul(12)
+                    .saturating_add(d.rows.saturating_mul(8)),
+            })),
+            Matrix::Sparse(s) => s.try_clone(),
+        }
+    }
+
     /// The dense form, converting only when needed (which may fail as [`Matrix::to_dense`]).
     pub fn into_dense(self) -> Result<DenseMatrix> {
         match self {

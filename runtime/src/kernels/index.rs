@@ -149,7 +149,10 @@ pub fn cbind(inputs: &[&Matrix]) -> Result<Matrix> {
         })
         .collect();
     if crate::matrix::prefers_sparse(rows, cols, nnz) {
-        let sparse: Vec<SparseMatrix> = inputs.iter().map(|m| m.to_sparse()).collect();
+        let sparse: Vec<SparseMatrix> = inputs
+            .iter()
+            .map(|m| m.try_to_sparse())
+            .collect::<Result<_>>()?;
         let out = build_csr(rows, cols, nnz, |i, idx, val| {
             for (s, &off) in sparse.iter().zip(&offsets) {
                 let (ci, cv) = s.row(i);
@@ -202,7 +205,7 @@ pub fn rbind(inputs: &[&Matrix]) -> Result<Matrix> {
         let mut values = crate::matrix::try_vec_with_capacity(nnz)?;
         row_ptr.push(0);
         for m in inputs {
-            let s = m.to_sparse();
+            let s = m.try_to_sparse()?;
             let base = values.len();
             row_ptr.extend(s.row_ptr[1..].iter().map(|&p| p + base));
             col_idx.extend_from_slice(&s.col_idx);
