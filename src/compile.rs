@@ -116,6 +116,9 @@ pub(crate) struct CompiledBlock {
     /// What the plan assumed of the files it reads; a file whose stated size changed since
     /// makes the block compile again.
     files: Vec<FileAssumption>,
+    /// Matrix operations whose size was unknown when the block was compiled: fusion leaves
+    /// them out (`--stats` says so).
+    pub(crate) unknown_size_ops: usize,
 }
 
 impl CompiledBlock {
@@ -374,6 +377,21 @@ fn compile_with(
     Ok(CompiledBlock {
         instructions,
         num_regs,
+        // Reads and variable stores are never fused; an operation on their values is.
+        unknown_size_ops: dag
+            .hops
+            .iter()
+            .filter(|h| h.is_matrix() && h.dims().is_none())
+            .filter(|h| {
+                !matches!(
+                    h.op,
+                    OpKind::PersistentRead { .. }
+                        | OpKind::TransientRead { .. }
+                        | OpKind::TransientWrite { .. }
+                        | OpKind::PersistentWrite { .. }
+                )
+            })
+            .count(),
         dag,
         assumptions,
         files,

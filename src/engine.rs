@@ -49,6 +49,9 @@ pub(crate) struct Interpreter<'p, 'o> {
     ranges: exec::ValueRangeCache,
     /// The fuser's counters when this run started (the fuser outlives runs).
     fusion_baseline: crate::fused::FusionCounts,
+    /// Blocks compiled with matrix operations of unknown size, which fusion leaves out: the
+    /// block's span and how many.
+    pub(crate) unknown_sizes: Vec<(Span, usize)>,
 }
 
 impl<'p, 'o> Interpreter<'p, 'o> {
@@ -74,6 +77,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             fuser,
             fusion_baseline: fuser.map(Fuser::counters).unwrap_or_default(),
             ranges: exec::ValueRangeCache::default(),
+            unknown_sizes: Vec::new(),
         }
     }
 
@@ -125,6 +129,8 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 .into_iter()
                 .map(|(reason, count)| crate::stats::Fallback { reason, count })
                 .collect(),
+            // Named by their lines by the caller, which has the source.
+            fusion_skipped: Vec::new(),
             instructions_executed: self.instructions_executed,
             heavy_hitters: heavy,
         }
@@ -381,6 +387,9 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let compiled = Rc::new(compile(&meta, self.args)?);
         self.compile_time += started.elapsed();
         self.blocks_compiled += 1;
+        if self.fuser.is_some() && compiled.unknown_size_ops > 0 {
+            self.unknown_sizes.push((span, compiled.unknown_size_ops));
+        }
         if let Some(explained) = &mut self.explained {
             explained.push(ExplainedBlock {
                 kind: what.to_string(),

@@ -260,9 +260,24 @@ impl Engine {
             engine::Interpreter::new(&program, args, out, &self.config, self.fuser.as_ref());
         interpreter.compile_time += front_end_time;
         interpreter.run_main()?;
-        Ok(RunReport {
-            stats: interpreter.stats(started.elapsed()),
-        })
+        let mut stats = interpreter.stats(started.elapsed());
+        stats.fusion_skipped = interpreter
+            .unknown_sizes
+            .iter()
+            .map(|(span, count)| {
+                let (first, _) = source.line_col(span.start);
+                let (last, _) = source.line_col(span.end.saturating_sub(1).max(span.start));
+                stats::Fallback {
+                    reason: format!(
+                        "lines {first}-{last}: matrix operations of unknown size when the \
+                         block was compiled (a size no file, metadata or earlier statement \
+                         states)"
+                    ),
+                    count: *count as u64,
+                }
+            })
+            .collect();
+        Ok(RunReport { stats })
     }
 
     /// Shows every block as it was compiled: its HOP DAG, or the fusion memo table, plan, fused

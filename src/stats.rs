@@ -48,6 +48,9 @@ pub struct Stats {
     pub operator_cache_misses: Vec<Fallback>,
     /// Fused operators the backend could not build, whose hops ran unfused, by reason.
     pub unfused_fallbacks: Vec<Fallback>,
+    /// Blocks whose matrix operations of unknown size fusion left out (the reason names the
+    /// block's lines); `count` is the number of such operations.
+    pub fusion_skipped: Vec<Fallback>,
     pub instructions_executed: u64,
     /// Opcodes by total time, heaviest first.
     pub heavy_hitters: Vec<InstructionStat>,
@@ -109,6 +112,9 @@ impl Stats {
         }
         for f in &self.unfused_fallbacks {
             s.push_str(&format!("Ran unfused {}x: {}\n", f.count, f.reason));
+        }
+        for f in &self.fusion_skipped {
+            s.push_str(&format!("Not fused {}x: {}\n", f.count, f.reason));
         }
         s.push_str("Heavy hitter instructions:\n");
         s.push_str("  #  Instruction        Time(s)   Count\n");

@@ -1409,3 +1409,28 @@ fn plans_follow_the_files_they_read_when_those_change() {
     assert_eq!(run(&script), "218.0 45.0\n");
     assert_eq!(run_unfused(&script), "218.0 45.0\n");
 }
+
+/// `--stats` says which blocks had matrix operations of unknown size, which fusion leaves
+/// out: here a CSV without metadata read inside the statement that uses it.
+#[test]
+fn stats_name_the_blocks_whose_unknown_sizes_kept_fusion_out() {
+    let dir = Scratch::new("unknown-sizes");
+    let f = dir.path("X.csv");
+    run(&format!(
+        "write(rand(rows=50, cols=20, seed=1), \"{f}\", format=\"csv\")\n"
+    ));
+    std::fs::remove_file(format!("{f}.mtd")).unwrap();
+    let inline = format!("x = 1\nprint(sum(read(\"{f}\") * 2 * read(\"{f}\")))\n");
+    let (out, report) = run_policy(FusionPolicy::Gen, &inline);
+    assert_eq!(out, run_unfused(&inline));
+    let skipped = &report.stats.fusion_skipped;
+    assert_eq!(skipped.len(), 1, "{:?}", report.stats);
+    assert!(skipped[0].reason.starts_with("lines 1-2: "), "{skipped:?}");
+    assert!(skipped[0].count >= 2, "{skipped:?}");
+    assert!(report.stats.to_text().contains("Not fused "));
+    // Read into a variable first, the data is fused and nothing is reported.
+    let split = format!("X = read(\"{f}\")\nprint(sum(X * 2 * X))\n");
+    let (_, report) = run_policy(FusionPolicy::Gen, &split);
+    assert!(report.stats.fusion_skipped.is_empty(), "{:?}", report.stats);
+    assert!(report.stats.fused_operators_executed >= 1);
+}
