@@ -77,6 +77,9 @@ pub fn parameterize(plan: &CPlan) -> Parameterized {
     Parameterized { plan: out, values }
 }
 
+/// A plan to build and the values of its parameters.
+type PlanAndValues = (Arc<CPlan>, Vec<f64>);
+
 /// A backend whose operators are built from parameterized plans ([`parameterize`]); the
 /// wrapped backend's cache then holds one operator per plan shape.
 pub struct LiteralsAsParameters<B> {
@@ -100,38 +103,37 @@ impl<B: Backend> Backend for LiteralsAsParameters<B> {
     }
 
     fn build(&self, requests: &[Request<'_>]) -> Vec<Result<Built, CodegenError>> {
-        let mut parameterized: Vec<(Arc<CPlan>, Vec<f64>)> = Vec::with_capacity(requests.len());
-        for r in requests {
-            let p = parameterize(r.plan);
-            if p.values.is_empty() {
-                parameterized.push((Arc::clone(r.plan), p.values));
-                continue;
-            }
-            // The rewrite must leave a valid plan; a failure here is ours, and the hops run
-            // unfused rather than on a plan no backend was written for.
-            if let Err(e) = cplan::verify(&p.plan) {
-                return requests
-                    .iter()
-                    .map(|_| {
-                        Err(CodegenError::Internal(Internal::ParameterizedPlan(
-                            e.clone(),
-                        )))
-                    })
-                    .collect();
-            }
-            parameterized.push((Arc::new(p.plan), p.values));
-        }
+        // Per request, the plan the wrapped backend builds and the values for its parameters;
+        // a rewritten plan the verifier refuses is that request's error (ours: its hops then
+        // run unfused), not the other requests'.
+        let parameterized: Vec<Result<PlanAndValues, CodegenError>> = requests
+            .iter()
+            .map(|r| {
+                let p = parameterize(r.plan);
+                if p.values.is_empty() {
+                    return Ok((Arc::clone(r.plan), p.values));
+                }
+                cplan::verify(&p.plan)
+                    .map_err(|e| CodegenError::Internal(Internal::ParameterizedPlan(e)))?;
+                Ok((Arc::new(p.plan), p.values))
+            })
+            .collect();
         let inner_requests: Vec<Request<'_>> = requests
             .iter()
             .zip(&parameterized)
-            .map(|(r, (plan, _))| Request { plan, main: r.main })
+            .filter_map(|(r, p)| {
+                let (plan, _) = p.as_ref().ok()?;
+                Some(Request { plan, main: r.main })
+            })
             .collect();
-        self.inner
-            .build(&inner_requests)
+        let mut built = self.inner.build(&inner_requests).into_iter();
+        parameterized
             .into_iter()
-            .zip(parameterized)
-            .map(|(built, (_, values))| {
-                let built = built?;
+            .map(|p| {
+                let (_, values) = p?;
+                let built = built
+                    .next()
+                    .ok_or(CodegenError::Internal(Internal::MissingOperators))??;
                 if values.is_empty() {
                     return Ok(built);
                 }

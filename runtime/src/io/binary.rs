@@ -38,7 +38,36 @@ impl Write for Checksummed<'_> {
         self.inner.flush()
     }
 }
-const HEADER_LEN: usize = 8 + 4 + 4 + 24;
+pub(crate) const HEADER_LEN: usize = 8 + 4 + 4 + 24;
+
+/// The fixed-size header of a binary matrix file, decoded (the magic bytes already checked).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Header {
+    pub version: u32,
+    /// 0 dense, 1 CSR; anything else is a damaged file.
+    pub format: u8,
+    pub rows: u64,
+    pub cols: u64,
+    pub nnz: u64,
+}
+
+impl Header {
+    /// The header's fields, or `None` where the bytes do not start with [`MAGIC`].
+    pub(crate) fn decode(bytes: &[u8; HEADER_LEN]) -> Option<Header> {
+        if &bytes[..8] != MAGIC {
+            return None;
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
+        let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
+        Some(Header {
+            version: u32_at(8),
+            format: bytes[12],
+            rows: u64_at(16),
+            cols: u64_at(24),
+            nnz: u64_at(32),
+        })
+    }
+}
 
 /// Writes `m` in the binary format.
 pub fn write_binary(m: &Matrix, path: &Path) -> Result<()> {
@@ -103,12 +132,19 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
     let mut r = std::io::BufReader::with_capacity(1 << 20, file);
     let corrupt = |defect: Corruption| RuntimeError::file(path, FileError::Corrupt(defect));
     let mut header = [0u8; HEADER_LEN];
-    if file_len < HEADER_LEN as u64 || r.read_exact(&mut header).is_err() || &header[..8] != MAGIC {
+    let decoded = (file_len >= HEADER_LEN as u64 && r.read_exact(&mut header).is_ok())
+        .then(|| Header::decode(&header))
+        .flatten();
+    let Some(Header {
+        version,
+        format: sparse,
+        rows,
+        cols,
+        nnz,
+    }) = decoded
+    else {
         return Err(corrupt(Corruption::BadMagic));
-    }
-    let u32_at = |o: usize| u32::from_le_bytes(header[o..o + 4].try_into().expect("4 bytes"));
-    let u64_at = |o: usize| u64::from_le_bytes(header[o..o + 8].try_into().expect("8 bytes"));
-    let version = u32_at(8);
+    };
     let trailer = match version {
         VERSION => CHECKSUM_LEN as u64,
         1 => 0,
@@ -119,8 +155,6 @@ pub fn read_binary(path: &Path) -> Result<Matrix> {
             }))
         }
     };
-    let sparse = header[12];
-    let (rows, cols, nnz) = (u64_at(16), u64_at(24), u64_at(32));
     // The file's length as the header states it (in u128, checked: 2^64 x 2^64 x 8 overflows
     // even that); `None` for an unknown format flag or a length beyond any file.
     let (rows_, cols_, nnz_) = (rows as u128, cols as u128, nnz as u128);

@@ -280,14 +280,14 @@ pub fn stated_dims(path: &Path) -> Option<StatedDims> {
     let mut r = std::io::BufReader::new(file);
     let head = r.fill_buf().ok()?;
     if head.starts_with(binary::MAGIC) {
-        let mut header = [0u8; 40];
-        r.read_exact(&mut header).ok()?;
-        let u64_at = |o: usize| u64::from_le_bytes(header[o..o + 8].try_into().expect("8 bytes"));
+        let mut bytes = [0u8; binary::HEADER_LEN];
+        r.read_exact(&mut bytes).ok()?;
+        let header = binary::Header::decode(&bytes)?;
         let dim = |x: u64| usize::try_from(x).ok();
         return within(StatedDims {
-            rows: dim(u64_at(16))?,
-            cols: dim(u64_at(24))?,
-            nnz: dim(u64_at(32)),
+            rows: dim(header.rows)?,
+            cols: dim(header.cols)?,
+            nnz: dim(header.nnz),
         });
     }
     if head.starts_with(b"%%MatrixMarket") {
