@@ -153,6 +153,58 @@ pub(crate) fn compile_block(
     })
 }
 
+/// Compiles a DAG handed over by an embedder for the metadata of the values bound to its
+/// transient reads: each read takes its bound matrix's size and non-zeros (where the DAG left
+/// them open, or as stated), then sizes propagate and the rewrites run as for a script's block.
+pub(crate) fn compile_dag(
+    dag: &HopDag,
+    meta: &BlockMeta,
+    fuser: Option<&Fuser>,
+) -> Result<CompiledBlock, Error> {
+    let names: Vec<&str> = dag
+        .hops
+        .iter()
+        .filter_map(|h| match &h.op {
+            OpKind::TransientRead { name } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    compile_with(meta, &names, fuser, |inputs| {
+        let mut dag = dag.clone();
+        for hop in dag.hops.iter_mut() {
+            let OpKind::TransientRead { name } = &hop.op else {
+                continue;
+            };
+            if let Some(hops::InputMeta::Matrix { rows, cols, nnz }) = inputs.get(name) {
+                hop.rows = *rows;
+                hop.cols = *cols;
+                hop.nnz = *nnz;
+            }
+        }
+        hops::propagate_sizes(&mut dag)?;
+        hops::optimize(&mut dag)?;
+        Ok((dag, Vec::new()))
+    })
+}
+
+/// The matrix operations of `dag` whose size is unknown, which fusion leaves out. Reads and
+/// variable stores are never fused; an operation on their values is.
+pub(crate) fn unknown_size_ops(dag: &HopDag) -> usize {
+    dag.hops
+        .iter()
+        .filter(|h| h.is_matrix() && h.dims().is_none())
+        .filter(|h| {
+            !matches!(
+                h.op,
+                OpKind::PersistentRead { .. }
+                    | OpKind::TransientRead { .. }
+                    | OpKind::TransientWrite { .. }
+                    | OpKind::PersistentWrite { .. }
+            )
+        })
+        .count()
+}
+
 /// What a block's plan assumed of a file it reads: the size the file's metadata or header
 /// stated when the block was compiled.
 #[derive(Clone, Debug, PartialEq)]
@@ -377,21 +429,7 @@ fn compile_with(
     Ok(CompiledBlock {
         instructions,
         num_regs,
-        // Reads and variable stores are never fused; an operation on their values is.
-        unknown_size_ops: dag
-            .hops
-            .iter()
-            .filter(|h| h.is_matrix() && h.dims().is_none())
-            .filter(|h| {
-                !matches!(
-                    h.op,
-                    OpKind::PersistentRead { .. }
-                        | OpKind::TransientRead { .. }
-                        | OpKind::TransientWrite { .. }
-                        | OpKind::PersistentWrite { .. }
-                )
-            })
-            .count(),
+        unknown_size_ops: unknown_size_ops(&dag),
         dag,
         assumptions,
         files,

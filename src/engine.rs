@@ -11,7 +11,7 @@ use crate::{EngineConfig, ExplainedBlock, ScriptArgs};
 use lafuse_compiler::ast::{self, ValueType};
 use lafuse_compiler::builtins::{self, BoundValue};
 use lafuse_compiler::program::{BasicBlock, Block, CallBlock, Program};
-use lafuse_compiler::span::Span;
+use lafuse_compiler::span::{SourceFile, Span};
 use lafuse_compiler::stack::with_stack;
 use lafuse_runtime::error::{CallError, Internal, LoopRange};
 use lafuse_runtime::exec::{self, ExecContext, OpStats, SymbolTable};
@@ -19,22 +19,53 @@ use lafuse_runtime::value::{ScalarType, Value};
 use lafuse_runtime::RuntimeError;
 use std::collections::HashMap;
 use std::io::Write;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Compiled blocks kept per block, each valid for the metadata it was compiled with.
 const MAX_PLANS_PER_BLOCK: usize = 8;
 
+/// Why fusion left a block's matrix operations out, as `--stats` and `explain` say it.
+pub(crate) const UNKNOWN_SIZE_REASON: &str = "matrix operations of unknown size when the block \
+    was compiled (a size no file, metadata or earlier statement states)";
+
 /// Deepest user-function recursion before a script is stopped (instead of overflowing the stack).
 const MAX_CALL_DEPTH: usize = 1000;
+
+/// Compiled blocks, keyed by the address of the block or expression compiled, each list valid
+/// for different metadata of the variables read. Shared by every run of one program (a
+/// prepared script's executions, on any number of threads), which must outlive it and not
+/// move its blocks (addresses are the keys).
+#[derive(Debug, Default)]
+pub(crate) struct PlanCache {
+    plans: Mutex<HashMap<usize, Vec<Arc<CompiledBlock>>>>,
+}
+
+impl PlanCache {
+    fn find(&self, key: usize, vars: &SymbolTable) -> Option<Arc<CompiledBlock>> {
+        let plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        plans
+            .get(&key)?
+            .iter()
+            .find(|p| p.is_valid_for(vars))
+            .map(Arc::clone)
+    }
+
+    fn insert(&self, key: usize, compiled: Arc<CompiledBlock>) {
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        let plans = plans.entry(key).or_default();
+        if plans.len() >= MAX_PLANS_PER_BLOCK {
+            plans.remove(0);
+        }
+        plans.push(compiled);
+    }
+}
 
 pub(crate) struct Interpreter<'p, 'o> {
     program: &'p Program,
     args: &'p ScriptArgs,
     out: &'o mut dyn Write,
-    /// Keyed by the address of the block or expression compiled (stable: the program is
-    /// borrowed for the interpreter's lifetime).
-    plans: HashMap<usize, Vec<Rc<CompiledBlock>>>,
+    plans: &'p PlanCache,
     op_stats: Option<OpStats>,
     pub(crate) compile_time: Duration,
     pub(crate) blocks_compiled: u64,
@@ -61,12 +92,13 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         out: &'o mut dyn Write,
         config: &'p EngineConfig,
         fuser: Option<&'p Fuser>,
+        plans: &'p PlanCache,
     ) -> Self {
         Interpreter {
             program,
             args,
             out,
-            plans: HashMap::new(),
+            plans,
             op_stats: config.collect_stats.then(OpStats::default),
             compile_time: Duration::ZERO,
             blocks_compiled: 0,
@@ -82,8 +114,14 @@ impl<'p, 'o> Interpreter<'p, 'o> {
     }
 
     pub(crate) fn run_main(&mut self) -> Result<(), Error> {
-        let mut vars = SymbolTable::new();
-        self.exec_blocks(&self.program.main, &mut vars)
+        self.run_main_with(SymbolTable::new()).map(drop)
+    }
+
+    /// Runs the main program starting from the variables `vars` (a prepared script's inputs);
+    /// returns the variables live at its end.
+    pub(crate) fn run_main_with(&mut self, mut vars: SymbolTable) -> Result<SymbolTable, Error> {
+        self.exec_blocks(&self.program.main, &mut vars)?;
+        Ok(vars)
     }
 
     pub(crate) fn stats(&self, total: Duration) -> Stats {
@@ -134,6 +172,24 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             instructions_executed: self.instructions_executed,
             heavy_hitters: heavy,
         }
+    }
+
+    /// [`Interpreter::stats`] with the blocks fusion skipped named by their lines in `source`.
+    pub(crate) fn located_stats(&self, total: Duration, source: &SourceFile) -> Stats {
+        let mut stats = self.stats(total);
+        stats.fusion_skipped = self
+            .unknown_sizes
+            .iter()
+            .map(|(span, count)| {
+                let (first, _) = source.line_col(span.start);
+                let (last, _) = source.line_col(span.end.saturating_sub(1).max(span.start));
+                crate::stats::Fallback {
+                    reason: format!("lines {first}-{last}: {UNKNOWN_SIZE_REASON}"),
+                    count: *count as u64,
+                }
+            })
+            .collect();
+        stats
     }
 
     fn exec_blocks(&mut self, blocks: &'p [Block], vars: &mut SymbolTable) -> Result<(), Error> {
@@ -307,6 +363,19 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         self.run(&compiled, vars)
     }
 
+    /// Runs one block that is not part of the program (an embedder's DAG), compiled by
+    /// `compile` and cached under `key` like the program's blocks.
+    pub(crate) fn exec_detached(
+        &mut self,
+        key: usize,
+        what: &str,
+        vars: &mut SymbolTable,
+        compile: impl FnOnce(&BlockMeta, &ScriptArgs) -> Result<CompiledBlock, Error>,
+    ) -> Result<(), Error> {
+        let compiled = self.compiled(key, vars, what, Span::default(), compile)?;
+        self.run(&compiled, vars)
+    }
+
     /// Evaluates an expression of any type (a call argument) in the scope `vars`.
     fn eval(
         &mut self,
@@ -375,16 +444,16 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         what: &str,
         span: Span,
         compile: impl FnOnce(&BlockMeta, &ScriptArgs) -> Result<CompiledBlock, Error>,
-    ) -> Result<Rc<CompiledBlock>, Error> {
-        if let Some(plans) = self.plans.get(&key) {
-            if let Some(hit) = plans.iter().find(|p| p.is_valid_for(vars)) {
-                self.cache_hits += 1;
-                return Ok(Rc::clone(hit));
-            }
+    ) -> Result<Arc<CompiledBlock>, Error> {
+        if let Some(hit) = self.plans.find(key, vars) {
+            self.cache_hits += 1;
+            return Ok(hit);
         }
+        // Compiled outside the cache's lock: two threads missing on one block both compile it
+        // (the same plan), rather than one waiting for the other.
         let started = Instant::now();
         let meta = BlockMeta::of(vars);
-        let compiled = Rc::new(compile(&meta, self.args)?);
+        let compiled = Arc::new(compile(&meta, self.args)?);
         self.compile_time += started.elapsed();
         self.blocks_compiled += 1;
         if self.fuser.is_some() && compiled.unknown_size_ops > 0 {
@@ -397,11 +466,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 dag: compiled.dag.clone(),
             });
         }
-        let plans = self.plans.entry(key).or_default();
-        if plans.len() >= MAX_PLANS_PER_BLOCK {
-            plans.remove(0);
-        }
-        plans.push(Rc::clone(&compiled));
+        self.plans.insert(key, Arc::clone(&compiled));
         Ok(compiled)
     }
 

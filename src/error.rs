@@ -26,6 +26,9 @@ pub enum Error {
     /// a report), or an argument or option is malformed.
     #[error("{0}")]
     Usage(Usage),
+    /// An embedder's inputs or outputs do not match what the prepared script or DAG declares.
+    #[error("{0}")]
+    Binding(Binding),
     /// A valid request outside a script that lafuse does not implement (an explain format or
     /// level this build cannot give); names the construct.
     #[error("unsupported: {0}")]
@@ -100,6 +103,66 @@ pub enum Usage {
     BenchReport { source: std::io::Error },
 }
 
+/// Inputs or outputs of a prepared script or DAG that do not match its declaration
+/// ([`Error::Binding`]); always the embedder's to fix.
+#[derive(Debug, Error)]
+pub enum Binding {
+    /// An input or output name given twice, or empty, when preparing.
+    #[error("the {role} name '{name}' is empty or given twice")]
+    BadName { name: String, role: &'static str },
+    /// A value bound to a name the script or DAG does not take as an input.
+    #[error("'{name}' is not an input (the inputs are: {})", list(.inputs))]
+    UnknownInput { name: String, inputs: Vec<String> },
+    /// An input left unbound.
+    #[error("the input '{name}' is not bound (bind every input before executing)")]
+    Unbound { name: String },
+    /// A declared output the execution never assigned.
+    #[error("the output '{name}' was not assigned by the script")]
+    OutputUnassigned { name: String },
+    /// An output asked for that was not declared.
+    #[error("'{name}' is not an output (the outputs are: {})", list(.outputs))]
+    UnknownOutput { name: String, outputs: Vec<String> },
+    /// An output taken as the wrong kind of value.
+    #[error("the output '{name}' is a {found}, not a {expected}")]
+    OutputType {
+        name: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+    /// A DAG input bound to a value of the other data type (a matrix for a scalar input).
+    #[error("the DAG input '{name}' is a {declared}, but a {bound} was bound")]
+    InputKind {
+        name: String,
+        declared: &'static str,
+        bound: &'static str,
+    },
+    /// A DAG input bound to a matrix whose shape differs from the one the DAG declares.
+    #[error(
+        "the DAG input '{name}' is declared {} but bound to a {}x{} matrix",
+        shape(*.declared),
+        .bound.0,
+        .bound.1
+    )]
+    InputShape {
+        name: String,
+        declared: (Option<u64>, Option<u64>),
+        bound: (usize, usize),
+    },
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+fn shape((rows, cols): (Option<u64>, Option<u64>)) -> String {
+    let dim = |d: Option<u64>| d.map_or("?".to_string(), |d| d.to_string());
+    format!("{}x{}", dim(rows), dim(cols))
+}
+
 /// A valid request outside a script that this build does not implement
 /// ([`Error::Unsupported`]).
 #[derive(Debug, Error)]
@@ -150,7 +213,7 @@ impl Error {
         match self {
             Error::Compile(errors) => errors.first().map_or(Fault::Internal, CompileError::fault),
             Error::Runtime { error, .. } => error.fault(),
-            Error::Usage(_) => Fault::User,
+            Error::Usage(_) | Error::Binding(_) => Fault::User,
             Error::Unsupported(_) => Fault::Unsupported,
             Error::Internal(_) => Fault::Internal,
             Error::CostModel { error, .. } => error.fault(),
@@ -172,6 +235,7 @@ impl Error {
                 render_diagnostic(&error.to_string(), *span, &[], source)
             }
             Error::Usage(message) => format!("error: {message}\n"),
+            Error::Binding(message) => format!("error: {message}\n"),
             Error::Unsupported(_) | Error::Internal(_) | Error::CostModel { .. } => {
                 format!("error: {self}\n")
             }

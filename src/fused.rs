@@ -180,7 +180,7 @@ fn nanos(d: Duration) -> u64 {
 pub(crate) struct Fuser {
     /// The policy, with its configuration (the cost-based selector's plan cache lives for one
     /// block's search, so a block's plan depends on nothing compiled before it).
-    selector: Box<dyn fusion::PlanSelector>,
+    selector: Box<dyn fusion::PlanSelector + Send + Sync>,
     /// What builds and runs the operators (its operator cache serves every block).
     backend: Box<dyn Backend>,
     counters: Arc<FusionCounters>,

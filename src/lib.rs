@@ -18,30 +18,49 @@
 //! ```
 
 pub mod alloc;
+mod bindings;
 mod compile;
+mod dag;
 mod engine;
 pub mod error;
 mod fused;
+mod prepared;
 pub mod profile;
 mod static_explain;
 pub mod stats;
 
+pub use bindings::{Bindings, Outputs, Scalar};
+pub use dag::{DagInput, PreparedDag};
 pub use error::Error;
 pub use fused::FusionBackend;
 pub use lafuse_compiler::fusion::CostModel;
+pub use lafuse_compiler::hops::{DagBuilder, HopDag};
 pub use lafuse_compiler::span::SourceFile;
 /// Who has to act on an [`Error`] ([`Error::fault`]).
 pub use lafuse_core::Fault;
+pub use lafuse_runtime::value::Value;
+pub use lafuse_runtime::{DenseMatrix, Matrix, SparseMatrix};
+pub use prepared::PreparedScript;
 pub use stats::Stats;
+
+/// The crates below the facade, for the types an embedder building DAGs or reading matrices
+/// needs beyond the re-exports above (hop kinds, ops, matrix I/O).
+pub mod crates {
+    pub use lafuse_codegen as codegen;
+    pub use lafuse_compiler as compiler;
+    pub use lafuse_core as core;
+    pub use lafuse_runtime as runtime;
+}
 
 use error::{Internal, Unsupported, Usage};
 use lafuse_compiler::fusion;
-use lafuse_compiler::hops::{self, HopDag};
+use lafuse_compiler::hops;
 use lafuse_compiler::span::Span;
 use lafuse_compiler::{check, parser, program};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// How the engine runs scripts. A value, passed in; there is no global configuration.
@@ -160,7 +179,7 @@ pub enum FusionPolicy {
 }
 
 impl FusionPolicy {
-    fn selector(self, model: CostModel) -> Box<dyn fusion::PlanSelector> {
+    fn selector(self, model: CostModel) -> Box<dyn fusion::PlanSelector + Send + Sync> {
         match self {
             FusionPolicy::Gen => Box::new(fusion::CostBased::new(model)),
             FusionPolicy::FuseAll => Box::new(fusion::FuseAll),
@@ -225,11 +244,22 @@ pub fn load_script(path: &Path) -> Result<SourceFile, Error> {
     Ok(SourceFile::new(path.display().to_string(), text))
 }
 
-/// Runs and explains DML scripts. Compiled fused operators are cached for the engine's
-/// lifetime, so running several scripts on one engine compiles each operator once.
+/// Runs and explains DML scripts, and prepares scripts and DAGs for repeated execution on
+/// the caller's data ([`Engine::prepare`], [`Engine::prepare_dag`]). Compiled fused operators
+/// are cached for the engine's lifetime, so running several scripts on one engine compiles
+/// each operator once.
+///
+/// An engine is `Send + Sync` and cheap to clone (clones share the configuration and the
+/// operator cache): one engine serves any number of threads at once.
+#[derive(Clone)]
 pub struct Engine {
-    config: EngineConfig,
-    fuser: Option<fused::Fuser>,
+    shared: Arc<Shared>,
+}
+
+/// What an engine's clones and the scripts and DAGs it prepared share.
+pub(crate) struct Shared {
+    pub(crate) config: EngineConfig,
+    pub(crate) fuser: Option<fused::Fuser>,
 }
 
 impl Engine {
@@ -243,7 +273,34 @@ impl Engine {
                 config.operator_cache_limit,
             )
         });
-        Engine { config, fuser }
+        Engine {
+            shared: Arc::new(Shared { config, fuser }),
+        }
+    }
+
+    /// The configuration the engine was made with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.shared.config
+    }
+
+    /// Prepares `source` for repeated execution on bound inputs: parsed and checked now,
+    /// each block compiled at its first execution and reused while the inputs keep their
+    /// shapes. `inputs` are the variables each execution binds, `outputs` those it returns.
+    pub fn prepare(
+        &self,
+        source: &SourceFile,
+        args: &ScriptArgs,
+        inputs: &[&str],
+        outputs: &[&str],
+    ) -> Result<PreparedScript, Error> {
+        PreparedScript::new(Arc::clone(&self.shared), source, args, inputs, outputs)
+    }
+
+    /// Prepares a HOP DAG for execution on bound inputs (its transient reads) returning its
+    /// outputs (its transient writes). The DAG is checked now, optimized, fused and compiled
+    /// at its first execution for the bound shapes.
+    pub fn prepare_dag(&self, dag: HopDag) -> Result<PreparedDag, Error> {
+        PreparedDag::new(Arc::clone(&self.shared), dag)
     }
 
     /// Parses, checks and runs a script; `print` output goes to `out`.
@@ -256,27 +313,18 @@ impl Engine {
         let started = Instant::now();
         let program = self.front_end(source, args)?;
         let front_end_time = started.elapsed();
-        let mut interpreter =
-            engine::Interpreter::new(&program, args, out, &self.config, self.fuser.as_ref());
+        let plans = engine::PlanCache::default();
+        let mut interpreter = engine::Interpreter::new(
+            &program,
+            args,
+            out,
+            &self.shared.config,
+            self.shared.fuser.as_ref(),
+            &plans,
+        );
         interpreter.compile_time += front_end_time;
         interpreter.run_main()?;
-        let mut stats = interpreter.stats(started.elapsed());
-        stats.fusion_skipped = interpreter
-            .unknown_sizes
-            .iter()
-            .map(|(span, count)| {
-                let (first, _) = source.line_col(span.start);
-                let (last, _) = source.line_col(span.end.saturating_sub(1).max(span.start));
-                stats::Fallback {
-                    reason: format!(
-                        "lines {first}-{last}: matrix operations of unknown size when the \
-                         block was compiled (a size no file, metadata or earlier statement \
-                         states)"
-                    ),
-                    count: *count as u64,
-                }
-            })
-            .collect();
+        let stats = interpreter.located_stats(started.elapsed(), source);
         Ok(RunReport { stats })
     }
 
@@ -295,12 +343,14 @@ impl Engine {
             static_explain::explain_static(&program, args)?
         } else {
             let mut sink = std::io::sink();
+            let plans = engine::PlanCache::default();
             let mut interpreter = engine::Interpreter::new(
                 &program,
                 args,
                 &mut sink,
-                &self.config,
-                self.fuser.as_ref(),
+                &self.shared.config,
+                self.shared.fuser.as_ref(),
+                &plans,
             );
             interpreter.explained = Some(Vec::new());
             interpreter.run_main()?;
@@ -314,7 +364,7 @@ impl Engine {
                 level,
                 options.format,
                 options.policy,
-                self.config.cost_model,
+                self.shared.config.cost_model,
             ),
         }
     }
@@ -330,8 +380,15 @@ impl Engine {
     ) -> Result<String, Error> {
         let program = self.front_end(source, args)?;
         let mut sink = std::io::sink();
-        let mut interpreter =
-            engine::Interpreter::new(&program, args, &mut sink, &self.config, self.fuser.as_ref());
+        let plans = engine::PlanCache::default();
+        let mut interpreter = engine::Interpreter::new(
+            &program,
+            args,
+            &mut sink,
+            &self.shared.config,
+            self.shared.fuser.as_ref(),
+            &plans,
+        );
         interpreter.explained = Some(Vec::new());
         interpreter.run_main()?;
         let blocks = interpreter.explained.take().unwrap_or_default();
@@ -343,7 +400,7 @@ impl Engine {
                 (format!("{} (lines {first}-{last})", b.kind), &b.dag)
             })
             .collect();
-        cost_report(&labelled, policies, &self.config.cost_model, format)
+        cost_report(&labelled, policies, &self.shared.config.cost_model, format)
     }
 
     fn front_end(&self, source: &SourceFile, args: &ScriptArgs) -> Result<program::Program, Error> {
@@ -636,3 +693,11 @@ fn render_explain(source: &SourceFile, blocks: &[ExplainedBlock], format: Explai
         }
     }
 }
+
+/// An engine and what it prepares serve several threads at once (pinned at compile time).
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Engine>();
+    send_sync::<PreparedScript>();
+    send_sync::<PreparedDag>();
+};

@@ -38,12 +38,27 @@ pub fn check_program(
     program: &Program,
     script_args: &BTreeSet<String>,
 ) -> Result<(), Vec<CompileError>> {
+    check_program_with_inputs(program, script_args, &BTreeSet::new())
+}
+
+/// [`check_program`] for a script whose main program starts with the variables `inputs`
+/// already bound (a prepared script's inputs, values of any type that an embedder binds
+/// before each execution).
+pub fn check_program_with_inputs(
+    program: &Program,
+    script_args: &BTreeSet<String>,
+    inputs: &BTreeSet<String>,
+) -> Result<(), Vec<CompileError>> {
     let mut checker = Checker {
         program,
         script_args,
         errors: vec![],
     };
-    checker.blocks(&program.main, &mut Env::default());
+    let mut env = Env::default();
+    for name in inputs {
+        env.define(name, Ty::Unknown);
+    }
+    checker.blocks(&program.main, &mut env);
     for function in program.functions.values() {
         checker.function(function);
     }
