@@ -170,21 +170,30 @@ pub(crate) fn compile_dag(
         })
         .collect();
     compile_with(meta, &names, fuser, |inputs| {
-        let mut dag = dag.clone();
-        for hop in dag.hops.iter_mut() {
-            let OpKind::TransientRead { name } = &hop.op else {
-                continue;
-            };
-            if let Some(hops::InputMeta::Matrix { rows, cols, nnz }) = inputs.get(name) {
-                hop.rows = *rows;
-                hop.cols = *cols;
-                hop.nnz = *nnz;
-            }
-        }
-        hops::propagate_sizes(&mut dag)?;
-        hops::optimize(&mut dag)?;
-        Ok((dag, Vec::new()))
+        optimized_dag(dag, inputs).map(|dag| (dag, Vec::new()))
     })
+}
+
+/// `dag` with the sizes of the matrices in `inputs` given to its transient reads of them
+/// (the others keep what the DAG states), sizes propagated and the rewrites applied.
+pub(crate) fn optimized_dag(
+    dag: &HopDag,
+    inputs: &hops::BlockInputs,
+) -> Result<HopDag, CompileError> {
+    let mut dag = dag.clone();
+    for hop in dag.hops.iter_mut() {
+        let OpKind::TransientRead { name } = &hop.op else {
+            continue;
+        };
+        if let Some(hops::InputMeta::Matrix { rows, cols, nnz }) = inputs.get(name) {
+            hop.rows = *rows;
+            hop.cols = *cols;
+            hop.nnz = *nnz;
+        }
+    }
+    hops::propagate_sizes(&mut dag)?;
+    hops::optimize(&mut dag)?;
+    Ok(dag)
 }
 
 /// The matrix operations of `dag` whose size is unknown, which fusion leaves out. Reads and

@@ -23,6 +23,7 @@ mod compile;
 mod dag;
 mod engine;
 pub mod error;
+mod explain;
 mod fused;
 mod prepared;
 pub mod profile;
@@ -32,6 +33,7 @@ pub mod stats;
 pub use bindings::{Bindings, Outputs, Scalar};
 pub use dag::{DagInput, PreparedDag};
 pub use error::Error;
+pub use explain::cost_report;
 pub use fused::FusionBackend;
 pub use lafuse_compiler::fusion::CostModel;
 pub use lafuse_compiler::hops::{DagBuilder, HopDag};
@@ -52,7 +54,7 @@ pub mod crates {
     pub use lafuse_runtime as runtime;
 }
 
-use error::{Internal, Unsupported, Usage};
+use error::Usage;
 use lafuse_compiler::fusion;
 use lafuse_compiler::hops;
 use lafuse_compiler::span::Span;
@@ -357,9 +359,37 @@ impl Engine {
             interpreter.explained.take().unwrap_or_default()
         };
         match options.level {
-            ExplainLevel::Hops => Ok(render_explain(source, &blocks, options.format)),
-            level => render_fusion(
-                source,
+            ExplainLevel::Hops => Ok(explain::render_explain(
+                Some(source),
+                &blocks,
+                options.format,
+            )),
+            level => explain::render_fusion(
+                Some(source),
+                &blocks,
+                level,
+                options.format,
+                options.policy,
+                self.shared.config.cost_model,
+            ),
+        }
+    }
+
+    /// Shows a DAG handed over directly as [`Engine::explain`] shows a script's blocks: after
+    /// size propagation and the rewrites, with the sizes its inputs state (a DAG read from
+    /// JSON states what it was exported with; set an input hop's `rows`, `cols` and `nnz` to
+    /// explain it for other data). Nothing runs; `options.static_only` is implied.
+    pub fn explain_dag(&self, dag: &HopDag, options: &ExplainOptions) -> Result<String, Error> {
+        let dag = compile::optimized_dag(dag, &hops::BlockInputs::new())?;
+        let blocks = [ExplainedBlock {
+            kind: "DAG".to_string(),
+            span: Span::default(),
+            dag,
+        }];
+        match options.level {
+            ExplainLevel::Hops => Ok(explain::render_explain(None, &blocks, options.format)),
+            level => explain::render_fusion(
+                None,
                 &blocks,
                 level,
                 options.format,
@@ -395,9 +425,8 @@ impl Engine {
         let labelled: Vec<(String, &HopDag)> = blocks
             .iter()
             .map(|b| {
-                let (first, _) = source.line_col(b.span.start);
-                let (last, _) = source.line_col(b.span.end.saturating_sub(1).max(b.span.start));
-                (format!("{} (lines {first}-{last})", b.kind), &b.dag)
+                let lines = explain::lines_of(Some(source), b.span);
+                (explain::title(&b.kind, lines), &b.dag)
             })
             .collect();
         cost_report(&labelled, policies, &self.shared.config.cost_model, format)
@@ -408,289 +437,6 @@ impl Engine {
         let program = program::build_program(script)?;
         check::check_program(&program, &args.names())?;
         Ok(program)
-    }
-}
-
-/// Costs each policy's plan for every DAG with matrix operations (`lafuse cost`); also used for
-/// a DAG handed over as JSON.
-pub fn cost_report(
-    dags: &[(String, &HopDag)],
-    policies: &[FusionPolicy],
-    model: &CostModel,
-    format: ExplainFormat,
-) -> Result<String, Error> {
-    let mut text = String::new();
-    let mut json_blocks = Vec::new();
-    for (label, dag) in dags
-        .iter()
-        .filter(|(_, d)| d.hops.iter().any(|h| h.is_matrix()))
-    {
-        let view = fusion::FusionDag::new(dag)?;
-        text.push_str(&format!("--- {label} ---\n"));
-        let mut json_policies = Vec::new();
-        let mut search = serde_json::Value::Null;
-        for &policy in policies {
-            let started = Instant::now();
-            let (selection, report) = match policy {
-                FusionPolicy::Gen => {
-                    let options = fusion::ExploreOptions {
-                        prune_dominated: false,
-                        ..fusion::ExploreOptions::default()
-                    };
-                    let mut memo = fusion::explore(&view, &options);
-                    let (selection, report) =
-                        fusion::CostBased::new(*model).optimize(&view, &mut memo);
-                    (selection, Some(report))
-                }
-                other => (
-                    fusion::plan_fusion(dag, other.selector(*model).as_ref())?.selection,
-                    None,
-                ),
-            };
-            let optimizer_ms = started.elapsed().as_secs_f64() * 1e3;
-            let cost = fusion::cost::cost_of(&view, model, &selection);
-            text.push_str(&format!(
-                "policy {:<20} modelled cost {:>14.6e} s, {} fused operators, optimized in {:.3} ms\n",
-                selection.selector,
-                cost,
-                selection.roots.len(),
-                optimizer_ms
-            ));
-            if let Some(report) = report {
-                text.push_str(&report.explain());
-                let st = &report.stats;
-                search = serde_json::json!({
-                    "partitions": st.partitions,
-                    "interesting_points": st.points,
-                    "plans_evaluated": st.evaluated,
-                    "plans_skipped_by_cost": st.skipped_by_cost,
-                    "plans_skipped_by_structure": st.skipped_by_structure,
-                    "cut_sets": st.cut_sets,
-                    "plan_cache_hits": st.cache_hits,
-                    "approximated_partitions": st.approximated,
-                    "search_ms": st.elapsed.as_secs_f64() * 1e3,
-                });
-            }
-            json_policies.push(serde_json::json!({
-                "policy": selection.selector,
-                "modelled_cost_s": cost,
-                "fused_operators": selection.roots.len(),
-                "optimizer_ms": optimizer_ms,
-            }));
-        }
-        json_blocks.push(
-            serde_json::json!({ "block": label, "policies": json_policies, "gen_search": search }),
-        );
-    }
-    per_block_report(text, json_blocks, format, "`cost`")
-}
-
-/// The fusion view of every block that contains matrix operations.
-fn render_fusion(
-    source: &SourceFile,
-    blocks: &[ExplainedBlock],
-    level: ExplainLevel,
-    format: ExplainFormat,
-    policy: FusionPolicy,
-    model: CostModel,
-) -> Result<String, Error> {
-    let selector = policy.selector(model);
-    let mut text = String::new();
-    let mut json_blocks = Vec::new();
-    // `--format dot`: one graph per block, one after the other.
-    let mut dots: Vec<String> = Vec::new();
-    for block in blocks
-        .iter()
-        .filter(|b| b.dag.hops.iter().any(|h| h.is_matrix()))
-    {
-        let plan = fusion::plan_fusion(&block.dag, selector.as_ref())?;
-        let (first, _) = source.line_col(block.span.start);
-        let (last, _) = source.line_col(block.span.end.saturating_sub(1).max(block.span.start));
-        let (body, json) = match level {
-            ExplainLevel::Memo if format == ExplainFormat::Dot => {
-                dots.push(fusion::dot::memo_dot(&block.dag, &plan.explored));
-                continue;
-            }
-            ExplainLevel::Plan | ExplainLevel::Cplan if format == ExplainFormat::Dot => {
-                let program =
-                    fusion::cplan::construct_cplans(&block.dag, &plan.memo, &plan.selection)?;
-                dots.push(if level == ExplainLevel::Plan {
-                    fusion::dot::plan_dot(&block.dag, &program)
-                } else {
-                    fusion::dot::cplan_dot(&program)
-                });
-                continue;
-            }
-            ExplainLevel::Memo => (
-                plan.explored.explain(&block.dag),
-                serde_json::from_str(&plan.explored.to_json()),
-            ),
-            ExplainLevel::Ir | ExplainLevel::Asm => {
-                let program =
-                    fusion::cplan::construct_cplans(&block.dag, &plan.memo, &plan.selection)?;
-                let (body, json) = generated_code(&program, level)?;
-                (body, Ok(json))
-            }
-            // The plan level is the selection (which memo entries each hop takes), the cplan
-            // level the operators built from it.
-            ExplainLevel::Plan => (
-                plan.selection.explain(),
-                serde_json::to_value(&plan.selection),
-            ),
-            ExplainLevel::Cplan => {
-                let program =
-                    fusion::cplan::construct_cplans(&block.dag, &plan.memo, &plan.selection)?;
-                (program.explain(), serde_json::from_str(&program.to_json()))
-            }
-            ExplainLevel::Hops => unreachable!("handled by render_explain"),
-        };
-        text.push_str(&format!(
-            "--- {} (lines {first}-{last}), policy {} ---\n{body}",
-            block.kind,
-            selector.name()
-        ));
-        let json: serde_json::Value =
-            json.map_err(|source| Error::Internal(Internal::FusionJson { source }))?;
-        json_blocks.push(serde_json::json!({ "kind": block.kind, "lines": [first, last], "policy": selector.name(), "fusion": json }));
-    }
-    if format == ExplainFormat::Dot
-        && matches!(
-            level,
-            ExplainLevel::Memo | ExplainLevel::Plan | ExplainLevel::Cplan
-        )
-    {
-        return Ok(dots.concat());
-    }
-    per_block_report(text, json_blocks, format, "fusion levels")
-}
-
-/// A per-block report as text, or as JSON `{"blocks": [...]}`; `report` names it in
-/// the error for `--format dot`, which only HOP DAGs have.
-fn per_block_report(
-    text: String,
-    json_blocks: Vec<serde_json::Value>,
-    format: ExplainFormat,
-    report: &'static str,
-) -> Result<String, Error> {
-    match format {
-        ExplainFormat::Text => Ok(text),
-        ExplainFormat::Json => Ok(serde_json::to_string_pretty(
-            &serde_json::json!({ "blocks": json_blocks }),
-        )
-        .unwrap_or_default()
-            + "\n"),
-        ExplainFormat::Dot => Err(Error::Unsupported(Unsupported::DotFormat { report })),
-    }
-}
-
-/// The generated code of every fused operator of a block, as text and JSON.
-#[cfg(feature = "llvm")]
-fn generated_code(
-    program: &fusion::cplan::FusedProgram,
-    level: ExplainLevel,
-) -> Result<(String, serde_json::Value), Error> {
-    use lafuse_codegen::native::{self, CodegenError};
-    let mut text = String::new();
-    let mut items = Vec::new();
-    for (k, op) in program.operators.iter().enumerate() {
-        let hash = format!("{:016x}", op.cplan.structural_hash());
-        let header = format!(
-            "op {k}: {} {} (hash {hash})\n",
-            op.cplan.template.name(),
-            op.cplan.template.variant()
-        );
-        text.push_str(&header);
-        let code = match native::compile(&op.cplan) {
-            Ok(compiled) => {
-                let mut code = if level == ExplainLevel::Ir {
-                    compiled.llvm_ir().to_string()
-                } else {
-                    compiled.assembly().to_string()
-                };
-                // The CSR entry point lives in a module of its own, compiled on first sparse
-                // use; explain compiles it so both entry points can be read.
-                let csr = compiled
-                    .compile_csr_entry()
-                    .map_err(|source| Error::Internal(Internal::CodeGeneration { source }))?;
-                if csr {
-                    let csr_code = if level == ExplainLevel::Ir {
-                        compiled.csr_llvm_ir()
-                    } else {
-                        compiled.csr_assembly()
-                    };
-                    if let Some(c) = csr_code {
-                        code.push_str("; --- CSR entry point (sparse main input) ---\n");
-                        code.push_str(c);
-                    }
-                }
-                text.push_str(&code);
-                Some(code)
-            }
-            Err(CodegenError::Unsupported(what)) => {
-                text.push_str(&format!("  (runs unfused: unsupported: {what})\n"));
-                None
-            }
-            Err(source) => return Err(Error::Internal(Internal::CodeGeneration { source })),
-        };
-        items.push(serde_json::json!({
-            "template": op.cplan.template.name(),
-            "variant": op.cplan.template.variant(),
-            "hash": hash,
-            if level == ExplainLevel::Ir { "ir" } else { "asm" }: code,
-        }));
-    }
-    Ok((text, serde_json::json!({ "operators": items })))
-}
-
-#[cfg(not(feature = "llvm"))]
-fn generated_code(
-    _program: &fusion::cplan::FusedProgram,
-    _level: ExplainLevel,
-) -> Result<(String, serde_json::Value), Error> {
-    Err(Error::Unsupported(Unsupported::NativeCode))
-}
-
-fn render_explain(source: &SourceFile, blocks: &[ExplainedBlock], format: ExplainFormat) -> String {
-    let lines = |span: Span| {
-        let (first, _) = source.line_col(span.start);
-        let (last, _) = source.line_col(span.end.saturating_sub(1).max(span.start));
-        (first, last)
-    };
-    match format {
-        ExplainFormat::Text => {
-            let mut out = String::new();
-            for block in blocks {
-                let (first, last) = lines(block.span);
-                out.push_str(&format!("--- {} (lines {first}-{last}) ---\n", block.kind));
-                out.push_str(&hops::explain_text(&block.dag));
-            }
-            out
-        }
-        ExplainFormat::Json => {
-            let items: Vec<serde_json::Value> = blocks
-                .iter()
-                .map(|b| {
-                    let (first, last) = lines(b.span);
-                    serde_json::json!({
-                        "kind": b.kind,
-                        "lines": [first, last],
-                        "dag": serde_json::from_str::<serde_json::Value>(&hops::explain_json(&b.dag)).unwrap_or(serde_json::Value::Null),
-                        // The serde form, loadable by `HopDag::from_json` and `lafuse cost`.
-                        "hop_dag": serde_json::from_str::<serde_json::Value>(&b.dag.to_json()).unwrap_or(serde_json::Value::Null),
-                    })
-                })
-                .collect();
-            serde_json::to_string_pretty(&serde_json::json!({ "blocks": items }))
-                .unwrap_or_default()
-                + "\n"
-        }
-        ExplainFormat::Dot => {
-            let mut out = String::new();
-            for block in blocks {
-                out.push_str(&hops::explain_dot(&block.dag));
-            }
-            out
-        }
     }
 }
 

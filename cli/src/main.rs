@@ -7,6 +7,7 @@ use lafuse::{
     Engine, EngineConfig, ExplainFormat, ExplainLevel, ExplainOptions, FusionBackend, FusionPolicy,
     ScriptArgs,
 };
+use lafuse_cli::bound;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -32,12 +33,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a DML script.
+    /// Run a DML script, or a HOP DAG in JSON (`*.json`, the serde form of the embedding API's
+    /// `HopDag`, as `explain --level hops --format json` writes each block's `hop_dag`) on
+    /// inputs given with --input.
     Run {
-        /// The script to run.
+        /// The script (or DAG) to run.
         script: PathBuf,
         #[command(flatten)]
         args: ScriptArgsFlag,
+        #[command(flatten)]
+        bound: BoundArgs,
         /// Print compile and execution time and the heaviest instructions after the run.
         #[arg(long)]
         stats: bool,
@@ -69,10 +74,15 @@ enum Command {
     /// Show the plans a script compiles to. Runs the script (its output is discarded) so that
     /// every block is shown with the sizes it actually met, unless --static.
     Explain {
-        /// The script to explain.
+        /// The script to explain, or a HOP DAG in JSON (`*.json`; explained as given, with the
+        /// sizes of the --input files where given, without running anything).
         script: PathBuf,
         #[command(flatten)]
         args: ScriptArgsFlag,
+        /// For a DAG: the file of input NAME, whose stated size the DAG is explained with
+        /// (repeatable).
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
         /// What to show: `hops` = the HOP DAG of each basic block and predicate; `memo` = the
         /// fusion memo table after exploration; `plan` = the plan the policy selects; `cplan` =
         /// the fused operators constructed from it; `ir` / `asm` = the LLVM IR / machine code
@@ -206,6 +216,21 @@ struct CostArgs {
     format: FormatArg,
     #[command(flatten)]
     cost_model: CostModelArgs,
+}
+
+/// Values bound to a script's or DAG's inputs and where its outputs go.
+#[derive(clap::Args)]
+struct BoundArgs {
+    /// Bind input NAME to the matrix in FILE (format from its .mtd, else its content); for a
+    /// DAG's scalar input, NAME=VALUE. A script's `NAME = read(...)` of a bound input is
+    /// skipped, as SystemDS's JMLC does (repeatable).
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    inputs: Vec<String>,
+    /// Return the variable NAME at the end and write it to FILE (`.mtx`/`.mm` MatrixMarket,
+    /// `.bin` lafuse binary, else CSV; with a .mtd), or print it when FILE is `-`. A DAG's
+    /// outputs (its transient writes) not named here are printed (repeatable).
+    #[arg(long = "output", value_name = "NAME=FILE")]
+    outputs: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -356,6 +381,67 @@ fn format_of(f: FormatArg) -> ExplainFormat {
     }
 }
 
+/// Whether the command's input is a HOP DAG in JSON rather than a script.
+fn is_dag(path: &std::path::Path) -> bool {
+    path.extension().is_some_and(|e| e == "json")
+}
+
+/// `lafuse run DAG.json --input ...`: the DAG executed on the inputs, its outputs written or
+/// printed.
+fn run_dag(
+    engine: &Engine,
+    path: &std::path::Path,
+    bound: &BoundArgs,
+    out: &mut dyn std::io::Write,
+) -> Result<lafuse::Stats, String> {
+    let prepared = engine
+        .prepare_dag(bound::read_dag(path)?)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let scalars: Vec<&str> = prepared
+        .inputs()
+        .iter()
+        .filter(|i| !i.matrix)
+        .map(|i| i.name.as_str())
+        .collect();
+    let bindings = bound::bindings(&bound::pairs(&bound.inputs, "--input")?, &scalars)?;
+    let outputs = prepared
+        .execute_to(&bindings, out)
+        .map_err(|e| e.to_string())?;
+    let writes = file_outputs(&bound::pairs(&bound.outputs, "--output")?);
+    bound::emit(&outputs, &writes, out)?;
+    Ok(outputs.stats)
+}
+
+/// `lafuse run SCRIPT --input X=FILE --output Y=FILE`: the script prepared with those inputs
+/// and outputs, as an embedder would run it.
+fn run_prepared(
+    engine: &Engine,
+    path: &std::path::Path,
+    args: &ScriptArgs,
+    bound: &BoundArgs,
+    out: &mut dyn std::io::Write,
+) -> Result<lafuse::Stats, String> {
+    let source = lafuse::load_script(path).map_err(|e| e.to_string())?;
+    let inputs = bound::pairs(&bound.inputs, "--input")?;
+    let outputs = bound::pairs(&bound.outputs, "--output")?;
+    let input_names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
+    let output_names: Vec<&str> = outputs.iter().map(|(n, _)| n.as_str()).collect();
+    let prepared = engine
+        .prepare(&source, args, &input_names, &output_names)
+        .map_err(|e| e.render(&source))?;
+    let bindings = bound::bindings(&inputs, &[])?;
+    let values = prepared
+        .execute_to(&bindings, out)
+        .map_err(|e| e.render(&source))?;
+    bound::emit(&values, &file_outputs(&outputs), out)?;
+    Ok(values.stats)
+}
+
+/// The `--output` pairs that name a file (`NAME=-` prints).
+fn file_outputs(outputs: &[(String, String)]) -> Vec<(String, String)> {
+    outputs.iter().filter(|(_, f)| f != "-").cloned().collect()
+}
+
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Bench(b) => {
@@ -459,6 +545,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Run {
             script,
             args,
+            bound,
             stats,
             stats_json,
             fusion,
@@ -492,11 +579,21 @@ fn run(cli: Cli) -> Result<(), String> {
                 operator_cache_dir,
                 operator_cache_limit: operator_cache_limit_mb.saturating_mul(1 << 20),
             });
-            let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
             let mut stdout = std::io::stdout().lock();
-            let report = engine
-                .run(&source, &script_args, &mut stdout)
-                .map_err(|e| e.render(&source))?;
+            let report_stats = if is_dag(&script) {
+                run_dag(&engine, &script, &bound, &mut stdout)?
+            } else if !bound.inputs.is_empty() || !bound.outputs.is_empty() {
+                run_prepared(&engine, &script, &script_args, &bound, &mut stdout)?
+            } else {
+                let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
+                let report = engine
+                    .run(&source, &script_args, &mut stdout)
+                    .map_err(|e| e.render(&source))?;
+                report.stats
+            };
+            let report = lafuse::RunReport {
+                stats: report_stats,
+            };
             if stats {
                 eprint!("{}", report.stats.to_text());
             }
@@ -512,6 +609,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Explain {
             script,
             args,
+            inputs,
             level,
             format,
             policy,
@@ -523,7 +621,6 @@ fn run(cli: Cli) -> Result<(), String> {
                 cost_model: cost_model.load()?,
                 ..EngineConfig::default()
             });
-            let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
             let level = match level {
                 LevelArg::Hops => ExplainLevel::Hops,
                 LevelArg::Memo => ExplainLevel::Memo,
@@ -532,18 +629,31 @@ fn run(cli: Cli) -> Result<(), String> {
                 LevelArg::Ir => ExplainLevel::Ir,
                 LevelArg::Asm => ExplainLevel::Asm,
             };
-            let text = engine
-                .explain(
-                    &source,
-                    &script_args,
-                    &ExplainOptions {
-                        level,
-                        format: format_of(format),
-                        policy: policy_of(policy),
-                        static_only,
-                    },
-                )
-                .map_err(|e| e.render(&source))?;
+            let options = ExplainOptions {
+                level,
+                format: format_of(format),
+                policy: policy_of(policy),
+                static_only,
+            };
+            let text = if is_dag(&script) {
+                let mut dag = bound::read_dag(&script)?;
+                bound::size_inputs(&mut dag, &bound::pairs(&inputs, "--input")?)?;
+                engine
+                    .explain_dag(&dag, &options)
+                    .map_err(|e| e.to_string())?
+            } else {
+                if !inputs.is_empty() {
+                    return Err(
+                        "--input applies to DAGs (*.json); a script's inputs are the \
+                                files it reads"
+                            .into(),
+                    );
+                }
+                let source = lafuse::load_script(&script).map_err(|e| e.to_string())?;
+                engine
+                    .explain(&source, &script_args, &options)
+                    .map_err(|e| e.render(&source))?
+            };
             print!("{text}");
             Ok(())
         }
