@@ -1,14 +1,15 @@
 //! The operator cache: compiled operators keyed by [`CPlan::structural_hash`], with the plan
 //! compared on every hit (a hash collision is a miss, never a wrong operator). Concurrent
-//! requests for one key compile once: the first request installs a per-key cell and compiles,
-//! the others wait on it. The cache holds at most a capacity of operators
+//! requests for one key from plain threads compile once: the first request installs a per-key
+//! slot and compiles, the others wait on it (requests on the rayon pool never wait; see
+//! `SlotData::operator`). The cache holds at most a capacity of operators
 //! ([`DEFAULT_OPERATOR_CAPACITY`]); beyond it the least recently used one is dropped, and its
 //! machine code is freed once no compiled block holds the operator any more.
 
 use super::{compile_with, CodegenError, MainFormat, NativeOperator, ObjectStore};
 use lafuse_compiler::fusion::cplan::CPlan;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 /// Why a request missed the cache.
@@ -69,8 +70,52 @@ pub const DEFAULT_OPERATOR_CAPACITY: usize = 4096;
 /// last requested (the cache's clock).
 struct SlotData {
     plan: CPlan,
+    /// Set once, by the first compilation to finish (never while compiling: a thread that
+    /// waited on a `OnceLock` under initialization could be the one the compilation needs).
     operator: OnceLock<Result<Arc<NativeOperator>, CodegenError>>,
+    /// Whether a request is compiling the operator now; requests from outside the rayon pool
+    /// wait on `compiled` for it.
+    compiling: Mutex<bool>,
+    compiled: Condvar,
     last_used: std::sync::atomic::AtomicU64,
+}
+
+impl SlotData {
+    /// The operator, compiled by `compile` unless it is compiled already. Concurrent requests
+    /// from plain threads compile once: the first compiles, the others wait for it. A request
+    /// on a rayon worker never waits: compilation joins on the pool, so a blocked worker could
+    /// be the one the compiling thread's join waits for (a deadlock, met with engines shared by
+    /// threads); it compiles the operator too, and every request returns the first result
+    /// stored.
+    fn operator(
+        &self,
+        compile: impl FnOnce() -> Result<Arc<NativeOperator>, CodegenError>,
+    ) -> Result<Arc<NativeOperator>, CodegenError> {
+        let mut busy = self.compiling.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(r) = self.operator.get() {
+                return r.clone();
+            }
+            if !*busy || rayon::current_thread_index().is_some() {
+                break;
+            }
+            busy = self.compiled.wait(busy).unwrap_or_else(|p| p.into_inner());
+        }
+        *busy = true;
+        drop(busy);
+        /// Clears `compiling` and wakes the waiters however the compilation ends (a panic
+        /// included), so that none waits forever.
+        struct Done<'s>(&'s SlotData);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                *self.0.compiling.lock().unwrap_or_else(|p| p.into_inner()) = false;
+                self.0.compiled.notify_all();
+            }
+        }
+        let _done = Done(self);
+        let r = compile();
+        self.operator.get_or_init(|| r).clone()
+    }
 }
 
 type Slot = Arc<SlotData>;
@@ -211,6 +256,8 @@ impl OperatorCache {
                     let s: Slot = Arc::new(SlotData {
                         plan: plan.clone(),
                         operator: OnceLock::new(),
+                        compiling: Mutex::new(false),
+                        compiled: Condvar::new(),
                         last_used: std::sync::atomic::AtomicU64::new(now),
                     });
                     g.map.entry(h).or_default().push(s.clone());
@@ -219,8 +266,8 @@ impl OperatorCache {
             }
         };
         let (slot, lookup) = slot;
-        // Outside the lock: one thread compiles, concurrent requests for the slot wait.
-        let r = slot.operator.get_or_init(|| {
+        // Outside the cache's lock.
+        let r = slot.operator(|| {
             let r = compile_with(plan, main, self.store.clone()).map(Arc::new);
             if let Ok(op) = &r {
                 let mut g = self.lock();
@@ -230,7 +277,7 @@ impl OperatorCache {
             }
             r
         });
-        (r.clone(), lookup)
+        (r, lookup)
     }
 
     /// [`OperatorCache::lookup`] for several plans at once, in the order given. A block's
