@@ -16,6 +16,29 @@
 //!     .unwrap();
 //! assert_eq!(String::from_utf8(out).unwrap(), "48.0\n");
 //! ```
+//!
+//! Embedding: a script prepared once ([`Engine::prepare`]) runs on the caller's values
+//! ([`Bindings`]) and returns the outputs it names ([`Outputs`]); its blocks compile at the
+//! first execution and are reused while the inputs keep their shapes. A HOP DAG built with
+//! [`DagBuilder`] runs the same way ([`Engine::prepare_dag`]).
+//!
+//! ```
+//! use lafuse::{Bindings, Engine, EngineConfig, Matrix, ScriptArgs, SourceFile};
+//!
+//! let engine = Engine::new(EngineConfig::default());
+//! let source = SourceFile::new("norm.dml", "s = sum(X * X)\nY = X / sqrt(s)");
+//! let script = engine.prepare(&source, &ScriptArgs::default(), &["X"], &["s", "Y"])?;
+//! for k in 1..=3 {
+//!     let mut inputs = Bindings::new();
+//!     inputs.matrix("X", Matrix::filled(4, 3, k as f64)?);
+//!     let out = script.execute(&inputs)?;
+//!     assert_eq!(out.scalar("s")?, 12.0 * (k * k) as f64);
+//!     assert!((out.matrix("Y")?.get(0, 0) - 1.0 / 12f64.sqrt()).abs() < 1e-15);
+//!     // Same shapes as the first execution: nothing compiles again.
+//!     assert!(k == 1 || out.stats.blocks_compiled == 0);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod alloc;
 mod bindings;
