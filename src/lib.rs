@@ -22,6 +22,7 @@ mod compile;
 mod engine;
 pub mod error;
 mod fused;
+pub mod interop;
 pub mod profile;
 mod static_explain;
 pub mod stats;

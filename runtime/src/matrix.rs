@@ -398,6 +398,12 @@ impl SparseMatrix {
         self.values.len()
     }
 
+    /// The first broken CSR invariant of the module docs other than stored zeros, if any:
+    /// what arrays from outside lafuse are checked against before anything reads a row.
+    pub fn check_structure(&self) -> std::result::Result<(), CsrDefect> {
+        validate_csr_structure(self)
+    }
+
     /// Builds one CSR matrix from consecutive row blocks, each given as (row ends relative to the
     /// block start, column indices, values).
     pub(crate) fn concat_row_blocks(
