@@ -244,11 +244,13 @@ fn cell_plan(agg: Option<CellAgg>) -> CPlan {
     }
 }
 
+/// The reference evaluator and, where the build has it, the native backend.
 fn backends() -> Vec<Box<dyn Backend>> {
-    let mut all: Vec<Box<dyn Backend>> = vec![Box::new(ReferenceBackend)];
-    #[cfg(feature = "llvm")]
-    all.push(Box::new(lafuse_codegen::native::NativeBackend::new()));
-    all
+    vec![
+        Box::new(ReferenceBackend),
+        #[cfg(feature = "llvm")]
+        Box::new(lafuse_codegen::native::NativeBackend::new()),
+    ]
 }
 
 #[test]
