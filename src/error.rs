@@ -7,6 +7,7 @@ use lafuse_compiler::error::{render_diagnostic, CompileError};
 use lafuse_compiler::fusion::CostModelError;
 use lafuse_compiler::span::{SourceFile, Span};
 use lafuse_core::Fault;
+use lafuse_runtime::error::CsrDefect;
 use lafuse_runtime::RuntimeError;
 use std::path::PathBuf;
 use thiserror::Error;
@@ -101,6 +102,52 @@ pub enum Usage {
     BenchNoMatch { suite: &'static str, filter: String },
     #[error("bench: cannot write the report: {source}")]
     BenchReport { source: std::io::Error },
+    /// A matrix an embedder handed over (`interop::MatrixView`) that lafuse cannot take.
+    #[error("{0}")]
+    Matrix(MatrixInput),
+}
+
+/// What is wrong with an embedder's matrix ([`Usage::Matrix`]).
+#[derive(Debug, Error)]
+pub enum MatrixInput {
+    /// A dimension above `max` (`lafuse_runtime::matrix::MAX_DIM`, SystemDS's limit).
+    #[error(
+        "a {}x{} matrix: dimensions above {max} are not supported",
+        .shape.0,
+        .shape.1
+    )]
+    DimensionsBeyondLimit { shape: (usize, usize), max: usize },
+    /// Row-major values that do not fill the shape.
+    #[error(
+        "a {}x{} matrix needs {} values, got {values}",
+        .shape.0,
+        .shape.1,
+        .shape.0 * .shape.1
+    )]
+    ValuesDoNotFill {
+        shape: (usize, usize),
+        values: usize,
+    },
+    /// CSR arrays that break an invariant of `lafuse_runtime::matrix`.
+    #[error("the CSR arrays of a {}x{} matrix are invalid: {defect}", .shape.0, .shape.1)]
+    Csr {
+        shape: (usize, usize),
+        defect: CsrDefect,
+    },
+    /// The column index stored at `position` (counted over all rows) is not below the
+    /// columns.
+    #[error(
+        "the CSR arrays of a {}x{} matrix are invalid: stored entry {position} has column \
+         index {column}, not below {}",
+        .shape.0,
+        .shape.1,
+        .shape.1
+    )]
+    ColumnIndex {
+        shape: (usize, usize),
+        position: usize,
+        column: usize,
+    },
 }
 
 /// Inputs or outputs of a prepared script or DAG that do not match its declaration
@@ -193,6 +240,13 @@ pub enum Internal {
     /// A calibrated model that does not validate.
     #[error("calibrate measured {source}")]
     CalibratedModel { source: CostModelError },
+    /// A matrix of lafuse's that the embedder's type `to` refused (`interop`): its arrays break
+    /// the matrix invariants.
+    #[error("a {}x{} matrix does not convert to {to}", .shape.0, .shape.1)]
+    MatrixExport {
+        to: &'static str,
+        shape: (usize, usize),
+    },
 }
 
 impl From<CompileError> for Error {

@@ -48,6 +48,7 @@ mod engine;
 pub mod error;
 mod explain;
 mod fused;
+pub mod interop;
 mod prepared;
 pub mod profile;
 mod static_explain;

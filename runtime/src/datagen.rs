@@ -212,7 +212,7 @@ fn constant(rows: usize, cols: usize, v: f64) -> Result<Matrix> {
     Ok(Matrix::Dense(DenseMatrix {
         rows,
         cols,
-        values: filled(cells, v)?,
+        values: filled(cells, v)?.into(),
         nnz: cells,
     }))
 }
@@ -391,7 +391,7 @@ impl Generator {
         DenseMatrix {
             rows: self.rows,
             cols,
-            values,
+            values: values.into(),
             nnz,
         }
     }
@@ -439,9 +439,9 @@ impl Generator {
         SparseMatrix {
             rows: self.rows,
             cols: self.cols,
-            row_ptr,
-            col_idx,
-            values,
+            row_ptr: row_ptr.into(),
+            col_idx: col_idx.into(),
+            values: values.into(),
         }
     }
 }
@@ -449,14 +449,15 @@ impl Generator {
 fn csr_to_dense(m: &SparseMatrix) -> Result<DenseMatrix> {
     let mut values = filled(m.rows * m.cols, 0.0)?;
     for r in 0..m.rows {
-        for k in m.row_ptr[r]..m.row_ptr[r + 1] {
-            values[r * m.cols + m.col_idx[k] as usize] = m.values[k];
+        let (idx, val) = m.row(r);
+        for (&j, &v) in idx.iter().zip(val) {
+            values[r * m.cols + j as usize] = v;
         }
     }
     Ok(DenseMatrix {
         rows: m.rows,
         cols: m.cols,
-        values,
+        values: values.into(),
         nnz: m.values.len(),
     })
 }
@@ -478,9 +479,9 @@ fn dense_to_csr(m: &DenseMatrix) -> SparseMatrix {
     SparseMatrix {
         rows: m.rows,
         cols: m.cols,
-        row_ptr,
-        col_idx,
-        values,
+        row_ptr: row_ptr.into(),
+        col_idx: col_idx.into(),
+        values: values.into(),
     }
 }
 
@@ -721,7 +722,7 @@ mod tests {
 
     fn cells(m: &Matrix) -> (usize, usize, Vec<f64>) {
         match m {
-            Matrix::Dense(d) => (d.rows, d.cols, d.values.clone()),
+            Matrix::Dense(d) => (d.rows, d.cols, d.values.to_vec()),
             Matrix::Sparse(s) => {
                 let mut v = vec![0.0; s.rows * s.cols];
                 for r in 0..s.rows {

@@ -44,7 +44,7 @@
 //! form has one digit differ too (`Double.MIN_VALUE` is `4.9E-324` in Java, `5.0E-324` here).
 //! Every such string still denotes the same double.
 
-use crate::matrix::{DenseMatrix, Matrix, SparseMatrix};
+use crate::matrix::{DenseMatrix, Matrix};
 
 /// Java's `Double.toString(x)`, as SystemDS prints doubles.
 ///
@@ -306,7 +306,7 @@ impl Default for ToStringOptions {
 /// ```
 /// use lafuse_runtime::format::{to_string_matrix, ToStringOptions};
 /// use lafuse_runtime::{DenseMatrix, Matrix};
-/// let m = Matrix::Dense(DenseMatrix { rows: 2, cols: 2, values: vec![1.0, -2.5, 0.0, 1e10], nnz: 3 });
+/// let m = Matrix::Dense(DenseMatrix { rows: 2, cols: 2, values: vec![1.0, -2.5, 0.0, 1e10].into(), nnz: 3 });
 /// assert_eq!(to_string_matrix(&m, &ToStringOptions::default()), "1.000 -2.500\n0.000 10000000000.000\n");
 /// ```
 pub fn to_string_matrix(m: &Matrix, opts: &ToStringOptions) -> String {
@@ -339,10 +339,10 @@ pub fn to_string_matrix(m: &Matrix, opts: &ToStringOptions) -> String {
             }
             Matrix::Sparse(s) => {
                 for i in 0..rlen {
-                    for k in s.row_ptr[i]..s.row_ptr[i + 1] {
-                        let j = s.col_idx[k] as usize;
-                        if j < clen {
-                            emit(i, j, s.values[k]);
+                    let (idx, val) = s.row(i);
+                    for (&j, &v) in idx.iter().zip(val) {
+                        if (j as usize) < clen {
+                            emit(i, j as usize, v);
                         }
                     }
                 }
@@ -371,17 +371,12 @@ fn read_row(m: &Matrix, i: usize, out: &mut [f64]) {
         Matrix::Dense(DenseMatrix { cols, values, .. }) => {
             out.copy_from_slice(&values[i * cols..i * cols + out.len()]);
         }
-        Matrix::Sparse(SparseMatrix {
-            row_ptr,
-            col_idx,
-            values,
-            ..
-        }) => {
+        Matrix::Sparse(s) => {
             out.fill(0.0);
-            for k in row_ptr[i]..row_ptr[i + 1] {
-                let j = col_idx[k] as usize;
-                if j < out.len() {
-                    out[j] = values[k];
+            let (idx, val) = s.row(i);
+            for (&j, &v) in idx.iter().zip(val) {
+                if let Some(o) = out.get_mut(j as usize) {
+                    *o = v;
                 }
             }
         }
@@ -496,13 +491,14 @@ fn decimal_format(x: f64, frac: usize) -> String {
 mod tests {
     use super::*;
     use crate::datagen::{rand, Pdf};
+    use crate::matrix::SparseMatrix;
 
     fn dense(rows: usize, cols: usize, values: Vec<f64>) -> Matrix {
         let nnz = values.iter().filter(|v| **v != 0.0).count();
         Matrix::Dense(DenseMatrix {
             rows,
             cols,
-            values,
+            values: values.into(),
             nnz,
         })
     }
@@ -578,9 +574,9 @@ mod tests {
         Matrix::Sparse(SparseMatrix {
             rows: d.rows,
             cols: d.cols,
-            row_ptr,
-            col_idx,
-            values,
+            row_ptr: row_ptr.into(),
+            col_idx: col_idx.into(),
+            values: values.into(),
         })
     }
 

@@ -3,6 +3,7 @@
 //! Architecture invariant: this crate knows nothing of planning or code generation; of
 //! lafuse's crates it depends on `lafuse-core` only (the operation vocabulary and faults).
 
+pub mod buffer;
 pub mod datagen;
 pub mod error;
 pub mod exec;
@@ -18,6 +19,7 @@ pub mod value;
 /// shared with the compiler; re-exported here under the runtime's paths.
 pub use lafuse_core::{math, ops};
 
+pub use buffer::Buffer;
 pub use error::{Result, RuntimeError};
 pub use matrix::{DenseMatrix, Matrix, SparseMatrix, ValueRange};
 pub use operator::{Operator, OperatorInput};

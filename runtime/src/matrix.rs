@@ -8,6 +8,11 @@
 //!   row and `< cols`; no explicit zeros are stored, so `nnz == values.len()`.
 //! * Empty matrices (0 rows or 0 columns) are legal in both formats.
 //!
+//! The arrays are [`Buffer`]s: owned, or borrowed from an embedder (zero-copy inputs). Kernels
+//! read them as slices and always produce owned results; a clone is always owned. A borrowed
+//! matrix keeps the format its embedder gave it (choosing another would be a copy), so a
+//! dense input may be sparser than [`SPARSITY_TURN_POINT`]; every kernel accepts either format.
+//!
 //! Signed zeros: every element-wise kernel writes `-0.0` as `0.0`
 //! (`kernels::elementwise::matrix_cell`), as its sparse result cannot store the sign, so
 //! element-wise results do not depend on the format; fused operators follow the same rule at
@@ -15,29 +20,36 @@
 //! sign in dense blocks only, so `1 / (X * Z)` at a zero of `Z` can be `Infinity` there where
 //! lafuse gives `-Infinity`; `tests/corpus/README.md` lists this difference.)
 
+use crate::buffer::Buffer;
 use serde::{Deserialize, Serialize};
 
 /// Below this sparsity (nnz / cells) a matrix with more than one column is stored sparse,
 /// as SystemDS does (`MatrixBlock.SPARSITY_TURN_POINT = 0.4`).
 pub const SPARSITY_TURN_POINT: f64 = 0.4;
 
+/// A dense row-major matrix. `values` may borrow an embedder's memory ([`Buffer`]): read it
+/// as a slice, write it through [`Buffer::to_mut`] (which copies a borrowed buffer first).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DenseMatrix {
     pub rows: usize,
     pub cols: usize,
-    pub values: Vec<f64>,
+    pub values: Buffer<f64>,
     pub nnz: usize,
 }
 
+/// A CSR matrix. Its arrays may borrow an embedder's memory ([`Buffer`]), as
+/// [`DenseMatrix::values`] may.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SparseMatrix {
     pub rows: usize,
     pub cols: usize,
-    pub row_ptr: Vec<usize>,
-    pub col_idx: Vec<u32>,
-    pub values: Vec<f64>,
+    pub row_ptr: Buffer<usize>,
+    pub col_idx: Buffer<u32>,
+    pub values: Buffer<f64>,
 }
 
+/// A matrix in either format. `Clone` copies every buffer, borrowed ones included, so a clone
+/// never reads an embedder's memory ([`Buffer`]'s soundness rule).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Matrix {
     Dense(DenseMatrix),
@@ -216,7 +228,7 @@ impl DenseMatrix {
         Ok(DenseMatrix {
             rows: self.rows,
             cols: self.cols,
-            values,
+            values: values.into(),
             nnz: self.nnz,
         })
     }
@@ -237,7 +249,7 @@ impl DenseMatrix {
         Ok(DenseMatrix {
             rows,
             cols,
-            values,
+            values: values.into(),
             nnz,
         })
     }
@@ -256,7 +268,7 @@ impl DenseMatrix {
         Ok(DenseMatrix {
             rows,
             cols,
-            values,
+            values: values.into(),
             nnz,
         })
     }
@@ -324,9 +336,9 @@ impl SparseMatrix {
         Ok(SparseMatrix {
             rows: self.rows,
             cols: self.cols,
-            row_ptr: try_copy(&self.row_ptr)?,
-            col_idx: try_copy(&self.col_idx)?,
-            values: try_copy(&self.values)?,
+            row_ptr: try_copy(&self.row_ptr)?.into(),
+            col_idx: try_copy(&self.col_idx)?.into(),
+            values: try_copy(&self.values)?.into(),
         })
     }
 
@@ -345,9 +357,9 @@ impl SparseMatrix {
         Ok(SparseMatrix {
             rows,
             cols,
-            row_ptr,
-            col_idx: Vec::new(),
-            values: Vec::new(),
+            row_ptr: row_ptr.into(),
+            col_idx: Buffer::default(),
+            values: Buffer::default(),
         })
     }
 
@@ -357,23 +369,39 @@ impl SparseMatrix {
         SparseMatrix {
             rows,
             cols,
-            row_ptr: vec![0; rows + 1],
-            col_idx: Vec::new(),
-            values: Vec::new(),
+            row_ptr: vec![0; rows + 1].into(),
+            col_idx: Buffer::default(),
+            values: Buffer::default(),
         }
     }
 
-    /// Column indices and values of row `i`.
+    /// Column indices and values of row `i`. Reads the three buffers: a loop that looks up
+    /// rows per non-zero takes [`SparseMatrix::slices`] once instead.
     #[inline]
     pub fn row(&self, i: usize) -> (&[u32], &[f64]) {
-        let (s, e) = (self.row_ptr[i], self.row_ptr[i + 1]);
-        (&self.col_idx[s..e], &self.values[s..e])
+        self.slices().row(i)
+    }
+
+    /// The three arrays as slices, taken once for a loop that reads rows in its inner loop.
+    #[inline]
+    pub fn slices(&self) -> CsrSlices<'_> {
+        CsrSlices {
+            row_ptr: &self.row_ptr,
+            col_idx: &self.col_idx,
+            values: &self.values,
+        }
     }
 
     /// Number of stored (non-zero) cells.
     #[inline]
     pub fn nnz(&self) -> usize {
         self.values.len()
+    }
+
+    /// The first broken CSR invariant of the module docs other than stored zeros, if any:
+    /// what arrays from outside lafuse are checked against before anything reads a row.
+    pub fn check_structure(&self) -> std::result::Result<(), CsrDefect> {
+        validate_csr_structure(self)
     }
 
     /// Builds one CSR matrix from consecutive row blocks, each given as (row ends relative to the
@@ -391,9 +419,9 @@ impl SparseMatrix {
             return SparseMatrix {
                 rows,
                 cols,
-                row_ptr,
-                col_idx: idx,
-                values: val,
+                row_ptr: row_ptr.into(),
+                col_idx: idx.into(),
+                values: val.into(),
             };
         }
         let total: usize = parts.iter().map(|p| p.1.len()).sum();
@@ -410,9 +438,9 @@ impl SparseMatrix {
         SparseMatrix {
             rows,
             cols,
-            row_ptr,
-            col_idx,
-            values,
+            row_ptr: row_ptr.into(),
+            col_idx: col_idx.into(),
+            values: values.into(),
         }
     }
 
@@ -442,33 +470,59 @@ impl SparseMatrix {
         Ok(DenseMatrix {
             rows,
             cols,
-            values,
+            values: values.into(),
             nnz: self.values.len(),
         })
     }
 
-    /// Drops stored zeros (explicit zeros may arise while building a result).
-    pub(crate) fn drop_zeros(mut self) -> SparseMatrix {
+    /// Drops stored zeros (explicit zeros may arise while building a result, or come with
+    /// an embedder's arrays). Compacts in place when the arrays are owned; borrowed ones are
+    /// copied first (`Buffer::to_mut`), the embedder's memory is never written.
+    pub fn drop_zeros(mut self) -> SparseMatrix {
         if !self.values.contains(&0.0) {
             return self;
         }
+        let rows = self.rows;
+        let (row_ptr, col_idx, values) = (
+            self.row_ptr.to_mut(),
+            self.col_idx.to_mut(),
+            self.values.to_mut(),
+        );
         let mut w = 0;
         let mut start = 0;
-        for i in 0..self.rows {
-            let end = self.row_ptr[i + 1];
+        for i in 0..rows {
+            let end = row_ptr[i + 1];
             for k in start..end {
-                if self.values[k] != 0.0 {
-                    self.values[w] = self.values[k];
-                    self.col_idx[w] = self.col_idx[k];
+                if values[k] != 0.0 {
+                    values[w] = values[k];
+                    col_idx[w] = col_idx[k];
                     w += 1;
                 }
             }
             start = end;
-            self.row_ptr[i + 1] = w;
+            row_ptr[i + 1] = w;
         }
-        self.values.truncate(w);
-        self.col_idx.truncate(w);
+        values.truncate(w);
+        col_idx.truncate(w);
         self
+    }
+}
+
+/// The arrays of a [`SparseMatrix`] as plain slices ([`SparseMatrix::slices`]): looking up a
+/// row here is slice indexing only, without the owned-or-borrowed branch of each [`Buffer`].
+#[derive(Clone, Copy, Debug)]
+pub struct CsrSlices<'a> {
+    pub row_ptr: &'a [usize],
+    pub col_idx: &'a [u32],
+    pub values: &'a [f64],
+}
+
+impl<'a> CsrSlices<'a> {
+    /// Column indices and values of row `i`.
+    #[inline]
+    pub fn row(&self, i: usize) -> (&'a [u32], &'a [f64]) {
+        let (s, e) = (self.row_ptr[i], self.row_ptr[i + 1]);
+        (&self.col_idx[s..e], &self.values[s..e])
     }
 }
 
@@ -501,6 +555,33 @@ impl Matrix {
         })
     }
 
+    /// Whether any of the matrix's buffers borrows memory lafuse does not own.
+    pub fn is_borrowed(&self) -> bool {
+        match self {
+            Matrix::Dense(d) => d.values.is_borrowed(),
+            Matrix::Sparse(s) => {
+                s.row_ptr.is_borrowed() || s.col_idx.is_borrowed() || s.values.is_borrowed()
+            }
+        }
+    }
+
+    /// This matrix with every borrowed buffer copied into one of its own (owned buffers are
+    /// moved, not copied): a matrix that may outlive the borrow it was built from.
+    pub fn into_owned(self) -> Matrix {
+        match self {
+            Matrix::Dense(d) => Matrix::Dense(DenseMatrix {
+                values: d.values.into_owned(),
+                ..d
+            }),
+            Matrix::Sparse(s) => Matrix::Sparse(SparseMatrix {
+                row_ptr: s.row_ptr.into_owned(),
+                col_idx: s.col_idx.into_owned(),
+                values: s.values.into_owned(),
+                ..s
+            }),
+        }
+    }
+
     /// An all-zero matrix (sparse unless it has a single column), or a resource error where
     /// a dense one does not fit.
     pub fn zeros(rows: usize, cols: usize) -> Result<Matrix> {
@@ -526,7 +607,7 @@ impl Matrix {
         Matrix::Dense(DenseMatrix {
             rows: 1,
             cols: 1,
-            values: vec![v],
+            values: vec![v].into(),
             nnz: (v != 0.0) as usize,
         })
     }
@@ -549,9 +630,9 @@ impl Matrix {
         let s = SparseMatrix {
             rows,
             cols,
-            row_ptr,
-            col_idx,
-            values,
+            row_ptr: row_ptr.into(),
+            col_idx: col_idx.into(),
+            values: values.into(),
         };
         validate_csr_structure(&s).map_err(|defect| RuntimeError::InvalidCsr {
             shape: (s.rows, s.cols),
@@ -597,9 +678,9 @@ impl Matrix {
         let s = SparseMatrix {
             rows,
             cols,
-            row_ptr,
-            col_idx,
-            values,
+            row_ptr: row_ptr.into(),
+            col_idx: col_idx.into(),
+            values: values.into(),
         };
         Matrix::Sparse(s.drop_zeros()).examine_and_convert()
     }
@@ -735,7 +816,7 @@ impl Matrix {
 
     /// Row-major values of all cells (which may fail as [`Matrix::to_dense`]).
     pub fn into_dense_values(self) -> Result<Vec<f64>> {
-        Ok(self.into_dense()?.values)
+        Ok(self.into_dense()?.values.into_vec())
     }
 
     /// Chooses the storage format by the actual sparsity (`prefers_sparse`), converting if needed.
@@ -1072,18 +1153,63 @@ mod tests {
         let bad = Matrix::Dense(DenseMatrix {
             rows: 1,
             cols: 2,
-            values: vec![1.0, 0.0],
+            values: vec![1.0, 0.0].into(),
             nnz: 2,
         });
         assert!(bad.validate().is_err());
         let bad = Matrix::Sparse(SparseMatrix {
             rows: 1,
             cols: 2,
-            row_ptr: vec![0, 1],
-            col_idx: vec![0],
-            values: vec![0.0],
+            row_ptr: vec![0, 1].into(),
+            col_idx: vec![0].into(),
+            values: vec![0.0].into(),
         });
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn borrowed_matrices_are_copied_only_when_cloned_or_made_owned() {
+        let vals = vec![1.0, 0.0, 2.0, 3.0];
+        let (ptr, idx) = (vec![0usize, 1, 2], vec![1u32, 0]);
+        let sv = vec![5.0, 6.0];
+        // SAFETY: every matrix below is dropped before the vectors it borrows.
+        let (d, s) = unsafe {
+            (
+                Matrix::Dense(DenseMatrix {
+                    rows: 2,
+                    cols: 2,
+                    values: Buffer::borrowed(&vals),
+                    nnz: 3,
+                }),
+                Matrix::Sparse(SparseMatrix {
+                    rows: 2,
+                    cols: 2,
+                    row_ptr: Buffer::borrowed(&ptr),
+                    col_idx: Buffer::borrowed(&idx),
+                    values: Buffer::borrowed(&sv),
+                }),
+            )
+        };
+        for m in [d, s] {
+            m.validate().unwrap();
+            assert!(m.is_borrowed());
+            let c = m.clone();
+            assert!(!c.is_borrowed());
+            assert_eq!(c, m);
+            let o = m.clone().into_owned();
+            assert!(!o.is_borrowed());
+            assert_eq!(o, m);
+            // An owned matrix's buffers are moved, not copied.
+            let p = match &o {
+                Matrix::Dense(d) => d.values.as_ptr(),
+                Matrix::Sparse(s) => s.values.as_ptr(),
+            };
+            match o.into_owned() {
+                Matrix::Dense(d) => assert_eq!(d.values.as_ptr(), p),
+                Matrix::Sparse(s) => assert_eq!(s.values.as_ptr(), p),
+            }
+        }
+        assert_eq!(vals, [1.0, 0.0, 2.0, 3.0]);
     }
 
     #[test]

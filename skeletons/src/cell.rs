@@ -186,8 +186,9 @@ pub fn execute(spec: &CellSpec, kernels: &CellKernels, inputs: &[Input<'_>]) -> 
             d.run(|_| so);
             if d.nonzeros_only() && matches!(agg, AggKind::Min | AggKind::Max) && n > 0 {
                 if let Matrix::Sparse(s) = d.main {
+                    let row_ptr = &s.row_ptr[..];
                     for (i, o) in out.iter_mut().enumerate() {
-                        if s.row_ptr[i + 1] - s.row_ptr[i] < n {
+                        if row_ptr[i + 1] - row_ptr[i] < n {
                             *o = pick(agg, *o, 0.0);
                         }
                     }

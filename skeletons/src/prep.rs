@@ -180,7 +180,7 @@ fn block_rows(n: usize) -> usize {
 fn dense_values(m: &Matrix) -> Result<Cow<'_, [f64]>> {
     Ok(match m {
         Matrix::Dense(d) => Cow::Borrowed(&d.values[..]),
-        Matrix::Sparse(s) => Cow::Owned(s.to_dense().map_err(out_of_memory)?.values),
+        Matrix::Sparse(s) => Cow::Owned(s.to_dense().map_err(out_of_memory)?.values.into_vec()),
     })
 }
 
@@ -538,9 +538,10 @@ pub(crate) fn compact(s: &SparseMatrix, vals: &[f64]) -> crate::Result<Matrix> {
     let mut col_idx = Vec::with_capacity(vals.len());
     let mut values = Vec::with_capacity(vals.len());
     row_ptr.push(0);
+    let (ptr, idx) = (&s.row_ptr[..], &s.col_idx[..]);
     for i in 0..s.rows {
-        let (lo, hi) = (s.row_ptr[i], s.row_ptr[i + 1]);
-        for (&j, &v) in s.col_idx[lo..hi].iter().zip(&vals[lo..hi]) {
+        let (lo, hi) = (ptr[i], ptr[i + 1]);
+        for (&j, &v) in idx[lo..hi].iter().zip(&vals[lo..hi]) {
             if v != 0.0 {
                 col_idx.push(j);
                 values.push(v);
@@ -551,9 +552,9 @@ pub(crate) fn compact(s: &SparseMatrix, vals: &[f64]) -> crate::Result<Matrix> {
     Matrix::Sparse(lafuse_runtime::SparseMatrix {
         rows: s.rows,
         cols: s.cols,
-        row_ptr,
-        col_idx,
-        values,
+        row_ptr: row_ptr.into(),
+        col_idx: col_idx.into(),
+        values: values.into(),
     })
     .examine_and_convert()
     .map_err(out_of_memory)

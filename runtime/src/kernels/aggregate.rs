@@ -681,7 +681,7 @@ mod tests {
             }
         };
         let vals = match dir {
-            Direction::Full => vec![agg(d.values.clone())],
+            Direction::Full => vec![agg(d.values.to_vec())],
             Direction::Row => (0..r).map(|i| agg(d.row(i).to_vec())).collect(),
             Direction::Col => (0..c)
                 .map(|j| agg((0..r).map(|i| d.values[i * c + j]).collect()))

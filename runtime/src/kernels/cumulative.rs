@@ -8,7 +8,8 @@ use crate::matrix::Matrix;
 /// `cumsum(a)`: column-wise running sums, Kahan-compensated like SystemDS's `ucumk+`.
 pub fn cumsum(a: &Matrix) -> Result<Matrix> {
     let (rows, cols) = a.shape();
-    let mut out = a.to_dense()?.values;
+    // `to_dense` copies, so the vector is moved out, not copied again.
+    let mut out = a.to_dense()?.values.into_vec();
     if cols == 0 {
         return Ok(dense_result(rows, cols, out, 0));
     }

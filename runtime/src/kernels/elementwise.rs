@@ -257,7 +257,7 @@ pub fn binary(a: &Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
             if op.is_sparse_safe_left(other.all_finite()) =>
         {
             let od = other.dense_cow()?;
-            let ov = &od.values;
+            let ov = &od.values[..];
             return with_binary_fn!(op, f => match mode {
                 Bcast::Same => sparse_drive(x, |i, j, v| f(v, ov[i * cols + j])),
                 Bcast::RowRight => sparse_drive(x, |_, j, v| f(v, ov[j])),
@@ -268,7 +268,7 @@ pub fn binary(a: &Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
             if op.is_sparse_safe_right(other.all_finite()) =>
         {
             let od = other.dense_cow()?;
-            let ov = &od.values;
+            let ov = &od.values[..];
             return with_binary_fn!(op, f => match mode {
                 Bcast::Same => sparse_drive(y, |i, j, v| f(ov[i * cols + j], v)),
                 Bcast::RowLeft => sparse_drive(y, |_, j, v| f(ov[j], v)),
@@ -297,7 +297,8 @@ pub fn binary(a: &Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
 /// when the caller holds the last reference to `a`.
 pub fn binary_owned(a: Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
     let (mode, rows, cols) = broadcast(&a, b, op)?;
-    let inplace = matches!(a, Matrix::Dense(_))
+    // A borrowed buffer is the embedder's memory: never written, so computed out of place.
+    let inplace = matches!(&a, Matrix::Dense(d) if !d.values.is_borrowed())
         && (rows, cols) == a.shape()
         && matches!(
             mode,
@@ -320,17 +321,19 @@ pub fn binary_owned(a: Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
         Bcast::RowRight => Src::Row(bv),
         _ => Src::Col(bv),
     };
-    Ok(with_binary_fn!(op, f => dense_inplace(d.values, rows, cols, src, f)))
+    let values = d.values.into_vec();
+    Ok(with_binary_fn!(op, f => dense_inplace(values, rows, cols, src, f)))
 }
 
 /// `a op s` (or `s op a`) like [`binary_scalar`], computed in `a`'s buffer when `a` is dense.
 pub fn binary_scalar_owned(a: Matrix, s: f64, op: BinaryOp, scalar_left: bool) -> Result<Matrix> {
     match a {
-        Matrix::Dense(d) if !d.values.is_empty() => {
+        Matrix::Dense(d) if !d.values.is_empty() && !d.values.is_borrowed() => {
             let (rows, cols) = (d.rows, d.cols);
+            let values = d.values.into_vec();
             Ok(with_binary_fn!(op, f => {
                 let g = move |x: f64| if scalar_left { f(s, x) } else { f(x, s) };
-                map_inplace(d.values, rows, cols, g)
+                map_inplace(values, rows, cols, g)
             }))
         }
         a => binary_scalar(&a, s, op, scalar_left),
@@ -340,11 +343,12 @@ pub fn binary_scalar_owned(a: Matrix, s: f64, op: BinaryOp, scalar_left: bool) -
 /// `op(a)` like [`unary`], computed in `a`'s buffer when `a` is dense.
 pub fn unary_owned(a: Matrix, op: UnaryOp) -> Result<Matrix> {
     match a {
-        Matrix::Dense(d) if !d.values.is_empty() => {
+        Matrix::Dense(d) if !d.values.is_empty() && !d.values.is_borrowed() => {
             let (rows, cols) = (d.rows, d.cols);
+            let values = d.values.into_vec();
             Ok(match vectorized(op) {
-                Some(v) => map_chunks_inplace(d.values, rows, cols, |c| v.map_in_place(c)),
-                None => with_unary_fn!(op, f => map_inplace(d.values, rows, cols, f)),
+                Some(v) => map_chunks_inplace(values, rows, cols, |c| v.map_in_place(c)),
+                None => with_unary_fn!(op, f => map_inplace(values, rows, cols, f)),
             })
         }
         a => unary(&a, op),
@@ -630,6 +634,36 @@ mod tests {
             }
         }
         Matrix::from_dense_values(rows, cols, out).unwrap()
+    }
+
+    /// The consuming (in-place) kernels never write a borrowed buffer: they compute out of
+    /// place, and give what the borrowing kernels give.
+    #[test]
+    fn consuming_kernels_leave_borrowed_inputs_untouched() {
+        let a = rand(30, 40, 0.9, 5).to_dense().unwrap();
+        let source = a.values.to_vec();
+        let b = rand(30, 40, 0.7, 6);
+        let borrowed = || {
+            // SAFETY: every matrix made here is consumed or dropped within this test, before
+            // `source`.
+            let values = unsafe { crate::buffer::Buffer::borrowed(&source) };
+            Matrix::Dense(DenseMatrix {
+                values,
+                ..a.clone()
+            })
+        };
+        let owned = Matrix::Dense(a.clone());
+        let r = binary_owned(borrowed(), &b, BinaryOp::Mul).unwrap();
+        assert!(same(&r, &binary(&owned, &b, BinaryOp::Mul).unwrap()));
+        let r = binary_scalar_owned(borrowed(), 2.0, BinaryOp::Add, false).unwrap();
+        assert!(same(
+            &r,
+            &binary_scalar(&owned, 2.0, BinaryOp::Add, false).unwrap()
+        ));
+        let r = unary_owned(borrowed(), UnaryOp::Exp).unwrap();
+        assert!(same(&r, &unary(&owned, UnaryOp::Exp).unwrap()));
+        assert!(!r.is_borrowed());
+        assert_eq!(source, a.values.to_vec());
     }
 
     fn check_all_formats(a: &Matrix, b: &Matrix) {

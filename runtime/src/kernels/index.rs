@@ -77,8 +77,9 @@ pub fn left_index(
         Operand::Matrix(s) => Some(s.dense_cow()?),
         Operand::Scalar(_) => None,
     };
-    let value = |k: usize, j: usize| match (&src_dense, src) {
-        (Some(d), _) => d.values[k * nc + j],
+    let src_values = src_dense.as_ref().map(|d| &d.values[..]);
+    let value = |k: usize, j: usize| match (src_values, src) {
+        (Some(d), _) => d[k * nc + j],
         (None, Operand::Scalar(v)) => v,
         (None, Operand::Matrix(_)) => unreachable!("matrix sources are densified above"),
     };
@@ -86,8 +87,10 @@ pub fn left_index(
         Matrix::Dense(mut d) => {
             let w = d.cols;
             let mut nnz = d.nnz;
+            // The caller copied a shared matrix; an owned one is written in place.
+            let values = d.values.to_mut();
             for (k, i) in rows.clone().enumerate() {
-                let row = &mut d.values[i * w + cols.start..i * w + cols.end];
+                let row = &mut values[i * w + cols.start..i * w + cols.end];
                 for (j, o) in row.iter_mut().enumerate() {
                     let v = value(k, j);
                     nnz = nnz + (v != 0.0) as usize - (*o != 0.0) as usize;
@@ -214,9 +217,9 @@ pub fn rbind(inputs: &[&Matrix]) -> Result<Matrix> {
         return Ok(Matrix::Sparse(SparseMatrix {
             rows,
             cols,
-            row_ptr,
-            col_idx,
-            values,
+            row_ptr: row_ptr.into(),
+            col_idx: col_idx.into(),
+            values: values.into(),
         }));
     }
     let mut out = crate::matrix::try_with_capacity(rows * cols)?;
@@ -270,7 +273,7 @@ mod tests {
         let mut want = a.to_dense().unwrap();
         for i in 0..5 {
             for j in 0..7 {
-                want.values[(i + 4) * 25 + j + 10] = src.get(i, j);
+                want.values.to_mut()[(i + 4) * 25 + j + 10] = src.get(i, j);
             }
         }
         want.recount_nnz();

@@ -150,10 +150,10 @@ fn dgemm(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, ValueRange)> {
 /// split over column ranges, each output summed in row order (independent of the thread
 /// count). Returns the non-zeros of `out`.
 fn vector_matrix(x: &[f64], b: &DenseMatrix, out: &mut [f64]) -> usize {
-    let n = b.cols;
+    let (n, bv) = (b.cols, &b.values[..]);
     fill_flat_cols(out, |c0, chunk| {
         for (kk, &xv) in x.iter().enumerate() {
-            let brow = &b.values[kk * n + c0..kk * n + c0 + chunk.len()];
+            let brow = &bv[kk * n + c0..kk * n + c0 + chunk.len()];
             for (o, &y) in chunk.iter_mut().zip(brow) {
                 *o += xv * y;
             }
@@ -169,12 +169,13 @@ fn fill_flat_cols<F: Fn(usize, &mut [f64]) + Sync>(out: &mut [f64], f: F) -> usi
 fn sparse_dense(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     let (m, n) = (a.rows, b.cols);
     let mut out = try_alloc_zeroed(m * n)?;
+    let bv = &b.values[..];
     let nnz = fill_rows(&mut out, n, |r0, block| {
         for (t, orow) in block.chunks_mut(n).enumerate() {
             let (ci, cv) = a.row(r0 + t);
             for (&kk, &v) in ci.iter().zip(cv) {
                 let kk = kk as usize;
-                let brow = &b.values[kk * n..(kk + 1) * n];
+                let brow = &bv[kk * n..(kk + 1) * n];
                 for (o, &y) in orow.iter_mut().zip(brow) {
                     *o += v * y;
                 }
@@ -189,13 +190,14 @@ fn dense_sparse(a: &DenseMatrix, b: &SparseMatrix) -> Result<Matrix> {
     let (m, n) = (a.rows, b.cols);
     let b_finite = all_finite(&b.values);
     let mut out = try_alloc_zeroed(m * n)?;
+    let bs = b.slices();
     let nnz = fill_rows(&mut out, n, |r0, block| {
         for (t, orow) in block.chunks_mut(n).enumerate() {
             for (kk, &x) in a.row(r0 + t).iter().enumerate() {
                 if x == 0.0 && b_finite {
                     continue;
                 }
-                let (ci, cv) = b.row(kk);
+                let (ci, cv) = bs.row(kk);
                 for (&j, &v) in ci.iter().zip(cv) {
                     orow[j as usize] += x * v;
                 }
@@ -208,11 +210,13 @@ fn dense_sparse(a: &DenseMatrix, b: &SparseMatrix) -> Result<Matrix> {
 /// Gustavson's row-by-row sparse product with a dense accumulator per task.
 fn sparse_sparse(a: &SparseMatrix, b: &SparseMatrix) -> Result<Matrix> {
     let (m, n) = (a.rows, b.cols);
+    let bs = b.slices();
+    let b_ptr = bs.row_ptr;
     // Work estimate per row: the number of multiply-adds.
     let flops: usize = a
         .col_idx
         .iter()
-        .map(|&k| b.row_ptr[k as usize + 1] - b.row_ptr[k as usize])
+        .map(|&k| b_ptr[k as usize + 1] - b_ptr[k as usize])
         .sum();
     let rows_per_block = if flops >= PAR_THRESHOLD {
         ((BLOCK_CELLS * m) / flops.max(1)).clamp(1, m)
@@ -229,7 +233,7 @@ fn sparse_sparse(a: &SparseMatrix, b: &SparseMatrix) -> Result<Matrix> {
         for i in r0..r1 {
             let (ci, cv) = a.row(i);
             for (&kk, &v) in ci.iter().zip(cv) {
-                let (bj, bv) = b.row(kk as usize);
+                let (bj, bv) = bs.row(kk as usize);
                 for (&j, &w) in bj.iter().zip(bv) {
                     let ju = j as usize;
                     if !seen[ju] {
@@ -342,7 +346,7 @@ pub fn tsmm(a: &Matrix) -> Result<Matrix> {
         Matrix::Sparse(s) if all_finite(&s.values) => sparse_sparse(&transpose_csr(s)?, s)?,
         _ => {
             let d = a.dense_cow()?;
-            let x = &d.values;
+            let x = &d.values[..];
             let mut out = try_alloc_zeroed(n * n)?;
             for b0 in (0..n).step_by(TSMM_BLOCK) {
                 let b1 = (b0 + TSMM_BLOCK).min(n);
@@ -454,7 +458,7 @@ mod tests {
             Some(f64::NEG_INFINITY),
         ] {
             if let (Some(v), Matrix::Dense(d)) = (special, &mut b) {
-                d.values[17] = v;
+                d.values.to_mut()[17] = v;
             }
             assert_eq!(b.value_range().is_finite(), special.is_none());
             for (mm, da) in [(50, 1.0), (50, 0.05), (1, 1.0), (3000, 0.5)] {

@@ -51,7 +51,7 @@ pub fn dense_result(rows: usize, cols: usize, values: Vec<f64>, nnz: usize) -> M
     let d = DenseMatrix {
         rows,
         cols,
-        values,
+        values: values.into(),
         nnz,
     };
     if crate::matrix::prefers_sparse(rows, cols, nnz) && d.sparse_form_fits() {

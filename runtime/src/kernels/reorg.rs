@@ -14,6 +14,7 @@ pub fn transpose(a: &Matrix) -> Result<Matrix> {
     Ok(match a {
         Matrix::Dense(d) => {
             let mut out = try_alloc_zeroed(m * n)?;
+            let src = &d.values[..];
             if m > 0 && n > 0 {
                 // Each task owns TILE output rows (= input columns) and walks the input in tiles.
                 let task = |(b, chunk): (usize, &mut [f64])| {
@@ -24,7 +25,7 @@ pub fn transpose(a: &Matrix) -> Result<Matrix> {
                         for jj in 0..jn {
                             let orow = &mut chunk[jj * m + i0..jj * m + i1];
                             for (k, o) in orow.iter_mut().enumerate() {
-                                *o = d.values[(i0 + k) * n + j0 + jj];
+                                *o = src[(i0 + k) * n + j0 + jj];
                             }
                         }
                     }
@@ -67,9 +68,9 @@ pub(crate) fn transpose_csr(s: &SparseMatrix) -> Result<SparseMatrix> {
     Ok(SparseMatrix {
         rows: n,
         cols: m,
-        row_ptr,
-        col_idx,
-        values,
+        row_ptr: row_ptr.into(),
+        col_idx: col_idx.into(),
+        values: values.into(),
     })
 }
 
@@ -93,9 +94,9 @@ pub fn diag(a: &Matrix) -> Result<Matrix> {
         return sparse_result(SparseMatrix {
             rows: m,
             cols: m,
-            row_ptr,
-            col_idx,
-            values,
+            row_ptr: row_ptr.into(),
+            col_idx: col_idx.into(),
+            values: values.into(),
         });
     }
     if m == n {
@@ -142,9 +143,9 @@ pub fn reshape(a: &Matrix, rows: usize, cols: usize, byrow: bool) -> Result<Matr
                 sparse_result(SparseMatrix {
                     rows,
                     cols,
-                    row_ptr,
-                    col_idx,
-                    values: crate::matrix::try_copy(&s.values)?,
+                    row_ptr: row_ptr.into(),
+                    col_idx: col_idx.into(),
+                    values: crate::matrix::try_copy(&s.values)?.into(),
                 })?
             }
         });
@@ -152,10 +153,11 @@ pub fn reshape(a: &Matrix, rows: usize, cols: usize, byrow: bool) -> Result<Matr
     // Column-major order: out[k] (column-major in the output) = a[k] (column-major in the input).
     let d = a.to_dense()?;
     let mut out = try_alloc_zeroed(rows * cols)?;
+    let src = &d.values[..];
     for (p, o) in out.iter_mut().enumerate() {
         let (r, c) = (p / cols, p % cols);
         let k = c * rows + r;
-        *o = d.values[(k % m) * n + k / m];
+        *o = src[(k % m) * n + k / m];
     }
     Ok(dense_result(rows, cols, out, d.nnz))
 }

@@ -23,8 +23,9 @@ pub fn solve(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     if n == 0 || k == 0 {
         return Matrix::zeros(n, k);
     }
-    let mut lu = a.to_dense()?.values;
-    let mut x = b.to_dense()?.values;
+    // `to_dense` copies, so the vectors are moved out, not copied again.
+    let mut lu = a.to_dense()?.values.into_vec();
+    let mut x = b.to_dense()?.values.into_vec();
     // Pivots below this are treated as zero: the matrix is singular to working precision.
     let scale = lu.iter().fold(0.0f64, |s, v| s.max(v.abs()));
     let tol = scale * n as f64 * f64::EPSILON;
@@ -116,7 +117,7 @@ mod tests {
         for n in [1, 3, 50, 300] {
             let mut a = rand(n, n, 0.5, n as u64).to_dense().unwrap();
             for i in 0..n {
-                a.values[i * n + i] += n as f64; // well conditioned
+                a.values.to_mut()[i * n + i] += n as f64; // well conditioned
             }
             a.recount_nnz();
             let a = Matrix::Dense(a);
