@@ -2,12 +2,12 @@
 //! and what it gets back ([`Outputs`]: named values it owns, with the execution's statistics).
 
 use crate::error::{Binding, Error};
+use crate::interop::MatrixView;
 use crate::Stats;
 use lafuse_runtime::exec::SymbolTable;
 use lafuse_runtime::value::Value;
 use lafuse_runtime::Matrix;
 use std::collections::BTreeMap;
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// A scalar input: a double, an integer, a boolean or a string, as DML has them.
@@ -41,11 +41,28 @@ impl From<String> for Scalar {
 }
 
 /// The inputs of one execution, by name. Matrices may borrow the caller's memory for `'a`
-/// (zero-copy views); an execution never keeps them past its return.
+/// ([`MatrixView`]: slices, `ndarray` and `sprs` values read in place); an execution never
+/// keeps anything of them past its return.
 #[derive(Debug, Default)]
 pub struct Bindings<'a> {
-    bound: BTreeMap<String, Value>,
-    borrowed: PhantomData<&'a [f64]>,
+    bound: BTreeMap<String, Bound<'a>>,
+}
+
+#[derive(Debug)]
+enum Bound<'a> {
+    /// A matrix that may borrow the caller's memory (kept here, so that it outlives every
+    /// execution on these bindings).
+    View(MatrixView<'a>),
+    Value(Value),
+}
+
+impl Bound<'_> {
+    fn value(&self) -> Value {
+        match self {
+            Bound::View(view) => view.value(),
+            Bound::Value(value) => value.clone(),
+        }
+    }
 }
 
 impl<'a> Bindings<'a> {
@@ -55,20 +72,28 @@ impl<'a> Bindings<'a> {
 
     /// Binds `name` to a matrix the execution takes over (no copy).
     pub fn matrix(&mut self, name: &str, matrix: Matrix) -> &mut Self {
-        self.bound
-            .insert(name.to_string(), Value::Matrix(Arc::new(matrix)));
-        self
+        self.bind(name, Bound::Value(Value::Matrix(Arc::new(matrix))))
     }
 
     /// Binds `name` to a matrix shared with the caller (no copy; lafuse never writes it).
     pub fn shared_matrix(&mut self, name: &str, matrix: Arc<Matrix>) -> &mut Self {
-        self.bound.insert(name.to_string(), Value::Matrix(matrix));
-        self
+        self.bind(name, Bound::Value(Value::Matrix(matrix)))
+    }
+
+    /// Binds `name` to a matrix that may read the caller's memory in place for `'a` (no copy:
+    /// [`MatrixView::dense`], [`MatrixView::csr`], or an `ndarray`/`sprs` value converted
+    /// with `MatrixView::try_from`).
+    pub fn view(&mut self, name: &str, view: MatrixView<'a>) -> &mut Self {
+        self.bind(name, Bound::View(view))
     }
 
     /// Binds `name` to a scalar.
     pub fn scalar(&mut self, name: &str, value: impl Into<Scalar>) -> &mut Self {
-        self.bound.insert(name.to_string(), value.into().0);
+        self.bind(name, Bound::Value(value.into().0))
+    }
+
+    fn bind(&mut self, name: &str, bound: Bound<'a>) -> &mut Self {
+        self.bound.insert(name.to_string(), bound);
         self
     }
 
@@ -83,25 +108,34 @@ impl<'a> Bindings<'a> {
         }
         let mut vars = SymbolTable::with_capacity(inputs.len());
         for name in inputs {
-            let value = self
+            let bound = self
                 .bound
                 .get(name)
                 .ok_or_else(|| Error::Binding(Binding::Unbound { name: name.clone() }))?;
-            vars.insert(name.clone(), value.clone());
+            vars.insert(name.clone(), bound.value());
         }
         Ok(vars)
     }
 
     /// The value bound to `name`.
-    pub(crate) fn get(&self, name: &str) -> Option<&Value> {
-        self.bound.get(name)
+    pub(crate) fn get(&self, name: &str) -> Option<Value> {
+        self.bound.get(name).map(Bound::value)
     }
 }
 
 /// A value as an execution returns it: never borrowing the caller's memory (an output that is
-/// an input view, `Y = X`, is copied), so it outlives the bindings.
-pub(crate) fn detach(value: Value) -> Value {
-    value
+/// an input view, `Y = X`, is copied), so it outlives the bindings. Only a view's own matrix
+/// can borrow (`Matrix::clone` copies borrowed data), so checking the top level suffices.
+pub(crate) fn detach(value: Value) -> Result<Value, Error> {
+    match value {
+        Value::Matrix(m) if m.is_borrowed() => {
+            let owned = m
+                .try_clone()
+                .map_err(|error| Error::Runtime { error, span: None })?;
+            Ok(Value::Matrix(Arc::new(owned)))
+        }
+        other => Ok(other),
+    }
 }
 
 /// The named outputs of one execution, owned by the caller, with its statistics.

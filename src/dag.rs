@@ -149,7 +149,7 @@ impl PreparedDag {
             let Some(value) = bindings.get(&input.name) else {
                 continue; // `symbols_for` names it
             };
-            match value {
+            match &value {
                 Value::Matrix(m) if input.matrix => {
                     let fits = |stated: Option<u64>, actual: usize| {
                         stated.is_none_or(|s| s == actual as u64)

@@ -59,6 +59,7 @@ pub use dag::{DagInput, PreparedDag};
 pub use error::Error;
 pub use explain::cost_report;
 pub use fused::FusionBackend;
+pub use interop::MatrixView;
 pub use lafuse_compiler::fusion::CostModel;
 pub use lafuse_compiler::hops::{DagBuilder, HopDag};
 pub use lafuse_compiler::span::SourceFile;

@@ -126,7 +126,7 @@ pub(crate) fn collect_outputs(
                 name: name.to_string(),
             })
         })?;
-        values.insert(name.clone(), detach(value));
+        values.insert(name.clone(), detach(value)?);
     }
     drop(vars);
     Ok(Outputs::new(values, stats))

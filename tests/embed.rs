@@ -328,3 +328,29 @@ fn one_prepared_script_serves_eight_threads_at_once() {
         }
     });
 }
+
+#[test]
+fn views_of_the_callers_memory_are_read_in_place_and_never_returned() {
+    use lafuse::MatrixView;
+    let source = SourceFile::new("views.dml", "Y = X\nZ = X * 2\ns = sum(X)\n");
+    let prepared = engine()
+        .prepare(&source, &ScriptArgs::default(), &["X"], &["Y", "Z", "s"])
+        .unwrap();
+    let data: Vec<f64> = (0..12).map(f64::from).collect();
+    let outputs = {
+        let mut b = Bindings::new();
+        b.view("X", MatrixView::dense(3, 4, &data).unwrap());
+        let out = prepared.execute(&b).unwrap();
+        // The bindings (and with them the view) end here; the view's guard would abort if
+        // anything of the execution still shared its matrix.
+        drop(b);
+        out
+    };
+    // `Y = X` came back as an owned copy, not as the caller's memory.
+    let y = outputs.matrix("Y").unwrap();
+    assert!(!y.is_borrowed());
+    assert_eq!(y.get(2, 3), 11.0);
+    assert_eq!(outputs.matrix("Z").unwrap().get(1, 1), 10.0);
+    assert_eq!(outputs.scalar("s").unwrap(), 66.0);
+    assert_eq!(data[11], 11.0, "the caller's memory is never written");
+}
