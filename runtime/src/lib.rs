@@ -10,6 +10,7 @@ pub mod exec;
 pub mod format;
 pub mod io;
 pub mod kernels;
+pub mod lineage;
 pub mod matrix;
 pub mod memory;
 pub mod operator;

@@ -1,0 +1,173 @@
+//! The lineage log: a lineage DAG as text, one item per line, inputs before the items that
+//! read them, each item once (LIMA section 3.1, "serialize" and "deserialize").
+//!
+//! A line is `(<n>) (<K>) "<opcode>" "<data>" (<input n>) ...`: `n` numbers the items of the
+//! log from 1 in that order (so equal DAGs give equal logs, whatever their items' process ids),
+//! `K` is the item's kind letter, opcode and data are JSON strings (any text reads back
+//! exactly), and the inputs are the numbers of earlier lines. The last line is the root.
+//! Writing and reading walk with explicit stacks: any depth is fine.
+
+use super::item::{ItemKind, Lineage};
+use std::collections::HashMap;
+use std::fmt::Write;
+use thiserror::Error;
+
+/// The log of the DAG rooted at `root`.
+pub fn serialize(root: &Lineage) -> String {
+    let mut text = String::new();
+    let mut number: HashMap<u64, usize> = HashMap::new();
+    for (k, item) in root.topological().iter().enumerate() {
+        number.insert(item.id(), k + 1);
+        let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+        let _ = write!(
+            text,
+            "({}) ({}) {} {}",
+            k + 1,
+            item.kind().letter(),
+            quote(item.opcode()),
+            quote(item.data())
+        );
+        for input in item.inputs() {
+            let _ = write!(text, " ({})", number[&input.id()]);
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// What is wrong with a lineage log, and on which line (1-based).
+#[derive(Debug, Error, PartialEq)]
+#[error("lineage log line {line}: {defect}")]
+pub struct LogError {
+    pub line: usize,
+    pub defect: LogDefect,
+}
+
+#[derive(Debug, Error, PartialEq)]
+pub enum LogDefect {
+    #[error("expected `(<number>)` at the start of the line")]
+    Number,
+    #[error("item number {found} out of order (expected {expected})")]
+    OutOfOrder { found: usize, expected: usize },
+    #[error("expected the kind as `(L)`, `(C)`, `(I)`, `(P)` or `(D)`")]
+    Kind,
+    #[error("expected the opcode and data as two JSON strings")]
+    Strings,
+    #[error("input ({input}) is not an earlier line")]
+    UnknownInput { input: usize },
+    #[error("expected `(<input number>)`")]
+    Input,
+    #[error("the log is empty")]
+    Empty,
+}
+
+/// The DAG a log describes; its root is the last line's item.
+pub fn deserialize(text: &str) -> Result<Lineage, LogError> {
+    let mut items: Vec<Lineage> = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        let fail = |defect| LogError {
+            line: k + 1,
+            defect,
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (number, rest) = parenthesized(line).ok_or_else(|| fail(LogDefect::Number))?;
+        let number: usize = number.parse().map_err(|_| fail(LogDefect::Number))?;
+        if number != items.len() + 1 {
+            return Err(fail(LogDefect::OutOfOrder {
+                found: number,
+                expected: items.len() + 1,
+            }));
+        }
+        let (kind, rest) = parenthesized(rest).ok_or_else(|| fail(LogDefect::Kind))?;
+        let mut letters = kind.chars();
+        let kind = match (letters.next(), letters.next()) {
+            (Some(c), None) => ItemKind::from_letter(c).ok_or_else(|| fail(LogDefect::Kind))?,
+            _ => return Err(fail(LogDefect::Kind)),
+        };
+        let mut strings = serde_json::Deserializer::from_str(rest).into_iter::<String>();
+        let opcode = strings
+            .next()
+            .and_then(Result::ok)
+            .ok_or_else(|| fail(LogDefect::Strings))?;
+        let data = strings
+            .next()
+            .and_then(Result::ok)
+            .ok_or_else(|| fail(LogDefect::Strings))?;
+        let mut rest = &rest[strings.byte_offset()..];
+        let mut inputs = Vec::new();
+        while !rest.trim().is_empty() {
+            let (input, after) = parenthesized(rest).ok_or_else(|| fail(LogDefect::Input))?;
+            let input: usize = input.parse().map_err(|_| fail(LogDefect::Input))?;
+            let item = input
+                .checked_sub(1)
+                .and_then(|i| items.get(i))
+                .ok_or_else(|| fail(LogDefect::UnknownInput { input }))?;
+            inputs.push(item.clone());
+            rest = after;
+        }
+        items.push(Lineage::new(kind, opcode, data, inputs));
+    }
+    items.pop().ok_or(LogError {
+        line: 0,
+        defect: LogDefect::Empty,
+    })
+}
+
+/// `(<inner>) rest` → `(inner, rest)`, after leading spaces.
+fn parenthesized(s: &str) -> Option<(&str, &str)> {
+    let s = s.trim_start().strip_prefix('(')?;
+    let end = s.find(')')?;
+    Some((&s[..end], &s[end + 1..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Lineage {
+        let x = Lineage::creation("read", "{\"path\":\"a b.csv\"}");
+        let two = Lineage::literal("2·INT");
+        let xx = Lineage::instruction("b(*)", "", vec![x.clone(), x.clone()]);
+        Lineage::instruction("b(+)", "", vec![xx, two])
+    }
+
+    #[test]
+    fn logs_read_back_to_equal_dags() {
+        let root = sample();
+        let log = serialize(&root);
+        assert_eq!(
+            log,
+            "(1) (C) \"read\" \"{\\\"path\\\":\\\"a b.csv\\\"}\"\n\
+             (2) (I) \"b(*)\" \"\" (1) (1)\n\
+             (3) (L) \"\" \"2·INT\"\n\
+             (4) (I) \"b(+)\" \"\" (2) (3)\n"
+        );
+        let back = deserialize(&log).unwrap();
+        assert_eq!(back, root);
+        assert_eq!(serialize(&back), log, "logs do not depend on item ids");
+    }
+
+    #[test]
+    fn damaged_logs_name_the_line() {
+        let err = deserialize("(1) (C) \"read\" \"x\"\n(2) (I) \"b(+)\" \"\" (1) (5)\n");
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "lineage log line 2: input (5) is not an earlier line"
+        );
+        assert_eq!(
+            deserialize("(1) (Q) \"\" \"\"").unwrap_err().defect,
+            LogDefect::Kind
+        );
+        assert_eq!(deserialize("").unwrap_err().defect, LogDefect::Empty);
+        assert_eq!(
+            deserialize("(2) (L) \"\" \"1·INT\"").unwrap_err().defect,
+            LogDefect::OutOfOrder {
+                found: 2,
+                expected: 1
+            }
+        );
+    }
+}

@@ -1,0 +1,9 @@
+//! Lineage (LIMA section 3): the exact computation history of every value, as a DAG of
+//! immutable items ([`item`]) that the executor builds before each instruction, serializable
+//! to a text log and back ([`log`]).
+
+pub mod item;
+pub mod log;
+
+pub use item::{literal_data, Item, ItemKind, Lineage, LiteralValue};
+pub use log::{deserialize, serialize, LogDefect, LogError};
