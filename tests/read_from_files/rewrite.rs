@@ -282,6 +282,29 @@ impl Rewritten {
         }
         top + &apply_edits(&self.text, 0, edits)
     }
+
+    /// The script with `read_call(input)` in place of each occurrence of each input (`V = EXPR`
+    /// becomes `V = read(...)`): reads inside expressions, planned in the blocks of the
+    /// statements that hold them.
+    pub fn inline_reader(&self, read_call: impl Fn(&Input) -> String) -> String {
+        let input = |var: &str| {
+            self.inputs
+                .iter()
+                .find(|i| i.var == var)
+                .expect("every use is of an input")
+        };
+        let mut edits: Vec<(Span, String)> = self
+            .uses
+            .iter()
+            .map(|(span, var)| (*span, read_call(input(var))))
+            .collect();
+        for (input, own) in self.inputs.iter().zip(&self.own_statement) {
+            if let Some(stmt) = own {
+                edits.push((*stmt, format!("{} = {}", input.var, read_call(input))));
+            }
+        }
+        apply_edits(&self.text, 0, edits)
+    }
 }
 
 /// Finds the matrices `source` makes in place and rewrites it to read them.
