@@ -31,6 +31,11 @@
 //! and scalar variables. The rewritten script reads them all at its top. Scripts with no such
 //! call are listed in [`NO_INPUTS`] with the reason.
 //!
+//! A second corpus test puts each `read(...)` where its data was made, inside the expression
+//! (the statement's block is then planned with what the file states): the forms that state
+//! rows, columns and non-zeros (`csv` by its `.mtd`, `binary` and `mm` by their headers) must
+//! plan alike.
+//!
 //! Algorithms: the algorithm script as it is, reading the files its `gen_*.dml` wrote; in
 //! place, the generator's statements inlined instead of the reads ([`rewrite::inline_generator`]),
 //! at the small sizes of [`ALGORITHMS`].
