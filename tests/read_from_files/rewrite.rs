@@ -240,6 +240,15 @@ pub struct Input {
     pub expr: String,
 }
 
+/// A statement of the script that makes a script's inputs.
+#[derive(Debug)]
+enum Generating {
+    /// A scalar assignment, as written.
+    Scalar(String),
+    /// An input, by index.
+    Input(usize),
+}
+
 /// A script rewritten to read its in-place data from files (see [`rewrite`]).
 #[derive(Debug)]
 pub struct Rewritten {
@@ -247,9 +256,9 @@ pub struct Rewritten {
     /// Per input: the span of its statement `V = EXPR` where that is its only occurrence (the
     /// read at the top assigns `V`, and the statement goes).
     own_statement: Vec<Option<Span>>,
-    /// The statements that make the inputs: the script's top-level scalar assignments up to
-    /// the last input, and `VAR = EXPR` per input, in the script's order.
-    generating: Vec<String>,
+    /// What makes the inputs, in the script's order: its top-level scalar assignments up to
+    /// the last input, and each input.
+    generating: Vec<Generating>,
     /// The original script.
     text: String,
     /// Each occurrence of an input not read by its own statement, replaced by its variable.
@@ -257,13 +266,24 @@ pub struct Rewritten {
 }
 
 impl Rewritten {
-    /// The script that makes every input and writes it: `writes(input)` gives the write
-    /// statements of one input.
+    /// The script that makes every input and writes it as soon as it is made (`VAR = EXPR`,
+    /// then `writes(input)`, its write statements), with the script's scalar assignments
+    /// in between.
     pub fn writer(&self, writes: impl Fn(&Input) -> String) -> String {
-        let mut s = self.generating.join("\n");
-        s.push('\n');
-        for input in &self.inputs {
-            s.push_str(&writes(input));
+        let mut s = String::new();
+        for g in &self.generating {
+            match g {
+                Generating::Scalar(stmt) => s.push_str(stmt),
+                Generating::Input(j) => {
+                    let input = &self.inputs[*j];
+                    s.push_str(&format!(
+                        "{} = {}\n{}",
+                        input.var,
+                        input.expr,
+                        writes(input)
+                    ));
+                }
+            }
             s.push('\n');
         }
         s
@@ -345,10 +365,6 @@ pub fn rewrite(source: &SourceFile) -> Rewritten {
         /// `V` where the occurrence is the whole right-hand side of `V = EXPR`, whose
         /// statement span follows, and `V` was not mentioned before.
         sole_assignment: Option<(String, Span)>,
-    }
-    enum Generating {
-        Scalar(String),
-        Input(usize),
     }
 
     let mut scalars: BTreeSet<String> = BTreeSet::new();
@@ -450,14 +466,7 @@ pub fn rewrite(source: &SourceFile) -> Rewritten {
     let last_input = generating
         .iter()
         .rposition(|g| matches!(g, Generating::Input(_)));
-    let generating = generating
-        .iter()
-        .take(last_input.map_or(0, |i| i + 1))
-        .map(|g| match g {
-            Generating::Scalar(s) => s.clone(),
-            Generating::Input(j) => format!("{} = {}", inputs[*j].var, inputs[*j].expr),
-        })
-        .collect();
+    generating.truncate(last_input.map_or(0, |i| i + 1));
     Rewritten {
         inputs,
         own_statement,
