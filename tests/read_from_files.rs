@@ -21,9 +21,9 @@
 //!
 //! No form is skipped for any script: every input survives every form. (A cell holding `-0.0`
 //! would not: MatrixMarket lists non-zeros only, so it reads back as `0.0`; no input has one.)
-//! `io_roundtrip` writes and reads its own files under `/tmp/lafuse_corpus_rt_*` in both runs,
-//! as `tests/corpus.rs` does, so the two tests must not run at the same time (cargo runs test
-//! binaries one after another).
+//! `io_roundtrip` writes and reads its own files under `/tmp/lafuse_corpus_rt_*` in every run,
+//! as in `tests/corpus.rs`: the corpus tests here take turns with it, and cargo runs test
+//! binaries one after another.
 //!
 //! Corpus scripts: which expressions are "data made in place" is decided from the parsed
 //! script by one rule, [`rewrite::rewrite`]: outermost calls of `rand`, `matrix`, `seq` and
@@ -362,6 +362,13 @@ const NO_INPUTS: &[(&str, &str)] = &[
     ("unary_scalar", "no matrix at all: built-ins on scalars"),
 ];
 
+/// Held while a script that writes files under fixed names runs (`io_roundtrip`), so that the
+/// two corpus tests do not run it at the same time.
+fn fixed_paths(script: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    (script == "io_roundtrip").then(|| LOCK.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 fn corpus_scripts() -> Vec<PathBuf> {
     let mut scripts: Vec<PathBuf> = std::fs::read_dir("tests/corpus")
         .expect("tests/corpus")
@@ -460,6 +467,7 @@ fn corpus_scripts_reading_their_data_from_files_run_as_in_place() {
             skipped.push(name);
             continue;
         }
+        let _fixed = fixed_paths(&name);
         failures.extend(check_corpus_script(&engine, &script, &scratch.0));
         checked += 1;
     }
@@ -499,6 +507,7 @@ fn corpus_reads_inside_expressions_plan_alike_from_metadata_and_headers() {
         if rewritten.inputs.is_empty() {
             continue;
         }
+        let _fixed = fixed_paths(&name);
         let script_args = args(&corpus_args(&script));
         let data = scratch.0.join(&name);
         let file = |form: Form, input: &rewrite::Input| form.dir(&data).join(&input.var);
