@@ -151,6 +151,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             blocks_compiled: self.blocks_compiled,
             block_cache_hits: self.cache_hits,
             fused_operators_executed: fusion.executed,
+            fused_operators: crate::stats::fused_operators(&fusion.by_operator),
             operators_compiled: fusion.compiled,
             operators_loaded: fusion.loaded,
             operator_cache_hits: fusion.cache_hits,

@@ -101,6 +101,8 @@ pub(crate) struct FusionCounters {
     fallbacks: Mutex<BTreeMap<String, u64>>,
     /// Why operator-cache requests compiled, with how often.
     miss_reasons: Mutex<BTreeMap<String, u64>>,
+    /// Executions per operator, by template name and CPlan structural hash.
+    by_operator: Mutex<BTreeMap<(&'static str, u64), u64>>,
 }
 
 /// A snapshot of the fusion counters.
@@ -115,6 +117,7 @@ pub(crate) struct FusionCounts {
     pub(crate) planning: Duration,
     pub(crate) fallbacks: BTreeMap<String, u64>,
     pub(crate) miss_reasons: BTreeMap<String, u64>,
+    pub(crate) by_operator: BTreeMap<(&'static str, u64), u64>,
 }
 
 impl FusionCounters {
@@ -139,6 +142,11 @@ impl FusionCounters {
                 .lock()
                 .map(|m| m.clone())
                 .unwrap_or_default(),
+            by_operator: self
+                .by_operator
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -146,7 +154,10 @@ impl FusionCounters {
 impl FusionCounts {
     /// What happened since `earlier` (counters only grow).
     pub(crate) fn since(&self, earlier: &FusionCounts) -> FusionCounts {
-        let minus = |now: &BTreeMap<String, u64>, then: &BTreeMap<String, u64>| {
+        fn minus<K: Ord + Clone>(
+            now: &BTreeMap<K, u64>,
+            then: &BTreeMap<K, u64>,
+        ) -> BTreeMap<K, u64> {
             let mut out = now.clone();
             for (reason, n) in then {
                 if let Some(v) = out.get_mut(reason) {
@@ -155,7 +166,7 @@ impl FusionCounts {
             }
             out.retain(|_, v| *v > 0);
             out
-        };
+        }
         let fallbacks = minus(&self.fallbacks, &earlier.fallbacks);
         let miss_reasons = minus(&self.miss_reasons, &earlier.miss_reasons);
         FusionCounts {
@@ -168,6 +179,7 @@ impl FusionCounts {
             planning: self.planning.saturating_sub(earlier.planning),
             fallbacks,
             miss_reasons,
+            by_operator: minus(&self.by_operator, &earlier.by_operator),
         }
     }
 }
@@ -301,6 +313,7 @@ impl Fuser {
         }
         Ok(Arc::new(RunnableOperator {
             opcode: format!("fused_{}", plan.template.name()),
+            key: (plan.template.name(), plan.structural_hash()),
             plan: Arc::clone(plan),
             out_shapes,
             executable: built.executable,
@@ -342,6 +355,8 @@ fn known_ranges(inputs: &[OperatorInput<'_>]) -> Vec<Option<lafuse_runtime::Valu
 #[derive(Debug)]
 struct RunnableOperator {
     opcode: String,
+    /// Its template's name and its plan's structural hash, for the statistics.
+    key: (&'static str, u64),
     /// The plan, for a call the backend cannot do (run on the reference evaluator instead).
     plan: Arc<CPlan>,
     out_shapes: Vec<(usize, usize)>,
@@ -410,6 +425,9 @@ impl Operator for RunnableOperator {
             .map(Matrix::examine_and_convert)
             .collect::<Result<Vec<_>, _>>()?;
         self.counters.executed.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut map) = self.counters.by_operator.lock() {
+            *map.entry(self.key).or_insert(0) += 1;
+        }
         self.counters
             .codegen_nanos
             .fetch_add(nanos(compiled_in_call), Ordering::Relaxed);

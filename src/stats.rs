@@ -18,6 +18,18 @@ pub struct Fallback {
     pub count: u64,
 }
 
+/// One distinct fused operator a run executed: its template, the structural hash of its CPlan
+/// (the operator-cache key: the body with its literals, independent of hop ids and variable
+/// names) and how often it ran.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct FusedOperatorStat {
+    /// `cell`, `row`, `magg` or `outer`.
+    pub template: String,
+    /// The CPlan's structural hash, 16 hex digits.
+    pub hash: String,
+    pub executions: u64,
+}
+
 /// What a run cost: compile and execution time, plan-cache behaviour, heaviest instructions.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Stats {
@@ -30,6 +42,9 @@ pub struct Stats {
     pub block_cache_hits: u64,
     /// Fused operator executions.
     pub fused_operators_executed: u64,
+    /// The distinct fused operators executed (by template and structural hash, in that
+    /// order), with their execution counts, which sum to `fused_operators_executed`.
+    pub fused_operators: Vec<FusedOperatorStat>,
     /// Fused operators compiled to native code (operator-cache misses).
     pub operators_compiled: u64,
     /// Of `operators_compiled`: those whose machine code was loaded from the operator cache
@@ -128,5 +143,46 @@ impl Stats {
             ));
         }
         s
+    }
+}
+
+/// The statistics' list of distinct fused operators from executions counted by template name
+/// and structural hash.
+pub(crate) fn fused_operators(
+    by_operator: &std::collections::BTreeMap<(&'static str, u64), u64>,
+) -> Vec<FusedOperatorStat> {
+    by_operator
+        .iter()
+        .map(|(&(template, hash), &executions)| FusedOperatorStat {
+            template: template.to_string(),
+            hash: format!("{hash:016x}"),
+            executions,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fused_operators_are_listed_by_template_then_hash_with_their_executions() {
+        let counts = std::collections::BTreeMap::from([
+            (("cell", 0xff), 2),
+            (("cell", 0x1), 3),
+            (("row", 0x0), 1),
+        ]);
+        let listed: Vec<(String, String, u64)> = fused_operators(&counts)
+            .into_iter()
+            .map(|o| (o.template, o.hash, o.executions))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("cell".into(), "0000000000000001".into(), 3),
+                ("cell".into(), "00000000000000ff".into(), 2),
+                ("row".into(), "0000000000000000".into(), 1),
+            ]
+        );
     }
 }

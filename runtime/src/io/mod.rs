@@ -291,9 +291,16 @@ pub fn stated_dims(path: &Path) -> Option<StatedDims> {
         });
     }
     if head.starts_with(b"%%MatrixMarket") {
-        // The size line is the first after the banner and comments; a symmetric file stores
-        // half its non-zeros, so only the shape is taken from it.
-        for line in r.lines().skip(1).take(10_000) {
+        // The size line is the first after the banner and comments. A `coordinate general`
+        // file states how many entries it lists, which bounds its non-zeros (an explicit zero
+        // among them is dropped on read); a symmetric one lists half of them, and an `array`
+        // counts none, so only the shape is taken from those.
+        let mut lines = r.lines();
+        let banner = lines.next()?.ok()?.to_ascii_lowercase();
+        let words: Vec<&str> = banner.split_whitespace().collect();
+        let lists_every_entry =
+            words.get(2) == Some(&"coordinate") && words.get(4) == Some(&"general");
+        for line in lines.take(10_000) {
             let line = line.ok()?;
             let t = line.trim();
             if t.is_empty() || t.starts_with('%') {
@@ -301,10 +308,15 @@ pub fn stated_dims(path: &Path) -> Option<StatedDims> {
             }
             let mut w = t.split_whitespace().map(|x| x.parse::<usize>().ok());
             let (rows, cols) = (w.next()??, w.next()??);
+            let entries = if lists_every_entry {
+                w.next().flatten()
+            } else {
+                None
+            };
             return within(StatedDims {
                 rows,
                 cols,
-                nnz: None,
+                nnz: entries.map(|n| n.min(rows.saturating_mul(cols))),
             });
         }
     }
@@ -593,9 +605,8 @@ mod tests {
             let header = stated_dims(&p);
             match format {
                 FileFormat::Binary => assert_eq!(header, Some(stated)),
-                FileFormat::MatrixMarket => {
-                    assert_eq!(header.map(|d| (d.rows, d.cols, d.nnz)), Some((7, 5, None)))
-                }
+                // The header of a `coordinate general` file counts its entries.
+                FileFormat::MatrixMarket => assert_eq!(header, Some(stated)),
                 _ => assert_eq!(header, None, "{format:?}"),
             }
         }
@@ -611,5 +622,48 @@ mod tests {
             "beyond MAX_DIM: left to the reader"
         );
         assert_eq!(stated_dims(&dir.path().join("missing.csv")), None);
+    }
+
+    /// A MatrixMarket file without metadata states its non-zeros where its header counts every
+    /// entry (`coordinate general`, as lafuse and SystemDS write it): planned without them, a
+    /// block reading it inside an expression chose other fused operators than for the same
+    /// data with a `.mtd` (`tests/read_from_files.rs`, pipeline_linreg). A symmetric file lists
+    /// half its non-zeros and an array file counts none; a count above the cells is capped.
+    #[test]
+    fn matrix_market_headers_state_nnz_where_they_count_every_entry() {
+        let dir = TempDir::new();
+        let mm = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            stated_dims(&p).map(|d| (d.rows, d.cols, d.nnz))
+        };
+        assert_eq!(
+            mm(
+                "sym.mtx",
+                "%%MatrixMarket matrix coordinate real symmetric\n3 3 2\n2 1 5\n3 3 1.5\n"
+            ),
+            Some((3, 3, None))
+        );
+        assert_eq!(
+            mm(
+                "array.mtx",
+                "%%MatrixMarket matrix array real general\n2 1\n1\n0\n"
+            ),
+            Some((2, 1, None))
+        );
+        assert_eq!(
+            mm(
+                "general.mtx",
+                "%%MatrixMarket matrix COORDINATE real GENERAL\n% c\n2 2 1\n1 2 4\n"
+            ),
+            Some((2, 2, Some(1)))
+        );
+        assert_eq!(
+            mm(
+                "duplicates.mtx",
+                "%%MatrixMarket matrix coordinate real general\n1 2 3\n1 1 1\n1 1 2\n1 2 3\n"
+            ),
+            Some((1, 2, Some(2)))
+        );
     }
 }
