@@ -225,3 +225,14 @@ impl Outputs {
         self.values.keys().map(String::as_str)
     }
 }
+
+/// `execute` of a prepared script or DAG: `execute_to` with what it prints kept in
+/// [`Outputs::printed`].
+pub(crate) fn capturing_prints(
+    execute_to: impl FnOnce(&mut dyn std::io::Write) -> Result<Outputs, Error>,
+) -> Result<Outputs, Error> {
+    let mut printed = Vec::new();
+    let mut outputs = execute_to(&mut printed)?;
+    outputs.printed = String::from_utf8_lossy(&printed).into_owned();
+    Ok(outputs)
+}

@@ -2,7 +2,7 @@
 //! from JSON, optimized, fused, compiled and executed on the caller's inputs, with the hops no
 //! fused operator covers run by lafuse's own kernels, returning the DAG's outputs.
 
-use crate::bindings::{Bindings, Outputs};
+use crate::bindings::{capturing_prints, Bindings, Outputs};
 use crate::compile::compile_dag;
 use crate::engine::{Interpreter, PlanCache, UNKNOWN_SIZE_REASON};
 use crate::error::{Binding, Error};
@@ -101,10 +101,7 @@ impl PreparedDag {
     /// Executes the DAG on `bindings` (every input bound, nothing else); what its `print`
     /// hops print is kept in [`Outputs::printed`].
     pub fn execute(&self, bindings: &Bindings<'_>) -> Result<Outputs, Error> {
-        let mut printed = Vec::new();
-        let mut outputs = self.execute_to(bindings, &mut printed)?;
-        outputs.printed = String::from_utf8_lossy(&printed).into_owned();
-        Ok(outputs)
+        capturing_prints(|out| self.execute_to(bindings, out))
     }
 
     /// [`PreparedDag::execute`] with what the DAG prints written to `out`.

@@ -369,19 +369,7 @@ impl Engine {
         let blocks = if options.static_only {
             static_explain::explain_static(&program, args)?
         } else {
-            let mut sink = std::io::sink();
-            let plans = engine::PlanCache::default();
-            let mut interpreter = engine::Interpreter::new(
-                &program,
-                args,
-                &mut sink,
-                &self.shared.config,
-                self.shared.fuser.as_ref(),
-                &plans,
-            );
-            interpreter.explained = Some(Vec::new());
-            interpreter.run_main()?;
-            interpreter.explained.take().unwrap_or_default()
+            self.blocks_as_run(&program, args)?
         };
         match options.level {
             ExplainLevel::Hops => Ok(explain::render_explain(
@@ -434,19 +422,7 @@ impl Engine {
         format: ExplainFormat,
     ) -> Result<String, Error> {
         let program = self.front_end(source, args)?;
-        let mut sink = std::io::sink();
-        let plans = engine::PlanCache::default();
-        let mut interpreter = engine::Interpreter::new(
-            &program,
-            args,
-            &mut sink,
-            &self.shared.config,
-            self.shared.fuser.as_ref(),
-            &plans,
-        );
-        interpreter.explained = Some(Vec::new());
-        interpreter.run_main()?;
-        let blocks = interpreter.explained.take().unwrap_or_default();
+        let blocks = self.blocks_as_run(&program, args)?;
         let labelled: Vec<(String, &HopDag)> = blocks
             .iter()
             .map(|b| {
@@ -455,6 +431,28 @@ impl Engine {
             })
             .collect();
         cost_report(&labelled, policies, &self.shared.config.cost_model, format)
+    }
+
+    /// Every block of `program` as first compiled when it ran (its output discarded), in
+    /// execution order: what `explain` and `cost` report on.
+    fn blocks_as_run(
+        &self,
+        program: &program::Program,
+        args: &ScriptArgs,
+    ) -> Result<Vec<ExplainedBlock>, Error> {
+        let mut sink = std::io::sink();
+        let plans = engine::PlanCache::default();
+        let mut interpreter = engine::Interpreter::new(
+            program,
+            args,
+            &mut sink,
+            &self.shared.config,
+            self.shared.fuser.as_ref(),
+            &plans,
+        );
+        interpreter.explained = Some(Vec::new());
+        interpreter.run_main()?;
+        Ok(interpreter.explained.take().unwrap_or_default())
     }
 
     fn front_end(&self, source: &SourceFile, args: &ScriptArgs) -> Result<program::Program, Error> {

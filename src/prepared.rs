@@ -3,7 +3,7 @@
 //! `executeScript`). Compiled blocks and fused operators carry over between executions with
 //! same-shaped inputs, and one prepared script serves several threads at once.
 
-use crate::bindings::{detach, Bindings, Outputs};
+use crate::bindings::{capturing_prints, detach, Bindings, Outputs};
 use crate::engine::{Interpreter, PlanCache};
 use crate::error::{Binding, Error};
 use crate::{ScriptArgs, Shared, SourceFile};
@@ -82,10 +82,7 @@ impl PreparedScript {
     /// Executes the script on `bindings` (every input bound, nothing else); what it prints is
     /// kept in [`Outputs::printed`].
     pub fn execute(&self, bindings: &Bindings<'_>) -> Result<Outputs, Error> {
-        let mut printed = Vec::new();
-        let mut outputs = self.execute_to(bindings, &mut printed)?;
-        outputs.printed = String::from_utf8_lossy(&printed).into_owned();
-        Ok(outputs)
+        capturing_prints(|out| self.execute_to(bindings, out))
     }
 
     /// [`PreparedScript::execute`] with what the script prints written to `out`.
