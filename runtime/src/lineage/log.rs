@@ -13,10 +13,23 @@ use std::fmt::Write;
 use thiserror::Error;
 
 /// The log of the DAG rooted at `root`.
+///
+/// Structurally equal sub-DAGs are written once, whether or not they share items (an
+/// unfused run shares the literal `4` of `X / 4` with the `4` of `matrix(.., 4, 5)` where a
+/// fused operator's patch made its own): the log depends on what was computed, never on how
+/// the items happened to be shared.
 pub fn serialize(root: &Lineage) -> String {
     let mut text = String::new();
     let mut number: HashMap<u64, usize> = HashMap::new();
-    for (k, item) in root.topological().iter().enumerate() {
+    // Items already written, keyed structurally (cached hash, then non-recursive equality).
+    let mut written: HashMap<Lineage, usize> = HashMap::new();
+    for item in root.topological() {
+        if let Some(&n) = written.get(&item) {
+            number.insert(item.id(), n);
+            continue;
+        }
+        let k = written.len();
+        written.insert(item.clone(), k + 1);
         number.insert(item.id(), k + 1);
         let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
         let _ = write!(
