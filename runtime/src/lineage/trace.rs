@@ -218,9 +218,9 @@ pub(crate) fn after(
         _ => instr.output.into_iter().collect(),
     };
     for (reg, item) in targets.into_iter().zip(traced.outputs) {
-        let slot = items
-            .get_mut(reg as usize)
-            .ok_or({ RuntimeError::Internal(Internal::RegisterOutOfRange { register: reg }) })?;
+        let slot = items.get_mut(reg as usize).ok_or(RuntimeError::Internal(
+            Internal::RegisterOutOfRange { register: reg },
+        ))?;
         *slot = Some(item);
     }
     Ok(())
