@@ -164,6 +164,23 @@ mod tests {
     }
 
     #[test]
+    fn logs_do_not_depend_on_how_items_are_shared() {
+        // `x * x` over one read item, and over two equal ones (as a fused operator's patch
+        // may make): the same computation, the same log.
+        let shared = sample();
+        let read = || Lineage::creation("read", "{\"path\":\"a b.csv\"}");
+        let unshared = Lineage::instruction(
+            "b(+)",
+            "",
+            vec![
+                Lineage::instruction("b(*)", "", vec![read(), read()]),
+                Lineage::literal("2·INT"),
+            ],
+        );
+        assert_eq!(serialize(&unshared), serialize(&shared));
+    }
+
+    #[test]
     fn damaged_logs_name_the_line() {
         let err = deserialize("(1) (C) \"read\" \"x\"\n(2) (I) \"b(+)\" \"\" (1) (5)\n");
         assert_eq!(
