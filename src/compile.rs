@@ -74,11 +74,21 @@ fn same_scalar(a: &Value, b: &Value) -> bool {
 /// The metadata of the variables in scope when a block is compiled.
 pub(crate) struct BlockMeta<'v> {
     vars: &'v SymbolTable,
+    /// Whether lineage is traced: instructions then carry lineage patches.
+    traced: bool,
 }
 
 impl<'v> BlockMeta<'v> {
     pub(crate) fn of(vars: &'v SymbolTable) -> BlockMeta<'v> {
-        BlockMeta { vars }
+        BlockMeta {
+            vars,
+            traced: false,
+        }
+    }
+
+    /// The same metadata for a run that traces lineage (or not).
+    pub(crate) fn traced(self, traced: bool) -> BlockMeta<'v> {
+        BlockMeta { traced, ..self }
     }
 
     /// The compiler's view of the variables: with or without the values of scalars.
@@ -119,6 +129,8 @@ pub(crate) struct CompiledBlock {
     /// Matrix operations whose size was unknown when the block was compiled: fusion leaves
     /// them out (`--stats` says so).
     pub(crate) unknown_size_ops: usize,
+    /// Whether the instructions carry lineage patches (compiled for a tracing run).
+    pub(crate) traced: bool,
 }
 
 impl CompiledBlock {
@@ -434,10 +446,11 @@ fn compile_with(
         Some(fuser) if dag.hops.iter().any(|h| h.is_matrix()) => fuser.fuse(&dag)?,
         _ => Vec::new(),
     };
-    let (instructions, num_regs) = lower(&dag, &fused)?;
+    let (instructions, num_regs) = lower(&dag, &fused, meta.traced)?;
     Ok(CompiledBlock {
         instructions,
         num_regs,
+        traced: meta.traced,
         unknown_size_ops: unknown_size_ops(&dag),
         dag,
         assumptions,
@@ -449,8 +462,12 @@ fn compile_with(
 /// they cover; units (hops and fused operators) in the linearized order as far as their
 /// inputs allow, side effects and `time()` in statement order; variable stores last
 /// (transient reads see the values the block started with); each register released after its
-/// last use.
-fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, usize), Error> {
+/// last use. With `traced`, every instruction with a value carries its lineage patches.
+fn lower(
+    dag: &HopDag,
+    fused: &[PlannedOperator],
+    traced: bool,
+) -> Result<(Vec<Instruction>, usize), Error> {
     let order = hops::linearize(dag);
     let n = dag.len();
     let mut position = vec![usize::MAX; n];
@@ -579,6 +596,7 @@ fn lower(dag: &HopDag, fused: &[PlannedOperator]) -> Result<(Vec<Instruction>, u
         instructions: Vec::new(),
         stores: Vec::new(),
         rebound,
+        traced,
     };
     for i in schedule {
         match units[i].1 {
@@ -694,12 +712,19 @@ struct Lowering<'d> {
     stores: Vec<Instruction>,
     /// Variables the block assigns (its transient writes).
     rebound: std::collections::HashSet<&'d str>,
+    /// Whether instructions carry lineage patches.
+    traced: bool,
 }
 
 impl Lowering<'_> {
-    fn emit(&mut self, op: Op, inputs: Vec<Reg>, output: Option<Reg>, id: HopId) {
+    /// Emits the instruction computing hop `id` from the values of `from` (its registers'
+    /// hops, in order: what the lineage patch's placeholders stand for).
+    fn emit(&mut self, op: Op, inputs: Vec<Reg>, output: Option<Reg>, id: HopId, from: &[HopId]) {
         let hop = self.dag.hop(id);
         let scalar_type = hop.is_scalar().then(|| scalar_type(hop.value_type));
+        // Loads take their variable's item from the lineage map; side effects have no value.
+        let lineage = (self.traced && output.is_some() && !matches!(op, Op::Load(_) | Op::Take(_)))
+            .then(|| crate::lineage::patches(self.dag, &[id], from));
         self.instructions.push(Instruction {
             op,
             inputs,
@@ -707,6 +732,7 @@ impl Lowering<'_> {
             scalar_type,
             release: Vec::new(),
             span: (hop.span.start, hop.span.end),
+            lineage,
         });
     }
 
@@ -735,6 +761,12 @@ impl Lowering<'_> {
             scalar_type: None,
             release: Vec::new(),
             span,
+            // The items of the unfused sub-DAG the operator covers (LIMA 3.3), built from the
+            // hops before fusion, the operator's inputs as placeholders in order.
+            lineage: self.traced.then(|| {
+                let roots: Vec<HopId> = op.outputs.iter().map(|&(h, _)| h).collect();
+                crate::lineage::patches(self.dag, &roots, &op.inputs)
+            }),
         });
     }
 
@@ -762,6 +794,7 @@ impl Lowering<'_> {
                     scalar_type: None,
                     release: Vec::new(),
                     span,
+                    lineage: None,
                 });
                 return Ok(());
             }
@@ -770,12 +803,12 @@ impl Lowering<'_> {
             },
             OpKind::PersistentWrite { params } => {
                 let params = params.iter().map(|p| Arc::from(p.as_str())).collect();
-                self.emit(Op::Write { params }, inputs, None, id);
+                self.emit(Op::Write { params }, inputs, None, id, &hop.inputs);
                 return Ok(());
             }
             OpKind::DataGen(op) => match op {
                 DataGenOp::Rand => {
-                    self.emit(Op::Rand, inputs[..7].to_vec(), out, id);
+                    self.emit(Op::Rand, inputs[..7].to_vec(), out, id, &hop.inputs[..7]);
                     return Ok(());
                 }
                 DataGenOp::Seq => Op::Seq,
@@ -789,11 +822,13 @@ impl Lowering<'_> {
             OpKind::Ternary(TernaryOp::Replace) => Op::Replace,
             OpKind::AggUnary { op, dir } => Op::Aggregate(*op, *dir),
             OpKind::MatMul if transposed_left.is_some() => {
-                let a = transposed_left.map_or(inputs[0], |a| a.0 as Reg);
+                let a_hop = transposed_left.unwrap_or(hop.inputs[0]);
+                let a = a_hop.0 as Reg;
                 if a == inputs[1] {
-                    self.emit(Op::TransposeSelfMatMul, vec![a], out, id);
+                    self.emit(Op::TransposeSelfMatMul, vec![a], out, id, &[a_hop]);
                 } else {
-                    self.emit(Op::TransposedLeftMatMul, vec![a, inputs[1]], out, id);
+                    let from = [a_hop, hop.inputs[1]];
+                    self.emit(Op::TransposedLeftMatMul, vec![a, inputs[1]], out, id, &from);
                 }
                 return Ok(());
             }
@@ -823,16 +858,17 @@ impl Lowering<'_> {
             OpKind::Meta(MetaOp::Ncol) => Op::Ncol,
             OpKind::Meta(MetaOp::Length) => Op::Length,
             OpKind::Print => {
-                self.emit(Op::Print, inputs, None, id);
+                self.emit(Op::Print, inputs, None, id, &hop.inputs);
                 return Ok(());
             }
             OpKind::Stop => {
-                self.emit(Op::Stop, inputs, None, id);
+                self.emit(Op::Stop, inputs, None, id, &hop.inputs);
                 return Ok(());
             }
             OpKind::ToString => Op::ToString,
+            OpKind::Lineage => Op::Lineage,
         };
-        self.emit(op, inputs, out, id);
+        self.emit(op, inputs, out, id, &hop.inputs);
         Ok(())
     }
 }

@@ -15,6 +15,7 @@ use lafuse_compiler::span::{SourceFile, Span};
 use lafuse_compiler::stack::with_stack;
 use lafuse_runtime::error::{CallError, Internal, LoopRange};
 use lafuse_runtime::exec::{self, ExecContext, OpStats, SymbolTable};
+use lafuse_runtime::lineage::{self, Lineage, LineageMap, TraceStats, Tracer};
 use lafuse_runtime::value::{ScalarType, Value};
 use lafuse_runtime::RuntimeError;
 use std::collections::HashMap;
@@ -42,12 +43,12 @@ pub(crate) struct PlanCache {
 }
 
 impl PlanCache {
-    fn find(&self, key: usize, vars: &SymbolTable) -> Option<Arc<CompiledBlock>> {
+    fn find(&self, key: usize, vars: &SymbolTable, traced: bool) -> Option<Arc<CompiledBlock>> {
         let plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
         plans
             .get(&key)?
             .iter()
-            .find(|p| p.is_valid_for(vars))
+            .find(|p| p.traced == traced && p.is_valid_for(vars))
             .map(Arc::clone)
     }
 
@@ -83,6 +84,14 @@ pub(crate) struct Interpreter<'p, 'o> {
     /// Blocks compiled with matrix operations of unknown size, which fusion leaves out: the
     /// block's span and how many.
     pub(crate) unknown_sizes: Vec<(Span, usize)>,
+    /// Lineage tracing, when on: one lineage map per frame, parallel to its symbol table
+    /// (the last is the current frame's).
+    lineage: Option<Vec<LineageMap>>,
+    trace_stats: TraceStats,
+    /// This thread's item count when the run started (`--stats` reports the difference).
+    items_at_start: u64,
+    /// The item of the value [`Interpreter::evaluate`] returned last, when tracing.
+    evaluated: Option<Lineage>,
 }
 
 impl<'p, 'o> Interpreter<'p, 'o> {
@@ -110,6 +119,37 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             fusion_baseline: fuser.map(Fuser::counters).unwrap_or_default(),
             ranges: exec::ValueRangeCache::default(),
             unknown_sizes: Vec::new(),
+            lineage: config.lineage.then(|| vec![LineageMap::new()]),
+            trace_stats: TraceStats::default(),
+            items_at_start: lineage::items_created_on_this_thread(),
+            evaluated: None,
+        }
+    }
+
+    /// The lineage logs of the variables of the outermost frame (after a run: those live at
+    /// the end of the main program); empty when tracing is off.
+    pub(crate) fn final_lineage(&self) -> std::collections::BTreeMap<String, String> {
+        self.lineage
+            .as_ref()
+            .and_then(|frames| frames.first())
+            .map(|map| {
+                map.iter()
+                    .map(|(name, item)| (name.clone(), lineage::serialize(item)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The current frame's lineage map, when tracing.
+    fn frame(&mut self) -> Option<&mut LineageMap> {
+        self.lineage.as_mut().and_then(|frames| frames.last_mut())
+    }
+
+    /// Binds `name`'s item in the current frame to the literal of the scalar `v` (a loop
+    /// variable), when tracing.
+    fn bind_literal(&mut self, name: &str, v: &Value) {
+        if let (Some(map), Some(item)) = (self.frame(), lineage::value_item(v)) {
+            map.insert(name.to_string(), item);
         }
     }
 
@@ -171,6 +211,11 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             // Named by their lines by the caller, which has the source.
             fusion_skipped: Vec::new(),
             instructions_executed: self.instructions_executed,
+            lineage_items: match self.lineage {
+                Some(_) => lineage::items_created_on_this_thread() - self.items_at_start,
+                None => 0,
+            },
+            lineage_ms: ms(self.trace_stats.time),
             heavy_hitters: heavy,
         }
     }
@@ -328,7 +373,9 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 return Ok(());
             }
             for k in 0..(end - first) / step + 1 {
-                vars.insert(var.name.clone(), Value::Int((first + k * step) as i64));
+                let v = Value::Int((first + k * step) as i64);
+                self.bind_literal(&var.name, &v);
+                vars.insert(var.name.clone(), v);
                 self.exec_blocks(body, vars)?;
             }
             return Ok(());
@@ -349,7 +396,9 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             ));
         }
         for k in 0..count as u64 {
-            vars.insert(var.name.clone(), Value::Double(a + k as f64 * s));
+            let v = Value::Double(a + k as f64 * s);
+            self.bind_literal(&var.name, &v);
+            vars.insert(var.name.clone(), v);
             self.exec_blocks(body, vars)?;
         }
         Ok(())
@@ -416,6 +465,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             }
         })?;
         self.run(&compiled, vars)?;
+        self.evaluated = self.frame().and_then(|map| map.remove(EXPR_RESULT));
         vars.remove(EXPR_RESULT).ok_or_else(|| Error::Runtime {
             error: RuntimeError::Internal(Internal::NoValue {
                 expression: what.to_string(),
@@ -446,14 +496,15 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         span: Span,
         compile: impl FnOnce(&BlockMeta, &ScriptArgs) -> Result<CompiledBlock, Error>,
     ) -> Result<Arc<CompiledBlock>, Error> {
-        if let Some(hit) = self.plans.find(key, vars) {
+        let traced = self.lineage.is_some();
+        if let Some(hit) = self.plans.find(key, vars, traced) {
             self.cache_hits += 1;
             return Ok(hit);
         }
         // Compiled outside the cache's lock: two threads missing on one block both compile it
         // (the same plan), rather than one waiting for the other.
         let started = Instant::now();
-        let meta = BlockMeta::of(vars);
+        let meta = BlockMeta::of(vars).traced(traced);
         let compiled = Arc::new(compile(&meta, self.args)?);
         self.compile_time += started.elapsed();
         self.blocks_compiled += 1;
@@ -472,7 +523,15 @@ impl<'p, 'o> Interpreter<'p, 'o> {
     }
 
     fn run(&mut self, compiled: &CompiledBlock, vars: &mut SymbolTable) -> Result<(), Error> {
+        let tracer = match self.lineage.as_mut().and_then(|frames| frames.last_mut()) {
+            Some(map) => Some(Tracer {
+                map,
+                stats: &mut self.trace_stats,
+            }),
+            None => None,
+        };
         let mut ctx = ExecContext {
+            lineage: tracer,
             out: &mut *self.out,
             stats: self.op_stats.as_mut(),
             // Ranges serve fused operators only; an unfused run keeps none (a matrix product
@@ -503,17 +562,24 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let def = &function.def;
         let bound = builtins::bind_udf_args(def, &call.args, call.span)?;
         let mut callee = SymbolTable::new();
+        // The callee's lineage map, when tracing: parameters bound to the arguments' items.
+        let mut callee_items = LineageMap::new();
         let mut deferred = Vec::new();
         for (param, formal) in bound.params.iter().zip(&def.params) {
             match param.value {
                 BoundValue::Arg(expr) => {
                     let v = self.eval(expr, vars, "function argument")?;
+                    let item = self.evaluated.take();
+                    let kind = std::mem::discriminant(&v);
                     let v = conform(v, formal.ty, &formal.name, &call.function).map_err(|e| {
                         Error::Runtime {
                             error: e,
                             span: Some(expr.span),
                         }
                     })?;
+                    if let Some(item) = conformed_item(item, kind, &v) {
+                        callee_items.insert(formal.name.clone(), item);
+                    }
                     callee.insert(formal.name.clone(), v);
                 }
                 BoundValue::DefaultExpr(expr) => deferred.push((formal, expr)),
@@ -530,14 +596,36 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 }
             }
         }
+        if let Some(frames) = self.lineage.as_mut() {
+            frames.push(callee_items);
+        }
+        let result = self.call_body(call, function, deferred, &mut callee);
+        let callee_items = self.lineage.as_mut().and_then(|frames| frames.pop());
+        result?;
+        self.bind_results(call, def, callee, callee_items, vars)
+    }
+
+    /// The callee's side of a call: its default arguments (evaluated in its scope) and body.
+    fn call_body(
+        &mut self,
+        call: &'p CallBlock,
+        function: &'p lafuse_compiler::program::Function,
+        deferred: Vec<(&'p ast::Param, &'p ast::Expr)>,
+        callee: &mut SymbolTable,
+    ) -> Result<(), Error> {
         for (formal, expr) in deferred {
-            let v = self.eval(expr, &mut callee, "default argument")?;
+            let v = self.eval(expr, callee, "default argument")?;
+            let item = self.evaluated.take();
+            let kind = std::mem::discriminant(&v);
             let v = conform(v, formal.ty, &formal.name, &call.function).map_err(|e| {
                 Error::Runtime {
                     error: e,
                     span: Some(expr.span),
                 }
             })?;
+            if let (Some(item), Some(map)) = (conformed_item(item, kind, &v), self.frame()) {
+                map.insert(formal.name.clone(), item);
+            }
             callee.insert(formal.name.clone(), v);
         }
         if self.depth >= MAX_CALL_DEPTH {
@@ -552,9 +640,21 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             });
         }
         self.depth += 1;
-        let result = self.exec_blocks(&function.body, &mut callee);
+        let result = self.exec_blocks(&function.body, callee);
         self.depth -= 1;
-        result?;
+        result
+    }
+
+    /// Assigns a call's results to its targets in the caller's scope (and their items, when
+    /// tracing, from the callee's lineage map `callee_items`).
+    fn bind_results(
+        &mut self,
+        call: &'p CallBlock,
+        def: &'p ast::FunctionDef,
+        mut callee: SymbolTable,
+        mut callee_items: Option<LineageMap>,
+        vars: &mut SymbolTable,
+    ) -> Result<(), Error> {
         if call.targets.len() > def.results.len() {
             return Err(Error::Runtime {
                 error: RuntimeError::Call {
@@ -577,15 +677,38 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 },
                 span: Some(call.span),
             })?;
+            let item = callee_items
+                .as_mut()
+                .and_then(|map| map.remove(&result.name));
+            let kind = std::mem::discriminant(&v);
             let v = conform(v, result.ty, &result.name, &call.function).map_err(|e| {
                 Error::Runtime {
                     error: e,
                     span: Some(call.span),
                 }
             })?;
+            if let (Some(item), Some(map)) = (conformed_item(item, kind, &v), self.frame()) {
+                map.insert(target.name.clone(), item);
+            }
             vars.insert(target.name.clone(), v);
         }
         Ok(())
+    }
+}
+
+/// The item of a value `conform` made from one of kind `before` with item `item`: the same
+/// item, unless the cast changed the scalar's type (then the literal of the cast value, which
+/// identifies it exactly).
+fn conformed_item(
+    item: Option<Lineage>,
+    before: std::mem::Discriminant<Value>,
+    after: &Value,
+) -> Option<Lineage> {
+    let item = item?;
+    if std::mem::discriminant(after) == before {
+        Some(item)
+    } else {
+        lineage::value_item(after).or(Some(item))
     }
 }
 

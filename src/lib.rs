@@ -49,6 +49,7 @@ pub mod error;
 mod explain;
 mod fused;
 pub mod interop;
+mod lineage;
 mod prepared;
 pub mod profile;
 mod static_explain;
@@ -108,6 +109,10 @@ pub struct EngineConfig {
     /// Bytes the operator cache directory may take: opening it drops the least recently used
     /// operators beyond this ([`DEFAULT_OPERATOR_CACHE_LIMIT`] by default).
     pub operator_cache_limit: u64,
+    /// Trace lineage (LIMA): every value gets an item saying exactly how it was computed;
+    /// `lineage(X)` returns X's log and `write(X, f)` also writes `f.lineage`. Off by default,
+    /// and free when off (no items, no lineage maps).
+    pub lineage: bool,
 }
 
 /// Default bound on an operator cache directory: 1 GiB, about ten thousand operators.
@@ -123,6 +128,7 @@ impl Default for EngineConfig {
             cost_model: CostModel::default(),
             operator_cache_dir: None,
             operator_cache_limit: DEFAULT_OPERATOR_CACHE_LIMIT,
+            lineage: false,
         }
     }
 }
@@ -258,6 +264,9 @@ pub struct ExplainedBlock {
 #[derive(Clone, Debug)]
 pub struct RunReport {
     pub stats: Stats,
+    /// With lineage tracing on: the lineage log of every variable live at the end of the main
+    /// program, by name (empty when tracing is off).
+    pub lineage: BTreeMap<String, String>,
 }
 
 /// Reads a script file. Errors name the file.
@@ -352,7 +361,8 @@ impl Engine {
         interpreter.compile_time += front_end_time;
         interpreter.run_main()?;
         let stats = interpreter.located_stats(started.elapsed(), source);
-        Ok(RunReport { stats })
+        let lineage = interpreter.final_lineage();
+        Ok(RunReport { stats, lineage })
     }
 
     /// Shows every block as it was compiled: its HOP DAG, or the fusion memo table, plan, fused

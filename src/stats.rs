@@ -67,6 +67,11 @@ pub struct Stats {
     /// block's lines); `count` is the number of such operations.
     pub fusion_skipped: Vec<Fallback>,
     pub instructions_executed: u64,
+    /// Lineage items created (0 when tracing is off).
+    pub lineage_items: u64,
+    /// Time spent tracing lineage (building items before instructions, part of
+    /// `execution_ms`).
+    pub lineage_ms: f64,
     /// Opcodes by total time, heaviest first.
     pub heavy_hitters: Vec<InstructionStat>,
 }
@@ -117,6 +122,13 @@ impl Stats {
             s.push_str(&format!(
                 "Operators loaded from the cache directory:\t{} of {}.\n",
                 self.operators_loaded, self.operators_compiled
+            ));
+        }
+        if self.lineage_items > 0 {
+            s.push_str(&format!(
+                "Lineage items created:\t\t{} (tracing {:.3} sec).\n",
+                self.lineage_items,
+                self.lineage_ms / 1e3
             ));
         }
         for f in &self.operator_cache_misses {

@@ -68,6 +68,10 @@ enum Command {
         /// operators beyond this are deleted (only the cache's own files are touched).
         #[arg(long, value_name = "MB", default_value_t = lafuse::DEFAULT_OPERATOR_CACHE_LIMIT >> 20)]
         operator_cache_limit_mb: u64,
+        /// Trace lineage: `lineage(X)` returns X's lineage log, and `write(X, f)` also writes
+        /// `f.lineage`; --stats counts the items created and the time traced.
+        #[arg(long)]
+        lineage: bool,
         #[command(flatten)]
         cost_model: CostModelArgs,
     },
@@ -552,6 +556,7 @@ fn run(cli: Cli) -> Result<(), String> {
             fusion_backend,
             operator_cache_dir,
             operator_cache_limit_mb,
+            lineage,
             cost_model,
         } => {
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
@@ -578,6 +583,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 cost_model: cost_model.load()?,
                 operator_cache_dir,
                 operator_cache_limit: operator_cache_limit_mb.saturating_mul(1 << 20),
+                lineage,
             });
             let mut stdout = std::io::stdout().lock();
             let report_stats = if is_dag(&script) {
@@ -593,6 +599,7 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             let report = lafuse::RunReport {
                 stats: report_stats,
+                lineage: Default::default(),
             };
             if stats {
                 eprint!("{}", report.stats.to_text());

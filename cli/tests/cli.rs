@@ -92,3 +92,47 @@ fn usage_errors_have_the_error_headline() {
         "{stderr}"
     );
 }
+
+/// `run --lineage`: `lineage(X)` prints X's log, `write` writes `f.lineage` beside the file,
+/// and `--stats`/`--stats-json` count the items; without the flag `lineage(X)` is an error
+/// that names it.
+#[test]
+fn run_with_lineage_traces_and_reports() {
+    let dir = std::env::temp_dir().join(format!("lafuse-cli-lineage-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("l.dml"),
+        "X = rand(rows=3, cols=3, seed=4) + 1\nprint(lineage(X))\nwrite(X, \"x.csv\", format=\"csv\")\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_lafuse"))
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "run",
+        "l.dml",
+        "--lineage",
+        "--stats",
+        "--stats-json",
+        "s.json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(stdout.contains("\"dg(rand)\""), "{stdout}");
+    let written = std::fs::read_to_string(dir.join("x.csv.lineage")).unwrap();
+    assert_eq!(stdout.trim_end(), written.trim_end());
+    assert!(stderr.contains("Lineage items created"), "{stderr}");
+    let json = std::fs::read_to_string(dir.join("s.json")).unwrap();
+    assert!(json.contains("\"lineage_items\""), "{json}");
+
+    let untraced = run(&["run", "l.dml"]);
+    let stderr = String::from_utf8_lossy(&untraced.stderr).into_owned();
+    assert!(!untraced.status.success());
+    assert!(stderr.contains("--lineage"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

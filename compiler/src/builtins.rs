@@ -74,6 +74,8 @@ pub enum Builtin {
     Print,
     Stop,
     Time,
+    /// `lineage(X)`: the lineage log of X (a string), with lineage tracing on.
+    Lineage,
     /// `ifdef($name, default)`: the script argument if given, else the default.
     Ifdef,
 }
@@ -142,6 +144,7 @@ pub const ALL: &[Builtin] = &[
     Builtin::Print,
     Builtin::Stop,
     Builtin::Time,
+    Builtin::Lineage,
     Builtin::Ifdef,
 ];
 
@@ -416,6 +419,7 @@ impl Builtin {
             Print => "print",
             Stop => "stop",
             Time => "time",
+            Lineage => "lineage",
             Ifdef => "ifdef",
         }
     }
@@ -458,6 +462,7 @@ impl Builtin {
             Print => variadic(PRINT_PARAMS, 1, R::Nothing),
             Stop => positional(STOP_PARAMS, R::Nothing),
             Time => positional(&[], R::Int),
+            Lineage => positional(UNARY_ANY, R::Str),
             Ifdef => positional(IFDEF_PARAMS, R::Unknown),
         }
     }

@@ -180,7 +180,9 @@ fn validate(rows: usize, cols: usize, sparsity: f64) -> Result<()> {
 
 /// SystemDS's `DataGenOp.generateRandomSeed()` is `System.nanoTime()`; any clock-derived value
 /// has the same meaning ("unreproducible").
-fn clock_seed() -> i64 {
+/// A fresh seed as `rand(seed=-1)` draws it; lineage tracing draws it before the instruction
+/// runs, records it and runs `rand` with it, so the recorded seed is the one used.
+pub fn clock_seed() -> i64 {
     use std::time::{SystemTime, UNIX_EPOCH};
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)

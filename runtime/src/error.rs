@@ -185,6 +185,10 @@ pub enum RuntimeError {
     /// The script's own `stop(message)`: the message is the script's text.
     #[error("{message}")]
     Stop { message: String },
+    /// `lineage(X)` in a run without lineage tracing (`--lineage`): there is no lineage to
+    /// return.
+    #[error("lineage(X) needs lineage tracing: run with --lineage")]
+    LineageNotTraced,
     /// A `print` format string its arguments do not fit.
     #[error("{0}")]
     Print(PrintError),
@@ -243,6 +247,7 @@ impl RuntimeError {
             | RuntimeError::Conversion(_)
             | RuntimeError::StringOperator { .. }
             | RuntimeError::Stop { .. }
+            | RuntimeError::LineageNotTraced
             | RuntimeError::Print(_)
             | RuntimeError::UnknownFileFormat { .. }
             | RuntimeError::EmptyCsvSeparator
@@ -814,6 +819,10 @@ pub enum Internal {
     /// value.
     #[error("the {expression} produced no value")]
     NoValue { expression: String },
+    /// An instruction whose lineage patch names an input it does not have, or that lacks the
+    /// patch while lineage is traced (a lowering defect).
+    #[error("{opcode}: no lineage for its output")]
+    LineagePatch { opcode: String },
     /// A block's fused operators that depend on each other in a cycle.
     #[error("the fused operators of a block depend on each other in a cycle")]
     OperatorCycle,

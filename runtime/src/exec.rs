@@ -9,6 +9,8 @@
 use crate::error::{
     Axis, Conversion, FileError, Internal, PrintError, Resource, Result, RuntimeError, Unsupported,
 };
+use crate::lineage::trace::{self, Traced, Tracer};
+use crate::lineage::Lineage;
 use crate::matrix::{Matrix, ValueRange};
 use crate::operator::{Operator, OperatorInput};
 use crate::ops::{AggOp, BinaryOp, Direction, UnaryOp};
@@ -107,6 +109,8 @@ pub enum Op {
     },
     /// `time()`: nanoseconds since the Unix epoch. No inputs.
     Time,
+    /// `lineage(X)`: the lineage log of X's item (a string); needs tracing. Inputs: `[X]`.
+    Lineage,
     /// A fused operator. Inputs: the operator's inputs by position. Its results go to
     /// `outputs` (the instruction's own `output` is unused), a 1×1 result becoming a double
     /// where the output is a scalar.
@@ -173,6 +177,7 @@ impl Op {
             Op::Read { .. } => "read".into(),
             Op::Write { .. } => "write".into(),
             Op::Time => "time".into(),
+            Op::Lineage => "lineage".into(),
             Op::Fused { operator, .. } => operator.opcode().into(),
         }
     }
@@ -190,6 +195,13 @@ pub struct Instruction {
     pub release: Vec<Reg>,
     /// Where in the script this instruction comes from (byte range), for error messages.
     pub span: (u32, u32),
+    /// The lineage of its outputs, one patch per output register (for a fused operator, per
+    /// entry of `outputs`): the items of the computation it performs, with
+    /// `Lineage::placeholder(i)` for input register `i` and `placeholder(inputs.len())` for
+    /// the run-time input of `rand` (its seed), `time` (its value) and `read` (the file).
+    /// `None` for instructions without a value (and for loads and stores, which the tracer
+    /// handles through the lineage map).
+    pub lineage: Option<Arc<[Lineage]>>,
 }
 
 /// A runtime error together with the script location of the failing instruction.
@@ -228,6 +240,8 @@ pub struct ExecContext<'a> {
     pub stats: Option<&'a mut OpStats>,
     /// Value ranges of matrix values, remembered across instructions and blocks.
     pub ranges: Option<&'a mut ValueRangeCache>,
+    /// Lineage tracing, when on: the frame's lineage map and the counters.
+    pub lineage: Option<Tracer<'a>>,
 }
 
 /// Remembers the value range of matrix values (their smallest and largest values and whether
@@ -280,12 +294,34 @@ pub fn execute(
     ctx: &mut ExecContext<'_>,
 ) -> std::result::Result<(), LocatedError> {
     let mut regs: Vec<Option<Value>> = vec![None; num_regs];
+    // The items of the registers' values, when tracing (nothing is allocated otherwise).
+    let mut items: Vec<Option<Lineage>> = match ctx.lineage {
+        Some(_) => vec![None; num_regs],
+        None => Vec::new(),
+    };
     for instr in instructions {
-        let started = ctx.stats.is_some().then(Instant::now);
-        let value = run_one(instr, &mut regs, vars, ctx).map_err(|error| LocatedError {
+        let located = |error| LocatedError {
             error,
             span: Some(instr.span),
-        })?;
+        };
+        let traced = match ctx.lineage.as_mut() {
+            Some(tracer) => {
+                let started = Instant::now();
+                let traced = trace::before(instr, &regs, &items, tracer).map_err(located)?;
+                tracer.stats.time += started.elapsed();
+                Some(traced)
+            }
+            None => None,
+        };
+        let started = ctx.stats.is_some().then(Instant::now);
+        let value = run_one(instr, &mut regs, vars, ctx, traced.as_ref()).map_err(located)?;
+        if let Some(traced) = traced {
+            let started = Instant::now();
+            trace::after(instr, &regs, &mut items, traced).map_err(located)?;
+            if let Some(tracer) = ctx.lineage.as_mut() {
+                tracer.stats.time += started.elapsed();
+            }
+        }
         if let (Some(stats), Some(started)) = (ctx.stats.as_deref_mut(), started) {
             stats.record(instr.op.opcode(), started.elapsed());
         }
@@ -299,6 +335,9 @@ pub fn execute(
         }
         for &r in &instr.release {
             if let Some(slot) = regs.get_mut(r as usize) {
+                *slot = None;
+            }
+            if let Some(slot) = items.get_mut(r as usize) {
                 *slot = None;
             }
         }
@@ -514,6 +553,7 @@ fn run_one(
     regs: &mut [Option<Value>],
     vars: &mut SymbolTable,
     ctx: &mut ExecContext<'_>,
+    traced: Option<&Traced>,
 ) -> Result<Option<Value>> {
     use crate::kernels;
     if let Some(value) = run_in_place(instr, regs)? {
@@ -696,7 +736,11 @@ fn run_one(
                 arg(2)?.as_f64()?,
                 arg(3)?.as_f64()?,
                 arg(4)?.as_f64()?,
-                arg(5)?.as_i64()?,
+                // When tracing, the seed the item records (drawn there for `seed=-1`).
+                match traced.and_then(|t| t.seed) {
+                    Some(seed) => seed,
+                    None => arg(5)?.as_i64()?,
+                },
                 pdf,
             )?)
         }
@@ -815,13 +859,11 @@ fn run_one(
             }
             return Ok(None);
         }
-        Op::Time => {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as i64)
-                .unwrap_or(0);
-            Value::Int(nanos)
-        }
+        Op::Time => Value::Int(traced.and_then(|t| t.time).unwrap_or_else(now_nanos)),
+        Op::Lineage => match traced.and_then(|t| t.log.as_ref()) {
+            Some(log) => Value::str(log.as_str()),
+            None => return Err(RuntimeError::LineageNotTraced),
+        },
         Op::Fused { operator, outputs } => {
             run_fused(
                 instr,
@@ -834,6 +876,14 @@ fn run_one(
         }
     };
     Ok(Some(value))
+}
+
+/// `time()`'s value: nanoseconds since the Unix epoch.
+pub(crate) fn now_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
 }
 
 /// Runs a fused operator and stores each of its results in its register.

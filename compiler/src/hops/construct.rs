@@ -684,6 +684,7 @@ impl<'a> Ctx<'a> {
                 self.add(OpKind::PersistentRead { params }, &ins, span)
             }
             Builtin::Time => self.add(OpKind::DataGen(DataGenOp::Time), &[], span),
+            Builtin::Lineage => self.unary_param(&bound, OpKind::Lineage, span),
             Builtin::Ifdef => {
                 let name_arg = bound.arg("name");
                 let Some(Expr {

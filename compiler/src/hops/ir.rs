@@ -398,6 +398,9 @@ pub enum OpKind {
     /// [`TOSTRING_INPUTS`]); a string scalar.
     #[serde(rename = "toString")]
     ToString,
+    /// `lineage(X)`: `[X]`; X's lineage log, a string scalar (needs lineage tracing).
+    #[serde(rename = "lineage")]
+    Lineage,
 }
 
 impl OpKind {
@@ -431,7 +434,7 @@ impl OpKind {
             | OpKind::AggUnary { .. }
             | OpKind::Cast(_)
             | OpKind::Cumulative(_) => 1,
-            OpKind::Meta(_) | OpKind::Stop => 1,
+            OpKind::Meta(_) | OpKind::Stop | OpKind::Lineage => 1,
             OpKind::Binary(_) | OpKind::MatMul | OpKind::Solve => 2,
             OpKind::Ternary(_) => 3,
             OpKind::Reorg(ReorgOp::Reshape) => 4,
@@ -479,6 +482,7 @@ impl OpKind {
             OpKind::Print => "print".to_string(),
             OpKind::Stop => "stop".to_string(),
             OpKind::ToString => "toString".to_string(),
+            OpKind::Lineage => "lineage".to_string(),
         }
     }
 }

@@ -470,7 +470,8 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
         | OpKind::Meta(_)
         | OpKind::Print
         | OpKind::Stop
-        | OpKind::ToString => {
+        | OpKind::ToString
+        | OpKind::Lineage => {
             return Err(CompileError::internal(Internal::NotAMatrix {
                 op: hop.op.display_name(),
             }))

@@ -282,6 +282,7 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
             need_scalar(1, "toString")?;
             Ok(scalar(ValueType::String))
         }
+        OpKind::Lineage => Ok(scalar(ValueType::String)),
     }
 }
 

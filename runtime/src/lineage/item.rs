@@ -72,6 +72,18 @@ pub struct Lineage(Arc<Item>);
 /// looks at them).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+thread_local! {
+    /// Items created on this thread, for `--stats` (a per-thread count, so that runs on other
+    /// threads, such as parallel tests, do not blur it).
+    static CREATED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many lineage items this thread has created so far; the difference of two readings is
+/// what a run in between created.
+pub fn items_created_on_this_thread() -> u64 {
+    CREATED.with(|c| c.get())
+}
+
 impl Lineage {
     /// A new item over `inputs`. The hash and height follow from the inputs' (no walk).
     pub fn new(
@@ -88,6 +100,7 @@ impl Lineage {
             hash = mix(hash.rotate_left(5) ^ input.0.hash);
         }
         hash = mix(hash ^ u64::from(height));
+        CREATED.with(|c| c.set(c.get() + 1));
         Lineage(Arc::new(Item {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             kind,

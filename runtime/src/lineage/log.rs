@@ -13,10 +13,23 @@ use std::fmt::Write;
 use thiserror::Error;
 
 /// The log of the DAG rooted at `root`.
+///
+/// Structurally equal sub-DAGs are written once, whether or not they share items (an
+/// unfused run shares the literal `4` of `X / 4` with the `4` of `matrix(.., 4, 5)` where a
+/// fused operator's patch made its own): the log depends on what was computed, never on how
+/// the items happened to be shared.
 pub fn serialize(root: &Lineage) -> String {
     let mut text = String::new();
     let mut number: HashMap<u64, usize> = HashMap::new();
-    for (k, item) in root.topological().iter().enumerate() {
+    // Items already written, keyed structurally (cached hash, then non-recursive equality).
+    let mut written: HashMap<Lineage, usize> = HashMap::new();
+    for item in root.topological() {
+        if let Some(&n) = written.get(&item) {
+            number.insert(item.id(), n);
+            continue;
+        }
+        let k = written.len();
+        written.insert(item.clone(), k + 1);
         number.insert(item.id(), k + 1);
         let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
         let _ = write!(
@@ -148,6 +161,23 @@ mod tests {
         let back = deserialize(&log).unwrap();
         assert_eq!(back, root);
         assert_eq!(serialize(&back), log, "logs do not depend on item ids");
+    }
+
+    #[test]
+    fn logs_do_not_depend_on_how_items_are_shared() {
+        // `x * x` over one read item, and over two equal ones (as a fused operator's patch
+        // may make): the same computation, the same log.
+        let shared = sample();
+        let read = || Lineage::creation("read", "{\"path\":\"a b.csv\"}");
+        let unshared = Lineage::instruction(
+            "b(+)",
+            "",
+            vec![
+                Lineage::instruction("b(*)", "", vec![read(), read()]),
+                Lineage::literal("2·INT"),
+            ],
+        );
+        assert_eq!(serialize(&unshared), serialize(&shared));
     }
 
     #[test]

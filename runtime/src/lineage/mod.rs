@@ -4,6 +4,8 @@
 
 pub mod item;
 pub mod log;
+pub mod trace;
 
-pub use item::{literal_data, Item, ItemKind, Lineage, LiteralValue};
+pub use item::{items_created_on_this_thread, literal_data, Item, ItemKind, Lineage, LiteralValue};
 pub use log::{deserialize, serialize, LogDefect, LogError};
+pub use trace::{value_item, LineageMap, TraceStats, Tracer};

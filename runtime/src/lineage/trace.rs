@@ -1,0 +1,227 @@
+//! The executor's side of lineage tracing (LIMA section 3.1, TRACE): before an instruction
+//! runs, the items of its outputs are built from the items of its inputs and the instruction's
+//! lineage patches; the frame's lineage map follows the symbol table (loads take a variable's
+//! item, stores set it).
+//!
+//! The runtime knows nothing of HOPs: the patches come with the instructions (built by the
+//! compiler from the hops they compute), so an item depends on what was computed, never on
+//! which instruction or fused operator computed it. What only the run decides (a file's
+//! identity, an unseeded `rand`'s seed, `time()`'s value) is drawn here, before the
+//! instruction runs, and handed to both the item and the instruction.
+
+use super::item::{literal_data, Lineage, LiteralValue};
+use super::log::serialize;
+use crate::error::{FileError, Internal, Result, RuntimeError};
+use crate::exec::{Instruction, Op};
+use crate::value::Value;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// A frame's variables' items, parallel to its symbol table.
+pub type LineageMap = HashMap<String, Lineage>;
+
+/// What tracing cost, for `--stats` (items are counted per thread by the item module).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TraceStats {
+    /// Time spent in TRACE steps (building and substituting items, drawing run-time data).
+    pub time: Duration,
+}
+
+/// Tracing state the executor works on: the current frame's map and the counters.
+pub struct Tracer<'a> {
+    pub map: &'a mut LineageMap,
+    pub stats: &'a mut TraceStats,
+}
+
+/// The opcode of variables bound from outside the script (a prepared script's or an embedded
+/// DAG's inputs), whose history lafuse cannot know: the item names the variable.
+pub const INPUT_VARIABLE: &str = "input";
+
+/// The literal item of a scalar; `None` for a matrix (which has no literal).
+pub fn value_item(v: &Value) -> Option<Lineage> {
+    let data = match v {
+        Value::Matrix(_) => return None,
+        Value::Double(x) => literal_data(&LiteralValue::Double(*x)),
+        Value::Int(x) => literal_data(&LiteralValue::Int(*x)),
+        Value::Bool(x) => literal_data(&LiteralValue::Bool(*x)),
+        Value::Str(s) => literal_data(&LiteralValue::Str(s)),
+    };
+    Some(Lineage::literal(data))
+}
+
+/// What the TRACE step decided for one instruction, before it runs.
+#[derive(Debug, Default)]
+pub(crate) struct Traced {
+    /// The items of the instruction's outputs, in the order of its output registers.
+    pub outputs: Vec<Lineage>,
+    /// The seed `rand` must use (the one recorded).
+    pub seed: Option<i64>,
+    /// The value `time()` must return (the one recorded).
+    pub time: Option<i64>,
+    /// `lineage(X)`: the log of X's item.
+    pub log: Option<String>,
+}
+
+fn register_item(items: &[Option<Lineage>], instr: &Instruction, i: usize) -> Result<Lineage> {
+    let reg = *instr.inputs.get(i).ok_or_else(|| {
+        RuntimeError::Internal(Internal::MissingInput {
+            opcode: instr.op.opcode(),
+            input: i,
+        })
+    })?;
+    items
+        .get(reg as usize)
+        .and_then(Option::clone)
+        .ok_or_else(|| {
+            RuntimeError::Internal(Internal::EmptyRegister {
+                opcode: instr.op.opcode(),
+                register: reg,
+            })
+        })
+}
+
+fn register_value<'r>(
+    regs: &'r [Option<Value>],
+    instr: &Instruction,
+    i: usize,
+) -> Option<&'r Value> {
+    regs.get(*instr.inputs.get(i)? as usize)?.as_ref()
+}
+
+/// The TRACE step: the items of `instr`'s outputs, from the items of its input registers.
+pub(crate) fn before(
+    instr: &Instruction,
+    regs: &[Option<Value>],
+    items: &[Option<Lineage>],
+    tracer: &mut Tracer<'_>,
+) -> Result<Traced> {
+    let mut traced = Traced::default();
+    match &instr.op {
+        Op::Load(name) | Op::Take(name) => {
+            let item = tracer
+                .map
+                .get(name.as_ref())
+                .cloned()
+                .unwrap_or_else(|| Lineage::creation(INPUT_VARIABLE, name.as_ref()));
+            traced.outputs.push(item);
+            return Ok(traced);
+        }
+        Op::Store(name) => {
+            let item = register_item(items, instr, 0)?;
+            tracer.map.insert(name.to_string(), item);
+            return Ok(traced);
+        }
+        Op::Lineage => {
+            traced.log = Some(serialize(&register_item(items, instr, 0)?));
+        }
+        _ => {}
+    }
+    let Some(patches) = &instr.lineage else {
+        // Side effects without a value (print, stop, write) need no item.
+        if instr.output.is_none() && !matches!(instr.op, Op::Fused { .. }) {
+            return Ok(traced);
+        }
+        return Err(RuntimeError::Internal(Internal::LineagePatch {
+            opcode: instr.op.opcode(),
+        }));
+    };
+    let mut inputs = (0..instr.inputs.len())
+        .map(|i| register_item(items, instr, i))
+        .collect::<Result<Vec<_>>>()?;
+    // The run-time input (the patch's placeholder after the registers' ones).
+    match &instr.op {
+        Op::Rand => {
+            let given = register_value(regs, instr, 5)
+                .map(Value::as_i64)
+                .transpose()?
+                .unwrap_or(-1);
+            let seed = if given == -1 {
+                crate::datagen::clock_seed()
+            } else {
+                given
+            };
+            traced.seed = Some(seed);
+            inputs.push(Lineage::literal(literal_data(&LiteralValue::Int(seed))));
+        }
+        Op::Time => {
+            let nanos = crate::exec::now_nanos();
+            traced.time = Some(nanos);
+            inputs.push(Lineage::literal(literal_data(&LiteralValue::Int(nanos))));
+        }
+        Op::Read { params } => {
+            let path = register_value(regs, instr, 0)
+                .map(Value::display_string)
+                .unwrap_or_default();
+            let format = params
+                .iter()
+                .position(|p| p.as_ref() == "format")
+                .and_then(|i| register_value(regs, instr, 1 + i))
+                .map(Value::display_string);
+            inputs.push(file_item(&path, format.as_deref()));
+        }
+        _ => {}
+    }
+    for patch in patches.iter() {
+        let item = patch.substitute(&inputs).ok_or_else(|| {
+            RuntimeError::Internal(Internal::LineagePatch {
+                opcode: instr.op.opcode(),
+            })
+        })?;
+        traced.outputs.push(item);
+    }
+    Ok(traced)
+}
+
+/// A file's identity as a read sees it: path, format, size and modification time. LIMA
+/// assumes inputs are read-only; recording size and time as well makes a rewritten file a
+/// different item, so a later reuse cannot hand back a value computed from the old content.
+pub fn file_item(path: &str, format: Option<&str>) -> Lineage {
+    let (size, modified) = match std::fs::metadata(path) {
+        Ok(meta) => (
+            meta.len().to_string(),
+            meta.modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or_else(|| "unknown".to_string(), |d| d.as_nanos().to_string()),
+        ),
+        Err(_) => ("missing".to_string(), "missing".to_string()),
+    };
+    let data = serde_json::json!({
+        "path": path,
+        "format": format.unwrap_or("auto"),
+        "size": size,
+        "modified": modified,
+    });
+    Lineage::creation("file", data.to_string())
+}
+
+/// After `instr` ran: its output registers get their items; a `write` also writes the log of
+/// the written value's item beside the file (`f.lineage`).
+pub(crate) fn after(
+    instr: &Instruction,
+    regs: &[Option<Value>],
+    items: &mut [Option<Lineage>],
+    traced: Traced,
+) -> Result<()> {
+    if let Op::Write { .. } = &instr.op {
+        let item = register_item(items, instr, 0)?;
+        let path = register_value(regs, instr, 1)
+            .map(Value::display_string)
+            .unwrap_or_default();
+        let lineage_path = format!("{path}.lineage");
+        std::fs::write(&lineage_path, serialize(&item))
+            .map_err(|e| RuntimeError::file(&lineage_path, FileError::Write(e.into())))?;
+        return Ok(());
+    }
+    let targets: Vec<u32> = match &instr.op {
+        Op::Fused { outputs, .. } => outputs.iter().map(|o| o.reg).collect(),
+        _ => instr.output.into_iter().collect(),
+    };
+    for (reg, item) in targets.into_iter().zip(traced.outputs) {
+        let slot = items.get_mut(reg as usize).ok_or(RuntimeError::Internal(
+            Internal::RegisterOutOfRange { register: reg },
+        ))?;
+        *slot = Some(item);
+    }
+    Ok(())
+}
