@@ -389,7 +389,8 @@ mod tests {
         assert_eq!(literal_data(&LiteralValue::Str("a b")), "\"a b\"·STRING");
     }
 
-    /// A chain of a million items hashes, compares, walks and drops on a 512 KiB stack.
+    /// A chain of a million items hashes, compares, walks, serializes, reads back and drops
+    /// on a 512 KiB stack.
     #[test]
     fn deep_chains_need_no_deep_stack() {
         std::thread::Builder::new()
@@ -407,8 +408,14 @@ mod tests {
                 assert_eq!(a, b);
                 assert_eq!(a.height(), 1_000_001);
                 assert_eq!(a.topological().len(), 2_000_001);
+                let log = crate::lineage::serialize(&a);
+                // The seven distinct literals are written once each.
+                assert_eq!(log.lines().count(), 1 + 7 + 1_000_000);
+                let back = crate::lineage::deserialize(&log).unwrap();
+                assert_eq!(back, a);
                 drop(a);
                 drop(b);
+                drop(back);
             })
             .unwrap()
             .join()

@@ -21,29 +21,33 @@ use thiserror::Error;
 pub fn serialize(root: &Lineage) -> String {
     let mut text = String::new();
     let mut number: HashMap<u64, usize> = HashMap::new();
-    // Items already written, keyed structurally (cached hash, then non-recursive equality).
-    let mut written: HashMap<Lineage, usize> = HashMap::new();
-    for item in root.topological() {
-        if let Some(&n) = written.get(&item) {
+    // Lines written, keyed by what a line says: kind, opcode, data and the numbers of its
+    // inputs. The inputs are numbered already, so two items get the same key exactly when
+    // their sub-DAGs are equal: hash-consing in one pass, no walk per item.
+    let mut written: HashMap<(ItemKind, &str, &str, Vec<usize>), usize> = HashMap::new();
+    let items = root.topological();
+    for item in &items {
+        let inputs: Vec<usize> = item.inputs().iter().map(|i| number[&i.id()]).collect();
+        let key = (item.kind(), item.opcode(), item.data(), inputs);
+        if let Some(&n) = written.get(&key) {
             number.insert(item.id(), n);
             continue;
         }
-        let k = written.len();
-        written.insert(item.clone(), k + 1);
-        number.insert(item.id(), k + 1);
+        let n = written.len() + 1;
+        number.insert(item.id(), n);
         let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
         let _ = write!(
             text,
-            "({}) ({}) {} {}",
-            k + 1,
+            "({n}) ({}) {} {}",
             item.kind().letter(),
             quote(item.opcode()),
             quote(item.data())
         );
-        for input in item.inputs() {
-            let _ = write!(text, " ({})", number[&input.id()]);
+        for input in &key.3 {
+            let _ = write!(text, " ({input})");
         }
         text.push('\n');
+        written.insert(key, n);
     }
     text
 }
