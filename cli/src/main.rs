@@ -106,6 +106,10 @@ enum Command {
         /// infer (unknown where only execution would tell, e.g. after `read`).
         #[arg(long = "static")]
         static_only: bool,
+        /// Trace lineage while running the script (so that a script calling `lineage(X)` can
+        /// be explained).
+        #[arg(long)]
+        lineage: bool,
     },
     /// Report the modelled cost of each fusion policy's plan per block, and what the
     /// cost-based search did (partitions, interesting points, plans evaluated and skipped,
@@ -220,6 +224,10 @@ struct CostArgs {
     format: FormatArg,
     #[command(flatten)]
     cost_model: CostModelArgs,
+    /// Trace lineage while running the script (so that a script calling `lineage(X)` can
+    /// be costed).
+    #[arg(long)]
+    lineage: bool,
 }
 
 /// Values bound to a script's or DAG's inputs and where its outputs go.
@@ -538,6 +546,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 let source = lafuse::load_script(&cost.input).map_err(|e| e.to_string())?;
                 Engine::new(EngineConfig {
                     cost_model: model,
+                    lineage: cost.lineage,
                     ..EngineConfig::default()
                 })
                 .cost(&source, &script_args, &policies, format_of(cost.format))
@@ -622,10 +631,12 @@ fn run(cli: Cli) -> Result<(), String> {
             policy,
             cost_model,
             static_only,
+            lineage,
         } => {
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
             let engine = Engine::new(EngineConfig {
                 cost_model: cost_model.load()?,
+                lineage,
                 ..EngineConfig::default()
             });
             let level = match level {

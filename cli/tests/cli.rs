@@ -134,5 +134,15 @@ fn run_with_lineage_traces_and_reports() {
     let stderr = String::from_utf8_lossy(&untraced.stderr).into_owned();
     assert!(!untraced.status.success());
     assert!(stderr.contains("--lineage"), "{stderr}");
+    // A script that calls lineage(X) can be explained and costed with tracing on.
+    for command in ["explain", "cost"] {
+        let traced = run(&[command, "l.dml", "--lineage"]);
+        let stderr = String::from_utf8_lossy(&traced.stderr).into_owned();
+        assert!(traced.status.success(), "{command}: {stderr}");
+        assert!(
+            !run(&[command, "l.dml"]).status.success(),
+            "{command} without --lineage"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
