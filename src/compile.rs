@@ -193,14 +193,9 @@ pub(crate) fn optimized_dag(
     inputs: &hops::BlockInputs,
 ) -> Result<HopDag, CompileError> {
     let mut dag = dag.clone();
-    for hop in dag.hops.iter_mut() {
-        let OpKind::TransientRead { name } = &hop.op else {
-            continue;
-        };
-        if let Some(hops::InputMeta::Matrix { rows, cols, nnz }) = inputs.get(name) {
-            hop.rows = *rows;
-            hop.cols = *cols;
-            hop.nnz = *nnz;
+    for (name, meta) in inputs {
+        if let hops::InputMeta::Matrix { rows, cols, nnz } = *meta {
+            dag.size_input(name, rows, cols, nnz);
         }
     }
     hops::propagate_sizes(&mut dag)?;

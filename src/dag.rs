@@ -4,7 +4,7 @@
 
 use crate::bindings::{capturing_prints, Bindings, Outputs};
 use crate::compile::compile_dag;
-use crate::engine::{Interpreter, PlanCache, UNKNOWN_SIZE_REASON};
+use crate::engine::{Interpreter, PlanCache};
 use crate::error::{Binding, Error};
 use crate::prepared::collect_outputs;
 use crate::{ScriptArgs, Shared};
@@ -125,15 +125,7 @@ impl PreparedDag {
         let ran = interpreter.exec_detached(0, "DAG", &mut vars, |meta, _| {
             compile_dag(&self.dag, meta, fuser)
         });
-        let mut stats = interpreter.stats(started.elapsed());
-        stats.fusion_skipped = interpreter
-            .unknown_sizes
-            .iter()
-            .map(|(_, count)| crate::stats::Fallback {
-                reason: format!("the DAG: {UNKNOWN_SIZE_REASON}"),
-                count: *count as u64,
-            })
-            .collect();
+        let stats = interpreter.located_stats(started.elapsed(), |_| "the DAG".to_string());
         drop(interpreter);
         ran?;
         collect_outputs(vars, &self.outputs, stats)

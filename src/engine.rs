@@ -11,7 +11,7 @@ use crate::{EngineConfig, ExplainedBlock, ScriptArgs};
 use lafuse_compiler::ast::{self, ValueType};
 use lafuse_compiler::builtins::{self, BoundValue};
 use lafuse_compiler::program::{BasicBlock, Block, CallBlock, Program};
-use lafuse_compiler::span::{SourceFile, Span};
+use lafuse_compiler::span::Span;
 use lafuse_compiler::stack::with_stack;
 use lafuse_runtime::error::{CallError, Internal, LoopRange};
 use lafuse_runtime::exec::{self, ExecContext, OpStats, SymbolTable};
@@ -220,19 +220,16 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         }
     }
 
-    /// [`Interpreter::stats`] with the blocks fusion skipped named by their lines in `source`.
-    pub(crate) fn located_stats(&self, total: Duration, source: &SourceFile) -> Stats {
+    /// [`Interpreter::stats`] with the blocks fusion skipped named by `place` (their lines in
+    /// a script; "the DAG" for a DAG).
+    pub(crate) fn located_stats(&self, total: Duration, place: impl Fn(Span) -> String) -> Stats {
         let mut stats = self.stats(total);
         stats.fusion_skipped = self
             .unknown_sizes
             .iter()
-            .map(|(span, count)| {
-                let (first, _) = source.line_col(span.start);
-                let (last, _) = source.line_col(span.end.saturating_sub(1).max(span.start));
-                crate::stats::Fallback {
-                    reason: format!("lines {first}-{last}: {UNKNOWN_SIZE_REASON}"),
-                    count: *count as u64,
-                }
+            .map(|(span, count)| crate::stats::Fallback {
+                reason: format!("{}: {UNKNOWN_SIZE_REASON}", place(*span)),
+                count: *count as u64,
             })
             .collect();
         stats

@@ -309,6 +309,12 @@ pub(crate) fn lines_of(source: Option<&SourceFile>, span: Span) -> Option<(usize
     Some((first, last))
 }
 
+/// "lines 3-7": where a script's block is, as `--stats` names it.
+pub(crate) fn lines_label(source: &SourceFile, span: Span) -> String {
+    let (first, last) = lines_of(Some(source), span).unwrap_or_default();
+    format!("lines {first}-{last}")
+}
+
 /// "basic block (lines 3-7)", or the kind alone where there are no lines.
 pub(crate) fn title(kind: &str, lines: Option<(usize, usize)>) -> String {
     match lines {

@@ -360,7 +360,8 @@ impl Engine {
         );
         interpreter.compile_time += front_end_time;
         interpreter.run_main()?;
-        let stats = interpreter.located_stats(started.elapsed(), source);
+        let stats =
+            interpreter.located_stats(started.elapsed(), |span| explain::lines_label(source, span));
         let lineage = interpreter.final_lineage();
         Ok(RunReport { stats, lineage })
     }

@@ -102,7 +102,9 @@ impl PreparedScript {
             &self.plans,
         );
         let ended = interpreter.run_main_with(vars);
-        let stats = interpreter.located_stats(started.elapsed(), &self.source);
+        let stats = interpreter.located_stats(started.elapsed(), |span| {
+            crate::explain::lines_label(&self.source, span)
+        });
         drop(interpreter);
         let vars = ended?;
         collect_outputs(vars, &self.outputs, stats)

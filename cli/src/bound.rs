@@ -2,6 +2,8 @@
 //! for a DAG's scalar inputs, literal values) and outputs written to files or printed, for a
 //! HOP DAG in JSON or a script run as a prepared script.
 
+use lafuse::crates::compiler::hops::construct::type_script_arg;
+use lafuse::crates::compiler::hops::Literal;
 use lafuse::crates::runtime::io::{self, CsvOptions, FileFormat};
 use lafuse::crates::runtime::{format, value::Value};
 use lafuse::{Bindings, HopDag, Matrix, Outputs};
@@ -31,8 +33,8 @@ pub fn read_dag(path: &Path) -> Result<HopDag, String> {
 }
 
 /// The bindings `--input` gives: each NAME=FILE a matrix read from FILE (its format from its
-/// `.mtd`, else its content); NAME=VALUE for the names in `scalars` a literal (a number,
-/// TRUE/FALSE, or else a string).
+/// `.mtd`, else its content); NAME=VALUE for the names in `scalars` a literal, typed as
+/// `--nvargs` values are.
 pub fn bindings(
     inputs: &[(String, String)],
     scalars: &[&str],
@@ -40,14 +42,12 @@ pub fn bindings(
     let mut b = Bindings::new();
     for (name, value) in inputs {
         if scalars.contains(&name.as_str()) {
-            match value.as_str() {
-                "TRUE" | "true" => b.scalar(name, true),
-                "FALSE" | "false" => b.scalar(name, false),
-                v => match (v.parse::<i64>(), v.parse::<f64>()) {
-                    (Ok(i), _) => b.scalar(name, i),
-                    (_, Ok(x)) => b.scalar(name, x),
-                    _ => b.scalar(name, v),
-                },
+            // Typed as `--nvargs` values are: as DML types the same literal.
+            match type_script_arg(value) {
+                Literal::Double(v) => b.scalar(name, v),
+                Literal::Int(v) => b.scalar(name, v),
+                Literal::Bool(v) => b.scalar(name, v),
+                Literal::Str(v) => b.scalar(name, v),
             };
         } else {
             b.matrix(name, read(Path::new(value))?);
@@ -64,7 +64,6 @@ fn read(path: &Path) -> Result<Matrix, String> {
 /// (metadata or header; the file is read where neither states them), so that `explain` shows
 /// the DAG as it would compile for that data.
 pub fn size_inputs(dag: &mut HopDag, inputs: &[(String, String)]) -> Result<(), String> {
-    use lafuse::crates::compiler::hops::OpKind;
     for (name, file) in inputs {
         let path = Path::new(file);
         let (rows, cols, nnz) = match io::stated_dims(path) {
@@ -74,17 +73,8 @@ pub fn size_inputs(dag: &mut HopDag, inputs: &[(String, String)]) -> Result<(), 
                 (m.rows(), m.cols(), Some(m.nnz()))
             }
         };
-        let mut found = false;
-        for hop in dag.hops.iter_mut() {
-            if matches!(&hop.op, OpKind::TransientRead { name: n } if n == name) && hop.is_matrix()
-            {
-                hop.rows = Some(rows as u64);
-                hop.cols = Some(cols as u64);
-                hop.nnz = nnz.map(|n| n as u64);
-                found = true;
-            }
-        }
-        if !found {
+        let as_u64 = |n: usize| Some(n as u64);
+        if !dag.size_input(name, as_u64(rows), as_u64(cols), nnz.and_then(as_u64)) {
             return Err(format!(
                 "--input {name}: the DAG has no matrix input '{name}'"
             ));

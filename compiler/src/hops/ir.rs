@@ -627,6 +627,28 @@ impl HopDag {
         self.hops.get(id.index())
     }
 
+    /// Gives the transient reads of the matrix variable `name` (a DAG's input) the size
+    /// `rows` x `cols` with `nnz` non-zeros, each `None` where unknown; whether the DAG reads
+    /// such a matrix. Sizes downstream change only once propagated
+    /// ([`propagate_sizes`](crate::hops::propagate_sizes)).
+    pub fn size_input(
+        &mut self,
+        name: &str,
+        rows: Option<u64>,
+        cols: Option<u64>,
+        nnz: Option<u64>,
+    ) -> bool {
+        let mut found = false;
+        for hop in &mut self.hops {
+            if matches!(&hop.op, OpKind::TransientRead { name: n } if n == name) && hop.is_matrix()
+            {
+                (hop.rows, hop.cols, hop.nnz) = (rows, cols, nnz);
+                found = true;
+            }
+        }
+        found
+    }
+
     /// Number of hops in the arena (including dead ones).
     pub fn len(&self) -> usize {
         self.hops.len()
