@@ -2,7 +2,10 @@
 //! metadata, then lowering of the linearized HOPs onto runtime instructions.
 //!
 //! A compiled block remembers the metadata of the variables it read (data type, shape, scalar
-//! type, and the values of scalars it inlined as literals) and is reused while they hold.
+//! type) and is reused while they hold. Where sizes depend on scalar values (`X[beg:end, ]`),
+//! the compiler is given the values for size inference only; the code reads the variables, so
+//! the plan is reused for any values that imply the same sizes (a mini-batch loop compiles
+//! its body once, not once per batch).
 
 use crate::error::Error;
 use crate::fused::{Fuser, PlannedOperator};
@@ -18,22 +21,15 @@ use lafuse_runtime::exec::{FusedOutput, Instruction, Op, Reg, SymbolTable};
 use lafuse_runtime::value::{ScalarType, Value};
 use std::sync::Arc;
 
-/// What the compiler may know of a variable when a block is compiled.
+/// What a compiled plan assumed of a variable it reads.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum VarMeta {
-    Matrix {
-        rows: u64,
-        cols: u64,
-        nnz: u64,
-    },
-    Scalar {
-        ty: ScalarType,
-        value: Option<Value>,
-    },
+    Matrix { rows: u64, cols: u64, nnz: u64 },
+    Scalar { ty: ScalarType },
 }
 
 impl VarMeta {
-    fn of(v: &Value, with_value: bool) -> VarMeta {
+    fn of(v: &Value) -> VarMeta {
         match v {
             Value::Matrix(m) => VarMeta::Matrix {
                 rows: m.rows() as u64,
@@ -42,33 +38,34 @@ impl VarMeta {
             },
             s => VarMeta::Scalar {
                 ty: s.scalar_type().unwrap_or(ScalarType::Double),
-                value: with_value.then(|| s.clone()),
             },
         }
     }
 
     /// Whether a plan compiled with `self` is valid for the value `v`: same data type and shape
-    /// (matrices), same scalar type, and the same value where it was inlined. Non-zero counts
-    /// may differ: they only steer estimates, never correctness.
+    /// (matrices), same scalar type. Non-zero counts may differ: they only steer estimates,
+    /// never correctness. Scalar values the plan's sizes depend on are checked by
+    /// [`CompiledBlock::is_valid_for`].
     fn admits(&self, v: &Value) -> bool {
         match (self, v) {
             (VarMeta::Matrix { rows, cols, .. }, Value::Matrix(m)) => {
                 *rows == m.rows() as u64 && *cols == m.cols() as u64
             }
-            (VarMeta::Scalar { ty, value }, s) if !s.is_matrix() => {
-                s.scalar_type() == Some(*ty)
-                    && value.as_ref().is_none_or(|known| same_scalar(known, s))
-            }
+            (VarMeta::Scalar { ty }, s) if !s.is_matrix() => s.scalar_type() == Some(*ty),
             _ => false,
         }
     }
 }
 
-fn same_scalar(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Double(x), Value::Double(y)) => x.to_bits() == y.to_bits(),
-        _ => a == b,
-    }
+/// The literal of a scalar value (`None` for a matrix).
+fn scalar_literal(v: &Value) -> Option<Literal> {
+    Some(match v {
+        Value::Matrix(_) => return None,
+        Value::Double(x) => Literal::Double(*x),
+        Value::Int(x) => Literal::Int(*x),
+        Value::Bool(x) => Literal::Bool(*x),
+        Value::Str(x) => Literal::Str(x.to_string()),
+    })
 }
 
 /// The metadata of the variables in scope when a block is compiled.
@@ -95,18 +92,15 @@ impl<'v> BlockMeta<'v> {
     fn inputs(&self, with_values: bool) -> hops::BlockInputs {
         let mut inputs = hops::BlockInputs::default();
         for (name, v) in self.vars {
-            let scalar = |value_type, literal: Literal| hops::InputMeta::Scalar {
-                value_type,
-                value: with_values.then_some(literal),
-            };
-            let meta = match v {
-                Value::Matrix(m) => {
+            let meta = match (v, scalar_literal(v)) {
+                (Value::Matrix(m), _) => {
                     hops::InputMeta::matrix(m.rows() as u64, m.cols() as u64, m.nnz() as u64)
                 }
-                Value::Double(x) => scalar(hops::ValueType::Double, Literal::Double(*x)),
-                Value::Int(x) => scalar(hops::ValueType::Int, Literal::Int(*x)),
-                Value::Bool(x) => scalar(hops::ValueType::Bool, Literal::Bool(*x)),
-                Value::Str(x) => scalar(hops::ValueType::String, Literal::Str(x.to_string())),
+                (_, Some(literal)) => hops::InputMeta::Scalar {
+                    value_type: literal.value_type(),
+                    value: with_values.then_some(literal),
+                },
+                (_, None) => continue,
             };
             inputs.insert(name.clone(), meta);
         }
@@ -131,6 +125,10 @@ pub(crate) struct CompiledBlock {
     pub(crate) unknown_size_ops: usize,
     /// Whether the instructions carry lineage patches (compiled for a tracing run).
     pub(crate) traced: bool,
+    /// Whether sizes in `dag` were inferred from the values of scalar variables (`X[beg:end,]`
+    /// with the current `beg` and `end`). The instructions read those variables, so the plan
+    /// serves any values that imply the same sizes.
+    sizes_from_values: bool,
 }
 
 impl CompiledBlock {
@@ -141,6 +139,39 @@ impl CompiledBlock {
             && self.files.iter().all(|f| {
                 lafuse_runtime::io::stated_dims(std::path::Path::new(&f.path)) == Some(f.dims)
             })
+            && (!self.sizes_from_values || self.same_sizes_for(vars))
+    }
+
+    /// Whether the scalar values in `vars` imply the sizes the plan was compiled for: sizes
+    /// are inferred again over the plan's DAG with those values (a few microseconds, against
+    /// a compilation's hundreds), files read by a path held in a variable included.
+    fn same_sizes_for(&self, vars: &SymbolTable) -> bool {
+        let mut probe = self.dag.clone();
+        for hop in &mut probe.hops {
+            if let OpKind::TransientRead { name } = &hop.op {
+                if hop.is_scalar() {
+                    hop.known = vars.get(name).and_then(scalar_literal);
+                }
+            }
+        }
+        if hops::propagate_sizes(&mut probe).is_err() {
+            return false;
+        }
+        probe.hops.iter().zip(&self.dag.hops).all(|(now, then)| {
+            let read_path = match &now.op {
+                OpKind::PersistentRead { .. } if now.is_matrix() => now.inputs.first(),
+                _ => None,
+            };
+            let same_file = match read_path.map(|&p| (probe.literal_of(p), probe.scalar_value(p))) {
+                // A path in a variable: the file it names now must state the assumed size.
+                Some((None, Some(Literal::Str(path)))) if then.dims().is_some() => {
+                    lafuse_runtime::io::stated_dims(std::path::Path::new(path))
+                        .is_some_and(|d| Some((d.rows as u64, d.cols as u64)) == then.dims())
+                }
+                _ => true,
+            };
+            same_file && now.rows == then.rows && now.cols == then.cols
+        })
     }
 }
 
@@ -229,7 +260,7 @@ struct FileAssumption {
     dims: lafuse_runtime::io::StatedDims,
 }
 
-/// Gives the block's reads of literal paths the sizes their files state, as SystemDS reads
+/// Gives the block's reads of known paths the sizes their files state, as SystemDS reads
 /// sizes from metadata at compile time (so that data read from files is fused like data made
 /// in place), and propagates them; returns what it assumed. A block that writes files itself
 /// is left alone: a read after a write in the block would see the size before the write.
@@ -242,6 +273,7 @@ fn size_reads_from_files(dag: &mut HopDag) -> Result<Vec<FileAssumption>, Compil
         return Ok(Vec::new());
     }
     let mut assumed = Vec::new();
+    let mut sized = false;
     for i in 0..dag.hops.len() {
         let hop = &dag.hops[i];
         if !matches!(hop.op, OpKind::PersistentRead { .. })
@@ -253,7 +285,10 @@ fn size_reads_from_files(dag: &mut HopDag) -> Result<Vec<FileAssumption>, Compil
         let Some(&file) = hop.inputs.first() else {
             continue;
         };
-        let OpKind::Literal(Literal::Str(path)) = &dag.hop(file).op else {
+        // A literal path, or one in a variable whose value the compiler was given (a plan
+        // sized that way is checked against the file the variable names when it is reused).
+        let literal_path = dag.literal_of(file).is_some();
+        let Some(Literal::Str(path)) = dag.scalar_value(file) else {
             continue;
         };
         let Some(dims) = lafuse_runtime::io::stated_dims(std::path::Path::new(path)) else {
@@ -264,9 +299,12 @@ fn size_reads_from_files(dag: &mut HopDag) -> Result<Vec<FileAssumption>, Compil
         hop.rows = Some(dims.rows as u64);
         hop.cols = Some(dims.cols as u64);
         hop.nnz = dims.nnz.map(|n| n as u64);
-        assumed.push(FileAssumption { path, dims });
+        sized = true;
+        if literal_path {
+            assumed.push(FileAssumption { path, dims });
+        }
     }
-    if !assumed.is_empty() {
+    if sized {
         hops::propagate_sizes(dag)?;
     }
     Ok(assumed)
@@ -313,7 +351,7 @@ pub(crate) fn compile_value(
 }
 
 /// The variables a statement reads (a left-indexing target is read too).
-fn stmt_reads<'a>(stmt: &'a ast::Stmt, out: &mut Vec<&'a str>) {
+pub(crate) fn stmt_reads<'a>(stmt: &'a ast::Stmt, out: &mut Vec<&'a str>) {
     with_stack(|| stmt_reads_step(stmt, out))
 }
 
@@ -374,7 +412,7 @@ fn stmt_reads_step<'a>(stmt: &'a ast::Stmt, out: &mut Vec<&'a str>) {
 }
 
 /// The variables an expression reads.
-fn expr_reads<'a>(expr: &'a ast::Expr, out: &mut Vec<&'a str>) {
+pub(crate) fn expr_reads<'a>(expr: &'a ast::Expr, out: &mut Vec<&'a str>) {
     with_stack(|| expr_reads_step(expr, out))
 }
 
@@ -433,7 +471,7 @@ fn compile_with(
     for name in reads {
         if let Some(v) = meta.vars.get(*name) {
             if !assumptions.iter().any(|(n, _)| n == name) {
-                assumptions.push((name.to_string(), VarMeta::of(v, with_values)));
+                assumptions.push((name.to_string(), VarMeta::of(v)));
             }
         }
     }
@@ -446,6 +484,7 @@ fn compile_with(
         instructions,
         num_regs,
         traced: meta.traced,
+        sizes_from_values: with_values,
         unknown_size_ops: unknown_size_ops(&dag),
         dag,
         assumptions,

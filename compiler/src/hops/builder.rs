@@ -7,7 +7,7 @@ use super::ir::{
     TernaryOp, UnaryOp, ValueType,
 };
 use super::rewrite::constant_fold::try_fold;
-use super::size::{infer_dims, propagate_sizes};
+use super::size::{infer_dims, infer_known, propagate_sizes};
 use super::types::infer_type;
 use super::verify::verify;
 use crate::error::{CompileCause, CompileError, DagError, Result};
@@ -112,6 +112,14 @@ impl DagBuilder {
         ))
     }
 
+    /// A scalar input whose current value is known to the compiler for size inference only
+    /// ([`Hop::known`]): the code reads the variable, so the plan serves other values too.
+    pub fn known_scalar_input(&mut self, name: &str, value: Literal) -> HopId {
+        let id = self.scalar_input(name, value.value_type());
+        self.dag.hop_mut(id).known = Some(value);
+        id
+    }
+
     /// A literal scalar.
     pub fn literal(&mut self, value: Literal) -> HopId {
         let vt = value.value_type();
@@ -175,10 +183,12 @@ impl DagBuilder {
             .add(Hop::new(op, inputs.to_vec(), dt, vt, self.span));
         match infer_dims(&self.dag, id) {
             Ok(d) => {
+                let known = infer_known(&self.dag, id);
                 let hop = self.dag.hop_mut(id);
                 hop.rows = d.rows;
                 hop.cols = d.cols;
                 hop.nnz = d.nnz;
+                hop.known = known;
             }
             Err(e) => {
                 self.dag.hops.pop();

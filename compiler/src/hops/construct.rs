@@ -384,7 +384,7 @@ impl<'a> Ctx<'a> {
                         holds: v.value_type().name(),
                     }));
                 }
-                self.b.literal(v.clone())
+                self.b.known_scalar_input(name, v.clone())
             }
             InputMeta::Scalar {
                 value_type,

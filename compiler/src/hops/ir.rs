@@ -509,6 +509,13 @@ pub struct Hop {
     /// Where in the script this hop comes from (for error messages).
     #[serde(default)]
     pub span: Span,
+    /// The value of a scalar that is known at compile time without being a literal: a
+    /// block's scalar input whose current value the compiler was given, and what folds from
+    /// such values. Size inference reads it; rewrites and code generation never do (they see
+    /// a variable), so a plan compiled with one value stays correct for any other value that
+    /// implies the same sizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known: Option<Literal>,
 }
 
 impl Hop {
@@ -534,6 +541,7 @@ impl Hop {
             cols,
             nnz: None,
             span,
+            known: None,
         }
     }
 
@@ -666,6 +674,13 @@ impl HopDag {
     /// The literal value of a scalar hop, if it is a literal.
     pub fn literal_of(&self, id: HopId) -> Option<&Literal> {
         self.get(id).and_then(Hop::literal)
+    }
+
+    /// The value of scalar hop `id` where the compiler knows it: a literal's, or a known
+    /// value ([`Hop::known`]). For size inference only: a rewrite that relied on a known
+    /// value would bake it into a plan that is reused for other values.
+    pub fn scalar_value(&self, id: HopId) -> Option<&Literal> {
+        self.get(id).and_then(|h| h.literal().or(h.known.as_ref()))
     }
 
     /// The `TransientWrite` roots as `(variable, value hop)` in root order.

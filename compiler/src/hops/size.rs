@@ -1,5 +1,6 @@
 //! Size and sparsity propagation: infers every hop's rows, columns and non-zero estimate from
-//! its inputs (and from literal scalar inputs such as `rows=10`), and checks shapes.
+//! its inputs (and from scalar inputs whose value is known, literal or not, such as `rows=10`
+//! or `X[beg:end, ]` with the current values of `beg` and `end`), and checks shapes.
 //!
 //! Re-runnable after any rewrite. Leaves (`TransientRead`, and `PersistentRead` without literal
 //! `rows`/`cols`) keep the sizes they were given. Non-zero estimates are exact where derivable
@@ -13,6 +14,7 @@ use super::ir::{
     BinaryOp, CastOp, DataGenOp, DataType, Direction, Hop, HopDag, HopId, Literal, NaryOp, OpKind,
     ReorgOp, TernaryOp,
 };
+use super::rewrite::constant_fold::known_value;
 use crate::error::{CompileError, DagError, IndexProblem, Internal, Result, Shape, ShapeError};
 
 /// Sizes of one hop: rows, columns and estimated non-zeros (`None` where unknown).
@@ -55,12 +57,26 @@ fn shape(d: &Dims) -> Shape {
 pub fn propagate_sizes(dag: &mut HopDag) -> Result<()> {
     for id in topological_order(dag)? {
         let dims = infer_dims(dag, id)?;
+        let known = infer_known(dag, id);
         let hop = dag.hop_mut(id);
         hop.rows = dims.rows;
         hop.cols = dims.cols;
         hop.nnz = dims.nnz;
+        hop.known = known;
     }
     Ok(())
+}
+
+/// The known value ([`Hop::known`](crate::hops::Hop::known)) of scalar hop `id` from its
+/// inputs' values; a transient read keeps the value it was given, a literal needs none.
+pub fn infer_known(dag: &HopDag, id: HopId) -> Option<Literal> {
+    let hop = dag.hop(id);
+    match &hop.op {
+        _ if !hop.is_scalar() => None,
+        OpKind::TransientRead { .. } => hop.known.clone(),
+        OpKind::Literal(_) => None,
+        op => known_value(dag, op, &hop.inputs, hop.value_type),
+    }
 }
 
 /// All hops of the arena (dead ones included), inputs before users. Errors on cycles and
@@ -114,18 +130,18 @@ pub fn topological_order(dag: &HopDag) -> Result<Vec<HopId>> {
     Ok(order)
 }
 
-/// The value of a literal scalar input as an exact integer (sizes, bounds).
+/// The value of a scalar input as an exact integer (sizes, bounds), where known.
 fn int_input(dag: &HopDag, id: HopId) -> Option<i64> {
-    dag.literal_of(id).and_then(Literal::as_exact_i64)
+    dag.scalar_value(id).and_then(Literal::as_exact_i64)
 }
 
 fn f64_input(dag: &HopDag, id: HopId) -> Option<f64> {
-    dag.literal_of(id).and_then(Literal::as_f64)
+    dag.scalar_value(id).and_then(Literal::as_f64)
 }
 
-/// A non-negative size argument (`rows=`, `cols=`): `Ok(None)` if not a literal.
+/// A non-negative size argument (`rows=`, `cols=`): `Ok(None)` if its value is not known.
 fn size_input(dag: &HopDag, hop: &Hop, id: HopId, what: &'static str) -> Result<Option<u64>> {
-    match dag.literal_of(id) {
+    match dag.scalar_value(id) {
         None => Ok(None),
         Some(l) => match l.as_exact_i64() {
             Some(v) if v >= 0 => Ok(Some(v as u64)),
@@ -533,7 +549,7 @@ fn datagen_dims(dag: &HopDag, hop: &Hop, g: DataGenOp) -> Result<Dims> {
             let rows = size_input(dag, hop, inp[1], "rows")?;
             let cols = size_input(dag, hop, inp[2], "cols")?;
             let mut nnz = None;
-            if let Some(Literal::Str(text)) = dag.literal_of(inp[0]) {
+            if let Some(Literal::Str(text)) = dag.scalar_value(inp[0]) {
                 let values = parse_sinit(text).map_err(|e| CompileError::at(e, hop.span))?;
                 if let Some(cells) = rows.zip(cols).and_then(|(r, c)| r.checked_mul(c)) {
                     if values.len() as u64 != cells {

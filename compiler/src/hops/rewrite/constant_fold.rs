@@ -19,7 +19,29 @@ pub fn try_fold(
     inputs: &[HopId],
     value_type: ValueType,
 ) -> Option<Literal> {
-    let lit = |i: usize| dag.literal_of(inputs[i]);
+    fold_with(dag, op, inputs, value_type, |id| dag.literal_of(id))
+}
+
+/// The value a scalar hop with op `op` and inputs `inputs` has when its inputs' values are
+/// known ([`HopDag::scalar_value`]), for size inference; never folded into the DAG.
+pub fn known_value(
+    dag: &HopDag,
+    op: &OpKind,
+    inputs: &[HopId],
+    value_type: ValueType,
+) -> Option<Literal> {
+    fold_with(dag, op, inputs, value_type, |id| dag.scalar_value(id))
+}
+
+/// [`try_fold`] with the inputs' values from `value_of`.
+fn fold_with<'d>(
+    dag: &'d HopDag,
+    op: &OpKind,
+    inputs: &[HopId],
+    value_type: ValueType,
+    value_of: impl Fn(HopId) -> Option<&'d Literal>,
+) -> Option<Literal> {
+    let lit = |i: usize| value_of(inputs[i]);
     let folded = match op {
         OpKind::Unary(u) => fold_unary(*u, lit(0)?),
         OpKind::Binary(b) => {
