@@ -443,9 +443,11 @@ fn expr_reads_step<'a>(expr: &'a ast::Expr, out: &mut Vec<&'a str>) {
     }
 }
 
-/// Builds the DAG without inlining scalar values first, so that the plan stays valid while
-/// scalars (loop counters, step sizes) change; only when some matrix size then depends on a
-/// scalar's value is the block compiled again with scalar values inlined.
+/// Builds the DAG without scalar values first; only when some matrix size then depends on a
+/// scalar's value is it built again with the values given to size inference ([`Hop::known`]:
+/// the code still reads the variables, and the plan is checked by its sizes when reused).
+///
+/// [`Hop::known`]: lafuse_compiler::hops::Hop::known
 fn compile_with(
     meta: &BlockMeta,
     reads: &[&str],

@@ -4,6 +4,7 @@
 use crate::compile::{
     compile_block, compile_predicate, compile_value, BlockMeta, CompiledBlock, EXPR_RESULT,
 };
+use crate::dedup::{DedupCounts, Iteration, ScopeDedup};
 use crate::error::Error;
 use crate::fused::Fuser;
 use crate::stats::{ms, InstructionStat, Stats};
@@ -92,6 +93,17 @@ pub(crate) struct Interpreter<'p, 'o> {
     items_at_start: u64,
     /// The item of the value [`Interpreter::evaluate`] returned last, when tracing.
     evaluated: Option<Lineage>,
+    /// Lineage deduplication of last-level loops and functions, when on (needs `lineage`).
+    dedup: Option<DedupState>,
+}
+
+/// Deduplication's state in a run: per loop or function (by the address of its body) its
+/// setup and patches (`None`: not deduplicated), and the execution in progress.
+#[derive(Default)]
+struct DedupState {
+    scopes: HashMap<usize, Option<ScopeDedup>>,
+    active: Option<(usize, Iteration)>,
+    counts: DedupCounts,
 }
 
 impl<'p, 'o> Interpreter<'p, 'o> {
@@ -123,6 +135,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             trace_stats: TraceStats::default(),
             items_at_start: lineage::items_created_on_this_thread(),
             evaluated: None,
+            dedup: (config.lineage && config.lineage_dedup).then(DedupState::default),
         }
     }
 
@@ -216,6 +229,8 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 None => 0,
             },
             lineage_ms: ms(self.trace_stats.time),
+            lineage_dedup_patches: self.dedup.as_ref().map_or(0, |d| d.counts.patches),
+            lineage_dedup_items: self.dedup.as_ref().map_or(0, |d| d.counts.items),
             heavy_hitters: heavy,
         }
     }
@@ -256,11 +271,21 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 ..
             } => {
                 let taken = self.eval_condition(cond, vars, "if")?;
+                if let Some(DedupState {
+                    scopes,
+                    active: Some((key, it)),
+                    ..
+                }) = &mut self.dedup
+                {
+                    if let Some(Some(setup)) = scopes.get(key) {
+                        setup.branch(it, block, taken);
+                    }
+                }
                 self.exec_blocks(if taken { then_blocks } else { else_blocks }, vars)
             }
             Block::While { cond, body, .. } => {
                 while self.eval_condition(cond, vars, "while")? {
-                    self.exec_blocks(body, vars)?;
+                    self.exec_deduplicated(body, vars)?;
                 }
                 Ok(())
             }
@@ -373,7 +398,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 let v = Value::Int((first + k * step) as i64);
                 self.bind_literal(&var.name, &v);
                 vars.insert(var.name.clone(), v);
-                self.exec_blocks(body, vars)?;
+                self.exec_deduplicated(body, vars)?;
             }
             return Ok(());
         }
@@ -396,9 +421,63 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             let v = Value::Double(a + k as f64 * s);
             self.bind_literal(&var.name, &v);
             vars.insert(var.name.clone(), v);
-            self.exec_blocks(body, vars)?;
+            self.exec_deduplicated(body, vars)?;
         }
         Ok(())
+    }
+
+    /// Runs one iteration of a loop body, or a function's body; with deduplication on and a
+    /// last-level body, as [`dedup`](crate::dedup) describes.
+    fn exec_deduplicated(
+        &mut self,
+        body: &'p [Block],
+        vars: &mut SymbolTable,
+    ) -> Result<(), Error> {
+        let key = body.as_ptr() as usize;
+        let started = {
+            let (Some(state), Some(map)) = (
+                self.dedup.as_mut(),
+                self.lineage.as_mut().and_then(|frames| frames.last_mut()),
+            ) else {
+                return self.exec_blocks(body, vars);
+            };
+            if state.active.is_some() {
+                return self.exec_blocks(body, vars);
+            }
+            let Some(setup) = state
+                .scopes
+                .entry(key)
+                .or_insert_with(|| ScopeDedup::setup(body))
+            else {
+                return self.exec_blocks(body, vars);
+            };
+            let started = Instant::now();
+            let it = setup.start(map);
+            state.active = Some((key, it));
+            started.elapsed()
+        };
+        let result = self.exec_blocks(body, vars);
+        let (Some(state), Some(map)) = (
+            self.dedup.as_mut(),
+            self.lineage.as_mut().and_then(|frames| frames.last_mut()),
+        ) else {
+            return result;
+        };
+        let Some((key, it)) = state.active.take() else {
+            return result;
+        };
+        let finishing = Instant::now();
+        let finished = match (result, state.scopes.get_mut(&key)) {
+            (Ok(()), Some(Some(setup))) => setup
+                .finish(it, map, &mut state.counts)
+                .map_err(|error| Error::Runtime { error, span: None }),
+            (result, _) => {
+                it.abandon(map);
+                result
+            }
+        };
+        self.trace_stats.time += started + finishing.elapsed();
+        finished
     }
 
     fn exec_basic(&mut self, block: &'p BasicBlock, vars: &mut SymbolTable) -> Result<(), Error> {
@@ -519,11 +598,19 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         Ok(compiled)
     }
 
-    fn run(&mut self, compiled: &CompiledBlock, vars: &mut SymbolTable) -> Result<(), Error> {
+    fn run(&mut self, compiled: &Arc<CompiledBlock>, vars: &mut SymbolTable) -> Result<(), Error> {
+        let scope = match self.dedup.as_mut().and_then(|d| d.active.as_mut()) {
+            Some((_, it)) => {
+                it.ran(compiled);
+                Some(&mut it.recording)
+            }
+            None => None,
+        };
         let tracer = match self.lineage.as_mut().and_then(|frames| frames.last_mut()) {
             Some(map) => Some(Tracer {
                 map,
                 stats: &mut self.trace_stats,
+                scope,
             }),
             None => None,
         };
@@ -637,7 +724,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             });
         }
         self.depth += 1;
-        let result = self.exec_blocks(&function.body, callee);
+        let result = self.exec_deduplicated(&function.body, callee);
         self.depth -= 1;
         result
     }

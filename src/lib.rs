@@ -44,6 +44,7 @@ pub mod alloc;
 mod bindings;
 mod compile;
 mod dag;
+mod dedup;
 mod engine;
 pub mod error;
 mod explain;
@@ -113,6 +114,10 @@ pub struct EngineConfig {
     /// `lineage(X)` returns X's log and `write(X, f)` also writes `f.lineage`. Off by default,
     /// and free when off (no items, no lineage maps).
     pub lineage: bool,
+    /// With `lineage`: deduplicate the lineage of last-level loops (LIMA section 3.2), one
+    /// dedup item per assigned variable per iteration instead of one item per operation, and
+    /// no tracing at all once the path taken has a patch. Expanded, the lineage is the same.
+    pub lineage_dedup: bool,
 }
 
 /// Default bound on an operator cache directory: 1 GiB, about ten thousand operators.
@@ -129,6 +134,7 @@ impl Default for EngineConfig {
             operator_cache_dir: None,
             operator_cache_limit: DEFAULT_OPERATOR_CACHE_LIMIT,
             lineage: false,
+            lineage_dedup: false,
         }
     }
 }

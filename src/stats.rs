@@ -72,6 +72,10 @@ pub struct Stats {
     /// Time spent tracing lineage (building items before instructions, part of
     /// `execution_ms`).
     pub lineage_ms: f64,
+    /// Lineage patches traced for deduplicated loops (one per path taken), and the dedup
+    /// items added for their iterations (0 without deduplication).
+    pub lineage_dedup_patches: u64,
+    pub lineage_dedup_items: u64,
     /// Opcodes by total time, heaviest first.
     pub heavy_hitters: Vec<InstructionStat>,
 }
@@ -129,6 +133,12 @@ impl Stats {
                 "Lineage items created:\t\t{} (tracing {:.3} sec).\n",
                 self.lineage_items,
                 self.lineage_ms / 1e3
+            ));
+        }
+        if self.lineage_dedup_patches > 0 {
+            s.push_str(&format!(
+                "Lineage dedup patches/items:\t{}/{}.\n",
+                self.lineage_dedup_patches, self.lineage_dedup_items
             ));
         }
         for f in &self.operator_cache_misses {

@@ -72,6 +72,12 @@ enum Command {
         /// `f.lineage`; --stats counts the items created and the time traced.
         #[arg(long)]
         lineage: bool,
+        /// Trace lineage with deduplication of last-level loops (LIMA section 3.2; implies
+        /// --lineage): one dedup item per assigned variable per iteration, pointing to the
+        /// patch of the path taken, and no per-operation tracing once a path has its patch;
+        /// --stats counts the patches and dedup items.
+        #[arg(long)]
+        lineage_dedup: bool,
         #[command(flatten)]
         cost_model: CostModelArgs,
     },
@@ -566,6 +572,7 @@ fn run(cli: Cli) -> Result<(), String> {
             operator_cache_dir,
             operator_cache_limit_mb,
             lineage,
+            lineage_dedup,
             cost_model,
         } => {
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
@@ -592,7 +599,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 cost_model: cost_model.load()?,
                 operator_cache_dir,
                 operator_cache_limit: operator_cache_limit_mb.saturating_mul(1 << 20),
-                lineage,
+                lineage: lineage || lineage_dedup,
+                lineage_dedup,
             });
             let mut stdout = std::io::stdout().lock();
             let report_stats = if is_dag(&script) {

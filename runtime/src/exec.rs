@@ -295,9 +295,14 @@ pub fn execute(
 ) -> std::result::Result<(), LocatedError> {
     let mut regs: Vec<Option<Value>> = vec![None; num_regs];
     // The items of the registers' values, when tracing (nothing is allocated otherwise).
+    // A skipped deduplicated scope draws run-time inputs but builds no items.
+    let skipped = ctx
+        .lineage
+        .as_ref()
+        .is_some_and(|t| t.scope.as_ref().is_some_and(|s| s.skip));
     let mut items: Vec<Option<Lineage>> = match ctx.lineage {
-        Some(_) => vec![None; num_regs],
-        None => Vec::new(),
+        Some(_) if !skipped => vec![None; num_regs],
+        _ => Vec::new(),
     };
     for instr in instructions {
         let located = |error| LocatedError {
@@ -307,7 +312,12 @@ pub fn execute(
         let traced = match ctx.lineage.as_mut() {
             Some(tracer) => {
                 let started = Instant::now();
-                let traced = trace::before(instr, &regs, &items, tracer).map_err(located)?;
+                let traced = match tracer.scope.as_deref_mut() {
+                    // The instruction needs the seed or time drawn; no items are built.
+                    Some(scope) if skipped => trace::before_skipped(instr, &regs, scope),
+                    _ => trace::before(instr, &regs, &items, tracer),
+                }
+                .map_err(located)?;
                 tracer.stats.time += started.elapsed();
                 Some(traced)
             }
@@ -315,7 +325,7 @@ pub fn execute(
         };
         let started = ctx.stats.is_some().then(Instant::now);
         let value = run_one(instr, &mut regs, vars, ctx, traced.as_ref()).map_err(located)?;
-        if let Some(traced) = traced {
+        if let (Some(traced), false) = (traced, skipped) {
             let started = Instant::now();
             trace::after(instr, &regs, &mut items, traced).map_err(located)?;
             if let Some(tracer) = ctx.lineage.as_mut() {

@@ -24,7 +24,9 @@ pub enum ItemKind {
     /// An input position of a lineage patch (`P`): a fused operator's, or a deduplicated
     /// loop body's; replaced by the actual input's item when the patch is applied.
     Placeholder,
-    /// One execution of a deduplicated loop body or function (`D`).
+    /// One execution of a deduplicated loop body or function (`D`): its first input is the
+    /// root of the lineage patch of the path taken (a DAG over placeholders), the others the
+    /// values the patch's placeholders stand for, in order. See [`Lineage::expand`].
     Dedup,
 }
 
@@ -131,6 +133,16 @@ impl Lineage {
         Lineage::new(ItemKind::Instruction, opcode, data, inputs)
     }
 
+    /// One execution of a deduplicated scope: `patch` (a DAG over placeholders) applied to
+    /// `inputs`, kept unexpanded. `data` names what the item stands for (a variable of the
+    /// scope, the path taken).
+    pub fn dedup(data: impl Into<Arc<str>>, patch: Lineage, inputs: Vec<Lineage>) -> Lineage {
+        let mut all = Vec::with_capacity(inputs.len() + 1);
+        all.push(patch);
+        all.extend(inputs);
+        Lineage::new(ItemKind::Dedup, "dedup", data, all)
+    }
+
     /// Input position `position` of a patch.
     pub fn placeholder(position: usize) -> Lineage {
         Lineage::new(
@@ -230,6 +242,41 @@ impl Lineage {
             made.insert(item.addr(), new);
         }
         made.remove(&self.addr())
+    }
+}
+
+impl Lineage {
+    /// The DAG with every dedup item replaced by its patch applied to its inputs: the lineage
+    /// tracing without deduplication gives. Bottom-up without recursion; sub-DAGs without a
+    /// dedup item are shared, not copied. `None` if a dedup item is malformed (a patch
+    /// with a placeholder beyond its inputs, as only a damaged log can have).
+    pub fn expand(&self) -> Option<Lineage> {
+        let mut made: std::collections::HashMap<usize, Lineage> = Default::default();
+        for item in self.topological() {
+            let ins: Vec<Lineage> = item
+                .inputs()
+                .iter()
+                .map(|i| made.get(&i.addr()).cloned().unwrap_or_else(|| i.clone()))
+                .collect();
+            let new = if item.kind() == ItemKind::Dedup {
+                // The patch is the original first input (patches of last-level scopes hold no
+                // dedup items); the others are expanded already.
+                item.inputs().first()?.substitute(&ins[1..])?
+            } else if ins.iter().zip(item.inputs()).all(|(a, b)| a.same(b)) {
+                item.clone()
+            } else {
+                Lineage::new(item.kind(), item.0.opcode.clone(), item.0.data.clone(), ins)
+            };
+            made.insert(item.addr(), new);
+        }
+        made.remove(&self.addr())
+    }
+
+    /// Whether the DAG holds a dedup item.
+    pub fn has_dedup(&self) -> bool {
+        self.topological()
+            .iter()
+            .any(|i| i.kind() == ItemKind::Dedup)
     }
 }
 
@@ -389,36 +436,87 @@ mod tests {
         assert_eq!(literal_data(&LiteralValue::Str("a b")), "\"a b\"·STRING");
     }
 
-    /// A chain of a million items hashes, compares, walks, serializes, reads back and drops
-    /// on a 512 KiB stack.
+    /// The scale: a lineage DAG of ten million items (a chain over seven shared
+    /// literals and a read) hashes, compares, walks, serializes, reads back and drops on a
+    /// 512 KiB stack.
     #[test]
-    fn deep_chains_need_no_deep_stack() {
+    fn ten_million_items_need_no_deep_stack() {
+        const ITEMS: usize = 10_000_000;
         std::thread::Builder::new()
             .stack_size(512 << 10)
             .spawn(|| {
-                let build = || {
-                    let mut item = x();
-                    for i in 0..1_000_000 {
-                        let lit = Lineage::literal(format!("{}·INT", i % 7));
-                        item = Lineage::instruction("b(+)", "", vec![item, lit]);
-                    }
-                    item
-                };
-                let (a, b) = (build(), build());
-                assert_eq!(a, b);
-                assert_eq!(a.height(), 1_000_001);
-                assert_eq!(a.topological().len(), 2_000_001);
+                let literals: Vec<Lineage> = (0..7)
+                    .map(|i| Lineage::literal(format!("{i}·INT")))
+                    .collect();
+                let mut a = x();
+                for i in 0..ITEMS - 8 {
+                    a = Lineage::instruction("b(+)", "", vec![a, literals[i % 7].clone()]);
+                }
+                assert_eq!(a.height() as usize, ITEMS - 7);
+                assert_eq!(a.topological().len(), ITEMS);
                 let log = crate::lineage::serialize(&a);
-                // The seven distinct literals are written once each.
-                assert_eq!(log.lines().count(), 1 + 7 + 1_000_000);
+                assert_eq!(log.lines().count(), ITEMS);
                 let back = crate::lineage::deserialize(&log).unwrap();
+                drop(log);
+                assert!(!back.same(&a));
+                assert_eq!(back.hash(), a.hash());
                 assert_eq!(back, a);
                 drop(a);
-                drop(b);
                 drop(back);
             })
             .unwrap()
             .join()
             .unwrap();
+    }
+
+    /// A dedup item stands for its patch applied to its inputs: expanding gives the items
+    /// tracing without deduplication builds, chains of dedup items (a loop-carried variable)
+    /// included.
+    #[test]
+    fn dedup_items_expand_to_their_patches_applied() {
+        // The body `s = s * 2 + i`, deduplicated over three iterations.
+        let patch = Lineage::instruction(
+            "b(+)",
+            "",
+            vec![
+                Lineage::instruction(
+                    "b(*)",
+                    "",
+                    vec![Lineage::placeholder(0), Lineage::literal("2·INT")],
+                ),
+                Lineage::placeholder(1),
+            ],
+        );
+        let mut dedup = x();
+        let mut plain = x();
+        for i in 1..=3 {
+            let lit = Lineage::literal(format!("{i}·INT"));
+            dedup = Lineage::dedup("s", patch.clone(), vec![dedup, lit.clone()]);
+            plain = Lineage::instruction(
+                "b(+)",
+                "",
+                vec![
+                    Lineage::instruction("b(*)", "", vec![plain, Lineage::literal("2·INT")]),
+                    lit,
+                ],
+            );
+        }
+        assert!(dedup.has_dedup());
+        assert_ne!(
+            dedup, plain,
+            "a dedup item is compared as it is, unexpanded"
+        );
+        let expanded = dedup.expand().unwrap();
+        assert!(!expanded.has_dedup());
+        assert_eq!(expanded, plain);
+        // The log keeps the patch once, and reads back to the same dedup items.
+        let log = crate::lineage::serialize(&dedup);
+        assert_eq!(log.matches("(P)").count(), 2);
+        let back = crate::lineage::deserialize(&log).unwrap();
+        assert_eq!(back, dedup);
+        assert_eq!(back.expand().unwrap(), plain);
+        // A patch with a placeholder beyond the item's inputs cannot be expanded.
+        let broken = Lineage::dedup("s", patch, vec![x()]);
+        assert!(broken.expand().is_none());
     }
 }

@@ -31,6 +31,32 @@ pub struct TraceStats {
 pub struct Tracer<'a> {
     pub map: &'a mut LineageMap,
     pub stats: &'a mut TraceStats,
+    /// Inside a deduplicated scope (a loop body or function, LIMA section 3.2): where its
+    /// run-time inputs go, and whether items are built at all.
+    pub scope: Option<&'a mut ScopeRecording>,
+}
+
+/// What a deduplicated scope's execution records for its dedup items (LIMA section 3.2):
+/// the values only the run decides (an unseeded `rand`'s seed, `time()`, a read file's
+/// identity) are the patch's placeholders after the scope's inputs, and the dedup items'
+/// inputs after the inputs' items, as LIMA models seeds.
+#[derive(Debug, Default)]
+pub struct ScopeRecording {
+    /// How many placeholders the scope's inputs take (run-time inputs are numbered after).
+    pub inputs: usize,
+    /// The run-time inputs drawn so far, in execution order.
+    pub runtime: Vec<Lineage>,
+    /// Items are not built (the path's patch is expected to be known): only run-time inputs
+    /// are drawn and recorded, so the patch can be applied (or the scope replayed) after.
+    pub skip: bool,
+}
+
+impl ScopeRecording {
+    /// Records the run-time input `item`; the placeholder the patch takes for it.
+    fn placeholder_for(&mut self, item: Lineage) -> Lineage {
+        self.runtime.push(item);
+        Lineage::placeholder(self.inputs + self.runtime.len() - 1)
+    }
 }
 
 /// The opcode of variables bound from outside the script (a prepared script's or an embedded
@@ -88,48 +114,20 @@ fn register_value<'r>(
     regs.get(*instr.inputs.get(i)? as usize)?.as_ref()
 }
 
-/// The TRACE step: the items of `instr`'s outputs, from the items of its input registers.
-pub(crate) fn before(
+/// Whether `instr` has a run-time input (see [`draw_runtime`]).
+fn has_runtime_input(instr: &Instruction) -> bool {
+    matches!(instr.op, Op::Rand | Op::Time | Op::Read { .. }) && instr.lineage.is_some()
+}
+
+/// Draws what only the run decides for `instr`, before it runs: an unseeded `rand`'s seed
+/// and `time()`'s value (handed to the instruction through `traced`), a read file's
+/// identity. The item is the patch's run-time input (the placeholder after the registers').
+fn draw_runtime(
     instr: &Instruction,
     regs: &[Option<Value>],
-    items: &[Option<Lineage>],
-    tracer: &mut Tracer<'_>,
-) -> Result<Traced> {
-    let mut traced = Traced::default();
-    match &instr.op {
-        Op::Load(name) | Op::Take(name) => {
-            let item = tracer
-                .map
-                .get(name.as_ref())
-                .cloned()
-                .unwrap_or_else(|| Lineage::creation(INPUT_VARIABLE, name.as_ref()));
-            traced.outputs.push(item);
-            return Ok(traced);
-        }
-        Op::Store(name) => {
-            let item = register_item(items, instr, 0)?;
-            tracer.map.insert(name.to_string(), item);
-            return Ok(traced);
-        }
-        Op::Lineage => {
-            traced.log = Some(serialize(&register_item(items, instr, 0)?));
-        }
-        _ => {}
-    }
-    let Some(patches) = &instr.lineage else {
-        // Side effects without a value (print, stop, write) need no item.
-        if instr.output.is_none() && !matches!(instr.op, Op::Fused { .. }) {
-            return Ok(traced);
-        }
-        return Err(RuntimeError::Internal(Internal::LineagePatch {
-            opcode: instr.op.opcode(),
-        }));
-    };
-    let mut inputs = (0..instr.inputs.len())
-        .map(|i| register_item(items, instr, i))
-        .collect::<Result<Vec<_>>>()?;
-    // The run-time input (the patch's placeholder after the registers' ones).
-    match &instr.op {
+    traced: &mut Traced,
+) -> Result<Lineage> {
+    Ok(match &instr.op {
         Op::Rand => {
             let given = register_value(regs, instr, 5)
                 .map(Value::as_i64)
@@ -141,12 +139,12 @@ pub(crate) fn before(
                 given
             };
             traced.seed = Some(seed);
-            inputs.push(Lineage::literal(literal_data(&LiteralValue::Int(seed))));
+            Lineage::literal(literal_data(&LiteralValue::Int(seed)))
         }
         Op::Time => {
             let nanos = crate::exec::now_nanos();
             traced.time = Some(nanos);
-            inputs.push(Lineage::literal(literal_data(&LiteralValue::Int(nanos))));
+            Lineage::literal(literal_data(&LiteralValue::Int(nanos)))
         }
         Op::Read { params } => {
             let path = register_value(regs, instr, 0)
@@ -157,10 +155,93 @@ pub(crate) fn before(
                 .position(|p| p.as_ref() == "format")
                 .and_then(|i| register_value(regs, instr, 1 + i))
                 .map(Value::display_string);
-            inputs.push(file_item(&path, format.as_deref()));
+            file_item(&path, format.as_deref())
+        }
+        _ => {
+            return Err(RuntimeError::Internal(Internal::LineagePatch {
+                opcode: instr.op.opcode(),
+            }))
+        }
+    })
+}
+
+/// The TRACE step: the items of `instr`'s outputs, from the items of its input registers.
+pub(crate) fn before(
+    instr: &Instruction,
+    regs: &[Option<Value>],
+    items: &[Option<Lineage>],
+    tracer: &mut Tracer<'_>,
+) -> Result<Traced> {
+    let mut traced = Traced::default();
+    let runtime = if has_runtime_input(instr) {
+        let item = draw_runtime(instr, regs, &mut traced)?;
+        Some(match tracer.scope.as_deref_mut() {
+            Some(scope) => scope.placeholder_for(item),
+            None => item,
+        })
+    } else {
+        None
+    };
+    derive(instr, items, tracer.map, &mut traced, runtime)?;
+    Ok(traced)
+}
+
+/// The TRACE step of a scope whose items are not built ([`ScopeRecording::skip`]): only the
+/// run-time input is drawn and recorded.
+pub(crate) fn before_skipped(
+    instr: &Instruction,
+    regs: &[Option<Value>],
+    scope: &mut ScopeRecording,
+) -> Result<Traced> {
+    let mut traced = Traced::default();
+    if has_runtime_input(instr) {
+        let item = draw_runtime(instr, regs, &mut traced)?;
+        scope.runtime.push(item);
+    }
+    Ok(traced)
+}
+
+/// The items of `instr`'s outputs (into `traced`), given its run-time input's item; loads
+/// and stores move items between registers and `map`.
+fn derive(
+    instr: &Instruction,
+    items: &[Option<Lineage>],
+    map: &mut LineageMap,
+    traced: &mut Traced,
+    runtime: Option<Lineage>,
+) -> Result<()> {
+    match &instr.op {
+        Op::Load(name) | Op::Take(name) => {
+            let item = map
+                .get(name.as_ref())
+                .cloned()
+                .unwrap_or_else(|| Lineage::creation(INPUT_VARIABLE, name.as_ref()));
+            traced.outputs.push(item);
+            return Ok(());
+        }
+        Op::Store(name) => {
+            let item = register_item(items, instr, 0)?;
+            map.insert(name.to_string(), item);
+            return Ok(());
+        }
+        Op::Lineage => {
+            traced.log = Some(serialize(&register_item(items, instr, 0)?));
         }
         _ => {}
     }
+    let Some(patches) = &instr.lineage else {
+        // Side effects without a value (print, stop, write) need no item.
+        if instr.output.is_none() && !matches!(instr.op, Op::Fused { .. }) {
+            return Ok(());
+        }
+        return Err(RuntimeError::Internal(Internal::LineagePatch {
+            opcode: instr.op.opcode(),
+        }));
+    };
+    let mut inputs = (0..instr.inputs.len())
+        .map(|i| register_item(items, instr, i))
+        .collect::<Result<Vec<_>>>()?;
+    inputs.extend(runtime);
     for patch in patches.iter() {
         let item = patch.substitute(&inputs).ok_or_else(|| {
             RuntimeError::Internal(Internal::LineagePatch {
@@ -169,7 +250,38 @@ pub(crate) fn before(
         })?;
         traced.outputs.push(item);
     }
-    Ok(traced)
+    Ok(())
+}
+
+/// Traces `instructions` (a compiled block that ran with [`ScopeRecording::skip`]) after the
+/// fact, without their values: items flow through registers into `map` as they would have,
+/// and run-time inputs are taken, in order, from `recorded` (the scope's placeholders for
+/// them, numbered from `first_placeholder`). What a skipped scope needs when the path it took
+/// has no patch yet.
+pub fn replay(
+    instructions: &[Instruction],
+    num_regs: usize,
+    map: &mut LineageMap,
+    first_placeholder: &mut usize,
+) -> Result<()> {
+    let mut items: Vec<Option<Lineage>> = vec![None; num_regs];
+    for instr in instructions {
+        let mut traced = Traced::default();
+        let runtime = has_runtime_input(instr).then(|| {
+            *first_placeholder += 1;
+            Lineage::placeholder(*first_placeholder - 1)
+        });
+        derive(instr, &items, map, &mut traced, runtime)?;
+        if !matches!(instr.op, Op::Write { .. }) {
+            set_outputs(instr, &mut items, traced)?;
+        }
+        for &r in &instr.release {
+            if let Some(slot) = items.get_mut(r as usize) {
+                *slot = None;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A file's identity as a read sees it: path, format, size and modification time. LIMA
@@ -213,6 +325,11 @@ pub(crate) fn after(
             .map_err(|e| RuntimeError::file(&lineage_path, FileError::Write(e.into())))?;
         return Ok(());
     }
+    set_outputs(instr, items, traced)
+}
+
+/// Gives `instr`'s output registers the items `traced` built for them.
+fn set_outputs(instr: &Instruction, items: &mut [Option<Lineage>], traced: Traced) -> Result<()> {
     let targets: Vec<u32> = match &instr.op {
         Op::Fused { outputs, .. } => outputs.iter().map(|o| o.reg).collect(),
         _ => instr.output.into_iter().collect(),
