@@ -115,6 +115,55 @@ fn plans_are_recompiled_when_a_size_depends_on_a_changing_scalar() {
     assert_eq!(out, "10.0\n");
 }
 
+/// The invariant "scalar values steer sizes, never code": a block whose sizes depend on the
+/// values of scalars (`X[beg:end, ]`) is compiled once and reused for every value implying the
+/// same sizes, and compiled again where they imply others (the last, shorter batch).
+#[test]
+fn plans_sized_by_scalar_values_serve_other_values_of_the_same_sizes() {
+    let (out, report) = run_with(
+        EngineConfig {
+            collect_stats: true,
+            ..EngineConfig::default()
+        },
+        "X = matrix(seq(1, 1010), rows=1010, cols=1)
+b = 10
+acc = 0.0
+\
+         for (k in 1:ceil(nrow(X) / b)) {\n  beg = (k - 1) * b + 1\n  end = min(k * b, nrow(X))\n  \
+         B = X[beg:end, ] * 2\n  acc = acc + sum(B)\n}\nprint(acc)\n",
+    );
+    assert_eq!(out, "1021110.0\n");
+    assert!(report.stats.block_cache_hits >= 100, "{:?}", report.stats);
+    assert!(report.stats.blocks_compiled <= 8, "{:?}", report.stats);
+}
+
+/// A read whose path is in a variable is sized by the file the path names when the block is
+/// compiled; the plan is reused for another path only if that file states the same size.
+#[test]
+fn plans_sized_by_a_path_in_a_variable_follow_the_file_it_names() {
+    let dir = std::env::temp_dir().join(format!("lafuse-path-var-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.csv"), dir.join("b.csv"));
+    std::fs::write(&a, "1,2\n3,4\n").unwrap();
+    std::fs::write(&b, "1,2\n3,4\n5,6\n").unwrap();
+    for (f, rows) in [(&a, 2), (&b, 3)] {
+        std::fs::write(
+            f.with_extension("csv.mtd"),
+            format!("{{\"data_type\": \"matrix\", \"format\": \"csv\", \"rows\": {rows}, \"cols\": 2}}"),
+        )
+        .unwrap();
+    }
+    let script = format!(
+        "for (i in 1:3) {{\n  f = ifelse(i == 2, \"{}\", \"{}\")\n  X = read(f) * 2\n  \
+         print(nrow(X) + \" \" + sum(X))\n}}\n",
+        b.display(),
+        a.display()
+    );
+    let out = run(&script);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out, "2 20.0\n3 42.0\n2 20.0\n");
+}
+
 #[test]
 fn loops_reuse_compiled_blocks() {
     let (out, report) = run_with(
