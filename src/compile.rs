@@ -255,7 +255,7 @@ pub(crate) fn unknown_size_ops(dag: &HopDag) -> usize {
 /// What a block's plan assumed of a file it reads: the size the file's metadata or header
 /// stated when the block was compiled.
 #[derive(Clone, Debug, PartialEq)]
-struct FileAssumption {
+pub(crate) struct FileAssumption {
     path: String,
     dims: lafuse_runtime::io::StatedDims,
 }
@@ -264,7 +264,7 @@ struct FileAssumption {
 /// sizes from metadata at compile time (so that data read from files is fused like data made
 /// in place), and propagates them; returns what it assumed. A block that writes files itself
 /// is left alone: a read after a write in the block would see the size before the write.
-fn size_reads_from_files(dag: &mut HopDag) -> Result<Vec<FileAssumption>, CompileError> {
+pub(crate) fn size_reads_from_files(dag: &mut HopDag) -> Result<Vec<FileAssumption>, CompileError> {
     if dag
         .hops
         .iter()

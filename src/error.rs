@@ -37,6 +37,9 @@ pub enum Error {
     /// A bug in lafuse outside a script's execution (explain, calibrate).
     #[error("internal: {0}")]
     Internal(Internal),
+    /// A lineage log that cannot be recomputed ([`crate::Engine::recompute`]).
+    #[error("recompute: {0}")]
+    Recompute(Recompute),
     /// A machine profile or a cost-model override was refused; `context` names the file or
     /// argument.
     #[error("{context}: {error}")]
@@ -222,6 +225,92 @@ pub enum Unsupported {
     NativeCode,
 }
 
+/// Why a lineage log cannot be recomputed ([`Error::Recompute`]). Items are named by their
+/// number in the log, `(n)`, which starts their line.
+#[derive(Debug, Error)]
+pub enum Recompute {
+    /// The log is not a lineage log (its line is named).
+    #[error("{0}")]
+    Log(lafuse_runtime::lineage::LogError),
+    /// The value depends on a variable bound from outside the script (an embedder's input),
+    /// whose history lafuse never saw.
+    #[error(
+        "variable '{name}' was bound from outside the script; its value is not in the lineage \
+         (run the script that made it with --lineage and recompute from that log)"
+    )]
+    InputVariable { name: String },
+    /// A file the value was read from is not the file it was then.
+    #[error(
+        "the file '{path}' read by item ({item}) {change}, so the value cannot be reproduced \
+         (restore the file, or run the script again with --lineage)"
+    )]
+    FileChanged {
+        path: String,
+        item: usize,
+        change: FileChange,
+    },
+    /// A dedup item (LIMA 3.2) whose patch has a placeholder beyond the item's inputs: the
+    /// log was damaged or made by hand.
+    #[error(
+        "lineage log item ({item}) is a dedup item whose patch needs more inputs than it has; \
+         the log is damaged"
+    )]
+    Deduplicated { item: usize },
+    /// An item that does not describe a computation lafuse can rebuild.
+    #[error("lineage log item ({item}) \"{opcode}\": {defect}")]
+    Item {
+        item: usize,
+        opcode: String,
+        defect: ItemDefect,
+    },
+}
+
+/// How a file read by a value's lineage differs from when it was read.
+#[derive(Debug, Error)]
+pub enum FileChange {
+    #[error("is missing")]
+    Missing,
+    #[error("was {recorded} bytes and is now {now}")]
+    Size { recorded: String, now: String },
+    #[error("was modified since it was read (modification time {recorded} ns then, {now} ns now)")]
+    Modified { recorded: String, now: String },
+}
+
+/// What is wrong with one item of a lineage log ([`Recompute::Item`]).
+#[derive(Debug, Error)]
+pub enum ItemDefect {
+    /// A literal whose data is not `<value>·<TYPE>`.
+    #[error("the literal '{data}' is not of the form <value>·<DOUBLE|INT|BOOLEAN|STRING>")]
+    Literal { data: String },
+    /// An instruction whose data is not the JSON of a hop's op kind.
+    #[error("its data is not a hop's op kind in JSON: {source}")]
+    OpKind { source: serde_json::Error },
+    /// An op that produces no value (a write, a print) or is not an operation (a variable).
+    #[error("it is not an operation that computes a value")]
+    NotAValue,
+    /// An instruction whose inputs do not fit its op (arity, types, shapes).
+    #[error("{source}")]
+    Hop {
+        source: lafuse_compiler::CompileError,
+    },
+    /// A patch's placeholder: a log of a patch, not of a value.
+    #[error("a placeholder (the log is a lineage patch, not the lineage of a value)")]
+    Placeholder,
+    /// A creation item lafuse does not make, or a file's identity anywhere but as a read's
+    /// last input.
+    #[error("a creation item that is not a read's file identity or a bound variable")]
+    Creation,
+    /// A read without its file's identity as last input.
+    #[error("a read whose last input is not its file's identity (a `C \"file\"` item)")]
+    ReadIdentity,
+    /// A file identity whose data is not `{path, format, size, modified}`.
+    #[error("the file identity is not JSON with path, format, size and modified: {source}")]
+    FileIdentity { source: serde_json::Error },
+    /// `time()` without the literal of the value it returned as its one input.
+    #[error("time() without the integer literal of the time it returned")]
+    TimeValue,
+}
+
 /// A bug in lafuse outside a script's execution ([`Error::Internal`]).
 #[derive(Debug, Error)]
 pub enum Internal {
@@ -268,6 +357,7 @@ impl Error {
             Error::Compile(errors) => errors.first().map_or(Fault::Internal, CompileError::fault),
             Error::Runtime { error, .. } => error.fault(),
             Error::Usage(_) | Error::Binding(_) => Fault::User,
+            Error::Recompute(_) => Fault::User,
             Error::Unsupported(_) => Fault::Unsupported,
             Error::Internal(_) => Fault::Internal,
             Error::CostModel { error, .. } => error.fault(),
@@ -289,6 +379,7 @@ impl Error {
                 render_diagnostic(&error.to_string(), *span, &[], source)
             }
             Error::Usage(message) => format!("error: {message}\n"),
+            Error::Recompute(_) => format!("error: {self}\n"),
             Error::Binding(message) => format!("error: {message}\n"),
             Error::Unsupported(_) | Error::Internal(_) | Error::CostModel { .. } => {
                 format!("error: {self}\n")

@@ -53,6 +53,7 @@ pub mod interop;
 mod lineage;
 mod prepared;
 pub mod profile;
+mod recompute;
 mod static_explain;
 pub mod stats;
 
@@ -70,6 +71,7 @@ pub use lafuse_core::Fault;
 pub use lafuse_runtime::value::Value;
 pub use lafuse_runtime::{DenseMatrix, Matrix, SparseMatrix};
 pub use prepared::PreparedScript;
+pub use recompute::{recompute_dag, RESULT as RECOMPUTE_RESULT};
 pub use stats::Stats;
 
 /// The crates below the facade, for the types an embedder building DAGs or reading matrices
@@ -273,6 +275,9 @@ pub struct RunReport {
     /// With lineage tracing on: the lineage log of every variable live at the end of the main
     /// program, by name (empty when tracing is off).
     pub lineage: BTreeMap<String, String>,
+    /// With lineage tracing on: the value of every variable live at the end of the main
+    /// program, beside its log in `lineage` (empty when tracing is off).
+    pub variables: BTreeMap<String, Value>,
 }
 
 /// Reads a script file. Errors name the file.
@@ -345,6 +350,54 @@ impl Engine {
         PreparedDag::new(Arc::clone(&self.shared), dag)
     }
 
+    /// Recomputes the value whose lineage log is `log` (LIMA's "reconstruct"): the log becomes
+    /// one HOP DAG ([`recompute_dag`]: no control flow, only the operations on the way to the
+    /// value), which is optimized, fused and executed as [`Engine::prepare_dag`] would, under
+    /// this engine's configuration. An unseeded `rand` uses the seed it recorded, `time()`
+    /// returns the value it recorded, and files read must be unchanged (same size and
+    /// modification time) and are read from where the script read them. The value equals the
+    /// original to the bit, or within rounding where fusion sums in another order.
+    ///
+    /// ```
+    /// use lafuse::{Engine, EngineConfig, ScriptArgs, SourceFile, Value};
+    ///
+    /// let traced = Engine::new(EngineConfig { lineage: true, ..EngineConfig::default() });
+    /// let source = SourceFile::new("s.dml", "X = rand(rows=3, cols=3)\ns = sum(X %*% X)");
+    /// let report = traced.run(&source, &ScriptArgs::default(), &mut Vec::new())?;
+    /// let again = Engine::new(EngineConfig::default()).recompute(&report.lineage["s"])?;
+    /// let (Value::Double(s), Value::Double(recomputed)) = (&report.variables["s"], &again) else {
+    ///     panic!("s is a double");
+    /// };
+    /// assert!((s - recomputed).abs() <= 1e-12 * s.abs());
+    /// # Ok::<(), lafuse::Error>(())
+    /// ```
+    ///
+    /// A `lineage(X)` on the way runs traced and gives the log of X as recomputed, which can
+    /// be simpler than the original where rewrites apply across the script's blocks (and
+    /// names `time()` by the literal it returned).
+    ///
+    /// Errors: a malformed log, or one naming what cannot be reproduced (a variable bound from
+    /// outside the script, a changed or missing file) is a user error naming the item;
+    /// deduplicated lineage is unsupported.
+    pub fn recompute(&self, log: &str) -> Result<Value, Error> {
+        let dag = recompute_dag(log)?;
+        // The value of `lineage(X)` is X's log, which only a run that traces has: such a DAG
+        // runs traced whatever the configuration says.
+        let traced;
+        let engine =
+            if !self.config().lineage && dag.hops.iter().any(|h| h.op == hops::OpKind::Lineage) {
+                traced = Engine::new(EngineConfig {
+                    lineage: true,
+                    ..self.config().clone()
+                });
+                &traced
+            } else {
+                self
+            };
+        let outputs = engine.prepare_dag(dag)?.execute(&Bindings::new())?;
+        outputs.value(RECOMPUTE_RESULT).cloned()
+    }
+
     /// Parses, checks and runs a script; `print` output goes to `out`.
     pub fn run(
         &self,
@@ -365,11 +418,21 @@ impl Engine {
             &plans,
         );
         interpreter.compile_time += front_end_time;
-        interpreter.run_main()?;
+        let vars = interpreter.run_main_with(Default::default())?;
         let stats =
             interpreter.located_stats(started.elapsed(), |span| explain::lines_label(source, span));
         let lineage = interpreter.final_lineage();
-        Ok(RunReport { stats, lineage })
+        // Kept only beside their logs: a run without tracing drops its variables here.
+        let variables = if lineage.is_empty() {
+            BTreeMap::new()
+        } else {
+            vars.into_iter().collect()
+        };
+        Ok(RunReport {
+            stats,
+            lineage,
+            variables,
+        })
     }
 
     /// Shows every block as it was compiled: its HOP DAG, or the fusion memo table, plan, fused

@@ -38,6 +38,24 @@ pub(crate) fn literal_item(l: &Literal) -> Lineage {
     }))
 }
 
+/// The literal a literal item's data states (the inverse of [`literal_item`]); `None` for
+/// data that is not `<value>·<TYPE>` as `literal_data` writes it.
+pub(crate) fn literal_of_item(data: &str) -> Option<Literal> {
+    let (value, ty) = data.rsplit_once('·')?;
+    Some(match ty {
+        // `literal_data` writes doubles with `{:?}` (`inf`, `-inf`, `NaN`), which `parse` reads.
+        "DOUBLE" => Literal::Double(value.parse().ok()?),
+        "INT" => Literal::Int(value.parse().ok()?),
+        "BOOLEAN" => Literal::Bool(match value {
+            "true" => true,
+            "false" => false,
+            _ => return None,
+        }),
+        "STRING" => Literal::Str(serde_json::from_str(value).ok()?),
+        _ => return None,
+    })
+}
+
 /// The lineage patches of the values of `roots`, computed from the values of `inputs`: the
 /// items of the hops between them, with `Lineage::placeholder(i)` for `inputs[i]` and
 /// `placeholder(inputs.len())` for the run-time input (see the module docs). Walks with an
@@ -107,4 +125,38 @@ pub(crate) fn patches(dag: &HopDag, roots: &[HopId], inputs: &[HopId]) -> Arc<[L
                 .unwrap_or_else(|| Lineage::placeholder(usize::MAX))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_items_read_back_as_the_literals_they_were_made_from() {
+        let literals = [
+            Literal::Double(0.1),
+            Literal::Double(-0.0),
+            Literal::Double(f64::NAN),
+            Literal::Double(f64::INFINITY),
+            Literal::Double(f64::NEG_INFINITY),
+            Literal::Double(1e300),
+            Literal::Int(i64::MIN),
+            Literal::Bool(true),
+            Literal::Bool(false),
+            Literal::Str("a·b \"c\"".to_string()),
+            Literal::Str(String::new()),
+        ];
+        for l in literals {
+            let item = literal_item(&l);
+            assert_eq!(
+                literal_of_item(item.data()),
+                Some(l.clone()),
+                "{}",
+                item.data()
+            );
+        }
+        for bad in ["", "1", "1·FLOAT", "x·INT", "yes·BOOLEAN", "abc·STRING"] {
+            assert_eq!(literal_of_item(bad), None, "{bad}");
+        }
+    }
 }

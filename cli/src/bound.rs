@@ -1,6 +1,6 @@
 //! `lafuse run|explain ... --input NAME=FILE --output NAME=FILE`: inputs bound from files (or,
 //! for a DAG's scalar inputs, literal values) and outputs written to files or printed, for a
-//! HOP DAG in JSON or a script run as a prepared script.
+//! HOP DAG in JSON or a script run as a prepared script; and `lafuse recompute --output`.
 
 use lafuse::crates::compiler::hops::construct::type_script_arg;
 use lafuse::crates::compiler::hops::Literal;
@@ -92,15 +92,7 @@ pub fn emit(
     out: &mut dyn Write,
 ) -> Result<(), String> {
     for (name, file) in writes {
-        match outputs.value(name).map_err(|e| e.to_string())? {
-            Value::Matrix(m) => {
-                let path = PathBuf::from(file);
-                io::write_matrix(m, &path, format_of(&path), &CsvOptions::default())
-                    .map_err(|e| e.to_string())?
-            }
-            scalar => std::fs::write(file, scalar.display_string() + "\n")
-                .map_err(|e| format!("cannot write '{file}': {e}"))?,
-        }
+        write_value(outputs.value(name).map_err(|e| e.to_string())?, file)?;
     }
     let written = |n: &str| writes.iter().any(|(w, _)| w == n);
     let printing = |e: std::io::Error| format!("cannot print the outputs: {e}");
@@ -114,6 +106,33 @@ pub fn emit(
         }
     }
     Ok(())
+}
+
+/// `lafuse recompute --output FILE`: writes `value` to FILE as `emit` writes an output, or
+/// prints it as `print(toString(X))` would when FILE is `-`.
+pub fn emit_value(value: &Value, file: &str, out: &mut dyn Write) -> Result<(), String> {
+    if file != "-" {
+        return write_value(value, file);
+    }
+    let text = match value {
+        Value::Matrix(m) => format::to_string_matrix(m, &format::ToStringOptions::default()),
+        scalar => scalar.display_string(),
+    };
+    writeln!(out, "{text}").map_err(|e| format!("cannot print the value: {e}"))
+}
+
+/// Writes a matrix to `file` in the format its extension names (with a .mtd), a scalar as
+/// one line.
+fn write_value(value: &Value, file: &str) -> Result<(), String> {
+    match value {
+        Value::Matrix(m) => {
+            let path = PathBuf::from(file);
+            io::write_matrix(m, &path, format_of(&path), &CsvOptions::default())
+                .map_err(|e| e.to_string())
+        }
+        scalar => std::fs::write(file, scalar.display_string() + "\n")
+            .map_err(|e| format!("cannot write '{file}': {e}")),
+    }
 }
 
 fn format_of(path: &Path) -> FileFormat {

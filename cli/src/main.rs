@@ -81,6 +81,30 @@ enum Command {
         #[command(flatten)]
         cost_model: CostModelArgs,
     },
+    /// Recompute a value from its lineage log (as `lineage(X)` returns it or `run --lineage`
+    /// writes it beside `write(X, f)` as `f.lineage`): the log becomes one HOP DAG of the
+    /// operations on the way to the value, compiled, fused and run. Unseeded `rand` uses the
+    /// seed it recorded, `time()` returns the value it recorded, and files the value was read
+    /// from must be unchanged; relative paths are taken from the current directory.
+    Recompute {
+        /// The lineage log.
+        log: PathBuf,
+        /// Write the value to FILE (`.mtx`/`.mm` MatrixMarket, `.bin` lafuse binary, else CSV;
+        /// a matrix with a .mtd, a scalar as one line), or print it when FILE is `-` (the
+        /// default), as `print(toString(X))` would.
+        #[arg(long, value_name = "FILE", default_value = "-")]
+        output: String,
+        /// Fusion policy: cost-based (`gen`), fuse-all (`fa`), fuse-no-redundancy (`fnr`), or
+        /// `none` (every operation on its unfused kernel).
+        #[arg(long, value_enum, default_value_t = FusionArg::Gen)]
+        fusion: FusionArg,
+        /// What runs fused operators: `native` (code generated with LLVM for this CPU) or
+        /// `reference` (the CPlan interpreter the native code is tested against; slow).
+        #[arg(long, value_enum, default_value_t = BackendArg::default())]
+        fusion_backend: BackendArg,
+        #[command(flatten)]
+        cost_model: CostModelArgs,
+    },
     /// Show the plans a script compiles to. Runs the script (its output is discarded) so that
     /// every block is shown with the sizes it actually met, unless --static.
     Explain {
@@ -391,6 +415,22 @@ fn policy_of(p: PolicyArg) -> FusionPolicy {
     }
 }
 
+fn fusion_of(f: FusionArg) -> Option<FusionPolicy> {
+    match f {
+        FusionArg::Gen => Some(FusionPolicy::Gen),
+        FusionArg::Fa => Some(FusionPolicy::FuseAll),
+        FusionArg::Fnr => Some(FusionPolicy::FuseNoRedundancy),
+        FusionArg::None => None,
+    }
+}
+
+fn backend_of(b: BackendArg) -> FusionBackend {
+    match b {
+        BackendArg::Native => FusionBackend::Native,
+        BackendArg::Reference => FusionBackend::Reference,
+    }
+}
+
 fn format_of(f: FormatArg) -> ExplainFormat {
     match f {
         FormatArg::Text => ExplainFormat::Text,
@@ -586,16 +626,8 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             let engine = Engine::new(EngineConfig {
                 collect_stats: stats || stats_json.is_some(),
-                fusion: match fusion {
-                    FusionArg::Gen => Some(FusionPolicy::Gen),
-                    FusionArg::Fa => Some(FusionPolicy::FuseAll),
-                    FusionArg::Fnr => Some(FusionPolicy::FuseNoRedundancy),
-                    FusionArg::None => None,
-                },
-                backend: match fusion_backend {
-                    BackendArg::Native => FusionBackend::Native,
-                    BackendArg::Reference => FusionBackend::Reference,
-                },
+                fusion: fusion_of(fusion),
+                backend: backend_of(fusion_backend),
                 cost_model: cost_model.load()?,
                 operator_cache_dir,
                 operator_cache_limit: operator_cache_limit_mb.saturating_mul(1 << 20),
@@ -617,6 +649,7 @@ fn run(cli: Cli) -> Result<(), String> {
             let report = lafuse::RunReport {
                 stats: report_stats,
                 lineage: Default::default(),
+                variables: Default::default(),
             };
             if stats {
                 eprint!("{}", report.stats.to_text());
@@ -629,6 +662,26 @@ fn run(cli: Cli) -> Result<(), String> {
                 })?;
             }
             Ok(())
+        }
+        Command::Recompute {
+            log,
+            output,
+            fusion,
+            fusion_backend,
+            cost_model,
+        } => {
+            let text = std::fs::read_to_string(&log)
+                .map_err(|e| format!("cannot read the lineage log '{}': {e}", log.display()))?;
+            let engine = Engine::new(EngineConfig {
+                fusion: fusion_of(fusion),
+                backend: backend_of(fusion_backend),
+                cost_model: cost_model.load()?,
+                ..EngineConfig::default()
+            });
+            let value = engine
+                .recompute(&text)
+                .map_err(|e| format!("{}: {e}", log.display()))?;
+            bound::emit_value(&value, &output, &mut std::io::stdout().lock())
         }
         Command::Explain {
             script,

@@ -80,6 +80,16 @@ pub enum LogDefect {
 
 /// The DAG a log describes; its root is the last line's item.
 pub fn deserialize(text: &str) -> Result<Lineage, LogError> {
+    deserialize_items(text)?.pop().ok_or(LogError {
+        line: 0,
+        defect: LogDefect::Empty,
+    })
+}
+
+/// Every item of a log, in the order of its lines: item `(n)` at index `n - 1`, inputs
+/// before the items that read them (so a consumer can name the line of an item it rejects,
+/// as `lafuse recompute` does). Empty for an empty log.
+pub fn deserialize_items(text: &str) -> Result<Vec<Lineage>, LogError> {
     let mut items: Vec<Lineage> = Vec::new();
     for (k, line) in text.lines().enumerate() {
         let fail = |defect| LogError {
@@ -127,10 +137,7 @@ pub fn deserialize(text: &str) -> Result<Lineage, LogError> {
         }
         items.push(Lineage::new(kind, opcode, data, inputs));
     }
-    items.pop().ok_or(LogError {
-        line: 0,
-        defect: LogDefect::Empty,
-    })
+    Ok(items)
 }
 
 /// `(<inner>) rest` → `(inner, rest)`, after leading spaces.

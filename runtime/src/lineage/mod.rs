@@ -7,5 +7,5 @@ pub mod log;
 pub mod trace;
 
 pub use item::{items_created_on_this_thread, literal_data, Item, ItemKind, Lineage, LiteralValue};
-pub use log::{deserialize, serialize, LogDefect, LogError};
+pub use log::{deserialize, deserialize_items, serialize, LogDefect, LogError};
 pub use trace::{value_item, LineageMap, TraceStats, Tracer};

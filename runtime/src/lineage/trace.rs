@@ -63,6 +63,9 @@ impl ScopeRecording {
 /// DAG's inputs), whose history lafuse cannot know: the item names the variable.
 pub const INPUT_VARIABLE: &str = "input";
 
+/// The opcode of a read file's identity ([`file_item`]), the last input of a read's item.
+pub const FILE_IDENTITY: &str = "file";
+
 /// The literal item of a scalar; `None` for a matrix (which has no literal).
 pub fn value_item(v: &Value) -> Option<Lineage> {
     let data = match v {
@@ -288,7 +291,21 @@ pub fn replay(
 /// assumes inputs are read-only; recording size and time as well makes a rewritten file a
 /// different item, so a later reuse cannot hand back a value computed from the old content.
 pub fn file_item(path: &str, format: Option<&str>) -> Lineage {
-    let (size, modified) = match std::fs::metadata(path) {
+    let (size, modified) = file_state(path);
+    let data = serde_json::json!({
+        "path": path,
+        "format": format.unwrap_or("auto"),
+        "size": size,
+        "modified": modified,
+    });
+    Lineage::creation(FILE_IDENTITY, data.to_string())
+}
+
+/// The size and modification time of the file at `path` as [`file_item`] records them: the
+/// size in bytes and nanoseconds since the epoch, `"unknown"` for a time the system does not
+/// give, and `"missing"` for both where the file cannot be read.
+pub fn file_state(path: &str) -> (String, String) {
+    match std::fs::metadata(path) {
         Ok(meta) => (
             meta.len().to_string(),
             meta.modified()
@@ -297,14 +314,7 @@ pub fn file_item(path: &str, format: Option<&str>) -> Lineage {
                 .map_or_else(|| "unknown".to_string(), |d| d.as_nanos().to_string()),
         ),
         Err(_) => ("missing".to_string(), "missing".to_string()),
-    };
-    let data = serde_json::json!({
-        "path": path,
-        "format": format.unwrap_or("auto"),
-        "size": size,
-        "modified": modified,
-    });
-    Lineage::creation("file", data.to_string())
+    }
 }
 
 /// After `instr` ran: its output registers get their items; a `write` also writes the log of
