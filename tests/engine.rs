@@ -149,7 +149,9 @@ fn plans_sized_by_a_path_in_a_variable_follow_the_file_it_names() {
     for (f, rows) in [(&a, 2), (&b, 3)] {
         std::fs::write(
             f.with_extension("csv.mtd"),
-            format!("{{\"data_type\": \"matrix\", \"format\": \"csv\", \"rows\": {rows}, \"cols\": 2}}"),
+            format!(
+                "{{\"data_type\": \"matrix\", \"format\": \"csv\", \"rows\": {rows}, \"cols\": 2}}"
+            ),
         )
         .unwrap();
     }

@@ -416,7 +416,11 @@ fn deduplicated_logs_recompute_their_values() {
     let engine = Engine::new(config(None, false));
     for name in ["A", "s", "R"] {
         let value = engine.recompute(&report.lineage[name]).unwrap();
-        assert_eq!(compare(&report.variables[name], &value), Ok(Match::Bits), "{name}");
+        assert_eq!(
+            compare(&report.variables[name], &value),
+            Ok(Match::Bits),
+            "{name}"
+        );
     }
 }
 
