@@ -7,6 +7,7 @@ use crate::compile::{
 use crate::dedup::{DedupCounts, Iteration, ScopeDedup};
 use crate::error::Error;
 use crate::fused::Fuser;
+use crate::reuse::{CallProbe, ReuseMode, RunReuse};
 use crate::stats::{ms, InstructionStat, Stats};
 use crate::{EngineConfig, ExplainedBlock, ScriptArgs};
 use lafuse_compiler::ast::{self, ValueType};
@@ -16,6 +17,7 @@ use lafuse_compiler::span::Span;
 use lafuse_compiler::stack::with_stack;
 use lafuse_runtime::error::{CallError, Internal, LoopRange};
 use lafuse_runtime::exec::{self, ExecContext, OpStats, SymbolTable};
+use lafuse_runtime::lineage::reuse::Reuse;
 use lafuse_runtime::lineage::{self, Lineage, LineageMap, TraceStats, Tracer};
 use lafuse_runtime::value::{ScalarType, Value};
 use lafuse_runtime::RuntimeError;
@@ -95,6 +97,8 @@ pub(crate) struct Interpreter<'p, 'o> {
     evaluated: Option<Lineage>,
     /// Lineage deduplication of last-level loops and functions, when on (needs `lineage`).
     dedup: Option<DedupState>,
+    /// Lineage-based reuse, when on (traces lineage).
+    pub(crate) reuse: Option<RunReuse>,
 }
 
 /// Deduplication's state in a run: per loop or function (by the address of its body) its
@@ -131,11 +135,17 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             fusion_baseline: fuser.map(Fuser::counters).unwrap_or_default(),
             ranges: exec::ValueRangeCache::default(),
             unknown_sizes: Vec::new(),
-            lineage: config.lineage.then(|| vec![LineageMap::new()]),
+            lineage: (config.lineage || config.reuse.mode != ReuseMode::None)
+                .then(|| vec![LineageMap::new()]),
             trace_stats: TraceStats::default(),
             items_at_start: lineage::items_created_on_this_thread(),
             evaluated: None,
-            dedup: (config.lineage && config.lineage_dedup).then(DedupState::default),
+            // Patches are DAGs over placeholders, which must never be probed in a reuse cache
+            // (two iterations' `P0 * 2` are equal items of different values): with reuse on,
+            // lineage is traced without deduplication.
+            dedup: (config.lineage && config.lineage_dedup && config.reuse.mode == ReuseMode::None)
+                .then(DedupState::default),
+            reuse: RunReuse::new(&config.reuse),
         }
     }
 
@@ -231,6 +241,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             lineage_ms: ms(self.trace_stats.time),
             lineage_dedup_patches: self.dedup.as_ref().map_or(0, |d| d.counts.patches),
             lineage_dedup_items: self.dedup.as_ref().map_or(0, |d| d.counts.items),
+            reuse: self.reuse.as_ref().map(RunReuse::stats),
             heavy_hitters: heavy,
         }
     }
@@ -616,6 +627,10 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         };
         let mut ctx = ExecContext {
             lineage: tracer,
+            reuse: self.reuse.as_mut().map(|r| Reuse {
+                cache: &r.cache,
+                hits: &mut r.hits,
+            }),
             out: &mut *self.out,
             stats: self.op_stats.as_mut(),
             // Ranges serve fused operators only; an unfused run keeps none (a matrix product
@@ -680,12 +695,58 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 }
             }
         }
+        // Multi-level reuse: a deterministic call whose results are all cached skips its body.
+        let keys = match self.reuse.as_mut() {
+            Some(reuse) => {
+                let args: Vec<Option<Lineage>> = def
+                    .params
+                    .iter()
+                    .map(|p| match callee_items.get(&p.name) {
+                        Some(item) => Some(item.clone()),
+                        // A default is a function of the other arguments: marked, not traced.
+                        None => deferred
+                            .iter()
+                            .any(|(f, _)| f.name == p.name)
+                            .then(|| Lineage::literal("default")),
+                    })
+                    .collect();
+                reuse.call_keys(program, &call.function, &def.results, &args)
+            }
+            None => None,
+        };
+        let mut reservations = None;
+        if let (Some(keys), Some(reuse)) = (&keys, self.reuse.as_mut()) {
+            match reuse.probe_call(keys) {
+                CallProbe::Reused(found) => {
+                    let mut results = SymbolTable::new();
+                    let mut items = LineageMap::new();
+                    for (result, (value, item)) in def.results.iter().zip(found) {
+                        results.insert(result.name.clone(), value);
+                        items.insert(result.name.clone(), item);
+                    }
+                    return self.bind_results(call, def, results, Some(items), vars);
+                }
+                CallProbe::Run(missed) => reservations = Some(missed),
+            }
+        }
+        let started = Instant::now();
         if let Some(frames) = self.lineage.as_mut() {
             frames.push(callee_items);
         }
         let result = self.call_body(call, function, deferred, &mut callee);
         let callee_items = self.lineage.as_mut().and_then(|frames| frames.pop());
         result?;
+        if let (Some(keys), Some(missed), Some(reuse)) = (keys, reservations, self.reuse.as_mut()) {
+            let results = def
+                .results
+                .iter()
+                .map(|r| {
+                    let item = callee_items.as_ref().and_then(|m| m.get(&r.name).cloned());
+                    callee.get(&r.name).map(|v| (v.clone(), item))
+                })
+                .collect();
+            reuse.put_call(keys, missed, results, started.elapsed());
+        }
         self.bind_results(call, def, callee, callee_items, vars)
     }
 

@@ -54,6 +54,7 @@ mod lineage;
 mod prepared;
 pub mod profile;
 mod recompute;
+mod reuse;
 mod static_explain;
 pub mod stats;
 
@@ -72,6 +73,7 @@ pub use lafuse_runtime::value::Value;
 pub use lafuse_runtime::{DenseMatrix, Matrix, SparseMatrix};
 pub use prepared::PreparedScript;
 pub use recompute::{recompute_dag, RESULT as RECOMPUTE_RESULT};
+pub use reuse::{EvictionPolicy, ReuseConfig, ReuseMode};
 pub use stats::Stats;
 
 /// The crates below the facade, for the types an embedder building DAGs or reading matrices
@@ -120,6 +122,9 @@ pub struct EngineConfig {
     /// dedup item per assigned variable per iteration instead of one item per operation, and
     /// no tracing at all once the path taken has a patch. Expanded, the lineage is the same.
     pub lineage_dedup: bool,
+    /// Lineage-based reuse (LIMA): off by default; on, lineage is traced (without
+    /// deduplication) and values are reused by their items.
+    pub reuse: ReuseConfig,
 }
 
 /// Default bound on an operator cache directory: 1 GiB, about ten thousand operators.
@@ -137,6 +142,7 @@ impl Default for EngineConfig {
             operator_cache_limit: DEFAULT_OPERATOR_CACHE_LIMIT,
             lineage: false,
             lineage_dedup: false,
+            reuse: ReuseConfig::default(),
         }
     }
 }

@@ -11,6 +11,37 @@ pub struct InstructionStat {
     pub time_ms: f64,
 }
 
+/// What lineage-based reuse did in a run: hits by level, what the cache did, and the compute
+/// time the hits saved.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ReuseStats {
+    /// Instructions of one operation whose outputs came from the cache.
+    pub operation_hits: u64,
+    /// Fused operators whose outputs came from the cache.
+    pub fused_hits: u64,
+    /// Function calls whose results came from the cache (multi-level reuse).
+    pub function_hits: u64,
+    /// Probes that found nothing (the value was computed and put).
+    pub misses: u64,
+    /// Values dropped from memory to stay within the budget (spilled ones included).
+    pub evictions: u64,
+    /// Evicted values written to the spill directory, and spilled values read back.
+    pub spills: u64,
+    pub restores: u64,
+    /// What computing the reused values took when they were put.
+    pub saved_ms: f64,
+    /// The most bytes the cache held in memory, and its budget.
+    pub peak_bytes: u64,
+    pub budget_bytes: u64,
+}
+
+impl ReuseStats {
+    /// Hits at every level.
+    pub fn hits(&self) -> u64 {
+        self.operation_hits + self.fused_hits + self.function_hits
+    }
+}
+
 /// A reason (an operator left unfused, a cache miss) and how often it occurred.
 #[derive(Clone, Debug, Serialize)]
 pub struct Fallback {
@@ -76,6 +107,8 @@ pub struct Stats {
     /// items added for their iterations (0 without deduplication).
     pub lineage_dedup_patches: u64,
     pub lineage_dedup_items: u64,
+    /// What lineage-based reuse did (`None` without reuse).
+    pub reuse: Option<ReuseStats>,
     /// Opcodes by total time, heaviest first.
     pub heavy_hitters: Vec<InstructionStat>,
 }
@@ -139,6 +172,22 @@ impl Stats {
             s.push_str(&format!(
                 "Lineage dedup patches/items:\t{}/{}.\n",
                 self.lineage_dedup_patches, self.lineage_dedup_items
+            ));
+        }
+        if let Some(r) = &self.reuse {
+            s.push_str(&format!(
+                "Reuse hits (ops/fused/calls)/misses:\t{}/{}/{}/{} (saved {:.3} sec).\n\
+                 Reuse evictions/spills/restores:\t{}/{}/{} (peak {} of {} MB).\n",
+                r.operation_hits,
+                r.fused_hits,
+                r.function_hits,
+                r.misses,
+                r.saved_ms / 1e3,
+                r.evictions,
+                r.spills,
+                r.restores,
+                r.peak_bytes >> 20,
+                r.budget_bytes >> 20
             ));
         }
         for f in &self.operator_cache_misses {

@@ -79,6 +79,8 @@ enum Command {
         #[arg(long)]
         lineage_dedup: bool,
         #[command(flatten)]
+        reuse: ReuseArgs,
+        #[command(flatten)]
         cost_model: CostModelArgs,
     },
     /// Recompute a value from its lineage log (as `lineage(X)` returns it or `run --lineage`
@@ -282,6 +284,91 @@ struct ScriptArgsFlag {
     /// come before or after them).
     #[arg(long, num_args = 1.., value_name = "NAME=VALUE")]
     nvargs: Vec<String>,
+}
+
+/// Lineage-based reuse (LIMA).
+#[derive(clap::Args)]
+struct ReuseArgs {
+    /// Reuse values by their lineage: `full` reuses operations and fused operators whose
+    /// outputs' lineage is cached, `multilevel` also whole calls of deterministic functions.
+    /// `partial` and `hybrid` (LIMA's compensation rewrites) are not built yet. Implies
+    /// lineage tracing (without deduplication).
+    #[arg(long, value_enum, default_value_t = ReuseArg::None)]
+    reuse: ReuseArg,
+    /// What goes first when the cache is full: least recently used, highest lineage DAG, or
+    /// LIMA's cost and size score.
+    #[arg(long, value_enum, default_value_t = EvictionArg::Costsize)]
+    reuse_policy: EvictionArg,
+    /// The most the cache holds in memory, in bytes with an optional K, M or G suffix
+    /// (default: 5 % of the memory this process may use).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    reuse_budget: Option<u64>,
+    /// Where values evicted from the cache are spilled when recomputing them would cost more
+    /// than reading them back (default: a private temporary directory, removed at the end).
+    #[arg(long, value_name = "DIR")]
+    reuse_spill: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+enum ReuseArg {
+    None,
+    Full,
+    Partial,
+    Hybrid,
+    Multilevel,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EvictionArg {
+    Lru,
+    Dagheight,
+    Costsize,
+}
+
+impl ReuseArgs {
+    fn config(&self) -> Result<lafuse::ReuseConfig, String> {
+        let mode = match self.reuse {
+            ReuseArg::None => lafuse::ReuseMode::None,
+            ReuseArg::Full => lafuse::ReuseMode::Full,
+            ReuseArg::Multilevel => lafuse::ReuseMode::Multilevel,
+            ReuseArg::Partial | ReuseArg::Hybrid => {
+                return Err(
+                    "error: unsupported: partial reuse (LIMA's compensation rewrites) is \
+                            not built yet; use --reuse full or --reuse multilevel"
+                        .into(),
+                )
+            }
+        };
+        Ok(lafuse::ReuseConfig {
+            mode,
+            policy: match self.reuse_policy {
+                EvictionArg::Lru => lafuse::EvictionPolicy::Lru,
+                EvictionArg::Dagheight => lafuse::EvictionPolicy::DagHeight,
+                EvictionArg::Costsize => lafuse::EvictionPolicy::CostSize,
+            },
+            budget: self.reuse_budget,
+            spill_dir: self.reuse_spill.clone(),
+        })
+    }
+}
+
+/// `SIZE` as bytes: a number with an optional K, M or G suffix (powers of 1024).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    digits
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| {
+            format!("'{text}' is not a size: give bytes, optionally with K, M or G (e.g. 512M)")
+        })
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -613,8 +700,10 @@ fn run(cli: Cli) -> Result<(), String> {
             operator_cache_limit_mb,
             lineage,
             lineage_dedup,
+            reuse,
             cost_model,
         } => {
+            let reuse = reuse.config()?;
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
             if let Some(dir) = &operator_cache_dir {
                 std::fs::create_dir_all(dir).map_err(|e| {
@@ -633,6 +722,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 operator_cache_limit: operator_cache_limit_mb.saturating_mul(1 << 20),
                 lineage: lineage || lineage_dedup,
                 lineage_dedup,
+                reuse,
             });
             let mut stdout = std::io::stdout().lock();
             let report_stats = if is_dag(&script) {

@@ -9,6 +9,7 @@
 use crate::error::{
     Axis, Conversion, FileError, Internal, PrintError, Resource, Result, RuntimeError, Unsupported,
 };
+use crate::lineage::reuse::{self, Decision, Reuse};
 use crate::lineage::trace::{self, Traced, Tracer};
 use crate::lineage::Lineage;
 use crate::matrix::{Matrix, ValueRange};
@@ -242,6 +243,9 @@ pub struct ExecContext<'a> {
     pub ranges: Option<&'a mut ValueRangeCache>,
     /// Lineage tracing, when on: the frame's lineage map and the counters.
     pub lineage: Option<Tracer<'a>>,
+    /// Lineage-based reuse, when on (needs `lineage`): the cache probed before reusable
+    /// instructions and filled after them.
+    pub reuse: Option<Reuse<'a>>,
 }
 
 /// Remembers the value range of matrix values (their smallest and largest values and whether
@@ -309,7 +313,7 @@ pub fn execute(
             error,
             span: Some(instr.span),
         };
-        let traced = match ctx.lineage.as_mut() {
+        let mut traced = match ctx.lineage.as_mut() {
             Some(tracer) => {
                 let started = Instant::now();
                 let traced = match tracer.scope.as_deref_mut() {
@@ -323,8 +327,35 @@ pub fn execute(
             }
             None => None,
         };
+        let decision = match (traced.as_mut(), ctx.reuse.as_mut()) {
+            (Some(t), Some(r)) if !skipped => {
+                reuse::before(instr, &mut regs, &mut t.outputs, r).map_err(located)?
+            }
+            _ => Decision::Run,
+        };
         let started = ctx.stats.is_some().then(Instant::now);
-        let value = run_one(instr, &mut regs, vars, ctx, traced.as_ref()).map_err(located)?;
+        let value = match decision {
+            Decision::Reused(value) => value,
+            Decision::Run => {
+                run_one(instr, &mut regs, vars, ctx, traced.as_ref()).map_err(located)?
+            }
+            Decision::RunAndPut(reservations) => {
+                let computing = Instant::now();
+                let value =
+                    run_one(instr, &mut regs, vars, ctx, traced.as_ref()).map_err(located)?;
+                if let Some(r) = ctx.reuse.as_ref() {
+                    reuse::after(
+                        instr,
+                        &regs,
+                        value.as_ref(),
+                        reservations,
+                        computing.elapsed(),
+                        r.cache,
+                    );
+                }
+                value
+            }
+        };
         if let (Some(traced), false) = (traced, skipped) {
             let started = Instant::now();
             trace::after(instr, &regs, &mut items, traced).map_err(located)?;

@@ -6,6 +6,7 @@
 pub mod cache;
 pub mod item;
 pub mod log;
+pub mod reuse;
 pub mod trace;
 
 pub use cache::{

@@ -1,0 +1,168 @@
+//! The executor's side of lineage-based full reuse (LIMA section 4.1, MEMPHIS Figure 4): after
+//! the TRACE step has built the items of an instruction's outputs, REUSE probes the cache with
+//! them; where every output hits, the cached values take the registers and the instruction
+//! does not run, and the cache's own items take the outputs' items (compaction, MEMPHIS
+//! Figure 5: later items then share the cached sub-DAGs, and later probes compare by
+//! identity). Otherwise the instruction runs and PUT fills the cache.
+//!
+//! A fused operator is reused by the lineage of its outputs, which is the lineage of the
+//! unfused operations it covers: a value computed unfused in one block is reused by a fused
+//! operator in another, and the other way round.
+
+use super::cache::{Probe, Reservation, ReuseCache};
+use super::Lineage;
+use crate::error::{Internal, Result, RuntimeError};
+use crate::exec::{Instruction, Op};
+use crate::value::Value;
+use std::time::Duration;
+
+/// Reuse state the executor works on: the cache and the hits counted by level.
+pub struct Reuse<'a> {
+    pub cache: &'a ReuseCache,
+    pub hits: &'a mut ReuseHits,
+}
+
+/// Hits by level, for `--stats` (misses, evictions and spills are the cache's own counts).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReuseHits {
+    /// Instructions of one operation whose outputs came from the cache.
+    pub operations: u64,
+    /// Fused operators whose outputs came from the cache.
+    pub fused: u64,
+    /// Function calls whose results came from the cache (multi-level reuse).
+    pub functions: u64,
+}
+
+/// Whether `op` computes a value worth caching: the operations LIMA's reusable opcodes cover
+/// (products, element-wise operations, aggregates, reorganizations, indexing, `solve`) and
+/// fused operators. Data movement, generators, casts, size queries, I/O and side effects are
+/// not; nor is left indexing, whose target may be updated in place.
+fn reusable(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Unary(_)
+            | Op::Binary(_)
+            | Op::IfElse
+            | Op::Replace
+            | Op::Aggregate(..)
+            | Op::Cumsum
+            | Op::MatMul
+            | Op::TransposeSelfMatMul
+            | Op::TransposedLeftMatMul
+            | Op::Transpose
+            | Op::Diag
+            | Op::Reshape
+            | Op::Solve
+            | Op::Slice
+            | Op::Cbind
+            | Op::Rbind
+            | Op::NaryMinMax(_)
+            | Op::Fused { .. }
+    )
+}
+
+/// What REUSE decided for one instruction.
+pub(crate) enum Decision {
+    /// Not probed (not reusable, or an operation on scalars only): run as usual.
+    Run,
+    /// Every output hit: the single output's value (`None` for a fused operator, whose
+    /// registers are already set); the instruction does not run.
+    Reused(Option<Value>),
+    /// Run, then put the outputs that missed (one reservation per output, `None` where it hit).
+    RunAndPut(Vec<Option<Reservation>>),
+}
+
+/// REUSE: probes the cache with the items of `instr`'s outputs (`outputs`, which take the
+/// cache's items on a hit).
+pub(crate) fn before(
+    instr: &Instruction,
+    regs: &mut [Option<Value>],
+    outputs: &mut [Lineage],
+    reuse: &mut Reuse<'_>,
+) -> Result<Decision> {
+    // Cheap scalar arithmetic is not worth a probe: only operations reading a matrix are.
+    let reads_matrix = instr
+        .inputs
+        .iter()
+        .any(|&r| matches!(regs.get(r as usize), Some(Some(Value::Matrix(_)))));
+    if !reusable(&instr.op) || !reads_matrix || outputs.is_empty() {
+        return Ok(Decision::Run);
+    }
+    let mut hits = Vec::with_capacity(outputs.len());
+    let mut reservations = Vec::with_capacity(outputs.len());
+    for item in outputs.iter() {
+        match reuse.cache.probe(item) {
+            Probe::Hit { key, value } => {
+                hits.push(Some((key, value)));
+                reservations.push(None);
+            }
+            Probe::Miss(reservation) => {
+                hits.push(None);
+                reservations.push(Some(reservation));
+            }
+        }
+    }
+    if reservations.iter().any(Option::is_some) {
+        return Ok(Decision::RunAndPut(reservations));
+    }
+    let mut values = Vec::with_capacity(hits.len());
+    for (slot, hit) in outputs.iter_mut().zip(hits.into_iter().flatten()) {
+        let (key, value) = hit;
+        *slot = key;
+        values.push(value);
+    }
+    match &instr.op {
+        Op::Fused { outputs, .. } => {
+            for (out, value) in outputs.iter().zip(values) {
+                let slot = regs
+                    .get_mut(out.reg as usize)
+                    .ok_or(RuntimeError::Internal(Internal::RegisterOutOfRange {
+                        register: out.reg,
+                    }))?;
+                *slot = Some(value);
+            }
+            reuse.hits.fused += 1;
+            Ok(Decision::Reused(None))
+        }
+        _ => {
+            reuse.hits.operations += 1;
+            Ok(Decision::Reused(values.into_iter().next()))
+        }
+    }
+}
+
+/// PUT: after `instr` ran (taking `compute`), fills the reservations with its outputs' values
+/// (`value` for an instruction with one output; a fused operator's are in its registers).
+pub(crate) fn after(
+    instr: &Instruction,
+    regs: &[Option<Value>],
+    value: Option<&Value>,
+    reservations: Vec<Option<Reservation>>,
+    compute: Duration,
+    cache: &ReuseCache,
+) {
+    match &instr.op {
+        Op::Fused { outputs, .. } => {
+            for (out, reservation) in outputs.iter().zip(reservations) {
+                if let (Some(reservation), Some(Some(v))) =
+                    (reservation, regs.get(out.reg as usize))
+                {
+                    cache.put(reservation, v, compute);
+                }
+            }
+        }
+        _ => {
+            if let (Some(Some(reservation)), Some(v)) = (reservations.into_iter().next(), value) {
+                cache.put(reservation, v, compute);
+            }
+        }
+    }
+    // The budget holds after every put (the tests' tiny budgets exercise eviction and
+    // spilling on almost every instruction).
+    debug_assert!(
+        cache.bytes() <= cache.budget(),
+        "the reuse cache holds {} bytes over its budget of {}",
+        cache.bytes(),
+        cache.budget()
+    );
+}

@@ -1,0 +1,288 @@
+//! Lineage-based reuse in the engine (LIMA sections 4-5, MEMPHIS section 3.3): what reuse is
+//! configured to do, the run's cache and counters, and multi-level reuse of function calls.
+//!
+//! Operation-level full reuse happens in the executor (`lafuse_runtime::lineage::reuse`):
+//! every reusable instruction's outputs are probed by their lineage items. Multi-level reuse
+//! probes a deterministic function's results before its body runs, each by an item naming
+//! the function, the result and the items of the arguments (LIMA 4.2); on a hit the body does
+//! not run at all. The results' items in the caller stay the items the body traced (kept
+//! beside the cache by call item), so lineage does not depend on whether a call was reused.
+
+use lafuse_compiler::ast;
+use lafuse_compiler::program::{Block, Program};
+use lafuse_compiler::stack::with_stack;
+use lafuse_runtime::lineage::cache::{CacheConfig, Probe, Reservation, ReuseCache};
+use lafuse_runtime::lineage::reuse::ReuseHits;
+use lafuse_runtime::lineage::Lineage;
+use lafuse_runtime::value::Value;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use lafuse_runtime::lineage::cache::EvictionPolicy;
+
+/// What lineage-based reuse does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReuseMode {
+    /// No reuse (the default).
+    #[default]
+    None,
+    /// Full reuse of operations and fused operators whose outputs' lineage is cached.
+    Full,
+    /// Full reuse, and reuse of deterministic function calls as a whole.
+    Multilevel,
+}
+
+/// Lineage-based reuse's configuration ([`crate::EngineConfig::reuse`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReuseConfig {
+    pub mode: ReuseMode,
+    /// Which cached values go first when the budget is reached.
+    pub policy: EvictionPolicy,
+    /// Bytes the cache may hold in memory; `None`: 5 % of the memory this process may use.
+    pub budget: Option<u64>,
+    /// Where evicted values whose recomputation would cost more than reading them back are
+    /// spilled; `None`: a private temporary directory, removed at the end of the run.
+    pub spill_dir: Option<PathBuf>,
+}
+
+impl ReuseConfig {
+    /// The budget in bytes.
+    pub fn budget_bytes(&self) -> u64 {
+        self.budget
+            .unwrap_or_else(|| lafuse_runtime::memory::limits().budget() / 20)
+    }
+}
+
+/// Reuse's state in one run.
+pub(crate) struct RunReuse {
+    pub(crate) cache: ReuseCache,
+    pub(crate) hits: ReuseHits,
+    multilevel: bool,
+    /// Per function: whether its calls may be reused as a whole.
+    deterministic: HashMap<String, bool>,
+    /// The items the body traced for a call's results, by the call's item.
+    body_items: HashMap<Lineage, Lineage>,
+}
+
+/// What probing a call found.
+pub(crate) enum CallProbe {
+    /// Every result is cached: its value and the item the caller binds.
+    Reused(Vec<(Value, Lineage)>),
+    /// The body runs; the results that missed are put after it.
+    Run(Vec<Option<Reservation>>),
+}
+
+impl RunReuse {
+    pub(crate) fn new(config: &ReuseConfig) -> Option<RunReuse> {
+        if config.mode == ReuseMode::None {
+            return None;
+        }
+        Some(RunReuse {
+            cache: ReuseCache::new(CacheConfig {
+                budget: usize::try_from(config.budget_bytes()).unwrap_or(usize::MAX),
+                policy: config.policy,
+                spill_dir: config.spill_dir.clone(),
+                spill: true,
+            }),
+            hits: ReuseHits::default(),
+            multilevel: config.mode == ReuseMode::Multilevel,
+            deterministic: HashMap::new(),
+            body_items: HashMap::new(),
+        })
+    }
+
+    /// What reuse did so far, for `--stats`.
+    pub(crate) fn stats(&self) -> crate::stats::ReuseStats {
+        let cache = self.cache.stats();
+        crate::stats::ReuseStats {
+            operation_hits: self.hits.operations,
+            fused_hits: self.hits.fused,
+            function_hits: self.hits.functions,
+            misses: cache.misses,
+            evictions: cache.evictions,
+            spills: cache.spills,
+            restores: cache.restores,
+            saved_ms: cache.saved_compute.as_secs_f64() * 1e3,
+            peak_bytes: cache.peak_bytes as u64,
+            budget_bytes: self.cache.budget() as u64,
+        }
+    }
+
+    /// The items of the results of calling `function` on arguments with items `args` (in
+    /// parameter order), or `None` where the call is not reused as a whole: not multi-level,
+    /// an argument without an item, or a function that is not deterministic.
+    pub(crate) fn call_keys(
+        &mut self,
+        program: &Program,
+        function: &str,
+        results: &[ast::Param],
+        args: &[Option<Lineage>],
+    ) -> Option<Vec<Lineage>> {
+        if !self.multilevel || !deterministic(program, function, &mut self.deterministic) {
+            return None;
+        }
+        let args: Vec<Lineage> = args.iter().cloned().collect::<Option<_>>()?;
+        Some(
+            results
+                .iter()
+                .map(|r| {
+                    Lineage::instruction("fcall", format!("{function}:{}", r.name), args.clone())
+                })
+                .collect(),
+        )
+    }
+
+    /// Probes a call's result items.
+    pub(crate) fn probe_call(&mut self, keys: &[Lineage]) -> CallProbe {
+        let mut found = Vec::with_capacity(keys.len());
+        let mut reservations = Vec::with_capacity(keys.len());
+        for key in keys {
+            match self.cache.probe(key) {
+                Probe::Hit { key, value } => {
+                    let item = self.body_items.get(&key).cloned().unwrap_or(key);
+                    found.push(Some((value, item)));
+                    reservations.push(None);
+                }
+                Probe::Miss(reservation) => {
+                    found.push(None);
+                    reservations.push(Some(reservation));
+                }
+            }
+        }
+        if reservations.iter().any(Option::is_some) {
+            return CallProbe::Run(reservations);
+        }
+        self.hits.functions += 1;
+        CallProbe::Reused(found.into_iter().flatten().collect())
+    }
+
+    /// Puts a call's results (`results[j]`: the value and the item the body traced for result
+    /// `j`) for the reservations that missed; `compute` is what the call took.
+    pub(crate) fn put_call(
+        &mut self,
+        keys: Vec<Lineage>,
+        reservations: Vec<Option<Reservation>>,
+        results: Vec<Option<(Value, Option<Lineage>)>>,
+        compute: Duration,
+    ) {
+        for ((key, reservation), result) in keys.into_iter().zip(reservations).zip(results) {
+            let (Some(reservation), Some((value, item))) = (reservation, result) else {
+                continue;
+            };
+            self.cache.put(reservation, &value, compute);
+            if let Some(item) = item {
+                self.body_items.insert(key, item);
+            }
+        }
+    }
+}
+
+/// Whether calls of `function` can be reused as a whole: its body (and every function it
+/// calls) draws no random numbers, reads no clock or file and has no side effect (print,
+/// write, stop), so equal arguments give equal results and skipping it changes nothing else.
+fn deterministic(program: &Program, function: &str, memo: &mut HashMap<String, bool>) -> bool {
+    if let Some(&known) = memo.get(function) {
+        return known;
+    }
+    // Recursion is assumed deterministic while it is being decided (a cycle adds nothing).
+    memo.insert(function.to_string(), true);
+    let verdict = match program.functions.get(function) {
+        Some(f) => blocks_deterministic(program, &f.body, memo),
+        None => false,
+    };
+    memo.insert(function.to_string(), verdict);
+    verdict
+}
+
+fn blocks_deterministic(
+    program: &Program,
+    blocks: &[Block],
+    memo: &mut HashMap<String, bool>,
+) -> bool {
+    blocks.iter().all(|block| match block {
+        Block::Basic(basic) => basic.stmts.iter().all(stmt_deterministic),
+        Block::If {
+            cond,
+            then_blocks,
+            else_blocks,
+            ..
+        } => {
+            expr_deterministic(cond)
+                && blocks_deterministic(program, then_blocks, memo)
+                && blocks_deterministic(program, else_blocks, memo)
+        }
+        Block::For {
+            from,
+            to,
+            step,
+            body,
+            ..
+        } => {
+            expr_deterministic(from)
+                && expr_deterministic(to)
+                && step.as_ref().is_none_or(expr_deterministic)
+                && blocks_deterministic(program, body, memo)
+        }
+        Block::While { cond, body, .. } => {
+            expr_deterministic(cond) && blocks_deterministic(program, body, memo)
+        }
+        Block::Call(call) => {
+            call.args.iter().all(|a| expr_deterministic(&a.value))
+                && deterministic(program, &call.function, memo)
+        }
+    })
+}
+
+fn stmt_deterministic(stmt: &ast::Stmt) -> bool {
+    with_stack(|| {
+        use ast::StmtKind;
+        let range = |r: &Option<ast::IndexRange>| {
+            r.as_ref().is_none_or(|r| {
+                expr_deterministic(&r.lower) && r.upper.as_deref().is_none_or(expr_deterministic)
+            })
+        };
+        match &stmt.kind {
+            StmtKind::Assign { value, .. } => expr_deterministic(value),
+            StmtKind::IndexAssign {
+                rows, cols, value, ..
+            } => range(rows) && range(cols) && expr_deterministic(value),
+            StmtKind::MultiAssign { call, .. } => expr_deterministic(call),
+            StmtKind::Expr(e) => expr_deterministic(e),
+            // Control flow inside a basic block's statements is not expected; refuse it.
+            StmtKind::If { .. } | StmtKind::For { .. } | StmtKind::While { .. } => false,
+        }
+    })
+}
+
+fn expr_deterministic(expr: &ast::Expr) -> bool {
+    with_stack(|| {
+        use ast::ExprKind;
+        match &expr.kind {
+            ExprKind::Call { name, args } => {
+                !matches!(
+                    name.as_str(),
+                    "rand"
+                        | "Rand"
+                        | "sample"
+                        | "time"
+                        | "read"
+                        | "print"
+                        | "write"
+                        | "stop"
+                        | "lineage"
+                ) && args.iter().all(|a| expr_deterministic(&a.value))
+            }
+            ExprKind::Unary { operand, .. } => expr_deterministic(operand),
+            ExprKind::Binary { lhs, rhs, .. } => expr_deterministic(lhs) && expr_deterministic(rhs),
+            ExprKind::Index { target, rows, cols } => {
+                expr_deterministic(target)
+                    && [rows, cols].into_iter().flatten().all(|r| {
+                        expr_deterministic(&r.lower)
+                            && r.upper.as_deref().is_none_or(expr_deterministic)
+                    })
+            }
+            _ => true,
+        }
+    })
+}

@@ -1,0 +1,248 @@
+//! Lineage-based reuse (issue 25): reuse never changes a result. Every corpus script, codegen
+//! pattern and algorithm prints exactly what it prints without reuse, under full and
+//! multi-level reuse, with the default budget and with one so small that values are evicted
+//! and spilled all the time (the executor asserts after every put that the cache holds no
+//! more than its budget); repeated computations hit, fused operators are reused by their
+//! outputs' lineage, deterministic calls are skipped as a whole and others are not.
+
+use lafuse::{
+    Engine, EngineConfig, EvictionPolicy, FusionBackend, FusionPolicy, ReuseConfig, ReuseMode,
+    ScriptArgs, SourceFile, Stats,
+};
+use proptest::prelude::*;
+use std::path::{Path, PathBuf};
+
+mod programs;
+
+fn config(mode: ReuseMode, policy: EvictionPolicy, budget: Option<u64>) -> EngineConfig {
+    EngineConfig {
+        fusion: Some(FusionPolicy::Gen),
+        backend: FusionBackend::Reference,
+        collect_stats: true,
+        reuse: ReuseConfig {
+            mode,
+            policy,
+            budget,
+            spill_dir: None,
+        },
+        ..EngineConfig::default()
+    }
+}
+
+fn run(text: &str, args: &ScriptArgs, config: &EngineConfig) -> (String, Stats) {
+    let source = SourceFile::new("test.dml", text);
+    let mut out = Vec::new();
+    let report = Engine::new(config.clone())
+        .run(&source, args, &mut out)
+        .unwrap_or_else(|e| panic!("{}", e.render(&source)));
+    (String::from_utf8_lossy(&out).into_owned(), report.stats)
+}
+
+fn scripts(dir: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "dml"))
+        .collect();
+    scripts.sort();
+    scripts
+}
+
+fn script_args(path: &Path) -> ScriptArgs {
+    let pairs: Vec<String> = std::fs::read_to_string(path.with_extension("args"))
+        .map(|s| {
+            s.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    ScriptArgs::parse_pairs(&pairs).unwrap()
+}
+
+/// Every configuration reuse must not change a result under: full and multi-level reuse
+/// with the default budget, and with a 64 KiB budget under each eviction policy (so values
+/// are evicted and spilled all the time).
+fn reuse_configs() -> Vec<(String, EngineConfig)> {
+    let mut configs = vec![
+        (
+            "full".to_string(),
+            config(ReuseMode::Full, EvictionPolicy::CostSize, None),
+        ),
+        (
+            "multilevel".to_string(),
+            config(ReuseMode::Multilevel, EvictionPolicy::CostSize, None),
+        ),
+    ];
+    for policy in [
+        EvictionPolicy::Lru,
+        EvictionPolicy::DagHeight,
+        EvictionPolicy::CostSize,
+    ] {
+        configs.push((
+            format!("multilevel, 64 KiB, {policy:?}"),
+            config(ReuseMode::Multilevel, policy, Some(64 << 10)),
+        ));
+    }
+    configs
+}
+
+fn check_scripts_reuse_nothing_changes(dir: &str) -> (usize, u64) {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let configs = reuse_configs();
+    let (mut checked, mut hits) = (0, 0);
+    for path in scripts(dir) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Scripts printing the clock cannot print the same twice.
+        if text.contains("time()") {
+            continue;
+        }
+        let args = script_args(&path);
+        let (expected, _) = run(
+            &text,
+            &args,
+            &config(ReuseMode::None, EvictionPolicy::default(), None),
+        );
+        for (label, config) in &configs {
+            let (actual, stats) = run(&text, &args, config);
+            assert_eq!(
+                actual,
+                expected,
+                "{} prints differently with reuse ({label})",
+                path.display()
+            );
+            hits += stats.reuse.as_ref().map_or(0, |r| r.hits());
+        }
+        checked += 1;
+    }
+    (checked, hits)
+}
+
+#[test]
+fn reuse_never_changes_what_the_corpus_prints() {
+    let (checked, hits) = check_scripts_reuse_nothing_changes("tests/corpus");
+    assert!(checked > 30, "only {checked} scripts");
+    assert!(hits > 0, "no corpus script reused anything");
+}
+
+#[test]
+fn reuse_never_changes_what_the_codegen_patterns_print() {
+    let (checked, _) = check_scripts_reuse_nothing_changes("tests/codegen_patterns");
+    assert!(checked > 10, "only {checked} patterns");
+}
+
+const REPEATED: &str = "\
+X = rand(rows=300, cols=40, seed=3)
+y = rand(rows=300, cols=1, seed=4)
+acc = 0.0
+for (i in 1:10) {
+  G = t(X) %*% X
+  b = t(X) %*% y
+  acc = acc + sum(G) + sum(b) + sum((X * 2 + 1) ^ 2)
+}
+print(acc)
+";
+
+#[test]
+fn repeated_computations_are_reused() {
+    let (plain, _) = run(
+        REPEATED,
+        &ScriptArgs::default(),
+        &config(ReuseMode::None, EvictionPolicy::default(), None),
+    );
+    let (reused, stats) = run(
+        REPEATED,
+        &ScriptArgs::default(),
+        &config(ReuseMode::Full, EvictionPolicy::default(), None),
+    );
+    assert_eq!(reused, plain);
+    let reuse = stats.reuse.expect("reuse statistics");
+    // Nine of ten iterations find `t(X) %*% X`, `t(X) %*% y` and the fused cell aggregate.
+    assert!(reuse.operation_hits + reuse.fused_hits >= 27, "{reuse:?}");
+    assert!(
+        reuse.fused_hits >= 9,
+        "fused operators are reused: {reuse:?}"
+    );
+    assert!(reuse.misses > 0);
+}
+
+const CALLS: &str = "\
+f = function(matrix[double] X, double l) return (matrix[double] B, double s) {
+  B = solve(t(X) %*% X + diag(matrix(l, ncol(X), 1)), t(X) %*% matrix(1, nrow(X), 1))
+  s = sum(B)
+}
+g = function(matrix[double] X) return (double s) {
+  print(\"g runs\")
+  s = sum(X)
+}
+X = rand(rows=200, cols=10, seed=5)
+acc = 0.0
+for (i in 1:4) {
+  for (l in seq(1, 3)) {
+    [B, s] = f(X, l)
+    acc = acc + s + g(B)
+  }
+}
+print(acc)
+";
+
+#[test]
+fn deterministic_calls_are_reused_as_a_whole_and_others_run() {
+    let (plain, _) = run(
+        CALLS,
+        &ScriptArgs::default(),
+        &config(ReuseMode::None, EvictionPolicy::default(), None),
+    );
+    let (reused, stats) = run(
+        CALLS,
+        &ScriptArgs::default(),
+        &config(ReuseMode::Multilevel, EvictionPolicy::default(), None),
+    );
+    assert_eq!(reused, plain, "g prints on every call, reused or not");
+    assert_eq!(reused.matches("g runs").count(), 12);
+    let reuse = stats.reuse.expect("reuse statistics");
+    // `f` is computed for three distinct arguments and reused for the nine other calls.
+    assert_eq!(reuse.function_hits, 9, "{reuse:?}");
+}
+
+#[test]
+fn lineage_does_not_depend_on_reuse() {
+    let traced = |mode| {
+        let config = EngineConfig {
+            lineage: true,
+            ..config(mode, EvictionPolicy::default(), None)
+        };
+        let source = SourceFile::new("test.dml", CALLS);
+        Engine::new(config)
+            .run(&source, &ScriptArgs::default(), &mut Vec::new())
+            .unwrap()
+            .lineage
+    };
+    let plain = traced(ReuseMode::None);
+    assert_eq!(traced(ReuseMode::Full), plain);
+    assert_eq!(traced(ReuseMode::Multilevel), plain);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Random programs whose loops repeat and interleave computations print the same with
+    /// multi-level reuse under a 4 KiB budget (evictions and spills on almost every put) as
+    /// without reuse.
+    #[test]
+    fn reuse_with_a_tiny_budget_never_changes_a_result(
+        program in programs::program(),
+        policy in prop::sample::select(vec![
+            EvictionPolicy::Lru,
+            EvictionPolicy::DagHeight,
+            EvictionPolicy::CostSize,
+        ]),
+    ) {
+        let text = programs::render(&program);
+        let args = ScriptArgs::default();
+        let (plain, _) = run(&text, &args, &config(ReuseMode::None, policy, None));
+        let (reused, _) = run(&text, &args, &config(ReuseMode::Multilevel, policy, Some(4 << 10)));
+        prop_assert_eq!(reused, plain, "{}", text);
+    }
+}
