@@ -10,6 +10,8 @@ use lafuse::{Engine, EngineConfig, Error, Fault, FusionBackend, FusionPolicy, Sc
 use lafuse::{Matrix, RunReport, SourceFile, Value};
 use std::path::{Path, PathBuf};
 
+mod small_algorithms;
+
 /// The relative difference allowed where a sum's order may change.
 const RTOL: f64 = 1e-12;
 
@@ -274,90 +276,12 @@ fn corpus_values_recompute_from_their_lineage() {
 /// included, recomputes to its value (unfused and under `gen`, as in the corpus).
 #[test]
 fn algorithm_values_recompute_from_their_lineage() {
-    // (id, generator arguments, algorithm arguments, cancelling scalars)
-    type Algorithm = (
-        &'static str,
-        &'static [&'static str],
-        &'static [&'static str],
-        &'static [&'static str],
-    );
-    const ALGORITHMS: &[Algorithm] = &[
-        (
-            "l2svm",
-            &["rows=200", "cols=10", "sp=1.0"],
-            &["maxiter=4"],
-            &["g"],
-        ),
-        (
-            "l2svm",
-            &["rows=200", "cols=20", "sp=0.1"],
-            &["maxiter=4"],
-            &["g"],
-        ),
-        (
-            "mlogreg",
-            &["rows=200", "cols=10", "sp=1.0"],
-            &["moi=3", "mii=3"],
-            &[],
-        ),
-        (
-            "glm",
-            &["rows=200", "cols=20", "sp=0.1"],
-            &["moi=3", "mii=3"],
-            &[],
-        ),
-        (
-            "kmeans",
-            &["rows=200", "cols=10", "sp=1.0"],
-            &["maxi=3"],
-            &[],
-        ),
-        (
-            "alscg",
-            &["rows=300", "cols=280", "sp=0.05"],
-            &["maxi=2", "rank=4"],
-            &[],
-        ),
-        (
-            "autoencoder",
-            &["rows=128", "cols=10", "sp=1.0"],
-            &["H1=8", "batch=32"],
-            &[],
-        ),
-    ];
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/algorithms");
     let scratch = std::env::temp_dir().join(format!("lafuse-recompute-alg-{}", std::process::id()));
     let mut tally = Tally::default();
-    for (k, (id, gen_args, alg_args, cancelling)) in ALGORITHMS.iter().enumerate() {
-        let data = scratch.join(format!("{id}{k}"));
-        std::fs::create_dir_all(&data).unwrap();
-        let load = |path: PathBuf| {
-            SourceFile::new(
-                path.display().to_string(),
-                std::fs::read_to_string(&path).unwrap(),
-            )
-        };
-        let gen = load(root.join(format!("gen_{id}.dml")));
-        let mut pairs: Vec<String> = gen_args.iter().map(|s| s.to_string()).collect();
-        pairs.push(format!("out={}", data.display()));
-        Engine::new(config(None, false))
-            .run(
-                &gen,
-                &ScriptArgs::parse_pairs(&pairs).unwrap(),
-                &mut Vec::new(),
-            )
-            .unwrap_or_else(|e| panic!("gen_{id}: {}", e.render(&gen)));
-        let alg = load(root.join(format!("{id}.dml")));
-        let mut pairs: Vec<String> = gen_args
-            .iter()
-            .chain(alg_args.iter())
-            .map(|s| s.to_string())
-            .collect();
-        pairs.push(format!("X={}", data.join("X").display()));
-        pairs.push(format!("Y={}", data.join("y").display()));
-        let args = ScriptArgs::parse_pairs(&pairs).unwrap();
-        let label = format!("{id} {}", gen_args.join(" "));
-        run_and_recompute(&label, &alg, &args, cancelling, &mut tally);
+    for (k, alg) in small_algorithms::ALGORITHMS.iter().enumerate() {
+        let (source, args) = alg.generate(&scratch.join(format!("{}{k}", alg.id)));
+        let label = format!("{} {}", alg.id, alg.gen_args.join(" "));
+        run_and_recompute(&label, &source, &args, alg.cancelling, &mut tally);
     }
     std::fs::remove_dir_all(&scratch).ok();
     tally.check("algorithms", 100, &["rand", "time", "read"]);

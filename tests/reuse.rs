@@ -13,6 +13,7 @@ use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
 mod programs;
+mod small_algorithms;
 
 fn config(mode: ReuseMode, policy: EvictionPolicy, budget: Option<u64>) -> EngineConfig {
     EngineConfig {
@@ -130,6 +131,39 @@ fn reuse_never_changes_what_the_corpus_prints() {
 fn reuse_never_changes_what_the_codegen_patterns_print() {
     let (checked, _) = check_scripts_reuse_nothing_changes("tests/codegen_patterns");
     assert!(checked > 10, "only {checked} patterns");
+}
+
+/// Every algorithm prints the same with reuse as without (its `time_ms` line aside).
+#[test]
+fn reuse_never_changes_what_the_algorithms_print() {
+    let scratch = std::env::temp_dir().join(format!("lafuse-reuse-alg-{}", std::process::id()));
+    let timeless = |out: String| -> String {
+        out.lines()
+            .filter(|l| !l.starts_with("time_ms"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mut hits = 0;
+    for (k, alg) in small_algorithms::ALGORITHMS.iter().enumerate() {
+        let (source, args) = alg.generate(&scratch.join(format!("{}{k}", alg.id)));
+        let (expected, _) = run(
+            &source.text,
+            &args,
+            &config(ReuseMode::None, EvictionPolicy::default(), None),
+        );
+        for (label, config) in reuse_configs() {
+            let (actual, stats) = run(&source.text, &args, &config);
+            assert_eq!(
+                timeless(actual),
+                timeless(expected.clone()),
+                "{} prints differently with reuse ({label})",
+                alg.id
+            );
+            hits += stats.reuse.map_or(0, |r| r.hits());
+        }
+    }
+    std::fs::remove_dir_all(&scratch).ok();
+    assert!(hits > 0, "no algorithm reused anything");
 }
 
 const REPEATED: &str = "\
