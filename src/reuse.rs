@@ -34,7 +34,7 @@ pub enum ReuseMode {
 }
 
 /// Lineage-based reuse's configuration ([`crate::EngineConfig::reuse`]).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ReuseConfig {
     pub mode: ReuseMode,
     /// Which cached values go first when the budget is reached.
@@ -44,6 +44,22 @@ pub struct ReuseConfig {
     /// Where evicted values whose recomputation would cost more than reading them back are
     /// spilled; `None`: a private temporary directory, removed at the end of the run.
     pub spill_dir: Option<PathBuf>,
+    /// How many times a value must be asked for before it is kept (MEMPHIS's delayed
+    /// caching): 2 by default, so that intermediates used once (a mini-batch's) never take
+    /// memory or stop in-place updates; 1 keeps every value computed, as LIMA does.
+    pub delay: u32,
+}
+
+impl Default for ReuseConfig {
+    fn default() -> ReuseConfig {
+        ReuseConfig {
+            mode: ReuseMode::None,
+            policy: EvictionPolicy::default(),
+            budget: None,
+            spill_dir: None,
+            delay: 2,
+        }
+    }
 }
 
 impl ReuseConfig {
@@ -84,6 +100,7 @@ impl RunReuse {
                 policy: config.policy,
                 spill_dir: config.spill_dir.clone(),
                 spill: true,
+                delay: config.delay.max(1),
             }),
             hits: ReuseHits::default(),
             multilevel: config.mode == ReuseMode::Multilevel,

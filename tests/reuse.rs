@@ -16,6 +16,15 @@ mod programs;
 mod small_algorithms;
 
 fn config(mode: ReuseMode, policy: EvictionPolicy, budget: Option<u64>) -> EngineConfig {
+    config_delayed(mode, policy, budget, 1)
+}
+
+fn config_delayed(
+    mode: ReuseMode,
+    policy: EvictionPolicy,
+    budget: Option<u64>,
+    delay: u32,
+) -> EngineConfig {
     EngineConfig {
         fusion: Some(FusionPolicy::Gen),
         backend: FusionBackend::Reference,
@@ -25,6 +34,7 @@ fn config(mode: ReuseMode, policy: EvictionPolicy, budget: Option<u64>) -> Engin
             policy,
             budget,
             spill_dir: None,
+            delay,
         },
         ..EngineConfig::default()
     }
@@ -76,6 +86,10 @@ fn reuse_configs() -> Vec<(String, EngineConfig)> {
             config(ReuseMode::Multilevel, EvictionPolicy::CostSize, None),
         ),
     ];
+    configs.push((
+        "multilevel, delayed caching".to_string(),
+        config_delayed(ReuseMode::Multilevel, EvictionPolicy::CostSize, None, 2),
+    ));
     for policy in [
         EvictionPolicy::Lru,
         EvictionPolicy::DagHeight,

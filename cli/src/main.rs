@@ -307,6 +307,10 @@ struct ReuseArgs {
     /// than reading them back (default: a private temporary directory, removed at the end).
     #[arg(long, value_name = "DIR")]
     reuse_spill: Option<PathBuf>,
+    /// Keep a value once it has been asked for N times (MEMPHIS's delayed caching): 2 (the
+    /// default) never caches intermediates used once; 1 caches every value computed.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    reuse_delay: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
@@ -348,6 +352,7 @@ impl ReuseArgs {
             },
             budget: self.reuse_budget,
             spill_dir: self.reuse_spill.clone(),
+            delay: self.reuse_delay,
         })
     }
 }

@@ -42,6 +42,12 @@ pub struct CacheConfig {
     pub spill_dir: Option<PathBuf>,
     /// Whether evicted matrices worth it are spilled to disk instead of dropped.
     pub spill: bool,
+    /// How many times an item must be asked for before its value is kept (MEMPHIS's delayed
+    /// caching): 1 keeps every value computed (LIMA); 2 keeps a value only when it is asked for
+    /// a second time, so intermediates used once never take memory, nor keep the executor from
+    /// updating them in place. Requests are counted by the item's hash (a collision only keeps
+    /// a value one request early).
+    pub delay: u32,
 }
 
 impl CacheConfig {
@@ -53,6 +59,7 @@ impl CacheConfig {
             policy: EvictionPolicy::default(),
             spill_dir: None,
             spill: true,
+            delay: 1,
         }
     }
 }
@@ -72,6 +79,9 @@ pub struct CacheStats {
     /// Puts whose value was not stored: larger than the whole budget, or a borrowed matrix
     /// whose copy could not be allocated.
     pub rejected: u64,
+    /// Misses whose value was not to be kept: the item was not asked for often enough yet
+    /// ([`CacheConfig::delay`]).
+    pub delayed: u64,
     /// Entries pushed out of memory to make room (spilled ones included).
     pub evictions: u64,
     /// Evictions that wrote the value to disk.
@@ -147,6 +157,7 @@ pub struct ReuseCache {
 struct Inner {
     budget: usize,
     policy: EvictionPolicy,
+    delay: u32,
     state: Mutex<State>,
     /// Signalled whenever a placeholder is filled or abandoned.
     changed: Condvar,
@@ -182,6 +193,7 @@ impl ReuseCache {
             inner: Arc::new(Inner {
                 budget: config.budget,
                 policy: config.policy,
+                delay: config.delay,
                 state: Mutex::new(State::new(Spiller::new(config.spill, config.spill_dir))),
                 changed: Condvar::new(),
             }),
@@ -202,6 +214,17 @@ impl ReuseCache {
         let mut waited = false;
         loop {
             let Some((key, entry)) = st.entries.get_key_value(item) else {
+                if inner.delay > 1 && st.note_request(item.hash()) < inner.delay {
+                    // Not asked for often enough to keep: computed, not cached, and not
+                    // waited for (a detached reservation).
+                    st.stats.misses += 1;
+                    st.stats.delayed += 1;
+                    return Probe::Miss(Reservation {
+                        inner: inner.clone(),
+                        key: item.clone(),
+                        token: 0,
+                    });
+                }
                 // A miss: leave a placeholder for the value.
                 let token = st.new_token();
                 let accesses = 1 + st.history.remove(&item.hash()).unwrap_or(0);

@@ -23,6 +23,8 @@ pub(super) struct State {
     /// later miss of the same item continues the count, as LIMA's `r_m` does. Hashes, not
     /// items, so that no lineage DAG is kept alive; a collision only shifts a score.
     pub(super) history: HashMap<u64, u64>,
+    /// Requests of items not cached, by hash, for delayed caching.
+    pub(super) requests: HashMap<u64, u32>,
     pub(super) stats: CacheStats,
     pub(super) spiller: Spiller,
 }
@@ -57,9 +59,20 @@ impl State {
             clock: 0,
             bytes: 0,
             history: HashMap::new(),
+            requests: HashMap::new(),
             stats: CacheStats::default(),
             spiller,
         }
+    }
+
+    /// Counts a request of the item with hash `hash` that is not cached; how many there were.
+    pub(super) fn note_request(&mut self, hash: u64) -> u32 {
+        if self.requests.len() >= HISTORY_LIMIT {
+            self.requests.clear();
+        }
+        let n = self.requests.entry(hash).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
     }
 
     /// Whether `key`'s entry is the placeholder `token`.

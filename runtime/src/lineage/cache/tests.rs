@@ -33,6 +33,7 @@ fn config(budget: usize, policy: EvictionPolicy, spill: bool) -> CacheConfig {
         policy,
         spill_dir: None,
         spill,
+        delay: 1,
     }
 }
 
@@ -575,4 +576,28 @@ fn sparse_round_trip_check_matches_the_reader() {
     for m in awkward_matrices() {
         assert!(spill::round_trips_exactly(&m));
     }
+}
+
+/// Delayed caching (MEMPHIS): with `delay: 2` a value is kept only once its item is asked for a
+/// second time; the first request computes it without a placeholder, so a value used once
+/// never takes memory.
+#[test]
+fn delayed_caching_keeps_a_value_from_its_second_request() {
+    let cache = ReuseCache::new(CacheConfig {
+        delay: 2,
+        ..config(1 << 20, EvictionPolicy::CostSize, false)
+    });
+    let v = Value::Double(1.5);
+    miss_and_put(&cache, &item("a"), &v, Duration::from_millis(5));
+    assert_eq!(
+        cache.state(&item("a")),
+        None,
+        "a first request keeps nothing"
+    );
+    assert_eq!(cache.bytes(), 0);
+    miss_and_put(&cache, &item("a"), &v, Duration::from_millis(5));
+    assert_eq!(cache.state(&item("a")), Some(EntryState::InMemory));
+    assert!(matches!(cache.probe(&item("a")), Probe::Hit { .. }));
+    let stats = cache.stats();
+    assert_eq!((stats.misses, stats.delayed, stats.hits), (2, 1, 1));
 }
