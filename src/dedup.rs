@@ -18,10 +18,10 @@
 //! run-time inputs. Expanding the dedup items ([`Lineage::expand`]) gives exactly the lineage
 //! tracing without deduplication gives.
 
+use crate::calls::{expr_calls, stmt_calls};
 use crate::compile::{stmt_reads, CompiledBlock, EXPR_RESULT};
 use lafuse_compiler::ast;
 use lafuse_compiler::program::Block;
-use lafuse_compiler::stack::with_stack;
 use lafuse_runtime::lineage::trace::{self, ScopeRecording};
 use lafuse_runtime::lineage::{Lineage, LineageMap};
 use lafuse_runtime::RuntimeError;
@@ -139,7 +139,7 @@ impl ScopeDedup {
                     else_blocks,
                     ..
                 } => {
-                    if self.branches.len() == MAX_BRANCHES || calls_needing_items(cond) {
+                    if self.branches.len() == MAX_BRANCHES || expr_calls(cond, &needs_items_named) {
                         return None;
                     }
                     let position = self.branches.len() as u32;
@@ -325,53 +325,14 @@ fn make_patch(key: &PatchKey, assigned: LineageMap) -> Patch {
 }
 
 /// Whether a statement calls `lineage` or `write`, which need the items of the values they
-/// see while the body runs.
+/// see while the body runs (or holds a loop, which makes the body not last-level).
 fn needs_items(stmt: &ast::Stmt) -> bool {
-    with_stack(|| {
-        use ast::StmtKind;
-        match &stmt.kind {
-            StmtKind::Assign { value, .. } => calls_needing_items(value),
-            StmtKind::IndexAssign {
-                rows, cols, value, ..
-            } => {
-                calls_needing_items(value)
-                    || [rows, cols].into_iter().flatten().any(|r| {
-                        calls_needing_items(&r.lower)
-                            || r.upper.as_deref().is_some_and(calls_needing_items)
-                    })
-            }
-            StmtKind::MultiAssign { call, .. } => calls_needing_items(call),
-            StmtKind::Expr(e) => calls_needing_items(e),
-            StmtKind::If {
-                cond,
-                then_body,
-                else_body,
-            } => calls_needing_items(cond) || then_body.iter().chain(else_body).any(needs_items),
-            StmtKind::For { .. } | StmtKind::While { .. } => true,
-        }
-    })
+    matches!(
+        stmt.kind,
+        ast::StmtKind::For { .. } | ast::StmtKind::While { .. }
+    ) || stmt_calls(stmt, &needs_items_named)
 }
 
-fn calls_needing_items(expr: &ast::Expr) -> bool {
-    with_stack(|| {
-        use ast::ExprKind;
-        match &expr.kind {
-            ExprKind::Call { name, args } => {
-                matches!(name.as_str(), "lineage" | "write")
-                    || args.iter().any(|a| calls_needing_items(&a.value))
-            }
-            ExprKind::Unary { operand, .. } => calls_needing_items(operand),
-            ExprKind::Binary { lhs, rhs, .. } => {
-                calls_needing_items(lhs) || calls_needing_items(rhs)
-            }
-            ExprKind::Index { target, rows, cols } => {
-                calls_needing_items(target)
-                    || [rows, cols].into_iter().flatten().any(|r| {
-                        calls_needing_items(&r.lower)
-                            || r.upper.as_deref().is_some_and(calls_needing_items)
-                    })
-            }
-            _ => false,
-        }
-    })
+fn needs_items_named(name: &str) -> bool {
+    matches!(name, "lineage" | "write")
 }

@@ -42,6 +42,7 @@
 
 pub mod alloc;
 mod bindings;
+mod calls;
 mod compile;
 mod dag;
 mod dedup;

@@ -8,9 +8,9 @@
 //! not run at all. The results' items in the caller stay the items the body traced (kept
 //! beside the cache by call item), so lineage does not depend on whether a call was reused.
 
+use crate::calls::{expr_calls, stmt_calls};
 use lafuse_compiler::ast;
 use lafuse_compiler::program::{Block, Program};
-use lafuse_compiler::stack::with_stack;
 use lafuse_runtime::lineage::cache::{CacheConfig, Probe, Reservation, ReuseCache};
 use lafuse_runtime::lineage::reuse::ReuseHits;
 use lafuse_runtime::lineage::Lineage;
@@ -217,15 +217,19 @@ fn blocks_deterministic(
     blocks: &[Block],
     memo: &mut HashMap<String, bool>,
 ) -> bool {
+    let expr = |e: &ast::Expr| !expr_calls(e, &nondeterministic);
     blocks.iter().all(|block| match block {
-        Block::Basic(basic) => basic.stmts.iter().all(stmt_deterministic),
+        Block::Basic(basic) => basic
+            .stmts
+            .iter()
+            .all(|s| !stmt_calls(s, &nondeterministic)),
         Block::If {
             cond,
             then_blocks,
             else_blocks,
             ..
         } => {
-            expr_deterministic(cond)
+            expr(cond)
                 && blocks_deterministic(program, then_blocks, memo)
                 && blocks_deterministic(program, else_blocks, memo)
         }
@@ -236,70 +240,22 @@ fn blocks_deterministic(
             body,
             ..
         } => {
-            expr_deterministic(from)
-                && expr_deterministic(to)
-                && step.as_ref().is_none_or(expr_deterministic)
+            expr(from)
+                && expr(to)
+                && step.as_ref().is_none_or(expr)
                 && blocks_deterministic(program, body, memo)
         }
-        Block::While { cond, body, .. } => {
-            expr_deterministic(cond) && blocks_deterministic(program, body, memo)
-        }
+        Block::While { cond, body, .. } => expr(cond) && blocks_deterministic(program, body, memo),
         Block::Call(call) => {
-            call.args.iter().all(|a| expr_deterministic(&a.value))
-                && deterministic(program, &call.function, memo)
+            call.args.iter().all(|a| expr(&a.value)) && deterministic(program, &call.function, memo)
         }
     })
 }
 
-fn stmt_deterministic(stmt: &ast::Stmt) -> bool {
-    with_stack(|| {
-        use ast::StmtKind;
-        let range = |r: &Option<ast::IndexRange>| {
-            r.as_ref().is_none_or(|r| {
-                expr_deterministic(&r.lower) && r.upper.as_deref().is_none_or(expr_deterministic)
-            })
-        };
-        match &stmt.kind {
-            StmtKind::Assign { value, .. } => expr_deterministic(value),
-            StmtKind::IndexAssign {
-                rows, cols, value, ..
-            } => range(rows) && range(cols) && expr_deterministic(value),
-            StmtKind::MultiAssign { call, .. } => expr_deterministic(call),
-            StmtKind::Expr(e) => expr_deterministic(e),
-            // Control flow inside a basic block's statements is not expected; refuse it.
-            StmtKind::If { .. } | StmtKind::For { .. } | StmtKind::While { .. } => false,
-        }
-    })
-}
-
-fn expr_deterministic(expr: &ast::Expr) -> bool {
-    with_stack(|| {
-        use ast::ExprKind;
-        match &expr.kind {
-            ExprKind::Call { name, args } => {
-                !matches!(
-                    name.as_str(),
-                    "rand"
-                        | "Rand"
-                        | "sample"
-                        | "time"
-                        | "read"
-                        | "print"
-                        | "write"
-                        | "stop"
-                        | "lineage"
-                ) && args.iter().all(|a| expr_deterministic(&a.value))
-            }
-            ExprKind::Unary { operand, .. } => expr_deterministic(operand),
-            ExprKind::Binary { lhs, rhs, .. } => expr_deterministic(lhs) && expr_deterministic(rhs),
-            ExprKind::Index { target, rows, cols } => {
-                expr_deterministic(target)
-                    && [rows, cols].into_iter().flatten().all(|r| {
-                        expr_deterministic(&r.lower)
-                            && r.upper.as_deref().is_none_or(expr_deterministic)
-                    })
-            }
-            _ => true,
-        }
-    })
+/// Built-ins that draw random numbers, read the clock or files, or have side effects.
+fn nondeterministic(name: &str) -> bool {
+    matches!(
+        name,
+        "rand" | "Rand" | "sample" | "time" | "read" | "print" | "write" | "stop" | "lineage"
+    )
 }

@@ -6,7 +6,8 @@
 use lafuse::crates::runtime::lineage::{self, Lineage};
 use lafuse::{Engine, EngineConfig, FusionBackend, FusionPolicy, ScriptArgs, SourceFile};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+
+mod scripts;
 
 fn traced(fusion: Option<FusionPolicy>, backend: FusionBackend) -> EngineConfig {
     EngineConfig {
@@ -49,29 +50,6 @@ fn run(text: &str, args: &ScriptArgs, config: &EngineConfig) -> (String, BTreeMa
     (String::from_utf8_lossy(&out).into_owned(), report.lineage)
 }
 
-fn corpus_scripts() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
-    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "dml"))
-        .collect();
-    scripts.sort();
-    scripts
-}
-
-fn script_args(path: &Path) -> ScriptArgs {
-    let pairs: Vec<String> = std::fs::read_to_string(path.with_extension("args"))
-        .map(|s| {
-            s.lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
-    ScriptArgs::parse_pairs(&pairs).unwrap()
-}
-
 /// Whether a log records something only the run decides: an unseeded `rand`'s seed, `time()`,
 /// or a file's modification time (a file the script, or a test beside it, rewrites).
 fn run_dependent(log: &str) -> bool {
@@ -87,9 +65,9 @@ fn run_dependent(log: &str) -> bool {
 fn lineage_of_corpus_is_independent_of_fusion_and_backend() {
     let configs = configurations();
     let mut compared = 0;
-    for path in corpus_scripts() {
+    for path in scripts::scripts_in("tests/corpus") {
         let text = std::fs::read_to_string(&path).unwrap();
-        let args = script_args(&path);
+        let args = scripts::script_args(&path);
         let (_, baseline) = run(&text, &args, &configs[0].1);
         let (_, again) = run(&text, &args, &configs[0].1);
         for (name, log) in &baseline {

@@ -9,9 +9,9 @@ use lafuse::{Engine, EngineConfig, FusionBackend, FusionPolicy, ScriptArgs, Sour
 use proptest::prelude::*;
 
 mod programs;
+mod scripts;
 use programs::{program, render};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 fn config(dedup: bool) -> EngineConfig {
     EngineConfig {
@@ -162,25 +162,10 @@ for (k in 1:3) {
 
 #[test]
 fn corpus_lineage_with_deduplication_expands_to_the_same() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
-    let mut scripts: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "dml"))
-        .collect();
-    scripts.sort();
     let mut patches = 0;
-    for path in scripts {
+    for path in scripts::scripts_in("tests/corpus") {
         let text = std::fs::read_to_string(&path).unwrap();
-        let pairs: Vec<String> = std::fs::read_to_string(path.with_extension("args"))
-            .map(|s| {
-                s.lines()
-                    .filter(|l| !l.trim().is_empty())
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let args = ScriptArgs::parse_pairs(&pairs).unwrap();
+        let args = scripts::script_args(&path);
         let plain = run(&text, &args, false);
         let dedup = run(&text, &args, true);
         patches += dedup.stats.lineage_dedup_patches;

@@ -8,7 +8,9 @@
 
 use lafuse::{Engine, EngineConfig, Error, Fault, FusionBackend, FusionPolicy, ScriptArgs};
 use lafuse::{Matrix, RunReport, SourceFile, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+mod scripts;
 
 mod small_algorithms;
 
@@ -232,39 +234,16 @@ fn recompute_engines() -> Vec<Engine> {
         .collect()
 }
 
-fn corpus_scripts() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
-    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "dml"))
-        .collect();
-    scripts.sort();
-    scripts
-}
-
-fn script_args(path: &Path) -> ScriptArgs {
-    let pairs: Vec<String> = std::fs::read_to_string(path.with_extension("args"))
-        .map(|s| {
-            s.lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
-    ScriptArgs::parse_pairs(&pairs).unwrap()
-}
-
 /// Every corpus script, run unfused and under `gen`: each live variable recomputes under the
 /// same policy to its value. `io_read` and `io_roundtrip` read files (the second files it
 /// wrote itself), `rand_properties` draws unseeded, `time_builtin` records `time()`.
 #[test]
 fn corpus_values_recompute_from_their_lineage() {
     let mut tally = Tally::default();
-    for path in corpus_scripts() {
+    for path in scripts::scripts_in("tests/corpus") {
         let text = std::fs::read_to_string(&path).unwrap();
         let source = SourceFile::new(path.display().to_string(), text);
-        let args = script_args(&path);
+        let args = scripts::script_args(&path);
         let label = path.file_stem().unwrap().to_string_lossy().into_owned();
         run_and_recompute(&label, &source, &args, &[], &mut tally);
     }

@@ -10,7 +10,8 @@ use lafuse::{
     ScriptArgs, SourceFile, Stats,
 };
 use proptest::prelude::*;
-use std::path::{Path, PathBuf};
+
+mod scripts;
 
 mod programs;
 mod small_algorithms;
@@ -49,29 +50,6 @@ fn run(text: &str, args: &ScriptArgs, config: &EngineConfig) -> (String, Stats) 
     (String::from_utf8_lossy(&out).into_owned(), report.stats)
 }
 
-fn scripts(dir: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "dml"))
-        .collect();
-    scripts.sort();
-    scripts
-}
-
-fn script_args(path: &Path) -> ScriptArgs {
-    let pairs: Vec<String> = std::fs::read_to_string(path.with_extension("args"))
-        .map(|s| {
-            s.lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
-    ScriptArgs::parse_pairs(&pairs).unwrap()
-}
-
 /// Every configuration reuse must not change a result under: full and multi-level reuse
 /// with the default budget, and with a 64 KiB budget under each eviction policy (so values
 /// are evicted and spilled all the time).
@@ -107,13 +85,13 @@ fn check_scripts_reuse_nothing_changes(dir: &str) -> (usize, u64) {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let configs = reuse_configs();
     let (mut checked, mut hits) = (0, 0);
-    for path in scripts(dir) {
+    for path in scripts::scripts_in(dir) {
         let text = std::fs::read_to_string(&path).unwrap();
         // Scripts printing the clock cannot print the same twice.
         if text.contains("time()") {
             continue;
         }
-        let args = script_args(&path);
+        let args = scripts::script_args(&path);
         let (expected, _) = run(
             &text,
             &args,
