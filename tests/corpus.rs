@@ -14,33 +14,16 @@
 //! templates its `# fused:` line names and none its `# not-fused:` line names.
 
 use lafuse::{Engine, EngineConfig, FusionBackend, FusionPolicy, ScriptArgs, SourceFile, Stats};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn scripts_in(dir: &Path) -> Vec<PathBuf> {
-    let mut scripts: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "dml"))
-        .collect();
-    scripts.sort();
-    scripts
-}
+mod scripts;
 
 /// Runs a script; returns its outcome, its output and its statistics (default ones where it
 /// failed).
 fn run_script(path: &Path, config: &EngineConfig) -> (Result<(), String>, String, Stats) {
     let text = std::fs::read_to_string(path).unwrap();
     let source = SourceFile::new(path.display().to_string(), text);
-    let args_path = path.with_extension("args");
-    let pairs: Vec<String> = std::fs::read_to_string(&args_path)
-        .map(|s| {
-            s.lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
-    let args = ScriptArgs::parse_pairs(&pairs).expect("malformed .args file");
+    let args = scripts::script_args(path);
     let engine = Engine::new(config.clone());
     let mut out = Vec::new();
     let (result, stats) = match engine.run(&source, &args, &mut out) {
@@ -197,10 +180,9 @@ fn check_corpus(config: &EngineConfig) -> u64 {
 /// Returns the fused operators executed in all.
 fn check_scripts(dir: &str, config: &EngineConfig) -> u64 {
     let _serial = CORPUS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-    let scripts = scripts_in(&dir);
-    assert!(!scripts.is_empty(), "no scripts in {}", dir.display());
+    let scripts = scripts::scripts_in(dir);
+    assert!(!scripts.is_empty(), "no scripts in {dir}");
     let mut failures = Vec::new();
     let mut fused_total = 0;
     for script in &scripts {
@@ -227,7 +209,7 @@ fn check_scripts(dir: &str, config: &EngineConfig) -> u64 {
         "{} of {} scripts in {} failed with fusion {:?} on {:?}:\n{}",
         failures.len(),
         scripts.len(),
-        dir.display(),
+        dir,
         config.fusion,
         config.backend,
         failures.join("\n")
@@ -268,10 +250,9 @@ fn corpus_scripts_print_expected_output_fnr_reference() {
 #[test]
 fn corpus_error_scripts_fail_with_located_messages() {
     let _serial = CORPUS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/errors");
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-    let scripts = scripts_in(&dir);
-    assert!(!scripts.is_empty(), "no scripts in {}", dir.display());
+    let scripts = scripts::scripts_in("tests/corpus/errors");
+    assert!(!scripts.is_empty(), "no scripts in tests/corpus/errors");
     let mut failures = Vec::new();
     for script in &scripts {
         let expected = std::fs::read_to_string(script.with_extension("expected_error"))
@@ -374,7 +355,7 @@ fn codegen_patterns_plans_match_fixtures() {
     // The script runs unfused to collect its blocks; the fusion levels are rendered from them.
     let engine = Engine::new(config(None, FusionBackend::Reference));
     let mut failures = Vec::new();
-    for path in scripts_in(Path::new(PATTERNS)) {
+    for path in scripts::scripts_in(PATTERNS) {
         let text = std::fs::read_to_string(&path).unwrap();
         let source = SourceFile::new(path.display().to_string(), text);
         let args = ScriptArgs::default();

@@ -2,7 +2,10 @@
 //! bound inputs and returned outputs: the same numbers and fused operators as the script.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+
+mod command;
+use command::{lafuse, ok};
 
 const GEN: &str = "\
 X = rand(rows=60, cols=7, min=-1, max=1, seed=1)
@@ -22,24 +25,6 @@ s = sum(X * Y * Z)
 R = t(X) %*% (Z[, 1] * (X %*% Y[1:7, 2]))
 print(s)
 ";
-
-fn lafuse(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lafuse"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("lafuse-dag-cli-{name}-{}", std::process::id()));

@@ -3,8 +3,11 @@
 //! equal to the script's own; a changed input file or a malformed log is an error, not a
 //! value.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Output;
+
+mod command;
+use command::{lafuse, ok};
 
 /// An unseeded `rand` and a read of a file the test wrote: both replayed from the log.
 const SCRIPT: &str = "\
@@ -18,24 +21,6 @@ print(s)
 l = lineage(s)
 write(l, \"s.lineage\")
 ";
-
-fn lafuse(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lafuse"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn failed(out: Output) -> String {
     assert!(
