@@ -10,6 +10,7 @@ use lafuse::{
     ScriptArgs, SourceFile, Stats,
 };
 use proptest::prelude::*;
+use std::path::Path;
 
 mod scripts;
 
@@ -156,6 +157,53 @@ fn reuse_never_changes_what_the_algorithms_print() {
     }
     std::fs::remove_dir_all(&scratch).ok();
     assert!(hits > 0, "no algorithm reused anything");
+}
+
+/// The reuse examples (`examples/reuse/`) at small sizes print the same with every reuse
+/// mode as without, and reuse what they are there to show: HLM the products every candidate
+/// shares, the repeated MLogReg search whole calls.
+#[test]
+fn reuse_examples_print_the_same_and_reuse() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/reuse");
+    for (script, pairs) in [
+        ("hlm.dml", &["rows=300", "cols=8"][..]),
+        (
+            "mlogreg_multilevel.dml",
+            &["rows=200", "cols=5", "reps=3", "maxi=2"][..],
+        ),
+    ] {
+        let text = std::fs::read_to_string(examples.join(script)).unwrap();
+        let args =
+            ScriptArgs::parse_pairs(&pairs.iter().map(|p| p.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        let timeless = |out: String| -> String {
+            out.lines()
+                .filter(|l| !l.starts_with("time_ms"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let (expected, _) = run(
+            &text,
+            &args,
+            &config(ReuseMode::None, EvictionPolicy::default(), None),
+        );
+        for (label, config) in reuse_configs() {
+            let (actual, stats) = run(&text, &args, &config);
+            assert_eq!(
+                timeless(actual),
+                timeless(expected.clone()),
+                "{script} ({label})"
+            );
+            let reuse = stats.reuse.expect("reuse statistics");
+            assert!(
+                reuse.hits() > 0,
+                "{script} ({label}) reused nothing: {reuse:?}"
+            );
+            if script.starts_with("mlogreg") && label == "multilevel" {
+                assert_eq!(reuse.function_hits, 80, "{reuse:?}");
+            }
+        }
+    }
 }
 
 const REPEATED: &str = "\
