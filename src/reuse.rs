@@ -41,8 +41,9 @@ pub struct ReuseConfig {
     pub policy: EvictionPolicy,
     /// Bytes the cache may hold in memory; `None`: 5 % of the memory this process may use.
     pub budget: Option<u64>,
-    /// Where evicted values whose recomputation would cost more than reading them back are
-    /// spilled; `None`: a private temporary directory, removed at the end of the run.
+    /// The directory in which the cache makes its private spill directory (removed at the end
+    /// of the run) for evicted values whose recomputation would cost more than reading them
+    /// back; `None`: the system's temporary directory.
     pub spill_dir: Option<PathBuf>,
     /// How many times a value must be asked for before it is kept (MEMPHIS's delayed
     /// caching): 2 by default, so that intermediates used once (a mini-batch's) never take

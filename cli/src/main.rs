@@ -72,10 +72,10 @@ enum Command {
         /// `f.lineage`; --stats counts the items created and the time traced.
         #[arg(long)]
         lineage: bool,
-        /// Trace lineage with deduplication of last-level loops (LIMA section 3.2; implies
-        /// --lineage): one dedup item per assigned variable per iteration, pointing to the
-        /// patch of the path taken, and no per-operation tracing once a path has its patch;
-        /// --stats counts the patches and dedup items.
+        /// Trace lineage with deduplication of last-level loops and functions (LIMA section
+        /// 3.2; implies --lineage): one dedup item per assigned variable per iteration or call,
+        /// pointing to the patch of the path taken, and no per-operation tracing once a path
+        /// has its patch; --stats counts the patches and dedup items.
         #[arg(long)]
         lineage_dedup: bool,
         #[command(flatten)]
@@ -303,8 +303,9 @@ struct ReuseArgs {
     /// (default: 5 % of the memory this process may use).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     reuse_budget: Option<u64>,
-    /// Where values evicted from the cache are spilled when recomputing them would cost more
-    /// than reading them back (default: a private temporary directory, removed at the end).
+    /// The directory in which the cache makes its private spill directory (removed at the
+    /// end) for evicted values that would cost more to recompute than to read back (default:
+    /// the system's temporary directory).
     #[arg(long, value_name = "DIR")]
     reuse_spill: Option<PathBuf>,
     /// Keep a value once it has been asked for N times (MEMPHIS's delayed caching): 2 (the
