@@ -156,7 +156,8 @@ impl RunReuse {
         let mut found = Vec::with_capacity(keys.len());
         let mut reservations = Vec::with_capacity(keys.len());
         for key in keys {
-            match self.cache.probe(key) {
+            // A call's results are kept from their first computation (no delayed caching).
+            match self.cache.probe_keeping(key) {
                 Probe::Hit { key, value } => {
                     let item = self.body_items.get(&key).cloned().unwrap_or(key);
                     found.push(Some((value, item)));

@@ -208,13 +208,24 @@ impl ReuseCache {
     /// must not wait on a placeholder whose holder waits on one of its own; the executor holds
     /// at most one reservation at a time and computes without probing, so it cannot.
     pub fn probe(&self, item: &Lineage) -> Probe {
+        self.probe_delayed(item, self.inner.delay)
+    }
+
+    /// [`ReuseCache::probe`] for a value worth keeping at its first computation, whatever the
+    /// cache's [`CacheConfig::delay`]: a whole function call's results (multi-level reuse),
+    /// few and costly, unlike the single-use intermediates delayed caching is for.
+    pub fn probe_keeping(&self, item: &Lineage) -> Probe {
+        self.probe_delayed(item, 1)
+    }
+
+    fn probe_delayed(&self, item: &Lineage, delay: u32) -> Probe {
         let inner = &self.inner;
         let mut st = inner.lock();
         let me = std::thread::current().id();
         let mut waited = false;
         loop {
             let Some((key, entry)) = st.entries.get_key_value(item) else {
-                if inner.delay > 1 && st.note_request(item.hash()) < inner.delay {
+                if delay > 1 && st.note_request(item.hash()) < delay {
                     // Not asked for often enough to keep: computed, not cached, and not
                     // waited for (a detached reservation).
                     st.stats.misses += 1;

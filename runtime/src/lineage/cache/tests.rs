@@ -600,4 +600,10 @@ fn delayed_caching_keeps_a_value_from_its_second_request() {
     assert!(matches!(cache.probe(&item("a")), Probe::Hit { .. }));
     let stats = cache.stats();
     assert_eq!((stats.misses, stats.delayed, stats.hits), (2, 1, 1));
+    // A value probed to be kept (a call's results) is kept from its first computation.
+    match cache.probe_keeping(&item("b")) {
+        Probe::Miss(r) => cache.put(r, &v, Duration::from_millis(5)),
+        Probe::Hit { .. } => panic!("b should miss"),
+    }
+    assert_eq!(cache.state(&item("b")), Some(EntryState::InMemory));
 }
