@@ -126,16 +126,18 @@ fn reuse_never_changes_what_the_codegen_patterns_print() {
     assert!(checked > 10, "only {checked} patterns");
 }
 
+/// What a script printed, without its `time_ms` line (which no two runs share).
+fn timeless(out: &str) -> String {
+    out.lines()
+        .filter(|l| !l.starts_with("time_ms"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Every algorithm prints the same with reuse as without (its `time_ms` line aside).
 #[test]
 fn reuse_never_changes_what_the_algorithms_print() {
     let scratch = std::env::temp_dir().join(format!("lafuse-reuse-alg-{}", std::process::id()));
-    let timeless = |out: String| -> String {
-        out.lines()
-            .filter(|l| !l.starts_with("time_ms"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
     let mut hits = 0;
     for (k, alg) in small_algorithms::ALGORITHMS.iter().enumerate() {
         let (source, args) = alg.generate(&scratch.join(format!("{}{k}", alg.id)));
@@ -147,8 +149,8 @@ fn reuse_never_changes_what_the_algorithms_print() {
         for (label, config) in reuse_configs() {
             let (actual, stats) = run(&source.text, &args, &config);
             assert_eq!(
-                timeless(actual),
-                timeless(expected.clone()),
+                timeless(&actual),
+                timeless(&expected),
                 "{} prints differently with reuse ({label})",
                 alg.id
             );
@@ -176,12 +178,6 @@ fn reuse_examples_print_the_same_and_reuse() {
         let args =
             ScriptArgs::parse_pairs(&pairs.iter().map(|p| p.to_string()).collect::<Vec<_>>())
                 .unwrap();
-        let timeless = |out: String| -> String {
-            out.lines()
-                .filter(|l| !l.starts_with("time_ms"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
         let (expected, _) = run(
             &text,
             &args,
@@ -189,11 +185,7 @@ fn reuse_examples_print_the_same_and_reuse() {
         );
         for (label, config) in reuse_configs() {
             let (actual, stats) = run(&text, &args, &config);
-            assert_eq!(
-                timeless(actual),
-                timeless(expected.clone()),
-                "{script} ({label})"
-            );
+            assert_eq!(timeless(&actual), timeless(&expected), "{script} ({label})");
             let reuse = stats.reuse.expect("reuse statistics");
             assert!(
                 reuse.hits() > 0,
