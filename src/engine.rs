@@ -445,7 +445,8 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         vars: &mut SymbolTable,
     ) -> Result<(), Error> {
         let key = body.as_ptr() as usize;
-        let started = {
+        // The time starting the execution took (tracing time, for `--stats`).
+        let start_cost = {
             let (Some(state), Some(map)) = (
                 self.dedup.as_mut(),
                 self.lineage.as_mut().and_then(|frames| frames.last_mut()),
@@ -487,7 +488,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 result
             }
         };
-        self.trace_stats.time += started + finishing.elapsed();
+        self.trace_stats.time += start_cost + finishing.elapsed();
         finished
     }
 
