@@ -139,15 +139,11 @@ fn check_gen(dag: &HopDag) -> Result<usize, TestCaseError> {
             prepared.explain(dag)
         );
     }
-    eprintln!(
-        "DBG points={} skipped={} eval={}",
-        report.stats.points, report.stats.skipped_by_cost, report.stats.evaluated
-    );
     Ok(report.stats.points)
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(20000))]
 
     #[test]
     fn gen_is_optimal_and_never_worse_than_the_heuristics(

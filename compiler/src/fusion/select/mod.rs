@@ -89,12 +89,14 @@ pub trait PlanSelector {
     fn select(&self, dag: &FusionDag<'_>, memo: &mut MemoTable) -> Result<Selection>;
 }
 
-/// SystemDS `pruneSuboptimal` steps (a) and (b) (reference 2.4 step 2): drop the
-/// reference-free plans of hops no plan references (a lone operation gains nothing from
+/// Every policy's preparation: drop the plans that fuse a hop at one input position and read it
+/// materialized at another ([`rules::prune_partially_fused_duplicates`]), then SystemDS
+/// `pruneSuboptimal` steps (a) and (b) (reference 2.4 step 2): drop the reference-free plans of hops no plan references (a lone operation gains nothing from
 /// fusion, [`crate::fusion::memo::is_valid_single_operation`] excepted), and for heuristics put
 /// every fused input with a single consumer on the exclude list (it will be fused into its
 /// consumer and must not also become an operator of its own).
 pub fn prepare_for_selection(dag: &FusionDag<'_>, memo: &mut MemoTable, heuristic: bool) {
+    rules::prune_partially_fused_duplicates(dag, memo);
     memo.prune_single_operation_plans(dag);
     if heuristic {
         let referenced = memo.referenced_hops();

@@ -17,9 +17,7 @@ mod within_partition_multi_aggregates;
 pub use cross_partition_multi_aggregates::{
     cross_partition_multi_aggregates, CrossPartitionMultiAggregates,
 };
-pub use partially_fused_duplicates::{
-    prune_partially_fused_duplicates, PrunePartiallyFusedDuplicates,
-};
+pub use partially_fused_duplicates::prune_partially_fused_duplicates;
 pub use row_duplicates::{prune_row_duplicates, PruneRowDuplicates};
 pub use row_to_cell::{convert_invalid_row_plans, RowPlansToCell};
 pub use within_partition_multi_aggregates::{
@@ -69,7 +67,6 @@ pub trait SelectionRule: Sync {
 /// the table the rules before it left (pruning removes entries, never references, so the
 /// partitions keep their hops; their points are recomputed).
 pub const MEMO_RULES: &[&dyn MemoRule] = &[
-    &PrunePartiallyFusedDuplicates,
     &PruneRowDuplicates,
     &WithinPartitionMultiAggregates,
 ];
