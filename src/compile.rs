@@ -73,6 +73,8 @@ pub(crate) struct BlockMeta<'v> {
     vars: &'v SymbolTable,
     /// Whether lineage is traced: instructions then carry lineage patches.
     traced: bool,
+    /// Whether the run reuses partially, so the plan takes LIMA's reuse-aware rewrites.
+    reuse_aware: bool,
 }
 
 impl<'v> BlockMeta<'v> {
@@ -80,12 +82,21 @@ impl<'v> BlockMeta<'v> {
         BlockMeta {
             vars,
             traced: false,
+            reuse_aware: false,
         }
     }
 
     /// The same metadata for a run that traces lineage (or not).
     pub(crate) fn traced(self, traced: bool) -> BlockMeta<'v> {
         BlockMeta { traced, ..self }
+    }
+
+    /// The same metadata for a run with partial reuse (or not).
+    pub(crate) fn reuse_aware(self, reuse_aware: bool) -> BlockMeta<'v> {
+        BlockMeta {
+            reuse_aware,
+            ..self
+        }
     }
 
     /// The compiler's view of the variables: with or without the values of scalars.
@@ -125,6 +136,8 @@ pub(crate) struct CompiledBlock {
     pub(crate) unknown_size_ops: usize,
     /// Whether the instructions carry lineage patches (compiled for a tracing run).
     pub(crate) traced: bool,
+    /// Whether the plan took the reuse-aware rewrites (compiled for a run with partial reuse).
+    pub(crate) reuse_aware: bool,
     /// Whether sizes in `dag` were inferred from the values of scalar variables (`X[beg:end,]`
     /// with the current `beg` and `end`). The instructions read those variables, so the plan
     /// serves any values that imply the same sizes.
@@ -481,11 +494,12 @@ fn compile_with(
         Some(fuser) if dag.hops.iter().any(|h| h.is_matrix()) => fuser.fuse(&dag)?,
         _ => Vec::new(),
     };
-    let (instructions, num_regs) = lower(&dag, &fused, meta.traced)?;
+    let (instructions, num_regs) = lower(&dag, &fused, meta.traced, meta.reuse_aware)?;
     Ok(CompiledBlock {
         instructions,
         num_regs,
         traced: meta.traced,
+        reuse_aware: meta.reuse_aware,
         sizes_from_values: with_values,
         unknown_size_ops: unknown_size_ops(&dag),
         dag,
@@ -498,11 +512,13 @@ fn compile_with(
 /// they cover; units (hops and fused operators) in the linearized order as far as their
 /// inputs allow, side effects and `time()` in statement order; variable stores last
 /// (transient reads see the values the block started with); each register released after its
-/// last use. With `traced`, every instruction with a value carries its lineage patches.
+/// last use. With `traced`, every instruction with a value carries its lineage patches; with
+/// `reuse_aware`, `t(Z) %*% Z` of `Z = cbind(X, dX)` reads `X` and `dX`.
 fn lower(
     dag: &HopDag,
     fused: &[PlannedOperator],
     traced: bool,
+    reuse_aware: bool,
 ) -> Result<(Vec<Instruction>, usize), Error> {
     let order = hops::linearize(dag);
     let n = dag.len();
@@ -543,7 +559,7 @@ fn lower(
         }
     }
     let fused_inputs: Vec<HopId> = fused.iter().flat_map(|op| op.inputs.clone()).collect();
-    let tsmm = transpose_products(dag, &unfused, &fused_inputs);
+    let tsmm = transpose_products(dag, &unfused, &fused_inputs, reuse_aware);
 
     // Units in a topological order that follows the linearization: Kahn's algorithm, always
     // taking the ready unit that comes first in `order`.
@@ -563,6 +579,10 @@ fn lower(
             // A product reading `A` of `t(A)` in place depends on `A`, not on the transpose.
             if let Some(a) = tsmm.transposed_left(dag, id) {
                 deps.push(unit_of(a));
+            }
+            // `t(Z) %*% Z` reading the parts of `Z = cbind(X, dX)` depends on them.
+            if let Some(parts) = tsmm.cbind_parts(id) {
+                deps.extend(parts.iter().map(|&p| unit_of(p)));
             }
             units.push((position[id.index()], Unit::Hop(id), deps));
         }
@@ -636,7 +656,9 @@ fn lower(
     };
     for i in schedule {
         match units[i].1 {
-            Unit::Hop(id) => lowering.lower_hop(id, tsmm.transposed_left(dag, id))?,
+            Unit::Hop(id) => {
+                lowering.lower_hop(id, tsmm.transposed_left(dag, id), tsmm.cbind_parts(id))?
+            }
             Unit::Fused(k) => lowering.lower_fused(&fused[k]),
         }
     }
@@ -696,9 +718,16 @@ fn topological_order(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
 /// used (which need not run at all). This is the unfused baseline's one piece of operator
 /// selection: SystemDS avoids the transpose likewise (`tsmm`, and its rewrite of `t(X) %*% y`
 /// to `t(t(y) %*% X)`).
+///
+/// With reuse-aware rewrites (LIMA's compiler assistance, section 4.4), a `tsmm` of
+/// `Z = cbind(X, dX)` reads `X` and `dX` instead, and `Z` is not made where nothing else
+/// reads it: partial reuse then computes it from a cached `t(X) %*% X`, which it computes and
+/// caches where it is missing (steplm's inner loop).
 struct TransposeProducts {
     products: Vec<HopId>,
     skipped: Vec<HopId>,
+    /// `tsmm` products of a `cbind` of two parts, with the parts.
+    of_cbind: Vec<(HopId, [HopId; 2])>,
 }
 
 impl TransposeProducts {
@@ -708,9 +737,22 @@ impl TransposeProducts {
             .contains(&id)
             .then(|| dag.hop(dag.hop(id).inputs[0]).inputs[0])
     }
+
+    /// `X` and `dX` where `id` is `t(Z) %*% Z` of `Z = cbind(X, dX)` read from its parts.
+    fn cbind_parts(&self, id: HopId) -> Option<[HopId; 2]> {
+        self.of_cbind
+            .iter()
+            .find(|(p, _)| *p == id)
+            .map(|(_, parts)| *parts)
+    }
 }
 
-fn transpose_products(dag: &HopDag, unfused: &[bool], fused_inputs: &[HopId]) -> TransposeProducts {
+fn transpose_products(
+    dag: &HopDag,
+    unfused: &[bool],
+    fused_inputs: &[HopId],
+    reuse_aware: bool,
+) -> TransposeProducts {
     let users = dag.users();
     let mut products = Vec::new();
     for id in dag.ids() {
@@ -728,7 +770,7 @@ fn transpose_products(dag: &HopDag, unfused: &[bool], fused_inputs: &[HopId]) ->
             }
         }
     }
-    let skipped = products
+    let mut skipped: Vec<HopId> = products
         .iter()
         .map(|&p| dag.hop(p).inputs[0])
         .filter(|&t| {
@@ -739,7 +781,36 @@ fn transpose_products(dag: &HopDag, unfused: &[bool], fused_inputs: &[HopId]) ->
                 && !fused_inputs.contains(&t)
         })
         .collect();
-    TransposeProducts { products, skipped }
+    let mut of_cbind = Vec::new();
+    if reuse_aware {
+        for &p in &products {
+            let (t, z) = (dag.hop(p).inputs[0], dag.hop(p).inputs[1]);
+            let zh = dag.hop(z);
+            if dag.hop(t).inputs[0] != z
+                || zh.op != OpKind::Nary(NaryOp::Cbind)
+                || zh.inputs.len() != 2
+            {
+                continue;
+            }
+            of_cbind.push((p, [zh.inputs[0], zh.inputs[1]]));
+            // Z is not made where nothing else reads it (a variable it is assigned to does).
+            let only_this_tsmm = skipped.contains(&t)
+                && users[z.index()].iter().all(|&u| u == p || u == t)
+                && users[t.index()]
+                    .iter()
+                    .all(|&u| u == p || !unfused[u.index()])
+                && !dag.roots.contains(&z)
+                && !fused_inputs.contains(&z);
+            if only_this_tsmm {
+                skipped.push(z);
+            }
+        }
+    }
+    TransposeProducts {
+        products,
+        skipped,
+        of_cbind,
+    }
 }
 
 struct Lowering<'d> {
@@ -808,7 +879,12 @@ impl Lowering<'_> {
 
     /// Lowers one hop; `transposed_left` is `A` when the hop is a product `t(A) %*% B` that
     /// reads `A` in place.
-    fn lower_hop(&mut self, id: HopId, transposed_left: Option<HopId>) -> Result<(), Error> {
+    fn lower_hop(
+        &mut self,
+        id: HopId,
+        transposed_left: Option<HopId>,
+        cbind_parts: Option<[HopId; 2]>,
+    ) -> Result<(), Error> {
         let hop = self.dag.hop(id);
         let out = Some(id.0 as Reg);
         let inputs: Vec<Reg> = hop.inputs.iter().map(|i| i.0 as Reg).collect();
@@ -857,6 +933,12 @@ impl Lowering<'_> {
             OpKind::Ternary(TernaryOp::IfElse) => Op::IfElse,
             OpKind::Ternary(TernaryOp::Replace) => Op::Replace,
             OpKind::AggUnary { op, dir } => Op::Aggregate(*op, *dir),
+            OpKind::MatMul if cbind_parts.is_some() => {
+                let parts = cbind_parts.unwrap_or([hop.inputs[1]; 2]);
+                let regs = parts.iter().map(|p| p.0 as Reg).collect();
+                self.emit(Op::TransposeSelfMatMulOfCbind, regs, out, id, &parts);
+                return Ok(());
+            }
             OpKind::MatMul if transposed_left.is_some() => {
                 let a_hop = transposed_left.unwrap_or(hop.inputs[0]);
                 let a = a_hop.0 as Reg;

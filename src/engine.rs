@@ -17,7 +17,7 @@ use lafuse_compiler::span::Span;
 use lafuse_compiler::stack::with_stack;
 use lafuse_runtime::error::{CallError, Internal, LoopRange};
 use lafuse_runtime::exec::{self, ExecContext, OpStats, SymbolTable};
-use lafuse_runtime::lineage::reuse::Reuse;
+use lafuse_runtime::lineage::reuse::{Compensations, Reuse};
 use lafuse_runtime::lineage::{self, Lineage, LineageMap, TraceStats, Tracer};
 use lafuse_runtime::value::{ScalarType, Value};
 use lafuse_runtime::RuntimeError;
@@ -46,12 +46,18 @@ pub(crate) struct PlanCache {
 }
 
 impl PlanCache {
-    fn find(&self, key: usize, vars: &SymbolTable, traced: bool) -> Option<Arc<CompiledBlock>> {
+    fn find(
+        &self,
+        key: usize,
+        vars: &SymbolTable,
+        traced: bool,
+        reuse_aware: bool,
+    ) -> Option<Arc<CompiledBlock>> {
         let plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
         plans
             .get(&key)?
             .iter()
-            .find(|p| p.traced == traced && p.is_valid_for(vars))
+            .find(|p| p.traced == traced && p.reuse_aware == reuse_aware && p.is_valid_for(vars))
             .map(Arc::clone)
     }
 
@@ -585,14 +591,15 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         compile: impl FnOnce(&BlockMeta, &ScriptArgs) -> Result<CompiledBlock, Error>,
     ) -> Result<Arc<CompiledBlock>, Error> {
         let traced = self.lineage.is_some();
-        if let Some(hit) = self.plans.find(key, vars, traced) {
+        let reuse_aware = self.reuse.as_ref().is_some_and(|r| r.partial);
+        if let Some(hit) = self.plans.find(key, vars, traced, reuse_aware) {
             self.cache_hits += 1;
             return Ok(hit);
         }
         // Compiled outside the cache's lock: two threads missing on one block both compile it
         // (the same plan), rather than one waiting for the other.
         let started = Instant::now();
-        let meta = BlockMeta::of(vars).traced(traced);
+        let meta = BlockMeta::of(vars).traced(traced).reuse_aware(reuse_aware);
         let compiled = Arc::new(compile(&meta, self.args)?);
         self.compile_time += started.elapsed();
         self.blocks_compiled += 1;
@@ -631,6 +638,9 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             reuse: self.reuse.as_mut().map(|r| Reuse {
                 cache: &r.cache,
                 hits: &mut r.hits,
+                partial: r
+                    .partial
+                    .then_some(&crate::partial::PartialReuse as &dyn Compensations),
             }),
             out: &mut *self.out,
             stats: self.op_stats.as_mut(),

@@ -52,6 +52,7 @@ mod explain;
 mod fused;
 pub mod interop;
 mod lineage;
+mod partial;
 mod prepared;
 pub mod profile;
 mod recompute;

@@ -31,6 +31,24 @@ pub enum ReuseMode {
     Full,
     /// Full reuse, and reuse of deterministic function calls as a whole.
     Multilevel,
+    /// Full reuse of operations, and partial reuse: an operation that misses is computed from
+    /// cached parts plus a compensation where a rewrite applies (LIMA section 4.2). Full reuse
+    /// is kept, as the rewrite with nothing to compensate.
+    Partial,
+    /// Multi-level and partial reuse together (SystemDS's `reuse_hybrid`).
+    Hybrid,
+}
+
+impl ReuseMode {
+    /// Whether function calls are reused as a whole.
+    pub fn multilevel(self) -> bool {
+        matches!(self, ReuseMode::Multilevel | ReuseMode::Hybrid)
+    }
+
+    /// Whether operations that miss try partial reuse.
+    pub fn partial(self) -> bool {
+        matches!(self, ReuseMode::Partial | ReuseMode::Hybrid)
+    }
 }
 
 /// Lineage-based reuse's configuration ([`crate::EngineConfig::reuse`]).
@@ -76,6 +94,8 @@ pub(crate) struct RunReuse {
     pub(crate) cache: ReuseCache,
     pub(crate) hits: ReuseHits,
     multilevel: bool,
+    /// Whether operations that miss try partial reuse.
+    pub(crate) partial: bool,
     /// Per function: whether its calls may be reused as a whole.
     deterministic: HashMap<String, bool>,
     /// The items the body traced for a call's results, by the call's item.
@@ -104,7 +124,8 @@ impl RunReuse {
                 delay: config.delay.max(1),
             }),
             hits: ReuseHits::default(),
-            multilevel: config.mode == ReuseMode::Multilevel,
+            multilevel: config.mode.multilevel(),
+            partial: config.mode.partial(),
             deterministic: HashMap::new(),
             body_items: HashMap::new(),
         })
@@ -117,6 +138,7 @@ impl RunReuse {
             operation_hits: self.hits.operations,
             fused_hits: self.hits.fused,
             function_hits: self.hits.functions,
+            partial_hits: self.hits.partial,
             misses: cache.misses,
             evictions: cache.evictions,
             spills: cache.spills,

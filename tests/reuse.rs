@@ -2,7 +2,8 @@
 //! pattern and algorithm prints exactly what it prints without reuse, under full and
 //! multi-level reuse, with the default budget and with one so small that values are evicted
 //! and spilled all the time (the executor asserts after every put that the cache holds no
-//! more than its budget); repeated computations hit, fused operators are reused by their
+//! more than its budget); repeated computations hit, partial reuse (`tests/partial_reuse.rs`
+//! has its own rewrites' cases) changes nothing either, fused operators are reused by their
 //! outputs' lineage, deterministic calls are skipped as a whole and others are not.
 
 use lafuse::{
@@ -66,6 +67,10 @@ fn reuse_configs() -> Vec<(String, EngineConfig)> {
         ),
     ];
     configs.push((
+        "hybrid".to_string(),
+        config(ReuseMode::Hybrid, EvictionPolicy::CostSize, None),
+    ));
+    configs.push((
         "multilevel, delayed caching".to_string(),
         config_delayed(ReuseMode::Multilevel, EvictionPolicy::CostSize, None, 2),
     ));
@@ -74,9 +79,14 @@ fn reuse_configs() -> Vec<(String, EngineConfig)> {
         EvictionPolicy::DagHeight,
         EvictionPolicy::CostSize,
     ] {
+        // Cost&Size, the default policy, with partial reuse as well.
+        let mode = match policy {
+            EvictionPolicy::CostSize => ReuseMode::Hybrid,
+            _ => ReuseMode::Multilevel,
+        };
         configs.push((
-            format!("multilevel, 64 KiB, {policy:?}"),
-            config(ReuseMode::Multilevel, policy, Some(64 << 10)),
+            format!("{mode:?}, 64 KiB, {policy:?}"),
+            config(mode, policy, Some(64 << 10)),
         ));
     }
     configs
@@ -191,7 +201,7 @@ fn reuse_examples_print_the_same_and_reuse() {
                 reuse.hits() > 0,
                 "{script} ({label}) reused nothing: {reuse:?}"
             );
-            if script.starts_with("mlogreg") && label == "multilevel" {
+            if script.starts_with("mlogreg") && (label == "multilevel" || label == "hybrid") {
                 assert_eq!(reuse.function_hits, 80, "{reuse:?}");
             }
         }
@@ -288,17 +298,19 @@ fn lineage_does_not_depend_on_reuse() {
     let plain = traced(ReuseMode::None);
     assert_eq!(traced(ReuseMode::Full), plain);
     assert_eq!(traced(ReuseMode::Multilevel), plain);
+    assert_eq!(traced(ReuseMode::Hybrid), plain);
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     /// Random programs whose loops repeat and interleave computations print the same with
-    /// multi-level reuse under a 4 KiB budget (evictions and spills on almost every put) as
-    /// without reuse.
+    /// multi-level and hybrid reuse under a 4 KiB budget (evictions and spills on almost every
+    /// put) as without reuse.
     #[test]
     fn reuse_with_a_tiny_budget_never_changes_a_result(
         program in programs::program(),
+        mode in prop::sample::select(vec![ReuseMode::Multilevel, ReuseMode::Hybrid]),
         policy in prop::sample::select(vec![
             EvictionPolicy::Lru,
             EvictionPolicy::DagHeight,
@@ -308,7 +320,7 @@ proptest! {
         let text = programs::render(&program);
         let args = ScriptArgs::default();
         let (plain, _) = run(&text, &args, &config(ReuseMode::None, policy, None));
-        let (reused, _) = run(&text, &args, &config(ReuseMode::Multilevel, policy, Some(4 << 10)));
+        let (reused, _) = run(&text, &args, &config(mode, policy, Some(4 << 10)));
         prop_assert_eq!(reused, plain, "{}", text);
     }
 }

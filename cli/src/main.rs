@@ -290,9 +290,11 @@ struct ScriptArgsFlag {
 #[derive(clap::Args)]
 struct ReuseArgs {
     /// Reuse values by their lineage: `full` reuses operations and fused operators whose
-    /// outputs' lineage is cached, `multilevel` also whole calls of deterministic functions.
-    /// `partial` and `hybrid` (LIMA's compensation rewrites) are not built yet. Implies
-    /// lineage tracing (without deduplication).
+    /// outputs' lineage is cached, `multilevel` also whole calls of deterministic functions,
+    /// `partial` computes operations that miss from cached parts (LIMA's compensation
+    /// rewrites: `t(Z)%*%Z` and column aggregates over `cbind`, products over `rbind`/`cbind`
+    /// and of slices) where that gives the same result, `hybrid` is `multilevel` and
+    /// `partial`. Implies lineage tracing (without deduplication).
     #[arg(long, value_enum, default_value_t = ReuseArg::None)]
     reuse: ReuseArg,
     /// What goes first when the cache is full: least recently used, highest lineage DAG, or
@@ -336,13 +338,8 @@ impl ReuseArgs {
             ReuseArg::None => lafuse::ReuseMode::None,
             ReuseArg::Full => lafuse::ReuseMode::Full,
             ReuseArg::Multilevel => lafuse::ReuseMode::Multilevel,
-            ReuseArg::Partial | ReuseArg::Hybrid => {
-                return Err(
-                    "error: unsupported: partial reuse (LIMA's compensation rewrites) is \
-                            not built yet; use --reuse full or --reuse multilevel"
-                        .into(),
-                )
-            }
+            ReuseArg::Partial => lafuse::ReuseMode::Partial,
+            ReuseArg::Hybrid => lafuse::ReuseMode::Hybrid,
         };
         Ok(lafuse::ReuseConfig {
             mode,

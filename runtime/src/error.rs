@@ -823,6 +823,10 @@ pub enum Internal {
     /// patch while lineage is traced (a lowering defect).
     #[error("{opcode}: no lineage for its output")]
     LineagePatch { opcode: String },
+    /// A partial-reuse compensation handed parts that do not fit the output (a rewrite
+    /// defect: the rules check shapes before they compensate).
+    #[error("partial reuse: {detail}")]
+    Compensation { detail: &'static str },
     /// A block's fused operators that depend on each other in a cycle.
     #[error("the fused operators of a block depend on each other in a cycle")]
     OperatorCycle,

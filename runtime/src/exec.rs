@@ -53,6 +53,9 @@ pub enum Op {
     MatMul,
     /// `t(X) %*% X` without materialising `t(X)`. Inputs: `[X]`.
     TransposeSelfMatMul,
+    /// `t(Z) %*% Z` for `Z = cbind(X, dX)`, which partial reuse computes without `Z` (from a
+    /// cached `t(X) %*% X`); run as it stands, the `cbind` and `tsmm`. Inputs: `[X, dX]`.
+    TransposeSelfMatMulOfCbind,
     /// `t(A) %*% B` without materialising `t(A)`. Inputs: [A, B].
     TransposedLeftMatMul,
     /// `t(X)`. Inputs: `[x]`.
@@ -152,6 +155,7 @@ impl Op {
             Op::Cumsum => "ucumk+".into(),
             Op::MatMul => "ba+*".into(),
             Op::TransposeSelfMatMul => "tsmm".into(),
+            Op::TransposeSelfMatMulOfCbind => "tsmm_cbind".into(),
             Op::TransposedLeftMatMul => "ba+*t".into(),
             Op::Transpose => "r'".into(),
             Op::Diag => "rdiag".into(),
@@ -339,7 +343,7 @@ pub fn execute(
             Decision::Run => {
                 run_one(instr, &mut regs, vars, ctx, traced.as_ref()).map_err(located)?
             }
-            Decision::RunAndPut(reservations) => {
+            Decision::RunAndPut(reservations, dense) => {
                 let computing = Instant::now();
                 let value =
                     run_one(instr, &mut regs, vars, ctx, traced.as_ref()).map_err(located)?;
@@ -349,6 +353,7 @@ pub fn execute(
                         &regs,
                         value.as_ref(),
                         reservations,
+                        dense,
                         computing.elapsed(),
                         r.cache,
                     );
@@ -713,6 +718,10 @@ fn run_one(
             Value::Matrix(product)
         }
         Op::TransposeSelfMatMul => Value::matrix(kernels::tsmm(arg(0)?.as_matrix()?)?),
+        Op::TransposeSelfMatMulOfCbind => {
+            let z = kernels::cbind(&[arg(0)?.as_matrix()?, arg(1)?.as_matrix()?])?;
+            Value::matrix(kernels::tsmm(&z)?)
+        }
         Op::TransposedLeftMatMul => Value::matrix(kernels::matmul_tn(
             arg(0)?.as_matrix()?,
             arg(1)?.as_matrix()?,

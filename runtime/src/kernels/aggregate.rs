@@ -355,16 +355,77 @@ fn per_row<T: Send>(a: &Matrix, f: impl Fn(usize, &[f64], usize) -> T + Sync) ->
 }
 
 /// Column widths above which column aggregates split the columns (rather than the rows) over
-/// threads: each task then walks all rows of its column range, so no partials are merged.
+/// threads.
 const COL_SPLIT: usize = 1024;
 
 /// Width of the column ranges when columns are split over threads: as wide as possible (long
 /// contiguous runs per row keep the hardware prefetcher busy) while giving every thread two
-/// tasks. Each column is still reduced over all rows in order, so the width never changes a
-/// result.
+/// tasks.
 fn col_chunk_width(cols: usize) -> usize {
     cols.div_ceil(2 * rayon::current_num_threads())
         .max(COL_SPLIT / 4)
+}
+
+/// Rows per block of a column reduction. Fixed, so that a column's result depends on its own
+/// values only: not on the thread count, nor on how many columns share the matrix (partial
+/// reuse computes the column aggregates of `cbind(X, dX)` part by part and must match).
+const COL_BLOCK_ROWS: usize = 1024;
+
+/// The driver of every dense column reduction: each column is reduced block of
+/// [`COL_BLOCK_ROWS`] rows by block (`block(r0, r1, c0, c1)` reduces rows `r0..r1` of columns
+/// `c0..c1` from `init`), and the blocks' partials are merged into `init` in row order. Only
+/// the split over threads (by columns when wide, else by row blocks) depends on the shape.
+fn reduce_col_blocks<S, B, M>(
+    rows: usize,
+    cols: usize,
+    parallel: bool,
+    init: S,
+    block: B,
+    merge: M,
+) -> Vec<S>
+where
+    S: Copy + Send + Sync,
+    B: Fn(usize, usize, usize, usize) -> Vec<S> + Sync,
+    M: Fn(&mut S, S) + Sync,
+{
+    let nblocks = rows.div_ceil(COL_BLOCK_ROWS);
+    let rows_of = |b: usize| (b * COL_BLOCK_ROWS, ((b + 1) * COL_BLOCK_ROWS).min(rows));
+    let merge_all = |acc: &mut [S], partial: Vec<S>| {
+        for (s, o) in acc.iter_mut().zip(partial) {
+            merge(s, o);
+        }
+    };
+    let columns = |c0: usize, c1: usize| {
+        let mut acc = vec![init; c1 - c0];
+        for b in 0..nblocks {
+            let (r0, r1) = rows_of(b);
+            merge_all(&mut acc, block(r0, r1, c0, c1));
+        }
+        acc
+    };
+    if !parallel {
+        return columns(0, cols);
+    }
+    if cols >= 2 * COL_SPLIT {
+        let w = col_chunk_width(cols);
+        let chunks: Vec<Vec<S>> = (0..cols.div_ceil(w))
+            .into_par_iter()
+            .map(|c| columns(c * w, ((c + 1) * w).min(cols)))
+            .collect();
+        return chunks.into_iter().flatten().collect();
+    }
+    let parts: Vec<Vec<S>> = (0..nblocks)
+        .into_par_iter()
+        .map(|b| {
+            let (r0, r1) = rows_of(b);
+            block(r0, r1, 0, cols)
+        })
+        .collect();
+    let mut acc = vec![init; cols];
+    for p in parts {
+        merge_all(&mut acc, p);
+    }
+    acc
 }
 
 /// Per-column reduction of `g(j, x)` with reducer `r`, including implicit zeros (for which `g` is
@@ -390,30 +451,7 @@ fn per_col<R: Reducer>(
                 acc
             };
             let parallel = a.cells() >= PAR_THRESHOLD;
-            if parallel && cols >= 2 * COL_SPLIT {
-                let w = col_chunk_width(cols);
-                let chunks: Vec<Vec<R::S>> = (0..cols.div_ceil(w))
-                    .into_par_iter()
-                    .map(|b| block(0, rows, b * w, ((b + 1) * w).min(cols)))
-                    .collect();
-                chunks.into_iter().flatten().collect()
-            } else {
-                let rpb = (BLOCK_CELLS / cols.max(1)).max(1);
-                let nblocks = rows.div_ceil(rpb);
-                let run = |b: usize| block(b * rpb, ((b + 1) * rpb).min(rows), 0, cols);
-                let parts: Vec<Vec<R::S>> = if parallel {
-                    (0..nblocks).into_par_iter().map(run).collect()
-                } else {
-                    (0..nblocks).map(run).collect()
-                };
-                let mut acc = vec![r.init(); cols];
-                for p in parts {
-                    for (s, o) in acc.iter_mut().zip(p) {
-                        r.merge(s, o);
-                    }
-                }
-                acc
-            }
+            reduce_col_blocks(rows, cols, parallel, r.init(), block, |s, o| r.merge(s, o))
         }
         Matrix::Sparse(s) => {
             let mut acc = vec![r.init(); cols];
@@ -439,7 +477,7 @@ fn per_col<R: Reducer>(
 
 /// Column Kahan sums of `x`, `x^2` (`square`) or `(x - shift[j])^2` over a dense matrix, with the
 /// sums and corrections kept in separate arrays so the row loop vectorises across columns. Same
-/// partitioning rules as [`per_col`], so results do not depend on the thread count.
+/// partitioning as [`per_col`] ([`reduce_col_blocks`]).
 fn col_kahan_dense(
     d: &crate::matrix::DenseMatrix,
     square: bool,
@@ -473,29 +511,9 @@ fn col_kahan_dense(
             .collect::<Vec<_>>()
     };
     let parallel = rows * cols >= PAR_THRESHOLD;
-    if parallel && cols >= 2 * COL_SPLIT {
-        let w = col_chunk_width(cols);
-        let chunks: Vec<Vec<Kahan>> = (0..cols.div_ceil(w))
-            .into_par_iter()
-            .map(|b| block(0, rows, b * w, ((b + 1) * w).min(cols)))
-            .collect();
-        return chunks.into_iter().flatten().collect();
-    }
-    let rpb = (BLOCK_CELLS / cols.max(1)).max(1);
-    let nblocks = rows.div_ceil(rpb);
-    let run = |b: usize| block(b * rpb, ((b + 1) * rpb).min(rows), 0, cols);
-    let parts: Vec<Vec<Kahan>> = if parallel {
-        (0..nblocks).into_par_iter().map(run).collect()
-    } else {
-        (0..nblocks).map(run).collect()
-    };
-    let mut acc = vec![Kahan::default(); cols];
-    for p in parts {
-        for (a, o) in acc.iter_mut().zip(p) {
-            a.merge(o);
-        }
-    }
-    acc
+    reduce_col_blocks(rows, cols, parallel, Kahan::default(), block, |a, o| {
+        a.merge(o)
+    })
 }
 
 /// Sample variance from the number of cells and the sum of squared deviations.

@@ -151,7 +151,7 @@ pub fn cbind(inputs: &[&Matrix]) -> Result<Matrix> {
             Some(r)
         })
         .collect();
-    if crate::matrix::prefers_sparse(rows, cols, nnz) {
+    if !cbind_is_dense(rows, cols, nnz) {
         let sparse: Vec<SparseMatrix> = inputs
             .iter()
             .map(|m| m.try_to_sparse())
@@ -185,6 +185,13 @@ pub fn cbind(inputs: &[&Matrix]) -> Result<Matrix> {
         }
     }
     Ok(dense_result(rows, cols, out, nnz))
+}
+
+/// Whether [`cbind`] of inputs with `nnz` non-zeros in all, `rows x cols` together, returns a
+/// dense matrix (partial reuse computes `tsmm(cbind(X, dX))` without the `cbind`, and must
+/// know which `tsmm` path the concatenation would have taken).
+pub fn cbind_is_dense(rows: usize, cols: usize, nnz: usize) -> bool {
+    !crate::matrix::prefers_sparse(rows, cols, nnz)
 }
 
 /// `rbind(a, b, ...)`: stacked; all inputs must have the same number of columns.

@@ -95,7 +95,7 @@ fn dot(x: &[f64], y: &[f64]) -> f64 {
 /// kernel), with its value range where dgemm computed it.
 fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, Option<ValueRange>)> {
     let (m, n) = (a.rows, b.cols);
-    if m > 1 && n > 1 {
+    if super::partial::dense_product_uses_dgemm(m, n) {
         return dgemm(a, b).map(|(product, range)| (product, Some(range)));
     }
     let mut out = try_alloc_zeroed(m * n)?;

@@ -18,6 +18,7 @@ pub mod cumulative;
 pub mod elementwise;
 pub mod index;
 pub mod matmul;
+pub mod partial;
 pub mod reorg;
 pub mod solve;
 mod vector_math;

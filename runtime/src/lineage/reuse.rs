@@ -5,6 +5,10 @@
 //! Figure 5: later items then share the cached sub-DAGs, and later probes compare by
 //! identity). Otherwise the instruction runs and PUT fills the cache.
 //!
+//! Where an operation's output misses, partial reuse (LIMA section 4.2) may still compute it
+//! from cached parts: the executor asks the run's [`Compensations`] (the rewrites know the
+//! hops items are made of, so they live with the compiler's crate) before running it.
+//!
 //! A fused operator is reused by the lineage of its outputs, which is the lineage of the
 //! unfused operations it covers: a value computed unfused in one block is reused by a fused
 //! operator in another, and the other way round.
@@ -14,12 +18,36 @@ use super::Lineage;
 use crate::error::{Internal, Result, RuntimeError};
 use crate::exec::{Instruction, Op};
 use crate::value::Value;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Reuse state the executor works on: the cache and the hits counted by level.
+/// Reuse state the executor works on: the cache, the hits counted by level, and partial reuse
+/// where it is on.
 pub struct Reuse<'a> {
     pub cache: &'a ReuseCache,
     pub hits: &'a mut ReuseHits,
+    pub partial: Option<&'a dyn Compensations>,
+}
+
+/// Partial reuse's rewrites (LIMA section 4.2): given an operation whose output missed, that
+/// output's item and the values of its operands, the output computed from parts found in the cache
+/// plus a compensation, or `None` where no rewrite applies. A compensation must give the value
+/// the operation would, bit for bit: reuse never changes a result.
+pub trait Compensations: Sync {
+    fn compensate(
+        &self,
+        op: &Op,
+        item: &Lineage,
+        operands: &[&Value],
+        cache: &ReuseCache,
+    ) -> Result<Option<Value>>;
+}
+
+/// Whether every matrix among `operands` is dense (what [`ReuseCache::put_computed`] records).
+pub fn dense_operands<'v>(operands: impl IntoIterator<Item = &'v Value>) -> bool {
+    operands.into_iter().all(|v| match v {
+        Value::Matrix(m) => matches!(**m, crate::matrix::Matrix::Dense(_)),
+        _ => true,
+    })
 }
 
 /// Hits by level, for `--stats` (misses, evictions and spills are the cache's own counts).
@@ -31,6 +59,8 @@ pub struct ReuseHits {
     pub fused: u64,
     /// Function calls whose results came from the cache (multi-level reuse).
     pub functions: u64,
+    /// Operations computed from cached parts and a compensation (partial reuse).
+    pub partial: u64,
 }
 
 /// Whether `op` computes a value worth caching: the operations LIMA's reusable opcodes cover
@@ -48,6 +78,7 @@ fn reusable(op: &Op) -> bool {
             | Op::Cumsum
             | Op::MatMul
             | Op::TransposeSelfMatMul
+            | Op::TransposeSelfMatMulOfCbind
             | Op::TransposedLeftMatMul
             | Op::Transpose
             | Op::Diag
@@ -68,8 +99,9 @@ pub(crate) enum Decision {
     /// Every output hit: the single output's value (`None` for a fused operator, whose
     /// registers are already set); the instruction does not run.
     Reused(Option<Value>),
-    /// Run, then put the outputs that missed (one reservation per output, `None` where it hit).
-    RunAndPut(Vec<Option<Reservation>>),
+    /// Run, then put the outputs that missed (one reservation per output, `None` where it hit;
+    /// whether every matrix operand was dense, read before the run may move them).
+    RunAndPut(Vec<Option<Reservation>>, bool),
 }
 
 /// REUSE: probes the cache with the items of `instr`'s outputs (`outputs`, which take the
@@ -103,7 +135,37 @@ pub(crate) fn before(
         }
     }
     if reservations.iter().any(Option::is_some) {
-        return Ok(Decision::RunAndPut(reservations));
+        if let (Some(partial), [item], false) = (
+            reuse.partial,
+            &outputs[..],
+            matches!(instr.op, Op::Fused { .. }),
+        ) {
+            let operands: Vec<&Value> = instr
+                .inputs
+                .iter()
+                .filter_map(|&r| regs.get(r as usize).and_then(Option::as_ref))
+                .collect();
+            let started = Instant::now();
+            if operands.len() == instr.inputs.len() {
+                if let Some(value) = partial.compensate(&instr.op, item, &operands, reuse.cache)? {
+                    if let Some(Some(reservation)) = reservations.pop() {
+                        // The compensations continue the dense kernels' arithmetic.
+                        reuse
+                            .cache
+                            .put_computed(reservation, &value, started.elapsed(), true);
+                    }
+                    reuse.hits.partial += 1;
+                    return Ok(Decision::Reused(Some(value)));
+                }
+            }
+        }
+        let dense = dense_operands(
+            instr
+                .inputs
+                .iter()
+                .filter_map(|&r| regs.get(r as usize).and_then(Option::as_ref)),
+        );
+        return Ok(Decision::RunAndPut(reservations, dense));
     }
     let mut values = Vec::with_capacity(hits.len());
     for (slot, hit) in outputs.iter_mut().zip(hits.into_iter().flatten()) {
@@ -138,22 +200,25 @@ pub(crate) fn after(
     regs: &[Option<Value>],
     value: Option<&Value>,
     reservations: Vec<Option<Reservation>>,
+    dense: bool,
     compute: Duration,
     cache: &ReuseCache,
 ) {
     match &instr.op {
         Op::Fused { outputs, .. } => {
+            // A fused operator's arithmetic is its own, not a dense kernel's that partial
+            // reuse could continue.
             for (out, reservation) in outputs.iter().zip(reservations) {
                 if let (Some(reservation), Some(Some(v))) =
                     (reservation, regs.get(out.reg as usize))
                 {
-                    cache.put(reservation, v, compute);
+                    cache.put_computed(reservation, v, compute, false);
                 }
             }
         }
         _ => {
             if let (Some(Some(reservation)), Some(v)) = (reservations.into_iter().next(), value) {
-                cache.put(reservation, v, compute);
+                cache.put_computed(reservation, v, compute, dense);
             }
         }
     }

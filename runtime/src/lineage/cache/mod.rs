@@ -117,6 +117,13 @@ pub enum Probe {
     Miss(Reservation),
 }
 
+/// What [`ReuseCache::peek`] found.
+pub struct Peeked {
+    pub value: Value,
+    /// Whether every matrix operand of the value's computation was dense.
+    pub dense_operands: bool,
+}
+
 /// The right to fill the cache's placeholder for one item; dropping it unfilled abandons the
 /// placeholder and wakes the probes waiting for it.
 ///
@@ -248,6 +255,7 @@ impl ReuseCache {
                         accesses,
                         last_access: 0,
                         height: item.height(),
+                        dense_operands: false,
                     },
                 );
                 st.stats.misses += 1;
@@ -294,12 +302,69 @@ impl ReuseCache {
     /// not stored (the reservation is just released), and a matrix borrowing an embedder's
     /// memory is stored as a copy. The reservation is filled in the cache that issued it.
     pub fn put(&self, reservation: Reservation, value: &Value, compute: Duration) {
+        self.put_computed(reservation, value, compute, false);
+    }
+
+    /// [`ReuseCache::put`], stating whether every matrix operand of the computation was dense:
+    /// [`ReuseCache::peek`] hands that on to partial reuse, whose compensations continue the
+    /// dense kernels' arithmetic and so apply only to values those kernels computed.
+    pub fn put_computed(
+        &self,
+        reservation: Reservation,
+        value: &Value,
+        compute: Duration,
+        dense_operands: bool,
+    ) {
         let mut reservation = reservation;
         let token = std::mem::replace(&mut reservation.token, 0);
         if token != 0 {
             reservation
                 .inner
-                .fill(&reservation.key, token, value, compute);
+                .fill(&reservation.key, token, value, compute, dense_operands);
+        }
+    }
+
+    /// Partial reuse's probe (LIMA section 4.2): the value cached for an item equal to `item`
+    /// and whether it came from dense operands, without reserving anything. A value being
+    /// computed elsewhere counts as absent (partial reuse then computes in full rather than
+    /// wait); a spilled one is read back. A found value counts as a hit; an absent one as a
+    /// request for delayed caching, so that a part asked for by compensations is kept once it
+    /// is computed.
+    pub fn peek(&self, item: &Lineage) -> Option<Peeked> {
+        let inner = &self.inner;
+        let mut st = inner.lock();
+        loop {
+            let Some((key, entry)) = st.entries.get_key_value(item) else {
+                if inner.delay > 1 {
+                    st.note_request(item.hash());
+                }
+                return None;
+            };
+            let dense_operands = entry.dense_operands;
+            match &entry.slot {
+                Slot::Reserved { .. } => return None,
+                Slot::Memory { value, .. } => {
+                    let (key, value) = (key.clone(), value.clone());
+                    st.hit(inner.policy, &key);
+                    return Some(Peeked {
+                        value,
+                        dense_operands,
+                    });
+                }
+                Slot::Spilled(_) => {
+                    let key = key.clone();
+                    match inner.restore(st, key) {
+                        Ok(Probe::Hit { value, .. }) => {
+                            return Some(Peeked {
+                                value,
+                                dense_operands,
+                            })
+                        }
+                        Ok(Probe::Miss(_)) => return None,
+                        Err(guard) => st = guard,
+                    }
+                }
+            }
         }
     }
 
@@ -357,7 +422,14 @@ impl Inner {
         self.changed.notify_all();
     }
 
-    fn fill(&self, key: &Lineage, token: u64, value: &Value, compute: Duration) {
+    fn fill(
+        &self,
+        key: &Lineage,
+        token: u64,
+        value: &Value,
+        compute: Duration,
+        dense_operands: bool,
+    ) {
         // Never keep a borrow of an embedder's memory: it may end once the value is returned.
         let value = match value {
             Value::Matrix(m) if m.is_borrowed() => match m.try_clone() {
@@ -381,6 +453,9 @@ impl Inner {
         }
         st.stats.puts += 1;
         st.install(self.policy, key, value, size, Some(compute));
+        if let Some(entry) = st.entries.get_mut(key) {
+            entry.dense_operands = dense_operands;
+        }
         drop(st);
         self.changed.notify_all();
     }

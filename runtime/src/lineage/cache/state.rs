@@ -41,6 +41,10 @@ pub(super) struct Entry {
     pub(super) accesses: u64,
     pub(super) last_access: u64,
     pub(super) height: u32,
+    /// Whether the value was computed from dense operands only, so by the dense kernels,
+    /// whose per-cell arithmetic partial reuse can continue exactly (see
+    /// [`super::ReuseCache::put_computed`]).
+    pub(super) dense_operands: bool,
 }
 
 pub(super) enum Slot {
