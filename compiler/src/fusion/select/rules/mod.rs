@@ -66,10 +66,7 @@ pub trait SelectionRule: Sync {
 /// The memo rules, in the order they run. Each per-partition rule analyzes the partitions of
 /// the table the rules before it left (pruning removes entries, never references, so the
 /// partitions keep their hops; their points are recomputed).
-pub const MEMO_RULES: &[&dyn MemoRule] = &[
-    &PruneRowDuplicates,
-    &WithinPartitionMultiAggregates,
-];
+pub const MEMO_RULES: &[&dyn MemoRule] = &[&PruneRowDuplicates, &WithinPartitionMultiAggregates];
 
 /// The selection rules, in the order they run.
 pub const SELECTION_RULES: &[&dyn SelectionRule] =
