@@ -538,6 +538,17 @@ fn lower(
     // covered interior hop still read by an unfused consumer runs unfused as well (reference
     // 1.8), and an uncovered hop read only inside fused operators (`t(X)` under a Row
     // operator) does not run at all.
+    let of_cbind = if reuse_aware {
+        tsmm_of_cbind_products(dag, &producer)
+    } else {
+        Vec::new()
+    };
+    let cbind_parts = |id: HopId| {
+        of_cbind
+            .iter()
+            .find(|(p, _)| *p == id)
+            .map(|(_, parts)| *parts)
+    };
     let mut unfused = vec![false; n];
     let mut operator_needed = vec![false; fused.len()];
     let mut seen = vec![false; n];
@@ -554,12 +565,15 @@ fn lower(
             }
             None => {
                 unfused[h.index()] = true;
-                work.extend(dag.hop(h).inputs.iter().copied());
+                match cbind_parts(h) {
+                    Some(parts) => work.extend(parts),
+                    None => work.extend(dag.hop(h).inputs.iter().copied()),
+                }
             }
         }
     }
     let fused_inputs: Vec<HopId> = fused.iter().flat_map(|op| op.inputs.clone()).collect();
-    let tsmm = transpose_products(dag, &unfused, &fused_inputs, reuse_aware);
+    let tsmm = transpose_products(dag, &unfused, &fused_inputs);
 
     // Units in a topological order that follows the linearization: Kahn's algorithm, always
     // taking the ready unit that comes first in `order`.
@@ -575,14 +589,14 @@ fn lower(
     let mut units: Vec<(usize, Unit, Vec<Unit>)> = Vec::new();
     for &id in &order {
         if unfused[id.index()] && producer[id.index()].is_none() && !tsmm.skipped.contains(&id) {
-            let mut deps: Vec<Unit> = dag.hop(id).inputs.iter().map(|&i| unit_of(i)).collect();
+            let mut deps: Vec<Unit> = match cbind_parts(id) {
+                // `t(Z) %*% Z` reading the parts of `Z = cbind(X, dX)` depends on them.
+                Some(parts) => parts.iter().map(|&p| unit_of(p)).collect(),
+                None => dag.hop(id).inputs.iter().map(|&i| unit_of(i)).collect(),
+            };
             // A product reading `A` of `t(A)` in place depends on `A`, not on the transpose.
             if let Some(a) = tsmm.transposed_left(dag, id) {
                 deps.push(unit_of(a));
-            }
-            // `t(Z) %*% Z` reading the parts of `Z = cbind(X, dX)` depends on them.
-            if let Some(parts) = tsmm.cbind_parts(id) {
-                deps.extend(parts.iter().map(|&p| unit_of(p)));
             }
             units.push((position[id.index()], Unit::Hop(id), deps));
         }
@@ -657,7 +671,7 @@ fn lower(
     for i in schedule {
         match units[i].1 {
             Unit::Hop(id) => {
-                lowering.lower_hop(id, tsmm.transposed_left(dag, id), tsmm.cbind_parts(id))?
+                lowering.lower_hop(id, tsmm.transposed_left(dag, id), cbind_parts(id))?
             }
             Unit::Fused(k) => lowering.lower_fused(&fused[k]),
         }
@@ -718,16 +732,9 @@ fn topological_order(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
 /// used (which need not run at all). This is the unfused baseline's one piece of operator
 /// selection: SystemDS avoids the transpose likewise (`tsmm`, and its rewrite of `t(X) %*% y`
 /// to `t(t(y) %*% X)`).
-///
-/// With reuse-aware rewrites (LIMA's compiler assistance, section 4.4), a `tsmm` of
-/// `Z = cbind(X, dX)` reads `X` and `dX` instead, and `Z` is not made where nothing else
-/// reads it: partial reuse then computes it from a cached `t(X) %*% X`, which it computes and
-/// caches where it is missing (steplm's inner loop).
 struct TransposeProducts {
     products: Vec<HopId>,
     skipped: Vec<HopId>,
-    /// `tsmm` products of a `cbind` of two parts, with the parts.
-    of_cbind: Vec<(HopId, [HopId; 2])>,
 }
 
 impl TransposeProducts {
@@ -737,22 +744,9 @@ impl TransposeProducts {
             .contains(&id)
             .then(|| dag.hop(dag.hop(id).inputs[0]).inputs[0])
     }
-
-    /// `X` and `dX` where `id` is `t(Z) %*% Z` of `Z = cbind(X, dX)` read from its parts.
-    fn cbind_parts(&self, id: HopId) -> Option<[HopId; 2]> {
-        self.of_cbind
-            .iter()
-            .find(|(p, _)| *p == id)
-            .map(|(_, parts)| *parts)
-    }
 }
 
-fn transpose_products(
-    dag: &HopDag,
-    unfused: &[bool],
-    fused_inputs: &[HopId],
-    reuse_aware: bool,
-) -> TransposeProducts {
+fn transpose_products(dag: &HopDag, unfused: &[bool], fused_inputs: &[HopId]) -> TransposeProducts {
     let users = dag.users();
     let mut products = Vec::new();
     for id in dag.ids() {
@@ -770,7 +764,7 @@ fn transpose_products(
             }
         }
     }
-    let mut skipped: Vec<HopId> = products
+    let skipped = products
         .iter()
         .map(|&p| dag.hop(p).inputs[0])
         .filter(|&t| {
@@ -781,36 +775,32 @@ fn transpose_products(
                 && !fused_inputs.contains(&t)
         })
         .collect();
-    let mut of_cbind = Vec::new();
-    if reuse_aware {
-        for &p in &products {
-            let (t, z) = (dag.hop(p).inputs[0], dag.hop(p).inputs[1]);
-            let zh = dag.hop(z);
-            if dag.hop(t).inputs[0] != z
-                || zh.op != OpKind::Nary(NaryOp::Cbind)
-                || zh.inputs.len() != 2
-            {
-                continue;
-            }
-            of_cbind.push((p, [zh.inputs[0], zh.inputs[1]]));
-            // Z is not made where nothing else reads it (a variable it is assigned to does).
-            let only_this_tsmm = skipped.contains(&t)
-                && users[z.index()].iter().all(|&u| u == p || u == t)
-                && users[t.index()]
-                    .iter()
-                    .all(|&u| u == p || !unfused[u.index()])
-                && !dag.roots.contains(&z)
-                && !fused_inputs.contains(&z);
-            if only_this_tsmm {
-                skipped.push(z);
-            }
+    TransposeProducts { products, skipped }
+}
+
+/// LIMA's compiler assistance for partial reuse (section 4.4): each `t(Z) %*% Z` of
+/// `Z = cbind(X, dX)` that runs unfused, with `X` and `dX`. The plan reads the parts instead of
+/// `Z` (`Op::TransposeSelfMatMulOfCbind`), so `Z` is made only where something else needs it,
+/// and partial reuse computes the product from a cached `t(X) %*% X`, which it computes and
+/// caches where it is missing (steplm's inner loop).
+fn tsmm_of_cbind_products(dag: &HopDag, producer: &[Option<usize>]) -> Vec<(HopId, [HopId; 2])> {
+    let mut found = Vec::new();
+    for id in dag.ids() {
+        let hop = dag.hop(id);
+        if hop.op != OpKind::MatMul || producer[id.index()].is_some() {
+            continue;
+        }
+        let (t, z) = (dag.hop(hop.inputs[0]), hop.inputs[1]);
+        let zh = dag.hop(z);
+        if t.op == OpKind::Reorg(ReorgOp::Transpose)
+            && t.inputs[0] == z
+            && zh.op == OpKind::Nary(NaryOp::Cbind)
+            && zh.inputs.len() == 2
+        {
+            found.push((id, [zh.inputs[0], zh.inputs[1]]));
         }
     }
-    TransposeProducts {
-        products,
-        skipped,
-        of_cbind,
-    }
+    found
 }
 
 struct Lowering<'d> {

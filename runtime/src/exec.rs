@@ -331,13 +331,15 @@ pub fn execute(
             }
             None => None,
         };
+        // An instruction's time includes its reuse: probing, and a partial reuse's
+        // compensation.
+        let started = ctx.stats.is_some().then(Instant::now);
         let decision = match (traced.as_mut(), ctx.reuse.as_mut()) {
             (Some(t), Some(r)) if !skipped => {
                 reuse::before(instr, &mut regs, &mut t.outputs, r).map_err(located)?
             }
             _ => Decision::Run,
         };
-        let started = ctx.stats.is_some().then(Instant::now);
         let value = match decision {
             Decision::Reused(value) => value,
             Decision::Run => {

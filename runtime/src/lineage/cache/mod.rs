@@ -44,8 +44,8 @@ pub struct CacheConfig {
     pub spill: bool,
     /// How many times an item must be asked for before its value is kept (MEMPHIS's delayed
     /// caching): 1 keeps every value computed (LIMA); 2 keeps a value only when it is asked for
-    /// a second time, so intermediates used once never take memory, nor keep the executor from
-    /// updating them in place. Requests are counted by the item's hash (a collision only keeps
+    /// a second time, or is dear for its size ([`DEAR_NANOS_PER_BYTE`]), so intermediates used
+    /// once never take memory, nor keep the executor from updating them in place. Requests are counted by the item's hash (a collision only keeps
     /// a value one request early).
     pub delay: u32,
 }
@@ -79,8 +79,8 @@ pub struct CacheStats {
     /// Puts whose value was not stored: larger than the whole budget, or a borrowed matrix
     /// whose copy could not be allocated.
     pub rejected: u64,
-    /// Misses whose value was not to be kept: the item was not asked for often enough yet
-    /// ([`CacheConfig::delay`]).
+    /// Misses whose value was not kept: the item was not asked for often enough yet
+    /// ([`CacheConfig::delay`]) and the value was cheap for its size.
     pub delayed: u64,
     /// Entries pushed out of memory to make room (spilled ones included).
     pub evictions: u64,
@@ -134,7 +134,16 @@ pub struct Reservation {
     key: Lineage,
     /// The placeholder's token; 0 once filled or abandoned, or when detached.
     token: u64,
+    /// Whether the item was not asked for often enough to be kept ([`CacheConfig::delay`]):
+    /// its value is kept only if it is dear for its size ([`DEAR_NANOS_PER_BYTE`]).
+    only_if_dear: bool,
 }
+
+/// What a value must have taken to compute, per byte it occupies, to be kept at its first
+/// request under delayed caching: some twenty times what reading it back from memory costs.
+/// Mini-batch slices and element-wise results (a fraction of a nanosecond per byte) are not
+/// kept; reductions such as `t(X) %*% X` (tens) are, so that a later partial reuse finds them.
+pub const DEAR_NANOS_PER_BYTE: f64 = 4.0;
 
 impl Reservation {
     /// The probed item.
@@ -232,17 +241,9 @@ impl ReuseCache {
         let mut waited = false;
         loop {
             let Some((key, entry)) = st.entries.get_key_value(item) else {
-                if delay > 1 && st.note_request(item.hash()) < delay {
-                    // Not asked for often enough to keep: computed, not cached, and not
-                    // waited for (a detached reservation).
-                    st.stats.misses += 1;
-                    st.stats.delayed += 1;
-                    return Probe::Miss(Reservation {
-                        inner: inner.clone(),
-                        key: item.clone(),
-                        token: 0,
-                    });
-                }
+                // Not asked for often enough yet: the value is kept only if it is dear for
+                // its size (decided when it is put).
+                let only_if_dear = delay > 1 && st.note_request(item.hash()) < delay;
                 // A miss: leave a placeholder for the value.
                 let token = st.new_token();
                 let accesses = 1 + st.history.remove(&item.hash()).unwrap_or(0);
@@ -263,6 +264,7 @@ impl ReuseCache {
                     inner: inner.clone(),
                     key: item.clone(),
                     token,
+                    only_if_dear,
                 });
             };
             match &entry.slot {
@@ -272,6 +274,7 @@ impl ReuseCache {
                         inner: inner.clone(),
                         key: item.clone(),
                         token: 0,
+                        only_if_dear: false,
                     });
                 }
                 Slot::Reserved { .. } => {
@@ -317,11 +320,18 @@ impl ReuseCache {
     ) {
         let mut reservation = reservation;
         let token = std::mem::replace(&mut reservation.token, 0);
-        if token != 0 {
-            reservation
-                .inner
-                .fill(&reservation.key, token, value, compute, dense_operands);
+        if token == 0 {
+            return;
         }
+        let dear = compute.as_nanos() as f64 >= DEAR_NANOS_PER_BYTE * value_bytes(value) as f64;
+        if reservation.only_if_dear && !dear {
+            let inner = &reservation.inner;
+            inner.lock().stats.delayed += 1;
+            return inner.abandon(&reservation.key, token);
+        }
+        reservation
+            .inner
+            .fill(&reservation.key, token, value, compute, dense_operands);
     }
 
     /// Partial reuse's probe (LIMA section 4.2): the value cached for an item equal to `item`
@@ -486,6 +496,7 @@ impl Inner {
             inner: self.clone(),
             key: key.clone(),
             token,
+            only_if_dear: false,
         };
         let read = spill::read(&file);
         let _ = std::fs::remove_file(&file.path);

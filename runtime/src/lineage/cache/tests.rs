@@ -579,27 +579,38 @@ fn sparse_round_trip_check_matches_the_reader() {
 }
 
 /// Delayed caching (MEMPHIS): with `delay: 2` a value is kept only once its item is asked for a
-/// second time; the first request computes it without a placeholder, so a value used once
-/// never takes memory.
+/// second time, unless it is dear for its size: a value used once and cheap to make never takes
+/// memory, a reduction that took long for its few bytes is kept at once.
 #[test]
 fn delayed_caching_keeps_a_value_from_its_second_request() {
     let cache = ReuseCache::new(CacheConfig {
         delay: 2,
         ..config(1 << 20, EvictionPolicy::CostSize, false)
     });
-    let v = Value::Double(1.5);
-    miss_and_put(&cache, &item("a"), &v, Duration::from_millis(5));
+    // 80 KB made in 10 microseconds: an eighth of a nanosecond per byte.
+    let cheap = Value::matrix(Matrix::from_dense_values(100, 100, vec![1.0; 10_000]).unwrap());
+    let fast = Duration::from_micros(10);
+    miss_and_put(&cache, &item("a"), &cheap, fast);
     assert_eq!(
         cache.state(&item("a")),
         None,
-        "a first request keeps nothing"
+        "a first request keeps nothing cheap"
     );
     assert_eq!(cache.bytes(), 0);
-    miss_and_put(&cache, &item("a"), &v, Duration::from_millis(5));
+    miss_and_put(&cache, &item("a"), &cheap, fast);
     assert_eq!(cache.state(&item("a")), Some(EntryState::InMemory));
     assert!(matches!(cache.probe(&item("a")), Probe::Hit { .. }));
     let stats = cache.stats();
     assert_eq!((stats.misses, stats.delayed, stats.hits), (2, 1, 1));
+    // A scalar that took 5 ms is dear for its size: kept at its first request.
+    miss_and_put(
+        &cache,
+        &item("dear"),
+        &Value::Double(1.5),
+        Duration::from_millis(5),
+    );
+    assert_eq!(cache.state(&item("dear")), Some(EntryState::InMemory));
+    let v = Value::Double(1.5);
     // A value probed to be kept (a call's results) is kept from its first computation.
     match cache.probe_keeping(&item("b")) {
         Probe::Miss(r) => cache.put(r, &v, Duration::from_millis(5)),
