@@ -75,6 +75,8 @@ pub(crate) struct BlockMeta<'v> {
     traced: bool,
     /// Whether the run reuses partially, so the plan takes LIMA's reuse-aware rewrites.
     reuse_aware: bool,
+    /// The variables whose readers reuse leaves alone ([`crate::unmark`]).
+    unmarked: Option<Arc<[String]>>,
 }
 
 impl<'v> BlockMeta<'v> {
@@ -83,12 +85,25 @@ impl<'v> BlockMeta<'v> {
             vars,
             traced: false,
             reuse_aware: false,
+            unmarked: None,
         }
     }
 
     /// The same metadata for a run that traces lineage (or not).
     pub(crate) fn traced(self, traced: bool) -> BlockMeta<'v> {
         BlockMeta { traced, ..self }
+    }
+
+    /// Whether `plan` was compiled for a run like this one (tracing, reuse), so it serves it.
+    pub(crate) fn is_met_by(&self, plan: &CompiledBlock) -> bool {
+        plan.traced == self.traced
+            && plan.reuse_aware == self.reuse_aware
+            && plan.unmarking == self.unmarked.is_some()
+    }
+
+    /// The same metadata with the variables whose readers reuse leaves alone.
+    pub(crate) fn unmarked(self, unmarked: Option<Arc<[String]>>) -> BlockMeta<'v> {
+        BlockMeta { unmarked, ..self }
     }
 
     /// The same metadata for a run with partial reuse (or not).
@@ -138,6 +153,8 @@ pub(crate) struct CompiledBlock {
     pub(crate) traced: bool,
     /// Whether the plan took the reuse-aware rewrites (compiled for a run with partial reuse).
     pub(crate) reuse_aware: bool,
+    /// Whether the plan unmarked instructions (compiled for a run with reuse).
+    pub(crate) unmarking: bool,
     /// Whether sizes in `dag` were inferred from the values of scalar variables (`X[beg:end,]`
     /// with the current `beg` and `end`). The instructions read those variables, so the plan
     /// serves any values that imply the same sizes.
@@ -494,12 +511,18 @@ fn compile_with(
         Some(fuser) if dag.hops.iter().any(|h| h.is_matrix()) => fuser.fuse(&dag)?,
         _ => Vec::new(),
     };
-    let (instructions, num_regs) = lower(&dag, &fused, meta.traced, meta.reuse_aware)?;
+    let lowering = LoweringOptions {
+        traced: meta.traced,
+        reuse_aware: meta.reuse_aware,
+        unmarked: meta.unmarked.as_deref().unwrap_or_default(),
+    };
+    let (instructions, num_regs) = lower(&dag, &fused, &lowering)?;
     Ok(CompiledBlock {
         instructions,
         num_regs,
         traced: meta.traced,
         reuse_aware: meta.reuse_aware,
+        unmarking: meta.unmarked.is_some(),
         sizes_from_values: with_values,
         unknown_size_ops: unknown_size_ops(&dag),
         dag,
@@ -508,18 +531,31 @@ fn compile_with(
     })
 }
 
+/// What a lowering adds for lineage and reuse.
+struct LoweringOptions<'a> {
+    /// Every instruction with a value carries its lineage patches.
+    traced: bool,
+    /// `t(Z) %*% Z` of `Z = cbind(X, dX)` reads `X` and `dX` ([`tsmm_of_cbind_products`]).
+    reuse_aware: bool,
+    /// Instructions depending on these variables' values at block entry are not cacheable.
+    unmarked: &'a [String],
+}
+
 /// Lowers a DAG onto instructions: one register per hop; fused operators replace the hops
 /// they cover; units (hops and fused operators) in the linearized order as far as their
 /// inputs allow, side effects and `time()` in statement order; variable stores last
 /// (transient reads see the values the block started with); each register released after its
-/// last use. With `traced`, every instruction with a value carries its lineage patches; with
-/// `reuse_aware`, `t(Z) %*% Z` of `Z = cbind(X, dX)` reads `X` and `dX`.
+/// last use.
 fn lower(
     dag: &HopDag,
     fused: &[PlannedOperator],
-    traced: bool,
-    reuse_aware: bool,
+    options: &LoweringOptions<'_>,
 ) -> Result<(Vec<Instruction>, usize), Error> {
+    let LoweringOptions {
+        traced,
+        reuse_aware,
+        unmarked,
+    } = *options;
     let order = hops::linearize(dag);
     let n = dag.len();
     let mut position = vec![usize::MAX; n];
@@ -667,6 +703,7 @@ fn lower(
         stores: Vec::new(),
         rebound,
         traced,
+        unmarked: depends_on(dag, unmarked),
     };
     for i in schedule {
         match units[i].1 {
@@ -811,6 +848,25 @@ struct Lowering<'d> {
     rebound: std::collections::HashSet<&'d str>,
     /// Whether instructions carry lineage patches.
     traced: bool,
+    /// Per hop: whether it depends on an unmarked variable (its instruction is not cacheable).
+    unmarked: Vec<bool>,
+}
+
+/// Per hop of `dag`: whether it reads, directly or through its inputs, one of `variables` as
+/// the block started with it.
+fn depends_on(dag: &HopDag, variables: &[String]) -> Vec<bool> {
+    let mut depends = vec![false; dag.len()];
+    if variables.is_empty() {
+        return depends;
+    }
+    for id in hops::linearize(dag) {
+        let hop = dag.hop(id);
+        depends[id.index()] = match &hop.op {
+            OpKind::TransientRead { name } => variables.contains(name),
+            _ => hop.inputs.iter().any(|i| depends[i.index()]),
+        };
+    }
+    depends
 }
 
 impl Lowering<'_> {
@@ -830,6 +886,7 @@ impl Lowering<'_> {
             release: Vec::new(),
             span: (hop.span.start, hop.span.end),
             lineage,
+            cacheable: !self.unmarked[id.index()],
         });
     }
 
@@ -864,6 +921,7 @@ impl Lowering<'_> {
                 let roots: Vec<HopId> = op.outputs.iter().map(|&(h, _)| h).collect();
                 crate::lineage::patches(self.dag, &roots, &op.inputs)
             }),
+            cacheable: op.outputs.iter().all(|&(h, _)| !self.unmarked[h.index()]),
         });
     }
 
@@ -897,6 +955,7 @@ impl Lowering<'_> {
                     release: Vec::new(),
                     span,
                     lineage: None,
+                    cacheable: true,
                 });
                 return Ok(());
             }

@@ -46,18 +46,12 @@ pub(crate) struct PlanCache {
 }
 
 impl PlanCache {
-    fn find(
-        &self,
-        key: usize,
-        vars: &SymbolTable,
-        traced: bool,
-        reuse_aware: bool,
-    ) -> Option<Arc<CompiledBlock>> {
+    fn find(&self, key: usize, vars: &SymbolTable, meta: &BlockMeta) -> Option<Arc<CompiledBlock>> {
         let plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
         plans
             .get(&key)?
             .iter()
-            .find(|p| p.traced == traced && p.reuse_aware == reuse_aware && p.is_valid_for(vars))
+            .find(|p| meta.is_met_by(p) && p.is_valid_for(vars))
             .map(Arc::clone)
     }
 
@@ -151,7 +145,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             // lineage is traced without deduplication.
             dedup: (config.lineage && config.lineage_dedup && config.reuse.mode == ReuseMode::None)
                 .then(DedupState::default),
-            reuse: RunReuse::new(&config.reuse),
+            reuse: RunReuse::new(&config.reuse, program),
         }
     }
 
@@ -590,16 +584,17 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         span: Span,
         compile: impl FnOnce(&BlockMeta, &ScriptArgs) -> Result<CompiledBlock, Error>,
     ) -> Result<Arc<CompiledBlock>, Error> {
-        let traced = self.lineage.is_some();
-        let reuse_aware = self.reuse.as_ref().is_some_and(|r| r.partial);
-        if let Some(hit) = self.plans.find(key, vars, traced, reuse_aware) {
+        let meta = BlockMeta::of(vars)
+            .traced(self.lineage.is_some())
+            .reuse_aware(self.reuse.as_ref().is_some_and(|r| r.partial))
+            .unmarked(self.reuse.as_ref().and_then(|r| r.unmarked(key)));
+        if let Some(hit) = self.plans.find(key, vars, &meta) {
             self.cache_hits += 1;
             return Ok(hit);
         }
         // Compiled outside the cache's lock: two threads missing on one block both compile it
         // (the same plan), rather than one waiting for the other.
         let started = Instant::now();
-        let meta = BlockMeta::of(vars).traced(traced).reuse_aware(reuse_aware);
         let compiled = Arc::new(compile(&meta, self.args)?);
         self.compile_time += started.elapsed();
         self.blocks_compiled += 1;

@@ -59,6 +59,7 @@ mod recompute;
 mod reuse;
 mod static_explain;
 pub mod stats;
+mod unmark;
 
 pub use bindings::{Bindings, Outputs, Scalar};
 pub use dag::{DagInput, PreparedDag};

@@ -17,6 +17,7 @@ use lafuse_runtime::lineage::Lineage;
 use lafuse_runtime::value::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use lafuse_runtime::lineage::cache::EvictionPolicy;
@@ -96,6 +97,8 @@ pub(crate) struct RunReuse {
     multilevel: bool,
     /// Whether operations that miss try partial reuse.
     pub(crate) partial: bool,
+    /// The variables whose readers are unmarked, by basic block ([`crate::unmark`]).
+    unmarked: HashMap<usize, Arc<[String]>>,
     /// Per function: whether its calls may be reused as a whole.
     deterministic: HashMap<String, bool>,
     /// The items the body traced for a call's results, by the call's item.
@@ -111,7 +114,7 @@ pub(crate) enum CallProbe {
 }
 
 impl RunReuse {
-    pub(crate) fn new(config: &ReuseConfig) -> Option<RunReuse> {
+    pub(crate) fn new(config: &ReuseConfig, program: &Program) -> Option<RunReuse> {
         if config.mode == ReuseMode::None {
             return None;
         }
@@ -126,9 +129,15 @@ impl RunReuse {
             hits: ReuseHits::default(),
             multilevel: config.mode.multilevel(),
             partial: config.mode.partial(),
+            unmarked: crate::unmark::unmarked_blocks(program),
             deterministic: HashMap::new(),
             body_items: HashMap::new(),
         })
+    }
+
+    /// The variables whose readers are unmarked in the basic block with plan key `key`.
+    pub(crate) fn unmarked(&self, key: usize) -> Option<Arc<[String]>> {
+        self.unmarked.get(&key).cloned()
     }
 
     /// What reuse did so far, for `--stats`.
@@ -139,6 +148,7 @@ impl RunReuse {
             fused_hits: self.hits.fused,
             function_hits: self.hits.functions,
             partial_hits: self.hits.partial,
+            unmarked: self.hits.unmarked,
             misses: cache.misses,
             evictions: cache.evictions,
             spills: cache.spills,

@@ -23,6 +23,9 @@ pub struct ReuseStats {
     pub function_hits: u64,
     /// Operations computed from cached parts and a compensation (partial reuse).
     pub partial_hits: u64,
+    /// Operations run without a probe, unmarked by the compiler (their lineage is new in
+    /// every iteration of a loop).
+    pub unmarked: u64,
     /// Probes that found nothing (the value was computed and put).
     pub misses: u64,
     /// Values dropped from memory to stay within the budget (spilled ones included).
@@ -179,7 +182,8 @@ impl Stats {
         if let Some(r) = &self.reuse {
             s.push_str(&format!(
                 "Reuse hits (ops/fused/calls/partial)/misses:\t{}/{}/{}/{}/{} (saved {:.3} sec).\n\
-                 Reuse evictions/spills/restores:\t{}/{}/{} (peak {} of {} MB).\n",
+                 Reuse evictions/spills/restores:\t{}/{}/{} (peak {} of {} MB).\n\
+                 Reuse unmarked operations:\t{}.\n",
                 r.operation_hits,
                 r.fused_hits,
                 r.function_hits,
@@ -190,7 +194,8 @@ impl Stats {
                 r.spills,
                 r.restores,
                 r.peak_bytes >> 20,
-                r.budget_bytes >> 20
+                r.budget_bytes >> 20,
+                r.unmarked
             ));
         }
         for f in &self.operator_cache_misses {

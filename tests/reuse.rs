@@ -243,6 +243,40 @@ fn repeated_computations_are_reused() {
     assert!(reuse.misses > 0);
 }
 
+const DESCENT: &str = "\
+X = rand(rows=200, cols=8, seed=6)
+y = rand(rows=200, cols=1, seed=7)
+w = matrix(0, 8, 1)
+G = t(X) %*% X
+for (i in 1:20) {
+  g = G %*% w - t(X) %*% y
+  w = w - 0.001 * g
+}
+print(sum(w))
+";
+
+/// Compiler assistance: the descent's updates of `w` are new in every iteration, so they are
+/// neither probed nor cached; `t(X) %*% y`, which repeats, still hits.
+#[test]
+fn loop_carried_updates_are_unmarked() {
+    let (plain, _) = run(
+        DESCENT,
+        &ScriptArgs::default(),
+        &config(ReuseMode::None, EvictionPolicy::default(), None),
+    );
+    let (reused, stats) = run(
+        DESCENT,
+        &ScriptArgs::default(),
+        &config(ReuseMode::Full, EvictionPolicy::default(), None),
+    );
+    assert_eq!(reused, plain);
+    let reuse = stats.reuse.expect("reuse statistics");
+    // At least `G %*% w` and the fused update in every iteration; no iteration misses.
+    assert!(reuse.unmarked >= 40, "{reuse:?}");
+    assert_eq!(reuse.operation_hits, 19, "{reuse:?}");
+    assert!(reuse.misses <= 3, "{reuse:?}");
+}
+
 const CALLS: &str = "\
 f = function(matrix[double] X, double l) return (matrix[double] B, double s) {
   B = solve(t(X) %*% X + diag(matrix(l, ncol(X), 1)), t(X) %*% matrix(1, nrow(X), 1))

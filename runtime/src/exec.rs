@@ -207,6 +207,9 @@ pub struct Instruction {
     /// `None` for instructions without a value (and for loads and stores, which the tracer
     /// handles through the lineage map).
     pub lineage: Option<Arc<[Lineage]>>,
+    /// Whether lineage-based reuse probes and caches its outputs: false where the compiler
+    /// unmarked it (its lineage is new in every iteration of a loop, LIMA section 4.4).
+    pub cacheable: bool,
 }
 
 /// A runtime error together with the script location of the failing instruction.

@@ -61,6 +61,9 @@ pub struct ReuseHits {
     pub functions: u64,
     /// Operations computed from cached parts and a compensation (partial reuse).
     pub partial: u64,
+    /// Operations run without a probe: unmarked by the compiler (not hits; counted here to
+    /// show what compiler assistance skipped).
+    pub unmarked: u64,
 }
 
 /// Whether `op` computes a value worth caching: the operations LIMA's reusable opcodes cover
@@ -118,6 +121,10 @@ pub(crate) fn before(
         .iter()
         .any(|&r| matches!(regs.get(r as usize), Some(Some(Value::Matrix(_)))));
     if !reusable(&instr.op) || !reads_matrix || outputs.is_empty() {
+        return Ok(Decision::Run);
+    }
+    if !instr.cacheable {
+        reuse.hits.unmarked += 1;
         return Ok(Decision::Run);
     }
     let mut hits = Vec::with_capacity(outputs.len());
