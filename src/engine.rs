@@ -7,7 +7,7 @@ use crate::compile::{
 use crate::dedup::{DedupCounts, Iteration, ScopeDedup};
 use crate::error::Error;
 use crate::fused::Fuser;
-use crate::reuse::{CallProbe, ReuseMode, RunReuse};
+use crate::reuse::{BlockProbe, CallProbe, ReuseMode, RunReuse};
 use crate::stats::{ms, InstructionStat, Stats};
 use crate::{EngineConfig, ExplainedBlock, ScriptArgs};
 use lafuse_compiler::ast::{self, ValueType};
@@ -495,10 +495,37 @@ impl<'p, 'o> Interpreter<'p, 'o> {
     fn exec_basic(&mut self, block: &'p BasicBlock, vars: &mut SymbolTable) -> Result<(), Error> {
         let key = block as *const BasicBlock as usize;
         let fuser = self.fuser;
+        // Multi-level reuse: a deterministic block whose assignments are all cached does not run.
+        let probe = match (self.reuse.as_mut(), self.lineage.as_ref()) {
+            (Some(reuse), Some(frames)) => match frames.last() {
+                Some(items) => reuse.probe_block(self.program, block, vars, items),
+                None => BlockProbe::NotReused,
+            },
+            _ => BlockProbe::NotReused,
+        };
+        let missed = match probe {
+            BlockProbe::Reused(found) => {
+                for (name, value, item) in found {
+                    if let Some(items) = self.lineage.as_mut().and_then(|f| f.last_mut()) {
+                        items.insert(name.clone(), item);
+                    }
+                    vars.insert(name, value);
+                }
+                return Ok(());
+            }
+            BlockProbe::Run(keys, reservations) => Some((keys, reservations)),
+            BlockProbe::NotReused => None,
+        };
+        let started = Instant::now();
         let compiled = self.compiled(key, vars, "basic block", block.span, |meta, args| {
             compile_block(&block.stmts, meta, args, fuser)
         })?;
-        self.run(&compiled, vars)
+        self.run(&compiled, vars)?;
+        if let (Some((keys, reservations)), Some(reuse)) = (missed, self.reuse.as_mut()) {
+            let items = self.lineage.as_ref().and_then(|f| f.last());
+            reuse.put_block(block, keys, reservations, vars, items, started.elapsed());
+        }
+        Ok(())
     }
 
     /// Runs one block that is not part of the program (an embedder's DAG), compiled by

@@ -7,10 +7,12 @@
 //! the function, the result and the items of the arguments (LIMA 4.2); on a hit the body does
 //! not run at all. The results' items in the caller stay the items the body traced (kept
 //! beside the cache by call item), so lineage does not depend on whether a call was reused.
+//! Basic blocks are reused as a whole likewise, each assigned variable by an item naming the
+//! block and the items of the variables it reads.
 
 use crate::calls::{expr_calls, stmt_calls};
 use lafuse_compiler::ast;
-use lafuse_compiler::program::{Block, Program};
+use lafuse_compiler::program::{BasicBlock, Block, Program};
 use lafuse_runtime::lineage::cache::{CacheConfig, Probe, Reservation, ReuseCache};
 use lafuse_runtime::lineage::reuse::ReuseHits;
 use lafuse_runtime::lineage::Lineage;
@@ -103,6 +105,27 @@ pub(crate) struct RunReuse {
     deterministic: HashMap<String, bool>,
     /// The items the body traced for a call's results, by the call's item.
     body_items: HashMap<Lineage, Lineage>,
+    /// Per basic block (by address): what it reads and assigns, where it is reusable as a
+    /// whole.
+    blocks: HashMap<usize, Option<BlockShape>>,
+    /// The addresses of the main program's basic blocks (found at the first probe).
+    main_blocks: Option<std::collections::HashSet<usize>>,
+}
+
+/// What a basic block reusable as a whole reads (before assigning) and assigns.
+struct BlockShape {
+    reads: Vec<String>,
+    writes: Vec<String>,
+}
+
+/// What probing a basic block found.
+pub(crate) enum BlockProbe {
+    /// Not reused as a whole (not multi-level, not deterministic, or reading no matrix).
+    NotReused,
+    /// Every assigned variable is cached: its name, value and the item the block traced.
+    Reused(Vec<(String, Value, Lineage)>),
+    /// The block runs; its assignments are put after it (the keys and their reservations).
+    Run(Vec<Lineage>, Vec<Option<Reservation>>),
 }
 
 /// What probing a call found.
@@ -132,6 +155,8 @@ impl RunReuse {
             unmarked: crate::unmark::unmarked_blocks(program),
             deterministic: HashMap::new(),
             body_items: HashMap::new(),
+            blocks: HashMap::new(),
+            main_blocks: None,
         })
     }
 
@@ -147,6 +172,7 @@ impl RunReuse {
             operation_hits: self.hits.operations,
             fused_hits: self.hits.fused,
             function_hits: self.hits.functions,
+            block_hits: self.hits.blocks,
             partial_hits: self.hits.partial,
             unmarked: self.hits.unmarked,
             misses: cache.misses,
@@ -227,6 +253,183 @@ impl RunReuse {
             }
         }
     }
+}
+
+impl RunReuse {
+    /// Multi-level reuse of a basic block (LIMA section 4.1): one item per variable it assigns,
+    /// keyed by the block and the items of the variables it reads. A deterministic block
+    /// (as for calls) of the main program reading some matrix is probed; where everything it
+    /// assigns is cached it does not run.
+    pub(crate) fn probe_block(
+        &mut self,
+        program: &Program,
+        block: &BasicBlock,
+        vars: &lafuse_runtime::exec::SymbolTable,
+        items: &lafuse_runtime::lineage::LineageMap,
+    ) -> BlockProbe {
+        if !self.multilevel {
+            return BlockProbe::NotReused;
+        }
+        let key = block as *const BasicBlock as usize;
+        if !self.blocks.contains_key(&key) {
+            // Function bodies are left to the reuse of whole calls: their blocks' entries would
+            // only take the budget from the calls' results.
+            let main = self
+                .main_blocks
+                .get_or_insert_with(|| main_blocks(&program.main));
+            let in_main = main.contains(&key);
+            let shape = in_main
+                .then(|| block_shape(program, block, &mut self.deterministic))
+                .flatten();
+            self.blocks.insert(key, shape);
+        }
+        let Some(Some(shape)) = self.blocks.get(&key) else {
+            return BlockProbe::NotReused;
+        };
+        if !shape
+            .reads
+            .iter()
+            .any(|r| matches!(vars.get(r), Some(Value::Matrix(_))))
+        {
+            return BlockProbe::NotReused;
+        }
+        let Some(read_items) = shape
+            .reads
+            .iter()
+            .map(|r| items.get(r).cloned())
+            .collect::<Option<Vec<Lineage>>>()
+        else {
+            return BlockProbe::NotReused;
+        };
+        let at = format!("{}-{}", block.span.start, block.span.end);
+        let keys: Vec<Lineage> = shape
+            .writes
+            .iter()
+            .map(|w| Lineage::instruction("sb", format!("{at}:{w}"), read_items.clone()))
+            .collect();
+        let mut found = Vec::with_capacity(keys.len());
+        let mut reservations = Vec::with_capacity(keys.len());
+        for (write, key) in shape.writes.iter().zip(&keys) {
+            match self.cache.probe_keeping(key) {
+                Probe::Hit { key, value } => {
+                    let item = self.body_items.get(&key).cloned().unwrap_or(key);
+                    found.push(Some((write.clone(), value, item)));
+                    reservations.push(None);
+                }
+                Probe::Miss(reservation) => {
+                    found.push(None);
+                    reservations.push(Some(reservation));
+                }
+            }
+        }
+        if reservations.iter().any(Option::is_some) {
+            return BlockProbe::Run(keys, reservations);
+        }
+        self.hits.blocks += 1;
+        BlockProbe::Reused(found.into_iter().flatten().collect())
+    }
+
+    /// Puts what a block that ran assigned, for the reservations that missed; `compute` is
+    /// what the block took.
+    pub(crate) fn put_block(
+        &mut self,
+        block: &BasicBlock,
+        keys: Vec<Lineage>,
+        reservations: Vec<Option<Reservation>>,
+        vars: &lafuse_runtime::exec::SymbolTable,
+        items: Option<&lafuse_runtime::lineage::LineageMap>,
+        compute: Duration,
+    ) {
+        let key = block as *const BasicBlock as usize;
+        let Some(Some(shape)) = self.blocks.get(&key) else {
+            return;
+        };
+        let results = shape
+            .writes
+            .iter()
+            .map(|w| {
+                vars.get(w)
+                    .map(|v| (v.clone(), items.and_then(|m| m.get(w).cloned())))
+            })
+            .collect();
+        self.put_call(keys, reservations, results, compute);
+    }
+}
+
+/// The addresses of the main program's basic blocks, nested ones included.
+fn main_blocks(blocks: &[Block]) -> std::collections::HashSet<usize> {
+    let mut found = std::collections::HashSet::new();
+    let mut stack: Vec<&[Block]> = vec![blocks];
+    while let Some(blocks) = stack.pop() {
+        for block in blocks {
+            match block {
+                Block::Basic(basic) => {
+                    found.insert(basic as *const BasicBlock as usize);
+                }
+                Block::If {
+                    then_blocks,
+                    else_blocks,
+                    ..
+                } => {
+                    stack.push(then_blocks);
+                    stack.push(else_blocks);
+                }
+                Block::For { body, .. } | Block::While { body, .. } => stack.push(body),
+                Block::Call(_) => {}
+            }
+        }
+    }
+    found
+}
+
+/// What `block` reads before assigning and assigns, where it may be reused as a whole: it
+/// assigns something, and neither it nor a function it calls draws random numbers, reads the
+/// clock or a file, or has a side effect.
+fn block_shape(
+    program: &Program,
+    block: &BasicBlock,
+    memo: &mut HashMap<String, bool>,
+) -> Option<BlockShape> {
+    let functions: Vec<String> = program.functions.keys().cloned().collect();
+    let deterministic_functions: Vec<String> = functions
+        .into_iter()
+        .filter(|f| deterministic(program, f, memo))
+        .collect();
+    let nondeterministic_call = |name: &str| {
+        nondeterministic(name)
+            || (program.functions.contains_key(name)
+                && !deterministic_functions.iter().any(|f| f == name))
+    };
+    if block
+        .stmts
+        .iter()
+        .any(|stmt| stmt_calls(stmt, &nondeterministic_call))
+    {
+        return None;
+    }
+    let (mut reads, mut writes): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    for stmt in &block.stmts {
+        let mut read = Vec::new();
+        crate::compile::stmt_reads(stmt, &mut read);
+        for r in read {
+            if !writes.iter().any(|w| w == r) && !reads.iter().any(|x| x == r) {
+                reads.push(r.to_string());
+            }
+        }
+        let targets: Vec<&str> = match &stmt.kind {
+            ast::StmtKind::Assign { target, .. } => vec![target.name.as_str()],
+            ast::StmtKind::MultiAssign { targets, .. } => {
+                targets.iter().map(|t| t.name.as_str()).collect()
+            }
+            _ => Vec::new(),
+        };
+        for t in targets {
+            if !writes.iter().any(|w| w == t) {
+                writes.push(t.to_string());
+            }
+        }
+    }
+    (!writes.is_empty()).then_some(BlockShape { reads, writes })
 }
 
 /// Whether calls of `function` can be reused as a whole: its body (and every function it

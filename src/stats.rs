@@ -21,6 +21,8 @@ pub struct ReuseStats {
     pub fused_hits: u64,
     /// Function calls whose results came from the cache (multi-level reuse).
     pub function_hits: u64,
+    /// Basic blocks whose assignments came from the cache (multi-level reuse).
+    pub block_hits: u64,
     /// Operations computed from cached parts and a compensation (partial reuse).
     pub partial_hits: u64,
     /// Operations run without a probe, unmarked by the compiler (their lineage is new in
@@ -43,7 +45,11 @@ pub struct ReuseStats {
 impl ReuseStats {
     /// Hits at every level.
     pub fn hits(&self) -> u64 {
-        self.operation_hits + self.fused_hits + self.function_hits + self.partial_hits
+        self.operation_hits
+            + self.fused_hits
+            + self.function_hits
+            + self.block_hits
+            + self.partial_hits
     }
 }
 
@@ -181,12 +187,14 @@ impl Stats {
         }
         if let Some(r) = &self.reuse {
             s.push_str(&format!(
-                "Reuse hits (ops/fused/calls/partial)/misses:\t{}/{}/{}/{}/{} (saved {:.3} sec).\n\
+                "Reuse hits (ops/fused/calls/blocks/partial)/misses:\t{}/{}/{}/{}/{}/{} \
+                 (saved {:.3} sec).\n\
                  Reuse evictions/spills/restores:\t{}/{}/{} (peak {} of {} MB).\n\
                  Reuse unmarked operations:\t{}.\n",
                 r.operation_hits,
                 r.fused_hits,
                 r.function_hits,
+                r.block_hits,
                 r.partial_hits,
                 r.misses,
                 r.saved_ms / 1e3,

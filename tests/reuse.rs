@@ -277,6 +277,48 @@ fn loop_carried_updates_are_unmarked() {
     assert!(reuse.misses <= 3, "{reuse:?}");
 }
 
+const BLOCKS: &str = "\
+X = rand(rows=100, cols=10, seed=1)
+acc = 0
+for (i in 1:5) {
+  A = t(X) %*% X
+  B = A + 1
+  if (i > 2) {
+    acc = acc + sum(B)
+  }
+}
+print(acc)
+";
+
+/// Multi-level reuse of basic blocks: the block assigning `A` and `B` reads only `X`, so from
+/// the second iteration on it does not run; lineage is the same as without reuse.
+#[test]
+fn deterministic_blocks_are_reused_as_a_whole() {
+    let traced = |mode| {
+        let source = SourceFile::new("blocks.dml", BLOCKS);
+        let mut out = Vec::new();
+        let report = Engine::new(EngineConfig {
+            lineage: true,
+            ..config(mode, EvictionPolicy::default(), None)
+        })
+        .run(&source, &ScriptArgs::default(), &mut out)
+        .unwrap();
+        (out, report)
+    };
+    let (plain_out, plain) = traced(ReuseMode::None);
+    let (out, reused) = traced(ReuseMode::Multilevel);
+    assert_eq!(out, plain_out);
+    assert_eq!(reused.lineage, plain.lineage);
+    let reuse = reused.stats.reuse.expect("reuse statistics");
+    assert_eq!(reuse.block_hits, 4, "{reuse:?}");
+    let (_, full) = traced(ReuseMode::Full);
+    assert_eq!(
+        full.stats.reuse.unwrap().block_hits,
+        0,
+        "blocks are multi-level only"
+    );
+}
+
 const CALLS: &str = "\
 f = function(matrix[double] X, double l) return (matrix[double] B, double s) {
   B = solve(t(X) %*% X + diag(matrix(l, ncol(X), 1)), t(X) %*% matrix(1, nrow(X), 1))

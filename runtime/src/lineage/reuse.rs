@@ -59,6 +59,8 @@ pub struct ReuseHits {
     pub fused: u64,
     /// Function calls whose results came from the cache (multi-level reuse).
     pub functions: u64,
+    /// Basic blocks whose assignments came from the cache (multi-level reuse).
+    pub blocks: u64,
     /// Operations computed from cached parts and a compensation (partial reuse).
     pub partial: u64,
     /// Operations run without a probe: unmarked by the compiler (not hits; counted here to
