@@ -165,7 +165,8 @@ fn reuse_never_changes_what_the_algorithms_print() {
 /// small sizes print the same with every reuse mode as without, and reuse what they are there
 /// to show: HLM the products every candidate shares, the repeated MLogReg search whole calls.
 /// steplm's inner loop has nothing for full reuse (only partial reuse would find the shared
-/// t(X) %*% X), so it is held to printing the same only.
+/// t(X) %*% X), and the eviction scripts under a 64 KiB budget may lose every value before it
+/// is asked for again, so those are held to printing the same only.
 #[test]
 fn reuse_examples_print_the_same_and_reuse() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/reuse");
@@ -182,7 +183,7 @@ fn reuse_examples_print_the_same_and_reuse() {
         ),
         (
             "eviction_phases.dml",
-            &["rows=200", "cols=10", "n1=4", "n2=3", "n3=2"][..],
+            &["rows=200", "cols=10", "n1=4", "n2=3", "n3=3"][..],
         ),
         (
             "hl2svm.dml",
@@ -221,7 +222,11 @@ fn reuse_examples_print_the_same_and_reuse() {
             let (actual, stats) = run(&text, &args, &config);
             assert_eq!(timeless(&actual), timeless(&expected), "{script} ({label})");
             let reuse = stats.reuse.expect("reuse statistics");
-            if script.starts_with("steplm") {
+            // The eviction scripts are there to show that under a small budget LRU evicts
+            // what is asked for next.
+            if script.starts_with("steplm")
+                || (script.starts_with("eviction") && label.contains("KiB"))
+            {
                 continue;
             }
             assert!(

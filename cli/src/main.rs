@@ -196,7 +196,7 @@ struct BenchArgs {
     /// `sp=0.01`, `l2svm`, ` 10000x`); repeat it for the cases matching any of several.
     #[arg(long, value_name = "SUBSTR")]
     filter: Vec<String>,
-    /// The folder with micro/ and algorithms/ scripts (default: the repository's examples/).
+    /// The folder with micro/, algorithms/ and reuse/ scripts (default: the repository's examples/).
     #[arg(long, value_name = "DIR")]
     examples: Option<PathBuf>,
     /// Time limit of one child process, in seconds.

@@ -96,7 +96,7 @@ pub struct BenchOptions {
     pub reps: Option<usize>,
     /// Only cases whose `case variant` text contains one of these (none: every case).
     pub filter: Vec<String>,
-    /// The folder with `micro/` and `algorithms/` scripts; default the repository's
+    /// The folder with `micro/`, `algorithms/` and `reuse/` scripts; default the repository's
     /// `examples/`.
     pub examples: Option<PathBuf>,
     /// The lafuse binary the measurements run; default this executable.
