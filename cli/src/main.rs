@@ -147,10 +147,11 @@ enum Command {
     /// cost-based search did (partitions, interesting points, plans evaluated and skipped,
     /// optimizer time).
     Cost(CostArgs),
-    /// Benchmark fusion: the paper's micro patterns, compilation and optimizer effort, and the
-    /// ML algorithms under each fusion policy, with optional peers (numpy, numexpr, JAX,
-    /// SystemDS); writes report.md, results.csv, results.json and SVG figures, and checks the
-    /// native operators' speed goals against the run's own measurements.
+    /// Benchmark fusion and reuse: the paper's micro patterns, compilation and optimizer
+    /// effort, the ML algorithms under each fusion policy, and LIMA's lineage-reuse
+    /// experiments, with optional peers (numpy, numexpr, JAX, SystemDS); writes report.md,
+    /// results.csv, results.json and SVG figures, and checks the speed goals against the
+    /// run's own measurements.
     Bench(BenchArgs),
     /// Measure this machine's memory bandwidth and per-operation compute rates and write them
     /// as a machine profile, which the cost model then uses instead of SystemDS's constants.
@@ -168,7 +169,8 @@ enum Command {
 #[derive(clap::Args)]
 struct BenchArgs {
     /// Which experiments: `micro` (Figures 9, 10, 13), `compile` (Table 3, Figure 15),
-    /// `algorithms` (Tables 4, 5) or `all`.
+    /// `algorithms` (Tables 4, 5), `reuse` (LIMA's Figures 7-9: lineage reuse against none
+    /// and against SystemDS's reuse_hybrid) or `all`.
     #[arg(long, value_enum, default_value_t = SuiteArg::Micro)]
     suite: SuiteArg,
     /// A run of a few minutes: smaller sizes, policies `none` and `gen` in the micro suite.
@@ -184,7 +186,7 @@ struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
     /// SystemDS's jar folder (SystemDS.jar and lib/): runs the same scripts with codegen on
-    /// and off.
+    /// and off (the reuse suite: without lineage and with -lineage reuse_hybrid).
     #[arg(long, value_name = "PATH")]
     systemds: Option<PathBuf>,
     /// Repetitions per measurement (default: by scale).
@@ -194,7 +196,7 @@ struct BenchArgs {
     /// `sp=0.01`, `l2svm`, ` 10000x`); repeat it for the cases matching any of several.
     #[arg(long, value_name = "SUBSTR")]
     filter: Vec<String>,
-    /// The folder with micro/ and algorithms/ scripts (default: the repository's examples/).
+    /// The folder with micro/, algorithms/ and reuse/ scripts (default: the repository's examples/).
     #[arg(long, value_name = "DIR")]
     examples: Option<PathBuf>,
     /// Time limit of one child process, in seconds.
@@ -207,6 +209,7 @@ enum SuiteArg {
     Micro,
     Compile,
     Algorithms,
+    Reuse,
     All,
 }
 
@@ -602,6 +605,7 @@ fn run(cli: Cli) -> Result<(), String> {
                     SuiteArg::Micro => Suite::Micro,
                     SuiteArg::Compile => Suite::Compile,
                     SuiteArg::Algorithms => Suite::Algorithms,
+                    SuiteArg::Reuse => Suite::Reuse,
                     SuiteArg::All => Suite::All,
                 },
                 scale: match (b.scale, b.quick) {

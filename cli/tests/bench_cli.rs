@@ -188,3 +188,74 @@ fn a_filter_that_matches_no_case_is_an_error_and_leaves_no_report() {
     );
     assert!(!dir.exists());
 }
+
+#[test]
+fn reuse_tiny_measures_every_experiment_against_no_reuse() {
+    let dir = out_dir("reuse");
+    let out = bench(&[
+        "--suite",
+        "reuse",
+        "--scale",
+        "tiny",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench failed: {stderr}");
+    let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md exists");
+    assert!(
+        report.contains("## Lineage reuse (LIMA Figures 7-9)"),
+        "{report}"
+    );
+    let doc = json(&dir.join("results.json"));
+    let ms = doc["measurements"].as_array().unwrap();
+    for id in [
+        "steplm_partial",
+        "mlogreg_multilevel",
+        "eviction_minibatch",
+        "eviction_phases",
+        "hl2svm",
+        "hlm",
+        "hcv",
+        "ens",
+        "pcalm",
+    ] {
+        // Every experiment's row in the report, with a measured ratio to no reuse.
+        let row = report
+            .lines()
+            .find(|l| l.starts_with(&format!("| {id} (")))
+            .unwrap_or_else(|| panic!("no row for {id}: {report}"));
+        assert!(row.contains("×)"), "{row}");
+        assert!(!row.contains("**differs**"), "{row}");
+        let none = ms
+            .iter()
+            .find(|m| m["case"] == id && m["config"] == "none")
+            .unwrap();
+        assert_eq!(none["status"], "ok", "{none}");
+        // Every reuse configuration measured, or skipped as unsupported (hybrid until
+        // partial reuse lands), never failed.
+        for m in ms
+            .iter()
+            .filter(|m| m["case"] == id && m["config"] != "none")
+        {
+            match m["status"].as_str().unwrap() {
+                "ok" => assert!(m["ratio_to_unfused"].as_f64().unwrap() > 0.0, "{m}"),
+                "skipped" => assert!(m["error"].as_str().unwrap().contains("unsupported"), "{m}"),
+                _ => panic!("{m}"),
+            }
+        }
+    }
+    // The reuse statistics of the runs.
+    let full = ms
+        .iter()
+        .find(|m| m["case"] == "hlm" && m["config"] == "full")
+        .unwrap();
+    assert!(full["figures"]["reuse_operation_hits"].as_f64().unwrap() > 0.0);
+    assert!(report.contains("| hlm | full |"), "{report}");
+    // SystemDS not given: skipped, and no goal against it stated.
+    assert!(
+        report.contains("| systemds | skipped | not given"),
+        "{report}"
+    );
+    assert!(!report.contains("faster than SystemDS with reuse_hybrid"));
+}

@@ -1,7 +1,9 @@
-//! The speed goals of the native-operator work (issue 4), checked against one run's own
-//! measurements: every ratio compares numbers taken side by side in the same run, so a goal
-//! is met or missed on the machine and in the memory phase the run met. A goal whose cases
-//! the run did not measure (another filter or scale) is left out, never guessed.
+//! The speed goals of the native-operator work (issue 4) and of lineage reuse (issue 25),
+//! checked against one run's own measurements: every ratio compares numbers taken side by side
+//! in the same run, so a goal is met or missed on the machine and in the memory phase the run
+//! met. A goal whose cases the run did not measure (another filter or scale, a peer not
+//! given) is left out, never guessed; a configuration lafuse does not support yet is a missed
+//! goal that says so.
 
 use super::results::{Measurement, Status};
 
@@ -28,6 +30,14 @@ pub const OUTER_MAX_PER_NNZ_SPREAD: f64 = 3.0;
 pub const LITERALS_MAX_SLOWDOWN: f64 = 3.0;
 /// ... compiling at most this many operators ("a handful").
 pub const LITERALS_MAX_OPERATORS: f64 = 5.0;
+
+/// HLM: lafuse with reuse at least this many times faster than without.
+pub const HLM_MIN_SPEEDUP: f64 = 5.0;
+/// The repeated MLogReg search: multi-level reuse at least this many times faster than none.
+pub const MLOGREG_MIN_SPEEDUP: f64 = 10.0;
+/// steplm's inner loop: partial reuse with compiler assistance (`hybrid`) at least this many
+/// times faster than none.
+pub const STEPLM_MIN_SPEEDUP: f64 = 10.0;
 
 /// One goal as this run measured it.
 #[derive(Clone, Debug, PartialEq)]
@@ -132,6 +142,94 @@ pub fn evaluate(ms: &[Measurement]) -> Vec<Goal> {
             met: hi / lo <= OUTER_MAX_PER_NNZ_SPREAD,
         });
     }
+    out.extend(reuse_goals(ms));
+    out
+}
+
+/// The lineage-reuse goals: speedups over no reuse of HLM, the repeated MLogReg search and
+/// steplm's inner loop, and lafuse with reuse faster than SystemDS `reuse_hybrid` on every
+/// pipeline.
+fn reuse_goals(ms: &[Measurement]) -> Vec<Goal> {
+    use super::reuse::{best_reuse, find, params, EXPERIMENTS};
+    // Only at the sizes the goals are stated for (the default scale's).
+    let at_goal_size = |case: &str| {
+        let (p, _) = params(case, super::Scale::Full);
+        ms.iter()
+            .filter(|m| m.suite == "reuse" && m.case == case)
+            .all(|m| p.iter().all(|(k, v)| has_param(m, k, &v.to_string())))
+    };
+    let median = |case: &str, system: &str, config: &str| {
+        find(ms, case, system, config)
+            .filter(|m| m.status == Status::Ok && at_goal_size(case))
+            .and_then(|m| m.median_ms)
+    };
+    let mut out = Vec::new();
+    for (case, config, what, goal) in [
+        ("hlm", None, "HLM", HLM_MIN_SPEEDUP),
+        (
+            "mlogreg_multilevel",
+            Some("multilevel"),
+            "MLogReg over 40 λ repeated, multi-level reuse",
+            MLOGREG_MIN_SPEEDUP,
+        ),
+        (
+            "steplm_partial",
+            Some("hybrid"),
+            "steplm's inner loop, partial reuse with compiler assistance (hybrid)",
+            STEPLM_MIN_SPEEDUP,
+        ),
+    ] {
+        let Some(none) = median(case, "lafuse", "none") else {
+            continue;
+        };
+        let text = format!("{what}: lafuse with reuse ≥ {goal}× faster than without");
+        let (label, t) = match config {
+            None => match best_reuse(ms, case) {
+                Some((c, t)) => (c.to_string(), t),
+                None => continue,
+            },
+            Some(c) => match median(case, "lafuse", c) {
+                Some(t) => (c.to_string(), t),
+                None => {
+                    let Some(m) = find(ms, case, "lafuse", c).filter(|_| at_goal_size(case)) else {
+                        continue;
+                    };
+                    let why = m.error.as_deref().unwrap_or(m.status.name());
+                    let best = best_reuse(ms, case)
+                        .map(|(b, t)| format!("; best measured: {b} {:.2}×", none / t))
+                        .unwrap_or_default();
+                    out.push(Goal {
+                        goal: text,
+                        measured: format!("{c} not measured ({why}){best}"),
+                        met: false,
+                    });
+                    continue;
+                }
+            },
+        };
+        let r = none / t;
+        out.push(Goal {
+            goal: text,
+            measured: format!("{r:.2}× ({label})"),
+            met: r >= goal,
+        });
+    }
+    for e in EXPERIMENTS.iter().filter(|e| e.pipeline) {
+        let (Some((c, t)), Some(sds)) = (
+            best_reuse(ms, e.id),
+            median(e.id, "systemds", "reuse_hybrid"),
+        ) else {
+            continue;
+        };
+        out.push(Goal {
+            goal: format!(
+                "{} ({}): lafuse with reuse faster than SystemDS with reuse_hybrid",
+                e.id, e.figure
+            ),
+            measured: format!("{:.2}× ({c} {t:.1} ms, SystemDS {sds:.1} ms)", sds / t),
+            met: t < sds,
+        });
+    }
     out
 }
 
@@ -166,8 +264,8 @@ pub fn markdown(goals: &[Goal]) -> String {
         return String::new();
     }
     let mut t = String::from(
-        "## Goals\n\nThe speed goals of the native fused operators, each checked against this \
-         run's own measurements (ratios of runs taken side by side).\n\n\
+        "## Goals\n\nThe speed goals of the native fused operators and of lineage reuse, each \
+         checked against this run's own measurements (ratios of runs taken side by side).\n\n\
          | goal | measured | |\n|---|---|---|\n",
     );
     for g in goals {
@@ -257,6 +355,64 @@ mod tests {
         assert_eq!(goal(literals(0.5, 2.0)).measured, "2.00×, 2 operators");
         assert!(!goal(literals(0.25, 2.0)).met, "4× slower");
         assert!(!goal(literals(0.9, 2000.0)).met, "an operator per literal");
+    }
+
+    #[test]
+    fn reuse_goals_state_ratios_and_unsupported_configurations() {
+        let m = |case: &str, system: &str, config: &str, t: Option<f64>| {
+            let (p, _) = crate::bench::reuse::params(case, crate::bench::Scale::Full);
+            let p: Vec<(String, String)> = p
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let mut m = Measurement::new("reuse", case, "", system, config).with_params(&p);
+            match t {
+                Some(t) => {
+                    m.times_ms = vec![t];
+                    m.summarize();
+                }
+                None => m.fail(Status::Skipped, "error: unsupported: partial reuse"),
+            }
+            m
+        };
+        let ms = vec![
+            m("hlm", "lafuse", "none", Some(600.0)),
+            m("hlm", "lafuse", "full", Some(100.0)),
+            m("hlm", "lafuse", "multilevel", Some(120.0)),
+            m("hlm", "systemds", "reuse_hybrid", Some(300.0)),
+            m("steplm_partial", "lafuse", "none", Some(100.0)),
+            m("steplm_partial", "lafuse", "full", Some(90.0)),
+            m("steplm_partial", "lafuse", "hybrid", None),
+            m("hcv", "lafuse", "none", Some(100.0)),
+            m("hcv", "lafuse", "full", Some(50.0)),
+            m("hcv", "systemds", "reuse_hybrid", Some(40.0)),
+        ];
+        let goals = evaluate(&ms);
+        let by = |prefix: &str| goals.iter().find(|g| g.goal.starts_with(prefix)).unwrap();
+        assert!(by("HLM").met);
+        assert_eq!(by("HLM").measured, "6.00× (full)");
+        let steplm = by("steplm");
+        assert!(!steplm.met);
+        assert!(
+            steplm.measured.contains("unsupported"),
+            "{}",
+            steplm.measured
+        );
+        assert!(
+            steplm.measured.contains("full 1.11×"),
+            "{}",
+            steplm.measured
+        );
+        assert!(by("hlm (Figure 9b)").met);
+        assert!(!by("hcv (Figure 9c)").met);
+        // No MLogReg measurements: no goal.
+        assert!(goals.iter().all(|g| !g.goal.starts_with("MLogReg")));
+        // Another size (`--scale tiny`): no goal either.
+        let mut tiny = ms.clone();
+        for m in &mut tiny {
+            m.params.insert("rows".into(), "300".into());
+        }
+        assert!(evaluate(&tiny).is_empty());
     }
 
     #[test]

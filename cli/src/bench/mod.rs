@@ -11,7 +11,10 @@
 //!   (Figure 15);
 //! * `algorithms` ([`algorithms`]): the ML algorithm scripts under `none`, `fa`, `fnr` and
 //!   `gen` (Tables 4 and 5), with objective agreement and the cost model's prediction where
-//!   `gen` loses.
+//!   `gen` loses;
+//! * `reuse` ([`reuse`]): LIMA's lineage-reuse experiments (Figures 7-9: partial and
+//!   multi-level reuse, eviction policies, the pipelines HL2SVM, HLM, HCV, ENS and PCALM)
+//!   under each reuse configuration against no reuse, and against SystemDS's `reuse_hybrid`.
 //!
 //! Every measurement runs a DML script in a child process of the lafuse binary itself
 //! ([`runner`]), so runs never share memory or compiled operators. Peers ([`peers`]) are
@@ -28,6 +31,7 @@ pub mod peers;
 pub mod plot;
 pub mod report;
 pub mod results;
+pub mod reuse;
 pub mod runner;
 pub mod sizes;
 
@@ -48,6 +52,7 @@ pub enum Suite {
     Micro,
     Compile,
     Algorithms,
+    Reuse,
     All,
 }
 
@@ -55,7 +60,12 @@ impl Suite {
     /// The suites `self` stands for, in run order.
     fn expand(self) -> Vec<Suite> {
         match self {
-            Suite::All => vec![Suite::Micro, Suite::Compile, Suite::Algorithms],
+            Suite::All => vec![
+                Suite::Micro,
+                Suite::Compile,
+                Suite::Algorithms,
+                Suite::Reuse,
+            ],
             s => vec![s],
         }
     }
@@ -65,6 +75,7 @@ impl Suite {
             Suite::Micro => "micro",
             Suite::Compile => "compile",
             Suite::Algorithms => "algorithms",
+            Suite::Reuse => "reuse",
             Suite::All => "all",
         }
     }
@@ -85,7 +96,7 @@ pub struct BenchOptions {
     pub reps: Option<usize>,
     /// Only cases whose `case variant` text contains one of these (none: every case).
     pub filter: Vec<String>,
-    /// The folder with `micro/` and `algorithms/` scripts; default the repository's
+    /// The folder with `micro/`, `algorithms/` and `reuse/` scripts; default the repository's
     /// `examples/`.
     pub examples: Option<PathBuf>,
     /// The lafuse binary the measurements run; default this executable.
@@ -299,6 +310,7 @@ pub fn run(options: &BenchOptions) -> Result<BenchOutcome, Error> {
             Suite::Micro => micro::run(&ctx),
             Suite::Compile => compile::run(&ctx),
             Suite::Algorithms => algorithms::run(&ctx),
+            Suite::Reuse => reuse::run(&ctx),
             Suite::All => Vec::new(),
         };
         measurements.extend(ms);

@@ -171,6 +171,18 @@ impl Peers {
         config: &str,
         nvargs: &[(String, String)],
     ) -> Option<ChildOutput> {
+        self.systemds_run_with(runner, script, config, &[], nvargs)
+    }
+
+    /// [`Peers::systemds_run`] with further SystemDS options (e.g. `-lineage reuse_hybrid`).
+    pub fn systemds_run_with(
+        &self,
+        runner: &Runner,
+        script: &Path,
+        config: &str,
+        extra: &[&str],
+        nvargs: &[(String, String)],
+    ) -> Option<ChildOutput> {
         let sd = self.systemds.as_ref()?;
         let conf = runner.scratch_file("systemds-config", "xml");
         // The configuration of ../shared/tools/systemds: codegen with its plan cache, or off.
@@ -211,6 +223,7 @@ impl Peers {
             "-exec".into(),
             "singlenode".into(),
         ];
+        args.extend(extra.iter().map(|a| a.to_string()));
         if !nvargs.is_empty() {
             args.push("-nvargs".into());
             args.extend(nvargs.iter().map(|(k, v)| format!("{k}={v}")));

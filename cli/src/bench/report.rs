@@ -418,6 +418,8 @@ fn markdown(
         t.push('\n');
     }
 
+    t.push_str(&super::reuse::markdown(ms));
+
     t.push_str(&super::goals::markdown(goals));
 
     let flagged: Vec<&Measurement> = ms.iter().filter(|m| !m.notes.is_empty()).collect();

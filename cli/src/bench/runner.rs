@@ -175,6 +175,17 @@ impl Runner {
         policy: &str,
         nvargs: &[(String, String)],
     ) -> (ChildOutput, Option<serde_json::Value>) {
+        self.run_lafuse_with(script, policy, &[], nvargs)
+    }
+
+    /// [`Runner::run_lafuse`] with further `run` options (e.g. `--reuse full`).
+    pub fn run_lafuse_with(
+        &self,
+        script: &Path,
+        policy: &str,
+        extra: &[String],
+        nvargs: &[(String, String)],
+    ) -> (ChildOutput, Option<serde_json::Value>) {
         let stats_path = self.scratch_file("stats", "json");
         let mut args = vec![
             "run".to_string(),
@@ -184,6 +195,7 @@ impl Runner {
             "--stats-json".to_string(),
             stats_path.display().to_string(),
         ];
+        args.extend(extra.iter().cloned());
         push_nvargs(&mut args, nvargs);
         let out = self.run(&self.exe, &args);
         let stats = std::fs::read_to_string(&stats_path)

@@ -56,6 +56,9 @@ pub struct Sizes {
     pub alg_sparsity: f64,
     /// Algorithms: runs per algorithm, data and policy.
     pub alg_reps: usize,
+    /// Reuse suite: repetitions of every configuration (the experiments' sizes are in
+    /// [`super::reuse::params`]).
+    pub reuse_reps: usize,
     /// Compile suite: rows and columns the scripts are compiled at.
     pub compile_rows: usize,
     pub compile_cols: usize,
@@ -86,6 +89,7 @@ impl Sizes {
                 alg_cols: 10,
                 alg_sparsity: 0.1,
                 alg_reps: 1,
+                reuse_reps: 1,
                 compile_rows: 200,
                 compile_cols: 10,
                 unpruned_budget: 10_000,
@@ -107,6 +111,7 @@ impl Sizes {
                 alg_cols: 100,
                 alg_sparsity: 0.01,
                 alg_reps: 1,
+                reuse_reps: 2,
                 compile_rows: 1_000,
                 compile_cols: 50,
                 unpruned_budget: 100_000,
@@ -128,6 +133,7 @@ impl Sizes {
                 alg_cols: 200,
                 alg_sparsity: 0.01,
                 alg_reps: 3,
+                reuse_reps: 3,
                 compile_rows: 10_000,
                 compile_cols: 100,
                 unpruned_budget: 100_000,
@@ -153,6 +159,7 @@ impl Sizes {
             let r = r.max(1);
             s.micro_reps = r;
             s.alg_reps = r;
+            s.reuse_reps = r;
         }
         s
     }
@@ -176,6 +183,7 @@ impl Sizes {
              per case (each the mean of {} inner repetitions)\n\
              outer: X of {}x{} at sparsity {}, rank {}\n\
              algorithms: X of {} x {}, dense and sparsity {}; {} run(s) per policy\n\
+             reuse: {} run(s) per configuration, interleaved\n\
              compile: scripts at {} x {}; unpruned search budget {} plans per partition",
             self.scale.name(),
             rows.join(", "),
@@ -192,6 +200,7 @@ impl Sizes {
             self.alg_cols,
             self.alg_sparsity,
             self.alg_reps,
+            self.reuse_reps,
             self.compile_rows,
             self.compile_cols,
             self.unpruned_budget
