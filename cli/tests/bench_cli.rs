@@ -211,6 +211,7 @@ fn reuse_tiny_measures_every_experiment_against_no_reuse() {
     let ms = doc["measurements"].as_array().unwrap();
     for id in [
         "steplm_partial",
+        "steplm_ca",
         "mlogreg_multilevel",
         "eviction_minibatch",
         "eviction_phases",

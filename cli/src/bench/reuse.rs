@@ -40,6 +40,13 @@ pub const EXPERIMENTS: &[Experiment] = &[
         pipeline: false,
     },
     Experiment {
+        id: "steplm_ca",
+        figure: "Figure 7a",
+        title: "partial reuse with compiler assistance, steplm's inner loop (Z not made)",
+        eviction: false,
+        pipeline: false,
+    },
+    Experiment {
         id: "mlogreg_multilevel",
         figure: "Figure 7b",
         title: "multi-level reuse, MLogReg over 40 λ, repeated",
@@ -118,9 +125,13 @@ pub const AGREEMENT_TOLERANCE: f64 = 1e-6;
 pub fn params(id: &str, scale: Scale) -> (Vec<(&'static str, usize)>, &'static str) {
     use Scale::{Full, Quick, Tiny};
     let p: Vec<(&'static str, usize)> = match (id, scale) {
-        ("steplm_partial", Tiny) => vec![("rows", 500), ("cols", 10), ("feats", 5)],
-        ("steplm_partial", Quick) => vec![("rows", 10_000), ("cols", 50), ("feats", 50)],
-        ("steplm_partial", Full) => vec![("rows", 20_000), ("cols", 100), ("feats", 100)],
+        ("steplm_partial" | "steplm_ca", Tiny) => vec![("rows", 500), ("cols", 10), ("feats", 5)],
+        ("steplm_partial" | "steplm_ca", Quick) => {
+            vec![("rows", 10_000), ("cols", 200), ("feats", 20)]
+        }
+        ("steplm_partial" | "steplm_ca", Full) => {
+            vec![("rows", 20_000), ("cols", 500), ("feats", 20)]
+        }
         ("mlogreg_multilevel", Tiny) => {
             vec![("rows", 200), ("cols", 5), ("reps", 3), ("maxi", 2)]
         }
