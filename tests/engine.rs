@@ -1485,3 +1485,43 @@ fn stats_name_the_blocks_whose_unknown_sizes_kept_fusion_out() {
     assert!(report.stats.fusion_skipped.is_empty(), "{:?}", report.stats);
     assert!(report.stats.fused_operators_executed >= 1);
 }
+
+/// Gram-Schmidt applied twice in a loop: the second dot product `t(P) %*% v` reads the first
+/// through its second operand, so the two must not become one MultiAgg (it was planned, and
+/// the block's operators then depended on each other in a cycle). SystemDS 3.4 prints
+/// 4.084548897579111.
+#[test]
+fn dependent_dot_products_are_not_multi_aggregated() {
+    let script = "C = rand(rows=20, cols=20, seed=1)
+k = 5
+Q = rand(rows=nrow(C), cols=k, seed=5)
+for (it in 1:3) {
+  Z = C %*% Q
+  Q = Z
+  for (j in 1:k) {
+    v = Z[, j]
+    if (j > 1) {
+      P = Q[, 1:(j - 1)]
+      v = v - P %*% (t(P) %*% v)
+      v = v - P %*% (t(P) %*% v)
+    }
+    Q[, j] = v / sqrt(sum(v ^ 2))
+  }
+}
+print(sum(Q))
+";
+    let unfused: f64 = run_unfused(script).trim().parse().unwrap();
+    assert!((unfused - 4.084548897579111).abs() < 1e-12, "{unfused}");
+    for policy in [
+        FusionPolicy::Gen,
+        FusionPolicy::FuseAll,
+        FusionPolicy::FuseNoRedundancy,
+    ] {
+        let (out, _) = run_policy(policy, script);
+        let fused: f64 = out.trim().parse().unwrap();
+        assert!(
+            (fused - unfused).abs() <= 1e-12 * unfused.abs(),
+            "{policy:?}: {fused}"
+        );
+    }
+}

@@ -73,9 +73,11 @@ pub fn is_valid_multi_aggregate(dag: &FusionDag<'_>, roots: &[HopId]) -> bool {
     };
     roots.iter().all(|&r| scan_dims(dag, r) == Some(d0))
         && roots.iter().all(|&a| {
+            // Through any input: `t(P) %*% (v - P %*% (t(P) %*% v))` reads the dot product
+            // `t(P) %*% v` through its second operand (one operator for both is a cycle).
             roots
                 .iter()
-                .all(|&b| a == b || !dag.contains(dag.inputs(a)[0], b))
+                .all(|&b| a == b || dag.inputs(a).iter().all(|&input| !dag.contains(input, b)))
         })
 }
 
@@ -118,5 +120,26 @@ mod tests {
         assert!(!is_valid_multi_aggregate(&f, &[s1, s1]));
         assert_eq!(MAggTemplate.close(&f, s1), CloseState::ClosedInvalid);
         assert!(!MAggTemplate.open(&f, s1));
+    }
+
+    /// Gram-Schmidt applied twice: the second dot product reads the first through its second
+    /// operand, `t(p) %*% (v - p %*% (t(p) %*% v))`; one MultiAgg for both would be a cycle.
+    #[test]
+    fn a_dot_product_reading_another_through_its_second_operand_is_not_merged() {
+        let mut ids = Vec::new();
+        let dag = build(|b| {
+            let p = b.input("p", 20, 1, 20);
+            let v = b.input("v", 20, 1, 20);
+            let pt = b.transpose(p).unwrap();
+            let d1 = b.matmul(pt, v).unwrap();
+            let proj = b.matmul(p, d1).unwrap();
+            let r = b.binary(B::Sub, v, proj).unwrap();
+            let d2 = b.matmul(pt, r).unwrap();
+            ids.extend([d1, d2]);
+            ids.clone()
+        });
+        let f = view(&dag);
+        assert!(is_multi_agg_root(&f, ids[0]) && is_multi_agg_root(&f, ids[1]));
+        assert!(!is_valid_multi_aggregate(&f, &[ids[0], ids[1]]));
     }
 }
