@@ -310,7 +310,9 @@ impl RunReuse {
         let mut found = Vec::with_capacity(keys.len());
         let mut reservations = Vec::with_capacity(keys.len());
         for (write, key) in shape.writes.iter().zip(&keys) {
-            match self.cache.probe_keeping(key) {
+            // Delayed caching applies (unlike to a call's results): a block of a loop body
+            // often assigns large values used once (`Z = cbind(X, Y[, i])`).
+            match self.cache.probe(key) {
                 Probe::Hit { key, value } => {
                     let item = self.body_items.get(&key).cloned().unwrap_or(key);
                     found.push(Some((write.clone(), value, item)));
