@@ -360,28 +360,10 @@ impl RunReuse {
 
 /// The addresses of the main program's basic blocks, nested ones included.
 fn main_blocks(blocks: &[Block]) -> std::collections::HashSet<usize> {
-    let mut found = std::collections::HashSet::new();
-    let mut stack: Vec<&[Block]> = vec![blocks];
-    while let Some(blocks) = stack.pop() {
-        for block in blocks {
-            match block {
-                Block::Basic(basic) => {
-                    found.insert(basic as *const BasicBlock as usize);
-                }
-                Block::If {
-                    then_blocks,
-                    else_blocks,
-                    ..
-                } => {
-                    stack.push(then_blocks);
-                    stack.push(else_blocks);
-                }
-                Block::For { body, .. } | Block::While { body, .. } => stack.push(body),
-                Block::Call(_) => {}
-            }
-        }
-    }
-    found
+    crate::unmark::basic_blocks(blocks, true)
+        .into_iter()
+        .map(|b| b as *const BasicBlock as usize)
+        .collect()
 }
 
 /// What `block` reads before assigning and assigns, where it may be reused as a whole: it

@@ -40,15 +40,16 @@ pub(crate) fn unmarked_blocks(program: &Program) -> HashMap<usize, Arc<[String]>
         }
         carried.sort();
         let carried: Arc<[String]> = carried.into();
-        for basic in direct_basic_blocks(body) {
+        for basic in basic_blocks(body, false) {
             by_block.insert(basic as *const BasicBlock as usize, carried.clone());
         }
     }
     by_block
 }
 
-/// The basic blocks of `blocks` and of their `if` branches, not of nested loops.
-fn direct_basic_blocks(blocks: &[Block]) -> Vec<&BasicBlock> {
+/// The basic blocks of `blocks` and of their `if` branches, and with `into_loops` of the
+/// bodies of their loops too (calls' bodies never: they are the functions').
+pub(crate) fn basic_blocks(blocks: &[Block], into_loops: bool) -> Vec<&BasicBlock> {
     let mut found = Vec::new();
     let mut stack: Vec<&[Block]> = vec![blocks];
     while let Some(blocks) = stack.pop() {
@@ -62,6 +63,9 @@ fn direct_basic_blocks(blocks: &[Block]) -> Vec<&BasicBlock> {
                 } => {
                     stack.push(then_blocks);
                     stack.push(else_blocks);
+                }
+                Block::For { body, .. } | Block::While { body, .. } if into_loops => {
+                    stack.push(body)
                 }
                 Block::For { .. } | Block::While { .. } | Block::Call(_) => {}
             }
