@@ -7,6 +7,7 @@ use crate::compile::{
 use crate::dedup::{DedupCounts, Iteration, ScopeDedup};
 use crate::error::Error;
 use crate::fused::Fuser;
+use crate::parfor::ParforState;
 use crate::reuse::{BlockProbe, CallProbe, ReuseMode, RunReuse};
 use crate::stats::{ms, InstructionStat, Stats};
 use crate::{EngineConfig, ExplainedBlock, ScriptArgs};
@@ -99,6 +100,87 @@ pub(crate) struct Interpreter<'p, 'o> {
     dedup: Option<DedupState>,
     /// Lineage-based reuse, when on (traces lineage).
     pub(crate) reuse: Option<RunReuse>,
+    /// `parfor`'s threads and what its loops did ([`crate::parfor`]).
+    pub(crate) parfor: ParforState,
+}
+
+/// What a `parfor` worker starts from: the run's shared parts and a copy of the caller's
+/// frame (sent to the worker's thread, which builds its own interpreter from it).
+pub(crate) struct WorkerSeed<'p> {
+    program: &'p Program,
+    args: &'p ScriptArgs,
+    plans: &'p PlanCache,
+    fuser: Option<&'p Fuser>,
+    op_stats: bool,
+    depth: usize,
+    pub(crate) lineage: Option<LineageMap>,
+    reuse: Option<RunReuse>,
+}
+
+/// What a `parfor` worker leaves: its variables, its lineage map and its counters.
+pub(crate) struct WorkerDone {
+    pub(crate) vars: SymbolTable,
+    pub(crate) lineage: Option<LineageMap>,
+    op_stats: Option<OpStats>,
+    compile_time: Duration,
+    blocks_compiled: u64,
+    cache_hits: u64,
+    instructions_executed: u64,
+    trace_time: Duration,
+    items: u64,
+    reuse_hits: Option<lafuse_runtime::lineage::reuse::ReuseHits>,
+    parfor: ParforState,
+}
+
+impl<'p> WorkerSeed<'p> {
+    /// The worker's interpreter, writing to `out` (a `parfor` body that runs on threads
+    /// prints nothing).
+    pub(crate) fn interpreter<'o>(self, out: &'o mut dyn Write) -> Interpreter<'p, 'o> {
+        Interpreter {
+            program: self.program,
+            args: self.args,
+            out,
+            plans: self.plans,
+            op_stats: self.op_stats.then(OpStats::default),
+            compile_time: Duration::ZERO,
+            blocks_compiled: 0,
+            cache_hits: 0,
+            instructions_executed: 0,
+            explained: None,
+            depth: self.depth,
+            fuser: self.fuser,
+            ranges: exec::ValueRangeCache::default(),
+            fusion_baseline: Default::default(),
+            unknown_sizes: Vec::new(),
+            lineage: self.lineage.map(|map| vec![map]),
+            trace_stats: TraceStats::default(),
+            items_at_start: lineage::items_created_on_this_thread(),
+            evaluated: None,
+            dedup: None,
+            reuse: self.reuse,
+            parfor: ParforState::worker(),
+        }
+    }
+}
+
+impl Interpreter<'_, '_> {
+    /// A worker's outcome, ending it.
+    pub(crate) fn into_done(mut self, vars: SymbolTable) -> WorkerDone {
+        WorkerDone {
+            vars,
+            lineage: self.lineage.take().and_then(|mut frames| frames.pop()),
+            op_stats: self.op_stats.take(),
+            compile_time: self.compile_time,
+            blocks_compiled: self.blocks_compiled,
+            cache_hits: self.cache_hits,
+            instructions_executed: self.instructions_executed,
+            trace_time: self.trace_stats.time,
+            items: lineage::items_created_on_this_thread() - self.items_at_start
+                + self.parfor.worker_items,
+            reuse_hits: self.reuse.as_ref().map(|r| r.hits),
+            parfor: std::mem::take(&mut self.parfor),
+        }
+    }
 }
 
 /// Deduplication's state in a run: per loop or function (by the address of its body) its
@@ -146,7 +228,85 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             dedup: (config.lineage && config.lineage_dedup && config.reuse.mode == ReuseMode::None)
                 .then(DedupState::default),
             reuse: RunReuse::new(&config.reuse, program),
+            parfor: ParforState::new(config.parfor_threads),
         }
+    }
+
+    /// A worker's start: shared parts and a copy of the current frame's lineage map.
+    pub(crate) fn worker_seed(&self) -> WorkerSeed<'p> {
+        WorkerSeed {
+            program: self.program,
+            args: self.args,
+            plans: self.plans,
+            fuser: self.fuser,
+            op_stats: self.op_stats.is_some(),
+            depth: self.depth,
+            lineage: self
+                .lineage
+                .as_ref()
+                .and_then(|frames| frames.last())
+                .cloned(),
+            reuse: self.reuse.as_ref().map(RunReuse::for_worker),
+        }
+    }
+
+    /// Takes a finished worker's counters into this run's.
+    pub(crate) fn absorb(&mut self, done: &mut WorkerDone) {
+        if let (Some(mine), Some(theirs)) = (&mut self.op_stats, done.op_stats.take()) {
+            for (opcode, (count, time)) in theirs.per_opcode {
+                let entry = mine.per_opcode.entry(opcode).or_insert((0, Duration::ZERO));
+                entry.0 += count;
+                entry.1 += time;
+            }
+        }
+        self.compile_time += done.compile_time;
+        self.blocks_compiled += done.blocks_compiled;
+        self.cache_hits += done.cache_hits;
+        self.instructions_executed += done.instructions_executed;
+        self.trace_stats.time += done.trace_time;
+        // Items made on the worker's thread, which this thread's count does not see.
+        self.parfor.worker_items += done.items;
+        if let (Some(mine), Some(theirs)) = (&mut self.reuse, done.reuse_hits) {
+            mine.add_hits(&theirs);
+        }
+        self.parfor.absorb(&done.parfor);
+    }
+
+    /// Whether this run explains, deduplicates lineage, or is itself a `parfor` worker:
+    /// the cases a `parfor` runs sequentially for (and why).
+    pub(crate) fn parfor_blocker(&self) -> Option<&'static str> {
+        if self.parfor.in_worker {
+            Some("nested in another parfor's worker")
+        } else if self.explained.is_some() {
+            Some("explaining (blocks are listed in execution order)")
+        } else if self.dedup.is_some() {
+            Some("lineage deduplication is on")
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn exec_body(
+        &mut self,
+        body: &'p [Block],
+        vars: &mut SymbolTable,
+    ) -> Result<(), Error> {
+        self.exec_blocks(body, vars)
+    }
+
+    /// `name`'s item in the current frame, when tracing.
+    pub(crate) fn frame_item(&self, name: &str) -> Option<Lineage> {
+        self.lineage.as_ref()?.last()?.get(name).cloned()
+    }
+
+    pub(crate) fn set_frame_item(&mut self, name: &str, item: Lineage) {
+        if let Some(map) = self.frame() {
+            map.insert(name.to_string(), item);
+        }
+    }
+
+    pub(crate) fn bind_loop_variable(&mut self, name: &str, v: &Value) {
+        self.bind_literal(name, v);
     }
 
     /// The lineage logs of the variables of the outermost frame (after a run: those live at
@@ -235,13 +395,18 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             fusion_skipped: Vec::new(),
             instructions_executed: self.instructions_executed,
             lineage_items: match self.lineage {
-                Some(_) => lineage::items_created_on_this_thread() - self.items_at_start,
+                Some(_) => {
+                    lineage::items_created_on_this_thread() - self.items_at_start
+                        + self.parfor.worker_items
+                }
                 None => 0,
             },
             lineage_ms: ms(self.trace_stats.time),
             lineage_dedup_patches: self.dedup.as_ref().map_or(0, |d| d.counts.patches),
             lineage_dedup_items: self.dedup.as_ref().map_or(0, |d| d.counts.items),
             reuse: self.reuse.as_ref().map(RunReuse::stats),
+            parfor_parallel: self.parfor.parallel,
+            parfor_sequential: self.parfor.sequential_reasons(),
             heavy_hitters: heavy,
         }
     }
@@ -306,14 +471,17 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 to,
                 step,
                 body,
+                parallel,
                 ..
-            } => self.exec_for(var, from, to, step.as_ref(), body, vars),
+            } => self.exec_for(var, from, to, step.as_ref(), body, *parallel, vars),
             Block::Call(call) => self.exec_call(call, vars),
         }
     }
 
     /// `for (i in from:to)` / `for (i in seq(from, to, step))`: bounds are evaluated once; the
     /// default step is 1, or -1 when `from > to` (DML's `a:b` counts down), as in SystemDS.
+    /// A `parfor` (`parallel`) runs on threads where [`crate::parfor`] allows.
+    #[allow(clippy::too_many_arguments)]
     fn exec_for(
         &mut self,
         var: &ast::Ident,
@@ -321,6 +489,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         to: &'p ast::Expr,
         step: Option<&'p ast::Expr>,
         body: &'p [Block],
+        parallel: bool,
         vars: &mut SymbolTable,
     ) -> Result<(), Error> {
         let from_v = self.eval_scalar(from, vars, "for-loop start")?;
@@ -405,7 +574,11 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 // An empty range; SystemDS leaves the loop variable untouched.
                 return Ok(());
             }
-            for k in 0..(end - first) / step + 1 {
+            let count = (end - first) / step + 1;
+            if parallel && self.try_parfor(var, first, step, count, body, vars)? {
+                return Ok(());
+            }
+            for k in 0..count {
                 let v = Value::Int((first + k * step) as i64);
                 self.bind_literal(&var.name, &v);
                 vars.insert(var.name.clone(), v);
@@ -427,6 +600,10 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 }),
                 var.span,
             ));
+        }
+        if parallel {
+            self.parfor
+                .sequential("the loop variable is not an integer".to_string());
         }
         for k in 0..count as u64 {
             let v = Value::Double(a + k as f64 * s);

@@ -52,6 +52,7 @@ mod explain;
 mod fused;
 pub mod interop;
 mod lineage;
+mod parfor;
 mod partial;
 mod prepared;
 pub mod profile;
@@ -128,6 +129,9 @@ pub struct EngineConfig {
     /// Lineage-based reuse (LIMA): off by default; on, lineage is traced (without
     /// deduplication) and values are reused by their items.
     pub reuse: ReuseConfig,
+    /// Threads a `parfor` runs its iterations on: `None` (the default) for the available
+    /// cores, `Some(1)` to run every `parfor` sequentially, like `for`.
+    pub parfor_threads: Option<usize>,
 }
 
 /// Default bound on an operator cache directory: 1 GiB, about ten thousand operators.
@@ -146,6 +150,7 @@ impl Default for EngineConfig {
             lineage: false,
             lineage_dedup: false,
             reuse: ReuseConfig::default(),
+            parfor_threads: None,
         }
     }
 }

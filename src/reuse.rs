@@ -113,6 +113,7 @@ pub(crate) struct RunReuse {
 }
 
 /// What a basic block reusable as a whole reads (before assigning) and assigns.
+#[derive(Clone)]
 struct BlockShape {
     reads: Vec<String>,
     writes: Vec<String>,
@@ -158,6 +159,33 @@ impl RunReuse {
             blocks: HashMap::new(),
             main_blocks: None,
         })
+    }
+
+    /// A `parfor` worker's reuse: the same cache (its placeholders make workers wait for one
+    /// another's values), its own hit counts and copies of what was learnt of the program.
+    pub(crate) fn for_worker(&self) -> RunReuse {
+        RunReuse {
+            cache: self.cache.clone(),
+            hits: ReuseHits::default(),
+            multilevel: self.multilevel,
+            partial: self.partial,
+            unmarked: self.unmarked.clone(),
+            deterministic: self.deterministic.clone(),
+            body_items: self.body_items.clone(),
+            blocks: self.blocks.clone(),
+            main_blocks: self.main_blocks.clone(),
+        }
+    }
+
+    /// Adds a finished worker's hits to these.
+    pub(crate) fn add_hits(&mut self, theirs: &ReuseHits) {
+        let h = &mut self.hits;
+        h.operations += theirs.operations;
+        h.fused += theirs.fused;
+        h.functions += theirs.functions;
+        h.blocks += theirs.blocks;
+        h.partial += theirs.partial;
+        h.unmarked += theirs.unmarked;
     }
 
     /// The variables whose readers are unmarked in the basic block with plan key `key`.

@@ -120,6 +120,10 @@ pub struct Stats {
     pub lineage_dedup_items: u64,
     /// What lineage-based reuse did (`None` without reuse).
     pub reuse: Option<ReuseStats>,
+    /// `parfor` loops whose iterations ran on threads.
+    pub parfor_parallel: u64,
+    /// `parfor` loops that ran sequentially, by why.
+    pub parfor_sequential: Vec<Fallback>,
     /// Opcodes by total time, heaviest first.
     pub heavy_hitters: Vec<InstructionStat>,
 }
@@ -217,6 +221,12 @@ impl Stats {
         }
         for f in &self.fusion_skipped {
             s.push_str(&format!("Not fused {}x: {}\n", f.count, f.reason));
+        }
+        if self.parfor_parallel > 0 {
+            s.push_str(&format!("parfor on threads: {}\n", self.parfor_parallel));
+        }
+        for f in &self.parfor_sequential {
+            s.push_str(&format!("parfor sequential {}x: {}\n", f.count, f.reason));
         }
         s.push_str("Heavy hitter instructions:\n");
         s.push_str("  #  Instruction        Time(s)   Count\n");

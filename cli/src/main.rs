@@ -78,6 +78,11 @@ enum Command {
         /// has its patch; --stats counts the patches and dedup items.
         #[arg(long)]
         lineage_dedup: bool,
+        /// Threads a `parfor` runs its iterations on (default: the available cores; 1 runs
+        /// every parfor sequentially). A parfor whose iterations cannot be proven independent
+        /// runs sequentially anyway; --stats says why.
+        #[arg(long, value_name = "N")]
+        parfor_threads: Option<usize>,
         #[command(flatten)]
         reuse: ReuseArgs,
         #[command(flatten)]
@@ -707,6 +712,7 @@ fn run(cli: Cli) -> Result<(), String> {
             operator_cache_limit_mb,
             lineage,
             lineage_dedup,
+            parfor_threads,
             reuse,
             cost_model,
         } => {
@@ -730,6 +736,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 lineage: lineage || lineage_dedup,
                 lineage_dedup,
                 reuse,
+                parfor_threads,
             });
             let mut stdout = std::io::stdout().lock();
             let report_stats = if is_dag(&script) {

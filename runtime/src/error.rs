@@ -827,6 +827,9 @@ pub enum Internal {
     /// defect: the rules check shapes before they compensate).
     #[error("partial reuse: {detail}")]
     Compensation { detail: &'static str },
+    /// A thread running part of a script (a `parfor` worker) ended without a result.
+    #[error("parallel worker: {detail}")]
+    Worker { detail: &'static str },
     /// A block's fused operators that depend on each other in a cycle.
     #[error("the fused operators of a block depend on each other in a cycle")]
     OperatorCycle,

@@ -165,7 +165,9 @@ impl Drop for Reservation {
     }
 }
 
-/// The lineage reuse cache; share it between threads through an `Arc` (or a reference).
+/// The lineage reuse cache; share it between threads through an `Arc`, a reference, or a
+/// clone (a clone is another handle on the same cache, as a `parfor` worker holds).
+#[derive(Clone)]
 pub struct ReuseCache {
     inner: Arc<Inner>,
 }
@@ -532,11 +534,11 @@ impl Inner {
     }
 }
 
-impl Drop for ReuseCache {
-    /// Removes the spill files of this cache's entries; the spill directory itself goes with
-    /// the spiller.
+impl Drop for Inner {
+    /// Removes the spill files of this cache's entries once the last handle (a clone, or a
+    /// reservation) is gone; the spill directory itself goes with the spiller.
     fn drop(&mut self) {
-        let mut st = self.inner.lock();
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         for entry in st.entries.values() {
             if let Slot::Spilled(file) = &entry.slot {
                 let _ = std::fs::remove_file(&file.path);
