@@ -535,7 +535,7 @@ fn compile_with(
 struct LoweringOptions<'a> {
     /// Every instruction with a value carries its lineage patches.
     traced: bool,
-    /// `t(Z) %*% Z` of `Z = cbind(X, dX)` reads `X` and `dX` ([`tsmm_of_cbind_products`]).
+    /// Products of concatenations read their parts ([`parts_products`]).
     reuse_aware: bool,
     /// Instructions depending on these variables' values at block entry are not cacheable.
     unmarked: &'a [String],
@@ -574,16 +574,16 @@ fn lower(
     // covered interior hop still read by an unfused consumer runs unfused as well (reference
     // 1.8), and an uncovered hop read only inside fused operators (`t(X)` under a Row
     // operator) does not run at all.
-    let of_cbind = if reuse_aware {
-        tsmm_of_cbind_products(dag, &producer)
+    let reading_parts = if reuse_aware {
+        parts_products(dag, &producer)
     } else {
         Vec::new()
     };
-    let cbind_parts = |id: HopId| {
-        of_cbind
+    let parts_of = |id: HopId| {
+        reading_parts
             .iter()
             .find(|(p, _)| *p == id)
-            .map(|(_, parts)| *parts)
+            .map(|(_, product)| product)
     };
     let mut unfused = vec![false; n];
     let mut operator_needed = vec![false; fused.len()];
@@ -601,8 +601,8 @@ fn lower(
             }
             None => {
                 unfused[h.index()] = true;
-                match cbind_parts(h) {
-                    Some(parts) => work.extend(parts),
+                match parts_of(h) {
+                    Some(product) => work.extend(product.parts.iter().copied()),
                     None => work.extend(dag.hop(h).inputs.iter().copied()),
                 }
             }
@@ -625,9 +625,9 @@ fn lower(
     let mut units: Vec<(usize, Unit, Vec<Unit>)> = Vec::new();
     for &id in &order {
         if unfused[id.index()] && producer[id.index()].is_none() && !tsmm.skipped.contains(&id) {
-            let mut deps: Vec<Unit> = match cbind_parts(id) {
-                // `t(Z) %*% Z` reading the parts of `Z = cbind(X, dX)` depends on them.
-                Some(parts) => parts.iter().map(|&p| unit_of(p)).collect(),
+            let mut deps: Vec<Unit> = match parts_of(id) {
+                // A product reading the parts of its operands depends on them.
+                Some(product) => product.parts.iter().map(|&p| unit_of(p)).collect(),
                 None => dag.hop(id).inputs.iter().map(|&i| unit_of(i)).collect(),
             };
             // A product reading `A` of `t(A)` in place depends on `A`, not on the transpose.
@@ -707,9 +707,7 @@ fn lower(
     };
     for i in schedule {
         match units[i].1 {
-            Unit::Hop(id) => {
-                lowering.lower_hop(id, tsmm.transposed_left(dag, id), cbind_parts(id))?
-            }
+            Unit::Hop(id) => lowering.lower_hop(id, tsmm.transposed_left(dag, id), parts_of(id))?,
             Unit::Fused(k) => lowering.lower_fused(&fused[k]),
         }
     }
@@ -815,26 +813,61 @@ fn transpose_products(dag: &HopDag, unfused: &[bool], fused_inputs: &[HopId]) ->
     TransposeProducts { products, skipped }
 }
 
-/// LIMA's compiler assistance for partial reuse (section 4.4): each `t(Z) %*% Z` of
-/// `Z = cbind(X, dX)` that runs unfused, with `X` and `dX`. The plan reads the parts instead of
-/// `Z` (`Op::TransposeSelfMatMulOfCbind`), so `Z` is made only where something else needs it,
-/// and partial reuse computes the product from a cached `t(X) %*% X`, which it computes and
-/// caches where it is missing (steplm's inner loop).
-fn tsmm_of_cbind_products(dag: &HopDag, producer: &[Option<usize>]) -> Vec<(HopId, [HopId; 2])> {
+/// A product that LIMA's compiler assistance (section 4.4) makes read the parts of its
+/// concatenated operands, so that partial reuse computes it from a cached product of the
+/// first parts (which it computes and caches where it is missing), and the concatenations are
+/// made only where something else needs them.
+#[derive(Clone)]
+struct PartsProduct {
+    /// `Op::TransposeSelfMatMulOfCbind` or `Op::TransposedLeftMatMulOfRbind`.
+    op: Op,
+    /// The hops it reads, in the op's input order.
+    parts: Vec<HopId>,
+}
+
+/// The unfused products that read parts ([`PartsProduct`]): `t(Z) %*% Z` of
+/// `Z = cbind(X, dX)` (steplm's inner loop) and `t(X) %*% y` of `X = rbind(A, dA)` and a column
+/// vector `y = rbind(yA, dy)` split at the same row (cross-validation folds).
+fn parts_products(dag: &HopDag, producer: &[Option<usize>]) -> Vec<(HopId, PartsProduct)> {
+    let two = |h: HopId, op: NaryOp| {
+        let hop = dag.hop(h);
+        (hop.op == OpKind::Nary(op) && hop.inputs.len() == 2)
+            .then(|| [hop.inputs[0], hop.inputs[1]])
+    };
     let mut found = Vec::new();
     for id in dag.ids() {
         let hop = dag.hop(id);
         if hop.op != OpKind::MatMul || producer[id.index()].is_some() {
             continue;
         }
-        let (t, z) = (dag.hop(hop.inputs[0]), hop.inputs[1]);
-        let zh = dag.hop(z);
-        if t.op == OpKind::Reorg(ReorgOp::Transpose)
-            && t.inputs[0] == z
-            && zh.op == OpKind::Nary(NaryOp::Cbind)
-            && zh.inputs.len() == 2
+        let (t, right) = (dag.hop(hop.inputs[0]), hop.inputs[1]);
+        if t.op != OpKind::Reorg(ReorgOp::Transpose) {
+            continue;
+        }
+        let left = t.inputs[0];
+        if left == right {
+            if let Some([x, dx]) = two(left, NaryOp::Cbind) {
+                found.push((
+                    id,
+                    PartsProduct {
+                        op: Op::TransposeSelfMatMulOfCbind,
+                        parts: vec![x, dx],
+                    },
+                ));
+            }
+        } else if let (Some([a, da]), Some([ya, dy])) =
+            (two(left, NaryOp::Rbind), two(right, NaryOp::Rbind))
         {
-            found.push((id, [zh.inputs[0], zh.inputs[1]]));
+            let rows = |h: HopId| dag.hop(h).rows;
+            if dag.hop(right).cols == Some(1) && rows(a).is_some() && rows(a) == rows(ya) {
+                found.push((
+                    id,
+                    PartsProduct {
+                        op: Op::TransposedLeftMatMulOfRbind,
+                        parts: vec![a, da, ya, dy],
+                    },
+                ));
+            }
         }
     }
     found
@@ -931,7 +964,7 @@ impl Lowering<'_> {
         &mut self,
         id: HopId,
         transposed_left: Option<HopId>,
-        cbind_parts: Option<[HopId; 2]>,
+        reading_parts: Option<&PartsProduct>,
     ) -> Result<(), Error> {
         let hop = self.dag.hop(id);
         let out = Some(id.0 as Reg);
@@ -982,10 +1015,11 @@ impl Lowering<'_> {
             OpKind::Ternary(TernaryOp::IfElse) => Op::IfElse,
             OpKind::Ternary(TernaryOp::Replace) => Op::Replace,
             OpKind::AggUnary { op, dir } => Op::Aggregate(*op, *dir),
-            OpKind::MatMul if cbind_parts.is_some() => {
-                let parts = cbind_parts.unwrap_or([hop.inputs[1]; 2]);
-                let regs = parts.iter().map(|p| p.0 as Reg).collect();
-                self.emit(Op::TransposeSelfMatMulOfCbind, regs, out, id, &parts);
+            OpKind::MatMul if reading_parts.is_some() => {
+                if let Some(product) = reading_parts {
+                    let regs = product.parts.iter().map(|p| p.0 as Reg).collect();
+                    self.emit(product.op.clone(), regs, out, id, &product.parts);
+                }
                 return Ok(());
             }
             OpKind::MatMul if transposed_left.is_some() => {

@@ -1,6 +1,6 @@
 //! Partial reuse (LIMA section 4.2) changes no result. Programs built around each rewrite's
 //! source pattern (`t(Z)%*%Z` and column aggregates of `cbind(X, dX)`, products of `rbind` and
-//! `cbind`, products of slices) write what they compute, and the files are the same with
+//! `cbind`, products of slices, `t(X)%*%y` over `rbind`) write what they compute, and the files are the same with
 //! partial reuse as without: on dense and sparse data, with NaN and infinities, with one row,
 //! one column and 1 x 1 matrices, fused and unfused. Where the data is dense the rewrites
 //! apply, and steplm's inner loop takes exactly the partial hits it should.
@@ -45,6 +45,8 @@ dX = rand(rows={m}, cols={d}, seed=12)
 Y = rand(rows={k}, cols={n}, seed=13)
 dY = rand(rows={k}, cols={d}, seed=14)
 dR = rand(rows={d}, cols={k}, seed=15)
+yv = rand(rows={m}, cols=1, seed=16)
+dyv = rand(rows={d}, cols=1, seed=17)
 {specials}G = t(X) %*% X
 P = X %*% Y
 c = colSums(X) + colMaxs(X)
@@ -60,6 +62,7 @@ for (i in 1:2) {{
   write(X %*% cbind(Y, dY), \"{dir}/cbind\" + i + \".csv\", format=\"csv\")
   write(X %*% Y[, i:{n}], \"{dir}/cols\" + i + \".csv\", format=\"csv\")
   write(X[min(i, {m}):{m}, ] %*% Y, \"{dir}/rows\" + i + \".csv\", format=\"csv\")
+  write(t(rbind(X, dR)) %*% rbind(yv, dyv), \"{dir}/tmv\" + i + \".csv\", format=\"csv\")
 }}
 "
     )
@@ -127,7 +130,7 @@ fn check(case: &Case) -> u64 {
         config(ReuseMode::Hybrid, case.fused),
     );
     let (plain, reused) = (written(&plain_dir), written(&reused_dir));
-    assert_eq!(plain.len(), 17, "{case:?}");
+    assert_eq!(plain.len(), 19, "{case:?}");
     for ((name, want), (_, got)) in plain.iter().zip(&reused) {
         assert_eq!(got, want, "{name} differs with partial reuse: {case:?}");
     }
@@ -148,8 +151,9 @@ fn every_rewrite_applies_to_dense_data_and_changes_nothing() {
             fused,
         });
         // First iteration: tsmm, two column aggregates, rbind and cbind products, the
-        // column and row slices; second: the slices again (the rest hit in full).
-        assert!(hits >= 5, "only {hits} partial hits (fused: {fused})");
+        // column and row slices, t(X) %*% y over rbind; second: the slices again (the rest
+        // hit in full).
+        assert!(hits >= 6, "only {hits} partial hits (fused: {fused})");
     }
 }
 

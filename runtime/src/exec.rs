@@ -56,6 +56,10 @@ pub enum Op {
     /// `t(Z) %*% Z` for `Z = cbind(X, dX)`, which partial reuse computes without `Z` (from a
     /// cached `t(X) %*% X`); run as it stands, the `cbind` and `tsmm`. Inputs: `[X, dX]`.
     TransposeSelfMatMulOfCbind,
+    /// `t(X) %*% y` for `X = rbind(A, dA)` and `y = rbind(yA, dy)`, which partial reuse
+    /// computes without the concatenations (from a cached `t(A) %*% yA`); run as it stands,
+    /// the `rbind`s and the product. Inputs: `[A, dA, yA, dy]`.
+    TransposedLeftMatMulOfRbind,
     /// `t(A) %*% B` without materialising `t(A)`. Inputs: [A, B].
     TransposedLeftMatMul,
     /// `t(X)`. Inputs: `[x]`.
@@ -156,6 +160,7 @@ impl Op {
             Op::MatMul => "ba+*".into(),
             Op::TransposeSelfMatMul => "tsmm".into(),
             Op::TransposeSelfMatMulOfCbind => "tsmm_cbind".into(),
+            Op::TransposedLeftMatMulOfRbind => "ba+*t_rbind".into(),
             Op::TransposedLeftMatMul => "ba+*t".into(),
             Op::Transpose => "r'".into(),
             Op::Diag => "rdiag".into(),
@@ -726,6 +731,11 @@ fn run_one(
         Op::TransposeSelfMatMulOfCbind => {
             let z = kernels::cbind(&[arg(0)?.as_matrix()?, arg(1)?.as_matrix()?])?;
             Value::matrix(kernels::tsmm(&z)?)
+        }
+        Op::TransposedLeftMatMulOfRbind => {
+            let x = kernels::rbind(&[arg(0)?.as_matrix()?, arg(1)?.as_matrix()?])?;
+            let y = kernels::rbind(&[arg(2)?.as_matrix()?, arg(3)?.as_matrix()?])?;
+            Value::matrix(kernels::matmul_tn(&x, &y)?)
         }
         Op::TransposedLeftMatMul => Value::matrix(kernels::matmul_tn(
             arg(0)?.as_matrix()?,

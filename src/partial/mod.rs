@@ -11,15 +11,17 @@
 //! the operation just runs. `kernels::partial`'s tests pin each compensation against its
 //! kernel; `tests/reuse.rs` the rewrites against runs without reuse.
 //!
-//! Not rewritten, because no compensation reproduces the kernel's order of summation:
-//! `tsmm(rbind(X, dX))` and `t(X) %*% Y` over `rbind` with more than one column (dgemm sums a
-//! cell over the inner dimension in one pass, not as two sums added), and
-//! `t(X) %*% y` over `rbind` (exact, but the item does not say where the rows split).
+//! `t(X) %*% y` over `rbind` is rewritten only under compiler assistance, which reads the
+//! parts: the item does not say where the rows split. Not rewritten, because no compensation
+//! reproduces the kernel's order of summation: `tsmm(rbind(X, dX))` and `t(X) %*% Y` over
+//! `rbind` with more than one column (dgemm sums a cell over the inner dimension in one pass,
+//! not as two sums added).
 
 mod col_aggregate_of_cbind;
 mod product_block;
 mod product_of_cbind;
 mod product_of_rbind;
+mod transposed_product_of_rbind;
 mod tsmm_of_cbind;
 
 use crate::lineage::{hop_opcode_data, literal_of_item};
@@ -47,6 +49,7 @@ pub(crate) const REWRITES: &[&dyn PartialRewrite] = &[
     &product_of_cbind::ProductOfCbind,
     &product_block::ProductOfBlock,
     &col_aggregate_of_cbind::ColAggregateOfCbind,
+    &transposed_product_of_rbind::TransposedProductOfRbind,
 ];
 
 /// The run's partial reuse, as the executor asks for it.

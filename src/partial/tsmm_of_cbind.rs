@@ -9,7 +9,7 @@
 use super::{cbind_of_two, dense_part, product, product_item, transpose_item, transposed};
 use super::{Operation, PartialRewrite};
 use lafuse_runtime::exec::Op;
-use lafuse_runtime::kernels::{self, index::cbind_is_dense, partial};
+use lafuse_runtime::kernels::{self, index::binding_is_dense, partial};
 use lafuse_runtime::lineage::cache::{Probe, ReuseCache};
 use lafuse_runtime::value::Value;
 use lafuse_runtime::{Matrix, Result};
@@ -64,7 +64,7 @@ fn of_parts(
         return Ok(None);
     };
     let (m, k, d) = (x.rows, x.cols, dx.cols);
-    if m == 0 || d == 0 || dx.rows != m || !cbind_is_dense(m, k + d, x.nnz + dx.nnz) {
+    if m == 0 || d == 0 || dx.rows != m || !binding_is_dense(m, k + d, x.nnz + dx.nnz) {
         return Ok(None);
     }
     let cached = dense_part(cache, left_item).filter(|l| l.shape() == (k, k) && k >= 2);

@@ -151,7 +151,7 @@ pub fn cbind(inputs: &[&Matrix]) -> Result<Matrix> {
             Some(r)
         })
         .collect();
-    if !cbind_is_dense(rows, cols, nnz) {
+    if !binding_is_dense(rows, cols, nnz) {
         let sparse: Vec<SparseMatrix> = inputs
             .iter()
             .map(|m| m.try_to_sparse())
@@ -187,10 +187,11 @@ pub fn cbind(inputs: &[&Matrix]) -> Result<Matrix> {
     Ok(dense_result(rows, cols, out, nnz))
 }
 
-/// Whether [`cbind`] of inputs with `nnz` non-zeros in all, `rows x cols` together, returns a
-/// dense matrix (partial reuse computes `tsmm(cbind(X, dX))` without the `cbind`, and must
-/// know which `tsmm` path the concatenation would have taken).
-pub fn cbind_is_dense(rows: usize, cols: usize, nnz: usize) -> bool {
+/// Whether [`cbind`] or [`rbind`] of inputs with `nnz` non-zeros in all, `rows x cols`
+/// together, returns a dense matrix (partial reuse computes `tsmm(cbind(X, dX))` and
+/// `t(rbind(A, dA)) %*% rbind(y, dy)` without the concatenations, and must know which path
+/// the product would have taken).
+pub fn binding_is_dense(rows: usize, cols: usize, nnz: usize) -> bool {
     !crate::matrix::prefers_sparse(rows, cols, nnz)
 }
 
@@ -209,7 +210,7 @@ pub fn rbind(inputs: &[&Matrix]) -> Result<Matrix> {
     }
     let rows: usize = inputs.iter().map(|m| m.rows()).sum();
     let nnz: usize = inputs.iter().map(|m| m.nnz()).sum();
-    if crate::matrix::prefers_sparse(rows, cols, nnz) {
+    if !binding_is_dense(rows, cols, nnz) {
         let mut row_ptr = crate::matrix::try_vec_with_capacity(rows + 1)?;
         let mut col_idx = crate::matrix::try_vec_with_capacity(nnz)?;
         let mut values = crate::matrix::try_vec_with_capacity(nnz)?;

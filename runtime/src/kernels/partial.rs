@@ -244,6 +244,29 @@ pub fn block_of_product(full: &Matrix, rows: Range<usize>, cols: Range<usize>) -
     Ok(result(m, n, out))
 }
 
+/// `t(rbind(A, dA)) %*% rbind(y, dy)` for column vectors (dense `da`, `dy`) from
+/// `top = t(A) %*% y`: the dense kernel sums each output over the rows in order from zero
+/// (`matmul_tn`'s vector-matrix pass), so the rows of `dA` continue from `top`.
+pub fn transposed_product_of_rbind(
+    top: &Matrix,
+    da: &DenseMatrix,
+    dy: &DenseMatrix,
+) -> Result<Matrix> {
+    let k = da.cols;
+    if dy.cols != 1 || dy.rows != da.rows {
+        return Err(mismatch(
+            "transposed_product_of_rbind needs a column vector as tall as dA",
+        ));
+    }
+    let mut out = values_of(top, k, 1)?.into_owned();
+    for (r, &w) in dy.values.iter().enumerate() {
+        for (o, &x) in out.iter_mut().zip(&da.values[r * k..(r + 1) * k]) {
+            *o += w * x;
+        }
+    }
+    Ok(result(k, 1, out))
+}
+
 /// The column aggregate `op` of `Z = cbind(X, dX)` (dense) from `left`, that of `X` over
 /// dense values: the aggregates of the columns right of `left`, appended.
 pub fn col_aggregate_of_cbind(left: &Matrix, z: &DenseMatrix, op: AggOp) -> Result<Matrix> {
@@ -380,6 +403,23 @@ mod tests {
             let want = matmul(&xs, &y).unwrap();
             let got = block_of_product(&full, 1..m, 0..n).unwrap();
             assert!(identical(&want, &got), "row block {m}x{k}");
+        }
+    }
+
+    #[test]
+    fn transposed_products_of_rbind_continue_the_vector_matrix_pass() {
+        use super::super::matmul_tn;
+        for (s, &(m, k, d)) in SHAPES.iter().enumerate() {
+            let a = Matrix::Dense(dense(m, k, 1.0, s as u64, true));
+            let da = Matrix::Dense(dense(d + 1, k, 0.5, 40 + s as u64, false));
+            let y = Matrix::Dense(dense(m, 1, 1.0, 80 + s as u64, false));
+            let dy = Matrix::Dense(dense(d + 1, 1, 1.0, 90 + s as u64, true));
+            let x = Matrix::Dense(dense_of(&rbind(&[&a, &da]).unwrap()));
+            let yy = Matrix::Dense(dense_of(&rbind(&[&y, &dy]).unwrap()));
+            let want = matmul_tn(&x, &yy).unwrap();
+            let top = matmul_tn(&a, &y).unwrap();
+            let got = transposed_product_of_rbind(&top, &dense_of(&da), &dense_of(&dy)).unwrap();
+            assert!(identical(&want, &got), "{m}x{k}+{d}");
         }
     }
 

@@ -84,6 +84,7 @@ fn reusable(op: &Op) -> bool {
             | Op::MatMul
             | Op::TransposeSelfMatMul
             | Op::TransposeSelfMatMulOfCbind
+            | Op::TransposedLeftMatMulOfRbind
             | Op::TransposedLeftMatMul
             | Op::Transpose
             | Op::Diag
