@@ -81,14 +81,19 @@ pub(crate) struct Operation<'a> {
 }
 
 impl Operation<'_> {
+    /// Operand `i` if it is a matrix.
+    pub(crate) fn matrix(&self, i: usize) -> Option<&Matrix> {
+        match self.operands.get(i)? {
+            Value::Matrix(m) => Some(m),
+            _ => None,
+        }
+    }
+
     /// Operand `i` if it is a dense matrix.
     pub(crate) fn dense(&self, i: usize) -> Option<&DenseMatrix> {
-        match self.operands.get(i)? {
-            Value::Matrix(m) => match &**m {
-                Matrix::Dense(d) => Some(d),
-                Matrix::Sparse(_) => None,
-            },
-            _ => None,
+        match self.matrix(i)? {
+            Matrix::Dense(d) => Some(d),
+            Matrix::Sparse(_) => None,
         }
     }
 }

@@ -31,8 +31,8 @@ impl PartialRewrite for TransposedProductOfRbind {
         let Some((la, _)) = rbind_of_two(x) else {
             return Ok(None);
         };
-        let (Some(a), Some(da), Some(ya), Some(dy)) =
-            (op.dense(0), op.dense(1), op.dense(2), op.dense(3))
+        let (Some(am @ Matrix::Dense(a)), Some(da), Some(yam @ Matrix::Dense(ya)), Some(dy)) =
+            (op.matrix(0), op.dense(1), op.matrix(2), op.dense(3))
         else {
             return Ok(None);
         };
@@ -55,10 +55,7 @@ impl PartialRewrite for TransposedProductOfRbind {
             None => {
                 // A and yA are dense: the kernel's vector-matrix pass, as over the whole.
                 let started = Instant::now();
-                let top = Value::matrix(kernels::matmul_tn(
-                    &Matrix::Dense(a.clone()),
-                    &Matrix::Dense(ya.clone()),
-                )?);
+                let top = Value::matrix(kernels::matmul_tn(am, yam)?);
                 if let Probe::Miss(reservation) = cache.probe(&top_item) {
                     cache.put_computed(reservation, &top, started.elapsed(), true);
                 }

@@ -60,7 +60,7 @@ fn of_parts(
     cache: &ReuseCache,
     left_item: &lafuse_runtime::lineage::Lineage,
 ) -> Result<Option<Value>> {
-    let (Some(x), Some(dx)) = (op.dense(0), op.dense(1)) else {
+    let (Some(xm @ Matrix::Dense(x)), Some(dx)) = (op.matrix(0), op.dense(1)) else {
         return Ok(None);
     };
     let (m, k, d) = (x.rows, x.cols, dx.cols);
@@ -73,7 +73,7 @@ fn of_parts(
         None => {
             // X is dense, so the kernel takes its dgemm path, as on the whole of Z.
             let started = Instant::now();
-            let left = Value::matrix(kernels::tsmm(&Matrix::Dense(x.clone()))?);
+            let left = Value::matrix(kernels::tsmm(xm)?);
             if let Probe::Miss(reservation) = cache.probe(left_item) {
                 cache.put_computed(reservation, &left, started.elapsed(), true);
             }
