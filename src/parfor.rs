@@ -201,30 +201,10 @@ fn is_loop_var(range: &Option<IndexRange>, var: &str) -> bool {
 
 /// An error naming the first call in `expr` whose order shows.
 fn ordered_call(expr: &ast::Expr) -> Result<(), String> {
-    lafuse_compiler::stack::with_stack(|| match &expr.kind {
-        ExprKind::Call { name, args } => {
-            if ORDERED_CALLS.contains(&name.as_str()) {
-                return Err(format!("the body calls '{name}'"));
-            }
-            args.iter().try_for_each(|a| ordered_call(&a.value))
-        }
-        ExprKind::Unary { operand, .. } => ordered_call(operand),
-        ExprKind::Binary { lhs, rhs, .. } => {
-            ordered_call(lhs)?;
-            ordered_call(rhs)
-        }
-        ExprKind::Index { target, rows, cols } => {
-            ordered_call(target)?;
-            for r in [rows, cols].into_iter().flatten() {
-                ordered_call(&r.lower)?;
-                if let Some(u) = &r.upper {
-                    ordered_call(u)?;
-                }
-            }
-            Ok(())
-        }
-        _ => Ok(()),
-    })
+    match crate::calls::first_call(expr, &|name| ORDERED_CALLS.contains(&name)) {
+        Some(name) => Err(format!("the body calls '{name}'")),
+        None => Ok(()),
+    }
 }
 
 /// Proves the iterations of `parfor (var in ...) body` independent, or says why it cannot.
