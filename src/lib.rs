@@ -132,6 +132,10 @@ pub struct EngineConfig {
     /// Threads a `parfor` runs its iterations on: `None` (the default) for the available
     /// cores, `Some(1)` to run every `parfor` sequentially, like `for`.
     pub parfor_threads: Option<usize>,
+    /// A directory of DML-bodied built-ins laid out as SystemDS's `scripts/builtin` (`f.dml`
+    /// defining `m_f` or `s_f`): a call of a function `f` that neither the script nor lafuse
+    /// defines loads `f.dml` from it. `None` (the default): no such directory.
+    pub builtin_path: Option<std::path::PathBuf>,
 }
 
 /// Default bound on an operator cache directory: 1 GiB, about ten thousand operators.
@@ -151,8 +155,32 @@ impl Default for EngineConfig {
             lineage_dedup: false,
             reuse: ReuseConfig::default(),
             parfor_threads: None,
+            builtin_path: None,
         }
     }
+}
+
+/// Parses `source` and loads its modules (the files it sources, the built-ins it calls from
+/// `config.builtin_path`) into one script.
+pub(crate) fn parse_script(
+    source: &SourceFile,
+    config: &EngineConfig,
+) -> Result<lafuse_compiler::ast::Script, Error> {
+    use lafuse_compiler::modules;
+    let script = parser::parse(source)?;
+    let options = modules::LoadOptions {
+        script_dir: Path::new(&source.name)
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .map(Path::to_path_buf),
+        builtin_path: config.builtin_path.clone(),
+    };
+    Ok(modules::load(
+        script,
+        source,
+        &modules::FileSystem,
+        &options,
+    )?)
 }
 
 /// Script arguments (`$name`), as given with `--nvargs name=value`.
@@ -550,7 +578,7 @@ impl Engine {
     }
 
     fn front_end(&self, source: &SourceFile, args: &ScriptArgs) -> Result<program::Program, Error> {
-        let script = parser::parse(source)?;
+        let script = parse_script(source, &self.shared.config)?;
         let program = program::build_program(script)?;
         check::check_program(&program, &args.names())?;
         Ok(program)

@@ -542,10 +542,7 @@ mod tests {
     use super::*;
 
     fn body(script: &str) -> Vec<Block> {
-        let source = lafuse_compiler::span::SourceFile {
-            name: "test".to_string(),
-            text: script.to_string(),
-        };
+        let source = lafuse_compiler::span::SourceFile::new("test", script);
         let script = lafuse_compiler::parser::parse(&source).expect("parses");
         let program = lafuse_compiler::program::build_program(script).expect("builds");
         match program.main.last() {

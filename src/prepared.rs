@@ -8,7 +8,7 @@ use crate::engine::{Interpreter, PlanCache};
 use crate::error::{Binding, Error};
 use crate::{ScriptArgs, Shared, SourceFile};
 use lafuse_compiler::ast::{self, ExprKind, StmtKind};
-use lafuse_compiler::{check, parser, program};
+use lafuse_compiler::{check, program};
 use lafuse_runtime::exec::SymbolTable;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -48,7 +48,7 @@ impl PreparedScript {
     ) -> Result<PreparedScript, Error> {
         let inputs = distinct_names(inputs, "input")?;
         let outputs = distinct_names(outputs, "output")?;
-        let mut script = parser::parse(source)?;
+        let mut script = crate::parse_script(source, &shared.config)?;
         skip_bound_reads_and_writes(&mut script.statements, &inputs, &outputs);
         let program = program::build_program(script)?;
         let input_set: BTreeSet<String> = inputs.iter().cloned().collect();

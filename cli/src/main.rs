@@ -292,6 +292,11 @@ struct ScriptArgsFlag {
     /// come before or after them).
     #[arg(long, num_args = 1.., value_name = "NAME=VALUE")]
     nvargs: Vec<String>,
+    /// A directory of DML-bodied built-ins laid out as SystemDS's `scripts/builtin` (`f.dml`
+    /// defining `m_f` or `s_f`): a call of a function `f` that neither the script nor lafuse
+    /// defines loads `f.dml` from it, so `l2svm(X=X, Y=y)` runs as in SystemDS.
+    #[arg(long, value_name = "DIR", env = "LAFUSE_BUILTIN_PATH")]
+    builtin_path: Option<PathBuf>,
 }
 
 /// Lineage-based reuse (LIMA).
@@ -692,6 +697,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 Engine::new(EngineConfig {
                     cost_model: model,
                     lineage: cost.lineage,
+                    builtin_path: cost.args.builtin_path.clone(),
                     ..EngineConfig::default()
                 })
                 .cost(&source, &script_args, &policies, format_of(cost.format))
@@ -737,6 +743,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 lineage_dedup,
                 reuse,
                 parfor_threads,
+                builtin_path: args.builtin_path.clone(),
             });
             let mut stdout = std::io::stdout().lock();
             let report_stats = if is_dag(&script) {
@@ -802,6 +809,7 @@ fn run(cli: Cli) -> Result<(), String> {
             let engine = Engine::new(EngineConfig {
                 cost_model: cost_model.load()?,
                 lineage,
+                builtin_path: args.builtin_path.clone(),
                 ..EngineConfig::default()
             });
             let level = match level {

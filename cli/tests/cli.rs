@@ -146,3 +146,35 @@ fn run_with_lineage_traces_and_reports() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--builtin-path DIR` (or `LAFUSE_BUILTIN_PATH`) loads a built-in a script calls from DIR, as
+/// SystemDS does from its `scripts/builtin`; without it the call is an unsupported function.
+#[test]
+fn builtins_load_from_the_builtin_path_flag_or_environment() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let script = root.join("tests/builtin_path/calls.dml");
+    let dir = root.join("tests/builtin_path/builtin");
+    let run = |flag: bool, env: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lafuse"));
+        cmd.arg("run")
+            .arg(&script)
+            .env_remove("LAFUSE_BUILTIN_PATH");
+        if flag {
+            cmd.arg("--builtin-path").arg(&dir);
+        }
+        if env {
+            cmd.env("LAFUSE_BUILTIN_PATH", &dir);
+        }
+        cmd.output().unwrap()
+    };
+    let by_flag = run(true, false);
+    assert!(by_flag.status.success(), "{by_flag:?}");
+    let by_env = run(false, true);
+    assert!(by_env.status.success(), "{by_env:?}");
+    assert_eq!(by_flag.stdout, by_env.stdout);
+    assert_eq!(String::from_utf8_lossy(&by_flag.stdout).lines().count(), 3);
+    let without = run(false, false);
+    assert!(!without.status.success());
+    let err = String::from_utf8_lossy(&without.stderr);
+    assert!(err.contains("unknown function 'scaleTwice'"), "{err}");
+}

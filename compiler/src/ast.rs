@@ -13,6 +13,18 @@ use serde::{Deserialize, Serialize};
 pub struct Script {
     pub statements: Vec<Stmt>,
     pub functions: Vec<FunctionDef>,
+    /// `source("file.dml") as ns` at the top level, in source order; the loader
+    /// (`crate::modules`) reads the files and resolves the calls into them.
+    #[serde(default)]
+    pub imports: Vec<Import>,
+}
+
+/// `source("file.dml") as ns`: the functions of `file.dml`, callable as `ns::f(...)`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Import {
+    pub path: String,
+    pub namespace: Ident,
+    pub span: Span,
 }
 
 /// Declared value types of function parameters and results (`matrix[double]`, `double`, ...).

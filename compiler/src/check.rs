@@ -462,7 +462,28 @@ impl Checker<'_> {
         }
         let builtin_names = builtins::ALL.iter().map(|b| b.name());
         let udf_names = self.program.functions.keys().map(String::as_str);
-        if let Some(close) = builtins::closest(name, udf_names.chain(builtin_names)) {
+        let close = builtins::closest(name, udf_names.chain(builtin_names));
+        // A function of SystemDS's library that lafuse lacks is not the user's typo.
+        if let Some(in_dml) = crate::systemds_names::systemds_builtin(name) {
+            err = CompileError::at(
+                Unsupported::BuiltinFunction {
+                    name: name.to_string(),
+                },
+                span,
+            );
+            if in_dml {
+                err = err.with_note(Note::BuiltinPath {
+                    name: name.to_string(),
+                });
+            }
+            if let Some(close) = close {
+                err = err.with_note(Note::ClosestKnown {
+                    name: close.to_string(),
+                });
+            }
+            return err;
+        }
+        if let Some(close) = close {
             err = err.with_note(Note::DidYouMean {
                 name: close.to_string(),
             });
@@ -833,6 +854,19 @@ mod tests {
         assert_eq!(
             errs,
             vec!["unknown function 'rowsum' | did you mean 'rowSums'?"]
+        );
+        // A function of SystemDS's library lafuse lacks is unsupported, not unknown, and says
+        // how to load it where SystemDS writes it in DML.
+        let errs = check("x = paramserv(1)");
+        assert!(
+            errs[0].starts_with("unsupported: built-in function 'paramserv'"),
+            "{errs:?}"
+        );
+        assert!(!errs[0].contains("--builtin-path"), "{errs:?}");
+        let errs = check("m = l2svm(X=matrix(1, 2, 2), Y=matrix(1, 2, 1))");
+        assert!(
+            errs[0].starts_with("unsupported: built-in function 'l2svm' | SystemDS writes 'l2svm' in DML: pass --builtin-path DIR"),
+            "{errs:?}"
         );
         let f = "f = function(double a) return (double b, double c) { b = a + 1; c = 2 }\n";
         assert!(check(&format!("{f}[x, y] = f(1)\nprint(x + y)")).is_empty());

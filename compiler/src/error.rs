@@ -121,6 +121,10 @@ pub enum CompileCause {
     /// A HOP DAG (imported or built by an embedder) that is malformed.
     #[error("{0}")]
     Dag(#[from] DagError),
+    /// A sourced file or built-in that cannot be loaded, or a call into a namespace that has
+    /// no such function.
+    #[error("{0}")]
+    Load(#[from] crate::modules::LoadError),
     /// A valid construct that lafuse does not implement yet.
     #[error("unsupported: {0}")]
     Unsupported(#[from] Unsupported),
@@ -140,7 +144,8 @@ impl CompileCause {
             | CompileCause::Call { .. }
             | CompileCause::Check(_)
             | CompileCause::Shape(_)
-            | CompileCause::Dag(_) => Fault::User,
+            | CompileCause::Dag(_)
+            | CompileCause::Load(_) => Fault::User,
         }
     }
 }
@@ -151,6 +156,15 @@ pub enum Note {
     /// A known name close to the one written.
     #[error("did you mean '{name}'?")]
     DidYouMean { name: String },
+    /// The function lafuse has that is closest to a SystemDS built-in it lacks.
+    #[error("the closest function lafuse has is '{name}'")]
+    ClosestKnown { name: String },
+    /// How to call a SystemDS built-in written in DML.
+    #[error(
+        "SystemDS writes '{name}' in DML: pass --builtin-path DIR (or set LAFUSE_BUILTIN_PATH) \
+         with DIR a SystemDS checkout's scripts/builtin"
+    )]
+    BuiltinPath { name: String },
     /// The parameters `callee` has.
     #[error("parameters: {}", .names.join(", "))]
     Parameters { names: Vec<String> },
@@ -719,11 +733,18 @@ pub enum TypeRule {
 /// A valid construct that lafuse does not implement yet ([`CompileCause::Unsupported`]).
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum Unsupported {
-    #[error("source(...) imports of other scripts")]
+    #[error("source(...) inside a block or function (lafuse takes it at a script's top level)")]
     Source,
     #[error("setwd(...)")]
     Setwd,
-    #[error("namespaces (ns::name) of sourced scripts")]
+    /// A built-in function of SystemDS that lafuse does not have.
+    #[error("built-in function '{name}'")]
+    BuiltinFunction { name: String },
+    #[error(
+        "source(...) in a script built without the module loader (lafuse_compiler::modules::load)"
+    )]
+    SourceNotLoaded,
+    #[error("namespaced variables (ns::name outside a function call)")]
     Namespaces,
     #[error("'+=' on an indexed target")]
     IndexedCompoundAssign,
@@ -800,11 +821,11 @@ const MAX_SHOWN_LINE: usize = 160;
 
 /// The script as a diagnostic shows it: the text, with the error's line cut to a window
 /// around the error when it is longer than [`MAX_SHOWN_LINE`].
-struct Excerpt<'s> {
-    /// The original text.
-    original: &'s str,
+struct Excerpt {
+    /// The original text of the file holding the error.
+    original: std::sync::Arc<str>,
     /// The text shown: the original, or the original with the error's line cut.
-    file: SimpleFile<&'s str, String>,
+    file: SimpleFile<String, String>,
     /// The label's byte range in the text shown.
     label: std::ops::Range<usize>,
     /// Where the cut line's window starts in `original` and in the text shown (`None`: not
@@ -812,13 +833,23 @@ struct Excerpt<'s> {
     window: Option<(usize, usize)>,
 }
 
-impl<'s> Excerpt<'s> {
-    fn whole(source: &'s SourceFile) -> Self {
-        Self::shown(source, source.text.clone(), 0..0, None)
+impl Excerpt {
+    fn whole(source: &SourceFile) -> Self {
+        let original: std::sync::Arc<str> = source.text.as_str().into();
+        Self::shown(
+            source.name.clone(),
+            original,
+            source.text.clone(),
+            0..0,
+            None,
+        )
     }
 
-    fn new(source: &'s SourceFile, span: Span) -> Self {
-        let text = source.text.as_str();
+    /// The file holding `span` (the script or a file loaded beside it), with `span` in it.
+    fn new(source: &SourceFile, span: Span) -> Self {
+        let (name, original, start) = source.locate(span.start);
+        let end = span.end - (span.start - start);
+        let text: &str = &original;
         // Within the text and on character boundaries (a span handed in by an embedder, with
         // a DAG, need not be).
         let floor = |mut b: usize| {
@@ -828,12 +859,13 @@ impl<'s> Excerpt<'s> {
             }
             b
         };
-        let start = floor(span.start as usize);
-        let end = floor(span.end as usize).max(start);
+        let start = floor(start as usize);
+        let end = floor(end as usize).max(start);
         let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
         if line_end - line_start <= MAX_SHOWN_LINE {
-            return Self::shown(source, text.to_string(), start..end, None);
+            let shown = text.to_string();
+            return Self::shown(name, original, shown, start..end, None);
         }
         let from = floor(start.saturating_sub(MAX_SHOWN_LINE / 3).max(line_start));
         let to = floor((from + MAX_SHOWN_LINE).min(line_end));
@@ -849,18 +881,19 @@ impl<'s> Excerpt<'s> {
         );
         let at = line_start + head.len();
         let label = at + (start - from)..at + (end.min(to).max(start) - from);
-        Self::shown(source, shown, label, Some((from, at)))
+        Self::shown(name, original, shown, label, Some((from, at)))
     }
 
     fn shown(
-        source: &'s SourceFile,
+        name: String,
+        original: std::sync::Arc<str>,
         text: String,
         label: std::ops::Range<usize>,
         window: Option<(usize, usize)>,
     ) -> Self {
         Excerpt {
-            original: &source.text,
-            file: SimpleFile::new(&source.name, text),
+            original,
+            file: SimpleFile::new(name, text),
             label,
             window,
         }
@@ -868,13 +901,13 @@ impl<'s> Excerpt<'s> {
 }
 
 /// The shown text's lines as `SimpleFile` has them; only columns are the original line's.
-impl<'a> Files<'a> for Excerpt<'_> {
+impl<'a> Files<'a> for Excerpt {
     type FileId = ();
     type Name = &'a str;
     type Source = &'a str;
 
     fn name(&'a self, (): ()) -> Result<&'a str, files::Error> {
-        Ok(self.file.name())
+        Ok(self.file.name().as_str())
     }
 
     fn source(&'a self, (): ()) -> Result<&'a str, files::Error> {

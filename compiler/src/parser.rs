@@ -32,8 +32,8 @@
 //! stack.
 
 use crate::ast::{
-    Arg, BinaryOp, Expr, ExprKind, FunctionDef, Ident, IndexRange, Param, Script, Stmt, StmtKind,
-    UnaryOp, ValueType,
+    Arg, BinaryOp, Expr, ExprKind, FunctionDef, Ident, Import, IndexRange, Param, Script, Stmt,
+    StmtKind, UnaryOp, ValueType,
 };
 use crate::error::{CompileError, Internal, SyntaxError, Unsupported};
 use crate::lexer::{tokenize, Keyword, Punct, Token, TokenKind};
@@ -51,12 +51,30 @@ const MAX_ERRORS: usize = 25;
 /// Parses a whole script. On failure returns every lexical error, or else every syntax error
 /// found (at least one), in source order.
 pub fn parse(source: &SourceFile) -> Result<Script, Vec<CompileError>> {
-    let (tokens, lex_errors) = tokenize(&source.text);
+    parse_text(&source.text, 0)
+}
+
+/// Parses `text` placed at byte offset `base` of its script's address space (a file loaded
+/// beside the script, [`SourceFile::load`]): every span of the result and of its errors is
+/// offset by `base`.
+pub fn parse_text(text: &str, base: u32) -> Result<Script, Vec<CompileError>> {
+    let shift = |span: &mut Span| {
+        span.start += base;
+        span.end += base;
+    };
+    let (mut tokens, mut lex_errors) = tokenize(text);
     if !lex_errors.is_empty() {
+        for e in &mut lex_errors {
+            e.span.iter_mut().for_each(shift);
+        }
         return Err(lex_errors);
     }
+    for t in &mut tokens {
+        shift(&mut t.span);
+    }
     let mut parser = Parser {
-        src: &source.text,
+        src: text,
+        base,
         tokens,
         pos: 0,
         depth: 0,
@@ -75,6 +93,8 @@ type PResult<T> = Result<T, CompileError>;
 
 struct Parser<'s> {
     src: &'s str,
+    /// Where `src` starts in its script's address space (token spans include it).
+    base: u32,
     tokens: Vec<Token>,
     pos: usize,
     /// Current nesting (recursion plus left-associative chain length), bounded by MAX_DEPTH.
@@ -137,6 +157,14 @@ impl Parser<'_> {
         tok
     }
 
+    /// `span` (in the script's address space) within `src`.
+    fn local(&self, span: Span) -> Span {
+        Span {
+            start: span.start - self.base,
+            end: span.end - self.base,
+        }
+    }
+
     fn prev_span(&self) -> Span {
         self.tokens[self.pos.saturating_sub(1)].span
     }
@@ -168,7 +196,7 @@ impl Parser<'_> {
             TokenKind::Eof => "end of file".to_string(),
             TokenKind::Str(_) => "a string".to_string(),
             _ => {
-                let text = &self.src[tok.span.range()];
+                let text = &self.src[self.local(tok.span).range()];
                 if text.chars().count() > 24 {
                     let cut: String = text.chars().take(24).collect();
                     format!("'{cut}...'")
@@ -277,6 +305,7 @@ impl Parser<'_> {
     fn script(&mut self) -> Script {
         let mut statements = vec![];
         let mut functions = vec![];
+        let mut imports = vec![];
         loop {
             self.skip_semis();
             if self.peek().kind == TokenKind::Eof || self.errors.len() >= MAX_ERRORS {
@@ -284,6 +313,16 @@ impl Parser<'_> {
             }
             self.stmt_start = self.pos;
             self.depth = 0;
+            if self.peek().kind == TokenKind::Keyword(Keyword::Source) {
+                match self.import() {
+                    Ok(i) => imports.push(i),
+                    Err(e) => {
+                        self.record(e);
+                        self.recover(false);
+                    }
+                }
+                continue;
+            }
             if self.at_function_def() {
                 match self.function_def() {
                     Ok(f) => functions.push(f),
@@ -305,7 +344,44 @@ impl Parser<'_> {
         Script {
             statements,
             functions,
+            imports,
         }
+    }
+
+    /// `source("file.dml") as ns` (the `as ns` SystemDS's grammar requires).
+    fn import(&mut self) -> PResult<Import> {
+        let start = self.bump().span;
+        self.expect(Punct::LParen, "'(' after 'source'")?;
+        let path = match self.peek().kind.clone() {
+            TokenKind::Str(path) => {
+                self.bump();
+                path
+            }
+            _ => return Err(self.unexpected("the sourced file's path as a string")),
+        };
+        self.expect(Punct::RParen, "')'")?;
+        if self.peek().kind != TokenKind::Keyword(Keyword::As) {
+            return Err(self.unexpected("'as' and a namespace after source(...)"));
+        }
+        self.bump();
+        let namespace = self.ident("a namespace")?;
+        Ok(Import {
+            path,
+            span: start.to(namespace.span),
+            namespace,
+        })
+    }
+
+    /// An identifier, or a function of a sourced namespace (`ns::f`) where a call follows.
+    fn callee_or_ident(&mut self, what: &str) -> PResult<Ident> {
+        if let TokenKind::Ident(name) = &self.peek().kind {
+            if name.contains("::") && self.peek_at(1).kind == TokenKind::Punct(Punct::LParen) {
+                let name = name.clone();
+                let span = self.bump().span;
+                return Ok(Ident { name, span });
+            }
+        }
+        self.ident(what)
     }
 
     fn at_function_def(&self) -> bool {
@@ -329,7 +405,10 @@ impl Parser<'_> {
                 return Ok(out);
             }
             if self.peek().kind == TokenKind::Eof {
-                let line = self.src[..open.start as usize].matches('\n').count() + 1;
+                let line = self.src[..self.local(open).start as usize]
+                    .matches('\n')
+                    .count()
+                    + 1;
                 return Err(CompileError::at(
                     SyntaxError::UnclosedBlock { line },
                     self.peek().span,
@@ -424,7 +503,7 @@ impl Parser<'_> {
     }
 
     fn ident_stmt(&mut self) -> PResult<StmtKind> {
-        let target = self.ident("an identifier")?;
+        let target = self.callee_or_ident("an identifier")?;
         match self.peek().kind {
             TokenKind::Punct(Punct::LParen) => {
                 let call = self.call_rest(target)?;
@@ -828,7 +907,7 @@ impl Parser<'_> {
                 return Ok(inner);
             }
             TokenKind::Ident(_) => {
-                let ident = self.ident("an expression")?;
+                let ident = self.callee_or_ident("an expression")?;
                 if self.at(Punct::LParen) {
                     return self.call_rest(ident);
                 }
@@ -1214,9 +1293,21 @@ mod tests {
             e2.to_string(),
             "syntax error: expected an expression, found 'if'"
         );
-        assert!(err("source(\"a.dml\") as a")
+        assert!(err("if (TRUE) { source(\"a.dml\") as a }")
             .to_string()
-            .starts_with("unsupported: source"));
+            .starts_with("unsupported: source(...) inside a block"));
+        assert_eq!(
+            err("source(\"a.dml\")").to_string(),
+            "syntax error: expected 'as' and a namespace after source(...), found end of file"
+        );
+        let script = parse(&SourceFile::new(
+            "t.dml",
+            "source(\"lib/a.dml\") as a\nx = a::f(1)",
+        ))
+        .unwrap();
+        assert_eq!(script.imports[0].path, "lib/a.dml");
+        assert_eq!(script.imports[0].namespace.name, "a");
+        assert_eq!(sexpr_script(&script), "(= x (a::f 1))");
         assert!(err("x = ifdef($a, 1) + 1")
             .to_string()
             .contains("whole right-hand side"));

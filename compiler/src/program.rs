@@ -143,6 +143,10 @@ pub fn load_program(
 /// Errors: two functions with the same name, a function named like a built-in, a
 /// user-defined function called in a `while` condition (unsupported).
 pub fn build_program(script: ast::Script) -> Result<Program> {
+    if let Some(import) = script.imports.first() {
+        // The front end loads modules first (`crate::modules::load`), which empties this.
+        return Err(CompileError::at(Unsupported::SourceNotLoaded, import.span));
+    }
     let mut defs: BTreeMap<String, ast::FunctionDef> = BTreeMap::new();
     for def in script.functions {
         if builtins::lookup(&def.name).is_some() {
@@ -570,6 +574,7 @@ mod tests {
                 st(StmtKind::Expr(call("print", vec![var("z")]))),
             ],
             functions: vec![func("f")],
+            imports: vec![],
         };
         let p = build_program(script).unwrap();
         assert_eq!(p.main.len(), 3);
@@ -596,6 +601,7 @@ mod tests {
         let script = Script {
             statements: vec![assign("x", ex(ExprKind::Int(1))), assign("y", value)],
             functions: vec![func("f")],
+            imports: vec![],
         };
         let p = build_program(script).unwrap();
         assert_eq!(p.main.len(), 4, "{:#?}", p.main);
@@ -650,6 +656,7 @@ mod tests {
                 body: vec![],
             })],
             functions: vec![func("f")],
+            imports: vec![],
         };
         let err = build_program(script).unwrap_err();
         assert!(err.to_string().starts_with("unsupported: "), "{err}");
@@ -660,6 +667,7 @@ mod tests {
         let script = Script {
             statements: vec![],
             functions: vec![func("f"), func("f")],
+            imports: vec![],
         };
         assert!(build_program(script)
             .unwrap_err()
@@ -668,6 +676,7 @@ mod tests {
         let script = Script {
             statements: vec![],
             functions: vec![func("sum")],
+            imports: vec![],
         };
         assert!(build_program(script)
             .unwrap_err()
@@ -684,6 +693,7 @@ mod tests {
                 else_body: vec![],
             })],
             functions: vec![func("f")],
+            imports: vec![],
         };
         let p = build_program(script).unwrap();
         assert!(matches!(&p.main[0], Block::Call(_)));
