@@ -16,6 +16,7 @@
 use lafuse::{Engine, EngineConfig, FusionBackend, FusionPolicy, ScriptArgs, SourceFile, Stats};
 use std::path::Path;
 
+mod compare;
 mod scripts;
 
 /// Runs a script; returns its outcome, its output and its statistics (default ones where it
@@ -41,87 +42,6 @@ fn config(fusion: Option<FusionPolicy>, backend: FusionBackend) -> EngineConfig 
         collect_stats: true,
         ..EngineConfig::default()
     }
-}
-
-/// How a printed token reads: an integer, a double in SystemDS's format, or neither.
-#[derive(PartialEq)]
-enum TokenKind {
-    Int,
-    Double,
-    Other,
-}
-
-fn kind(token: &str) -> TokenKind {
-    let unsigned = token.strip_prefix(['+', '-']).unwrap_or(token);
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if digits(unsigned) {
-        return TokenKind::Int;
-    }
-    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
-        Some((m, e)) => (m, Some(e.strip_prefix(['+', '-']).unwrap_or(e))),
-        None => (unsigned, None),
-    };
-    let mantissa_ok = match mantissa.split_once('.') {
-        Some((int, frac)) => digits(int) && (frac.is_empty() || digits(frac)),
-        None => digits(mantissa) && exponent.is_some(),
-    };
-    if matches!(unsigned, "NaN" | "Infinity") || (mantissa_ok && exponent.is_none_or(digits)) {
-        TokenKind::Double
-    } else {
-        TokenKind::Other
-    }
-}
-
-/// Numbers match within 1e-9 relative (1e-12 absolute) and must be of the same kind (an
-/// integer printed where a double is expected is a typing bug); other tokens match exactly.
-fn tokens_match(expected: &str, actual: &str) -> bool {
-    let (ke, ka) = (kind(expected), kind(actual));
-    if ke == TokenKind::Other || ka == TokenKind::Other {
-        return expected == actual;
-    }
-    if ke != ka {
-        return false;
-    }
-    let number = |t: &str| {
-        t.replace("Infinity", "inf")
-            .parse::<f64>()
-            .unwrap_or(f64::NAN)
-    };
-    let (e, a) = (number(expected), number(actual));
-    if e.is_nan() || a.is_nan() {
-        return e.is_nan() && a.is_nan();
-    }
-    if e.is_infinite() || a.is_infinite() {
-        return e == a;
-    }
-    (e - a).abs() <= 1e-12_f64.max(1e-9 * e.abs().max(a.abs()))
-}
-
-/// Line-by-line comparison after dropping trailing blank lines (as `tests/corpus/compare.py`).
-fn outputs_match(expected: &str, actual: &str) -> Result<(), String> {
-    let trimmed = |s: &str| -> Vec<String> {
-        let mut lines: Vec<String> = s.split('\n').map(str::to_string).collect();
-        while lines.last().is_some_and(|l| l.trim().is_empty()) {
-            lines.pop();
-        }
-        lines
-    };
-    let (exp, act) = (trimmed(expected), trimmed(actual));
-    for i in 0..exp.len().max(act.len()) {
-        match (exp.get(i), act.get(i)) {
-            (Some(e), Some(a)) => {
-                let et: Vec<&str> = e.split_whitespace().collect();
-                let at: Vec<&str> = a.split_whitespace().collect();
-                if et.len() != at.len() || !et.iter().zip(&at).all(|(x, y)| tokens_match(x, y)) {
-                    return Err(format!("line {}: expected `{e}`, got `{a}`", i + 1));
-                }
-            }
-            (Some(e), None) => return Err(format!("line {}: missing, expected `{e}`", i + 1)),
-            (None, Some(a)) => return Err(format!("line {}: extra output `{a}`", i + 1)),
-            (None, None) => unreachable!("index below the longer length"),
-        }
-    }
-    Ok(())
 }
 
 /// Scripts write and read files under fixed names, so two configurations must not run the
@@ -192,7 +112,7 @@ fn check_scripts(dir: &str, config: &EngineConfig) -> u64 {
         let (result, out, stats) = run_script(script, config);
         fused_total += stats.fused_operators_executed;
         let verdict = result
-            .and_then(|()| outputs_match(&expected, &out))
+            .and_then(|()| compare::outputs_match(&expected, &out))
             .and_then(|()| match config.fusion {
                 Some(FusionPolicy::Gen) => templates_match(&text, &stats),
                 _ => Ok(()),

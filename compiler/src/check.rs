@@ -451,44 +451,11 @@ impl Checker<'_> {
     }
 
     fn unknown_function(&self, name: &str, span: Span) -> CompileError {
-        let mut err = CompileError::at(
-            CheckError::UnknownFunction {
-                name: name.to_string(),
-            },
+        unknown_function(
+            name,
             span,
-        );
-        if name.contains("::") {
-            return CompileError::at(Unsupported::Namespaces, span);
-        }
-        let builtin_names = builtins::ALL.iter().map(|b| b.name());
-        let udf_names = self.program.functions.keys().map(String::as_str);
-        let close = builtins::closest(name, udf_names.chain(builtin_names));
-        // A function of SystemDS's library that lafuse lacks is not the user's typo.
-        if let Some(in_dml) = crate::systemds_names::systemds_builtin(name) {
-            err = CompileError::at(
-                Unsupported::BuiltinFunction {
-                    name: name.to_string(),
-                },
-                span,
-            );
-            if in_dml {
-                err = err.with_note(Note::BuiltinPath {
-                    name: name.to_string(),
-                });
-            }
-            if let Some(close) = close {
-                err = err.with_note(Note::ClosestKnown {
-                    name: close.to_string(),
-                });
-            }
-            return err;
-        }
-        if let Some(close) = close {
-            err = err.with_note(Note::DidYouMean {
-                name: close.to_string(),
-            });
-        }
-        err
+            self.program.functions.keys().map(String::as_str),
+        )
     }
 
     fn expr(&mut self, expr: &Expr, env: &mut Env) -> Ty {
@@ -798,6 +765,52 @@ fn forget_assigned_step(blocks: &[Block], env: &mut Env) {
             }
         }
     }
+}
+
+/// The error for a call of `name`, which neither the script (`udfs`) nor lafuse defines: a
+/// function of SystemDS's library lafuse lacks is unsupported (and says how to load it where
+/// SystemDS writes it in DML), anything else is unknown, with the closest known name.
+pub(crate) fn unknown_function<'a>(
+    name: &str,
+    span: Span,
+    udfs: impl Iterator<Item = &'a str>,
+) -> CompileError {
+    if name.contains("::") {
+        return CompileError::at(Unsupported::Namespaces, span);
+    }
+    let builtin_names = builtins::ALL.iter().map(|b| b.name());
+    let close = builtins::closest(name, udfs.chain(builtin_names));
+    let Some(in_dml) = crate::systemds_names::systemds_builtin(name) else {
+        let err = CompileError::at(
+            CheckError::UnknownFunction {
+                name: name.to_string(),
+            },
+            span,
+        );
+        return match close {
+            Some(close) => err.with_note(Note::DidYouMean {
+                name: close.to_string(),
+            }),
+            None => err,
+        };
+    };
+    let mut err = CompileError::at(
+        Unsupported::BuiltinFunction {
+            name: name.to_string(),
+        },
+        span,
+    );
+    if in_dml {
+        err = err.with_note(Note::BuiltinPath {
+            name: name.to_string(),
+        });
+    }
+    if let Some(close) = close {
+        err = err.with_note(Note::ClosestKnown {
+            name: close.to_string(),
+        });
+    }
+    err
 }
 
 #[cfg(test)]

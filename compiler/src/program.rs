@@ -15,7 +15,7 @@
 
 use crate::ast::{self, Arg, Expr, ExprKind, Ident, IndexRange, Stmt, StmtKind};
 use crate::builtins;
-use crate::error::{CheckError, CompileError, Internal, Note, Result, Unsupported};
+use crate::error::{CheckError, CompileError, Internal, Result, Unsupported};
 use crate::span::Span;
 use crate::stack::with_stack;
 use std::collections::BTreeMap;
@@ -355,18 +355,11 @@ impl Builder<'_> {
                             call.span,
                         )
                     } else {
-                        let mut err = CompileError::at(
-                            CheckError::UnknownFunction { name: name.clone() },
+                        crate::check::unknown_function(
+                            &name,
                             call.span,
-                        );
-                        if let Some(s) =
-                            builtins::closest(&name, self.udfs.iter().map(|s| s.as_str()))
-                        {
-                            err = err.with_note(Note::DidYouMean {
-                                name: s.to_string(),
-                            });
-                        }
-                        err
+                            self.udfs.iter().map(String::as_str),
+                        )
                     };
                     Err(err)
                 }

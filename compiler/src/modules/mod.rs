@@ -16,7 +16,7 @@
 //! passes the file system); loaded files are placed in the script's address space
 //! ([`SourceFile::load`]), so errors in them point at their own lines.
 
-use crate::ast::{Expr, ExprKind, FunctionDef, IndexRange, Script, Stmt, StmtKind};
+use crate::ast::{Arg, Expr, ExprKind, FunctionDef, IndexRange, Script, Stmt, StmtKind};
 use crate::builtins;
 use crate::error::CompileError;
 use crate::parser;
@@ -111,8 +111,8 @@ pub fn load(
     let mut statements = statements;
     // Resolve module by module; resolving may load built-ins, which are appended and
     // resolved in turn.
-    for_each_call_in_stmts(&mut statements, &mut |name, span| {
-        loader.resolve(main, name, span)
+    for_each_call_in_stmts(&mut statements, &mut |name, args, span| {
+        loader.resolve(main, name, args, span)
     });
     let mut out = vec![];
     let mut next = 0;
@@ -122,11 +122,13 @@ pub fn load(
             def.name = loader.modules[next].qualified(&def.name);
             for p in &mut def.params {
                 if let Some(d) = &mut p.default {
-                    for_each_call_in_expr(d, &mut |name, span| loader.resolve(next, name, span));
+                    for_each_call_in_expr(d, &mut |name, args, span| {
+                        loader.resolve(next, name, args, span)
+                    });
                 }
             }
-            for_each_call_in_stmts(&mut def.body, &mut |name, span| {
-                loader.resolve(next, name, span)
+            for_each_call_in_stmts(&mut def.body, &mut |name, args, span| {
+                loader.resolve(next, name, args, span)
             });
         }
         out.extend(defs);
@@ -175,7 +177,13 @@ impl Module {
         match &self.kind {
             ModuleKind::Main => f.to_string(),
             ModuleKind::Sourced { prefix } => format!("{prefix}::{f}"),
-            ModuleKind::Builtin { name, entry } if f == entry => name.clone(),
+            // Named as the built-in, unless lafuse has a function of that name too (SystemDS's
+            // `sigmoid` is both), which the entry must not shadow.
+            ModuleKind::Builtin { name, entry }
+                if f == entry && builtins::lookup(name).is_none() =>
+            {
+                name.clone()
+            }
             ModuleKind::Builtin { name, .. } => format!("{name}::{f}"),
         }
     }
@@ -312,7 +320,7 @@ impl Loader<'_> {
     /// Rewrites the call `name` made in `module` to the qualified name of the function it
     /// calls, loading a built-in where it names one; leaves names it cannot resolve for the
     /// checker to report.
-    fn resolve(&mut self, module: ModuleId, name: &mut String, span: Span) {
+    fn resolve(&mut self, module: ModuleId, name: &mut String, args: &[Arg], span: Span) {
         if let Some((ns, f)) = name.split_once("::") {
             let Some(&target) = self.modules[module].namespaces.get(ns) else {
                 self.errors.push(CompileError::at(
@@ -342,8 +350,13 @@ impl Loader<'_> {
             *name = self.modules[module].qualified(name);
             return;
         }
-        if builtins::lookup(name).is_some() {
-            return;
+        if let Some(native) = builtins::lookup(name) {
+            // SystemDS has some functions both ways (`sigmoid(X)` native, `sigmoid(X=X)` in
+            // DML): a call lafuse's own cannot take goes to the DML one where there is one.
+            let fits = builtins::bind_args(native, args, span).is_ok();
+            if fits || self.builtin_file(name).is_none() {
+                return;
+            }
         }
         if let Some(id) = self.builtin(name, span) {
             *name = self.modules[id].qualified(&match &self.modules[id].kind {
@@ -353,21 +366,24 @@ impl Loader<'_> {
         }
     }
 
+    /// The file of the DML-bodied built-in `name` in the built-in directory, if there is one.
+    fn builtin_file(&self, name: &str) -> Option<PathBuf> {
+        // Only names that can be files of the directory (no paths).
+        let valid = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        self.options
+            .builtin_path
+            .as_ref()
+            .map(|dir| dir.join(format!("{name}.dml")))
+            .filter(|p| valid && self.files.exists(p))
+    }
+
     /// The module of the DML-bodied built-in `name`, loaded on first use; `None` where there
     /// is no built-in directory or no `name.dml` in it.
     fn builtin(&mut self, name: &str, span: Span) -> Option<ModuleId> {
         if let Some(found) = self.builtins.get(name) {
             return *found;
         }
-        // Only names that can be files of the directory (no paths).
-        let valid = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        let path = self
-            .options
-            .builtin_path
-            .as_ref()
-            .map(|dir| dir.join(format!("{name}.dml")))
-            .filter(|p| valid && self.files.exists(p));
-        let Some(path) = path else {
+        let Some(path) = self.builtin_file(name) else {
             self.builtins.insert(name.to_string(), None);
             return None;
         };
@@ -434,13 +450,13 @@ fn normalize(path: &Path) -> PathBuf {
 
 /// Calls `f` with the name and span of every function call in `stmts`, nested bodies,
 /// conditions, bounds and index expressions included.
-pub fn for_each_call_in_stmts(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut String, Span)) {
+pub fn for_each_call_in_stmts(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut String, &[Arg], Span)) {
     for stmt in stmts {
         with_stack(|| for_each_call_in_stmt(stmt, f));
     }
 }
 
-fn for_each_call_in_stmt(stmt: &mut Stmt, f: &mut dyn FnMut(&mut String, Span)) {
+fn for_each_call_in_stmt(stmt: &mut Stmt, f: &mut dyn FnMut(&mut String, &[Arg], Span)) {
     match &mut stmt.kind {
         StmtKind::Assign { value, .. } => for_each_call_in_expr(value, f),
         StmtKind::IndexAssign {
@@ -482,7 +498,10 @@ fn for_each_call_in_stmt(stmt: &mut Stmt, f: &mut dyn FnMut(&mut String, Span)) 
     }
 }
 
-fn for_each_call_in_range(range: &mut Option<IndexRange>, f: &mut dyn FnMut(&mut String, Span)) {
+fn for_each_call_in_range(
+    range: &mut Option<IndexRange>,
+    f: &mut dyn FnMut(&mut String, &[Arg], Span),
+) {
     if let Some(range) = range {
         for_each_call_in_expr(&mut range.lower, f);
         if let Some(upper) = &mut range.upper {
@@ -492,12 +511,12 @@ fn for_each_call_in_range(range: &mut Option<IndexRange>, f: &mut dyn FnMut(&mut
 }
 
 /// Calls `f` with the name and span of every function call in `expr`.
-pub fn for_each_call_in_expr(expr: &mut Expr, f: &mut dyn FnMut(&mut String, Span)) {
+pub fn for_each_call_in_expr(expr: &mut Expr, f: &mut dyn FnMut(&mut String, &[Arg], Span)) {
     with_stack(|| {
         let span = expr.span;
         match &mut expr.kind {
             ExprKind::Call { name, args } => {
-                f(name, span);
+                f(name, args, span);
                 for a in args {
                     for_each_call_in_expr(&mut a.value, f);
                 }

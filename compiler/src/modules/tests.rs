@@ -36,12 +36,12 @@ fn load_text(source: &SourceFile, files: &Files) -> Result<Script, Vec<CompileEr
 /// Every call in the loaded script's statements and functions, as `caller: callee`.
 fn calls(script: &mut Script) -> Vec<String> {
     let mut out = vec![];
-    for_each_call_in_stmts(&mut script.statements, &mut |name, _| {
+    for_each_call_in_stmts(&mut script.statements, &mut |name, _, _| {
         out.push(format!("main: {name}"))
     });
     for f in &mut script.functions {
         let caller = f.name.clone();
-        for_each_call_in_stmts(&mut f.body, &mut |name, _| {
+        for_each_call_in_stmts(&mut f.body, &mut |name, _, _| {
             out.push(format!("{caller}: {name}"))
         });
     }
@@ -222,4 +222,31 @@ fn one_file_sourced_under_two_spellings_is_loaded_once() {
     );
     let script = load_text(&source, &files).unwrap();
     assert_eq!(names(&script), ["a::f"]);
+}
+
+#[test]
+fn a_call_lafuses_builtin_cannot_take_goes_to_the_dml_builtin() {
+    let files = Files(vec![(
+        "builtin/abs.dml",
+        "m_abs = function(Matrix[Double] X) return (Matrix[Double] Y) { Y = X * 0 }",
+    )]);
+    let source = SourceFile::new(
+        "s.dml",
+        "print(sum(abs(matrix(-1, 2, 2))) + sum(abs(X=matrix(1, 2, 2))))",
+    );
+    let mut script = load_text(&source, &files).unwrap();
+    // The file's entry is not named `abs`, which would shadow lafuse's.
+    assert_eq!(names(&script), ["abs::m_abs"]);
+    assert_eq!(
+        calls(&mut script),
+        [
+            "main: abs",
+            "main: abs::m_abs",
+            "main: matrix",
+            "main: matrix",
+            "main: print",
+            "main: sum",
+            "main: sum"
+        ]
+    );
 }
