@@ -161,7 +161,8 @@ impl Default for EngineConfig {
 }
 
 /// Parses `source` and loads its modules (the files it sources, the built-ins it calls from
-/// `config.builtin_path`) into one script.
+/// `config.builtin_path`, else from `scripts/builtin` under the working directory where there
+/// is one) into one script.
 pub(crate) fn parse_script(
     source: &SourceFile,
     config: &EngineConfig,
@@ -173,7 +174,12 @@ pub(crate) fn parse_script(
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
             .map(Path::to_path_buf),
-        builtin_path: config.builtin_path.clone(),
+        // As SystemDS, which reads `scripts/builtin/f.dml` from the working directory first:
+        // run from a SystemDS checkout, its built-ins load without --builtin-path.
+        builtin_path: config.builtin_path.clone().or_else(|| {
+            let local = Path::new("scripts/builtin");
+            local.is_dir().then(|| local.to_path_buf())
+        }),
     };
     Ok(modules::load(
         script,

@@ -294,7 +294,8 @@ struct ScriptArgsFlag {
     nvargs: Vec<String>,
     /// A directory of DML-bodied built-ins laid out as SystemDS's `scripts/builtin` (`f.dml`
     /// defining `m_f` or `s_f`): a call of a function `f` that neither the script nor lafuse
-    /// defines loads `f.dml` from it, so `l2svm(X=X, Y=y)` runs as in SystemDS.
+    /// defines loads `f.dml` from it, so `l2svm(X=X, Y=y)` runs as in SystemDS. Default:
+    /// `scripts/builtin` under the working directory, if there is one (as SystemDS).
     #[arg(long, value_name = "DIR", env = "LAFUSE_BUILTIN_PATH")]
     builtin_path: Option<PathBuf>,
 }

@@ -177,4 +177,20 @@ fn builtins_load_from_the_builtin_path_flag_or_environment() {
     assert!(!without.status.success());
     let err = String::from_utf8_lossy(&without.stderr);
     assert!(err.contains("unknown function 'scaleTwice'"), "{err}");
+    // Run from a directory with `scripts/builtin` (a SystemDS checkout), the built-ins load
+    // from there, as SystemDS loads them.
+    let checkout = std::env::temp_dir().join(format!("lafuse-cli-checkout-{}", std::process::id()));
+    std::fs::create_dir_all(checkout.join("scripts/builtin")).unwrap();
+    for f in ["scaleTwice.dml", "addOne.dml"] {
+        std::fs::copy(dir.join(f), checkout.join("scripts/builtin").join(f)).unwrap();
+    }
+    let in_checkout = Command::new(env!("CARGO_BIN_EXE_lafuse"))
+        .arg("run")
+        .arg(&script)
+        .env_remove("LAFUSE_BUILTIN_PATH")
+        .current_dir(&checkout)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&checkout).ok();
+    assert_eq!(in_checkout.stdout, by_flag.stdout, "{in_checkout:?}");
 }

@@ -609,7 +609,7 @@ impl Parser<'_> {
             return Err(self.unexpected("'=' or '<-' after '[...]'"));
         }
         self.bump();
-        let name = self.ident("a function call")?;
+        let name = self.callee_or_ident("a function call")?;
         if !self.at(Punct::LParen) {
             return Err(self.unexpected("'(' (a multi-assignment needs a function call)"));
         }
@@ -1308,6 +1308,11 @@ mod tests {
         assert_eq!(script.imports[0].path, "lib/a.dml");
         assert_eq!(script.imports[0].namespace.name, "a");
         assert_eq!(sexpr_script(&script), "(= x (a::f 1))");
+        let script = parse(&SourceFile::new("t.dml", "[y, z] = a::g(1)\na::h(y)")).unwrap();
+        assert_eq!(script.statements.len(), 2);
+        assert!(err("a::x = 1")
+            .to_string()
+            .starts_with("unsupported: namespaced"));
         assert!(err("x = ifdef($a, 1) + 1")
             .to_string()
             .contains("whole right-hand side"));

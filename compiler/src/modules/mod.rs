@@ -263,11 +263,13 @@ impl Loader<'_> {
         }
     }
 
-    /// The path a `source` of `written` reads: as SystemDS, relative to the working directory;
+    /// The path a `source` of `written` reads: as SystemDS, relative to the working directory,
+    /// else under its `scripts/` (`source("nn/layers/relu.dml")` from a SystemDS checkout);
     /// where no file is there, relative to the sourcing file's or the script's directory.
     fn find_source(&self, written: &str, dir: Option<&Path>) -> Option<PathBuf> {
         let path = PathBuf::from(written);
         let candidates = std::iter::once(path.clone())
+            .chain(path.is_relative().then(|| Path::new("scripts").join(&path)))
             .chain(dir.map(|d| d.join(&path)))
             .chain(self.options.script_dir.as_ref().map(|d| d.join(&path)));
         candidates

@@ -250,3 +250,17 @@ fn a_call_lafuses_builtin_cannot_take_goes_to_the_dml_builtin() {
         ]
     );
 }
+
+#[test]
+fn a_source_not_in_the_working_directory_is_looked_up_under_its_scripts() {
+    let files = Files(vec![(
+        "scripts/nn/relu.dml",
+        "forward = function(Double x) return (Double y) { y = max(x, 0) }",
+    )]);
+    let source = SourceFile::new(
+        "s.dml",
+        "source(\"nn/relu.dml\") as relu\nprint(relu::forward(-1))",
+    );
+    let script = load_text(&source, &files).unwrap();
+    assert_eq!(names(&script), ["relu::forward"]);
+}
