@@ -232,7 +232,7 @@ fn unary(f: UnaryOp, x: Interval) -> Interval {
         UnaryOp::Asin | UnaryOp::Acos => Interval::new(-PI, PI, x.nan || x.lo < -1.0 || x.hi > 1.0),
         UnaryOp::Tan => Interval::new(-INF, INF, x.nan || x.unbounded()),
         UnaryOp::Sinh | UnaryOp::Cosh => Interval::new(-INF, INF, x.nan),
-        UnaryOp::Not => Interval::UNIT,
+        UnaryOp::Not | UnaryOp::IsNaN | UnaryOp::IsInf => Interval::UNIT,
     }
 }
 
@@ -249,7 +249,13 @@ fn binary(f: BinaryOp, a: Interval, b: Interval) -> Interval {
         | BinaryOp::Eq
         | BinaryOp::Ne
         | BinaryOp::And
-        | BinaryOp::Or => Interval::UNIT,
+        | BinaryOp::Or
+        | BinaryOp::Xor => Interval::UNIT,
+        // Java `int`s (a shift's NaN aside).
+        BinaryOp::BitwAnd | BinaryOp::BitwOr | BinaryOp::BitwXor | BinaryOp::BitwShiftR => {
+            Interval::new(i32::MIN as f64, i32::MAX as f64, false)
+        }
+        BinaryOp::BitwShiftL => Interval::new(i32::MIN as f64, i32::MAX as f64, true),
         BinaryOp::Min => Interval::new(a.lo.min(b.lo), a.hi.min(b.hi), a.nan || b.nan),
         BinaryOp::Max => Interval::new(a.lo.max(b.lo), a.hi.max(b.hi), a.nan || b.nan),
         // 0 ^ y = 0 for y > 0 (Java's Math.pow); anything else is not modelled.

@@ -16,7 +16,7 @@
 
 use crate::ast::{self, Expr, ExprKind};
 use crate::error::{Bound, CallProblem, Callee, CompileError, Note, Result};
-use crate::hops::UnaryOp;
+use crate::hops::{BinaryOp, UnaryOp};
 use crate::span::Span;
 
 /// One built-in function of the DML subset.
@@ -33,6 +33,11 @@ pub enum Builtin {
     /// An element-wise function of one argument, named as the operator (`abs`, `exp`, `round`,
     /// `sigmoid`, ...): every [`UnaryOp`] but `-x` and `!x`, which are operators of the syntax.
     Unary(UnaryOp),
+    /// An element-wise function of two arguments named as the operator: `xor` and the bit
+    /// operations `bitwAnd`, `bitwOr`, `bitwXor`, `bitwShiftL`, `bitwShiftR`.
+    Binary(BinaryOp),
+    /// `ppred(X, Y, "op")`: the comparison `op` (a string literal) element-wise.
+    Ppred,
     /// `log(x)` (natural) or `log(x, base)`.
     Log,
     /// One argument: aggregate over a matrix; two or more: element-wise / scalar minimum.
@@ -108,6 +113,15 @@ pub const ALL: &[Builtin] = &[
     Builtin::Unary(UnaryOp::Cosh),
     Builtin::Unary(UnaryOp::Tanh),
     Builtin::Unary(UnaryOp::Sigmoid),
+    Builtin::Unary(UnaryOp::IsNaN),
+    Builtin::Unary(UnaryOp::IsInf),
+    Builtin::Binary(BinaryOp::Xor),
+    Builtin::Binary(BinaryOp::BitwAnd),
+    Builtin::Binary(BinaryOp::BitwOr),
+    Builtin::Binary(BinaryOp::BitwXor),
+    Builtin::Binary(BinaryOp::BitwShiftL),
+    Builtin::Binary(BinaryOp::BitwShiftR),
+    Builtin::Ppred,
     Builtin::Min,
     Builtin::Max,
     Builtin::Pmin,
@@ -277,6 +291,8 @@ use ArgKind::{Any, Matrix as Mat, Scalar as Sca, Str};
 const UNARY_ANY: &[ParamSpec] = &[req("x", Any)];
 const UNARY_MAT: &[ParamSpec] = &[req("x", Mat)];
 const UNARY_SCA: &[ParamSpec] = &[req("x", Sca)];
+const BINARY_ANY: &[ParamSpec] = &[req("x", Any), req("y", Any)];
+const PPRED_PARAMS: &[ParamSpec] = &[req("x", Any), req("y", Any), req("op", Str)];
 const VARIADIC_ANY: &[ParamSpec] = &[req("x", Any)];
 const VARIADIC_MAT: &[ParamSpec] = &[req("x", Mat)];
 
@@ -382,6 +398,8 @@ impl Builtin {
             T => "t",
             Solve => "solve",
             Unary(op) => op.name(),
+            Binary(op) => op.name(),
+            Ppred => "ppred",
             Log => "log",
             Min => "min",
             Max => "max",
@@ -442,6 +460,8 @@ impl Builtin {
             Solve => positional(SOLVE_PARAMS, R::Matrix),
             Unary(UnaryOp::Round) => positional(ROUND_PARAMS, R::ElementWise),
             Unary(_) => positional(UNARY_ANY, R::ElementWise),
+            Binary(_) => positional(BINARY_ANY, R::ElementWise),
+            Ppred => positional(PPRED_PARAMS, R::ElementWise),
             Log => fixed(LOG_PARAMS, 1, ArgStyle::PositionalOnly, R::ElementWise),
             Min | Max => variadic(VARIADIC_ANY, 1, R::AggregateOrElementWise),
             Pmin | Pmax => variadic(VARIADIC_ANY, 2, R::ElementWise),
@@ -476,6 +496,12 @@ impl Builtin {
 
 /// The built-in called `name`, if any (names are case-sensitive, as in DML).
 pub fn lookup(name: &str) -> Option<Builtin> {
+    // R's spellings of the predicates, which SystemDS accepts as the same functions.
+    let name = match name {
+        "is.na" | "is.nan" => "isNaN",
+        "is.infinite" => "isInf",
+        other => other,
+    };
     ALL.iter().copied().find(|b| b.name() == name)
 }
 

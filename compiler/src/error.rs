@@ -497,6 +497,14 @@ pub enum CheckError {
     IfdefArgument,
     #[error("the first argument of ifdef must be a script argument ($name)")]
     IfdefNotScriptArg,
+    /// An argument whose value must be known when the call is compiled, and is not one of
+    /// those the function takes (`ppred`'s operator, `cdf`'s distribution).
+    #[error("{builtin}(): argument '{param}' must be {expected}")]
+    ArgumentValue {
+        builtin: &'static str,
+        param: &'static str,
+        expected: &'static str,
+    },
     /// Indexing into the scalar variable `name` (or an unnamed scalar).
     #[error("cannot index into '{name}': it is a scalar")]
     IndexIntoScalar { name: String },

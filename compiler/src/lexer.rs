@@ -379,7 +379,9 @@ impl Lexer<'_> {
     fn word(&mut self) -> TokenKind {
         let start = self.pos;
         for dotted in DOTTED_IDENTS {
-            if self.src[start..].starts_with(dotted) {
+            // A whole word only: `is.na` must not take the start of `is.nan`.
+            let ends_word = !is_ident_continue(self.peek(dotted.len()));
+            if self.src[start..].starts_with(dotted) && ends_word {
                 self.pos += dotted.len();
                 return TokenKind::Ident(dotted.to_string());
             }
@@ -605,6 +607,20 @@ mod tests {
 
     #[test]
     fn strings_comments_and_words() {
+        assert_eq!(
+            kinds("is.nan(x) is.na(x)"),
+            vec![
+                TokenKind::Ident("is.nan".into()),
+                TokenKind::Punct(Punct::LParen),
+                TokenKind::Ident("x".into()),
+                TokenKind::Punct(Punct::RParen),
+                TokenKind::Ident("is.na".into()),
+                TokenKind::Punct(Punct::LParen),
+                TokenKind::Ident("x".into()),
+                TokenKind::Punct(Punct::RParen),
+                TokenKind::Eof,
+            ]
+        );
         assert_eq!(
             kinds("'a\\tb' \"q\\\"\" # comment\n/* block\n */ as.scalar ns::f $x $1 TRUE int"),
             vec![

@@ -83,6 +83,17 @@ pub fn java_pow(x: f64, y: f64) -> f64 {
     }
 }
 
+/// SystemDS's `UtilFunctions.toInt`: `(int) (signum(x) * floor(|x| + 2^-53))`, Java's cast
+/// saturating at the `int` range and taking NaN to 0 (as Rust's `as` does).
+#[inline(always)]
+pub fn java_to_int(x: f64) -> i32 {
+    const DOUBLE_EPS: f64 = 1.0 / 9_007_199_254_740_992.0; // 2^-53
+    if x == 0.0 || x.is_nan() {
+        return 0;
+    }
+    (x.signum() * (x.abs() + DOUBLE_EPS).floor()) as i32
+}
+
 /// Java `Math.min` (NaN propagates; -0.0 < 0.0).
 #[inline(always)]
 pub fn java_min(a: f64, b: f64) -> f64 {
@@ -179,6 +190,10 @@ named_ops! {
         Tanh = "tanh",
         /// `1 / (1 + exp(-x))`.
         Sigmoid = "sigmoid",
+        /// `isNaN(x)` (DML also spells it `is.na` and `is.nan`): 1 where `x` is NaN, else 0.
+        IsNaN = "isNaN" | "is.na" | "is.nan",
+        /// `isInf(x)` (also `is.infinite`): 1 where `x` is +-Infinity, else 0.
+        IsInf = "isInf" | "is.infinite",
     }
 }
 
@@ -215,6 +230,8 @@ impl UnaryOp {
             UnaryOp::Cosh => x.cosh(),
             UnaryOp::Tanh => x.tanh(),
             UnaryOp::Sigmoid => math::sigmoid(x),
+            UnaryOp::IsNaN => b2f(x.is_nan()),
+            UnaryOp::IsInf => b2f(x.is_infinite()),
         }
     }
 
@@ -255,6 +272,19 @@ named_ops! {
         Max = "max" | "pmax",
         /// `log(x, base)`: inputs `[x, base]`.
         Log = "log",
+        /// `xor(a, b)`: `(a != 0) != (b != 0)`.
+        Xor = "xor",
+        /// `bitwAnd(a, b)` on the operands as Java `int`s (see [`java_to_int`]).
+        BitwAnd = "bitwAnd",
+        /// `bitwOr(a, b)`, as `bitwAnd`.
+        BitwOr = "bitwOr",
+        /// `bitwXor(a, b)`, as `bitwAnd`.
+        BitwXor = "bitwXor",
+        /// `bitwShiftL(a, n)`: Java's `int` shift (the count taken modulo 32); a result of
+        /// `Integer.MIN_VALUE` is NaN (SystemDS's overflow marker, R returns NA there).
+        BitwShiftL = "bitwShiftL",
+        /// `bitwShiftR(a, n)`: Java's arithmetic `int` shift `>>`.
+        BitwShiftR = "bitwShiftR",
     }
 }
 
@@ -283,6 +313,20 @@ impl BinaryOp {
             BinaryOp::Min => java_min(a, b),
             BinaryOp::Max => java_max(a, b),
             BinaryOp::Log => math::ln(a) / math::ln(b),
+            BinaryOp::Xor => b2f((a != 0.0) != (b != 0.0)),
+            BinaryOp::BitwAnd => (java_to_int(a) & java_to_int(b)) as f64,
+            BinaryOp::BitwOr => (java_to_int(a) | java_to_int(b)) as f64,
+            BinaryOp::BitwXor => (java_to_int(a) ^ java_to_int(b)) as f64,
+            BinaryOp::BitwShiftL => {
+                // Java masks an int shift count to its low five bits, as `wrapping_shl` does.
+                let r = java_to_int(a).wrapping_shl(java_to_int(b) as u32);
+                if r == i32::MIN {
+                    f64::NAN
+                } else {
+                    r as f64
+                }
+            }
+            BinaryOp::BitwShiftR => java_to_int(a).wrapping_shr(java_to_int(b) as u32) as f64,
         }
     }
 
@@ -290,6 +334,30 @@ impl BinaryOp {
     pub fn is_comparison(self) -> bool {
         use BinaryOp::*;
         matches!(self, Lt | Le | Gt | Ge | Eq | Ne)
+    }
+
+    /// A bit operation on two integer scalars, as SystemDS's `execute(long, long)`: the
+    /// operands cast to `int` by dropping high bits (Java's `(int)` of a `long`), except
+    /// `bitwShiftR`, a `long` shift. `None` for the other operators.
+    pub fn apply_long(self, a: i64, b: i64) -> Option<f64> {
+        let (x, y) = (a as i32, b as i32);
+        Some(match self {
+            BinaryOp::BitwAnd => (x & y) as f64,
+            BinaryOp::BitwOr => (x | y) as f64,
+            BinaryOp::BitwXor => (x ^ y) as f64,
+            BinaryOp::BitwShiftL => match x.wrapping_shl(y as u32) {
+                i32::MIN => f64::NAN,
+                r => r as f64,
+            },
+            BinaryOp::BitwShiftR => a.wrapping_shr(b as u32) as f64,
+            _ => return None,
+        })
+    }
+
+    /// The bit operations (`bitwAnd`, ..., `bitwShiftR`), whose operands are Java `int`s.
+    pub fn is_bitwise(self) -> bool {
+        use BinaryOp::*;
+        matches!(self, BitwAnd | BitwOr | BitwXor | BitwShiftL | BitwShiftR)
     }
 
     /// `&` and `|`.
@@ -300,7 +368,10 @@ impl BinaryOp {
     /// `a op b == b op a` for all values (used by CSE to canonicalise operand order).
     pub fn is_commutative(self) -> bool {
         use BinaryOp::*;
-        matches!(self, Add | Mul | Eq | Ne | And | Or | Min | Max)
+        matches!(
+            self,
+            Add | Mul | Eq | Ne | And | Or | Min | Max | Xor | BitwAnd | BitwOr | BitwXor
+        )
     }
 
     /// `op(0, 0) == 0`: with both operands sparse, only cells where at least one is non-zero
@@ -315,7 +386,8 @@ impl BinaryOp {
     pub fn is_sparse_safe_left(self, right_all_finite: bool) -> bool {
         match self {
             BinaryOp::Mul => right_all_finite,
-            BinaryOp::And => true,
+            // `0 & y` is 0 for every y, NaN included (Java's `(int) NaN` is 0).
+            BinaryOp::And | BinaryOp::BitwAnd => true,
             _ => false,
         }
     }
@@ -466,10 +538,44 @@ mod tests {
         // the kernels' iteration both rely on it).
         assert_eq!(
             safe,
-            [Neg, Abs, Sqrt, Round, Floor, Ceil, Sign, Sin, Tan, Asin, Atan, Sinh, Tanh]
+            [
+                Neg, Abs, Sqrt, Round, Floor, Ceil, Sign, Sin, Tan, Asin, Atan, Sinh, Tanh, IsNaN,
+                IsInf
+            ]
                 .iter()
                 .collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn predicates_and_bit_operations_as_systemds() {
+        use BinaryOp::*;
+        // Values printed by SystemDS 3.4 for the same calls.
+        assert_eq!(UnaryOp::IsNaN.apply(f64::NAN), 1.0);
+        assert_eq!(UnaryOp::IsNaN.apply(f64::INFINITY), 0.0);
+        assert_eq!(UnaryOp::IsInf.apply(f64::NEG_INFINITY), 1.0);
+        assert_eq!(UnaryOp::IsInf.apply(f64::NAN), 0.0);
+        assert_eq!(UnaryOp::from_name("is.na"), Some(UnaryOp::IsNaN));
+        assert_eq!(UnaryOp::from_name("is.infinite"), Some(UnaryOp::IsInf));
+        assert_eq!(Xor.apply(2.5, 0.0), 1.0);
+        assert_eq!(Xor.apply(1.0, 1.0), 0.0);
+        assert_eq!(Xor.apply(f64::NAN, 0.0), 1.0);
+        assert_eq!(BitwAnd.apply(12.0, 10.0), 8.0);
+        assert_eq!(BitwOr.apply(12.0, 10.0), 14.0);
+        assert_eq!(BitwXor.apply(12.0, 10.0), 6.0);
+        assert_eq!(BitwAnd.apply(-1.5, 7.0), 7.0);
+        assert_eq!(BitwAnd.apply(f64::NAN, 255.0), 0.0);
+        assert_eq!(BitwAnd.apply(1e12, 255.0), 255.0);
+        assert_eq!(BitwShiftL.apply(3.0, 2.0), 12.0);
+        assert!(BitwShiftL.apply(1.0, 31.0).is_nan());
+        assert_eq!(BitwShiftL.apply(1.0, 33.0), 2.0);
+        assert_eq!(BitwShiftR.apply(-8.0, 1.0), -4.0);
+        assert_eq!(BitwShiftR.apply(12.0, 2.0), 3.0);
+        assert_eq!(java_to_int(-0.0), 0);
+        assert_eq!(java_to_int(2.9999999999999996), 2);
+        assert_eq!(java_to_int(-1e300), i32::MIN);
+        assert!(BitwAnd.is_sparse_safe_left(false) && BitwShiftL.is_sparse_safe_both());
+        assert!(!Xor.is_sparse_safe_left(true) && Xor.is_sparse_safe_both());
     }
 
     #[test]

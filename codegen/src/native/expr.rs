@@ -64,6 +64,11 @@ helpers! {
     lafuse_tanh(x) => x.tanh();
     lafuse_pow(x, y) => java_pow(x, y);
     lafuse_fmod(x, y) => x % y;
+    lafuse_bitw_and(x, y) => BinaryOp::BitwAnd.apply(x, y);
+    lafuse_bitw_or(x, y) => BinaryOp::BitwOr.apply(x, y);
+    lafuse_bitw_xor(x, y) => BinaryOp::BitwXor.apply(x, y);
+    lafuse_bitw_shift_l(x, y) => BinaryOp::BitwShiftL.apply(x, y);
+    lafuse_bitw_shift_r(x, y) => BinaryOp::BitwShiftR.apply(x, y);
 }
 
 /// One function being built: builder, entry block for stack slots, and typed helpers.
@@ -363,6 +368,13 @@ impl<'m, 'c> Fx<'m, 'c> {
         b: VectorValue<'c>,
     ) -> Result<VectorValue<'c>, CodegenError> {
         self.b.build_or(a, b, "or").map_err(ierr)
+    }
+    pub(crate) fn xor(
+        &self,
+        a: VectorValue<'c>,
+        b: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        self.b.build_xor(a, b, "xor").map_err(ierr)
     }
 
     /// 1.0 where `c` holds, else 0.0.
@@ -935,6 +947,15 @@ pub(crate) fn unary<'c>(
             let d = fx.fadd(fx.splat_const(1.0, w), e)?;
             fx.fdiv(fx.splat_const(1.0, w), d)?
         }
+        UnaryOp::IsNaN => {
+            let nan = fx.fcmp(FloatPredicate::UNO, x, x)?;
+            fx.b2f(nan)?
+        }
+        UnaryOp::IsInf => {
+            let a = fx.intrinsic("llvm.fabs", x)?;
+            let inf = fx.fcmp(FloatPredicate::OEQ, a, fx.splat_const(f64::INFINITY, w))?;
+            fx.b2f(inf)?
+        }
     })
 }
 
@@ -973,6 +994,12 @@ pub(crate) fn binary<'c>(
             let lb = math::ln(fx, b)?;
             fx.fdiv(la, lb)?
         }
+        BinaryOp::Xor => fx.b2f(fx.xor(nz(a)?, nz(b)?)?)?,
+        BinaryOp::BitwAnd => fx.helper("lafuse_bitw_and", &[a, b])?,
+        BinaryOp::BitwOr => fx.helper("lafuse_bitw_or", &[a, b])?,
+        BinaryOp::BitwXor => fx.helper("lafuse_bitw_xor", &[a, b])?,
+        BinaryOp::BitwShiftL => fx.helper("lafuse_bitw_shift_l", &[a, b])?,
+        BinaryOp::BitwShiftR => fx.helper("lafuse_bitw_shift_r", &[a, b])?,
     })
 }
 

@@ -531,6 +531,11 @@ impl<'a> Ctx<'a> {
             let x = self.param(&bound, "x", span)?;
             return self.add(OpKind::Unary(op), &[x], span);
         }
+        if let Builtin::Binary(op) = b {
+            let x = self.param(&bound, "x", span)?;
+            let y = self.param(&bound, "y", span)?;
+            return self.add(OpKind::Binary(op), &[x, y], span);
+        }
         match b {
             Builtin::Matrix => {
                 let data = self.param(&bound, "data", span)?;
@@ -655,6 +660,25 @@ impl<'a> Ctx<'a> {
                     self.param(&bound, "replacement", span)?,
                 ];
                 self.add(OpKind::Ternary(TernaryOp::Replace), &ins, span)
+            }
+            Builtin::Ppred => {
+                let x = self.param(&bound, "x", span)?;
+                let y = self.param(&bound, "y", span)?;
+                let op = match bound.arg("op").map(|e| &e.kind) {
+                    Some(ExprKind::Str(s)) => BinaryOp::from_name(s).filter(|o| o.is_comparison()),
+                    _ => None,
+                };
+                let Some(op) = op else {
+                    return Err(CompileError::at(
+                        CheckError::ArgumentValue {
+                            builtin: "ppred",
+                            param: "op",
+                            expected: "a string literal: \">\", \">=\", \"<\", \"<=\", \"==\" or \"!=\"",
+                        },
+                        span,
+                    ));
+                };
+                self.add(OpKind::Binary(op), &[x, y], span)
             }
             Builtin::Nrow => self.unary_param(&bound, OpKind::Meta(MetaOp::Nrow), span),
             Builtin::Ncol => self.unary_param(&bound, OpKind::Meta(MetaOp::Ncol), span),

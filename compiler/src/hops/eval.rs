@@ -54,6 +54,15 @@ pub fn fold_binary(op: BinaryOp, a: &Literal, b: &Literal) -> Option<Literal> {
                 BinaryOp::IntDiv => x.wrapping_div(y),
                 BinaryOp::Min => x.min(y),
                 BinaryOp::Max => x.max(y),
+                // A NaN (an overflowing `bitwShiftL`) becomes 0, as the runtime's int cast.
+                op if op.is_bitwise() => {
+                    let r = op.apply_long(x, y)?;
+                    if r.is_nan() {
+                        0
+                    } else {
+                        r as i64
+                    }
+                }
                 _ => return None,
             }))
         }

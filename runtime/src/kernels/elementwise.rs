@@ -52,6 +52,12 @@ macro_rules! with_binary_fn {
             B::Min => bind!(|a: f64, b: f64| B::Min.apply(a, b)),
             B::Max => bind!(|a: f64, b: f64| B::Max.apply(a, b)),
             B::Log => bind!(|a: f64, b: f64| B::Log.apply(a, b)),
+            B::Xor => bind!(|a: f64, b: f64| B::Xor.apply(a, b)),
+            B::BitwAnd => bind!(|a: f64, b: f64| B::BitwAnd.apply(a, b)),
+            B::BitwOr => bind!(|a: f64, b: f64| B::BitwOr.apply(a, b)),
+            B::BitwXor => bind!(|a: f64, b: f64| B::BitwXor.apply(a, b)),
+            B::BitwShiftL => bind!(|a: f64, b: f64| B::BitwShiftL.apply(a, b)),
+            B::BitwShiftR => bind!(|a: f64, b: f64| B::BitwShiftR.apply(a, b)),
         }
     }};
 }
@@ -89,6 +95,8 @@ macro_rules! with_unary_fn {
             U::Sigmoid => bind!(|x: f64| U::Sigmoid.apply(x)),
             U::Not => bind!(|x: f64| U::Not.apply(x)),
             U::Neg => bind!(|x: f64| -x),
+            U::IsNaN => bind!(|x: f64| U::IsNaN.apply(x)),
+            U::IsInf => bind!(|x: f64| U::IsInf.apply(x)),
         }
     }};
 }
