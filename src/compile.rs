@@ -1066,6 +1066,10 @@ impl Lowering<'_> {
                 self.emit(Op::Stop, inputs, None, id, &hop.inputs);
                 return Ok(());
             }
+            OpKind::Assert => {
+                self.emit(Op::Assert, inputs, None, id, &hop.inputs);
+                return Ok(());
+            }
             OpKind::ToString => Op::ToString,
             OpKind::Lineage => Op::Lineage,
         };

@@ -856,8 +856,8 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         })
     }
 
-    /// Calls a user-defined function: binds arguments (evaluated in the caller's scope;
-    /// defaults in the callee's), runs the body in a fresh scope, and assigns the results.
+    /// Calls a user-defined function: binds arguments (evaluated in the caller's scope,
+    /// defaults included), runs the body in a fresh scope, and assigns the results.
     fn exec_call(&mut self, call: &'p CallBlock, vars: &mut SymbolTable) -> Result<(), Error> {
         let program = self.program;
         let function = program.functions.get(&call.function).ok_or_else(|| {
@@ -873,11 +873,18 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let mut callee = SymbolTable::new();
         // The callee's lineage map, when tracing: parameters bound to the arguments' items.
         let mut callee_items = LineageMap::new();
-        let mut deferred = Vec::new();
         for (param, formal) in bound.params.iter().zip(&def.params) {
             match param.value {
-                BoundValue::Arg(expr) => {
-                    let v = self.eval(expr, vars, "function argument")?;
+                // A default is evaluated where the call is, in the caller's scope, as SystemDS
+                // compiles it into the call's arguments (`DMLTranslator.appendDefaultArguments`):
+                // `b = a * 2` reads the caller's `a`, not the parameter.
+                BoundValue::Arg(expr) | BoundValue::DefaultExpr(expr) => {
+                    let what = if matches!(param.value, BoundValue::Arg(_)) {
+                        "function argument"
+                    } else {
+                        "default argument"
+                    };
+                    let v = self.eval(expr, vars, what)?;
                     let item = self.evaluated.take();
                     let kind = std::mem::discriminant(&v);
                     let v = conform(v, formal.ty, &formal.name, &call.function).map_err(|e| {
@@ -891,7 +898,6 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                     }
                     callee.insert(formal.name.clone(), v);
                 }
-                BoundValue::DefaultExpr(expr) => deferred.push((formal, expr)),
                 BoundValue::Default(_) | BoundValue::Absent => {
                     return Err(Error::Runtime {
                         error: RuntimeError::Call {
@@ -911,14 +917,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 let args: Vec<Option<Lineage>> = def
                     .params
                     .iter()
-                    .map(|p| match callee_items.get(&p.name) {
-                        Some(item) => Some(item.clone()),
-                        // A default is a function of the other arguments: marked, not traced.
-                        None => deferred
-                            .iter()
-                            .any(|(f, _)| f.name == p.name)
-                            .then(|| Lineage::literal("default")),
-                    })
+                    .map(|p| callee_items.get(&p.name).cloned())
                     .collect();
                 reuse.call_keys(program, &call.function, &def.results, &args)
             }
@@ -943,7 +942,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         if let Some(frames) = self.lineage.as_mut() {
             frames.push(callee_items);
         }
-        let result = self.call_body(call, function, deferred, &mut callee);
+        let result = self.call_body(call, function, &mut callee);
         let callee_items = self.lineage.as_mut().and_then(|frames| frames.pop());
         result?;
         if let (Some(keys), Some(missed), Some(reuse)) = (keys, reservations, self.reuse.as_mut()) {
@@ -960,29 +959,13 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         self.bind_results(call, def, callee, callee_items, vars)
     }
 
-    /// The callee's side of a call: its default arguments (evaluated in its scope) and body.
+    /// The callee's side of a call: its body, in its own scope.
     fn call_body(
         &mut self,
         call: &'p CallBlock,
         function: &'p lafuse_compiler::program::Function,
-        deferred: Vec<(&'p ast::Param, &'p ast::Expr)>,
         callee: &mut SymbolTable,
     ) -> Result<(), Error> {
-        for (formal, expr) in deferred {
-            let v = self.eval(expr, callee, "default argument")?;
-            let item = self.evaluated.take();
-            let kind = std::mem::discriminant(&v);
-            let v = conform(v, formal.ty, &formal.name, &call.function).map_err(|e| {
-                Error::Runtime {
-                    error: e,
-                    span: Some(expr.span),
-                }
-            })?;
-            if let (Some(item), Some(map)) = (conformed_item(item, kind, &v), self.frame()) {
-                map.insert(formal.name.clone(), item);
-            }
-            callee.insert(formal.name.clone(), v);
-        }
         if self.depth >= MAX_CALL_DEPTH {
             return Err(Error::Runtime {
                 error: RuntimeError::Call {

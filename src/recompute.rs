@@ -192,7 +192,8 @@ impl<'n> Rebuild<'n> {
             | OpKind::TransientWrite { .. }
             | OpKind::PersistentWrite { .. }
             | OpKind::Print
-            | OpKind::Stop => return Err(self.defect(item, ItemDefect::NotAValue)),
+            | OpKind::Stop
+            | OpKind::Assert => return Err(self.defect(item, ItemDefect::NotAValue)),
             _ => {}
         }
         let ids = inputs

@@ -503,8 +503,10 @@ fn blocks_deterministic(
 
 /// Built-ins that draw random numbers, read the clock or files, or have side effects.
 fn nondeterministic(name: &str) -> bool {
-    matches!(
-        name,
-        "rand" | "Rand" | "sample" | "time" | "read" | "print" | "write" | "stop" | "lineage"
-    )
+    // SystemDS's parser takes `rand` in any case (`RAND`).
+    name.eq_ignore_ascii_case("rand")
+        || matches!(
+            name,
+            "sample" | "time" | "read" | "print" | "write" | "stop" | "assert" | "lineage"
+        )
 }

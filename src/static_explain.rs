@@ -166,8 +166,10 @@ impl<'p> Walker<'p> {
         let mut callee = BlockInputs::new();
         for (param, formal) in bound.params.iter().zip(&def.params) {
             let meta = match param.value {
-                BoundValue::Arg(expr) => self.value_meta(expr, vars)?,
-                BoundValue::DefaultExpr(expr) => self.value_meta(expr, &callee.clone())?,
+                // Defaults are evaluated in the caller's scope, as arguments are.
+                BoundValue::Arg(expr) | BoundValue::DefaultExpr(expr) => {
+                    self.value_meta(expr, vars)?
+                }
                 BoundValue::Default(_) | BoundValue::Absent => None,
             };
             callee.insert(

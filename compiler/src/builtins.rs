@@ -64,6 +64,8 @@ pub enum Builtin {
     Cumsum,
     Ifelse,
     Replace,
+    /// `contains(target=X, pattern=v)`: whether a cell of X equals v (NaN matches NaN).
+    Contains,
     Nrow,
     Ncol,
     Length,
@@ -78,6 +80,8 @@ pub enum Builtin {
     /// `print(x)`, or `print(format, args...)` with `%d`/`%s`/`%f`-style placeholders.
     Print,
     Stop,
+    /// `assert(cond)`: stops the script with "assertion failed" where `cond` is false.
+    Assert,
     Time,
     /// `lineage(X)`: the lineage log of X (a string), with lineage tracing on.
     Lineage,
@@ -144,6 +148,7 @@ pub const ALL: &[Builtin] = &[
     Builtin::Cumsum,
     Builtin::Ifelse,
     Builtin::Replace,
+    Builtin::Contains,
     Builtin::Nrow,
     Builtin::Ncol,
     Builtin::Length,
@@ -157,6 +162,7 @@ pub const ALL: &[Builtin] = &[
     Builtin::Write,
     Builtin::Print,
     Builtin::Stop,
+    Builtin::Assert,
     Builtin::Time,
     Builtin::Lineage,
     Builtin::Ifdef,
@@ -353,6 +359,8 @@ const WRITE_PARAMS: &[ParamSpec] = &[
 // SystemDS prints matrices too (as toString would).
 const PRINT_PARAMS: &[ParamSpec] = &[req("x", Any)];
 const STOP_PARAMS: &[ParamSpec] = &[req("msg", Sca)];
+const ASSERT_PARAMS: &[ParamSpec] = &[req("cond", Sca)];
+const CONTAINS_PARAMS: &[ParamSpec] = &[req("target", Mat), req("pattern", Sca)];
 const IFDEF_PARAMS: &[ParamSpec] = &[req("name", Any), req("default", Any)];
 
 const fn fixed(
@@ -423,6 +431,7 @@ impl Builtin {
             Cumsum => "cumsum",
             Ifelse => "ifelse",
             Replace => "replace",
+            Contains => "contains",
             Nrow => "nrow",
             Ncol => "ncol",
             Length => "length",
@@ -436,6 +445,7 @@ impl Builtin {
             Write => "write",
             Print => "print",
             Stop => "stop",
+            Assert => "assert",
             Time => "time",
             Lineage => "lineage",
             Ifdef => "ifdef",
@@ -470,6 +480,7 @@ impl Builtin {
             | RowVars | ColVars => positional(UNARY_MAT, R::Matrix),
             Ifelse => positional(IFELSE_PARAMS, R::ElementWise),
             Replace => fixed(REPLACE_PARAMS, 3, ArgStyle::NamedOnly, R::Matrix),
+            Contains => fixed(CONTAINS_PARAMS, 2, ArgStyle::NamedOnly, R::Bool),
             Nrow | Ncol | Length => positional(UNARY_MAT, R::Int),
             AsScalar => positional(UNARY_MAT, R::Double),
             AsMatrix => positional(UNARY_ANY, R::Matrix),
@@ -481,6 +492,7 @@ impl Builtin {
             Write => fixed(WRITE_PARAMS, 2, ArgStyle::Mixed, R::Nothing),
             Print => variadic(PRINT_PARAMS, 1, R::Nothing),
             Stop => positional(STOP_PARAMS, R::Nothing),
+            Assert => positional(ASSERT_PARAMS, R::Nothing),
             Time => positional(&[], R::Int),
             Lineage => positional(UNARY_ANY, R::Str),
             Ifdef => positional(IFDEF_PARAMS, R::Unknown),
@@ -494,13 +506,36 @@ impl Builtin {
     }
 }
 
-/// The built-in called `name`, if any (names are case-sensitive, as in DML).
+/// SystemDS's other names of built-ins (the alias column of its `Builtins` enum), each with
+/// the name the catalog knows the function by. An alias of a function the catalog lacks finds
+/// nothing until the function is added.
+const ALIASES: &[(&str, &str)] = &[
+    ("append", "cbind"),
+    ("as.boolean", "as.logical"),
+    ("avg", "mean"),
+    ("castAsScalar", "as.scalar"),
+    ("ceiling", "ceil"),
+    ("centralMoment", "moment"),
+    ("ctable", "table"),
+    ("FDR", "fdr"),
+    ("groupedAggregate", "aggregate"),
+    ("inverse", "inv"),
+    // R's spellings of the predicates, the same functions in SystemDS.
+    ("is.infinite", "isInf"),
+    ("is.na", "isNaN"),
+    ("is.nan", "isNaN"),
+    ("isNA", "isNaN"),
+    ("tr", "trace"),
+];
+
+/// The built-in called `name`, if any. Names are case-sensitive, as in DML, but for SystemDS's
+/// aliases ([`ALIASES`]) and `rand`, which its parser matches in any case (`Rand`, `RAND`:
+/// `DataExpression.getDataExpression`).
 pub fn lookup(name: &str) -> Option<Builtin> {
-    // R's spellings of the predicates, which SystemDS accepts as the same functions.
-    let name = match name {
-        "is.na" | "is.nan" => "isNaN",
-        "is.infinite" => "isInf",
-        other => other,
+    let name = match ALIASES.iter().find(|(alias, _)| *alias == name) {
+        Some((_, canonical)) => canonical,
+        None if name.eq_ignore_ascii_case("rand") => "rand",
+        None => name,
     };
     ALL.iter().copied().find(|b| b.name() == name)
 }

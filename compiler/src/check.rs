@@ -149,18 +149,50 @@ impl Checker<'_> {
         self.errors.push(err);
     }
 
+    /// The first user-defined function `expr` calls, with the call's span.
+    fn udf_call_in(&self, expr: &Expr) -> Option<(String, Span)> {
+        with_stack(|| {
+            let children: Vec<&Expr> = match &expr.kind {
+                ExprKind::Call { name, args } => {
+                    if builtins::lookup(name).is_none() && self.program.functions.contains_key(name)
+                    {
+                        return Some((name.clone(), expr.span));
+                    }
+                    args.iter().map(|a| &a.value).collect()
+                }
+                ExprKind::Unary { operand, .. } => vec![operand],
+                ExprKind::Binary { lhs, rhs, .. } => vec![lhs, rhs],
+                ExprKind::Index { target, rows, cols } => {
+                    let mut v: Vec<&Expr> = vec![target];
+                    for r in [rows, cols].into_iter().flatten() {
+                        v.push(&r.lower);
+                        v.extend(r.upper.as_deref());
+                    }
+                    v
+                }
+                _ => vec![],
+            };
+            children.into_iter().find_map(|c| self.udf_call_in(c))
+        })
+    }
+
     fn function(&mut self, function: &Function) {
         let def = &function.def;
         let mut env = Env::default();
         for param in &def.params {
+            // A default is an expression evaluated in the caller's scope at each call that
+            // leaves the parameter out (SystemDS compiles it into the call's arguments), so it
+            // is checked there (`call_block`); here only that it calls no user-defined
+            // function, which SystemDS does not allow in arguments either.
             if let Some(default) = &param.default {
-                if !is_constant(default) {
+                if let Some((callee, span)) = self.udf_call_in(default) {
                     self.error(CompileError::at(
-                        CheckError::DefaultNotConstant {
+                        CheckError::DefaultCallsFunction {
                             param: param.name.clone(),
                             function: def.name.clone(),
+                            callee,
                         },
-                        default.span,
+                        span,
                     ));
                 }
             }
@@ -357,15 +389,25 @@ impl Checker<'_> {
         match builtins::bind_udf_args(def, &call.args, call.span) {
             Ok(bound) => {
                 for (param, bp) in def.params.iter().zip(&bound.params) {
-                    let builtins::BoundValue::Arg(arg) = bp.value else {
-                        continue;
-                    };
-                    let Some(idx) = call.args.iter().position(|a| std::ptr::eq(&a.value, arg))
-                    else {
-                        continue;
+                    let (arg, given) = match bp.value {
+                        builtins::BoundValue::Arg(arg) => {
+                            let Some(idx) =
+                                call.args.iter().position(|a| std::ptr::eq(&a.value, arg))
+                            else {
+                                continue;
+                            };
+                            (arg, arg_tys[idx])
+                        }
+                        // A default left to this call is evaluated here, in the caller's
+                        // scope (a default calling a function is reported at the definition).
+                        builtins::BoundValue::DefaultExpr(default)
+                            if self.udf_call_in(default).is_none() =>
+                        {
+                            (default, self.value_expr(default, env))
+                        }
+                        _ => continue,
                     };
                     let declared = Ty::of_decl(param.ty);
-                    let given = arg_tys[idx];
                     let mismatch = (declared == Ty::Matrix && given.is_scalar())
                         || (declared.is_scalar() && given == Ty::Matrix);
                     if mismatch {
@@ -708,21 +750,6 @@ fn result_ty(builtin: Builtin, tys: &[Ty], args: &[Arg]) -> Ty {
     }
 }
 
-/// Whether a parameter default is a constant (a literal, possibly negated), the only defaults
-/// SystemDS honours.
-fn is_constant(expr: &Expr) -> bool {
-    match &expr.kind {
-        ExprKind::Double(_) | ExprKind::Int(_) | ExprKind::Bool(_) | ExprKind::Str(_) => true,
-        ExprKind::Unary {
-            op: UnaryOp::Neg | UnaryOp::Plus,
-            operand,
-        } => {
-            matches!(operand.kind, ExprKind::Double(_) | ExprKind::Int(_))
-        }
-        _ => false,
-    }
-}
-
 /// Marks every variable that `blocks` may assign (and that is already defined) as of unknown
 /// type: a loop body's assignments reach the next iteration and the loop's condition.
 fn forget_assigned(blocks: &[Block], env: &mut Env) {
@@ -914,9 +941,28 @@ mod tests {
         let errs =
             check("g = function(double a) return (double b, double c) { b = a }\n[x, y] = g(1)");
         assert!(errs[0].contains("never assigns its result 'c'"), "{errs:?}");
-        let errs =
-            check("g = function(double a = 1, double b = a) return (double c) { c = a + b }");
-        assert!(errs[0].contains("must be a constant"), "{errs:?}");
+        // Defaults are checked in the caller's scope, where the call leaves them out.
+        let g = "g = function(double a = 1, double b = a) return (double c) { c = a + b }\n";
+        assert!(check(g).is_empty());
+        assert!(check(&format!("{g}a = 3\nx = g(a=1)")).is_empty());
+        assert!(check(&format!("{g}x = g(1, 2)")).is_empty());
+        let errs = check(&format!("{g}x = g(a=1)"));
+        assert!(errs[0].contains("undefined variable 'a'"), "{errs:?}");
+        let h = "h = function(matrix[double] X, matrix[double] P = matrix(0, 0, 0)) return (double c) { c = sum(X) + sum(P) }\n";
+        assert!(check(&format!("{h}x = h(X=matrix(1, 2, 2))")).is_empty());
+        let k = "k = function(double a, double b = 3) return (double c) { c = a + b }\n";
+        let errs = check(&format!("{h}{k}x = h(X=matrix(1, 2, 2))\nm = function(double a = k(1)) return (double c) {{ c = a }}"));
+        assert!(
+            errs[0].contains("calls the user-defined function k"),
+            "{errs:?}"
+        );
+        let errs = check(
+            "f = function(double a, matrix[double] P = 3) return (double c) { c = a }\nx = f(a=1)",
+        );
+        assert!(
+            errs[0].starts_with("parameter 'P' of function f expects a matrix"),
+            "{errs:?}"
+        );
     }
 
     #[test]

@@ -408,8 +408,14 @@ impl fmt::Display for Operand {
 /// Names, functions and value kinds that do not fit together ([`CompileCause::Check`]).
 #[derive(Clone, Debug, Error, PartialEq)]
 pub enum CheckError {
-    #[error("the default value of parameter '{param}' of function {function} must be a constant")]
-    DefaultNotConstant { param: String, function: String },
+    #[error(
+        "the default value of parameter '{param}' of function {function} calls the user-defined function {callee}; a default may call built-in functions only"
+    )]
+    DefaultCallsFunction {
+        param: String,
+        function: String,
+        callee: String,
+    },
     #[error(
         "function {function} never assigns its result '{result}'; every result must be assigned in the function body"
     )]

@@ -40,6 +40,9 @@ use crate::lexer::{tokenize, Keyword, Punct, Token, TokenKind};
 use crate::span::{SourceFile, Span};
 use crate::stack::with_stack;
 
+/// The name of SystemDS's built-in constant pi.
+const PI: &str = "pi";
+
 /// Deepest nesting of expressions and statements the parser accepts. Later passes recurse over
 /// the tree, so the bound keeps every pass within a small, fixed stack.
 pub const MAX_DEPTH: usize = 10_000;
@@ -504,6 +507,12 @@ impl Parser<'_> {
 
     fn ident_stmt(&mut self) -> PResult<StmtKind> {
         let target = self.callee_or_ident("an identifier")?;
+        if target.name == PI && !self.at(Punct::LParen) {
+            return Err(CompileError::at(
+                SyntaxError::AssignConstant { name: PI },
+                target.span,
+            ));
+        }
         match self.peek().kind {
             TokenKind::Punct(Punct::LParen) => {
                 let call = self.call_rest(target)?;
@@ -923,8 +932,16 @@ impl Parser<'_> {
                         span,
                     });
                 }
+                // SystemDS's built-in constant `pi` (`BuiltinConstant`, like `Inf` and `NaN`,
+                // which the lexer reads as numbers) replaces the name wherever it is read as a
+                // variable; a parameter or argument may still be named `pi`.
+                let kind = if ident.name == PI {
+                    ExprKind::Double(std::f64::consts::PI)
+                } else {
+                    ExprKind::Var(ident.name)
+                };
                 return Ok(Expr {
-                    kind: ExprKind::Var(ident.name),
+                    kind,
                     span: ident.span,
                 });
             }

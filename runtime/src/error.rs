@@ -185,6 +185,9 @@ pub enum RuntimeError {
     /// The script's own `stop(message)`: the message is the script's text.
     #[error("{message}")]
     Stop { message: String },
+    /// `assert(cond)` with a false condition (the error's location is the assertion's).
+    #[error("assertion failed")]
+    AssertionFailed,
     /// `lineage(X)` in a run without lineage tracing (`--lineage`): there is no lineage to
     /// return.
     #[error("lineage(X) needs lineage tracing: run with --lineage")]
@@ -247,6 +250,7 @@ impl RuntimeError {
             | RuntimeError::Conversion(_)
             | RuntimeError::StringOperator { .. }
             | RuntimeError::Stop { .. }
+            | RuntimeError::AssertionFailed
             | RuntimeError::LineageNotTraced
             | RuntimeError::Print(_)
             | RuntimeError::UnknownFileFormat { .. }

@@ -104,6 +104,8 @@ pub enum Op {
     Print,
     /// `stop(msg)`. Inputs: `[msg]`.
     Stop,
+    /// `assert(cond)`: fails with [`RuntimeError::AssertionFailed`] where `cond` is false.
+    Assert,
     /// `toString(X, ...)`. Inputs: [X, rows, cols, decimal, sparse, sep, linebreak].
     ToString,
     /// `read(file, ...)`. Inputs: `[path, p_1, ..., p_k]`, `p_i` the value of the named
@@ -183,6 +185,7 @@ impl Op {
             Op::Length => "length".into(),
             Op::Print => "print".into(),
             Op::Stop => "stop".into(),
+            Op::Assert => "assert".into(),
             Op::ToString => "toString".into(),
             Op::Read { .. } => "read".into(),
             Op::Write { .. } => "write".into(),
@@ -855,6 +858,13 @@ fn run_one(
             return Err(RuntimeError::Stop {
                 message: arg(0)?.display_string(),
             })
+        }
+        Op::Assert => {
+            // SystemDS casts the condition to boolean (`0.5` holds, `0` fails).
+            if !arg(0)?.as_bool()? {
+                return Err(RuntimeError::AssertionFailed);
+            }
+            return Ok(None);
         }
         Op::ToString => {
             let opts = crate::format::ToStringOptions {

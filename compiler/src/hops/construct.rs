@@ -321,6 +321,10 @@ impl<'a> Ctx<'a> {
                 let msg = self.param(&bound, "msg", span)?;
                 self.add(OpKind::Stop, &[msg], span)?;
             }
+            Builtin::Assert => {
+                let cond = self.param(&bound, "cond", span)?;
+                self.add(OpKind::Assert, &[cond], span)?;
+            }
             Builtin::Write => {
                 let x = self.param(&bound, "x", span)?;
                 let file = self.param(&bound, "file", span)?;
@@ -679,6 +683,23 @@ impl<'a> Ctx<'a> {
                     ));
                 };
                 self.add(OpKind::Binary(op), &[x, y], span)
+            }
+            Builtin::Contains => {
+                // SystemDS's `contains` as the aggregate it is: any cell equal to the pattern,
+                // where a NaN pattern matches NaN cells (`(X == v) | (X != X & v != v)`), so it
+                // fuses like any other full aggregate. A 0-row matrix contains nothing (SystemDS
+                // 3.4 answers TRUE for a pattern of 0 there: its empty-block shortcut).
+                let x = self.param(&bound, "target", span)?;
+                let v = self.param(&bound, "pattern", span)?;
+                let eq = self.add(OpKind::Binary(BinaryOp::Eq), &[x, v], span)?;
+                let x_nan = self.add(OpKind::Binary(BinaryOp::Ne), &[x, x], span)?;
+                let v_nan = self.add(OpKind::Binary(BinaryOp::Ne), &[v, v], span)?;
+                let both_nan = self.add(OpKind::Binary(BinaryOp::And), &[x_nan, v_nan], span)?;
+                let hit = self.add(OpKind::Binary(BinaryOp::Or), &[eq, both_nan], span)?;
+                let (op, dir) = (AggOp::Sum, Direction::Full);
+                let hits = self.add(OpKind::AggUnary { op, dir }, &[hit], span)?;
+                let zero = self.lit(Literal::Int(0), span);
+                self.add(OpKind::Binary(BinaryOp::Gt), &[hits, zero], span)
             }
             Builtin::Nrow => self.unary_param(&bound, OpKind::Meta(MetaOp::Nrow), span),
             Builtin::Ncol => self.unary_param(&bound, OpKind::Meta(MetaOp::Ncol), span),

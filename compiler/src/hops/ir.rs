@@ -394,6 +394,10 @@ pub enum OpKind {
     /// `stop(message)`: `[message]`. A side effect; no users.
     #[serde(rename = "stop")]
     Stop,
+    /// `assert(cond)`: `[cond]`; stops the script where `cond` is false. A side effect; no
+    /// users.
+    #[serde(rename = "assert")]
+    Assert,
     /// `toString(X, rows, cols, decimal, sparse, sep, linesep)`: inputs in that order (see
     /// [`TOSTRING_INPUTS`]); a string scalar.
     #[serde(rename = "toString")]
@@ -408,7 +412,7 @@ impl OpKind {
     pub fn is_side_effect(&self) -> bool {
         matches!(
             self,
-            OpKind::Print | OpKind::Stop | OpKind::PersistentWrite { .. }
+            OpKind::Print | OpKind::Stop | OpKind::Assert | OpKind::PersistentWrite { .. }
         )
     }
 
@@ -434,7 +438,7 @@ impl OpKind {
             | OpKind::AggUnary { .. }
             | OpKind::Cast(_)
             | OpKind::Cumulative(_) => 1,
-            OpKind::Meta(_) | OpKind::Stop | OpKind::Lineage => 1,
+            OpKind::Meta(_) | OpKind::Stop | OpKind::Assert | OpKind::Lineage => 1,
             OpKind::Binary(_) | OpKind::MatMul | OpKind::Solve => 2,
             OpKind::Ternary(_) => 3,
             OpKind::Reorg(ReorgOp::Reshape) => 4,
@@ -481,6 +485,7 @@ impl OpKind {
             OpKind::Meta(op) => format!("meta({op})"),
             OpKind::Print => "print".to_string(),
             OpKind::Stop => "stop".to_string(),
+            OpKind::Assert => "assert".to_string(),
             OpKind::ToString => "toString".to_string(),
             OpKind::Lineage => "lineage".to_string(),
         }

@@ -486,6 +486,7 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
         | OpKind::Meta(_)
         | OpKind::Print
         | OpKind::Stop
+        | OpKind::Assert
         | OpKind::ToString
         | OpKind::Lineage => {
             return Err(CompileError::internal(Internal::NotAMatrix {

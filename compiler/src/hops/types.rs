@@ -287,9 +287,12 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
             need_matrix(0, m.name())?;
             Ok(scalar(ValueType::Int))
         }
-        OpKind::Print | OpKind::Stop => {
+        OpKind::Print | OpKind::Stop | OpKind::Assert => {
             if *op == OpKind::Stop {
                 need_scalar(0, "stop")?;
+            }
+            if *op == OpKind::Assert {
+                need_scalar(0, "assert")?;
             }
             Ok(scalar(ValueType::String))
         }
