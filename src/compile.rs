@@ -13,10 +13,10 @@ use crate::ScriptArgs;
 use lafuse_compiler::ast;
 use lafuse_compiler::hops::{
     self, BinaryOp, CastOp, CumulativeOp, DataGenOp, HopDag, HopId, Literal, MetaOp, NaryOp,
-    OpKind, ReorgOp, TernaryOp,
+    OpKind, ParamOp, ReorgOp, TernaryOp,
 };
 use lafuse_compiler::stack::with_stack;
-use lafuse_compiler::{CompileError, Unsupported};
+use lafuse_compiler::CompileError;
 use lafuse_runtime::exec::{FusedOutput, Instruction, Op, Reg, SymbolTable};
 use lafuse_runtime::value::{ScalarType, Value};
 use std::sync::Arc;
@@ -969,7 +969,6 @@ impl Lowering<'_> {
         let hop = self.dag.hop(id);
         let out = Some(id.0 as Reg);
         let inputs: Vec<Reg> = hop.inputs.iter().map(|i| i.0 as Reg).collect();
-        let unsupported = |what: Unsupported| -> Error { CompileError::at(what, hop.span).into() };
         let op = match &hop.op {
             OpKind::Literal(l) => Op::Const(literal_value(l)),
             // A variable the block rebinds can be moved out of the symbol table: the block holds
@@ -1009,6 +1008,7 @@ impl Lowering<'_> {
                 DataGenOp::Fill => Op::Fill,
                 DataGenOp::Sinit => Op::MatrixFromString,
                 DataGenOp::Time => Op::Time,
+                DataGenOp::Sample => Op::Sample,
             },
             OpKind::Unary(op) => Op::Unary(*op),
             OpKind::Binary(op) => Op::Binary(*op),
@@ -1049,11 +1049,21 @@ impl Lowering<'_> {
             OpKind::Cast(CastOp::AsInt) => Op::CastScalar(ScalarType::Int),
             OpKind::Cast(CastOp::AsBool) => Op::CastScalar(ScalarType::Bool),
             OpKind::Cumulative(CumulativeOp::Cumsum) => Op::Cumsum,
-            OpKind::Cumulative(other) => {
-                return Err(unsupported(Unsupported::CumulativeAggregate {
-                    name: other.name(),
-                }))
-            }
+            OpKind::Cumulative(CumulativeOp::Cumprod) => Op::Cumulative(BinaryOp::Mul),
+            OpKind::Cumulative(CumulativeOp::Cummin) => Op::Cumulative(BinaryOp::Min),
+            OpKind::Cumulative(CumulativeOp::Cummax) => Op::Cumulative(BinaryOp::Max),
+            OpKind::Cumulative(CumulativeOp::Cumsumprod) => Op::Cumsumprod,
+            OpKind::Reorg(ReorgOp::Rev) => Op::Rev,
+            OpKind::Param(p) => match p {
+                ParamOp::Table => Op::Table,
+                ParamOp::RemoveEmpty => Op::RemoveEmpty,
+                ParamOp::Order => Op::Order,
+                ParamOp::RowIndexMax => Op::RowIndex(true),
+                ParamOp::RowIndexMin => Op::RowIndex(false),
+                ParamOp::Outer => Op::Outer,
+                ParamOp::Unique => Op::Unique,
+                ParamOp::Aggregate => Op::GroupedAggregate,
+            },
             OpKind::Solve => Op::Solve,
             OpKind::Meta(MetaOp::Nrow) => Op::Nrow,
             OpKind::Meta(MetaOp::Ncol) => Op::Ncol,

@@ -106,6 +106,10 @@ pub(crate) fn patches(dag: &HopDag, roots: &[HopId], inputs: &[HopId]) -> Arc<[L
                     OpKind::DataGen(DataGenOp::Rand) if ins.len() > RAND_SEED => {
                         ins[RAND_SEED] = Lineage::placeholder(runtime_input);
                     }
+                    // The seed, drawn at run time for `-1`, as `rand`'s.
+                    OpKind::DataGen(DataGenOp::Sample) if ins.len() == 4 => {
+                        ins[3] = Lineage::placeholder(runtime_input);
+                    }
                     OpKind::DataGen(DataGenOp::Time) | OpKind::PersistentRead { .. } => {
                         ins.push(Lineage::placeholder(runtime_input));
                     }

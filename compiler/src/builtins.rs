@@ -12,7 +12,7 @@
 //! reports `sum(target=X)` as an undefined function); `rand` takes named arguments only;
 //! `matrix` takes either all-positional arguments or a positional `data` followed by named ones;
 //! `read` and `toString` take their first argument positionally and the rest by name;
-//! `replace` takes named arguments only.
+//! `replace`, `removeEmpty`, `order` and `aggregate` take named arguments only.
 
 use crate::ast::{self, Expr, ExprKind};
 use crate::error::{Bound, CallProblem, Callee, CompileError, Note, Result};
@@ -62,6 +62,25 @@ pub enum Builtin {
     RowVars,
     ColVars,
     Cumsum,
+    Cumprod,
+    Cummin,
+    Cummax,
+    Cumsumprod,
+    Rev,
+    /// `table(A, B)`, `table(A, B, W)`, `table(A, B, odim1, odim2)`,
+    /// `table(A, B, W, odim1, odim2)`: the contingency table.
+    Table,
+    RemoveEmpty,
+    Order,
+    RowIndexMax,
+    RowIndexMin,
+    Outer,
+    /// `unique(X)`, `unique(X, dir="r")`.
+    Unique,
+    /// `aggregate(target=X, groups=G, fn="sum", ngroups=k, weights=W)`: grouped aggregate.
+    Aggregate,
+    /// `sample(range, size[, replace][, seed])`.
+    Sample,
     Ifelse,
     Replace,
     /// `contains(target=X, pattern=v)`: whether a cell of X equals v (NaN matches NaN).
@@ -146,6 +165,20 @@ pub const ALL: &[Builtin] = &[
     Builtin::RowVars,
     Builtin::ColVars,
     Builtin::Cumsum,
+    Builtin::Cumprod,
+    Builtin::Cummin,
+    Builtin::Cummax,
+    Builtin::Cumsumprod,
+    Builtin::Rev,
+    Builtin::Table,
+    Builtin::RemoveEmpty,
+    Builtin::Order,
+    Builtin::RowIndexMax,
+    Builtin::RowIndexMin,
+    Builtin::Outer,
+    Builtin::Unique,
+    Builtin::Aggregate,
+    Builtin::Sample,
     Builtin::Ifelse,
     Builtin::Replace,
     Builtin::Contains,
@@ -328,6 +361,45 @@ const REPLACE_PARAMS: &[ParamSpec] = &[
     req("pattern", Sca),
     req("replacement", Sca),
 ];
+// SystemDS's table takes 2 to 5 positional arguments; with 4 the last two are the output
+// dimensions (`table(A, B, odim1, odim2)`), which HOP construction sorts out.
+const TABLE_PARAMS: &[ParamSpec] = &[
+    req("A", Any),
+    req("B", Any),
+    absent("W", Any),
+    absent("odim1", Sca),
+    absent("odim2", Sca),
+];
+const REMOVE_EMPTY_PARAMS: &[ParamSpec] = &[
+    req("target", Mat),
+    req("margin", Str),
+    absent("select", Mat),
+    opt("empty.return", Sca, Literal::Bool(true)),
+];
+const ORDER_PARAMS: &[ParamSpec] = &[
+    req("target", Mat),
+    opt("by", Sca, Literal::Int(1)),
+    opt("decreasing", Sca, Literal::Bool(false)),
+    opt("index.return", Sca, Literal::Bool(false)),
+];
+const OUTER_PARAMS: &[ParamSpec] = &[req("X", Mat), req("Y", Mat), req("op", Str)];
+const UNIQUE_PARAMS: &[ParamSpec] = &[req("x", Mat), opt("dir", Str, Literal::Str("rc"))];
+const AGGREGATE_PARAMS: &[ParamSpec] = &[
+    req("target", Mat),
+    req("groups", Mat),
+    req("fn", Str),
+    opt("ngroups", Sca, Literal::Int(-1)),
+    opt("order", Sca, Literal::Int(-1)),
+    absent("weights", Mat),
+];
+// With three arguments the third is `replace` if it is a boolean and the seed if an integer
+// (SystemDS's DMLTranslator); HOP construction sorts that out.
+const SAMPLE_PARAMS: &[ParamSpec] = &[
+    req("range", Sca),
+    req("size", Sca),
+    absent("replace", Sca),
+    absent("seed", Sca),
+];
 const TOSTRING_PARAMS: &[ParamSpec] = &[
     req("target", Any),
     opt("rows", Sca, Literal::Int(100)),
@@ -429,6 +501,20 @@ impl Builtin {
             RowVars => "rowVars",
             ColVars => "colVars",
             Cumsum => "cumsum",
+            Cumprod => "cumprod",
+            Cummin => "cummin",
+            Cummax => "cummax",
+            Cumsumprod => "cumsumprod",
+            Rev => "rev",
+            Table => "table",
+            RemoveEmpty => "removeEmpty",
+            Order => "order",
+            RowIndexMax => "rowIndexMax",
+            RowIndexMin => "rowIndexMin",
+            Outer => "outer",
+            Unique => "unique",
+            Aggregate => "aggregate",
+            Sample => "sample",
             Ifelse => "ifelse",
             Replace => "replace",
             Contains => "contains",
@@ -465,7 +551,15 @@ impl Builtin {
             ),
             Rand => fixed(RAND_PARAMS, 0, ArgStyle::NamedOnly, R::Matrix),
             Seq => fixed(SEQ_PARAMS, 2, ArgStyle::PositionalOnly, R::Matrix),
-            Diag | T | Cumsum => positional(UNARY_MAT, R::Matrix),
+            Diag | T | Cumsum | Cumprod | Cummin | Cummax | Cumsumprod | Rev | RowIndexMax
+            | RowIndexMin => positional(UNARY_MAT, R::Matrix),
+            Table => fixed(TABLE_PARAMS, 2, ArgStyle::PositionalOnly, R::Matrix),
+            RemoveEmpty => fixed(REMOVE_EMPTY_PARAMS, 2, ArgStyle::NamedOnly, R::Matrix),
+            Order => fixed(ORDER_PARAMS, 1, ArgStyle::NamedOnly, R::Matrix),
+            Outer => positional(OUTER_PARAMS, R::Matrix),
+            Unique => fixed(UNIQUE_PARAMS, 1, ArgStyle::FirstPositional, R::Matrix),
+            Aggregate => fixed(AGGREGATE_PARAMS, 3, ArgStyle::NamedOnly, R::Matrix),
+            Sample => fixed(SAMPLE_PARAMS, 2, ArgStyle::PositionalOnly, R::Matrix),
             Cbind | Rbind => variadic(VARIADIC_MAT, 2, R::Matrix),
             Solve => positional(SOLVE_PARAMS, R::Matrix),
             Unary(UnaryOp::Round) => positional(ROUND_PARAMS, R::ElementWise),

@@ -584,6 +584,22 @@ pub enum ShapeError {
     },
     #[error("diag needs a column vector or a square matrix, got {shape}")]
     Diag { shape: Shape },
+    #[error("outer needs a column vector and a row vector, got {left} and {right}")]
+    Outer { left: Shape, right: Shape },
+    #[error("{op} needs a matrix with {cols} columns, got {shape}")]
+    Columns {
+        op: &'static str,
+        cols: u64,
+        shape: Shape,
+    },
+    /// A scalar argument whose known value the function does not accept.
+    #[error("{function}: invalid {argument} {value}; {expected}")]
+    Argument {
+        function: &'static str,
+        argument: &'static str,
+        value: String,
+        expected: &'static str,
+    },
     #[error("cannot reshape a {from} matrix into {rows}x{cols}")]
     Reshape { from: Shape, rows: u64, cols: u64 },
     #[error(
@@ -781,8 +797,6 @@ pub enum Unsupported {
         "a call of a user-defined function in a while condition (assign it to a variable before the loop and at the end of its body)"
     )]
     CallInWhileCondition,
-    #[error("the cumulative aggregate {name}")]
-    CumulativeAggregate { name: &'static str },
 }
 
 /// A bug in lafuse ([`CompileCause::Internal`]).

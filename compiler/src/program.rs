@@ -182,18 +182,24 @@ pub fn build_program(script: ast::Script) -> Result<Program> {
     Ok(Program { main, functions })
 }
 
-/// Whether `expr` reads a file (calls `read`).
-fn calls_read(expr: &Expr) -> bool {
+/// The built-ins whose result's size depends on the data: `read` (a file without metadata),
+/// `table` (without output dimensions), `removeEmpty`, `unique`, `aggregate` (without
+/// `ngroups`).
+const DATA_SIZED: &[&str] = &["read", "table", "removeEmpty", "unique", "aggregate"];
+
+/// Whether `expr` calls a built-in of [`DATA_SIZED`].
+fn calls_data_sized(expr: &Expr) -> bool {
     with_stack(|| match &expr.kind {
         ExprKind::Call { name, args } => {
-            name == "read" || args.iter().any(|a| calls_read(&a.value))
+            DATA_SIZED.contains(&name.as_str()) || args.iter().any(|a| calls_data_sized(&a.value))
         }
-        ExprKind::Unary { operand, .. } => calls_read(operand),
-        ExprKind::Binary { lhs, rhs, .. } => calls_read(lhs) || calls_read(rhs),
+        ExprKind::Unary { operand, .. } => calls_data_sized(operand),
+        ExprKind::Binary { lhs, rhs, .. } => calls_data_sized(lhs) || calls_data_sized(rhs),
         ExprKind::Index { target, rows, cols } => {
-            calls_read(target)
+            calls_data_sized(target)
                 || [rows, cols].into_iter().flatten().any(|r| {
-                    calls_read(&r.lower) || r.upper.as_ref().is_some_and(|u| calls_read(u))
+                    calls_data_sized(&r.lower)
+                        || r.upper.as_ref().is_some_and(|u| calls_data_sized(u))
                 })
         }
         _ => false,
@@ -367,7 +373,7 @@ impl Builder<'_> {
             StmtKind::Expr(call) if self.is_udf_call(&call) => self.call_block(vec![], call, em),
             StmtKind::Assign { target, mut value } => {
                 self.hoist(&mut value, em)?;
-                let reads_a_file = calls_read(&value);
+                let data_sized = calls_data_sized(&value);
                 em.pending.push(Stmt {
                     kind: StmtKind::Assign { target, value },
                     span,
@@ -375,7 +381,9 @@ impl Builder<'_> {
                 // The statements after a read are compiled once its matrix exists, with its
                 // actual size, where the file does not state one (a CSV without metadata):
                 // SystemDS's dynamic recompilation after an operator of unknown output size.
-                if reads_a_file {
+                // Likewise after `table`, `removeEmpty`, `unique` and `aggregate`, whose size depends
+                // on the data.
+                if data_sized {
                     em.flush();
                 }
                 Ok(())

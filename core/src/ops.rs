@@ -289,6 +289,52 @@ named_ops! {
 }
 
 impl BinaryOp {
+    /// The operator an `outer(u, v, op)` call names, as SystemDS 3.4 reads the string: an
+    /// operator's symbol (`"+"`, `"<="`, `"%%"`, `"&&"`, `"||"`, ...; SystemDS rejects the
+    /// single `"&"` and `"|"`), or the name of its `OpOp2` constant in any case (`"min"`,
+    /// `"MULT"`, `"pow"`, `"log"`, ...).
+    pub fn from_outer_name(name: &str) -> Option<BinaryOp> {
+        use BinaryOp::*;
+        Some(match name {
+            "+" => Add,
+            "-" => Sub,
+            "*" => Mul,
+            "/" => Div,
+            "^" => Pow,
+            "%%" => Mod,
+            "%/%" => IntDiv,
+            "<" => Lt,
+            "<=" => Le,
+            ">" => Gt,
+            ">=" => Ge,
+            "==" => Eq,
+            "!=" => Ne,
+            "&&" => And,
+            "||" => Or,
+            _ => match name.to_ascii_uppercase().as_str() {
+                "PLUS" => Add,
+                "MINUS" => Sub,
+                "MULT" => Mul,
+                "DIV" => Div,
+                "POW" => Pow,
+                "MODULUS" => Mod,
+                "INTDIV" => IntDiv,
+                "LESS" => Lt,
+                "LESSEQUAL" => Le,
+                "GREATER" => Gt,
+                "GREATEREQUAL" => Ge,
+                "EQUAL" => Eq,
+                "NOTEQUAL" => Ne,
+                "AND" => And,
+                "OR" => Or,
+                "MIN" => Min,
+                "MAX" => Max,
+                "LOG" => Log,
+                _ => return None,
+            },
+        })
+    }
+
     /// Applies the operator to two scalars.
     #[inline(always)]
     pub fn apply(self, a: f64, b: f64) -> f64 {

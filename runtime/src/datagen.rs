@@ -663,6 +663,28 @@ impl JavaRandom {
         self.next(32)
     }
 
+    /// `nextInt(bound)`, `bound > 0`: Java's rejection sampling over 31-bit draws.
+    pub fn next_int_below(&mut self, bound: i32) -> i32 {
+        let mut r = self.next(31);
+        let m = bound - 1;
+        if bound & m == 0 {
+            return ((bound as i64 * r as i64) >> 31) as i32;
+        }
+        let mut u = r;
+        loop {
+            r = u % bound;
+            if u.wrapping_sub(r).wrapping_add(m) >= 0 {
+                return r;
+            }
+            u = self.next(31);
+        }
+    }
+
+    /// `nextLong()`: two 32-bit draws, high word first.
+    pub fn next_long(&mut self) -> i64 {
+        ((self.next(32) as i64) << 32).wrapping_add(self.next(32) as i64)
+    }
+
     /// `nextDouble()`: 53 random bits scaled to `[0, 1)`.
     #[inline]
     pub fn next_double(&mut self) -> f64 {
@@ -670,6 +692,56 @@ impl JavaRandom {
         let lo = self.next(27) as i64;
         (hi + lo) as f64 * (1.0 / (1u64 << 53) as f64)
     }
+}
+
+/// `sample(range, size, replace, seed)` as SystemDS's `LibMatrixDatagen.generateSample`:
+/// without replacement a reservoir sample of `1..=range` followed by a Fisher-Yates shuffle,
+/// with replacement `1 + nextLong mod range` (rejecting the biased top), both over one
+/// `java.util.Random(seed)`; seed `-1` draws a fresh seed.
+pub fn sample(range: i64, size: usize, replace: bool, seed: i64) -> Result<Matrix> {
+    let seed = if seed == -1 { clock_seed() } else { seed };
+    let fail = |problem: String| RuntimeError::Argument {
+        function: "sample",
+        problem,
+    };
+    if range < 1 || range > i32::MAX as i64 {
+        return Err(fail(format!(
+            "the range must be in 1..={}, found {range}",
+            i32::MAX
+        )));
+    }
+    if !replace && (range as u64) < size as u64 {
+        return Err(fail(format!(
+            "a sample of {size} from {range} values needs replace=TRUE"
+        )));
+    }
+    let mut rand = JavaRandom::new(seed);
+    let mut a: Vec<f64> = (1..=size).map(|i| i as f64).collect();
+    if !replace {
+        let n = size as i32;
+        for i in (size as i64 + 1)..=range {
+            if rand.next_int_below(i as i32) < n {
+                a[rand.next_int_below(n) as usize] = i as f64;
+            }
+        }
+        for i in 0..size.saturating_sub(1) {
+            let j = rand.next_int_below(n - i as i32) as usize + i;
+            a.swap(i, j);
+        }
+    } else {
+        for v in a.iter_mut() {
+            let val = loop {
+                let bits = ((rand.next_long() as u64) << 1 >> 1) as i64;
+                let val = bits % range;
+                if bits.wrapping_sub(val).wrapping_add(range - 1) >= 0 {
+                    break val;
+                }
+            };
+            *v = (1 + val) as f64;
+        }
+    }
+    let nnz = a.len();
+    Ok(crate::kernels::dense_result(size, 1, a, nnz))
 }
 
 /// commons-math3 `Well1024a` (Panneton, L'Ecuyer, Matsumoto), as used by SystemDS to derive

@@ -37,6 +37,13 @@ pub enum RuntimeError {
     /// `solve` of a matrix singular to working precision (`order` x `order`).
     #[error("solve: the {order}x{order} matrix is singular")]
     Singular { order: usize },
+    /// A built-in's argument whose value it does not accept (`function` names the built-in,
+    /// `problem` the argument and its value), e.g. a zero category of `table`.
+    #[error("{function}: {problem}")]
+    Argument {
+        function: &'static str,
+        problem: String,
+    },
     /// `diag` of a matrix that is neither a column vector nor square.
     #[error("diag: expected a column vector or a square matrix, got {}", dims(.shape))]
     DiagShape { shape: Shape },
@@ -223,6 +230,7 @@ impl RuntimeError {
             RuntimeError::Resource(_) => Fault::Resource,
             RuntimeError::Internal(_) => Fault::Internal,
             RuntimeError::ShapeMismatch { .. }
+            | RuntimeError::Argument { .. }
             | RuntimeError::NotSquare { .. }
             | RuntimeError::Singular { .. }
             | RuntimeError::DiagShape { .. }
@@ -311,6 +319,9 @@ pub enum ShapeOp {
     /// `ifelse`: every matrix argument must have the same shape; `operand` names the one that
     /// differs from the first.
     IfElse { operand: &'static str },
+    /// A built-in (named) whose matrix arguments must fit each other: `table`'s inputs of
+    /// one shape, `removeEmpty`'s `select` of the margin's length, `outer`'s two vectors.
+    Builtin(&'static str),
 }
 
 impl ShapeOp {
@@ -334,6 +345,9 @@ impl ShapeOp {
             ShapeOp::Rbind => format!("rbind: column counts differ: {l} and {r}"),
             &ShapeOp::IfElse { operand } => {
                 format!("ifelse: shapes {l} and {r} ({operand}) do not match")
+            }
+            &ShapeOp::Builtin(function) => {
+                format!("{function}: shapes {l} and {r} do not match")
             }
         }
     }

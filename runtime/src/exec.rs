@@ -49,6 +49,29 @@ pub enum Op {
     Aggregate(AggOp, Direction),
     /// Column-wise cumulative sum. Inputs: `[x]`.
     Cumsum,
+    /// Column-wise running `*`, `min` or `max` (`cumprod`, `cummin`, `cummax`). Inputs: `[x]`.
+    Cumulative(BinaryOp),
+    /// `cumsumprod(X)` of a two-column X. Inputs: `[x]`.
+    Cumsumprod,
+    /// `rev(X)`. Inputs: `[x]`.
+    Rev,
+    /// `table(A, B, W, odim1, odim2)`. Inputs: `[A, B, W, odim1, odim2]` (dimensions -1 where
+    /// not given).
+    Table,
+    /// `removeEmpty(...)`. Inputs: `[X, margin, empty_return]` or `[X, margin,
+    /// empty_return, select]`.
+    RemoveEmpty,
+    /// `order(...)`. Inputs: `[X, by, decreasing, index_return]`.
+    Order,
+    /// `rowIndexMax(X)` (`true`) or `rowIndexMin(X)`. Inputs: `[x]`.
+    RowIndex(bool),
+    /// `outer(u, v, op)`. Inputs: `[u, v, op]`.
+    Outer,
+    /// `unique(X, dir)`. Inputs: `[X, dir]`.
+    Unique,
+    /// `aggregate(...)`. Inputs: `[X, G, fn, ngroups, order]` or `[X, G, fn, ngroups, order,
+    /// W]`.
+    GroupedAggregate,
     /// `%*%`. Inputs: `[a, b]`.
     MatMul,
     /// `t(X) %*% X` without materialising `t(X)`. Inputs: `[X]`.
@@ -89,6 +112,8 @@ pub enum Op {
     Rand,
     /// `seq(from, to, incr)`. Inputs: `[from, to, incr]`.
     Seq,
+    /// `sample(range, size, replace, seed)`. Inputs: `[range, size, replace, seed]`.
+    Sample,
     /// A scalar cast (`as.double`, `as.integer`, `as.logical`). Inputs: `[x]`.
     CastScalar(ScalarType),
     /// `as.scalar(X)` of a 1x1 matrix. Inputs: `[X]`.
@@ -159,6 +184,19 @@ impl Op {
                 format!("{prefix}{}", op.name())
             }
             Op::Cumsum => "ucumk+".into(),
+            Op::Cumulative(BinaryOp::Mul) => "ucum*".into(),
+            Op::Cumulative(BinaryOp::Min) => "ucummin".into(),
+            Op::Cumulative(op) => format!("ucum{}", op.name()),
+            Op::Cumsumprod => "ucumk+*".into(),
+            Op::Rev => "rev".into(),
+            Op::Table => "ctable".into(),
+            Op::RemoveEmpty => "rmempty".into(),
+            Op::Order => "rsort".into(),
+            Op::RowIndex(true) => "uarimax".into(),
+            Op::RowIndex(false) => "uarimin".into(),
+            Op::Outer => "outer".into(),
+            Op::Unique => "unique".into(),
+            Op::GroupedAggregate => "groupedagg".into(),
             Op::MatMul => "ba+*".into(),
             Op::TransposeSelfMatMul => "tsmm".into(),
             Op::TransposeSelfMatMulOfCbind => "tsmm_cbind".into(),
@@ -177,6 +215,7 @@ impl Op {
             Op::NaryMinMax(op) => format!("n{}", op.name()),
             Op::Rand => "rand".into(),
             Op::Seq => "seq".into(),
+            Op::Sample => "sample".into(),
             Op::CastScalar(_) => "castsc".into(),
             Op::CastToScalar => "castdts".into(),
             Op::CastToMatrix => "castsdm".into(),
@@ -721,6 +760,115 @@ fn run_one(
             }
         },
         Op::Cumsum => Value::matrix(kernels::cumsum(arg(0)?.as_matrix()?)?),
+        Op::Cumulative(op) => Value::matrix(kernels::cumulative(arg(0)?.as_matrix()?, *op)?),
+        Op::Cumsumprod => Value::matrix(kernels::cumsumprod(arg(0)?.as_matrix()?)?),
+        Op::Rev => Value::matrix(kernels::rev(arg(0)?.as_matrix()?)?),
+        Op::RowIndex(max) => Value::matrix(kernels::row_index(arg(0)?.as_matrix()?, *max)?),
+        Op::Table => {
+            let odim = |i: usize, name: &'static str| -> Result<Option<usize>> {
+                let v = arg(i)?.as_f64()?;
+                if v == -1.0 {
+                    return Ok(None);
+                }
+                if !(v >= 0.0 && v.is_finite()) {
+                    return Err(RuntimeError::Argument {
+                        function: "table",
+                        problem: format!("{name} must be a count or -1, found {v}"),
+                    });
+                }
+                // SystemDS truncates fractional dimensions.
+                Ok(Some(to_usize(&Value::Double(v.trunc()), name)?))
+            };
+            let (rows, cols) = (odim(3, "odim1")?, odim(4, "odim2")?);
+            Value::matrix(kernels::table(
+                operand(arg(0)?)?,
+                operand(arg(1)?)?,
+                operand(arg(2)?)?,
+                rows,
+                cols,
+            )?)
+        }
+        Op::RemoveEmpty => {
+            let rows = match arg(1)?.display_string().as_str() {
+                "rows" => true,
+                "cols" => false,
+                other => {
+                    return Err(RuntimeError::Argument {
+                        function: "removeEmpty",
+                        problem: format!("margin must be \"rows\" or \"cols\", found {other:?}"),
+                    })
+                }
+            };
+            let select = match instr.inputs.len() {
+                4 => Some(arg(3)?.as_matrix()?),
+                _ => None,
+            };
+            Value::matrix(kernels::remove_empty(
+                arg(0)?.as_matrix()?,
+                rows,
+                select.map(|m| m.as_ref()),
+                arg(2)?.as_bool()?,
+            )?)
+        }
+        Op::Order => {
+            let x = arg(0)?.as_matrix()?;
+            let by = arg(1)?.as_f64()?;
+            if !(by >= 1.0 && by.fract() == 0.0 && by <= x.cols() as f64) {
+                return Err(RuntimeError::Argument {
+                    function: "order",
+                    problem: format!(
+                        "by={by} is not a column of a {}x{} matrix",
+                        x.rows(),
+                        x.cols()
+                    ),
+                });
+            }
+            Value::matrix(kernels::order(
+                x,
+                by as usize - 1,
+                arg(2)?.as_bool()?,
+                arg(3)?.as_bool()?,
+            )?)
+        }
+        Op::GroupedAggregate => {
+            let f = kernels::grouped::GroupedFn::parse(
+                &arg(2)?.display_string(),
+                arg(4)?.as_f64()? as i64,
+            )?;
+            let k = arg(3)?.as_f64()?;
+            let ngroups = if k == -1.0 {
+                None
+            } else {
+                Some(to_usize(arg(3)?, "ngroups")?)
+            };
+            let w = match instr.inputs.len() {
+                6 => Some(arg(5)?.as_matrix()?),
+                _ => None,
+            };
+            Value::matrix(kernels::grouped_aggregate(
+                arg(0)?.as_matrix()?,
+                arg(1)?.as_matrix()?,
+                w.map(|m| m.as_ref()),
+                f,
+                ngroups,
+            )?)
+        }
+        Op::Unique => Value::matrix(kernels::unique(
+            arg(0)?.as_matrix()?,
+            &arg(1)?.display_string(),
+        )?),
+        Op::Outer => {
+            let name = arg(2)?.display_string();
+            let op = BinaryOp::from_outer_name(&name).ok_or_else(|| RuntimeError::Argument {
+                function: "outer",
+                problem: format!("unknown operator {name:?}"),
+            })?;
+            Value::matrix(kernels::outer(
+                arg(0)?.as_matrix()?,
+                arg(1)?.as_matrix()?,
+                op,
+            )?)
+        }
         Op::MatMul => {
             let (product, range) =
                 kernels::matmul_with_range(arg(0)?.as_matrix()?, arg(1)?.as_matrix()?)?;
@@ -810,6 +958,19 @@ fn run_one(
                     None => arg(5)?.as_i64()?,
                 },
                 pdf,
+            )?)
+        }
+        Op::Sample => {
+            let range = arg(0)?.as_f64()?;
+            Value::matrix(crate::datagen::sample(
+                // SystemDS's `UtilFunctions.toLong` of the range.
+                (range.signum() * (range.abs() + f64::EPSILON / 2.0).floor()) as i64,
+                to_usize(arg(1)?, "size")?,
+                arg(2)?.as_bool()?,
+                match traced.and_then(|t| t.seed) {
+                    Some(seed) => seed,
+                    None => arg(3)?.as_i64()?,
+                },
             )?)
         }
         Op::Seq => Value::matrix(kernels::seq(

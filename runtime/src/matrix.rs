@@ -532,7 +532,7 @@ impl<'a> CsrSlices<'a> {
 pub const MAX_DIM: usize = i32::MAX as usize;
 
 /// `rows * cols`, or an error for dimensions above [`MAX_DIM`] or a product that overflows.
-fn checked_cells(rows: usize, cols: usize) -> Result<usize> {
+pub(crate) fn checked_cells(rows: usize, cols: usize) -> Result<usize> {
     if rows > MAX_DIM || cols > MAX_DIM {
         return Err(RuntimeError::DimensionsBeyondLimit {
             function: None,

@@ -10,13 +10,13 @@
 use super::builder::DagBuilder;
 use super::ir::{
     AggOp, BinaryOp, CastOp, CumulativeOp, DataGenOp, Direction, HopDag, HopId, Literal, MetaOp,
-    NaryOp, OpKind, ReorgOp, TernaryOp, UnaryOp, ValueType, RAND_INPUTS, TOSTRING_INPUTS,
+    NaryOp, OpKind, ParamOp, ReorgOp, TernaryOp, UnaryOp, ValueType, RAND_INPUTS, TOSTRING_INPUTS,
 };
 use super::rewrite::optimize;
 use super::verify::verify;
 use crate::ast::{self, Expr, ExprKind, IndexRange, Stmt, StmtKind};
 use crate::builtins::{self, bind_args, Builtin};
-use crate::error::{CheckError, CompileError, Internal, Note, Result, Unsupported};
+use crate::error::{CheckError, CompileError, Internal, Note, Result, ShapeError, Unsupported};
 use crate::span::Span;
 use crate::stack::with_stack;
 use std::collections::{BTreeMap, HashMap};
@@ -590,6 +590,117 @@ impl<'a> Ctx<'a> {
             Builtin::Cumsum => {
                 self.unary_param(&bound, OpKind::Cumulative(CumulativeOp::Cumsum), span)
             }
+            Builtin::Cumprod => {
+                self.unary_param(&bound, OpKind::Cumulative(CumulativeOp::Cumprod), span)
+            }
+            Builtin::Cummin => {
+                self.unary_param(&bound, OpKind::Cumulative(CumulativeOp::Cummin), span)
+            }
+            Builtin::Cummax => {
+                self.unary_param(&bound, OpKind::Cumulative(CumulativeOp::Cummax), span)
+            }
+            Builtin::Cumsumprod => {
+                self.unary_param(&bound, OpKind::Cumulative(CumulativeOp::Cumsumprod), span)
+            }
+            Builtin::Rev => self.unary_param(&bound, OpKind::Reorg(ReorgOp::Rev), span),
+            Builtin::RowIndexMax => {
+                self.unary_param(&bound, OpKind::Param(ParamOp::RowIndexMax), span)
+            }
+            Builtin::RowIndexMin => {
+                self.unary_param(&bound, OpKind::Param(ParamOp::RowIndexMin), span)
+            }
+            Builtin::Table => self.table(&bound, span),
+            Builtin::Sample => {
+                let range = self.param(&bound, "range", span)?;
+                let size = self.param(&bound, "size", span)?;
+                let third = bound.arg("replace").map(|e| self.expr(e)).transpose()?;
+                let fourth = bound.arg("seed").map(|e| self.expr(e)).transpose()?;
+                let (replace, seed) = match (third, fourth) {
+                    (Some(r), Some(s)) => (r, s),
+                    (Some(x), None) => match self.b.dag().hop(x).value_type {
+                        ValueType::Bool => (x, self.lit(Literal::Int(-1), span)),
+                        ValueType::Int => (self.lit(Literal::Bool(false), span), x),
+                        other => {
+                            return Err(CompileError::at(
+                                ShapeError::Argument {
+                                    function: "sample",
+                                    argument: "third argument",
+                                    value: format!("of type {other:?}"),
+                                    expected: "expected replace (a boolean) or a seed (an integer)",
+                                },
+                                span,
+                            ))
+                        }
+                    },
+                    _ => (
+                        self.lit(Literal::Bool(false), span),
+                        self.lit(Literal::Int(-1), span),
+                    ),
+                };
+                self.add(
+                    OpKind::DataGen(DataGenOp::Sample),
+                    &[range, size, replace, seed],
+                    span,
+                )
+            }
+            Builtin::Aggregate => {
+                let mut ins = Vec::with_capacity(6);
+                for p in ["target", "groups", "fn", "ngroups", "order"] {
+                    ins.push(self.param(&bound, p, span)?);
+                }
+                if let Some(e) = bound.arg("weights") {
+                    ins.push(self.expr(e)?);
+                }
+                self.add(OpKind::Param(ParamOp::Aggregate), &ins, span)
+            }
+            Builtin::Unique => {
+                let ins = [
+                    self.param(&bound, "x", span)?,
+                    self.param(&bound, "dir", span)?,
+                ];
+                self.add(OpKind::Param(ParamOp::Unique), &ins, span)
+            }
+            Builtin::RemoveEmpty => {
+                let mut ins = vec![
+                    self.param(&bound, "target", span)?,
+                    self.param(&bound, "margin", span)?,
+                    self.param(&bound, "empty.return", span)?,
+                ];
+                if let Some(e) = bound.arg("select") {
+                    ins.push(self.expr(e)?);
+                }
+                self.add(OpKind::Param(ParamOp::RemoveEmpty), &ins, span)
+            }
+            Builtin::Order => {
+                let mut ins = Vec::with_capacity(4);
+                for p in ["target", "by", "decreasing", "index.return"] {
+                    ins.push(self.param(&bound, p, span)?);
+                }
+                self.add(OpKind::Param(ParamOp::Order), &ins, span)
+            }
+            Builtin::Outer => {
+                let ins = [
+                    self.param(&bound, "X", span)?,
+                    self.param(&bound, "Y", span)?,
+                    self.param(&bound, "op", span)?,
+                ];
+                // SystemDS resolves the operator when it parses the script.
+                if let OpKind::Literal(Literal::Str(op)) = &self.b.dag().hop(ins[2]).op {
+                    if BinaryOp::from_outer_name(op).is_none() {
+                        return Err(CompileError::at(
+                            ShapeError::Argument {
+                                function: "outer",
+                                argument: "op",
+                                value: format!("{op:?}"),
+                                expected:
+                                    "expected a binary operator such as \"*\", \"<\" or \"max\"",
+                            },
+                            span,
+                        ));
+                    }
+                }
+                self.add(OpKind::Param(ParamOp::Outer), &ins, span)
+            }
             Builtin::Solve => {
                 let a = self.param(&bound, "A", span)?;
                 let rhs = self.param(&bound, "b", span)?;
@@ -750,6 +861,46 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// `table(A, B[, W][, odim1, odim2])`: inputs `[A, B, W, odim1, odim2]`, W 1 and the
+    /// dimensions -1 where not given. With four arguments the last two are the dimensions.
+    /// `table(seq(1, n), B)` (SystemDS's "ctable expand": a literal start and step of 1, a
+    /// scalar weight, no dimensions) has as many rows as B, even where B's last values are NaN
+    /// and skipped, so it gets `odim1 = nrow(B)`.
+    fn table(&mut self, bound: &builtins::BoundArgs<'_>, span: Span) -> Result<HopId> {
+        let a = self.param(bound, "A", span)?;
+        let b = self.param(bound, "B", span)?;
+        let given = [bound.arg("W"), bound.arg("odim1"), bound.arg("odim2")];
+        let (w, dims) = match given {
+            [w, None, None] => (w, None),
+            [Some(d1), Some(d2), None] => (None, Some((d1, d2))),
+            [w, Some(d1), Some(d2)] => (w, Some((d1, d2))),
+            _ => {
+                return Err(CompileError::internal(Internal::MissingParameter {
+                    name: "odim2".to_string(),
+                }))
+            }
+        };
+        let w = match w {
+            Some(e) => self.expr(e)?,
+            None => self.lit(Literal::Double(1.0), span),
+        };
+        let (d1, d2) = match dims {
+            Some((d1, d2)) => (self.expr(d1)?, self.expr(d2)?),
+            None => {
+                let expand = self.b.dag().hop(w).is_scalar()
+                    && self.b.dag().hop(b).is_matrix()
+                    && bound.arg("A").is_some_and(is_unit_seq);
+                let d1 = if expand {
+                    self.add(OpKind::Meta(MetaOp::Nrow), &[b], span)?
+                } else {
+                    self.lit(Literal::Int(-1), span)
+                };
+                (d1, self.lit(Literal::Int(-1), span))
+            }
+        };
+        self.add(OpKind::Param(ParamOp::Table), &[a, b, w, d1, d2], span)
+    }
+
     fn unary_param(
         &mut self,
         bound: &builtins::BoundArgs<'_>,
@@ -759,6 +910,24 @@ impl<'a> Ctx<'a> {
         let x = self.param(bound, "x", span)?;
         self.add(op, &[x], span)
     }
+}
+
+/// Whether `e` is `seq(1, n)` or `seq(1, n, 1)` with literal ones (SystemDS's test for its
+/// "ctable expand" rewrite, which also requires the literal start we check).
+fn is_unit_seq(e: &Expr) -> bool {
+    let ExprKind::Call { name, args } = &e.kind else {
+        return false;
+    };
+    let one = |a: &ast::Arg| match a.value.kind {
+        ExprKind::Int(v) => v == 1,
+        ExprKind::Double(v) => v == 1.0,
+        _ => false,
+    };
+    name == "seq"
+        && args.iter().all(|a| a.name.is_none())
+        && (args.len() == 2 || args.len() == 3)
+        && one(&args[0])
+        && (args.len() == 2 || one(&args[2]))
 }
 
 #[cfg(test)]

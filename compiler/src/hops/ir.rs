@@ -243,6 +243,8 @@ named_ops! {
         Diag = "diag",
         /// `matrix(X, rows, cols, byrow)`: inputs `[X, rows, cols, byrow]` (scalars; byrow bool).
         Reshape = "reshape",
+        /// `rev(X)`: inputs `[X]`; the rows in reverse order.
+        Rev = "rev",
     }
 }
 
@@ -275,12 +277,48 @@ named_ops! {
 }
 
 named_ops! {
-    /// Column-wise cumulative aggregates: inputs `[X]`, output has X's shape.
+    /// Column-wise cumulative aggregates: inputs `[X]`, output has X's shape (`cumsumprod`:
+    /// X has two columns and the output one).
     CumulativeOp {
         Cumsum = "cumsum",
         Cumprod = "cumprod",
         Cummin = "cummin",
         Cummax = "cummax",
+        /// `cumsumprod(X)`: `Y[i] = X[i,1] + X[i,2] * Y[i-1]`, `Y[0] = 0`.
+        Cumsumprod = "cumsumprod",
+    }
+}
+
+named_ops! {
+    /// Reorganisations with parameters, several of them with a size that depends on the data
+    /// (`table` without output dimensions, `removeEmpty`, `unique`): size inference leaves
+    /// those unknown, and the program builder ends a block after a statement calling them, so
+    /// the statements after it are compiled with the actual size.
+    ParamOp {
+        /// `table(A, B, W, odim1, odim2)`: inputs `[A, B, W, odim1, odim2]`; A and B matrices
+        /// of the same shape or one a scalar, W a matrix of that shape or a scalar; `odim1` and
+        /// `odim2` integers, `-1` where not given (the maximum category then).
+        Table = "table",
+        /// `removeEmpty(target, margin, empty.return, select)`: inputs `[X, margin,
+        /// empty_return]` or `[X, margin, empty_return, select]` (margin "rows" or "cols").
+        RemoveEmpty = "removeEmpty",
+        /// `order(target, by, decreasing, index.return)`: inputs `[X, by, decreasing,
+        /// index_return]`.
+        Order = "order",
+        /// `rowIndexMax(X)`: inputs `[X]`; n×1, the 1-based column of each row's maximum.
+        RowIndexMax = "rowIndexMax",
+        /// `rowIndexMin(X)`: inputs `[X]`; as `rowIndexMax`.
+        RowIndexMin = "rowIndexMin",
+        /// `outer(u, v, op)`: inputs `[u, v, op]`, u n×1, v 1×m, op a string naming a binary
+        /// operator; n×m.
+        Outer = "outer",
+        /// `unique(X, dir)`: inputs `[X, dir]`; dir `"rc"` (the distinct values as a column,
+        /// in `java.util.HashSet` order as SystemDS), `"r"` or `"c"` (per row or column).
+        Unique = "unique",
+        /// `aggregate(target, groups, fn, ngroups, order, weights)`: inputs `[X, G, fn,
+        /// ngroups, order]` or `[X, G, fn, ngroups, order, W]`; ngroups -1 where not given
+        /// (the largest group then).
+        Aggregate = "aggregate",
     }
 }
 
@@ -319,6 +357,10 @@ named_ops! {
         Sinit = "sinit",
         /// `time()`: no inputs; the current time in nanoseconds (int). Never merged by CSE.
         Time = "time",
+        /// `sample(range, size, replace, seed)`: inputs `[range, size, replace, seed]`; a
+        /// size×1 column of values in `1..=range`, SystemDS's stream for a given seed; seed
+        /// `-1` draws a fresh one (as `rand`; never merged by CSE then).
+        Sample = "sample",
     }
 }
 
@@ -381,6 +423,9 @@ pub enum OpKind {
     /// `[X]`; see [`CumulativeOp`].
     #[serde(rename = "cum")]
     Cumulative(CumulativeOp),
+    /// See [`ParamOp`].
+    #[serde(rename = "p")]
+    Param(ParamOp),
     /// `solve(A, b)`: `[A, b]`, A square n×n, b n×1; result n×1.
     #[serde(rename = "solve")]
     Solve,
@@ -433,6 +478,7 @@ impl OpKind {
                 DataGenOp::Rand => RAND_INPUTS.len(),
                 DataGenOp::Seq | DataGenOp::Fill | DataGenOp::Sinit => 3,
                 DataGenOp::Time => 0,
+                DataGenOp::Sample => 4,
             },
             OpKind::Unary(_)
             | OpKind::AggUnary { .. }
@@ -446,6 +492,15 @@ impl OpKind {
             OpKind::Index => 5,
             OpKind::LeftIndex => 6,
             OpKind::ToString => TOSTRING_INPUTS.len(),
+            OpKind::Param(p) => match p {
+                ParamOp::Table => 5,
+                ParamOp::RemoveEmpty => return None,
+                ParamOp::Order => 4,
+                ParamOp::RowIndexMax | ParamOp::RowIndexMin => 1,
+                ParamOp::Outer => 3,
+                ParamOp::Unique => 2,
+                ParamOp::Aggregate => return None,
+            },
             OpKind::Nary(_) | OpKind::Print => return None,
         })
     }
@@ -456,6 +511,8 @@ impl OpKind {
             OpKind::Nary(NaryOp::Cbind | NaryOp::Rbind) => n >= 1,
             OpKind::Nary(NaryOp::Min | NaryOp::Max) => n >= 2,
             OpKind::Print => n >= 1,
+            OpKind::Param(ParamOp::RemoveEmpty) => n == 3 || n == 4,
+            OpKind::Param(ParamOp::Aggregate) => n == 5 || n == 6,
             other => other.fixed_arity() == Some(n),
         }
     }
@@ -481,6 +538,7 @@ impl OpKind {
             OpKind::Nary(op) => format!("n({op})"),
             OpKind::Cast(op) => format!("cast({op})"),
             OpKind::Cumulative(op) => format!("cum({op})"),
+            OpKind::Param(op) => format!("p({op})"),
             OpKind::Solve => "solve".to_string(),
             OpKind::Meta(op) => format!("meta({op})"),
             OpKind::Print => "print".to_string(),

@@ -72,7 +72,7 @@ pub use construct::{
 pub use explain::{explain_dot, explain_json, explain_text};
 pub use ir::{
     AggOp, BinaryOp, CastOp, CumulativeOp, DataGenOp, DataType, Direction, Hop, HopDag, HopId,
-    Literal, MetaOp, NaryOp, OpKind, ReorgOp, TernaryOp, UnaryOp, ValueType,
+    Literal, MetaOp, NaryOp, OpKind, ParamOp, ReorgOp, TernaryOp, UnaryOp, ValueType,
 };
 pub use linearize::linearize;
 pub use rewrite::{optimize, Rewrite};

@@ -11,8 +11,8 @@
 //! non-zeros, otherwise it is dense.
 
 use super::ir::{
-    BinaryOp, CastOp, DataGenOp, DataType, Direction, Hop, HopDag, HopId, Literal, NaryOp, OpKind,
-    ReorgOp, TernaryOp,
+    BinaryOp, CastOp, CumulativeOp, DataGenOp, DataType, Direction, Hop, HopDag, HopId, Literal,
+    NaryOp, OpKind, ParamOp, ReorgOp, TernaryOp,
 };
 use super::rewrite::constant_fold::known_value;
 use crate::error::{CompileError, DagError, IndexProblem, Internal, Result, Shape, ShapeError};
@@ -456,6 +456,22 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
                 }
             }
         }
+        OpKind::Cumulative(CumulativeOp::Cumsumprod) => {
+            let d = in_dims(0);
+            if conflict(d.cols, Some(2)) {
+                return Err(err(ShapeError::Columns {
+                    op: "cumsumprod",
+                    cols: 2,
+                    shape: shape(&d),
+                }));
+            }
+            Dims {
+                rows: d.rows,
+                cols: Some(1),
+                nnz: d.rows,
+            }
+        }
+        OpKind::Reorg(ReorgOp::Rev) => in_dims(0),
         OpKind::Cumulative(_) => {
             let d = in_dims(0);
             Dims {
@@ -481,6 +497,7 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
                 ..d
             }
         }
+        OpKind::Param(p) => param_dims(dag, hop, *p)?,
         OpKind::Literal(_)
         | OpKind::Cast(_)
         | OpKind::Meta(_)
@@ -495,6 +512,217 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
         }
     };
     Ok(dims)
+}
+
+/// Sizes of the parameterized reorganizations. `table` without output dimensions,
+/// `removeEmpty` (along its margin) and `unique` depend on the data: unknown here.
+fn param_dims(dag: &HopDag, hop: &Hop, p: ParamOp) -> Result<Dims> {
+    let inp = &hop.inputs;
+    let in_dims = |i: usize| Dims::of(dag.hop(inp[i]));
+    let err = |cause: ShapeError| CompileError::at(cause, hop.span);
+    let bad = |argument: &'static str, value: &Literal, expected: &'static str| {
+        err(ShapeError::Argument {
+            function: p.name(),
+            argument,
+            value: value.to_string(),
+            expected,
+        })
+    };
+    Ok(match p {
+        ParamOp::Table => {
+            // The matrices among A, B and W must agree in shape.
+            let mut first: Option<Dims> = None;
+            for i in 0..3 {
+                if !dag.hop(inp[i]).is_matrix() {
+                    continue;
+                }
+                let d = in_dims(i);
+                match first {
+                    Some(f) if conflict(f.rows, d.rows) || conflict(f.cols, d.cols) => {
+                        return Err(err(ShapeError::SameShape {
+                            op: "table",
+                            left: shape(&f),
+                            right: shape(&d),
+                        }))
+                    }
+                    Some(_) => {}
+                    None => first = Some(d),
+                }
+            }
+            // SystemDS truncates fractional output dimensions; -1 means "not given".
+            let odim = |i: usize| -> Result<Option<u64>> {
+                match dag.scalar_value(inp[i]) {
+                    None => Ok(None),
+                    Some(l) => match l.as_f64() {
+                        Some(v) if v == -1.0 => Ok(None),
+                        Some(v) if v >= 0.0 && v.is_finite() => Ok(Some(v.trunc() as u64)),
+                        _ => Err(bad("output dimension", l, "expected a count or -1")),
+                    },
+                }
+            };
+            let (rows, cols) = (odim(3)?, odim(4)?);
+            let cells = first.and_then(|f| f.cells());
+            Dims {
+                rows,
+                cols,
+                nnz: min_opt(rows.zip(cols).map(|(r, c)| r.saturating_mul(c)), cells),
+            }
+        }
+        ParamOp::RemoveEmpty => {
+            let d = in_dims(0);
+            let rows = match dag.scalar_value(inp[1]) {
+                Some(Literal::Str(m)) if m == "rows" => true,
+                Some(Literal::Str(m)) if m == "cols" => false,
+                Some(l) => return Err(bad("margin", l, "expected \"rows\" or \"cols\"")),
+                None => {
+                    return Ok(Dims {
+                        nnz: d.nnz,
+                        ..Dims::default()
+                    })
+                }
+            };
+            if let Some(&s) = inp.get(3) {
+                let sd = Dims::of(dag.hop(s));
+                let (len, want) = if rows {
+                    (sd.rows.zip(sd.cols).map(|(r, c)| r * c), d.rows)
+                } else {
+                    (sd.rows.zip(sd.cols).map(|(r, c)| r * c), d.cols)
+                };
+                if conflict(len, want) {
+                    return Err(err(ShapeError::SameShape {
+                        op: "removeEmpty (select)",
+                        left: shape(&d),
+                        right: shape(&sd),
+                    }));
+                }
+            }
+            if rows {
+                Dims {
+                    rows: None,
+                    cols: d.cols,
+                    nnz: d.nnz,
+                }
+            } else {
+                Dims {
+                    rows: d.rows,
+                    cols: None,
+                    nnz: d.nnz,
+                }
+            }
+        }
+        ParamOp::Order => {
+            let d = in_dims(0);
+            if let (Some(l), Some(cols)) = (dag.scalar_value(inp[1]), d.cols) {
+                match l.as_exact_i64() {
+                    Some(by) if by >= 1 && (by as u64) <= cols => {}
+                    _ => return Err(bad("by", l, "expected a column of the target")),
+                }
+            }
+            match dag
+                .scalar_value(inp[3])
+                .and_then(Literal::as_f64)
+                .map(|v| v != 0.0)
+            {
+                Some(true) => Dims {
+                    rows: d.rows,
+                    cols: Some(1),
+                    nnz: d.rows,
+                },
+                Some(false) => d,
+                None => Dims {
+                    rows: d.rows,
+                    cols: None,
+                    nnz: None,
+                },
+            }
+        }
+        ParamOp::RowIndexMax | ParamOp::RowIndexMin => {
+            let d = in_dims(0);
+            Dims {
+                rows: d.rows,
+                cols: Some(1),
+                nnz: d.rows,
+            }
+        }
+        ParamOp::Aggregate => {
+            let (x, g) = (in_dims(0), in_dims(1));
+            if conflict(x.rows, g.rows) || conflict(g.cols, Some(1)) {
+                return Err(err(ShapeError::SameShape {
+                    op: "aggregate (groups)",
+                    left: shape(&x),
+                    right: shape(&g),
+                }));
+            }
+            let rows = match dag.scalar_value(inp[3]) {
+                None => None,
+                Some(l) => match l.as_exact_i64() {
+                    Some(-1) => None,
+                    Some(k) if k >= 0 => Some(k as u64),
+                    _ => return Err(bad("ngroups", l, "expected a count")),
+                },
+            };
+            if let Some(Literal::Str(f)) = dag.scalar_value(inp[2]) {
+                const FNS: [&str; 7] = [
+                    "sum",
+                    "count",
+                    "mean",
+                    "variance",
+                    "centralmoment",
+                    "min",
+                    "max",
+                ];
+                if !FNS.contains(&f.as_str()) {
+                    return Err(bad(
+                        "fn",
+                        &Literal::Str(f.clone()),
+                        "expected sum, count, mean, variance, centralmoment, min or max",
+                    ));
+                }
+            }
+            Dims {
+                rows,
+                cols: x.cols,
+                nnz: None,
+            }
+        }
+        ParamOp::Unique => {
+            let d = in_dims(0);
+            match dag.scalar_value(inp[1]) {
+                Some(Literal::Str(s)) if s == "rc" => Dims {
+                    rows: None,
+                    cols: Some(1),
+                    nnz: None,
+                },
+                Some(Literal::Str(s)) if s == "r" => Dims {
+                    rows: d.rows,
+                    cols: None,
+                    nnz: None,
+                },
+                Some(Literal::Str(s)) if s == "c" => Dims {
+                    rows: None,
+                    cols: d.cols,
+                    nnz: None,
+                },
+                Some(l) => return Err(bad("dir", l, "expected \"rc\", \"r\" or \"c\"")),
+                None => Dims::default(),
+            }
+        }
+        ParamOp::Outer => {
+            let (u, v) = (in_dims(0), in_dims(1));
+            if conflict(u.cols, Some(1)) || conflict(v.rows, Some(1)) {
+                return Err(err(ShapeError::Outer {
+                    left: shape(&u),
+                    right: shape(&v),
+                }));
+            }
+            let cells = u.rows.zip(v.cols).and_then(|(r, c)| r.checked_mul(c));
+            Dims {
+                rows: u.rows,
+                cols: v.cols,
+                nnz: cells,
+            }
+        }
+    })
 }
 
 /// Two known sizes that differ.
@@ -596,6 +824,29 @@ fn datagen_dims(dag: &HopDag, hop: &Hop, g: DataGenOp) -> Result<Dims> {
             }
         }
         DataGenOp::Time => Dims::SCALAR,
+        DataGenOp::Sample => {
+            let rows = size_input(dag, hop, inp[1], "size")?;
+            let range = f64_input(dag, inp[0]);
+            let replace = f64_input(dag, inp[2]).map(|v| v != 0.0);
+            if let (Some(n), Some(r), Some(false)) = (rows, range, replace) {
+                if r.trunc() < n as f64 {
+                    return Err(CompileError::at(
+                        ShapeError::Argument {
+                            function: "sample",
+                            argument: "size",
+                            value: n.to_string(),
+                            expected: "without replacement at most the range",
+                        },
+                        hop.span,
+                    ));
+                }
+            }
+            Dims {
+                rows,
+                cols: Some(1),
+                nnz: rows,
+            }
+        }
     })
 }
 

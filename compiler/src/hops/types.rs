@@ -5,8 +5,8 @@
 //! and of compile errors) — see the table in [`crate::hops`].
 
 use super::ir::{
-    BinaryOp, CastOp, DataGenOp, DataType, Direction, NaryOp, OpKind, ReorgOp, TernaryOp, UnaryOp,
-    ValueType,
+    BinaryOp, CastOp, DataGenOp, DataType, Direction, NaryOp, OpKind, ParamOp, ReorgOp, TernaryOp,
+    UnaryOp, ValueType,
 };
 use crate::error::TypeRule;
 
@@ -281,6 +281,51 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
         },
         OpKind::Cumulative(c) => {
             need_matrix(0, c.name())?;
+            Ok(MATRIX)
+        }
+        OpKind::Param(p) => {
+            match p {
+                ParamOp::Table => {
+                    if !is_matrix(0) && !is_matrix(1) {
+                        return need_matrix(0, p.name()).map(|_| MATRIX);
+                    }
+                    need_scalar(3, p.name())?;
+                }
+                ParamOp::RemoveEmpty => {
+                    need_matrix(0, p.name())?;
+                    if inputs[1].0 != DataType::Scalar || inputs[2].0 != DataType::Scalar {
+                        return Err(TypeRule::NeedScalar {
+                            what: p.name().to_string(),
+                            input: 2,
+                        });
+                    }
+                    if inputs.len() == 4 {
+                        need_matrix(3, p.name())?;
+                    }
+                }
+                ParamOp::Aggregate => {
+                    need_matrix(0, p.name())?;
+                    need_matrix(1, p.name())?;
+                    if inputs[2..5].iter().any(|t| t.0 != DataType::Scalar) {
+                        return Err(TypeRule::NeedScalar {
+                            what: p.name().to_string(),
+                            input: 3,
+                        });
+                    }
+                    if inputs.len() == 6 {
+                        need_matrix(5, p.name())?;
+                    }
+                }
+                ParamOp::Outer => {
+                    need_matrix(0, p.name())?;
+                    need_matrix(1, p.name())?;
+                    need_scalar(2, p.name())?;
+                }
+                ParamOp::Order | ParamOp::RowIndexMax | ParamOp::RowIndexMin | ParamOp::Unique => {
+                    need_matrix(0, p.name())?;
+                    need_scalar(1, p.name())?;
+                }
+            }
             Ok(MATRIX)
         }
         OpKind::Meta(m) => {

@@ -16,24 +16,38 @@ pub mod aggregate;
 pub mod construct;
 pub mod cumulative;
 pub mod elementwise;
+pub mod grouped;
 pub mod index;
 pub mod matmul;
+pub mod outer;
 pub mod partial;
 pub mod reorg;
+pub mod rowindex;
+pub mod select;
 pub mod solve;
+pub mod sort;
+pub mod table;
+pub mod unique;
 mod vector_math;
 
 pub use aggregate::aggregate;
 pub use construct::{fill, from_row_major, seq};
-pub use cumulative::cumsum;
+pub use cumulative::{cumsum, cumsumprod, cumulative};
 pub use elementwise::{
     binary, binary_owned, binary_scalar, binary_scalar_owned, ifelse, matrix_cell, replace, unary,
     unary_owned,
 };
+pub use grouped::grouped_aggregate;
 pub use index::{cbind, left_index, rbind, slice};
 pub use matmul::{matmul, matmul_tn, matmul_with_range, tsmm};
+pub use outer::outer;
 pub use reorg::{diag, reshape, transpose};
+pub use rowindex::row_index;
+pub use select::remove_empty;
 pub use solve::solve;
+pub use sort::{order, rev};
+pub use table::table;
+pub use unique::unique;
 
 use crate::matrix::{DenseMatrix, Matrix, SparseMatrix, BLOCK_CELLS, PAR_THRESHOLD};
 use rayon::prelude::*;

@@ -81,6 +81,16 @@ fn reusable(op: &Op) -> bool {
             | Op::Replace
             | Op::Aggregate(..)
             | Op::Cumsum
+            | Op::Cumulative(_)
+            | Op::Cumsumprod
+            | Op::Rev
+            | Op::Table
+            | Op::RemoveEmpty
+            | Op::Order
+            | Op::RowIndex(_)
+            | Op::Outer
+            | Op::Unique
+            | Op::GroupedAggregate
             | Op::MatMul
             | Op::TransposeSelfMatMul
             | Op::TransposeSelfMatMulOfCbind

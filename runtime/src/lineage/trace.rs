@@ -119,7 +119,8 @@ fn register_value<'r>(
 
 /// Whether `instr` has a run-time input (see [`draw_runtime`]).
 fn has_runtime_input(instr: &Instruction) -> bool {
-    matches!(instr.op, Op::Rand | Op::Time | Op::Read { .. }) && instr.lineage.is_some()
+    matches!(instr.op, Op::Rand | Op::Sample | Op::Time | Op::Read { .. })
+        && instr.lineage.is_some()
 }
 
 /// Draws what only the run decides for `instr`, before it runs: an unseeded `rand`'s seed
@@ -131,8 +132,9 @@ fn draw_runtime(
     traced: &mut Traced,
 ) -> Result<Lineage> {
     Ok(match &instr.op {
-        Op::Rand => {
-            let given = register_value(regs, instr, 5)
+        Op::Rand | Op::Sample => {
+            let at = if matches!(instr.op, Op::Rand) { 5 } else { 3 };
+            let given = register_value(regs, instr, at)
                 .map(Value::as_i64)
                 .transpose()?
                 .unwrap_or(-1);

@@ -24,6 +24,9 @@ pub fn is_mergeable(dag: &HopDag, id: HopId) -> bool {
         OpKind::DataGen(DataGenOp::Rand) => {
             matches!(dag.literal_of(hop.inputs[5]), Some(l) if l.as_exact_i64().is_some_and(|s| s != -1))
         }
+        OpKind::DataGen(DataGenOp::Sample) => {
+            matches!(dag.literal_of(hop.inputs[3]), Some(l) if l.as_exact_i64().is_some_and(|s| s != -1))
+        }
         _ => true,
     }
 }
