@@ -208,7 +208,7 @@ impl Outputs {
     /// 1x1 matrix is not a scalar: take it with [`Outputs::matrix`]).
     pub fn scalar(&self, name: &str) -> Result<f64, Error> {
         let value = self.value(name)?;
-        if value.is_matrix() || matches!(value, Value::Str(_)) {
+        if value.is_matrix() || matches!(value, Value::Str(_) | Value::List(_)) {
             return Err(Error::Binding(Binding::OutputType {
                 name: name.to_string(),
                 expected: "number",

@@ -24,8 +24,18 @@ use std::sync::Arc;
 /// What a compiled plan assumed of a variable it reads.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum VarMeta {
-    Matrix { rows: u64, cols: u64, nnz: u64 },
-    Scalar { ty: ScalarType },
+    Matrix {
+        rows: u64,
+        cols: u64,
+        nnz: u64,
+    },
+    Scalar {
+        ty: ScalarType,
+    },
+    /// Any list whose elements share the scalar type `items` (or do not, `None`).
+    List {
+        items: Option<ScalarType>,
+    },
 }
 
 impl VarMeta {
@@ -35,6 +45,9 @@ impl VarMeta {
                 rows: m.rows() as u64,
                 cols: m.cols() as u64,
                 nnz: m.nnz() as u64,
+            },
+            Value::List(l) => VarMeta::List {
+                items: l.item_type(),
             },
             s => VarMeta::Scalar {
                 ty: s.scalar_type().unwrap_or(ScalarType::Double),
@@ -52,6 +65,9 @@ impl VarMeta {
                 *rows == m.rows() as u64 && *cols == m.cols() as u64
             }
             (VarMeta::Scalar { ty }, s) if !s.is_matrix() => s.scalar_type() == Some(*ty),
+            // A plan reads a list's elements at run time, and types them by their shared
+            // scalar type: any list with that (lack of) shared type will do.
+            (VarMeta::List { items }, Value::List(l)) => l.item_type() == *items,
             _ => false,
         }
     }
@@ -60,7 +76,7 @@ impl VarMeta {
 /// The literal of a scalar value (`None` for a matrix).
 fn scalar_literal(v: &Value) -> Option<Literal> {
     Some(match v {
-        Value::Matrix(_) => return None,
+        Value::Matrix(_) | Value::List(_) => return None,
         Value::Double(x) => Literal::Double(*x),
         Value::Int(x) => Literal::Int(*x),
         Value::Bool(x) => Literal::Bool(*x),
@@ -122,6 +138,9 @@ impl<'v> BlockMeta<'v> {
                 (Value::Matrix(m), _) => {
                     hops::InputMeta::matrix(m.rows() as u64, m.cols() as u64, m.nnz() as u64)
                 }
+                (Value::List(l), _) => hops::InputMeta::List {
+                    value_type: l.item_type().map_or(hops::ValueType::Double, value_type_of),
+                },
                 (_, Some(literal)) => hops::InputMeta::Scalar {
                     value_type: literal.value_type(),
                     value: with_values.then_some(literal),
@@ -1068,6 +1087,12 @@ impl Lowering<'_> {
             OpKind::Meta(MetaOp::Nrow) => Op::Nrow,
             OpKind::Meta(MetaOp::Ncol) => Op::Ncol,
             OpKind::Meta(MetaOp::Length) => Op::Length,
+            OpKind::ListNew { names } => Op::ListNew {
+                names: names.as_deref().map(Into::into),
+            },
+            OpKind::ListIndex => Op::ListIndex,
+            OpKind::ListAppend => Op::ListAppend,
+            OpKind::ListSet => Op::ListSet,
             OpKind::Print => {
                 self.emit(Op::Print, inputs, None, id, &hop.inputs);
                 return Ok(());
@@ -1085,6 +1110,16 @@ impl Lowering<'_> {
         };
         self.emit(op, inputs, out, id, &hop.inputs);
         Ok(())
+    }
+}
+
+/// The compiler's value type of a runtime scalar type.
+fn value_type_of(ty: ScalarType) -> hops::ValueType {
+    match ty {
+        ScalarType::Double => hops::ValueType::Double,
+        ScalarType::Int => hops::ValueType::Int,
+        ScalarType::Bool => hops::ValueType::Bool,
+        ScalarType::Str => hops::ValueType::String,
     }
 }
 

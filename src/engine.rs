@@ -1053,6 +1053,22 @@ fn conformed_item(
 /// Converts a value to a function parameter's or result's declared type (scalars are cast as
 /// SystemDS casts them; a matrix where a scalar is declared, or vice versa, is an error).
 fn conform(v: Value, ty: ValueType, name: &str, function: &str) -> Result<Value, RuntimeError> {
+    let mismatch = |declared: &'static str, v: &Value| RuntimeError::Call {
+        function: function.to_string(),
+        cause: CallError::KindMismatch {
+            name: name.to_string(),
+            declared,
+            given: v.type_name(),
+        },
+    };
+    if v.is_list() != (ty == ValueType::List) {
+        let declared = match ty {
+            ValueType::List => "list",
+            ValueType::Matrix => "matrix",
+            _ => "scalar",
+        };
+        return Err(mismatch(declared, &v));
+    }
     let scalar = |to: ScalarType, v: Value| -> Result<Value, RuntimeError> {
         if v.is_matrix() {
             Err(RuntimeError::Call {
@@ -1083,5 +1099,6 @@ fn conform(v: Value, ty: ValueType, name: &str, function: &str) -> Result<Value,
         ValueType::Int => scalar(ScalarType::Int, v),
         ValueType::Bool => scalar(ScalarType::Bool, v),
         ValueType::String => scalar(ScalarType::Str, v),
+        ValueType::List => Ok(v),
     }
 }

@@ -239,6 +239,9 @@ fn unknown(ty: AstType) -> InputMeta {
         AstType::Int => scalar(ValueType::Int),
         AstType::Bool => scalar(ValueType::Bool),
         AstType::String => scalar(ValueType::String),
+        AstType::List => InputMeta::List {
+            value_type: ValueType::Double,
+        },
         _ => scalar(ValueType::Double),
     }
 }
@@ -248,7 +251,11 @@ fn unknown(ty: AstType) -> InputMeta {
 fn assign_outputs(dag: &HopDag, vars: &mut BlockInputs) {
     for (name, value) in dag.outputs() {
         let hop = dag.hop(value);
-        let meta = if hop.is_matrix() {
+        let meta = if hop.is_list() {
+            InputMeta::List {
+                value_type: hop.value_type,
+            }
+        } else if hop.is_matrix() {
             InputMeta::Matrix {
                 rows: hop.rows,
                 cols: hop.cols,

@@ -142,6 +142,36 @@ fn fused_and_unfused_computations_get_equal_items() {
     assert!(g.inputs()[0].inputs()[0] == g.inputs()[1]);
 }
 
+#[test]
+fn a_lists_item_has_its_elements_items_as_inputs() {
+    // A list's lineage is the items of its elements; an element taken out of it is an item
+    // over the list's, and so reaches back to the element's own.
+    let script = "X = rand(rows=6, cols=4, seed=5)\n\
+                  L = list(X, 2)\n\
+                  L = append(L, X * 3)\n\
+                  Y = as.matrix(L[1]) * as.scalar(L[2])\n\
+                  n = length(L)\n\
+                  print(n)\n";
+    let args = ScriptArgs::default();
+    for policy in [None, Some(FusionPolicy::Gen)] {
+        let (out, logs) = run(script, &args, &traced(policy, FusionBackend::Reference));
+        assert_eq!(out, "3\n");
+        let x = item_of(&logs, "X");
+        let l = item_of(&logs, "L");
+        assert_eq!(l.opcode(), "append(list)");
+        let made = &l.inputs()[0];
+        assert_eq!(made.opcode(), "list");
+        assert!(made.inputs()[0] == x);
+        assert!(l.inputs()[1].inputs()[0] == x);
+        let y = item_of(&logs, "Y");
+        assert_eq!(y.opcode(), "b(*)");
+        let element = &y.inputs()[0];
+        assert_eq!(element.opcode(), "cast(as.matrix)");
+        assert_eq!(element.inputs()[0].opcode(), "rix(list)");
+        assert!(element.inputs()[0].inputs()[0] == l);
+    }
+}
+
 /// The seed literal an unseeded `rand`'s item records.
 fn recorded_seed(item: &Lineage) -> i64 {
     let rand = item

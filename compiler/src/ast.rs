@@ -40,6 +40,8 @@ pub enum ValueType {
     Bool,
     /// `string` / `String`.
     String,
+    /// `list[unknown]` / `List[Unknown]`: a list of any elements.
+    List,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -85,6 +85,8 @@ pub enum Builtin {
     Replace,
     /// `contains(target=X, pattern=v)`: whether a cell of X equals v (NaN matches NaN).
     Contains,
+    /// `list(a, b, ...)` or `list(x=a, y=b, ...)`: a list of any values.
+    List,
     Nrow,
     Ncol,
     Length,
@@ -182,6 +184,7 @@ pub const ALL: &[Builtin] = &[
     Builtin::Ifelse,
     Builtin::Replace,
     Builtin::Contains,
+    Builtin::List,
     Builtin::Nrow,
     Builtin::Ncol,
     Builtin::Length,
@@ -252,6 +255,8 @@ pub enum ResultKind {
     AggregateOrElementWise,
     /// Not known statically (`ifdef` returns whatever the script argument is).
     Unknown,
+    /// A list (`list(...)`).
+    List,
     /// No value: the call is a statement (`print`, `stop`, `write`).
     Nothing,
 }
@@ -269,6 +274,8 @@ pub enum ArgStyle {
     FirstPositional,
     /// Either all positional, or only the first positional and the rest named (`matrix`).
     AllPositionalOrFirstPositional,
+    /// Either all positional or all named, any names (`list`: the names name the elements).
+    AllPositionalOrAllNamed,
 }
 
 /// One parameter of a built-in.
@@ -518,6 +525,7 @@ impl Builtin {
             Ifelse => "ifelse",
             Replace => "replace",
             Contains => "contains",
+            List => "list",
             Nrow => "nrow",
             Ncol => "ncol",
             Length => "length",
@@ -575,6 +583,10 @@ impl Builtin {
             Ifelse => positional(IFELSE_PARAMS, R::ElementWise),
             Replace => fixed(REPLACE_PARAMS, 3, ArgStyle::NamedOnly, R::Matrix),
             Contains => fixed(CONTAINS_PARAMS, 2, ArgStyle::NamedOnly, R::Bool),
+            List => Signature {
+                style: ArgStyle::AllPositionalOrAllNamed,
+                ..variadic(VARIADIC_ANY, 0, R::List)
+            },
             Nrow | Ncol | Length => positional(UNARY_MAT, R::Int),
             AsScalar => positional(UNARY_MAT, R::Double),
             AsMatrix => positional(UNARY_ANY, R::Matrix),
@@ -864,6 +876,15 @@ pub fn bind_args<'a>(
         }
         ArgStyle::AllPositionalOrFirstPositional => {
             if n_positional > 1 && !named.is_empty() {
+                return Err(CompileError::call(
+                    &callee,
+                    CallProblem::MixedNamed,
+                    named[0].span,
+                ));
+            }
+        }
+        ArgStyle::AllPositionalOrAllNamed => {
+            if n_positional > 0 && !named.is_empty() {
                 return Err(CompileError::call(
                     &callee,
                     CallProblem::MixedNamed,

@@ -77,6 +77,7 @@ enum Ty {
     Int,
     Bool,
     Str,
+    List,
     /// A scalar of unknown value type.
     Scalar,
     Unknown,
@@ -104,6 +105,7 @@ impl Ty {
             ValueType::Int => Ty::Int,
             ValueType::Bool => Ty::Bool,
             ValueType::String => Ty::Str,
+            ValueType::List => Ty::List,
         }
     }
 }
@@ -600,7 +602,11 @@ impl Checker<'_> {
                     ));
                     return Ty::Unknown;
                 }
-                Ty::Matrix
+                match ty {
+                    // A list's index is a sub-list (`L[i]`, `L[i:j]`, `L["name"]`).
+                    Ty::List | Ty::Unknown => ty,
+                    _ => Ty::Matrix,
+                }
             }
             ExprKind::Call { name, args } => self.call_expr(name, args, expr.span, env),
         }
@@ -635,6 +641,11 @@ impl Checker<'_> {
                 return result_ty(builtin, &tys, args);
             }
         };
+        // `append(L, x)` / `cbind(L, x)` of a list adds any values to it (SystemDS's list
+        // append); its matrix checks apply to matrices only.
+        if builtin == Builtin::Cbind && matches!(tys.first(), Some(Ty::List | Ty::Unknown)) {
+            return tys[0];
+        }
         let sig = builtin.signature();
         let ty_of = |e: &Expr| -> Ty {
             args.iter()
@@ -736,6 +747,7 @@ fn result_ty(builtin: Builtin, tys: &[Ty], args: &[Arg]) -> Ty {
         ResultKind::Bool => Ty::Bool,
         ResultKind::Str => Ty::Str,
         ResultKind::Nothing => Ty::Nothing,
+        ResultKind::List => Ty::List,
         ResultKind::Unknown => Ty::Unknown,
         ResultKind::AggregateOrElementWise if tys.len() == 1 => Ty::Double,
         ResultKind::ElementWise | ResultKind::AggregateOrElementWise => {
@@ -804,6 +816,9 @@ pub(crate) fn unknown_function<'a>(
 ) -> CompileError {
     if name.contains("::") {
         return CompileError::at(Unsupported::Namespaces, span);
+    }
+    if let Some(unsupported) = Unsupported::builtin(name) {
+        return CompileError::at(unsupported, span);
     }
     let builtin_names = builtins::ALL.iter().map(|b| b.name());
     let close = builtins::closest(name, udfs.chain(builtin_names));
@@ -963,6 +978,22 @@ mod tests {
             errs[0].starts_with("parameter 'P' of function f expects a matrix"),
             "{errs:?}"
         );
+    }
+
+    #[test]
+    fn lists_are_checked_as_lists() {
+        // Indexing a list gives a list; append takes any values; list parameters are lists.
+        assert!(check("L = list(1, \"a\", matrix(0, 2, 2))\nx = as.scalar(L[2])\nL = append(L, 3)\nprint(length(L))").is_empty());
+        assert!(check("L = list(a=1, b=2)\nprint(as.scalar(L[\"b\"]))").is_empty());
+        let f = "f = function(List[Unknown] L) return (Double n) { n = length(L) }\n";
+        assert!(check(&format!("{f}x = f(list(1, 2))")).is_empty());
+        let errs = check("L = list(1, 2)\nx = 3\nL = append(x, 4)");
+        assert!(
+            errs[0].starts_with("cbind() expects a matrix argument"),
+            "{errs:?}"
+        );
+        let errs = check("L = list(1, a=2)");
+        assert!(errs[0].contains("list"), "{errs:?}");
     }
 
     #[test]

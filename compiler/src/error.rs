@@ -514,6 +514,9 @@ pub enum CheckError {
     /// Indexing into the scalar variable `name` (or an unnamed scalar).
     #[error("cannot index into '{name}': it is a scalar")]
     IndexIntoScalar { name: String },
+    /// `L[i, j]` of a list: lists have one dimension.
+    #[error("a list is indexed by one position, range or name (L[i], L[i:j], L[\"name\"])")]
+    ListIndexShape,
     #[error("cannot index into a scalar")]
     IndexIntoScalarValue,
     #[error("an index must be a number")]
@@ -734,6 +737,8 @@ pub enum TypeRule {
     NeedScalar { what: String, input: usize },
     #[error("{what} expects a matrix argument, got a scalar")]
     NeedMatrix { what: String },
+    #[error("{what} expects a list as its first input")]
+    NeedList { what: String },
     #[error("a transient read has no inputs to infer from")]
     TransientRead,
     #[error("invalid operands for '{op}': matrix and string")]
@@ -797,6 +802,28 @@ pub enum Unsupported {
         "a call of a user-defined function in a while condition (assign it to a variable before the loop and at the end of its body)"
     )]
     CallInWhileCondition,
+    /// `eval(fname, args)`: the callee is a string known at run time only.
+    #[error(
+        "{name}(...), a call of a function named by a string at run time: lafuse binds and checks every call, and analyses the call graph for reuse and lineage deduplication, before the script runs; call the function by its name"
+    )]
+    Eval { name: &'static str },
+    /// A list built-in lafuse lacks (`remove`, `as.list`).
+    #[error("the list function {name}")]
+    ListFunction { name: &'static str },
+}
+
+impl Unsupported {
+    /// The unsupported SystemDS built-in called `name`, if it is one (rather than a name
+    /// nothing defines).
+    pub fn builtin(name: &str) -> Option<Unsupported> {
+        Some(match name {
+            "eval" => Unsupported::Eval { name: "eval" },
+            "evalList" => Unsupported::Eval { name: "evalList" },
+            "remove" => Unsupported::ListFunction { name: "remove" },
+            "as.list" => Unsupported::ListFunction { name: "as.list" },
+            _ => return None,
+        })
+    }
 }
 
 /// A bug in lafuse ([`CompileCause::Internal`]).

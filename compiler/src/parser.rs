@@ -828,7 +828,17 @@ impl Parser<'_> {
                         self.expect(Punct::RBracket, "']' closing the matrix type")?;
                         Ok(ValueType::Matrix)
                     }
-                    "frame" | "list" | "tensor" | "scalar" => Err(CompileError::at(
+                    "list" => {
+                        self.bump();
+                        self.expect(Punct::LBracket, "'[' after 'list' (as in list[unknown])")?;
+                        if !matches!(self.peek().kind, TokenKind::Keyword(Keyword::UnknownType)) {
+                            return Err(self.unexpected("unknown (as in list[unknown])"));
+                        }
+                        self.bump();
+                        self.expect(Punct::RBracket, "']' closing the list type")?;
+                        Ok(ValueType::List)
+                    }
+                    "frame" | "tensor" | "scalar" => Err(CompileError::at(
                         Unsupported::DataType {
                             name: name.to_string(),
                         },
@@ -1206,6 +1216,7 @@ pub fn sexpr_function(f: &FunctionDef) -> String {
         ValueType::Int => "int",
         ValueType::Bool => "boolean",
         ValueType::String => "string",
+        ValueType::List => "list",
     };
     let params = |ps: &[Param]| -> String {
         let parts: Vec<String> = ps
@@ -1271,6 +1282,26 @@ mod tests {
             Ok(s) => panic!("{text} parsed: {}", sexpr_script(&s)),
             Err(mut errors) => errors.remove(0),
         }
+    }
+
+    #[test]
+    fn pi_is_a_constant_and_lists_are_a_parameter_type() {
+        assert_eq!(
+            e("2 * pi"),
+            format!("(* 2 {})", e(&format!("{:?}", std::f64::consts::PI)))
+        );
+        assert!(err("pi = 3").to_string().contains("built-in constant pi"));
+        let f =
+            p("f = function(List[Unknown] L, list[unknown] M) return (List[Unknown] R) { R = L }");
+        assert!(
+            f.contains("(list L)") && f.contains("(list M)") && f.contains("(list R)"),
+            "{f}"
+        );
+        assert!(
+            err("f = function(List[Double] L) return (Double x) { x = 1 }")
+                .to_string()
+                .contains("unknown (as in list[unknown])")
+        );
     }
 
     #[test]

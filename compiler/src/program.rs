@@ -352,7 +352,9 @@ impl Builder<'_> {
                         ExprKind::Call { name, .. } => name.clone(),
                         _ => String::from("<expression>"),
                     };
-                    let err = if builtins::lookup(&name).is_some() {
+                    let err = if let Some(unsupported) = Unsupported::builtin(&name) {
+                        CompileError::at(unsupported, call.span)
+                    } else if builtins::lookup(&name).is_some() {
                         CompileError::at(
                             CheckError::BuiltinTargets {
                                 name: name.clone(),

@@ -233,7 +233,7 @@ fn unsupported_constructs_name_the_construct() {
     );
     assert_unsupported("x = ns::f(1)", "namespaces");
     assert_unsupported("f = function(frame[string] F) { print(1) }", "frame");
-    assert_unsupported("f = function(list[unknown] L) { print(1) }", "list");
+    assert_unsupported("f = function(tensor[double] T) { print(1) }", "tensor");
     assert_unsupported(
         "f = function(matrix[string] F) { print(1) }",
         "matrices of value type",

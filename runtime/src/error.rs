@@ -438,6 +438,13 @@ pub enum CallError {
     MatrixForScalar { name: String },
     /// A scalar of type `given` for the parameter or result `name`, declared a matrix.
     ScalarForMatrix { name: String, given: &'static str },
+    /// A value of type `given` for the parameter or result `name`, declared a list (or a list
+    /// for one declared otherwise: `declared` names the declared kind).
+    KindMismatch {
+        name: String,
+        declared: &'static str,
+        given: &'static str,
+    },
 }
 
 impl CallError {
@@ -461,6 +468,13 @@ impl CallError {
             CallError::ScalarForMatrix { name, given } => format!(
                 "'{name}' of function '{function}' is declared as a matrix, but a {given} was given"
             ),
+            CallError::KindMismatch {
+                name,
+                declared,
+                given,
+            } => format!(
+                "'{name}' of function '{function}' is declared as a {declared}, but a {given} was given"
+            ),
         }
     }
 }
@@ -480,6 +494,37 @@ pub enum Conversion {
     StringToBoolean { text: String },
     #[error("cannot convert NaN to an integer")]
     NanToInteger,
+    /// A scalar or matrix where a list is needed.
+    #[error("expected a list, found a {found}")]
+    ExpectedList { found: &'static str },
+    /// A list where a scalar is needed (a list's element is taken with `as.scalar(L[i])`).
+    #[error("expected a scalar, found a list (take an element with as.scalar(L[i]))")]
+    ListAsScalar,
+    /// A list index beyond the list (`L[i]` with `i` outside `1..=length`).
+    #[error("list index {lower}:{upper} is out of range for a list of length {length}")]
+    ListIndex {
+        lower: i64,
+        upper: i64,
+        length: usize,
+    },
+    /// `append(L, x)` of a named list with an element that has no name.
+    #[error("cannot add an unnamed element to a named list (append a named one: list(name=x))")]
+    UnnamedIntoNamedList,
+    /// `L[i:j] = x` where x is not a list of as many elements as the range.
+    #[error("cannot assign {given} element(s) to {positions} list position(s)")]
+    ListSetLength { positions: usize, given: usize },
+    /// `L["name"]` of a list without an element of that name.
+    #[error("the list has no element named '{name}'")]
+    ListName { name: String },
+    /// `as.scalar(L[i])` or `as.matrix(L[i])` of a list that is not one element.
+    #[error("{cast} of a list needs a list of one element, found {length}")]
+    ListCast { cast: &'static str, length: usize },
+    /// An element of a kind the cast cannot give (`as.matrix` of a string element).
+    #[error("{cast} of a list element that is a {found}")]
+    ListElement {
+        cast: &'static str,
+        found: &'static str,
+    },
     /// An integer result beyond the 64-bit range (SystemDS's overflow error).
     #[error(
         "integer operation created numerical result overflow ({} is beyond the 64-bit integer \

@@ -133,6 +133,19 @@ pub enum Op {
     Assert,
     /// `toString(X, ...)`. Inputs: [X, rows, cols, decimal, sparse, sep, linebreak].
     ToString,
+    /// `list(...)`: a list of the inputs, named by `names` (one per input) when given.
+    ListNew {
+        names: Option<Arc<[String]>>,
+    },
+    /// `L[lower:upper]`, or `L["name"]` with the name as both bounds: a sub-list.
+    /// Inputs: `[L, lower, upper]`.
+    ListIndex,
+    /// `append(L, x)`: L with x added (a one-element list adds its element, with its name).
+    /// Inputs: `[L, x]`.
+    ListAppend,
+    /// `L[lower:upper] = x`: L with those elements replaced by x (x's elements where x is a
+    /// list of that many). Inputs: `[L, lower, upper, x]`.
+    ListSet,
     /// `read(file, ...)`. Inputs: `[path, p_1, ..., p_k]`, `p_i` the value of the named
     /// parameter `params[i]` (`format`, `header`, `sep`, `rows`, `cols`, ...).
     Read {
@@ -226,6 +239,10 @@ impl Op {
             Op::Stop => "stop".into(),
             Op::Assert => "assert".into(),
             Op::ToString => "toString".into(),
+            Op::ListNew { .. } => "list".into(),
+            Op::ListIndex => "rightIndex".into(),
+            Op::ListAppend => "append".into(),
+            Op::ListSet => "leftIndex".into(),
             Op::Read { .. } => "read".into(),
             Op::Write { .. } => "write".into(),
             Op::Time => "time".into(),
@@ -561,7 +578,10 @@ fn scalar_binary(op: BinaryOp, a: &Value, b: &Value, ty: Option<ScalarType>) -> 
             b.display_string()
         )));
     }
-    if let (Value::Str(x), Value::Str(y)) = (a, b) {
+    if matches!(a, Value::Str(_)) || matches!(b, Value::Str(_)) {
+        // SystemDS compares a string with a number or boolean as strings, the other operand
+        // as `print` shows it: `3.0 == "3"` and `2 < "10"` are FALSE, `TRUE == "TRUE"` TRUE.
+        let (x, y) = (a.display_string(), b.display_string());
         let r = match op {
             BinaryOp::Eq => x == y,
             BinaryOp::Ne => x != y,
@@ -982,6 +1002,18 @@ fn run_one(
             Value::Matrix(m) => matrix_to_scalar(m)?.cast_scalar(*to)?,
             s => s.cast_scalar(*to)?,
         },
+        Op::CastToScalar | Op::CastToMatrix if arg(0)?.is_list() => {
+            crate::list::cast_element(arg(0)?.as_list()?, matches!(instr.op, Op::CastToMatrix))?
+        }
+        Op::ListNew { names } => crate::list::new(
+            (0..instr.inputs.len())
+                .map(|i| arg(i).cloned())
+                .collect::<Result<Vec<_>>>()?,
+            names.as_deref(),
+        ),
+        Op::ListIndex => crate::list::index(arg(0)?.as_list()?, arg(1)?, arg(2)?)?,
+        Op::ListAppend => crate::list::append(arg(0)?.as_list()?, arg(1)?)?,
+        Op::ListSet => crate::list::set(arg(0)?.as_list()?, arg(1)?, arg(2)?, arg(3)?)?,
         Op::CastToScalar => match arg(0)? {
             Value::Matrix(m) => {
                 let v = matrix_to_scalar(m)?;
@@ -996,6 +1028,9 @@ fn run_one(
             Value::Matrix(m) => Value::Matrix(Arc::clone(m)),
             s => Value::matrix(Matrix::scalar(s.as_f64()?)),
         },
+        // SystemDS's list is a column: `nrow` and `length` are its length, `ncol` 1.
+        Op::Nrow | Op::Length if arg(0)?.is_list() => Value::Int(arg(0)?.as_list()?.len() as i64),
+        Op::Ncol if arg(0)?.is_list() => Value::Int(1),
         Op::Nrow => Value::Int(arg(0)?.as_matrix()?.rows() as i64),
         Op::Ncol => Value::Int(arg(0)?.as_matrix()?.cols() as i64),
         Op::Length => {
@@ -1038,6 +1073,7 @@ fn run_one(
             };
             match arg(0)? {
                 Value::Matrix(m) => Value::str(crate::format::to_string_matrix(m, &opts)),
+                Value::List(l) => Value::str(crate::format::to_string_list(l, &opts)),
                 s => Value::str(s.display_string()),
             }
         }

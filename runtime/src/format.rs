@@ -487,6 +487,30 @@ fn decimal_format(x: f64, frac: usize) -> String {
     s
 }
 
+/// `toString` of a list, as SystemDS's `DataConverter.toString(ListObject, ...)`: a header
+/// line, then the items between brackets separated by `", "`; a matrix item is introduced by
+/// `"\nMatrix:\n"` and printed with `opts`, a scalar as `print` shows it, a nested list
+/// likewise. (SystemDS drops the two characters before the closing bracket, so an empty list
+/// prints as `List containing:]`.)
+pub fn to_string_list(list: &crate::value::List, opts: &ToStringOptions) -> String {
+    use crate::value::Value;
+    let mut out = String::from("List containing:\n[");
+    for item in &list.items {
+        match item {
+            Value::Matrix(m) => {
+                out.push_str("\nMatrix:\n");
+                out.push_str(&to_string_matrix(m, opts));
+            }
+            Value::List(l) => out.push_str(&to_string_list(l, opts)),
+            scalar => out.push_str(&scalar.display_string()),
+        }
+        out.push_str(", ");
+    }
+    out.truncate(out.len() - 2);
+    out.push(']');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ pub mod format;
 pub mod io;
 pub mod kernels;
 pub mod lineage;
+pub mod list;
 pub mod matrix;
 pub mod memory;
 pub mod operator;

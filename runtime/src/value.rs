@@ -22,6 +22,51 @@ pub enum Value {
     Int(i64),
     Bool(bool),
     Str(Arc<str>),
+    /// A DML list (`list(...)`): shared like a matrix, its elements shared with it.
+    List(Arc<List>),
+}
+
+/// A DML list: its elements (matrices, scalars, lists) in order, and their names when the
+/// list was made with named elements (`list(a=X, b=2)`; SystemDS names all or none).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct List {
+    pub items: Vec<Value>,
+    /// One name per item, or `None` for an unnamed list.
+    pub names: Option<Vec<String>>,
+}
+
+impl List {
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The scalar type every item shares, if all items are scalars of one type (`None` for
+    /// an empty list, or one holding matrices, lists or mixed types). Plans type an element
+    /// taken from the list by it ([`crate::list`]).
+    pub fn item_type(&self) -> Option<ScalarType> {
+        let first = self.items.first()?.scalar_type()?;
+        self.items
+            .iter()
+            .all(|v| v.scalar_type() == Some(first))
+            .then_some(first)
+    }
+
+    /// The position of the item named `name`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.names.as_ref()?.iter().position(|n| n == name)
+    }
+
+    /// Items `lower..=upper` (1-based) as a list, with their names.
+    pub fn slice(&self, lower: usize, upper: usize) -> List {
+        List {
+            items: self.items[lower - 1..upper].to_vec(),
+            names: self.names.as_ref().map(|n| n[lower - 1..upper].to_vec()),
+        }
+    }
 }
 
 impl Value {
@@ -45,6 +90,20 @@ impl Value {
             Value::Int(_) => Some(ScalarType::Int),
             Value::Bool(_) => Some(ScalarType::Bool),
             Value::Str(_) => Some(ScalarType::Str),
+            Value::List(_) => None,
+        }
+    }
+
+    pub fn is_list(&self) -> bool {
+        matches!(self, Value::List(_))
+    }
+
+    pub fn as_list(&self) -> Result<&Arc<List>> {
+        match self {
+            Value::List(l) => Ok(l),
+            other => Err(RuntimeError::Conversion(Conversion::ExpectedList {
+                found: other.type_name(),
+            })),
         }
     }
 
@@ -56,6 +115,7 @@ impl Value {
             Value::Int(_) => "integer",
             Value::Bool(_) => "boolean",
             Value::Str(_) => "string",
+            Value::List(_) => "list",
         }
     }
 
@@ -83,6 +143,7 @@ impl Value {
             Value::Matrix(m) => Err(RuntimeError::Conversion(Conversion::ExpectedScalar {
                 shape: m.shape(),
             })),
+            Value::List(_) => Err(RuntimeError::Conversion(Conversion::ListAsScalar)),
         }
     }
 
@@ -133,6 +194,7 @@ impl Value {
             Value::Bool(b) => if *b { "TRUE" } else { "FALSE" }.to_string(),
             Value::Str(s) => s.to_string(),
             Value::Matrix(m) => crate::format::to_string_matrix(m, &Default::default()),
+            Value::List(l) => crate::format::to_string_list(l, &Default::default()),
         }
     }
 }

@@ -98,6 +98,15 @@ impl DagBuilder {
         self.dag.add(hop)
     }
 
+    /// A list input (its length and elements are known at run time only).
+    pub fn list_input(&mut self, name: &str, value_type: ValueType) -> HopId {
+        let op = OpKind::TransientRead {
+            name: name.to_string(),
+        };
+        self.dag
+            .add(Hop::new(op, vec![], DataType::List, value_type, self.span))
+    }
+
     /// A scalar input of the given value type whose value is not known at compile time.
     pub fn scalar_input(&mut self, name: &str, value_type: ValueType) -> HopId {
         let op = OpKind::TransientRead {

@@ -34,6 +34,9 @@ pub enum InputMeta {
         cols: Option<u64>,
         nnz: Option<u64>,
     },
+    /// A list (its elements are known at run time only) whose scalar elements share
+    /// `value_type` (`Double` where they do not; see [`DataType::List`]).
+    List { value_type: ValueType },
     /// A scalar of a value type; with `value`, the scalar acts as that literal (so sizes such
     /// as `matrix(0, rows=n, cols=n)` are known). A DAG built with values is only valid for
     /// those values: callers caching compiled blocks must key the cache by them.
@@ -272,6 +275,13 @@ impl<'a> Ctx<'a> {
             }
             StmtKind::IndexAssign { target, rows, cols, value } => {
                 let x = self.var(&target.name, target.span)?;
+                if self.b.dag().hop(x).is_list() {
+                    let v = self.expr(value)?;
+                    let [lo, hi] = self.list_range(rows.as_ref(), cols.as_ref(), stmt.span)?;
+                    let h = self.add(OpKind::ListSet, &[x, lo, hi, v], stmt.span)?;
+                    self.vars.insert(target.name.clone(), h);
+                    return Ok(Some(target.name.clone()));
+                }
                 if self.b.dag().hop(x).is_scalar() {
                     return Err(CompileError::at(
                         CheckError::IndexIntoScalar {
@@ -377,6 +387,7 @@ impl<'a> Ctx<'a> {
         self.b.set_span(span);
         let h = match meta {
             InputMeta::Matrix { rows, cols, nnz } => self.b.input_with(name, *rows, *cols, *nnz),
+            InputMeta::List { value_type } => self.b.list_input(name, *value_type),
             InputMeta::Scalar {
                 value: Some(v),
                 value_type,
@@ -433,6 +444,33 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The bounds of a list index: `L[i]`, `L[i:j]` or `L["name"]` (a name is both bounds);
+    /// lists have one dimension, so a column index is an error.
+    fn list_range(
+        &mut self,
+        rows: Option<&IndexRange>,
+        cols: Option<&IndexRange>,
+        span: Span,
+    ) -> Result<[HopId; 2]> {
+        let (Some(r), None) = (rows, cols) else {
+            return Err(CompileError::at(CheckError::ListIndexShape, span));
+        };
+        let lo = self.expr(&r.lower)?;
+        let hi = match &r.upper {
+            Some(u) => self.expr(u)?,
+            None => lo,
+        };
+        for (h, e) in [
+            (lo, &*r.lower),
+            (hi, r.upper.as_deref().unwrap_or(&r.lower)),
+        ] {
+            if !self.b.dag().hop(h).is_scalar() {
+                return Err(CompileError::at(CheckError::NonNumericIndex, e.span));
+            }
+        }
+        Ok([lo, hi])
+    }
+
     fn index_bound(&mut self, e: &Expr) -> Result<HopId> {
         let h = self.expr(e)?;
         let hop = self.b.dag().hop(h);
@@ -485,6 +523,10 @@ impl<'a> Ctx<'a> {
             }
             ExprKind::Index { target, rows, cols } => {
                 let x = self.expr(target)?;
+                if self.b.dag().hop(x).is_list() {
+                    let [lo, hi] = self.list_range(rows.as_ref(), cols.as_ref(), span)?;
+                    return self.add(OpKind::ListIndex, &[x, lo, hi], span);
+                }
                 if self.b.dag().hop(x).is_scalar() {
                     return Err(CompileError::at(
                         CheckError::IndexIntoScalarValue,
@@ -706,7 +748,24 @@ impl<'a> Ctx<'a> {
                 let rhs = self.param(&bound, "b", span)?;
                 self.add(OpKind::Solve, &[a, rhs], span)
             }
+            // SystemDS's `cbind` (alias `append`) of a list appends the other values to it.
+            Builtin::Cbind if self.b.dag().hop(variadic[0]).is_list() => {
+                let mut list = variadic[0];
+                for &x in &variadic[1..] {
+                    list = self.add(OpKind::ListAppend, &[list, x], span)?;
+                }
+                Ok(list)
+            }
             Builtin::Cbind => self.add(OpKind::Nary(NaryOp::Cbind), &variadic, span),
+            Builtin::List => {
+                // Named when its elements are (`list()` is unnamed: anything may be added).
+                let names = args
+                    .iter()
+                    .map(|a| a.name.as_ref().map(|n| n.name.clone()))
+                    .collect::<Option<Vec<String>>>()
+                    .filter(|n| !n.is_empty());
+                self.add(OpKind::ListNew { names }, &variadic, span)
+            }
             Builtin::Rbind => self.add(OpKind::Nary(NaryOp::Rbind), &variadic, span),
             Builtin::Log => {
                 let x = self.param(&bound, "x", span)?;

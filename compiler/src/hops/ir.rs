@@ -38,6 +38,13 @@ pub enum DataType {
     Scalar,
     #[serde(rename = "matrix")]
     Matrix,
+    /// A DML list: its length and elements are known only at run time (its hops have unknown
+    /// sizes). A list hop's value type is the type its elements share where all are scalars
+    /// of one type, else `Double` (SystemDS types a list element as unknown until run time;
+    /// lafuse types `as.scalar(L[i])` by it, and the instruction keeps the element's own
+    /// type).
+    #[serde(rename = "list")]
+    List,
 }
 
 impl DataType {
@@ -46,6 +53,7 @@ impl DataType {
         match self {
             DataType::Scalar => "scalar",
             DataType::Matrix => "matrix",
+            DataType::List => "list",
         }
     }
 }
@@ -443,6 +451,21 @@ pub enum OpKind {
     /// users.
     #[serde(rename = "assert")]
     Assert,
+    /// `list(a, b, ...)` or `list(x=a, y=b, ...)`: a list of the inputs (any data types), named
+    /// by `names` (one per input) when the call names them.
+    #[serde(rename = "list")]
+    ListNew { names: Option<Vec<String>> },
+    /// `L[lower:upper]` (1-based, inclusive) or `L["name"]` (`lower` = `upper` = the name):
+    /// `[L, lower, upper]`; a list.
+    #[serde(rename = "listIndex")]
+    ListIndex,
+    /// `append(L, x)` (SystemDS's `cbind` of a list): `[L, x]`; L with x added, a one-element
+    /// list added as its element with its name.
+    #[serde(rename = "listAppend")]
+    ListAppend,
+    /// `L[lower:upper] = x` (or `L["name"] = x`): `[L, lower, upper, x]`; the updated list.
+    #[serde(rename = "listSet")]
+    ListSet,
     /// `toString(X, rows, cols, decimal, sparse, sep, linesep)`: inputs in that order (see
     /// [`TOSTRING_INPUTS`]); a string scalar.
     #[serde(rename = "toString")]
@@ -485,6 +508,10 @@ impl OpKind {
             | OpKind::Cast(_)
             | OpKind::Cumulative(_) => 1,
             OpKind::Meta(_) | OpKind::Stop | OpKind::Assert | OpKind::Lineage => 1,
+            OpKind::ListAppend => 2,
+            OpKind::ListIndex => 3,
+            OpKind::ListSet => 4,
+            OpKind::ListNew { .. } => return None,
             OpKind::Binary(_) | OpKind::MatMul | OpKind::Solve => 2,
             OpKind::Ternary(_) => 3,
             OpKind::Reorg(ReorgOp::Reshape) => 4,
@@ -513,6 +540,7 @@ impl OpKind {
             OpKind::Print => n >= 1,
             OpKind::Param(ParamOp::RemoveEmpty) => n == 3 || n == 4,
             OpKind::Param(ParamOp::Aggregate) => n == 5 || n == 6,
+            OpKind::ListNew { names } => names.as_ref().is_none_or(|names| names.len() == n),
             other => other.fixed_arity() == Some(n),
         }
     }
@@ -544,6 +572,11 @@ impl OpKind {
             OpKind::Print => "print".to_string(),
             OpKind::Stop => "stop".to_string(),
             OpKind::Assert => "assert".to_string(),
+            OpKind::ListNew { names: None } => "list".to_string(),
+            OpKind::ListNew { names: Some(names) } => format!("list({})", names.join(",")),
+            OpKind::ListIndex => "rix(list)".to_string(),
+            OpKind::ListAppend => "append(list)".to_string(),
+            OpKind::ListSet => "lix(list)".to_string(),
             OpKind::ToString => "toString".to_string(),
             OpKind::Lineage => "lineage".to_string(),
         }
@@ -622,6 +655,10 @@ impl Hop {
 
     pub fn is_matrix(&self) -> bool {
         self.data_type == DataType::Matrix
+    }
+
+    pub fn is_list(&self) -> bool {
+        self.data_type == DataType::List
     }
 
     /// `(rows, cols)` when both are known.

@@ -186,6 +186,10 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
     let input = |i: usize| dag.hop(hop.inputs[i]);
     let in_dims = |i: usize| Dims::of(input(i));
     let err = |cause: ShapeError| CompileError::at(cause, hop.span);
+    if hop.data_type == DataType::List {
+        // A list's length is known at run time only, so `length(L)` is never folded.
+        return Ok(Dims::of(hop));
+    }
     if hop.data_type == DataType::Scalar {
         if let OpKind::Cast(CastOp::AsScalar) = hop.op {
             let d = in_dims(0);
@@ -442,7 +446,14 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
         }
         OpKind::Cast(CastOp::AsMatrix) => {
             let x = input(0);
-            if x.is_matrix() {
+            if x.is_list() {
+                // The element's shape is known at run time only.
+                Dims {
+                    rows: None,
+                    cols: None,
+                    nnz: None,
+                }
+            } else if x.is_matrix() {
                 Dims::of(x)
             } else {
                 let nnz = match f64_input(dag, hop.inputs[0]) {
@@ -505,7 +516,11 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
         | OpKind::Stop
         | OpKind::Assert
         | OpKind::ToString
-        | OpKind::Lineage => {
+        | OpKind::Lineage
+        | OpKind::ListNew { .. }
+        | OpKind::ListIndex
+        | OpKind::ListAppend
+        | OpKind::ListSet => {
             return Err(CompileError::internal(Internal::NotAMatrix {
                 op: hop.op.display_name(),
             }))

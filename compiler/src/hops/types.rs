@@ -15,6 +15,20 @@ pub type Ty = (DataType, ValueType);
 
 const MATRIX: Ty = (DataType::Matrix, ValueType::Double);
 
+/// The type of a list of elements of types `items` (a list item stands for its elements): the
+/// value type all share where all are scalars (or lists) of one, else `Double`.
+fn list_of(items: &[Ty]) -> Ty {
+    let mut vts = items.iter().map(|t| match t.0 {
+        DataType::Matrix => None,
+        DataType::Scalar | DataType::List => Some(t.1),
+    });
+    let shared = match vts.next() {
+        Some(Some(first)) => vts.all(|v| v == Some(first)).then_some(first),
+        _ => None,
+    };
+    (DataType::List, shared.unwrap_or(ValueType::Double))
+}
+
 fn scalar(vt: ValueType) -> Ty {
     (DataType::Scalar, vt)
 }
@@ -258,6 +272,40 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
                 }
             }
             Ok(scalar(vt))
+        }
+        // An element taken from a list is typed as SystemDS types a 1x1 matrix's cell: its
+        // value type is known only at run time, where the instruction keeps the element's own.
+        OpKind::Cast(CastOp::AsScalar | CastOp::AsMatrix) if inputs[0].0 == DataType::List => {
+            Ok(if *op == OpKind::Cast(CastOp::AsScalar) {
+                scalar(inputs[0].1)
+            } else {
+                MATRIX
+            })
+        }
+        // SystemDS's list is a column: `nrow` is its length, `ncol` 1.
+        OpKind::Meta(_) if inputs[0].0 == DataType::List => Ok(scalar(ValueType::Int)),
+        OpKind::ListNew { .. } => Ok(list_of(inputs)),
+        OpKind::ListIndex | OpKind::ListAppend | OpKind::ListSet => {
+            if inputs[0].0 != DataType::List {
+                return Err(TypeRule::NeedList {
+                    what: op.display_name(),
+                });
+            }
+            if *op != OpKind::ListAppend {
+                for i in [1, 2] {
+                    if inputs[i].0 != DataType::Scalar {
+                        return Err(TypeRule::NeedScalar {
+                            what: op.display_name(),
+                            input: i + 1,
+                        });
+                    }
+                }
+            }
+            Ok(match op {
+                OpKind::ListIndex => inputs[0],
+                OpKind::ListAppend => list_of(&[(DataType::Scalar, inputs[0].1), inputs[1]]),
+                _ => list_of(&[(DataType::Scalar, inputs[0].1), inputs[3]]),
+            })
         }
         OpKind::Cast(c) => match c {
             CastOp::AsScalar => {

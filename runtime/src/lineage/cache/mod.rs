@@ -202,6 +202,11 @@ pub fn value_bytes(value: &Value) -> usize {
         }
         Value::Str(s) => header.saturating_add(s.len()),
         Value::Double(_) | Value::Int(_) | Value::Bool(_) => header,
+        // A list's elements are shared with the values they came from; counted in full.
+        Value::List(l) => l
+            .items
+            .iter()
+            .fold(header, |sum, item| sum.saturating_add(value_bytes(item))),
     }
 }
 
