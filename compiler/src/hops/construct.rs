@@ -847,7 +847,8 @@ impl<'a> Ctx<'a> {
                         CheckError::ArgumentValue {
                             builtin: "ppred",
                             param: "op",
-                            expected: "a string literal: \">\", \">=\", \"<\", \"<=\", \"==\" or \"!=\"",
+                            expected:
+                                "a string literal: \">\", \">=\", \"<\", \"<=\", \"==\" or \"!=\"",
                         },
                         span,
                     ));
