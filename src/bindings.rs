@@ -125,7 +125,8 @@ impl<'a> Bindings<'a> {
 
 /// A value as an execution returns it: never borrowing the caller's memory (an output that is
 /// an input view, `Y = X`, is copied), so it outlives the bindings. Only a view's own matrix
-/// can borrow (`Matrix::clone` copies borrowed data), so checking the top level suffices.
+/// can borrow (`Matrix::clone` copies borrowed data), so checking the top level (and a list's
+/// elements) suffices.
 pub(crate) fn detach(value: Value) -> Result<Value, Error> {
     match value {
         Value::Matrix(m) if m.is_borrowed() => {
@@ -133,6 +134,16 @@ pub(crate) fn detach(value: Value) -> Result<Value, Error> {
                 .try_clone()
                 .map_err(|error| Error::Runtime { error, span: None })?;
             Ok(Value::Matrix(Arc::new(owned)))
+        }
+        // A list may hold an input view's matrix (`list(X)`): its elements are detached too.
+        Value::List(l) => {
+            let mut list = Arc::unwrap_or_clone(l);
+            list.items = list
+                .items
+                .into_iter()
+                .map(detach)
+                .collect::<Result<_, _>>()?;
+            Ok(Value::List(Arc::new(list)))
         }
         other => Ok(other),
     }

@@ -166,6 +166,50 @@ fn scalar_inputs_and_outputs() {
 }
 
 #[test]
+fn a_list_output_is_a_list_value_and_not_a_number_or_matrix() {
+    let source = SourceFile::new(
+        "lists.dml",
+        "L = list(a=X, b=k)\nL = append(L, list(c=\"s\"))\nn = length(L)\n",
+    );
+    let prepared = engine()
+        .prepare(&source, &ScriptArgs::default(), &["X", "k"], &["L", "n"])
+        .unwrap();
+    let mut b = Bindings::new();
+    b.matrix("X", matrix(3, 2, 5, 1.0)).scalar("k", 4i64);
+    let out = prepared.execute(&b).unwrap();
+    assert_eq!(out.scalar("n").unwrap(), 3.0);
+    let Value::List(list) = out.value("L").unwrap() else {
+        panic!("L is not a list");
+    };
+    let names: Vec<&str> = list.names.iter().flatten().map(String::as_str).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert_matrix_close(list.items[0].as_matrix().unwrap(), &matrix(3, 2, 5, 1.0));
+    assert_eq!(list.items[1], Value::Int(4));
+    assert_eq!(
+        out.scalar("L").unwrap_err().to_string(),
+        "the output 'L' is a list, not a number"
+    );
+    assert!(out.matrix("L").unwrap_err().to_string().contains("list"));
+    // A list holding an input view's matrix comes back owning a copy (the view's guard would
+    // abort when the bindings end if the list still shared its matrix).
+    let data: Vec<f64> = (0..6).map(f64::from).collect();
+    let out = {
+        let mut b = Bindings::new();
+        b.view("X", lafuse::MatrixView::dense(3, 2, &data).unwrap())
+            .scalar("k", 1i64);
+        let out = prepared.execute(&b).unwrap();
+        drop(b);
+        out
+    };
+    let Value::List(list) = out.value("L").unwrap() else {
+        panic!("L is not a list");
+    };
+    let x = list.items[0].as_matrix().unwrap();
+    assert!(!x.is_borrowed());
+    assert_eq!(x.get(2, 1), 5.0);
+}
+
+#[test]
 fn binding_errors_name_the_input_or_output() {
     let source = SourceFile::new("e.dml", "Y = X + 1\nif (sum(X) > 1e300) { Z = Y }\n");
     let e = engine();

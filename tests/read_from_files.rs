@@ -353,6 +353,10 @@ const NO_INPUTS: &[(&str, &str)] = &[
         "scalar_compare_logic",
         "no matrix at all: scalar comparisons",
     ),
+    (
+        "strings_compare",
+        "no matrix at all: string comparisons and concatenation",
+    ),
     ("unary_scalar", "no matrix at all: built-ins on scalars"),
 ];
 

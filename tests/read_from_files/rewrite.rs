@@ -15,6 +15,13 @@ use std::collections::{BTreeMap, BTreeSet};
 /// arguments need no matrix is data generated in place.
 pub const GENERATORS: [&str; 4] = ["rand", "matrix", "seq", "as.matrix"];
 
+/// Whether `name` calls one of the [`GENERATORS`], by any of its names (SystemDS's `Rand` and
+/// `RAND` are `rand`).
+fn is_generator(name: &str) -> bool {
+    let canonical = lafuse_compiler::builtins::lookup(name).map_or(name, |b| b.name());
+    GENERATORS.contains(&canonical)
+}
+
 /// Built-in functions whose value is a scalar when all their arguments are scalars.
 const SCALAR_FUNCTIONS: [&str; 13] = [
     "ifdef",
@@ -207,8 +214,7 @@ fn needs_no_matrix(e: &Expr, scalars: &BTreeSet<String>) -> bool {
         match &x.kind {
             ExprKind::Var(n) => ok &= scalars.contains(n),
             ExprKind::Call { name, .. } => {
-                ok &=
-                    GENERATORS.contains(&name.as_str()) || SCALAR_FUNCTIONS.contains(&name.as_str())
+                ok &= is_generator(name) || SCALAR_FUNCTIONS.contains(&name.as_str())
             }
             ExprKind::Index { .. } => ok = false,
             _ => {}
@@ -221,9 +227,7 @@ fn needs_no_matrix(e: &Expr, scalars: &BTreeSet<String>) -> bool {
 /// The generators of `e` that need no matrix, outermost only, in source order.
 fn generators<'a>(e: &'a Expr, scalars: &BTreeSet<String>, out: &mut Vec<&'a Expr>) {
     walk_expr(e, &mut |x| match &x.kind {
-        ExprKind::Call { name, .. }
-            if GENERATORS.contains(&name.as_str()) && needs_no_matrix(x, scalars) =>
-        {
+        ExprKind::Call { name, .. } if is_generator(name) && needs_no_matrix(x, scalars) => {
             out.push(x);
             false
         }
