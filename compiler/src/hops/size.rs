@@ -635,6 +635,13 @@ fn param_dims(dag: &HopDag, hop: &Hop, p: ParamOp) -> Result<Dims> {
                 },
             }
         }
+        ParamOp::LowerTri | ParamOp::UpperTri => {
+            let d = in_dims(0);
+            Dims {
+                nnz: min_opt(d.nnz, d.cells()),
+                ..d
+            }
+        }
         ParamOp::RowIndexMax | ParamOp::RowIndexMin => {
             let d = in_dims(0);
             Dims {
