@@ -1082,6 +1082,8 @@ impl Lowering<'_> {
                 ParamOp::Outer => Op::Outer,
                 ParamOp::Unique => Op::Unique,
                 ParamOp::Aggregate => Op::GroupedAggregate,
+                ParamOp::LowerTri => Op::Triangle(true),
+                ParamOp::UpperTri => Op::Triangle(false),
             },
             OpKind::Solve => Op::Solve,
             OpKind::Meta(MetaOp::Nrow) => Op::Nrow,

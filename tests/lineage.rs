@@ -50,10 +50,14 @@ fn run(text: &str, args: &ScriptArgs, config: &EngineConfig) -> (String, BTreeMa
     (String::from_utf8_lossy(&out).into_owned(), report.lineage)
 }
 
-/// Whether a log records something only the run decides: an unseeded `rand`'s seed, `time()`,
-/// or a file's modification time (a file the script, or a test beside it, rewrites).
+/// Whether a log records something only the run decides: an unseeded `rand`'s or `sample`'s
+/// seed, `time()`, or a file's modification time (a file the script, or a test beside it,
+/// rewrites).
 fn run_dependent(log: &str) -> bool {
-    log.contains("\"dg(rand)\"") || log.contains("\"dg(time)\"") || log.contains("\"file\"")
+    log.contains("\"dg(rand)\"")
+        || log.contains("\"dg(sample)\"")
+        || log.contains("\"dg(time)\"")
+        || log.contains("\"file\"")
 }
 
 /// The invariant "lineage depends on neither the fusion policy nor the backend": every corpus

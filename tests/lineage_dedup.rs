@@ -172,6 +172,7 @@ fn corpus_lineage_with_deduplication_expands_to_the_same() {
         for (name, log) in &plain.logs {
             // Values that record what only the run decides differ between any two runs.
             if log.contains("\"dg(rand)\"")
+                || log.contains("\"dg(sample)\"")
                 || log.contains("\"dg(time)\"")
                 || log.contains("\"file\"")
             {

@@ -348,6 +348,10 @@ const NO_INPUTS: &[(&str, &str)] = &[
     ),
     ("logic_shortcircuit", "no matrix at all: scalar logic"),
     ("print_format", "no matrix at all: printing of scalars"),
+    (
+        "reorg_sample",
+        "its matrices are drawn by sample(), a generator the rule does not read from files",
+    ),
     ("scalar_arith", "no matrix at all: scalar arithmetic"),
     (
         "scalar_compare_logic",

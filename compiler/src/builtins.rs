@@ -12,7 +12,8 @@
 //! reports `sum(target=X)` as an undefined function); `rand` takes named arguments only;
 //! `matrix` takes either all-positional arguments or a positional `data` followed by named ones;
 //! `read` and `toString` take their first argument positionally and the rest by name;
-//! `replace`, `removeEmpty`, `order` and `aggregate` take named arguments only.
+//! `replace`, `removeEmpty`, `order`, `aggregate`, `lower.tri` and `upper.tri` take named
+//! arguments only.
 
 use crate::ast::{self, Expr, ExprKind};
 use crate::error::{Bound, CallProblem, Callee, CompileError, Note, Result};
@@ -81,6 +82,8 @@ pub enum Builtin {
     Aggregate,
     /// `sample(range, size[, replace][, seed])`.
     Sample,
+    LowerTri,
+    UpperTri,
     Ifelse,
     Replace,
     /// `contains(target=X, pattern=v)`: whether a cell of X equals v (NaN matches NaN).
@@ -181,6 +184,8 @@ pub const ALL: &[Builtin] = &[
     Builtin::Unique,
     Builtin::Aggregate,
     Builtin::Sample,
+    Builtin::LowerTri,
+    Builtin::UpperTri,
     Builtin::Ifelse,
     Builtin::Replace,
     Builtin::Contains,
@@ -407,6 +412,11 @@ const SAMPLE_PARAMS: &[ParamSpec] = &[
     absent("replace", Sca),
     absent("seed", Sca),
 ];
+const TRI_PARAMS: &[ParamSpec] = &[
+    req("target", Mat),
+    opt("diag", Sca, Literal::Bool(false)),
+    opt("values", Sca, Literal::Bool(false)),
+];
 const TOSTRING_PARAMS: &[ParamSpec] = &[
     req("target", Any),
     opt("rows", Sca, Literal::Int(100)),
@@ -522,6 +532,8 @@ impl Builtin {
             Unique => "unique",
             Aggregate => "aggregate",
             Sample => "sample",
+            LowerTri => "lower.tri",
+            UpperTri => "upper.tri",
             Ifelse => "ifelse",
             Replace => "replace",
             Contains => "contains",
@@ -568,6 +580,7 @@ impl Builtin {
             Unique => fixed(UNIQUE_PARAMS, 1, ArgStyle::FirstPositional, R::Matrix),
             Aggregate => fixed(AGGREGATE_PARAMS, 3, ArgStyle::NamedOnly, R::Matrix),
             Sample => fixed(SAMPLE_PARAMS, 2, ArgStyle::PositionalOnly, R::Matrix),
+            LowerTri | UpperTri => fixed(TRI_PARAMS, 1, ArgStyle::NamedOnly, R::Matrix),
             Cbind | Rbind => variadic(VARIADIC_MAT, 2, R::Matrix),
             Solve => positional(SOLVE_PARAMS, R::Matrix),
             Unary(UnaryOp::Round) => positional(ROUND_PARAMS, R::ElementWise),

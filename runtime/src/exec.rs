@@ -69,6 +69,8 @@ pub enum Op {
     Outer,
     /// `unique(X, dir)`. Inputs: `[X, dir]`.
     Unique,
+    /// `lower.tri` (`true`) or `upper.tri`. Inputs: `[X, diag, values]`.
+    Triangle(bool),
     /// `aggregate(...)`. Inputs: `[X, G, fn, ngroups, order]` or `[X, G, fn, ngroups, order,
     /// W]`.
     GroupedAggregate,
@@ -209,6 +211,8 @@ impl Op {
             Op::RowIndex(false) => "uarimin".into(),
             Op::Outer => "outer".into(),
             Op::Unique => "unique".into(),
+            Op::Triangle(true) => "lowertri".into(),
+            Op::Triangle(false) => "uppertri".into(),
             Op::GroupedAggregate => "groupedagg".into(),
             Op::MatMul => "ba+*".into(),
             Op::TransposeSelfMatMul => "tsmm".into(),
@@ -873,6 +877,12 @@ fn run_one(
                 ngroups,
             )?)
         }
+        Op::Triangle(lower) => Value::matrix(kernels::tri::triangle(
+            arg(0)?.as_matrix()?,
+            *lower,
+            arg(1)?.as_bool()?,
+            arg(2)?.as_bool()?,
+        )?),
         Op::Unique => Value::matrix(kernels::unique(
             arg(0)?.as_matrix()?,
             &arg(1)?.display_string(),

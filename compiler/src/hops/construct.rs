@@ -652,6 +652,18 @@ impl<'a> Ctx<'a> {
                 self.unary_param(&bound, OpKind::Param(ParamOp::RowIndexMin), span)
             }
             Builtin::Table => self.table(&bound, span),
+            Builtin::LowerTri | Builtin::UpperTri => {
+                let mut ins = Vec::with_capacity(3);
+                for p in ["target", "diag", "values"] {
+                    ins.push(self.param(&bound, p, span)?);
+                }
+                let op = if b == Builtin::LowerTri {
+                    ParamOp::LowerTri
+                } else {
+                    ParamOp::UpperTri
+                };
+                self.add(OpKind::Param(op), &ins, span)
+            }
             Builtin::Sample => {
                 let range = self.param(&bound, "range", span)?;
                 let size = self.param(&bound, "size", span)?;

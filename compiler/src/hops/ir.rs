@@ -327,6 +327,10 @@ named_ops! {
         /// ngroups, order]` or `[X, G, fn, ngroups, order, W]`; ngroups -1 where not given
         /// (the largest group then).
         Aggregate = "aggregate",
+        /// `lower.tri(target, diag, values)`: inputs `[X, diag, values]`; X's shape.
+        LowerTri = "lower.tri",
+        /// `upper.tri(target, diag, values)`: inputs `[X, diag, values]`; X's shape.
+        UpperTri = "upper.tri",
     }
 }
 
@@ -527,6 +531,7 @@ impl OpKind {
                 ParamOp::Outer => 3,
                 ParamOp::Unique => 2,
                 ParamOp::Aggregate => return None,
+                ParamOp::LowerTri | ParamOp::UpperTri => 3,
             },
             OpKind::Nary(_) | OpKind::Print => return None,
         })

@@ -547,11 +547,11 @@ fn param_dims(dag: &HopDag, hop: &Hop, p: ParamOp) -> Result<Dims> {
         ParamOp::Table => {
             // The matrices among A, B and W must agree in shape.
             let mut first: Option<Dims> = None;
-            for i in 0..3 {
-                if !dag.hop(inp[i]).is_matrix() {
+            for &id in &inp[..3] {
+                if !dag.hop(id).is_matrix() {
                     continue;
                 }
-                let d = in_dims(i);
+                let d = Dims::of(dag.hop(id));
                 match first {
                     Some(f) if conflict(f.rows, d.rows) || conflict(f.cols, d.cols) => {
                         return Err(err(ShapeError::SameShape {
@@ -569,7 +569,7 @@ fn param_dims(dag: &HopDag, hop: &Hop, p: ParamOp) -> Result<Dims> {
                 match dag.scalar_value(inp[i]) {
                     None => Ok(None),
                     Some(l) => match l.as_f64() {
-                        Some(v) if v == -1.0 => Ok(None),
+                        Some(-1.0) => Ok(None),
                         Some(v) if v >= 0.0 && v.is_finite() => Ok(Some(v.trunc() as u64)),
                         _ => Err(bad("output dimension", l, "expected a count or -1")),
                     },
@@ -649,6 +649,13 @@ fn param_dims(dag: &HopDag, hop: &Hop, p: ParamOp) -> Result<Dims> {
                     cols: None,
                     nnz: None,
                 },
+            }
+        }
+        ParamOp::LowerTri | ParamOp::UpperTri => {
+            let d = in_dims(0);
+            Dims {
+                nnz: min_opt(d.nnz, d.cells()),
+                ..d
             }
         }
         ParamOp::RowIndexMax | ParamOp::RowIndexMin => {

@@ -369,7 +369,12 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
                     need_matrix(1, p.name())?;
                     need_scalar(2, p.name())?;
                 }
-                ParamOp::Order | ParamOp::RowIndexMax | ParamOp::RowIndexMin | ParamOp::Unique => {
+                ParamOp::Order
+                | ParamOp::RowIndexMax
+                | ParamOp::RowIndexMin
+                | ParamOp::Unique
+                | ParamOp::LowerTri
+                | ParamOp::UpperTri => {
                     need_matrix(0, p.name())?;
                     need_scalar(1, p.name())?;
                 }

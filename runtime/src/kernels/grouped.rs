@@ -120,8 +120,7 @@ pub fn grouped_aggregate(
         let mut hi = vec![f64::NEG_INFINITY; k];
         let mut members = vec![0usize; k];
         let mut count = vec![0.0; k];
-        for i in 0..n {
-            let gi = group[i];
+        for (i, &gi) in group.iter().enumerate() {
             if gi >= k {
                 continue;
             }
@@ -148,10 +147,8 @@ pub fn grouped_aggregate(
         }
         let moment = |order: i32, gi: usize| -> f64 {
             let mut acc = 0.0;
-            for i in 0..n {
-                if group[i] == gi {
-                    acc += weight(i) * (x.get(i, j) - mean[gi]).powi(order);
-                }
+            for (i, _) in group.iter().enumerate().filter(|(_, &g)| g == gi) {
+                acc += weight(i) * (x.get(i, j) - mean[gi]).powi(order);
             }
             acc / wsum[gi]
         };

@@ -27,6 +27,7 @@ pub mod select;
 pub mod solve;
 pub mod sort;
 pub mod table;
+pub mod tri;
 pub mod unique;
 mod vector_math;
 

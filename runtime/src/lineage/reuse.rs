@@ -91,6 +91,7 @@ fn reusable(op: &Op) -> bool {
             | Op::Outer
             | Op::Unique
             | Op::GroupedAggregate
+            | Op::Triangle(_)
             | Op::MatMul
             | Op::TransposeSelfMatMul
             | Op::TransposeSelfMatMulOfCbind
