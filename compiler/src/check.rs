@@ -646,6 +646,15 @@ impl Checker<'_> {
         if builtin == Builtin::Cbind && matches!(tys.first(), Some(Ty::List | Ty::Unknown)) {
             return tys[0];
         }
+        // `append(s, t)` / `cbind` / `rbind` of two strings joins them with a line break
+        // (SystemDS's scalar string append).
+        if matches!(builtin, Builtin::Cbind | Builtin::Rbind)
+            && tys.len() == 2
+            && tys.iter().all(|t| matches!(t, Ty::Str | Ty::Scalar))
+            && tys.contains(&Ty::Str)
+        {
+            return Ty::Str;
+        }
         let sig = builtin.signature();
         let ty_of = |e: &Expr| -> Ty {
             args.iter()

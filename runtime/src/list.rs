@@ -91,8 +91,29 @@ pub fn set(list: &List, lower: &Value, upper: &Value, x: &Value) -> Result<Value
 /// `as.scalar(L[i])` (`matrix` false) or `as.matrix(L[i])` (`matrix` true) of a list of one
 /// element: the element as it is (a scalar keeps its own type), a 1x1 matrix's cell for
 /// `as.scalar`, a scalar as a 1x1 matrix for `as.matrix`.
+///
+/// `as.matrix` of a longer list of scalars is the column of their values, as SystemDS's.
 pub fn cast_element(list: &List, matrix: bool) -> Result<Value> {
     let cast = if matrix { "as.matrix" } else { "as.scalar" };
+    if matrix && list.len() > 1 {
+        let values = list
+            .items
+            .iter()
+            .map(|item| match item {
+                Value::Matrix(_) | Value::List(_) => {
+                    Err(RuntimeError::Conversion(Conversion::ListElement {
+                        cast: "as.matrix of a list of several elements (scalars only)",
+                        found: item.type_name(),
+                    }))
+                }
+                scalar => scalar.as_f64(),
+            })
+            .collect::<Result<Vec<f64>>>()?;
+        let rows = values.len();
+        return Ok(Value::matrix(crate::matrix::Matrix::from_dense_values(
+            rows, 1, values,
+        )?));
+    }
     if list.len() != 1 {
         return Err(RuntimeError::Conversion(Conversion::ListCast {
             cast,
@@ -146,6 +167,12 @@ mod tests {
         assert!(cast_element(sub.as_list().unwrap(), false).is_err());
         let m = cast_element(one.as_list().unwrap(), true).unwrap();
         assert_eq!(m.as_matrix().unwrap().get(0, 0), 3.0);
+        // as.matrix of several scalars is their column (lmPredictStats); not of matrices.
+        let col = cast_element(sub.as_list().unwrap(), true).unwrap();
+        let col = col.as_matrix().unwrap();
+        assert_eq!((col.shape(), col.get(1, 0)), ((2, 1), 3.0));
+        let nested = new(vec![m.clone(), m], None);
+        assert!(cast_element(nested.as_list().unwrap(), true).is_err());
         // A one-element list is unfolded; a longer one nests.
         let a = append(l, &one).unwrap();
         assert_eq!(a.as_list().unwrap().items, ints(&[1, 2, 3, 3]));

@@ -768,6 +768,18 @@ impl<'a> Ctx<'a> {
                 }
                 Ok(list)
             }
+            Builtin::Cbind | Builtin::Rbind
+                if variadic.len() == 2
+                    && variadic
+                        .iter()
+                        .all(|&x| self.b.dag().hop(x).value_type == ValueType::String) =>
+            {
+                // SystemDS's scalar string append: the two strings joined by a line break.
+                let newline = self.lit(Literal::Str("\n".into()), span);
+                let head =
+                    self.add(OpKind::Binary(BinaryOp::Add), &[variadic[0], newline], span)?;
+                self.add(OpKind::Binary(BinaryOp::Add), &[head, variadic[1]], span)
+            }
             Builtin::Cbind => self.add(OpKind::Nary(NaryOp::Cbind), &variadic, span),
             Builtin::List => {
                 // Named when its elements are (`list()` is unnamed: anything may be added).
