@@ -708,10 +708,20 @@ impl<'a> Ctx<'a> {
                 self.add(OpKind::Param(ParamOp::Aggregate), &ins, span)
             }
             Builtin::Unique => {
-                let ins = [
-                    self.param(&bound, "x", span)?,
-                    self.param(&bound, "dir", span)?,
-                ];
+                // SystemDS rewrites `unique(rbind(A, B))` into its union operation, which keeps
+                // the values in the order they first occur rather than its hash set's order
+                // (`union.dml` prints them so); the kernel's "union" mode does the same.
+                // Also when the rbind is a variable of the same block, as SystemDS's rewrite
+                // sees it there.
+                let x = self.param(&bound, "x", span)?;
+                let input = self.b.dag().hop(x);
+                let of_rbind = input.op == OpKind::Nary(NaryOp::Rbind) && input.inputs.len() == 2;
+                let dir = if of_rbind && bound.arg("dir").is_none() {
+                    self.lit(Literal::Str("union".into()), span)
+                } else {
+                    self.param(&bound, "dir", span)?
+                };
+                let ins = [x, dir];
                 self.add(OpKind::Param(ParamOp::Unique), &ins, span)
             }
             Builtin::RemoveEmpty => {

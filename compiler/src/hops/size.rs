@@ -710,7 +710,8 @@ fn param_dims(dag: &HopDag, hop: &Hop, p: ParamOp) -> Result<Dims> {
         ParamOp::Unique => {
             let d = in_dims(0);
             match dag.scalar_value(inp[1]) {
-                Some(Literal::Str(s)) if s == "rc" => Dims {
+                // "union": `unique(rbind(A, B))` (construction), a column of distinct values.
+                Some(Literal::Str(s)) if s == "rc" || s == "union" => Dims {
                     rows: None,
                     cols: Some(1),
                     nnz: None,

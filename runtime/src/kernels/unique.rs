@@ -87,9 +87,29 @@ impl JavaHashOrder {
 }
 
 /// `unique(x, dir)`: `"rc"` all distinct values as a column vector; `"r"` per row, `"c"` per
-/// column (padded with zeros).
+/// column (padded with zeros). `"union"` (`unique(rbind(A, B))` of a column, which SystemDS
+/// computes as its union operation): the distinct values of a column in the order they first
+/// occur, equal as Java's `Double.equals` (NaN equals NaN, `-0.0` differs from `0.0`); of a
+/// matrix of several columns, as `"rc"`.
 pub fn unique(x: &Matrix, dir: &str) -> Result<Matrix> {
     let (r, c) = x.shape();
+    if dir == "union" && c == 1 {
+        let canonical = |v: f64| {
+            if v.is_nan() {
+                f64::NAN.to_bits()
+            } else {
+                v.to_bits()
+            }
+        };
+        let mut seen = std::collections::HashSet::new();
+        let out: Vec<f64> = (0..r)
+            .map(|i| x.get(i, 0))
+            .filter(|&v| seen.insert(canonical(v)))
+            .collect();
+        let (n, nnz) = (out.len(), crate::matrix::count_nnz(&out));
+        return Ok(dense_result(n, 1, out, nnz));
+    }
+    let dir = if dir == "union" { "rc" } else { dir };
     let mut set = JavaHashOrder::new();
     match dir {
         "rc" => {
@@ -163,6 +183,31 @@ mod tests {
             &m(&[&[1.0, 2.0], &[3.0, 4.0]])
         ));
         assert!(unique(&y, "x").is_err());
+    }
+
+    #[test]
+    fn a_union_keeps_first_occurrences_in_order() {
+        let x = m(&[
+            &[3.0],
+            &[1.0],
+            &[f64::NAN],
+            &[3.0],
+            &[-0.0],
+            &[0.0],
+            &[f64::NAN],
+            &[2.0],
+        ]);
+        for x in both(&x) {
+            let u = unique(&x, "union").unwrap();
+            let want = m(&[&[3.0], &[1.0], &[f64::NAN], &[-0.0], &[0.0], &[2.0]]);
+            assert!(same(&u, &want));
+        }
+        // Of several columns, a union is the distinct values, as "rc".
+        let y = m(&[&[1.0, 2.0], &[3.0, 4.0]]);
+        assert!(same(
+            &unique(&y, "union").unwrap(),
+            &unique(&y, "rc").unwrap()
+        ));
     }
 
     #[test]
