@@ -542,8 +542,8 @@ mod tests {
                 Neg, Abs, Sqrt, Round, Floor, Ceil, Sign, Sin, Tan, Asin, Atan, Sinh, Tanh, IsNaN,
                 IsInf
             ]
-                .iter()
-                .collect::<Vec<_>>()
+            .iter()
+            .collect::<Vec<_>>()
         );
     }
 

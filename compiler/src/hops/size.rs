@@ -11,8 +11,8 @@
 //! non-zeros, otherwise it is dense.
 
 use super::ir::{
-    BinaryOp, CastOp, DataGenOp, DataType, Direction, Hop, HopDag, HopId, Literal, NaryOp, OpKind,
-    ReorgOp, TernaryOp,
+    BinaryOp, CastOp, DataGenOp, DataType, DecompOp, Direction, Hop, HopDag, HopId, Literal,
+    NaryOp, OpKind, ReorgOp, TernaryOp,
 };
 use super::rewrite::constant_fold::known_value;
 use crate::error::{CompileError, DagError, IndexProblem, Internal, Result, Shape, ShapeError};
@@ -474,6 +474,51 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
             let d = Dims {
                 rows: a.cols.or(a.rows),
                 cols: b.cols,
+                nnz: None,
+            };
+            Dims {
+                nnz: d.cells(),
+                ..d
+            }
+        }
+        // `quantile(X, P)` with a column of probabilities: one quantile per row of P.
+        OpKind::Stat(_) => {
+            let p = in_dims(hop.inputs.len() - 1);
+            let d = Dims {
+                rows: p.rows,
+                cols: Some(1),
+                nnz: None,
+            };
+            Dims {
+                nnz: d.cells(),
+                ..d
+            }
+        }
+        // Square inputs are checked when the kernel runs (as SystemDS does).
+        OpKind::LinAlg(_) => {
+            let d = in_dims(0);
+            Dims {
+                nnz: d.cells(),
+                ..d
+            }
+        }
+        OpKind::Decompose { op, output } => {
+            let a = in_dims(0);
+            let p = match (a.rows, a.cols) {
+                (Some(r), Some(c)) => Some(r.min(c)),
+                _ => None,
+            };
+            let (rows, cols) = match (op, output) {
+                (DecompOp::Eigen, 0) => (a.rows, Some(1)),
+                (DecompOp::Eigen, _) | (DecompOp::Lu, _) => (a.rows, a.rows),
+                (DecompOp::Svd, 0) => (a.rows, p),
+                (DecompOp::Svd, 1) => (p, p),
+                (DecompOp::Svd, _) => (a.cols, p),
+                (DecompOp::Qr, _) => (a.rows, a.cols),
+            };
+            let d = Dims {
+                rows,
+                cols,
                 nnz: None,
             };
             Dims {

@@ -17,10 +17,12 @@ pub mod construct;
 pub mod cumulative;
 pub mod elementwise;
 pub mod index;
+pub mod linalg;
 pub mod matmul;
 pub mod partial;
 pub mod reorg;
 pub mod solve;
+pub mod stats;
 mod vector_math;
 
 pub use aggregate::aggregate;
