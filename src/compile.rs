@@ -723,6 +723,11 @@ fn lower(
         rebound,
         traced,
         unmarked: depends_on(dag, unmarked),
+        needed_results: (0..n)
+            .map(|i| HopId(i as u32))
+            .filter(|h| unfused[h.index()] && matches!(dag.hop(*h).op, OpKind::Decompose { .. }))
+            .collect(),
+        decomposed: std::collections::HashSet::new(),
     };
     for i in schedule {
         match units[i].1 {
@@ -902,6 +907,10 @@ struct Lowering<'d> {
     traced: bool,
     /// Per hop: whether it depends on an unmarked variable (its instruction is not cacheable).
     unmarked: Vec<bool>,
+    /// The results of decompositions that run (one instruction computes those of a call).
+    needed_results: Vec<HopId>,
+    /// The results already given an instruction.
+    decomposed: std::collections::HashSet<HopId>,
 }
 
 /// Per hop of `dag`: whether it reads, directly or through its inputs, one of `variables` as
@@ -1086,6 +1095,42 @@ impl Lowering<'_> {
                 ParamOp::UpperTri => Op::Triangle(false),
             },
             OpKind::Solve => Op::Solve,
+            OpKind::Stat(op) => Op::Stat(*op),
+            OpKind::LinAlg(op) => Op::LinAlg(*op),
+            OpKind::Decompose { op, .. } => {
+                // The first result the schedule reaches computes the decomposition for every
+                // result of the same call the block needs (hops of one op over one input).
+                if self.decomposed.contains(&id) {
+                    return Ok(());
+                }
+                let mut outputs: Vec<Option<Reg>> = vec![None; op.outputs()];
+                let mut roots = Vec::new();
+                for (k, slot) in outputs.iter_mut().enumerate() {
+                    let sibling = self.needed_results.iter().copied().find(|&h| {
+                        let s = self.dag.hop(h);
+                        s.inputs == hop.inputs
+                            && matches!(s.op, OpKind::Decompose { op: o, output } if o == *op && usize::from(output) == k)
+                    });
+                    if let Some(h) = sibling {
+                        *slot = Some(h.0 as Reg);
+                        roots.push(h);
+                        self.decomposed.insert(h);
+                    }
+                }
+                self.instructions.push(Instruction {
+                    op: Op::Decompose { op: *op, outputs },
+                    inputs,
+                    output: None,
+                    scalar_type: None,
+                    release: Vec::new(),
+                    span: (hop.span.start, hop.span.end),
+                    lineage: self
+                        .traced
+                        .then(|| crate::lineage::patches(self.dag, &roots, &hop.inputs)),
+                    cacheable: roots.iter().all(|h| !self.unmarked[h.index()]),
+                });
+                return Ok(());
+            }
             OpKind::Meta(MetaOp::Nrow) => Op::Nrow,
             OpKind::Meta(MetaOp::Ncol) => Op::Ncol,
             OpKind::Meta(MetaOp::Length) => Op::Length,

@@ -62,6 +62,30 @@ pub enum Builtin {
     ColMins,
     RowVars,
     ColVars,
+    /// `rowSds(X)`, `colSds(X)`: `sqrt` of `rowVars`/`colVars`.
+    RowSds,
+    ColSds,
+    /// `quantile(X, p)` or `quantile(X, W, p)`.
+    Quantile,
+    /// `median(X)` or `median(X, W)`.
+    Median,
+    /// `interQuartileMean(X)` or `interQuartileMean(X, W)`.
+    InterQuartileMean,
+    /// `moment(X, k)` or `moment(X, W, k)`.
+    Moment,
+    /// `cov(X, Y)` or `cov(X, Y, W)`.
+    Cov,
+    Inv,
+    Cholesky,
+    Det,
+    /// `[values, vectors] = eigen(A)`.
+    Eigen,
+    /// `[U, S, V] = svd(A)`.
+    Svd,
+    /// `[P, L, U] = lu(A)`.
+    Lu,
+    /// `[H, R] = qr(A)`.
+    Qr,
     Cumsum,
     Cumprod,
     Cummin,
@@ -169,6 +193,20 @@ pub const ALL: &[Builtin] = &[
     Builtin::ColMins,
     Builtin::RowVars,
     Builtin::ColVars,
+    Builtin::RowSds,
+    Builtin::ColSds,
+    Builtin::Quantile,
+    Builtin::Median,
+    Builtin::InterQuartileMean,
+    Builtin::Moment,
+    Builtin::Cov,
+    Builtin::Inv,
+    Builtin::Cholesky,
+    Builtin::Det,
+    Builtin::Eigen,
+    Builtin::Svd,
+    Builtin::Lu,
+    Builtin::Qr,
     Builtin::Cumsum,
     Builtin::Cumprod,
     Builtin::Cummin,
@@ -264,6 +302,8 @@ pub enum ResultKind {
     List,
     /// No value: the call is a statement (`print`, `stop`, `write`).
     Nothing,
+    /// This many matrices, bound only by a multi-assignment (`[U, S, V] = svd(A)`).
+    Several(usize),
 }
 
 /// How arguments may be passed to a function.
@@ -470,6 +510,18 @@ const fn fixed(
 const fn positional(params: &'static [ParamSpec], result: ResultKind) -> Signature {
     fixed(params, params.len(), ArgStyle::PositionalOnly, result)
 }
+/// Between `min` and `max` positional arguments of any kind, bound in order (the meaning of
+/// each position depends on how many there are: `quantile(X, p)`, `quantile(X, W, p)`).
+const fn ranged(min: usize, max: usize, result: ResultKind) -> Signature {
+    Signature {
+        params: VARIADIC_ANY,
+        variadic: true,
+        min_args: min,
+        max_args: Some(max),
+        style: ArgStyle::PositionalOnly,
+        result,
+    }
+}
 const fn variadic(params: &'static [ParamSpec], min: usize, result: ResultKind) -> Signature {
     Signature {
         params,
@@ -517,6 +569,20 @@ impl Builtin {
             ColMins => "colMins",
             RowVars => "rowVars",
             ColVars => "colVars",
+            RowSds => "rowSds",
+            ColSds => "colSds",
+            Quantile => "quantile",
+            Median => "median",
+            InterQuartileMean => "interQuartileMean",
+            Moment => "moment",
+            Cov => "cov",
+            Inv => "inv",
+            Cholesky => "cholesky",
+            Det => "det",
+            Eigen => "eigen",
+            Svd => "svd",
+            Lu => "lu",
+            Qr => "qr",
             Cumsum => "cumsum",
             Cumprod => "cumprod",
             Cummin => "cummin",
@@ -592,7 +658,15 @@ impl Builtin {
             Pmin | Pmax => variadic(VARIADIC_ANY, 2, R::ElementWise),
             Sum | Mean | Prod | Var | Sd => positional(UNARY_MAT, R::Double),
             RowSums | ColSums | RowMeans | ColMeans | RowMaxs | RowMins | ColMaxs | ColMins
-            | RowVars | ColVars => positional(UNARY_MAT, R::Matrix),
+            | RowVars | ColVars | RowSds | ColSds => positional(UNARY_MAT, R::Matrix),
+            // A weights column is the optional middle argument (SystemDS binds by position).
+            Quantile => ranged(2, 3, R::Unknown),
+            Median | InterQuartileMean => ranged(1, 2, R::Double),
+            Moment | Cov => ranged(2, 3, R::Double),
+            Inv | Cholesky => positional(UNARY_MAT, R::Matrix),
+            Det => positional(UNARY_MAT, R::Double),
+            Eigen | Qr => positional(UNARY_MAT, R::Several(2)),
+            Svd | Lu => positional(UNARY_MAT, R::Several(3)),
             Ifelse => positional(IFELSE_PARAMS, R::ElementWise),
             Replace => fixed(REPLACE_PARAMS, 3, ArgStyle::NamedOnly, R::Matrix),
             Contains => fixed(CONTAINS_PARAMS, 2, ArgStyle::NamedOnly, R::Bool),

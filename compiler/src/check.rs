@@ -338,11 +338,25 @@ impl Checker<'_> {
                     Some(_) => {}
                 }
             }
-            StmtKind::MultiAssign { call, .. } => {
-                // build_program turns every multi-assignment into a call block.
-                self.error(CompileError::internal(Internal::MultiAssignInBlock {
-                    span: call.span,
-                }));
+            StmtKind::MultiAssign { call, targets } => {
+                // build_program turns every other multi-assignment into a call block; what
+                // stays in a basic block calls a built-in with several results, all matrices.
+                let several = match &call.kind {
+                    ExprKind::Call { name, .. } => builtins::lookup(name)
+                        .filter(|b| matches!(b.signature().result, ResultKind::Several(_))),
+                    _ => None,
+                };
+                if several.is_none() {
+                    self.error(CompileError::internal(Internal::MultiAssignInBlock {
+                        span: call.span,
+                    }));
+                }
+                if let ExprKind::Call { name, args } = &call.kind {
+                    self.call_expr(name, args, call.span, env);
+                }
+                for t in targets {
+                    env.define(&t.name, Ty::Matrix);
+                }
             }
             StmtKind::Expr(expr) => {
                 self.expr(expr, env);
@@ -608,7 +622,15 @@ impl Checker<'_> {
                     _ => Ty::Matrix,
                 }
             }
-            ExprKind::Call { name, args } => self.call_expr(name, args, expr.span, env),
+            ExprKind::Call { name, args } => {
+                // A built-in with several results is bound by a multi-assignment only.
+                if let Some(b) = builtins::lookup(name) {
+                    if let ResultKind::Several(n) = b.signature().result {
+                        self.error(crate::program::several_results_error(b, n, expr.span));
+                    }
+                }
+                self.call_expr(name, args, expr.span, env)
+            }
         }
     }
 
@@ -758,6 +780,7 @@ fn result_ty(builtin: Builtin, tys: &[Ty], args: &[Arg]) -> Ty {
         ResultKind::Nothing => Ty::Nothing,
         ResultKind::List => Ty::List,
         ResultKind::Unknown => Ty::Unknown,
+        ResultKind::Several(_) => Ty::Matrix,
         ResultKind::AggregateOrElementWise if tys.len() == 1 => Ty::Double,
         ResultKind::ElementWise | ResultKind::AggregateOrElementWise => {
             if tys.contains(&Ty::Matrix) {

@@ -475,6 +475,17 @@ pub enum CheckError {
         "built-in function {name}() returns one value; it cannot be assigned to {targets} targets"
     )]
     BuiltinTargets { name: String, targets: usize },
+    /// A built-in with several results used as one value, or assigned to the wrong number of
+    /// targets.
+    #[error(
+        "built-in function {name}() returns {results} matrices: assign them all with \
+         [{placeholder}] = {name}(...)"
+    )]
+    SeveralResults {
+        name: &'static str,
+        results: usize,
+        placeholder: &'static str,
+    },
     #[error("cannot assign to {name}[...] before '{name}' is initialized")]
     IndexedBeforeInitialized { name: String },
     #[error("undefined variable '{name}': it is read before it is assigned")]

@@ -14,7 +14,7 @@
 //! to re-run the call on every iteration).
 
 use crate::ast::{self, Arg, Expr, ExprKind, Ident, IndexRange, Stmt, StmtKind};
-use crate::builtins;
+use crate::builtins::{self, Builtin, ResultKind};
 use crate::error::{CheckError, CompileError, Internal, Result, Unsupported};
 use crate::span::Span;
 use crate::stack::with_stack;
@@ -182,6 +182,30 @@ pub fn build_program(script: ast::Script) -> Result<Program> {
     Ok(Program { main, functions })
 }
 
+/// The built-in with several results that `call` calls, if it is one.
+fn several_results(call: &Expr) -> Option<Builtin> {
+    let ExprKind::Call { name, .. } = &call.kind else {
+        return None;
+    };
+    builtins::lookup(name).filter(|b| matches!(b.signature().result, ResultKind::Several(_)))
+}
+
+/// The error for a built-in with `n` results bound to another number of targets.
+pub(crate) fn several_results_error(b: Builtin, n: usize, span: Span) -> CompileError {
+    let placeholder = match n {
+        2 => "a, b",
+        _ => "a, b, c",
+    };
+    CompileError::at(
+        CheckError::SeveralResults {
+            name: b.name(),
+            results: n,
+            placeholder,
+        },
+        span,
+    )
+}
+
 /// The built-ins whose result's size depends on the data: `read` (a file without metadata),
 /// `table` (without output dimensions), `removeEmpty`, `unique`, `aggregate` (without
 /// `ngroups`).
@@ -344,9 +368,23 @@ impl Builder<'_> {
             StmtKind::Assign { target, value } if self.is_udf_call(&value) => {
                 self.call_block(vec![target], value, em)
             }
-            StmtKind::MultiAssign { targets, call } => {
+            StmtKind::MultiAssign { targets, mut call } => {
                 if self.is_udf_call(&call) {
                     self.call_block(targets, call, em)
+                } else if let Some(b) = several_results(&call) {
+                    // `[U, S, V] = svd(A)`: a statement of the basic block, whose hops bind
+                    // every target (the arguments' user-function calls hoisted first).
+                    if let ResultKind::Several(n) = b.signature().result {
+                        if n != targets.len() {
+                            return Err(several_results_error(b, n, call.span));
+                        }
+                    }
+                    self.hoist(&mut call, em)?;
+                    em.pending.push(Stmt {
+                        kind: StmtKind::MultiAssign { targets, call },
+                        span,
+                    });
+                    Ok(())
                 } else {
                     let name = match &call.kind {
                         ExprKind::Call { name, .. } => name.clone(),

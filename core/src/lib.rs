@@ -8,7 +8,9 @@
 
 pub mod fault;
 pub mod math;
+pub mod matrix_ops;
 pub mod ops;
 
 pub use fault::Fault;
+pub use matrix_ops::{DecompOp, LinAlgOp, StatOp};
 pub use ops::{AggOp, BinaryOp, Direction, UnaryOp};

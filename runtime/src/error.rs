@@ -44,6 +44,27 @@ pub enum RuntimeError {
         function: &'static str,
         problem: String,
     },
+    /// A function given a matrix of a shape it does not take (`inv` of a non-square matrix).
+    #[error("{function}: expected {expected}, got {}", dims(.shape))]
+    FunctionShape {
+        function: &'static str,
+        expected: &'static str,
+        shape: Shape,
+    },
+    /// A decomposition that does not exist for its input (singular, not positive definite).
+    #[error("{function}: {problem}")]
+    Decomposition {
+        function: &'static str,
+        problem: &'static str,
+    },
+    /// A statistic's argument out of its range (`quantile`'s p, `moment`'s order, weights).
+    #[error("{function}: argument {argument} must be {expected}, found {found}")]
+    StatArgument {
+        function: &'static str,
+        argument: &'static str,
+        expected: &'static str,
+        found: f64,
+    },
     /// `diag` of a matrix that is neither a column vector nor square.
     #[error("diag: expected a column vector or a square matrix, got {}", dims(.shape))]
     DiagShape { shape: Shape },
@@ -233,6 +254,9 @@ impl RuntimeError {
             | RuntimeError::Argument { .. }
             | RuntimeError::NotSquare { .. }
             | RuntimeError::Singular { .. }
+            | RuntimeError::FunctionShape { .. }
+            | RuntimeError::Decomposition { .. }
+            | RuntimeError::StatArgument { .. }
             | RuntimeError::DiagShape { .. }
             | RuntimeError::AsScalarShape { .. }
             | RuntimeError::NotOneByOne { .. }
@@ -755,6 +779,9 @@ pub enum Unsupported {
     /// A binary matrix file of a format version lafuse does not read.
     #[error("binary matrix format version {version} in {}", .path.display())]
     BinaryVersion { version: u32, path: PathBuf },
+    /// A built-in function of DML that lafuse does not compute yet.
+    #[error("the built-in function {function}()")]
+    Function { function: &'static str },
 }
 
 /// The part of a MatrixMarket banner lafuse does not support ([`Unsupported::MatrixMarket`]).

@@ -16,6 +16,7 @@ use crate::matrix::{Matrix, ValueRange};
 use crate::operator::{Operator, OperatorInput};
 use crate::ops::{AggOp, BinaryOp, Direction, UnaryOp};
 use crate::value::{ScalarType, Value};
+use lafuse_core::{DecompOp, LinAlgOp, StatOp};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::sync::Arc;
@@ -97,6 +98,18 @@ pub enum Op {
     Fill,
     /// `solve(A, b)`. Inputs: [A, b].
     Solve,
+    /// A statistic of column vectors (`quantile`, `median`, `moment`, `cov`, ...). Inputs:
+    /// as [`StatOp`] lists them.
+    Stat(StatOp),
+    /// `inv`, `cholesky` or `det`. Inputs: `[A]`.
+    LinAlg(LinAlgOp),
+    /// A decomposition with several results, computed once. Inputs: `[A]`. Result `k` (in
+    /// DML's order) goes to `outputs[k]` where the block uses it (the instruction's own
+    /// `output` is unused); its lineage patches are those of the `Some` entries, in order.
+    Decompose {
+        op: DecompOp,
+        outputs: Vec<Option<Reg>>,
+    },
     /// `X[rl:ru, cl:cu]`, bounds 1-based inclusive. Inputs: [X, rl, ru, cl, cu].
     Slice,
     /// `X[rl:ru, cl:cu] = src`. Inputs: [X, src, rl, ru, cl, cu]; result: the updated X.
@@ -180,6 +193,17 @@ pub struct FusedOutput {
 }
 
 impl Op {
+    /// The registers of an instruction with several results (a fused operator, a
+    /// decomposition), in the order of its lineage patches; `None` for one with a single
+    /// result (in the instruction's `output`).
+    pub fn result_registers(&self) -> Option<Vec<Reg>> {
+        match self {
+            Op::Fused { outputs, .. } => Some(outputs.iter().map(|o| o.reg).collect()),
+            Op::Decompose { outputs, .. } => Some(outputs.iter().flatten().copied().collect()),
+            _ => None,
+        }
+    }
+
     /// A short opcode, shown in statistics (in the spirit of SystemDS's opcodes).
     pub fn opcode(&self) -> String {
         match self {
@@ -225,6 +249,11 @@ impl Op {
             Op::Fill => "fill".into(),
             Op::MatrixFromString => "sinit".into(),
             Op::Solve => "solve".into(),
+            Op::Stat(op) => op.name().into(),
+            // SystemDS's opcodes.
+            Op::LinAlg(LinAlgOp::Inverse) => "inverse".into(),
+            Op::LinAlg(op) => op.name().into(),
+            Op::Decompose { op, .. } => op.name().into(),
             Op::Slice => "rightIndex".into(),
             Op::LeftIndex => "leftIndex".into(),
             Op::Cbind => "cbind".into(),
@@ -941,6 +970,36 @@ fn run_one(
             Value::matrix(matrix_from_string(&arg(0)?.display_string(), rows, cols)?)
         }
         Op::Solve => Value::matrix(kernels::solve(arg(0)?.as_matrix()?, arg(1)?.as_matrix()?)?),
+        Op::Stat(op) => {
+            use kernels::stats::{StatInput, StatValue};
+            let mut inputs = Vec::with_capacity(instr.inputs.len());
+            for i in 0..instr.inputs.len() {
+                inputs.push(match arg(i)? {
+                    Value::Matrix(m) => StatInput::Matrix(m),
+                    s => StatInput::Scalar(s.as_f64()?),
+                });
+            }
+            match kernels::stats::stat(*op, &inputs)? {
+                StatValue::Scalar(v) => Value::Double(v),
+                StatValue::Column(v) => Value::matrix(Matrix::from_dense_values(v.len(), 1, v)?),
+            }
+        }
+        Op::LinAlg(op) => match kernels::linalg::linalg(*op, arg(0)?.as_matrix()?)? {
+            kernels::linalg::LinAlgValue::Matrix(m) => Value::matrix(m),
+            kernels::linalg::LinAlgValue::Scalar(v) => Value::Double(v),
+        },
+        Op::Decompose { op, outputs } => {
+            let results = kernels::linalg::decompose(*op, arg(0)?.as_matrix()?)?;
+            for (m, out) in results.into_iter().zip(outputs) {
+                if let Some(reg) = *out {
+                    let slot = regs.get_mut(reg as usize).ok_or(RuntimeError::Internal(
+                        Internal::RegisterOutOfRange { register: reg },
+                    ))?;
+                    *slot = Some(Value::matrix(m));
+                }
+            }
+            return Ok(None);
+        }
         Op::Slice => {
             let m = arg(0)?.as_matrix()?;
             let shape = (m.rows(), m.cols());

@@ -9,8 +9,9 @@
 
 use super::builder::DagBuilder;
 use super::ir::{
-    AggOp, BinaryOp, CastOp, CumulativeOp, DataGenOp, Direction, HopDag, HopId, Literal, MetaOp,
-    NaryOp, OpKind, ParamOp, ReorgOp, TernaryOp, UnaryOp, ValueType, RAND_INPUTS, TOSTRING_INPUTS,
+    AggOp, BinaryOp, CastOp, CumulativeOp, DataGenOp, DecompOp, Direction, HopDag, HopId, LinAlgOp,
+    Literal, MetaOp, NaryOp, OpKind, ParamOp, ReorgOp, StatOp, TernaryOp, UnaryOp, ValueType,
+    RAND_INPUTS, TOSTRING_INPUTS,
 };
 use super::rewrite::optimize;
 use super::verify::verify;
@@ -146,7 +147,7 @@ pub fn construct_block_dag(
     let mut order_of_assign: Vec<String> = Vec::new();
     for (k, stmt) in block.iter().enumerate() {
         let before = cx.b.dag().roots.len();
-        if let Some(name) = cx.stmt(stmt)? {
+        for name in cx.stmt(stmt)? {
             if final_assign.insert(name.clone(), k).is_none() {
                 order_of_assign.push(name);
             }
@@ -261,17 +262,17 @@ impl<'a> Ctx<'a> {
         self.b.literal(l)
     }
 
-    /// Processes one statement; returns the variable it assigns, if any.
-    fn stmt(&mut self, stmt: &Stmt) -> Result<Option<String>> {
+    /// Processes one statement; returns the variables it assigns.
+    fn stmt(&mut self, stmt: &Stmt) -> Result<Vec<String>> {
         with_stack(|| self.stmt_step(stmt))
     }
 
-    fn stmt_step(&mut self, stmt: &Stmt) -> Result<Option<String>> {
+    fn stmt_step(&mut self, stmt: &Stmt) -> Result<Vec<String>> {
         match &stmt.kind {
             StmtKind::Assign { target, value } => {
                 let h = self.expr(value)?;
                 self.vars.insert(target.name.clone(), h);
-                Ok(Some(target.name.clone()))
+                Ok(vec![target.name.clone()])
             }
             StmtKind::IndexAssign { target, rows, cols, value } => {
                 let x = self.var(&target.name, target.span)?;
@@ -280,7 +281,7 @@ impl<'a> Ctx<'a> {
                     let [lo, hi] = self.list_range(rows.as_ref(), cols.as_ref(), stmt.span)?;
                     let h = self.add(OpKind::ListSet, &[x, lo, hi, v], stmt.span)?;
                     self.vars.insert(target.name.clone(), h);
-                    return Ok(Some(target.name.clone()));
+                    return Ok(vec![target.name.clone()]);
                 }
                 if self.b.dag().hop(x).is_scalar() {
                     return Err(CompileError::at(
@@ -295,21 +296,50 @@ impl<'a> Ctx<'a> {
                 let [cl, cu] = self.range(x, cols.as_ref(), MetaOp::Ncol, stmt.span)?;
                 let h = self.add(OpKind::LeftIndex, &[x, v, rl, ru, cl, cu], stmt.span)?;
                 self.vars.insert(target.name.clone(), h);
-                Ok(Some(target.name.clone()))
+                Ok(vec![target.name.clone()])
             }
-            StmtKind::MultiAssign { call, .. } => Err(CompileError::at(Unsupported::BuiltinMultiAssign, call.span)),
+            StmtKind::MultiAssign { targets, call } => {
+                let ExprKind::Call { name, args } = &call.kind else {
+                    return Err(CompileError::at(Unsupported::BuiltinMultiAssign, call.span));
+                };
+                let op = match builtins::lookup(name) {
+                    Some(Builtin::Eigen) => DecompOp::Eigen,
+                    Some(Builtin::Svd) => DecompOp::Svd,
+                    Some(Builtin::Lu) => DecompOp::Lu,
+                    Some(Builtin::Qr) => DecompOp::Qr,
+                    _ => return Err(CompileError::at(Unsupported::BuiltinMultiAssign, call.span)),
+                };
+                let b = builtins::lookup(name).unwrap_or(Builtin::Eigen);
+                if targets.len() != op.outputs() {
+                    return Err(crate::program::several_results_error(
+                        b,
+                        op.outputs(),
+                        call.span,
+                    ));
+                }
+                let bound = bind_args(b, args, call.span)?;
+                let a = self.param(&bound, "x", call.span)?;
+                // One hop per result over the same input: the lowering computes the
+                // decomposition once for all the results the block needs.
+                for (k, t) in targets.iter().enumerate() {
+                    let output = k as u8;
+                    let h = self.add(OpKind::Decompose { op, output }, &[a], call.span)?;
+                    self.vars.insert(t.name.clone(), h);
+                }
+                Ok(targets.iter().map(|t| t.name.clone()).collect())
+            }
             StmtKind::Expr(e) => {
                 if let ExprKind::Call { name, args } = &e.kind {
                     if let Some(b) = builtins::lookup(name) {
                         if b.is_statement() {
                             self.statement_call(b, args, e.span)?;
-                            return Ok(None);
+                            return Ok(Vec::new());
                         }
                     }
                 }
                 // A bare expression: evaluated for its errors, its value is unused.
                 self.expr(e)?;
-                Ok(None)
+                Ok(Vec::new())
             }
             StmtKind::If { .. } | StmtKind::For { .. } | StmtKind::While { .. } => Err(CompileError::internal(Internal::Invariant {
                 what: "control flow statement inside a basic block (blocks are split at control flow)",
@@ -905,6 +935,55 @@ impl<'a> Ctx<'a> {
                 let hits = self.add(OpKind::AggUnary { op, dir }, &[hit], span)?;
                 let zero = self.lit(Literal::Int(0), span);
                 self.add(OpKind::Binary(BinaryOp::Gt), &[hits, zero], span)
+            }
+            Builtin::RowSds | Builtin::ColSds => {
+                let dir = if b == Builtin::RowSds {
+                    Direction::Row
+                } else {
+                    Direction::Col
+                };
+                let x = self.param(&bound, "x", span)?;
+                let var = self.add(
+                    OpKind::AggUnary {
+                        op: AggOp::Var,
+                        dir,
+                    },
+                    &[x],
+                    span,
+                )?;
+                self.add(OpKind::Unary(UnaryOp::Sqrt), &[var], span)
+            }
+            Builtin::Quantile
+            | Builtin::Median
+            | Builtin::InterQuartileMean
+            | Builtin::Moment
+            | Builtin::Cov => {
+                // With one argument more than the least, the weights are the middle one
+                // (the last one for cov).
+                let weighted = variadic.len() == b.signature().max_args.unwrap_or(0);
+                let op = match (b, weighted) {
+                    (Builtin::Quantile, false) => StatOp::Quantile,
+                    (Builtin::Quantile, true) => StatOp::WeightedQuantile,
+                    (Builtin::Median, false) => StatOp::Median,
+                    (Builtin::Median, true) => StatOp::WeightedMedian,
+                    (Builtin::InterQuartileMean, false) => StatOp::Iqm,
+                    (Builtin::InterQuartileMean, true) => StatOp::WeightedIqm,
+                    (Builtin::Moment, false) => StatOp::Moment,
+                    (Builtin::Moment, true) => StatOp::WeightedMoment,
+                    (_, false) => StatOp::Cov,
+                    (_, true) => StatOp::WeightedCov,
+                };
+                self.add(OpKind::Stat(op), &variadic, span)
+            }
+            Builtin::Inv => self.unary_param(&bound, OpKind::LinAlg(LinAlgOp::Inverse), span),
+            Builtin::Cholesky => self.unary_param(&bound, OpKind::LinAlg(LinAlgOp::Cholesky), span),
+            Builtin::Det => self.unary_param(&bound, OpKind::LinAlg(LinAlgOp::Det), span),
+            Builtin::Eigen | Builtin::Svd | Builtin::Lu | Builtin::Qr => {
+                let n = match b.signature().result {
+                    builtins::ResultKind::Several(n) => n,
+                    _ => 1,
+                };
+                Err(crate::program::several_results_error(b, n, span))
             }
             Builtin::Nrow => self.unary_param(&bound, OpKind::Meta(MetaOp::Nrow), span),
             Builtin::Ncol => self.unary_param(&bound, OpKind::Meta(MetaOp::Ncol), span),

@@ -9,6 +9,9 @@ use lafuse_core::named_ops;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// The whole-matrix statistics and decompositions are the core's as well (shared with the
+/// runtime's instructions).
+pub use lafuse_core::matrix_ops::{DecompOp, LinAlgOp, StatOp};
 /// The element-wise operators and aggregations are the core's (one vocabulary, one scalar
 /// semantics for folding, kernels and generated code).
 pub use lafuse_core::ops::{AggOp, BinaryOp, Direction, UnaryOp};
@@ -441,6 +444,17 @@ pub enum OpKind {
     /// `solve(A, b)`: `[A, b]`, A square n×n, b n×1; result n×1.
     #[serde(rename = "solve")]
     Solve,
+    /// Statistics of column vectors; see [`StatOp`] for the inputs of each.
+    #[serde(rename = "stat")]
+    Stat(StatOp),
+    /// `[A]`: `inv`, `cholesky`, `det`; see [`LinAlgOp`].
+    #[serde(rename = "linalg")]
+    LinAlg(LinAlgOp),
+    /// Result `output` (0-based, in DML's order: `[values, vectors] = eigen(A)` has 0 and 1)
+    /// of the decomposition `op`: `[A]`. The results of one call are separate hops over the
+    /// same input; the lowering computes the decomposition once for all of them.
+    #[serde(rename = "decomp")]
+    Decompose { op: DecompOp, output: u8 },
     /// `[X]`; see [`MetaOp`].
     #[serde(rename = "meta")]
     Meta(MetaOp),
@@ -517,6 +531,8 @@ impl OpKind {
             OpKind::ListSet => 4,
             OpKind::ListNew { .. } => return None,
             OpKind::Binary(_) | OpKind::MatMul | OpKind::Solve => 2,
+            OpKind::Stat(op) => op.arity(),
+            OpKind::LinAlg(_) | OpKind::Decompose { .. } => 1,
             OpKind::Ternary(_) => 3,
             OpKind::Reorg(ReorgOp::Reshape) => 4,
             OpKind::Reorg(_) => 1,
@@ -573,6 +589,9 @@ impl OpKind {
             OpKind::Cumulative(op) => format!("cum({op})"),
             OpKind::Param(op) => format!("p({op})"),
             OpKind::Solve => "solve".to_string(),
+            OpKind::Stat(op) => format!("stat({op})"),
+            OpKind::LinAlg(op) => format!("la({op})"),
+            OpKind::Decompose { op, output } => format!("{op}[{output}]"),
             OpKind::Meta(op) => format!("meta({op})"),
             OpKind::Print => "print".to_string(),
             OpKind::Stop => "stop".to_string(),

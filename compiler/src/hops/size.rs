@@ -11,8 +11,8 @@
 //! non-zeros, otherwise it is dense.
 
 use super::ir::{
-    BinaryOp, CastOp, CumulativeOp, DataGenOp, DataType, Direction, Hop, HopDag, HopId, Literal,
-    NaryOp, OpKind, ParamOp, ReorgOp, TernaryOp,
+    BinaryOp, CastOp, CumulativeOp, DataGenOp, DataType, DecompOp, Direction, Hop, HopDag, HopId,
+    Literal, NaryOp, OpKind, ParamOp, ReorgOp, TernaryOp,
 };
 use super::rewrite::constant_fold::known_value;
 use crate::error::{CompileError, DagError, IndexProblem, Internal, Result, Shape, ShapeError};
@@ -509,6 +509,51 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
             }
         }
         OpKind::Param(p) => param_dims(dag, hop, *p)?,
+        // `quantile(X, P)` with a column of probabilities: one quantile per row of P.
+        OpKind::Stat(_) => {
+            let p = in_dims(hop.inputs.len() - 1);
+            let d = Dims {
+                rows: p.rows,
+                cols: Some(1),
+                nnz: None,
+            };
+            Dims {
+                nnz: d.cells(),
+                ..d
+            }
+        }
+        // Square inputs are checked when the kernel runs (as SystemDS does).
+        OpKind::LinAlg(_) => {
+            let d = in_dims(0);
+            Dims {
+                nnz: d.cells(),
+                ..d
+            }
+        }
+        OpKind::Decompose { op, output } => {
+            let a = in_dims(0);
+            let p = match (a.rows, a.cols) {
+                (Some(r), Some(c)) => Some(r.min(c)),
+                _ => None,
+            };
+            let (rows, cols) = match (op, output) {
+                (DecompOp::Eigen, 0) => (a.rows, Some(1)),
+                (DecompOp::Eigen, _) | (DecompOp::Lu, _) => (a.rows, a.rows),
+                (DecompOp::Svd, 0) => (a.rows, p),
+                (DecompOp::Svd, 1) => (p, p),
+                (DecompOp::Svd, _) => (a.cols, p),
+                (DecompOp::Qr, _) => (a.rows, a.cols),
+            };
+            let d = Dims {
+                rows,
+                cols,
+                nnz: None,
+            };
+            Dims {
+                nnz: d.cells(),
+                ..d
+            }
+        }
         OpKind::Literal(_)
         | OpKind::Cast(_)
         | OpKind::Meta(_)

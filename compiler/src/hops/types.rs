@@ -5,8 +5,8 @@
 //! and of compile errors) — see the table in [`crate::hops`].
 
 use super::ir::{
-    BinaryOp, CastOp, DataGenOp, DataType, Direction, NaryOp, OpKind, ParamOp, ReorgOp, TernaryOp,
-    UnaryOp, ValueType,
+    BinaryOp, CastOp, DataGenOp, DataType, Direction, LinAlgOp, NaryOp, OpKind, ParamOp, ReorgOp,
+    StatOp, TernaryOp, UnaryOp, ValueType,
 };
 use crate::error::TypeRule;
 
@@ -222,6 +222,45 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
             } else {
                 MATRIX
             })
+        }
+        OpKind::Stat(s) => {
+            let n = inputs.len();
+            // The data (and weights) are matrices; `k` and `p` scalars, `p` also a column.
+            let matrices = match s {
+                StatOp::Quantile | StatOp::WeightedQuantile | StatOp::Moment => n - 1,
+                StatOp::WeightedMoment => 2,
+                _ => n,
+            };
+            for i in 0..matrices {
+                need_matrix(i, s.name())?;
+            }
+            if matches!(s, StatOp::Moment | StatOp::WeightedMoment) {
+                need_scalar(n - 1, s.name())?;
+            }
+            Ok(if s.matrix_result(is_matrix(n - 1)) {
+                MATRIX
+            } else {
+                scalar(ValueType::Double)
+            })
+        }
+        OpKind::LinAlg(op) => {
+            need_matrix(0, op.name())?;
+            Ok(if *op == LinAlgOp::Det {
+                scalar(ValueType::Double)
+            } else {
+                MATRIX
+            })
+        }
+        OpKind::Decompose { op, output } => {
+            need_matrix(0, op.name())?;
+            if usize::from(*output) >= op.outputs() {
+                return Err(TypeRule::Arity {
+                    op: op.name().to_string(),
+                    expected: format!("a result index below {}", op.outputs()),
+                    got: usize::from(*output),
+                });
+            }
+            Ok(MATRIX)
         }
         OpKind::MatMul | OpKind::Solve => {
             need_matrix(0, op.display_name().as_str())?;

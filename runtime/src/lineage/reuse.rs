@@ -101,6 +101,9 @@ fn reusable(op: &Op) -> bool {
             | Op::Diag
             | Op::Reshape
             | Op::Solve
+            | Op::Stat(_)
+            | Op::LinAlg(_)
+            | Op::Decompose { .. }
             | Op::Slice
             | Op::Cbind
             | Op::Rbind
@@ -159,7 +162,7 @@ pub(crate) fn before(
         if let (Some(partial), [item], false) = (
             reuse.partial,
             &outputs[..],
-            matches!(instr.op, Op::Fused { .. }),
+            instr.op.result_registers().is_some(),
         ) {
             let operands: Vec<&Value> = instr
                 .inputs
@@ -194,20 +197,22 @@ pub(crate) fn before(
         *slot = key;
         values.push(value);
     }
-    match &instr.op {
-        Op::Fused { outputs, .. } => {
-            for (out, value) in outputs.iter().zip(values) {
-                let slot = regs
-                    .get_mut(out.reg as usize)
-                    .ok_or(RuntimeError::Internal(Internal::RegisterOutOfRange {
-                        register: out.reg,
-                    }))?;
+    match instr.op.result_registers() {
+        Some(targets) => {
+            for (reg, value) in targets.into_iter().zip(values) {
+                let slot = regs.get_mut(reg as usize).ok_or(RuntimeError::Internal(
+                    Internal::RegisterOutOfRange { register: reg },
+                ))?;
                 *slot = Some(value);
             }
-            reuse.hits.fused += 1;
+            if matches!(instr.op, Op::Fused { .. }) {
+                reuse.hits.fused += 1;
+            } else {
+                reuse.hits.operations += 1;
+            }
             Ok(Decision::Reused(None))
         }
-        _ => {
+        None => {
             reuse.hits.operations += 1;
             Ok(Decision::Reused(values.into_iter().next()))
         }
@@ -225,19 +230,17 @@ pub(crate) fn after(
     compute: Duration,
     cache: &ReuseCache,
 ) {
-    match &instr.op {
-        Op::Fused { outputs, .. } => {
-            // A fused operator's arithmetic is its own, not a dense kernel's that partial
-            // reuse could continue.
-            for (out, reservation) in outputs.iter().zip(reservations) {
-                if let (Some(reservation), Some(Some(v))) =
-                    (reservation, regs.get(out.reg as usize))
-                {
+    match instr.op.result_registers() {
+        Some(targets) => {
+            // A fused operator's or a decomposition's arithmetic is its own, not a dense
+            // kernel's that partial reuse could continue.
+            for (reg, reservation) in targets.into_iter().zip(reservations) {
+                if let (Some(reservation), Some(Some(v))) = (reservation, regs.get(reg as usize)) {
                     cache.put_computed(reservation, v, compute, false);
                 }
             }
         }
-        _ => {
+        None => {
             if let (Some(Some(reservation)), Some(v)) = (reservations.into_iter().next(), value) {
                 cache.put_computed(reservation, v, compute, dense);
             }

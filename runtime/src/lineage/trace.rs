@@ -236,7 +236,7 @@ fn derive(
     }
     let Some(patches) = &instr.lineage else {
         // Side effects without a value (print, stop, write) need no item.
-        if instr.output.is_none() && !matches!(instr.op, Op::Fused { .. }) {
+        if instr.output.is_none() && instr.op.result_registers().is_none() {
             return Ok(());
         }
         return Err(RuntimeError::Internal(Internal::LineagePatch {
@@ -342,10 +342,10 @@ pub(crate) fn after(
 
 /// Gives `instr`'s output registers the items `traced` built for them.
 fn set_outputs(instr: &Instruction, items: &mut [Option<Lineage>], traced: Traced) -> Result<()> {
-    let targets: Vec<u32> = match &instr.op {
-        Op::Fused { outputs, .. } => outputs.iter().map(|o| o.reg).collect(),
-        _ => instr.output.into_iter().collect(),
-    };
+    let targets: Vec<u32> = instr
+        .op
+        .result_registers()
+        .unwrap_or_else(|| instr.output.into_iter().collect());
     for (reg, item) in targets.into_iter().zip(traced.outputs) {
         let slot = items.get_mut(reg as usize).ok_or(RuntimeError::Internal(
             Internal::RegisterOutOfRange { register: reg },

@@ -1,0 +1,92 @@
+//! Operations on whole matrices that have no per-cell semantics: order statistics and
+//! moments, and the decompositions of linear algebra. The HOP IR and the runtime share these
+//! enums, as they share the element-wise ones of [`crate::ops`]; the kernels live in the
+//! runtime (`kernels::stats`, `kernels::linalg`).
+
+use crate::named_ops;
+
+named_ops! {
+    /// Statistics of column vectors (SystemDS's `qpick`, `qsort`, `cm`, `cov`): the inputs
+    /// of each are listed by [`StatOp::arity`] and the variant's doc.
+    StatOp {
+        /// `quantile(X, p)`: `[X, p]`; p a scalar gives a scalar, p a column of
+        /// probabilities a column of quantiles.
+        Quantile = "quantile",
+        /// `quantile(X, W, p)`: `[X, W, p]`, W integer weights (counts).
+        WeightedQuantile = "wquantile",
+        /// `median(X)`: `[X]`.
+        Median = "median",
+        /// `median(X, W)`: `[X, W]`.
+        WeightedMedian = "wmedian",
+        /// `interQuartileMean(X)`: `[X]`, the mean of the values between the quartiles.
+        Iqm = "iqm",
+        /// `interQuartileMean(X, W)`: `[X, W]`.
+        WeightedIqm = "wiqm",
+        /// `moment(X, k)`: `[X, k]`, the k-th central moment (k in 2, 3, 4), denominator n.
+        Moment = "moment",
+        /// `moment(X, W, k)`: `[X, W, k]`.
+        WeightedMoment = "wmoment",
+        /// `cov(X, Y)`: `[X, Y]`, the sample covariance (denominator n - 1).
+        Cov = "cov",
+        /// `cov(X, Y, W)`: `[X, Y, W]`.
+        WeightedCov = "wcov",
+    }
+}
+
+impl StatOp {
+    /// The number of inputs.
+    pub fn arity(self) -> usize {
+        use StatOp::*;
+        match self {
+            Median | Iqm => 1,
+            Quantile | WeightedMedian | WeightedIqm | Moment | Cov => 2,
+            WeightedQuantile | WeightedMoment | WeightedCov => 3,
+        }
+    }
+
+    /// Whether the result is a matrix for these input kinds (`quantile` with a column of
+    /// probabilities); otherwise a double scalar.
+    pub fn matrix_result(self, last_input_is_matrix: bool) -> bool {
+        matches!(self, StatOp::Quantile | StatOp::WeightedQuantile) && last_input_is_matrix
+    }
+}
+
+named_ops! {
+    /// Functions of one square matrix computed through a decomposition: inputs `[A]`.
+    LinAlgOp {
+        /// `inv(A)`: the inverse (SystemDS: through QR).
+        Inverse = "inv",
+        /// `cholesky(A)`: the lower triangular `L` with `L %*% t(L) == A`.
+        Cholesky = "cholesky",
+        /// `det(A)`: the determinant, a double scalar (SystemDS: through LU).
+        Det = "det",
+    }
+}
+
+named_ops! {
+    /// Decompositions with several results (DML's `[a, b] = eigen(A)`): inputs `[A]`; each
+    /// result is its own hop, which names the result it is (see [`DecompOp::outputs`]).
+    DecompOp {
+        /// `[values, vectors] = eigen(A)` of a symmetric A: the eigenvalues ascending (n x 1)
+        /// and the eigenvectors as columns in that order (n x n).
+        Eigen = "eigen",
+        /// `[U, S, V] = svd(A)`: A m x n, p = min(m, n): U m x p, S = diag(sigma) p x p
+        /// (descending), V n x p.
+        Svd = "svd",
+        /// `[P, L, U] = lu(A)`: partial pivoting, `P %*% A == L %*% U` (all n x n).
+        Lu = "lu",
+        /// `[H, R] = qr(A)`: A m x n; H the Householder vectors (m x n, lower trapezoidal,
+        /// each scaled by its reflector's tau as Apache Commons Math's `getH`), R m x n.
+        Qr = "qr",
+    }
+}
+
+impl DecompOp {
+    /// The number of results.
+    pub fn outputs(self) -> usize {
+        match self {
+            DecompOp::Eigen | DecompOp::Qr => 2,
+            DecompOp::Svd | DecompOp::Lu => 3,
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! The functions of linear algebra computed through a decomposition, by the `faer` crate:
+//! `inv`, `cholesky`, `det` (one result) and `eigen`, `svd`, `lu` (several results, computed
+//! once per call), with SystemDS 3.4's shapes, orderings and errors (its `LibCommonsMath`,
+//! which calls Apache Commons Math).
+//!
+//! Where SystemDS's results are defined only up to the algorithm (the signs of eigen- and
+//! singular vectors, the order of equal pivots), lafuse gives faer's: the products they form
+//! (`V %*% diag(d) %*% t(V)`, `U %*% S %*% t(V)`, `P %*% A` and `L %*% U`) are SystemDS's.
+//! `qr` (SystemDS returns Commons Math's Householder vectors, a form faer does not expose)
+//! is not supported yet.
+
+use super::dense_result;
+use crate::error::{Result, RuntimeError};
+use crate::matrix::{count_nnz, try_with_capacity, Matrix};
+use faer::linalg::solvers::DenseSolveCore;
+use faer::{Mat, MatRef, Side};
+use lafuse_core::{DecompOp, LinAlgOp};
+
+/// The value of `inv`, `cholesky` (a matrix) or `det` (a scalar).
+#[derive(Debug)]
+pub enum LinAlgValue {
+    Matrix(Matrix),
+    Scalar(f64),
+}
+
+fn failed(function: &'static str, problem: &'static str) -> RuntimeError {
+    RuntimeError::Decomposition { function, problem }
+}
+
+/// The order of a square matrix (SystemDS's "must be square" errors otherwise).
+fn square(a: &Matrix, function: &'static str) -> Result<usize> {
+    if a.rows() != a.cols() {
+        return Err(RuntimeError::FunctionShape {
+            function,
+            expected: "a square matrix",
+            shape: a.shape(),
+        });
+    }
+    Ok(a.rows())
+}
+
+/// `faer` does not promise to terminate (or not to panic) on NaN or infinite input; such
+/// input is an error here.
+fn finite(a: &Matrix, function: &'static str) -> Result<()> {
+    if a.all_finite() {
+        Ok(())
+    } else {
+        Err(failed(function, "the matrix holds NaN or infinite values"))
+    }
+}
+
+fn to_faer(m: &Matrix) -> Result<Mat<f64>> {
+    let d = m.dense_cow()?;
+    let c = d.cols;
+    Ok(Mat::from_fn(d.rows, c, |i, j| d.values[i * c + j]))
+}
+
+/// A matrix of `faer`'s values (`-0.0` written as `0.0`, as a sparse result would hold it).
+fn from_faer(m: MatRef<'_, f64>) -> Result<Matrix> {
+    let (r, c) = (m.nrows(), m.ncols());
+    let mut v = try_with_capacity(r * c)?;
+    for i in 0..r {
+        for j in 0..c {
+            v.push(m[(i, j)] + 0.0);
+        }
+    }
+    let nnz = count_nnz(&v);
+    Ok(dense_result(r, c, v, nnz))
+}
+
+/// Whether `a` is symmetric within `relative` (Commons Math's test: each pair differs by at
+/// most `relative` times the larger magnitude).
+fn symmetric(a: &Mat<f64>, relative: f64) -> bool {
+    let n = a.nrows();
+    (0..n).all(|i| {
+        (i + 1..n).all(|j| {
+            let (x, y) = (a[(i, j)], a[(j, i)]);
+            (x - y).abs() <= x.abs().max(y.abs()) * relative
+        })
+    })
+}
+
+/// `inv(A)`, `cholesky(A)` or `det(A)`.
+pub fn linalg(op: LinAlgOp, a: &Matrix) -> Result<LinAlgValue> {
+    let name = op.name();
+    let n = square(a, name)?;
+    finite(a, name)?;
+    let m = to_faer(a)?;
+    match op {
+        LinAlgOp::Inverse => {
+            if n == 0 {
+                return Ok(LinAlgValue::Matrix(Matrix::zeros(0, 0)?));
+            }
+            // SystemDS inverts through QR and calls the matrix singular where a diagonal
+            // entry of R is exactly zero.
+            let qr = m.as_ref().qr();
+            let r = qr.thin_R();
+            if (0..n).any(|i| r[(i, i)] == 0.0) {
+                return Err(failed(name, "the matrix is singular"));
+            }
+            Ok(LinAlgValue::Matrix(from_faer(qr.inverse().as_ref())?))
+        }
+        LinAlgOp::Cholesky => {
+            if n == 0 {
+                return Ok(LinAlgValue::Matrix(Matrix::zeros(0, 0)?));
+            }
+            // Commons Math's thresholds as SystemDS sets them: symmetric within 1e-6.
+            if !symmetric(&m, 1e-6) {
+                return Err(failed(name, "the matrix is not symmetric"));
+            }
+            let llt = m
+                .as_ref()
+                .llt(Side::Lower)
+                .map_err(|_| failed(name, "the matrix is not positive definite"))?;
+            Ok(LinAlgValue::Matrix(from_faer(llt.L())?))
+        }
+        LinAlgOp::Det => {
+            if n == 0 {
+                return Ok(LinAlgValue::Scalar(1.0));
+            }
+            let lu = m.as_ref().partial_piv_lu();
+            let u = lu.U();
+            // Commons Math's LU calls a pivot below 1e-11 singular, and the determinant 0.
+            if (0..n).any(|i| u[(i, i)].abs() < 1e-11) {
+                return Ok(LinAlgValue::Scalar(0.0));
+            }
+            let (fwd, _) = lu.P().arrays();
+            let mut det = permutation_sign(fwd);
+            for i in 0..n {
+                det *= u[(i, i)];
+            }
+            Ok(LinAlgValue::Scalar(det))
+        }
+    }
+}
+
+/// The sign of a permutation: -1 for an odd number of transpositions.
+fn permutation_sign(perm: &[usize]) -> f64 {
+    let mut seen = vec![false; perm.len()];
+    let mut sign = 1.0;
+    for start in 0..perm.len() {
+        let mut len = 0;
+        let mut i = start;
+        while !seen[i] {
+            seen[i] = true;
+            i = perm[i];
+            len += 1;
+        }
+        if len > 0 && len % 2 == 0 {
+            sign = -sign;
+        }
+    }
+    sign
+}
+
+/// All results of the decomposition `op` of `a`, in DML's order (see [`DecompOp`]).
+pub fn decompose(op: DecompOp, a: &Matrix) -> Result<Vec<Matrix>> {
+    let name = op.name();
+    match op {
+        DecompOp::Eigen => {
+            let n = square(a, name)?;
+            finite(a, name)?;
+            if n == 0 {
+                return Ok(vec![Matrix::zeros(0, 1)?, Matrix::zeros(0, 0)?]);
+            }
+            let m = to_faer(a)?;
+            // Commons Math's test for its symmetric algorithm (10 n^2 ulps); lafuse has no
+            // other (SystemDS would take the real parts of a general decomposition).
+            let relative = 10.0 * (n * n) as f64 * f64::EPSILON;
+            if !symmetric(&m, relative) {
+                return Err(failed(
+                    name,
+                    "the matrix is not symmetric (lafuse supports symmetric matrices only)",
+                ));
+            }
+            let evd = m
+                .as_ref()
+                .self_adjoint_eigen(Side::Lower)
+                .map_err(|_| failed(name, "the decomposition did not converge"))?;
+            // faer sorts ascending, as SystemDS does (its `sortEVs`).
+            let s = evd.S().column_vector();
+            let values = Mat::from_fn(n, 1, |i, _| s[i]);
+            Ok(vec![from_faer(values.as_ref())?, from_faer(evd.U())?])
+        }
+        DecompOp::Svd => {
+            finite(a, name)?;
+            let (r, c) = a.shape();
+            let p = r.min(c);
+            if p == 0 {
+                return Ok(vec![
+                    Matrix::zeros(r, 0)?,
+                    Matrix::zeros(0, 0)?,
+                    Matrix::zeros(c, 0)?,
+                ]);
+            }
+            let m = to_faer(a)?;
+            let svd = m
+                .as_ref()
+                .thin_svd()
+                .map_err(|_| failed(name, "the decomposition did not converge"))?;
+            let s = svd.S().column_vector();
+            let sigma = Mat::from_fn(p, p, |i, j| if i == j { s[i] } else { 0.0 });
+            Ok(vec![
+                from_faer(svd.U())?,
+                from_faer(sigma.as_ref())?,
+                from_faer(svd.V())?,
+            ])
+        }
+        DecompOp::Lu => {
+            let n = square(a, name)?;
+            finite(a, name)?;
+            if n == 0 {
+                return Ok(vec![
+                    Matrix::zeros(0, 0)?,
+                    Matrix::zeros(0, 0)?,
+                    Matrix::zeros(0, 0)?,
+                ]);
+            }
+            let lu = to_faer(a)?.as_ref().partial_piv_lu();
+            let u = lu.U();
+            if (0..n).any(|i| u[(i, i)].abs() < 1e-11) {
+                return Err(failed(
+                    name,
+                    "the matrix is singular (LU needs a non-singular matrix)",
+                ));
+            }
+            // Row i of P %*% A is row fwd[i] of A.
+            let (fwd, _) = lu.P().arrays();
+            let p = Mat::from_fn(n, n, |i, j| if fwd[i] == j { 1.0 } else { 0.0 });
+            Ok(vec![
+                from_faer(p.as_ref())?,
+                from_faer(lu.L())?,
+                from_faer(u)?,
+            ])
+        }
+        DecompOp::Qr => Err(RuntimeError::Unsupported(
+            crate::error::Unsupported::Function { function: "qr" },
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::matmul;
+
+    fn m(r: usize, c: usize, v: &[f64]) -> Matrix {
+        Matrix::from_dense_values(r, c, v.to_vec()).unwrap()
+    }
+
+    fn close(a: &Matrix, b: &Matrix, tol: f64) -> bool {
+        a.shape() == b.shape()
+            && (0..a.rows())
+                .all(|i| (0..a.cols()).all(|j| (a.get(i, j) - b.get(i, j)).abs() <= tol))
+    }
+
+    const A: [f64; 9] = [4.0, 1.0, 2.0, 1.0, 3.0, 0.5, 2.0, 0.5, 5.0];
+
+    #[test]
+    fn single_results_match_systemds() {
+        let a = m(3, 3, &A);
+        // SystemDS 3.4: det(A) = 44.0, cholesky's first column 2, 0.5, 1.
+        match linalg(LinAlgOp::Det, &a).unwrap() {
+            LinAlgValue::Scalar(d) => assert!((d - 44.0).abs() < 1e-12),
+            other => panic!("{other:?}"),
+        }
+        let LinAlgValue::Matrix(l) = linalg(LinAlgOp::Cholesky, &a).unwrap() else {
+            panic!()
+        };
+        assert!((l.get(0, 0) - 2.0).abs() < 1e-15 && (l.get(1, 0) - 0.5).abs() < 1e-15);
+        assert_eq!(l.get(0, 1), 0.0);
+        let lt = crate::kernels::transpose(&l).unwrap();
+        assert!(close(&matmul(&l, &lt).unwrap(), &a, 1e-12));
+        let LinAlgValue::Matrix(inv) = linalg(LinAlgOp::Inverse, &a).unwrap() else {
+            panic!()
+        };
+        let eye = m(3, 3, &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
+        assert!(close(&matmul(&a, &inv).unwrap(), &eye, 1e-12));
+        let singular = m(2, 2, &[1.0, 2.0, 2.0, 4.0]);
+        assert!(linalg(LinAlgOp::Inverse, &singular).is_err());
+        assert!(linalg(LinAlgOp::Cholesky, &singular).is_err());
+        assert!(linalg(LinAlgOp::Det, &m(2, 3, &[0.0; 6])).is_err());
+        let swap = m(2, 2, &[0.0, 1.0, 1.0, 0.0]);
+        match linalg(LinAlgOp::Det, &swap).unwrap() {
+            LinAlgValue::Scalar(d) => assert_eq!(d, -1.0),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn decompositions_reconstruct_their_input() {
+        let a = m(3, 3, &A);
+        let ev = decompose(DecompOp::Eigen, &a).unwrap();
+        // SystemDS 3.4 prints the eigenvalues 2.097, 3.072, 6.831 (ascending).
+        assert!(ev[0].get(0, 0) < ev[0].get(1, 0) && ev[0].get(1, 0) < ev[0].get(2, 0));
+        assert!((ev[0].get(2, 0) - 6.831).abs() < 1e-3);
+        let d = crate::kernels::reorg::diag(&ev[0]).unwrap();
+        let vt = crate::kernels::transpose(&ev[1]).unwrap();
+        let back = matmul(&matmul(&ev[1], &d).unwrap(), &vt).unwrap();
+        assert!(close(&back, &a, 1e-12));
+        let b = m(4, 3, &[1., 2., 3., 4., 5., 6., 7., 8., 10., 1., 0., 2.]);
+        let usv = decompose(DecompOp::Svd, &b).unwrap();
+        assert_eq!(
+            (usv[0].shape(), usv[1].shape(), usv[2].shape()),
+            ((4, 3), (3, 3), (3, 3))
+        );
+        assert!((usv[1].get(0, 0) - 17.511).abs() < 1e-3);
+        let vt = crate::kernels::transpose(&usv[2]).unwrap();
+        let back = matmul(&matmul(&usv[0], &usv[1]).unwrap(), &vt).unwrap();
+        assert!(close(&back, &b, 1e-12));
+        let c = m(3, 3, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0]);
+        let plu = decompose(DecompOp::Lu, &c).unwrap();
+        let pa = matmul(&plu[0], &c).unwrap();
+        assert!(close(&pa, &matmul(&plu[1], &plu[2]).unwrap(), 1e-12));
+        // Partial pivoting takes the largest pivot: row 3 of C first.
+        assert_eq!(plu[0].get(0, 2), 1.0);
+        assert!(decompose(DecompOp::Lu, &m(2, 2, &[1.0, 2.0, 2.0, 4.0])).is_err());
+        assert!(decompose(DecompOp::Eigen, &m(2, 2, &[1.0, 2.0, 3.0, 4.0])).is_err());
+    }
+}
