@@ -358,6 +358,10 @@ const NO_INPUTS: &[(&str, &str)] = &[
         "no matrix at all: scalar comparisons",
     ),
     (
+        "strings_append",
+        "strings, and one matrix made from a list of scalars (as.matrix), not by a generator",
+    ),
+    (
         "strings_compare",
         "no matrix at all: string comparisons and concatenation",
     ),

@@ -225,13 +225,16 @@ fn assert_unsupported(text: &str, what: &str) {
 
 #[test]
 fn unsupported_constructs_name_the_construct() {
-    assert_unsupported("source(\"nn/layers.dml\") as layers", "source");
+    assert_unsupported(
+        "if (TRUE) { source(\"nn/layers.dml\") as layers }",
+        "source",
+    );
     assert_unsupported("setwd(\"/tmp\")", "setwd");
     assert_unsupported(
         "f = externalFunction(double a) return (double b) implemented in (classname=\"X\")",
         "externalFunction",
     );
-    assert_unsupported("x = ns::f(1)", "namespaces");
+    assert_unsupported("x = ns::v + 1", "namespaced variables");
     assert_unsupported("f = function(frame[string] F) { print(1) }", "frame");
     assert_unsupported("f = function(tensor[double] T) { print(1) }", "tensor");
     assert_unsupported(

@@ -98,13 +98,14 @@ fn tokens_match_embedded(expected: &str, actual: &str) -> bool {
 }
 
 /// Line-by-line comparison after dropping trailing blank lines (as `tests/corpus/compare.py`).
+#[allow(dead_code)] // Each test crate uses one of the two comparisons.
 pub fn outputs_match(expected: &str, actual: &str) -> Result<(), String> {
     outputs_match_by(expected, actual, tokens_match)
 }
 
 /// [`outputs_match`], with numbers inside other text (`obj=183.78`, `Norm = 1.8,`) compared
 /// within the tolerance too: for algorithms that print their progress.
-#[allow(dead_code)] // The corpus compares whole tokens only.
+#[allow(dead_code)] // Each test crate uses one of the two comparisons.
 pub fn outputs_match_embedded(expected: &str, actual: &str) -> Result<(), String> {
     outputs_match_by(expected, actual, tokens_match_embedded)
 }
