@@ -913,7 +913,9 @@ impl Excerpt {
 
     /// The file holding `span` (the script or a file loaded beside it), with `span` in it.
     fn new(source: &SourceFile, span: Span) -> Self {
-        let (name, original, start) = source.locate(span.start);
+        let (name, original, start) = source.in_file(span.start, |name, text, local| {
+            (name.to_string(), std::sync::Arc::<str>::from(text), local)
+        });
         let end = span.end - (span.start - start);
         let text: &str = &original;
         // Within the text and on character boundaries (a span handed in by an embedder, with

@@ -36,7 +36,7 @@ impl Span {
 ///
 /// Every loaded file is placed in one address space with the script: it starts at a byte
 /// offset past the end of the script and of every file loaded before it ([`SourceFile::load`]),
-/// so a plain [`Span`] locates text in any of them and [`SourceFile::locate`] says in which.
+/// so a plain [`Span`] locates text in any of them and [`SourceFile::in_file`] says in which.
 /// The loaded files are shared by the clones of a `SourceFile` (the caller's copy renders the
 /// errors the compiler found in a file it loaded); loading the same file again reuses its
 /// place, so running a script twice gives the same spans.
@@ -88,19 +88,19 @@ impl SourceFile {
         file
     }
 
-    /// The name and text of the file holding `offset`, and `offset` within that file.
-    pub fn locate(&self, offset: u32) -> (String, Arc<str>, u32) {
+    /// Calls `f` with the name and text of the file holding `offset` and `offset` within that
+    /// file (borrowed: `line_col` runs per explained hop, so nothing is copied).
+    pub fn in_file<R>(&self, offset: u32, f: impl FnOnce(&str, &str, u32) -> R) -> R {
         let loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
-        match loaded.iter().rev().find(|f| offset >= f.base) {
-            Some(f) => (f.name.clone(), f.text.as_str().into(), offset - f.base),
-            None => (self.name.clone(), self.text.as_str().into(), offset),
+        match loaded.iter().rev().find(|file| offset >= file.base) {
+            Some(file) => f(&file.name, &file.text, offset - file.base),
+            None => f(&self.name, &self.text, offset),
         }
     }
 
     /// 1-based line and column (in characters) of a byte offset, in the file holding it.
     pub fn line_col(&self, offset: u32) -> (usize, usize) {
-        let (_, text, offset) = self.locate(offset);
-        line_col_in(&text, offset)
+        self.in_file(offset, |_, text, local| line_col_in(text, local))
     }
 }
 

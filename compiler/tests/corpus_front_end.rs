@@ -3,6 +3,7 @@
 //! end can judge fails it with the expected message.
 
 use lafuse_compiler::check::check_program;
+use lafuse_compiler::modules::{self, FileSystem, LoadOptions};
 use lafuse_compiler::parser::parse;
 use lafuse_compiler::program::build_program;
 use lafuse_compiler::span::SourceFile;
@@ -25,7 +26,8 @@ fn scripts_in(dir: &Path) -> Vec<PathBuf> {
     scripts
 }
 
-/// Parses, builds and checks a script file; returns the rendered errors, if any.
+/// Parses, loads (the corpus's `source` paths are relative to the repository root), builds and
+/// checks a script file; returns the rendered errors, if any.
 fn front_end(path: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).unwrap();
     let source = SourceFile::new(path.display().to_string(), text);
@@ -42,6 +44,11 @@ fn front_end(path: &Path) -> Result<(), String> {
             .join("\n")
     };
     let script = parse(&source).map_err(render)?;
+    let options = LoadOptions {
+        script_dir: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("..")),
+        builtin_path: None,
+    };
+    let script = modules::load(script, &source, &FileSystem, &options).map_err(render)?;
     let program = build_program(script).map_err(|e| render(vec![e]))?;
     check_program(&program, &args).map_err(render)
 }

@@ -206,7 +206,9 @@ fn loading_again_places_files_where_they_were() {
     let first = load_text(&source, &files).unwrap();
     let second = load_text(&source, &files).unwrap();
     assert_eq!(first.functions[0].span, second.functions[0].span);
-    let (name, _, local) = source.locate(first.functions[0].span.start);
+    let (name, local) = source.in_file(first.functions[0].span.start, |name, _, local| {
+        (name.to_string(), local)
+    });
     assert_eq!((name.as_str(), local), ("a.dml", 0));
 }
 
