@@ -172,6 +172,14 @@ struct Module {
 }
 
 impl Module {
+    /// The qualified name of a built-in's entry function (`None` for other files).
+    fn entry(&self) -> Option<String> {
+        match &self.kind {
+            ModuleKind::Builtin { entry, .. } => Some(self.qualified(entry)),
+            _ => None,
+        }
+    }
+
     /// The qualified name of this file's function `f`.
     fn qualified(&self, f: &str) -> String {
         match &self.kind {
@@ -360,11 +368,11 @@ impl Loader<'_> {
                 return;
             }
         }
-        if let Some(id) = self.builtin(name, span) {
-            *name = self.modules[id].qualified(&match &self.modules[id].kind {
-                ModuleKind::Builtin { entry, .. } => entry.clone(),
-                _ => name.clone(),
-            });
+        if let Some(entry) = self
+            .builtin(name, span)
+            .and_then(|id| self.modules[id].entry())
+        {
+            *name = entry;
         }
     }
 
