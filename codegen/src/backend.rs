@@ -373,3 +373,27 @@ impl Backend for Unavailable {
             .collect()
     }
 }
+
+/// Where fused operators run (`lafuse run --device`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// On the CPU (native code), always.
+    #[default]
+    Cpu,
+    /// On the GPU wherever the GPU backend generates the operator and a GPU is present;
+    /// elsewhere on the CPU.
+    Gpu,
+    /// On the GPU where the placement cost model (transfers included) expects it to be faster.
+    Auto,
+}
+
+impl Placement {
+    /// `cpu`, `gpu` or `auto`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Cpu => "cpu",
+            Placement::Gpu => "gpu",
+            Placement::Auto => "auto",
+        }
+    }
+}

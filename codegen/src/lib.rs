@@ -19,6 +19,9 @@ pub mod zero_cells;
 #[cfg(feature = "llvm")]
 pub mod native;
 
+#[cfg(feature = "ptx")]
+pub mod ptx;
+
 /// Bytes an on-disk object store (`native::ObjectStore`) is pruned to on opening unless told
 /// otherwise: 1 GiB, about ten thousand operators. Here, outside the `llvm` feature, so that
 /// configurations can name it in every build.

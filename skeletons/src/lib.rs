@@ -15,6 +15,7 @@
 
 pub mod abi;
 pub mod cell;
+pub mod gpu;
 pub mod magg;
 pub mod outer;
 mod prep;
@@ -148,6 +149,9 @@ pub enum SkeletonError {
     /// An output larger than the memory the machine can give (the script's sizes are at
     /// fault): the runtime's resource error.
     OutOfMemory(lafuse_runtime::RuntimeError),
+    /// The GPU's driver refused a step, or device memory ran out (`what` says which): the
+    /// operator runs on the CPU instead.
+    Device(String),
 }
 
 /// The shape an input's use needs ([`SkeletonError::InputShape`]).
@@ -189,7 +193,7 @@ impl SkeletonError {
     /// operator); an output that does not fit in memory is a resource error.
     pub fn fault(&self) -> Fault {
         match self {
-            SkeletonError::OutOfMemory(_) => Fault::Resource,
+            SkeletonError::OutOfMemory(_) | SkeletonError::Device(_) => Fault::Resource,
             _ => Fault::Internal,
         }
     }
@@ -233,6 +237,7 @@ impl fmt::Display for SkeletonError {
             SkeletonError::EntryPoint(e) => write!(f, "{}", e.0),
             SkeletonError::OutOfMemory(RuntimeError::Resource(why)) => write!(f, "{why}"),
             SkeletonError::OutOfMemory(e) => write!(f, "{e}"),
+            SkeletonError::Device(what) => write!(f, "GPU: {what}"),
         }
     }
 }

@@ -101,6 +101,34 @@ pub(crate) fn library(
     )
 }
 
+/// Defines the one-lane functions of the library (`lafuse_log_v1`, `lafuse_exp_v1`) inside
+/// `module` with internal linkage, for a target with no shared library to call (PTX): calls
+/// of [`ln`] and [`exp`] then resolve to them, and the optimizer inlines them.
+pub(crate) fn define_one_lane<'c>(
+    ctx: &'c inkwell::context::Context,
+    module: &inkwell::module::Module<'c>,
+) -> Result<(), CodegenError> {
+    for (name, width, body) in LIBRARY_FUNCTIONS {
+        if width != 1 {
+            continue;
+        }
+        let vty = ctx.f64_type().vec_type(1);
+        let f = module.add_function(
+            name,
+            vty.fn_type(&[vty.into()], false),
+            Some(inkwell::module::Linkage::Internal),
+        );
+        let fx = Fx::new(ctx, module, f);
+        let arg = f
+            .get_nth_param(0)
+            .ok_or_else(|| ierr("vector math parameter"))?
+            .into_vector_value();
+        let r = body(&fx, arg)?;
+        fx.b.build_return(Some(&r)).map_err(ierr)?;
+    }
+    Ok(())
+}
+
 /// Lane-wise natural logarithm: [`scalar::ln`] on every lane (a call of the shared library,
 /// see [`library_call`]).
 pub(crate) fn ln<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {

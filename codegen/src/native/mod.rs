@@ -18,10 +18,10 @@
 //! functions compiled once per process), `cache` (the operator cache).
 
 mod cache;
-mod cell;
-mod expr;
+pub(crate) mod cell;
+pub(crate) mod expr;
 mod library;
-mod llvm;
+pub(crate) mod llvm;
 pub mod math;
 mod orc;
 mod outer;
@@ -120,7 +120,7 @@ impl fmt::Debug for NativeOperator {
     }
 }
 
-fn agg_kind(a: CellAgg) -> AggKind {
+pub(crate) fn agg_kind(a: CellAgg) -> AggKind {
     match a {
         CellAgg::Sum => AggKind::Sum,
         CellAgg::SumSq => AggKind::SumSq,
@@ -134,7 +134,7 @@ fn agg_kind(a: CellAgg) -> AggKind {
 /// generated loop still walks the main input's cells, the same cells relabelled: reads outside
 /// the transpose are the transposed reads, the output's row and column aggregates swap, and
 /// the output is relabelled to its transposed shape. Roots in different frames are unsupported.
-fn transposed_frame(plan: &CPlan, roots: &[CNodeId]) -> Result<bool, CodegenError> {
+pub(crate) fn transposed_frame(plan: &CPlan, roots: &[CNodeId]) -> Result<bool, CodegenError> {
     let mut frame = None;
     for &r in roots {
         if let Some(t) = plan.transposes_main(r) {
@@ -152,7 +152,7 @@ fn transposed_frame(plan: &CPlan, roots: &[CNodeId]) -> Result<bool, CodegenErro
 /// How each input is read, from the nodes reachable from `roots` (inside transposes the
 /// vector reads flip, and all of them when the roots run in the transposed `frame`, see
 /// [`transposed_frame`]); conflicting reads of one input are unsupported.
-fn input_uses(plan: &CPlan, roots: &[CNodeId], frame: bool) -> Result<Vec<InputUse>, CodegenError> {
+pub(crate) fn input_uses(plan: &CPlan, roots: &[CNodeId], frame: bool) -> Result<Vec<InputUse>, CodegenError> {
     let mut uses = vec![InputUse::Unused; plan.inputs.len()];
     let mut seen = std::collections::HashSet::new();
     let mut stack: Vec<(CNodeId, bool)> = roots.iter().map(|&r| (r, frame)).collect();
@@ -240,7 +240,7 @@ fn input_uses(plan: &CPlan, roots: &[CNodeId], frame: bool) -> Result<Vec<InputU
     Ok(uses)
 }
 
-fn used_mask(uses: &[InputUse]) -> Vec<bool> {
+pub(crate) fn used_mask(uses: &[InputUse]) -> Vec<bool> {
     uses.iter()
         .map(|u| !matches!(u, InputUse::Unused | InputUse::Main))
         .collect()

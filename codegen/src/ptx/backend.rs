@@ -1,0 +1,280 @@
+//! PTX operators as a [`Backend`] (feature `cuda`): every plan is built for the CPU by the
+//! backend it wraps (so an operator can always run there), and its GPU kernels are generated
+//! on the first call that places it on the GPU, one per main-input format.
+//!
+//! A call runs on the GPU when the placement says so, a GPU is present, the GPU backend
+//! generates the plan, and (`auto`) the [`PlacementModel`] expects the GPU to be faster with
+//! the transfers counted; otherwise, or when the device fails, on the CPU. Results are the
+//! same either way up to the order of sums.
+
+use super::{generate, PtxKernel, ENTRY};
+use crate::backend::{
+    Backend, Built, CodegenError, Executable, Operand, Placement, Request,
+};
+use crate::zero_cells::{self, InputBound};
+use lafuse_compiler::fusion::cplan::{CPlan, TemplateSpec};
+use lafuse_runtime::{Matrix, ValueRange};
+use lafuse_skeletons::gpu::abi::GpuMain;
+use lafuse_skeletons::gpu::device::{gpu, Gpu, GpuCall};
+use lafuse_skeletons::Input;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The `auto` placement's cost model: a call goes to the GPU when its estimated time there
+/// (uploading what is not on the device, reading everything at device bandwidth, a launch)
+/// beats reading its inputs at the CPU's bandwidth. Bandwidths in bytes per second.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlacementModel {
+    pub host_to_device: f64,
+    pub device_read: f64,
+    pub cpu_read: f64,
+    /// Launch, argument upload and synchronization.
+    pub overhead: Duration,
+}
+
+impl Default for PlacementModel {
+    /// PCIe 5 x16 in practice, HBM3 at a conservative 2 TB/s, a server socket's 50 GB/s.
+    fn default() -> Self {
+        PlacementModel {
+            host_to_device: 25e9,
+            device_read: 2e12,
+            cpu_read: 50e9,
+            overhead: Duration::from_micros(40),
+        }
+    }
+}
+
+impl PlacementModel {
+    /// Whether a call reading `bytes` (of which `upload` must first cross to the device)
+    /// should run on the GPU.
+    pub fn prefers_gpu(&self, bytes: f64, upload: f64) -> bool {
+        let gpu = upload / self.host_to_device + bytes / self.device_read + self.overhead.as_secs_f64();
+        let cpu = bytes / self.cpu_read;
+        gpu < cpu
+    }
+}
+
+/// Calls placed on the GPU and on the CPU, and why calls meant for the GPU ran on the CPU.
+#[derive(Debug, Default)]
+pub struct PlacementCounters {
+    pub gpu_calls: AtomicU64,
+    pub cpu_calls: AtomicU64,
+    pub device_failures: AtomicU64,
+}
+
+/// The GPU backend around a CPU backend `B`.
+pub struct GpuBackend<B> {
+    cpu: B,
+    placement: Placement,
+    model: PlacementModel,
+    counters: Arc<PlacementCounters>,
+}
+
+impl<B: Backend> GpuBackend<B> {
+    pub fn new(cpu: B, placement: Placement, model: PlacementModel) -> Self {
+        GpuBackend {
+            cpu,
+            placement,
+            model,
+            counters: Arc::default(),
+        }
+    }
+
+    /// The placement counters shared by every operator this backend built.
+    pub fn counters(&self) -> Arc<PlacementCounters> {
+        self.counters.clone()
+    }
+}
+
+impl<B: Backend> Backend for GpuBackend<B> {
+    fn name(&self) -> &'static str {
+        "gpu"
+    }
+
+    fn build(&self, requests: &[Request<'_>]) -> Vec<Result<Built, CodegenError>> {
+        self.cpu
+            .build(requests)
+            .into_iter()
+            .zip(requests)
+            .map(|(cpu, r)| {
+                let cpu = cpu?;
+                let op = GpuOperator {
+                    plan: r.plan.clone(),
+                    cpu: cpu.executable,
+                    placement: self.placement,
+                    model: self.model,
+                    kernels: Default::default(),
+                    counters: self.counters.clone(),
+                    generation_nanos: AtomicU64::new(0),
+                };
+                Ok(Built {
+                    executable: Arc::new(op),
+                    origin: cpu.origin,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A fused operator that runs on the GPU or the CPU, call by call.
+pub struct GpuOperator {
+    plan: Arc<CPlan>,
+    cpu: Arc<dyn Executable>,
+    placement: Placement,
+    model: PlacementModel,
+    /// The kernel per main-input format (dense, CSR), generated on first use; a refusal is
+    /// kept too, so an unsupported plan is not generated again.
+    kernels: [OnceLock<Result<PtxKernel, CodegenError>>; 2],
+    counters: Arc<PlacementCounters>,
+    generation_nanos: AtomicU64,
+}
+
+impl fmt::Debug for GpuOperator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuOperator")
+            .field("template", &self.plan.template.name())
+            .field("placement", &self.placement)
+            .finish()
+    }
+}
+
+impl GpuOperator {
+    /// The kernel for `main`, generated now if it was not.
+    fn kernel(&self, main: GpuMain) -> &Result<PtxKernel, CodegenError> {
+        let slot = &self.kernels[usize::from(main == GpuMain::Csr)];
+        slot.get_or_init(|| {
+            let k = generate(&self.plan, main);
+            if let Ok(k) = &k {
+                self.generation_nanos
+                    .fetch_add(k.generation.as_nanos() as u64, Ordering::Relaxed);
+            }
+            k
+        })
+    }
+
+    /// The main-input format a GPU call reads, or `None` where only the CPU computes this
+    /// call exactly (an Outer driver whose zeros cannot be skipped, a Row plan).
+    fn gpu_main(&self, inputs: &[Operand<'_>], known: &[Option<ValueRange>]) -> Option<GpuMain> {
+        let main_sparse = matches!(inputs.first(), Some(Operand::Matrix(m)) if m.is_sparse());
+        let skippable = || {
+            let bounds: Vec<InputBound> = inputs
+                .iter()
+                .enumerate()
+                .map(|(pos, o)| match o {
+                    Operand::Scalar(s) => InputBound::Scalar(*s),
+                    Operand::Matrix(_) if pos == 0 => InputBound::Unknown,
+                    Operand::Matrix(m) => InputBound::Matrix {
+                        range: known.get(pos).copied().flatten().unwrap_or_else(|| m.value_range()),
+                        cols: m.cols(),
+                    },
+                })
+                .collect();
+            zero_cells::zeros_skippable(&self.plan, &bounds)
+        };
+        match &self.plan.template {
+            TemplateSpec::Cell { sparse_safe, .. } | TemplateSpec::MAgg { sparse_safe, .. } => {
+                Some(if *sparse_safe && main_sparse && skippable() {
+                    GpuMain::Csr
+                } else {
+                    GpuMain::Dense
+                })
+            }
+            TemplateSpec::Outer { .. } => skippable().then_some(GpuMain::Csr),
+            TemplateSpec::Row { .. } => None,
+        }
+    }
+
+    /// Whether `auto` placement sends this call to the GPU.
+    fn worth_it(&self, inputs: &[Operand<'_>]) -> bool {
+        let bytes: f64 = inputs
+            .iter()
+            .map(|o| match o {
+                Operand::Matrix(m) => match m {
+                    Matrix::Dense(d) => d.values.len() as f64 * 8.0,
+                    Matrix::Sparse(s) => s.values.len() as f64 * 16.0,
+                },
+                Operand::Scalar(_) => 0.0,
+            })
+            .sum();
+        self.model.prefers_gpu(bytes, bytes)
+    }
+
+    fn on_gpu(
+        &self,
+        device: &Gpu,
+        kernel: &PtxKernel,
+        inputs: &[Operand<'_>],
+        out_shapes: &[(usize, usize)],
+        known: &[Option<ValueRange>],
+    ) -> Result<Vec<Matrix>, CodegenError> {
+        let ins: Vec<Input<'_>> = inputs
+            .iter()
+            .zip((0..).map(|k| known.get(k).copied().flatten()))
+            .map(|(o, range)| match o {
+                Operand::Scalar(s) => Input::Scalar(*s),
+                Operand::Matrix(m) if range.is_some_and(|r| r.is_finite()) => Input::FiniteMatrix(m),
+                Operand::Matrix(m) => Input::Matrix(m),
+            })
+            .collect();
+        let call = GpuCall {
+            inputs: &ins,
+            lineage: &[],
+            out_shapes,
+        };
+        device
+            .run(&kernel.ptx, ENTRY, &kernel.kernel, &call)
+            .map_err(CodegenError::Skeleton)
+    }
+}
+
+impl Executable for GpuOperator {
+    fn execute(
+        &self,
+        inputs: &[Operand<'_>],
+        out_shapes: &[(usize, usize)],
+        known: &[Option<ValueRange>],
+    ) -> Result<Vec<Matrix>, CodegenError> {
+        let cpu = || {
+            self.counters.cpu_calls.fetch_add(1, Ordering::Relaxed);
+            self.cpu.execute(inputs, out_shapes, known)
+        };
+        if self.placement == Placement::Cpu {
+            return cpu();
+        }
+        let Ok(device) = gpu() else {
+            return cpu();
+        };
+        let Some(main) = self.gpu_main(inputs, known) else {
+            return cpu();
+        };
+        let kernel = match self.kernel(main) {
+            Ok(k) => k,
+            Err(CodegenError::Unsupported(_)) => return cpu(),
+            Err(e) => return Err(e.clone()),
+        };
+        if self.placement == Placement::Auto && !self.worth_it(inputs) {
+            return cpu();
+        }
+        match self.on_gpu(device, kernel, inputs, out_shapes, known) {
+            Ok(out) => {
+                self.counters.gpu_calls.fetch_add(1, Ordering::Relaxed);
+                Ok(out)
+            }
+            // The device failed (out of device memory, a driver error): the CPU computes the
+            // same result.
+            Err(CodegenError::Skeleton(lafuse_skeletons::SkeletonError::Device(why))) => {
+                if self.counters.device_failures.fetch_add(1, Ordering::Relaxed) == 0 {
+                    eprintln!("warning: {why}; running the operator on the CPU");
+                }
+                cpu()
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn compile_time(&self) -> Duration {
+        self.cpu.compile_time() + Duration::from_nanos(self.generation_nanos.load(Ordering::Relaxed))
+    }
+}

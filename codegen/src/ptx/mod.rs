@@ -1,0 +1,83 @@
+//! CPlan → PTX through LLVM's NVPTX backend (`nvptx64-nvidia-cuda`, `sm_80`, which the driver
+//! JIT-compiles for newer GPUs): one kernel per operator and main-input format, whose bodies
+//! are the native backend's own emitters ([`crate::native`]'s `Body`, one lane wide), so the
+//! CPU and the GPU compute every cell with the same operations.
+//!
+//! The kernels and their launch contract are in [`kernels`]; what the host does around them
+//! (uploads, launches, merging per-block partials in a fixed order) is the GPU skeleton in
+//! `lafuse_skeletons::gpu`. Generation needs no GPU: `explain --level ptx` and the tests
+//! (text checks, `ptxas` validation) run everywhere.
+
+pub mod kernels;
+mod nvptx;
+#[cfg(feature = "cuda")]
+pub mod backend;
+
+use crate::backend::{CodegenError, Internal, Unsupported};
+use crate::native::expr::node_calls_helper;
+use inkwell::context::Context;
+use lafuse_compiler::fusion::cplan::{CNode, CPlan};
+pub use lafuse_skeletons::gpu::abi::{GpuKernel, GpuMain, KernelShape, BLOCK_THREADS};
+use std::time::{Duration, Instant};
+
+/// The GPU architecture kernels are generated for (the driver JIT-compiles its PTX for newer
+/// ones: Hopper runs it).
+pub const SM: &str = "sm_80";
+
+/// One generated kernel: its PTX module text and what the GPU skeleton needs to launch it.
+#[derive(Clone, Debug)]
+pub struct PtxKernel {
+    /// The PTX module (one `.entry`).
+    pub ptx: String,
+    /// The kernel's entry name in `ptx`.
+    pub name: &'static str,
+    /// What the kernel computes and how it is launched.
+    pub kernel: GpuKernel,
+    /// Generation time (IR emission, optimization, PTX printing).
+    pub generation: Duration,
+}
+
+/// The entry name of every generated kernel (one kernel per module).
+pub const ENTRY: &str = "lafuse_kernel";
+
+/// Generates the kernel of `plan` for a main input read as `main`: `Unsupported` names what
+/// the GPU backend does not generate (the operator then runs on the CPU).
+pub fn generate(plan: &CPlan, main: GpuMain) -> Result<PtxKernel, CodegenError> {
+    let start = Instant::now();
+    if plan.outputs.is_empty() || plan.inputs.is_empty() {
+        return Err(CodegenError::Internal(Internal::MalformedPlan(
+            "a plan needs inputs and outputs",
+        )));
+    }
+    if let Some(n) = plan.nodes.iter().find(|n| node_calls_helper(plan, n)) {
+        return Err(CodegenError::Unsupported(Unsupported::Construct(match n {
+            CNode::Binary { .. } => {
+                "a GPU operator with `^` (other than ^2), `%%` or a bitwise operation (no device \
+                 version of the runtime's helper yet)"
+            }
+            _ => {
+                "a GPU operator with a trigonometric or hyperbolic function (no device version \
+                 of the runtime's helper yet)"
+            }
+        })));
+    }
+    let ctx = Context::create();
+    let module = ctx.create_module("lafuse_gpu");
+    let tm = nvptx::target_machine()?;
+    nvptx::setup_module(&module, &tm);
+    let kernel = kernels::emit(&ctx, &module, plan, main)?;
+    crate::native::llvm::verify(&module, "generated PTX module fails verification")?;
+    crate::native::llvm::optimize(&module, &tm)?;
+    crate::native::llvm::verify(&module, "optimized PTX module fails verification")?;
+    nvptx::check_calls(&module)?;
+    let ptx = nvptx::print_ptx(&tm, &module)?;
+    Ok(PtxKernel {
+        ptx,
+        name: ENTRY,
+        kernel,
+        generation: start.elapsed(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,436 @@
+//! The GPU itself (feature `cuda`): the CUDA driver found at run time, one context and stream,
+//! loaded kernels by their PTX, device memory through the [`DeviceMemory`] manager, and a
+//! kernel run from host inputs to host outputs.
+//!
+//! No GPU is a normal condition: [`gpu`] checks for the driver library before the first call
+//! (cudarc panics otherwise) and reports why there is none; callers then run on the CPU.
+
+use super::abi::{GpuKernel, GpuMain, BLOCK_THREADS};
+use super::launch::{self, Grid};
+use super::memory::{BufferId, CacheMeta, DeviceAllocator, DeviceMemory, OutOfDeviceMemory};
+use crate::abi::{CsrView, DenseView, KernelArgs};
+use crate::prep::{self, Input, InputRole};
+use crate::{InputUse, Result, ShapeNeed, SkeletonError};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+use lafuse_runtime::lineage::Lineage;
+use lafuse_runtime::{Matrix, SparseMatrix};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Why there is no GPU to run on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuUnavailable(pub String);
+
+impl fmt::Display for GpuUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no GPU: {}", self.0)
+    }
+}
+
+/// Device buffers from the driver, for the memory manager.
+struct CudaAllocator {
+    stream: Arc<CudaStream>,
+}
+
+impl DeviceAllocator for CudaAllocator {
+    type Buffer = CudaSlice<u8>;
+
+    fn allocate(&mut self, bytes: usize) -> std::result::Result<CudaSlice<u8>, OutOfDeviceMemory> {
+        // SAFETY: every byte of a buffer is written (upload, memset or kernel) before it is
+        // read back.
+        unsafe { self.stream.alloc::<u8>(bytes.max(8)) }.map_err(|_| OutOfDeviceMemory)
+    }
+
+    fn free(&mut self, buffer: CudaSlice<u8>) {
+        drop(buffer);
+    }
+}
+
+/// What the GPU did, for `--stats`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GpuCounters {
+    pub launches: u64,
+    pub modules_loaded: u64,
+    pub bytes_to_device: u64,
+    pub bytes_from_device: u64,
+    /// Wall time of uploads, kernels and downloads (the stream synchronized after each run).
+    pub busy: Duration,
+}
+
+struct State {
+    memory: DeviceMemory<Lineage, CudaAllocator>,
+    /// Loaded kernels by PTX text hash.
+    modules: HashMap<u64, CudaFunction>,
+    counters: GpuCounters,
+}
+
+/// The process's GPU: device 0.
+pub struct Gpu {
+    name: String,
+    stream: Arc<CudaStream>,
+    state: Mutex<State>,
+}
+
+/// Values of cached device inputs stay after this many earlier uploads of the same lineage
+/// (MEMPHIS's delayed caching: a value used once is not worth the device memory).
+pub const CACHE_DELAY: u32 = 1;
+
+/// The GPU, or why there is none (checked once per process).
+pub fn gpu() -> std::result::Result<&'static Gpu, GpuUnavailable> {
+    static GPU: OnceLock<std::result::Result<Gpu, GpuUnavailable>> = OnceLock::new();
+    GPU.get_or_init(open).as_ref().map_err(Clone::clone)
+}
+
+fn open() -> std::result::Result<Gpu, GpuUnavailable> {
+    // SAFETY: only probes for the library (dlopen), calling nothing in it.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(GpuUnavailable(
+            "the CUDA driver library (libcuda.so) is not installed; operators run on the CPU"
+                .into(),
+        ));
+    }
+    let ctx = CudaContext::new(0).map_err(|e| GpuUnavailable(format!("CUDA device 0: {e}")))?;
+    // One stream: the order of operations is the stream's; the per-buffer event tracking for
+    // several streams would only cost time.
+    // SAFETY: every buffer is used on this one stream.
+    unsafe { ctx.disable_event_tracking() };
+    let name = ctx.name().unwrap_or_else(|_| "CUDA device 0".into());
+    let stream = ctx.default_stream();
+    Ok(Gpu {
+        name,
+        stream: stream.clone(),
+        state: Mutex::new(State {
+            memory: DeviceMemory::new(CudaAllocator { stream }, CACHE_DELAY),
+            modules: HashMap::new(),
+            counters: GpuCounters::default(),
+        }),
+    })
+}
+
+fn driver(what: &str, e: impl fmt::Display) -> SkeletonError {
+    SkeletonError::Device(format!("{what}: {e}"))
+}
+
+/// The GPU reads side inputs whole: nothing is streamed block by block.
+#[derive(Clone, Copy, Debug)]
+struct WholeInput(InputUse);
+
+impl InputRole for WholeInput {
+    fn is_skipped(self) -> bool {
+        self.0.is_skipped()
+    }
+    fn is_scalar(self) -> bool {
+        self.0.is_scalar()
+    }
+    fn mismatch(self, r: usize, c: usize, m: usize, n: usize) -> Option<ShapeNeed> {
+        self.0.mismatch(r, c, m, n)
+    }
+    fn is_transposed(self) -> bool {
+        self.0.is_transposed()
+    }
+    fn is_streamed(self) -> bool {
+        false
+    }
+}
+
+fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: plain-old-data (f64, usize, u32, the repr(C) argument structs) viewed as bytes.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// One kernel run's inputs: values (by CPlan position) and, where the caller knows them, their
+/// lineage (device copies of inputs are reused by lineage).
+pub struct GpuCall<'a> {
+    pub inputs: &'a [Input<'a>],
+    pub lineage: &'a [Option<Lineage>],
+    pub out_shapes: &'a [(usize, usize)],
+}
+
+impl Gpu {
+    /// The device's name (`NVIDIA H100 80GB HBM3`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The counters and the memory manager's statistics so far.
+    pub fn stats(&self) -> (GpuCounters, super::memory::DeviceMemoryStats) {
+        match self.state.lock() {
+            Ok(s) => (s.counters, s.memory.stats()),
+            Err(_) => Default::default(),
+        }
+    }
+
+    /// Runs `kernel` (from `ptx`) on the call's inputs; the main input is read in the kernel's
+    /// format (a dense one densified, a CSR one made from a dense one, as needed).
+    pub fn run(&self, ptx: &str, entry: &str, kernel: &GpuKernel, call: &GpuCall<'_>) -> Result<Vec<Matrix>> {
+        let start = Instant::now();
+        let mut st = self
+            .state
+            .lock()
+            .map_err(|_| SkeletonError::Device("the GPU state is poisoned by an earlier panic".into()))?;
+        let main = call
+            .inputs
+            .first()
+            .and_then(Input::as_matrix)
+            .ok_or(SkeletonError::ScalarInput {
+                pos: 0,
+                read_as: "the main input".into(),
+            })?;
+        let (m, n) = main.shape();
+        let roles: Vec<WholeInput> = kernel.uses.iter().map(|&u| WholeInput(u)).collect();
+        let prepared = prep::prepare(call.inputs, &roles, m, n)?;
+        let views = prepared.views();
+        // Outer: the length of the dot products (U's columns) and the final product's width.
+        let cols_of = |u: InputUse| {
+            kernel
+                .uses
+                .iter()
+                .position(|&x| x == u)
+                .and_then(|k| views.get(k))
+                .map_or(0, |v| v.cols)
+        };
+        let (k, k2) = (cols_of(InputUse::OuterU), cols_of(InputUse::FinalW));
+        // The main input in the kernel's format.
+        let csr_owned;
+        let dense_owned;
+        let (main_vals, csr): (&[f64], Option<&SparseMatrix>) = match (kernel.main, main) {
+            (GpuMain::Csr, Matrix::Sparse(s)) => (&s.values[..], Some(s)),
+            (GpuMain::Csr, Matrix::Dense(d)) => {
+                csr_owned = d.to_sparse();
+                (&csr_owned.values[..], Some(&csr_owned))
+            }
+            (GpuMain::Dense, Matrix::Dense(d)) => (&d.values[..], None),
+            (GpuMain::Dense, Matrix::Sparse(s)) => {
+                dense_owned = s.to_dense().map_err(prep::out_of_memory)?;
+                (&dense_owned.values[..], None)
+            }
+        };
+        let grid = launch::grid(kernel, m, n);
+        let nnz = csr.map_or(0, |s| s.values.len());
+        let out_len = launch::out_len(kernel, grid, m, n, nnz, k2);
+        let mut held: Vec<BufferId> = Vec::new();
+        let result = self.run_locked(
+            &mut st,
+            &mut held,
+            ptx,
+            entry,
+            kernel,
+            call,
+            &views,
+            main_vals,
+            csr,
+            (m, n),
+            grid,
+            out_len,
+            (k, k2),
+        );
+        for id in held {
+            st.memory.release(id);
+        }
+        st.counters.busy += start.elapsed();
+        let out = result?;
+        launch::finish(kernel, grid, out, (m, n), csr, call.out_shapes)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_locked(
+        &self,
+        st: &mut State,
+        held: &mut Vec<BufferId>,
+        ptx: &str,
+        entry: &str,
+        kernel: &GpuKernel,
+        call: &GpuCall<'_>,
+        views: &[DenseView],
+        main_vals: &[f64],
+        csr: Option<&SparseMatrix>,
+        (m, n): (usize, usize),
+        grid: Grid,
+        out_len: usize,
+        (k, k2): (usize, usize),
+    ) -> Result<Vec<f64>> {
+        let func = self.function(st, ptx, entry)?;
+        let stream = &self.stream;
+        // Uploads `bytes` into a fresh buffer (or finds the cached copy of `lineage`) and
+        // returns its device address.
+        let mut upload = |st: &mut State, bytes: &[u8], lineage: Option<&Lineage>| -> Result<u64> {
+            if let Some(key) = lineage {
+                if let Some(id) = st.memory.lookup(key) {
+                    held.push(id);
+                    let (p, _sync) = st.memory.buffer(id).device_ptr(stream);
+                    return Ok(p);
+                }
+            }
+            let id = st.memory.acquire(bytes.len()).map_err(|e| SkeletonError::Device(e.to_string()))?;
+            held.push(id);
+            let buf = st.memory.buffer_mut(id);
+            let mut view = buf.slice_mut(0..bytes.len());
+            stream.memcpy_htod(bytes, &mut view).map_err(|e| driver("upload", e))?;
+            st.counters.bytes_to_device += bytes.len() as u64;
+            if let Some(key) = lineage {
+                let meta = CacheMeta {
+                    lineage_height: key.height(),
+                    compute_cost: bytes.len() as f64,
+                };
+                let _ = st.memory.cache(key.clone(), id, meta);
+            }
+            let (p, _sync) = st.memory.buffer(id).device_ptr(stream);
+            Ok(p)
+        };
+        let lineage_of = |k: usize| call.lineage.get(k).and_then(Option::as_ref);
+        // Side inputs.
+        let mut dev_views: Vec<DenseView> = Vec::with_capacity(views.len());
+        for (k, v) in views.iter().enumerate() {
+            let mut dv = *v;
+            if v.len > 0 {
+                // SAFETY: a prepared view points at `len` initialized values kept alive by
+                // `prepared` for the call.
+                let vals = unsafe { std::slice::from_raw_parts(v.data, v.len) };
+                // A transposed copy is not the lineage's value.
+                let key = (!kernel.uses[k].is_transposed()).then(|| lineage_of(k)).flatten();
+                dv.data = upload(st, bytes_of(vals), key)? as *const f64;
+            }
+            dv.row0 = 0;
+            dev_views.push(dv);
+        }
+        // The main input.
+        let main_key = lineage_of(0);
+        let mut args = KernelArgs {
+            main: DenseView::EMPTY,
+            main_csr: CsrView::EMPTY,
+            inputs: std::ptr::null(),
+            num_inputs: dev_views.len(),
+            out: std::ptr::null_mut(),
+            out_len,
+            rows: m,
+            cols: n,
+            k,
+            k2,
+        };
+        match csr {
+            Some(s) => {
+                // The CSR arrays of a sparse main input are cached by its lineage too (three
+                // keys would need three lineages; the values' key stands for the structure).
+                let rp = upload(st, bytes_of(&s.row_ptr[..]), None)?;
+                let ci = upload(st, bytes_of(&s.col_idx[..]), None)?;
+                let va = upload(st, bytes_of(main_vals), None)?;
+                args.main_csr = CsrView {
+                    row_ptr: rp as *const usize,
+                    col_idx: ci as *const u32,
+                    values: va as *const f64,
+                    nnz: s.values.len(),
+                    rows: s.rows,
+                    cols: s.cols,
+                };
+            }
+            None => {
+                let d = upload(st, bytes_of(main_vals), main_key)?;
+                args.main = DenseView {
+                    data: d as *const f64,
+                    len: main_vals.len(),
+                    rows: m,
+                    cols: n,
+                    row0: 0,
+                };
+            }
+        }
+        // The output.
+        let out_bytes = out_len * 8;
+        let out_id = st
+            .memory
+            .acquire(out_bytes)
+            .map_err(|e| SkeletonError::Device(e.to_string()))?;
+        held.push(out_id);
+        if launch::out_zeroed(kernel) {
+            let buf = st.memory.buffer_mut(out_id);
+            let mut view = buf.slice_mut(0..out_bytes.max(8));
+            stream.memset_zeros(&mut view).map_err(|e| driver("zeroing the output", e))?;
+        }
+        args.out = st.memory.buffer(out_id).device_ptr(stream).0 as *mut f64;
+        // The argument block: `KernelArgs`, then the input views.
+        let head = std::mem::size_of::<KernelArgs>();
+        let mut block = Vec::with_capacity(head + dev_views.len() * std::mem::size_of::<DenseView>());
+        block.extend_from_slice(bytes_of(std::slice::from_ref(&args)));
+        block.extend_from_slice(bytes_of(&dev_views));
+        let args_id = st
+            .memory
+            .acquire(block.len())
+            .map_err(|e| SkeletonError::Device(e.to_string()))?;
+        held.push(args_id);
+        let args_dev = st.memory.buffer(args_id).device_ptr(stream).0;
+        let inputs_at = args_dev + head as u64;
+        block[std::mem::offset_of!(KernelArgs, inputs)..][..8].copy_from_slice(&inputs_at.to_ne_bytes());
+        {
+            let buf = st.memory.buffer_mut(args_id);
+            let mut view = buf.slice_mut(0..block.len());
+            stream.memcpy_htod(&block[..], &mut view).map_err(|e| driver("argument upload", e))?;
+        }
+        if m > 0 && n > 0 {
+            let cfg = LaunchConfig {
+                grid_dim: (grid.x, grid.y, 1),
+                block_dim: (BLOCK_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut launch = stream.launch_builder(&func);
+            launch.arg(&args_dev);
+            // SAFETY: the kernel was generated for this argument layout; every pointer in it
+            // is a device buffer of the length the layout states, alive until the stream is
+            // synchronized below.
+            unsafe { launch.launch(cfg) }.map_err(|e| driver("kernel launch", e))?;
+            st.counters.launches += 1;
+        }
+        let mut out = vec![0.0f64; out_len];
+        if out_len > 0 {
+            let buf = st.memory.buffer(out_id);
+            let view = buf.slice(0..out_bytes);
+            // SAFETY: `out` is `out_bytes` bytes of f64 storage.
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out_bytes) };
+            stream.memcpy_dtoh(&view, dst).map_err(|e| driver("download", e))?;
+            st.counters.bytes_from_device += out_bytes as u64;
+        }
+        stream.synchronize().map_err(|e| driver("synchronizing", e))?;
+        Ok(out)
+    }
+
+    /// The kernel of `ptx`, loaded once per process.
+    fn function(&self, st: &mut State, ptx: &str, entry: &str) -> Result<CudaFunction> {
+        let key = fnv(ptx.as_bytes()) ^ fnv(entry.as_bytes()).rotate_left(7);
+        if let Some(f) = st.modules.get(&key) {
+            return Ok(f.clone());
+        }
+        let module = self
+            .stream
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .map_err(|e| driver("loading the PTX module", e))?;
+        let f = module.load_function(entry).map_err(|e| driver("finding the kernel", e))?;
+        st.counters.modules_loaded += 1;
+        st.modules.insert(key, f.clone());
+        Ok(f)
+    }
+
+    /// Device-to-device copy bandwidth of `bytes`-byte buffers in bytes per second (bytes read
+    /// plus written), the best of `reps`: what memory-bound kernels are measured against.
+    pub fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64> {
+        let stream = &self.stream;
+        let a = stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("allocating", e))?;
+        let mut b = stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("allocating", e))?;
+        let mut best = f64::INFINITY;
+        for _ in 0..reps.max(1) {
+            stream.synchronize().map_err(|e| driver("synchronizing", e))?;
+            let t = Instant::now();
+            stream.memcpy_dtod(&a, &mut b).map_err(|e| driver("copying", e))?;
+            stream.synchronize().map_err(|e| driver("synchronizing", e))?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        Ok(2.0 * bytes as f64 / best)
+    }
+}

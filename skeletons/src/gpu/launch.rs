@@ -1,0 +1,205 @@
+//! The host side of a GPU launch that needs no GPU: the grid a kernel runs on (a function of
+//! the shapes only, so the order of every reduction is too), the length of its output buffer,
+//! and the outputs made of what it wrote: partials folded in block (or chunk) order with the
+//! runtime's Kahan and min/max steps, CSR values compacted into the driver's structure.
+
+use super::abi::{GpuKernel, GpuMain, KernelShape, BLOCK_THREADS, MAX_BLOCKS};
+use crate::prep::{self, AggState};
+use crate::{AggKind, Result};
+use lafuse_runtime::{Matrix, SparseMatrix};
+
+/// A launch grid (blocks in x and y; blocks are [`BLOCK_THREADS`] threads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grid {
+    pub x: u32,
+    pub y: u32,
+}
+
+/// Threads a column-aggregate grid aims at: enough to fill a large GPU.
+const COLUMN_THREADS: usize = 1 << 18;
+
+/// Cells per thread of a grid-stride walk at full size: a few loads in flight per thread.
+const CELLS_PER_THREAD: usize = 4;
+
+fn blocks_for(threads: usize) -> u32 {
+    let b = threads.div_ceil(BLOCK_THREADS as usize).max(1);
+    b.min(MAX_BLOCKS as usize) as u32
+}
+
+/// The grid of `kernel` over an m×n main input (CSR: `nnz` non-zeros). Depends on the shapes
+/// only.
+pub fn grid(kernel: &GpuKernel, m: usize, n: usize) -> Grid {
+    match (&kernel.shape, kernel.main) {
+        (KernelShape::NoAgg | KernelShape::FullAgg { .. }, GpuMain::Dense) => Grid {
+            x: blocks_for(m.saturating_mul(n).div_ceil(CELLS_PER_THREAD)),
+            y: 1,
+        },
+        (KernelShape::RowAgg { .. }, GpuMain::Dense) => Grid {
+            x: m.clamp(1, 65_535) as u32,
+            y: 1,
+        },
+        (KernelShape::ColAgg { .. }, _) => {
+            let x = n.div_ceil(BLOCK_THREADS as usize).max(1);
+            let chunks = (COLUMN_THREADS / (x * BLOCK_THREADS as usize)).clamp(1, m.max(1));
+            Grid {
+                x: x.min(u32::MAX as usize) as u32,
+                y: chunks.min(65_535) as u32,
+            }
+        }
+        // A thread per row.
+        _ => Grid {
+            x: blocks_for(m),
+            y: 1,
+        },
+    }
+}
+
+/// Values the kernel's output buffer holds (`nnz`: the CSR main input's, `k2`: a right outer
+/// product's output width).
+pub fn out_len(kernel: &GpuKernel, grid: Grid, m: usize, n: usize, nnz: usize, k2: usize) -> usize {
+    let blocks = grid.x as usize;
+    match (&kernel.shape, kernel.main) {
+        (KernelShape::NoAgg, GpuMain::Dense) => m * n,
+        (KernelShape::NoAgg, GpuMain::Csr) | (KernelShape::OuterCellWise, _) => nnz,
+        (KernelShape::FullAgg { aggs }, _) => 2 * aggs.len() * blocks,
+        (KernelShape::OuterFullAgg, _) => 2 * blocks,
+        (KernelShape::RowAgg { .. }, _) => m,
+        (KernelShape::ColAgg { .. }, _) => 2 * grid.y as usize * n,
+        (KernelShape::OuterRight, _) => m * k2,
+    }
+}
+
+/// Whether the output buffer must start zeroed (the kernel adds into it).
+pub fn out_zeroed(kernel: &GpuKernel) -> bool {
+    kernel.shape == KernelShape::OuterRight
+}
+
+/// Folds `pairs` (value, correction), one per partial, in order.
+fn fold_pairs(agg: AggKind, pairs: impl Iterator<Item = (f64, f64)>) -> f64 {
+    let mut st = AggState::init(agg);
+    for (v, c) in pairs {
+        st.fold(agg, v, c);
+    }
+    st.value()
+}
+
+/// The operator's outputs from the kernel's output buffer `out`: `out_shapes` as the call
+/// asked (a transposed-frame output is the walk's values relabelled), `csr` the CSR main
+/// input or driver the kernel walked.
+pub fn finish(
+    kernel: &GpuKernel,
+    grid: Grid,
+    out: Vec<f64>,
+    (m, n): (usize, usize),
+    csr: Option<&SparseMatrix>,
+    out_shapes: &[(usize, usize)],
+) -> Result<Vec<Matrix>> {
+    let blocks = grid.x as usize;
+    let shape_of = |k: usize| out_shapes.get(k).copied().unwrap_or((1, 1));
+    let dense = |(r, c): (usize, usize), vals: Vec<f64>| -> Result<Matrix> {
+        Matrix::from_dense_values(r, c, vals)
+            .and_then(Matrix::examine_and_convert)
+            .map_err(prep::kernel_error)
+    };
+    Ok(match &kernel.shape {
+        KernelShape::NoAgg | KernelShape::OuterCellWise => match (kernel.main, csr) {
+            (GpuMain::Csr, Some(s)) => {
+                let compacted = prep::compact(s, &out)?;
+                if kernel.transposed {
+                    vec![lafuse_runtime::kernels::transpose(&compacted).map_err(prep::kernel_error)?]
+                } else {
+                    vec![compacted]
+                }
+            }
+            _ => vec![dense(shape_of(0), out)?],
+        },
+        KernelShape::FullAgg { aggs } => aggs
+            .iter()
+            .enumerate()
+            .map(|(k, &agg)| {
+                let part = &out[2 * k * blocks..2 * (k + 1) * blocks];
+                let v = fold_pairs(agg, part.chunks_exact(2).map(|p| (p[0], p[1])));
+                Ok(Matrix::scalar(v))
+            })
+            .collect::<Result<_>>()?,
+        KernelShape::OuterFullAgg => {
+            let v = fold_pairs(AggKind::Sum, out.chunks_exact(2).map(|p| (p[0], p[1])));
+            vec![Matrix::scalar(v)]
+        }
+        KernelShape::RowAgg { .. } => vec![dense(shape_of(0), out)?],
+        KernelShape::ColAgg { agg } => {
+            let chunks = grid.y as usize;
+            let vals = (0..n)
+                .map(|j| {
+                    fold_pairs(
+                        *agg,
+                        (0..chunks).map(|c| (out[2 * (c * n + j)], out[2 * (c * n + j) + 1])),
+                    )
+                })
+                .collect();
+            vec![dense(shape_of(0), vals)?]
+        }
+        KernelShape::OuterRight => {
+            let _ = m;
+            vec![dense(shape_of(0), out)?]
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::InputUse;
+
+    fn kernel(shape: KernelShape, main: GpuMain) -> GpuKernel {
+        GpuKernel {
+            shape,
+            main,
+            uses: vec![InputUse::Main],
+            transposed: false,
+        }
+    }
+
+    #[test]
+    fn grids_depend_on_the_shapes_only_and_stay_within_the_limits() {
+        let full = kernel(KernelShape::FullAgg { aggs: vec![AggKind::Sum] }, GpuMain::Dense);
+        assert_eq!(grid(&full, 1, 1), Grid { x: 1, y: 1 });
+        assert_eq!(grid(&full, 0, 0), Grid { x: 1, y: 1 });
+        assert_eq!(grid(&full, 100_000, 1_000).x, MAX_BLOCKS);
+        assert_eq!(grid(&full, 1000, 1000), grid(&full, 1000, 1000));
+        let col = kernel(KernelShape::ColAgg { agg: AggKind::Sum }, GpuMain::Dense);
+        let g = grid(&col, 1_000_000, 10);
+        assert_eq!(g.x, 1);
+        assert!(g.y > 1 && g.y <= 65_535, "{g:?}");
+        assert_eq!(grid(&col, 3, 10).y, 3, "no more chunks than rows");
+        let row = kernel(KernelShape::RowAgg { agg: AggKind::Sum }, GpuMain::Dense);
+        assert_eq!(grid(&row, 10_000_000, 3).x, 65_535);
+    }
+
+    #[test]
+    fn partials_fold_in_block_order_with_kahan_and_nan_winning_extremes() {
+        let full = kernel(
+            KernelShape::FullAgg {
+                aggs: vec![AggKind::Sum, AggKind::Max],
+            },
+            GpuMain::Dense,
+        );
+        let g = Grid { x: 3, y: 1 };
+        // Sums 1, 1e-16, 1e-16 (a naive fold stays at 1); maxima 2, NaN, 5.
+        let out = vec![1.0, 0.0, 1e-16, 0.0, 1e-16, 0.0, 2.0, 0.0, f64::NAN, 0.0, 5.0, 0.0];
+        let r = finish(&full, g, out, (3, 3), None, &[(1, 1), (1, 1)]).unwrap();
+        assert_eq!(r[0].as_scalar().unwrap(), 1.0000000000000002);
+        assert!(r[1].as_scalar().unwrap().is_nan());
+    }
+
+    #[test]
+    fn column_partials_fold_per_column_in_chunk_order() {
+        let col = kernel(KernelShape::ColAgg { agg: AggKind::Min }, GpuMain::Dense);
+        let g = Grid { x: 1, y: 2 };
+        // Chunk 0: columns (3, 4); chunk 1: (1, 9).
+        let out = vec![3.0, 0.0, 4.0, 0.0, 1.0, 0.0, 9.0, 0.0];
+        let r = finish(&col, g, out, (4, 2), None, &[(1, 2)]).unwrap();
+        assert_eq!(r[0].to_dense().unwrap().values[..], [1.0, 4.0]);
+        assert_eq!(out_len(&col, g, 4, 2, 0, 0), 8);
+    }
+}
