@@ -1,83 +1,92 @@
 #!/usr/bin/env bash
 # build-static.sh: builds a release `lafuse` with LLVM 14 linked statically, for a GPU host that has
-# no LLVM installed (e.g. Ubuntu 24.04), then copies it to $1 and strips it.
+# no LLVM 14 installed (e.g. Ubuntu 24.04), then copies it to $1 and strips it.
 #
 # Usage: bench/gpu/build-static.sh OUTPUT_PATH
 #
+# How: no cargo feature. llvm-sys (through inkwell's llvm14-0-prefer-dynamic, the project's
+# setting) first asks `llvm-config --link-shared` and falls back to static linking when that fails.
+# This script points llvm-sys (LLVM_SYS_140_PREFIX) at a wrapper llvm-config that refuses
+# --link-shared and passes everything else to the real llvm-config-14. The wrapper also leaves out
+# libPolly.a and libPollyISL.a, which Debian's llvm-config lists but only libpolly-14-dev ships: the
+# only LLVM code that refers to Polly is LLVMLTO and LLVMExtensions, which lafuse does not use (if
+# it ever does, the link fails with "undefined reference to getPollyPluginInfo()"; then unpack
+# libpolly-14-dev with `apt-get download` + `dpkg -x` and add its lib directory to RUSTFLAGS as
+# `-L native=DIR`, and stop filtering Polly here).
+#
+# Why not a cargo feature enabling inkwell/llvm14-0-force-static: llvm-sys's build script panics
+# when more than one of prefer-static / prefer-dynamic / force-static / force-dynamic is enabled,
+# and CI runs `cargo test --workspace --all-features`, which would enable both.
+#
 # Environment:
-#   LAFUSE_LLVM_STATIC_DIR  where libpolly-14-dev is unpacked (default /work/llvm-static). Debian 12's
-#                           llvm-config-14 --link-static lists libPolly.a and libPollyISL.a, which
-#                           only libpolly-14-dev ships; it is unpacked there (dpkg -x, no install)
-#                           rather than installed, so the system stays untouched.
-#   FEATURES                cargo features of lafuse-cli (default when unset: gpu-static).
-#   LAFUSE_KEEP_DEFAULT_FEATURES=1  do not pass --no-default-features (see below).
-#   CARGO_TARGET_DIR        default: <repo>/target/gpu-static, because the extra RUSTFLAGS below
-#                           would otherwise invalidate the ordinary (dynamic) build's cache.
+#   LAFUSE_LLVM_STATIC_DIR  where the wrapper prefix (bin/llvm-config) is written
+#                           (default /work/llvm-static; outside the repository).
+#   LLVM_CONFIG             the real llvm-config (default llvm-config-14).
+#   FEATURES                extra cargo features of lafuse-cli (default: none).
+#   LAFUSE_NO_DEFAULT_FEATURES=1  pass --no-default-features.
+#   CARGO_TARGET_DIR        default <repo>/target/gpu-static: LLVM_SYS_140_PREFIX differs from the
+#                           ordinary build's, and sharing its target directory would relink LLVM
+#                           back and forth between the two.
 #
-# Why --no-default-features: llvm-sys 140 panics in its build script when more than one of
-# prefer-static / prefer-dynamic / force-static / force-dynamic is enabled ("Only one of the
-# features ... can be enabled at once"); there is no precedence. The default `llvm` feature links
-# dynamically, so `gpu-static` must be built without it and must itself enable everything `llvm`
-# enables except the dynamic-linking feature.
-#
-# Tested on Debian 12 (llvm-14-dev 1:14.0.6-12, rustc 1.95) with a probe crate: the result needs
-# libffi.so.8, libz.so.1, libtinfo.so.6, libstdc++.so.6, libgcc_s.so.1, libm/libc (glibc >= 2.36),
-# not libLLVM; libz3 and libxml2 are listed by llvm-config but dropped by the linker's --as-needed
-# because nothing lafuse calls uses them.
+# Tested on Debian 12 (llvm-14-dev 1:14.0.6-12, rustc 1.95) with a probe crate (NVPTX PTX
+# emission, new-pass-manager passes, MCJIT): the result needs libffi.so.8, libz.so.1,
+# libtinfo.so.6, libstdc++.so.6 (GLIBCXX_3.4.29), libgcc_s.so.1, libm, libc (GLIBC_2.36), which
+# Ubuntu 24.04 has; not libLLVM, and not libz3 or libxml2 (llvm-config lists them, the linker's
+# --as-needed drops them: nothing linked uses them).
 set -euo pipefail
 
-out=${1:?"usage: $0 OUTPUT_PATH (where the stripped static lafuse binary goes)"}
+out=${1:?"usage: $0 OUTPUT_PATH (where the stripped, statically LLVM-linked lafuse goes)"}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-static_dir=${LAFUSE_LLVM_STATIC_DIR:-/work/llvm-static}
-features=${FEATURES-gpu-static}
+wrap_dir=${LAFUSE_LLVM_STATIC_DIR:-/work/llvm-static}
 llvm_config=${LLVM_CONFIG:-llvm-config-14}
 
-command -v "$llvm_config" >/dev/null ||
+real=$(command -v "$llvm_config") ||
     { echo "build-static.sh: $llvm_config not found; install llvm-14-dev (the static LLVM libraries come from it)" >&2; exit 1; }
-llvm_prefix=$("$llvm_config" --prefix)
-llvm_libdir=$("$llvm_config" --libdir)
+[[ -f "$("$real" --libdir)/libLLVMCore.a" ]] ||
+    { echo "build-static.sh: $("$real" --libdir)/libLLVMCore.a missing; llvm-14-dev's static libraries are needed" >&2; exit 1; }
 
-# (a) libPolly.a / libPollyISL.a: from the system if libpolly-14-dev is installed, else unpacked.
-polly_libdir=""
-if [[ ! -f "$llvm_libdir/libPolly.a" ]]; then
-    polly_libdir="$static_dir${llvm_libdir}"
-    if [[ ! -f "$polly_libdir/libPolly.a" || ! -f "$polly_libdir/libPollyISL.a" ]]; then
-        # The Polly archives must come from the same LLVM build as the other static libraries.
-        ver=$(dpkg-query -W -f='${Version}' llvm-14-dev 2>/dev/null) ||
-            { echo "build-static.sh: llvm-14-dev is not a dpkg package here; provide libPolly.a under $polly_libdir yourself" >&2; exit 1; }
-        tmp=$(mktemp -d) && chmod 755 "$tmp"  # apt drops to user _apt to download
-        trap 'rm -rf "$tmp"' EXIT
-        echo "build-static.sh: downloading libpolly-14-dev=$ver into $static_dir" >&2
-        (cd "$tmp" && apt-get download "libpolly-14-dev=$ver") ||
-            { echo "build-static.sh: apt-get download libpolly-14-dev=$ver failed (run apt-get update? network?)" >&2; exit 1; }
-        mkdir -p "$static_dir"
-        dpkg -x "$tmp"/libpolly-14-dev_*.deb "$static_dir"
-        [[ -f "$polly_libdir/libPolly.a" ]] ||
-            { echo "build-static.sh: the libpolly-14-dev package did not contain $llvm_libdir/libPolly.a" >&2; exit 1; }
+# The wrapper, rewritten only when its text changes: llvm-sys asks cargo to rebuild it whenever
+# anything under LLVM_SYS_140_PREFIX changes, and that rebuild relinks everything above it.
+wrapper_text=$(cat <<EOF
+#!/bin/sh
+# Written by lafuse's bench/gpu/build-static.sh: llvm-config for a static-only LLVM 14 link.
+for a in "\$@"; do
+    if [ "\$a" = --link-shared ]; then
+        echo "llvm-config (lafuse build-static.sh wrapper): static linking only" >&2
+        exit 1
     fi
+done
+# Drop Polly's archives (see build-static.sh); keep llvm-config's exit status.
+out=\$("$real" "\$@") || exit \$?
+printf '%s\n' "\$out" | sed -e 's/\(^\| \)libPolly\(ISL\)\?\.a//g' -e 's/\(^\| \)-lPolly\(ISL\)\?//g'
+EOF
+)
+wrapper="$wrap_dir/bin/llvm-config"
+if [[ ! -x "$wrapper" || "$(cat "$wrapper")" != "$wrapper_text" ]]; then
+    mkdir -p "$wrap_dir/bin"
+    printf '%s\n' "$wrapper_text" > "$wrapper"
+    chmod 755 "$wrapper"
 fi
+"$wrapper" --link-static --libnames >/dev/null ||
+    { echo "build-static.sh: the wrapper $wrapper fails for --link-static --libnames" >&2; exit 1; }
 
-# (b) The build. LLVM_SYS_140_PREFIX pins llvm-sys to this LLVM rather than whichever
-# `llvm-config` comes first on PATH.
-export LLVM_SYS_140_PREFIX="$llvm_prefix"
-if [[ -n "$polly_libdir" ]]; then
-    export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-L native=$polly_libdir"
-fi
+export LLVM_SYS_140_PREFIX="$wrap_dir"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target/gpu-static}
-cargo_args=(build --release -p lafuse-cli --features "$features")
-[[ "${LAFUSE_KEEP_DEFAULT_FEATURES:-0}" == 1 ]] || cargo_args+=(--no-default-features)
-echo "build-static.sh: LLVM_SYS_140_PREFIX=$LLVM_SYS_140_PREFIX RUSTFLAGS='${RUSTFLAGS:-}' cargo ${cargo_args[*]}" >&2
+cargo_args=(build --release -p lafuse-cli)
+[[ -n "${FEATURES:-}" ]] && cargo_args+=(--features "$FEATURES")
+[[ "${LAFUSE_NO_DEFAULT_FEATURES:-0}" == 1 ]] && cargo_args+=(--no-default-features)
+echo "build-static.sh: LLVM_SYS_140_PREFIX=$LLVM_SYS_140_PREFIX CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo ${cargo_args[*]}" >&2
 (cd "$repo" && cargo "${cargo_args[@]}")
 
-# (c) Copy, strip, and check that no libLLVM is needed at run time.
+# Copy, strip, and refuse a result that still needs libLLVM at run time.
 bin="$CARGO_TARGET_DIR/release/lafuse"
 mkdir -p "$(dirname "$out")"
 cp "$bin" "$out"
 strip "$out"
 needed=$(readelf -d "$out" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
-echo "build-static.sh: $out ($(stat -c %s "$out") bytes) needs: $(echo $needed)" >&2
+echo "build-static.sh: $out ($(stat -c %s "$out") bytes) needs:" $needed >&2
 if grep -q '^libLLVM' <<<"$needed"; then
-    echo "build-static.sh: $out still needs libLLVM: llvm-sys linked dynamically (check that no feature enables inkwell/llvm14-0-prefer-dynamic)" >&2
+    echo "build-static.sh: $out still needs libLLVM: llvm-sys linked dynamically (did it use $wrapper? a stale build script output under $CARGO_TARGET_DIR?)" >&2
     exit 1
 fi
 for lib in libz3 libxml2; do

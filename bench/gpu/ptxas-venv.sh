@@ -6,9 +6,10 @@
 # Usage: bench/gpu/ptxas-venv.sh [VENV_DIR]     (default: <repo>/.venv-ptxas)
 #
 # Environment:
-#   LAFUSE_NVCC_PKG  the pip requirement (default nvidia-cuda-nvcc==13.5.37, CUDA 13.5: the same
-#                    major version as the GPU hosts' CUDA 13 driver; ptxas 13.x still targets
-#                    sm_80 and sm_90). For CUDA 12: nvidia-cuda-nvcc-cu12==12.9.86.
+#   LAFUSE_NVCC_PKG  the pip requirement (default nvidia-cuda-nvcc==13.0.88: CUDA 13.0, the version
+#                    of the GPU hosts' driver 580 and toolkit, so that what this ptxas accepts and
+#                    emits, the hosts' driver loads; 13.x still targets sm_80 and sm_90). Newer:
+#                    up to 13.5.37; for CUDA 12: nvidia-cuda-nvcc-cu12==12.9.86.
 #   PYTHON           the interpreter that creates the venv (default python3).
 #
 # Example: "$(bench/gpu/ptxas-venv.sh)" -arch=sm_80 kernel.ptx -o /dev/null
@@ -16,7 +17,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 venv=${1:-$repo/.venv-ptxas}
-pkg=${LAFUSE_NVCC_PKG:-nvidia-cuda-nvcc==13.5.37}
+pkg=${LAFUSE_NVCC_PKG:-nvidia-cuda-nvcc==13.0.88}
 python=${PYTHON:-python3}
 
 find_ptxas() {
