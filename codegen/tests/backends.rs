@@ -82,6 +82,18 @@ fn backends() -> Vec<Box<dyn Backend>> {
             lafuse_codegen::native::NativeBackend::new(),
         )));
     }
+    // The GPU backend as the engine registers it for `--device gpu` (on a machine without a GPU
+    // its operators run on the CPU).
+    #[cfg(feature = "cuda")]
+    {
+        use lafuse_codegen::backend::Placement;
+        use lafuse_codegen::ptx::backend::{GpuBackend, PlacementModel};
+        all.push(Box::new(LiteralsAsParameters::new(GpuBackend::new(
+            lafuse_codegen::native::NativeBackend::new(),
+            Placement::Gpu,
+            PlacementModel::default(),
+        ))));
+    }
     all
 }
 

@@ -149,9 +149,11 @@ pub enum SkeletonError {
     /// An output larger than the memory the machine can give (the script's sizes are at
     /// fault): the runtime's resource error.
     OutOfMemory(lafuse_runtime::RuntimeError),
-    /// The GPU's driver refused a step, or device memory ran out (`what` says which): the
-    /// operator runs on the CPU instead.
-    Device(String),
+    /// The GPU's driver refused a step (`step` names it; `detail` is the driver's message):
+    /// the operator runs on the CPU instead.
+    Device { step: &'static str, detail: String },
+    /// Device memory ran out, after recycling and eviction: the operator runs on the CPU.
+    DeviceMemory(gpu::memory::DeviceOutOfMemory),
 }
 
 /// The shape an input's use needs ([`SkeletonError::InputShape`]).
@@ -193,7 +195,9 @@ impl SkeletonError {
     /// operator); an output that does not fit in memory is a resource error.
     pub fn fault(&self) -> Fault {
         match self {
-            SkeletonError::OutOfMemory(_) | SkeletonError::Device(_) => Fault::Resource,
+            SkeletonError::OutOfMemory(_)
+            | SkeletonError::Device { .. }
+            | SkeletonError::DeviceMemory(_) => Fault::Resource,
             _ => Fault::Internal,
         }
     }
@@ -237,7 +241,8 @@ impl fmt::Display for SkeletonError {
             SkeletonError::EntryPoint(e) => write!(f, "{}", e.0),
             SkeletonError::OutOfMemory(RuntimeError::Resource(why)) => write!(f, "{why}"),
             SkeletonError::OutOfMemory(e) => write!(f, "{e}"),
-            SkeletonError::Device(what) => write!(f, "GPU: {what}"),
+            SkeletonError::Device { step, detail } => write!(f, "GPU: {step}: {detail}"),
+            SkeletonError::DeviceMemory(e) => write!(f, "GPU: {e}"),
         }
     }
 }

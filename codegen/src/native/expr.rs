@@ -629,6 +629,9 @@ pub(crate) struct Body<'p, 'c> {
     pub at: At<'c>,
     /// Outer: the dot products `u_i · v_j` are computed by the template and passed in here.
     pub outer_dot: Option<VectorValue<'c>>,
+    /// Values of nodes the template computed itself (a GPU Row kernel's row aggregates of the
+    /// current row): the body reads them instead of emitting the node.
+    pub given: HashMap<CNodeId, VectorValue<'c>>,
     memo: HashMap<(CNodeId, bool), VectorValue<'c>>,
     /// Per node: whether its value is written as a matrix cell ([`CPlan::matrix_cell_nodes`]).
     matrix_cells: Vec<bool>,
@@ -641,6 +644,7 @@ impl<'p, 'c> Body<'p, 'c> {
             ins,
             at,
             outer_dot: None,
+            given: HashMap::new(),
             memo: HashMap::new(),
             matrix_cells: plan.matrix_cell_nodes(),
         }
@@ -662,6 +666,9 @@ impl<'p, 'c> Body<'p, 'c> {
         n: CNodeId,
         swapped: bool,
     ) -> Result<VectorValue<'c>, CodegenError> {
+        if let Some(v) = self.given.get(&n) {
+            return Ok(*v);
+        }
         if let Some(v) = self.memo.get(&(n, swapped)) {
             return Ok(*v);
         }

@@ -118,6 +118,10 @@ pub(crate) fn define_one_lane<'c>(
             vty.fn_type(&[vty.into()], false),
             Some(inkwell::module::Linkage::Internal),
         );
+        f.add_attribute(
+            inkwell::attributes::AttributeLoc::Function,
+            super::llvm::enum_attr(ctx, "alwaysinline"),
+        );
         let fx = Fx::new(ctx, module, f);
         let arg = f
             .get_nth_param(0)

@@ -152,7 +152,11 @@ pub(crate) fn transposed_frame(plan: &CPlan, roots: &[CNodeId]) -> Result<bool, 
 /// How each input is read, from the nodes reachable from `roots` (inside transposes the
 /// vector reads flip, and all of them when the roots run in the transposed `frame`, see
 /// [`transposed_frame`]); conflicting reads of one input are unsupported.
-pub(crate) fn input_uses(plan: &CPlan, roots: &[CNodeId], frame: bool) -> Result<Vec<InputUse>, CodegenError> {
+pub(crate) fn input_uses(
+    plan: &CPlan,
+    roots: &[CNodeId],
+    frame: bool,
+) -> Result<Vec<InputUse>, CodegenError> {
     let mut uses = vec![InputUse::Unused; plan.inputs.len()];
     let mut seen = std::collections::HashSet::new();
     let mut stack: Vec<(CNodeId, bool)> = roots.iter().map(|&r| (r, frame)).collect();

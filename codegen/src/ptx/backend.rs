@@ -8,15 +8,14 @@
 //! same either way up to the order of sums.
 
 use super::{generate, PtxKernel, ENTRY};
-use crate::backend::{
-    Backend, Built, CodegenError, Executable, Operand, Placement, Request,
-};
+use crate::backend::{Backend, Built, CodegenError, Executable, Operand, Placement, Request};
 use crate::zero_cells::{self, InputBound};
 use lafuse_compiler::fusion::cplan::{CPlan, TemplateSpec};
+use lafuse_runtime::lineage::Lineage;
 use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::gpu::abi::GpuMain;
 use lafuse_skeletons::gpu::device::{gpu, Gpu, GpuCall};
-use lafuse_skeletons::Input;
+use lafuse_skeletons::{Input, SkeletonError};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -50,7 +49,8 @@ impl PlacementModel {
     /// Whether a call reading `bytes` (of which `upload` must first cross to the device)
     /// should run on the GPU.
     pub fn prefers_gpu(&self, bytes: f64, upload: f64) -> bool {
-        let gpu = upload / self.host_to_device + bytes / self.device_read + self.overhead.as_secs_f64();
+        let gpu =
+            upload / self.host_to_device + bytes / self.device_read + self.overhead.as_secs_f64();
         let cpu = bytes / self.cpu_read;
         gpu < cpu
     }
@@ -155,7 +155,7 @@ impl GpuOperator {
     }
 
     /// The main-input format a GPU call reads, or `None` where only the CPU computes this
-    /// call exactly (an Outer driver whose zeros cannot be skipped, a Row plan).
+    /// call exactly (an Outer driver whose zeros cannot be skipped).
     fn gpu_main(&self, inputs: &[Operand<'_>], known: &[Option<ValueRange>]) -> Option<GpuMain> {
         let main_sparse = matches!(inputs.first(), Some(Operand::Matrix(m)) if m.is_sparse());
         let skippable = || {
@@ -166,7 +166,11 @@ impl GpuOperator {
                     Operand::Scalar(s) => InputBound::Scalar(*s),
                     Operand::Matrix(_) if pos == 0 => InputBound::Unknown,
                     Operand::Matrix(m) => InputBound::Matrix {
-                        range: known.get(pos).copied().flatten().unwrap_or_else(|| m.value_range()),
+                        range: known
+                            .get(pos)
+                            .copied()
+                            .flatten()
+                            .unwrap_or_else(|| m.value_range()),
                         cols: m.cols(),
                     },
                 })
@@ -182,23 +186,31 @@ impl GpuOperator {
                 })
             }
             TemplateSpec::Outer { .. } => skippable().then_some(GpuMain::Csr),
-            TemplateSpec::Row { .. } => None,
+            // A sparse main input is densified for the row kernel.
+            TemplateSpec::Row { .. } => Some(GpuMain::Dense),
         }
     }
 
-    /// Whether `auto` placement sends this call to the GPU.
-    fn worth_it(&self, inputs: &[Operand<'_>]) -> bool {
-        let bytes: f64 = inputs
-            .iter()
-            .map(|o| match o {
-                Operand::Matrix(m) => match m {
-                    Matrix::Dense(d) => d.values.len() as f64 * 8.0,
-                    Matrix::Sparse(s) => s.values.len() as f64 * 16.0,
-                },
+    /// Whether `auto` placement sends this call to the GPU: inputs the device holds by their
+    /// lineage need no upload.
+    fn worth_it(&self, device: &Gpu, inputs: &[Operand<'_>], lineage: &[Option<Lineage>]) -> bool {
+        let (mut bytes, mut upload) = (0.0, 0.0);
+        for (k, o) in inputs.iter().enumerate() {
+            let b = match o {
+                Operand::Matrix(Matrix::Dense(d)) => d.values.len() as f64 * 8.0,
+                Operand::Matrix(Matrix::Sparse(s)) => s.values.len() as f64 * 16.0,
                 Operand::Scalar(_) => 0.0,
-            })
-            .sum();
-        self.model.prefers_gpu(bytes, bytes)
+            };
+            bytes += b;
+            let held = lineage
+                .get(k)
+                .and_then(Option::as_ref)
+                .is_some_and(|l| device.holds(l));
+            if !held {
+                upload += b;
+            }
+        }
+        self.model.prefers_gpu(bytes, upload)
     }
 
     fn on_gpu(
@@ -208,19 +220,22 @@ impl GpuOperator {
         inputs: &[Operand<'_>],
         out_shapes: &[(usize, usize)],
         known: &[Option<ValueRange>],
+        lineage: &[Option<Lineage>],
     ) -> Result<Vec<Matrix>, CodegenError> {
         let ins: Vec<Input<'_>> = inputs
             .iter()
             .zip((0..).map(|k| known.get(k).copied().flatten()))
             .map(|(o, range)| match o {
                 Operand::Scalar(s) => Input::Scalar(*s),
-                Operand::Matrix(m) if range.is_some_and(|r| r.is_finite()) => Input::FiniteMatrix(m),
+                Operand::Matrix(m) if range.is_some_and(|r| r.is_finite()) => {
+                    Input::FiniteMatrix(m)
+                }
                 Operand::Matrix(m) => Input::Matrix(m),
             })
             .collect();
         let call = GpuCall {
             inputs: &ins,
-            lineage: &[],
+            lineage,
             out_shapes,
         };
         device
@@ -235,6 +250,16 @@ impl Executable for GpuOperator {
         inputs: &[Operand<'_>],
         out_shapes: &[(usize, usize)],
         known: &[Option<ValueRange>],
+    ) -> Result<Vec<Matrix>, CodegenError> {
+        self.execute_traced(inputs, out_shapes, known, &[])
+    }
+
+    fn execute_traced(
+        &self,
+        inputs: &[Operand<'_>],
+        out_shapes: &[(usize, usize)],
+        known: &[Option<ValueRange>],
+        lineage: &[Option<Lineage>],
     ) -> Result<Vec<Matrix>, CodegenError> {
         let cpu = || {
             self.counters.cpu_calls.fetch_add(1, Ordering::Relaxed);
@@ -254,19 +279,35 @@ impl Executable for GpuOperator {
             Err(CodegenError::Unsupported(_)) => return cpu(),
             Err(e) => return Err(e.clone()),
         };
-        if self.placement == Placement::Auto && !self.worth_it(inputs) {
+        let shapes: Vec<(usize, usize)> = inputs
+            .iter()
+            .map(|o| match o {
+                Operand::Matrix(m) => m.shape(),
+                Operand::Scalar(_) => (1, 1),
+            })
+            .collect();
+        if !kernel.kernel.accepts(&shapes)
+            || (self.placement == Placement::Auto && !self.worth_it(device, inputs, lineage))
+        {
             return cpu();
         }
-        match self.on_gpu(device, kernel, inputs, out_shapes, known) {
+        match self.on_gpu(device, kernel, inputs, out_shapes, known, lineage) {
             Ok(out) => {
                 self.counters.gpu_calls.fetch_add(1, Ordering::Relaxed);
                 Ok(out)
             }
             // The device failed (out of device memory, a driver error): the CPU computes the
             // same result.
-            Err(CodegenError::Skeleton(lafuse_skeletons::SkeletonError::Device(why))) => {
-                if self.counters.device_failures.fetch_add(1, Ordering::Relaxed) == 0 {
-                    eprintln!("warning: {why}; running the operator on the CPU");
+            Err(CodegenError::Skeleton(
+                e @ (SkeletonError::Device { .. } | SkeletonError::DeviceMemory(_)),
+            )) => {
+                if self
+                    .counters
+                    .device_failures
+                    .fetch_add(1, Ordering::Relaxed)
+                    == 0
+                {
+                    eprintln!("warning: {e}; running the operator on the CPU");
                 }
                 cpu()
             }
@@ -275,6 +316,7 @@ impl Executable for GpuOperator {
     }
 
     fn compile_time(&self) -> Duration {
-        self.cpu.compile_time() + Duration::from_nanos(self.generation_nanos.load(Ordering::Relaxed))
+        self.cpu.compile_time()
+            + Duration::from_nanos(self.generation_nanos.load(Ordering::Relaxed))
     }
 }

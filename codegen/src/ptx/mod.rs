@@ -8,10 +8,19 @@
 //! `lafuse_skeletons::gpu`. Generation needs no GPU: `explain --level ptx` and the tests
 //! (text checks, `ptxas` validation) run everywhere.
 
-pub mod kernels;
-mod nvptx;
 #[cfg(feature = "cuda")]
 pub mod backend;
+mod cell;
+mod fold;
+pub mod kernels;
+mod kx;
+mod nvptx;
+mod outer;
+mod row;
+pub mod samples;
+/// The device the GPU backend runs on (the GPU skeleton's).
+#[cfg(feature = "cuda")]
+pub use lafuse_skeletons::gpu::device;
 
 use crate::backend::{CodegenError, Internal, Unsupported};
 use crate::native::expr::node_calls_helper;
@@ -37,8 +46,12 @@ pub struct PtxKernel {
     pub generation: Duration,
 }
 
-/// The entry name of every generated kernel (one kernel per module).
+/// The entry name of every generated kernel.
 pub const ENTRY: &str = "lafuse_kernel";
+
+/// The entry name of the second kernel of a module whose output is summed over rows: it folds
+/// the partial rows on the device ([`KernelShape::ColAgg`], [`KernelShape::RowColumns`]).
+pub const FOLD_ENTRY: &str = lafuse_skeletons::gpu::abi::FOLD_ENTRY;
 
 /// Generates the kernel of `plan` for a main input read as `main`: `Unsupported` names what
 /// the GPU backend does not generate (the operator then runs on the CPU).

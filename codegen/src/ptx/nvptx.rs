@@ -34,8 +34,8 @@ pub(crate) fn target_machine() -> Result<TargetMachine, CodegenError> {
         Target::initialize_nvptx(&InitializationConfig::default());
         Ok(())
     })
-        .clone()
-        .map_err(|e| internal("LLVM NVPTX target initialisation", e))?;
+    .clone()
+    .map_err(|e| internal("LLVM NVPTX target initialisation", e))?;
     let triple = TargetTriple::create("nvptx64-nvidia-cuda");
     let target = Target::from_triple(&triple).map_err(|e| internal("NVPTX target", e))?;
     target
@@ -79,7 +79,12 @@ pub(crate) fn check_calls(module: &Module<'_>) -> Result<(), CodegenError> {
 }
 
 /// A special-register read or `bar.sync 0` as the NVVM intrinsic `name`.
-fn intrinsic<'c>(ctx: &'c Context, module: &Module<'c>, name: &str, ret_i32: bool) -> FunctionValue<'c> {
+fn intrinsic<'c>(
+    ctx: &'c Context,
+    module: &Module<'c>,
+    name: &str,
+    ret_i32: bool,
+) -> FunctionValue<'c> {
     if let Some(f) = module.get_function(name) {
         return f;
     }

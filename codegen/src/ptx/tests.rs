@@ -2,144 +2,11 @@
 //! calls nothing outside its module, and `ptxas` accepts it where `ptxas` is installed (CI
 //! installs it; `LAFUSE_REQUIRE_PTXAS=1` turns its absence into a failure).
 
+use super::samples::{cell, generated, magg, outer};
 use super::*;
-use lafuse_compiler::fusion::cplan::{Access, InputKind, OuterType, TemplateSpec};
+use lafuse_compiler::fusion::cplan::OuterType;
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
-use lafuse_compiler::hops::{BinaryOp, Literal, UnaryOp};
-
-fn data(input: usize, access: Access) -> CNode {
-    CNode::Data { input, access }
-}
-
-/// `exp(X * Y) + v` (v a column vector) with `log(X)` where the body needs the other
-/// library function: the body every Cell shape is generated for.
-fn cell(cell_type: CellType, agg: Option<CellAgg>, sparse_safe: bool) -> CPlan {
-    CPlan {
-        template: TemplateSpec::Cell {
-            cell_type,
-            agg,
-            sparse_safe,
-        },
-        inputs: vec![InputKind::Matrix, InputKind::Matrix, InputKind::Matrix],
-        nodes: vec![
-            data(0, Access::Main),
-            data(1, Access::Aligned),
-            data(2, Access::ColVector),
-            CNode::Binary {
-                f: BinaryOp::Mul,
-                a: 0,
-                b: 1,
-            },
-            CNode::Unary {
-                f: UnaryOp::Exp,
-                x: 3,
-            },
-            CNode::Unary {
-                f: UnaryOp::Log,
-                x: 2,
-            },
-            CNode::Binary {
-                f: BinaryOp::Add,
-                a: 4,
-                b: 5,
-            },
-            CNode::Binary {
-                f: BinaryOp::Mul,
-                a: 6,
-                b: 0,
-            },
-        ],
-        outputs: vec![7],
-    }
-}
-
-/// `[sum(X * Y), max(X)]`.
-fn magg() -> CPlan {
-    CPlan {
-        template: TemplateSpec::MAgg {
-            aggs: vec![CellAgg::Sum, CellAgg::Max],
-            sparse_safe: false,
-        },
-        inputs: vec![InputKind::Matrix, InputKind::Matrix],
-        nodes: vec![
-            data(0, Access::Main),
-            data(1, Access::Aligned),
-            CNode::Binary {
-                f: BinaryOp::Mul,
-                a: 0,
-                b: 1,
-            },
-        ],
-        outputs: vec![2, 0],
-    }
-}
-
-/// `X * log(U %*% t(V) + 1e-15)`, then as `outer_type` says (`Right`: times `W`).
-fn outer(outer_type: OuterType) -> CPlan {
-    let mut nodes = vec![
-        data(0, Access::Main),
-        data(1, Access::OuterU),
-        data(2, Access::OuterV),
-        CNode::OuterDot { u: 1, v: 2 },
-        CNode::Literal {
-            value: Literal::Double(1e-15),
-        },
-        CNode::Binary {
-            f: BinaryOp::Add,
-            a: 3,
-            b: 4,
-        },
-        CNode::Unary {
-            f: UnaryOp::Log,
-            x: 5,
-        },
-        CNode::Binary {
-            f: BinaryOp::Mul,
-            a: 0,
-            b: 6,
-        },
-    ];
-    let mut inputs = vec![InputKind::Matrix; 3];
-    let mut out = 7;
-    if outer_type == OuterType::Right {
-        inputs.push(InputKind::Matrix);
-        nodes.push(data(3, Access::Whole));
-        nodes.push(CNode::FinalProduct { g: 7, w: 8 });
-        out = 9;
-    }
-    CPlan {
-        template: TemplateSpec::Outer { outer_type },
-        inputs,
-        nodes,
-        outputs: vec![out],
-    }
-}
-
-/// Every plan and main-input format the GPU backend generates, named.
-fn generated() -> Vec<(String, CPlan, GpuMain)> {
-    let mut all = Vec::new();
-    for (ct, agg) in [
-        (CellType::NoAgg, None),
-        (CellType::FullAgg, Some(CellAgg::Sum)),
-        (CellType::FullAgg, Some(CellAgg::SumSq)),
-        (CellType::FullAgg, Some(CellAgg::Min)),
-        (CellType::RowAgg, Some(CellAgg::Sum)),
-        (CellType::RowAgg, Some(CellAgg::Max)),
-        (CellType::ColAgg, Some(CellAgg::Sum)),
-        (CellType::ColAgg, Some(CellAgg::Min)),
-    ] {
-        all.push((format!("cell {ct:?} {agg:?} dense"), cell(ct, agg, false), GpuMain::Dense));
-        let sparse = matches!(agg, None | Some(CellAgg::Sum)) && ct != CellType::ColAgg;
-        if sparse {
-            all.push((format!("cell {ct:?} {agg:?} csr"), cell(ct, agg, true), GpuMain::Csr));
-        }
-    }
-    all.push(("magg dense".into(), magg(), GpuMain::Dense));
-    for t in [OuterType::CellWise, OuterType::FullAgg, OuterType::Right] {
-        all.push((format!("outer {t:?}"), outer(t), GpuMain::Csr));
-    }
-    all
-}
+use lafuse_compiler::hops::UnaryOp;
 
 #[test]
 fn every_kernel_shape_generates_one_self_contained_entry_for_sm_80() {
@@ -147,14 +14,24 @@ fn every_kernel_shape_generates_one_self_contained_entry_for_sm_80() {
         let k = generate(&plan, main).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(k.ptx.contains(".target sm_80"), "{name}:\n{}", k.ptx);
         assert!(k.ptx.contains(".address_size 64"), "{name}");
-        assert_eq!(k.ptx.matches(".entry ").count(), 1, "{name}:\n{}", k.ptx);
+        let entries = 1 + usize::from(k.kernel.folds_columns());
+        assert_eq!(
+            k.ptx.matches(".entry ").count(),
+            entries,
+            "{name}:\n{}",
+            k.ptx
+        );
         assert!(k.ptx.contains(&format!(".entry {ENTRY}(")), "{name}");
         // Every call was inlined or is an intrinsic: nothing for the driver to link.
         assert!(!k.ptx.contains(".extern"), "{name}:\n{}", k.ptx);
         assert_eq!(k.kernel.main, main, "{name}");
         // For reading the kernels: `LAFUSE_PTX_DUMP=dir cargo test ...`.
         if let Some(dir) = std::env::var_os("LAFUSE_PTX_DUMP") {
-            let file = std::path::Path::new(&dir).join(format!("{}.ptx", name.replace(' ', "_")));
+            let stem: String = name
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            let file = std::path::Path::new(&dir).join(format!("{stem}.ptx"));
             std::fs::write(file, &k.ptx).unwrap();
         }
     }
@@ -162,12 +39,19 @@ fn every_kernel_shape_generates_one_self_contained_entry_for_sm_80() {
 
 #[test]
 fn reductions_use_shared_memory_and_barriers_and_no_atomics() {
-    let k = generate(&cell(CellType::FullAgg, Some(CellAgg::Sum), false), GpuMain::Dense).unwrap();
+    let k = generate(
+        &cell(CellType::FullAgg, Some(CellAgg::Sum), false),
+        GpuMain::Dense,
+    )
+    .unwrap();
     assert!(k.ptx.contains(".shared"), "{}", k.ptx);
     assert!(k.ptx.contains("bar.sync"), "{}", k.ptx);
     for (name, plan, main) in generated() {
         let k = generate(&plan, main).unwrap();
-        assert!(!k.ptx.contains("atom."), "{name}: atomics make sums order-dependent");
+        assert!(
+            !k.ptx.contains("atom."),
+            "{name}: atomics make sums order-dependent"
+        );
     }
 }
 
@@ -175,7 +59,10 @@ fn reductions_use_shared_memory_and_barriers_and_no_atomics() {
 fn shapes_follow_the_template_variant() {
     let shape = |p: &CPlan, m| generate(p, m).unwrap().kernel.shape;
     assert_eq!(
-        shape(&cell(CellType::RowAgg, Some(CellAgg::Sum), false), GpuMain::Dense),
+        shape(
+            &cell(CellType::RowAgg, Some(CellAgg::Sum), false),
+            GpuMain::Dense
+        ),
         KernelShape::RowAgg {
             agg: lafuse_skeletons::AggKind::Sum
         }
@@ -183,10 +70,16 @@ fn shapes_follow_the_template_variant() {
     assert_eq!(
         shape(&magg(), GpuMain::Dense),
         KernelShape::FullAgg {
-            aggs: vec![lafuse_skeletons::AggKind::Sum, lafuse_skeletons::AggKind::Max]
+            aggs: vec![
+                lafuse_skeletons::AggKind::Sum,
+                lafuse_skeletons::AggKind::Max
+            ]
         }
     );
-    assert_eq!(shape(&outer(OuterType::Right), GpuMain::Csr), KernelShape::OuterRight);
+    assert_eq!(
+        shape(&outer(OuterType::Right), GpuMain::Csr),
+        KernelShape::OuterRight
+    );
 }
 
 #[test]
@@ -207,8 +100,15 @@ fn what_the_gpu_does_not_generate_is_unsupported_not_an_error() {
 
 #[test]
 fn a_csr_kernel_of_a_sparse_unsafe_plan_is_refused() {
-    let e = generate(&cell(CellType::FullAgg, Some(CellAgg::Sum), false), GpuMain::Csr).unwrap_err();
-    assert!(matches!(e, CodegenError::Internal(Internal::SparseUnsafeCsr { .. })), "{e}");
+    let e = generate(
+        &cell(CellType::FullAgg, Some(CellAgg::Sum), false),
+        GpuMain::Csr,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, CodegenError::Internal(Internal::SparseUnsafeCsr { .. })),
+        "{e}"
+    );
 }
 
 /// `ptxas` from `LAFUSE_PTXAS`, the `PATH`, or the repository's `.venv-ptxas`.
@@ -216,16 +116,24 @@ fn ptxas() -> Option<std::path::PathBuf> {
     if let Some(p) = std::env::var_os("LAFUSE_PTXAS") {
         return Some(p.into());
     }
-    let in_path = std::process::Command::new("ptxas").arg("--version").output();
+    let in_path = std::process::Command::new("ptxas")
+        .arg("--version")
+        .output();
     if in_path.is_ok_and(|o| o.status.success()) {
         return Some("ptxas".into());
     }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let venv = root.join(".venv-ptxas");
-    let found = std::fs::read_dir(venv.join("lib")).ok()?.flatten().find_map(|py| {
-        let p = py.path().join("site-packages/nvidia/cuda_nvcc/bin/ptxas");
-        p.exists().then_some(p)
-    });
+    // CUDA 13's wheels put it under nvidia/cu13, CUDA 12's under nvidia/cuda_nvcc.
+    let found = std::fs::read_dir(venv.join("lib"))
+        .ok()?
+        .flatten()
+        .find_map(|py| {
+            ["nvidia/cu13/bin/ptxas", "nvidia/cuda_nvcc/bin/ptxas"]
+                .iter()
+                .map(|sub| py.path().join("site-packages").join(sub))
+                .find(|p| p.exists())
+        });
     found.or_else(|| {
         let p = venv.join("bin/ptxas");
         p.exists().then_some(p)

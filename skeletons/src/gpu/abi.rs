@@ -7,8 +7,19 @@
 
 use crate::{AggKind, InputUse};
 
+/// The entry of the kernel that folds partial rows on the device, beside the main kernel in the
+/// modules of [`KernelShape::ColAgg`] and [`KernelShape::RowColumns`] operators.
+pub const FOLD_ENTRY: &str = "lafuse_fold_columns";
+
 /// Threads per block of every kernel (the shared-memory reduction arrays are this long).
 pub const BLOCK_THREADS: u32 = 256;
+
+/// Rows a Row kernel's block works on at a time: one per warp.
+pub const ROW_TILE: u32 = BLOCK_THREADS / 32;
+
+/// Most blocks of a Row kernel whose output is summed over rows: each keeps a partial row of
+/// the output, which the host folds in block order.
+pub const MAX_COLUMN_BLOCKS: u32 = 1056;
 
 /// Most blocks of a grid-stride kernel: enough to fill a Hopper GPU (132 multiprocessors,
 /// 8 blocks of 256 threads each) several times over.
@@ -45,6 +56,15 @@ pub enum KernelShape {
     OuterFullAgg,
     /// Outer `G %*% W` (m×k2): a thread per row owns its output row, so no atomics.
     OuterRight,
+    /// Row template, row-wise: the output row `i` (`out[i * n + j]`, `vector`) or value
+    /// (`out[i]`) of main-input row `i`; a warp per row.
+    RowWise { vector: bool },
+    /// Row template, summed into one value: partials as [`KernelShape::FullAgg`] with one sum.
+    RowFull,
+    /// Row template, rows summed into one output row of `n` values (`colSums(f(X))`,
+    /// `t(X) %*% v`): block `b`'s partial of column `j` the pair at `out[2 * (b * n + j)]`,
+    /// folded on the host in block order.
+    RowColumns,
 }
 
 /// A kernel's launch contract: its shape, how it reads each input, and its input positions.
@@ -60,9 +80,26 @@ pub struct GpuKernel {
 }
 
 impl GpuKernel {
-    /// Whether the kernel reduces the rows of a block together (shared-memory tree), so its
-    /// grid is one-dimensional with a block per row.
-    pub fn block_per_row(&self) -> bool {
-        matches!(self.shape, KernelShape::RowAgg { .. }) && self.main == GpuMain::Dense
+    /// Whether the kernel computes a call over inputs of these shapes exactly: a Row kernel's
+    /// product with a whole matrix (read as [`InputUse::ColVectorT`]) is one dot product, so
+    /// that matrix must have one column (a wider one runs on the CPU).
+    pub fn accepts(&self, shapes: &[(usize, usize)]) -> bool {
+        let row = matches!(
+            self.shape,
+            KernelShape::RowWise { .. } | KernelShape::RowFull | KernelShape::RowColumns
+        );
+        !row || self
+            .uses
+            .iter()
+            .zip(shapes)
+            .all(|(u, &(_, c))| *u != InputUse::ColVectorT || c == 1)
+    }
+
+    /// Whether the module's [`FOLD_ENTRY`] folds the kernel's partial rows on the device.
+    pub fn folds_columns(&self) -> bool {
+        matches!(
+            self.shape,
+            KernelShape::ColAgg { .. } | KernelShape::RowColumns
+        )
     }
 }

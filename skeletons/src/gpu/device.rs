@@ -11,8 +11,10 @@ use super::memory::{BufferId, CacheMeta, DeviceAllocator, DeviceMemory, OutOfDev
 use crate::abi::{CsrView, DenseView, KernelArgs};
 use crate::prep::{self, Input, InputRole};
 use crate::{InputUse, Result, ShapeNeed, SkeletonError};
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
-use lafuse_runtime::lineage::Lineage;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
+use lafuse_runtime::lineage::{ItemKind, Lineage};
 use lafuse_runtime::{Matrix, SparseMatrix};
 use std::collections::HashMap;
 use std::fmt;
@@ -21,11 +23,21 @@ use std::time::{Duration, Instant};
 
 /// Why there is no GPU to run on.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GpuUnavailable(pub String);
+pub enum GpuUnavailable {
+    /// The CUDA driver library (`libcuda.so`) is not installed.
+    NoDriver,
+    /// The driver did not open device 0 (`detail` is its message).
+    NoDevice { detail: String },
+}
 
 impl fmt::Display for GpuUnavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "no GPU: {}", self.0)
+        match self {
+            GpuUnavailable::NoDriver => {
+                f.write_str("no GPU: the CUDA driver library (libcuda.so) is not installed")
+            }
+            GpuUnavailable::NoDevice { detail } => write!(f, "no GPU: CUDA device 0: {detail}"),
+        }
     }
 }
 
@@ -57,6 +69,9 @@ pub struct GpuCounters {
     pub bytes_from_device: u64,
     /// Wall time of uploads, kernels and downloads (the stream synchronized after each run).
     pub busy: Duration,
+    /// Time in kernels (CUDA events around each launch), and the last launch's.
+    pub kernels: Duration,
+    pub last_kernel: Duration,
 }
 
 struct State {
@@ -77,21 +92,30 @@ pub struct Gpu {
 /// (MEMPHIS's delayed caching: a value used once is not worth the device memory).
 pub const CACHE_DELAY: u32 = 1;
 
+/// Groups of partial rows the first level of a device fold makes (each folded by its own
+/// threads), so a fold of a thousand partial rows is not a thousand dependent loads.
+const FOLD_GROUPS: usize = 32;
+
+static GPU: OnceLock<std::result::Result<Gpu, GpuUnavailable>> = OnceLock::new();
+
 /// The GPU, or why there is none (checked once per process).
 pub fn gpu() -> std::result::Result<&'static Gpu, GpuUnavailable> {
-    static GPU: OnceLock<std::result::Result<Gpu, GpuUnavailable>> = OnceLock::new();
     GPU.get_or_init(open).as_ref().map_err(Clone::clone)
+}
+
+/// The GPU if this process has opened it (never opens it: statistics ask through this).
+pub fn used() -> Option<&'static Gpu> {
+    GPU.get().and_then(|g| g.as_ref().ok())
 }
 
 fn open() -> std::result::Result<Gpu, GpuUnavailable> {
     // SAFETY: only probes for the library (dlopen), calling nothing in it.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err(GpuUnavailable(
-            "the CUDA driver library (libcuda.so) is not installed; operators run on the CPU"
-                .into(),
-        ));
+        return Err(GpuUnavailable::NoDriver);
     }
-    let ctx = CudaContext::new(0).map_err(|e| GpuUnavailable(format!("CUDA device 0: {e}")))?;
+    let ctx = CudaContext::new(0).map_err(|e| GpuUnavailable::NoDevice {
+        detail: e.to_string(),
+    })?;
     // One stream: the order of operations is the stream's; the per-buffer event tracking for
     // several streams would only cost time.
     // SAFETY: every buffer is used on this one stream.
@@ -109,8 +133,11 @@ fn open() -> std::result::Result<Gpu, GpuUnavailable> {
     })
 }
 
-fn driver(what: &str, e: impl fmt::Display) -> SkeletonError {
-    SkeletonError::Device(format!("{what}: {e}"))
+fn driver(step: &'static str, e: impl fmt::Display) -> SkeletonError {
+    SkeletonError::Device {
+        step,
+        detail: e.to_string(),
+    }
 }
 
 /// The GPU reads side inputs whole: nothing is streamed block by block.
@@ -141,9 +168,9 @@ fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
 }
 
 fn fnv(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// One kernel run's inputs: values (by CPlan position) and, where the caller knows them, their
@@ -160,6 +187,12 @@ impl Gpu {
         &self.name
     }
 
+    /// Whether the device holds the dense copy of the value `lineage` names (no access is
+    /// counted: the placement asks before it decides).
+    pub fn holds(&self, lineage: &Lineage) -> bool {
+        self.state.lock().is_ok_and(|s| s.memory.contains(lineage))
+    }
+
     /// The counters and the memory manager's statistics so far.
     pub fn stats(&self) -> (GpuCounters, super::memory::DeviceMemoryStats) {
         match self.state.lock() {
@@ -170,20 +203,26 @@ impl Gpu {
 
     /// Runs `kernel` (from `ptx`) on the call's inputs; the main input is read in the kernel's
     /// format (a dense one densified, a CSR one made from a dense one, as needed).
-    pub fn run(&self, ptx: &str, entry: &str, kernel: &GpuKernel, call: &GpuCall<'_>) -> Result<Vec<Matrix>> {
+    pub fn run(
+        &self,
+        ptx: &str,
+        entry: &str,
+        kernel: &GpuKernel,
+        call: &GpuCall<'_>,
+    ) -> Result<Vec<Matrix>> {
         let start = Instant::now();
         let mut st = self
             .state
             .lock()
-            .map_err(|_| SkeletonError::Device("the GPU state is poisoned by an earlier panic".into()))?;
-        let main = call
-            .inputs
-            .first()
-            .and_then(Input::as_matrix)
-            .ok_or(SkeletonError::ScalarInput {
-                pos: 0,
-                read_as: "the main input".into(),
-            })?;
+            .map_err(|_| driver("locking the GPU's state", "poisoned by an earlier panic"))?;
+        let main =
+            call.inputs
+                .first()
+                .and_then(Input::as_matrix)
+                .ok_or(SkeletonError::ScalarInput {
+                    pos: 0,
+                    read_as: "the main input".into(),
+                })?;
         let (m, n) = main.shape();
         let roles: Vec<WholeInput> = kernel.uses.iter().map(|&u| WholeInput(u)).collect();
         let prepared = prep::prepare(call.inputs, &roles, m, n)?;
@@ -197,7 +236,12 @@ impl Gpu {
                 .and_then(|k| views.get(k))
                 .map_or(0, |v| v.cols)
         };
-        let (k, k2) = (cols_of(InputUse::OuterU), cols_of(InputUse::FinalW));
+        // `(X * (U %*% t(V))) %*% V` reads V as the final product's matrix too.
+        let k2 = match cols_of(InputUse::FinalW) {
+            0 if kernel.shape == super::abi::KernelShape::OuterRight => cols_of(InputUse::OuterV),
+            w => w,
+        };
+        let k = cols_of(InputUse::OuterU);
         // The main input in the kernel's format.
         let csr_owned;
         let dense_owned;
@@ -269,11 +313,16 @@ impl Gpu {
                     return Ok(p);
                 }
             }
-            let id = st.memory.acquire(bytes.len()).map_err(|e| SkeletonError::Device(e.to_string()))?;
+            let id = st
+                .memory
+                .acquire(bytes.len())
+                .map_err(SkeletonError::DeviceMemory)?;
             held.push(id);
             let buf = st.memory.buffer_mut(id);
             let mut view = buf.slice_mut(0..bytes.len());
-            stream.memcpy_htod(bytes, &mut view).map_err(|e| driver("upload", e))?;
+            stream
+                .memcpy_htod(bytes, &mut view)
+                .map_err(|e| driver("upload", e))?;
             st.counters.bytes_to_device += bytes.len() as u64;
             if let Some(key) = lineage {
                 let meta = CacheMeta {
@@ -295,7 +344,9 @@ impl Gpu {
                 // `prepared` for the call.
                 let vals = unsafe { std::slice::from_raw_parts(v.data, v.len) };
                 // A transposed copy is not the lineage's value.
-                let key = (!kernel.uses[k].is_transposed()).then(|| lineage_of(k)).flatten();
+                let key = (!kernel.uses[k].is_transposed())
+                    .then(|| lineage_of(k))
+                    .flatten();
                 dv.data = upload(st, bytes_of(vals), key)? as *const f64;
             }
             dv.row0 = 0;
@@ -317,11 +368,20 @@ impl Gpu {
         };
         match csr {
             Some(s) => {
-                // The CSR arrays of a sparse main input are cached by its lineage too (three
-                // keys would need three lineages; the values' key stands for the structure).
-                let rp = upload(st, bytes_of(&s.row_ptr[..]), None)?;
-                let ci = upload(st, bytes_of(&s.col_idx[..]), None)?;
-                let va = upload(st, bytes_of(main_vals), None)?;
+                // A value's lineage names its dense row-major form on the device; its CSR
+                // arrays are cached under items derived from it (the CSR form of a value is a
+                // function of the value).
+                let part = |what: &str| {
+                    main_key.map(|k| Lineage::new(ItemKind::Instruction, what, "", vec![k.clone()]))
+                };
+                let (kp, kc, kv) = (
+                    part("gpu_csr_row_ptr"),
+                    part("gpu_csr_col_idx"),
+                    part("gpu_csr_values"),
+                );
+                let rp = upload(st, bytes_of(&s.row_ptr[..]), kp.as_ref())?;
+                let ci = upload(st, bytes_of(&s.col_idx[..]), kc.as_ref())?;
+                let va = upload(st, bytes_of(main_vals), kv.as_ref())?;
                 args.main_csr = CsrView {
                     row_ptr: rp as *const usize,
                     col_idx: ci as *const u32,
@@ -347,31 +407,37 @@ impl Gpu {
         let out_id = st
             .memory
             .acquire(out_bytes)
-            .map_err(|e| SkeletonError::Device(e.to_string()))?;
+            .map_err(SkeletonError::DeviceMemory)?;
         held.push(out_id);
         if launch::out_zeroed(kernel) {
             let buf = st.memory.buffer_mut(out_id);
             let mut view = buf.slice_mut(0..out_bytes.max(8));
-            stream.memset_zeros(&mut view).map_err(|e| driver("zeroing the output", e))?;
+            stream
+                .memset_zeros(&mut view)
+                .map_err(|e| driver("zeroing the output", e))?;
         }
         args.out = st.memory.buffer(out_id).device_ptr(stream).0 as *mut f64;
         // The argument block: `KernelArgs`, then the input views.
         let head = std::mem::size_of::<KernelArgs>();
-        let mut block = Vec::with_capacity(head + dev_views.len() * std::mem::size_of::<DenseView>());
+        let mut block =
+            Vec::with_capacity(head + dev_views.len() * std::mem::size_of::<DenseView>());
         block.extend_from_slice(bytes_of(std::slice::from_ref(&args)));
         block.extend_from_slice(bytes_of(&dev_views));
         let args_id = st
             .memory
             .acquire(block.len())
-            .map_err(|e| SkeletonError::Device(e.to_string()))?;
+            .map_err(SkeletonError::DeviceMemory)?;
         held.push(args_id);
         let args_dev = st.memory.buffer(args_id).device_ptr(stream).0;
         let inputs_at = args_dev + head as u64;
-        block[std::mem::offset_of!(KernelArgs, inputs)..][..8].copy_from_slice(&inputs_at.to_ne_bytes());
+        block[std::mem::offset_of!(KernelArgs, inputs)..][..8]
+            .copy_from_slice(&inputs_at.to_ne_bytes());
         {
             let buf = st.memory.buffer_mut(args_id);
             let mut view = buf.slice_mut(0..block.len());
-            stream.memcpy_htod(&block[..], &mut view).map_err(|e| driver("argument upload", e))?;
+            stream
+                .memcpy_htod(&block[..], &mut view)
+                .map_err(|e| driver("argument upload", e))?;
         }
         if m > 0 && n > 0 {
             let cfg = LaunchConfig {
@@ -379,25 +445,151 @@ impl Gpu {
                 block_dim: (BLOCK_THREADS, 1, 1),
                 shared_mem_bytes: 0,
             };
+            let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let before = stream
+                .record_event(timing)
+                .map_err(|e| driver("event", e))?;
             let mut launch = stream.launch_builder(&func);
             launch.arg(&args_dev);
             // SAFETY: the kernel was generated for this argument layout; every pointer in it
             // is a device buffer of the length the layout states, alive until the stream is
             // synchronized below.
             unsafe { launch.launch(cfg) }.map_err(|e| driver("kernel launch", e))?;
+            let after = stream
+                .record_event(timing)
+                .map_err(|e| driver("event", e))?;
+            after.synchronize().map_err(|e| driver("kernel", e))?;
+            let ms = before
+                .elapsed_ms(&after)
+                .map_err(|e| driver("event timing", e))?;
+            let t = Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3);
+            st.counters.kernels += t;
+            st.counters.last_kernel = t;
             st.counters.launches += 1;
         }
-        let mut out = vec![0.0f64; out_len];
-        if out_len > 0 {
-            let buf = st.memory.buffer(out_id);
+        let launched = m > 0 && n > 0;
+        let result_len = launch::result_len(kernel, out_len, n);
+        // A column sum's partial rows are folded on the device, into a buffer of its own.
+        let mut result_id = out_id;
+        if launched && kernel.folds_columns() {
+            // Two fixed levels: groups of partial rows, then the groups.
+            let parts = launch::partial_rows(kernel, grid);
+            let groups = parts.clamp(1, FOLD_GROUPS);
+            let stage = st
+                .memory
+                .acquire(2 * groups * n * 8)
+                .map_err(SkeletonError::DeviceMemory)?;
+            let dest = st
+                .memory
+                .acquire(2 * n * 8)
+                .map_err(SkeletonError::DeviceMemory)?;
+            held.extend([stage, dest]);
+            self.fold(st, held, ptx, &args, out_id, parts, stage, groups, n)?;
+            self.fold(st, held, ptx, &args, stage, groups, dest, 1, n)?;
+            result_id = dest;
+        }
+        // A folded row comes back as (value, correction) pairs.
+        let pairs = launched && kernel.folds_columns();
+        let fetched = if pairs { 2 * result_len } else { result_len };
+        let result_bytes = fetched * 8;
+        let mut out = if launched {
+            vec![0.0f64; fetched]
+        } else {
+            launch::initial_output(kernel, result_len)
+        };
+        if launched && result_len > 0 {
+            let out_bytes = result_bytes;
+            let buf = st.memory.buffer(result_id);
             let view = buf.slice(0..out_bytes);
             // SAFETY: `out` is `out_bytes` bytes of f64 storage.
-            let dst = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out_bytes) };
-            stream.memcpy_dtoh(&view, dst).map_err(|e| driver("download", e))?;
+            let dst =
+                unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out_bytes) };
+            stream
+                .memcpy_dtoh(&view, dst)
+                .map_err(|e| driver("download", e))?;
             st.counters.bytes_from_device += out_bytes as u64;
         }
-        stream.synchronize().map_err(|e| driver("synchronizing", e))?;
+        stream
+            .synchronize()
+            .map_err(|e| driver("synchronizing", e))?;
+        if pairs {
+            out = out.chunks_exact(2).map(|p| p[0]).collect();
+        }
         Ok(out)
+    }
+
+    /// Folds `parts` partial rows of `n` (value, correction) pairs at `from` into `groups`
+    /// rows of pairs at `to` ([`FOLD_ENTRY`](super::abi::FOLD_ENTRY)).
+    #[allow(clippy::too_many_arguments)]
+    fn fold(
+        &self,
+        st: &mut State,
+        held: &mut Vec<BufferId>,
+        ptx: &str,
+        template: &KernelArgs,
+        from: BufferId,
+        parts: usize,
+        to: BufferId,
+        groups: usize,
+        n: usize,
+    ) -> Result<()> {
+        let stream = &self.stream;
+        let fold = self.function(st, ptx, super::abi::FOLD_ENTRY)?;
+        let mut args = *template;
+        args.out = st.memory.buffer(from).device_ptr(stream).0 as *mut f64;
+        args.rows = parts;
+        args.cols = n;
+        args.main = DenseView {
+            data: st.memory.buffer(to).device_ptr(stream).0 as *const f64,
+            len: 2 * groups * n,
+            rows: groups,
+            cols: 2 * n,
+            row0: 0,
+        };
+        let id = st
+            .memory
+            .acquire(std::mem::size_of::<KernelArgs>())
+            .map_err(SkeletonError::DeviceMemory)?;
+        held.push(id);
+        let at = st.memory.buffer(id).device_ptr(stream).0;
+        {
+            let buf = st.memory.buffer_mut(id);
+            let mut view = buf.slice_mut(0..std::mem::size_of::<KernelArgs>());
+            stream
+                .memcpy_htod(bytes_of(std::slice::from_ref(&args)), &mut view)
+                .map_err(|e| driver("argument upload", e))?;
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (
+                n.div_ceil(BLOCK_THREADS as usize).max(1) as u32,
+                groups as u32,
+                1,
+            ),
+            block_dim: (BLOCK_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let before = stream
+            .record_event(timing)
+            .map_err(|e| driver("event", e))?;
+        let mut launch = stream.launch_builder(&fold);
+        launch.arg(&at);
+        // SAFETY: the fold kernel reads `rows` partial rows of `cols` pairs at `out` and writes
+        // `groups` rows of `cols` pairs at `main.data`: both buffers have those lengths.
+        unsafe { launch.launch(cfg) }.map_err(|e| driver("fold launch", e))?;
+        let after = stream
+            .record_event(timing)
+            .map_err(|e| driver("event", e))?;
+        after.synchronize().map_err(|e| driver("fold kernel", e))?;
+        let ms = before
+            .elapsed_ms(&after)
+            .map_err(|e| driver("event timing", e))?;
+        // The folds are part of the operator's kernel time.
+        let t = Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3);
+        st.counters.kernels += t;
+        st.counters.last_kernel += t;
+        st.counters.launches += 1;
+        Ok(())
     }
 
     /// The kernel of `ptx`, loaded once per process.
@@ -411,7 +603,9 @@ impl Gpu {
             .context()
             .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
             .map_err(|e| driver("loading the PTX module", e))?;
-        let f = module.load_function(entry).map_err(|e| driver("finding the kernel", e))?;
+        let f = module
+            .load_function(entry)
+            .map_err(|e| driver("finding the kernel", e))?;
         st.counters.modules_loaded += 1;
         st.modules.insert(key, f.clone());
         Ok(f)
@@ -421,14 +615,24 @@ impl Gpu {
     /// plus written), the best of `reps`: what memory-bound kernels are measured against.
     pub fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64> {
         let stream = &self.stream;
-        let a = stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("allocating", e))?;
-        let mut b = stream.alloc_zeros::<u8>(bytes).map_err(|e| driver("allocating", e))?;
+        let a = stream
+            .alloc_zeros::<u8>(bytes)
+            .map_err(|e| driver("allocating", e))?;
+        let mut b = stream
+            .alloc_zeros::<u8>(bytes)
+            .map_err(|e| driver("allocating", e))?;
         let mut best = f64::INFINITY;
         for _ in 0..reps.max(1) {
-            stream.synchronize().map_err(|e| driver("synchronizing", e))?;
+            stream
+                .synchronize()
+                .map_err(|e| driver("synchronizing", e))?;
             let t = Instant::now();
-            stream.memcpy_dtod(&a, &mut b).map_err(|e| driver("copying", e))?;
-            stream.synchronize().map_err(|e| driver("synchronizing", e))?;
+            stream
+                .memcpy_dtod(&a, &mut b)
+                .map_err(|e| driver("copying", e))?;
+            stream
+                .synchronize()
+                .map_err(|e| driver("synchronizing", e))?;
             best = best.min(t.elapsed().as_secs_f64());
         }
         Ok(2.0 * bytes as f64 / best)

@@ -3,7 +3,9 @@
 //! and the outputs made of what it wrote: partials folded in block (or chunk) order with the
 //! runtime's Kahan and min/max steps, CSR values compacted into the driver's structure.
 
-use super::abi::{GpuKernel, GpuMain, KernelShape, BLOCK_THREADS, MAX_BLOCKS};
+use super::abi::{
+    GpuKernel, GpuMain, KernelShape, BLOCK_THREADS, MAX_BLOCKS, MAX_COLUMN_BLOCKS, ROW_TILE,
+};
 use crate::prep::{self, AggState};
 use crate::{AggKind, Result};
 use lafuse_runtime::{Matrix, SparseMatrix};
@@ -46,6 +48,21 @@ pub fn grid(kernel: &GpuKernel, m: usize, n: usize) -> Grid {
                 y: chunks.min(65_535) as u32,
             }
         }
+        (KernelShape::RowWise { .. } | KernelShape::RowFull, _) => Grid {
+            x: m.div_ceil(ROW_TILE as usize).clamp(1, MAX_BLOCKS as usize) as u32,
+            y: 1,
+        },
+        (KernelShape::RowColumns, _) => Grid {
+            x: m.div_ceil(ROW_TILE as usize)
+                .clamp(1, MAX_COLUMN_BLOCKS as usize) as u32,
+            y: 1,
+        },
+        // A warp per row of a CSR walk.
+        (KernelShape::NoAgg | KernelShape::FullAgg { .. }, GpuMain::Csr)
+        | (KernelShape::OuterCellWise | KernelShape::OuterFullAgg, _) => Grid {
+            x: blocks_for(m.saturating_mul(32)),
+            y: 1,
+        },
         // A thread per row.
         _ => Grid {
             x: blocks_for(m),
@@ -66,12 +83,51 @@ pub fn out_len(kernel: &GpuKernel, grid: Grid, m: usize, n: usize, nnz: usize, k
         (KernelShape::RowAgg { .. }, _) => m,
         (KernelShape::ColAgg { .. }, _) => 2 * grid.y as usize * n,
         (KernelShape::OuterRight, _) => m * k2,
+        (KernelShape::RowWise { vector: true }, _) => m * n,
+        (KernelShape::RowWise { vector: false }, _) => m,
+        (KernelShape::RowFull, _) => 2 * blocks,
+        (KernelShape::RowColumns, _) => 2 * blocks * n,
+    }
+}
+
+/// Values the call brings back from the device: the output buffer's, or the folded row of a
+/// kernel whose partial rows are folded on the device ([`GpuKernel::folds_columns`]).
+pub fn result_len(kernel: &GpuKernel, out_len: usize, n: usize) -> usize {
+    if kernel.folds_columns() {
+        n
+    } else {
+        out_len
+    }
+}
+
+/// How many partial rows a column-folding kernel leaves.
+pub fn partial_rows(kernel: &GpuKernel, grid: Grid) -> usize {
+    match kernel.shape {
+        KernelShape::ColAgg { .. } => grid.y as usize,
+        _ => grid.x as usize,
     }
 }
 
 /// Whether the output buffer must start zeroed (the kernel adds into it).
 pub fn out_zeroed(kernel: &GpuKernel) -> bool {
     kernel.shape == KernelShape::OuterRight
+}
+
+/// The output buffer of a kernel that is not launched (an empty main input): every partial at
+/// its aggregate's initial value, so folding it gives the aggregate of nothing.
+pub fn initial_output(kernel: &GpuKernel, len: usize) -> Vec<f64> {
+    let init = |agg: AggKind| prep::ext_init(agg);
+    match &kernel.shape {
+        KernelShape::FullAgg { aggs } => {
+            let per = len / (2 * aggs.len().max(1));
+            aggs.iter()
+                .flat_map(|&a| std::iter::repeat_n([init(a), 0.0], per).flatten())
+                .collect()
+        }
+        KernelShape::ColAgg { agg } => vec![init(*agg); len],
+        KernelShape::RowAgg { agg } => vec![init(*agg); len],
+        _ => vec![0.0; len],
+    }
 }
 
 /// Folds `pairs` (value, correction), one per partial, in order.
@@ -90,7 +146,7 @@ pub fn finish(
     kernel: &GpuKernel,
     grid: Grid,
     out: Vec<f64>,
-    (m, n): (usize, usize),
+    _shape: (usize, usize),
     csr: Option<&SparseMatrix>,
     out_shapes: &[(usize, usize)],
 ) -> Result<Vec<Matrix>> {
@@ -106,7 +162,8 @@ pub fn finish(
             (GpuMain::Csr, Some(s)) => {
                 let compacted = prep::compact(s, &out)?;
                 if kernel.transposed {
-                    vec![lafuse_runtime::kernels::transpose(&compacted).map_err(prep::kernel_error)?]
+                    vec![lafuse_runtime::kernels::transpose(&compacted)
+                        .map_err(prep::kernel_error)?]
                 } else {
                     vec![compacted]
                 }
@@ -122,27 +179,15 @@ pub fn finish(
                 Ok(Matrix::scalar(v))
             })
             .collect::<Result<_>>()?,
-        KernelShape::OuterFullAgg => {
+        KernelShape::OuterFullAgg | KernelShape::RowFull => {
             let v = fold_pairs(AggKind::Sum, out.chunks_exact(2).map(|p| (p[0], p[1])));
             vec![Matrix::scalar(v)]
         }
+        KernelShape::RowWise { .. } => vec![dense(shape_of(0), out)?],
         KernelShape::RowAgg { .. } => vec![dense(shape_of(0), out)?],
-        KernelShape::ColAgg { agg } => {
-            let chunks = grid.y as usize;
-            let vals = (0..n)
-                .map(|j| {
-                    fold_pairs(
-                        *agg,
-                        (0..chunks).map(|c| (out[2 * (c * n + j)], out[2 * (c * n + j) + 1])),
-                    )
-                })
-                .collect();
-            vec![dense(shape_of(0), vals)?]
-        }
-        KernelShape::OuterRight => {
-            let _ = m;
-            vec![dense(shape_of(0), out)?]
-        }
+        // Folded on the device: `out` is the output row.
+        KernelShape::ColAgg { .. } | KernelShape::RowColumns => vec![dense(shape_of(0), out)?],
+        KernelShape::OuterRight => vec![dense(shape_of(0), out)?],
     })
 }
 
@@ -162,7 +207,12 @@ mod tests {
 
     #[test]
     fn grids_depend_on_the_shapes_only_and_stay_within_the_limits() {
-        let full = kernel(KernelShape::FullAgg { aggs: vec![AggKind::Sum] }, GpuMain::Dense);
+        let full = kernel(
+            KernelShape::FullAgg {
+                aggs: vec![AggKind::Sum],
+            },
+            GpuMain::Dense,
+        );
         assert_eq!(grid(&full, 1, 1), Grid { x: 1, y: 1 });
         assert_eq!(grid(&full, 0, 0), Grid { x: 1, y: 1 });
         assert_eq!(grid(&full, 100_000, 1_000).x, MAX_BLOCKS);
@@ -186,20 +236,37 @@ mod tests {
         );
         let g = Grid { x: 3, y: 1 };
         // Sums 1, 1e-16, 1e-16 (a naive fold stays at 1); maxima 2, NaN, 5.
-        let out = vec![1.0, 0.0, 1e-16, 0.0, 1e-16, 0.0, 2.0, 0.0, f64::NAN, 0.0, 5.0, 0.0];
+        let out = vec![
+            1.0,
+            0.0,
+            1e-16,
+            0.0,
+            1e-16,
+            0.0,
+            2.0,
+            0.0,
+            f64::NAN,
+            0.0,
+            5.0,
+            0.0,
+        ];
         let r = finish(&full, g, out, (3, 3), None, &[(1, 1), (1, 1)]).unwrap();
         assert_eq!(r[0].as_scalar().unwrap(), 1.0000000000000002);
         assert!(r[1].as_scalar().unwrap().is_nan());
     }
 
     #[test]
-    fn column_partials_fold_per_column_in_chunk_order() {
+    fn column_partials_are_folded_on_the_device_and_only_the_row_comes_back() {
         let col = kernel(KernelShape::ColAgg { agg: AggKind::Min }, GpuMain::Dense);
         let g = Grid { x: 1, y: 2 };
-        // Chunk 0: columns (3, 4); chunk 1: (1, 9).
-        let out = vec![3.0, 0.0, 4.0, 0.0, 1.0, 0.0, 9.0, 0.0];
-        let r = finish(&col, g, out, (4, 2), None, &[(1, 2)]).unwrap();
-        assert_eq!(r[0].to_dense().unwrap().values[..], [1.0, 4.0]);
+        // Two chunks of (value, correction) pairs for two columns on the device...
         assert_eq!(out_len(&col, g, 4, 2, 0, 0), 8);
+        assert_eq!(partial_rows(&col, g), 2);
+        // ...and the folded row back.
+        assert_eq!(result_len(&col, 8, 2), 2);
+        let r = finish(&col, g, vec![1.0, 4.0], (4, 2), None, &[(1, 2)]).unwrap();
+        assert_eq!(r[0].to_dense().unwrap().values[..], [1.0, 4.0]);
+        // An empty main input launches nothing: the aggregate of nothing per column.
+        assert_eq!(initial_output(&col, 2), [f64::INFINITY, f64::INFINITY]);
     }
 }

@@ -1,0 +1,446 @@
+//! The kernel builder every PTX kernel is written with: the kernel's declaration and thread
+//! coordinates, grid-stride and unrolled loops, aggregate accumulators (Kahan sums, the
+//! runtime's min/max), the block's shared-memory tree, and partial pairs.
+
+use super::nvptx::{self, PTX_KERNEL_CC};
+use super::ENTRY;
+use crate::backend::{CodegenError, Internal};
+use crate::native::expr::{ierr, Fx};
+use crate::native::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
+use inkwell::attributes::AttributeLoc;
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::values::{IntValue, PointerValue, VectorValue};
+use inkwell::{AddressSpace, IntPredicate};
+use lafuse_skeletons::gpu::abi::BLOCK_THREADS;
+use lafuse_skeletons::AggKind;
+
+/// The kernel being built: the function, its argument block and the thread's coordinates.
+pub(super) struct Kx<'m, 'c> {
+    pub(super) fx: Fx<'m, 'c>,
+    pub(super) args: PointerValue<'c>,
+    /// Thread index in the block, block index and block count (x), block index and count (y).
+    pub(super) tid: IntValue<'c>,
+    pub(super) bid: IntValue<'c>,
+    pub(super) nb: IntValue<'c>,
+    pub(super) bidy: IntValue<'c>,
+    pub(super) nby: IntValue<'c>,
+    /// The block's shared reduction arrays (sums or extremes, and Kahan corrections), as
+    /// generic pointers to their first element.
+    pub(super) sh_s: PointerValue<'c>,
+    pub(super) sh_c: PointerValue<'c>,
+}
+
+/// An aggregate's per-thread state: value slot, and correction slot for sums.
+#[derive(Clone, Copy)]
+pub(super) struct Acc<'c> {
+    pub(super) agg: AggKind,
+    pub(super) s: PointerValue<'c>,
+    pub(super) c: PointerValue<'c>,
+}
+
+pub(super) fn declare_kernel<'m, 'c>(
+    ctx: &'c Context,
+    module: &'m Module<'c>,
+) -> Result<Kx<'m, 'c>, CodegenError> {
+    declare_named(ctx, module, ENTRY)
+}
+
+pub(super) fn declare_named<'m, 'c>(
+    ctx: &'c Context,
+    module: &'m Module<'c>,
+    name: &str,
+) -> Result<Kx<'m, 'c>, CodegenError> {
+    let fnty = ctx.void_type().fn_type(&[llvm::i8_ptr(ctx).into()], false);
+    let f = module.add_function(name, fnty, None);
+    f.set_call_conventions(PTX_KERNEL_CC);
+    f.add_attribute(AttributeLoc::Function, llvm::enum_attr(ctx, "nounwind"));
+    let fx = Fx::new(ctx, module, f);
+    let args = fx.param(0)?.into_pointer_value();
+    let reg = |name: &str| -> Result<IntValue<'c>, CodegenError> {
+        let v =
+            fx.b.build_call(nvptx::sreg(ctx, module, name), &[], name)
+                .map_err(ierr)?
+                .try_as_basic_value();
+        let inkwell::values::ValueKind::Basic(v) = v else {
+            return Err(CodegenError::Internal(Internal::NoReturnValue {
+                what: "special register",
+            }));
+        };
+        let v = v.into_int_value();
+        fx.b.build_int_z_extend(v, ctx.i64_type(), "r")
+            .map_err(ierr)
+    };
+    let (tid, bid, nb, bidy, nby) = (
+        reg("tid.x")?,
+        reg("ctaid.x")?,
+        reg("nctaid.x")?,
+        reg("ctaid.y")?,
+        reg("nctaid.y")?,
+    );
+    let shared = |name: &str| shared_array(&fx, name, BLOCK_THREADS);
+    let (sh_s, sh_c) = (shared("lafuse_sh_s")?, shared("lafuse_sh_c")?);
+    Ok(Kx {
+        fx,
+        args,
+        tid,
+        bid,
+        nb,
+        bidy,
+        nby,
+        sh_s,
+        sh_c,
+    })
+}
+
+/// A block-shared array of `len` doubles, as a generic pointer to its first element.
+fn shared_array<'c>(
+    fx: &Fx<'_, 'c>,
+    name: &str,
+    len: u32,
+) -> Result<PointerValue<'c>, CodegenError> {
+    let ctx = fx.ctx;
+    let g = nvptx::shared_array(ctx, fx.module, name, len);
+    let first =
+        fx.b.build_pointer_cast(
+            g.as_pointer_value(),
+            ctx.f64_type().ptr_type(nvptx::shared()),
+            "sh",
+        )
+        .map_err(ierr)?;
+    fx.b.build_address_space_cast(first, f64_ptr(ctx), "shg")
+        .map_err(ierr)
+}
+
+impl<'m, 'c> Kx<'m, 'c> {
+    /// Another block-shared array of `len` doubles.
+    pub(super) fn shared(&self, name: &str, len: u32) -> Result<PointerValue<'c>, CodegenError> {
+        shared_array(&self.fx, name, len)
+    }
+
+    pub(super) fn field(
+        &self,
+        off: usize,
+        ty: inkwell::types::PointerType<'c>,
+    ) -> Result<inkwell::values::BasicValueEnum<'c>, CodegenError> {
+        llvm::load_field(self.fx.ctx, &self.fx.b, self.args, off, ty)
+    }
+
+    pub(super) fn i64_field(&self, off: usize) -> Result<IntValue<'c>, CodegenError> {
+        let t = self.fx.ctx.i64_type().ptr_type(AddressSpace::default());
+        Ok(self.field(off, t)?.into_int_value())
+    }
+
+    pub(super) fn ptr_field(&self, off: usize) -> Result<PointerValue<'c>, CodegenError> {
+        let t = f64_ptr(self.fx.ctx).ptr_type(AddressSpace::default());
+        Ok(self.field(off, t)?.into_pointer_value())
+    }
+
+    pub(super) fn threads(&self) -> IntValue<'c> {
+        self.fx.i64c(u64::from(BLOCK_THREADS))
+    }
+
+    /// `for (x = lo; x < hi; x += step) body(x)` with a step known at run time only.
+    pub(super) fn for_stride(
+        &mut self,
+        lo: IntValue<'c>,
+        hi: IntValue<'c>,
+        step: IntValue<'c>,
+        body: &mut dyn FnMut(&mut Self, IntValue<'c>) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let ctx = self.fx.ctx;
+        let iv = self.fx.slot(ctx.i64_type().into())?;
+        self.fx.store(iv, lo)?;
+        let head = ctx.append_basic_block(self.fx.func, "head");
+        let bodyb = ctx.append_basic_block(self.fx.func, "body");
+        let exit = ctx.append_basic_block(self.fx.func, "exit");
+        self.fx.b.build_unconditional_branch(head).map_err(ierr)?;
+        self.fx.b.position_at_end(head);
+        let x = self.fx.load_i64(iv)?;
+        let c = self
+            .fx
+            .b
+            .build_int_compare(IntPredicate::ULT, x, hi, "c")
+            .map_err(ierr)?;
+        self.fx
+            .b
+            .build_conditional_branch(c, bodyb, exit)
+            .map_err(ierr)?;
+        self.fx.b.position_at_end(bodyb);
+        body(self, x)?;
+        let next = self.fx.add(x, step)?;
+        self.fx.store(iv, next)?;
+        self.fx.b.build_unconditional_branch(head).map_err(ierr)?;
+        self.fx.b.position_at_end(exit);
+        Ok(())
+    }
+
+    /// `if (cond) body()`.
+    pub(super) fn when(
+        &mut self,
+        cond: IntValue<'c>,
+        body: &mut dyn FnMut(&mut Self) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let ctx = self.fx.ctx;
+        let then = ctx.append_basic_block(self.fx.func, "then");
+        let done = ctx.append_basic_block(self.fx.func, "done");
+        self.fx
+            .b
+            .build_conditional_branch(cond, then, done)
+            .map_err(ierr)?;
+        self.fx.b.position_at_end(then);
+        body(self)?;
+        self.fx.b.build_unconditional_branch(done).map_err(ierr)?;
+        self.fx.b.position_at_end(done);
+        Ok(())
+    }
+
+    pub(super) fn ult(
+        &self,
+        a: IntValue<'c>,
+        b: IntValue<'c>,
+    ) -> Result<IntValue<'c>, CodegenError> {
+        self.fx
+            .b
+            .build_int_compare(IntPredicate::ULT, a, b, "lt")
+            .map_err(ierr)
+    }
+
+    pub(super) fn barrier(&self) -> Result<(), CodegenError> {
+        let f = nvptx::barrier(self.fx.ctx, self.fx.module);
+        self.fx.b.build_call(f, &[], "").map_err(ierr)?;
+        Ok(())
+    }
+
+    /// Fresh accumulator slots for `agg`, at its initial value.
+    pub(super) fn acc(&self, agg: AggKind) -> Result<Acc<'c>, CodegenError> {
+        let ty = self.fx.vty(1).into();
+        let a = Acc {
+            agg,
+            s: self.fx.slot(ty)?,
+            c: self.fx.slot(ty)?,
+        };
+        self.reset(a)?;
+        Ok(a)
+    }
+
+    pub(super) fn reset(&self, a: Acc<'c>) -> Result<(), CodegenError> {
+        self.fx
+            .store(a.s, self.fx.splat_const(init_value(a.agg), 1))?;
+        self.fx.store(a.c, self.fx.splat_const(0.0, 1))
+    }
+
+    /// Folds the body's value `v` into `a` (a Kahan sum, the square's for `SumSq`, or the
+    /// runtime's min/max step).
+    pub(super) fn fold(&self, a: Acc<'c>, v: VectorValue<'c>) -> Result<(), CodegenError> {
+        let fx = &self.fx;
+        match a.agg {
+            AggKind::Min | AggKind::Max => {
+                let cur = fx.load_v(a.s)?;
+                fx.store(a.s, pick(fx, a.agg, cur, v)?)
+            }
+            AggKind::SumSq => fx.kahan_add(a.s, a.c, fx.fmul(v, v)?),
+            AggKind::Sum => fx.kahan_add(a.s, a.c, v),
+        }
+    }
+
+    /// Folds the block's accumulators `a` into thread 0's in a fixed tree over the shared
+    /// arrays, then runs `finish` on thread 0 with the block's value and correction. Every
+    /// thread of the block must reach this call.
+    pub(super) fn block_reduce(
+        &mut self,
+        a: Acc<'c>,
+        finish: &mut dyn FnMut(
+            &mut Self,
+            VectorValue<'c>,
+            VectorValue<'c>,
+        ) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let (sh_s, sh_c, tid) = (self.sh_s, self.sh_c, self.tid);
+        store_vec(&self.fx.b, sh_s, tid, self.fx.load_v(a.s)?)?;
+        store_vec(&self.fx.b, sh_c, tid, self.fx.load_v(a.c)?)?;
+        self.barrier()?;
+        let mut stride = BLOCK_THREADS / 2;
+        while stride >= 1 {
+            let st = self.fx.i64c(u64::from(stride));
+            let active = self.ult(tid, st)?;
+            self.when(active, &mut |k| {
+                let fx = &k.fx;
+                let other = fx.add(tid, st)?;
+                let (os, oc) = (
+                    load_vec(&fx.b, fx.vty(1), sh_s, other)?,
+                    load_vec(&fx.b, fx.vty(1), sh_c, other)?,
+                );
+                let (ms, mc) = (
+                    load_vec(&fx.b, fx.vty(1), sh_s, tid)?,
+                    load_vec(&fx.b, fx.vty(1), sh_c, tid)?,
+                );
+                match a.agg {
+                    AggKind::Min | AggKind::Max => {
+                        store_vec(&fx.b, sh_s, tid, pick(fx, a.agg, ms, os)?)?;
+                    }
+                    AggKind::Sum | AggKind::SumSq => {
+                        // Kahan::merge: add the other sum, then its negated correction.
+                        fx.store(a.s, ms)?;
+                        fx.store(a.c, mc)?;
+                        fx.kahan_add(a.s, a.c, os)?;
+                        let neg = fx.b.build_float_neg(oc, "n").map_err(ierr)?;
+                        fx.kahan_add(a.s, a.c, neg)?;
+                        store_vec(&fx.b, sh_s, tid, fx.load_v(a.s)?)?;
+                        store_vec(&fx.b, sh_c, tid, fx.load_v(a.c)?)?;
+                    }
+                }
+                Ok(())
+            })?;
+            self.barrier()?;
+            stride /= 2;
+        }
+        let first = self
+            .fx
+            .b
+            .build_int_compare(IntPredicate::EQ, tid, self.fx.i64c(0), "t0")
+            .map_err(ierr)?;
+        self.when(first, &mut |k| {
+            let s = load_vec(&k.fx.b, k.fx.vty(1), sh_s, k.fx.i64c(0))?;
+            let c = load_vec(&k.fx.b, k.fx.vty(1), sh_c, k.fx.i64c(0))?;
+            finish(k, s, c)
+        })?;
+        // The arrays are reused by the next reduction only after thread 0 has read them.
+        self.barrier()
+    }
+
+    /// Writes a (value, correction) partial pair at `out[2 * slot]`.
+    pub(super) fn write_pair(
+        &self,
+        out: PointerValue<'c>,
+        slot: IntValue<'c>,
+        s: VectorValue<'c>,
+        c: VectorValue<'c>,
+    ) -> Result<(), CodegenError> {
+        let fx = &self.fx;
+        let at = fx.mul(slot, fx.i64c(2))?;
+        store_vec(&fx.b, out, at, s)?;
+        store_vec(&fx.b, out, fx.add(at, fx.i64c(1))?, c)
+    }
+
+    /// The CSR main input's non-zeros `[p0, p1)` of row `i`.
+    pub(super) fn csr_row(
+        &self,
+        rp: PointerValue<'c>,
+        i: IntValue<'c>,
+    ) -> Result<(IntValue<'c>, IntValue<'c>), CodegenError> {
+        let fx = &self.fx;
+        let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();
+        let p1 = load(&fx.b, gep(&fx.b, rp, fx.add(i, fx.i64c(1))?)?)?.into_int_value();
+        Ok((p0, p1))
+    }
+}
+
+fn init_value(agg: AggKind) -> f64 {
+    match agg {
+        AggKind::Min => f64::INFINITY,
+        AggKind::Max => f64::NEG_INFINITY,
+        AggKind::Sum | AggKind::SumSq => 0.0,
+    }
+}
+
+/// The runtime's min/max step: NaN wins, else the strictly better value.
+pub(super) fn pick<'c>(
+    fx: &Fx<'_, 'c>,
+    agg: AggKind,
+    acc: VectorValue<'c>,
+    x: VectorValue<'c>,
+) -> Result<VectorValue<'c>, CodegenError> {
+    crate::native::cell::pick(fx, agg, acc, x)
+}
+
+/// What an [`unrolled`] loop evaluates at one iteration: the values its fold takes.
+pub(super) type Eval<'f, 'c> =
+    dyn FnMut(&mut Kx<'_, 'c>, IntValue<'c>) -> Result<Vec<VectorValue<'c>>, CodegenError> + 'f;
+/// How an [`unrolled`] loop folds one iteration's values.
+pub(super) type Consume<'f, 'c> =
+    dyn FnMut(&mut Kx<'_, 'c>, Vec<VectorValue<'c>>) -> Result<(), CodegenError> + 'f;
+
+/// Iterations an [`unrolled`] loop evaluates before it folds: that many loads in flight per
+/// thread instead of one (a GPU thread issues in order, so a fold waiting on its load would
+/// hold back the next iteration's).
+const UNROLL: u64 = 8;
+
+/// `for (j = start; j < n; j += stride)`, unrolled: `eval` gives the values at `j` (its loads),
+/// `consume` folds them; in the unrolled part the evaluations of `UNROLL` iterations come
+/// first, then their folds in order, so the result is the plain loop's.
+pub(super) fn unrolled<'c>(
+    k: &mut Kx<'_, 'c>,
+    start: IntValue<'c>,
+    n: IntValue<'c>,
+    stride: u64,
+    eval: &mut Eval<'_, 'c>,
+    consume: &mut Consume<'_, 'c>,
+) -> Result<(), CodegenError> {
+    let ctx = k.fx.ctx;
+    let span = stride * (UNROLL - 1);
+    // j + span < n, without underflow: j < n - span where n > span.
+    let big =
+        k.fx.b
+            .build_int_compare(IntPredicate::UGT, n, k.fx.i64c(span), "big")
+            .map_err(ierr)?;
+    let limit =
+        k.fx.b
+            .build_select(big, k.fx.sub(n, k.fx.i64c(span))?, k.fx.i64c(0), "lim")
+            .map_err(ierr)?
+            .into_int_value();
+    let iv = k.fx.slot(ctx.i64_type().into())?;
+    k.fx.store(iv, start)?;
+    let mut stepped =
+        |k: &mut Kx<'_, 'c>, hi: IntValue<'c>, unroll: u64| -> Result<(), CodegenError> {
+            let head = ctx.append_basic_block(k.fx.func, "lhead");
+            let body = ctx.append_basic_block(k.fx.func, "lbody");
+            let exit = ctx.append_basic_block(k.fx.func, "lexit");
+            k.fx.b.build_unconditional_branch(head).map_err(ierr)?;
+            k.fx.b.position_at_end(head);
+            let j = k.fx.load_i64(iv)?;
+            let c = k.ult(j, hi)?;
+            k.fx.b
+                .build_conditional_branch(c, body, exit)
+                .map_err(ierr)?;
+            k.fx.b.position_at_end(body);
+            let mut all = Vec::new();
+            for u in 0..unroll {
+                let ju = k.fx.add(j, k.fx.i64c(stride * u))?;
+                all.push(eval(k, ju)?);
+            }
+            for vs in all {
+                consume(k, vs)?;
+            }
+            k.fx.store(iv, k.fx.add(j, k.fx.i64c(stride * unroll))?)?;
+            k.fx.b.build_unconditional_branch(head).map_err(ierr)?;
+            k.fx.b.position_at_end(exit);
+            Ok(())
+        };
+    stepped(k, limit, UNROLL)?;
+    stepped(k, n, 1)
+}
+
+/// How a CSR walk maps threads to rows: the first row, the row step, the first non-zero of a
+/// row and the non-zero step: a warp per row (`per_warp`, its lanes strided over the row's
+/// non-zeros, reads coalesced), else a thread per row.
+pub(super) fn rows_of<'c>(
+    k: &Kx<'_, 'c>,
+    gtid: IntValue<'c>,
+    gstride: IntValue<'c>,
+    per_warp: bool,
+) -> Result<(IntValue<'c>, IntValue<'c>, IntValue<'c>, IntValue<'c>), CodegenError> {
+    let fx = &k.fx;
+    if !per_warp {
+        return Ok((gtid, gstride, fx.i64c(0), fx.i64c(1)));
+    }
+    let five = fx.i64c(5);
+    Ok((
+        fx.b.build_right_shift(gtid, five, false, "wrow")
+            .map_err(ierr)?,
+        fx.b.build_right_shift(gstride, five, false, "wstep")
+            .map_err(ierr)?,
+        fx.b.build_and(gtid, fx.i64c(31), "lane").map_err(ierr)?,
+        fx.i64c(32),
+    ))
+}

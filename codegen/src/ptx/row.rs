@@ -1,0 +1,643 @@
+//! The PTX kernel of Row plans: a warp per row of the main input, blocks of
+//! [`ROW_TILE`] rows (one per warp) in a grid-stride walk.
+//!
+//! A row's vectors are never materialized: each element-wise vector node is evaluated at the
+//! column where its reader needs it (the native backend's `Body`, one lane wide), and each row
+//! aggregate (`rowSums`, `rowMaxs`, `X[i,] %*% v`, ...) is a pass of the warp over the row's
+//! columns, lane-strided so reads coalesce, folded per lane (Kahan sums) and reduced across the
+//! warp by shuffles in a fixed tree. Aggregates that read other aggregates run in later passes
+//! ("levels"). Outputs:
+//!
+//! * row-wise: the warp writes its row of the output (or lane 0 its value);
+//! * summed into one value: per-thread Kahan sums, then the block's tree, one partial per block;
+//! * summed into one output row (`colSums(f(X))`, `t(X) %*% s`): the warps put their rows'
+//!   aggregates in shared memory, then the block walks the columns, each thread owning its
+//!   columns of the block's partial row, adding the tile's rows in order.
+//!
+//! What this does not generate (the operator then runs on the CPU): products with a matrix of
+//! more than one column (`vect_matmult` of a `k`-column matrix is one dot product here; the
+//! caller checks the column count), `cbind`, outer products of two vectors, row types whose
+//! output is not `n` wide.
+
+use super::kx::{declare_kernel, pick, unrolled, Acc, Kx};
+use crate::backend::{CodegenError, Internal, Unsupported};
+use crate::native::expr::{ierr, load_inputs, At, Body, Fx};
+use crate::native::llvm::{load_vec, store_vec};
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::values::{IntValue, VectorValue};
+use inkwell::IntPredicate;
+use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, InputKind, RowType};
+use lafuse_compiler::hops::{AggOp, Literal};
+use lafuse_skeletons::abi::{DenseView, KernelArgs};
+use lafuse_skeletons::gpu::abi::{GpuKernel, GpuMain, KernelShape, ROW_TILE};
+use lafuse_skeletons::{AggKind, InputUse};
+use std::collections::HashMap;
+use std::mem::offset_of;
+
+/// Row aggregates one kernel may keep per row (shared memory per tile row).
+const MAX_ROW_AGGREGATES: u32 = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cls {
+    /// One value per row.
+    Scalar,
+    /// `n` values per row (the main input's columns).
+    Vector,
+    /// A whole matrix (the right side of `vect_matmult`).
+    Whole,
+    /// `t(a) %*% b` of a vector and a scalar: the output row.
+    Product,
+}
+
+fn unsupported<T>(what: &'static str) -> Result<T, CodegenError> {
+    Err(CodegenError::Unsupported(Unsupported::Construct(what)))
+}
+
+/// A row aggregate computed by a pass over the row.
+#[derive(Clone, Copy, Debug)]
+enum Pass {
+    /// `rowSums`/`rowMins`/`rowMaxs`/`rowMeans` of a vector (`sq`: of its squares).
+    Agg { f: AggOp, x: CNodeId, sq: bool },
+    /// `x %*% B` with `B` one column: `sum_j x_j * B[j]`.
+    Dot { x: CNodeId, b: usize },
+}
+
+struct Analysis {
+    classes: Vec<Cls>,
+    uses: Vec<InputUse>,
+    /// The passes in the order they run, with their nodes and levels.
+    passes: Vec<(CNodeId, Pass, u32)>,
+    levels: u32,
+}
+
+fn analyze(plan: &CPlan, row_type: RowType) -> Result<Analysis, CodegenError> {
+    let nodes = &plan.nodes;
+    let out = *plan
+        .outputs
+        .first()
+        .ok_or(CodegenError::Internal(Internal::MalformedPlan(
+            "a row operator has one output",
+        )))?;
+    for (i, n) in nodes.iter().enumerate() {
+        if n.operands().iter().any(|&o| o >= i) {
+            return Err(CodegenError::Internal(Internal::LaterOperand { node: i }));
+        }
+    }
+    let mut uses = vec![InputUse::Unused; plan.inputs.len()];
+    let mut classes = vec![Cls::Scalar; nodes.len()];
+    let mut level = vec![0u32; nodes.len()];
+    let mut passes = Vec::new();
+    let mut set = |k: usize, u: InputUse| -> Result<(), CodegenError> {
+        match uses.get(k) {
+            None => Err(CodegenError::Internal(Internal::InputOutsidePlan {
+                input: k,
+            })),
+            Some(&InputUse::Unused) => {
+                uses[k] = u;
+                Ok(())
+            }
+            Some(&x) if x == u => Ok(()),
+            Some(_) => unsupported("a GPU row operator reading one input in two ways"),
+        }
+    };
+    for (i, node) in nodes.iter().enumerate() {
+        let cls = |o: CNodeId| classes[o];
+        let lvl = node.operands().iter().map(|&o| level[o]).max().unwrap_or(0);
+        classes[i] = match node {
+            CNode::Data { input, access } => {
+                let scalar = plan.inputs.get(*input) == Some(&InputKind::Scalar);
+                match access {
+                    Access::Main if *input == 0 => {
+                        set(0, InputUse::Main)?;
+                        Cls::Vector
+                    }
+                    _ if *input == 0 => {
+                        return unsupported("the main input read other than as its rows")
+                    }
+                    _ if scalar || *access == Access::Scalar => {
+                        set(*input, InputUse::Scalar)?;
+                        Cls::Scalar
+                    }
+                    Access::Aligned => {
+                        set(*input, InputUse::Aligned)?;
+                        Cls::Vector
+                    }
+                    Access::RowVector => {
+                        set(*input, InputUse::RowVector)?;
+                        Cls::Vector
+                    }
+                    Access::ColVector => {
+                        set(*input, InputUse::ColVector)?;
+                        Cls::Scalar
+                    }
+                    // n×1, read at (j, 0).
+                    Access::Whole => {
+                        set(*input, InputUse::ColVectorT)?;
+                        Cls::Whole
+                    }
+                    _ => return unsupported("an input access a GPU row operator does not read"),
+                }
+            }
+            CNode::Literal { value } => {
+                if let Literal::Str(_) = value {
+                    return unsupported("a string literal in a body");
+                }
+                Cls::Scalar
+            }
+            n if n.is_elementwise() => {
+                let mut c = Cls::Scalar;
+                for o in n.operands() {
+                    match cls(o) {
+                        Cls::Scalar => {}
+                        Cls::Vector => c = Cls::Vector,
+                        _ => return unsupported("a matrix or product used element-wise"),
+                    }
+                }
+                c
+            }
+            CNode::RowAgg { x, .. } | CNode::RowSumSq { x } if cls(*x) == Cls::Vector => {
+                let (f, sq) = match node {
+                    CNode::RowAgg { f, .. } => (*f, false),
+                    _ => (AggOp::Sum, true),
+                };
+                if !matches!(f, AggOp::Sum | AggOp::Mean | AggOp::Min | AggOp::Max) {
+                    return unsupported(
+                        "a row aggregate other than sum, mean, min and max on the GPU",
+                    );
+                }
+                level[i] = lvl + 1;
+                passes.push((i, Pass::Agg { f, x: *x, sq }, lvl + 1));
+                Cls::Scalar
+            }
+            CNode::RowAgg { .. } | CNode::RowSumSq { .. } => {
+                return unsupported("a row aggregate of a scalar on the GPU")
+            }
+            CNode::VectMatMult { a, b } if cls(*a) == Cls::Vector && cls(*b) == Cls::Whole => {
+                let CNode::Data { input, .. } = nodes[*b] else {
+                    return unsupported("a row-times-matrix product of a computed matrix");
+                };
+                level[i] = lvl + 1;
+                passes.push((i, Pass::Dot { x: *a, b: input }, lvl + 1));
+                Cls::Scalar
+            }
+            CNode::OuterMultAdd { a, b }
+                if i == out
+                    && row_type == RowType::ColAggT
+                    && matches!(
+                        (cls(*a), cls(*b)),
+                        (Cls::Vector, Cls::Scalar) | (Cls::Scalar, Cls::Vector)
+                    ) =>
+            {
+                Cls::Product
+            }
+            _ => return unsupported("a row-plan node the GPU row kernel does not generate"),
+        };
+        if level[i] == 0 {
+            level[i] = lvl;
+        }
+    }
+    let ok = matches!(
+        (row_type, classes[out]),
+        (RowType::NoAgg | RowType::RowAgg, Cls::Scalar | Cls::Vector)
+            | (RowType::FullAgg, Cls::Scalar | Cls::Vector)
+            | (RowType::ColAgg, Cls::Vector)
+            | (RowType::ColAggT, Cls::Product)
+    );
+    if !ok {
+        return unsupported("a row type the GPU row kernel does not generate");
+    }
+    if passes.len() > MAX_ROW_AGGREGATES as usize {
+        return unsupported("more row aggregates than a GPU row kernel keeps");
+    }
+    passes.sort_by_key(|&(n, _, l)| (l, n));
+    let levels = passes.iter().map(|p| p.2).max().unwrap_or(0);
+    Ok(Analysis {
+        classes,
+        uses,
+        passes,
+        levels,
+    })
+}
+
+/// Emits the Row kernel of `plan` into `module`.
+pub(crate) fn emit<'c>(
+    ctx: &'c Context,
+    module: &Module<'c>,
+    plan: &CPlan,
+    row_type: RowType,
+) -> Result<GpuKernel, CodegenError> {
+    let a = analyze(plan, row_type)?;
+    let out_node = plan.outputs[0];
+    let shape = match row_type {
+        RowType::NoAgg | RowType::RowAgg => KernelShape::RowWise {
+            vector: a.classes[out_node] == Cls::Vector,
+        },
+        RowType::FullAgg => KernelShape::RowFull,
+        _ => KernelShape::RowColumns,
+    };
+    let kernel = GpuKernel {
+        shape: shape.clone(),
+        main: GpuMain::Dense,
+        uses: a.uses.clone(),
+        transposed: false,
+    };
+    let mut k = declare_kernel(ctx, module)?;
+    let used: Vec<bool> = a
+        .uses
+        .iter()
+        .map(|u| !matches!(u, InputUse::Unused | InputUse::Main))
+        .collect();
+    let ins = load_inputs(&k.fx, k.args, &used)?;
+    let out = k.ptr_field(offset_of!(KernelArgs, out))?;
+    let rows = k.i64_field(offset_of!(KernelArgs, rows))?;
+    let cols = k.i64_field(offset_of!(KernelArgs, cols))?;
+    let main = k.ptr_field(offset_of!(KernelArgs, main) + offset_of!(DenseView, data))?;
+    let (tid, bid, nb) = (k.tid, k.bid, k.nb);
+    let fx = &k.fx;
+    let lane = fx.b.build_and(tid, fx.i64c(31), "lane").map_err(ierr)?;
+    let warp =
+        fx.b.build_right_shift(tid, fx.i64c(5), false, "warp")
+            .map_err(ierr)?;
+    let tile = fx.i64c(u64::from(ROW_TILE));
+    let threads = k.threads();
+    let sh_rows = k.shared("lafuse_sh_rows", ROW_TILE * MAX_ROW_AGGREGATES)?;
+    // Per-thread sums of a full aggregate; the block's partial row of a column sum starts at 0
+    // (each thread zeroes the columns it owns).
+    let full = k.acc(AggKind::Sum)?;
+    if shape == KernelShape::RowColumns {
+        k.for_stride(tid, cols, threads, &mut |k, j| {
+            let slot = k.fx.add(k.fx.mul(bid, cols)?, j)?;
+            let z = k.fx.splat_const(0.0, 1);
+            k.write_pair(out, slot, z, z)
+        })?;
+    }
+    let tiles =
+        k.fx.b
+            .build_int_unsigned_div(
+                k.fx.sub(k.fx.add(rows, tile)?, k.fx.i64c(1))?,
+                tile,
+                "tiles",
+            )
+            .map_err(ierr)?;
+    let mains = |k: &Kx<'_, 'c>,
+                 i: IntValue<'c>,
+                 j: IntValue<'c>|
+     -> Result<VectorValue<'c>, CodegenError> {
+        let idx = k.fx.add(k.fx.mul(i, cols)?, j)?;
+        load_vec(&k.fx.b, k.fx.vty(1), main, idx)
+    };
+    let ncols_f =
+        k.fx.b
+            .build_unsigned_int_to_float(cols, ctx.f64_type(), "n")
+            .map_err(ierr)?;
+    let ncols_v = k.fx.splat(ncols_f, 1)?;
+    k.for_stride(bid, tiles, nb, &mut |k, t| {
+        let i = k.fx.add(k.fx.mul(t, tile)?, warp)?;
+        let valid = k.ult(i, rows)?;
+        // The warp's row: its aggregates level by level, then its share of the output.
+        k.when(valid, &mut |k| {
+            let mut given: HashMap<CNodeId, VectorValue<'c>> = HashMap::new();
+            for level in 1..=a.levels {
+                let here: Vec<(CNodeId, Pass)> = a
+                    .passes
+                    .iter()
+                    .filter(|p| p.2 == level)
+                    .map(|p| (p.0, p.1))
+                    .collect();
+                let accs: Vec<Acc<'c>> = here
+                    .iter()
+                    .map(|(_, p)| {
+                        k.acc(match p {
+                            Pass::Agg { f: AggOp::Min, .. } => AggKind::Min,
+                            Pass::Agg { f: AggOp::Max, .. } => AggKind::Max,
+                            Pass::Agg { sq: true, .. } => AggKind::SumSq,
+                            _ => AggKind::Sum,
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
+                let g = given.clone();
+                unrolled(
+                    k,
+                    lane,
+                    cols,
+                    32,
+                    &mut |k, j| {
+                        let m = mains(k, i, j)?;
+                        let mut body = Body::new(
+                            plan,
+                            &ins,
+                            At {
+                                i,
+                                j,
+                                w: 1,
+                                main: m,
+                            },
+                        );
+                        body.given = g.clone();
+                        here.iter()
+                            .map(|&(_, p)| match p {
+                                Pass::Agg { x, .. } => body.emit(&k.fx, x, false),
+                                Pass::Dot { x, b } => {
+                                    let (bp, bc) = ins.get(b)?;
+                                    let bv = load_vec(&k.fx.b, k.fx.vty(1), bp, k.fx.mul(j, bc)?)?;
+                                    k.fx.fmul(body.emit(&k.fx, x, false)?, bv)
+                                }
+                            })
+                            .collect()
+                    },
+                    &mut |k, vs| {
+                        for (&acc, v) in accs.iter().zip(vs) {
+                            k.fold(acc, v)?;
+                        }
+                        Ok(())
+                    },
+                )?;
+                for (&(node, p), &acc) in here.iter().zip(&accs) {
+                    let v = warp_reduce(k, acc)?;
+                    let v = match p {
+                        Pass::Agg { f: AggOp::Mean, .. } => k.fx.fdiv(v, ncols_v)?,
+                        _ => v,
+                    };
+                    given.insert(node, v);
+                }
+            }
+            let first =
+                k.fx.b
+                    .build_int_compare(IntPredicate::EQ, lane, k.fx.i64c(0), "l0")
+                    .map_err(ierr)?;
+            match (&shape, a.classes[out_node]) {
+                (KernelShape::RowWise { vector: true }, _)
+                | (KernelShape::RowFull, Cls::Vector) => {
+                    let g = given.clone();
+                    let to_out = shape != KernelShape::RowFull;
+                    unrolled(
+                        k,
+                        lane,
+                        cols,
+                        32,
+                        &mut |k, j| {
+                            let m = mains(k, i, j)?;
+                            let mut body = Body::new(
+                                plan,
+                                &ins,
+                                At {
+                                    i,
+                                    j,
+                                    w: 1,
+                                    main: m,
+                                },
+                            );
+                            body.given = g.clone();
+                            let v = body.emit(&k.fx, out_node, false)?;
+                            if to_out {
+                                store_vec(&k.fx.b, out, k.fx.add(k.fx.mul(i, cols)?, j)?, v)?;
+                                return Ok(vec![]);
+                            }
+                            Ok(vec![v])
+                        },
+                        &mut |k, vs| {
+                            for v in vs {
+                                k.fold(full, v)?;
+                            }
+                            Ok(())
+                        },
+                    )?;
+                }
+                (KernelShape::RowWise { vector: false } | KernelShape::RowFull, _) => {
+                    let g = given.clone();
+                    let to_out = shape != KernelShape::RowFull;
+                    k.when(first, &mut |k| {
+                        // A scalar output reads no column: column 0's main value is never
+                        // used, but `At` needs one.
+                        let z = k.fx.splat_const(0.0, 1);
+                        let mut body = Body::new(
+                            plan,
+                            &ins,
+                            At {
+                                i,
+                                j: k.fx.i64c(0),
+                                w: 1,
+                                main: z,
+                            },
+                        );
+                        body.given = g.clone();
+                        let v = body.emit(&k.fx, out_node, false)?;
+                        if to_out {
+                            store_vec(&k.fx.b, out, i, v)
+                        } else {
+                            k.fold(full, v)
+                        }
+                    })?;
+                }
+                (KernelShape::RowColumns, _) => {
+                    // The tile row's aggregates for the block's column walk.
+                    let g = given.clone();
+                    k.when(first, &mut |k| {
+                        for (s, (node, _, _)) in a.passes.iter().enumerate() {
+                            let at = k.fx.add(
+                                k.fx.mul(warp, k.fx.i64c(u64::from(MAX_ROW_AGGREGATES)))?,
+                                k.fx.i64c(s as u64),
+                            )?;
+                            store_vec(&k.fx.b, sh_rows, at, g[node])?;
+                        }
+                        Ok(())
+                    })?;
+                }
+                _ => {
+                    return Err(CodegenError::Internal(Internal::MalformedPlan(
+                        "a row kernel shape without its output",
+                    )))
+                }
+            }
+            Ok(())
+        })?;
+        if shape == KernelShape::RowColumns {
+            k.barrier()?;
+            let t0 = k.fx.mul(t, tile)?;
+            k.for_stride(tid, cols, threads, &mut |k, j| {
+                let slot = k.fx.add(k.fx.mul(bid, cols)?, j)?;
+                let at = k.fx.mul(slot, k.fx.i64c(2))?;
+                let acc = k.acc(AggKind::Sum)?;
+                k.fx.store(acc.s, load_vec(&k.fx.b, k.fx.vty(1), out, at)?)?;
+                k.fx.store(
+                    acc.c,
+                    load_vec(&k.fx.b, k.fx.vty(1), out, k.fx.add(at, k.fx.i64c(1))?)?,
+                )?;
+                // Row r's term at column j.
+                let term = |k: &Kx<'_, 'c>, r: u64| -> Result<VectorValue<'c>, CodegenError> {
+                    let ir = k.fx.add(t0, k.fx.i64c(r))?;
+                    let mut given = HashMap::new();
+                    for (s, (node, _, _)) in a.passes.iter().enumerate() {
+                        let idx = k.fx.i64c(r * u64::from(MAX_ROW_AGGREGATES) + s as u64);
+                        given.insert(*node, load_vec(&k.fx.b, k.fx.vty(1), sh_rows, idx)?);
+                    }
+                    let m = mains(k, ir, j)?;
+                    let mut body = Body::new(
+                        plan,
+                        &ins,
+                        At {
+                            i: ir,
+                            j,
+                            w: 1,
+                            main: m,
+                        },
+                    );
+                    body.given = given;
+                    match &plan.nodes[out_node] {
+                        CNode::OuterMultAdd { a: x, b: y } => {
+                            let x = body.emit(&k.fx, *x, false)?;
+                            let y = body.emit(&k.fx, *y, false)?;
+                            k.fx.fmul(x, y)
+                        }
+                        _ => body.emit(&k.fx, out_node, false),
+                    }
+                };
+                // A whole tile (the common case): every row's read first, so they are in
+                // flight together, then the folds in row order. A last, partial tile guards
+                // each row.
+                let whole =
+                    k.fx.b
+                        .build_int_compare(IntPredicate::ULE, k.fx.add(t0, tile)?, rows, "whole")
+                        .map_err(ierr)?;
+                let (then, other, done) = (
+                    ctx.append_basic_block(k.fx.func, "tile"),
+                    ctx.append_basic_block(k.fx.func, "partial"),
+                    ctx.append_basic_block(k.fx.func, "folded"),
+                );
+                k.fx.b
+                    .build_conditional_branch(whole, then, other)
+                    .map_err(ierr)?;
+                k.fx.b.position_at_end(then);
+                let terms: Vec<VectorValue<'c>> = (0..u64::from(ROW_TILE))
+                    .map(|r| term(k, r))
+                    .collect::<Result<_, _>>()?;
+                for v in terms {
+                    k.fold(acc, v)?;
+                }
+                k.fx.b.build_unconditional_branch(done).map_err(ierr)?;
+                k.fx.b.position_at_end(other);
+                for r in 0..u64::from(ROW_TILE) {
+                    let ir = k.fx.add(t0, k.fx.i64c(r))?;
+                    let inside = k.ult(ir, rows)?;
+                    k.when(inside, &mut |k| {
+                        let v = term(k, r)?;
+                        k.fold(acc, v)
+                    })?;
+                }
+                k.fx.b.build_unconditional_branch(done).map_err(ierr)?;
+                k.fx.b.position_at_end(done);
+                k.write_pair(out, slot, k.fx.load_v(acc.s)?, k.fx.load_v(acc.c)?)
+            })?;
+            // The shared aggregates are rewritten by the next tile only after every thread
+            // has read them.
+            k.barrier()?;
+        }
+        Ok(())
+    })?;
+    if shape == KernelShape::RowFull {
+        k.block_reduce(full, &mut |k, s, c| k.write_pair(out, bid, s, c))?;
+    }
+    k.fx.b.build_return(None).map_err(ierr)?;
+    if shape == KernelShape::RowColumns {
+        super::fold::emit_fold_columns(ctx, module, AggKind::Sum)?;
+    }
+    Ok(kernel)
+}
+
+/// `x` of the lane `offset` lanes up (`shfl.sync.down`; the top lanes get their own), as two
+/// 32-bit shuffles of the double's halves.
+fn shfl_down<'c>(
+    k: &Kx<'_, 'c>,
+    x: VectorValue<'c>,
+    offset: u32,
+    idx: bool,
+) -> Result<VectorValue<'c>, CodegenError> {
+    let fx: &Fx<'_, 'c> = &k.fx;
+    let ctx = fx.ctx;
+    let (i32t, i64t) = (ctx.i32_type(), ctx.i64_type());
+    let name = if idx {
+        "llvm.nvvm.shfl.sync.idx.i32"
+    } else {
+        "llvm.nvvm.shfl.sync.down.i32"
+    };
+    let f = match fx.module.get_function(name) {
+        Some(f) => f,
+        None => fx.module.add_function(
+            name,
+            i32t.fn_type(&[i32t.into(), i32t.into(), i32t.into(), i32t.into()], false),
+            None,
+        ),
+    };
+    let d =
+        fx.b.build_extract_element(x, fx.i64c(0), "d")
+            .map_err(ierr)?;
+    let bits =
+        fx.b.build_bit_cast(d, i64t, "bits")
+            .map_err(ierr)?
+            .into_int_value();
+    let lo = fx.b.build_int_truncate(bits, i32t, "lo").map_err(ierr)?;
+    let hi =
+        fx.b.build_int_truncate(
+            fx.b.build_right_shift(bits, i64t.const_int(32, false), false, "h")
+                .map_err(ierr)?,
+            i32t,
+            "hi",
+        )
+        .map_err(ierr)?;
+    let shuffle = |v: IntValue<'c>| -> Result<IntValue<'c>, CodegenError> {
+        let r =
+            fx.b.build_call(
+                f,
+                &[
+                    i32t.const_all_ones().into(),
+                    v.into(),
+                    i32t.const_int(u64::from(offset), false).into(),
+                    i32t.const_int(31, false).into(),
+                ],
+                "sh",
+            )
+            .map_err(ierr)?;
+        match r.try_as_basic_value() {
+            inkwell::values::ValueKind::Basic(v) => Ok(v.into_int_value()),
+            _ => Err(CodegenError::Internal(Internal::NoReturnValue {
+                what: "shuffle",
+            })),
+        }
+    };
+    let (lo, hi) = (shuffle(lo)?, shuffle(hi)?);
+    let lo = fx.b.build_int_z_extend(lo, i64t, "lo64").map_err(ierr)?;
+    let hi = fx.b.build_int_z_extend(hi, i64t, "hi64").map_err(ierr)?;
+    let hi =
+        fx.b.build_left_shift(hi, i64t.const_int(32, false), "hs")
+            .map_err(ierr)?;
+    let bits = fx.b.build_or(hi, lo, "b").map_err(ierr)?;
+    let d =
+        fx.b.build_bit_cast(bits, ctx.f64_type(), "d")
+            .map_err(ierr)?
+            .into_float_value();
+    fx.splat(d, 1)
+}
+
+/// The warp's fold of `acc` (a fixed tree: lanes 16 apart, then 8, ..., then 1), broadcast from
+/// lane 0 so every lane holds the same value. Every lane of the warp must reach this.
+fn warp_reduce<'c>(k: &mut Kx<'_, 'c>, acc: Acc<'c>) -> Result<VectorValue<'c>, CodegenError> {
+    for offset in [16, 8, 4, 2, 1] {
+        let s = k.fx.load_v(acc.s)?;
+        let c = k.fx.load_v(acc.c)?;
+        let os = shfl_down(k, s, offset, false)?;
+        let oc = shfl_down(k, c, offset, false)?;
+        match acc.agg {
+            AggKind::Min | AggKind::Max => {
+                k.fx.store(acc.s, pick(&k.fx, acc.agg, s, os)?)?;
+            }
+            AggKind::Sum | AggKind::SumSq => {
+                k.fx.kahan_add(acc.s, acc.c, os)?;
+                let neg = k.fx.b.build_float_neg(oc, "n").map_err(ierr)?;
+                k.fx.kahan_add(acc.s, acc.c, neg)?;
+            }
+        }
+    }
+    let s = k.fx.load_v(acc.s)?;
+    shfl_down(k, s, 0, true)
+}
