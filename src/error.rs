@@ -223,6 +223,9 @@ pub enum Unsupported {
     /// `explain --level ir|asm` in a build without native code generation.
     #[error("--level ir|asm needs native code generation (build with the `llvm` feature)")]
     NativeCode,
+    /// `explain --level ptx` in a build without the GPU backend.
+    #[error("--level ptx needs the GPU backend (build with the `cuda` feature)")]
+    PtxCode,
 }
 
 /// Why a lineage log cannot be recomputed ([`Error::Recompute`]). Items are named by their

@@ -125,6 +125,12 @@ pub(crate) fn render_fusion(
                 plan.explored.explain(&block.dag),
                 serde_json::from_str(&plan.explored.to_json()),
             ),
+            ExplainLevel::Ptx => {
+                let program =
+                    fusion::cplan::construct_cplans(&block.dag, &plan.memo, &plan.selection)?;
+                let (body, json) = ptx_code(&program)?;
+                (body, Ok(json))
+            }
             ExplainLevel::Ir | ExplainLevel::Asm => {
                 let program =
                     fusion::cplan::construct_cplans(&block.dag, &plan.memo, &plan.selection)?;
@@ -247,6 +253,70 @@ fn generated_code(
         }));
     }
     Ok((text, serde_json::json!({ "operators": items })))
+}
+
+/// The PTX kernels of every fused operator of a block (dense main input, and CSR where the
+/// plan is sparse-safe; Outer drives from CSR), as text and JSON.
+#[cfg(feature = "cuda")]
+fn ptx_code(program: &fusion::cplan::FusedProgram) -> Result<(String, serde_json::Value), Error> {
+    use lafuse_codegen::backend::CodegenError;
+    use lafuse_codegen::ptx::{generate, GpuMain};
+    use lafuse_compiler::fusion::cplan::TemplateSpec;
+    let mut text = String::new();
+    let mut items = Vec::new();
+    for (k, op) in program.operators.iter().enumerate() {
+        let hash = format!("{:016x}", op.cplan.structural_hash());
+        text.push_str(&format!(
+            "op {k}: {} {} (hash {hash})\n",
+            op.cplan.template.name(),
+            op.cplan.template.variant()
+        ));
+        let mains: &[GpuMain] = match &op.cplan.template {
+            TemplateSpec::Cell {
+                sparse_safe: true, ..
+            }
+            | TemplateSpec::MAgg {
+                sparse_safe: true, ..
+            } => &[GpuMain::Dense, GpuMain::Csr],
+            TemplateSpec::Outer { .. } => &[GpuMain::Csr],
+            _ => &[GpuMain::Dense],
+        };
+        let mut kernels = Vec::new();
+        for &main in mains {
+            match generate(&op.cplan, main) {
+                Ok(kernel) => {
+                    text.push_str(&format!(
+                        "; --- {main:?} main input: {:?} ---\n",
+                        kernel.kernel.shape
+                    ));
+                    text.push_str(&kernel.ptx);
+                    kernels.push(
+                        serde_json::json!({ "main": format!("{main:?}"), "ptx": kernel.ptx }),
+                    );
+                }
+                // A refused CSR kernel of a plan whose shape has none (a column aggregate).
+                Err(CodegenError::Internal(
+                    lafuse_codegen::backend::Internal::SparseUnsafeCsr { .. },
+                )) => {}
+                Err(CodegenError::Unsupported(what)) => {
+                    text.push_str(&format!("  (runs on the CPU: unsupported: {what})\n"));
+                }
+                Err(source) => return Err(Error::Internal(Internal::CodeGeneration { source })),
+            }
+        }
+        items.push(serde_json::json!({
+            "template": op.cplan.template.name(),
+            "variant": op.cplan.template.variant(),
+            "hash": hash,
+            "kernels": kernels,
+        }));
+    }
+    Ok((text, serde_json::json!({ "operators": items })))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn ptx_code(_program: &fusion::cplan::FusedProgram) -> Result<(String, serde_json::Value), Error> {
+    Err(Error::Unsupported(Unsupported::PtxCode))
 }
 
 #[cfg(not(feature = "llvm"))]

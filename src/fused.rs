@@ -7,7 +7,7 @@
 //! error: its hops simply run unfused, and the reason is counted in the statistics.
 
 use crate::error::Error;
-use crate::FusionPolicy;
+use crate::{FusionPolicy, Placement};
 use lafuse_codegen::backend::{
     Backend, CodegenError, Executable, MainFormat, Operand, Origin, Request,
 };
@@ -37,15 +37,43 @@ pub enum FusionBackend {
 
 impl FusionBackend {
     /// The backend of this kind (the registration of every backend the engine offers).
-    fn create(self, store_dir: Option<&std::path::Path>, store_limit: u64) -> Box<dyn Backend> {
+    fn create(
+        self,
+        store_dir: Option<&std::path::Path>,
+        store_limit: u64,
+        placement: Placement,
+    ) -> Box<dyn Backend> {
+        if placement != Placement::Cpu {
+            match (self, crate::gpu::available()) {
+                (FusionBackend::Native, Ok(_)) => {}
+                (FusionBackend::Reference, _) => eprintln!(
+                    "warning: --device {} needs the native backend; operators run on the \
+                     reference evaluator on the CPU",
+                    placement.name()
+                ),
+                (_, Err(why)) => eprintln!("warning: {why}; operators run on the CPU"),
+            }
+        }
         match self {
             FusionBackend::Reference => Box::new(reference::ReferenceBackend),
             #[cfg(feature = "llvm")]
             FusionBackend::Native => {
                 use lafuse_codegen::native::{NativeBackend, ObjectStore};
                 use lafuse_codegen::parameters::LiteralsAsParameters;
-                // Compiled code is shared by plans that differ only in constants.
-                let parameterized = |b: NativeBackend| Box::new(LiteralsAsParameters::new(b));
+                // Compiled code is shared by plans that differ only in constants; on the GPU
+                // too, where each operator also keeps its native form for the CPU.
+                let parameterized = |b: NativeBackend| -> Box<dyn Backend> {
+                    #[cfg(feature = "cuda")]
+                    if placement != Placement::Cpu && crate::gpu::available().is_ok() {
+                        use lafuse_codegen::ptx::backend::{GpuBackend, PlacementModel};
+                        return Box::new(LiteralsAsParameters::new(GpuBackend::new(
+                            b,
+                            placement,
+                            PlacementModel::default(),
+                        )));
+                    }
+                    Box::new(LiteralsAsParameters::new(b))
+                };
                 match store_dir.map(|dir| (dir, ObjectStore::open_with_limit(dir, store_limit))) {
                     Some((_, Ok(store))) => {
                         parameterized(NativeBackend::with_store(Arc::new(store)))
@@ -65,7 +93,7 @@ impl FusionBackend {
             }
             #[cfg(not(feature = "llvm"))]
             FusionBackend::Native => {
-                let _ = (store_dir, store_limit);
+                let _ = (store_dir, store_limit, placement);
                 Box::new(lafuse_codegen::backend::Unavailable {
                     name: "native",
                     why: "native code generation (lafuse was built without the `llvm` feature; \
@@ -208,10 +236,11 @@ impl Fuser {
         backend: FusionBackend,
         store_dir: Option<&std::path::Path>,
         store_limit: u64,
+        placement: Placement,
     ) -> Fuser {
         Fuser {
             selector: policy.selector(cost_model),
-            backend: backend.create(store_dir, store_limit),
+            backend: backend.create(store_dir, store_limit, placement),
             counters: Arc::new(FusionCounters::default()),
         }
     }
@@ -388,6 +417,14 @@ impl Operator for RunnableOperator {
     }
 
     fn execute(&self, inputs: &[OperatorInput<'_>]) -> lafuse_runtime::Result<Vec<Matrix>> {
+        self.execute_traced(inputs, &[])
+    }
+
+    fn execute_traced(
+        &self,
+        inputs: &[OperatorInput<'_>],
+        lineage: &[Option<lafuse_runtime::lineage::Lineage>],
+    ) -> lafuse_runtime::Result<Vec<Matrix>> {
         let started = Instant::now();
         let operands: Vec<Operand<'_>> = inputs
             .iter()
@@ -400,9 +437,12 @@ impl Operator for RunnableOperator {
         // input of an operator compiled for a dense one, Outer's every-cell entry) count as
         // code generation, not execution.
         let compiled_before = self.executable.compile_time();
-        let result = self
-            .executable
-            .execute(&operands, &self.out_shapes, &known_ranges(inputs));
+        let result = self.executable.execute_traced(
+            &operands,
+            &self.out_shapes,
+            &known_ranges(inputs),
+            lineage,
+        );
         let compiled_in_call = self
             .executable
             .compile_time()

@@ -50,6 +50,7 @@ mod engine;
 pub mod error;
 mod explain;
 mod fused;
+pub mod gpu;
 pub mod interop;
 mod lineage;
 mod parfor;
@@ -68,6 +69,7 @@ pub use error::Error;
 pub use explain::cost_report;
 pub use fused::FusionBackend;
 pub use interop::MatrixView;
+pub use lafuse_codegen::backend::Placement;
 pub use lafuse_compiler::fusion::CostModel;
 pub use lafuse_compiler::hops::{DagBuilder, HopDag};
 pub use lafuse_compiler::span::SourceFile;
@@ -136,6 +138,10 @@ pub struct EngineConfig {
     /// defining `m_f` or `s_f`): a call of a function `f` that neither the script nor lafuse
     /// defines loads `f.dml` from it. `None` (the default): no such directory.
     pub builtin_path: Option<std::path::PathBuf>,
+    /// Where fused operators run: the CPU (the default), the GPU, or (`Auto`) the GPU where
+    /// the placement cost model expects it to be faster. Needs the `cuda` feature and a GPU;
+    /// without either, operators run on the CPU and the engine says why once.
+    pub placement: Placement,
 }
 
 /// Default bound on an operator cache directory: 1 GiB, about ten thousand operators.
@@ -156,6 +162,7 @@ impl Default for EngineConfig {
             reuse: ReuseConfig::default(),
             parfor_threads: None,
             builtin_path: None,
+            placement: Placement::Cpu,
         }
     }
 }
@@ -253,6 +260,8 @@ pub enum ExplainLevel {
     Ir,
     /// The machine code (assembly) generated for each fused operator.
     Asm,
+    /// The PTX kernels the GPU backend generates for each fused operator (feature `cuda`).
+    Ptx,
 }
 
 /// Fusion plan selection policies (paper section 4).
@@ -366,6 +375,7 @@ impl Engine {
                 config.backend,
                 config.operator_cache_dir.as_deref(),
                 config.operator_cache_limit,
+                config.placement,
             )
         });
         Engine {

@@ -87,6 +87,12 @@ enum Command {
         reuse: ReuseArgs,
         #[command(flatten)]
         cost_model: CostModelArgs,
+        /// Where fused operators run: `cpu`; `gpu` (PTX kernels on an NVIDIA GPU for Cell,
+        /// MultiAgg and Outer operators, the rest on the CPU); or `auto` (the GPU where the
+        /// placement cost model, transfers included, expects it to be faster). Without a GPU
+        /// or its driver, lafuse says so and runs on the CPU.
+        #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+        device: DeviceArg,
     },
     /// Recompute a value from its lineage log (as `lineage(X)` returns it or `run --lineage`
     /// writes it beside `write(X, f)` as `f.lineage`): the log becomes one HOP DAG of the
@@ -127,7 +133,7 @@ enum Command {
         /// What to show: `hops` = the HOP DAG of each basic block and predicate; `memo` = the
         /// fusion memo table after exploration; `plan` = the plan the policy selects; `cplan` =
         /// the fused operators constructed from it; `ir` / `asm` = the LLVM IR / machine code
-        /// generated for each fused operator.
+        /// generated for each fused operator; `ptx` = the GPU kernels generated for each.
         #[arg(long, value_enum, default_value_t = LevelArg::Hops)]
         level: LevelArg,
         /// Plan selection policy for `--level plan|cplan`: cost-based (`gen`), fuse-all (`fa`),
@@ -175,7 +181,9 @@ enum Command {
 struct BenchArgs {
     /// Which experiments: `micro` (Figures 9, 10, 13), `compile` (Table 3, Figure 15),
     /// `algorithms` (Tables 4, 5), `reuse` (LIMA's Figures 7-9: lineage reuse against none
-    /// and against SystemDS's reuse_hybrid) or `all`.
+    /// and against SystemDS's reuse_hybrid), `gpu` (GPU kernels checked against the CPU and
+    /// timed against the device's copy bandwidth; needs an NVIDIA GPU) or `all` (every suite
+    /// but `gpu`).
     #[arg(long, value_enum, default_value_t = SuiteArg::Micro)]
     suite: SuiteArg,
     /// A run of a few minutes: smaller sizes, policies `none` and `gen` in the micro suite.
@@ -215,6 +223,7 @@ enum SuiteArg {
     Compile,
     Algorithms,
     Reuse,
+    Gpu,
     All,
 }
 
@@ -397,6 +406,23 @@ enum FusionArg {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum DeviceArg {
+    Cpu,
+    Gpu,
+    Auto,
+}
+
+impl DeviceArg {
+    fn placement(self) -> lafuse::Placement {
+        match self {
+            DeviceArg::Cpu => lafuse::Placement::Cpu,
+            DeviceArg::Gpu => lafuse::Placement::Gpu,
+            DeviceArg::Auto => lafuse::Placement::Auto,
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum BackendArg {
     Native,
     Reference,
@@ -428,6 +454,7 @@ enum LevelArg {
     Cplan,
     Ir,
     Asm,
+    Ptx,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -617,6 +644,7 @@ fn run(cli: Cli) -> Result<(), String> {
                     SuiteArg::Compile => Suite::Compile,
                     SuiteArg::Algorithms => Suite::Algorithms,
                     SuiteArg::Reuse => Suite::Reuse,
+                    SuiteArg::Gpu => Suite::Gpu,
                     SuiteArg::All => Suite::All,
                 },
                 scale: match (b.scale, b.quick) {
@@ -722,6 +750,7 @@ fn run(cli: Cli) -> Result<(), String> {
             parfor_threads,
             reuse,
             cost_model,
+            device,
         } => {
             let reuse = reuse.config()?;
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
@@ -745,6 +774,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 reuse,
                 parfor_threads,
                 builtin_path: args.builtin_path.clone(),
+                placement: device.placement(),
             });
             let mut stdout = std::io::stdout().lock();
             let report_stats = if is_dag(&script) {
@@ -765,6 +795,9 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             if stats {
                 eprint!("{}", report.stats.to_text());
+                if let Some(gpu) = lafuse::gpu::stats_text() {
+                    eprint!("{gpu}");
+                }
             }
             if let Some(path) = stats_json {
                 let json =
@@ -820,6 +853,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 LevelArg::Cplan => ExplainLevel::Cplan,
                 LevelArg::Ir => ExplainLevel::Ir,
                 LevelArg::Asm => ExplainLevel::Asm,
+                LevelArg::Ptx => ExplainLevel::Ptx,
             };
             let options = ExplainOptions {
                 level,

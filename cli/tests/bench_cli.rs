@@ -260,3 +260,39 @@ fn reuse_tiny_measures_every_experiment_against_no_reuse() {
     );
     assert!(!report.contains("faster than SystemDS with reuse_hybrid"));
 }
+
+/// The GPU suite on a machine without a GPU (or a build without `cuda`): one skipped
+/// measurement saying why, not an error; with a GPU, every kernel check passes.
+#[test]
+fn the_gpu_suite_checks_kernels_or_says_why_it_cannot() {
+    let dir = out_dir("gpu");
+    let out = bench(&[
+        "--suite",
+        "gpu",
+        "--scale",
+        "tiny",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = json(&dir.join("results.json"));
+    let ms = results["measurements"].as_array().expect("measurements");
+    assert!(!ms.is_empty());
+    let skipped: Vec<&serde_json::Value> = ms.iter().filter(|m| m["status"] == "skipped").collect();
+    if skipped.len() == 1 && ms.len() == 1 {
+        let why = skipped[0]["error"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("no GPU") || why.contains("`cuda` feature"),
+            "{why}"
+        );
+    } else {
+        let failed: Vec<&serde_json::Value> =
+            ms.iter().filter(|m| m["status"] == "failed").collect();
+        assert!(failed.is_empty(), "{failed:?}");
+        assert!(ms.iter().any(|m| m["case"] == "check"));
+    }
+}

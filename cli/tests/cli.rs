@@ -194,3 +194,27 @@ fn builtins_load_from_the_builtin_path_flag_or_environment() {
     std::fs::remove_dir_all(&checkout).ok();
     assert_eq!(in_checkout.stdout, by_flag.stdout, "{in_checkout:?}");
 }
+
+/// `--device gpu` runs everywhere: without a GPU it says why once, on stderr, and prints what
+/// the CPU prints.
+#[test]
+fn a_gpu_placement_without_a_gpu_runs_on_the_cpu_and_says_why() {
+    let cpu = lafuse_in_scratch("device-cpu", &["run", "s.dml", "--nvargs", "n=41"]);
+    let gpu = lafuse_in_scratch(
+        "device-gpu",
+        &["run", "s.dml", "--device", "gpu", "--nvargs", "n=41"],
+    );
+    assert!(
+        gpu.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gpu.stderr)
+    );
+    assert_eq!(gpu.stdout, cpu.stdout);
+    let err = String::from_utf8_lossy(&gpu.stderr);
+    if lafuse::gpu::available().is_err() {
+        assert_eq!(err.matches("operators run on the CPU").count(), 1, "{err}");
+    }
+    let bad = lafuse_in_scratch("device-bad", &["run", "s.dml", "--device", "tpu"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("possible values: cpu, gpu, auto"));
+}

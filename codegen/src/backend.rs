@@ -11,6 +11,7 @@ use lafuse_compiler::fusion::cplan::{Access, CPlan};
 use lafuse_core::ops::AggOp;
 use lafuse_core::Fault;
 use lafuse_runtime::error::Shape;
+use lafuse_runtime::lineage::Lineage;
 use lafuse_runtime::{Matrix, RuntimeError, ValueRange};
 use lafuse_skeletons::row::RowInput;
 use lafuse_skeletons::{AggKind, CellKind, EntryError, InputUse, SkeletonError};
@@ -331,6 +332,20 @@ pub trait Executable: Send + Sync + fmt::Debug {
         out_shapes: &[(usize, usize)],
         known: &[Option<ValueRange>],
     ) -> Result<Vec<Matrix>, CodegenError>;
+
+    /// [`Executable::execute`], told the lineage items of the inputs (by position; `None` or
+    /// past the end: not traced): an operator that keeps device copies of its inputs reuses
+    /// them by these. The default ignores them.
+    fn execute_traced(
+        &self,
+        inputs: &[Operand<'_>],
+        out_shapes: &[(usize, usize)],
+        known: &[Option<ValueRange>],
+        lineage: &[Option<Lineage>],
+    ) -> Result<Vec<Matrix>, CodegenError> {
+        let _ = lineage;
+        self.execute(inputs, out_shapes, known)
+    }
 
     /// Code generation time spent on this operator so far: it grows when an entry point is
     /// compiled on the first call that needs it, which callers count as code generation.

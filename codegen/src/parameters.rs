@@ -178,6 +178,21 @@ impl Executable for WithParameters {
         self.operator.execute(&all, out_shapes, known)
     }
 
+    fn execute_traced(
+        &self,
+        inputs: &[Operand<'_>],
+        out_shapes: &[(usize, usize)],
+        known: &[Option<ValueRange>],
+        lineage: &[Option<lafuse_runtime::lineage::Lineage>],
+    ) -> Result<Vec<Matrix>, CodegenError> {
+        let mut all = Vec::with_capacity(inputs.len() + self.values.len());
+        all.extend_from_slice(inputs);
+        all.extend(self.values.iter().map(|&v| Operand::Scalar(v)));
+        // The parameters are scalars: no lineage (past the end of `lineage`).
+        self.operator
+            .execute_traced(&all, out_shapes, known, lineage)
+    }
+
     fn compile_time(&self) -> Duration {
         self.operator.compile_time()
     }

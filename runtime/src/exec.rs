@@ -1212,6 +1212,7 @@ fn run_one(
                 operator.as_ref(),
                 outputs,
                 ctx.ranges.as_deref_mut(),
+                traced.map_or(&[][..], |t| t.inputs.as_slice()),
             )?;
             return Ok(None);
         }
@@ -1234,6 +1235,7 @@ fn run_fused(
     operator: &dyn Operator,
     outputs: &[FusedOutput],
     mut ranges: Option<&mut ValueRangeCache>,
+    lineage: &[Option<Lineage>],
 ) -> Result<()> {
     let results = {
         // Value ranges matter (and are worth remembering) for the dense side inputs of an
@@ -1254,7 +1256,7 @@ fn run_fused(
                 s => OperatorInput::Scalar(s.as_f64()?),
             });
         }
-        operator.execute(&inputs)?
+        operator.execute_traced(&inputs, lineage)?
     };
     if results.len() != outputs.len() {
         return Err(RuntimeError::Internal(Internal::ResultCount {

@@ -4,6 +4,7 @@
 //! to native code): it hands over the operator's inputs by position and stores its outputs.
 
 use crate::error::Result;
+use crate::lineage::Lineage;
 use crate::matrix::{Matrix, ValueRange};
 use std::fmt;
 
@@ -27,4 +28,17 @@ pub trait Operator: Send + Sync + fmt::Debug {
 
     /// Computes the outputs, by output position. A full aggregate is a 1×1 matrix.
     fn execute(&self, inputs: &[OperatorInput<'_>]) -> Result<Vec<Matrix>>;
+
+    /// [`Operator::execute`], told the lineage items of the inputs (by position; `None` or
+    /// past the end: not traced), which identify their values exactly: an operator that keeps
+    /// copies of its inputs elsewhere (GPU memory) reuses them by these. The default ignores
+    /// them.
+    fn execute_traced(
+        &self,
+        inputs: &[OperatorInput<'_>],
+        lineage: &[Option<Lineage>],
+    ) -> Result<Vec<Matrix>> {
+        let _ = lineage;
+        self.execute(inputs)
+    }
 }

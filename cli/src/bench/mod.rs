@@ -25,6 +25,8 @@
 pub mod algorithms;
 pub mod compile;
 pub mod goals;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod machine;
 pub mod micro;
 pub mod peers;
@@ -53,6 +55,8 @@ pub enum Suite {
     Compile,
     Algorithms,
     Reuse,
+    /// GPU kernels against the CPU and the device's copy bandwidth (not part of `All`).
+    Gpu,
     All,
 }
 
@@ -76,6 +80,7 @@ impl Suite {
             Suite::Compile => "compile",
             Suite::Algorithms => "algorithms",
             Suite::Reuse => "reuse",
+            Suite::Gpu => "gpu",
             Suite::All => "all",
         }
     }
@@ -311,6 +316,17 @@ pub fn run(options: &BenchOptions) -> Result<BenchOutcome, Error> {
             Suite::Compile => compile::run(&ctx),
             Suite::Algorithms => algorithms::run(&ctx),
             Suite::Reuse => reuse::run(&ctx),
+            #[cfg(feature = "cuda")]
+            Suite::Gpu => gpu::run(&ctx),
+            #[cfg(not(feature = "cuda"))]
+            Suite::Gpu => {
+                let mut m = Measurement::new("gpu", "all", "", "lafuse-gpu", "");
+                m.fail(
+                    Status::Skipped,
+                    "lafuse was built without the `cuda` feature, so it has no GPU backend",
+                );
+                vec![m]
+            }
             Suite::All => Vec::new(),
         };
         measurements.extend(ms);

@@ -89,6 +89,10 @@ pub(crate) struct Traced {
     pub time: Option<i64>,
     /// `lineage(X)`: the log of X's item.
     pub log: Option<String>,
+    /// A fused operator's inputs' items, by position, for an operator that keeps copies of its
+    /// inputs elsewhere (GPU memory) and reuses them by lineage. Empty inside a deduplicated
+    /// scope, whose items are placeholders standing for other values in each iteration.
+    pub inputs: Vec<Option<Lineage>>,
 }
 
 fn register_item(items: &[Option<Lineage>], instr: &Instruction, i: usize) -> Result<Lineage> {
@@ -188,6 +192,13 @@ pub(crate) fn before(
         None
     };
     derive(instr, items, tracer.map, &mut traced, runtime)?;
+    if matches!(instr.op, Op::Fused { .. }) && tracer.scope.is_none() {
+        traced.inputs = instr
+            .inputs
+            .iter()
+            .map(|&r| items.get(r as usize).cloned().flatten())
+            .collect();
+    }
     Ok(traced)
 }
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The device check of the GPU issue, in one run on a GPU host (the `device` tool's machine):
+# the engine through `--device gpu` against `--device cpu`, `lafuse bench --suite gpu`, and the
+# peers (CuPy, PyTorch eager and torch.compile) on the same expressions. Expects the static
+# binary at .gpu/lafuse (bench/gpu/build-static.sh) and writes everything under $OUT.
+set -u
+B=${LAFUSE_BIN:-.gpu/lafuse}
+# The binary travels compressed (the device tool carries 64 MiB in all).
+if [ ! -x "$B" ] && [ -f "$B.xz" ]; then
+    xz -dc "$B.xz" > "$B" 2>/dev/null ||
+        python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$B.xz" "$B"
+    chmod +x "$B"
+fi
+OUT=${OUT:-/tmp/lafuse-gpu-out}
+mkdir -p "$OUT"
+log="$OUT/log.txt"
+{
+    echo "== environment"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
+    ldd "$B" 2>&1 | grep -v "^\s*linux-vdso"
+    "$B" --version 2>&1
+    echo "== engine: --device cpu vs --device gpu"
+    timeout 120 "$B" run bench/gpu/check.dml --device cpu > "$OUT/cpu.txt" 2>&1
+    timeout 120 "$B" run bench/gpu/check.dml --device gpu --stats > "$OUT/gpu.txt" 2> "$OUT/gpu-stats.txt"
+    paste "$OUT/cpu.txt" "$OUT/gpu.txt"
+    python3 tests/corpus/compare.py "$OUT/cpu.txt" "$OUT/gpu.txt" && echo "engine outputs agree"
+    cat "$OUT/gpu-stats.txt"
+    rm -f "$OUT/cpu.txt" "$OUT/gpu.txt" "$OUT/gpu-stats.txt"
+    echo "== lafuse bench --suite gpu"
+    timeout 200 "$B" bench --suite gpu --out "$OUT/bench" 2>&1 | grep -v "^\[" 
+    rm -f "$OUT/bench/results.csv"
+} > "$log" 2>&1
+echo "== peers" >> "$log"
+PYTHONUNBUFFERED=1 timeout 150 python3 bench/gpu/peers.py --reps 10 > "$OUT/peers.jsonl" 2>> "$log"
+echo "done" >> "$log"

@@ -1,0 +1,463 @@
+//! `lafuse bench --suite gpu`: the GPU backend against the CPU and against the device's own
+//! copy bandwidth, in this process.
+//!
+//! * Checks: every kernel shape the GPU backend generates ([`samples::generated`]) on dense
+//!   and CSR main inputs of several shapes (1×1, empty, odd sizes, NaN and infinities in the
+//!   dense ones), each output within 1e-9 relative of the native CPU operator's, and a second
+//!   GPU run bit-identical to the first. A mismatch is a failed measurement naming the cell.
+//! * Speed: `sum(X*Y*Z)` (Cell), `[sum(X*Y), sum(X*Z)]` (MultiAgg),
+//!   `sum(S * log(U %*% t(V) + 1e-15))` over a sparse `S` at two densities (Outer, whose time
+//!   should follow nnz), with inputs resident on the device (reused by lineage, as a script's
+//!   loop reuses them): kernel time from CUDA events and the call's wall time, bandwidth as a
+//!   fraction of a device-to-device copy measured in the same run, interleaved with the same
+//!   operator on the CPU; and `t(X) %*% (X %*% v)` (Row), which reads X once.
+
+use super::results::{Measurement, Status};
+use super::Ctx;
+use lafuse_codegen::backend::Operand;
+use lafuse_codegen::native::NativeOperator;
+use lafuse_codegen::ptx::device::{gpu, Gpu, GpuCall};
+use lafuse_codegen::ptx::{generate, samples, GpuMain, PtxKernel, ENTRY};
+use lafuse_compiler::fusion::cplan::{CPlan, OuterType, TemplateSpec};
+use lafuse_compiler::fusion::template::CellType;
+use lafuse_runtime::lineage::{ItemKind, Lineage};
+use lafuse_runtime::{Matrix, SparseMatrix};
+use lafuse_skeletons::Input;
+use std::time::Instant;
+
+const SUITE: &str = "gpu";
+
+/// A deterministic generator (splitmix64) for the inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn dense(rng: &mut Rng, m: usize, n: usize, lo: f64, hi: f64) -> Matrix {
+    let vals = (0..m * n).map(|_| lo + (hi - lo) * rng.next()).collect();
+    Matrix::from_dense_values(m, n, vals).expect("bench input")
+}
+
+fn sparse(rng: &mut Rng, m: usize, n: usize, density: f64) -> Matrix {
+    let mut t = Vec::new();
+    for i in 0..m {
+        for j in 0..n {
+            if rng.next() < density {
+                t.push((i, j, 0.5 + rng.next()));
+            }
+        }
+    }
+    let mut row_ptr = vec![0usize; m + 1];
+    let mut col_idx = Vec::with_capacity(t.len());
+    let mut values = Vec::with_capacity(t.len());
+    for &(i, j, v) in &t {
+        row_ptr[i + 1] += 1;
+        col_idx.push(j as u32);
+        values.push(v);
+    }
+    for i in 0..m {
+        row_ptr[i + 1] += row_ptr[i];
+    }
+    Matrix::Sparse(SparseMatrix {
+        rows: m,
+        cols: n,
+        row_ptr: row_ptr.into(),
+        col_idx: col_idx.into(),
+        values: values.into(),
+    })
+}
+
+/// Puts NaN, +inf and -inf into a dense matrix (where it has room).
+fn with_specials(m: Matrix) -> Matrix {
+    let (r, c) = m.shape();
+    let mut vals = m.into_dense_values().expect("dense");
+    for (k, v) in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY]
+        .into_iter()
+        .enumerate()
+    {
+        let at = (k * 7919) % vals.len().max(1);
+        if vals.len() > 3 {
+            vals[at] = v;
+        }
+    }
+    Matrix::from_dense_values(r, c, vals).expect("bench input")
+}
+
+/// Inputs of `plan` for an m×n main input: side inputs by their access, values in [-1, 1]
+/// (Outer factors in [0, 1], so `log` of their products is finite), specials in the dense
+/// main input when `specials`.
+fn inputs_for(
+    plan: &CPlan,
+    main: GpuMain,
+    m: usize,
+    n: usize,
+    specials: bool,
+    seed: u64,
+) -> Vec<Matrix> {
+    use lafuse_compiler::fusion::cplan::{Access, CNode};
+    let mut rng = Rng(seed);
+    let outer = matches!(plan.template, TemplateSpec::Outer { .. });
+    let mut out: Vec<Matrix> = Vec::new();
+    for k in 0..plan.inputs.len() {
+        let access = plan.nodes.iter().find_map(|node| match node {
+            CNode::Data { input, access } if *input == k => Some(*access),
+            _ => None,
+        });
+        let mat = match (k, access) {
+            (0, _) if main == GpuMain::Csr => sparse(&mut rng, m, n, if outer { 0.1 } else { 0.3 }),
+            (0, _) if specials => with_specials(dense(&mut rng, m, n, -1.0, 1.0)),
+            (0, _) => dense(&mut rng, m, n, -1.0, 1.0),
+            (_, Some(Access::ColVector)) => dense(&mut rng, m, 1, 0.1, 1.0),
+            (_, Some(Access::RowVector)) => dense(&mut rng, 1, n, 0.1, 1.0),
+            (_, Some(Access::OuterU)) => dense(&mut rng, m, 5, 0.0, 1.0),
+            (_, Some(Access::OuterV)) => dense(&mut rng, n, 5, 0.0, 1.0),
+            (_, Some(Access::Whole)) if !outer => dense(&mut rng, n, 1, -1.0, 1.0),
+            (_, Some(Access::Whole)) => dense(&mut rng, n, 3, -1.0, 1.0),
+            _ => dense(&mut rng, m, n, -1.0, 1.0),
+        };
+        out.push(mat);
+    }
+    out
+}
+
+/// The shapes of a plan's outputs for an m×n main input.
+fn out_shapes(plan: &CPlan, inputs: &[Matrix]) -> Vec<(usize, usize)> {
+    let (m, n) = inputs[0].shape();
+    match &plan.template {
+        TemplateSpec::Cell { cell_type, .. } => vec![match cell_type {
+            CellType::NoAgg => (m, n),
+            CellType::RowAgg => (m, 1),
+            CellType::ColAgg => (1, n),
+            CellType::FullAgg => (1, 1),
+        }],
+        TemplateSpec::MAgg { aggs, .. } => vec![(1, 1); aggs.len()],
+        TemplateSpec::Outer { outer_type } => vec![match outer_type {
+            OuterType::CellWise => (m, n),
+            OuterType::FullAgg => (1, 1),
+            _ => (m, inputs.last().map_or(1, |w| w.cols())),
+        }],
+        TemplateSpec::Row { .. } => vec![samples::row_out_shape(plan, m, n)],
+    }
+}
+
+fn on_gpu(
+    g: &Gpu,
+    k: &PtxKernel,
+    inputs: &[Matrix],
+    lineage: &[Option<Lineage>],
+    shapes: &[(usize, usize)],
+) -> Result<Vec<Matrix>, String> {
+    let ins: Vec<Input<'_>> = inputs.iter().map(Input::Matrix).collect();
+    g.run(
+        &k.ptx,
+        ENTRY,
+        &k.kernel,
+        &GpuCall {
+            inputs: &ins,
+            lineage,
+            out_shapes: shapes,
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn on_cpu(
+    op: &NativeOperator,
+    inputs: &[Matrix],
+    shapes: &[(usize, usize)],
+) -> Result<Vec<Matrix>, String> {
+    let ops: Vec<Operand<'_>> = inputs.iter().map(Operand::Matrix).collect();
+    op.execute(&ops, shapes).map_err(|e| e.to_string())
+}
+
+/// The first cell where `gpu` is not within 1e-9 relative of `cpu` (NaN matching NaN).
+fn mismatch(cpu: &[Matrix], gpu: &[Matrix]) -> Option<String> {
+    if cpu.len() != gpu.len() {
+        return Some(format!("{} outputs, CPU {}", gpu.len(), cpu.len()));
+    }
+    for (o, (a, b)) in cpu.iter().zip(gpu).enumerate() {
+        if a.shape() != b.shape() {
+            return Some(format!(
+                "output {o} is {:?}, CPU {:?}",
+                b.shape(),
+                a.shape()
+            ));
+        }
+        let (r, c) = a.shape();
+        for i in 0..r {
+            for j in 0..c {
+                let (x, y) = (a.get(i, j), b.get(i, j));
+                let same = x == y
+                    || (x.is_nan() && y.is_nan())
+                    || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0);
+                if !same {
+                    return Some(format!("output {o} cell ({i}, {j}): GPU {y:e}, CPU {x:e}"));
+                }
+            }
+        }
+    }
+    None
+}
+
+fn bits(ms: &[Matrix]) -> Vec<u64> {
+    ms.iter()
+        .flat_map(|m| {
+            let (r, c) = m.shape();
+            (0..r * c).map(move |k| m.get(k / c.max(1), k % c.max(1)).to_bits())
+        })
+        .collect()
+}
+
+/// The checks: each generated kernel against the CPU on several shapes.
+fn checks(g: &Gpu, out: &mut Vec<Measurement>) {
+    let shapes = [(1, 1), (0, 4), (37, 53), (1000, 300)];
+    for (name, plan, main) in samples::generated() {
+        let mut rec = Measurement::new(SUITE, "check", &name, "lafuse", "gpu-vs-cpu");
+        let result = (|| -> Result<usize, String> {
+            let kernel = generate(&plan, main).map_err(|e| e.to_string())?;
+            let cpu = lafuse_codegen::native::compile(&plan).map_err(|e| e.to_string())?;
+            let mut cells = 0;
+            for (s, &(m, n)) in shapes.iter().enumerate() {
+                for specials in [false, true] {
+                    if specials && main == GpuMain::Csr {
+                        continue;
+                    }
+                    let inputs = inputs_for(&plan, main, m, n, specials, 17 + s as u64);
+                    let shapes = out_shapes(&plan, &inputs);
+                    let want = on_cpu(&cpu, &inputs, &shapes)?;
+                    let got = on_gpu(g, &kernel, &inputs, &[], &shapes)?;
+                    if let Some(why) = mismatch(&want, &got) {
+                        return Err(format!(
+                            "{m}x{n}{}: {why}",
+                            if specials { " with NaN/inf" } else { "" }
+                        ));
+                    }
+                    let again = on_gpu(g, &kernel, &inputs, &[], &shapes)?;
+                    if bits(&again) != bits(&got) {
+                        return Err(format!("{m}x{n}: a second GPU run differs in its bits"));
+                    }
+                    cells += m * n;
+                }
+            }
+            Ok(cells)
+        })();
+        match result {
+            Ok(cells) => {
+                rec.notes
+                    .push(format!("{cells} cells compared, repeat bit-identical"));
+                println!("check  {name:<34} ok ({cells} cells, repeat bit-identical)");
+            }
+            Err(why) => {
+                println!("check  {name:<34} FAILED: {why}");
+                rec.fail(Status::Failed, why);
+            }
+        }
+        out.push(rec);
+    }
+}
+
+/// Lineage leaves naming the inputs, so the device keeps them between calls.
+fn keys(case: &str, n: usize) -> Vec<Option<Lineage>> {
+    (0..n)
+        .map(|k| {
+            Some(Lineage::new(
+                ItemKind::Creation,
+                "bench",
+                format!("{case}#{k}"),
+                vec![],
+            ))
+        })
+        .collect()
+}
+
+/// Times one operator on the GPU (kernel and call) and the CPU, interleaved.
+#[allow(clippy::too_many_arguments)]
+fn speed(
+    g: &Gpu,
+    case: &str,
+    variant: &str,
+    plan: &CPlan,
+    main: GpuMain,
+    inputs: &[Matrix],
+    bytes: f64,
+    copy_bw: f64,
+    reps: usize,
+    out: &mut Vec<Measurement>,
+) {
+    let mut kernel_rec = Measurement::new(SUITE, case, variant, "lafuse-gpu", "kernel");
+    let mut call_rec = Measurement::new(SUITE, case, variant, "lafuse-gpu", "call");
+    let mut cpu_rec = Measurement::new(SUITE, case, variant, "lafuse-cpu", "native");
+    let shapes = out_shapes(plan, inputs);
+    // Keys name this case's values: another case's of the same shapes must not be reused.
+    let lineage = keys(&format!("{case} {variant}"), inputs.len());
+    let mut run = || -> Result<(), String> {
+        let kernel = generate(plan, main).map_err(|e| e.to_string())?;
+        let cpu = lafuse_codegen::native::compile(plan).map_err(|e| e.to_string())?;
+        let want = on_cpu(&cpu, inputs, &shapes)?;
+        // Warm-ups: the first calls upload (delayed caching keeps them from the second on).
+        for _ in 0..3 {
+            let got = on_gpu(g, &kernel, inputs, &lineage, &shapes)?;
+            if let Some(why) = mismatch(&want, &got) {
+                return Err(why);
+            }
+        }
+        for _ in 0..reps {
+            let t = Instant::now();
+            on_gpu(g, &kernel, inputs, &lineage, &shapes)?;
+            call_rec.times_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            kernel_rec
+                .times_ms
+                .push(g.stats().0.last_kernel.as_secs_f64() * 1e3);
+            let t = Instant::now();
+            on_cpu(&cpu, inputs, &shapes)?;
+            cpu_rec.times_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok(())
+    };
+    let result = run();
+    for rec in [&mut kernel_rec, &mut call_rec, &mut cpu_rec] {
+        if let Err(why) = &result {
+            rec.fail(Status::Failed, why.clone());
+            continue;
+        }
+        rec.summarize();
+        rec.bytes_read = Some(bytes);
+        if let Some(ms) = rec.median_ms {
+            let bw = bytes / (ms / 1e3);
+            rec.figures.insert("gb_per_s".into(), bw / 1e9);
+            if rec.system == "lafuse-gpu" {
+                rec.bandwidth_fraction = Some(bw / copy_bw);
+            }
+        }
+    }
+    if case == "outer" {
+        if let (Some(ms), Some(nnz)) = (kernel_rec.median_ms, variant.split("nnz=").nth(1)) {
+            let nnz: f64 = nnz.parse().unwrap_or(f64::NAN);
+            kernel_rec
+                .figures
+                .insert("ns_per_nnz".into(), ms * 1e6 / nnz);
+            println!(
+                "speed  {case:<6} {variant:<14} kernel {:.4} ns per non-zero",
+                ms * 1e6 / nnz
+            );
+        }
+    }
+    match &result {
+        Ok(()) => println!(
+            "speed  {case:<6} {variant:<14} kernel {:>8.3} ms ({:>5.0} GB/s, {:>4.0}% of copy)  call {:>8.3} ms  cpu {:>9.3} ms",
+            kernel_rec.median_ms.unwrap_or(f64::NAN),
+            kernel_rec.figures.get("gb_per_s").copied().unwrap_or(f64::NAN),
+            100.0 * kernel_rec.bandwidth_fraction.unwrap_or(f64::NAN),
+            call_rec.median_ms.unwrap_or(f64::NAN),
+            cpu_rec.median_ms.unwrap_or(f64::NAN),
+        ),
+        Err(why) => println!("speed  {case:<6} {variant:<14} FAILED: {why}"),
+    }
+    out.extend([kernel_rec, call_rec, cpu_rec]);
+}
+
+/// Runs the suite: one skipped measurement saying why where there is no GPU.
+pub fn run(ctx: &Ctx) -> Vec<Measurement> {
+    let mut out = Vec::new();
+    let g = match gpu() {
+        Ok(g) => g,
+        Err(why) => {
+            let mut rec = Measurement::new(SUITE, "all", "", "lafuse-gpu", "");
+            rec.fail(Status::Skipped, why.to_string());
+            eprintln!("suite gpu skipped: {why}");
+            return vec![rec];
+        }
+    };
+    println!("device: {}", g.name());
+    checks(g, &mut out);
+    let (m, n) = match ctx.sizes.scale {
+        super::Scale::Full => (20_000, 2_000),
+        super::Scale::Quick => (5_000, 1_000),
+        super::Scale::Tiny => (500, 200),
+    };
+    let reps = ctx.sizes.micro_reps.max(5);
+    let cells = (m * n) as f64;
+    let copy_bw = g.copy_bandwidth(m * n * 8, 20).unwrap_or(f64::NAN);
+    println!(
+        "device-to-device copy of {:.0} MB: {:.0} GB/s (read + written)",
+        cells * 8e-6,
+        copy_bw / 1e9
+    );
+    let mut copy = Measurement::new(SUITE, "copy", "dense", "device", "memcpy");
+    copy.figures.insert("gb_per_s".into(), copy_bw / 1e9);
+    out.push(copy);
+    let mut rng = Rng(7);
+    let xyz: Vec<Matrix> = (0..3).map(|_| dense(&mut rng, m, n, -1.0, 1.0)).collect();
+    let variant = format!("dense {m}x{n}");
+    speed(
+        g,
+        "cell",
+        &variant,
+        &samples::sum_xyz(),
+        GpuMain::Dense,
+        &xyz,
+        3.0 * cells * 8.0,
+        copy_bw,
+        reps,
+        &mut out,
+    );
+    speed(
+        g,
+        "magg",
+        &variant,
+        &samples::magg_xy_xz(),
+        GpuMain::Dense,
+        &xyz,
+        3.0 * cells * 8.0,
+        copy_bw,
+        reps,
+        &mut out,
+    );
+    let v = dense(&mut rng, n, 1, -1.0, 1.0);
+    let xv = [xyz[0].clone(), v];
+    speed(
+        g,
+        "row",
+        &variant,
+        &samples::mmchain(),
+        GpuMain::Dense,
+        &xv,
+        cells * 8.0,
+        copy_bw,
+        reps,
+        &mut out,
+    );
+    drop(xv);
+    drop(xyz);
+    let k = 10;
+    for density in [0.1, 0.01, 0.001] {
+        let s = sparse(&mut rng, m, n, density);
+        let nnz = s.nnz();
+        let u = dense(&mut rng, m, k, 0.0, 1.0);
+        let v = dense(&mut rng, n, k, 0.0, 1.0);
+        // What the operator must read once: the driver's values and column indexes, its row
+        // pointers, U and V (their rows are read again per non-zero, from cache).
+        let bytes = nnz as f64 * 12.0 + (m + 1) as f64 * 8.0 + ((m + n) * k) as f64 * 8.0;
+        let variant = format!("sp={density} nnz={nnz}");
+        speed(
+            g,
+            "outer",
+            &variant,
+            &samples::outer(OuterType::FullAgg),
+            GpuMain::Csr,
+            &[s, u, v],
+            bytes,
+            copy_bw,
+            reps,
+            &mut out,
+        );
+    }
+    out
+}
