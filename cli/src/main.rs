@@ -88,9 +88,10 @@ enum Command {
         #[command(flatten)]
         cost_model: CostModelArgs,
         /// Where fused operators run: `cpu`; `gpu` (PTX kernels on an NVIDIA GPU for Cell,
-        /// MultiAgg and Outer operators, the rest on the CPU); or `auto` (the GPU where the
-        /// placement cost model, transfers included, expects it to be faster). Without a GPU
-        /// or its driver, lafuse says so and runs on the CPU.
+        /// MultiAgg, Outer and Row operators; what the GPU backend does not generate runs on
+        /// the CPU); or `auto` (the GPU where the placement cost model, transfers included,
+        /// expects it to be faster). Without a GPU or its driver, lafuse says so and runs on
+        /// the CPU.
         #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
         device: DeviceArg,
     },
