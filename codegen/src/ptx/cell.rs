@@ -11,7 +11,6 @@ use crate::native::used_mask;
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::values::{IntValue, PointerValue};
-use inkwell::IntPredicate;
 use lafuse_compiler::fusion::cplan::{CNode, CNodeId, CPlan};
 use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::gpu::abi::{GpuKernel, GpuMain, KernelShape};
@@ -128,20 +127,7 @@ pub(super) fn emit_cell_like<'c>(
         (KernelShape::ColAgg { .. }, MainRead::Dense(mp)) => {
             let a = accs[0];
             let (bidy, nby) = (k.bidy, k.nby);
-            let fx = &k.fx;
-            // Rows per chunk: ceil(rows / chunks).
-            let per =
-                fx.b.build_int_unsigned_div(fx.sub(fx.add(rows, nby)?, fx.i64c(1))?, nby, "per")
-                    .map_err(ierr)?;
-            let lo = fx.mul(bidy, per)?;
-            let hi_raw = fx.add(lo, per)?;
-            let over =
-                fx.b.build_int_compare(IntPredicate::UGT, hi_raw, rows, "over")
-                    .map_err(ierr)?;
-            let hi =
-                fx.b.build_select(over, rows, hi_raw, "hi")
-                    .map_err(ierr)?
-                    .into_int_value();
+            let (lo, hi) = k.chunk(rows, bidy, nby)?;
             let j = gtid;
             let inside = k.ult(j, cols)?;
             k.when(inside, &mut |k| {

@@ -175,6 +175,30 @@ impl<'m, 'c> Kx<'m, 'c> {
         Ok(())
     }
 
+    /// Chunk `c` of `chunks` of `0..count`: `[c * ceil(count / chunks), ...)`, clipped to
+    /// `count` (empty for chunks past the end).
+    pub(super) fn chunk(
+        &self,
+        count: IntValue<'c>,
+        c: IntValue<'c>,
+        chunks: IntValue<'c>,
+    ) -> Result<(IntValue<'c>, IntValue<'c>), CodegenError> {
+        let fx = &self.fx;
+        let per =
+            fx.b.build_int_unsigned_div(fx.sub(fx.add(count, chunks)?, fx.i64c(1))?, chunks, "per")
+                .map_err(ierr)?;
+        let lo = fx.mul(c, per)?;
+        let hi_raw = fx.add(lo, per)?;
+        let over =
+            fx.b.build_int_compare(IntPredicate::UGT, hi_raw, count, "over")
+                .map_err(ierr)?;
+        let hi =
+            fx.b.build_select(over, count, hi_raw, "hi")
+                .map_err(ierr)?
+                .into_int_value();
+        Ok((lo, hi))
+    }
+
     /// `if (cond) body()`.
     pub(super) fn when(
         &mut self,

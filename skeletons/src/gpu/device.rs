@@ -440,32 +440,11 @@ impl Gpu {
                 .map_err(|e| driver("argument upload", e))?;
         }
         if m > 0 && n > 0 {
-            let cfg = LaunchConfig {
-                grid_dim: (grid.x, grid.y, 1),
-                block_dim: (BLOCK_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-            let before = stream
-                .record_event(timing)
-                .map_err(|e| driver("event", e))?;
-            let mut launch = stream.launch_builder(&func);
-            launch.arg(&args_dev);
             // SAFETY: the kernel was generated for this argument layout; every pointer in it
             // is a device buffer of the length the layout states, alive until the stream is
             // synchronized below.
-            unsafe { launch.launch(cfg) }.map_err(|e| driver("kernel launch", e))?;
-            let after = stream
-                .record_event(timing)
-                .map_err(|e| driver("event", e))?;
-            after.synchronize().map_err(|e| driver("kernel", e))?;
-            let ms = before
-                .elapsed_ms(&after)
-                .map_err(|e| driver("event timing", e))?;
-            let t = Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3);
-            st.counters.kernels += t;
-            st.counters.last_kernel = t;
-            st.counters.launches += 1;
+            st.counters.last_kernel =
+                unsafe { self.launch_timed(st, &func, args_dev, (grid.x, grid.y), "kernel") }?;
         }
         let launched = m > 0 && n > 0;
         let result_len = launch::result_len(kernel, out_len, n);
@@ -559,12 +538,35 @@ impl Gpu {
                 .memcpy_htod(bytes_of(std::slice::from_ref(&args)), &mut view)
                 .map_err(|e| driver("argument upload", e))?;
         }
+        let blocks = (
+            n.div_ceil(BLOCK_THREADS as usize).max(1) as u32,
+            groups as u32,
+        );
+        // SAFETY: the fold kernel reads `rows` partial rows of `cols` pairs at `out` and writes
+        // `groups` rows of `cols` pairs at `main.data`: both buffers have those lengths. The
+        // folds are part of the operator's kernel time.
+        let t = unsafe { self.launch_timed(st, &fold, at, blocks, "fold") }?;
+        st.counters.last_kernel += t;
+        Ok(())
+    }
+
+    /// Launches `func` on `blocks` (x, y) blocks with its one argument, the argument block at
+    /// `args`, and waits for it; returns its time by CUDA events, also counted in the totals.
+    ///
+    /// # Safety
+    /// `args` must hold the argument layout `func` was generated for, every pointer in it a
+    /// live device buffer of the length it states.
+    unsafe fn launch_timed(
+        &self,
+        st: &mut State,
+        func: &CudaFunction,
+        args: u64,
+        blocks: (u32, u32),
+        what: &'static str,
+    ) -> Result<Duration> {
+        let stream = &self.stream;
         let cfg = LaunchConfig {
-            grid_dim: (
-                n.div_ceil(BLOCK_THREADS as usize).max(1) as u32,
-                groups as u32,
-                1,
-            ),
+            grid_dim: (blocks.0, blocks.1, 1),
             block_dim: (BLOCK_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -572,24 +574,21 @@ impl Gpu {
         let before = stream
             .record_event(timing)
             .map_err(|e| driver("event", e))?;
-        let mut launch = stream.launch_builder(&fold);
-        launch.arg(&at);
-        // SAFETY: the fold kernel reads `rows` partial rows of `cols` pairs at `out` and writes
-        // `groups` rows of `cols` pairs at `main.data`: both buffers have those lengths.
-        unsafe { launch.launch(cfg) }.map_err(|e| driver("fold launch", e))?;
+        let mut launch = stream.launch_builder(func);
+        launch.arg(&args);
+        // SAFETY: as the caller promises.
+        unsafe { launch.launch(cfg) }.map_err(|e| driver(what, e))?;
         let after = stream
             .record_event(timing)
             .map_err(|e| driver("event", e))?;
-        after.synchronize().map_err(|e| driver("fold kernel", e))?;
+        after.synchronize().map_err(|e| driver(what, e))?;
         let ms = before
             .elapsed_ms(&after)
             .map_err(|e| driver("event timing", e))?;
-        // The folds are part of the operator's kernel time.
         let t = Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3);
         st.counters.kernels += t;
-        st.counters.last_kernel += t;
         st.counters.launches += 1;
-        Ok(())
+        Ok(t)
     }
 
     /// The kernel of `ptx`, loaded once per process.
