@@ -19,6 +19,7 @@ use crate::ast::{self, Expr, ExprKind};
 use crate::error::{Bound, CallProblem, Callee, CompileError, Note, Result};
 use crate::hops::{BinaryOp, UnaryOp};
 use crate::span::Span;
+use lafuse_core::StatOp;
 
 /// One built-in function of the DML subset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -75,6 +76,13 @@ pub enum Builtin {
     Moment,
     /// `cov(X, Y)` or `cov(X, Y, W)`.
     Cov,
+    /// `cdf(target=x, dist=...)` and `icdf(target=p, dist=...)`: a distribution function named
+    /// by a string literal (`normal`, `exp`, `chisq`, `f`, `t`) with its parameters.
+    Cdf,
+    Icdf,
+    /// The distribution functions by name: `pnorm`, `qnorm`, `pexp`, `qexp`, `pchisq`,
+    /// `qchisq`, `pf`, `qf`, `pt`, `qt`.
+    Distribution(StatOp),
     Inv,
     Cholesky,
     Det,
@@ -200,6 +208,18 @@ pub const ALL: &[Builtin] = &[
     Builtin::InterQuartileMean,
     Builtin::Moment,
     Builtin::Cov,
+    Builtin::Cdf,
+    Builtin::Icdf,
+    Builtin::Distribution(StatOp::NormalCdf),
+    Builtin::Distribution(StatOp::NormalQuantile),
+    Builtin::Distribution(StatOp::ExpCdf),
+    Builtin::Distribution(StatOp::ExpQuantile),
+    Builtin::Distribution(StatOp::ChisqCdf),
+    Builtin::Distribution(StatOp::ChisqQuantile),
+    Builtin::Distribution(StatOp::FCdf),
+    Builtin::Distribution(StatOp::FQuantile),
+    Builtin::Distribution(StatOp::TCdf),
+    Builtin::Distribution(StatOp::TQuantile),
     Builtin::Inv,
     Builtin::Cholesky,
     Builtin::Det,
@@ -489,7 +509,61 @@ const WRITE_PARAMS: &[ParamSpec] = &[
 const PRINT_PARAMS: &[ParamSpec] = &[req("x", Any)];
 const STOP_PARAMS: &[ParamSpec] = &[req("msg", Sca)];
 const ASSERT_PARAMS: &[ParamSpec] = &[req("cond", Sca)];
+const MEAN_PARAMS: &[ParamSpec] = &[req("x", Mat), absent("w", Mat)];
 const CONTAINS_PARAMS: &[ParamSpec] = &[req("target", Mat), req("pattern", Sca)];
+// The distribution functions (SystemDS's defaults: mean 0, sd 1, rate 1, the lower tail). `cdf`
+// and `icdf` take every distribution's parameters; their construction checks which apply.
+const CDF_PARAMS: &[ParamSpec] = &[
+    req("target", Sca),
+    req("dist", Str),
+    opt("mean", Sca, Literal::Double(0.0)),
+    opt("sd", Sca, Literal::Double(1.0)),
+    opt("rate", Sca, Literal::Double(1.0)),
+    absent("df", Sca),
+    absent("df1", Sca),
+    absent("df2", Sca),
+    opt("lower.tail", Sca, Literal::Bool(true)),
+];
+const ICDF_PARAMS: &[ParamSpec] = &[
+    req("target", Sca),
+    req("dist", Str),
+    opt("mean", Sca, Literal::Double(0.0)),
+    opt("sd", Sca, Literal::Double(1.0)),
+    opt("rate", Sca, Literal::Double(1.0)),
+    absent("df", Sca),
+    absent("df1", Sca),
+    absent("df2", Sca),
+];
+const PNORM_PARAMS: &[ParamSpec] = &[
+    req("target", Sca),
+    opt("mean", Sca, Literal::Double(0.0)),
+    opt("sd", Sca, Literal::Double(1.0)),
+    opt("lower.tail", Sca, Literal::Bool(true)),
+];
+const QNORM_PARAMS: &[ParamSpec] = &[
+    req("target", Sca),
+    opt("mean", Sca, Literal::Double(0.0)),
+    opt("sd", Sca, Literal::Double(1.0)),
+];
+const PEXP_PARAMS: &[ParamSpec] = &[
+    req("target", Sca),
+    opt("rate", Sca, Literal::Double(1.0)),
+    opt("lower.tail", Sca, Literal::Bool(true)),
+];
+const QEXP_PARAMS: &[ParamSpec] = &[req("target", Sca), opt("rate", Sca, Literal::Double(1.0))];
+const PDF1_PARAMS: &[ParamSpec] = &[
+    req("target", Sca),
+    req("df", Sca),
+    opt("lower.tail", Sca, Literal::Bool(true)),
+];
+const QDF1_PARAMS: &[ParamSpec] = &[req("target", Sca), req("df", Sca)];
+const PF_PARAMS: &[ParamSpec] = &[
+    req("target", Sca),
+    req("df1", Sca),
+    req("df2", Sca),
+    opt("lower.tail", Sca, Literal::Bool(true)),
+];
+const QF_PARAMS: &[ParamSpec] = &[req("target", Sca), req("df1", Sca), req("df2", Sca)];
 const IFDEF_PARAMS: &[ParamSpec] = &[req("name", Any), req("default", Any)];
 
 const fn fixed(
@@ -575,6 +649,9 @@ impl Builtin {
             Median => "median",
             InterQuartileMean => "interQuartileMean",
             Moment => "moment",
+            Cdf => "cdf",
+            Icdf => "icdf",
+            Distribution(op) => op.name(),
             Cov => "cov",
             Inv => "inv",
             Cholesky => "cholesky",
@@ -656,13 +733,31 @@ impl Builtin {
             Log => fixed(LOG_PARAMS, 1, ArgStyle::PositionalOnly, R::ElementWise),
             Min | Max => variadic(VARIADIC_ANY, 1, R::AggregateOrElementWise),
             Pmin | Pmax => variadic(VARIADIC_ANY, 2, R::ElementWise),
-            Sum | Mean | Prod | Var | Sd => positional(UNARY_MAT, R::Double),
+            // `mean(X, W)`: the mean weighted by W (SystemDS's `cm` mean with weights).
+            Mean => fixed(MEAN_PARAMS, 1, ArgStyle::PositionalOnly, R::Double),
+            Sum | Prod | Var | Sd => positional(UNARY_MAT, R::Double),
             RowSums | ColSums | RowMeans | ColMeans | RowMaxs | RowMins | ColMaxs | ColMins
             | RowVars | ColVars | RowSds | ColSds => positional(UNARY_MAT, R::Matrix),
             // A weights column is the optional middle argument (SystemDS binds by position).
             Quantile => ranged(2, 3, R::Unknown),
             Median | InterQuartileMean => ranged(1, 2, R::Double),
             Moment | Cov => ranged(2, 3, R::Double),
+            Cdf => fixed(CDF_PARAMS, 2, ArgStyle::FirstPositional, R::Double),
+            Icdf => fixed(ICDF_PARAMS, 2, ArgStyle::FirstPositional, R::Double),
+            Distribution(op) => {
+                use StatOp::*;
+                let (params, min): (&'static [ParamSpec], usize) = match op {
+                    NormalCdf => (PNORM_PARAMS, 1),
+                    NormalQuantile => (QNORM_PARAMS, 1),
+                    ExpCdf => (PEXP_PARAMS, 1),
+                    ExpQuantile => (QEXP_PARAMS, 1),
+                    ChisqCdf | TCdf => (PDF1_PARAMS, 2),
+                    ChisqQuantile | TQuantile => (QDF1_PARAMS, 2),
+                    FCdf => (PF_PARAMS, 3),
+                    _ => (QF_PARAMS, 3),
+                };
+                fixed(params, min, ArgStyle::FirstPositional, R::Double)
+            }
             Inv | Cholesky => positional(UNARY_MAT, R::Matrix),
             Det => positional(UNARY_MAT, R::Double),
             Eigen | Qr => positional(UNARY_MAT, R::Several(2)),

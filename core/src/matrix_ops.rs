@@ -30,6 +30,27 @@ named_ops! {
         Cov = "cov",
         /// `cov(X, Y, W)`: `[X, Y, W]`.
         WeightedCov = "wcov",
+        /// `pnorm(x, mean, sd, lower.tail)` and `cdf(dist="normal")`: `[x, mean, sd, lower]`,
+        /// all scalars, as every distribution function's.
+        NormalCdf = "pnorm",
+        /// `pexp(x, rate, lower.tail)`: `[x, rate, lower]`.
+        ExpCdf = "pexp",
+        /// `pchisq(x, df, lower.tail)`: `[x, df, lower]`.
+        ChisqCdf = "pchisq",
+        /// `pf(x, df1, df2, lower.tail)`: `[x, df1, df2, lower]`.
+        FCdf = "pf",
+        /// `pt(x, df, lower.tail)`: `[x, df, lower]`.
+        TCdf = "pt",
+        /// `qnorm(p, mean, sd)` and `icdf(dist="normal")`: `[p, mean, sd]`.
+        NormalQuantile = "qnorm",
+        /// `qexp(p, rate)`: `[p, rate]`.
+        ExpQuantile = "qexp",
+        /// `qchisq(p, df)`: `[p, df]`.
+        ChisqQuantile = "qchisq",
+        /// `qf(p, df1, df2)`: `[p, df1, df2]`.
+        FQuantile = "qf",
+        /// `qt(p, df)`: `[p, df]`.
+        TQuantile = "qt",
     }
 }
 
@@ -41,7 +62,29 @@ impl StatOp {
             Median | Iqm => 1,
             Quantile | WeightedMedian | WeightedIqm | Moment | Cov => 2,
             WeightedQuantile | WeightedMoment | WeightedCov => 3,
+            ExpQuantile | ChisqQuantile | TQuantile => 2,
+            ExpCdf | ChisqCdf | TCdf | NormalQuantile | FQuantile => 3,
+            NormalCdf | FCdf => 4,
         }
+    }
+
+    /// A distribution function (SystemDS's `cdf`, `icdf`, `pnorm`, `qt`, ...): scalar inputs,
+    /// a scalar result.
+    pub fn is_distribution(self) -> bool {
+        use StatOp::*;
+        matches!(
+            self,
+            NormalCdf
+                | ExpCdf
+                | ChisqCdf
+                | FCdf
+                | TCdf
+                | NormalQuantile
+                | ExpQuantile
+                | ChisqQuantile
+                | FQuantile
+                | TQuantile
+        )
     }
 
     /// Whether the result is a matrix for these input kinds (`quantile` with a column of

@@ -599,6 +599,16 @@ impl<'a> Ctx<'a> {
         for e in &bound.variadic {
             variadic.push(self.expr(e)?);
         }
+        if let (Builtin::Mean, Some(w)) = (b, bound.arg("w")) {
+            // The weighted mean: sum(X * W) / sum(W).
+            let x = self.param(&bound, "x", span)?;
+            let w = self.expr(w)?;
+            let (op, dir) = (AggOp::Sum, Direction::Full);
+            let xw = self.add(OpKind::Binary(BinaryOp::Mul), &[x, w], span)?;
+            let num = self.add(OpKind::AggUnary { op, dir }, &[xw], span)?;
+            let den = self.add(OpKind::AggUnary { op, dir }, &[w], span)?;
+            return self.add(OpKind::Binary(BinaryOp::Div), &[num, den], span);
+        }
         if let Some((op, dir)) = aggregate(b) {
             let x = self.param(&bound, "x", span)?;
             return self.add(OpKind::AggUnary { op, dir }, &[x], span);
@@ -918,6 +928,76 @@ impl<'a> Ctx<'a> {
                     ));
                 };
                 self.add(OpKind::Binary(op), &[x, y], span)
+            }
+            Builtin::Distribution(op) => {
+                let params = b.signature().params;
+                let mut ins = Vec::with_capacity(params.len());
+                for p in params {
+                    ins.push(self.param(&bound, p.name, span)?);
+                }
+                self.add(OpKind::Stat(op), &ins, span)
+            }
+            Builtin::Cdf | Builtin::Icdf => {
+                // SystemDS names the distribution by a string: it must be known when the
+                // script is compiled, to pick the function and its parameters.
+                let function = b.name();
+                let dist = match bound.arg("dist").map(|e| &e.kind) {
+                    Some(ExprKind::Str(s)) => s.to_lowercase(),
+                    _ => return Err(CompileError::at(
+                        ShapeError::Argument {
+                            function,
+                            argument: "dist",
+                            value: "(not a string literal)".into(),
+                            expected:
+                                "a string literal: \"normal\", \"exp\", \"chisq\", \"f\" or \"t\"",
+                        },
+                        span,
+                    )),
+                };
+                let inverse = b == Builtin::Icdf;
+                let (op, params): (StatOp, &[&'static str]) = match (dist.as_str(), inverse) {
+                    ("normal", false) => (StatOp::NormalCdf, &["mean", "sd"]),
+                    ("normal", true) => (StatOp::NormalQuantile, &["mean", "sd"]),
+                    ("exp", false) => (StatOp::ExpCdf, &["rate"]),
+                    ("exp", true) => (StatOp::ExpQuantile, &["rate"]),
+                    ("chisq", false) => (StatOp::ChisqCdf, &["df"]),
+                    ("chisq", true) => (StatOp::ChisqQuantile, &["df"]),
+                    ("t", false) => (StatOp::TCdf, &["df"]),
+                    ("t", true) => (StatOp::TQuantile, &["df"]),
+                    ("f", false) => (StatOp::FCdf, &["df1", "df2"]),
+                    ("f", true) => (StatOp::FQuantile, &["df1", "df2"]),
+                    _ => {
+                        return Err(CompileError::at(
+                            ShapeError::Argument {
+                                function,
+                                argument: "dist",
+                                value: format!("{dist:?}"),
+                                expected: "one of \"normal\", \"exp\", \"chisq\", \"f\" and \"t\"",
+                            },
+                            span,
+                        ))
+                    }
+                };
+                let mut ins = vec![self.param(&bound, "target", span)?];
+                for &p in params {
+                    if bound.arg(p).is_none() && matches!(p, "df" | "df1" | "df2") {
+                        return Err(CompileError::at(
+                            ShapeError::Argument {
+                                function,
+                                argument: "df",
+                                value: "(missing)".into(),
+                                expected: "the degrees of freedom of the chisq and t \
+                                           distributions (df), and of f (df1 and df2)",
+                            },
+                            span,
+                        ));
+                    }
+                    ins.push(self.param(&bound, p, span)?);
+                }
+                if !inverse {
+                    ins.push(self.param(&bound, "lower.tail", span)?);
+                }
+                self.add(OpKind::Stat(op), &ins, span)
             }
             Builtin::Contains => {
                 // SystemDS's `contains` as the aggregate it is: any cell equal to the pattern,

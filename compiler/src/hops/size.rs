@@ -590,15 +590,20 @@ fn param_dims(dag: &HopDag, hop: &Hop, p: ParamOp) -> Result<Dims> {
     };
     Ok(match p {
         ParamOp::Table => {
-            // The matrices among A, B and W must agree in shape.
+            // The matrices among A, B and W must agree in shape, or be vectors of as many
+            // cells (a row and a column, paired in order as SystemDS's cell loop pairs them).
             let mut first: Option<Dims> = None;
+            let vector = |d: &Dims| d.rows == Some(1) || d.cols == Some(1);
             for &id in &inp[..3] {
                 if !dag.hop(id).is_matrix() {
                     continue;
                 }
                 let d = Dims::of(dag.hop(id));
                 match first {
-                    Some(f) if conflict(f.rows, d.rows) || conflict(f.cols, d.cols) => {
+                    Some(f)
+                        if (conflict(f.rows, d.rows) || conflict(f.cols, d.cols))
+                            && !(vector(&f) && vector(&d) && !conflict(f.cells(), d.cells())) =>
+                    {
                         return Err(err(ShapeError::SameShape {
                             op: "table",
                             left: shape(&f),

@@ -223,6 +223,12 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
                 MATRIX
             })
         }
+        OpKind::Stat(s) if s.is_distribution() => {
+            for i in 0..inputs.len() {
+                need_scalar(i, s.name())?;
+            }
+            Ok(scalar(ValueType::Double))
+        }
         OpKind::Stat(s) => {
             let n = inputs.len();
             // The data (and weights) are matrices; `k` and `p` scalars, `p` also a column.

@@ -15,6 +15,7 @@
 pub mod aggregate;
 pub mod construct;
 pub mod cumulative;
+pub mod distributions;
 pub mod elementwise;
 pub mod grouped;
 pub mod index;

@@ -141,6 +141,17 @@ fn iqm(pairs: &[(f64, f64)]) -> f64 {
 /// probabilities, a column. `inputs` are the hop's, in [`StatOp`]'s order.
 pub fn stat(op: StatOp, inputs: &[StatInput<'_>]) -> Result<StatValue> {
     let name = op.name();
+    if op.is_distribution() {
+        let values: Vec<f64> = inputs
+            .iter()
+            .map(|i| match i {
+                StatInput::Scalar(v) => *v,
+                StatInput::Matrix(m) if m.shape() == (1, 1) => m.get(0, 0),
+                StatInput::Matrix(_) => f64::NAN,
+            })
+            .collect();
+        return super::distributions::distribution(op, &values).map(StatValue::Scalar);
+    }
     let matrix = |i: usize| match inputs.get(i) {
         Some(StatInput::Matrix(m)) => Ok(*m),
         _ => Err(RuntimeError::StatArgument {
@@ -219,6 +230,17 @@ pub fn stat(op: StatOp, inputs: &[StatInput<'_>]) -> Result<StatValue> {
             };
             StatValue::Scalar(covariance(&x, &y, w.as_deref()))
         }
+        // Handled above.
+        StatOp::NormalCdf
+        | StatOp::ExpCdf
+        | StatOp::ChisqCdf
+        | StatOp::FCdf
+        | StatOp::TCdf
+        | StatOp::NormalQuantile
+        | StatOp::ExpQuantile
+        | StatOp::ChisqQuantile
+        | StatOp::FQuantile
+        | StatOp::TQuantile => unreachable!("distribution functions return before the data"),
     })
 }
 

@@ -49,7 +49,8 @@ fn values<'a>(op: Operand<'a>) -> Box<dyn Iterator<Item = f64> + 'a> {
 
 /// `table(a, b, w)` with optional output dimensions (`None` where not given: the largest
 /// category then). At least one of `a` and `b` is a matrix; the matrices among `a`, `b` and
-/// `w` must have the same shape.
+/// `w` must have the same shape, or be vectors of as many cells (a row and a column), paired
+/// in order as SystemDS's cell loop pairs them (`km.dml` tables a row against a `seq`).
 pub fn table(
     a: Operand<'_>,
     b: Operand<'_>,
@@ -60,8 +61,12 @@ pub fn table(
     let mut shape: Option<(usize, usize)> = None;
     for op in [a, b, w] {
         if let Operand::Matrix(m) = op {
+            let vector = |(r, c): (usize, usize)| r == 1 || c == 1;
             match shape {
-                Some(s) if s != m.shape() => {
+                Some(s)
+                    if s != m.shape()
+                        && !(vector(s) && vector(m.shape()) && s.0 * s.1 == m.cells()) =>
+                {
                     return Err(RuntimeError::ShapeMismatch {
                         op: ShapeOp::Builtin("table"),
                         left: s,
