@@ -340,6 +340,10 @@ const DIFFERENT_OPERATORS: &[(&str, &str)] = &[];
 /// Corpus scripts that make no matrix data in place by the rule of [`rewrite::rewrite`], and
 /// why.
 const NO_INPUTS: &[(&str, &str)] = &[
+    (
+        "distributions",
+        "no matrix at all: distribution functions of scalars",
+    ),
     ("for_fractional", "no matrix at all: scalar loops"),
     ("for_large_integers", "no matrix at all: scalar loops"),
     (
