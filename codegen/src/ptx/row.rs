@@ -21,7 +21,7 @@
 
 use super::kx::{declare_kernel, pick, unrolled, Acc, Kx};
 use crate::backend::{CodegenError, Internal, Unsupported};
-use crate::native::expr::{ierr, load_inputs, At, Body, Fx};
+use crate::native::expr::{ierr, load_inputs, At, Body, Fx, InputPtrs};
 use crate::native::llvm::{load_vec, store_vec};
 use inkwell::context::Context;
 use inkwell::module::Module;
@@ -323,18 +323,7 @@ pub(crate) fn emit<'c>(
                     cols,
                     32,
                     &mut |k, j| {
-                        let m = mains(k, i, j)?;
-                        let mut body = Body::new(
-                            plan,
-                            &ins,
-                            At {
-                                i,
-                                j,
-                                w: 1,
-                                main: m,
-                            },
-                        );
-                        body.given = g.clone();
+                        let mut body = body_at(plan, &ins, (i, j, mains(k, i, j)?), g.clone());
                         here.iter()
                             .map(|&(_, p)| match p {
                                 Pass::Agg { x, .. } => body.emit(&k.fx, x, false),
@@ -377,18 +366,7 @@ pub(crate) fn emit<'c>(
                         cols,
                         32,
                         &mut |k, j| {
-                            let m = mains(k, i, j)?;
-                            let mut body = Body::new(
-                                plan,
-                                &ins,
-                                At {
-                                    i,
-                                    j,
-                                    w: 1,
-                                    main: m,
-                                },
-                            );
-                            body.given = g.clone();
+                            let mut body = body_at(plan, &ins, (i, j, mains(k, i, j)?), g.clone());
                             let v = body.emit(&k.fx, out_node, false)?;
                             if to_out {
                                 store_vec(&k.fx.b, out, k.fx.add(k.fx.mul(i, cols)?, j)?, v)?;
@@ -411,17 +389,7 @@ pub(crate) fn emit<'c>(
                         // A scalar output reads no column: column 0's main value is never
                         // used, but `At` needs one.
                         let z = k.fx.splat_const(0.0, 1);
-                        let mut body = Body::new(
-                            plan,
-                            &ins,
-                            At {
-                                i,
-                                j: k.fx.i64c(0),
-                                w: 1,
-                                main: z,
-                            },
-                        );
-                        body.given = g.clone();
+                        let mut body = body_at(plan, &ins, (i, k.fx.i64c(0), z), g.clone());
                         let v = body.emit(&k.fx, out_node, false)?;
                         if to_out {
                             store_vec(&k.fx.b, out, i, v)
@@ -472,18 +440,7 @@ pub(crate) fn emit<'c>(
                         let idx = k.fx.i64c(r * u64::from(MAX_ROW_AGGREGATES) + s as u64);
                         given.insert(*node, load_vec(&k.fx.b, k.fx.vty(1), sh_rows, idx)?);
                     }
-                    let m = mains(k, ir, j)?;
-                    let mut body = Body::new(
-                        plan,
-                        &ins,
-                        At {
-                            i: ir,
-                            j,
-                            w: 1,
-                            main: m,
-                        },
-                    );
-                    body.given = given;
+                    let mut body = body_at(plan, &ins, (ir, j, mains(k, ir, j)?), given);
                     match &plan.nodes[out_node] {
                         CNode::OuterMultAdd { a: x, b: y } => {
                             let x = body.emit(&k.fx, *x, false)?;
@@ -543,6 +500,19 @@ pub(crate) fn emit<'c>(
         super::fold::emit_fold_columns(ctx, module, AggKind::Sum)?;
     }
     Ok(kernel)
+}
+
+/// The body at row `i`, column `j` (main value `main`), with the row aggregates of row `i`
+/// already computed (`given`).
+fn body_at<'p, 'c>(
+    plan: &'p CPlan,
+    ins: &'p InputPtrs<'c>,
+    (i, j, main): (IntValue<'c>, IntValue<'c>, VectorValue<'c>),
+    given: HashMap<CNodeId, VectorValue<'c>>,
+) -> Body<'p, 'c> {
+    let mut body = Body::new(plan, ins, At { i, j, w: 1, main });
+    body.given = given;
+    body
 }
 
 /// `x` of the lane `offset` lanes up (`shfl.sync.down`; the top lanes get their own), as two
