@@ -50,7 +50,7 @@ fn wi(w: u32) -> usize {
     usize::from(w == 1)
 }
 
-fn init_value(agg: AggKind) -> f64 {
+pub(crate) fn init_value(agg: AggKind) -> f64 {
     match agg {
         AggKind::Min => f64::INFINITY,
         AggKind::Max => f64::NEG_INFINITY,

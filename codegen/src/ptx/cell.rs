@@ -10,7 +10,7 @@ use crate::native::llvm::{load_vec, store_vec};
 use crate::native::used_mask;
 use inkwell::context::Context;
 use inkwell::module::Module;
-use inkwell::values::{IntValue, PointerValue};
+use inkwell::values::{IntValue, PointerValue, VectorValue};
 use lafuse_compiler::fusion::cplan::{CNode, CNodeId, CPlan};
 use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::gpu::abi::{GpuKernel, GpuMain, KernelShape};
@@ -58,19 +58,22 @@ pub(super) fn emit_cell_like<'c>(
     };
     let accs: Vec<Acc<'c>> = aggs.iter().map(|&a| k.acc(a)).collect::<Result<_, _>>()?;
     let tr = kernel.transposed;
-    // The roots' values at one cell (`p`: the non-zero's position, CSR), folded or written.
-    let visit =
-        |k: &mut Kx<'_, 'c>, at: At<'c>, flat_idx: IntValue<'c>| -> Result<(), CodegenError> {
-            let mut body = Body::new(plan, &ins, at);
-            for (r, &root) in roots.iter().enumerate() {
-                let v = body.emit(&k.fx, root, tr)?;
-                match accs.get(r) {
-                    Some(&a) => k.fold(a, v)?,
-                    None => store_vec(&k.fx.b, out, flat_idx, v)?,
-                }
+    // The roots' values at cell (i, j) whose main value is `main`, folded or written at
+    // `flat_idx` (CSR: the non-zero's position).
+    let visit = |k: &mut Kx<'_, 'c>,
+                 (i, j, main): (IntValue<'c>, IntValue<'c>, VectorValue<'c>),
+                 flat_idx: IntValue<'c>|
+     -> Result<(), CodegenError> {
+        let mut body = Body::new(plan, &ins, At { i, j, w: 1, main });
+        for (r, &root) in roots.iter().enumerate() {
+            let v = body.emit(&k.fx, root, tr)?;
+            match accs.get(r) {
+                Some(&a) => k.fold(a, v)?,
+                None => store_vec(&k.fx.b, out, flat_idx, v)?,
             }
-            Ok(())
-        };
+        }
+        Ok(())
+    };
     let threads = k.threads();
     let gtid = k.fx.add(k.fx.mul(k.bid, threads)?, k.tid)?;
     let gstride = k.fx.mul(k.nb, threads)?;
@@ -89,16 +92,7 @@ pub(super) fn emit_cell_like<'c>(
                             .map_err(ierr)?;
                     (i, k.fx.sub(idx, k.fx.mul(i, cols)?)?)
                 };
-                visit(
-                    k,
-                    At {
-                        i,
-                        j,
-                        w: 1,
-                        main: m,
-                    },
-                    idx,
-                )
+                visit(k, (i, j, m), idx)
             })?;
         }
         (KernelShape::RowAgg { .. }, MainRead::Dense(mp)) => {
@@ -110,16 +104,7 @@ pub(super) fn emit_cell_like<'c>(
                 k.for_stride(tid, cols, threads, &mut |k, j| {
                     let idx = k.fx.add(base, j)?;
                     let m = load_vec(&k.fx.b, k.fx.vty(1), *mp, idx)?;
-                    visit(
-                        k,
-                        At {
-                            i,
-                            j,
-                            w: 1,
-                            main: m,
-                        },
-                        idx,
-                    )
+                    visit(k, (i, j, m), idx)
                 })?;
                 k.block_reduce(a, &mut |k, s, _| store_vec(&k.fx.b, out, i, s))
             })?;
@@ -134,16 +119,7 @@ pub(super) fn emit_cell_like<'c>(
                 k.for_stride(lo, hi, k.fx.i64c(1), &mut |k, i| {
                     let idx = k.fx.add(k.fx.mul(i, cols)?, j)?;
                     let m = load_vec(&k.fx.b, k.fx.vty(1), *mp, idx)?;
-                    visit(
-                        k,
-                        At {
-                            i,
-                            j,
-                            w: 1,
-                            main: m,
-                        },
-                        idx,
-                    )
+                    visit(k, (i, j, m), idx)
                 })?;
                 let slot = k.fx.add(k.fx.mul(bidy, cols)?, j)?;
                 k.write_pair(out, slot, k.fx.load_v(a.s)?, k.fx.load_v(a.c)?)
@@ -177,16 +153,7 @@ pub(super) fn emit_cell_like<'c>(
                 k.for_stride(start, p1, lanes, &mut |k, p| {
                     let j = k.fx.load_index(ci, p)?;
                     let m = load_vec(&k.fx.b, k.fx.vty(1), va, p)?;
-                    visit(
-                        k,
-                        At {
-                            i,
-                            j,
-                            w: 1,
-                            main: m,
-                        },
-                        p,
-                    )
+                    visit(k, (i, j, m), p)
                 })?;
                 if row_agg {
                     store_vec(&k.fx.b, out, i, k.fx.load_v(accs[0].s)?)?;

@@ -360,23 +360,9 @@ impl<'m, 'c> Kx<'m, 'c> {
     }
 }
 
-fn init_value(agg: AggKind) -> f64 {
-    match agg {
-        AggKind::Min => f64::INFINITY,
-        AggKind::Max => f64::NEG_INFINITY,
-        AggKind::Sum | AggKind::SumSq => 0.0,
-    }
-}
-
-/// The runtime's min/max step: NaN wins, else the strictly better value.
-pub(super) fn pick<'c>(
-    fx: &Fx<'_, 'c>,
-    agg: AggKind,
-    acc: VectorValue<'c>,
-    x: VectorValue<'c>,
-) -> Result<VectorValue<'c>, CodegenError> {
-    crate::native::cell::pick(fx, agg, acc, x)
-}
+/// The runtime's min/max step (NaN wins, else the strictly better value) and the aggregates'
+/// initial values, as the native emitters have them.
+pub(super) use crate::native::cell::{init_value, pick};
 
 /// What an [`unrolled`] loop evaluates at one iteration: the values its fold takes.
 pub(super) type Eval<'f, 'c> =

@@ -107,37 +107,21 @@ fn analyze(plan: &CPlan, row_type: RowType) -> Result<Analysis, CodegenError> {
         classes[i] = match node {
             CNode::Data { input, access } => {
                 let scalar = plan.inputs.get(*input) == Some(&InputKind::Scalar);
-                match access {
-                    Access::Main if *input == 0 => {
-                        set(0, InputUse::Main)?;
-                        Cls::Vector
-                    }
+                let (u, c) = match access {
+                    Access::Main if *input == 0 => (InputUse::Main, Cls::Vector),
                     _ if *input == 0 => {
                         return unsupported("the main input read other than as its rows")
                     }
-                    _ if scalar || *access == Access::Scalar => {
-                        set(*input, InputUse::Scalar)?;
-                        Cls::Scalar
-                    }
-                    Access::Aligned => {
-                        set(*input, InputUse::Aligned)?;
-                        Cls::Vector
-                    }
-                    Access::RowVector => {
-                        set(*input, InputUse::RowVector)?;
-                        Cls::Vector
-                    }
-                    Access::ColVector => {
-                        set(*input, InputUse::ColVector)?;
-                        Cls::Scalar
-                    }
+                    _ if scalar || *access == Access::Scalar => (InputUse::Scalar, Cls::Scalar),
+                    Access::Aligned => (InputUse::Aligned, Cls::Vector),
+                    Access::RowVector => (InputUse::RowVector, Cls::Vector),
+                    Access::ColVector => (InputUse::ColVector, Cls::Scalar),
                     // n×1, read at (j, 0).
-                    Access::Whole => {
-                        set(*input, InputUse::ColVectorT)?;
-                        Cls::Whole
-                    }
+                    Access::Whole => (InputUse::ColVectorT, Cls::Whole),
                     _ => return unsupported("an input access a GPU row operator does not read"),
-                }
+                };
+                set(*input, u)?;
+                c
             }
             CNode::Literal { value } => {
                 if let Literal::Str(_) = value {
