@@ -236,6 +236,14 @@ fn generated_code(
                         code.push_str(c);
                     }
                 }
+                // An Outer operator's tiles over a dense-enough driver: compiled on first
+                // such use, shown here like the CSR entry point.
+                if let Some(tiles) = compiled.tiles_text(level == ExplainLevel::Ir) {
+                    let tiles = tiles
+                        .map_err(|source| Error::Internal(Internal::CodeGeneration { source }))?;
+                    code.push_str("; --- tiles entry point (dense-enough driver) ---\n");
+                    code.push_str(tiles);
+                }
                 text.push_str(&code);
                 Some(code)
             }

@@ -42,6 +42,7 @@ impl FusionBackend {
         store_dir: Option<&std::path::Path>,
         store_limit: u64,
         placement: Placement,
+        cost_model: &CostModel,
     ) -> Box<dyn Backend> {
         if placement != Placement::Cpu {
             match (self, crate::gpu::available()) {
@@ -58,11 +59,14 @@ impl FusionBackend {
             FusionBackend::Reference => Box::new(reference::ReferenceBackend),
             #[cfg(feature = "llvm")]
             FusionBackend::Native => {
-                use lafuse_codegen::native::{NativeBackend, ObjectStore};
+                use lafuse_codegen::native::{NativeBackend, ObjectStore, RunOptions};
                 use lafuse_codegen::parameters::LiteralsAsParameters;
+                // How operators run where the machine decides (an Outer operator's tiles).
+                let options = RunOptions::for_model(cost_model);
                 // Compiled code is shared by plans that differ only in constants; on the GPU
                 // too, where each operator also keeps its native form for the CPU.
                 let parameterized = |b: NativeBackend| -> Box<dyn Backend> {
+                    let b = b.with_options(options);
                     #[cfg(feature = "cuda")]
                     if placement != Placement::Cpu && crate::gpu::available().is_ok() {
                         use lafuse_codegen::ptx::backend::{GpuBackend, PlacementModel};
@@ -93,7 +97,7 @@ impl FusionBackend {
             }
             #[cfg(not(feature = "llvm"))]
             FusionBackend::Native => {
-                let _ = (store_dir, store_limit, placement);
+                let _ = (store_dir, store_limit, placement, cost_model);
                 Box::new(lafuse_codegen::backend::Unavailable {
                     name: "native",
                     why: "native code generation (lafuse was built without the `llvm` feature; \
@@ -240,7 +244,7 @@ impl Fuser {
     ) -> Fuser {
         Fuser {
             selector: policy.selector(cost_model),
-            backend: backend.create(store_dir, store_limit, placement),
+            backend: backend.create(store_dir, store_limit, placement, &cost_model),
             counters: Arc::new(FusionCounters::default()),
         }
     }

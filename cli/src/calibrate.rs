@@ -12,7 +12,10 @@
 //!   whole machine.
 //! * `weights.*`: the same rate for each operation class through its runtime kernel, as the
 //!   ratio to `X * 2.5` (a kernel that takes four times as long per cell weighs 4); the matrix
-//!   multiply per multiply-add of a cache-sized `dgemm`.
+//!   multiply per multiply-add of a cache-sized `dgemm`; an Outer operator's dot products
+//!   one non-zero at a time (`weights.outer_dot`) per multiply-add of dot products of rank
+//!   [`OUTER_RANK`] between rows of two factors at the scattered non-zeros of a driver of
+//!   density [`OUTER_DENSITY`], as the Outer skeleton's sparse path computes them.
 //!
 //! Every figure is the median of several repetitions after a warm-up run. The kernel timings
 //! include what every unfused kernel pays per cell (its output write and non-zero count), so the
@@ -314,6 +317,59 @@ fn concurrent_rate(
     Ok(units * (plan.threads * iters) as f64 / seconds.max(1e-12))
 }
 
+/// The rank of the dot products `weights.outer_dot` is measured with (the paper's Outer
+/// patterns use 100).
+pub const OUTER_RANK: usize = 100;
+/// The density of the driver whose non-zeros `weights.outer_dot` is measured at.
+pub const OUTER_DENSITY: f64 = 0.01;
+
+/// The multiply-adds per call, and the call, of `n`×`n` driver non-zeros at density
+/// [`OUTER_DENSITY`] (columns scattered within each row, as a CSR row's), each a dot product of
+/// a row of `U` and a row of `V` (both `n`×[`OUTER_RANK`]): eight independent lanes, as the
+/// generated code's dot products, summed into a scalar that is returned.
+fn outer_dots(n: usize) -> (f64, impl Fn() -> lafuse_runtime::Result<Matrix> + Sync) {
+    let k = OUTER_RANK;
+    let u = values(n * k, 19);
+    let v = values(n * k, 23);
+    let per_row = ((n as f64 * OUTER_DENSITY).round() as usize).max(1);
+    // A fixed scatter of columns per row (a multiplicative hash, sorted as in CSR).
+    let cols: Vec<Vec<usize>> = (0..n)
+        .map(|i| {
+            let mut c: Vec<usize> = (0..per_row)
+                .map(|t| (i * 7919 + t * 104_729 + t * t * 31) % n)
+                .collect();
+            c.sort_unstable();
+            c
+        })
+        .collect();
+    let dots = (n * per_row * k) as f64;
+    let kernel = move || {
+        let mut total = 0.0;
+        for (i, row) in cols.iter().enumerate() {
+            let ur = &u[i * k..(i + 1) * k];
+            for &j in row {
+                let vr = &v[j * k..(j + 1) * k];
+                let mut acc = [0.0f64; 8];
+                let (uc, vc) = (ur.chunks_exact(8), vr.chunks_exact(8));
+                let tail: f64 = uc
+                    .remainder()
+                    .iter()
+                    .zip(vc.remainder())
+                    .map(|(a, b)| a * b)
+                    .sum();
+                for (a, b) in uc.zip(vc) {
+                    for l in 0..8 {
+                        acc[l] += a[l] * b[l];
+                    }
+                }
+                total += acc.iter().sum::<f64>() + tail;
+            }
+        }
+        Ok(Matrix::scalar(black_box(total)))
+    };
+    (dots, kernel)
+}
+
 /// Measures the cost model's constants on this machine ([module docs](self)) and returns them
 /// as a machine profile with provenance and the raw measurements.
 pub fn calibrate(options: &CalibrateOptions) -> Result<MachineProfile, Error> {
@@ -424,6 +480,14 @@ pub fn calibrate(options: &CalibrateOptions) -> Result<MachineProfile, Error> {
     measured.insert("multiply_adds_per_second.matmul".to_string(), mm_rate);
     model
         .set("weights.matmul", base / mm_rate)
+        .map_err(|source| Error::Internal(Internal::CalibratedConstant { source }))?;
+
+    // An Outer operator's dot products one non-zero at a time, every thread at once.
+    let (dots, kernel) = outer_dots(plan.matmul_size * 8);
+    let dot_rate = concurrent_rate(&plan, dots, &kernel)?;
+    measured.insert("multiply_adds_per_second.outer_dot".to_string(), dot_rate);
+    model
+        .set("weights.outer_dot", base / dot_rate)
         .map_err(|source| Error::Internal(Internal::CalibratedConstant { source }))?;
 
     // What the calibrated model predicts for the large `X * 2.5` it did not fit to.

@@ -103,6 +103,19 @@ pub struct KernelArgs {
     pub k: usize,
     /// Outer: the row length `k2` of the final product's matrix.
     pub k2: usize,
+    /// Outer over tiles: the block of `U %*% t(V)` at rows `[rl, ru)` and columns
+    /// `[col_lo, col_hi)`, row `rl` first, row-major with row stride `tile_stride`; null for
+    /// every other entry point.
+    pub tile: *const f64,
+    /// Outer over tiles: the row stride of `tile`.
+    pub tile_stride: usize,
+    /// Outer over tiles: the first column of the tile.
+    pub col_lo: usize,
+    /// Outer over tiles: the end of the tile's columns.
+    pub col_hi: usize,
+    /// Outer over tiles, where the entry writes cells (`G_ij` at
+    /// `out[(i - rl) * out_stride + (j - col_lo)]`): the row stride of `out`.
+    pub out_stride: usize,
 }
 
 /// A generated entry point: processes rows `[rl, ru)`; returns the non-zeros it wrote.

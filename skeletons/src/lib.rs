@@ -24,7 +24,7 @@ pub mod row;
 pub use abi::{DenseView, KernelArgs, KernelFn, PARTIAL_SLOTS_PER_LANE};
 pub use cell::{CellKernels, CellSpec};
 pub use magg::{MAggKernels, MAggSpec};
-pub use outer::{OuterKernels, OuterSpec};
+pub use outer::{OuterKernels, OuterSpec, OuterTiles};
 pub use prep::Input;
 
 use lafuse_core::Fault;
@@ -154,6 +154,8 @@ pub enum SkeletonError {
     Device { step: &'static str, detail: String },
     /// Device memory ran out, after recycling and eviction: the operator runs on the CPU.
     DeviceMemory(gpu::memory::DeviceOutOfMemory),
+    /// A block product of the Outer skeleton's tiles did not fit its buffers.
+    TileBlocks,
 }
 
 /// The shape an input's use needs ([`SkeletonError::InputShape`]).
@@ -243,6 +245,9 @@ impl fmt::Display for SkeletonError {
             SkeletonError::OutOfMemory(e) => write!(f, "{e}"),
             SkeletonError::Device { step, detail } => write!(f, "GPU: {step}: {detail}"),
             SkeletonError::DeviceMemory(e) => write!(f, "GPU: {e}"),
+            SkeletonError::TileBlocks => {
+                f.write_str("a tile of the outer product does not fit its buffers")
+            }
         }
     }
 }

@@ -76,8 +76,14 @@ impl<'a> Prepared<'a> {
             })
     }
 
+    /// The prepared dense values of input `k` (row-major; transposed where its use says so);
+    /// empty for the main input, an unread or a streamed one.
+    pub(crate) fn values(&self, k: usize) -> &[f64] {
+        self.store.get(k).map_or(&[][..], |s| &s[..])
+    }
+
     /// Whether some input is streamed, so tasks must run block by block.
-    fn has_streamed(&self) -> bool {
+    pub(crate) fn has_streamed(&self) -> bool {
         self.streamed.iter().any(Option::is_some)
     }
 
@@ -390,6 +396,11 @@ pub(crate) fn kernel_args(main: &Matrix, views: &[DenseView], k: usize, k2: usiz
         cols: n,
         k,
         k2,
+        tile: std::ptr::null(),
+        tile_stride: 0,
+        col_lo: 0,
+        col_hi: 0,
+        out_stride: 0,
     }
 }
 

@@ -1,8 +1,8 @@
 //! Native code as a [`Backend`]: operators come from the operator cache (compiled on a miss,
 //! the missing ones of a block in parallel, through the on-disk object store where there is
-//! one), and run as [`NativeOperator`]s.
+//! one), and run as [`NativeOperator`]s with the backend's [`RunOptions`].
 
-use super::{Lookup, NativeOperator, ObjectStore, OperatorCache};
+use super::{Lookup, NativeOperator, ObjectStore, OperatorCache, RunOptions};
 use crate::backend::Operand;
 use crate::backend::{Backend, Built, CodegenError, Executable, Origin, Request};
 use lafuse_compiler::fusion::cplan::CPlan;
@@ -14,6 +14,7 @@ use std::time::Duration;
 #[derive(Default)]
 pub struct NativeBackend {
     cache: OperatorCache,
+    options: RunOptions,
 }
 
 impl NativeBackend {
@@ -26,7 +27,14 @@ impl NativeBackend {
     pub fn with_store(store: Arc<ObjectStore>) -> NativeBackend {
         NativeBackend {
             cache: OperatorCache::with_store(store),
+            options: RunOptions::default(),
         }
+    }
+
+    /// The backend, running its operators with `options` (the engine's, from its cost
+    /// model: [`RunOptions::for_model`]).
+    pub fn with_options(self, options: RunOptions) -> NativeBackend {
+        NativeBackend { options, ..self }
     }
 
     /// The operator cache.
@@ -54,10 +62,15 @@ impl Backend for NativeBackend {
                         loaded_from_store: operator.loaded_from_store(),
                     },
                 };
-                Ok(Built {
-                    executable: operator,
-                    origin,
-                })
+                let executable: Arc<dyn Executable> = if self.options == RunOptions::default() {
+                    operator
+                } else {
+                    Arc::new(WithOptions {
+                        operator,
+                        options: self.options,
+                    })
+                };
+                Ok(Built { executable, origin })
             })
             .collect()
     }
@@ -75,5 +88,29 @@ impl Executable for NativeOperator {
 
     fn compile_time(&self) -> Duration {
         NativeOperator::compile_time(self)
+    }
+}
+
+/// A cached operator run with a backend's non-default [`RunOptions`] (operators are shared by
+/// the cache; the options belong to the backend that handed them out).
+#[derive(Debug)]
+struct WithOptions {
+    operator: Arc<NativeOperator>,
+    options: RunOptions,
+}
+
+impl Executable for WithOptions {
+    fn execute(
+        &self,
+        inputs: &[Operand<'_>],
+        out_shapes: &[(usize, usize)],
+        known: &[Option<ValueRange>],
+    ) -> Result<Vec<Matrix>, CodegenError> {
+        self.operator
+            .execute_with_options(inputs, out_shapes, known, self.options)
+    }
+
+    fn compile_time(&self) -> Duration {
+        self.operator.compile_time()
     }
 }

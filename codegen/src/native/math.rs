@@ -104,15 +104,28 @@ pub(crate) fn library(
 /// Defines the one-lane functions of the library (`lafuse_log_v1`, `lafuse_exp_v1`) inside
 /// `module` with internal linkage, for a target with no shared library to call (PTX): calls
 /// of [`ln`] and [`exp`] then resolve to them, and the optimizer inlines them.
+#[cfg(feature = "ptx")]
 pub(crate) fn define_one_lane<'c>(
     ctx: &'c inkwell::context::Context,
     module: &inkwell::module::Module<'c>,
 ) -> Result<(), CodegenError> {
+    define_inline(ctx, module, &[1])
+}
+
+/// Defines the library's functions of the given widths inside `module` with internal linkage
+/// and `alwaysinline`, so that calls of [`ln`] and [`exp`] there are inlined: for loops whose
+/// body is little more than one of them over every cell (an Outer operator's tiles), where a
+/// call's spills of the loop's accumulators cost as much as a third of the function.
+pub(crate) fn define_inline<'c>(
+    ctx: &'c inkwell::context::Context,
+    module: &inkwell::module::Module<'c>,
+    widths: &[u32],
+) -> Result<(), CodegenError> {
     for (name, width, body) in LIBRARY_FUNCTIONS {
-        if width != 1 {
+        if !widths.contains(&width) {
             continue;
         }
-        let vty = ctx.f64_type().vec_type(1);
+        let vty = ctx.f64_type().vec_type(width);
         let f = module.add_function(
             name,
             vty.fn_type(&[vty.into()], false),

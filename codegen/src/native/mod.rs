@@ -49,7 +49,7 @@ use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
     cell as sk_cell, magg as sk_magg, outer as sk_outer, row as sk_row, AggKind, CellKernels,
     CellKind, CellSpec, EntryError, Input, InputUse, LazyEntry, MAggKernels, MAggSpec,
-    OuterKernels, OuterKind, OuterSpec, SkeletonError,
+    OuterKernels, OuterKind, OuterSpec, OuterTiles, SkeletonError,
 };
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -95,6 +95,8 @@ pub struct NativeOperator {
     csr: OnceLock<Result<EntryCode, CodegenError>>,
     /// Outer: every cell of the driver (see [`Entry::EveryCell`]).
     every_cell: OnceLock<Result<EntryCode, CodegenError>>,
+    /// Outer: every cell of blocks, over tiles of the product (see [`Entry::Tiles`]).
+    tiles: OnceLock<Result<EntryCode, CodegenError>>,
     /// Time and phases of [`compile_for`] (the first entry point, libraries it waited for).
     compile_time: Duration,
     compile_phases: CompilePhases,
@@ -261,6 +263,9 @@ enum Entry {
     Csr,
     /// Outer only: every cell of a dense (or densified) driver.
     EveryCell,
+    /// Outer only: every cell of blocks of a dense (or densified) driver, with the block's
+    /// dot products computed by the skeleton as a tile of `U %*% t(V)`.
+    Tiles,
 }
 
 impl Entry {
@@ -270,6 +275,7 @@ impl Entry {
             Entry::Dense => "Dense",
             Entry::Csr => "Csr",
             Entry::EveryCell => "EveryCell",
+            Entry::Tiles => "Tiles",
         }
     }
 }
@@ -513,6 +519,31 @@ pub fn compile(plan: &CPlan) -> Result<NativeOperator, CodegenError> {
 /// more, so such an operator runs unfused instead.
 pub const MAX_BODY_NODES: usize = 20_000;
 
+/// How an operator runs where the choice is the machine's rather than the plan's: set by the
+/// backend from the engine's cost model, the same for every operator it builds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunOptions {
+    /// An Outer operator runs over tiles of `U %*% t(V)` for a driver of at least this
+    /// density ([`CostModel::outer_tile_density`](lafuse_compiler::fusion::CostModel::outer_tile_density)).
+    pub outer_tile_density: f64,
+}
+
+impl RunOptions {
+    /// The options the cost model `model` implies.
+    pub fn for_model(model: &lafuse_compiler::fusion::CostModel) -> RunOptions {
+        RunOptions {
+            outer_tile_density: model.outer_tile_density(),
+        }
+    }
+}
+
+impl Default for RunOptions {
+    /// Those of the default cost model (SystemDS's constants).
+    fn default() -> RunOptions {
+        RunOptions::for_model(&lafuse_compiler::fusion::CostModel::default())
+    }
+}
+
 /// Compiles a CPlan into a native operator whose main input is expected in format `main`: the
 /// entry point that format runs now (the CSR one for a sparse main input, where the template
 /// has one), any other on the first execution that needs it. A compilation is most of an
@@ -588,6 +619,7 @@ pub fn compile_with(
         dense: OnceLock::new(),
         csr: OnceLock::new(),
         every_cell: OnceLock::new(),
+        tiles: OnceLock::new(),
         compile_phases: code.phases,
         compile_time: Duration::ZERO,
         failure_text: OnceLock::new(),
@@ -621,6 +653,7 @@ fn entry_name(plan: &CPlan, entry: Entry) -> &'static str {
         (TemplateSpec::Outer { .. }, Entry::Dense) => outer::Visit::DenseNonZeros.entry_name(),
         (TemplateSpec::Outer { .. }, Entry::Csr) => outer::Visit::CsrNonZeros.entry_name(),
         (TemplateSpec::Outer { .. }, Entry::EveryCell) => outer::Visit::EveryCell.entry_name(),
+        (TemplateSpec::Outer { .. }, Entry::Tiles) => outer::Visit::Tiles.entry_name(),
     }
 }
 
@@ -709,7 +742,7 @@ fn emit_cell_like_entry<'c>(
     let csr = match entry {
         Entry::Dense => false,
         Entry::Csr if sparse_safe => true,
-        Entry::Csr | Entry::EveryCell => {
+        Entry::Csr | Entry::EveryCell | Entry::Tiles => {
             return Err(CodegenError::Internal(Internal::SparseUnsafeCsr {
                 template,
             }))
@@ -726,7 +759,9 @@ fn emit<'c>(
     entry: Entry,
 ) -> Result<Pending, CodegenError> {
     let csr = entry == Entry::Csr;
-    if entry == Entry::EveryCell && !matches!(plan.template, TemplateSpec::Outer { .. }) {
+    if matches!(entry, Entry::EveryCell | Entry::Tiles)
+        && !matches!(plan.template, TemplateSpec::Outer { .. })
+    {
         return Err(CodegenError::Internal(Internal::MalformedPlan(
             "an every-cell entry point outside an outer-product operator",
         )));
@@ -875,6 +910,7 @@ fn emit<'c>(
                     Entry::Dense => outer::Visit::DenseNonZeros,
                     Entry::Csr => outer::Visit::CsrNonZeros,
                     Entry::EveryCell => outer::Visit::EveryCell,
+                    Entry::Tiles => outer::Visit::Tiles,
                 },
             )?;
             Ok(Pending::Outer(OuterSpec {
@@ -940,6 +976,17 @@ impl NativeOperator {
         out_shapes: &[(usize, usize)],
         known: &[Option<ValueRange>],
     ) -> Result<Vec<Matrix>, CodegenError> {
+        self.execute_with_options(inputs, out_shapes, known, RunOptions::default())
+    }
+
+    /// [`NativeOperator::execute_with_ranges`] with the backend's [`RunOptions`].
+    pub fn execute_with_options(
+        &self,
+        inputs: &[Operand<'_>],
+        out_shapes: &[(usize, usize)],
+        known: &[Option<ValueRange>],
+        options: RunOptions,
+    ) -> Result<Vec<Matrix>, CodegenError> {
         if out_shapes.len() != self.num_outputs {
             return Err(CodegenError::Internal(Internal::OutputCount {
                 outputs: self.num_outputs,
@@ -1004,10 +1051,11 @@ impl NativeOperator {
                 addr(entry).map(|a| unsafe { std::mem::transmute::<usize, sk_row::RowKernelFn>(a) })
             }
         };
-        let (dense_fn, csr_fn, every_fn) = (
+        let (dense_fn, csr_fn, every_fn, tiles_fn) = (
             cell_fn(Entry::Dense),
             cell_fn(Entry::Csr),
             cell_fn(Entry::EveryCell),
+            cell_fn(Entry::Tiles),
         );
         let (dense_row_fn, csr_row_fn) = (row_fn(Entry::Dense), row_fn(Entry::Csr));
         let sk = |e: SkeletonError| match e {
@@ -1037,6 +1085,10 @@ impl NativeOperator {
                     dense: &dense_fn,
                     csr: &csr_fn,
                     every_cell: (!zeros_skippable).then_some(&every_fn as LazyEntry<'_, KernelFn>),
+                    tiles: Some(OuterTiles {
+                        entry: &tiles_fn,
+                        min_density: options.outer_tile_density,
+                    }),
                 };
                 vec![sk_outer::execute(spec, &k, &ins).map_err(sk)?]
             }
@@ -1074,6 +1126,7 @@ impl NativeOperator {
             Entry::Dense => &self.dense,
             Entry::Csr => &self.csr,
             Entry::EveryCell => &self.every_cell,
+            Entry::Tiles => &self.tiles,
         }
     }
 
@@ -1111,6 +1164,25 @@ impl NativeOperator {
             return Ok(false);
         }
         self.code(Entry::Csr).map(|_| true)
+    }
+
+    /// Whether an execution (or [`NativeOperator::tiles_text`]) has compiled the Outer tile
+    /// entry point: it ran over tiles of its outer product.
+    pub fn tiles_compiled(&self) -> bool {
+        self.compiled(Entry::Tiles).is_some()
+    }
+
+    /// An Outer operator's tile entry point (every cell of tiles of a dense-enough driver, the
+    /// dot products read from a tile of `U %*% t(V)`), compiled now, as LLVM IR or assembly
+    /// text; `None` for other templates.
+    pub fn tiles_text(&self, ir: bool) -> Option<Result<&str, CodegenError>> {
+        if !matches!(self.kind, Kind::Outer(..)) {
+            return None;
+        }
+        Some(
+            self.code(Entry::Tiles)
+                .map(|c| if ir { c.ir() } else { c.assembly() }),
+        )
     }
 
     /// The compiled CSR entry point, if an execution (or [`compile_for`]) has compiled it.
@@ -1156,7 +1228,7 @@ impl NativeOperator {
 
     /// The entry points compiled after [`compile_for`] (by executions or `explain`).
     fn later(&self) -> impl Iterator<Item = &EntryCode> {
-        [Entry::Dense, Entry::Csr, Entry::EveryCell]
+        [Entry::Dense, Entry::Csr, Entry::EveryCell, Entry::Tiles]
             .into_iter()
             .filter(move |&e| e != self.first)
             .filter_map(move |e| self.compiled(e))

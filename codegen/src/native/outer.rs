@@ -238,6 +238,10 @@ pub(crate) enum Visit {
     /// block by block): for calls whose body may be NaN or infinite where the driver is zero,
     /// so that `0 * NaN` is NaN there as in unfused execution.
     EveryCell,
+    /// Every cell of a block of rows and columns of a dense (or densified) driver, with the
+    /// block's dot products `u_i · v_j` computed by the skeleton as one tile of
+    /// `U %*% t(V)` (`lafuse_outer_tiles`; see [`emit_tiles_entry`]).
+    Tiles,
 }
 
 impl Visit {
@@ -247,6 +251,7 @@ impl Visit {
             Visit::DenseNonZeros => "lafuse_outer_dense",
             Visit::CsrNonZeros => "lafuse_outer_csr",
             Visit::EveryCell => "lafuse_outer_every_cell",
+            Visit::Tiles => "lafuse_outer_tiles",
         }
     }
 }
@@ -263,9 +268,121 @@ pub(crate) fn emit<'c>(
     used: &[bool],
     visit: Visit,
 ) -> Result<(), CodegenError> {
+    if visit == Visit::Tiles {
+        return emit_tiles_entry(ctx, module, plan, kind, oi, used);
+    }
     let dot = emit_dot(ctx, module)?;
     let axpy = emit_axpy(ctx, module)?;
     emit_entry(ctx, module, plan, kind, oi, used, visit, dot, axpy)
+}
+
+/// Emits `lafuse_outer_tiles`: the body at every cell of rows `[rl, ru)` and columns
+/// `[col_lo, col_hi)` of a dense (or densified) driver, `W` columns at a time, reading
+/// `u_i · v_j` from the skeleton's tile of `U %*% t(V)` instead of computing it. The dot
+/// products, which are most of an Outer operator's arithmetic over a dense driver, are then
+/// a blocked matrix multiply at its speed, and the tile, never the whole product, is all that
+/// is materialized.
+///
+/// As at every cell elsewhere, a zero of the driver gives `0 * body` (0, or NaN where the body
+/// is not finite), the unfused value. A full sum adds into the partial's `W` vector lanes
+/// (whole `W`-blocks of a row) and its scalar lane (the row's last `< W` cells), both Kahan;
+/// every other kind writes `G_ij` at `out[(i - rl) * out_stride + (j - col_lo)]`: the
+/// skeleton points `out` into the cell-wise output, or at a tile of `G` that it multiplies by
+/// the final product's matrix itself.
+fn emit_tiles_entry<'c>(
+    ctx: &'c Context,
+    module: &Module<'c>,
+    plan: &CPlan,
+    kind: OuterKind,
+    oi: &OuterInputs,
+    used: &[bool],
+) -> Result<(), CodegenError> {
+    super::math::define_inline(ctx, module, &[W, 1])?;
+    let i64t = ctx.i64_type();
+    let (mut fx, args, rl, ru) = declare_entry(ctx, module, Visit::Tiles.entry_name())?;
+    let pf64 = f64_ptr(ctx).ptr_type(AddressSpace::default());
+    let pi64 = i64t.ptr_type(AddressSpace::default());
+    let field = |fx: &Fx<'_, 'c>, off: usize, ty| llvm::load_field(ctx, &fx.b, args, off, ty);
+    let int = |fx: &Fx<'_, 'c>, off: usize| field(fx, off, pi64).map(|v| v.into_int_value());
+    let out = field(&fx, offset_of!(KernelArgs, out), pf64)?.into_pointer_value();
+    let tile = field(&fx, offset_of!(KernelArgs, tile), pf64)?.into_pointer_value();
+    let tile_stride = int(&fx, offset_of!(KernelArgs, tile_stride))?;
+    let col_lo = int(&fx, offset_of!(KernelArgs, col_lo))?;
+    let col_hi = int(&fx, offset_of!(KernelArgs, col_hi))?;
+    let out_stride = int(&fx, offset_of!(KernelArgs, out_stride))?;
+    let o = offset_of!(KernelArgs, main);
+    let d = field(&fx, o + offset_of!(DenseView, data), pf64)?.into_pointer_value();
+    let stride = int(&fx, o + offset_of!(DenseView, cols))?;
+    let row0 = int(&fx, o + offset_of!(DenseView, row0))?;
+    let ins = load_inputs(&fx, args, used)?;
+    let sum = kind == OuterKind::FullAgg;
+    let wl = u64::from(W);
+    // The single Sum partial: vector lanes at 0..W, corrections at LANES..LANES + W; the
+    // scalar lane at W, its correction at LANES + W.
+    let accv = [fx.slot(fx.vty(W).into())?, fx.slot(fx.vty(W).into())?];
+    let acc = [fx.slot(fx.vty(1).into())?, fx.slot(fx.vty(1).into())?];
+    if sum {
+        for (slot, at) in [
+            (accv[0], 0),
+            (accv[1], LANES as u64),
+            (acc[0], wl),
+            (acc[1], LANES as u64 + wl),
+        ] {
+            let w = if at % (LANES as u64) == 0 { W } else { 1 };
+            fx.store(slot, load_vec(&fx.b, fx.vty(w), out, fx.i64c(at))?)?;
+        }
+    }
+    let j = fx.slot(i64t.into())?;
+    fx.for_range(rl, ru, &mut |fx, i| {
+        let ti = fx.sub(i, rl)?;
+        let main_row = fx.mul(fx.sub(i, row0)?, stride)?;
+        let tile_row = fx.mul(ti, tile_stride)?;
+        let out_row = fx.mul(ti, out_stride)?;
+        fx.store(j, col_lo)?;
+        for w in [W, 1] {
+            fx.for_slot(j, col_hi, u64::from(w), &mut |fx, jv| {
+                let jt = fx.sub(jv, col_lo)?;
+                // The main view starts at the tile's first column (`col_lo`).
+                let x = load_vec(&fx.b, fx.vty(w), d, fx.add(main_row, jt)?)?;
+                let dots = load_vec(&fx.b, fx.vty(w), tile, fx.add(tile_row, jt)?)?;
+                let mut body = Body::new(
+                    plan,
+                    &ins,
+                    At {
+                        i,
+                        j: jv,
+                        w,
+                        main: x,
+                    },
+                );
+                body.outer_dot = Some(dots);
+                let g = body.emit(fx, oi.g, false)?;
+                // `0 * body` at the driver's zeros (see `element`).
+                let nz = fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, w))?;
+                let masked = fx.fmul(g, fx.splat_const(0.0, w))?;
+                let g = fx.select(nz, g, masked)?;
+                if sum {
+                    let (s, c) = if w == W {
+                        (accv[0], accv[1])
+                    } else {
+                        (acc[0], acc[1])
+                    };
+                    fx.kahan_add(s, c, g)
+                } else {
+                    store_vec(&fx.b, out, fx.add(out_row, jt)?, g)
+                }
+            })?;
+        }
+        Ok(())
+    })?;
+    if sum {
+        store_vec(&fx.b, out, fx.i64c(0), fx.load_v(accv[0])?)?;
+        store_vec(&fx.b, out, fx.i64c(LANES as u64), fx.load_v(accv[1])?)?;
+        store_vec(&fx.b, out, fx.i64c(wl), fx.load_v(acc[0])?)?;
+        store_vec(&fx.b, out, fx.i64c(LANES as u64 + wl), fx.load_v(acc[1])?)?;
+    }
+    fx.b.build_return(Some(&fx.i64c(0))).map_err(ierr)?;
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]

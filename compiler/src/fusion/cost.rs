@@ -8,7 +8,8 @@
 //! `8·|out| / write_bw + max(Σ input bytes / read_bw, Σ flops / compute_bw)`, scaled by the
 //! sparsity of the driver for Outer operators (named by [`outer_driver`], as the CPlan
 //! construction names it; an Outer plan the construction does not build as an Outer operator
-//! is costed as what it builds instead). Inside one operator an input read by several
+//! is costed as what it builds instead), unless the operator is faster over tiles of its
+//! outer product, computing every cell ([`CostModel::outer_tile_density`]). Inside one operator an input read by several
 //! fused operations is read once, and a common subexpression is computed once (cost vectors
 //! keyed by hop); across operators, a hop fused into several operators is charged in each
 //! (redundant compute), and a materialized hop is computed once, however many operators read it.
@@ -79,6 +80,12 @@ pub struct OpWeights {
     pub var: f64,
     /// A matrix multiply per multiply-add, 2 (times `ncol(left)·sparsity(left)` per output cell).
     pub matmul: f64,
+    /// An Outer operator's dot products `u_i · v_j` taken one non-zero of the driver at a
+    /// time, per multiply-add, 2 (SystemDS has one weight for both). Each reads rows of the
+    /// factors scattered over memory, so it is slower than a blocked multiply; the operator
+    /// runs over tiles of `U %*% t(V)` at `matmul`'s rate instead where that is faster
+    /// ([`CostModel::outer_tile_density`]).
+    pub outer_dot: f64,
 }
 
 impl OpWeights {
@@ -105,6 +112,7 @@ impl OpWeights {
         sum: 4.0,
         var: 16.0,
         matmul: 2.0,
+        outer_dot: 2.0,
     };
 }
 
@@ -211,6 +219,11 @@ impl CostModel {
             "FLOP/multiply-add",
             "matrix multiply, per multiply-add",
         ),
+        param(
+            "weights.outer_dot",
+            "FLOP/multiply-add",
+            "an Outer operator's dot products, one non-zero at a time, per multiply-add",
+        ),
     ];
 
     /// SystemDS's constants with `cores` cores of local parallelism (`cores` of 0 counts as 1).
@@ -254,6 +267,7 @@ impl CostModel {
             "weights.sum" => &mut w.sum,
             "weights.var" => &mut w.var,
             "weights.matmul" => &mut w.matmul,
+            "weights.outer_dot" => &mut w.outer_dot,
             _ => return None,
         })
     }
@@ -337,6 +351,16 @@ impl CostModel {
         let read = self.read_time(v.input_bytes.values().sum::<f64>());
         let compute = self.compute_time(v.flops);
         combine_times(write, read, compute, sparsity_scale)
+    }
+
+    /// The density of an Outer operator's driver (non-zeros over cells) from which it runs
+    /// over tiles of `U %*% t(V)` (every cell, the dot products at a blocked multiply's
+    /// rate, [`OpWeights::matmul`]) rather than one non-zero at a time
+    /// ([`OpWeights::outer_dot`]): the ratio of the two weights, at most 1. With SystemDS's
+    /// weights (equal) only a driver without zeros runs over tiles; `lafuse calibrate`
+    /// measures both.
+    pub fn outer_tile_density(&self) -> f64 {
+        (self.weights.matmul / self.weights.outer_dot).min(1.0)
     }
 
     /// Seconds to write `cells` dense cells.
@@ -796,7 +820,6 @@ pub fn plan_cost_bounded(
             output_cells: cells(dag, h),
             ..CostVector::default()
         };
-        let mut scale = 1.0;
         match chooser.root(h) {
             Some(e) if e.template == TemplateKind::MAgg => {
                 // One operator computes every aggregate of the MultiAgg over shared reads;
@@ -839,7 +862,14 @@ pub fn plan_cost_bounded(
                 cost_body(dag, model, chooser, h, e, &mut v, &mut body, &mut work);
                 if e.template == TemplateKind::Outer {
                     match outer_operator(dag, h, &body) {
-                        OuterOperator::Driven(driver) => scale = model.sparsity(dag, driver),
+                        OuterOperator::Driven(driver) => {
+                            let sparsity = model.sparsity(dag, driver);
+                            total += outer_time(dag, model, &body, &v, sparsity);
+                            if total > bound {
+                                return f64::INFINITY;
+                            }
+                            continue;
+                        }
                         OuterOperator::EveryCell => {}
                         OuterOperator::Dropped => {
                             total += unfused_body_time(dag, model, h, &body, &mut done);
@@ -858,12 +888,42 @@ pub fn plan_cost_bounded(
                 }
             }
         }
-        total += model.operator_time(&v, scale);
+        total += model.operator_time(&v, 1.0);
         if total > bound {
             return f64::INFINITY;
         }
     }
     total
+}
+
+/// The time of an Outer operator over a driver of `sparsity` whose body `body` has the cost
+/// vector `v` (its outer products' multiply-adds charged at [`OpWeights::matmul`]): the
+/// faster of its two ways to run, as the skeleton chooses by the driver's density
+/// ([`CostModel::outer_tile_density`]). One non-zero at a time, the dot products cost
+/// [`OpWeights::outer_dot`] per multiply-add and everything scales with the sparsity; over
+/// tiles, every cell is computed, the dot products at the blocked multiply's weight.
+fn outer_time(
+    dag: &FusionDag<'_>,
+    model: &CostModel,
+    body: &BTreeSet<HopId>,
+    v: &CostVector,
+    sparsity: f64,
+) -> f64 {
+    let w = &model.weights;
+    let products: f64 = body
+        .iter()
+        .filter(|&&b| dag.is_outer_product_like_mm(b))
+        .map(|&b| model.flops(dag, b))
+        .sum();
+    let one_at_a_time = CostVector {
+        // Never cheaper than the blocked multiply (which keeps the selection's lower bounds,
+        // the sparsity-scaled blocked cost, below every plan's cost).
+        flops: v.flops + products * ((w.outer_dot / w.matmul).max(1.0) - 1.0),
+        ..v.clone()
+    };
+    model
+        .operator_time(&one_at_a_time, sparsity)
+        .min(model.operator_time(v, 1.0))
 }
 
 /// What the CPlan construction builds from an Outer plan, hence what costing charges for it.
@@ -1350,6 +1410,90 @@ mod tests {
         let cost = plan_cost(&f, &model, &chooser, &[s], Some(&body));
         assert_eq!(cost, model.operator_time(&v, 0.001));
         assert!(cost < model.operator_time(&v, 1.0) / 100.0);
+    }
+
+    /// `sum(X * log(U %*% t(V) + 1e-15))` over an X of `nnz` non-zeros in 2000² cells, rank
+    /// 100: the hops `(uv, s)`.
+    fn outer_log_sum(nnz: u64) -> (crate::hops::HopDag, [HopId; 2]) {
+        let mut ids = [HopId(0); 2];
+        let dag = build(|b| {
+            let x = b.input("X", 2000, 2000, nnz);
+            let u = b.input("U", 2000, 100, 200_000);
+            let v = b.input("V", 2000, 100, 200_000);
+            let vt = b.transpose(v).unwrap();
+            let uv = b.matmul(u, vt).unwrap();
+            let eps = b.literal_f64(1e-15);
+            let p = b.binary(BinaryOp::Add, uv, eps).unwrap();
+            let l = b.unary(UnaryOp::Log, p).unwrap();
+            let g = b.binary(BinaryOp::Mul, x, l).unwrap();
+            let s = b.agg(AggOp::Sum, Direction::Full, g).unwrap();
+            ids = [uv, s];
+            vec![s]
+        });
+        (dag, ids)
+    }
+
+    /// The model of a machine where dot products one non-zero at a time cost ten times a
+    /// blocked multiply's multiply-add (about what `lafuse calibrate` measures at rank 100 on
+    /// the development machines: 6.7e9 against 5e10 to 1e11 multiply-adds per second).
+    fn calibrated_like() -> CostModel {
+        let mut model = CostModel::systemds(2);
+        model.set("weights.matmul", 0.2).unwrap();
+        model.set("weights.outer_dot", 2.0).unwrap();
+        model
+    }
+
+    /// An Outer operator costs the cheaper of its two ways to run: its driver's non-zeros one
+    /// at a time (the dot products at `weights.outer_dot`, scaled by the driver's sparsity) or
+    /// every cell over tiles (at `weights.matmul`), the switch the skeleton makes at
+    /// `outer_tile_density`, the ratio of the two weights.
+    #[test]
+    fn an_outer_operator_costs_the_cheaper_of_non_zeros_and_tiles() {
+        use crate::fusion::{plan_fusion, FuseAll};
+        let model = calibrated_like();
+        assert!((model.outer_tile_density() - 0.1).abs() < 1e-12);
+        assert_eq!(CostModel::default().outer_tile_density(), 1.0);
+        for (nnz, tiles_cheaper) in [(4_000_000, true), (400_000, false), (40_000, false)] {
+            let (dag, [uv, s]) = outer_log_sum(nnz);
+            let f = view(&dag);
+            let plan = plan_fusion(&dag, &FuseAll).unwrap();
+            let chooser = SelectionChooser(&plan.selection);
+            let (body, v) = operator_body(&f, &model, &chooser, s);
+            let products = model.flops(&f, uv);
+            let sparsity = nnz as f64 / 4e6;
+            let one_at_a_time = CostVector {
+                flops: v.flops + 9.0 * products,
+                ..v.clone()
+            };
+            let non_zeros = model.operator_time(&one_at_a_time, sparsity);
+            let tiles = model.operator_time(&v, 1.0);
+            let cost = plan_cost(&f, &model, &chooser, &[s], Some(&body));
+            assert_eq!(cost, non_zeros.min(tiles), "nnz {nnz}");
+            assert_eq!(tiles < non_zeros, tiles_cheaper, "nnz {nnz}");
+        }
+    }
+
+    /// Fused Outer runs at least as fast as the unfused multiply and cell-wise operations it
+    /// replaces at every sparsity (over tiles, the same blocked multiply without writing and
+    /// reading the product), and the cost-based selection under a calibrated-like model picks
+    /// it at sparsity 1, 0.1 and 0.01.
+    #[test]
+    fn the_calibrated_model_picks_fused_outer_at_every_sparsity() {
+        use crate::fusion::cplan::construct_cplans;
+        use crate::fusion::{plan_fusion, CostBased};
+        for nnz in [4_000_000, 400_000, 40_000] {
+            let (dag, [_, s]) = outer_log_sum(nnz);
+            let selector = CostBased::new(calibrated_like());
+            let plan = plan_fusion(&dag, &selector).unwrap();
+            let program = construct_cplans(&dag, &plan.memo, &plan.selection).unwrap();
+            let op = program.operators.iter().find(|o| o.outputs == [s]);
+            assert_eq!(
+                op.map(|o| o.cplan.template.name()),
+                Some("outer"),
+                "nnz {nnz}:\n{}",
+                program.explain()
+            );
+        }
     }
 
     /// `X + 1 / (U %*% t(V))` has no factor an Outer operator could drive by (`1 / f` is not

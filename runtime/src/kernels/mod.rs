@@ -13,6 +13,7 @@
 //!   in the other operand (`0 * NaN` is NaN).
 
 pub mod aggregate;
+pub mod block_product;
 pub mod construct;
 pub mod cumulative;
 pub mod distributions;

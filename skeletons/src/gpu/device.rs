@@ -365,6 +365,11 @@ impl Gpu {
             cols: n,
             k,
             k2,
+            tile: std::ptr::null(),
+            tile_stride: 0,
+            col_lo: 0,
+            col_hi: 0,
+            out_stride: 0,
         };
         match csr {
             Some(s) => {

@@ -10,6 +10,10 @@
 //! task order; Right m×k2 written in disjoint row ranges; Left/LeftT from per-task n×k2
 //! partials summed in task order (LeftT transposed at the end).
 
+mod tiles;
+
+pub use tiles::{TILE_COLS, TILE_ROWS};
+
 use crate::abi::KernelFn;
 use crate::prep::{
     self, densify_rows, for_tasks, partial_init, partition, AggState, ArgsTemplate, Input,
@@ -47,11 +51,26 @@ pub struct OuterKernels<'a> {
     /// the log of a dot product that may be negative): the call then visits all m·n cells, as
     /// unfused execution does, a CSR driver densified block by block.
     pub every_cell: Option<LazyEntry<'a, KernelFn>>,
+    /// Every cell of tiles of the driver, with the tile's dot products computed by a blocked
+    /// matrix multiply (`tiles.rs`), offered by a generator that has the entry point: used,
+    /// instead of the entry points above, for a driver of at least `min_density`.
+    pub tiles: Option<OuterTiles<'a>>,
+}
+
+/// The tile entry point of an Outer operator and when to use it.
+#[derive(Clone, Copy)]
+pub struct OuterTiles<'a> {
+    /// Every cell of a tile, the dot products read from the tile of `U %*% t(V)`.
+    pub entry: LazyEntry<'a, KernelFn>,
+    /// The driver's density (non-zeros over cells) from which the tiles are faster than the
+    /// non-zeros one at a time: the ratio of the rates of the dot products per non-zero and
+    /// of a blocked matrix multiply (`CostModel::outer_tile_density`).
+    pub min_density: f64,
 }
 
 /// Tasks at most; Left products keep one n×k2 partial per task, so fewer.
-const MAX_TASKS: usize = 64;
-const MAX_LEFT_TASKS: usize = 8;
+pub(crate) const MAX_TASKS: usize = 64;
+pub(crate) const MAX_LEFT_TASKS: usize = 8;
 
 /// Runs an Outer operator.
 pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -> Result<Matrix> {
@@ -92,6 +111,20 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
             }
         }
     };
+    if let Some(t) = kernels.tiles {
+        let streamed = p.has_streamed();
+        if !streamed && tiles::dense_enough(x.nnz(), m, n, t.min_density) {
+            let w = spec.w.map_or(&[][..], |wi| p.values(wi));
+            let fac = tiles::Factors {
+                u: p.values(ui),
+                v: p.values(vi),
+                w,
+                k,
+                k2,
+            };
+            return tiles::execute(spec, (t.entry)()?, x, &p, &fac);
+        }
+    }
     let views = p.views();
     let every_cell = kernels.every_cell.is_some();
     let f = match (kernels.every_cell, x) {
@@ -190,20 +223,25 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
                 .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
                 .collect();
             run(&|t| outs[t]);
-            // Partials summed in task order (independent of the thread count).
-            let mut out = prep::output(n * k2)?;
-            for p in &parts {
-                for (o, v) in out.iter_mut().zip(p) {
-                    *o += v;
-                }
-            }
-            let nnz = lafuse_runtime::matrix::count_nnz(&out);
-            let l = dense_result(n, k2, out, nnz);
-            if spec.kind == OuterKind::LeftT {
-                lafuse_runtime::kernels::transpose(&l).map_err(prep::kernel_error)?
-            } else {
-                l
-            }
+            left_result(spec.kind, n, k2, &parts)?
         }
+    })
+}
+
+/// A Left (n×k2) or LeftT (k2×n) product from per-task partials, summed in task order
+/// (independent of the thread count).
+fn left_result(kind: OuterKind, n: usize, k2: usize, parts: &[Vec<f64>]) -> Result<Matrix> {
+    let mut out = prep::output(n * k2)?;
+    for p in parts {
+        for (o, v) in out.iter_mut().zip(p) {
+            *o += v;
+        }
+    }
+    let nnz = lafuse_runtime::matrix::count_nnz(&out);
+    let l = dense_result(n, k2, out, nnz);
+    Ok(if kind == OuterKind::LeftT {
+        lafuse_runtime::kernels::transpose(&l).map_err(prep::kernel_error)?
+    } else {
+        l
     })
 }
