@@ -19,6 +19,9 @@ pub const SUM_XYZ_MIN_SPEEDUP: f64 = 2.5;
 pub const ROW_MV_MIN_SPEEDUP: f64 = 1.7;
 /// Dense Cell, MultiAgg and Row operators: at least this fraction of a plain read's speed.
 pub const MIN_READ_FRACTION: f64 = 0.7;
+/// Dense Outer (sparsity 1): fused at most this many times the time of the plain multiply
+/// `U %*% t(V)` measured right after it (`machine::multiply_reference_ms`).
+pub const DENSE_OUTER_MAX_MULTIPLY_RATIO: f64 = 1.2;
 /// Outer at sparsity 1e-3: at least this many times faster fused than unfused.
 pub const OUTER_1E3_MIN_SPEEDUP: f64 = 200.0;
 /// Outer from sparsity 1e-1 to 1e-4: the largest time per non-zero over the smallest, at
@@ -90,6 +93,23 @@ pub fn evaluate(ms: &[Measurement]) -> Vec<Goal> {
         .filter_map(|m| Some((param(m, "sp")?, m)))
         .filter(|(sp, _)| (1e-4 * 0.99..=1e-1 * 1.01).contains(sp))
         .collect();
+    let dense_outer = ms
+        .iter()
+        .filter(|m| m.suite == "micro" && m.case == "outer" && ok_gen(m))
+        .filter(|m| has_param(m, "m", GOAL_OUTER_DIM) && has_param(m, "n", GOAL_OUTER_DIM))
+        .find(|m| param(m, "sp") == Some(1.0));
+    if let Some(m) = dense_outer {
+        if let (Some(t), Some(mm)) = (m.median_ms, m.figures.get("multiply_ms")) {
+            let r = t / mm;
+            out.push(Goal {
+                goal: format!(
+                    "Dense Outer (sparsity 1): gen within {DENSE_OUTER_MAX_MULTIPLY_RATIO}× of                      the plain multiply U %*% t(V)"
+                ),
+                measured: format!("{r:.2}× ({t:.0} ms against {mm:.0} ms)"),
+                met: r <= DENSE_OUTER_MAX_MULTIPLY_RATIO,
+            });
+        }
+    }
     if let Some((_, m)) = outer.iter().find(|(sp, _)| (sp / 1e-3 - 1.0).abs() < 1e-6) {
         if let Some(r) = m.ratio_to_unfused {
             out.push(Goal {

@@ -209,6 +209,9 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
         nvargs: Vec<(String, String)>,
         read_ref: bool,
         read_ms: Vec<f64>,
+        /// A dense Outer case under gen: the plain multiply's time after each run.
+        multiply_ref: bool,
+        multiply_ms: Vec<f64>,
         elapsed_s: f64,
         finished: bool,
         m: Measurement,
@@ -240,6 +243,8 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
                 nvargs,
                 read_ref,
                 read_ms: Vec::new(),
+                multiply_ref: policy == "gen" && case.pattern == "outer" && case.sp >= 1.0,
+                multiply_ms: Vec::new(),
                 elapsed_s: 0.0,
                 finished: script.is_err(),
                 m,
@@ -267,6 +272,14 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
                 r.m.result = run.number("result");
                 r.read_ms
                     .extend(run.number("read_ms_per_rep").filter(|_| r.read_ref));
+                if r.multiply_ref {
+                    // Right after the run, so that both meet the machine in the same state.
+                    ctx.step(&format!("{label} plain multiply U %*% t(V)"));
+                    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+                    r.multiply_ms.push(super::machine::multiply_reference_ms(
+                        case.m, case.n, case.k, threads, 2,
+                    ));
+                }
                 if let Some(stats) = &stats {
                     r.m.figures.extend(stats_figures(stats));
                 }
@@ -278,6 +291,9 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
     for mut r in runs {
         if let Some(t) = median(r.read_ms) {
             r.m.figures.insert("read_ms_per_rep".into(), t);
+        }
+        if let Some(t) = median(r.multiply_ms) {
+            r.m.figures.insert("multiply_ms".into(), t);
         }
         finish(ctx, case, &mut r.m);
         ctx.done(&r.m);
