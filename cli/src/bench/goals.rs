@@ -103,7 +103,8 @@ pub fn evaluate(ms: &[Measurement]) -> Vec<Goal> {
             let r = t / mm;
             out.push(Goal {
                 goal: format!(
-                    "Dense Outer (sparsity 1): gen within {DENSE_OUTER_MAX_MULTIPLY_RATIO}× of                      the plain multiply U %*% t(V)"
+                    "Dense Outer (sparsity 1): gen within {DENSE_OUTER_MAX_MULTIPLY_RATIO}× of the plain \
+                     multiply U %*% t(V)"
                 ),
                 measured: format!("{r:.2}× ({t:.0} ms against {mm:.0} ms)"),
                 met: r <= DENSE_OUTER_MAX_MULTIPLY_RATIO,
