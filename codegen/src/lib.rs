@@ -13,6 +13,7 @@
 
 pub mod backend;
 pub mod parameters;
+pub(crate) mod plan_info;
 pub mod reference;
 pub mod zero_cells;
 

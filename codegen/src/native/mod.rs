@@ -40,10 +40,8 @@ use crate::backend::Operand;
 use crate::zero_cells::{self, InputBound};
 use cell::{CellLike, LANES};
 use inkwell::module::Module;
-use lafuse_compiler::fusion::cplan::{
-    Access, CNode, CNodeId, CPlan, InputKind, OuterType, TemplateSpec,
-};
-use lafuse_compiler::fusion::template::{CellAgg, CellType};
+use lafuse_compiler::fusion::cplan::{CNode, CPlan, OuterType, TemplateSpec};
+use lafuse_compiler::fusion::template::CellType;
 use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
@@ -120,135 +118,7 @@ impl fmt::Debug for NativeOperator {
     }
 }
 
-pub(crate) fn agg_kind(a: CellAgg) -> AggKind {
-    match a {
-        CellAgg::Sum => AggKind::Sum,
-        CellAgg::SumSq => AggKind::SumSq,
-        CellAgg::Min => AggKind::Min,
-        CellAgg::Max => AggKind::Max,
-    }
-}
-
-/// Whether the cell-wise bodies at `roots` run in the main input's transposed frame
-/// ([`CPlan::transposes_main`]: a body over `t(x)` of a column-vector main input `x`). The
-/// generated loop still walks the main input's cells, the same cells relabelled: reads outside
-/// the transpose are the transposed reads, the output's row and column aggregates swap, and
-/// the output is relabelled to its transposed shape. Roots in different frames are unsupported.
-pub(crate) fn transposed_frame(plan: &CPlan, roots: &[CNodeId]) -> Result<bool, CodegenError> {
-    let mut frame = None;
-    for &r in roots {
-        if let Some(t) = plan.transposes_main(r) {
-            if frame.is_some_and(|f| f != t) {
-                return Err(CodegenError::Unsupported(Unsupported::Construct(
-                    "outputs over both the main input and its transpose",
-                )));
-            }
-            frame = Some(t);
-        }
-    }
-    Ok(frame == Some(true))
-}
-
-/// How each input is read, from the nodes reachable from `roots` (inside transposes the
-/// vector reads flip, and all of them when the roots run in the transposed `frame`, see
-/// [`transposed_frame`]); conflicting reads of one input are unsupported.
-pub(crate) fn input_uses(
-    plan: &CPlan,
-    roots: &[CNodeId],
-    frame: bool,
-) -> Result<Vec<InputUse>, CodegenError> {
-    let mut uses = vec![InputUse::Unused; plan.inputs.len()];
-    let mut seen = std::collections::HashSet::new();
-    let mut stack: Vec<(CNodeId, bool)> = roots.iter().map(|&r| (r, frame)).collect();
-    let mut set = |k: usize, u: InputUse| -> Result<(), CodegenError> {
-        let slot = uses
-            .get_mut(k)
-            .ok_or(CodegenError::Internal(Internal::InputOutsidePlan {
-                input: k,
-            }))?;
-        if *slot != InputUse::Unused && *slot != u {
-            return Err(CodegenError::Unsupported(Unsupported::InputUses {
-                input: k,
-                first: *slot,
-                then: u,
-            }));
-        }
-        *slot = u;
-        Ok(())
-    };
-    while let Some((n, sw)) = stack.pop() {
-        if !seen.insert((n, sw)) {
-            continue;
-        }
-        let node = plan
-            .nodes
-            .get(n)
-            .ok_or(CodegenError::Internal(Internal::NodeMissing { node: n }))?;
-        match node {
-            CNode::Data { input, access } => {
-                let k = *input;
-                let scalar =
-                    plan.inputs.get(k) == Some(&InputKind::Scalar) || *access == Access::Scalar;
-                let u = match (access, sw) {
-                    _ if scalar => InputUse::Scalar,
-                    (Access::Main, false) if k == 0 => InputUse::Main,
-                    (Access::Aligned, false) => InputUse::Aligned,
-                    (Access::ColVector, false) => InputUse::ColVector,
-                    (Access::RowVector, false) => InputUse::RowVector,
-                    (Access::ColVector, true) => InputUse::ColVectorT,
-                    (Access::RowVector, true) => InputUse::RowVectorT,
-                    (&access, _) => {
-                        return Err(CodegenError::Unsupported(Unsupported::CellInputAccess {
-                            input: k,
-                            access,
-                            transposed: false,
-                        }))
-                    }
-                };
-                set(k, u)?;
-            }
-            CNode::OuterDot { u, v } => {
-                let (
-                    CNode::Data {
-                        input: ui,
-                        access: Access::OuterU,
-                    },
-                    CNode::Data {
-                        input: vi,
-                        access: va,
-                    },
-                ) = (&plan.nodes[*u], &plan.nodes[*v])
-                else {
-                    return Err(CodegenError::Unsupported(Unsupported::Construct(
-                        "outer dot over non-input operands",
-                    )));
-                };
-                set(*ui, InputUse::OuterU)?;
-                set(
-                    *vi,
-                    match va {
-                        Access::OuterV => InputUse::OuterV,
-                        Access::Whole => InputUse::OuterVT,
-                        &access => {
-                            return Err(CodegenError::Unsupported(Unsupported::OuterFactorAccess {
-                                access,
-                            }))
-                        }
-                    },
-                )?;
-            }
-            CNode::Transpose { x } => stack.push((*x, !sw)),
-            other => stack.extend(other.operands().into_iter().map(|o| (o, sw))),
-        }
-    }
-    Ok(uses)
-}
-
-pub(crate) fn used_mask(uses: &[InputUse]) -> Vec<bool> {
-    uses.iter()
-        .map(|u| !matches!(u, InputUse::Unused | InputUse::Main))
-        .collect()
-}
+pub(crate) use crate::plan_info::{agg_kind, input_uses, transposed_frame, used_mask};
 
 /// Which entry point of a template a module holds. Each is compiled into its own module and
 /// JIT: the dense one by [`compile`], the CSR one (where the template has one) on the first
