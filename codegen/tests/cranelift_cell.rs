@@ -1,0 +1,383 @@
+//! Differential tests of the Cranelift backend: Cell and MultiAgg operators against the
+//! reference evaluator (every cell type and aggregation, dense and sparse main inputs, every
+//! side-input access, special values, empty and 1x1 inputs) and, where the build has the LLVM
+//! backend too, against its operators bit for bit: the same operations per cell and sums kept
+//! in the same lanes give the same doubles. Plans Cranelift does not generate are refused as
+//! unsupported.
+#![cfg(feature = "cranelift")]
+
+mod common;
+
+use common::cell_plans::*;
+use lafuse_codegen::backend::{Backend, CodegenError, MainFormat, Request};
+use lafuse_codegen::cranelift::{compile_for, CraneliftBackend};
+use lafuse_codegen::reference::{evaluate, Operand};
+use lafuse_compiler::fusion::cplan::{Access, CNode, CPlan, InputKind, OuterType, TemplateSpec};
+use lafuse_compiler::fusion::template::{CellAgg, CellType};
+use lafuse_compiler::hops::{BinaryOp as B, UnaryOp as U};
+use lafuse_core::Fault;
+use lafuse_runtime::{DenseMatrix, Matrix};
+use std::sync::Arc;
+
+/// Runs `plan` through Cranelift, compiled for the main input's format.
+fn run(plan: &CPlan, inputs: &[Operand<'_>], shapes: &[(usize, usize)], what: &str) -> Vec<Matrix> {
+    let main = match inputs.first() {
+        Some(Operand::Matrix(m)) if m.is_sparse() => MainFormat::Sparse,
+        _ => MainFormat::Dense,
+    };
+    let op = compile_for(plan, main).unwrap_or_else(|e| panic!("{what}: {e}\n{}", plan.explain()));
+    op.execute_with_ranges(inputs, shapes, &[])
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Asserts two results equal to the bit, cell by cell, any NaN equal to any other: IEEE 754
+/// leaves the sign and payload of a NaN result unspecified, and LLVM's optimizer exploits it
+/// (`-x + 0.0` becomes `0.0 - x`, which keeps a NaN's sign where the negation flipped it).
+fn assert_bits(got: &Matrix, want: &Matrix, what: &str, other: &str) {
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    let (r, c) = got.shape();
+    for i in 0..r {
+        for j in 0..c {
+            let (g, w) = (got.get(i, j), want.get(i, j));
+            assert!(
+                (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits(),
+                "{what}: ({i},{j}) cranelift {g:e} ({:#x}) {other} {w:e} ({:#x})",
+                g.to_bits(),
+                w.to_bits()
+            );
+        }
+    }
+}
+
+/// The LLVM backend's results for the same call, where this build has it (it builds and runs
+/// every plan these tests give Cranelift).
+#[cfg(feature = "llvm")]
+fn llvm(plan: &CPlan, inputs: &[Operand<'_>], shapes: &[(usize, usize)]) -> Option<Vec<Matrix>> {
+    let op = lafuse_codegen::native::compile(plan).expect("LLVM builds the plan");
+    Some(op.execute(inputs, shapes).expect("LLVM runs the plan"))
+}
+
+#[cfg(not(feature = "llvm"))]
+fn llvm(_: &CPlan, _: &[Operand<'_>], _: &[(usize, usize)]) -> Option<Vec<Matrix>> {
+    None
+}
+
+/// Cranelift against the reference (within `tol`) and against LLVM (to the bit).
+fn check(plan: &CPlan, inputs: &[Operand<'_>], shapes: &[(usize, usize)], tol: f64, what: &str) {
+    let got = run(plan, inputs, shapes, what);
+    let want = evaluate(plan, inputs, shapes).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        g.validate().unwrap();
+        assert_close(g, w, tol, what);
+    }
+    if let Some(native) = llvm(plan, inputs, shapes) {
+        for (g, n) in got.iter().zip(&native) {
+            assert_bits(g, n, what, "llvm");
+        }
+    }
+}
+
+#[test]
+fn cell_types_aggregations_formats_and_side_inputs() {
+    check_cell_variants(
+        &check,
+        &[(37, 29), (1, 1), (0, 5), (300, 260)],
+        &[(false, false), (true, false), (false, true), (true, true)],
+        true,
+    );
+}
+
+#[test]
+fn aligned_inputs_run_as_one_stretch_of_cells() {
+    check_cell_variants(
+        &check,
+        &[
+            (1, 1),
+            (0, 1),
+            (13, 1),
+            (70_001, 1),
+            (1, 37),
+            (37, 29),
+            (300, 260),
+        ],
+        &[(false, false), (true, true)],
+        false,
+    );
+}
+
+/// `t(x * y) * r + s` over a column-vector main input: the transposed frame, every cell type.
+#[test]
+fn bodies_over_a_transposed_vector_main_input() {
+    let nodes = vec![
+        data(0, Access::Main),
+        data(1, Access::Aligned),
+        CNode::Binary {
+            f: B::Mul,
+            a: 0,
+            b: 1,
+        },
+        CNode::Transpose { x: 2 },
+        data(2, Access::RowVector),
+        CNode::Binary {
+            f: B::Mul,
+            a: 3,
+            b: 4,
+        },
+        data(3, Access::Scalar),
+        CNode::Binary {
+            f: B::Add,
+            a: 5,
+            b: 6,
+        },
+    ];
+    let variants = [
+        (CellType::NoAgg, None),
+        (CellType::RowAgg, Some(CellAgg::Sum)),
+        (CellType::RowAgg, Some(CellAgg::Max)),
+        (CellType::ColAgg, Some(CellAgg::Sum)),
+        (CellType::ColAgg, Some(CellAgg::Min)),
+        (CellType::FullAgg, Some(CellAgg::SumSq)),
+    ];
+    for m in [0usize, 1, 7, 700] {
+        let (x, y) = (mat(m, 1, 0.9, 1, true), mat(m, 1, 1.0, 2, false));
+        let r = mat(1, m, 1.0, 3, m > 1);
+        for (ty, agg) in variants {
+            let plan = CPlan {
+                template: TemplateSpec::Cell {
+                    cell_type: ty,
+                    agg,
+                    sparse_safe: false,
+                },
+                inputs: vec![
+                    InputKind::Matrix,
+                    InputKind::Matrix,
+                    InputKind::Matrix,
+                    InputKind::Scalar,
+                ],
+                nodes: nodes.clone(),
+                outputs: vec![7],
+            };
+            let inputs = [
+                Operand::Matrix(&x),
+                Operand::Matrix(&y),
+                Operand::Matrix(&r),
+                Operand::Scalar(0.5),
+            ];
+            let what = format!("{ty:?} {agg:?} m={m}");
+            check(&plan, &inputs, &[shape_of(ty, 1, m)], 1e-12, &what);
+        }
+    }
+}
+
+/// Every operation on every pair of special values agrees with the reference to the bit (and
+/// so with LLVM), in a dense loop's vector lanes and its scalar tail.
+#[test]
+fn unary_binary_ternary_ops_match_on_special_values() {
+    let (specials, xa, xb, plans) = special_value_cases();
+    let k = specials.len();
+    let ins = [Operand::Matrix(&xa), Operand::Matrix(&xb)];
+    for (name, plan) in plans {
+        let got = run(&plan, &ins, &[(k, k)], &name);
+        let want = evaluate(&plan, &ins, &[(k, k)]).unwrap();
+        for i in 0..k {
+            for j in 0..k {
+                let (g, w) = (got[0].get(i, j), want[0].get(i, j));
+                assert!(
+                    (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits(),
+                    "{name}({}, {}): cranelift {g} reference {w}",
+                    specials[i],
+                    specials[j]
+                );
+            }
+        }
+        if let Some(native) = llvm(&plan, &ins, &[(k, k)]) {
+            assert_bits(&got[0], &native[0], &name, "llvm");
+        }
+    }
+}
+
+/// `log`, `exp` and sigmoid give the runtime's fdlibm functions to the bit on every kind of
+/// double.
+#[test]
+fn math_matches_the_runtime_to_the_bit() {
+    use lafuse_runtime::math;
+    let (vals, rows) = math_values();
+    let cols = 7;
+    let x = Matrix::Dense(DenseMatrix::new(rows, cols, vals.clone()).unwrap());
+    let runtime = |f: U, v: f64| match f {
+        U::Log => math::ln(v),
+        U::Exp => math::exp(v),
+        _ => 1.0 / (1.0 + math::exp(-v)),
+    };
+    for f in [U::Log, U::Exp, U::Sigmoid] {
+        let plan = CPlan {
+            template: TemplateSpec::Cell {
+                cell_type: CellType::NoAgg,
+                agg: None,
+                sparse_safe: false,
+            },
+            inputs: vec![InputKind::Matrix],
+            nodes: vec![data(0, Access::Main), CNode::Unary { f, x: 0 }],
+            outputs: vec![1],
+        };
+        let got = run(&plan, &[Operand::Matrix(&x)], &[(rows, cols)], "math");
+        for (k, &v) in vals.iter().enumerate() {
+            let (g, w) = (got[0].get(k / cols, k % cols), runtime(f, v));
+            assert!(
+                (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits(),
+                "{f:?}({v:e}): cranelift {g:e}, runtime {w:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn multi_aggregates_of_two_and_three() {
+    for aggs in [
+        vec![CellAgg::Sum, CellAgg::Max],
+        vec![CellAgg::SumSq, CellAgg::Min, CellAgg::Sum],
+    ] {
+        for (m, n, d) in [(40, 33, 1.0), (200, 150, 0.03), (0, 4, 1.0), (1, 1, 1.0)] {
+            let x = mat(m, n, d, 5, false);
+            let y = mat(m, n, 1.0, 6, true);
+            let plan = magg_plan(aggs.clone());
+            let shapes = vec![(1, 1); aggs.len()];
+            let ins = [Operand::Matrix(&x), Operand::Matrix(&y)];
+            check(
+                &plan,
+                &ins,
+                &shapes,
+                1e-9,
+                &format!("magg {aggs:?} {m}x{n}"),
+            );
+        }
+    }
+}
+
+/// A sparse-safe MultiAgg over a CSR main input: the non-zeros only while the side input is
+/// finite, every cell otherwise; the same results either way.
+#[test]
+fn sparse_safe_multi_aggregates_over_csr_main_inputs() {
+    let plan = sparse_safe_magg_plan();
+    for (m, n, d) in [
+        (300, 170, 0.02),
+        (64, 64, 0.5),
+        (0, 5, 0.1),
+        (1, 1, 1.0),
+        (5, 7, 0.0),
+    ] {
+        let x = Matrix::Sparse(mat(m, n, d, 11, false).to_sparse());
+        for specials in [false, true] {
+            let y = mat(m, n, 1.0, 12, specials);
+            let ins = [Operand::Matrix(&x), Operand::Matrix(&y)];
+            let what = format!("sparse-safe magg {m}x{n} d={d} specials={specials}");
+            check(&plan, &ins, &[(1, 1), (1, 1)], 1e-9, &what);
+        }
+    }
+}
+
+/// A sparse-safe Cell plan over CSR main inputs of every aggregation: the CSR entry point.
+#[test]
+fn sparse_safe_cells_over_csr_main_inputs() {
+    let aggs = [CellAgg::Sum, CellAgg::SumSq, CellAgg::Min, CellAgg::Max];
+    let mut cases = vec![(CellType::NoAgg, None)];
+    for ty in [CellType::RowAgg, CellType::ColAgg, CellType::FullAgg] {
+        cases.extend(aggs.iter().map(|&a| (ty, Some(a))));
+    }
+    for (m, n, d) in [(120, 90, 0.05), (1, 1, 1.0), (0, 3, 0.5), (9, 17, 0.0)] {
+        let x = Matrix::Sparse(mat(m, n, d, 21, true).to_sparse());
+        let y = mat(m, n, 1.0, 22, false);
+        let (r, c) = (mat(1, n, 1.0, 23, false), mat(m, 1, 1.0, 24, false));
+        let ins = [
+            Operand::Matrix(&x),
+            Operand::Matrix(&y),
+            Operand::Matrix(&r),
+            Operand::Matrix(&c),
+            Operand::Scalar(0.25),
+        ];
+        for &(ty, agg) in &cases {
+            let plan = cell_plan(ty, agg, true);
+            let what = format!("csr {m}x{n} d={d} {ty:?} {agg:?}");
+            check(&plan, &ins, &[shape_of(ty, m, n)], 1e-9, &what);
+        }
+    }
+}
+
+/// Outer and Row plans are refused as unsupported, naming the template.
+#[test]
+fn outer_and_row_plans_are_unsupported() {
+    let outer = CPlan {
+        template: TemplateSpec::Outer {
+            outer_type: OuterType::FullAgg,
+        },
+        inputs: vec![InputKind::Matrix; 3],
+        nodes: vec![
+            data(0, Access::Main),
+            data(1, Access::OuterU),
+            data(2, Access::OuterV),
+            CNode::OuterDot { u: 1, v: 2 },
+            CNode::Binary {
+                f: B::Mul,
+                a: 0,
+                b: 3,
+            },
+        ],
+        outputs: vec![4],
+    };
+    let e = compile_for(&outer, MainFormat::Dense).unwrap_err();
+    assert_eq!(e.fault(), Fault::Unsupported, "{e}");
+    assert!(
+        e.to_string().starts_with("unsupported: outer-product"),
+        "{e}"
+    );
+    // Through the backend seam as well.
+    let plan = Arc::new(outer);
+    let built = CraneliftBackend::new().build(&[Request {
+        plan: &plan,
+        main: MainFormat::Dense,
+    }]);
+    assert!(matches!(built[0], Err(CodegenError::Unsupported(_))));
+}
+
+/// The backend builds operators that run as `Executable`s and report their compile time.
+#[test]
+fn the_backend_builds_executables() {
+    let plans: Vec<Arc<CPlan>> = [
+        cell_plan(CellType::FullAgg, Some(CellAgg::Sum), true),
+        magg_plan(vec![CellAgg::Sum, CellAgg::Max]),
+    ]
+    .into_iter()
+    .map(Arc::new)
+    .collect();
+    let requests: Vec<Request<'_>> = plans
+        .iter()
+        .map(|plan| Request {
+            plan,
+            main: MainFormat::Dense,
+        })
+        .collect();
+    let built = CraneliftBackend::new().build(&requests);
+    let (x, y) = (mat(20, 30, 1.0, 1, false), mat(20, 30, 1.0, 2, false));
+    let (r, c) = (mat(1, 30, 1.0, 3, false), mat(20, 1, 1.0, 4, false));
+    let ins = [
+        Operand::Matrix(&x),
+        Operand::Matrix(&y),
+        Operand::Matrix(&r),
+        Operand::Matrix(&c),
+        Operand::Scalar(0.25),
+    ];
+    let cell = built[0].as_ref().unwrap();
+    assert!(cell.executable.compile_time() > std::time::Duration::ZERO);
+    let got = cell.executable.execute(&ins, &[(1, 1)], &[]).unwrap();
+    let want = evaluate(&plans[0], &ins, &[(1, 1)]).unwrap();
+    assert_close(&got[0], &want[0], 1e-12, "backend cell");
+    let magg = built[1].as_ref().unwrap();
+    let got = magg
+        .executable
+        .execute(&ins[..2], &[(1, 1), (1, 1)], &[])
+        .unwrap();
+    let want = evaluate(&plans[1], &ins[..2], &[(1, 1), (1, 1)]).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert_close(g, w, 1e-12, "backend magg");
+    }
+}
