@@ -4,10 +4,10 @@
 //! vector width of a loop, and so the lanes sums are kept in), aggregates' initial values.
 
 use crate::backend::{CodegenError, Internal, Unsupported};
-use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, InputKind};
+use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, InputKind, OuterType};
 use lafuse_compiler::fusion::template::CellAgg;
 use lafuse_compiler::hops::{BinaryOp, UnaryOp};
-use lafuse_skeletons::{AggKind, CellKind, InputUse};
+use lafuse_skeletons::{AggKind, CellKind, InputUse, OuterKind};
 
 pub(crate) fn agg_kind(a: CellAgg) -> AggKind {
     match a {
@@ -220,4 +220,95 @@ pub(crate) fn node_calls_helper(plan: &CPlan, node: &CNode) -> bool {
         }
         _ => false,
     }
+}
+
+/// Input positions an Outer entry point reads specially.
+pub(crate) struct OuterInputs {
+    pub u: usize,
+    pub v: usize,
+    pub w: Option<usize>,
+    /// The node whose value is `G_ij`.
+    pub g: CNodeId,
+}
+
+/// An Outer plan's final step, the inputs its entry points read specially, and how each
+/// input is read (the final product's matrix included).
+pub(crate) fn outer_analysis(
+    plan: &CPlan,
+    outer_type: OuterType,
+) -> Result<(OuterKind, OuterInputs, Vec<InputUse>), CodegenError> {
+    let kind = match outer_type {
+        OuterType::CellWise => OuterKind::CellWise,
+        OuterType::FullAgg => OuterKind::FullAgg,
+        OuterType::Left => OuterKind::Left,
+        OuterType::LeftT => OuterKind::LeftT,
+        OuterType::Right => OuterKind::Right,
+    };
+    let out = plan.outputs[0];
+    let (g, w) = match (&plan.nodes[out], kind) {
+        (CNode::FinalProduct { g, w }, OuterKind::Left | OuterKind::LeftT | OuterKind::Right) => {
+            let CNode::Data { input, .. } = plan.nodes[*w] else {
+                return Err(CodegenError::Unsupported(Unsupported::Construct(
+                    "final product operand is not an input",
+                )));
+            };
+            (*g, Some(input))
+        }
+        (_, OuterKind::CellWise | OuterKind::FullAgg) => (out, None),
+        _ => {
+            return Err(CodegenError::Unsupported(Unsupported::Construct(
+                "outer type does not match its output node",
+            )))
+        }
+    };
+    let mut uses = input_uses(plan, &[g], transposed_frame(plan, &[g])?)?;
+    if let Some(wk) = w {
+        let u = if kind == OuterKind::Right {
+            InputUse::FinalW
+        } else {
+            InputUse::FinalWT
+        };
+        match uses[wk] {
+            InputUse::Unused => uses[wk] = u,
+            // `(X * (U %*% t(V))) %*% V`: the final product reads the rows of V that
+            // the dot products read, from the same n x k view.
+            InputUse::OuterV if kind == OuterKind::Right => {}
+            _ => {
+                return Err(CodegenError::Unsupported(Unsupported::Construct(
+                    "final-product matrix also read in the body other than as V of a \
+                     right product",
+                )))
+            }
+        }
+    }
+    let find = |u: &dyn Fn(InputUse) -> bool| uses.iter().position(|&x| u(x));
+    let (Some(ui), Some(vi)) = (
+        find(&|x| x == InputUse::OuterU),
+        find(&|x| matches!(x, InputUse::OuterV | InputUse::OuterVT)),
+    ) else {
+        return Err(CodegenError::Unsupported(Unsupported::Construct(
+            "outer operator without u_i · v_j",
+        )));
+    };
+    Ok((kind, OuterInputs { u: ui, v: vi, w, g }, uses))
+}
+
+/// Whether an Outer CSR entry may take a row's non-zeros `W` at a time: `W` dot products one after
+/// another, then the body once on `W` lanes (one vector `log` or `exp` instead of `W` scalar
+/// ones, a vector Kahan sum). The body must read nothing per cell but the driver's value and
+/// the dot product (its cells' columns are scattered), and the final step must be a sum or
+/// the cell itself; a Left or Right product adds a row per non-zero either way.
+pub(crate) fn lane_parallel(plan: &CPlan, kind: OuterKind, oi: &OuterInputs) -> bool {
+    matches!(kind, OuterKind::FullAgg | OuterKind::CellWise)
+        && plan.nodes.iter().all(|n| match n {
+            CNode::Data { input, access } => {
+                *access == Access::Main
+                    || *access == Access::Scalar
+                    || plan.inputs.get(*input) == Some(&InputKind::Scalar)
+                    || *input == oi.u
+                    || *input == oi.v
+            }
+            CNode::Transpose { .. } | CNode::FinalProduct { .. } => false,
+            _ => true,
+        })
 }

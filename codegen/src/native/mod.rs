@@ -40,14 +40,14 @@ use crate::backend::Operand;
 use crate::zero_cells::{self, InputBound};
 use cell::{CellLike, LANES};
 use inkwell::module::Module;
-use lafuse_compiler::fusion::cplan::{CNode, CPlan, OuterType, TemplateSpec};
+use lafuse_compiler::fusion::cplan::{CNode, CPlan, TemplateSpec};
 use lafuse_compiler::fusion::template::CellType;
 use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
     cell as sk_cell, magg as sk_magg, outer as sk_outer, row as sk_row, AggKind, CellKernels,
-    CellKind, CellSpec, EntryError, Input, InputUse, LazyEntry, MAggKernels, MAggSpec,
-    OuterKernels, OuterKind, OuterSpec, SkeletonError,
+    CellKind, CellSpec, EntryError, Input, LazyEntry, MAggKernels, MAggSpec, OuterKernels,
+    OuterSpec, SkeletonError,
 };
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -677,69 +677,15 @@ fn emit<'c>(
             }))
         }
         TemplateSpec::Outer { outer_type } => {
-            let kind = match outer_type {
-                OuterType::CellWise => OuterKind::CellWise,
-                OuterType::FullAgg => OuterKind::FullAgg,
-                OuterType::Left => OuterKind::Left,
-                OuterType::LeftT => OuterKind::LeftT,
-                OuterType::Right => OuterKind::Right,
-            };
-            let out = plan.outputs[0];
-            let (g, w) = match (&plan.nodes[out], kind) {
-                (
-                    CNode::FinalProduct { g, w },
-                    OuterKind::Left | OuterKind::LeftT | OuterKind::Right,
-                ) => {
-                    let CNode::Data { input, .. } = plan.nodes[*w] else {
-                        return Err(CodegenError::Unsupported(Unsupported::Construct(
-                            "final product operand is not an input",
-                        )));
-                    };
-                    (*g, Some(input))
-                }
-                (_, OuterKind::CellWise | OuterKind::FullAgg) => (out, None),
-                _ => {
-                    return Err(CodegenError::Unsupported(Unsupported::Construct(
-                        "outer type does not match its output node",
-                    )))
-                }
-            };
-            let mut uses = input_uses(plan, &[g], transposed_frame(plan, &[g])?)?;
-            if let Some(wk) = w {
-                let u = if kind == OuterKind::Right {
-                    InputUse::FinalW
-                } else {
-                    InputUse::FinalWT
-                };
-                match uses[wk] {
-                    InputUse::Unused => uses[wk] = u,
-                    // `(X * (U %*% t(V))) %*% V`: the final product reads the rows of V that
-                    // the dot products read, from the same n x k view.
-                    InputUse::OuterV if kind == OuterKind::Right => {}
-                    _ => {
-                        return Err(CodegenError::Unsupported(Unsupported::Construct(
-                            "final-product matrix also read in the body other than as V of a \
-                             right product",
-                        )))
-                    }
-                }
-            }
-            let find = |u: &dyn Fn(InputUse) -> bool| uses.iter().position(|&x| u(x));
-            let (Some(ui), Some(vi)) = (
-                find(&|x| x == InputUse::OuterU),
-                find(&|x| matches!(x, InputUse::OuterV | InputUse::OuterVT)),
-            ) else {
-                return Err(CodegenError::Unsupported(Unsupported::Construct(
-                    "outer operator without u_i · v_j",
-                )));
-            };
+            let (kind, oi, uses) = crate::plan_info::outer_analysis(plan, *outer_type)?;
+            let w = oi.w;
             let used = used_mask(&uses);
             outer::emit(
                 ctx,
                 module,
                 plan,
                 kind,
-                &outer::OuterInputs { u: ui, v: vi, w, g },
+                &oi,
                 &used,
                 match entry {
                     Entry::Dense => outer::Visit::DenseNonZeros,
