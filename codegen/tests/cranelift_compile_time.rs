@@ -1,6 +1,7 @@
 //! Figures, not assertions (DESIGN 7: no timed tests): Cranelift compile time per operator over
-//! the Cell and MultiAgg plans of the differential tests (every cell type and aggregation,
-//! sparse-safe and not, over every side-input access; MultiAgg of two and three aggregates),
+//! the Cell, MultiAgg and Outer plans of the differential tests (every cell type and
+//! aggregation, sparse-safe and not, over every side-input access; MultiAgg of two and three
+//! aggregates; every Outer type),
 //! median of 9 compilations per plan, and the median over the plans; beside it LLVM's for the
 //! same plans where the build has both backends.
 //! Run with `cargo test -p lafuse-codegen --release --features cranelift,llvm --test
@@ -12,7 +13,7 @@ mod common;
 use common::cell_plans::*;
 use lafuse_codegen::backend::MainFormat;
 use lafuse_codegen::cranelift::compile_for;
-use lafuse_compiler::fusion::cplan::CPlan;
+use lafuse_compiler::fusion::cplan::{CPlan, OuterType};
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
 use std::time::Duration;
 
@@ -55,6 +56,15 @@ fn plans() -> Vec<(String, CPlan)> {
         magg_plan(vec![CellAgg::SumSq, CellAgg::Min, CellAgg::Sum]),
     ));
     out.push(("magg sparse-safe".into(), sparse_safe_magg_plan()));
+    for ty in [
+        OuterType::CellWise,
+        OuterType::FullAgg,
+        OuterType::Right,
+        OuterType::Left,
+        OuterType::LeftT,
+    ] {
+        out.push((format!("outer {ty:?}"), outer_plan(ty)));
+    }
     out
 }
 

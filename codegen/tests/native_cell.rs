@@ -247,45 +247,6 @@ fn sparse_safe_multi_aggregates_visit_non_zeros_only_while_side_inputs_are_finit
     }
 }
 
-fn outer_plan(ty: OuterType) -> CPlan {
-    // G = X * log(abs(U %*% t(V)) + 1e-3) (a Whole W for final products): finite wherever
-    // U and V are, so the driver's zeros may be skipped (`zero_cells`).
-    let mut nodes = vec![
-        data(0, Access::Main),
-        data(1, Access::OuterU),
-        data(2, Access::OuterV),
-        CNode::OuterDot { u: 1, v: 2 },
-        lit(1e-3),
-        CNode::Unary { f: U::Abs, x: 3 },
-        CNode::Binary {
-            f: B::Add,
-            a: 5,
-            b: 4,
-        },
-        CNode::Unary { f: U::Log, x: 6 },
-        CNode::Binary {
-            f: B::Mul,
-            a: 0,
-            b: 7,
-        },
-    ];
-    let mut inputs = vec![InputKind::Matrix; 3];
-    let out = if matches!(ty, OuterType::Left | OuterType::LeftT | OuterType::Right) {
-        nodes.push(data(3, Access::Whole));
-        inputs.push(InputKind::Matrix);
-        nodes.push(CNode::FinalProduct { g: 8, w: 9 });
-        10
-    } else {
-        8
-    };
-    CPlan {
-        template: TemplateSpec::Outer { outer_type: ty },
-        inputs,
-        nodes,
-        outputs: vec![out],
-    }
-}
-
 #[test]
 fn outer_all_types_over_sparse_and_dense_drivers() {
     let (m, n, k, k2) = (120, 90, 7, 3);

@@ -6,7 +6,7 @@
 //! Kahan-compensated per lane; min/max propagate NaN; full-aggregate lanes are loaded from
 //! and stored back to the task's partial (`LANES` lanes of sums, then of corrections).
 
-use super::body::{At, Body, InputPtrs};
+use super::body::{load_inputs, At, Body, InputPtrs};
 use super::fx::{parts_of, Fx, V};
 use crate::backend::{CodegenError, Internal};
 use crate::plan_info::{init_value, node_calls_helper, runs_flat};
@@ -16,7 +16,7 @@ use cranelift_frontend::Variable;
 use lafuse_compiler::fusion::cplan::{CNodeId, CPlan};
 use lafuse_skeletons::abi::{CsrView, DenseView, KernelArgs};
 use lafuse_skeletons::{AggKind, CellKind};
-use std::mem::{offset_of, size_of};
+use std::mem::offset_of;
 
 /// Vector lanes of the dense loops: the LLVM backend's width, so that sums keep its lanes.
 pub(crate) const W: u32 = 8;
@@ -252,32 +252,6 @@ pub(super) fn emit_entry(
     }
     fx.b.ins().return_(&[total]);
     Ok(())
-}
-
-/// Loads the data pointer, column count and first row of every input in `used` from the
-/// `KernelArgs` at `args`.
-fn load_inputs(fx: &mut Fx<'_>, args: Value, used: &[bool]) -> Result<InputPtrs, CodegenError> {
-    let views = fx.load_i64(args, offset_of!(KernelArgs, inputs))?;
-    let mut out = InputPtrs::default();
-    for (k, &u) in used.iter().enumerate() {
-        if !u {
-            out.data.push(None);
-            out.cols.push(None);
-            out.row0.push(None);
-            continue;
-        }
-        let base = k * size_of::<DenseView>();
-        out.data.push(Some(
-            fx.load_i64(views, base + offset_of!(DenseView, data))?,
-        ));
-        out.cols.push(Some(
-            fx.load_i64(views, base + offset_of!(DenseView, cols))?,
-        ));
-        out.row0.push(Some(
-            fx.load_i64(views, base + offset_of!(DenseView, row0))?,
-        ));
-    }
-    Ok(out)
 }
 
 /// Combines a row's lanes in the LLVM backend's fixed order (vector lanes, then the tail).

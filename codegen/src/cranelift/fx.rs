@@ -26,6 +26,13 @@ pub(super) struct M {
     w: u32,
 }
 
+impl M {
+    /// The condition of a one-lane comparison, for a branch.
+    pub(super) fn scalar(&self) -> Value {
+        self.parts[0]
+    }
+}
+
 /// Number of Cranelift values holding `w` lanes.
 pub(super) fn parts_of(w: u32) -> usize {
     if w == 1 {
@@ -189,6 +196,13 @@ impl Fx<'_> {
     }
     pub(super) fn ceil(&mut self, x: &V) -> V {
         self.map1(x, |s, p| s.b.ins().ceil(p))
+    }
+    /// `a * b + c` rounded once, lane by lane (the LLVM backend's `llvm.fma`).
+    pub(super) fn fma(&mut self, a: &V, b: &V, c: &V) -> V {
+        let parts = (0..a.parts.len())
+            .map(|k| self.b.ins().fma(a.parts[k], b.parts[k], c.parts[k]))
+            .collect();
+        V { parts, w: a.w }
     }
     pub(super) fn trunc(&mut self, x: &V) -> V {
         self.map1(x, |s, p| s.b.ins().trunc(p))
@@ -449,6 +463,22 @@ impl Fx<'_> {
         self.b.def_var(var, next);
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// `if c { then() }` (`c` an integer, true where non-zero).
+    pub(super) fn if_then(
+        &mut self,
+        c: Value,
+        then: &mut dyn FnMut(&mut Self) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let tb = self.b.create_block();
+        let cont = self.b.create_block();
+        self.b.ins().brif(c, tb, &[], cont, &[]);
+        self.b.switch_to_block(tb);
+        then(self)?;
+        self.b.ins().jump(cont, &[]);
+        self.b.switch_to_block(cont);
         Ok(())
     }
 

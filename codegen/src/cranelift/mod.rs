@@ -3,13 +3,14 @@
 //! the LLVM backend's (the same operations per cell, sums in the same lanes and order).
 //!
 //! Implemented: Cell (every cell type and aggregation, dense and CSR entry points, side
-//! inputs read aligned, as row or column vectors, as scalars, transposed) and MultiAgg. Outer
-//! and Row plans are refused as unsupported (the engine runs them unfused or through another
-//! backend). As the LLVM backend, the entry point for the expected main-input format is
-//! compiled with the operator and the other on the first call that needs it.
+//! inputs read aligned, as row or column vectors, as scalars, transposed), MultiAgg, and Outer
+//! (every type; dense, CSR and every-cell entry points). Row plans are refused as unsupported
+//! (the engine runs them unfused or through another backend). As the LLVM backend, the entry
+//! point for the expected main-input format is compiled with the operator and any other on
+//! the first call that needs it.
 //!
 //! Module map: `fx` (lane-wise arithmetic on Cranelift values), `body` (CNode bodies),
-//! `cell` (Cell and MultiAgg loops), `helpers` (the scalar Rust functions generated code
+//! `cell` (Cell and MultiAgg loops), `outer` (Outer loops and dot products), `helpers` (the scalar Rust functions generated code
 //! calls), `jit` (the host ISA and the JIT modules), `operator` (the compiled operator and its
 //! calls into the skeletons).
 
@@ -19,6 +20,7 @@ mod fx;
 mod helpers;
 mod jit;
 mod operator;
+mod outer;
 
 pub use operator::{compile_for, CraneliftOperator};
 

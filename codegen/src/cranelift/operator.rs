@@ -1,20 +1,23 @@
-//! A Cell or MultiAgg operator compiled with Cranelift: the plan's analysis (the skeleton's
-//! spec, what each input is read as), its entry points (the one for the expected main-input
-//! format now, the other on the first call that needs it), and its calls through the
-//! skeletons, with the LLVM backend's rule for skipping a sparse main input's zeros.
+//! A Cell, MultiAgg or Outer operator compiled with Cranelift: the plan's analysis (the
+//! skeleton's spec, what each input is read as), its entry points (the one for the expected
+//! main-input format now, any other on the first call that needs it), and its calls through
+//! the skeletons, with the LLVM backend's rule for skipping a sparse main input's zeros.
 
 use super::cell::{self, CellLike, LANES};
 use super::jit::{self, Code};
+use super::outer::{self, Visit};
 use crate::backend::{CodegenError, Executable, Internal, MainFormat, Operand, Unsupported};
-use crate::plan_info::{agg_kind, input_uses, transposed_frame, used_mask};
+use crate::plan_info::{
+    agg_kind, input_uses, outer_analysis, transposed_frame, used_mask, OuterInputs,
+};
 use crate::zero_cells::{self, InputBound};
 use lafuse_compiler::fusion::cplan::{CPlan, TemplateSpec};
 use lafuse_compiler::fusion::template::CellType;
 use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
-    cell as sk_cell, magg as sk_magg, AggKind, CellKernels, CellKind, CellSpec, EntryError, Input,
-    LazyEntry, MAggKernels, MAggSpec, SkeletonError,
+    cell as sk_cell, magg as sk_magg, outer as sk_outer, AggKind, CellKernels, CellKind, CellSpec,
+    EntryError, Input, LazyEntry, MAggKernels, MAggSpec, OuterKernels, OuterSpec, SkeletonError,
 };
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -25,10 +28,29 @@ use std::time::{Duration, Instant};
 pub const MAX_BODY_NODES: usize = 20_000;
 
 /// What the operator's skeleton needs, and what its entry points compute.
-#[derive(Debug)]
 enum Kind {
-    Cell(CellSpec),
-    MAgg(MAggSpec),
+    Cell(CellSpec, CellLike),
+    MAgg(MAggSpec, CellLike),
+    Outer(OuterSpec, OuterInputs),
+}
+
+impl fmt::Debug for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Kind::Cell(spec, _) => write!(f, "Cell({spec:?})"),
+            Kind::MAgg(spec, _) => write!(f, "MAgg({spec:?})"),
+            Kind::Outer(spec, _) => write!(f, "Outer({spec:?})"),
+        }
+    }
+}
+
+/// Which entry point of a template: rows of a dense main input, non-zeros of a CSR one, or
+/// (Outer) every cell of a dense or densified driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Which {
+    Dense,
+    Csr,
+    EveryCell,
 }
 
 /// One compiled entry point and its compilation's time.
@@ -41,12 +63,13 @@ struct Entry {
 /// entry points for its lifetime.
 pub struct CraneliftOperator {
     kind: Kind,
-    like: CellLike,
     used: Vec<bool>,
     plan: CPlan,
+    /// Cell and MultiAgg: the body is 0 where the main input is (given finite side inputs).
     sparse_safe: bool,
     dense: OnceLock<Result<Entry, CodegenError>>,
     csr: OnceLock<Result<Entry, CodegenError>>,
+    every_cell: OnceLock<Result<Entry, CodegenError>>,
     /// The analysis, which the entry points' times do not include.
     analysis: Duration,
     /// A Cell operator whose body runs in its main input's transposed frame: its output is
@@ -64,7 +87,7 @@ impl fmt::Debug for CraneliftOperator {
 }
 
 /// Compiles `plan` with Cranelift: the entry point for a main input in format `main` now
-/// (the CSR one for a sparse main input of a sparse-safe plan), the other on first use.
+/// (the CSR one for a sparse main input, where the template has one), any other on first use.
 pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<CraneliftOperator, CodegenError> {
     let start = Instant::now();
     if plan.outputs.is_empty() || plan.inputs.is_empty() {
@@ -78,28 +101,33 @@ pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<CraneliftOperator, 
             limit: MAX_BODY_NODES,
         }));
     }
-    let (kind, like, used, sparse_safe) = analyze(plan)?;
+    let (kind, used, sparse_safe) = analyze(plan)?;
     let mut op = CraneliftOperator {
         kind,
-        like,
         used,
         plan: plan.clone(),
         sparse_safe,
         dense: OnceLock::new(),
         csr: OnceLock::new(),
+        every_cell: OnceLock::new(),
         analysis: Duration::ZERO,
         transposed_frame: matches!(plan.template, TemplateSpec::Cell { .. })
             && transposed_frame(plan, &plan.outputs[..1]).unwrap_or(false),
     };
     op.analysis = start.elapsed();
-    let csr = main == MainFormat::Sparse && sparse_safe;
-    op.entry(csr)?;
+    let first = if main == MainFormat::Sparse && op.has(Which::Csr) {
+        Which::Csr
+    } else {
+        Which::Dense
+    };
+    op.entry(first)?;
     Ok(op)
 }
 
-/// The skeleton's spec and the loops' description of a Cell or MultiAgg plan (as the LLVM
-/// backend derives them); other templates are unsupported here.
-fn analyze(plan: &CPlan) -> Result<(Kind, CellLike, Vec<bool>, bool), CodegenError> {
+/// The skeleton's spec and the loops' description of a plan (as the LLVM backend derives
+/// them), the inputs its entry points load, and whether it is sparse-safe; Row plans are
+/// unsupported here.
+fn analyze(plan: &CPlan) -> Result<(Kind, Vec<bool>, bool), CodegenError> {
     match &plan.template {
         TemplateSpec::Cell {
             cell_type,
@@ -136,7 +164,7 @@ fn analyze(plan: &CPlan) -> Result<(Kind, CellLike, Vec<bool>, bool), CodegenErr
                 uses,
                 lanes: LANES,
             };
-            Ok((Kind::Cell(spec), like, used, *sparse_safe))
+            Ok((Kind::Cell(spec, like), used, *sparse_safe))
         }
         TemplateSpec::MAgg { aggs, sparse_safe } => {
             if aggs.len() != plan.outputs.len() {
@@ -164,11 +192,19 @@ fn analyze(plan: &CPlan) -> Result<(Kind, CellLike, Vec<bool>, bool), CodegenErr
                 uses,
                 lanes: LANES,
             };
-            Ok((Kind::MAgg(spec), like, used, *sparse_safe))
+            Ok((Kind::MAgg(spec, like), used, *sparse_safe))
         }
-        TemplateSpec::Outer { .. } => Err(CodegenError::Unsupported(Unsupported::Construct(
-            "outer-product operators in the Cranelift backend",
-        ))),
+        TemplateSpec::Outer { outer_type } => {
+            let (kind, oi, uses) = outer_analysis(plan, *outer_type)?;
+            let used = used_mask(&uses);
+            let spec = OuterSpec {
+                kind,
+                w: oi.w,
+                uses,
+                lanes: LANES,
+            };
+            Ok((Kind::Outer(spec, oi), used, false))
+        }
         TemplateSpec::Row { .. } => Err(CodegenError::Unsupported(Unsupported::Construct(
             "row operators in the Cranelift backend",
         ))),
@@ -176,22 +212,62 @@ fn analyze(plan: &CPlan) -> Result<(Kind, CellLike, Vec<bool>, bool), CodegenErr
 }
 
 impl CraneliftOperator {
-    /// The dense (`csr == false`) or CSR entry point, compiled on first request; the CSR one
-    /// of a sparse-unsafe plan is an error.
-    fn entry(&self, csr: bool) -> Result<&Entry, CodegenError> {
-        if csr && !self.sparse_safe {
-            return Err(CodegenError::Internal(Internal::SparseUnsafeCsr {
-                template: match self.kind {
-                    Kind::Cell(_) => "cell",
-                    Kind::MAgg(_) => "MultiAgg",
+    /// Whether the template has entry point `which` (Cell and MultiAgg: a CSR one only when
+    /// sparse-safe, no every-cell one).
+    fn has(&self, which: Which) -> bool {
+        match (&self.kind, which) {
+            (_, Which::Dense) | (Kind::Outer(..), _) => true,
+            (_, Which::Csr) => self.sparse_safe,
+            (_, Which::EveryCell) => false,
+        }
+    }
+
+    /// Entry point `which`, compiled on first request; an error where the template has none.
+    fn entry(&self, which: Which) -> Result<&Entry, CodegenError> {
+        if !self.has(which) {
+            return Err(CodegenError::Internal(match which {
+                Which::Csr => Internal::SparseUnsafeCsr {
+                    template: match self.kind {
+                        Kind::MAgg(..) => "MultiAgg",
+                        _ => "cell",
+                    },
                 },
+                _ => Internal::NoEntryPoint { entry: "EveryCell" },
             }));
         }
-        let slot = if csr { &self.csr } else { &self.dense };
+        let slot = match which {
+            Which::Dense => &self.dense,
+            Which::Csr => &self.csr,
+            Which::EveryCell => &self.every_cell,
+        };
         slot.get_or_init(|| {
             let start = Instant::now();
-            let code = jit::compile(|fx, args, rl, ru| {
-                cell::emit_entry(fx, args, rl, ru, &self.plan, &self.like, &self.used, csr)
+            let code = jit::compile(|fx, args, rl, ru| match &self.kind {
+                Kind::Cell(_, like) | Kind::MAgg(_, like) => cell::emit_entry(
+                    fx,
+                    args,
+                    rl,
+                    ru,
+                    &self.plan,
+                    like,
+                    &self.used,
+                    which == Which::Csr,
+                ),
+                Kind::Outer(spec, oi) => outer::emit_entry(
+                    fx,
+                    args,
+                    rl,
+                    ru,
+                    &self.plan,
+                    spec.kind,
+                    oi,
+                    &self.used,
+                    match which {
+                        Which::Dense => Visit::DenseNonZeros,
+                        Which::Csr => Visit::CsrNonZeros,
+                        Which::EveryCell => Visit::EveryCell,
+                    },
+                ),
             })?;
             Ok(Entry {
                 code,
@@ -208,13 +284,14 @@ impl CraneliftOperator {
             Some(Ok(e)) => e.time,
             _ => Duration::ZERO,
         };
-        self.analysis + entry(&self.dense) + entry(&self.csr)
+        self.analysis + entry(&self.dense) + entry(&self.csr) + entry(&self.every_cell)
     }
 
     /// Runs the operator: the contract of [`crate::reference::evaluate`], with the value
     /// ranges the caller knows of some inputs (by position). As the LLVM backend, a
-    /// sparse-safe operator visits only the non-zeros of a sparse main input where
-    /// [`zero_cells::zeros_skippable`] proves its body 0 at the zeros, else every cell.
+    /// sparse-safe Cell or MultiAgg operator visits only the non-zeros of a sparse main input,
+    /// and an Outer operator only those of its driver, where
+    /// [`zero_cells::zeros_skippable`] proves the body 0 at the zeros; else every cell.
     pub fn execute_with_ranges(
         &self,
         inputs: &[Operand<'_>],
@@ -231,7 +308,11 @@ impl CraneliftOperator {
             .map(|pos| known.get(pos).copied().flatten())
             .collect();
         let main_sparse = matches!(inputs.first(), Some(Operand::Matrix(m)) if m.is_sparse());
-        let zeros_skippable = self.sparse_safe && main_sparse && {
+        let skips_zeros = match self.kind {
+            Kind::Outer(..) => true,
+            _ => self.sparse_safe && main_sparse,
+        };
+        let zeros_skippable = skips_zeros && {
             let bounds: Vec<InputBound> = inputs
                 .iter()
                 .zip(ranges.iter_mut())
@@ -260,14 +341,18 @@ impl CraneliftOperator {
             .collect();
         // SAFETY (both): the entry points are generated with the `KernelFn` signature and
         // live as long as the operator, which this call borrows.
-        let kernel = |csr: bool| {
+        let kernel = |which: Which| {
             move || -> Result<KernelFn, EntryError> {
-                self.entry(csr)
+                self.entry(which)
                     .map(|e| unsafe { std::mem::transmute::<usize, KernelFn>(e.code.kernel) })
                     .map_err(|e| EntryError(Arc::new(e)))
             }
         };
-        let (dense_fn, csr_fn) = (kernel(false), kernel(true));
+        let (dense_fn, csr_fn, every_fn) = (
+            kernel(Which::Dense),
+            kernel(Which::Csr),
+            kernel(Which::EveryCell),
+        );
         let kernels = CellKernels {
             dense: &dense_fn,
             csr: zeros_skippable.then_some(&csr_fn as LazyEntry<'_, KernelFn>),
@@ -280,10 +365,18 @@ impl CraneliftOperator {
             e => CodegenError::Skeleton(e),
         };
         let mut out = match &self.kind {
-            Kind::Cell(spec) => vec![sk_cell::execute(spec, &kernels, &ins).map_err(sk)?],
-            Kind::MAgg(spec) => {
+            Kind::Cell(spec, _) => vec![sk_cell::execute(spec, &kernels, &ins).map_err(sk)?],
+            Kind::MAgg(spec, _) => {
                 let k: MAggKernels<'_> = kernels;
                 sk_magg::execute(spec, &k, &ins).map_err(sk)?
+            }
+            Kind::Outer(spec, _) => {
+                let k = OuterKernels {
+                    dense: &dense_fn,
+                    csr: &csr_fn,
+                    every_cell: (!zeros_skippable).then_some(&every_fn as LazyEntry<'_, KernelFn>),
+                };
+                vec![sk_outer::execute(spec, &k, &ins).map_err(sk)?]
             }
         };
         for (m, &s) in out.iter_mut().zip(out_shapes) {

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use lafuse_codegen::reference::Operand;
-use lafuse_compiler::fusion::cplan::{Access, CNode, CPlan, InputKind, TemplateSpec};
+use lafuse_compiler::fusion::cplan::{Access, CNode, CPlan, InputKind, OuterType, TemplateSpec};
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
 use lafuse_compiler::hops::{BinaryOp as B, Literal, NaryOp, TernaryOp, UnaryOp as U};
 use lafuse_runtime::{DenseMatrix, Matrix};
@@ -464,5 +464,45 @@ pub fn sparse_safe_magg_plan() -> CPlan {
             },
         ],
         outputs: vec![2, 4],
+    }
+}
+
+/// `G = X * log(abs(U %*% t(V)) + 1e-3)`, times a Whole W for the final products.
+pub fn outer_plan(ty: OuterType) -> CPlan {
+    // G = X * log(abs(U %*% t(V)) + 1e-3) (a Whole W for final products): finite wherever
+    // U and V are, so the driver's zeros may be skipped (`zero_cells`).
+    let mut nodes = vec![
+        data(0, Access::Main),
+        data(1, Access::OuterU),
+        data(2, Access::OuterV),
+        CNode::OuterDot { u: 1, v: 2 },
+        lit(1e-3),
+        CNode::Unary { f: U::Abs, x: 3 },
+        CNode::Binary {
+            f: B::Add,
+            a: 5,
+            b: 4,
+        },
+        CNode::Unary { f: U::Log, x: 6 },
+        CNode::Binary {
+            f: B::Mul,
+            a: 0,
+            b: 7,
+        },
+    ];
+    let mut inputs = vec![InputKind::Matrix; 3];
+    let out = if matches!(ty, OuterType::Left | OuterType::LeftT | OuterType::Right) {
+        nodes.push(data(3, Access::Whole));
+        inputs.push(InputKind::Matrix);
+        nodes.push(CNode::FinalProduct { g: 8, w: 9 });
+        10
+    } else {
+        8
+    };
+    CPlan {
+        template: TemplateSpec::Outer { outer_type: ty },
+        inputs,
+        nodes,
+        outputs: vec![out],
     }
 }
