@@ -1003,7 +1003,8 @@ impl NativeOperator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lafuse_compiler::fusion::cplan::{count_vector_intermediates, RowType};
+    use lafuse_compiler::fusion::cplan::{count_vector_intermediates, Access, InputKind, RowType};
+    use lafuse_compiler::fusion::template::CellAgg;
     use lafuse_compiler::hops::{AggOp, BinaryOp, Literal};
 
     /// `X * rowSums(X)`: a row-wise Row plan.
