@@ -5,7 +5,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use lafuse::{
     Engine, EngineConfig, ExplainFormat, ExplainLevel, ExplainOptions, FusionBackend, FusionPolicy,
-    ScriptArgs,
+    Jit, ScriptArgs,
 };
 use lafuse_cli::bound;
 use std::path::PathBuf;
@@ -57,6 +57,11 @@ enum Command {
         /// `reference` (the CPlan interpreter the native code is tested against; slow).
         #[arg(long, value_enum, default_value_t = BackendArg::default())]
         fusion_backend: BackendArg,
+        /// The compiler of native operators: `llvm` (optimized code, milliseconds per
+        /// operator) or `cranelift` (a fraction of the compile time, results equal to the
+        /// bit; needs the `cranelift` feature; Row operators then run unfused).
+        #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
+        jit: JitArg,
         /// Keep native operators' machine code in DIR (created private if missing) and load it
         /// from there in later runs instead of compiling again: any script's operators,
         /// compiled on this CPU by this lafuse build and LLVM, each checked against its
@@ -424,6 +429,25 @@ impl DeviceArg {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum JitArg {
+    Llvm,
+    Cranelift,
+}
+
+impl std::fmt::Display for JitArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(jit_of(*self).name())
+    }
+}
+
+fn jit_of(j: JitArg) -> Jit {
+    match j {
+        JitArg::Llvm => Jit::Llvm,
+        JitArg::Cranelift => Jit::Cranelift,
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum BackendArg {
     Native,
     Reference,
@@ -744,6 +768,7 @@ fn run(cli: Cli) -> Result<(), String> {
             stats_json,
             fusion,
             fusion_backend,
+            jit,
             operator_cache_dir,
             operator_cache_limit_mb,
             lineage,
@@ -767,6 +792,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 collect_stats: stats || stats_json.is_some(),
                 fusion: fusion_of(fusion),
                 backend: backend_of(fusion_backend),
+                jit: jit_of(jit),
                 cost_model: cost_model.load()?,
                 operator_cache_dir,
                 operator_cache_limit: operator_cache_limit_mb.saturating_mul(1 << 20),

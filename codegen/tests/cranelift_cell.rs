@@ -10,7 +10,7 @@
 mod common;
 
 use common::cell_plans::*;
-use lafuse_codegen::backend::{Backend, CodegenError, MainFormat, Request};
+use lafuse_codegen::backend::{Backend, CodegenError, MainFormat, Origin, Request};
 use lafuse_codegen::cranelift::{compile_for, CraneliftBackend};
 use lafuse_codegen::reference::{evaluate, Operand};
 use lafuse_compiler::fusion::cplan::{
@@ -543,7 +543,8 @@ fn row_plans_are_unsupported() {
     assert!(matches!(built[0], Err(CodegenError::Unsupported(_))));
 }
 
-/// The backend builds operators that run as `Executable`s and report their compile time.
+/// The backend builds operators that run as `Executable`s and report their compile time, and
+/// keeps them: a second request of the same plans is a cache hit.
 #[test]
 fn the_backend_builds_executables() {
     let plans: Vec<Arc<CPlan>> = [
@@ -560,7 +561,18 @@ fn the_backend_builds_executables() {
             main: MainFormat::Dense,
         })
         .collect();
-    let built = CraneliftBackend::new().build(&requests);
+    let backend = CraneliftBackend::new();
+    let built = backend.build(&requests);
+    assert_eq!(backend.len(), 2);
+    for b in &built {
+        assert!(matches!(
+            b.as_ref().unwrap().origin,
+            Origin::Compiled { .. }
+        ));
+    }
+    for b in backend.build(&requests) {
+        assert_eq!(b.unwrap().origin, Origin::CacheHit);
+    }
     let (x, y) = (mat(20, 30, 1.0, 1, false), mat(20, 30, 1.0, 2, false));
     let (r, c) = (mat(1, 30, 1.0, 3, false), mat(20, 1, 1.0, 4, false));
     let ins = [

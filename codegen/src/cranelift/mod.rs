@@ -25,17 +25,60 @@ mod outer;
 pub use operator::{compile_for, CraneliftOperator};
 
 use crate::backend::{Backend, Built, CodegenError, Origin, Request};
-use std::sync::Arc;
+use lafuse_compiler::fusion::cplan::CPlan;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-/// The Cranelift backend: compiles every requested operator (in parallel); it keeps no cache
-/// of its own, since a compilation costs about as much as a cache's bookkeeping would save
-/// at a block's first execution.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CraneliftBackend;
+/// Operators a backend keeps at most: a block recompiled (new sizes, a loop's next
+/// iteration) finds its operators instead of compiling them again. Past this the cache is
+/// emptied at once, since a compilation costs about a millisecond, a bookkeeping of recency
+/// would not pay.
+pub const DEFAULT_CAPACITY: usize = 4096;
+
+/// The Cranelift backend: operators compiled on first request (a block's in parallel), kept
+/// by plan.
+#[derive(Default)]
+pub struct CraneliftBackend {
+    /// By [`CPlan::structural_hash`]: the plans with that hash and their operators.
+    cache: Mutex<HashMap<u64, Vec<(CPlan, Arc<CraneliftOperator>)>>>,
+}
 
 impl CraneliftBackend {
     pub fn new() -> CraneliftBackend {
-        CraneliftBackend
+        CraneliftBackend::default()
+    }
+
+    /// The operator for `plan`, if kept.
+    fn cached(&self, plan: &CPlan) -> Option<Arc<CraneliftOperator>> {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache
+            .get(&plan.structural_hash())?
+            .iter()
+            .find(|(p, _)| p == plan)
+            .map(|(_, op)| Arc::clone(op))
+    }
+
+    /// Keeps `op` for `plan`.
+    fn keep(&self, plan: &CPlan, op: &Arc<CraneliftOperator>) {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.values().map(Vec::len).sum::<usize>() >= DEFAULT_CAPACITY {
+            cache.clear();
+        }
+        cache
+            .entry(plan.structural_hash())
+            .or_default()
+            .push((plan.clone(), Arc::clone(op)));
+    }
+
+    /// Operators kept.
+    pub fn len(&self) -> usize {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.values().map(Vec::len).sum()
+    }
+
+    /// Whether no operator is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -49,11 +92,18 @@ impl Backend for CraneliftBackend {
         requests
             .par_iter()
             .map(|r| {
-                let op = compile_for(r.plan, r.main)?;
+                if let Some(op) = self.cached(r.plan) {
+                    return Ok(Built {
+                        executable: op,
+                        origin: Origin::CacheHit,
+                    });
+                }
+                let op = Arc::new(compile_for(r.plan, r.main)?);
+                self.keep(r.plan, &op);
                 Ok(Built {
-                    executable: Arc::new(op),
+                    executable: op,
                     origin: Origin::Compiled {
-                        miss_reason: "compiled by Cranelift (no operator cache)".to_string(),
+                        miss_reason: "a plan not compiled before".to_string(),
                         loaded_from_store: false,
                     },
                 })
