@@ -77,6 +77,8 @@ fn time(compile: &dyn Fn() -> Duration) -> f64 {
 #[ignore = "prints timings"]
 fn compile_time_per_plan() {
     let mut cl_all = Vec::new();
+    // Filled only where the build has LLVM.
+    #[allow(unused_mut)]
     let mut llvm_all = Vec::new();
     // The first compilation builds the host ISA (Cranelift) and the math library (LLVM):
     // once per process, not per operator.

@@ -8,7 +8,7 @@ use lafuse_codegen::native::{compile, OperatorCache};
 use lafuse_codegen::reference::{evaluate, Operand};
 use lafuse_compiler::fusion::cplan::{Access, CNode, CPlan, InputKind, OuterType, TemplateSpec};
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
-use lafuse_compiler::hops::{BinaryOp as B, Literal, NaryOp, TernaryOp, UnaryOp as U};
+use lafuse_compiler::hops::{BinaryOp as B, UnaryOp as U};
 use lafuse_runtime::{DenseMatrix, Matrix};
 
 mod common;

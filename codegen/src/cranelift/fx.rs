@@ -137,7 +137,7 @@ impl Fx<'_> {
     }
 
     /// `w` lanes from scalar doubles, lane by lane.
-    pub(super) fn from_lanes(&mut self, lanes: &[Value]) -> V {
+    pub(super) fn of_lanes(&mut self, lanes: &[Value]) -> V {
         let w = lanes.len() as u32;
         if w == 1 {
             return V {
@@ -358,7 +358,7 @@ impl Fx<'_> {
             let call = self.b.ins().call_indirect(sig, callee, &args);
             lanes.push(self.b.inst_results(call)[0]);
         }
-        self.from_lanes(&lanes)
+        self.of_lanes(&lanes)
     }
 
     /// `exp` and `ln` of the core's `math` (the functions the LLVM backend states in IR
@@ -405,7 +405,7 @@ impl Fx<'_> {
             let addr = self.elem_addr(base, at);
             lanes.push(self.b.ins().load(types::F64, mem(), addr, 0));
         }
-        self.from_lanes(&lanes)
+        self.of_lanes(&lanes)
     }
 
     /// The address of element `idx` of the doubles (or 64-bit integers) at `base`.

@@ -35,12 +35,14 @@ use std::sync::{Arc, Mutex};
 /// would not pay.
 pub const DEFAULT_CAPACITY: usize = 4096;
 
+/// Kept operators by [`CPlan::structural_hash`]: the plans with that hash and their operators.
+type Cache = HashMap<u64, Vec<(CPlan, Arc<CraneliftOperator>)>>;
+
 /// The Cranelift backend: operators compiled on first request (a block's in parallel), kept
 /// by plan.
 #[derive(Default)]
 pub struct CraneliftBackend {
-    /// By [`CPlan::structural_hash`]: the plans with that hash and their operators.
-    cache: Mutex<HashMap<u64, Vec<(CPlan, Arc<CraneliftOperator>)>>>,
+    cache: Mutex<Cache>,
 }
 
 impl CraneliftBackend {

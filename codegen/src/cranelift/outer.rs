@@ -314,7 +314,7 @@ fn elements_w(
     for rows in vrows.chunks(DOTS_AT_ONCE) {
         dots.extend(dot_products(fx, urow, rows, st.k)?);
     }
-    let dots = fx.from_lanes(&dots);
+    let dots = fx.of_lanes(&dots);
     // The body reads no column (see `lane_parallel`): `j` is a placeholder.
     let j = fx.iconst(0);
     let mut body = Body::new(

@@ -104,6 +104,7 @@ pub(crate) fn library(
 /// Defines the one-lane functions of the library (`lafuse_log_v1`, `lafuse_exp_v1`) inside
 /// `module` with internal linkage, for a target with no shared library to call (PTX): calls
 /// of [`ln`] and [`exp`] then resolve to them, and the optimizer inlines them.
+#[cfg(feature = "ptx")]
 pub(crate) fn define_one_lane<'c>(
     ctx: &'c inkwell::context::Context,
     module: &inkwell::module::Module<'c>,

@@ -194,12 +194,16 @@ pub fn shape_of(ty: CellType, m: usize, n: usize) -> (usize, usize) {
     }
 }
 
+/// A backend's check of one call against the reference: plan, inputs, output shapes,
+/// tolerance, what to name in a failure.
+pub type Check = dyn Fn(&CPlan, &[Operand<'_>], &[(usize, usize)], f64, &str);
+
 /// Every cell type and aggregation of the body of [`cell_nodes`] (R and C read as a row and a
 /// column vector, `broadcast`, or as matrices aligned with X), safe and unsafe, over each shape,
 /// dense and sparse main input and each (sparse side input, special values) case, against the
 /// reference through `check`.
 pub fn check_cell_variants(
-    check: &dyn Fn(&CPlan, &[Operand<'_>], &[(usize, usize)], f64, &str),
+    check: &Check,
     shapes: &[(usize, usize)],
     side_cases: &[(bool, bool)],
     broadcast: bool,
