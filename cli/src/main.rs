@@ -221,6 +221,10 @@ struct BenchArgs {
     /// Time limit of one child process, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
     timeout: u64,
+    /// The compiler of the native operators of every `lafuse run` the suites start: `llvm` or
+    /// `cranelift` (the `gpu` suite's CPU operators are LLVM's either way).
+    #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
+    jit: JitArg,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -685,6 +689,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 examples: b.examples,
                 exe: None,
                 timeout: std::time::Duration::from_secs(b.timeout.max(1)),
+                jit: jit_of(b.jit),
             };
             let outcome = bench::run(&options).map_err(|e| format!("error: {e}"))?;
             let failed = outcome
