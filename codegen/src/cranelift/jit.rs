@@ -3,7 +3,7 @@
 //! owns its machine code for as long as the operator lives.
 
 use super::fx::Fx;
-use crate::backend::{CodegenError, Internal};
+use crate::backend::{CodegenError, Internal, Unsupported};
 use cranelift_codegen::ir::{types, AbiParam, UserFuncName, Value};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
@@ -13,7 +13,7 @@ use cranelift_module::{default_libcall_names, Linkage, Module};
 use std::sync::{Mutex, OnceLock};
 
 /// The host's ISA, or why Cranelift cannot generate code for it.
-static ISA: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
+static ISA: OnceLock<Result<OwnedTargetIsa, CodegenError>> = OnceLock::new();
 
 fn failed(step: &'static str, detail: impl std::fmt::Display) -> CodegenError {
     CodegenError::Internal(Internal::Cranelift {
@@ -22,23 +22,31 @@ fn failed(step: &'static str, detail: impl std::fmt::Display) -> CodegenError {
     })
 }
 
-/// The host ISA: every feature the CPU has (`cranelift_native`), optimized for speed.
+/// The host ISA: every feature the CPU has (`cranelift_native`), optimized for speed. A CPU
+/// Cranelift has no backend for is unsupported (its operators run elsewhere), not a failure.
 fn isa() -> Result<OwnedTargetIsa, CodegenError> {
     ISA.get_or_init(|| {
         let mut flags = settings::builder();
+        let mut set = |name, value| {
+            flags
+                .set(name, value)
+                .map_err(|e| failed("setting a flag", format!("{name}={value}: {e}")))
+        };
         // Code and helpers live anywhere in the address space: absolute calls.
-        flags.set("is_pic", "false").map_err(|e| e.to_string())?;
-        flags
-            .set("use_colocated_libcalls", "false")
-            .map_err(|e| e.to_string())?;
-        flags.set("opt_level", "speed").map_err(|e| e.to_string())?;
-        let builder = cranelift_native::builder().map_err(str::to_string)?;
+        set("is_pic", "false")?;
+        set("use_colocated_libcalls", "false")?;
+        set("opt_level", "speed")?;
+        let builder = cranelift_native::builder().map_err(|_| {
+            CodegenError::Unsupported(Unsupported::Backend {
+                why: "code generation with Cranelift for this CPU, which Cranelift has no \
+                      backend for",
+            })
+        })?;
         builder
             .finish(settings::Flags::new(flags))
-            .map_err(|e| e.to_string())
+            .map_err(|e| failed("host ISA", e))
     })
     .clone()
-    .map_err(|e| failed("host ISA", e))
 }
 
 /// Machine code of one entry point. The JIT module is kept (behind a mutex: it is not `Sync`)
