@@ -121,6 +121,9 @@ enum Command {
         /// `reference` (the CPlan interpreter the native code is tested against; slow).
         #[arg(long, value_enum, default_value_t = BackendArg::default())]
         fusion_backend: BackendArg,
+        /// The compiler of native operators: `llvm` or `cranelift` (as `run --jit`).
+        #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
+        jit: JitArg,
         #[command(flatten)]
         cost_model: CostModelArgs,
     },
@@ -845,6 +848,7 @@ fn run(cli: Cli) -> Result<(), String> {
             output,
             fusion,
             fusion_backend,
+            jit,
             cost_model,
         } => {
             let text = std::fs::read_to_string(&log)
@@ -852,6 +856,7 @@ fn run(cli: Cli) -> Result<(), String> {
             let engine = Engine::new(EngineConfig {
                 fusion: fusion_of(fusion),
                 backend: backend_of(fusion_backend),
+                jit: jit_of(jit),
                 cost_model: cost_model.load()?,
                 ..EngineConfig::default()
             });
