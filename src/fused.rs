@@ -35,15 +35,72 @@ pub enum FusionBackend {
     Reference,
 }
 
+/// The compiler the native backend generates operators with (`--jit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Jit {
+    /// LLVM: optimized code, several milliseconds per operator.
+    #[default]
+    Llvm,
+    /// Cranelift (the `cranelift` feature): a fraction of LLVM's compile time, results equal
+    /// to the bit; Row operators are not generated yet (their hops run unfused), the operator
+    /// cache directory and the GPU are not used.
+    Cranelift,
+}
+
+impl Jit {
+    /// `llvm` or `cranelift`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Jit::Llvm => "llvm",
+            Jit::Cranelift => "cranelift",
+        }
+    }
+}
+
+/// The Cranelift backend, behind the same literal parameterization as LLVM's; where the
+/// engine was asked for what it does not offer, it says so once.
+fn cranelift_backend(
+    store_dir: Option<&std::path::Path>,
+    placement: Placement,
+) -> Box<dyn Backend> {
+    if let Some(dir) = store_dir {
+        eprintln!(
+            "warning: --jit cranelift keeps no machine code; the operator cache directory '{}' \
+             is not used",
+            dir.display()
+        );
+    }
+    if placement != Placement::Cpu {
+        eprintln!("warning: --jit cranelift generates CPU code only; operators run on the CPU");
+    }
+    #[cfg(feature = "cranelift")]
+    {
+        use lafuse_codegen::cranelift::CraneliftBackend;
+        use lafuse_codegen::parameters::LiteralsAsParameters;
+        Box::new(LiteralsAsParameters::new(CraneliftBackend::new()))
+    }
+    #[cfg(not(feature = "cranelift"))]
+    Box::new(lafuse_codegen::backend::Unavailable {
+        name: "cranelift",
+        why: "code generation with Cranelift (lafuse was built without the `cranelift` \
+              feature; use --jit llvm)",
+    })
+}
+
 impl FusionBackend {
-    /// The backend of this kind (the registration of every backend the engine offers).
+    /// The backend of this kind (the registration of every backend the engine offers), the
+    /// native one compiling with `jit`.
     fn create(
         self,
+        jit: Jit,
         store_dir: Option<&std::path::Path>,
         store_limit: u64,
         placement: Placement,
         cost_model: &CostModel,
     ) -> Box<dyn Backend> {
+        if self == FusionBackend::Native && jit == Jit::Cranelift {
+            return cranelift_backend(store_dir, placement);
+        }
         if placement != Placement::Cpu {
             match (self, crate::gpu::available()) {
                 (FusionBackend::Native, Ok(_)) => {}
@@ -234,17 +291,19 @@ impl Fuser {
     /// `store_dir`: the on-disk object store native operators go through, if any, pruned to
     /// `store_limit` bytes (a directory that cannot be opened is not used: it only saves
     /// compilations).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         policy: FusionPolicy,
         cost_model: CostModel,
         backend: FusionBackend,
+        jit: Jit,
         store_dir: Option<&std::path::Path>,
         store_limit: u64,
         placement: Placement,
     ) -> Fuser {
         Fuser {
             selector: policy.selector(cost_model),
-            backend: backend.create(store_dir, store_limit, placement, &cost_model),
+            backend: backend.create(jit, store_dir, store_limit, placement, &cost_model),
             counters: Arc::new(FusionCounters::default()),
         }
     }

@@ -67,7 +67,7 @@ pub use bindings::{Bindings, Outputs, Scalar};
 pub use dag::{DagInput, PreparedDag};
 pub use error::Error;
 pub use explain::cost_report;
-pub use fused::FusionBackend;
+pub use fused::{FusionBackend, Jit};
 pub use interop::MatrixView;
 pub use lafuse_codegen::backend::Placement;
 pub use lafuse_compiler::fusion::CostModel;
@@ -111,6 +111,8 @@ pub struct EngineConfig {
     pub fusion: Option<FusionPolicy>,
     /// What runs fused operators.
     pub backend: FusionBackend,
+    /// The compiler of the native backend's operators: LLVM (the default) or Cranelift.
+    pub jit: Jit,
     /// The cost model the cost-based policy optimizes for.
     pub cost_model: CostModel,
     /// A directory where native operators' machine code is kept across processes: an operator
@@ -154,6 +156,7 @@ impl Default for EngineConfig {
             collect_stats: false,
             fusion: Some(FusionPolicy::Gen),
             backend: FusionBackend::default(),
+            jit: Jit::default(),
             cost_model: CostModel::default(),
             operator_cache_dir: None,
             operator_cache_limit: DEFAULT_OPERATOR_CACHE_LIMIT,
@@ -373,6 +376,7 @@ impl Engine {
                 policy,
                 config.cost_model,
                 config.backend,
+                config.jit,
                 config.operator_cache_dir.as_deref(),
                 config.operator_cache_limit,
                 config.placement,

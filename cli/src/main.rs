@@ -5,7 +5,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use lafuse::{
     Engine, EngineConfig, ExplainFormat, ExplainLevel, ExplainOptions, FusionBackend, FusionPolicy,
-    ScriptArgs,
+    Jit, ScriptArgs,
 };
 use lafuse_cli::bound;
 use std::path::PathBuf;
@@ -57,6 +57,11 @@ enum Command {
         /// `reference` (the CPlan interpreter the native code is tested against; slow).
         #[arg(long, value_enum, default_value_t = BackendArg::default())]
         fusion_backend: BackendArg,
+        /// The compiler of native operators: `llvm` (optimized code, milliseconds per
+        /// operator) or `cranelift` (a fraction of the compile time, results equal to the
+        /// bit; needs the `cranelift` feature; Row operators then run unfused).
+        #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
+        jit: JitArg,
         /// Keep native operators' machine code in DIR (created private if missing) and load it
         /// from there in later runs instead of compiling again: any script's operators,
         /// compiled on this CPU by this lafuse build and LLVM, each checked against its
@@ -116,6 +121,9 @@ enum Command {
         /// `reference` (the CPlan interpreter the native code is tested against; slow).
         #[arg(long, value_enum, default_value_t = BackendArg::default())]
         fusion_backend: BackendArg,
+        /// The compiler of native operators: `llvm` or `cranelift` (as `run --jit`).
+        #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
+        jit: JitArg,
         #[command(flatten)]
         cost_model: CostModelArgs,
     },
@@ -216,6 +224,10 @@ struct BenchArgs {
     /// Time limit of one child process, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
     timeout: u64,
+    /// The compiler of the native operators of every `lafuse run` the suites start: `llvm` or
+    /// `cranelift` (the `gpu` suite's CPU operators are LLVM's either way).
+    #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
+    jit: JitArg,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -420,6 +432,25 @@ impl DeviceArg {
             DeviceArg::Gpu => lafuse::Placement::Gpu,
             DeviceArg::Auto => lafuse::Placement::Auto,
         }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum JitArg {
+    Llvm,
+    Cranelift,
+}
+
+impl std::fmt::Display for JitArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(jit_of(*self).name())
+    }
+}
+
+fn jit_of(j: JitArg) -> Jit {
+    match j {
+        JitArg::Llvm => Jit::Llvm,
+        JitArg::Cranelift => Jit::Cranelift,
     }
 }
 
@@ -661,6 +692,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 examples: b.examples,
                 exe: None,
                 timeout: std::time::Duration::from_secs(b.timeout.max(1)),
+                jit: jit_of(b.jit),
             };
             let outcome = bench::run(&options).map_err(|e| format!("error: {e}"))?;
             let failed = outcome
@@ -744,6 +776,7 @@ fn run(cli: Cli) -> Result<(), String> {
             stats_json,
             fusion,
             fusion_backend,
+            jit,
             operator_cache_dir,
             operator_cache_limit_mb,
             lineage,
@@ -767,6 +800,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 collect_stats: stats || stats_json.is_some(),
                 fusion: fusion_of(fusion),
                 backend: backend_of(fusion_backend),
+                jit: jit_of(jit),
                 cost_model: cost_model.load()?,
                 operator_cache_dir,
                 operator_cache_limit: operator_cache_limit_mb.saturating_mul(1 << 20),
@@ -814,6 +848,7 @@ fn run(cli: Cli) -> Result<(), String> {
             output,
             fusion,
             fusion_backend,
+            jit,
             cost_model,
         } => {
             let text = std::fs::read_to_string(&log)
@@ -821,6 +856,7 @@ fn run(cli: Cli) -> Result<(), String> {
             let engine = Engine::new(EngineConfig {
                 fusion: fusion_of(fusion),
                 backend: backend_of(fusion_backend),
+                jit: jit_of(jit),
                 cost_model: cost_model.load()?,
                 ..EngineConfig::default()
             });

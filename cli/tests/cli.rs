@@ -218,3 +218,34 @@ fn a_gpu_placement_without_a_gpu_runs_on_the_cpu_and_says_why() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("possible values: cpu, gpu, auto"));
 }
+
+/// `run --jit cranelift` prints what `run --jit llvm` prints (a fused sum with `exp`, to the
+/// last digit; a build without the `cranelift` feature runs those hops unfused).
+#[test]
+fn runs_under_either_jit_print_the_same() {
+    let script = "X = rand(rows=500, cols=40, seed=1)\nY = rand(rows=500, cols=40, seed=2)\n\
+                  print(toString(sum(X * Y * exp(X)), decimal=17))\n";
+    let dir = std::env::temp_dir().join(format!("lafuse-cli-jit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("j.dml"), script).unwrap();
+    let run = |jit: &str| {
+        Command::new(env!("CARGO_BIN_EXE_lafuse"))
+            .args(["run", "j.dml", "--jit", jit])
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    let (llvm, cranelift) = (run("llvm"), run("cranelift"));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        llvm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&llvm.stderr)
+    );
+    assert!(
+        cranelift.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cranelift.stderr)
+    );
+    assert_eq!(cranelift.stdout, llvm.stdout);
+}

@@ -2,10 +2,10 @@
 //! CPlans into [`Executable`] operators, and reports in a typed error why one cannot be built
 //! (its hops then run unfused) or why one cannot run a call.
 //!
-//! Two backends implement it: the reference evaluator ([`crate::reference::ReferenceBackend`])
-//! and native code generated with LLVM (`native::NativeBackend`, feature `llvm`). A further
-//! backend (a Cranelift tier, PTX) is one module implementing these two traits, and one arm in
-//! the engine's choice of backend.
+//! Backends implementing it: the reference evaluator ([`crate::reference::ReferenceBackend`]),
+//! native code generated with LLVM (`native::NativeBackend`, feature `llvm`) and with
+//! Cranelift (`cranelift::CraneliftBackend`, feature `cranelift`). A further backend (PTX) is
+//! one module implementing these two traits, and one arm in the engine's choice of backend.
 
 use lafuse_compiler::fusion::cplan::{Access, CPlan};
 use lafuse_core::ops::AggOp;
@@ -156,13 +156,16 @@ pub enum Unsupported {
     },
 }
 
-/// A bug in lafuse, or LLVM failing, while building or running an operator
+/// A bug in lafuse, or LLVM or Cranelift failing, while building or running an operator
 /// ([`CodegenError::Internal`]).
 #[derive(Clone, Debug, PartialEq, Error)]
 pub enum Internal {
     /// LLVM refused a step (`step` names it); `detail` is LLVM's message.
     #[error("{step}: {detail}")]
     Llvm { step: &'static str, detail: String },
+    /// Cranelift refused a step (`step` names it); `detail` is its message.
+    #[error("Cranelift, {step}: {detail}")]
+    Cranelift { step: &'static str, detail: String },
     /// A helper library's module that LLVM's verifier refused; `detail` is LLVM's message.
     #[error("library {library} fails verification: {detail}")]
     LibraryVerification { library: String, detail: String },

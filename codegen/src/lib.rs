@@ -10,9 +10,12 @@
 //!   arithmetic: when sparse-safe operators may skip zeros exactly.
 //! * [`native`] (feature `llvm`, default): JIT-compiled fused operators for the host CPU and
 //!   the operator cache.
+//! * [`cranelift`](mod@cranelift) (feature `cranelift`): the same operators compiled with
+//!   Cranelift, in a fraction of LLVM's compile time, bit-identical in their results.
 
 pub mod backend;
 pub mod parameters;
+pub(crate) mod plan_info;
 pub mod reference;
 pub mod zero_cells;
 
@@ -21,6 +24,9 @@ pub mod native;
 
 #[cfg(feature = "ptx")]
 pub mod ptx;
+
+#[cfg(feature = "cranelift")]
+pub mod cranelift;
 
 /// Bytes an on-disk object store (`native::ObjectStore`) is pruned to on opening unless told
 /// otherwise: 1 GiB, about ten thousand operators. Here, outside the `llvm` feature, so that

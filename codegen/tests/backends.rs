@@ -82,6 +82,12 @@ fn backends() -> Vec<Box<dyn Backend>> {
             lafuse_codegen::native::NativeBackend::new(),
         )));
     }
+    #[cfg(feature = "cranelift")]
+    {
+        use lafuse_codegen::cranelift::CraneliftBackend;
+        all.push(Box::new(CraneliftBackend::new()));
+        all.push(Box::new(LiteralsAsParameters::new(CraneliftBackend::new())));
+    }
     // The GPU backend as the engine registers it for `--device gpu` (on a machine without a GPU
     // its operators run on the CPU).
     #[cfg(feature = "cuda")]
@@ -227,4 +233,32 @@ fn plans_differing_only_in_a_constant_share_one_native_operator() {
     assert!(matches!(origins[0], Origin::Compiled { .. }), "{origins:?}");
     assert_eq!(origins[1..], [Origin::CacheHit, Origin::CacheHit]);
     assert_eq!(backend.inner().cache().len(), 1);
+}
+
+#[cfg(feature = "cranelift")]
+#[test]
+fn plans_differing_only_in_a_constant_share_one_cranelift_operator() {
+    use lafuse_codegen::cranelift::CraneliftBackend;
+    let backend = LiteralsAsParameters::new(CraneliftBackend::new());
+    let x = Matrix::from_dense_values(3, 2, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let y = Matrix::from_dense_values(3, 2, vec![0.5; 6]).unwrap();
+    let mut origins = Vec::new();
+    for c in [7.0, 1000.0, -1.25] {
+        let plan = Arc::new(plan_with_literal(Some(CellAgg::Sum), Literal::Double(c)));
+        let built = backend.build(&[Request {
+            plan: &plan,
+            main: MainFormat::Dense,
+        }]);
+        let built = built.into_iter().next().unwrap().unwrap();
+        origins.push(built.origin.clone());
+        let out = built
+            .executable
+            .execute(&[Operand::Matrix(&x), Operand::Matrix(&y)], &[(1, 1)], &[])
+            .unwrap();
+        // sum(X * c + Y) = 21 c + 3
+        assert_eq!(out[0].get(0, 0), 21.0 * c + 3.0, "c = {c}");
+    }
+    assert!(matches!(origins[0], Origin::Compiled { .. }), "{origins:?}");
+    assert_eq!(origins[1..], [Origin::CacheHit, Origin::CacheHit]);
+    assert_eq!(backend.inner().len(), 1);
 }

@@ -3,6 +3,7 @@
 //! vector math and Row block libraries are not built yet and the first compilations join on
 //! the pool to build them: requests on the pool used to wait on a slot another worker was compiling while that
 //! compilation's `rayon::join` waited for them, and the process hung.
+#![cfg(feature = "llvm")]
 
 use lafuse_codegen::backend::MainFormat;
 use lafuse_codegen::native::OperatorCache;

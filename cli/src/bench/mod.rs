@@ -108,6 +108,8 @@ pub struct BenchOptions {
     pub exe: Option<PathBuf>,
     /// Time limit of one child process.
     pub timeout: Duration,
+    /// The compiler of every lafuse run's native operators (`--jit`).
+    pub jit: lafuse::Jit,
 }
 
 impl Default for BenchOptions {
@@ -123,6 +125,7 @@ impl Default for BenchOptions {
             examples: None,
             exe: None,
             timeout: Duration::from_secs(1800),
+            jit: lafuse::Jit::default(),
         }
     }
 }
@@ -270,7 +273,9 @@ pub fn run(options: &BenchOptions) -> Result<BenchOutcome, Error> {
     );
     eprintln!("sizes: {}", sizes.describe().replace('\n', "\n  "));
 
-    let runner = Runner::new(exe, scratch.clone(), options.timeout);
+    let mut runner = Runner::new(exe, scratch.clone(), options.timeout);
+    runner.run_options = vec!["--jit".to_string(), options.jit.name().to_string()];
+    eprintln!("native operators compiled with {}", options.jit.name());
     // Peers.py lives beside examples/ in the repository.
     let repo = examples
         .parent()

@@ -62,6 +62,8 @@ pub struct Runner {
     pub scratch: PathBuf,
     /// Time limit of one child process.
     pub timeout: Duration,
+    /// Options every `lafuse run` child gets (e.g. `--jit cranelift`).
+    pub run_options: Vec<String>,
     counter: AtomicU64,
 }
 
@@ -71,6 +73,7 @@ impl Runner {
             exe,
             scratch,
             timeout,
+            run_options: Vec::new(),
             counter: AtomicU64::new(0),
         }
     }
@@ -195,6 +198,7 @@ impl Runner {
             "--stats-json".to_string(),
             stats_path.display().to_string(),
         ];
+        args.extend(self.run_options.iter().cloned());
         args.extend(extra.iter().cloned());
         push_nvargs(&mut args, nvargs);
         let out = self.run(&self.exe, &args);

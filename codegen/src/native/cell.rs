@@ -13,7 +13,7 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::values::{IntValue, PointerValue, VectorValue};
 use inkwell::{AddressSpace, FloatPredicate};
-use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, InputKind};
+use lafuse_compiler::fusion::cplan::{CNodeId, CPlan};
 use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::{AggKind, CellKind};
 use std::mem::offset_of;
@@ -50,13 +50,7 @@ fn wi(w: u32) -> usize {
     usize::from(w == 1)
 }
 
-pub(crate) fn init_value(agg: AggKind) -> f64 {
-    match agg {
-        AggKind::Min => f64::INFINITY,
-        AggKind::Max => f64::NEG_INFINITY,
-        _ => 0.0,
-    }
-}
+pub(crate) use crate::plan_info::init_value;
 
 /// The runtime's min/max step: NaN wins, else the strictly better value.
 pub(crate) fn pick<'c>(
@@ -257,19 +251,10 @@ pub(crate) fn emit_entry<'c>(
     Ok(())
 }
 
-/// Whether the dense entry runs over the rows as one stretch of cells: no row or column
-/// aggregate, and every input read at the current cell of a same-shaped matrix (or a
-/// scalar), never broadcast along a row or a column, nor transposed.
+/// Whether the dense entry runs over the rows as one stretch of cells (see
+/// [`crate::plan_info::runs_flat`]).
 fn runs_flat(plan: &CPlan, spec: &CellLike) -> bool {
-    matches!(spec.kind, CellKind::NoAgg | CellKind::FullAgg)
-        && plan.nodes.iter().all(|n| match n {
-            CNode::Data { input, access } => {
-                plan.inputs.get(*input) == Some(&InputKind::Scalar)
-                    || matches!(access, Access::Main | Access::Aligned | Access::Scalar)
-            }
-            CNode::Transpose { .. } => false,
-            _ => true,
-        })
+    crate::plan_info::runs_flat(plan, spec.kind)
 }
 
 /// Combines a row's lanes in a fixed order (vector lanes, then the scalar tail).

@@ -834,65 +834,7 @@ impl<'p, 'c> Body<'p, 'c> {
     }
 }
 
-/// A node kind's name for messages.
-pub(crate) fn node_name(n: &CNode) -> &'static str {
-    match n {
-        CNode::Data { .. } => "data",
-        CNode::Literal { .. } => "literal",
-        CNode::Unary { .. } => "unary",
-        CNode::Pow2 { .. } => "pow2",
-        CNode::Mult2 { .. } => "mult2",
-        CNode::Binary { .. } => "binary",
-        CNode::Ternary { .. } => "ternary",
-        CNode::Nary { .. } => "n-ary",
-        CNode::RowAgg { .. } => "row aggregate",
-        CNode::RowSumSq { .. } => "row sum of squares",
-        CNode::VectMatMult { .. } => "row-times-matrix",
-        CNode::OuterMultAdd { .. } => "outer-product accumulation",
-        CNode::DotCell { .. } => "dot product",
-        CNode::OuterDot { .. } => "outer dot",
-        CNode::FinalProduct { .. } => "final product",
-        CNode::Transpose { .. } => "transpose",
-    }
-}
-
-/// Whether [`unary`] computes `f` with a scalar Rust helper (one call per lane), so a
-/// vector loop of it gains nothing over a scalar one. Any operation not listed as inline
-/// counts as a helper call: a wrong `true` costs speed only.
-pub(crate) fn unary_calls_helper(f: UnaryOp) -> bool {
-    !matches!(
-        f,
-        UnaryOp::Neg
-            | UnaryOp::Not
-            | UnaryOp::Abs
-            | UnaryOp::Sqrt
-            | UnaryOp::Floor
-            | UnaryOp::Ceil
-            | UnaryOp::Sign
-            | UnaryOp::Round
-            | UnaryOp::Log
-            | UnaryOp::Exp
-            | UnaryOp::Sigmoid
-    )
-}
-
-/// Whether [`binary`] computes `f` with a scalar Rust helper (see [`unary_calls_helper`]).
-pub(crate) fn binary_calls_helper(f: BinaryOp) -> bool {
-    matches!(f, BinaryOp::Pow | BinaryOp::Mod)
-}
-
-/// Whether the element-wise `node` of `plan` is computed by a scalar Rust helper (as
-/// [`Emitter::emit`] and the Row template emit it: `x ^ 2` is a multiplication).
-pub(crate) fn node_calls_helper(plan: &CPlan, node: &CNode) -> bool {
-    match node {
-        CNode::Unary { f, .. } => unary_calls_helper(*f),
-        CNode::Binary { f, b, .. } => {
-            let lit2 = matches!(plan.nodes.get(*b), Some(CNode::Literal { value }) if value.as_f64() == Some(2.0));
-            binary_calls_helper(*f) && !(*f == BinaryOp::Pow && lit2)
-        }
-        _ => false,
-    }
-}
+pub(crate) use crate::plan_info::{node_calls_helper, node_name};
 
 pub(crate) fn unary<'c>(
     fx: &Fx<'_, 'c>,

@@ -40,16 +40,14 @@ use crate::backend::Operand;
 use crate::zero_cells::{self, InputBound};
 use cell::{CellLike, LANES};
 use inkwell::module::Module;
-use lafuse_compiler::fusion::cplan::{
-    Access, CNode, CNodeId, CPlan, InputKind, OuterType, TemplateSpec,
-};
-use lafuse_compiler::fusion::template::{CellAgg, CellType};
+use lafuse_compiler::fusion::cplan::{CNode, CPlan, TemplateSpec};
+use lafuse_compiler::fusion::template::CellType;
 use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
     cell as sk_cell, magg as sk_magg, outer as sk_outer, row as sk_row, AggKind, CellKernels,
-    CellKind, CellSpec, EntryError, Input, InputUse, LazyEntry, MAggKernels, MAggSpec,
-    OuterKernels, OuterKind, OuterSpec, OuterTiles, SkeletonError,
+    CellKind, CellSpec, EntryError, Input, LazyEntry, MAggKernels, MAggSpec, OuterKernels,
+    OuterSpec, OuterTiles, SkeletonError,
 };
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -122,135 +120,7 @@ impl fmt::Debug for NativeOperator {
     }
 }
 
-pub(crate) fn agg_kind(a: CellAgg) -> AggKind {
-    match a {
-        CellAgg::Sum => AggKind::Sum,
-        CellAgg::SumSq => AggKind::SumSq,
-        CellAgg::Min => AggKind::Min,
-        CellAgg::Max => AggKind::Max,
-    }
-}
-
-/// Whether the cell-wise bodies at `roots` run in the main input's transposed frame
-/// ([`CPlan::transposes_main`]: a body over `t(x)` of a column-vector main input `x`). The
-/// generated loop still walks the main input's cells, the same cells relabelled: reads outside
-/// the transpose are the transposed reads, the output's row and column aggregates swap, and
-/// the output is relabelled to its transposed shape. Roots in different frames are unsupported.
-pub(crate) fn transposed_frame(plan: &CPlan, roots: &[CNodeId]) -> Result<bool, CodegenError> {
-    let mut frame = None;
-    for &r in roots {
-        if let Some(t) = plan.transposes_main(r) {
-            if frame.is_some_and(|f| f != t) {
-                return Err(CodegenError::Unsupported(Unsupported::Construct(
-                    "outputs over both the main input and its transpose",
-                )));
-            }
-            frame = Some(t);
-        }
-    }
-    Ok(frame == Some(true))
-}
-
-/// How each input is read, from the nodes reachable from `roots` (inside transposes the
-/// vector reads flip, and all of them when the roots run in the transposed `frame`, see
-/// [`transposed_frame`]); conflicting reads of one input are unsupported.
-pub(crate) fn input_uses(
-    plan: &CPlan,
-    roots: &[CNodeId],
-    frame: bool,
-) -> Result<Vec<InputUse>, CodegenError> {
-    let mut uses = vec![InputUse::Unused; plan.inputs.len()];
-    let mut seen = std::collections::HashSet::new();
-    let mut stack: Vec<(CNodeId, bool)> = roots.iter().map(|&r| (r, frame)).collect();
-    let mut set = |k: usize, u: InputUse| -> Result<(), CodegenError> {
-        let slot = uses
-            .get_mut(k)
-            .ok_or(CodegenError::Internal(Internal::InputOutsidePlan {
-                input: k,
-            }))?;
-        if *slot != InputUse::Unused && *slot != u {
-            return Err(CodegenError::Unsupported(Unsupported::InputUses {
-                input: k,
-                first: *slot,
-                then: u,
-            }));
-        }
-        *slot = u;
-        Ok(())
-    };
-    while let Some((n, sw)) = stack.pop() {
-        if !seen.insert((n, sw)) {
-            continue;
-        }
-        let node = plan
-            .nodes
-            .get(n)
-            .ok_or(CodegenError::Internal(Internal::NodeMissing { node: n }))?;
-        match node {
-            CNode::Data { input, access } => {
-                let k = *input;
-                let scalar =
-                    plan.inputs.get(k) == Some(&InputKind::Scalar) || *access == Access::Scalar;
-                let u = match (access, sw) {
-                    _ if scalar => InputUse::Scalar,
-                    (Access::Main, false) if k == 0 => InputUse::Main,
-                    (Access::Aligned, false) => InputUse::Aligned,
-                    (Access::ColVector, false) => InputUse::ColVector,
-                    (Access::RowVector, false) => InputUse::RowVector,
-                    (Access::ColVector, true) => InputUse::ColVectorT,
-                    (Access::RowVector, true) => InputUse::RowVectorT,
-                    (&access, _) => {
-                        return Err(CodegenError::Unsupported(Unsupported::CellInputAccess {
-                            input: k,
-                            access,
-                            transposed: false,
-                        }))
-                    }
-                };
-                set(k, u)?;
-            }
-            CNode::OuterDot { u, v } => {
-                let (
-                    CNode::Data {
-                        input: ui,
-                        access: Access::OuterU,
-                    },
-                    CNode::Data {
-                        input: vi,
-                        access: va,
-                    },
-                ) = (&plan.nodes[*u], &plan.nodes[*v])
-                else {
-                    return Err(CodegenError::Unsupported(Unsupported::Construct(
-                        "outer dot over non-input operands",
-                    )));
-                };
-                set(*ui, InputUse::OuterU)?;
-                set(
-                    *vi,
-                    match va {
-                        Access::OuterV => InputUse::OuterV,
-                        Access::Whole => InputUse::OuterVT,
-                        &access => {
-                            return Err(CodegenError::Unsupported(Unsupported::OuterFactorAccess {
-                                access,
-                            }))
-                        }
-                    },
-                )?;
-            }
-            CNode::Transpose { x } => stack.push((*x, !sw)),
-            other => stack.extend(other.operands().into_iter().map(|o| (o, sw))),
-        }
-    }
-    Ok(uses)
-}
-
-pub(crate) fn used_mask(uses: &[InputUse]) -> Vec<bool> {
-    uses.iter()
-        .map(|u| !matches!(u, InputUse::Unused | InputUse::Main))
-        .collect()
-}
+pub(crate) use crate::plan_info::{agg_kind, input_uses, transposed_frame, used_mask};
 
 /// Which entry point of a template a module holds. Each is compiled into its own module and
 /// JIT: the dense one by [`compile`], the CSR one (where the template has one) on the first
@@ -842,69 +712,15 @@ fn emit<'c>(
             }))
         }
         TemplateSpec::Outer { outer_type } => {
-            let kind = match outer_type {
-                OuterType::CellWise => OuterKind::CellWise,
-                OuterType::FullAgg => OuterKind::FullAgg,
-                OuterType::Left => OuterKind::Left,
-                OuterType::LeftT => OuterKind::LeftT,
-                OuterType::Right => OuterKind::Right,
-            };
-            let out = plan.outputs[0];
-            let (g, w) = match (&plan.nodes[out], kind) {
-                (
-                    CNode::FinalProduct { g, w },
-                    OuterKind::Left | OuterKind::LeftT | OuterKind::Right,
-                ) => {
-                    let CNode::Data { input, .. } = plan.nodes[*w] else {
-                        return Err(CodegenError::Unsupported(Unsupported::Construct(
-                            "final product operand is not an input",
-                        )));
-                    };
-                    (*g, Some(input))
-                }
-                (_, OuterKind::CellWise | OuterKind::FullAgg) => (out, None),
-                _ => {
-                    return Err(CodegenError::Unsupported(Unsupported::Construct(
-                        "outer type does not match its output node",
-                    )))
-                }
-            };
-            let mut uses = input_uses(plan, &[g], transposed_frame(plan, &[g])?)?;
-            if let Some(wk) = w {
-                let u = if kind == OuterKind::Right {
-                    InputUse::FinalW
-                } else {
-                    InputUse::FinalWT
-                };
-                match uses[wk] {
-                    InputUse::Unused => uses[wk] = u,
-                    // `(X * (U %*% t(V))) %*% V`: the final product reads the rows of V that
-                    // the dot products read, from the same n x k view.
-                    InputUse::OuterV if kind == OuterKind::Right => {}
-                    _ => {
-                        return Err(CodegenError::Unsupported(Unsupported::Construct(
-                            "final-product matrix also read in the body other than as V of a \
-                             right product",
-                        )))
-                    }
-                }
-            }
-            let find = |u: &dyn Fn(InputUse) -> bool| uses.iter().position(|&x| u(x));
-            let (Some(ui), Some(vi)) = (
-                find(&|x| x == InputUse::OuterU),
-                find(&|x| matches!(x, InputUse::OuterV | InputUse::OuterVT)),
-            ) else {
-                return Err(CodegenError::Unsupported(Unsupported::Construct(
-                    "outer operator without u_i · v_j",
-                )));
-            };
+            let (kind, oi, uses) = crate::plan_info::outer_analysis(plan, *outer_type)?;
+            let w = oi.w;
             let used = used_mask(&uses);
             outer::emit(
                 ctx,
                 module,
                 plan,
                 kind,
-                &outer::OuterInputs { u: ui, v: vi, w, g },
+                &oi,
                 &used,
                 match entry {
                     Entry::Dense => outer::Visit::DenseNonZeros,
@@ -1259,7 +1075,8 @@ impl NativeOperator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lafuse_compiler::fusion::cplan::{count_vector_intermediates, RowType};
+    use lafuse_compiler::fusion::cplan::{count_vector_intermediates, Access, InputKind, RowType};
+    use lafuse_compiler::fusion::template::CellAgg;
     use lafuse_compiler::hops::{AggOp, BinaryOp, Literal};
 
     /// `X * rowSums(X)`: a row-wise Row plan.

@@ -14,11 +14,13 @@ use super::expr::{
 };
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::CodegenError;
+use crate::plan_info::lane_parallel;
+pub(crate) use crate::plan_info::OuterInputs;
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
-use lafuse_compiler::fusion::cplan::{CNodeId, CPlan};
+use lafuse_compiler::fusion::cplan::CPlan;
 use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::OuterKind;
 use std::mem::offset_of;
@@ -199,15 +201,6 @@ fn emit_axpy<'c>(ctx: &'c Context, module: &Module<'c>) -> Result<FunctionValue<
     }
     fx.b.build_return(None).map_err(ierr)?;
     Ok(fx.func)
-}
-
-/// Input positions the Outer entry reads specially.
-pub(crate) struct OuterInputs {
-    pub u: usize,
-    pub v: usize,
-    pub w: Option<usize>,
-    /// The node whose value is `G_ij`.
-    pub g: CNodeId,
 }
 
 struct St<'c> {
@@ -645,27 +638,6 @@ fn prefetch_row<'c>(
 /// time: each loaded block of `u` serves this many rows of `V`, with `ACCS` accumulators
 /// each (16 vector registers of the 32).
 const DOTS_AT_ONCE: usize = 4;
-
-/// Whether the CSR entry may take a row's non-zeros `W` at a time: `W` dot products one after
-/// another, then the body once on `W` lanes (one vector `log` or `exp` instead of `W` scalar
-/// ones, a vector Kahan sum). The body must read nothing per cell but the driver's value and
-/// the dot product (its cells' columns are scattered), and the final step must be a sum or
-/// the cell itself; a Left or Right product adds a row per non-zero either way.
-fn lane_parallel(plan: &CPlan, kind: OuterKind, oi: &OuterInputs) -> bool {
-    use lafuse_compiler::fusion::cplan::{Access, CNode, InputKind};
-    matches!(kind, OuterKind::FullAgg | OuterKind::CellWise)
-        && plan.nodes.iter().all(|n| match n {
-            CNode::Data { input, access } => {
-                *access == Access::Main
-                    || *access == Access::Scalar
-                    || plan.inputs.get(*input) == Some(&InputKind::Scalar)
-                    || *input == oi.u
-                    || *input == oi.v
-            }
-            CNode::Transpose { .. } | CNode::FinalProduct { .. } => false,
-            _ => true,
-        })
-}
 
 /// `W` consecutive non-zeros `p..p + W` of row `i` (values `x`, columns at `ci`), for a
 /// [`lane_parallel`] plan: their dot products, then the body and the final step on `W` lanes.

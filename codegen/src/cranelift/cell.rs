@@ -1,0 +1,362 @@
+//! Entry points of Cell and MultiAgg operators in Cranelift IR: the loops of the LLVM
+//! backend's `native::cell`, lane for lane, so that every sum is added in the same order and
+//! lands in the same partial slot: over a dense main input a loop of [`W`] lanes then a scalar
+//! tail (the scalar loop only where the body calls a scalar helper), one stretch of cells
+//! where nothing is kept per row; over a CSR main input the non-zeros of each row. Sums are
+//! Kahan-compensated per lane; min/max propagate NaN; full-aggregate lanes are loaded from
+//! and stored back to the task's partial (`LANES` lanes of sums, then of corrections).
+
+use super::body::{load_inputs, At, Body, InputPtrs};
+use super::fx::{parts_of, Fx, V};
+use crate::backend::{CodegenError, Internal};
+use crate::plan_info::{init_value, node_calls_helper, runs_flat};
+use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::{types, InstBuilder, Value};
+use cranelift_frontend::Variable;
+use lafuse_compiler::fusion::cplan::{CNodeId, CPlan};
+use lafuse_skeletons::abi::{CsrView, DenseView, KernelArgs};
+use lafuse_skeletons::{AggKind, CellKind};
+use std::mem::offset_of;
+
+/// Vector lanes of the dense loops: the LLVM backend's width, so that sums keep its lanes.
+pub(crate) const W: u32 = 8;
+/// Lanes of a full-aggregate partial: the vector lanes plus the scalar tail's.
+pub(crate) const LANES: usize = W as usize + 1;
+
+/// What a cell-wise entry computes: outputs with their aggregation, and the output class.
+pub(crate) struct CellLike {
+    pub outs: Vec<(CNodeId, Option<AggKind>)>,
+    pub kind: CellKind,
+    /// The bodies run in the main input's transposed frame (`plan_info::transposed_frame`).
+    pub transposed: bool,
+}
+
+/// Accumulators of one aggregate: `[vector, scalar]` sums and corrections, as variables.
+#[derive(Clone)]
+struct Acc {
+    s: [Vec<Variable>; 2],
+    c: [Vec<Variable>; 2],
+}
+
+/// What every cell visit reads: the output, its columns, the inputs, accumulators, counters.
+struct St {
+    out: Value,
+    n: Value,
+    ins: InputPtrs,
+    accs: Vec<Option<Acc>>,
+    /// Non-zeros written: `I64X2` counters of the vector loop, an `I64` one of the tail.
+    nnz: [Vec<Variable>; 2],
+    matrix_cells: Vec<bool>,
+}
+
+/// Index of width `w`'s accumulators: 0 for the vector loop, 1 for the scalar tail.
+fn wi(w: u32) -> usize {
+    usize::from(w == 1)
+}
+
+/// Emits the entry point's body into `fx`, positioned at its entry block with parameters
+/// `args`, `rl` and `ru` (`csr`: non-zeros of a CSR main input, else rows of a dense one).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn emit_entry(
+    fx: &mut Fx<'_>,
+    args: Value,
+    rl: Value,
+    ru: Value,
+    plan: &CPlan,
+    spec: &CellLike,
+    used: &[bool],
+    csr: bool,
+) -> Result<(), CodegenError> {
+    let out = fx.load_i64(args, offset_of!(KernelArgs, out))?;
+    let n = fx.load_i64(args, offset_of!(KernelArgs, cols))?;
+    let ins = load_inputs(fx, args, used)?;
+    let zero_i = fx.iconst(0);
+    let zero_v = fx.b.ins().splat(types::I64X2, zero_i);
+    let nnz = [
+        (0..parts_of(W))
+            .map(|_| fx.var(types::I64X2, zero_v))
+            .collect(),
+        vec![fx.var(types::I64, zero_i)],
+    ];
+    let mut accs = Vec::new();
+    for (k, (_, agg)) in spec.outs.iter().enumerate() {
+        let Some(agg) = agg else {
+            accs.push(None);
+            continue;
+        };
+        if matches!(spec.kind, CellKind::ColAgg | CellKind::NoAgg) {
+            accs.push(None);
+            continue;
+        }
+        let a = if spec.kind == CellKind::FullAgg {
+            // The task's partial so far: lanes of sums (or extremes), then of corrections.
+            let base = (k * 2 * LANES) as i64;
+            let at = |fx: &mut Fx<'_>, off: i64, w: u32| {
+                let idx = fx.iconst(off);
+                let v = fx.load(out, idx, w);
+                fx.vars(&v)
+            };
+            Acc {
+                s: [at(fx, base, W), at(fx, base + i64::from(W), 1)],
+                c: [
+                    at(fx, base + LANES as i64, W),
+                    at(fx, base + LANES as i64 + i64::from(W), 1),
+                ],
+            }
+        } else {
+            let (sw, s1) = (
+                fx.fconst(init_value(*agg), W),
+                fx.fconst(init_value(*agg), 1),
+            );
+            let (cw, c1) = (fx.fconst(0.0, W), fx.fconst(0.0, 1));
+            Acc {
+                s: [fx.vars(&sw), fx.vars(&s1)],
+                c: [fx.vars(&cw), fx.vars(&c1)],
+            }
+        };
+        accs.push(Some(a));
+    }
+    let st = St {
+        out,
+        n,
+        ins,
+        accs,
+        nnz,
+        matrix_cells: plan.matrix_cell_nodes(),
+    };
+    let (main, mstride, row0, csrp) = if csr {
+        let o = offset_of!(KernelArgs, main_csr);
+        let rp = fx.load_i64(args, o + offset_of!(CsrView, row_ptr))?;
+        let ci = fx.load_i64(args, o + offset_of!(CsrView, col_idx))?;
+        let va = fx.load_i64(args, o + offset_of!(CsrView, values))?;
+        (va, n, n, Some((rp, ci)))
+    } else {
+        let o = offset_of!(KernelArgs, main);
+        let d = fx.load_i64(args, o + offset_of!(DenseView, data))?;
+        let c = fx.load_i64(args, o + offset_of!(DenseView, cols))?;
+        let r0 = fx.load_i64(args, o + offset_of!(DenseView, row0))?;
+        (d, c, r0, None)
+    };
+    // As the LLVM backend: a body with a scalar helper call runs the scalar loop only (the
+    // lanes its sums are kept in depend on this choice, so it must be the same).
+    let widths: &[u32] = if plan.nodes.iter().any(|n| node_calls_helper(plan, n)) {
+        &[1]
+    } else {
+        &[W, 1]
+    };
+    let jvar = fx.var(types::I64, zero_i);
+    // Cells `0..len` of "row" `i` of a dense main input whose cell 0 is at `base`.
+    let dense_cells =
+        |fx: &mut Fx<'_>, i: Value, base: Value, len: Value| -> Result<(), CodegenError> {
+            let z = fx.iconst(0);
+            fx.b.def_var(jvar, z);
+            for &w in widths {
+                fx.for_var(jvar, len, i64::from(w), &mut |fx, j| {
+                    let idx = fx.iadd(base, j);
+                    let a = fx.load(main, idx, w);
+                    element(fx, plan, spec, &st, At { i, j, w, main: a }, None)
+                })?;
+            }
+            Ok(())
+        };
+    if !csr && runs_flat(plan, spec.kind) {
+        // Rows `[rl, ru)` as one stretch of `(ru - rl) * n` cells (`i` stays `rl`), as the
+        // LLVM backend runs them: the same cells in the same lanes.
+        let rows = fx.isub(ru, rl);
+        let len = fx.imul(rows, n);
+        let off = fx.isub(rl, row0);
+        let base = fx.imul(off, mstride);
+        dense_cells(fx, rl, base, len)?;
+    } else {
+        fx.for_range(rl, ru, &mut |fx, i| {
+            if spec.kind == CellKind::RowAgg {
+                for (k, (_, agg)) in spec.outs.iter().enumerate() {
+                    if let (Some(a), Some(agg)) = (&st.accs[k], agg) {
+                        for (w, x) in [(W, 0), (1, 1)] {
+                            let s = fx.fconst(init_value(*agg), w);
+                            let c = fx.fconst(0.0, w);
+                            fx.set(&a.s[x], &s);
+                            fx.set(&a.c[x], &c);
+                        }
+                    }
+                }
+            }
+            match csrp {
+                None => {
+                    let r = fx.isub(i, row0);
+                    let rowbase = fx.imul(r, mstride);
+                    dense_cells(fx, i, rowbase, n)?;
+                }
+                Some((rp, ci)) => {
+                    let pa = fx.elem_addr(rp, i);
+                    let p0 = fx.b.ins().load(types::I64, super::fx::mem(), pa, 0);
+                    let p1 = fx.b.ins().load(types::I64, super::fx::mem(), pa, 8);
+                    fx.for_range(p0, p1, &mut |fx, p| {
+                        let off = fx.b.ins().ishl_imm_u(p, 2);
+                        let ja = fx.iadd(ci, off);
+                        let j = fx.b.ins().uload32(super::fx::mem(), ja, 0);
+                        let a = fx.load(main, p, 1);
+                        element(
+                            fx,
+                            plan,
+                            spec,
+                            &st,
+                            At {
+                                i,
+                                j,
+                                w: 1,
+                                main: a,
+                            },
+                            Some(p),
+                        )
+                    })?;
+                }
+            }
+            if spec.kind == CellKind::RowAgg {
+                for (k, (_, agg)) in spec.outs.iter().enumerate() {
+                    if let (Some(a), Some(agg)) = (&st.accs[k], agg) {
+                        let v = finish_lanes(fx, *agg, a);
+                        fx.store(st.out, i, &v);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+    }
+    if spec.kind == CellKind::FullAgg {
+        for (k, a) in st.accs.iter().enumerate() {
+            if let Some(a) = a {
+                let base = (k * 2 * LANES) as i64;
+                let l = LANES as i64;
+                for (slots, off, w) in [
+                    (&a.s[0], base, W),
+                    (&a.s[1], base + i64::from(W), 1),
+                    (&a.c[0], base + l, W),
+                    (&a.c[1], base + l + i64::from(W), 1),
+                ] {
+                    let v = fx.get(slots, w);
+                    let idx = fx.iconst(off);
+                    fx.store(out, idx, &v);
+                }
+            }
+        }
+    }
+    // The non-zeros written (integers: any order gives the same total).
+    let mut total = fx.b.use_var(st.nnz[1][0]);
+    for &v in &st.nnz[0] {
+        let x = fx.b.use_var(v);
+        for l in 0..2 {
+            let e = fx.b.ins().extractlane(x, l);
+            total = fx.iadd(total, e);
+        }
+    }
+    fx.b.ins().return_(&[total]);
+    Ok(())
+}
+
+/// Combines a row's lanes in the LLVM backend's fixed order (vector lanes, then the tail).
+fn finish_lanes(fx: &mut Fx<'_>, agg: AggKind, a: &Acc) -> V {
+    let sw = fx.get(&a.s[0], W);
+    let s1 = fx.get(&a.s[1], 1);
+    let max = agg == AggKind::Max;
+    if matches!(agg, AggKind::Min | AggKind::Max) {
+        let mut r = fx.fconst(init_value(agg), 1);
+        for l in 0..W {
+            let x = fx.lane(&sw, l);
+            let x = fx.splat(x, 1);
+            r = fx.pick(max, &r, &x);
+        }
+        return fx.pick(max, &r, &s1);
+    }
+    let cw = fx.get(&a.c[0], W);
+    let c1 = fx.get(&a.c[1], 1);
+    let mut s = fx.fconst(0.0, 1);
+    let mut c = fx.fconst(0.0, 1);
+    // Kahan::merge: add the other sum, then its negated correction.
+    let mut merge = |fx: &mut Fx<'_>, os: V, oc: V| {
+        (s, c) = fx.kahan(&s, &c, &os);
+        let neg = fx.fneg(&oc);
+        (s, c) = fx.kahan(&s, &c, &neg);
+    };
+    for l in 0..W {
+        let (os, oc) = (fx.lane(&sw, l), fx.lane(&cw, l));
+        let (os, oc) = (fx.splat(os, 1), fx.splat(oc, 1));
+        merge(fx, os, oc);
+    }
+    merge(fx, s1, c1);
+    s
+}
+
+fn element(
+    fx: &mut Fx<'_>,
+    plan: &CPlan,
+    spec: &CellLike,
+    st: &St,
+    at: At,
+    p: Option<Value>,
+) -> Result<(), CodegenError> {
+    let w = at.w;
+    let (i, j) = (at.i, at.j);
+    let mut body = Body::new(plan, &st.ins, &st.matrix_cells, at);
+    for (k, &(node, agg)) in spec.outs.iter().enumerate() {
+        let v = body.emit(fx, node, spec.transposed)?;
+        let Some(agg) = agg else {
+            // No aggregation: write the cell (CSR: at the non-zero's position) and count it.
+            let idx = match p {
+                Some(p) => p,
+                None => {
+                    let r = fx.imul(i, st.n);
+                    fx.iadd(r, j)
+                }
+            };
+            fx.store(st.out, idx, &v);
+            let z = fx.fconst(0.0, w);
+            let nz = fx.fcmp(FloatCC::NotEqual, &v, &z);
+            fx.count(&st.nnz[wi(w)], &nz);
+            continue;
+        };
+        let x = if agg == AggKind::SumSq {
+            fx.fmul(&v, &v)
+        } else {
+            v
+        };
+        let max = agg == AggKind::Max;
+        let minmax = matches!(agg, AggKind::Min | AggKind::Max);
+        match (spec.kind, &st.accs[k]) {
+            (CellKind::ColAgg, _) => {
+                if minmax {
+                    let cur = fx.load(st.out, j, w);
+                    let r = fx.pick(max, &cur, &x);
+                    fx.store(st.out, j, &r);
+                } else {
+                    // Partial layout: n sums, then n corrections.
+                    let cj = fx.iadd(st.n, j);
+                    let s = fx.load(st.out, j, w);
+                    let c = fx.load(st.out, cj, w);
+                    let (s, c) = fx.kahan(&s, &c, &x);
+                    fx.store(st.out, cj, &c);
+                    fx.store(st.out, j, &s);
+                }
+            }
+            (_, Some(a)) => {
+                let x_ = wi(w);
+                let s = fx.get(&a.s[x_], w);
+                if minmax {
+                    let r = fx.pick(max, &s, &x);
+                    fx.set(&a.s[x_], &r);
+                } else {
+                    let c = fx.get(&a.c[x_], w);
+                    let (s, c) = fx.kahan(&s, &c, &x);
+                    fx.set(&a.s[x_], &s);
+                    fx.set(&a.c[x_], &c);
+                }
+            }
+            _ => {
+                return Err(CodegenError::Internal(Internal::MalformedPlan(
+                    "aggregate without accumulator",
+                )))
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,50 @@
+//! The scalar functions Cranelift code calls by address: the same Rust code the runtime and
+//! the LLVM backend run for each operation (fdlibm's `exp` and `ln` from the core's `math`,
+//! which the LLVM backend states in IR operation for operation; `java_pow`, `f64::sin`, `%`,
+//! the bitwise operations), so NaN, infinities and every bit agree.
+
+use lafuse_compiler::hops::BinaryOp;
+use lafuse_core::math;
+use lafuse_runtime::ops::java_pow;
+
+macro_rules! helpers {
+    ($($which:ident = $name:ident($($a:ident),+) => $body:expr;)*) => {
+        $(
+            extern "C" fn $name($($a: f64),+) -> f64 { $body }
+        )*
+
+        /// A scalar function generated code calls.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(super) enum Helper {
+            $($which,)*
+        }
+
+        /// The address of `which`, for an indirect call.
+        pub(super) fn address(which: Helper) -> usize {
+            match which {
+                $(Helper::$which => $name as *const () as usize,)*
+            }
+        }
+    };
+}
+
+helpers! {
+    Exp = lafuse_exp(x) => math::exp(x);
+    Ln = lafuse_ln(x) => math::ln(x);
+    Sin = lafuse_sin(x) => x.sin();
+    Cos = lafuse_cos(x) => x.cos();
+    Tan = lafuse_tan(x) => x.tan();
+    Asin = lafuse_asin(x) => x.asin();
+    Acos = lafuse_acos(x) => x.acos();
+    Atan = lafuse_atan(x) => x.atan();
+    Sinh = lafuse_sinh(x) => x.sinh();
+    Cosh = lafuse_cosh(x) => x.cosh();
+    Tanh = lafuse_tanh(x) => x.tanh();
+    Pow = lafuse_pow(x, y) => java_pow(x, y);
+    Fmod = lafuse_fmod(x, y) => x % y;
+    BitwAnd = lafuse_bitw_and(x, y) => BinaryOp::BitwAnd.apply(x, y);
+    BitwOr = lafuse_bitw_or(x, y) => BinaryOp::BitwOr.apply(x, y);
+    BitwXor = lafuse_bitw_xor(x, y) => BinaryOp::BitwXor.apply(x, y);
+    BitwShiftL = lafuse_bitw_shift_l(x, y) => BinaryOp::BitwShiftL.apply(x, y);
+    BitwShiftR = lafuse_bitw_shift_r(x, y) => BinaryOp::BitwShiftR.apply(x, y);
+}

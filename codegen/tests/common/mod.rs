@@ -1,0 +1,1 @@
+pub mod cell_plans;

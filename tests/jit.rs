@@ -1,0 +1,93 @@
+//! `EngineConfig::jit`: a whole run compiled with Cranelift prints what the LLVM run prints,
+//! to the last digit (their operators agree to the bit), and Row operators, which Cranelift
+//! does not generate yet, run unfused with the reason counted.
+#![cfg(all(feature = "llvm", feature = "cranelift"))]
+
+use lafuse::{Engine, EngineConfig, Jit, RunReport, ScriptArgs, SourceFile};
+
+fn run(jit: Jit, script: &str) -> (String, RunReport) {
+    let source = SourceFile::new("test.dml", script);
+    let mut out = Vec::new();
+    let report = Engine::new(EngineConfig {
+        jit,
+        collect_stats: true,
+        ..EngineConfig::default()
+    })
+    .run(&source, &ScriptArgs::default(), &mut out)
+    .unwrap_or_else(|e| panic!("{}", e.render(&source)));
+    (String::from_utf8(out).unwrap(), report)
+}
+
+/// Cell (full, row and column aggregates, no aggregate), MultiAgg and Outer operators, dense
+/// and sparse, with exp and log, in a loop (the second iteration finds its operators kept);
+/// the optimizer makes one of the aggregates a Row operator, which Cranelift leaves unfused.
+const CELL_MAGG_OUTER: &str = r#"
+X = rand(rows=300, cols=70, seed=1)
+S = rand(rows=300, cols=70, sparsity=0.05, seed=4)
+Y = rand(rows=300, cols=70, seed=2)
+Z = rand(rows=300, cols=70, seed=3)
+U = rand(rows=300, cols=9, seed=5)
+V = rand(rows=70, cols=9, seed=6)
+for (i in 1:2) {
+  a = sum(X * Y * Z)
+  b = sum(X * Y) + sum(X * Z)
+  R = rowSums(exp(X) * Y - Z)
+  C = colMaxs(log(X + 1) * Z)
+  E = exp(X - Y) + 2 * Z
+  o = sum(S * log(U %*% t(V) + 1e-15))
+  q = sum(S * Y * Z)
+  print(toString(a + b + i, decimal=17))
+  print(toString(sum(R), decimal=17))
+  print(toString(sum(C), decimal=17))
+  print(toString(sum(E), decimal=17))
+  print(toString(o, decimal=17))
+  print(toString(q, decimal=17))
+}
+"#;
+
+#[test]
+fn cranelift_runs_print_what_llvm_runs_print() {
+    let (llvm, lr) = run(Jit::Llvm, CELL_MAGG_OUTER);
+    let (cranelift, cr) = run(Jit::Cranelift, CELL_MAGG_OUTER);
+    assert_eq!(cranelift, llvm);
+    assert!(cr.stats.operators_compiled > 0, "{:?}", cr.stats);
+    assert!(
+        lr.stats.unfused_fallbacks.is_empty(),
+        "{:?}",
+        lr.stats.unfused_fallbacks
+    );
+    // What Cranelift leaves unfused is a Row operator (whose hops then print the same).
+    for f in &cr.stats.unfused_fallbacks {
+        assert_eq!(
+            f.reason,
+            "unsupported: row operators in the Cranelift backend"
+        );
+    }
+    assert!(
+        cr.stats.fused_operators_executed + 2 >= lr.stats.fused_operators_executed,
+        "{} fused operators under Cranelift, {} under LLVM",
+        cr.stats.fused_operators_executed,
+        lr.stats.fused_operators_executed
+    );
+}
+
+/// A Row operator (`X %*% t(X) %*% v` style) under Cranelift runs unfused, the reason
+/// counted, and prints the unfused result.
+#[test]
+fn row_operators_run_unfused_under_cranelift() {
+    let script = r#"
+X = rand(rows=200, cols=30, seed=1)
+v = rand(rows=30, cols=1, seed=2)
+w = t(X) %*% (X %*% v)
+print(toString(sum(w), decimal=17))
+"#;
+    let (_, cr) = run(Jit::Cranelift, script);
+    assert!(
+        cr.stats
+            .unfused_fallbacks
+            .iter()
+            .any(|f| f.reason.contains("row operators in the Cranelift backend")),
+        "{:?}",
+        cr.stats.unfused_fallbacks
+    );
+}
