@@ -124,19 +124,6 @@ fn read_bandwidth_once(bytes: usize, threads: usize) -> f64 {
     (cells * 8) as f64 / best.max(1e-9) / 1e9
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bandwidth_is_positive_and_finite() {
-        let bw = read_bandwidth(4 << 20, 2);
-        assert!(bw.is_finite() && bw > 0.0, "{bw}");
-        assert_eq!(gib(Some(1 << 30)), "1.0 GiB");
-        assert_eq!(gib(None), "unknown");
-    }
-}
-
 /// Rows of the product [`multiply_reference_ms`] computes per block.
 const REFERENCE_BLOCK_ROWS: usize = 2048;
 
@@ -204,4 +191,17 @@ pub fn multiply_reference_ms(m: usize, n: usize, k: usize, threads: usize, reps:
         best = best.min(start.elapsed().as_secs_f64() * 1e3);
     }
     best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidth_is_positive_and_finite() {
+        let bw = read_bandwidth(4 << 20, 2);
+        assert!(bw.is_finite() && bw > 0.0, "{bw}");
+        assert_eq!(gib(Some(1 << 30)), "1.0 GiB");
+        assert_eq!(gib(None), "unknown");
+    }
 }
