@@ -1139,6 +1139,8 @@ impl Lowering<'_> {
             },
             OpKind::ListIndex => Op::ListIndex,
             OpKind::ListAppend => Op::ListAppend,
+            OpKind::ListRemove { output } => Op::ListRemove { output: *output },
+            OpKind::ListUnnest => Op::ListUnnest,
             OpKind::ListSet => Op::ListSet,
             OpKind::Print => {
                 self.emit(Op::Print, inputs, None, id, &hop.inputs);

@@ -1019,11 +1019,16 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 .as_mut()
                 .and_then(|map| map.remove(&result.name));
             let kind = std::mem::discriminant(&v);
-            let v = conform(v, result.ty, &result.name, &call.function).map_err(|e| {
-                Error::Runtime {
-                    error: e,
-                    span: Some(call.span),
-                }
+            // SystemDS casts arguments to their declared types but binds results as they
+            // are: a double where an integer is declared (which its compiler lets through
+            // where it cannot tell, as knnGraph's kthSmallest) stays a double.
+            let ty = match (&v, result.ty) {
+                (Value::Double(_), ValueType::Int) => ValueType::Double,
+                (_, ty) => ty,
+            };
+            let v = conform(v, ty, &result.name, &call.function).map_err(|e| Error::Runtime {
+                error: e,
+                span: Some(call.span),
             })?;
             if let (Some(item), Some(map)) = (conformed_item(item, kind, &v), self.frame()) {
                 map.insert(target.name.clone(), item);

@@ -12,7 +12,7 @@ use lafuse_codegen::backend::{
     Backend, CodegenError, Executable, MainFormat, Operand, Origin, Request,
 };
 use lafuse_codegen::reference;
-use lafuse_compiler::fusion::cplan::{construct_cplans, CPlan, FusedOperator};
+use lafuse_compiler::fusion::cplan::{construct_cplans, CNode, CNodeId, CPlan, FusedOperator};
 use lafuse_compiler::fusion::{self, CostModel};
 use lafuse_compiler::hops::{HopDag, HopId};
 use lafuse_core::Fault;
@@ -407,6 +407,7 @@ impl Fuser {
             opcode: format!("fused_{}", plan.template.name()),
             key: (plan.template.name(), plan.structural_hash()),
             plan: Arc::clone(plan),
+            products: ProductOperands::of(plan),
             out_shapes,
             executable: built.executable,
             counters: Arc::clone(&self.counters),
@@ -443,6 +444,90 @@ fn known_ranges(inputs: &[OperatorInput<'_>]) -> Vec<Option<lafuse_runtime::Valu
         .collect()
 }
 
+/// A matrix product in a plan, for the check of [`ProductOperands::exact`]: the input its left
+/// operand reads directly (if it is an input), and the inputs its right operand reads.
+#[derive(Debug)]
+struct ProductOperands {
+    left: Option<usize>,
+    right: Vec<usize>,
+}
+
+impl ProductOperands {
+    /// The products of `plan`: a row times a matrix, a dot product, an outer-product
+    /// accumulation, an Outer template's `U %*% t(V)`, and its final product (both sides as
+    /// right operands: its orientation varies).
+    fn of(plan: &CPlan) -> Vec<ProductOperands> {
+        let data = |n: CNodeId| match plan.nodes.get(n) {
+            Some(CNode::Data { input, .. }) => Some(*input),
+            _ => None,
+        };
+        plan.nodes
+            .iter()
+            .filter_map(|node| {
+                let (left, right) = match node {
+                    CNode::VectMatMult { a, b }
+                    | CNode::OuterMultAdd { a, b }
+                    | CNode::DotCell { a, b } => (data(*a), vec![*b]),
+                    CNode::OuterDot { u, v } => (data(*u), vec![*v]),
+                    CNode::FinalProduct { g, w } => (None, vec![*g, *w]),
+                    _ => return None,
+                };
+                Some(ProductOperands {
+                    left,
+                    right: inputs_read(plan, right),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether generated code computes this product as `%*%` does. `%*%` skips its left
+    /// operand's zeros (`kernels::matmul`), so `0 * Inf` is never formed; the generated dot
+    /// products and outer-product updates visit every cell of a dense left operand. They
+    /// agree where the right operand's inputs are finite, or the left operand is an input
+    /// without zero cells (its non-zero count is its size: nothing to skip).
+    fn exact(&self, inputs: &[OperatorInput<'_>]) -> bool {
+        let no_zeros = self
+            .left
+            .and_then(|i| inputs.get(i))
+            .is_some_and(|i| match i {
+                OperatorInput::Matrix(m, _) => m.nnz() == m.rows() * m.cols(),
+                OperatorInput::Scalar(v) => *v != 0.0,
+            });
+        no_zeros
+            || self
+                .right
+                .iter()
+                .filter_map(|&i| inputs.get(i))
+                .all(|i| match *i {
+                    OperatorInput::Scalar(v) => v.is_finite(),
+                    OperatorInput::Matrix(_, Some(range)) => range.is_finite(),
+                    OperatorInput::Matrix(m, None) => m.all_finite(),
+                })
+    }
+}
+
+/// The inputs (by position) that the nodes `roots` read, directly or through their operands.
+fn inputs_read(plan: &CPlan, roots: Vec<CNodeId>) -> Vec<usize> {
+    let mut stack = roots;
+    let mut seen = vec![false; plan.nodes.len()];
+    let mut inputs = std::collections::BTreeSet::new();
+    while let Some(n) = stack.pop() {
+        let Some(node) = plan.nodes.get(n) else {
+            continue;
+        };
+        if std::mem::replace(&mut seen[n], true) {
+            continue;
+        }
+        match node {
+            CNode::Data { input, .. } => {
+                inputs.insert(*input);
+            }
+            other => stack.extend(other.operands()),
+        }
+    }
+    inputs.into_iter().collect()
+}
+
 /// A fused operator the executor can run.
 #[derive(Debug)]
 struct RunnableOperator {
@@ -451,6 +536,9 @@ struct RunnableOperator {
     key: (&'static str, u64),
     /// The plan, for a call the backend cannot do (run on the reference evaluator instead).
     plan: Arc<CPlan>,
+    /// The plan's matrix products: a call where generated code would not compute one as
+    /// `%*%` does (NaN/±Inf meeting a left operand's zeros) runs on the reference evaluator.
+    products: Vec<ProductOperands>,
     out_shapes: Vec<(usize, usize)>,
     executable: Arc<dyn Executable>,
     counters: Arc<FusionCounters>,
@@ -500,12 +588,21 @@ impl Operator for RunnableOperator {
         // input of an operator compiled for a dense one, Outer's every-cell entry) count as
         // code generation, not execution.
         let compiled_before = self.executable.compile_time();
-        let result = self.executable.execute_traced(
-            &operands,
-            &self.out_shapes,
-            &known_ranges(inputs),
-            lineage,
-        );
+        let result = if !self.products.iter().all(|p| p.exact(inputs)) {
+            // The reference evaluator skips the left operands' zeros as `%*%` does.
+            Err(CodegenError::Unsupported(
+                lafuse_codegen::backend::Unsupported::Construct(
+                    "a matrix product over NaN or infinite inputs",
+                ),
+            ))
+        } else {
+            self.executable.execute_traced(
+                &operands,
+                &self.out_shapes,
+                &known_ranges(inputs),
+                lineage,
+            )
+        };
         let compiled_in_call = self
             .executable
             .compile_time()
@@ -518,7 +615,7 @@ impl Operator for RunnableOperator {
             Err(CodegenError::Unsupported(why)) => {
                 self.counters
                     .fallback(format!("a call ran on the reference evaluator: {why}"));
-                reference::evaluate(&self.plan, &operands, &self.out_shapes)
+                reference::evaluate_as_unfused(&self.plan, &operands, &self.out_shapes)
                     .map_err(|e| self.runtime_error(e.into()))?
             }
             Err(e) => return Err(self.runtime_error(e)),

@@ -1525,3 +1525,41 @@ print(sum(Q))
         );
     }
 }
+
+#[test]
+fn fused_products_skip_the_left_operands_zeros_as_unfused_ones() {
+    // Dense left operands with zeros, right operands holding Inf: `%*%` never forms 0 * Inf
+    // (SystemDS's semantics), in Row (`X %*% v`, `t(X) %*% (w * (X %*% v))`) and Outer
+    // (`U %*% t(V)`) operators as in the unfused kernels, so no NaN appears.
+    let script = r#"
+        X = rand(rows=200, cols=12, sparsity=0.7, min=1, max=2, seed=3)
+        v = rand(rows=12, cols=1, seed=4)
+        v[5, 1] = 1/0
+        w = rand(rows=200, cols=1, min=0.5, max=1, seed=5)
+        q = (X %*% v) * w
+        print(sum(q != q))
+        print(sum(replace(target=q, pattern=1/0, replacement=0)))
+        g = t(X) %*% (w * (X %*% v))
+        print(sum(g != g))
+        U = rand(rows=100, cols=6, sparsity=0.7, min=1, max=2, seed=6)
+        V = rand(rows=80, cols=6, min=1, max=2, seed=7)
+        V[3, 2] = 1/0
+        Y = rand(rows=100, cols=80, sparsity=0.05, seed=8)
+        O = Y * exp(-(U %*% t(V)))
+        print(sum(O != O))
+        print(sum(O))
+    "#;
+    let unfused = run_unfused(script);
+    let nans: Vec<f64> = unfused
+        .lines()
+        .enumerate()
+        .filter(|(i, _)| [0, 2, 3].contains(i))
+        .map(|(_, l)| l.parse().unwrap())
+        .collect();
+    assert_eq!(nans, [0.0, 0.0, 0.0], "{unfused}");
+    for backend in fusion_backends() {
+        let (fused, report) = run_policy_on(FusionPolicy::Gen, backend, script);
+        assert!(report.stats.fused_operators_executed > 0, "{backend:?}");
+        assert_eq!(fused, unfused, "{backend:?}");
+    }
+}

@@ -179,10 +179,33 @@ fn rt<T>(r: lafuse_runtime::Result<T>) -> Result<T> {
 /// Evaluates `plan` on `inputs` (by CPlan input position, main input first). `out_shapes`
 /// gives the shape of each output (the shapes of the hops the operator replaces; full
 /// aggregates are 1×1). Returns one matrix per output; full aggregates as 1×1 matrices.
+///
+/// The plan's dot products and outer-product updates multiply every pair of cells, as
+/// generated code does; [`evaluate_as_unfused`] skips the left operands' zeros as `%*%` does.
 pub fn evaluate(
     plan: &CPlan,
     inputs: &[Operand<'_>],
     out_shapes: &[(usize, usize)],
+) -> Result<Vec<Matrix>> {
+    evaluate_with(plan, inputs, out_shapes, false)
+}
+
+/// [`evaluate`] with the plan's products skipping their left operands' zeros, as the unfused
+/// `%*%` does (`kernels::matmul`: `0 * Inf` is never formed): what a call whose right operands
+/// hold NaN or infinities runs on.
+pub fn evaluate_as_unfused(
+    plan: &CPlan,
+    inputs: &[Operand<'_>],
+    out_shapes: &[(usize, usize)],
+) -> Result<Vec<Matrix>> {
+    evaluate_with(plan, inputs, out_shapes, true)
+}
+
+fn evaluate_with(
+    plan: &CPlan,
+    inputs: &[Operand<'_>],
+    out_shapes: &[(usize, usize)],
+    skip_left_zeros: bool,
 ) -> Result<Vec<Matrix>> {
     if inputs.len() != plan.inputs.len() || out_shapes.len() != plan.outputs.len() {
         return err(Invalid::Counts);
@@ -194,6 +217,7 @@ pub fn evaluate(
         plan,
         inputs,
         matrix_cells: plan.matrix_cell_nodes(),
+        skip_left_zeros,
     };
     let out = match &plan.template {
         TemplateSpec::Cell { cell_type, agg, .. } => {
@@ -237,6 +261,8 @@ struct Eval<'p, 'a> {
     /// Per node: whether its value is written as a matrix cell, `-0.0` as `0.0`, as the
     /// unfused kernels do ([`CPlan::matrix_cell_nodes`], the runtime's [`matrix_cell`]).
     matrix_cells: Vec<bool>,
+    /// Whether products skip their left operands' zeros ([`evaluate_as_unfused`]).
+    skip_left_zeros: bool,
 }
 
 fn ternary(f: TernaryOp, a: f64, b: f64, c: f64) -> f64 {
@@ -381,7 +407,11 @@ impl<'p, 'a> Eval<'p, 'a> {
                 let vs = xs.iter().map(|&x| at(x)).collect::<Result<Vec<_>>>()?;
                 nary(*f, &vs)?
             }
-            CNode::DotCell { a, b } => at(*a)? * at(*b)?,
+            // `t(a) %*% b`: unfused, a zero of the left operand is skipped, as `%*%` skips it.
+            CNode::DotCell { a, b } => match at(*a)? {
+                0.0 if self.skip_left_zeros => 0.0,
+                x => x * at(*b)?,
+            },
             CNode::Transpose { x } => self.cell_at(*x, j, i, !swapped, memo)?,
             CNode::OuterDot { u, v } => {
                 let (
@@ -401,7 +431,11 @@ impl<'p, 'a> Eval<'p, 'a> {
                         Access::OuterV => Self::at(vm, j, k)?,
                         _ => Self::at(vm, k, j)?,
                     };
-                    s += Self::at(um, i, k)? * vk;
+                    // Unfused, `U %*% t(V)` skips the zeros of its left operand `U`.
+                    let uk = Self::at(um, i, k)?;
+                    if uk != 0.0 || !self.skip_left_zeros {
+                        s += uk * vk;
+                    }
                 }
                 s
             }
@@ -569,7 +603,9 @@ impl<'p, 'a> Eval<'p, 'a> {
                     }
                     let mut out = vec![0.0; bm.cols()];
                     for (c, o) in out.iter_mut().enumerate() {
-                        for (l, x) in av.iter().enumerate() {
+                        // The row is the left operand, whose zeros `%*%` skips unfused.
+                        let skip = self.skip_left_zeros;
+                        for (l, x) in av.iter().enumerate().filter(|(_, x)| **x != 0.0 || !skip) {
                             *o += x * bm.get(l, c);
                         }
                     }
@@ -634,7 +670,9 @@ impl<'p, 'a> Eval<'p, 'a> {
                     if a.len() != rows || b.len() != cols {
                         return err(Invalid::Plan("final product does not fit the output shape"));
                     }
-                    for (r, x) in a.iter().enumerate() {
+                    // `t(a_i)` is the left operand, whose zeros `%*%` skips unfused.
+                    let skip = self.skip_left_zeros;
+                    for (r, x) in a.iter().enumerate().filter(|(_, x)| **x != 0.0 || !skip) {
                         for (c, y) in b.iter().enumerate() {
                             out[r * cols + c] += x * y;
                         }

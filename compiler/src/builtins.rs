@@ -86,6 +86,10 @@ pub enum Builtin {
     Inv,
     Cholesky,
     Det,
+    /// `trace(A)`: the sum of a square matrix's diagonal.
+    Trace,
+    /// `sqrtMatrixJava(A)`: the square root of a symmetric positive semi-definite matrix.
+    SqrtMatrix,
     /// `[values, vectors] = eigen(A)`.
     Eigen,
     /// `[U, S, V] = svd(A)`.
@@ -122,6 +126,10 @@ pub enum Builtin {
     Contains,
     /// `list(a, b, ...)` or `list(x=a, y=b, ...)`: a list of any values.
     List,
+    /// `[L2, e] = remove(L, i)`: L without its `i`-th element, and that element in a list.
+    Remove,
+    /// `as.list(L)`: the nested list of a list holding one list, else L itself.
+    AsList,
     Nrow,
     Ncol,
     Length,
@@ -223,6 +231,8 @@ pub const ALL: &[Builtin] = &[
     Builtin::Inv,
     Builtin::Cholesky,
     Builtin::Det,
+    Builtin::Trace,
+    Builtin::SqrtMatrix,
     Builtin::Eigen,
     Builtin::Svd,
     Builtin::Lu,
@@ -248,6 +258,8 @@ pub const ALL: &[Builtin] = &[
     Builtin::Replace,
     Builtin::Contains,
     Builtin::List,
+    Builtin::Remove,
+    Builtin::AsList,
     Builtin::Nrow,
     Builtin::Ncol,
     Builtin::Length,
@@ -433,14 +445,17 @@ const REPLACE_PARAMS: &[ParamSpec] = &[
     req("pattern", Sca),
     req("replacement", Sca),
 ];
-// SystemDS's table takes 2 to 5 positional arguments; with 4 the last two are the output
-// dimensions (`table(A, B, odim1, odim2)`), which HOP construction sorts out.
+// SystemDS's table takes 2 to 6 positional arguments; with 4 the last two are the output
+// dimensions (`table(A, B, odim1, odim2)`), which HOP construction sorts out. The sixth,
+// `outputEmptyBlocks`, only steers how SystemDS stores an empty result: the values are the
+// same either way, so it is bound and not used.
 const TABLE_PARAMS: &[ParamSpec] = &[
     req("A", Any),
     req("B", Any),
     absent("W", Any),
     absent("odim1", Sca),
     absent("odim2", Sca),
+    absent("outputEmptyBlocks", Sca),
 ];
 const REMOVE_EMPTY_PARAMS: &[ParamSpec] = &[
     req("target", Mat),
@@ -511,6 +526,7 @@ const STOP_PARAMS: &[ParamSpec] = &[req("msg", Sca)];
 const ASSERT_PARAMS: &[ParamSpec] = &[req("cond", Sca)];
 const MEAN_PARAMS: &[ParamSpec] = &[req("x", Mat), absent("w", Mat)];
 const CONTAINS_PARAMS: &[ParamSpec] = &[req("target", Mat), req("pattern", Sca)];
+const REMOVE_PARAMS: &[ParamSpec] = &[req("x", Any), req("pos", Sca)];
 // The distribution functions (SystemDS's defaults: mean 0, sd 1, rate 1, the lower tail). `cdf`
 // and `icdf` take every distribution's parameters; their construction checks which apply.
 const CDF_PARAMS: &[ParamSpec] = &[
@@ -656,6 +672,8 @@ impl Builtin {
             Inv => "inv",
             Cholesky => "cholesky",
             Det => "det",
+            Trace => "trace",
+            SqrtMatrix => "sqrtMatrixJava",
             Eigen => "eigen",
             Svd => "svd",
             Lu => "lu",
@@ -681,6 +699,8 @@ impl Builtin {
             Replace => "replace",
             Contains => "contains",
             List => "list",
+            Remove => "remove",
+            AsList => "as.list",
             Nrow => "nrow",
             Ncol => "ncol",
             Length => "length",
@@ -758,8 +778,8 @@ impl Builtin {
                 };
                 fixed(params, min, ArgStyle::FirstPositional, R::Double)
             }
-            Inv | Cholesky => positional(UNARY_MAT, R::Matrix),
-            Det => positional(UNARY_MAT, R::Double),
+            Inv | Cholesky | SqrtMatrix => positional(UNARY_MAT, R::Matrix),
+            Det | Trace => positional(UNARY_MAT, R::Double),
             Eigen | Qr => positional(UNARY_MAT, R::Several(2)),
             Svd | Lu => positional(UNARY_MAT, R::Several(3)),
             Ifelse => positional(IFELSE_PARAMS, R::ElementWise),
@@ -769,6 +789,8 @@ impl Builtin {
                 style: ArgStyle::AllPositionalOrAllNamed,
                 ..variadic(VARIADIC_ANY, 0, R::List)
             },
+            Remove => positional(REMOVE_PARAMS, R::Several(2)),
+            AsList => positional(UNARY_ANY, R::List),
             Nrow | Ncol | Length => positional(UNARY_MAT, R::Int),
             AsScalar => positional(UNARY_MAT, R::Double),
             AsMatrix => positional(UNARY_ANY, R::Matrix),
@@ -1025,7 +1047,11 @@ pub fn bind_args<'a>(
     let callee = Callee::Builtin { name };
     let named: Vec<&ast::Arg> = args.iter().filter(|a| a.name.is_some()).collect();
     let n_positional = args.len() - named.len();
+    // SystemDS's parser takes a call of an ordinary built-in with at least one unnamed argument
+    // by position, names ignored (`table(a, b, n, cols=m)` in its raJoin).
+    let names_ignored = sig.style == ArgStyle::PositionalOnly && n_positional > 0;
     match sig.style {
+        ArgStyle::PositionalOnly if names_ignored => {}
         ArgStyle::PositionalOnly => {
             if let Some(arg) = named.first() {
                 return Err(CompileError::call(
@@ -1129,6 +1155,23 @@ pub fn bind_args<'a>(
             required: p.default.is_none() && !p.optional,
         })
         .collect();
+    if names_ignored {
+        // The counts are checked above: every required parameter has its argument.
+        let params = formals
+            .iter()
+            .enumerate()
+            .map(|(i, formal)| BoundParam {
+                name: formal.name,
+                value: args
+                    .get(i)
+                    .map_or(formal.fallback, |a| BoundValue::Arg(&a.value)),
+            })
+            .collect();
+        return Ok(BoundArgs {
+            params,
+            variadic: vec![],
+        });
+    }
     Ok(BoundArgs {
         params: bind_formals(&callee, &formals, args, call_span)?,
         variadic: vec![],

@@ -354,8 +354,13 @@ impl Checker<'_> {
                 if let ExprKind::Call { name, args } = &call.kind {
                     self.call_expr(name, args, call.span, env);
                 }
+                // `remove` returns two lists; the decompositions matrices.
+                let ty = match several {
+                    Some(builtins::Builtin::Remove) => Ty::List,
+                    _ => Ty::Matrix,
+                };
                 for t in targets {
-                    env.define(&t.name, Ty::Matrix);
+                    env.define(&t.name, ty);
                 }
             }
             StmtKind::Expr(expr) => {
@@ -449,11 +454,17 @@ impl Checker<'_> {
             }
             Err(e) => self.error(e),
         }
-        // SystemDS binds results to targets one to one: `x = f()` with two results is an
-        // error there too (it does not bind the first).
+        // SystemDS binds results to targets one to one where it inlines the function (a body
+        // of one basic block): `x = f()` with two results is an error there. A function it
+        // calls binds the first result (imputeByKNN's `X2 = imputeByMean(...)`).
         let n_targets = call.targets.len();
         let n_results = def.results.len();
-        if n_targets > 0 && n_targets != n_results {
+        let inlined = matches!(function.body.as_slice(), [Block::Basic(_)]);
+        let first_of_several = n_targets == 1
+            && n_results > 1
+            && !inlined
+            && !call.targets.iter().all(|t| is_temporary(&t.name));
+        if n_targets > 0 && n_targets != n_results && !first_of_several {
             let function = def.name.clone();
             let cause = if call.targets.iter().all(|t| is_temporary(&t.name)) {
                 CheckError::ResultsInExpression {
@@ -963,6 +974,10 @@ mod tests {
             errs,
             vec!["function f returns 2 values; assign them all, as in [b, c] = f(...)"]
         );
+        // A function SystemDS calls rather than inlines (more than one block) binds its first
+        // result to a single target.
+        let g = "g = function(double a) return (double b, double c) {\n  b = a\n  for (i in 1:2) {\n    b = b + i\n  }\n  c = 2\n}\n";
+        assert!(check(&format!("{g}x = g(1)\nprint(x)")).is_empty());
         let errs = check(&format!("{f}x = f(1) + 1"));
         assert_eq!(
             errs,

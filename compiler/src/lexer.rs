@@ -184,6 +184,7 @@ const DOTTED_IDENTS: &[&str] = &[
     "as.scalar",
     "as.matrix",
     "as.frame",
+    "as.list",
     "as.double",
     "as.integer",
     "as.logical",

@@ -95,7 +95,7 @@ impl StatOp {
 }
 
 named_ops! {
-    /// Functions of one square matrix computed through a decomposition: inputs `[A]`.
+    /// Functions of one square matrix (all but `trace` through a decomposition): inputs `[A]`.
     LinAlgOp {
         /// `inv(A)`: the inverse (SystemDS: through QR).
         Inverse = "inv",
@@ -103,6 +103,12 @@ named_ops! {
         Cholesky = "cholesky",
         /// `det(A)`: the determinant, a double scalar (SystemDS: through LU).
         Det = "det",
+        /// `trace(A)`: the sum of the diagonal, a double scalar (SystemDS: a Kahan sum).
+        Trace = "trace",
+        /// `sqrtMatrixJava(A)`: the symmetric positive semi-definite square root `B` with
+        /// `B %*% B == A`, `V sqrt(D) t(V)` of A's eigendecomposition (SystemDS: Commons
+        /// Math's `EigenDecomposition.getSquareRoot`).
+        SqrtMatrix = "sqrtMatrixJava",
     }
 }
 

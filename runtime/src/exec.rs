@@ -161,6 +161,13 @@ pub enum Op {
     /// `L[lower:upper] = x`: L with those elements replaced by x (x's elements where x is a
     /// list of that many). Inputs: `[L, lower, upper, x]`.
     ListSet,
+    /// Result `output` of `[L2, e] = remove(L, i)`: L without its `i`-th element (0), or that
+    /// element in a list (1). Inputs: `[L, i]`.
+    ListRemove {
+        output: u8,
+    },
+    /// `as.list(L)`: the element of a list holding one list, else L. Inputs: `[L]`.
+    ListUnnest,
     /// `read(file, ...)`. Inputs: `[path, p_1, ..., p_k]`, `p_i` the value of the named
     /// parameter `params[i]` (`format`, `header`, `sep`, `rows`, `cols`, ...).
     Read {
@@ -276,6 +283,8 @@ impl Op {
             Op::ListIndex => "rightIndex".into(),
             Op::ListAppend => "append".into(),
             Op::ListSet => "leftIndex".into(),
+            Op::ListRemove { .. } => "remove".into(),
+            Op::ListUnnest => "castdtl".into(),
             Op::Read { .. } => "read".into(),
             Op::Write { .. } => "write".into(),
             Op::Time => "time".into(),
@@ -545,9 +554,12 @@ fn matrix_from_string(text: &str, rows: usize, cols: usize) -> Result<Matrix> {
     Matrix::from_dense_values(rows, cols, values)
 }
 
+/// A count given in DML (sizes, `ngroups`), read as SystemDS reads it (`UtilFunctions.toLong`:
+/// truncated toward zero after adding 2^-53, so `rows=30/100` is 0 rows).
 fn to_usize(v: &Value, argument: &'static str) -> Result<usize> {
     let x = v.as_f64()?;
-    if x.is_nan() || x < 0.0 || x.fract() != 0.0 || x > (1u64 << 53) as f64 {
+    let x = x.signum() * (x.abs() + f64::EPSILON / 2.0).floor();
+    if x.is_nan() || x < 0.0 || x > (1u64 << 53) as f64 {
         return Err(RuntimeError::NotACount {
             argument,
             found: v.display_string(),
@@ -1083,6 +1095,8 @@ fn run_one(
         Op::ListIndex => crate::list::index(arg(0)?.as_list()?, arg(1)?, arg(2)?)?,
         Op::ListAppend => crate::list::append(arg(0)?.as_list()?, arg(1)?)?,
         Op::ListSet => crate::list::set(arg(0)?.as_list()?, arg(1)?, arg(2)?, arg(3)?)?,
+        Op::ListRemove { output } => crate::list::remove(arg(0)?.as_list()?, arg(1)?, *output)?,
+        Op::ListUnnest => crate::list::unnest(arg(0)?),
         Op::CastToScalar => match arg(0)? {
             Value::Matrix(m) => {
                 let v = matrix_to_scalar(m)?;
@@ -1281,8 +1295,69 @@ fn run_fused(
     Ok(())
 }
 
-/// Java `String.format` for the placeholders DML scripts use: `%s`, `%d`, `%f`/`%e` with an
-/// optional precision (`%.3f`), `%%` and `%n`.
+/// `%.{digits}f` as Java's `Formatter` writes it: the shortest decimal that reads back as `x`
+/// (what `Double.toString` shows), rounded half up (`2.25` is `2.3` at one digit, where
+/// rounding the exact binary value half to even gives `2.2`).
+fn java_fixed(x: f64, digits: usize) -> String {
+    if !x.is_finite() {
+        return crate::format::format_double(x);
+    }
+    let shortest = format!("{}", x.abs());
+    let (int, frac) = shortest.split_once('.').unwrap_or((&shortest, ""));
+    let mut kept: Vec<u8> = int.bytes().chain(frac.bytes().take(digits)).collect();
+    kept.extend(std::iter::repeat_n(b'0', digits.saturating_sub(frac.len())));
+    if frac.as_bytes().get(digits).is_some_and(|&d| d >= b'5') {
+        // Carry the rounding up through the kept digits.
+        let mut i = kept.len();
+        loop {
+            if i == 0 {
+                kept.insert(0, b'1');
+                break;
+            }
+            i -= 1;
+            if kept[i] == b'9' {
+                kept[i] = b'0';
+            } else {
+                kept[i] += 1;
+                break;
+            }
+        }
+    }
+    let split = kept.len() - digits;
+    let (i, f) = kept.split_at(split);
+    let sign = if x.is_sign_negative() { "-" } else { "" };
+    let (i, f) = (String::from_utf8_lossy(i), String::from_utf8_lossy(f));
+    if digits == 0 {
+        format!("{sign}{i}")
+    } else {
+        format!("{sign}{i}.{f}")
+    }
+}
+
+/// A converted value padded to `width` as Java's `Formatter` pads it: with spaces on the left,
+/// on the right with the `-` flag, or with zeros after the sign with the `0` flag.
+fn pad(s: String, width: usize, left: bool, zeros: bool) -> String {
+    let len = s.chars().count();
+    if len >= width {
+        return s;
+    }
+    let fill = width - len;
+    if left {
+        format!("{s}{}", " ".repeat(fill))
+    } else if zeros {
+        let (sign, digits) = match s.strip_prefix('-') {
+            Some(rest) => ("-", rest),
+            None => ("", s.as_str()),
+        };
+        format!("{sign}{}{digits}", "0".repeat(fill))
+    } else {
+        format!("{}{s}", " ".repeat(fill))
+    }
+}
+
+/// Java `String.format` for the placeholders DML scripts use: `%s`, `%d`, `%f`/`%e` with
+/// optional flags `-` and `0`, a width and a precision (`%5.0f`, `%-8s`, `%.3f`), `%%` and
+/// `%n`.
 fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
     let mut out = String::new();
     let mut next = args.iter();
@@ -1292,6 +1367,18 @@ fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
             out.push(c);
             continue;
         }
+        let (mut left, mut zeros) = (false, false);
+        while let Some(f) = chars.peek().filter(|f| matches!(f, '-' | '0')) {
+            left |= *f == '-';
+            zeros |= *f == '0';
+            chars.next();
+        }
+        let mut width = String::new();
+        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+            width.push(*d);
+            chars.next();
+        }
+        let width: usize = width.parse().unwrap_or(0);
         let mut precision = String::new();
         if chars.peek() == Some(&'.') {
             chars.next();
@@ -1313,6 +1400,7 @@ fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
             })
         };
         let digits: Option<usize> = precision.parse().ok();
+        let start = out.len();
         match conversion {
             '%' => out.push('%'),
             'n' => out.push('\n'),
@@ -1327,7 +1415,7 @@ fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
                 }
                 out.push_str(&v.as_i64()?.to_string());
             }
-            'f' => out.push_str(&format!("{:.*}", digits.unwrap_or(6), value()?.as_f64()?)),
+            'f' => out.push_str(&java_fixed(value()?.as_f64()?, digits.unwrap_or(6))),
             'e' => {
                 let s = format!("{:.*e}", digits.unwrap_or(6), value()?.as_f64()?);
                 // Java writes a signed, two-digit exponent: 1.5e3 -> 1.500000e+03.
@@ -1344,6 +1432,10 @@ fn format_printf(format: &str, args: &[&Value]) -> Result<String> {
                     conversion: other,
                 }))
             }
+        }
+        if width > 0 && !matches!(conversion, '%' | 'n') {
+            let converted = out.split_off(start);
+            out.push_str(&pad(converted, width, left, zeros && conversion != 's'));
         }
     }
     Ok(out)
@@ -1386,4 +1478,32 @@ fn matrix_to_scalar(m: &Matrix) -> Result<Value> {
         return Err(RuntimeError::AsScalarShape { shape: m.shape() });
     }
     Ok(Value::Double(m.get(0, 0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printf_rounds_half_up_and_pads_as_java() {
+        assert_eq!(java_fixed(2.25, 1), "2.3");
+        assert_eq!(java_fixed(-2.25, 1), "-2.3");
+        assert_eq!(java_fixed(0.125, 2), "0.13");
+        assert_eq!(java_fixed(9.996, 2), "10.00");
+        assert_eq!(java_fixed(7.4, 0), "7");
+        assert_eq!(java_fixed(1e-7, 3), "0.000");
+        assert_eq!(java_fixed(3.0, 6), "3.000000");
+        assert_eq!(java_fixed(f64::NAN, 2), "NaN");
+        let v = [
+            Value::Double(12.0),
+            Value::str("ab"),
+            Value::Double(-2.25),
+            Value::Int(42),
+        ];
+        let args: Vec<&Value> = v.iter().collect();
+        assert_eq!(
+            format_printf("%5.0f|%-6s|%05.1f|%4d|%%", &args).unwrap(),
+            "   12|ab    |-02.3|  42|%"
+        );
+    }
 }

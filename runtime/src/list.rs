@@ -88,6 +88,39 @@ pub fn set(list: &List, lower: &Value, upper: &Value, x: &Value) -> Result<Value
     Ok(Value::List(Arc::new(out)))
 }
 
+/// Result `output` of `[L2, e] = remove(L, pos)`, as SystemDS's `ListObject.remove`: L
+/// without its element at the 1-based `pos` (and that element's name) for output 0, that
+/// element alone in an unnamed list for output 1.
+pub fn remove(list: &List, pos: &Value, output: u8) -> Result<Value> {
+    let at = pos.as_i64()?;
+    if at < 1 || at as u64 > list.len() as u64 {
+        return Err(RuntimeError::Conversion(Conversion::ListIndex {
+            lower: at,
+            upper: at,
+            length: list.len(),
+        }));
+    }
+    let at = at as usize - 1;
+    if output == 1 {
+        return Ok(new(vec![list.items[at].clone()], None));
+    }
+    let mut out = list.clone();
+    out.items.remove(at);
+    if let Some(names) = &mut out.names {
+        names.remove(at);
+    }
+    Ok(Value::List(Arc::new(out)))
+}
+
+/// `as.list(L)`, as SystemDS's list unnesting: the element of a list whose only element is
+/// a list, else `L` itself.
+pub fn unnest(list: &Value) -> Value {
+    match list {
+        Value::List(l) if l.len() == 1 && l.items[0].is_list() => l.items[0].clone(),
+        other => other.clone(),
+    }
+}
+
 /// `as.scalar(L[i])` (`matrix` false) or `as.matrix(L[i])` (`matrix` true) of a list of one
 /// element: the element as it is (a scalar keeps its own type), a 1x1 matrix's cell for
 /// `as.scalar`, a scalar as a 1x1 matrix for `as.matrix`.
@@ -182,6 +215,32 @@ mod tests {
         let s = set(l, &Value::Int(2), &Value::Int(2), &Value::str("x")).unwrap();
         assert_eq!(s.as_list().unwrap().items[1], Value::str("x"));
         assert!(set(l, &Value::Int(1), &Value::Int(2), &Value::Int(0)).is_err());
+    }
+
+    #[test]
+    fn remove_splits_off_one_element_and_as_list_unnests_a_single_list() {
+        let names = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let l = new(ints(&[1, 2, 3]), Some(&names));
+        let l = l.as_list().unwrap();
+        let rest = remove(l, &Value::Int(2), 0).unwrap();
+        let rest = rest.as_list().unwrap();
+        assert_eq!(rest.items, ints(&[1, 3]));
+        assert_eq!(rest.names, Some(vec!["a".to_string(), "c".to_string()]));
+        let taken = remove(l, &Value::Double(2.0), 1).unwrap();
+        let taken = taken.as_list().unwrap();
+        assert_eq!(
+            (taken.items.clone(), taken.names.clone()),
+            (ints(&[2]), None)
+        );
+        assert!(remove(l, &Value::Int(0), 0).is_err());
+        assert!(remove(l, &Value::Int(4), 1).is_err());
+        // A list holding one list unnests; any other list stays as it is.
+        let inner = new(ints(&[7, 8]), None);
+        let outer = new(vec![inner.clone()], None);
+        assert_eq!(unnest(&outer), inner);
+        assert_eq!(unnest(&inner), inner);
+        let two = new(vec![inner.clone(), inner], None);
+        assert_eq!(unnest(&two), two);
     }
 
     #[test]

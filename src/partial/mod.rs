@@ -6,8 +6,8 @@
 //! ([`crate::lineage`]), builds the items of the parts it wants, peeks the cache for them, and
 //! computes the rest with `lafuse_runtime::kernels::partial`, whose kernels continue the dense
 //! kernels' arithmetic. Reuse never changes a result, so each rewrite applies only where that
-//! holds: operands dense now, the cached part computed from dense operands (the cache records
-//! it), and the full kernel and the part's on the same path (dgemm for products). Elsewhere
+//! holds: operands dense and finite now, the cached part computed from such operands (the
+//! cache records it), and the full kernel and the part's on the same path (dgemm for products). Elsewhere
 //! the operation just runs. `kernels::partial`'s tests pin each compensation against its
 //! kernel; `tests/reuse.rs` the rewrites against runs without reuse.
 //!
@@ -89,11 +89,12 @@ impl Operation<'_> {
         }
     }
 
-    /// Operand `i` if it is a dense matrix.
+    /// Operand `i` if it is a dense matrix of finite values: NaN/±Inf take the products'
+    /// zero-skipping kernel, not the dgemm the compensations continue.
     pub(crate) fn dense(&self, i: usize) -> Option<&DenseMatrix> {
         match self.matrix(i)? {
-            Matrix::Dense(d) => Some(d),
-            Matrix::Sparse(_) => None,
+            Matrix::Dense(d) if lafuse_runtime::matrix::all_finite(&d.values) => Some(d),
+            _ => None,
         }
     }
 }

@@ -63,6 +63,10 @@ fn of_parts(
     let (Some(xm @ Matrix::Dense(x)), Some(dx)) = (op.matrix(0), op.dense(1)) else {
         return Ok(None);
     };
+    // NaN/±Inf take tsmm's zero-skipping product, which no compensation continues.
+    if op.dense(0).is_none() {
+        return Ok(None);
+    }
     let (m, k, d) = (x.rows, x.cols, dx.cols);
     if m == 0 || d == 0 || dx.rows != m || !binding_is_dense(m, k + d, x.nnz + dx.nnz) {
         return Ok(None);

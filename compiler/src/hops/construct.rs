@@ -302,6 +302,9 @@ impl<'a> Ctx<'a> {
                 let ExprKind::Call { name, args } = &call.kind else {
                     return Err(CompileError::at(Unsupported::BuiltinMultiAssign, call.span));
                 };
+                if builtins::lookup(name) == Some(Builtin::Remove) {
+                    return self.list_remove(targets, args, call.span);
+                }
                 let op = match builtins::lookup(name) {
                     Some(Builtin::Eigen) => DecompOp::Eigen,
                     Some(Builtin::Svd) => DecompOp::Svd,
@@ -345,6 +348,31 @@ impl<'a> Ctx<'a> {
                 what: "control flow statement inside a basic block (blocks are split at control flow)",
             })),
         }
+    }
+
+    /// `[L2, e] = remove(L, i)`: one hop per result over the same inputs.
+    fn list_remove(
+        &mut self,
+        targets: &[ast::Ident],
+        args: &[ast::Arg],
+        span: Span,
+    ) -> Result<Vec<String>> {
+        if targets.len() != 2 {
+            return Err(crate::program::several_results_error(
+                Builtin::Remove,
+                2,
+                span,
+            ));
+        }
+        let bound = bind_args(Builtin::Remove, args, span)?;
+        let list = self.param(&bound, "x", span)?;
+        let pos = self.param(&bound, "pos", span)?;
+        for (k, t) in targets.iter().enumerate() {
+            let output = k as u8;
+            let h = self.add(OpKind::ListRemove { output }, &[list, pos], span)?;
+            self.vars.insert(t.name.clone(), h);
+        }
+        Ok(targets.iter().map(|t| t.name.clone()).collect())
     }
 
     fn statement_call(&mut self, b: Builtin, args: &[ast::Arg], span: Span) -> Result<()> {
@@ -1058,7 +1086,12 @@ impl<'a> Ctx<'a> {
             Builtin::Inv => self.unary_param(&bound, OpKind::LinAlg(LinAlgOp::Inverse), span),
             Builtin::Cholesky => self.unary_param(&bound, OpKind::LinAlg(LinAlgOp::Cholesky), span),
             Builtin::Det => self.unary_param(&bound, OpKind::LinAlg(LinAlgOp::Det), span),
-            Builtin::Eigen | Builtin::Svd | Builtin::Lu | Builtin::Qr => {
+            Builtin::Trace => self.unary_param(&bound, OpKind::LinAlg(LinAlgOp::Trace), span),
+            Builtin::SqrtMatrix => {
+                self.unary_param(&bound, OpKind::LinAlg(LinAlgOp::SqrtMatrix), span)
+            }
+            Builtin::AsList => self.unary_param(&bound, OpKind::ListUnnest, span),
+            Builtin::Eigen | Builtin::Svd | Builtin::Lu | Builtin::Qr | Builtin::Remove => {
                 let n = match b.signature().result {
                     builtins::ResultKind::Several(n) => n,
                     _ => 1,

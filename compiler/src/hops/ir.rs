@@ -484,6 +484,13 @@ pub enum OpKind {
     /// `L[lower:upper] = x` (or `L["name"] = x`): `[L, lower, upper, x]`; the updated list.
     #[serde(rename = "listSet")]
     ListSet,
+    /// Result `output` of `[L2, e] = remove(L, i)`: `[L, i]`; L without its `i`-th element
+    /// (0), or that element alone in an unnamed list (1).
+    #[serde(rename = "listRemove")]
+    ListRemove { output: u8 },
+    /// `as.list(L)`: `[L]`; the element of a list holding one list, else L itself.
+    #[serde(rename = "listUnnest")]
+    ListUnnest,
     /// `toString(X, rows, cols, decimal, sparse, sep, linesep)`: inputs in that order (see
     /// [`TOSTRING_INPUTS`]); a string scalar.
     #[serde(rename = "toString")]
@@ -526,7 +533,8 @@ impl OpKind {
             | OpKind::Cast(_)
             | OpKind::Cumulative(_) => 1,
             OpKind::Meta(_) | OpKind::Stop | OpKind::Assert | OpKind::Lineage => 1,
-            OpKind::ListAppend => 2,
+            OpKind::ListAppend | OpKind::ListRemove { .. } => 2,
+            OpKind::ListUnnest => 1,
             OpKind::ListIndex => 3,
             OpKind::ListSet => 4,
             OpKind::ListNew { .. } => return None,
@@ -601,6 +609,8 @@ impl OpKind {
             OpKind::ListIndex => "rix(list)".to_string(),
             OpKind::ListAppend => "append(list)".to_string(),
             OpKind::ListSet => "lix(list)".to_string(),
+            OpKind::ListRemove { output } => format!("remove[{output}]"),
+            OpKind::ListUnnest => "as.list".to_string(),
             OpKind::ToString => "toString".to_string(),
             OpKind::Lineage => "lineage".to_string(),
         }

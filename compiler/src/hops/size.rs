@@ -139,11 +139,18 @@ fn f64_input(dag: &HopDag, id: HopId) -> Option<f64> {
     dag.scalar_value(id).and_then(Literal::as_f64)
 }
 
-/// A non-negative size argument (`rows=`, `cols=`): `Ok(None)` if its value is not known.
+/// A non-negative size argument (`rows=`, `cols=`): `Ok(None)` if its value is not known. A
+/// fractional size is truncated as SystemDS's `UtilFunctions.toLong` does (toward zero after
+/// adding 2^-53), as the kernels do.
 fn size_input(dag: &HopDag, hop: &Hop, id: HopId, what: &'static str) -> Result<Option<u64>> {
+    let truncated = |l: &Literal| {
+        let x = l.as_f64()?;
+        let t = x.signum() * (x.abs() + f64::EPSILON / 2.0).floor();
+        (t.is_finite() && t.abs() < (1u64 << 53) as f64).then_some(t as i64)
+    };
     match dag.scalar_value(id) {
         None => Ok(None),
-        Some(l) => match l.as_exact_i64() {
+        Some(l) => match truncated(l) {
             Some(v) if v >= 0 => Ok(Some(v as u64)),
             _ => Err(CompileError::at(
                 ShapeError::NotACount {
@@ -565,6 +572,8 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
         | OpKind::ListNew { .. }
         | OpKind::ListIndex
         | OpKind::ListAppend
+        | OpKind::ListRemove { .. }
+        | OpKind::ListUnnest
         | OpKind::ListSet => {
             return Err(CompileError::internal(Internal::NotAMatrix {
                 op: hop.op.display_name(),
@@ -782,7 +791,10 @@ fn param_dims(dag: &HopDag, hop: &Hop, p: ParamOp) -> Result<Dims> {
         }
         ParamOp::Outer => {
             let (u, v) = (in_dims(0), in_dims(1));
-            if conflict(u.cols, Some(1)) || conflict(v.rows, Some(1)) {
+            // A second operand with as many rows as the column vector is taken cell by cell,
+            // as SystemDS's kernels take it (raJoin's `outer(bucket, seqMatrix, "==")`).
+            let matrix_right = u.rows.is_some() && v.rows == u.rows;
+            if conflict(u.cols, Some(1)) || (!matrix_right && conflict(v.rows, Some(1))) {
                 return Err(err(ShapeError::Outer {
                     left: shape(&u),
                     right: shape(&v),

@@ -251,7 +251,7 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
         }
         OpKind::LinAlg(op) => {
             need_matrix(0, op.name())?;
-            Ok(if *op == LinAlgOp::Det {
+            Ok(if matches!(op, LinAlgOp::Det | LinAlgOp::Trace) {
                 scalar(ValueType::Double)
             } else {
                 MATRIX
@@ -330,6 +330,20 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
         // SystemDS's list is a column: `nrow` is its length, `ncol` 1.
         OpKind::Meta(_) if inputs[0].0 == DataType::List => Ok(scalar(ValueType::Int)),
         OpKind::ListNew { .. } => Ok(list_of(inputs)),
+        OpKind::ListRemove { .. } | OpKind::ListUnnest => {
+            if inputs[0].0 != DataType::List {
+                return Err(TypeRule::NeedList {
+                    what: op.display_name(),
+                });
+            }
+            if *op != OpKind::ListUnnest && inputs[1].0 != DataType::Scalar {
+                return Err(TypeRule::NeedScalar {
+                    what: op.display_name(),
+                    input: 2,
+                });
+            }
+            Ok(inputs[0])
+        }
         OpKind::ListIndex | OpKind::ListAppend | OpKind::ListSet => {
             if inputs[0].0 != DataType::List {
                 return Err(TypeRule::NeedList {

@@ -16,7 +16,7 @@ use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, MatRef, Side};
 use lafuse_core::{DecompOp, LinAlgOp};
 
-/// The value of `inv`, `cholesky` (a matrix) or `det` (a scalar).
+/// The value of `inv`, `cholesky`, `sqrtMatrixJava` (a matrix) or `det`, `trace` (a scalar).
 #[derive(Debug)]
 pub enum LinAlgValue {
     Matrix(Matrix),
@@ -80,11 +80,22 @@ fn symmetric(a: &Mat<f64>, relative: f64) -> bool {
     })
 }
 
-/// `inv(A)`, `cholesky(A)` or `det(A)`.
+/// `inv(A)`, `cholesky(A)`, `det(A)` or `trace(A)`.
 pub fn linalg(op: LinAlgOp, a: &Matrix) -> Result<LinAlgValue> {
     let name = op.name();
     let n = square(a, name)?;
+    if op == LinAlgOp::Trace {
+        // No decomposition: NaN and infinities just add up, as in SystemDS's Kahan sum.
+        let mut sum = super::aggregate::Kahan::default();
+        for i in 0..n {
+            sum.add(a.get(i, i));
+        }
+        return Ok(LinAlgValue::Scalar(sum.sum));
+    }
     finite(a, name)?;
+    if op == LinAlgOp::SqrtMatrix {
+        return square_root(a).map(LinAlgValue::Matrix);
+    }
     let m = to_faer(a)?;
     match op {
         LinAlgOp::Inverse => {
@@ -114,6 +125,9 @@ pub fn linalg(op: LinAlgOp, a: &Matrix) -> Result<LinAlgValue> {
                 .map_err(|_| failed(name, "the matrix is not positive definite"))?;
             Ok(LinAlgValue::Matrix(from_faer(llt.L())?))
         }
+        LinAlgOp::Trace | LinAlgOp::SqrtMatrix => {
+            unreachable!("answered before the decomposition")
+        }
         LinAlgOp::Det => {
             if n == 0 {
                 return Ok(LinAlgValue::Scalar(1.0));
@@ -132,6 +146,31 @@ pub fn linalg(op: LinAlgOp, a: &Matrix) -> Result<LinAlgValue> {
             Ok(LinAlgValue::Scalar(det))
         }
     }
+}
+
+/// `V sqrt(D) t(V)` for the eigendecomposition `V D t(V)` of a symmetric `a` (the symmetric
+/// test of `eigen`); a negative eigenvalue is an error, as in Commons Math's `getSquareRoot`.
+fn square_root(a: &Matrix) -> Result<Matrix> {
+    let name = LinAlgOp::SqrtMatrix.name();
+    let parts = decompose(DecompOp::Eigen, a).map_err(|e| match e {
+        RuntimeError::Decomposition { problem, .. } => failed(name, problem),
+        other => other,
+    })?;
+    let (values, vectors) = (&parts[0], &parts[1]);
+    let n = values.rows();
+    let mut scaled = vectors.to_dense()?.values.to_vec();
+    for j in 0..n {
+        let v = values.get(j, 0);
+        if v < 0.0 {
+            return Err(failed(name, "the matrix has a negative eigenvalue"));
+        }
+        let s = v.sqrt();
+        for i in 0..n {
+            scaled[i * n + j] *= s;
+        }
+    }
+    let scaled = Matrix::from_dense_values(n, n, scaled)?;
+    super::matmul(&scaled, &super::reorg::transpose(vectors)?)
 }
 
 /// The sign of a permutation: -1 for an odd number of transpositions.
@@ -255,6 +294,34 @@ mod tests {
     }
 
     const A: [f64; 9] = [4.0, 1.0, 2.0, 1.0, 3.0, 0.5, 2.0, 0.5, 5.0];
+
+    #[test]
+    fn trace_sums_the_diagonal_and_the_square_root_squares_back() {
+        let a = m(3, 3, &A);
+        match linalg(LinAlgOp::Trace, &a).unwrap() {
+            LinAlgValue::Scalar(t) => assert_eq!(t, 12.0),
+            other => panic!("{other:?}"),
+        }
+        let inf = m(2, 2, &[f64::INFINITY, 0.0, 0.0, 1.0]);
+        assert!(matches!(
+            linalg(LinAlgOp::Trace, &inf).unwrap(),
+            LinAlgValue::Scalar(t) if t == f64::INFINITY
+        ));
+        assert!(linalg(LinAlgOp::Trace, &m(2, 3, &[0.0; 6])).is_err());
+        let LinAlgValue::Matrix(b) = linalg(LinAlgOp::SqrtMatrix, &a).unwrap() else {
+            panic!("a matrix")
+        };
+        assert!(close(&matmul(&b, &b).unwrap(), &a, 1e-12));
+        assert!(close(
+            &b,
+            &super::super::reorg::transpose(&b).unwrap(),
+            1e-12
+        ));
+        // Negative eigenvalues and asymmetry are errors, as in Commons Math.
+        let indefinite = m(2, 2, &[1.0, 2.0, 2.0, 1.0]);
+        assert!(linalg(LinAlgOp::SqrtMatrix, &indefinite).is_err());
+        assert!(linalg(LinAlgOp::SqrtMatrix, &m(2, 2, &[1.0, 2.0, 0.0, 1.0])).is_err());
+    }
 
     #[test]
     fn single_results_match_systemds() {

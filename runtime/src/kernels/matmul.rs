@@ -2,10 +2,18 @@
 //! without materialising the transpose) and `matmul_tn` (`t(A) %*% B`, likewise).
 //!
 //! Dense x dense goes to `matrixmultiply`'s BLAS-class `dgemm` (it packs, tiles and threads);
-//! matrix-vector products are rayon-parallel dot products. Sparse paths skip zeros only where
-//! that is exact: skipping the zeros of one operand drops products `0 * y`, which are zero only
-//! when the other operand is finite, so with NaN/±Inf around the kernel falls back to a denser
-//! path that computes those products.
+//! matrix-vector products are rayon-parallel dot products.
+//!
+//! Non-finite values follow SystemDS, whose kernels skip the zero cells of the *left* operand
+//! (a sparse left operand stores none, and its dense matrix-matrix kernels skip a zero `a_ik`
+//! before scaling row `k` of the right operand): `c_ij` sums `a_ik * b_kj` over the non-zero
+//! `a_ik` only, so `0 * Inf` in the left operand's zeros is never formed, while a non-finite
+//! `a_ik` still meets every `b_kj`, zeros included (`Inf * 0` is NaN). With a finite right
+//! operand skipping changes nothing, so the fast paths (dgemm, dot products) run; with NaN/±Inf
+//! in the right operand a kernel that skips the left operand's zeros runs instead (one scan for
+//! non-finite values decides, cheap next to the product). Skipping the *right* operand's zeros
+//! (sparse right operands) is exact only while the left operand is finite, so a non-finite left
+//! operand meets a densified right one. Dense and sparse inputs therefore agree.
 
 use super::reorg::transpose_csr;
 use super::{dense_result, fill_rows, sparse_result};
@@ -45,31 +53,52 @@ pub fn matmul_with_range(a: &Matrix, b: &Matrix) -> Result<(Matrix, Option<Value
     }
     let unranged = |product: Result<Matrix>| product.map(|p| (p, None));
     match (a, b) {
-        (Matrix::Dense(x), Matrix::Dense(y)) => dense_dense(x, y),
-        (Matrix::Sparse(x), Matrix::Dense(y)) => {
+        (Matrix::Dense(x), Matrix::Dense(y)) => {
             if all_finite(&y.values) {
-                unranged(sparse_dense(x, y))
+                dense_dense(x, y)
             } else {
-                dense_dense(&x.to_dense()?, y)
+                unranged(dense_dense_skipping(x, y))
             }
         }
+        // The sparse left operand's zeros are skipped by construction.
+        (Matrix::Sparse(x), Matrix::Dense(y)) => unranged(sparse_dense(x, y)),
         (Matrix::Dense(x), Matrix::Sparse(y)) => {
             if all_finite(&x.values) {
                 unranged(dense_sparse(x, y))
             } else {
-                dense_dense(x, &y.to_dense()?)
+                unranged(dense_dense_skipping(x, &y.to_dense()?))
             }
         }
         (Matrix::Sparse(x), Matrix::Sparse(y)) => {
-            let (fa, fb) = (all_finite(&x.values), all_finite(&y.values));
-            match (fa, fb) {
-                (true, true) => unranged(sparse_sparse(x, y)),
-                (_, true) => unranged(sparse_dense(x, &y.to_dense()?)),
-                (true, false) => unranged(dense_sparse(&x.to_dense()?, y)),
-                (false, false) => dense_dense(&x.to_dense()?, &y.to_dense()?),
+            if all_finite(&x.values) {
+                unranged(sparse_sparse(x, y))
+            } else {
+                unranged(sparse_dense(x, &y.to_dense()?))
             }
         }
     }
+}
+
+/// `a %*% b` over the non-zero cells of `a` only (each scales a row of `b` into the output
+/// row, in order of `k`): SystemDS's product where `b` holds NaN/±Inf (module docs).
+fn dense_dense_skipping(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
+    let (m, n) = (a.rows, b.cols);
+    let mut out = try_alloc_zeroed(m * n)?;
+    let bv = &b.values[..];
+    let nnz = fill_rows(&mut out, n, |r0, block| {
+        for (t, orow) in block.chunks_mut(n).enumerate() {
+            for (kk, &v) in a.row(r0 + t).iter().enumerate() {
+                if v == 0.0 {
+                    continue;
+                }
+                let brow = &bv[kk * n..(kk + 1) * n];
+                for (o, &y) in orow.iter_mut().zip(brow) {
+                    *o += v * y;
+                }
+            }
+        }
+    });
+    Ok(dense_result(m, n, out, nnz))
 }
 
 /// Dot product with 8 independent lanes (vectorises; fixed combination order).
@@ -185,16 +214,16 @@ fn sparse_dense(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     Ok(dense_result(m, n, out, nnz))
 }
 
-/// Dense a (finite) times sparse b: scatter each scaled row of b.
+/// Dense a (finite, so skipping b's zeros is exact) times sparse b: scatter each scaled row of
+/// b, skipping a's zeros (module docs).
 fn dense_sparse(a: &DenseMatrix, b: &SparseMatrix) -> Result<Matrix> {
     let (m, n) = (a.rows, b.cols);
-    let b_finite = all_finite(&b.values);
     let mut out = try_alloc_zeroed(m * n)?;
     let bs = b.slices();
     let nnz = fill_rows(&mut out, n, |r0, block| {
         for (t, orow) in block.chunks_mut(n).enumerate() {
             for (kk, &x) in a.row(r0 + t).iter().enumerate() {
-                if x == 0.0 && b_finite {
+                if x == 0.0 {
                     continue;
                 }
                 let (ci, cv) = bs.row(kk);
@@ -272,8 +301,9 @@ fn sparse_sparse(a: &SparseMatrix, b: &SparseMatrix) -> Result<Matrix> {
 
 /// `t(a) %*% b` (k x n for an m x k `a` and an m x n `b`). Dense operands are read in place:
 /// `dgemm` takes `a` with swapped strides, and a column vector `b` makes it the vector-matrix
-/// product `t(t(b) %*% a)`, one pass over `a`'s rows. Other combinations transpose `a` first
-/// (a sparse transpose costs O(nnz)).
+/// product `t(t(b) %*% a)`, one pass over `a`'s rows. Other combinations, and a `b` holding
+/// NaN/±Inf (whose product skips the zeros of `t(a)`, module docs), transpose `a` first (a
+/// sparse transpose costs O(nnz)).
 ///
 /// ```
 /// use lafuse_runtime::{Matrix, kernels};
@@ -295,7 +325,7 @@ pub fn matmul_tn(a: &Matrix, b: &Matrix) -> Result<Matrix> {
         return Matrix::zeros(k, n);
     }
     match (a, b) {
-        (Matrix::Dense(x), Matrix::Dense(y)) => dense_tn(x, y),
+        (Matrix::Dense(x), Matrix::Dense(y)) if all_finite(&y.values) => dense_tn(x, y),
         _ => matmul(&super::reorg::transpose(a)?, b),
     }
 }
@@ -336,14 +366,23 @@ fn dense_tn(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
 const TSMM_BLOCK: usize = 256;
 
 /// `t(a) %*% a` (n x n for an m x n input), computing only the upper triangle's blocks and
-/// mirroring them, so the result is exactly symmetric.
+/// mirroring them, so the result is exactly symmetric. With NaN/±Inf in `a` the product skips
+/// the zeros of `t(a)` (module docs), which makes its lower triangle differ from its upper
+/// one; SystemDS computes the upper triangle and mirrors it, and so does this.
 pub fn tsmm(a: &Matrix) -> Result<Matrix> {
     let (m, n) = a.shape();
     if m == 0 || n == 0 {
         return Matrix::zeros(n, n);
     }
+    if !a.all_finite() {
+        let product = matmul(&super::reorg::transpose(a)?, a)?;
+        let mut out = product.into_dense_values()?;
+        mirror_upper(&mut out, n);
+        let nnz = count_nnz(&out);
+        return Ok(dense_result(n, n, out, nnz));
+    }
     Ok(match a {
-        Matrix::Sparse(s) if all_finite(&s.values) => sparse_sparse(&transpose_csr(s)?, s)?,
+        Matrix::Sparse(s) => sparse_sparse(&transpose_csr(s)?, s)?,
         _ => {
             let d = a.dense_cow()?;
             let x = &d.values[..];
@@ -371,16 +410,20 @@ pub fn tsmm(a: &Matrix) -> Result<Matrix> {
                     );
                 }
             }
-            // Mirror the upper triangle (diagonal blocks included) into the lower one.
-            for i in 0..n {
-                for j in 0..i {
-                    out[i * n + j] = out[j * n + i];
-                }
-            }
+            mirror_upper(&mut out, n);
             let nnz = count_nnz(&out);
             dense_result(n, n, out, nnz)
         }
     })
+}
+
+/// Copies the upper triangle of the row-major `n x n` `out` into its lower one.
+fn mirror_upper(out: &mut [f64], n: usize) {
+    for i in 0..n {
+        for j in 0..i {
+            out[i * n + j] = out[j * n + i];
+        }
+    }
 }
 
 #[cfg(test)]
@@ -388,6 +431,7 @@ mod tests {
     use super::super::testutil::{both, close, m, rand};
     use super::*;
 
+    /// The product by definition, over the left operand's non-zero cells (module docs).
     fn naive(a: &Matrix, b: &Matrix) -> Matrix {
         let (x, y) = (a.to_dense().unwrap(), b.to_dense().unwrap());
         let (mm, k, n) = (x.rows, x.cols, y.cols);
@@ -396,7 +440,9 @@ mod tests {
             for j in 0..n {
                 let mut s = 0.0;
                 for kk in 0..k {
-                    s += x.values[i * k + kk] * y.values[kk * n + j];
+                    if x.values[i * k + kk] != 0.0 {
+                        s += x.values[i * k + kk] * y.values[kk * n + j];
+                    }
                 }
                 out[i * n + j] = s;
             }
@@ -431,19 +477,73 @@ mod tests {
     }
 
     #[test]
-    fn nan_in_dense_operand_reaches_sparse_zeros() {
+    fn zeros_of_the_left_operand_are_skipped_and_its_non_finite_values_meet_every_cell() {
+        // Right operand with NaN and Inf: the left operand's zeros never meet them.
         let a = m(&[&[0.0, 1.0, 0.0], &[0.0, 0.0, 0.0], &[0.0, 0.0, 2.0]]);
         let b = m(&[&[f64::NAN, 1.0], &[1.0, 0.0], &[0.0, f64::INFINITY]]);
-        let want = naive(&a, &b);
-        assert!(want.get(1, 0).is_nan() && want.get(1, 1).is_nan());
-        for x in both(&a) {
-            for y in both(&b) {
-                let got = matmul(&x, &y).unwrap();
-                got.validate().unwrap();
-                assert!(close(&got, &want, 0.0), "{got:?}");
-                let got = matmul(&y.clone(), &Matrix::zeros(2, 2).unwrap()).unwrap();
-                assert!(got.get(0, 0).is_nan());
+        let want = m(&[&[1.0, 0.0], &[0.0, 0.0], &[0.0, f64::INFINITY]]);
+        assert!(close(&naive(&a, &b), &want, 0.0));
+        // Left operand with NaN and -Inf: they meet the right operand's zeros (NaN there).
+        let c = m(&[&[f64::NEG_INFINITY, 0.0], &[0.0, 3.0], &[f64::NAN, 0.0]]);
+        let d = m(&[&[0.0, 2.0, 0.0], &[1.0, 0.0, 0.0]]);
+        let nan = f64::NAN;
+        let want_cd = m(&[
+            &[nan, f64::NEG_INFINITY, nan],
+            &[3.0, 0.0, 0.0],
+            &[nan, nan, nan],
+        ]);
+        assert!(close(&naive(&c, &d), &want_cd, 0.0));
+        for (l, r, want) in [(&a, &b, &want), (&c, &d, &want_cd)] {
+            for x in both(l) {
+                for y in both(r) {
+                    let got = matmul(&x, &y).unwrap();
+                    got.validate().unwrap();
+                    assert!(close(&got, want, 0.0), "{got:?}");
+                }
             }
+        }
+        // Every kernel path (dot products, vector-matrix, dgemm's shapes, sparse) agrees with
+        // the definition where the right operand holds non-finite values.
+        for (i, &(mm, k, n)) in [(40, 60, 1), (1, 60, 40), (90, 70, 80), (1, 1, 1)]
+            .iter()
+            .enumerate()
+        {
+            for (da, db) in [(1.0, 1.0), (0.3, 1.0), (0.3, 0.2)] {
+                let a = rand(mm, k, da, 500 + i as u64);
+                let mut b = rand(k, n, db, 600 + i as u64).to_dense().unwrap();
+                let mut v = b.values.to_vec();
+                v[0] = f64::INFINITY;
+                let last = v.len() - 1;
+                v[last / 2] = f64::NAN;
+                v[last] = f64::NEG_INFINITY;
+                b.nnz = count_nnz(&v);
+                b.values = v.into();
+                let b = Matrix::Dense(b);
+                let want = naive(&a, &b);
+                for x in both(&a) {
+                    for y in both(&b) {
+                        let got = matmul(&x, &y).unwrap();
+                        got.validate().unwrap();
+                        assert!(close(&got, &want, 1e-12), "{mm}x{k}x{n} at {da}, {db}");
+                        let t = super::super::reorg::transpose(&x).unwrap();
+                        let got = matmul_tn(&t, &y).unwrap();
+                        assert!(close(&got, &want, 1e-12), "t: {mm}x{k}x{n} at {da}, {db}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tsmm_with_non_finite_values_mirrors_the_upper_triangle() {
+        // t(X) %*% X for X = [0 Inf; 1 2]: upper (0,1) = 1 * 2 (X[0,0] is a skipped zero),
+        // lower (1,0) would be Inf * 0 + 2 * 1 = NaN; SystemDS mirrors the upper triangle.
+        let x = m(&[&[0.0, f64::INFINITY], &[1.0, 2.0]]);
+        let want = m(&[&[1.0, 2.0], &[2.0, f64::INFINITY]]);
+        for y in both(&x) {
+            let got = tsmm(&y).unwrap();
+            got.validate().unwrap();
+            assert!(close(&got, &want, 0.0), "{got:?}");
         }
     }
 

@@ -42,10 +42,16 @@ pub trait Compensations: Sync {
     ) -> Result<Option<Value>>;
 }
 
-/// Whether every matrix among `operands` is dense (what [`ReuseCache::put_computed`] records).
+/// Whether every matrix among `operands` is dense with finite values (what
+/// [`ReuseCache::put_computed`] records): the dense kernels the compensations continue.
+/// NaN/±Inf in a product's right operand take the zero-skipping product instead of dgemm
+/// ([`crate::kernels::matmul`]), whose order of summation no compensation reproduces.
 pub fn dense_operands<'v>(operands: impl IntoIterator<Item = &'v Value>) -> bool {
     operands.into_iter().all(|v| match v {
-        Value::Matrix(m) => matches!(**m, crate::matrix::Matrix::Dense(_)),
+        Value::Matrix(m) => match &**m {
+            crate::matrix::Matrix::Dense(d) => crate::matrix::all_finite(&d.values),
+            crate::matrix::Matrix::Sparse(_) => false,
+        },
         _ => true,
     })
 }

@@ -120,7 +120,7 @@ pub enum Probe {
 /// What [`ReuseCache::peek`] found.
 pub struct Peeked {
     pub value: Value,
-    /// Whether every matrix operand of the value's computation was dense.
+    /// Whether every matrix operand of the value's computation was dense with finite values.
     pub dense_operands: bool,
 }
 
