@@ -251,8 +251,10 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
             }
         })
         .collect();
-    if let Ok(script) = &script {
-        for rep in 0..ctx.sizes.micro_reps.max(1) {
+    // The Python peers' runs, one timed evaluation per round, merged per peer.
+    let mut python: Vec<Measurement> = Vec::new();
+    for rep in 0..ctx.sizes.micro_reps.max(1) {
+        if let Ok(script) = &script {
             for r in runs.iter_mut().filter(|r| !r.finished) {
                 ctx.step(&format!("{label} lafuse {} (run {})", r.policy, rep + 1));
                 let started = Instant::now();
@@ -286,6 +288,21 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
                 r.finished = r.elapsed_s > ctx.sizes.micro_case_budget_s;
             }
         }
+        // The peers take their turn in every round, between lafuse's runs, so that the
+        // machine's drifting memory speed meets them as it meets lafuse.
+        if ctx.peers.has_python() {
+            ctx.step(&format!("{label} python peers (run {})", rep + 1));
+            for m in ctx.peers.python_case(
+                &ctx.runner,
+                "micro",
+                case.pattern,
+                &case.variant,
+                &params,
+                1,
+            ) {
+                merge_peer_run(&mut python, m);
+            }
+        }
     }
     let mut out = Vec::new();
     for mut r in runs {
@@ -299,22 +316,10 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
         ctx.done(&r.m);
         out.push(r.m);
     }
-    if ctx.peers.has_python() {
-        ctx.step(&format!("{label} python peers"));
-        // As many timed evaluations as lafuse's samples (peers.py times each one).
-        let reps = ctx.sizes.micro_reps.max(1);
-        for mut m in ctx.peers.python_case(
-            &ctx.runner,
-            "micro",
-            case.pattern,
-            &case.variant,
-            &params,
-            reps,
-        ) {
-            finish(ctx, case, &mut m);
-            ctx.done(&m);
-            out.push(m);
-        }
+    for mut m in python {
+        finish(ctx, case, &mut m);
+        ctx.done(&m);
+        out.push(m);
     }
     if let Ok(script) = &script {
         for config in ["codegen", "base"] {
@@ -346,6 +351,24 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
 }
 
 /// Median, spread, bytes and bandwidth fractions.
+/// Adds one round's measurement of a peer to that peer's (the first round's is kept as it is,
+/// later rounds add their times; a failed round fails the peer, with its reason).
+fn merge_peer_run(runs: &mut Vec<Measurement>, m: Measurement) {
+    match runs
+        .iter_mut()
+        .find(|r| r.system == m.system && r.config == m.config)
+    {
+        None => runs.push(m),
+        Some(r) if m.status != Status::Ok && r.status == Status::Ok => {
+            r.fail(m.status, m.error.unwrap_or_default())
+        }
+        Some(r) => {
+            r.times_ms.extend(m.times_ms);
+            r.result = r.result.or(m.result);
+        }
+    }
+}
+
 fn finish(ctx: &Ctx, case: &MicroCase, m: &mut Measurement) {
     m.summarize();
     let bytes = case.bytes_read();
@@ -393,6 +416,27 @@ fn flag_result_disagreement(ms: &mut [Measurement]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peers_rounds_merge_into_one_measurement_and_a_failed_round_fails_it() {
+        let run = |system: &str, t: f64| {
+            let mut m = Measurement::new("micro", "outer", "v", system, "");
+            m.times_ms.push(t);
+            m
+        };
+        let mut runs = Vec::new();
+        merge_peer_run(&mut runs, run("numpy", 3.0));
+        merge_peer_run(&mut runs, run("jax", 5.0));
+        merge_peer_run(&mut runs, run("numpy", 4.0));
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[0].times_ms, vec![3.0, 4.0]);
+        let mut failed = run("jax", 0.0);
+        failed.times_ms.clear();
+        failed.fail(Status::Failed, "out of memory");
+        merge_peer_run(&mut runs, failed);
+        assert_eq!(runs[1].status, Status::Failed);
+        assert_eq!(runs[1].error.as_deref(), Some("out of memory"));
+    }
 
     #[test]
     fn fused_outer_repeats_short_evaluations_more() {
