@@ -12,6 +12,8 @@
 //!   the operator cache.
 //! * [`cranelift`](mod@cranelift) (feature `cranelift`): the same operators compiled with
 //!   Cranelift, in a fraction of LLVM's compile time, bit-identical in their results.
+//! * [`tiered`] (features `cranelift` and `llvm`): Cranelift first, LLVM on a background
+//!   thread for the operators that do enough work.
 
 pub mod backend;
 pub mod parameters;
@@ -27,6 +29,9 @@ pub mod ptx;
 
 #[cfg(feature = "cranelift")]
 pub mod cranelift;
+
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
+pub mod tiered;
 
 /// Bytes an on-disk object store (`native::ObjectStore`) is pruned to on opening unless told
 /// otherwise: 1 GiB, about ten thousand operators. Here, outside the `llvm` feature, so that
