@@ -13,12 +13,13 @@
 //! * [`cranelift`](mod@cranelift) (feature `cranelift`): the same operators compiled with
 //!   Cranelift, in a fraction of LLVM's compile time, bit-identical in their results.
 //! * [`tiered`] (features `cranelift` and `llvm`): Cranelift first, LLVM on a background
-//!   thread for the operators that do enough work.
+//!   thread for the operators that do enough work; [`tiers`] counts what it did.
 
 pub mod backend;
 pub mod parameters;
 pub(crate) mod plan_info;
 pub mod reference;
+pub mod tiers;
 pub mod zero_cells;
 
 #[cfg(feature = "llvm")]

@@ -17,6 +17,8 @@ use crate::backend::{Backend, Built, CodegenError, Executable, MainFormat, Opera
 use crate::backend::{Internal, Request};
 use crate::cranelift::CraneliftBackend;
 use crate::native::NativeBackend;
+pub use crate::tiers::DEFAULT_TIER_THRESHOLD;
+use crate::tiers::{add, Tier, TierCounters};
 use lafuse_compiler::fusion::cplan::CPlan;
 use lafuse_runtime::lineage::Lineage;
 use lafuse_runtime::{Matrix, ValueRange};
@@ -25,137 +27,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// Cells of main input an operator processes on Cranelift before LLVM compiles it.
-///
-/// Why this value: LLVM takes about 5 ms more than Cranelift to compile an operator (about
-/// 5 ms against 0.8 ms; Row operators, built with LLVM at once, are not tiered), and its code
-/// runs 1.5-3x faster, about 1 ns per cell saved on the dense patterns. An operator that has
-/// processed N cells is expected to process about as many again (the usual tiering bet), so
-/// promoting it pays once N ns of saving exceed the 4-5 ms of compilation: N ≈ 4 million
-/// cells. Below that, a background compilation would mostly take a core from the run.
-pub const DEFAULT_TIER_THRESHOLD: u64 = 4_000_000;
-
-/// A code generator an operator runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tier {
-    Cranelift,
-    Llvm,
-}
-
-/// What the tiers did, counted by the operators of one tiered backend (they run on any
-/// thread).
-#[derive(Debug, Default)]
-pub struct TierCounters {
-    cranelift_compiled: AtomicU64,
-    cranelift_compile_nanos: AtomicU64,
-    llvm_compiled: AtomicU64,
-    llvm_compile_nanos: AtomicU64,
-    llvm_background: AtomicU64,
-    llvm_loaded: AtomicU64,
-    llvm_refused: AtomicU64,
-    switches: AtomicU64,
-    cranelift_calls: AtomicU64,
-    cranelift_run_nanos: AtomicU64,
-    llvm_calls: AtomicU64,
-    llvm_run_nanos: AtomicU64,
-}
-
-/// A snapshot of [`TierCounters`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TierCounts {
-    /// Operators compiled with Cranelift, and the time that took (entry points compiled on
-    /// the call that first needed one included).
-    pub cranelift_compiled: u64,
-    pub cranelift_compile: Duration,
-    /// Operators compiled with LLVM (at once where Cranelift refused the plan, or on a
-    /// background thread when promoted), and the time that took.
-    pub llvm_compiled: u64,
-    pub llvm_compile: Duration,
-    /// Of `llvm_compiled`: compiled on a background thread, for a promotion.
-    pub llvm_background: u64,
-    /// Of `llvm_compiled`: machine code loaded from the on-disk object store.
-    pub llvm_loaded: u64,
-    /// Promotions LLVM could not build (the operator stays on Cranelift).
-    pub llvm_refused: u64,
-    /// Operators that switched from Cranelift's code to LLVM's.
-    pub switches: u64,
-    /// Calls run on each tier and the time they took (compilations in a call excluded).
-    pub cranelift_calls: u64,
-    pub cranelift_run: Duration,
-    pub llvm_calls: u64,
-    pub llvm_run: Duration,
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-fn add(counter: &AtomicU64, n: u64) {
-    counter.fetch_add(n, Ordering::Relaxed);
-}
-
-impl TierCounters {
-    pub fn snapshot(&self) -> TierCounts {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let time = |c: &AtomicU64| Duration::from_nanos(c.load(Ordering::Relaxed));
-        TierCounts {
-            cranelift_compiled: get(&self.cranelift_compiled),
-            cranelift_compile: time(&self.cranelift_compile_nanos),
-            llvm_compiled: get(&self.llvm_compiled),
-            llvm_compile: time(&self.llvm_compile_nanos),
-            llvm_background: get(&self.llvm_background),
-            llvm_loaded: get(&self.llvm_loaded),
-            llvm_refused: get(&self.llvm_refused),
-            switches: get(&self.switches),
-            cranelift_calls: get(&self.cranelift_calls),
-            cranelift_run: time(&self.cranelift_run_nanos),
-            llvm_calls: get(&self.llvm_calls),
-            llvm_run: time(&self.llvm_run_nanos),
-        }
-    }
-
-    /// An operator built on `tier` (`origin` says whether it was compiled).
-    fn built(&self, tier: Tier, built: &Built) {
-        let Origin::Compiled {
-            loaded_from_store, ..
-        } = built.origin
-        else {
-            return;
-        };
-        let compile = nanos(built.executable.compile_time());
-        match tier {
-            Tier::Cranelift => {
-                add(&self.cranelift_compiled, 1);
-                add(&self.cranelift_compile_nanos, compile);
-            }
-            Tier::Llvm => {
-                add(&self.llvm_compiled, 1);
-                add(&self.llvm_compile_nanos, compile);
-                add(&self.llvm_loaded, u64::from(loaded_from_store));
-            }
-        }
-    }
-
-    /// A call on `tier` that ran `run` and compiled an entry point for `compiled`.
-    fn ran(&self, tier: Tier, run: Duration, compiled: Duration) {
-        let (calls, run_nanos, compile_nanos) = match tier {
-            Tier::Cranelift => (
-                &self.cranelift_calls,
-                &self.cranelift_run_nanos,
-                &self.cranelift_compile_nanos,
-            ),
-            Tier::Llvm => (
-                &self.llvm_calls,
-                &self.llvm_run_nanos,
-                &self.llvm_compile_nanos,
-            ),
-        };
-        add(calls, 1);
-        add(run_nanos, nanos(run));
-        add(compile_nanos, nanos(compiled));
-    }
-}
 
 /// The background compilations of one backend, joined when it is dropped, so that a run does
 /// not end in the middle of an LLVM compilation.
