@@ -2,6 +2,7 @@
 //! and their compile time, tier switches, calls and the time they ran. Here, outside the
 //! features the tiered backend needs, so that the engine's statistics name them in every build.
 
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
 use crate::backend::{Built, Origin};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -67,10 +68,13 @@ pub struct TierCounts {
     pub llvm_run: Duration,
 }
 
+// What the tiered backend counts with (only built with it).
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
 pub(crate) fn add(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
@@ -94,7 +98,10 @@ impl TierCounters {
             llvm_run: time(&self.llvm_run_nanos),
         }
     }
+}
 
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
+impl TierCounters {
     /// An operator built on `tier` (`origin` says whether it was compiled).
     pub(crate) fn built(&self, tier: Tier, built: &Built) {
         let Origin::Compiled {

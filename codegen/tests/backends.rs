@@ -404,3 +404,48 @@ fn the_tiered_backend_switches_to_llvm_past_its_threshold_with_identical_results
         "{c:?}"
     );
 }
+
+/// A tiered operator called from several threads at once while LLVM compiles it: every call
+/// computes the same bits, the switch is counted once, and every call is counted on a tier.
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
+#[test]
+fn a_tiered_operator_called_concurrently_switches_once() {
+    use lafuse_codegen::cranelift::CraneliftBackend;
+    use lafuse_codegen::native::NativeBackend;
+    use lafuse_codegen::tiered::TieredBackend;
+    let (m, n) = (64, 16);
+    let x = Matrix::from_dense_values(m, n, (0..m * n).map(|i| (i % 17) as f64 * 0.7).collect())
+        .unwrap();
+    let y = Matrix::from_dense_values(m, n, (0..m * n).map(|i| (i % 3) as f64 - 1.0).collect())
+        .unwrap();
+    let backend = TieredBackend::new(CraneliftBackend::new(), NativeBackend::new(), 0);
+    let counters = backend.counters();
+    let cell = Arc::new(plan(Some(CellAgg::Sum)));
+    let built = backend.build(&[Request {
+        plan: &cell,
+        main: MainFormat::Dense,
+    }]);
+    let op = built.into_iter().next().unwrap().unwrap().executable;
+    let run = || {
+        let inputs = [Operand::Matrix(&x), Operand::Matrix(&y)];
+        op.execute(&inputs, &[(1, 1)], &[]).unwrap()[0]
+            .get(0, 0)
+            .to_bits()
+    };
+    let first = run();
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| (0..50).all(|_| run() == first)))
+            .collect();
+        for t in threads {
+            assert!(t.join().unwrap());
+        }
+    });
+    backend.wait_for_background();
+    assert_eq!(run(), first);
+    let c = counters.snapshot();
+    assert_eq!(c.switches, 1, "{c:?}");
+    assert_eq!(c.llvm_background, 1, "{c:?}");
+    assert_eq!(c.cranelift_calls + c.llvm_calls, 202, "{c:?}");
+    assert!(c.llvm_calls >= 1, "{c:?}");
+}
