@@ -380,6 +380,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             operator_cache_hits: fusion.cache_hits,
             codegen_ms: ms(fusion.codegen),
             fusion_planning_ms: ms(fusion.planning),
+            tiering: fusion.tiers.as_ref().map(crate::stats::TieringStats::of),
             fused_execution_ms: ms(fusion.execution),
             operator_cache_misses: fusion
                 .miss_reasons

@@ -12,6 +12,7 @@ use lafuse_codegen::backend::{
     Backend, CodegenError, Executable, MainFormat, Operand, Origin, Request,
 };
 use lafuse_codegen::reference;
+use lafuse_codegen::tiers::{TierCounters, TierCounts};
 use lafuse_compiler::fusion::cplan::{construct_cplans, CNode, CNodeId, CPlan, FusedOperator};
 use lafuse_compiler::fusion::{self, CostModel};
 use lafuse_compiler::hops::{HopDag, HopId};
@@ -45,14 +46,21 @@ pub enum Jit {
     /// to the bit; Row operators are not generated yet (their hops run unfused), the operator
     /// cache directory and the GPU are not used.
     Cranelift,
+    /// Both (the `cranelift` and `llvm` features): an operator is compiled with Cranelift and
+    /// runs at once; once it has processed `EngineConfig::tier_threshold` cells of main input,
+    /// LLVM compiles it on a background thread (through the operator cache directory) and it
+    /// runs LLVM's code from the next call after. Row operators are compiled with LLVM at once.
+    /// Results equal to the bit whichever tier runs; the GPU is not used.
+    Tiered,
 }
 
 impl Jit {
-    /// `llvm` or `cranelift`.
+    /// `llvm`, `cranelift` or `tiered`.
     pub fn name(self) -> &'static str {
         match self {
             Jit::Llvm => "llvm",
             Jit::Cranelift => "cranelift",
+            Jit::Tiered => "tiered",
         }
     }
 }
@@ -87,20 +95,94 @@ fn cranelift_backend(
     })
 }
 
+/// The LLVM backend, through the operator cache directory `store_dir` where it can be opened.
+#[cfg(feature = "llvm")]
+fn llvm_backend(
+    store_dir: Option<&std::path::Path>,
+    store_limit: u64,
+) -> lafuse_codegen::native::NativeBackend {
+    use lafuse_codegen::native::{NativeBackend, ObjectStore};
+    match store_dir.map(|dir| (dir, ObjectStore::open_with_limit(dir, store_limit))) {
+        Some((_, Ok(store))) => NativeBackend::with_store(Arc::new(store)),
+        Some((dir, Err(refusal))) => {
+            // The run goes on, compiling: the directory only saves compilations, and a
+            // refused one must not be trusted with the code lafuse runs.
+            eprintln!(
+                "warning: not using the operator cache directory '{}': {refusal}; operators \
+                 are compiled instead",
+                dir.display()
+            );
+            NativeBackend::new()
+        }
+        None => NativeBackend::new(),
+    }
+}
+
+/// The tiered backend (Cranelift first, LLVM in the background past `threshold` cells, through
+/// the operator cache directory), behind literal parameterization, with its counters.
+fn tiered_backend(
+    threshold: u64,
+    store_dir: Option<&std::path::Path>,
+    store_limit: u64,
+    placement: Placement,
+    cost_model: &CostModel,
+) -> (Box<dyn Backend>, Option<Arc<TierCounters>>) {
+    if placement != Placement::Cpu {
+        eprintln!("warning: --jit tiered generates CPU code only; operators run on the CPU");
+    }
+    #[cfg(all(feature = "cranelift", feature = "llvm"))]
+    {
+        use lafuse_codegen::cranelift::CraneliftBackend;
+        use lafuse_codegen::native::RunOptions;
+        use lafuse_codegen::parameters::LiteralsAsParameters;
+        use lafuse_codegen::tiered::TieredBackend;
+        let llvm =
+            llvm_backend(store_dir, store_limit).with_options(RunOptions::for_model(cost_model));
+        let tiered = TieredBackend::new(CraneliftBackend::new(), llvm, threshold);
+        let counters = tiered.counters();
+        (Box::new(LiteralsAsParameters::new(tiered)), Some(counters))
+    }
+    #[cfg(not(all(feature = "cranelift", feature = "llvm")))]
+    {
+        let _ = (threshold, store_dir, store_limit, cost_model);
+        let unavailable = lafuse_codegen::backend::Unavailable {
+            name: "tiered",
+            why: "tiered code generation (lafuse was built without the `cranelift` and `llvm` \
+                  features it needs; use --jit llvm)",
+        };
+        (Box::new(unavailable), None)
+    }
+}
+
 impl FusionBackend {
     /// The backend of this kind (the registration of every backend the engine offers), the
-    /// native one compiling with `jit`.
+    /// native one compiling with `jit` (tiered: promoting past `tier_threshold` cells), with
+    /// the tiered backend's counters.
     fn create(
         self,
         jit: Jit,
+        tier_threshold: u64,
         store_dir: Option<&std::path::Path>,
         store_limit: u64,
         placement: Placement,
         cost_model: &CostModel,
-    ) -> Box<dyn Backend> {
-        if self == FusionBackend::Native && jit == Jit::Cranelift {
-            return cranelift_backend(store_dir, placement);
+    ) -> (Box<dyn Backend>, Option<Arc<TierCounters>>) {
+        match (self, jit) {
+            (FusionBackend::Native, Jit::Cranelift) => {
+                return (cranelift_backend(store_dir, placement), None)
+            }
+            (FusionBackend::Native, Jit::Tiered) => {
+                return tiered_backend(
+                    tier_threshold,
+                    store_dir,
+                    store_limit,
+                    placement,
+                    cost_model,
+                )
+            }
+            _ => {}
         }
+        let _ = tier_threshold;
         if placement != Placement::Cpu {
             match (self, crate::gpu::available()) {
                 (FusionBackend::Native, Ok(_)) => {}
@@ -112,11 +194,11 @@ impl FusionBackend {
                 (_, Err(why)) => eprintln!("warning: {why}; operators run on the CPU"),
             }
         }
-        match self {
+        let backend: Box<dyn Backend> = match self {
             FusionBackend::Reference => Box::new(reference::ReferenceBackend),
             #[cfg(feature = "llvm")]
             FusionBackend::Native => {
-                use lafuse_codegen::native::{NativeBackend, ObjectStore, RunOptions};
+                use lafuse_codegen::native::{NativeBackend, RunOptions};
                 use lafuse_codegen::parameters::LiteralsAsParameters;
                 // How operators run where the machine decides (an Outer operator's tiles).
                 let options = RunOptions::for_model(cost_model);
@@ -135,22 +217,7 @@ impl FusionBackend {
                     }
                     Box::new(LiteralsAsParameters::new(b))
                 };
-                match store_dir.map(|dir| (dir, ObjectStore::open_with_limit(dir, store_limit))) {
-                    Some((_, Ok(store))) => {
-                        parameterized(NativeBackend::with_store(Arc::new(store)))
-                    }
-                    Some((dir, Err(refusal))) => {
-                        // The run goes on, compiling: the directory only saves compilations,
-                        // and a refused one must not be trusted with the code lafuse runs.
-                        eprintln!(
-                            "warning: not using the operator cache directory '{}': {refusal}; \
-                             operators are compiled instead",
-                            dir.display()
-                        );
-                        parameterized(NativeBackend::new())
-                    }
-                    None => parameterized(NativeBackend::new()),
-                }
+                parameterized(llvm_backend(store_dir, store_limit))
             }
             #[cfg(not(feature = "llvm"))]
             FusionBackend::Native => {
@@ -161,7 +228,8 @@ impl FusionBackend {
                           use --fusion-backend reference)",
                 })
             }
-        }
+        };
+        (backend, None)
     }
 }
 
@@ -207,6 +275,8 @@ pub(crate) struct FusionCounts {
     pub(crate) fallbacks: BTreeMap<String, u64>,
     pub(crate) miss_reasons: BTreeMap<String, u64>,
     pub(crate) by_operator: BTreeMap<(&'static str, u64), u64>,
+    /// What the tiers did, under `--jit tiered`.
+    pub(crate) tiers: Option<TierCounts>,
 }
 
 impl FusionCounters {
@@ -236,6 +306,7 @@ impl FusionCounters {
                 .lock()
                 .map(|m| m.clone())
                 .unwrap_or_default(),
+            tiers: None,
         }
     }
 }
@@ -269,6 +340,10 @@ impl FusionCounts {
             fallbacks,
             miss_reasons,
             by_operator: minus(&self.by_operator, &earlier.by_operator),
+            tiers: match (&self.tiers, &earlier.tiers) {
+                (Some(now), Some(then)) => Some(now.since(then)),
+                (now, _) => now.clone(),
+            },
         }
     }
 }
@@ -285,6 +360,8 @@ pub(crate) struct Fuser {
     /// What builds and runs the operators (its operator cache serves every block).
     backend: Box<dyn Backend>,
     counters: Arc<FusionCounters>,
+    /// The tiered backend's counters (`--jit tiered`).
+    tiers: Option<Arc<TierCounters>>,
 }
 
 impl Fuser {
@@ -297,19 +374,32 @@ impl Fuser {
         cost_model: CostModel,
         backend: FusionBackend,
         jit: Jit,
+        tier_threshold: u64,
         store_dir: Option<&std::path::Path>,
         store_limit: u64,
         placement: Placement,
     ) -> Fuser {
+        let (backend, tiers) = backend.create(
+            jit,
+            tier_threshold,
+            store_dir,
+            store_limit,
+            placement,
+            &cost_model,
+        );
         Fuser {
             selector: policy.selector(cost_model),
-            backend: backend.create(jit, store_dir, store_limit, placement, &cost_model),
+            backend,
             counters: Arc::new(FusionCounters::default()),
+            tiers,
         }
     }
 
     pub(crate) fn counters(&self) -> FusionCounts {
-        self.counters.snapshot()
+        FusionCounts {
+            tiers: self.tiers.as_ref().map(|t| t.snapshot()),
+            ..self.counters.snapshot()
+        }
     }
 
     /// The fused operators of `dag` under the policy, each ready to run.

@@ -80,7 +80,7 @@ pub use lafuse_runtime::{DenseMatrix, Matrix, SparseMatrix};
 pub use prepared::PreparedScript;
 pub use recompute::{recompute_dag, RESULT as RECOMPUTE_RESULT};
 pub use reuse::{EvictionPolicy, ReuseConfig, ReuseMode};
-pub use stats::Stats;
+pub use stats::{Stats, TieringStats};
 
 /// The crates below the facade, for the types an embedder building DAGs or reading matrices
 /// needs beyond the re-exports above (hop kinds, ops, matrix I/O).
@@ -111,8 +111,13 @@ pub struct EngineConfig {
     pub fusion: Option<FusionPolicy>,
     /// What runs fused operators.
     pub backend: FusionBackend,
-    /// The compiler of the native backend's operators: LLVM (the default) or Cranelift.
+    /// The compiler of the native backend's operators: LLVM (the default), Cranelift, or both
+    /// tiered.
     pub jit: Jit,
+    /// Under `Jit::Tiered`: cells of main input (rows × columns, summed over calls) an
+    /// operator processes on Cranelift before LLVM compiles it in the background
+    /// ([`DEFAULT_TIER_THRESHOLD`]; 0: at its first call).
+    pub tier_threshold: u64,
     /// The cost model the cost-based policy optimizes for.
     pub cost_model: CostModel,
     /// A directory where native operators' machine code is kept across processes: an operator
@@ -146,6 +151,11 @@ pub struct EngineConfig {
     pub placement: Placement,
 }
 
+/// Default cells of main input an operator processes on Cranelift before `--jit tiered` has
+/// LLVM compile it (about where LLVM's extra compile time is won back; see
+/// `lafuse_codegen::tiers::DEFAULT_TIER_THRESHOLD`).
+pub const DEFAULT_TIER_THRESHOLD: u64 = lafuse_codegen::tiers::DEFAULT_TIER_THRESHOLD;
+
 /// Default bound on an operator cache directory: 1 GiB, about ten thousand operators.
 pub const DEFAULT_OPERATOR_CACHE_LIMIT: u64 = lafuse_codegen::DEFAULT_STORE_LIMIT;
 
@@ -157,6 +167,7 @@ impl Default for EngineConfig {
             fusion: Some(FusionPolicy::Gen),
             backend: FusionBackend::default(),
             jit: Jit::default(),
+            tier_threshold: DEFAULT_TIER_THRESHOLD,
             cost_model: CostModel::default(),
             operator_cache_dir: None,
             operator_cache_limit: DEFAULT_OPERATOR_CACHE_LIMIT,
@@ -377,6 +388,7 @@ impl Engine {
                 config.cost_model,
                 config.backend,
                 config.jit,
+                config.tier_threshold,
                 config.operator_cache_dir.as_deref(),
                 config.operator_cache_limit,
                 config.placement,

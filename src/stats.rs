@@ -72,6 +72,51 @@ pub struct FusedOperatorStat {
     pub executions: u64,
 }
 
+/// What tiered compilation (`--jit tiered`) did in a run, per tier.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TieringStats {
+    /// Operators compiled with Cranelift, and the time that took.
+    pub cranelift_compiled: u64,
+    pub cranelift_compile_ms: f64,
+    /// Operators compiled with LLVM (at once for plans Cranelift does not generate, or in the
+    /// background once promoted), and the time that took (background compilations included:
+    /// they are not in `codegen_ms`, which counts the time the run waited for code).
+    pub llvm_compiled: u64,
+    pub llvm_compile_ms: f64,
+    /// Of `llvm_compiled`: compiled on a background thread for a promotion, and loaded from
+    /// the operator cache directory.
+    pub llvm_background: u64,
+    pub llvm_loaded: u64,
+    /// Promotions LLVM could not build (those operators stayed on Cranelift).
+    pub llvm_refused: u64,
+    /// Operators that switched from Cranelift's code to LLVM's.
+    pub tier_switches: u64,
+    /// Calls of fused operators run on each tier, and the time they ran.
+    pub cranelift_calls: u64,
+    pub cranelift_run_ms: f64,
+    pub llvm_calls: u64,
+    pub llvm_run_ms: f64,
+}
+
+impl TieringStats {
+    pub(crate) fn of(t: &lafuse_codegen::tiers::TierCounts) -> TieringStats {
+        TieringStats {
+            cranelift_compiled: t.cranelift_compiled,
+            cranelift_compile_ms: ms(t.cranelift_compile),
+            llvm_compiled: t.llvm_compiled,
+            llvm_compile_ms: ms(t.llvm_compile),
+            llvm_background: t.llvm_background,
+            llvm_loaded: t.llvm_loaded,
+            llvm_refused: t.llvm_refused,
+            tier_switches: t.switches,
+            cranelift_calls: t.cranelift_calls,
+            cranelift_run_ms: ms(t.cranelift_run),
+            llvm_calls: t.llvm_calls,
+            llvm_run_ms: ms(t.llvm_run),
+        }
+    }
+}
+
 /// What a run cost: compile and execution time, plan-cache behaviour, heaviest instructions.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Stats {
@@ -99,6 +144,8 @@ pub struct Stats {
     pub codegen_ms: f64,
     /// Time spent selecting fusion plans and constructing CPlans.
     pub fusion_planning_ms: f64,
+    /// What each tier did under `--jit tiered` (`None` under any other).
+    pub tiering: Option<TieringStats>,
     /// Time spent inside fused operators (part of `execution_ms`).
     pub fused_execution_ms: f64,
     /// Why operator-cache requests compiled (`FirstSight`, `HashCollision`, `Evicted`).
@@ -174,6 +221,26 @@ impl Stats {
             s.push_str(&format!(
                 "Operators loaded from the cache directory:\t{} of {}.\n",
                 self.operators_loaded, self.operators_compiled
+            ));
+        }
+        if let Some(t) = &self.tiering {
+            s.push_str(&format!(
+                "Tiers compiled (Cranelift/LLVM):\t{}/{} ({:.3}/{:.3} sec; LLVM in the \
+                 background {}, loaded {}, refused {}).\n\
+                 Tier switches to LLVM:\t\t{}.\n\
+                 Calls on Cranelift/LLVM:\t{}/{} ({:.3}/{:.3} sec).\n",
+                t.cranelift_compiled,
+                t.llvm_compiled,
+                t.cranelift_compile_ms / 1e3,
+                t.llvm_compile_ms / 1e3,
+                t.llvm_background,
+                t.llvm_loaded,
+                t.llvm_refused,
+                t.tier_switches,
+                t.cranelift_calls,
+                t.llvm_calls,
+                t.cranelift_run_ms / 1e3,
+                t.llvm_run_ms / 1e3
             ));
         }
         if self.lineage_items > 0 {

@@ -91,3 +91,91 @@ print(toString(sum(w), decimal=17))
         cr.stats.unfused_fallbacks
     );
 }
+
+/// `CELL_MAGG_OUTER`'s operators in a loop of `iterations`, accumulating, printing every
+/// iteration's values.
+fn tier_loop(iterations: usize) -> String {
+    format!(
+        r#"
+X = rand(rows=300, cols=70, seed=1)
+S = rand(rows=300, cols=70, sparsity=0.05, seed=4)
+Y = rand(rows=300, cols=70, seed=2)
+U = rand(rows=300, cols=9, seed=5)
+V = rand(rows=70, cols=9, seed=6)
+acc = 0
+for (i in 1:{iterations}) {{
+  a = sum(X * Y * i)
+  R = rowSums(exp(X) * Y - i)
+  o = sum(S * log(U %*% t(V) + i))
+  m = max(X * Y) + min(X * Y)
+  acc = acc + a + sum(R) + o + m
+  print(toString(a, decimal=17) + " " + toString(sum(R), decimal=17) + " "
+    + toString(o, decimal=17) + " " + toString(m, decimal=17))
+}}
+print(toString(acc, decimal=17))
+"#
+    )
+}
+
+/// `--jit tiered` with a tiny threshold: every operator is promoted at its first call, LLVM
+/// compiles in the background while the loop runs on Cranelift's code, and the operators
+/// switch mid-loop; every iteration prints what `--jit llvm` prints, to the last digit, and
+/// the statistics count both tiers and the switches. (When does a switch land is up to the
+/// background thread: a loop that ended before any did is run again, longer.)
+#[test]
+fn a_tiered_run_switches_mid_loop_and_prints_what_llvm_prints() {
+    let tiered = |iterations: usize, threshold: u64| {
+        let source = SourceFile::new("test.dml", tier_loop(iterations));
+        let mut out = Vec::new();
+        let report = Engine::new(EngineConfig {
+            jit: Jit::Tiered,
+            tier_threshold: threshold,
+            collect_stats: true,
+            ..EngineConfig::default()
+        })
+        .run(&source, &ScriptArgs::default(), &mut out)
+        .unwrap_or_else(|e| panic!("{}", e.render(&source)));
+        (String::from_utf8(out).unwrap(), report)
+    };
+    let mut iterations = 40;
+    loop {
+        let (llvm, lr) = run(Jit::Llvm, &tier_loop(iterations));
+        assert!(lr.stats.tiering.is_none());
+        let (out, report) = tiered(iterations, 1);
+        assert_eq!(out, llvm, "{iterations} iterations");
+        let stats = &report.stats;
+        // Row operators (the rowSums) are LLVM's at once: nothing runs unfused.
+        assert!(
+            stats.unfused_fallbacks.is_empty(),
+            "{:?}",
+            stats.unfused_fallbacks
+        );
+        let t = stats.tiering.as_ref().expect("tiering statistics");
+        assert!(t.cranelift_compiled > 0 && t.cranelift_calls > 0, "{t:?}");
+        assert!(t.llvm_compiled > t.llvm_background, "a Row operator: {t:?}");
+        assert_eq!(
+            t.cranelift_calls + t.llvm_calls,
+            stats.fused_operators_executed,
+            "{t:?}"
+        );
+        if t.tier_switches > 0 {
+            assert!(t.llvm_background >= t.tier_switches, "{t:?}");
+            assert!(t.llvm_calls > 0 && t.llvm_run_ms > 0.0, "{t:?}");
+            let text = stats.to_text();
+            assert!(text.contains("Tier switches to LLVM:"), "{text}");
+            break;
+        }
+        assert!(
+            iterations < 40 * 4usize.pow(4),
+            "no switch in {iterations} iterations"
+        );
+        iterations *= 4;
+    }
+
+    // A threshold no operator reaches: every call runs Cranelift's code, and prints the same.
+    let (llvm, _) = run(Jit::Llvm, &tier_loop(3));
+    let (out, report) = tiered(3, u64::MAX);
+    assert_eq!(out, llvm);
+    let t = report.stats.tiering.unwrap();
+    assert_eq!((t.tier_switches, t.llvm_background), (0, 0), "{t:?}");
+}

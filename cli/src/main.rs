@@ -58,10 +58,17 @@ enum Command {
         #[arg(long, value_enum, default_value_t = BackendArg::default())]
         fusion_backend: BackendArg,
         /// The compiler of native operators: `llvm` (optimized code, milliseconds per
-        /// operator) or `cranelift` (a fraction of the compile time, results equal to the
-        /// bit; needs the `cranelift` feature; Row operators then run unfused).
+        /// operator), `cranelift` (a fraction of the compile time, results equal to the
+        /// bit; needs the `cranelift` feature; Row operators then run unfused) or `tiered`
+        /// (Cranelift first, LLVM compiled in the background for the operators that pass
+        /// --tier-threshold, Row operators with LLVM at once; needs the `cranelift` feature).
         #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
         jit: JitArg,
+        /// Under `--jit tiered`: the cells of main input (rows × columns, summed over calls)
+        /// an operator processes on Cranelift before LLVM compiles it in the background; 0
+        /// promotes every operator at its first call.
+        #[arg(long, value_name = "CELLS", default_value_t = lafuse::DEFAULT_TIER_THRESHOLD)]
+        tier_threshold: u64,
         /// Keep native operators' machine code in DIR (created private if missing) and load it
         /// from there in later runs instead of compiling again: any script's operators,
         /// compiled on this CPU by this lafuse build and LLVM, each checked against its
@@ -121,7 +128,7 @@ enum Command {
         /// `reference` (the CPlan interpreter the native code is tested against; slow).
         #[arg(long, value_enum, default_value_t = BackendArg::default())]
         fusion_backend: BackendArg,
-        /// The compiler of native operators: `llvm` or `cranelift` (as `run --jit`).
+        /// The compiler of native operators: `llvm`, `cranelift` or `tiered` (as `run --jit`).
         #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
         jit: JitArg,
         #[command(flatten)]
@@ -224,8 +231,8 @@ struct BenchArgs {
     /// Time limit of one child process, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
     timeout: u64,
-    /// The compiler of the native operators of every `lafuse run` the suites start: `llvm` or
-    /// `cranelift` (the `gpu` suite's CPU operators are LLVM's either way).
+    /// The compiler of the native operators of every `lafuse run` the suites start: `llvm`,
+    /// `cranelift` or `tiered` (the `gpu` suite's CPU operators are LLVM's either way).
     #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
     jit: JitArg,
 }
@@ -439,6 +446,7 @@ impl DeviceArg {
 enum JitArg {
     Llvm,
     Cranelift,
+    Tiered,
 }
 
 impl std::fmt::Display for JitArg {
@@ -451,6 +459,7 @@ fn jit_of(j: JitArg) -> Jit {
     match j {
         JitArg::Llvm => Jit::Llvm,
         JitArg::Cranelift => Jit::Cranelift,
+        JitArg::Tiered => Jit::Tiered,
     }
 }
 
@@ -777,6 +786,7 @@ fn run(cli: Cli) -> Result<(), String> {
             fusion,
             fusion_backend,
             jit,
+            tier_threshold,
             operator_cache_dir,
             operator_cache_limit_mb,
             lineage,
@@ -801,6 +811,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 fusion: fusion_of(fusion),
                 backend: backend_of(fusion_backend),
                 jit: jit_of(jit),
+                tier_threshold,
                 cost_model: cost_model.load()?,
                 operator_cache_dir,
                 operator_cache_limit: operator_cache_limit_mb.saturating_mul(1 << 20),

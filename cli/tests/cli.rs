@@ -219,8 +219,9 @@ fn a_gpu_placement_without_a_gpu_runs_on_the_cpu_and_says_why() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("possible values: cpu, gpu, auto"));
 }
 
-/// `run --jit cranelift` prints what `run --jit llvm` prints (a fused sum with `exp`, to the
-/// last digit; a build without the `cranelift` feature runs those hops unfused).
+/// `run --jit cranelift` and `run --jit tiered` print what `run --jit llvm` prints (a fused
+/// sum with `exp`, to the last digit; a build without the `cranelift` feature runs those hops
+/// unfused), and `--stats-json` under `tiered` says what each tier did.
 #[test]
 fn runs_under_either_jit_print_the_same() {
     let script = "X = rand(rows=500, cols=40, seed=1)\nY = rand(rows=500, cols=40, seed=2)\n\
@@ -230,13 +231,29 @@ fn runs_under_either_jit_print_the_same() {
     std::fs::write(dir.join("j.dml"), script).unwrap();
     let run = |jit: &str| {
         Command::new(env!("CARGO_BIN_EXE_lafuse"))
-            .args(["run", "j.dml", "--jit", jit])
+            .args(["run", "j.dml", "--jit", jit, "--tier-threshold", "0"])
+            .args(["--stats-json", &format!("{jit}.json")])
             .current_dir(&dir)
             .output()
             .unwrap()
     };
-    let (llvm, cranelift) = (run("llvm"), run("cranelift"));
+    let (llvm, cranelift, tiered) = (run("llvm"), run("cranelift"), run("tiered"));
+    let json = |jit: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{jit}.json"))).unwrap()).unwrap()
+    };
+    let (llvm_stats, tiered_stats) = (json("llvm"), json("tiered"));
     let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        tiered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tiered.stderr)
+    );
+    assert_eq!(tiered.stdout, llvm.stdout);
+    assert!(llvm_stats["tiering"].is_null(), "{llvm_stats}");
+    if cfg!(feature = "cranelift") {
+        let calls = &tiered_stats["tiering"]["cranelift_calls"];
+        assert_eq!(calls.as_u64(), Some(1), "{tiered_stats}");
+    }
     assert!(
         llvm.status.success(),
         "{}",

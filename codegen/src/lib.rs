@@ -12,11 +12,14 @@
 //!   the operator cache.
 //! * [`cranelift`](mod@cranelift) (feature `cranelift`): the same operators compiled with
 //!   Cranelift, in a fraction of LLVM's compile time, bit-identical in their results.
+//! * [`tiered`] (features `cranelift` and `llvm`): Cranelift first, LLVM on a background
+//!   thread for the operators that do enough work; [`tiers`] counts what it did.
 
 pub mod backend;
 pub mod parameters;
 pub(crate) mod plan_info;
 pub mod reference;
+pub mod tiers;
 pub mod zero_cells;
 
 #[cfg(feature = "llvm")]
@@ -27,6 +30,9 @@ pub mod ptx;
 
 #[cfg(feature = "cranelift")]
 pub mod cranelift;
+
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
+pub mod tiered;
 
 /// Bytes an on-disk object store (`native::ObjectStore`) is pruned to on opening unless told
 /// otherwise: 1 GiB, about ten thousand operators. Here, outside the `llvm` feature, so that

@@ -88,6 +88,24 @@ fn backends() -> Vec<Box<dyn Backend>> {
         all.push(Box::new(CraneliftBackend::new()));
         all.push(Box::new(LiteralsAsParameters::new(CraneliftBackend::new())));
     }
+    // Tiered, as `--jit tiered` registers it, and promoting at the first call (its operators
+    // then run Cranelift's code or LLVM's, whichever is ready).
+    #[cfg(all(feature = "cranelift", feature = "llvm"))]
+    {
+        use lafuse_codegen::cranelift::CraneliftBackend;
+        use lafuse_codegen::native::NativeBackend;
+        use lafuse_codegen::tiered::{TieredBackend, DEFAULT_TIER_THRESHOLD};
+        all.push(Box::new(LiteralsAsParameters::new(TieredBackend::new(
+            CraneliftBackend::new(),
+            NativeBackend::new(),
+            DEFAULT_TIER_THRESHOLD,
+        ))));
+        all.push(Box::new(TieredBackend::new(
+            CraneliftBackend::new(),
+            NativeBackend::new(),
+            0,
+        )));
+    }
     // The GPU backend as the engine registers it for `--device gpu` (on a machine without a GPU
     // its operators run on the CPU).
     #[cfg(feature = "cuda")]
@@ -261,4 +279,173 @@ fn plans_differing_only_in_a_constant_share_one_cranelift_operator() {
     assert!(matches!(origins[0], Origin::Compiled { .. }), "{origins:?}");
     assert_eq!(origins[1..], [Origin::CacheHit, Origin::CacheHit]);
     assert_eq!(backend.inner().len(), 1);
+}
+
+/// `rowSums(X * Y)`: a Row plan (Cranelift generates none).
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
+fn row_plan() -> CPlan {
+    use lafuse_compiler::fusion::cplan::{count_vector_intermediates, RowType};
+    use lafuse_core::ops::AggOp;
+    let nodes = vec![
+        CNode::Data {
+            input: 0,
+            access: Access::Main,
+        },
+        CNode::Data {
+            input: 1,
+            access: Access::Aligned,
+        },
+        CNode::Binary {
+            f: BinaryOp::Mul,
+            a: 0,
+            b: 1,
+        },
+        CNode::RowAgg {
+            f: AggOp::Sum,
+            x: 2,
+        },
+    ];
+    CPlan {
+        template: TemplateSpec::Row {
+            row_type: RowType::RowAgg,
+            num_vectors: count_vector_intermediates(&nodes, &[3]),
+        },
+        inputs: vec![InputKind::Matrix, InputKind::Matrix],
+        nodes,
+        outputs: vec![3],
+    }
+}
+
+/// The tiered backend: an operator runs Cranelift's code until its work passes the threshold,
+/// then LLVM's once that is compiled (in the background), with the same results to the bit;
+/// a Row plan is built with LLVM at once; the counters say so.
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
+#[test]
+fn the_tiered_backend_switches_to_llvm_past_its_threshold_with_identical_results() {
+    use lafuse_codegen::cranelift::CraneliftBackend;
+    use lafuse_codegen::native::NativeBackend;
+    use lafuse_codegen::tiered::TieredBackend;
+    let (m, n) = (23, 9);
+    let x = Matrix::from_dense_values(m, n, (0..m * n).map(|i| (i % 11) as f64 - 4.5).collect())
+        .unwrap();
+    let y = Matrix::from_dense_values(m, n, (0..m * n).map(|i| (i % 5) as f64 * 0.3).collect())
+        .unwrap();
+    let inputs = [Operand::Matrix(&x), Operand::Matrix(&y)];
+    // Two calls' worth of cells: the third call starts LLVM's compilation.
+    let backend = TieredBackend::new(
+        CraneliftBackend::new(),
+        NativeBackend::new(),
+        2 * (m * n) as u64,
+    );
+    let counters = backend.counters();
+    let cell = Arc::new(plan(Some(CellAgg::Sum)));
+    let row = Arc::new(row_plan());
+    let built = backend.build(&[
+        Request {
+            plan: &cell,
+            main: MainFormat::Dense,
+        },
+        Request {
+            plan: &row,
+            main: MainFormat::Dense,
+        },
+    ]);
+    let mut built = built.into_iter().map(Result::unwrap);
+    let (cell_op, row_op) = (built.next().unwrap(), built.next().unwrap());
+    assert!(matches!(cell_op.origin, Origin::Compiled { .. }));
+    let c = counters.snapshot();
+    assert_eq!((c.cranelift_compiled, c.llvm_compiled), (1, 1), "{c:?}");
+
+    let run = || cell_op.executable.execute(&inputs, &[(1, 1)], &[]).unwrap()[0].get(0, 0);
+    let first = run();
+    for _ in 0..2 {
+        assert_eq!(run().to_bits(), first.to_bits());
+    }
+    backend.wait_for_background();
+    let c = counters.snapshot();
+    assert_eq!(
+        (c.cranelift_calls, c.llvm_calls, c.switches),
+        (3, 0, 0),
+        "{c:?}"
+    );
+    assert_eq!((c.llvm_compiled, c.llvm_background), (2, 1), "{c:?}");
+    for _ in 0..2 {
+        assert_eq!(run().to_bits(), first.to_bits());
+    }
+    let c = counters.snapshot();
+    assert_eq!(
+        (c.cranelift_calls, c.llvm_calls, c.switches),
+        (3, 2, 1),
+        "{c:?}"
+    );
+    assert!(c.cranelift_compile > std::time::Duration::ZERO);
+    assert!(c.llvm_compile > c.cranelift_compile, "{c:?}");
+
+    // The Row operator runs LLVM's code from its first call, and agrees with the reference.
+    let expected = evaluate(&row, &inputs, &[(m, 1)]).unwrap();
+    let out = row_op.executable.execute(&inputs, &[(m, 1)], &[]).unwrap();
+    for i in 0..m {
+        assert!(same(out[0].get(i, 0), expected[0].get(i, 0)), "row {i}");
+    }
+    assert_eq!(counters.snapshot().llvm_calls, 3);
+
+    // The same plan built again is the same operator, already on LLVM.
+    let again = backend.build(&[Request {
+        plan: &cell,
+        main: MainFormat::Dense,
+    }]);
+    let again = again.into_iter().next().unwrap().unwrap();
+    assert_eq!(again.origin, Origin::CacheHit);
+    again.executable.execute(&inputs, &[(1, 1)], &[]).unwrap();
+    let c = counters.snapshot();
+    assert_eq!(
+        (c.cranelift_calls, c.llvm_calls, c.switches),
+        (3, 4, 1),
+        "{c:?}"
+    );
+}
+
+/// A tiered operator called from several threads at once while LLVM compiles it: every call
+/// computes the same bits, the switch is counted once, and every call is counted on a tier.
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
+#[test]
+fn a_tiered_operator_called_concurrently_switches_once() {
+    use lafuse_codegen::cranelift::CraneliftBackend;
+    use lafuse_codegen::native::NativeBackend;
+    use lafuse_codegen::tiered::TieredBackend;
+    let (m, n) = (64, 16);
+    let x = Matrix::from_dense_values(m, n, (0..m * n).map(|i| (i % 17) as f64 * 0.7).collect())
+        .unwrap();
+    let y = Matrix::from_dense_values(m, n, (0..m * n).map(|i| (i % 3) as f64 - 1.0).collect())
+        .unwrap();
+    let backend = TieredBackend::new(CraneliftBackend::new(), NativeBackend::new(), 0);
+    let counters = backend.counters();
+    let cell = Arc::new(plan(Some(CellAgg::Sum)));
+    let built = backend.build(&[Request {
+        plan: &cell,
+        main: MainFormat::Dense,
+    }]);
+    let op = built.into_iter().next().unwrap().unwrap().executable;
+    let run = || {
+        let inputs = [Operand::Matrix(&x), Operand::Matrix(&y)];
+        op.execute(&inputs, &[(1, 1)], &[]).unwrap()[0]
+            .get(0, 0)
+            .to_bits()
+    };
+    let first = run();
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| (0..50).all(|_| run() == first)))
+            .collect();
+        for t in threads {
+            assert!(t.join().unwrap());
+        }
+    });
+    backend.wait_for_background();
+    assert_eq!(run(), first);
+    let c = counters.snapshot();
+    assert_eq!(c.switches, 1, "{c:?}");
+    assert_eq!(c.llvm_background, 1, "{c:?}");
+    assert_eq!(c.cranelift_calls + c.llvm_calls, 202, "{c:?}");
+    assert!(c.llvm_calls >= 1, "{c:?}");
 }

@@ -248,7 +248,8 @@ pub const STATS_FIGURES: &[&str] = &[
 ];
 
 /// The numeric statistics of a `--stats-json` document, plus the total of
-/// `operator_cache_misses` and `unfused_fallbacks` counts.
+/// `operator_cache_misses` and `unfused_fallbacks` counts, and under `--jit tiered` what each
+/// tier did (`tiering`'s figures: `tier_switches`, `llvm_compile_ms`, ...).
 pub fn stats_figures(stats: &serde_json::Value) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for key in STATS_FIGURES {
@@ -264,6 +265,13 @@ pub fn stats_figures(stats: &serde_json::Value) -> BTreeMap<String, f64> {
                 .filter_map(|f| f.get("count").and_then(|c| c.as_f64()))
                 .fold(0.0, |a, b| a + b);
             out.insert(key.to_string(), total);
+        }
+    }
+    if let Some(tiering) = stats.get("tiering").and_then(|t| t.as_object()) {
+        for (key, v) in tiering {
+            if let Some(v) = v.as_f64() {
+                out.insert(key.clone(), v);
+            }
         }
     }
     out
@@ -293,6 +301,12 @@ mod tests {
         assert_eq!(f["codegen_ms"], 2.5);
         assert_eq!(f["operators_compiled"], 3.0);
         assert_eq!(f["operator_cache_misses"], 3.0);
+        assert!(!f.contains_key("tier_switches"));
+        let v: serde_json::Value =
+            serde_json::from_str(r#"{"tiering": {"tier_switches": 2, "llvm_run_ms": 1.5}}"#)
+                .unwrap();
+        let f = stats_figures(&v);
+        assert_eq!((f["tier_switches"], f["llvm_run_ms"]), (2.0, 1.5));
     }
 
     #[test]

@@ -1,0 +1,353 @@
+//! Tiered compilation (issue 28): an operator is built with Cranelift and runs at once; when
+//! the work it has done passes a threshold, LLVM compiles it on a background thread and the
+//! operator runs LLVM's code from the next call after that code is ready. Plans Cranelift does
+//! not generate (Row) are built with LLVM at once. Results do not change with the tier: the
+//! two backends' operators are bit-identical by construction.
+//!
+//! Work is counted in cells of the main input (rows × columns) summed over calls, so that a
+//! large operator called once and a small one called in a loop both reach the optimizing tier
+//! once LLVM's extra compile time can pay off.
+//!
+//! Not done: starting an operator on LLVM at once where the on-disk object store already
+//! holds its code. The store is keyed by the emitted LLVM module's text, so knowing whether it
+//! holds an operator costs an LLVM emission, a good part of a compilation; a promoted
+//! operator still goes through the store, so its background compilation is a load there.
+
+use crate::backend::{Backend, Built, CodegenError, Executable, MainFormat, Operand, Origin};
+use crate::backend::{Internal, Request};
+use crate::cranelift::CraneliftBackend;
+use crate::native::NativeBackend;
+pub use crate::tiers::DEFAULT_TIER_THRESHOLD;
+use crate::tiers::{add, Tier, TierCounters};
+use lafuse_compiler::fusion::cplan::CPlan;
+use lafuse_runtime::lineage::Lineage;
+use lafuse_runtime::{Matrix, ValueRange};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The background compilations of one backend, joined when it is dropped, so that a run does
+/// not end in the middle of an LLVM compilation.
+#[derive(Debug, Default)]
+struct Background {
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Background {
+    fn join_all(&self) {
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in threads {
+            // A compilation thread that panicked left its operator on Cranelift; nothing to
+            // undo here.
+            let _ = t.join();
+        }
+    }
+}
+
+/// Kept operators by [`CPlan::structural_hash`], so that a plan built again (a block
+/// recompiled, another block with the same operator) keeps the work counted so far.
+type Kept = HashMap<u64, Vec<(Arc<CPlan>, Arc<TieredOperator>)>>;
+
+/// Operators a backend keeps at most (as [`crate::cranelift::DEFAULT_CAPACITY`]); past this
+/// the kept operators are forgotten (their work counts start again).
+const CAPACITY: usize = crate::cranelift::DEFAULT_CAPACITY;
+
+/// The tiered backend: Cranelift first, LLVM for the operators that do enough work.
+pub struct TieredBackend {
+    cranelift: CraneliftBackend,
+    llvm: Arc<NativeBackend>,
+    threshold: u64,
+    counters: Arc<TierCounters>,
+    kept: Mutex<Kept>,
+    background: Arc<Background>,
+}
+
+impl TieredBackend {
+    /// Operators promoted to `llvm` once they have processed `threshold` cells of main input
+    /// ([`DEFAULT_TIER_THRESHOLD`]; 0 promotes at the first call, `u64::MAX` never).
+    pub fn new(cranelift: CraneliftBackend, llvm: NativeBackend, threshold: u64) -> TieredBackend {
+        TieredBackend {
+            cranelift,
+            llvm: Arc::new(llvm),
+            threshold,
+            counters: Arc::default(),
+            kept: Mutex::default(),
+            background: Arc::default(),
+        }
+    }
+
+    /// The counters its operators keep.
+    pub fn counters(&self) -> Arc<TierCounters> {
+        Arc::clone(&self.counters)
+    }
+
+    /// Waits for the background compilations started so far (their operators switch at their
+    /// next call).
+    pub fn wait_for_background(&self) {
+        self.background.join_all();
+    }
+
+    fn kept(&self, plan: &Arc<CPlan>) -> Option<Arc<TieredOperator>> {
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.get(&plan.structural_hash())?
+            .iter()
+            .find(|(p, _)| p == plan)
+            .map(|(_, op)| Arc::clone(op))
+    }
+
+    fn keep(&self, plan: &Arc<CPlan>, op: &Arc<TieredOperator>) {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.values().map(Vec::len).sum::<usize>() >= CAPACITY {
+            kept.clear();
+        }
+        kept.entry(plan.structural_hash())
+            .or_default()
+            .push((Arc::clone(plan), Arc::clone(op)));
+    }
+
+    /// `built` (on `tier`) as a tiered operator, kept for `request`'s plan.
+    fn tiered(&self, request: &Request<'_>, tier: Tier, built: Built) -> Built {
+        self.counters.built(tier, &built);
+        let promotion = (tier == Tier::Cranelift).then(|| Promotion {
+            plan: Arc::clone(request.plan),
+            main: request.main,
+            llvm: Arc::clone(&self.llvm),
+            background: Arc::clone(&self.background),
+            threshold: self.threshold,
+            work: AtomicU64::new(0),
+            started: AtomicBool::new(false),
+            ready: Arc::new(OnceLock::new()),
+            switched: AtomicBool::new(false),
+        });
+        let op = Arc::new(TieredOperator {
+            first: built.executable,
+            first_tier: tier,
+            promotion,
+            counters: Arc::clone(&self.counters),
+        });
+        self.keep(request.plan, &op);
+        Built {
+            executable: op,
+            origin: built.origin,
+        }
+    }
+}
+
+impl Drop for TieredBackend {
+    fn drop(&mut self) {
+        self.background.join_all();
+    }
+}
+
+impl Backend for TieredBackend {
+    fn name(&self) -> &'static str {
+        "tiered"
+    }
+
+    fn build(&self, requests: &[Request<'_>]) -> Vec<Result<Built, CodegenError>> {
+        let mut out: Vec<Option<Result<Built, CodegenError>>> = requests
+            .iter()
+            .map(|r| {
+                self.kept(r.plan).map(|op| {
+                    Ok(Built {
+                        executable: op,
+                        origin: Origin::CacheHit,
+                    })
+                })
+            })
+            .collect();
+        let missing: Vec<usize> = (0..requests.len()).filter(|&i| out[i].is_none()).collect();
+        let quick: Vec<Request<'_>> = missing.iter().map(|&i| requests[i]).collect();
+        let mut unsupported = Vec::new();
+        for (&i, built) in missing.iter().zip(self.cranelift.build(&quick)) {
+            out[i] = match built {
+                Ok(b) => Some(Ok(self.tiered(&requests[i], Tier::Cranelift, b))),
+                Err(CodegenError::Unsupported(_)) => {
+                    unsupported.push(i);
+                    None
+                }
+                Err(e) => Some(Err(e)),
+            };
+        }
+        // What Cranelift does not generate is compiled with LLVM at once, in one batch (in
+        // parallel, as the native backend builds a block's operators).
+        let optimizing: Vec<Request<'_>> = unsupported.iter().map(|&i| requests[i]).collect();
+        for (&i, built) in unsupported.iter().zip(self.llvm.build(&optimizing)) {
+            out[i] = Some(built.map(|b| self.tiered(&requests[i], Tier::Llvm, b)));
+        }
+        out.into_iter()
+            .map(|b| b.unwrap_or(Err(CodegenError::Internal(Internal::MissingOperators))))
+            .collect()
+    }
+}
+
+/// LLVM's operator once its background compilation is done, with its compile time then (so
+/// that only entry points it compiles later in calls count as those calls' code generation).
+/// `None`: LLVM refused the plan.
+type Ready = Option<(Arc<dyn Executable>, Duration)>;
+
+/// How a Cranelift operator moves to LLVM.
+struct Promotion {
+    plan: Arc<CPlan>,
+    main: MainFormat,
+    llvm: Arc<NativeBackend>,
+    background: Arc<Background>,
+    threshold: u64,
+    /// Cells of main input processed so far.
+    work: AtomicU64,
+    /// The background compilation has been started.
+    started: AtomicBool,
+    ready: Arc<OnceLock<Ready>>,
+    /// A call has run LLVM's code (counted once as a switch).
+    switched: AtomicBool,
+}
+
+impl std::fmt::Debug for Promotion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Promotion")
+            .field("template", &self.plan.template.name())
+            .field("threshold", &self.threshold)
+            .field("work", &self.work)
+            .field("started", &self.started)
+            .field("ready", &self.ready())
+            .finish()
+    }
+}
+
+impl Promotion {
+    /// LLVM's operator, if ready.
+    fn ready(&self) -> Option<&(Arc<dyn Executable>, Duration)> {
+        self.ready.get().and_then(Option::as_ref)
+    }
+
+    /// Counts a call's `cells`; past the threshold, starts LLVM's compilation (once).
+    fn count(&self, cells: u64, counters: &Arc<TierCounters>) {
+        let before = self.work.fetch_add(cells, Ordering::Relaxed);
+        if before.saturating_add(cells) < self.threshold
+            || self.started.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let (plan, main, llvm) = (Arc::clone(&self.plan), self.main, Arc::clone(&self.llvm));
+        let ready = Arc::clone(&self.ready);
+        let tally = Arc::clone(counters);
+        let compile = move || {
+            let counters = tally;
+            let built = llvm.build(&[Request { plan: &plan, main }]).pop();
+            let done = match built {
+                Some(Ok(b)) => {
+                    counters.built(Tier::Llvm, &b);
+                    add(
+                        &counters.llvm_background,
+                        u64::from(b.origin != Origin::CacheHit),
+                    );
+                    let base = b.executable.compile_time();
+                    Some((b.executable, base))
+                }
+                _ => {
+                    add(&counters.llvm_refused, 1);
+                    None
+                }
+            };
+            let _ = ready.set(done);
+        };
+        match std::thread::Builder::new()
+            .name("lafuse-llvm-tier".into())
+            .spawn(compile)
+        {
+            Ok(handle) => self
+                .background
+                .threads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(handle),
+            // No thread for it (the process is out of them): the operator stays on Cranelift,
+            // which computes the same results.
+            Err(_) => {
+                add(&counters.llvm_refused, 1);
+                let _ = self.ready.set(None);
+            }
+        }
+    }
+}
+
+/// An operator on its current tier.
+#[derive(Debug)]
+struct TieredOperator {
+    /// The operator as first built, and its tier.
+    first: Arc<dyn Executable>,
+    first_tier: Tier,
+    /// For an operator built with Cranelift: how it moves to LLVM.
+    promotion: Option<Promotion>,
+    counters: Arc<TierCounters>,
+}
+
+/// Cells of a call's main input (a scalar counts one).
+fn main_cells(inputs: &[Operand<'_>]) -> u64 {
+    match inputs.first() {
+        Some(Operand::Matrix(m)) => (m.rows() as u64).saturating_mul(m.cols() as u64),
+        _ => 1,
+    }
+}
+
+impl TieredOperator {
+    /// The executable a call runs now, and its tier; the first call to find LLVM's operator
+    /// ready counts the switch.
+    fn current(&self) -> (&Arc<dyn Executable>, Tier) {
+        match self.promotion.as_ref().and_then(|p| Some((p, p.ready()?))) {
+            Some((p, (llvm, _))) => {
+                if !p.switched.swap(true, Ordering::Relaxed) {
+                    add(&self.counters.switches, 1);
+                }
+                (llvm, Tier::Llvm)
+            }
+            None => (&self.first, self.first_tier),
+        }
+    }
+}
+
+impl Executable for TieredOperator {
+    fn execute(
+        &self,
+        inputs: &[Operand<'_>],
+        out_shapes: &[(usize, usize)],
+        known: &[Option<ValueRange>],
+    ) -> Result<Vec<Matrix>, CodegenError> {
+        self.execute_traced(inputs, out_shapes, known, &[])
+    }
+
+    fn execute_traced(
+        &self,
+        inputs: &[Operand<'_>],
+        out_shapes: &[(usize, usize)],
+        known: &[Option<ValueRange>],
+        lineage: &[Option<Lineage>],
+    ) -> Result<Vec<Matrix>, CodegenError> {
+        let (executable, tier) = self.current();
+        let compiled_before = executable.compile_time();
+        let started = Instant::now();
+        let result = executable.execute_traced(inputs, out_shapes, known, lineage);
+        let compiled = executable.compile_time().saturating_sub(compiled_before);
+        self.counters
+            .ran(tier, started.elapsed().saturating_sub(compiled), compiled);
+        if let (Some(p), Tier::Cranelift) = (&self.promotion, tier) {
+            p.count(main_cells(inputs), &self.counters);
+        }
+        result
+    }
+
+    /// The first tier's compile time, and what LLVM's operator compiled in calls after it
+    /// became ready (its background compilation is no call's: it is in [`TierCounts`]).
+    fn compile_time(&self) -> Duration {
+        let later = self
+            .promotion
+            .as_ref()
+            .and_then(Promotion::ready)
+            .map_or(Duration::ZERO, |(llvm, base)| {
+                llvm.compile_time().saturating_sub(*base)
+            });
+        self.first.compile_time() + later
+    }
+}
