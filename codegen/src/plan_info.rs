@@ -5,9 +5,51 @@
 
 use crate::backend::{CodegenError, Internal, Unsupported};
 use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, InputKind, OuterType};
-use lafuse_compiler::fusion::template::CellAgg;
+use lafuse_compiler::fusion::template::{CellAgg, CellType};
 use lafuse_compiler::hops::{BinaryOp, UnaryOp};
 use lafuse_skeletons::{AggKind, CellKind, InputUse, OuterKind};
+
+/// A Cell plan's loop as every native generator reads it.
+pub(crate) struct CellAnalysis {
+    /// The walk's kind: in the transposed frame a row aggregate of the body is a column
+    /// aggregate of the walk, and the other way round.
+    pub kind: CellKind,
+    pub agg: Option<AggKind>,
+    /// The body runs in the main input's transposed frame ([`transposed_frame`]).
+    pub transposed: bool,
+    /// How each input is read.
+    pub uses: Vec<InputUse>,
+}
+
+/// The [`CellAnalysis`] of a Cell plan of `cell_type` and `agg`; an aggregate on a no-agg plan
+/// (or none on an aggregating one) is unsupported.
+pub(crate) fn cell_analysis(
+    plan: &CPlan,
+    cell_type: CellType,
+    agg: Option<CellAgg>,
+) -> Result<CellAnalysis, CodegenError> {
+    let transposed = transposed_frame(plan, &plan.outputs[..1])?;
+    let kind = match (cell_type, transposed) {
+        (CellType::NoAgg, _) => CellKind::NoAgg,
+        (CellType::RowAgg, false) | (CellType::ColAgg, true) => CellKind::RowAgg,
+        (CellType::ColAgg, false) | (CellType::RowAgg, true) => CellKind::ColAgg,
+        (CellType::FullAgg, _) => CellKind::FullAgg,
+    };
+    let agg = agg.map(agg_kind);
+    if (kind == CellKind::NoAgg) != agg.is_none() {
+        return Err(CodegenError::Unsupported(Unsupported::CellAggregation {
+            kind,
+            agg,
+        }));
+    }
+    let uses = input_uses(plan, &plan.outputs[..1], transposed)?;
+    Ok(CellAnalysis {
+        kind,
+        agg,
+        transposed,
+        uses,
+    })
+}
 
 pub(crate) fn agg_kind(a: CellAgg) -> AggKind {
     match a {

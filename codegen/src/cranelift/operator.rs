@@ -12,7 +12,6 @@ use crate::plan_info::{
 };
 use crate::zero_cells::{self, InputBound};
 use lafuse_compiler::fusion::cplan::{CPlan, TemplateSpec};
-use lafuse_compiler::fusion::template::CellType;
 use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
@@ -134,23 +133,12 @@ fn analyze(plan: &CPlan) -> Result<(Kind, Vec<bool>, bool), CodegenError> {
             agg,
             sparse_safe,
         } => {
-            // In the transposed frame the loop walks the cells transposed, so a row aggregate
-            // of the body is a column aggregate of the walk.
-            let transposed = transposed_frame(plan, &plan.outputs[..1])?;
-            let kind = match (cell_type, transposed) {
-                (CellType::NoAgg, _) => CellKind::NoAgg,
-                (CellType::RowAgg, false) | (CellType::ColAgg, true) => CellKind::RowAgg,
-                (CellType::ColAgg, false) | (CellType::RowAgg, true) => CellKind::ColAgg,
-                (CellType::FullAgg, _) => CellKind::FullAgg,
-            };
-            let agg = agg.map(agg_kind);
-            if (kind == CellKind::NoAgg) != agg.is_none() {
-                return Err(CodegenError::Unsupported(Unsupported::CellAggregation {
-                    kind,
-                    agg,
-                }));
-            }
-            let uses = input_uses(plan, &plan.outputs[..1], transposed)?;
+            let crate::plan_info::CellAnalysis {
+                kind,
+                agg,
+                transposed,
+                uses,
+            } = crate::plan_info::cell_analysis(plan, *cell_type, *agg)?;
             let used = used_mask(&uses);
             let like = CellLike {
                 outs: vec![(plan.outputs[0], agg)],
