@@ -72,28 +72,20 @@ pub(crate) fn execute(
         Matrix::Sparse(_) => &[][..],
     };
     let lanes = spec.lanes.max(1);
-    let sum_lanes = lanes;
     // Per task: the output it writes (the shared cell-wise or Right output, a full sum's
     // partial, a Left product's n×k2 partial).
     let run = |out: &(dyn Fn(usize) -> SharedOut + Sync)| -> Vec<Result<u64>> {
         for_tasks(tasks.len(), par, |t| {
             let (rl, ru) = tasks[t];
             let (optr, olen) = out(t).ptr();
-            let mut prod = vec![0.0; TILE_ROWS * TILE_COLS];
-            let final_product = matches!(
+            let tile = |wanted: bool| vec![0.0; if wanted { TILE_ROWS * TILE_COLS } else { 0 }];
+            let mut prod = tile(true);
+            // The tile of G a final product multiplies; the densified tile of a CSR driver.
+            let mut g = tile(!matches!(
                 spec.kind,
-                OuterKind::Right | OuterKind::Left | OuterKind::LeftT
-            );
-            let mut g = if final_product {
-                vec![0.0; TILE_ROWS * TILE_COLS]
-            } else {
-                Vec::new()
-            };
-            let mut xbuf = if csr.is_some() {
-                vec![0.0; TILE_ROWS * TILE_COLS]
-            } else {
-                Vec::new()
-            };
+                OuterKind::CellWise | OuterKind::FullAgg
+            ));
+            let mut xbuf = tile(csr.is_some());
             let mut cursors = Vec::new();
             let mut nnz = 0u64;
             for i0 in (rl..ru).step_by(TILE_ROWS) {
@@ -108,7 +100,7 @@ pub(crate) fn execute(
                         // A NaN sum stays NaN: the task's remaining tiles cannot change it.
                         // SAFETY: the task's own partial of `2 * lanes` values.
                         let part = unsafe { std::slice::from_raw_parts(optr, olen) };
-                        if part[..sum_lanes].iter().any(|v| v.is_nan()) {
+                        if part[..lanes].iter().any(|v| v.is_nan()) {
                             return Ok(nnz);
                         }
                     }
