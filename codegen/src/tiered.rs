@@ -54,11 +54,19 @@ type Kept = HashMap<u64, Vec<(Arc<CPlan>, Arc<TieredOperator>)>>;
 /// the kept operators are forgotten (their work counts start again).
 const CAPACITY: usize = crate::cranelift::DEFAULT_CAPACITY;
 
+/// The cells of main input from which a single call waits for LLVM's operator instead of
+/// running on Cranelift (while at least the threshold): LLVM compiles in milliseconds, and
+/// Cranelift's loops are slower by 0.2 to 6 ns a cell (BENCHMARKS.md, session 21), so a call of
+/// 64M cells loses more on Cranelift than the compile costs (a dense Outer over 20000² cells,
+/// about 10 s on Cranelift's non-zeros path, runs in about 2 s on LLVM's tiles).
+pub const DEFAULT_WAIT_CELLS: u64 = 1 << 26;
+
 /// The tiered backend: Cranelift first, LLVM for the operators that do enough work.
 pub struct TieredBackend {
     cranelift: CraneliftBackend,
     llvm: Arc<NativeBackend>,
     threshold: u64,
+    wait_cells: u64,
     counters: Arc<TierCounters>,
     kept: Mutex<Kept>,
     background: Arc<Background>,
@@ -72,10 +80,19 @@ impl TieredBackend {
             cranelift,
             llvm: Arc::new(llvm),
             threshold,
+            wait_cells: DEFAULT_WAIT_CELLS,
             counters: Arc::default(),
             kept: Mutex::default(),
             background: Arc::default(),
         }
+    }
+
+    /// A call of at least `cells` cells of main input (and of the threshold) on an operator
+    /// not yet on LLVM waits for LLVM's compilation and runs LLVM's code
+    /// ([`DEFAULT_WAIT_CELLS`]).
+    pub fn with_wait_cells(mut self, cells: u64) -> TieredBackend {
+        self.wait_cells = cells;
+        self
     }
 
     /// The counters its operators keep.
@@ -116,6 +133,7 @@ impl TieredBackend {
             llvm: Arc::clone(&self.llvm),
             background: Arc::clone(&self.background),
             threshold: self.threshold,
+            wait_cells: self.wait_cells.max(self.threshold),
             work: AtomicU64::new(0),
             started: AtomicBool::new(false),
             ready: Arc::new(OnceLock::new()),
@@ -195,6 +213,8 @@ struct Promotion {
     llvm: Arc<NativeBackend>,
     background: Arc<Background>,
     threshold: u64,
+    /// A call of this many cells waits for LLVM ([`TieredBackend::with_wait_cells`]).
+    wait_cells: u64,
     /// Cells of main input processed so far.
     work: AtomicU64,
     /// The background compilation has been started.
@@ -325,6 +345,17 @@ impl Executable for TieredOperator {
         known: &[Option<ValueRange>],
         lineage: &[Option<Lineage>],
     ) -> Result<Vec<Matrix>, CodegenError> {
+        let cells = main_cells(inputs);
+        let mut counted = false;
+        if let Some(p) = &self.promotion {
+            if cells >= p.wait_cells && p.ready.get().is_none() {
+                // Large enough that LLVM's compile is a small part of what Cranelift's slower
+                // code would cost: start it (if not yet) and run its code.
+                p.count(cells, &self.counters);
+                counted = true;
+                p.ready.wait();
+            }
+        }
         let (executable, tier) = self.current();
         let compiled_before = executable.compile_time();
         let started = Instant::now();
@@ -332,8 +363,8 @@ impl Executable for TieredOperator {
         let compiled = executable.compile_time().saturating_sub(compiled_before);
         self.counters
             .ran(tier, started.elapsed().saturating_sub(compiled), compiled);
-        if let (Some(p), Tier::Cranelift) = (&self.promotion, tier) {
-            p.count(main_cells(inputs), &self.counters);
+        if let (Some(p), Tier::Cranelift, false) = (&self.promotion, tier, counted) {
+            p.count(cells, &self.counters);
         }
         result
     }

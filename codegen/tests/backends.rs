@@ -405,6 +405,69 @@ fn the_tiered_backend_switches_to_llvm_past_its_threshold_with_identical_results
     );
 }
 
+/// A call of at least the backend's wait size runs LLVM's code at once (it waits for the
+/// compilation instead of running on Cranelift); smaller calls stay on Cranelift.
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
+#[test]
+fn a_call_large_enough_waits_for_llvm() {
+    use lafuse_codegen::cranelift::CraneliftBackend;
+    use lafuse_codegen::native::NativeBackend;
+    use lafuse_codegen::tiered::TieredBackend;
+    let matrix = |m: usize| {
+        Matrix::from_dense_values(m, 3, (0..m * 3).map(|i| (i % 7) as f64 - 2.5).collect()).unwrap()
+    };
+    let (small, large) = (matrix(10), matrix(100));
+    let backend = TieredBackend::new(CraneliftBackend::new(), NativeBackend::new(), 1_000)
+        .with_wait_cells(300);
+    let counters = backend.counters();
+    let cell = Arc::new(plan(Some(CellAgg::Sum)));
+    let op = backend
+        .build(&[Request {
+            plan: &cell,
+            main: MainFormat::Dense,
+        }])
+        .pop()
+        .unwrap()
+        .unwrap();
+    let run = |x: &Matrix| {
+        let inputs = [Operand::Matrix(x), Operand::Matrix(x)];
+        op.executable.execute(&inputs, &[(1, 1)], &[]).unwrap()[0].get(0, 0)
+    };
+    let expected = |x: &Matrix| {
+        let inputs = [Operand::Matrix(x), Operand::Matrix(x)];
+        evaluate(&cell, &inputs, &[(1, 1)]).unwrap()[0].get(0, 0)
+    };
+    // 30 cells: below both sizes, on Cranelift.
+    assert!(same(run(&small), expected(&small)));
+    let c = counters.snapshot();
+    assert_eq!((c.cranelift_calls, c.llvm_calls), (1, 0), "{c:?}");
+    // 300 cells: the wait size is raised to the threshold (1000), so still Cranelift.
+    assert!(same(run(&large), expected(&large)));
+    let c = counters.snapshot();
+    assert_eq!((c.cranelift_calls, c.llvm_calls), (2, 0), "{c:?}");
+    // A backend whose threshold is below the wait size: the 300-cell call runs on LLVM.
+    let backend =
+        TieredBackend::new(CraneliftBackend::new(), NativeBackend::new(), 100).with_wait_cells(300);
+    let counters = backend.counters();
+    let op = backend
+        .build(&[Request {
+            plan: &cell,
+            main: MainFormat::Dense,
+        }])
+        .pop()
+        .unwrap()
+        .unwrap();
+    let inputs = [Operand::Matrix(&large), Operand::Matrix(&large)];
+    let got = op.executable.execute(&inputs, &[(1, 1)], &[]).unwrap()[0].get(0, 0);
+    assert!(same(got, expected(&large)));
+    let c = counters.snapshot();
+    assert_eq!(
+        (c.cranelift_calls, c.llvm_calls, c.switches),
+        (0, 1, 1),
+        "{c:?}"
+    );
+}
+
 /// A tiered operator called from several threads at once while LLVM compiles it: every call
 /// computes the same bits, the switch is counted once, and every call is counted on a tier.
 #[cfg(all(feature = "cranelift", feature = "llvm"))]
