@@ -51,6 +51,32 @@ pub(crate) fn cell_analysis(
     })
 }
 
+/// A MultiAgg plan's loop as every native generator reads it: one full aggregate per output.
+pub(crate) struct MAggAnalysis {
+    pub aggs: Vec<AggKind>,
+    /// The bodies run in the main input's transposed frame ([`transposed_frame`]).
+    pub transposed: bool,
+    /// How each input is read.
+    pub uses: Vec<InputUse>,
+}
+
+/// The [`MAggAnalysis`] of a MultiAgg plan with `aggs`; other than one aggregate per output
+/// is a malformed plan.
+pub(crate) fn magg_analysis(plan: &CPlan, aggs: &[CellAgg]) -> Result<MAggAnalysis, CodegenError> {
+    if aggs.len() != plan.outputs.len() {
+        return Err(CodegenError::Internal(Internal::MalformedPlan(
+            "one aggregate per output expected",
+        )));
+    }
+    let transposed = transposed_frame(plan, &plan.outputs)?;
+    let uses = input_uses(plan, &plan.outputs, transposed)?;
+    Ok(MAggAnalysis {
+        aggs: aggs.iter().map(|&a| agg_kind(a)).collect(),
+        transposed,
+        uses,
+    })
+}
+
 pub(crate) fn agg_kind(a: CellAgg) -> AggKind {
     match a {
         CellAgg::Sum => AggKind::Sum,

@@ -7,15 +7,13 @@ use super::cell::{self, CellLike, LANES};
 use super::jit::{self, Code};
 use super::outer::{self, Visit};
 use crate::backend::{CodegenError, Executable, Internal, MainFormat, Operand, Unsupported};
-use crate::plan_info::{
-    agg_kind, input_uses, outer_analysis, transposed_frame, used_mask, OuterInputs,
-};
+use crate::plan_info::{outer_analysis, transposed_frame, used_mask, OuterInputs};
 use crate::zero_cells::{self, InputBound};
 use lafuse_compiler::fusion::cplan::{CPlan, TemplateSpec};
 use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
-    cell as sk_cell, magg as sk_magg, outer as sk_outer, AggKind, CellKernels, CellKind, CellSpec,
+    cell as sk_cell, magg as sk_magg, outer as sk_outer, CellKernels, CellKind, CellSpec,
     EntryError, Input, LazyEntry, MAggKernels, MAggSpec, OuterKernels, OuterSpec, SkeletonError,
 };
 use std::fmt;
@@ -155,15 +153,12 @@ fn analyze(plan: &CPlan) -> Result<(Kind, Vec<bool>, bool), CodegenError> {
             Ok((Kind::Cell(spec, like), used, *sparse_safe))
         }
         TemplateSpec::MAgg { aggs, sparse_safe } => {
-            if aggs.len() != plan.outputs.len() {
-                return Err(CodegenError::Internal(Internal::MalformedPlan(
-                    "one aggregate per output expected",
-                )));
-            }
-            let transposed = transposed_frame(plan, &plan.outputs)?;
-            let uses = input_uses(plan, &plan.outputs, transposed)?;
+            let crate::plan_info::MAggAnalysis {
+                aggs,
+                transposed,
+                uses,
+            } = crate::plan_info::magg_analysis(plan, aggs)?;
             let used = used_mask(&uses);
-            let aggs: Vec<AggKind> = aggs.iter().map(|&a| agg_kind(a)).collect();
             let like = CellLike {
                 outs: plan
                     .outputs

@@ -44,9 +44,9 @@ use lafuse_compiler::fusion::cplan::{CNode, CPlan, TemplateSpec};
 use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
-    cell as sk_cell, magg as sk_magg, outer as sk_outer, row as sk_row, AggKind, CellKernels,
-    CellKind, CellSpec, EntryError, Input, LazyEntry, MAggKernels, MAggSpec, OuterKernels,
-    OuterSpec, OuterTiles, SkeletonError,
+    cell as sk_cell, magg as sk_magg, outer as sk_outer, row as sk_row, CellKernels, CellKind,
+    CellSpec, EntryError, Input, LazyEntry, MAggKernels, MAggSpec, OuterKernels, OuterSpec,
+    OuterTiles, SkeletonError,
 };
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -663,15 +663,12 @@ fn emit<'c>(
             }))
         }
         TemplateSpec::MAgg { aggs, sparse_safe } => {
-            if aggs.len() != plan.outputs.len() {
-                return Err(CodegenError::Internal(Internal::MalformedPlan(
-                    "one aggregate per output expected",
-                )));
-            }
-            let transposed = transposed_frame(plan, &plan.outputs)?;
-            let uses = input_uses(plan, &plan.outputs, transposed)?;
+            let crate::plan_info::MAggAnalysis {
+                aggs,
+                transposed,
+                uses,
+            } = crate::plan_info::magg_analysis(plan, aggs)?;
             let used = used_mask(&uses);
-            let aggs: Vec<AggKind> = aggs.iter().map(|&a| agg_kind(a)).collect();
             let like = CellLike {
                 outs: plan
                     .outputs
