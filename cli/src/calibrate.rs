@@ -325,8 +325,8 @@ pub const OUTER_DENSITY: f64 = 0.01;
 
 /// The multiply-adds per call, and the call, of `n`×`n` driver non-zeros at density
 /// [`OUTER_DENSITY`] (columns scattered within each row, as a CSR row's), each a dot product of
-/// a row of `U` and a row of `V` (both `n`×[`OUTER_RANK`]): eight independent lanes, as the
-/// generated code's dot products, summed into a scalar that is returned.
+/// a row of `U` and a row of `V` (both `n`×[`OUTER_RANK`]) through the runtime's dot product
+/// (eight independent lanes, as the generated code's), summed into a scalar that is returned.
 fn outer_dots(n: usize) -> (f64, impl Fn() -> lafuse_runtime::Result<Matrix> + Sync) {
     let k = OUTER_RANK;
     let u = values(n * k, 19);
@@ -348,21 +348,7 @@ fn outer_dots(n: usize) -> (f64, impl Fn() -> lafuse_runtime::Result<Matrix> + S
         for (i, row) in cols.iter().enumerate() {
             let ur = &u[i * k..(i + 1) * k];
             for &j in row {
-                let vr = &v[j * k..(j + 1) * k];
-                let mut acc = [0.0f64; 8];
-                let (uc, vc) = (ur.chunks_exact(8), vr.chunks_exact(8));
-                let tail: f64 = uc
-                    .remainder()
-                    .iter()
-                    .zip(vc.remainder())
-                    .map(|(a, b)| a * b)
-                    .sum();
-                for (a, b) in uc.zip(vc) {
-                    for l in 0..8 {
-                        acc[l] += a[l] * b[l];
-                    }
-                }
-                total += acc.iter().sum::<f64>() + tail;
+                total += kernels::matmul::dot(ur, &v[j * k..(j + 1) * k]);
             }
         }
         Ok(Matrix::scalar(black_box(total)))

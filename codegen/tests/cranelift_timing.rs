@@ -16,34 +16,6 @@ use lafuse_compiler::hops::{BinaryOp as B, UnaryOp as U};
 use lafuse_runtime::Matrix;
 use std::time::Instant;
 
-/// `sum(X * Y * Z)`.
-fn sum_xyz() -> CPlan {
-    CPlan {
-        template: TemplateSpec::Cell {
-            cell_type: CellType::FullAgg,
-            agg: Some(CellAgg::Sum),
-            sparse_safe: false,
-        },
-        inputs: vec![InputKind::Matrix; 3],
-        nodes: vec![
-            data(0, Access::Main),
-            data(1, Access::Aligned),
-            data(2, Access::Aligned),
-            CNode::Binary {
-                f: B::Mul,
-                a: 0,
-                b: 1,
-            },
-            CNode::Binary {
-                f: B::Mul,
-                a: 3,
-                b: 2,
-            },
-        ],
-        outputs: vec![4],
-    }
-}
-
 /// `rowSums(exp(X) * Y - Z)`.
 fn row_sums_exp() -> CPlan {
     CPlan {

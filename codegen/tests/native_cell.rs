@@ -528,30 +528,7 @@ fn unsupported_row_constructs_and_bad_inputs_are_errors() {
 
 #[test]
 fn dense_sum_loop_uses_packed_simd() {
-    let plan = CPlan {
-        template: TemplateSpec::Cell {
-            cell_type: CellType::FullAgg,
-            agg: Some(CellAgg::Sum),
-            sparse_safe: false,
-        },
-        inputs: vec![InputKind::Matrix; 3],
-        nodes: vec![
-            data(0, Access::Main),
-            data(1, Access::Aligned),
-            data(2, Access::Aligned),
-            CNode::Binary {
-                f: B::Mul,
-                a: 0,
-                b: 1,
-            },
-            CNode::Binary {
-                f: B::Mul,
-                a: 3,
-                b: 2,
-            },
-        ],
-        outputs: vec![4],
-    };
+    let plan = sum_xyz();
     let op = compile(&plan).unwrap();
     let asm = op.assembly();
     let packed = asm.lines().any(|l| {

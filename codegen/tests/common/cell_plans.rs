@@ -510,3 +510,31 @@ pub fn outer_plan(ty: OuterType) -> CPlan {
         outputs: vec![out],
     }
 }
+
+/// `sum(X * Y * Z)`.
+pub fn sum_xyz() -> CPlan {
+    CPlan {
+        template: TemplateSpec::Cell {
+            cell_type: CellType::FullAgg,
+            agg: Some(CellAgg::Sum),
+            sparse_safe: false,
+        },
+        inputs: vec![InputKind::Matrix; 3],
+        nodes: vec![
+            data(0, Access::Main),
+            data(1, Access::Aligned),
+            data(2, Access::Aligned),
+            CNode::Binary {
+                f: B::Mul,
+                a: 0,
+                b: 1,
+            },
+            CNode::Binary {
+                f: B::Mul,
+                a: 3,
+                b: 2,
+            },
+        ],
+        outputs: vec![4],
+    }
+}

@@ -103,7 +103,7 @@ fn dense_dense_skipping(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
 
 /// Dot product with 8 independent lanes (vectorises; fixed combination order).
 #[inline]
-fn dot(x: &[f64], y: &[f64]) -> f64 {
+pub fn dot(x: &[f64], y: &[f64]) -> f64 {
     const L: usize = 8;
     let mut acc = [0.0f64; L];
     let (xc, yc) = (x.chunks_exact(L), y.chunks_exact(L));
