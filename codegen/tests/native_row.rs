@@ -592,6 +592,42 @@ fn larger_inputs_run_in_parallel_tasks() {
 }
 
 #[test]
+fn a_row_product_that_overflows_scatters_the_sparse_row_for_its_update() {
+    // t(X) %*% (c * (X %*% v)) over a CSR X and finite side inputs: the CSR entry updates the
+    // partial at X's non-zeros, except in rows where `c * (X %*% v)` overflows to Inf, whose
+    // zeros must give 0 * Inf = NaN. There the row is scattered for a dense update and
+    // cleared again. Rows 3 and 10 overflow: column 1 (non-zero in both) must stay Inf (an
+    // unscattered row would give NaN), column 0 (non-zero in row 3 only) must be NaN (a
+    // row 10 that still saw row 3's value there would give Inf).
+    let mut n = base();
+    let xv = push(&mut n, CNode::VectMatMult { a: 0, b: 6 });
+    let wxv = push(&mut n, bin(B::Mul, 3, xv));
+    push(&mut n, CNode::OuterMultAdd { a: 0, b: wxv });
+    let plan = row_plan(RowType::ColAggT, kinds(), n);
+    let (m, cols) = (16, 6);
+    let mut x = vec![0.0; m * cols];
+    for i in 0..m {
+        x[i * cols + 4] = 0.5;
+    }
+    let big = 1e308;
+    x[3 * cols..4 * cols].copy_from_slice(&[big, big, 0.0, 0.0, 0.0, 0.0]);
+    x[10 * cols..11 * cols].copy_from_slice(&[0.0, big, big, 0.0, 0.0, 0.0]);
+    let mut env = Env::new(m, cols, 0.5, false, false);
+    env.x = Matrix::Sparse(Matrix::from_dense_values(m, cols, x).unwrap().to_sparse());
+    env.c = Matrix::from_dense_values(m, 1, vec![1.0; m]).unwrap();
+    env.v = Matrix::from_dense_values(cols, 1, vec![1.0; cols]).unwrap();
+    let ops = env.operands(&env.x);
+    check(&plan, &borrow(&ops), (cols, 1), "overflowing rows, CSR X");
+    let got = compile(&plan)
+        .unwrap()
+        .execute(&borrow(&ops), &[(cols, 1)])
+        .unwrap()
+        .remove(0);
+    assert!(got.get(0, 0).is_nan(), "column 0: {}", got.get(0, 0));
+    assert_eq!(got.get(1, 0), f64::INFINITY, "column 1");
+}
+
+#[test]
 fn results_do_not_depend_on_the_thread_count() {
     let mut n = base();
     let xv = push(&mut n, CNode::VectMatMult { a: 0, b: 6 });

@@ -235,6 +235,12 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
             }
         }
     }
+    // The outer-product updates that read the main row at its non-zeros scatter it only on
+    // their non-finite path (see `reads_sparse`).
+    let scatter_on_demand = !needs_dense_main
+        && nodes.iter().enumerate().any(|(i, n)| {
+            reach[i] && matches!(n, CNode::OuterMultAdd { a, b } if is_main(*a) || is_main(*b))
+        });
     let hoisted = nodes
         .iter()
         .enumerate()
@@ -251,6 +257,7 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
         num_slots,
         direct,
         needs_dense_main,
+        scatter_on_demand,
         defer_outer: kind == RowKind::Outer
             && matches!(nodes[out], CNode::OuterMultAdd { a, .. } if is_main(a)),
         hoisted,
@@ -345,11 +352,14 @@ pub(super) fn reads_sparse(
         CNode::VectMatMult { .. } => pos == 0,
         CNode::RowAgg { f, .. } => sparse_agg(*f),
         CNode::RowSumSq { .. } => true,
-        // The other side is an input (finite in the CSR entry), read densely, so the update
-        // runs over the sparse side's non-zeros.
+        // The other side is read densely, and the update runs over the sparse side's
+        // non-zeros when the other side is finite: always for an input (finite in the CSR
+        // entry); for a computed vector, `outer_add` checks it per row and, where it is not
+        // finite, scatters the main row for a dense update ([`RowInfo::scatter_on_demand`]).
         CNode::OuterMultAdd { a, b } => {
             let other = if pos == 0 { *b } else { *a };
-            !sparse[other] && !is_main(other) && matches!(nodes[other], CNode::Data { .. })
+            let dense_other = !sparse[other] && !is_main(other);
+            dense_other && (matches!(nodes[other], CNode::Data { .. }) || is_main(o))
         }
         _ => false,
     }

@@ -805,11 +805,40 @@ impl<'a, 'c> Em<'a, 'c> {
         let finite =
             fx.b.build_int_compare(IntPredicate::EQ, nf, fx.i64c(0), "fin")
                 .map_err(ierr)?;
+        // The dense update reads the sparse operand densely: the main row, when nothing
+        // else needed it scattered, is scattered for it here and cleared after.
+        let CNode::OuterMultAdd { a: an, b: bn } = self.info.plan.nodes[k] else {
+            return Err(ierr("outer_add of a node that is not an outer product"));
+        };
+        let sparse_node = if a_sparse { an } else { bn };
+        let scatter_here =
+            self.info.scatter_on_demand && is_main_row(&self.info.plan.nodes[sparse_node]);
+        let dense_p = if a_sparse { ap } else { bp };
+        let scatter = |fx: &mut Fx<'_, 'c>, clear: bool| {
+            fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
+                let j = fx.load_index(sp.idx, p)?;
+                let v = if clear {
+                    fx.splat_const(0.0, 1)
+                } else {
+                    load_vec(&fx.b, fx.vty(1), sp.vals, p)?
+                };
+                store_vec(&fx.b, dense_p, j, v)
+            })
+        };
         if_else(
             fx,
             finite,
             &mut |fx| oriented(fx, Some((sp, a_sparse))),
-            &mut |fx| oriented(fx, None),
+            &mut |fx| {
+                if scatter_here {
+                    scatter(fx, false)?;
+                }
+                oriented(fx, None)?;
+                if scatter_here {
+                    scatter(fx, true)?;
+                }
+                Ok(())
+            },
         )
     }
 }

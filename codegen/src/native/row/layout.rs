@@ -136,7 +136,7 @@ pub(crate) fn layout(
         total += l;
     }
     let mrow = total;
-    if info.needs_dense_main {
+    if info.needs_dense_main || info.scatter_on_demand {
         total += n;
     }
     let pend = total;

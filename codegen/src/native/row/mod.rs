@@ -126,6 +126,10 @@ pub(crate) struct RowInfo {
     direct: bool,
     /// The CSR entry needs the row scattered densely.
     needs_dense_main: bool,
+    /// The CSR entry scatters the row only where an outer-product update meets a non-finite
+    /// value in its other operand (0 * Inf is NaN at the row's zeros), and clears it after;
+    /// the scratch row is reserved, but finite rows never touch it.
+    scatter_on_demand: bool,
     /// `t(X) %*% B` over dense rows of `X` (an outer row type whose `a` is the main row):
     /// the dense entry defers the accumulation and adds a block of [`ROW_BLOCK`] rows at a
     /// time.

@@ -232,24 +232,49 @@ pub(super) fn emit_prims<'c>(
         fx.b.build_return(None).map_err(ierr)?;
         fx.func
     };
-    // Σ vals[p] * q[idx[p]] over the non-zeros, in order.
+    // Σ vals[p] * q[idx[p]] over the non-zeros: four accumulators (non-zero p adds to
+    // accumulator p mod 4, over the whole groups of four), combined as (a0 + a1) + (a2 + a3),
+    // then the remaining non-zeros in order. One accumulator made every non-zero wait for
+    // the previous add; four keep the adder busy. The order is fixed by the row alone.
     let sdot = {
+        const ACCS: u64 = 4;
         let mut fx = declare_primitive(ctx, module, "lafuse_row_sdot", &[pf, pi32, pf, i64m], f64r);
         let vals = fx.param(0)?.into_pointer_value();
         let idx = fx.param(1)?.into_pointer_value();
         let q = fx.param(2)?.into_pointer_value();
         let nz = fx.param(3)?.into_int_value();
-        let acc = fx.slot(fx.vty(1).into())?;
-        fx.store(acc, fx.splat_const(0.0, 1))?;
-        fx.for_range(fx.i64c(0), nz, &mut |fx, p| {
+        let mut acc = Vec::new();
+        for _ in 0..ACCS {
+            let a = fx.slot(fx.vty(1).into())?;
+            fx.store(a, fx.splat_const(0.0, 1))?;
+            acc.push(a);
+        }
+        let term = |fx: &Fx<'_, 'c>, p: IntValue<'c>| -> Result<VectorValue<'c>, CodegenError> {
             let j = fx.load_index(idx, p)?;
             let a = load_vec(&fx.b, fx.vty(1), vals, p)?;
             let b = load_vec(&fx.b, fx.vty(1), q, j)?;
-            let cur = fx.load_v(acc)?;
-            fx.store(acc, fx.fadd(cur, fx.fmul(a, b)?)?)
+            fx.fmul(a, b)
+        };
+        let p = fx.slot(ctx.i64_type().into())?;
+        fx.store(p, fx.i64c(0))?;
+        fx.for_slot(p, nz, ACCS, &mut |fx, p0| {
+            for (t, a) in acc.iter().enumerate() {
+                let x = term(fx, fx.add(p0, fx.i64c(t as u64))?)?;
+                let cur = fx.load_v(*a)?;
+                fx.store(*a, fx.fadd(cur, x)?)?;
+            }
+            Ok(())
+        })?;
+        let left = fx.fadd(fx.load_v(acc[0])?, fx.load_v(acc[1])?)?;
+        let right = fx.fadd(fx.load_v(acc[2])?, fx.load_v(acc[3])?)?;
+        fx.store(acc[0], fx.fadd(left, right)?)?;
+        fx.for_slot(p, nz, 1, &mut |fx, pv| {
+            let x = term(fx, pv)?;
+            let cur = fx.load_v(acc[0])?;
+            fx.store(acc[0], fx.fadd(cur, x)?)
         })?;
         let r =
-            fx.b.build_extract_element(fx.load_v(acc)?, fx.i64c(0), "r")
+            fx.b.build_extract_element(fx.load_v(acc[0])?, fx.i64c(0), "r")
                 .map_err(ierr)?;
         fx.b.build_return(Some(&r)).map_err(ierr)?;
         fx.func

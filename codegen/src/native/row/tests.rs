@@ -98,3 +98,31 @@ fn sparse_nodes_are_those_zero_where_the_main_row_is_and_read_sparsely() {
     let info = analyze(&plan(RowType::RowAgg, 2, nodes), RowType::RowAgg).unwrap();
     assert!(!info.sparse.contains(&true), "{:?}", info.sparse);
 }
+
+#[test]
+fn an_outer_update_by_a_computed_vector_scatters_the_main_row_on_demand_only() {
+    // t(X) %*% (w * (X %*% v)): both readers of X take its non-zeros; the update's other side
+    // is computed, so it may overflow, and only then is the row scattered.
+    let nodes = vec![
+        data(0, Access::Main),
+        data(1, Access::Whole),
+        data(2, Access::ColVector),
+        CNode::VectMatMult { a: 0, b: 1 },
+        bin(BinaryOp::Mul, 2, 3),
+        CNode::OuterMultAdd { a: 0, b: 4 },
+    ];
+    let info = analyze(&plan(RowType::ColAggT, 3, nodes), RowType::ColAggT).unwrap();
+    assert!(!info.needs_dense_main);
+    assert!(info.scatter_on_demand);
+
+    // X * (X %*% v) read densely: the row is scattered for every row, not on demand.
+    let nodes = vec![
+        data(0, Access::Main),
+        data(1, Access::Whole),
+        CNode::VectMatMult { a: 0, b: 1 },
+        bin(BinaryOp::Add, 0, 2),
+    ];
+    let info = analyze(&plan(RowType::NoAgg, 2, nodes), RowType::NoAgg).unwrap();
+    assert!(info.needs_dense_main);
+    assert!(!info.scatter_on_demand);
+}
