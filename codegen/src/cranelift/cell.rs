@@ -159,6 +159,10 @@ pub(super) fn emit_entry(
             }
             Ok(())
         };
+    let csr_lanes = csr
+        && widths.len() > 1
+        && matches!(spec.kind, CellKind::FullAgg | CellKind::RowAgg)
+        && st.accs.iter().all(Option::is_some);
     if !csr && runs_flat(plan, spec.kind) {
         // Rows `[rl, ru)` as one stretch of `(ru - rl) * n` cells (`i` stays `rl`), as the
         // LLVM backend runs them: the same cells in the same lanes.
@@ -191,10 +195,16 @@ pub(super) fn emit_entry(
                     let pa = fx.elem_addr(rp, i);
                     let p0 = fx.b.ins().load(types::I64, super::fx::mem(), pa, 0);
                     let p1 = fx.b.ins().load(types::I64, super::fx::mem(), pa, 8);
-                    fx.for_range(p0, p1, &mut |fx, p| {
-                        let off = fx.b.ins().ishl_imm_u(p, 2);
-                        let ja = fx.iadd(ci, off);
-                        let j = fx.b.ins().uload32(super::fx::mem(), ja, 0);
+                    // As the LLVM backend: aggregates in registers take the row's non-zeros
+                    // `W` at a time into their vector lanes, then the rest one at a time.
+                    fx.b.def_var(jvar, p0);
+                    if csr_lanes {
+                        fx.for_var(jvar, p1, i64::from(W), &mut |fx, pb| {
+                            csr_group(fx, plan, spec, &st, main, ci, i, pb)
+                        })?;
+                    }
+                    fx.for_var(jvar, p1, 1, &mut |fx, p| {
+                        let j = csr_col(fx, ci, p);
                         let a = fx.load(main, p, 1);
                         element(
                             fx,
@@ -285,6 +295,74 @@ fn finish_lanes(fx: &mut Fx<'_>, agg: AggKind, a: &Acc) -> V {
     }
     merge(fx, s1, c1);
     s
+}
+
+/// The column index of CSR position `p`.
+fn csr_col(fx: &mut Fx<'_>, ci: Value, p: Value) -> Value {
+    let off = fx.b.ins().ishl_imm_u(p, 2);
+    let ja = fx.iadd(ci, off);
+    fx.b.ins().uload32(super::fx::mem(), ja, 0)
+}
+
+/// `W` non-zeros of a CSR row from position `pb`, as the LLVM backend's `csr_group`: each
+/// one's body as a scalar, lane `l` of each aggregate's vector taking non-zero `pb + l`.
+#[allow(clippy::too_many_arguments)]
+fn csr_group(
+    fx: &mut Fx<'_>,
+    plan: &CPlan,
+    spec: &CellLike,
+    st: &St,
+    vals: Value,
+    ci: Value,
+    i: Value,
+    pb: Value,
+) -> Result<(), CodegenError> {
+    let mut lanes: Vec<Vec<Value>> = vec![Vec::new(); spec.outs.len()];
+    for l in 0..W {
+        let off = fx.iconst(i64::from(l));
+        let p = fx.iadd(pb, off);
+        let j = csr_col(fx, ci, p);
+        let a = fx.load(vals, p, 1);
+        let mut body = Body::new(
+            plan,
+            &st.ins,
+            &st.matrix_cells,
+            At {
+                i,
+                j,
+                w: 1,
+                main: a,
+            },
+        );
+        for (k, &(node, agg)) in spec.outs.iter().enumerate() {
+            let v = body.emit(fx, node, spec.transposed)?;
+            let x = if agg == Some(AggKind::SumSq) {
+                fx.fmul(&v, &v)
+            } else {
+                v
+            };
+            lanes[k].push(x.parts[0]);
+        }
+    }
+    for (k, &(_, agg)) in spec.outs.iter().enumerate() {
+        let (Some(a), Some(agg)) = (&st.accs[k], agg) else {
+            return Err(CodegenError::Internal(Internal::MalformedPlan(
+                "aggregate without accumulator",
+            )));
+        };
+        let x = fx.of_lanes(&lanes[k]);
+        let s = fx.get(&a.s[0], W);
+        if matches!(agg, AggKind::Min | AggKind::Max) {
+            let r = fx.pick(agg == AggKind::Max, &s, &x);
+            fx.set(&a.s[0], &r);
+        } else {
+            let c = fx.get(&a.c[0], W);
+            let (s, c) = fx.kahan(&s, &c, &x);
+            fx.set(&a.s[0], &s);
+            fx.set(&a.c[0], &c);
+        }
+    }
+    Ok(())
 }
 
 fn element(

@@ -174,6 +174,10 @@ pub(crate) fn emit_entry<'c>(
         }
         Ok(())
     };
+    let csr_lanes = csr
+        && widths.len() > 1
+        && matches!(spec.kind, CellKind::FullAgg | CellKind::RowAgg)
+        && st.accs.iter().all(Option::is_some);
     if !csr && runs_flat(plan, spec) {
         // Every input is the main input, aligned with it or a scalar, and nothing is kept per
         // row: the rows `[rl, ru)` are one stretch of `(ru - rl) * n` cells, read and written
@@ -204,7 +208,16 @@ pub(crate) fn emit_entry<'c>(
                 Some((rp, ci)) => {
                     let p0 = load(&fx.b, gep(&fx.b, rp, i)?)?.into_int_value();
                     let p1 = load(&fx.b, gep(&fx.b, rp, fx.add(i, fx.i64c(1))?)?)?.into_int_value();
-                    fx.for_range(p0, p1, &mut |fx, p| {
+                    // Aggregates in registers take the row's non-zeros `W` at a time into
+                    // their vector lanes (a scalar accumulator made every non-zero wait for
+                    // the previous one's compensated add), then the rest one at a time.
+                    fx.store(jslot, p0)?;
+                    if csr_lanes {
+                        fx.for_slot(jslot, p1, W as u64, &mut |fx, pb| {
+                            csr_group(fx, plan, spec, &st, main, ci, i, pb)
+                        })?;
+                    }
+                    fx.for_slot(jslot, p1, 1, &mut |fx, p| {
                         let j = fx.load_index(ci, p)?;
                         let a = load_vec(&fx.b, fx.vty(1), main, p)?;
                         element(
@@ -360,6 +373,68 @@ fn element<'c>(
                     "aggregate without accumulator",
                 )))
             }
+        }
+    }
+    Ok(())
+}
+
+/// `W` non-zeros of a CSR row from position `pb`: each one's body as a scalar, the values
+/// of each aggregate gathered into one vector and folded into its vector lanes (lane `l`
+/// takes the row's non-zeros `pb + l`).
+#[allow(clippy::too_many_arguments)]
+fn csr_group<'c>(
+    fx: &mut Fx<'_, 'c>,
+    plan: &CPlan,
+    spec: &CellLike,
+    st: &St<'c>,
+    vals: PointerValue<'c>,
+    ci: PointerValue<'c>,
+    i: IntValue<'c>,
+    pb: IntValue<'c>,
+) -> Result<(), CodegenError> {
+    let mut lanes: Vec<VectorValue<'c>> = (0..spec.outs.len())
+        .map(|_| fx.vty(W).get_undef())
+        .collect();
+    for l in 0..W {
+        let p = fx.add(pb, fx.i64c(u64::from(l)))?;
+        let j = fx.load_index(ci, p)?;
+        let a = load_vec(&fx.b, fx.vty(1), vals, p)?;
+        let mut body = Body::new(
+            plan,
+            &st.ins,
+            At {
+                i,
+                j,
+                w: 1,
+                main: a,
+            },
+        );
+        for (k, &(node, agg)) in spec.outs.iter().enumerate() {
+            let v = body.emit(fx, node, spec.transposed)?;
+            let x = if agg == Some(AggKind::SumSq) {
+                fx.fmul(v, v)?
+            } else {
+                v
+            };
+            let x =
+                fx.b.build_extract_element(x, fx.i64c(0), "x")
+                    .map_err(ierr)?;
+            lanes[k] =
+                fx.b.build_insert_element(lanes[k], x, fx.i64c(u64::from(l)), "g")
+                    .map_err(ierr)?;
+        }
+    }
+    for (k, &(_, agg)) in spec.outs.iter().enumerate() {
+        let (Some(a), Some(agg)) = (st.accs[k], agg) else {
+            return Err(CodegenError::Internal(Internal::MalformedPlan(
+                "aggregate without accumulator",
+            )));
+        };
+        if matches!(agg, AggKind::Min | AggKind::Max) {
+            let cur = fx.load_v(a.s[0])?;
+            fx.store(a.s[0], pick(fx, agg, cur, lanes[k])?)?;
+        } else {
+            fx.kahan_add(a.s[0], a.c[0], lanes[k])?;
         }
     }
     Ok(())
