@@ -22,6 +22,15 @@ pub const MIN_READ_FRACTION: f64 = 0.7;
 /// Dense Outer (sparsity 1): fused at most this many times the time of the plain multiply
 /// `U %*% t(V)` measured right after it (`machine::multiply_reference_ms`).
 pub const DENSE_OUTER_MAX_MULTIPLY_RATIO: f64 = 1.2;
+/// The sparsity the sparse goals are stated for.
+const GOAL_SPARSITY: f64 = 0.1;
+/// Sparse Row `t(X)%*%(w*(X%*%v))`: at least this many times faster than scipy's two SpMVs
+/// (the `numpy` peer, which runs sparse X on scipy.sparse).
+pub const SPARSE_ROW_MIN_SCIPY_SPEEDUP: f64 = 2.0;
+/// Sparse Cell `sum(X*Y*Z)`, all three CSR: at least this fraction of its read limit.
+pub const SPARSE_CELL_MIN_LIMIT_FRACTION: f64 = 0.5;
+/// Sparse MultiAgg `sum(X*Y), sum(X*Z)`, X CSR: at least this fraction of its read limit.
+pub const SPARSE_MAGG_MIN_LIMIT_FRACTION: f64 = 0.7;
 /// Outer at sparsity 1e-3: at least this many times faster fused than unfused.
 pub const OUTER_1E3_MIN_SPEEDUP: f64 = 200.0;
 /// Outer from sparsity 1e-1 to 1e-4: the largest time per non-zero over the smallest, at
@@ -83,6 +92,46 @@ pub fn evaluate(ms: &[Measurement]) -> Vec<Goal> {
                 ),
                 measured: format!("{:.0}%", f * 100.0),
                 met: f >= MIN_READ_FRACTION,
+            });
+        }
+    }
+    if let Some(g) = sparse_gen(ms, "row_mv") {
+        let scipy = ms
+            .iter()
+            .find(|m| m.same_case(g) && m.system == "numpy" && m.status == Status::Ok);
+        if let (Some(t), Some(peer)) = (g.median_ms, scipy.and_then(|m| m.median_ms)) {
+            let r = peer / t;
+            out.push(Goal {
+                goal: format!(
+                    "Sparse Row t(X)%*%(w*(X%*%v)) 1e5×1e3 sparsity {GOAL_SPARSITY}: gen ≥ \
+                     {SPARSE_ROW_MIN_SCIPY_SPEEDUP}× faster than scipy's two SpMVs"
+                ),
+                measured: format!("{r:.2}× ({t:.1} ms against {peer:.1} ms)"),
+                met: r >= SPARSE_ROW_MIN_SCIPY_SPEEDUP,
+            });
+        }
+    }
+    for (id, what, goal) in [
+        (
+            "sum_xyz",
+            "Sparse Cell sum(X*Y*Z), all CSR",
+            SPARSE_CELL_MIN_LIMIT_FRACTION,
+        ),
+        (
+            "magg",
+            "Sparse MultiAgg sum(X*Y), sum(X*Z), X CSR",
+            SPARSE_MAGG_MIN_LIMIT_FRACTION,
+        ),
+    ] {
+        if let Some(f) = sparse_gen(ms, id).and_then(|m| m.bandwidth_fraction) {
+            out.push(Goal {
+                goal: format!(
+                    "{what} 1e5×1e3 sparsity {GOAL_SPARSITY}: gen at ≥ {:.0}% of its read \
+                     limit (the bytes it must read over the run's read bandwidth)",
+                    goal * 100.0
+                ),
+                measured: format!("{:.0}%", f * 100.0),
+                met: f >= goal,
             });
         }
     }
@@ -266,6 +315,18 @@ fn dense_gen<'a>(ms: &'a [Measurement], id: &str) -> Option<&'a Measurement> {
     })
 }
 
+/// The `gen` measurement of pattern `id` at the goals' size and sparsity, if the run has it.
+fn sparse_gen<'a>(ms: &'a [Measurement], id: &str) -> Option<&'a Measurement> {
+    ms.iter().find(|m| {
+        m.suite == "micro"
+            && m.case == id
+            && ok_gen(m)
+            && has_param(m, "m", GOAL_ROWS)
+            && has_param(m, "n", GOAL_COLS)
+            && param(m, "sp").is_some_and(|sp| (sp / GOAL_SPARSITY - 1.0).abs() < 1e-9)
+    })
+}
+
 fn ok_gen(m: &Measurement) -> bool {
     m.system == "lafuse" && m.config == "gen" && m.status == Status::Ok
 }
@@ -361,6 +422,31 @@ mod tests {
         );
         assert!(markdown(&goals).contains("**missed**"));
         assert_eq!(markdown(&[]), "");
+    }
+
+    #[test]
+    fn sparse_goals_compare_with_scipy_and_the_read_limit() {
+        let mut row = gen("row_mv", "100000", "1000", "0.1", 5.0, 40.0);
+        let mut scipy = row.clone();
+        (scipy.system, scipy.config) = ("numpy".into(), String::new());
+        scipy.median_ms = Some(9.0);
+        let mut cell = gen("sum_xyz", "100000", "1000", "0.1", 30.0, 3.0);
+        cell.bandwidth_fraction = Some(0.55);
+        let mut magg = gen("magg", "100000", "1000", "0.1", 40.0, 3.0);
+        magg.bandwidth_fraction = Some(0.6);
+        // Another sparsity: no sparse goal is stated for it.
+        let mut other = gen("magg", "100000", "1000", "0.01", 4.0, 3.0);
+        other.bandwidth_fraction = Some(0.9);
+        let goals = evaluate(&[row.clone(), scipy.clone(), cell, magg, other]);
+        let by = |prefix: &str| goals.iter().find(|g| g.goal.starts_with(prefix)).unwrap();
+        assert!(!by("Sparse Row").met, "{}", by("Sparse Row").measured);
+        assert!(by("Sparse Row").measured.starts_with("1.80×"));
+        assert!(by("Sparse Cell").met);
+        assert!(!by("Sparse MultiAgg").met);
+        assert_eq!(by("Sparse MultiAgg").measured, "60%");
+        row.median_ms = Some(4.0);
+        let goals = evaluate(&[row, scipy]);
+        assert!(goals[0].met, "{:?}", goals[0]);
     }
 
     #[test]

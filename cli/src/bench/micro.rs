@@ -77,9 +77,11 @@ impl MicroCase {
     }
 
     /// Bytes a fused operator must read (dense: 8 per cell; CSR: 12 per non-zero plus row
-    /// pointers; a sparse-safe scan reads only the cells of the dense inputs aligned with X's
-    /// non-zeros; Outer reads the rows of `U` and `V` that X's non-zeros meet, the expected
-    /// number of non-empty rows and columns of X).
+    /// pointers). `sum_xyz` at sparsity below 1 has all three inputs CSR. A sparse-safe scan
+    /// of dense side inputs at X's non-zeros (`magg`) reads the 64-byte lines those touch: a
+    /// line of 8 cells holds a non-zero with probability `1 - (1 - sp)^8`. Outer reads the
+    /// rows of `U` and `V` that X's non-zeros meet, the expected number of non-empty rows and
+    /// columns of X.
     pub fn bytes_read(&self) -> f64 {
         let (m, n, k) = (self.m as f64, self.n as f64, self.k as f64);
         let nnz = m * n * self.sp;
@@ -90,7 +92,11 @@ impl MicroCase {
         };
         match self.pattern {
             "sum_xyz" | "magg" if self.sp >= 1.0 => 3.0 * x,
-            "sum_xyz" | "magg" => x + 16.0 * nnz,
+            "sum_xyz" => 3.0 * x,
+            "magg" => {
+                let lines_met = m * (n / 8.0).ceil() * (1.0 - (1.0 - self.sp).powi(8));
+                x + 2.0 * lines_met * 64.0
+            }
             "row_mv" => x + n * 8.0 + m * 8.0,
             "row_mm" => x + n * 16.0 + m * 16.0,
             _ => {
@@ -463,7 +469,15 @@ mod tests {
             sp: 0.01,
             ..dense.clone()
         };
-        assert_eq!(sparse.bytes_read(), 1e4 * 12.0 + 1001.0 * 8.0 + 16.0 * 1e4);
+        let x = 1e4 * 12.0 + 1001.0 * 8.0;
+        assert_eq!(sparse.bytes_read(), 3.0 * x);
+        let magg = MicroCase {
+            pattern: "magg",
+            ..sparse.clone()
+        };
+        // 125 lines a row, each met with probability 1 - 0.99^8 = 0.0773.
+        let lines = 1000.0 * 125.0 * (1.0 - 0.99f64.powi(8));
+        assert!((magg.bytes_read() / (x + 2.0 * 64.0 * lines) - 1.0).abs() < 1e-12);
         let outer = MicroCase {
             pattern: "outer",
             k: 10,
