@@ -275,16 +275,24 @@ impl Loader<'_> {
     /// The path a `source` of `written` reads: as SystemDS, relative to the working directory,
     /// else under its `scripts/` (`source("nn/layers/relu.dml")` from a SystemDS checkout);
     /// where no file is there, relative to the sourcing file's or the script's directory; last,
-    /// under the `scripts` directory holding the built-in directory, as SystemDS reads
-    /// `scripts/<path>` from its jar (its `softmax` built-in sources `nn/layers/softmax.dml`).
+    /// as SystemDS reads `<path>` or `scripts/<path>` from its jar, under the checkout that
+    /// holds the built-in directory (`DIR/../..`) or its `scripts` (`DIR/..`): the `softmax`
+    /// built-in sources `nn/layers/softmax.dml`, `topk_cleaning` `scripts/builtin/bandit.dml`.
     fn find_source(&self, written: &str, dir: Option<&Path>) -> Option<PathBuf> {
         let path = PathBuf::from(written);
         let scripts = self.options.builtin_path.as_deref().and_then(Path::parent);
+        let checkout = [scripts.and_then(Path::parent), scripts];
         let candidates = std::iter::once(path.clone())
             .chain(path.is_relative().then(|| Path::new("scripts").join(&path)))
             .chain(dir.map(|d| d.join(&path)))
             .chain(self.options.script_dir.as_ref().map(|d| d.join(&path)))
-            .chain(scripts.filter(|_| path.is_relative()).map(|s| s.join(&path)));
+            .chain(
+                checkout
+                    .into_iter()
+                    .flatten()
+                    .filter(|_| path.is_relative())
+                    .map(|s| s.join(&path)),
+            );
         candidates
             .map(|c| normalize(&c))
             .find(|c| self.files.exists(c))
