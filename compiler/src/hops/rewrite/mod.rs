@@ -33,8 +33,9 @@ pub fn default_rewrites() -> Vec<Box<dyn Rewrite>> {
     vec![
         Box::new(ConstantFolding),
         Box::new(AlgebraicSimplification),
-        Box::new(ComparisonChain),
         Box::new(CommonSubexpressionElimination),
+        // After CSE, as in SystemDS: `!(A < B)` stays when the comparison is read elsewhere.
+        Box::new(ComparisonChain),
     ]
 }
 
