@@ -6,7 +6,8 @@
 //!
 //! lafuse ships none of SystemDS's scripts. The test takes them from `LAFUSE_SYSTEMDS_BUILTIN`
 //! (a `scripts/builtin` directory), else from the SystemDS jar `../shared/tools/systemds`
-//! installs (`~/.cache/lafuse-systemds/SystemDS.jar`, unpacked with `unzip`); without either
+//! installs (`~/.cache/lafuse-systemds/SystemDS.jar`, its `scripts/` unpacked with `unzip`: the
+//! built-ins source files beside `scripts/builtin`); without either
 //! it says so and checks nothing.
 //!
 //! A driver whose first line is `# lafuse-pending: REASON` calls a function lafuse lacks yet;
@@ -30,11 +31,12 @@ fn systemds_builtin_dir() -> Option<PathBuf> {
     }
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("systemds-scripts");
     let dir = out.join("scripts/builtin");
-    if !dir.join("l2svm.dml").is_file() {
+    // All of `scripts/`: built-ins source `nn/layers/...` and `scripts/builtin/...` from it.
+    if !dir.join("l2svm.dml").is_file() || !out.join("scripts/nn/layers/softmax.dml").is_file() {
         let status = std::process::Command::new("unzip")
             .args(["-q", "-o"])
             .arg(&jar)
-            .arg("scripts/builtin/*")
+            .arg("scripts/*")
             .arg("-d")
             .arg(&out)
             .status()

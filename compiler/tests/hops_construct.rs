@@ -5,7 +5,7 @@ use hops_common::*;
 
 use lafuse_compiler::hops::{
     self, linearize, AggOp, BinaryOp, BlockInputs, DataType, Direction, InputMeta, Literal, OpKind,
-    ScriptArgs, ValueType,
+    ScriptArgs, UnaryOp, ValueType,
 };
 use lafuse_compiler::span::SourceFile;
 use lafuse_compiler::Fault;
@@ -303,6 +303,25 @@ fn algebraic_simplifications_are_exact_only() {
     assert_eq!(output(&d, "D"), x);
     // X + 0 turns -0.0 into 0.0, so it stays.
     assert_eq!(d.hop(output(&d, "C")).op, OpKind::Binary(BinaryOp::Add));
+}
+
+#[test]
+fn comparison_chains_rewrite_as_systemds() {
+    let inputs = matrices(&[("X", 4, 4, 16)]);
+    let d = dag(
+        "A = (X < 1) == 0\nB = (X > 2) == 1\nC = (X <= 3) != 0\nD = !(X == 0)\n\
+         E = (X < 1) != 1\nF = X < 5\nG = !F\nH = !(X >= 2)\n",
+        &inputs,
+    );
+    let op = |name: &str| d.hop(output(&d, name)).op.clone();
+    assert_eq!(op("A"), OpKind::Binary(BinaryOp::Ge));
+    assert_eq!(op("B"), OpKind::Binary(BinaryOp::Gt));
+    assert_eq!(op("C"), OpKind::Binary(BinaryOp::Le));
+    assert_eq!(op("D"), OpKind::Binary(BinaryOp::Ne));
+    // SystemDS leaves `!= 1`, a negated comparison that is read elsewhere, and `!(>=)`.
+    assert_eq!(op("E"), OpKind::Binary(BinaryOp::Ne));
+    assert_eq!(op("G"), OpKind::Unary(UnaryOp::Not));
+    assert_eq!(op("H"), OpKind::Unary(UnaryOp::Not));
 }
 
 #[test]

@@ -402,6 +402,24 @@ def ops_logical_matrix(o):
     o.p("count ", float((A & B).sum()), " ", float((A | B).sum()), " ", float((~B).sum()))
 
 
+@case
+def nan_compare_chain(o):
+    # SystemDS rewrites (A op B) == 0 to the complement comparison and !(A op B) likewise
+    # where the negation is the comparison's only reader (after CSE); NaN cells then give 0.
+    nan = math.nan
+    X = np.array([[nan, 0.5, 1], [2, nan, 3]])
+    with np.errstate(invalid="ignore"):
+        lt, ge, le = X < 1, X >= 1, X <= 1
+        cases = [("lt==0", ge), ("gt==0", le), ("le==1", le), ("ge!=0", ge),
+                 ("!gt", le),          # X > 1 is also read by gt==0, rewritten first
+                 ("!lt", ~lt),         # X < 1 is still read by lt!=1: no rewrite
+                 ("!eq", X != 1), ("!ge", ~ge), ("lt!=1", ~lt)]
+        for lbl, M in cases:
+            o.p(lbl)
+            o.p(tostring(b2f(M)))
+        o.p("count ", float(ge.sum()), " ", float((X <= 0).sum()), " ", float((X == X).sum()))
+
+
 def jround(x):
     """DML round(): Java Math.round semantics, floor(x + 0.5), with +0.0 instead of -0.0."""
     return np.floor(np.asarray(x, dtype=float) + 0.5) + 0.0

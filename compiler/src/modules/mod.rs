@@ -236,8 +236,9 @@ impl Loader<'_> {
                 self.errors.push(CompileError::at(
                     LoadError::SourceUnreadable {
                         path: import.path.clone(),
-                        reason: "no such file (looked up from the working directory and the \
-                                 script's directory)"
+                        reason: "no such file (looked up from the working directory, the \
+                                 script's directory and the scripts directory above the \
+                                 built-in path)"
                             .into(),
                     },
                     import.span,
@@ -273,13 +274,25 @@ impl Loader<'_> {
 
     /// The path a `source` of `written` reads: as SystemDS, relative to the working directory,
     /// else under its `scripts/` (`source("nn/layers/relu.dml")` from a SystemDS checkout);
-    /// where no file is there, relative to the sourcing file's or the script's directory.
+    /// where no file is there, relative to the sourcing file's or the script's directory; last,
+    /// as SystemDS reads `<path>` or `scripts/<path>` from its jar, under the checkout that
+    /// holds the built-in directory (`DIR/../..`) or its `scripts` (`DIR/..`): the `softmax`
+    /// built-in sources `nn/layers/softmax.dml`, `topk_cleaning` `scripts/builtin/bandit.dml`.
     fn find_source(&self, written: &str, dir: Option<&Path>) -> Option<PathBuf> {
         let path = PathBuf::from(written);
+        let scripts = self.options.builtin_path.as_deref().and_then(Path::parent);
+        let checkout = [scripts.and_then(Path::parent), scripts];
         let candidates = std::iter::once(path.clone())
             .chain(path.is_relative().then(|| Path::new("scripts").join(&path)))
             .chain(dir.map(|d| d.join(&path)))
-            .chain(self.options.script_dir.as_ref().map(|d| d.join(&path)));
+            .chain(self.options.script_dir.as_ref().map(|d| d.join(&path)))
+            .chain(
+                checkout
+                    .into_iter()
+                    .flatten()
+                    .filter(|_| path.is_relative())
+                    .map(|s| s.join(&path)),
+            );
         candidates
             .map(|c| normalize(&c))
             .find(|c| self.files.exists(c))

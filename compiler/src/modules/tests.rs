@@ -266,3 +266,32 @@ fn a_source_not_in_the_working_directory_is_looked_up_under_its_scripts() {
     let script = load_text(&source, &files).unwrap();
     assert_eq!(names(&script), ["relu::forward"]);
 }
+
+#[test]
+fn a_builtins_sources_are_found_beside_the_builtin_directory() {
+    // As in a SystemDS checkout: `sys/scripts/builtin` with `sys/scripts/nn` beside it, and
+    // sources written both from `scripts/` and from the checkout's root.
+    let files = Files(vec![
+        (
+            "sys/scripts/builtin/act.dml",
+            "source(\"nn/relu.dml\") as relu\nsource(\"scripts/builtin/helper.dml\") as h\n\
+             m_act = function(Double x) return (Double y) { y = relu::forward(x) + h::one() }",
+        ),
+        (
+            "sys/scripts/builtin/helper.dml",
+            "one = function() return (Double y) { y = 1 }",
+        ),
+        (
+            "sys/scripts/nn/relu.dml",
+            "forward = function(Double x) return (Double y) { y = max(x, 0) }",
+        ),
+    ]);
+    let source = SourceFile::new("s.dml", "print(act(-1))");
+    let script = parser::parse(&source).expect("the script parses");
+    let options = LoadOptions {
+        script_dir: None,
+        builtin_path: Some(PathBuf::from("sys/scripts/builtin")),
+    };
+    let script = load(script, &source, &files, &options).unwrap();
+    assert_eq!(names(&script), ["act", "h::one", "relu::forward"]);
+}

@@ -1,10 +1,12 @@
 //! HOP DAG rewrites: small passes behind the [`Rewrite`] trait, one per file (DataFusion style),
 //! each followed by size propagation and (in debug builds and tests) the verifier.
 
+pub mod comparison_chain;
 pub mod constant_fold;
 pub mod cse;
 pub mod simplify;
 
+pub use comparison_chain::ComparisonChain;
 pub use constant_fold::ConstantFolding;
 pub use cse::CommonSubexpressionElimination;
 pub use simplify::AlgebraicSimplification;
@@ -15,7 +17,9 @@ use super::verify::verify;
 use crate::error::{CompileError, Internal, Result};
 
 /// One DAG-to-DAG pass. Rewrites must preserve results exactly (bit for bit) and must leave a
-/// DAG that passes the verifier once sizes are propagated.
+/// DAG that passes the verifier once sizes are propagated. The one exception is
+/// [`ComparisonChain`], SystemDS's own rewrite of comparison chains, which changes NaN results
+/// as it does in SystemDS (scripts must print SystemDS's numbers).
 pub trait Rewrite {
     /// A short, stable name (for explain, statistics and verifier messages).
     fn name(&self) -> &'static str;
@@ -30,6 +34,8 @@ pub fn default_rewrites() -> Vec<Box<dyn Rewrite>> {
         Box::new(ConstantFolding),
         Box::new(AlgebraicSimplification),
         Box::new(CommonSubexpressionElimination),
+        // After CSE, as in SystemDS: `!(A < B)` stays when the comparison is read elsewhere.
+        Box::new(ComparisonChain),
     ]
 }
 
