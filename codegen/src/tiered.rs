@@ -8,10 +8,10 @@
 //! large operator called once and a small one called in a loop both reach the optimizing tier
 //! once LLVM's extra compile time can pay off.
 //!
-//! Not done: starting an operator on LLVM at once where the on-disk object store already
-//! holds its code. The store is keyed by the emitted LLVM module's text, so knowing whether it
-//! holds an operator costs an LLVM emission, a good part of a compilation; a promoted
-//! operator still goes through the store, so its background compilation is a load there.
+//! An operator whose LLVM code the on-disk object store holds (an earlier run promoted it)
+//! starts on LLVM at once: the store keeps a marker per plan and entry point beside the
+//! machine code (whose key is the emitted module's text, too dear to compute just to ask), so
+//! a later run of the same script loads LLVM's code and never runs Cranelift's.
 
 use crate::backend::{Backend, Built, CodegenError, Executable, MainFormat, Operand, Origin};
 use crate::backend::{Internal, Request};
@@ -176,9 +176,12 @@ impl Backend for TieredBackend {
                 })
             })
             .collect();
-        let missing: Vec<usize> = (0..requests.len()).filter(|&i| out[i].is_none()).collect();
+        // What the object store holds LLVM's code for is loaded from there at once.
+        let (stored, missing): (Vec<usize>, Vec<usize>) = (0..requests.len())
+            .filter(|&i| out[i].is_none())
+            .partition(|&i| self.llvm.has_stored(requests[i].plan, requests[i].main));
         let quick: Vec<Request<'_>> = missing.iter().map(|&i| requests[i]).collect();
-        let mut unsupported = Vec::new();
+        let mut unsupported = stored;
         for (&i, built) in missing.iter().zip(self.cranelift.build(&quick)) {
             out[i] = match built {
                 Ok(b) => Some(Ok(self.tiered(&requests[i], Tier::Cranelift, b))),
@@ -189,8 +192,8 @@ impl Backend for TieredBackend {
                 Err(e) => Some(Err(e)),
             };
         }
-        // What Cranelift does not generate is compiled with LLVM at once, in one batch (in
-        // parallel, as the native backend builds a block's operators).
+        // What Cranelift does not generate, and what the store holds, is built with LLVM at
+        // once, in one batch (in parallel, as the native backend builds a block's operators).
         let optimizing: Vec<Request<'_>> = unsupported.iter().map(|&i| requests[i]).collect();
         for (&i, built) in unsupported.iter().zip(self.llvm.build(&optimizing)) {
             out[i] = Some(built.map(|b| self.tiered(&requests[i], Tier::Llvm, b)));

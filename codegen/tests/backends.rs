@@ -512,3 +512,66 @@ fn a_tiered_operator_called_concurrently_switches_once() {
     assert_eq!(c.cranelift_calls + c.llvm_calls, 202, "{c:?}");
     assert!(c.llvm_calls >= 1, "{c:?}");
 }
+
+/// An operator promoted to LLVM through an object store starts on LLVM at once in a later
+/// backend over the same store (a later run of the script), loading LLVM's code from the
+/// store, with the same bits Cranelift's code gave; a backend over another store starts it on
+/// Cranelift.
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
+#[test]
+fn a_tiered_backend_starts_on_llvm_where_the_object_store_holds_its_code() {
+    use lafuse_codegen::cranelift::CraneliftBackend;
+    use lafuse_codegen::native::{NativeBackend, ObjectStore};
+    use lafuse_codegen::tiered::TieredBackend;
+    let (m, n) = (19, 7);
+    let x = Matrix::from_dense_values(m, n, (0..m * n).map(|i| (i % 13) as f64 - 6.5).collect())
+        .unwrap();
+    let y = Matrix::from_dense_values(m, n, (0..m * n).map(|i| (i % 3) as f64 * 0.7).collect())
+        .unwrap();
+    let inputs = [Operand::Matrix(&x), Operand::Matrix(&y)];
+    let cell = Arc::new(plan(Some(CellAgg::Sum)));
+    let request = [Request {
+        plan: &cell,
+        main: MainFormat::Dense,
+    }];
+    let base = std::env::temp_dir().join(format!("lafuse-tier-store-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let backend_over = |dir: &str| {
+        let store = Arc::new(ObjectStore::open(&base.join(dir)).unwrap());
+        // Promoted at the first call.
+        TieredBackend::new(CraneliftBackend::new(), NativeBackend::with_store(store), 0)
+    };
+    let first_run = backend_over("a");
+    let op = first_run.build(&request).pop().unwrap().unwrap();
+    let on_cranelift = op.executable.execute(&inputs, &[(1, 1)], &[]).unwrap()[0].get(0, 0);
+    first_run.wait_for_background();
+    let c = first_run.counters().snapshot();
+    assert_eq!((c.cranelift_compiled, c.llvm_background), (1, 1), "{c:?}");
+    drop(first_run);
+
+    let later_run = backend_over("a");
+    let op = later_run.build(&request).pop().unwrap().unwrap();
+    let c = later_run.counters().snapshot();
+    assert_eq!((c.cranelift_compiled, c.llvm_compiled), (0, 1), "{c:?}");
+    assert!(
+        matches!(
+            op.origin,
+            Origin::Compiled {
+                loaded_from_store: true,
+                ..
+            }
+        ),
+        "{:?}",
+        op.origin
+    );
+    let on_llvm = op.executable.execute(&inputs, &[(1, 1)], &[]).unwrap()[0].get(0, 0);
+    assert_eq!(on_llvm.to_bits(), on_cranelift.to_bits());
+    let c = later_run.counters().snapshot();
+    assert_eq!((c.cranelift_calls, c.llvm_calls), (0, 1), "{c:?}");
+
+    let other_store = backend_over("b");
+    other_store.build(&request).pop().unwrap().unwrap();
+    let c = other_store.counters().snapshot();
+    assert_eq!((c.cranelift_compiled, c.llvm_compiled), (1, 0), "{c:?}");
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -41,6 +41,15 @@ impl NativeBackend {
     pub fn cache(&self) -> &OperatorCache {
         &self.cache
     }
+
+    /// Whether building `plan`'s operator for a main input in format `main` loads its machine
+    /// code from the backend's object store (as far as the store's marker says) rather than
+    /// compiling it.
+    pub fn has_stored(&self, plan: &CPlan, main: crate::backend::MainFormat) -> bool {
+        self.cache
+            .store()
+            .is_some_and(|store| super::stored_in(store, plan, main))
+    }
 }
 
 impl Backend for NativeBackend {

@@ -192,6 +192,11 @@ impl OperatorCache {
         }
     }
 
+    /// The on-disk object store its misses go through, if any.
+    pub fn store(&self) -> Option<&ObjectStore> {
+        self.store.as_deref()
+    }
+
     /// An empty cache whose misses go through `store`: machine code an earlier process
     /// compiled for the same module is loaded instead of compiled (see [`ObjectStore`]).
     pub fn with_store(store: Arc<ObjectStore>) -> Self {

@@ -256,6 +256,11 @@ fn build(plan: &CPlan, entry: Entry, store: Option<&ObjectStore>) -> Result<Buil
             } else {
                 phases.machine_code += rest;
             }
+            // What a tiered backend reads to start this operator on LLVM next time.
+            let marker = store::plan_marker_key(plan, entry.name());
+            if !made.loaded || !store.has_marker(&marker) {
+                store.mark(&marker);
+            }
             (made.machine, made.built, made.loaded)
         }
     };
@@ -421,6 +426,25 @@ pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<NativeOperator, Cod
     compile_with(plan, main, None)
 }
 
+/// The entry point an operator compiles first for a main input in format `main`.
+fn first_entry(plan: &CPlan, main: MainFormat) -> Entry {
+    if main == MainFormat::Sparse && has_csr_entry(plan) {
+        Entry::Csr
+    } else {
+        Entry::Dense
+    }
+}
+
+/// Whether `store` holds the machine code of the entry point an operator of `plan` compiles
+/// first for a main input in format `main` (as far as its marker says: see
+/// [`store::plan_marker_key`]), so that building it is a load.
+pub(crate) fn stored_in(store: &ObjectStore, plan: &CPlan, main: MainFormat) -> bool {
+    store.has_marker(&store::plan_marker_key(
+        plan,
+        first_entry(plan, main).name(),
+    ))
+}
+
 /// [`compile_for`] through an on-disk object store: machine code compiled before (by this or
 /// another process) is loaded instead of compiled, and what is compiled is kept there. Every
 /// entry point the operator compiles later goes through the store too.
@@ -441,11 +465,7 @@ pub fn compile_with(
             limit: MAX_BODY_NODES,
         }));
     }
-    let first = if main == MainFormat::Sparse && has_csr_entry(plan) {
-        Entry::Csr
-    } else {
-        Entry::Dense
-    };
+    let first = first_entry(plan, main);
     // The libraries the operator calls and that no operator has built yet are built on the
     // other cores while this operator compiles (its JIT waits for them when it maps the calls).
     let missing: Vec<LibraryId> = libraries_needed(plan)

@@ -147,6 +147,15 @@ pub(crate) fn compile_through<R>(
     })
 }
 
+/// The key of the marker saying that the store holds the machine code of entry point
+/// `entry` of `plan` (the plan's full text, with every literal's bits, and the entry's name).
+/// The marker is an entry of its own, empty, checked and pruned like the others: a tiered
+/// backend reads it to start an operator on LLVM at once, without emitting its module (the
+/// object entry's key). A marker that outlives its object (pruned) costs one compilation.
+pub(crate) fn plan_marker_key(plan: &lafuse_compiler::fusion::cplan::CPlan, entry: &str) -> String {
+    format!("lafuse plan marker\n{entry}\n{plan:?}")
+}
+
 /// A directory of compiled operators.
 #[derive(Debug)]
 pub struct ObjectStore {
@@ -290,6 +299,17 @@ impl ObjectStore {
         // Through the file that was read (its owner may set its times without writing it).
         let _ = file.set_modified(SystemTime::now());
         Some(StoredObject { ir, object })
+    }
+
+    /// Whether the store holds the marker `key` ([`plan_marker_key`]) under this process's
+    /// code-generation fingerprint.
+    pub(crate) fn has_marker(&self, key: &str) -> bool {
+        self.load(llvm::codegen_fingerprint(), key).is_some()
+    }
+
+    /// Keeps the marker `key` ([`plan_marker_key`]), best effort.
+    pub(crate) fn mark(&self, key: &str) {
+        self.save(llvm::codegen_fingerprint(), key, "", &[]);
     }
 
     /// Keeps the entry `ir`, `object` for `key` under `fingerprint` (best effort: a failure
