@@ -5,9 +5,10 @@
 //! unfused and under `gen`, and fused operators run inside the algorithms.
 //!
 //! lafuse ships none of SystemDS's scripts. The test takes them from `LAFUSE_SYSTEMDS_BUILTIN`
-//! (a `scripts/builtin` directory), else from the SystemDS jar `../shared/tools/systemds`
-//! installs (`~/.cache/lafuse-systemds/SystemDS.jar`, unpacked with `unzip`); without either
-//! it says so and checks nothing.
+//! (a `scripts/builtin` directory, next to the `scripts/nn` that some built-ins source), else
+//! from the SystemDS jar `../shared/tools/systemds` installs
+//! (`~/.cache/lafuse-systemds/SystemDS.jar`, its `scripts/builtin` and `scripts/nn` unpacked
+//! with `unzip`); without either it says so and checks nothing.
 //!
 //! A driver whose first line is `# lafuse-pending: REASON` calls a function lafuse lacks yet;
 //! it must still fail (the marker goes when it passes), so the list of what is missing stays
@@ -30,11 +31,13 @@ fn systemds_builtin_dir() -> Option<PathBuf> {
     }
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("systemds-scripts");
     let dir = out.join("scripts/builtin");
-    if !dir.join("l2svm.dml").is_file() {
+    if !dir.join("l2svm.dml").is_file() || !out.join("scripts/nn/layers/affine.dml").is_file() {
         let status = std::process::Command::new("unzip")
             .args(["-q", "-o"])
             .arg(&jar)
             .arg("scripts/builtin/*")
+            // The layers built-ins such as ffTrain source (`nn/layers/affine.dml`).
+            .arg("scripts/nn/*")
             .arg("-d")
             .arg(&out)
             .status()

@@ -429,8 +429,11 @@ impl Checker<'_> {
                         _ => continue,
                     };
                     let declared = Ty::of_decl(param.ty);
-                    let mismatch = (declared == Ty::Matrix && given.is_scalar())
-                        || (declared.is_scalar() && given == Ty::Matrix);
+                    // An `eval` branch runs only for its function's name; there a mismatch
+                    // is the run's error (`conform`), as in SystemDS.
+                    let mismatch = !call.from_eval
+                        && ((declared == Ty::Matrix && given.is_scalar())
+                            || (declared.is_scalar() && given == Ty::Matrix));
                     if mismatch {
                         let kind = |ty: Ty| {
                             if ty == Ty::Matrix {

@@ -272,12 +272,21 @@ impl Loader<'_> {
     }
 
     /// The path a `source` of `written` reads: as SystemDS, relative to the working directory,
-    /// else under its `scripts/` (`source("nn/layers/relu.dml")` from a SystemDS checkout);
-    /// where no file is there, relative to the sourcing file's or the script's directory.
+    /// else under its `scripts/` (`source("nn/layers/relu.dml")` from a SystemDS checkout), or
+    /// the directory above the built-in directory (SystemDS's `scripts/`, where a built-in's
+    /// own `source("nn/layers/affine.dml")` is found); where no file is there, relative to the
+    /// sourcing file's or the script's directory.
     fn find_source(&self, written: &str, dir: Option<&Path>) -> Option<PathBuf> {
         let path = PathBuf::from(written);
+        let scripts_root = self
+            .options
+            .builtin_path
+            .as_ref()
+            .and_then(|b| b.parent())
+            .filter(|_| path.is_relative());
         let candidates = std::iter::once(path.clone())
             .chain(path.is_relative().then(|| Path::new("scripts").join(&path)))
+            .chain(scripts_root.map(|r| r.join(&path)))
             .chain(dir.map(|d| d.join(&path)))
             .chain(self.options.script_dir.as_ref().map(|d| d.join(&path)));
         candidates
@@ -331,6 +340,17 @@ impl Loader<'_> {
     /// calls, loading a built-in where it names one; leaves names it cannot resolve for the
     /// checker to report.
     fn resolve(&mut self, module: ModuleId, name: &mut String, args: &[Arg], span: Span) {
+        if name == crate::eval_call::EVAL && !self.modules[module].defined.contains(name.as_str()) {
+            // `eval("lm", ...)`: a built-in named by a literal is loaded, as a call of it is;
+            // the program builder resolves the name among the loaded functions.
+            if let Some(ExprKind::Str(f)) = args.first().map(|a| &a.value.kind) {
+                let f = f.clone();
+                if !f.contains("::") && !self.modules[module].defined.contains(&f) {
+                    self.builtin(&f, span);
+                }
+            }
+            return;
+        }
         if let Some((ns, f)) = name.split_once("::") {
             let Some(&target) = self.modules[module].namespaces.get(ns) else {
                 self.errors.push(CompileError::at(
