@@ -9,8 +9,9 @@
 //!
 //! lafuse binds and checks every call before the script runs, so [`candidates`] lists, in that
 //! order of precedence, the functions of the loaded program a name can reach that can take the
-//! call's arguments (by count, or count and names for a list of arguments; a mismatch of kinds
-//! fails when the branch runs), and
+//! call's arguments (by count, or count and names for a list written in the call; a list held
+//! in a variable is spread over the parameters when the call runs, and a mismatch of kinds
+//! fails then too), and
 //! the program builder turns the call into `if (name == "f1") r = f1(args) else if ...`, its
 //! last branch stopping with SystemDS's message for a name no function answers. A name that is
 //! a literal is resolved while the program is built; the module loader loads the built-in it
@@ -25,12 +26,27 @@ use std::collections::BTreeMap;
 /// The name of the built-in.
 pub const EVAL: &str = "eval";
 
-/// One function an `eval` may call: the name SystemDS's `eval` knows it by, and its name in
-/// the loaded program.
+/// One function an `eval` may call: the name SystemDS's `eval` knows it by, its name in the
+/// loaded program, and whether the call's one argument is spread over its parameters when it
+/// is a list ([`crate::program::CallBlock::spread`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Candidate {
     pub written: String,
     pub function: String,
+    pub spread: bool,
+}
+
+/// How an `eval`'s arguments (after the name) are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgsForm {
+    /// Several arguments, or one that is no list: bound one to one, as many as the parameters.
+    Positional,
+    /// One list written in the call (`list(X, y)`, `list(X=X)`), already spread into the
+    /// arguments: positional or named, parameters left out taking their defaults.
+    ListLiteral,
+    /// One argument whose kind shows only when it runs: a list is spread over the parameters
+    /// (unless the function takes one list), anything else is the one argument.
+    Value,
 }
 
 /// How a candidate's results become `eval`'s matrix.
@@ -85,21 +101,22 @@ fn written_name(qualified: &str, functions: &BTreeMap<String, ast::FunctionDef>)
 
 /// The functions an `eval` with arguments `args` (the name excluded) can call, best first for
 /// each name: main-script functions and built-in entries before built-ins' private functions.
-/// `from_list`: the arguments came as one list, which may leave parameters with defaults out;
-/// positional arguments must be as many as the parameters (SystemDS binds them one to one).
 pub fn candidates(
     functions: &BTreeMap<String, ast::FunctionDef>,
     args: &[Arg],
     call_span: Span,
     needs_result: bool,
-    from_list: bool,
+    form: ArgsForm,
 ) -> Vec<Candidate> {
     let mut out: Vec<(bool, Candidate)> = vec![];
     for (qualified, def) in functions {
-        let fits = if from_list {
-            builtins::bind_udf_args(def, args, call_span).is_ok()
-        } else {
-            def.params.len() == args.len() && args.iter().all(|a| a.name.is_none())
+        let one_list = matches!(def.params.as_slice(), [p] if p.ty == ValueType::List);
+        let fits = match form {
+            ArgsForm::ListLiteral => builtins::bind_udf_args(def, args, call_span).is_ok(),
+            ArgsForm::Positional => {
+                def.params.len() == args.len() && args.iter().all(|a| a.name.is_none())
+            }
+            ArgsForm::Value => true,
         };
         if !fits {
             continue;
@@ -115,6 +132,7 @@ pub fn candidates(
             Candidate {
                 written,
                 function: qualified.clone(),
+                spread: form == ArgsForm::Value && !one_list,
             },
         ));
     }
@@ -183,10 +201,11 @@ mod tests {
         ] {
             fs.insert(d.name.clone(), d);
         }
-        let got: Vec<(String, String)> = candidates(&fs, &args(2), Span::new(0, 1), true, false)
-            .into_iter()
-            .map(|c| (c.written, c.function))
-            .collect();
+        let got: Vec<(String, String)> =
+            candidates(&fs, &args(2), Span::new(0, 1), true, ArgsForm::Positional)
+                .into_iter()
+                .map(|c| (c.written, c.function))
+                .collect();
         let want = [
             ("arima", "arima"),
             ("main_f", "main_f"),
@@ -211,9 +230,35 @@ mod tests {
         ] {
             fs.insert(d.name.clone(), d);
         }
-        let c = candidates(&fs, &args(1), Span::new(0, 1), false, true);
+        let c = candidates(&fs, &args(1), Span::new(0, 1), false, ArgsForm::ListLiteral);
         let solve: Vec<&Candidate> = c.iter().filter(|c| c.written == "solve").collect();
         assert_eq!(solve.len(), 1);
         assert_eq!(solve[0].function, "solve");
+    }
+
+    #[test]
+    fn one_value_argument_reaches_every_function_spread_unless_it_takes_one_list() {
+        let mut fs = BTreeMap::new();
+        let mut lister = def("takes_list", 1, Some(ValueType::Matrix));
+        lister.params[0].ty = ValueType::List;
+        for d in [
+            def("one", 1, Some(ValueType::Matrix)),
+            def("three", 3, None),
+            lister,
+        ] {
+            fs.insert(d.name.clone(), d);
+        }
+        let got: Vec<(String, bool)> =
+            candidates(&fs, &args(1), Span::new(0, 1), false, ArgsForm::Value)
+                .into_iter()
+                .map(|c| (c.written, c.spread))
+                .collect();
+        let want = [("one", true), ("takes_list", false), ("three", true)];
+        let want: Vec<(String, bool)> = want.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+        assert_eq!(got, want);
+        // Positional arguments reach the functions of as many parameters only.
+        let positional = candidates(&fs, &args(1), Span::new(0, 1), false, ArgsForm::Positional);
+        assert_eq!(positional.len(), 2);
+        assert!(positional.iter().all(|c| !c.spread && c.written != "three"));
     }
 }

@@ -63,6 +63,10 @@ pub struct CallBlock {
     /// time is this function's, so arguments of other kinds than its parameters' fail when it
     /// runs rather than when the program is checked.
     pub from_eval: bool,
+    /// `eval`'s one argument (`args[0]`) as SystemDS spreads it: a list's elements are the
+    /// arguments (by name in a named list, else by position; parameters left out take their
+    /// defaults), any other value is the one argument. Bound when the call runs.
+    pub spread: bool,
 }
 
 /// One node of the block tree.
@@ -330,6 +334,7 @@ impl Builder<'_> {
             args,
             span,
             from_eval: false,
+            spread: false,
         }));
         Ok(())
     }
@@ -370,19 +375,32 @@ impl Builder<'_> {
             ));
         }
         let fname = args.remove(0).value;
-        // One argument written as a list literal is the call's arguments, named or positional
-        // (SystemDS expands a list argument unless the function takes one list).
-        let mut from_list = false;
-        if let [Arg { value, .. }] = args.as_slice() {
-            if let ExprKind::Call { name, args: items } = &value.kind {
-                if name == "list" && !self.udfs.contains(name) {
-                    args = items.clone();
-                    from_list = true;
+        // One argument written as a list literal is the call's arguments, named or positional;
+        // one whose kind shows when it runs is spread then if it is a list (SystemDS expands a
+        // list argument unless the function takes one list).
+        let mut form = eval_call::ArgsForm::Positional;
+        let mut items_of_list = None;
+        if let [Arg {
+            value, name: None, ..
+        }] = args.as_slice()
+        {
+            form = match &value.kind {
+                ExprKind::Call { name, args: items }
+                    if name == "list" && !self.udfs.contains(name) =>
+                {
+                    items_of_list = Some(items.clone());
+                    eval_call::ArgsForm::ListLiteral
                 }
-            }
+                ExprKind::Var(_) | ExprKind::Index { .. } | ExprKind::Call { .. } => {
+                    eval_call::ArgsForm::Value
+                }
+                _ => eval_call::ArgsForm::Positional,
+            };
         }
-        let found =
-            eval_call::candidates(self.signatures, &args, span, !targets.is_empty(), from_list);
+        if let Some(items) = items_of_list {
+            args = items;
+        }
+        let found = eval_call::candidates(self.signatures, &args, span, !targets.is_empty(), form);
         if let ExprKind::Str(written) = &fname.kind {
             // Known now: the one function of that name, else the error of an unknown call.
             let Some(c) = found.iter().find(|c| &c.written == written) else {
@@ -392,7 +410,7 @@ impl Builder<'_> {
                     self.udfs.iter().map(String::as_str),
                 ));
             };
-            for block in self.eval_branch(&c.function, &targets, args, span)? {
+            for block in self.eval_branch(c, &targets, args, span)? {
                 em.push_block(block);
             }
             return Ok(());
@@ -448,7 +466,7 @@ impl Builder<'_> {
             span,
         })];
         for c in found.iter().rev() {
-            let then_blocks = self.eval_branch(&c.function, &targets, args.clone(), span)?;
+            let then_blocks = self.eval_branch(c, &targets, args.clone(), span)?;
             let cond = Expr {
                 kind: ExprKind::Binary {
                     op: ast::BinaryOp::Eq,
@@ -474,11 +492,12 @@ impl Builder<'_> {
     /// target (a scalar as a 1x1 matrix, as SystemDS's `eval`), the others to temporaries.
     fn eval_branch(
         &mut self,
-        function: &str,
+        candidate: &eval_call::Candidate,
         targets: &[Ident],
         args: Vec<Arg>,
         span: Span,
     ) -> Result<Vec<Block>> {
+        let function = candidate.function.as_str();
         let def = &self.signatures[function];
         let n_results = def.results.len();
         let use_ = eval_call::result_use(def);
@@ -489,6 +508,7 @@ impl Builder<'_> {
                 args,
                 span,
                 from_eval: true,
+                spread: candidate.spread,
             })
         };
         let Some(target) = targets.first() else {
@@ -978,6 +998,30 @@ mod tests {
         );
     }
 
+    /// The `if` chain an `eval` of a computed name became: per branch, the name compared, the
+    /// blocks run, and what is left (the next branch, or the final `stop`).
+    fn eval_chain(blocks: &[Block]) -> (Vec<(String, &[Block])>, &[Block]) {
+        let mut branches = vec![];
+        let mut rest = blocks;
+        while let [Block::If {
+            cond,
+            then_blocks,
+            else_blocks,
+            ..
+        }] = rest
+        {
+            let ExprKind::Binary { rhs, .. } = &cond.kind else {
+                panic!("expected a comparison of the name, got {cond:?}");
+            };
+            let ExprKind::Str(name) = &rhs.kind else {
+                panic!("expected a name, got {rhs:?}");
+            };
+            branches.push((name.clone(), then_blocks.as_slice()));
+            rest = else_blocks;
+        }
+        (branches, rest)
+    }
+
     #[test]
     fn eval_becomes_a_call_per_candidate_chosen_by_the_name() {
         let source = crate::span::SourceFile::new(
@@ -985,46 +1029,35 @@ mod tests {
             "f = function(Matrix[Double] X) return (Matrix[Double] Y) { Y = X }\n\
              g = function(Matrix[Double] X) return (Double s) { s = sum(X) }\n\
              h = function(Matrix[Double] X, Double b) return (Matrix[Double] Y) { Y = X + b }\n\
-             X = matrix(1, 2, 2)\nn = \"g\"\nY = eval(n, X)\nZ = eval(\"f\", X)",
+             X = matrix(1, 2, 2)\nn = \"g\"\nY = eval(n, X, 2)\nZ = eval(\"f\", X)\n\
+             W = eval(n, X)",
         );
         let p = build_program(crate::parser::parse(&source).unwrap()).unwrap();
-        // The name is computed once, then compared with each one-parameter function's.
+        // The name is computed once, then compared with each two-parameter function's.
         let Block::Basic(b) = &p.main[0] else {
             panic!("expected the assignments first, got {:?}", p.main[0]);
         };
         assert_eq!(b.stmts.len(), 3);
-        let Block::If {
-            cond,
-            then_blocks,
-            else_blocks,
-            ..
-        } = &p.main[1]
-        else {
-            panic!("expected the branch of f, got {:?}", p.main[1]);
-        };
-        assert!(matches!(&cond.kind, ExprKind::Binary { rhs, .. }
-            if matches!(&rhs.kind, ExprKind::Str(s) if s == "f")));
-        assert!(matches!(&then_blocks[..], [Block::Call(c)]
-            if c.function == "f" && c.from_eval && c.targets[0].name == "Y"));
-        let [Block::If {
-            then_blocks: g_blocks,
-            else_blocks: last,
-            ..
-        }] = &else_blocks[..]
-        else {
-            panic!("expected the branch of g, got {else_blocks:?}");
-        };
-        // g's scalar result becomes Y as a 1x1 matrix.
-        assert!(matches!(&g_blocks[..], [Block::Call(c), Block::Basic(_)] if c.function == "g"));
+        let (branches, last) = eval_chain(&p.main[1..2]);
+        assert_eq!(branches.len(), 1);
+        assert_eq!(branches[0].0, "h");
+        assert!(matches!(branches[0].1, [Block::Call(c)]
+            if c.function == "h" && c.from_eval && !c.spread && c.targets[0].name == "Y"));
         assert!(
-            matches!(&last[..], [Block::Basic(b)] if matches!(&b.stmts[0].kind,
+            matches!(last, [Block::Basic(b)] if matches!(&b.stmts[0].kind,
             StmtKind::Expr(e) if matches!(&e.kind, ExprKind::Call { name, .. } if name == "stop")))
         );
-        // A literal name is the one call.
-        assert!(
-            matches!(&p.main[2], Block::Call(c) if c.function == "f" && c.targets[0].name == "Z")
-        );
-        assert_eq!(p.main.len(), 3);
+        // A literal name is the one call (its variable argument spread if it is a list).
+        assert!(matches!(&p.main[2], Block::Call(c)
+            if c.function == "f" && c.spread && c.targets[0].name == "Z"));
+        // One variable argument may be a list, spread when the call runs: every function is
+        // a candidate; g's scalar result becomes W as a 1x1 matrix.
+        let (branches, _) = eval_chain(&p.main[4..5]);
+        let names: Vec<&str> = branches.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["f", "g", "h"]);
+        assert!(matches!(branches[1].1, [Block::Call(c), Block::Basic(_)]
+            if c.function == "g" && c.spread));
+        assert_eq!(p.main.len(), 5);
     }
 
     #[test]
