@@ -13,6 +13,7 @@ use crate::stats::{ms, InstructionStat, Stats};
 use crate::{EngineConfig, ExplainedBlock, ScriptArgs};
 use lafuse_compiler::ast::{self, ValueType};
 use lafuse_compiler::builtins::{self, BoundValue};
+use lafuse_compiler::hops::{CastOp, Literal, OpKind};
 use lafuse_compiler::program::{BasicBlock, Block, CallBlock, Program};
 use lafuse_compiler::span::Span;
 use lafuse_compiler::stack::with_stack;
@@ -883,11 +884,20 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let item = self.evaluated.take();
         let n = def.params.len();
         // Each parameter's value and lineage item, where the argument gives one. An element's
-        // item is the list's, indexed as `L[name]` / `L[i]` is, so that reuse tells elements
-        // of different lists apart.
-        let element = |key: String| {
-            item.as_ref()
-                .map(|list| Lineage::instruction("evalarg", key, vec![list.clone()]))
+        // item is the one `as.matrix(L["name"])` / `as.scalar(L[i])` has, so that reuse tells
+        // elements of different lists apart and recomputation replays it.
+        let element = |key: Literal, x: &Value| {
+            let cast = match x {
+                Value::Matrix(_) => CastOp::AsMatrix,
+                Value::List(_) => return None,
+                _ => CastOp::AsScalar,
+            };
+            let list = item.clone()?;
+            let key = crate::lineage::literal_item(&key);
+            let (opcode, data) = crate::lineage::hop_opcode_data(&OpKind::ListIndex);
+            let rix = Lineage::instruction(opcode, data, vec![list, key.clone(), key]);
+            let (opcode, data) = crate::lineage::hop_opcode_data(&OpKind::Cast(cast));
+            Some(Lineage::instruction(opcode, data, vec![rix]))
         };
         let mut given: Vec<Option<(Value, Option<Lineage>)>> = vec![None; n];
         match &v {
@@ -898,7 +908,8 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                             let Some(at) = def.params.iter().position(|p| &p.name == name) else {
                                 return Err(fail(CallError::NoParameter { name: name.clone() }));
                             };
-                            given[at] = Some((x.clone(), element(name.clone())));
+                            let item = element(Literal::Str(name.clone()), x);
+                            given[at] = Some((x.clone(), item));
                         }
                     }
                     None if list.items.len() > n => {
@@ -909,7 +920,8 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                     }
                     None => {
                         for (i, (slot, x)) in given.iter_mut().zip(&list.items).enumerate() {
-                            *slot = Some((x.clone(), element((i + 1).to_string())));
+                            let item = element(Literal::Int(i as i64 + 1), x);
+                            *slot = Some((x.clone(), item));
                         }
                     }
                 }

@@ -5,6 +5,9 @@
 //! flow gets its own block; every call of a user-defined function becomes a [`CallBlock`],
 //! because a function call is a block boundary (its body is a separate program).
 //!
+//! `eval(fname, args...)` is hoisted likewise and becomes one `CallBlock` per function the name
+//! may give, under an `if` chain on the name ([`crate::eval_call`]).
+//!
 //! A user-defined function called inside an expression (`y = f(x) + 1`) is hoisted: the call
 //! becomes a `CallBlock` assigning a fresh temporary (`_ufc1 = f(x)`) that the expression then
 //! reads. Temporaries are named `_ufc<N>`; DML identifiers must start with a letter, so no
