@@ -13,6 +13,7 @@ use crate::stats::{ms, InstructionStat, Stats};
 use crate::{EngineConfig, ExplainedBlock, ScriptArgs};
 use lafuse_compiler::ast::{self, ValueType};
 use lafuse_compiler::builtins::{self, BoundValue};
+use lafuse_compiler::hops::{CastOp, Literal, OpKind};
 use lafuse_compiler::program::{BasicBlock, Block, CallBlock, Program};
 use lafuse_compiler::span::Span;
 use lafuse_compiler::stack::with_stack;
@@ -859,6 +860,108 @@ impl<'p, 'o> Interpreter<'p, 'o> {
 
     /// Calls a user-defined function: binds arguments (evaluated in the caller's scope,
     /// defaults included), runs the body in a fresh scope, and assigns the results.
+    /// Binds `eval`'s one argument spread over `def`'s parameters (`CallBlock::spread`), as
+    /// SystemDS's `EvalNaryCPInstruction`: a named list by names, a list by positions, the
+    /// parameters it leaves out at their defaults (evaluated in the caller's scope); any other
+    /// value is the one argument.
+    fn bind_spread(
+        &mut self,
+        call: &'p CallBlock,
+        def: &'p ast::FunctionDef,
+        vars: &mut SymbolTable,
+        callee: &mut SymbolTable,
+        callee_items: &mut LineageMap,
+    ) -> Result<(), Error> {
+        let arg = &call.args[0].value;
+        let fail = |cause: CallError| Error::Runtime {
+            error: RuntimeError::Call {
+                function: call.function.to_string(),
+                cause,
+            },
+            span: Some(arg.span),
+        };
+        let v = self.eval(arg, vars, "function argument")?;
+        let item = self.evaluated.take();
+        let n = def.params.len();
+        // Each parameter's value and lineage item, where the argument gives one. An element's
+        // item is the one `as.matrix(L["name"])` / `as.scalar(L[i])` has, so that reuse tells
+        // elements of different lists apart and recomputation replays it.
+        let element = |key: Literal, x: &Value| {
+            let cast = match x {
+                Value::Matrix(_) => CastOp::AsMatrix,
+                Value::List(_) => return None,
+                _ => CastOp::AsScalar,
+            };
+            let list = item.clone()?;
+            let key = crate::lineage::literal_item(&key);
+            let (opcode, data) = crate::lineage::hop_opcode_data(&OpKind::ListIndex);
+            let rix = Lineage::instruction(opcode, data, vec![list, key.clone(), key]);
+            let (opcode, data) = crate::lineage::hop_opcode_data(&OpKind::Cast(cast));
+            Some(Lineage::instruction(opcode, data, vec![rix]))
+        };
+        let mut given: Vec<Option<(Value, Option<Lineage>)>> = vec![None; n];
+        match &v {
+            Value::List(list) if !matches!(def.params.as_slice(), [p] if p.ty == ValueType::List) => {
+                match &list.names {
+                    Some(names) => {
+                        for (name, x) in names.iter().zip(&list.items) {
+                            let Some(at) = def.params.iter().position(|p| &p.name == name) else {
+                                return Err(fail(CallError::NoParameter { name: name.clone() }));
+                            };
+                            let item = element(Literal::Str(name.clone()), x);
+                            given[at] = Some((x.clone(), item));
+                        }
+                    }
+                    None if list.items.len() > n => {
+                        return Err(fail(CallError::ArgumentCount {
+                            params: n,
+                            given: list.items.len(),
+                        }))
+                    }
+                    None => {
+                        for (i, (slot, x)) in given.iter_mut().zip(&list.items).enumerate() {
+                            let item = element(Literal::Int(i as i64 + 1), x);
+                            *slot = Some((x.clone(), item));
+                        }
+                    }
+                }
+            }
+            _ if n == 1 => given[0] = Some((v.clone(), item.clone())),
+            _ => {
+                return Err(fail(CallError::ArgumentCount {
+                    params: n,
+                    given: 1,
+                }))
+            }
+        }
+        for (formal, value) in def.params.iter().zip(given) {
+            let (value, item) = match (value, &formal.default) {
+                (Some(found), _) => found,
+                (None, Some(default)) => {
+                    let v = self.eval(default, vars, "default argument")?;
+                    (v, self.evaluated.take())
+                }
+                (None, None) => {
+                    return Err(fail(CallError::MissingArgument {
+                        parameter: formal.name.to_string(),
+                    }))
+                }
+            };
+            let kind = std::mem::discriminant(&value);
+            let value = conform(value, formal.ty, &formal.name, &call.function).map_err(|e| {
+                Error::Runtime {
+                    error: e,
+                    span: Some(arg.span),
+                }
+            })?;
+            if let Some(item) = conformed_item(item, kind, &value) {
+                callee_items.insert(formal.name.clone(), item);
+            }
+            callee.insert(formal.name.clone(), value);
+        }
+        Ok(())
+    }
+
     fn exec_call(&mut self, call: &'p CallBlock, vars: &mut SymbolTable) -> Result<(), Error> {
         let program = self.program;
         let function = program.functions.get(&call.function).ok_or_else(|| {
@@ -870,10 +973,15 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             ))
         })?;
         let def = &function.def;
-        let bound = builtins::bind_udf_args(def, &call.args, call.span)?;
         let mut callee = SymbolTable::new();
         // The callee's lineage map, when tracing: parameters bound to the arguments' items.
         let mut callee_items = LineageMap::new();
+        let bound = if call.spread {
+            self.bind_spread(call, def, vars, &mut callee, &mut callee_items)?;
+            builtins::BoundArgs::default()
+        } else {
+            builtins::bind_udf_args(def, &call.args, call.span)?
+        };
         for (param, formal) in bound.params.iter().zip(&def.params) {
             match param.value {
                 // A default is evaluated where the call is, in the caller's scope, as SystemDS

@@ -162,15 +162,20 @@ impl<'p> Walker<'p> {
             .into());
         };
         let def = &function.def;
-        let bound = builtins::bind_udf_args(def, &call.args, call.span)?;
+        // `eval`'s spread argument is bound when it runs: its parameters are unknown here.
+        let bound = if call.spread {
+            builtins::BoundArgs::default()
+        } else {
+            builtins::bind_udf_args(def, &call.args, call.span)?
+        };
         let mut callee = BlockInputs::new();
-        for (param, formal) in bound.params.iter().zip(&def.params) {
-            let meta = match param.value {
+        for (i, formal) in def.params.iter().enumerate() {
+            let meta = match bound.params.get(i).map(|p| &p.value) {
                 // Defaults are evaluated in the caller's scope, as arguments are.
-                BoundValue::Arg(expr) | BoundValue::DefaultExpr(expr) => {
+                Some(BoundValue::Arg(expr) | BoundValue::DefaultExpr(expr)) => {
                     self.value_meta(expr, vars)?
                 }
-                BoundValue::Default(_) | BoundValue::Absent => None,
+                _ => None,
             };
             callee.insert(
                 formal.name.clone(),

@@ -32,7 +32,10 @@ fn systemds_builtin_dir() -> Option<PathBuf> {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("systemds-scripts");
     let dir = out.join("scripts/builtin");
     // All of `scripts/`: built-ins source `nn/layers/...` and `scripts/builtin/...` from it.
-    if !dir.join("l2svm.dml").is_file() || !out.join("scripts/nn/layers/softmax.dml").is_file() {
+    if !dir.join("l2svm.dml").is_file()
+        || !out.join("scripts/nn/layers/softmax.dml").is_file()
+        || !out.join("scripts/nn/layers/affine.dml").is_file()
+    {
         let status = std::process::Command::new("unzip")
             .args(["-q", "-o"])
             .arg(&jar)

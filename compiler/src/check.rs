@@ -407,7 +407,14 @@ impl Checker<'_> {
             return;
         };
         let def = &function.def;
-        match builtins::bind_udf_args(def, &call.args, call.span) {
+        // `eval`'s argument spread over the parameters is bound when it runs (its value may
+        // be a list or the one argument).
+        let bound = if call.spread {
+            Err(None)
+        } else {
+            builtins::bind_udf_args(def, &call.args, call.span).map_err(Some)
+        };
+        match bound {
             Ok(bound) => {
                 for (param, bp) in def.params.iter().zip(&bound.params) {
                     let (arg, given) = match bp.value {
@@ -429,8 +436,11 @@ impl Checker<'_> {
                         _ => continue,
                     };
                     let declared = Ty::of_decl(param.ty);
-                    let mismatch = (declared == Ty::Matrix && given.is_scalar())
-                        || (declared.is_scalar() && given == Ty::Matrix);
+                    // An `eval` branch runs only for its function's name; there a mismatch
+                    // is the run's error (`conform`), as in SystemDS.
+                    let mismatch = !call.from_eval
+                        && ((declared == Ty::Matrix && given.is_scalar())
+                            || (declared.is_scalar() && given == Ty::Matrix));
                     if mismatch {
                         let kind = |ty: Ty| {
                             if ty == Ty::Matrix {
@@ -452,7 +462,8 @@ impl Checker<'_> {
                     }
                 }
             }
-            Err(e) => self.error(e),
+            Err(Some(e)) => self.error(e),
+            Err(None) => {}
         }
         // SystemDS binds results to targets one to one where it inlines the function (a body
         // of one basic block): `x = f()` with two results is an error there. A function it

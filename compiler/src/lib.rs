@@ -10,6 +10,7 @@ pub mod ast;
 pub mod builtins;
 pub mod check;
 pub mod error;
+pub mod eval_call;
 pub mod fusion;
 pub mod hops;
 pub mod lexer;

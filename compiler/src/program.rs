@@ -5,6 +5,9 @@
 //! flow gets its own block; every call of a user-defined function becomes a [`CallBlock`],
 //! because a function call is a block boundary (its body is a separate program).
 //!
+//! `eval(fname, args...)` is hoisted likewise and becomes one `CallBlock` per function the name
+//! may give, under an `if` chain on the name ([`crate::eval_call`]).
+//!
 //! A user-defined function called inside an expression (`y = f(x) + 1`) is hoisted: the call
 //! becomes a `CallBlock` assigning a fresh temporary (`_ufc1 = f(x)`) that the expression then
 //! reads. Temporaries are named `_ufc<N>`; DML identifiers must start with a letter, so no
@@ -16,6 +19,7 @@
 use crate::ast::{self, Arg, Expr, ExprKind, Ident, IndexRange, Stmt, StmtKind};
 use crate::builtins::{self, Builtin, ResultKind};
 use crate::error::{CheckError, CompileError, Internal, Result, Unsupported};
+use crate::eval_call::{self, ResultUse};
 use crate::span::Span;
 use crate::stack::with_stack;
 use std::collections::BTreeMap;
@@ -58,6 +62,14 @@ pub struct CallBlock {
     pub args: Vec<Arg>,
     /// The call expression's span.
     pub span: Span,
+    /// A branch of an `eval` ([`crate::eval_call`]): taken only where the name given at run
+    /// time is this function's, so arguments of other kinds than its parameters' fail when it
+    /// runs rather than when the program is checked.
+    pub from_eval: bool,
+    /// `eval`'s one argument (`args[0]`) as SystemDS spreads it: a list's elements are the
+    /// arguments (by name in a named list, else by position; parameters left out take their
+    /// defaults), any other value is the one argument. Bound when the call runs.
+    pub spread: bool,
 }
 
 /// One node of the block tree.
@@ -168,8 +180,23 @@ pub fn build_program(script: ast::Script) -> Result<Program> {
         defs.insert(def.name.clone(), def);
     }
     let names: std::collections::BTreeSet<String> = defs.keys().cloned().collect();
+    // Signatures only (what `eval` needs to choose its candidates), the bodies left behind.
+    let signatures: BTreeMap<String, ast::FunctionDef> = defs
+        .iter()
+        .map(|(name, d)| {
+            let sig = ast::FunctionDef {
+                name: d.name.clone(),
+                params: d.params.clone(),
+                results: d.results.clone(),
+                body: vec![],
+                span: d.span,
+            };
+            (name.clone(), sig)
+        })
+        .collect();
     let mut builder = Builder {
         udfs: &names,
+        signatures: &signatures,
         next_temp: 0,
     };
     let main = builder.blocks(script.statements)?;
@@ -232,6 +259,7 @@ fn calls_data_sized(expr: &Expr) -> bool {
 
 struct Builder<'a> {
     udfs: &'a std::collections::BTreeSet<String>,
+    signatures: &'a BTreeMap<String, ast::FunctionDef>,
     next_temp: u32,
 }
 
@@ -263,8 +291,14 @@ impl Emitter {
 }
 
 impl Builder<'_> {
+    /// Whether a call of `name` becomes blocks of its own: a user-defined function's, or
+    /// `eval`'s (which calls one).
+    fn calls_function(&self, name: &str) -> bool {
+        self.udfs.contains(name) || name == eval_call::EVAL
+    }
+
     fn is_udf_call(&self, expr: &Expr) -> bool {
-        matches!(&expr.kind, ExprKind::Call { name, .. } if self.udfs.contains(name))
+        matches!(&expr.kind, ExprKind::Call { name, .. } if self.calls_function(name))
     }
 
     fn blocks(&mut self, stmts: Vec<Stmt>) -> Result<Vec<Block>> {
@@ -294,13 +328,237 @@ impl Builder<'_> {
         for arg in &mut args {
             self.hoist(&mut arg.value, em)?;
         }
+        if name == eval_call::EVAL && !self.udfs.contains(&name) {
+            return self.eval_blocks(targets, args, span, em);
+        }
         em.push_block(Block::Call(CallBlock {
             targets,
             function: name,
             args,
             span,
+            from_eval: false,
+            spread: false,
         }));
         Ok(())
+    }
+
+    /// Emits `[targets] = eval(fname, args)` (arguments hoisted) as a call of the one function a
+    /// literal name gives, else as a chain of `if (fname == "f") ...` over the candidates, its
+    /// last branch stopping as SystemDS does where no function answers the name.
+    fn eval_blocks(
+        &mut self,
+        targets: Vec<Ident>,
+        mut args: Vec<Arg>,
+        span: Span,
+        em: &mut Emitter,
+    ) -> Result<()> {
+        if targets.len() > 1 {
+            return Err(CompileError::at(
+                CheckError::BuiltinTargets {
+                    name: eval_call::EVAL.into(),
+                    targets: targets.len(),
+                },
+                span,
+            ));
+        }
+        let callee = crate::error::Callee::Builtin {
+            name: eval_call::EVAL,
+        };
+        let problem = match args.first() {
+            None => Some(crate::error::CallProblem::Missing {
+                name: "fname".into(),
+            }),
+            Some(a) if a.name.is_some() => Some(crate::error::CallProblem::PositionalOnly),
+            Some(_) => None,
+        };
+        if let Some(problem) = problem {
+            return Err(CompileError::at(
+                crate::error::CompileCause::Call { callee, problem },
+                span,
+            ));
+        }
+        let fname = args.remove(0).value;
+        // One argument written as a list literal is the call's arguments, named or positional;
+        // one whose kind shows when it runs is spread then if it is a list (SystemDS expands a
+        // list argument unless the function takes one list).
+        let mut form = eval_call::ArgsForm::Positional;
+        let mut items_of_list = None;
+        if let [Arg {
+            value, name: None, ..
+        }] = args.as_slice()
+        {
+            form = match &value.kind {
+                ExprKind::Call { name, args: items }
+                    if name == "list" && !self.udfs.contains(name) =>
+                {
+                    items_of_list = Some(items.clone());
+                    eval_call::ArgsForm::ListLiteral
+                }
+                ExprKind::Var(_) | ExprKind::Index { .. } | ExprKind::Call { .. } => {
+                    eval_call::ArgsForm::Value
+                }
+                _ => eval_call::ArgsForm::Positional,
+            };
+        }
+        if let Some(items) = items_of_list {
+            args = items;
+        }
+        let found = eval_call::candidates(self.signatures, &args, span, !targets.is_empty(), form);
+        if let ExprKind::Str(written) = &fname.kind {
+            // Known now: the one function of that name, else the error of an unknown call.
+            let Some(c) = found.iter().find(|c| &c.written == written) else {
+                return Err(crate::check::unknown_function(
+                    written,
+                    fname.span,
+                    self.udfs.iter().map(String::as_str),
+                ));
+            };
+            for block in self.eval_branch(c, &targets, args, span)? {
+                em.push_block(block);
+            }
+            return Ok(());
+        }
+        let name = self.fresh_temp(fname.span);
+        em.pending.push(Stmt {
+            kind: StmtKind::Assign {
+                target: name.clone(),
+                value: fname,
+            },
+            span,
+        });
+        let text = |s: &str| Expr {
+            kind: ExprKind::Str(s.to_string()),
+            span,
+        };
+        let read_name = || Expr {
+            kind: ExprKind::Var(name.name.clone()),
+            span,
+        };
+        let plus = |lhs: Expr, rhs: Expr| Expr {
+            kind: ExprKind::Binary {
+                op: ast::BinaryOp::Add,
+                lhs: Box::new(lhs),
+                rhs: Box::new(rhs),
+            },
+            span,
+        };
+        // SystemDS's message (EvalNaryCPInstruction), with what lafuse could offer.
+        let message = plus(
+            plus(text("Function '"), read_name()),
+            text(
+                "' (called through eval) is non-existing: no function of the program, nor any \
+                 built-in it loads, has that name and takes these arguments",
+            ),
+        );
+        let stop = Stmt {
+            kind: StmtKind::Expr(Expr {
+                kind: ExprKind::Call {
+                    name: "stop".into(),
+                    args: vec![Arg {
+                        name: None,
+                        value: message,
+                        span,
+                    }],
+                },
+                span,
+            }),
+            span,
+        };
+        let mut chain = vec![Block::Basic(BasicBlock {
+            stmts: vec![stop],
+            span,
+        })];
+        for c in found.iter().rev() {
+            let then_blocks = self.eval_branch(c, &targets, args.clone(), span)?;
+            let cond = Expr {
+                kind: ExprKind::Binary {
+                    op: ast::BinaryOp::Eq,
+                    lhs: Box::new(read_name()),
+                    rhs: Box::new(text(&c.written)),
+                },
+                span,
+            };
+            chain = vec![Block::If {
+                cond,
+                then_blocks,
+                else_blocks: chain,
+                span,
+            }];
+        }
+        for block in chain {
+            em.push_block(block);
+        }
+        Ok(())
+    }
+
+    /// The blocks of one `eval` branch: the call of `function`, its first result bound to the
+    /// target (a scalar as a 1x1 matrix, as SystemDS's `eval`), the others to temporaries.
+    fn eval_branch(
+        &mut self,
+        candidate: &eval_call::Candidate,
+        targets: &[Ident],
+        args: Vec<Arg>,
+        span: Span,
+    ) -> Result<Vec<Block>> {
+        let function = candidate.function.as_str();
+        let def = &self.signatures[function];
+        let n_results = def.results.len();
+        let use_ = eval_call::result_use(def);
+        let call = |targets: Vec<Ident>| {
+            Block::Call(CallBlock {
+                targets,
+                function: function.to_string(),
+                args,
+                span,
+                from_eval: true,
+                spread: candidate.spread,
+            })
+        };
+        let Some(target) = targets.first() else {
+            return Ok(vec![call(vec![])]);
+        };
+        let mut bound = vec![];
+        let first = match use_ {
+            Some(ResultUse::Matrix) => target.clone(),
+            Some(ResultUse::Scalar) => self.fresh_temp(span),
+            _ => {
+                return Err(CompileError::internal(Internal::Invariant {
+                    what: "an eval candidate without a matrix or scalar result",
+                }))
+            }
+        };
+        bound.push(first.clone());
+        for _ in 1..n_results {
+            bound.push(self.fresh_temp(span));
+        }
+        let mut blocks = vec![call(bound)];
+        if use_ == Some(ResultUse::Scalar) {
+            let value = Expr {
+                kind: ExprKind::Call {
+                    name: "as.matrix".into(),
+                    args: vec![Arg {
+                        name: None,
+                        value: Expr {
+                            kind: ExprKind::Var(first.name),
+                            span,
+                        },
+                        span,
+                    }],
+                },
+                span,
+            };
+            blocks.push(Block::Basic(BasicBlock {
+                stmts: vec![Stmt {
+                    kind: StmtKind::Assign {
+                        target: target.clone(),
+                        value,
+                    },
+                    span,
+                }],
+                span,
+            }));
+        }
+        Ok(blocks)
     }
 
     /// Replaces every user-defined function call inside `expr` (innermost first, left to
@@ -328,7 +586,7 @@ impl Builder<'_> {
                 self.hoist_range(cols.as_mut(), em)
             }
             ExprKind::Call { name, args } => {
-                if self.udfs.contains(name.as_str()) {
+                if self.calls_function(name) {
                     let temp = self.fresh_temp(expr.span);
                     let call = std::mem::replace(
                         expr,
@@ -524,7 +782,7 @@ impl Builder<'_> {
         };
         match &expr.kind {
             ExprKind::Call { name, args } => {
-                if self.udfs.contains(name) {
+                if self.calls_function(name) {
                     Some(expr.span)
                 } else {
                     args.iter().find_map(|a| self.find_udf_call(&a.value))
@@ -741,5 +999,78 @@ mod tests {
         assert!(
             matches!(&p.main[1], Block::If { cond, .. } if matches!(&cond.kind, ExprKind::Var(v) if v == "_ufc1"))
         );
+    }
+
+    /// The `if` chain an `eval` of a computed name became: per branch, the name compared, the
+    /// blocks run, and what is left (the next branch, or the final `stop`).
+    fn eval_chain(blocks: &[Block]) -> (Vec<(String, &[Block])>, &[Block]) {
+        let mut branches = vec![];
+        let mut rest = blocks;
+        while let [Block::If {
+            cond,
+            then_blocks,
+            else_blocks,
+            ..
+        }] = rest
+        {
+            let ExprKind::Binary { rhs, .. } = &cond.kind else {
+                panic!("expected a comparison of the name, got {cond:?}");
+            };
+            let ExprKind::Str(name) = &rhs.kind else {
+                panic!("expected a name, got {rhs:?}");
+            };
+            branches.push((name.clone(), then_blocks.as_slice()));
+            rest = else_blocks;
+        }
+        (branches, rest)
+    }
+
+    #[test]
+    fn eval_becomes_a_call_per_candidate_chosen_by_the_name() {
+        let source = crate::span::SourceFile::new(
+            "s.dml",
+            "f = function(Matrix[Double] X) return (Matrix[Double] Y) { Y = X }\n\
+             g = function(Matrix[Double] X) return (Double s) { s = sum(X) }\n\
+             h = function(Matrix[Double] X, Double b) return (Matrix[Double] Y) { Y = X + b }\n\
+             X = matrix(1, 2, 2)\nn = \"g\"\nY = eval(n, X, 2)\nZ = eval(\"f\", X)\n\
+             W = eval(n, X)",
+        );
+        let p = build_program(crate::parser::parse(&source).unwrap()).unwrap();
+        // The name is computed once, then compared with each two-parameter function's.
+        let Block::Basic(b) = &p.main[0] else {
+            panic!("expected the assignments first, got {:?}", p.main[0]);
+        };
+        assert_eq!(b.stmts.len(), 3);
+        let (branches, last) = eval_chain(&p.main[1..2]);
+        assert_eq!(branches.len(), 1);
+        assert_eq!(branches[0].0, "h");
+        assert!(matches!(branches[0].1, [Block::Call(c)]
+            if c.function == "h" && c.from_eval && !c.spread && c.targets[0].name == "Y"));
+        assert!(
+            matches!(last, [Block::Basic(b)] if matches!(&b.stmts[0].kind,
+            StmtKind::Expr(e) if matches!(&e.kind, ExprKind::Call { name, .. } if name == "stop")))
+        );
+        // A literal name is the one call (its variable argument spread if it is a list).
+        assert!(matches!(&p.main[2], Block::Call(c)
+            if c.function == "f" && c.spread && c.targets[0].name == "Z"));
+        // One variable argument may be a list, spread when the call runs: every function is
+        // a candidate; g's scalar result becomes W as a 1x1 matrix.
+        let (branches, _) = eval_chain(&p.main[4..5]);
+        let names: Vec<&str> = branches.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["f", "g", "h"]);
+        assert!(matches!(branches[1].1, [Block::Call(c), Block::Basic(_)]
+            if c.function == "g" && c.spread));
+        assert_eq!(p.main.len(), 5);
+    }
+
+    #[test]
+    fn eval_of_a_literal_no_function_answers_is_an_unknown_function() {
+        let source = crate::span::SourceFile::new(
+            "s.dml",
+            "f = function(Matrix[Double] X) return (Matrix[Double] Y) { Y = X }\n\
+             Y = eval(\"f\", 1, 2)",
+        );
+        let err = build_program(crate::parser::parse(&source).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("'f'"), "{err}");
     }
 }

@@ -469,6 +469,11 @@ pub enum CallError {
         declared: &'static str,
         given: &'static str,
     },
+    /// `eval`'s list of arguments names `name`, which the function has no parameter for.
+    NoParameter { name: String },
+    /// `eval` gave `given` arguments (one value that is no list, or a list's elements) to a
+    /// function of `params` parameters.
+    ArgumentCount { params: usize, given: usize },
 }
 
 impl CallError {
@@ -498,6 +503,12 @@ impl CallError {
                 given,
             } => format!(
                 "'{name}' of function '{function}' is declared as a {declared}, but a {given} was given"
+            ),
+            CallError::NoParameter { name } => format!(
+                "eval's list of arguments names '{name}', but function '{function}' has no such parameter"
+            ),
+            CallError::ArgumentCount { params, given } => format!(
+                "eval gave function '{function}' {given} argument(s), but it takes {params}"
             ),
         }
     }

@@ -295,3 +295,44 @@ fn a_builtins_sources_are_found_beside_the_builtin_directory() {
     let script = load(script, &source, &files, &options).unwrap();
     assert_eq!(names(&script), ["act", "h::one", "relu::forward"]);
 }
+
+#[test]
+fn a_builtins_source_is_looked_up_above_the_builtin_directory() {
+    // SystemDS's layout: `scripts/builtin/ff.dml` sources `nn/layers/relu.dml`, which is
+    // `scripts/nn/layers/relu.dml`, whatever the working directory.
+    let files = Files(vec![
+        (
+            "sysds/scripts/builtin/ff.dml",
+            "source(\"nn/layers/relu.dml\") as relu\n\
+             m_ff = function(Double x) return (Double y) { y = relu::forward(x) }",
+        ),
+        (
+            "sysds/scripts/nn/layers/relu.dml",
+            "forward = function(Double x) return (Double y) { y = max(x, 0) }",
+        ),
+    ]);
+    let options = LoadOptions {
+        script_dir: None,
+        builtin_path: Some(PathBuf::from("sysds/scripts/builtin")),
+    };
+    let source = SourceFile::new("s.dml", "print(ff(-1))");
+    let script = parser::parse(&source).expect("the script parses");
+    let script = load(script, &source, &files, &options).unwrap();
+    assert_eq!(names(&script), ["ff", "relu::forward"]);
+}
+
+#[test]
+fn eval_of_a_literal_name_loads_that_builtin() {
+    let files = Files(vec![(
+        "builtin/twice.dml",
+        "m_twice = function(Matrix[Double] X) return (Matrix[Double] Y) { Y = X * 2 }",
+    )]);
+    let source = SourceFile::new(
+        "s.dml",
+        "print(sum(eval(\"twice\", matrix(1, 2, 2))))\nname = \"other\"\nZ = eval(name, 1)",
+    );
+    let mut script = load_text(&source, &files).unwrap();
+    assert_eq!(names(&script), ["twice"]);
+    // The name is left to the program builder, which resolves it among the loaded functions.
+    assert!(calls(&mut script).contains(&"main: eval".to_string()));
+}
