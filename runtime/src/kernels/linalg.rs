@@ -151,7 +151,8 @@ pub fn linalg(op: LinAlgOp, a: &Matrix) -> Result<LinAlgValue> {
 }
 
 /// `V sqrt(D) t(V)` for the eigendecomposition `V D t(V)` of a symmetric `a` (the symmetric
-/// test of `eigen`); a negative eigenvalue is an error, as in Commons Math's `getSquareRoot`.
+/// test of `eigen`); an eigenvalue that is not positive (after `eigen` set those negligible
+/// next to the largest to zero) is an error, as in Commons Math's `getSquareRoot`.
 fn square_root(a: &Matrix) -> Result<Matrix> {
     let name = LinAlgOp::SqrtMatrix.name();
     let parts = decompose(DecompOp::Eigen, a).map_err(|e| match e {
@@ -163,8 +164,11 @@ fn square_root(a: &Matrix) -> Result<Matrix> {
     let mut scaled = vectors.to_dense()?.values.to_vec();
     for j in 0..n {
         let v = values.get(j, 0);
-        if v < 0.0 {
-            return Err(failed(name, "the matrix has a negative eigenvalue"));
+        if v <= 0.0 {
+            return Err(failed(
+                name,
+                "the matrix has an eigenvalue that is not positive (zero or negative)",
+            ));
         }
         let s = v.sqrt();
         for i in 0..n {
@@ -366,6 +370,9 @@ mod tests {
         // Negative eigenvalues and asymmetry are errors, as in Commons Math.
         let indefinite = m(2, 2, &[1.0, 2.0, 2.0, 1.0]);
         assert!(linalg(LinAlgOp::SqrtMatrix, &indefinite).is_err());
+        // A zero eigenvalue too (SystemDS 3.4: MathUnsupportedOperationException).
+        let singular = m(2, 2, &[1.0, 0.0, 0.0, 0.0]);
+        assert!(linalg(LinAlgOp::SqrtMatrix, &singular).is_err());
         assert!(linalg(LinAlgOp::SqrtMatrix, &m(2, 2, &[1.0, 2.0, 0.0, 1.0])).is_err());
     }
 
