@@ -444,7 +444,9 @@ mod tests {
     /// algorithm.
     #[test]
     fn eigen_vectors_are_systemds_own_signs_included() {
-        let cases: [(usize, &[f64], &[f64], &[f64]); 4] = [
+        // (order, matrix, values, vectors), row-major.
+        type Case<'a> = (usize, &'a [f64], &'a [f64], &'a [f64]);
+        let cases: [Case; 4] = [
             (
                 3,
                 &[2., 1., 1., 1., 2., 1., 1., 1., 2.],
