@@ -1,15 +1,17 @@
-//! The functions of linear algebra computed through a decomposition, by the `faer` crate:
-//! `inv`, `cholesky`, `det` (one result) and `eigen`, `svd`, `lu` (several results, computed
-//! once per call), with SystemDS 3.4's shapes, orderings and errors (its `LibCommonsMath`,
-//! which calls Apache Commons Math).
+//! The functions of linear algebra computed through a decomposition: `inv`, `cholesky`, `det`
+//! (one result) and `eigen`, `svd`, `lu` (several results, computed once per call), with
+//! SystemDS 3.4's shapes, orderings and errors (its `LibCommonsMath`, which calls Apache
+//! Commons Math). All but `eigen` use the `faer` crate.
 //!
-//! Where SystemDS's results are defined only up to the algorithm (the signs of eigen- and
-//! singular vectors, the order of equal pivots), lafuse gives faer's: the products they form
-//! (`V %*% diag(d) %*% t(V)`, `U %*% S %*% t(V)`, `P %*% A` and `L %*% U`) are SystemDS's.
+//! `eigen` runs Commons Math's own algorithm ([`super::symmetric_eigen`]), so its vectors are
+//! SystemDS's, signs included. Where SystemDS's other results are defined only up to the
+//! algorithm (the signs of singular vectors, the order of equal pivots), lafuse gives faer's:
+//! the products they form (`U %*% S %*% t(V)`, `P %*% A` and `L %*% U`) are SystemDS's.
 //! `qr` (SystemDS returns Commons Math's Householder vectors, a form faer does not expose)
 //! is not supported yet.
 
 use super::dense_result;
+use super::symmetric_eigen::{symmetric_eigen, NotConverged, COMMONS_EPSILON};
 use crate::error::{Result, RuntimeError};
 use crate::matrix::{count_nnz, try_with_capacity, Matrix};
 use faer::linalg::solvers::DenseSolveCore;
@@ -149,7 +151,8 @@ pub fn linalg(op: LinAlgOp, a: &Matrix) -> Result<LinAlgValue> {
 }
 
 /// `V sqrt(D) t(V)` for the eigendecomposition `V D t(V)` of a symmetric `a` (the symmetric
-/// test of `eigen`); a negative eigenvalue is an error, as in Commons Math's `getSquareRoot`.
+/// test of `eigen`); an eigenvalue that is not positive (after `eigen` set those negligible
+/// next to the largest to zero) is an error, as in Commons Math's `getSquareRoot`.
 fn square_root(a: &Matrix) -> Result<Matrix> {
     let name = LinAlgOp::SqrtMatrix.name();
     let parts = decompose(DecompOp::Eigen, a).map_err(|e| match e {
@@ -161,8 +164,11 @@ fn square_root(a: &Matrix) -> Result<Matrix> {
     let mut scaled = vectors.to_dense()?.values.to_vec();
     for j in 0..n {
         let v = values.get(j, 0);
-        if v < 0.0 {
-            return Err(failed(name, "the matrix has a negative eigenvalue"));
+        if v <= 0.0 {
+            return Err(failed(
+                name,
+                "the matrix has an eigenvalue that is not positive (zero or negative)",
+            ));
         }
         let s = v.sqrt();
         for i in 0..n {
@@ -171,6 +177,41 @@ fn square_root(a: &Matrix) -> Result<Matrix> {
     }
     let scaled = Matrix::from_dense_values(n, n, scaled)?;
     super::matmul(&scaled, &super::reorg::transpose(vectors)?)
+}
+
+/// Java's `Math.signum`: zero (of either sign) stays as it is.
+fn signum(v: f64) -> f64 {
+    if v == 0.0 {
+        v
+    } else {
+        v.signum()
+    }
+}
+
+/// SystemDS's `sortEVs`: a selection sort by ascending eigenvalue that swaps whole vector
+/// columns (so equal eigenvalues end in the order it leaves them), `-0.0` written as `0.0`.
+fn sort_ascending(mut values: Vec<f64>, mut vectors: Vec<f64>, n: usize) -> (Vec<f64>, Vec<f64>) {
+    for i in 0..n {
+        let mut k = i;
+        let mut p = values[i];
+        for (j, &v) in values.iter().enumerate().skip(i + 1) {
+            if v < p {
+                k = j;
+                p = v;
+            }
+        }
+        if k != i {
+            values[k] = values[i];
+            values[i] = p;
+            for row in vectors.chunks_exact_mut(n) {
+                row.swap(i, k);
+            }
+        }
+    }
+    for v in values.iter_mut().chain(vectors.iter_mut()) {
+        *v += 0.0;
+    }
+    (values, vectors)
 }
 
 /// The sign of a permutation: -1 for an odd number of transpositions.
@@ -203,23 +244,32 @@ pub fn decompose(op: DecompOp, a: &Matrix) -> Result<Vec<Matrix>> {
                 return Ok(vec![Matrix::zeros(0, 1)?, Matrix::zeros(0, 0)?]);
             }
             let m = to_faer(a)?;
-            // Commons Math's test for its symmetric algorithm (10 n^2 ulps); lafuse has no
-            // other (SystemDS would take the real parts of a general decomposition).
-            let relative = 10.0 * (n * n) as f64 * f64::EPSILON;
+            // Commons Math's test for its symmetric algorithm (10 n^2 times its epsilon,
+            // 2^-53); lafuse has no other (SystemDS would take the real parts of a general
+            // decomposition).
+            let relative = 10.0 * (n * n) as f64 * COMMONS_EPSILON;
             if !symmetric(&m, relative) {
                 return Err(failed(
                     name,
                     "the matrix is not symmetric (lafuse supports symmetric matrices only)",
                 ));
             }
-            let evd = m
-                .as_ref()
-                .self_adjoint_eigen(Side::Lower)
-                .map_err(|_| failed(name, "the decomposition did not converge"))?;
-            // faer sorts ascending, as SystemDS does (its `sortEVs`).
-            let s = evd.S().column_vector();
-            let values = Mat::from_fn(n, 1, |i, _| s[i]);
-            Ok(vec![from_faer(values.as_ref())?, from_faer(evd.U())?])
+            let values = a.dense_cow()?.values.to_vec();
+            let (values, vectors) = match symmetric_eigen(&values, n) {
+                Ok(done) => done,
+                // SystemDS retries once on a matrix moved by 1e-8 away from zero entrywise
+                // (its `computeEigenRegularized`).
+                Err(NotConverged) => {
+                    let moved: Vec<f64> = values.iter().map(|&v| v + signum(v) * 1e-8).collect();
+                    symmetric_eigen(&moved, n)
+                        .map_err(|_| failed(name, "the decomposition did not converge"))?
+                }
+            };
+            let (values, vectors) = sort_ascending(values, vectors, n);
+            let nnz = count_nnz(&values);
+            let values = dense_result(n, 1, values, nnz);
+            let nnz = count_nnz(&vectors);
+            Ok(vec![values, dense_result(n, n, vectors, nnz)])
         }
         DecompOp::Svd => {
             finite(a, name)?;
@@ -320,6 +370,9 @@ mod tests {
         // Negative eigenvalues and asymmetry are errors, as in Commons Math.
         let indefinite = m(2, 2, &[1.0, 2.0, 2.0, 1.0]);
         assert!(linalg(LinAlgOp::SqrtMatrix, &indefinite).is_err());
+        // A zero eigenvalue too (SystemDS 3.4: MathUnsupportedOperationException).
+        let singular = m(2, 2, &[1.0, 0.0, 0.0, 0.0]);
+        assert!(linalg(LinAlgOp::SqrtMatrix, &singular).is_err());
         assert!(linalg(LinAlgOp::SqrtMatrix, &m(2, 2, &[1.0, 2.0, 0.0, 1.0])).is_err());
     }
 
@@ -383,5 +436,128 @@ mod tests {
         assert_eq!(plu[0].get(0, 2), 1.0);
         assert!(decompose(DecompOp::Lu, &m(2, 2, &[1.0, 2.0, 2.0, 4.0])).is_err());
         assert!(decompose(DecompOp::Eigen, &m(2, 2, &[1.0, 2.0, 3.0, 4.0])).is_err());
+    }
+
+    /// Expected values and vectors printed by SystemDS 3.4 (`print(toString(evec,
+    /// decimal=17))` after `[ev, evec] = eigen(A)`): the signs, and for the repeated
+    /// eigenvalues of B and K the basis of the eigenspace, are those of Commons Math's
+    /// algorithm.
+    #[test]
+    fn eigen_vectors_are_systemds_own_signs_included() {
+        // (order, matrix, values, vectors), row-major.
+        type Case<'a> = (usize, &'a [f64], &'a [f64], &'a [f64]);
+        let cases: [Case; 4] = [
+            (
+                3,
+                &[2., 1., 1., 1., 2., 1., 1., 1., 2.],
+                &[0.9999999999999987, 0.9999999999999998, 3.9999999999999982],
+                &[
+                    -0.6182839166014794,
+                    0.5332838504385833,
+                    -0.5773502691896263,
+                    0.7709793202085342,
+                    0.268807653308929,
+                    -0.5773502691896252,
+                    -0.1526954036070542,
+                    -0.8020915037475124,
+                    -0.5773502691896256,
+                ],
+            ),
+            (
+                3,
+                &[-4., 1., 0., 1., -3., 2., 0., 2., -5.],
+                &[-6.361468766185827, -4.167449191108535, -1.4710820427056386],
+                &[
+                    0.2318039795131881,
+                    0.9167566816845836,
+                    -0.3253061660474956,
+                    -0.5473978574979733,
+                    -0.15351016479142832,
+                    -0.8226726049360935,
+                    0.8041284105716442,
+                    -0.3687706819859463,
+                    -0.4662463763067138,
+                ],
+            ),
+            (
+                4,
+                &[
+                    1., 1., 0., 0., 1., 1., 0., 0., 0., 0., 1., 1., 0., 0., 1., 1.,
+                ],
+                &[2.2e-16, 2.2e-16, 1.9999999999999998, 1.9999999999999998],
+                &[
+                    0.7071067811865475,
+                    0.0,
+                    0.7071067811865475,
+                    0.0,
+                    -0.7071067811865475,
+                    0.0,
+                    0.7071067811865475,
+                    0.0,
+                    0.0,
+                    0.7071067811865475,
+                    0.0,
+                    0.7071067811865475,
+                    0.0,
+                    -0.7071067811865475,
+                    0.0,
+                    0.7071067811865475,
+                ],
+            ),
+            (
+                4,
+                &[
+                    4., -2., 1., 3., -2., 0., 5., -1., 1., 5., -3., 2., 3., -1., 2., 6.,
+                ],
+                &[
+                    -7.297094301579997,
+                    1.3828585985587116,
+                    4.1711415881117695,
+                    8.74309411490952,
+                ],
+                &[
+                    0.13941622224511138,
+                    0.7399406467552547,
+                    0.29634274356208884,
+                    -0.5875644088884308,
+                    0.5924007281596053,
+                    0.3052787105379805,
+                    -0.7287466733365964,
+                    0.15746292347432608,
+                    -0.7826319595749418,
+                    0.2737589918655094,
+                    -0.5467398116624482,
+                    -0.11669965110477838,
+                    0.1308117353403648,
+                    -0.5332436240073226,
+                    -0.28667898908404277,
+                    -0.7850825972918584,
+                ],
+            ),
+        ];
+        for (n, a, values, vectors) in cases {
+            let ev = decompose(DecompOp::Eigen, &m(n, n, a)).unwrap();
+            // SystemDS printed 17 decimals: 1e-16 is its last digit.
+            assert!(close(&ev[0], &m(n, 1, values), 1e-16), "{a:?}: {:?}", ev[0]);
+            assert!(
+                close(&ev[1], &m(n, n, vectors), 1e-16),
+                "{a:?}: {:?}",
+                ev[1]
+            );
+        }
+        // Diagonal and 1x1 matrices: the unit vectors, sorted ascending, with no sign change.
+        let ev = decompose(
+            DecompOp::Eigen,
+            &m(3, 3, &[2., 0., 0., 0., -1., 0., 0., 0., 5.]),
+        )
+        .unwrap();
+        assert!(close(&ev[0], &m(3, 1, &[-1., 2., 5.]), 0.0));
+        assert!(close(
+            &ev[1],
+            &m(3, 3, &[0., 1., 0., 1., 0., 0., 0., 0., 1.]),
+            0.0
+        ));
+        let ev = decompose(DecompOp::Eigen, &m(1, 1, &[-2.5])).unwrap();
+        assert!(close(&ev[0], &m(1, 1, &[-2.5]), 0.0) && close(&ev[1], &m(1, 1, &[1.]), 0.0));
     }
 }

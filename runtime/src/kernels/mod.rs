@@ -30,6 +30,7 @@ pub mod select;
 pub mod solve;
 pub mod sort;
 pub mod stats;
+pub mod symmetric_eigen;
 pub mod table;
 pub mod tri;
 pub mod unique;
