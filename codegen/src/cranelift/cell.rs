@@ -351,18 +351,25 @@ fn csr_group(
             )));
         };
         let x = fx.of_lanes(&lanes[k]);
-        let s = fx.get(&a.s[0], W);
-        if matches!(agg, AggKind::Min | AggKind::Max) {
-            let r = fx.pick(agg == AggKind::Max, &s, &x);
-            fx.set(&a.s[0], &r);
-        } else {
-            let c = fx.get(&a.c[0], W);
-            let (s, c) = fx.kahan(&s, &c, &x);
-            fx.set(&a.s[0], &s);
-            fx.set(&a.c[0], &c);
-        }
+        fold(fx, agg, a, 0, &x);
     }
     Ok(())
+}
+
+/// Folds `x` into accumulator `a`'s vector (`slot` 0) or scalar (1) lanes, as the LLVM
+/// backend's `fold`.
+fn fold(fx: &mut Fx<'_>, agg: AggKind, a: &Acc, slot: usize, x: &V) {
+    let w = x.w;
+    let s = fx.get(&a.s[slot], w);
+    if matches!(agg, AggKind::Min | AggKind::Max) {
+        let r = fx.pick(agg == AggKind::Max, &s, x);
+        fx.set(&a.s[slot], &r);
+    } else {
+        let c = fx.get(&a.c[slot], w);
+        let (s, c) = fx.kahan(&s, &c, x);
+        fx.set(&a.s[slot], &s);
+        fx.set(&a.c[slot], &c);
+    }
 }
 
 fn element(
@@ -416,19 +423,7 @@ fn element(
                     fx.store(st.out, j, &s);
                 }
             }
-            (_, Some(a)) => {
-                let x_ = wi(w);
-                let s = fx.get(&a.s[x_], w);
-                if minmax {
-                    let r = fx.pick(max, &s, &x);
-                    fx.set(&a.s[x_], &r);
-                } else {
-                    let c = fx.get(&a.c[x_], w);
-                    let (s, c) = fx.kahan(&s, &c, &x);
-                    fx.set(&a.s[x_], &s);
-                    fx.set(&a.c[x_], &c);
-                }
-            }
+            (_, Some(a)) => fold(fx, agg, a, wi(w), &x),
             _ => {
                 return Err(CodegenError::Internal(Internal::MalformedPlan(
                     "aggregate without accumulator",

@@ -359,15 +359,7 @@ fn element<'c>(
                     kahan_unaligned(fx, sp, cp, x)?;
                 }
             }
-            (_, Some(a)) => {
-                let x_ = wi(w);
-                if matches!(agg, AggKind::Min | AggKind::Max) {
-                    let cur = fx.load_v(a.s[x_])?;
-                    fx.store(a.s[x_], pick(fx, agg, cur, x)?)?;
-                } else {
-                    fx.kahan_add(a.s[x_], a.c[x_], x)?;
-                }
-            }
+            (_, Some(a)) => fold(fx, agg, a, wi(w), x)?,
             _ => {
                 return Err(CodegenError::Internal(Internal::MalformedPlan(
                     "aggregate without accumulator",
@@ -430,14 +422,26 @@ fn csr_group<'c>(
                 "aggregate without accumulator",
             )));
         };
-        if matches!(agg, AggKind::Min | AggKind::Max) {
-            let cur = fx.load_v(a.s[0])?;
-            fx.store(a.s[0], pick(fx, agg, cur, lanes[k])?)?;
-        } else {
-            fx.kahan_add(a.s[0], a.c[0], lanes[k])?;
-        }
+        fold(fx, agg, a, 0, lanes[k])?;
     }
     Ok(())
+}
+
+/// Folds `x` into accumulator `a`'s vector (`slot` 0) or scalar (1) lanes: the better value
+/// for min/max, a Kahan-compensated add otherwise.
+fn fold<'c>(
+    fx: &Fx<'_, 'c>,
+    agg: AggKind,
+    a: Acc<'c>,
+    slot: usize,
+    x: VectorValue<'c>,
+) -> Result<(), CodegenError> {
+    if matches!(agg, AggKind::Min | AggKind::Max) {
+        let cur = fx.load_v(a.s[slot])?;
+        fx.store(a.s[slot], pick(fx, agg, cur, x)?)
+    } else {
+        fx.kahan_add(a.s[slot], a.c[slot], x)
+    }
 }
 
 /// Kahan update of vectors in memory that is only 8-byte aligned.

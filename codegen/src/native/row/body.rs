@@ -13,6 +13,27 @@ pub(super) struct Sp<'c> {
     pub(super) nnz: IntValue<'c>,
 }
 
+impl<'c> Sp<'c> {
+    /// Writes the row's values at their columns of the zeroed dense row `dst`, or, with
+    /// `clear`, zeros there again (the other cells stay 0 throughout).
+    pub(super) fn scatter(
+        self,
+        fx: &mut Fx<'_, 'c>,
+        dst: PointerValue<'c>,
+        clear: bool,
+    ) -> Result<(), CodegenError> {
+        fx.for_range(fx.i64c(0), self.nnz, &mut |fx, p| {
+            let j = fx.load_index(self.idx, p)?;
+            let v = if clear {
+                fx.splat_const(0.0, 1)
+            } else {
+                load_vec(&fx.b, fx.vty(1), self.vals, p)?
+            };
+            store_vec(&fx.b, dst, j, v)
+        })
+    }
+}
+
 /// A node's value in the current row.
 #[derive(Clone, Copy)]
 pub(super) enum RV<'c> {
@@ -814,28 +835,17 @@ impl<'a, 'c> Em<'a, 'c> {
         let scatter_here =
             self.info.scatter_on_demand && is_main_row(&self.info.plan.nodes[sparse_node]);
         let dense_p = if a_sparse { ap } else { bp };
-        let scatter = |fx: &mut Fx<'_, 'c>, clear: bool| {
-            fx.for_range(fx.i64c(0), sp.nnz, &mut |fx, p| {
-                let j = fx.load_index(sp.idx, p)?;
-                let v = if clear {
-                    fx.splat_const(0.0, 1)
-                } else {
-                    load_vec(&fx.b, fx.vty(1), sp.vals, p)?
-                };
-                store_vec(&fx.b, dense_p, j, v)
-            })
-        };
         if_else(
             fx,
             finite,
             &mut |fx| oriented(fx, Some((sp, a_sparse))),
             &mut |fx| {
                 if scatter_here {
-                    scatter(fx, false)?;
+                    sp.scatter(fx, dense_p, false)?;
                 }
                 oriented(fx, None)?;
                 if scatter_here {
-                    scatter(fx, true)?;
+                    sp.scatter(fx, dense_p, true)?;
                 }
                 Ok(())
             },

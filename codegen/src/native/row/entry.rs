@@ -113,19 +113,8 @@ pub(super) fn emit_entry<'c>(
                 nnz: fx.sub(p1, p0)?,
             };
             // Scatter the row (and clear it afterwards) where a reader needs it dense.
-            let scatter = |fx: &mut Fx<'_, 'c>, clear: bool| {
-                fx.for_range(p0, p1, &mut |fx, p| {
-                    let j = fx.load_index(ci, p)?;
-                    let v = if clear {
-                        fx.splat_const(0.0, 1)
-                    } else {
-                        load_vec(&fx.b, fx.vty(1), va, p)?
-                    };
-                    store_vec(&fx.b, mrow, j, v)
-                })
-            };
             if info.needs_dense_main {
-                scatter(fx, false)?;
+                sp.scatter(fx, mrow, false)?;
             }
             em.row(
                 fx,
@@ -138,7 +127,7 @@ pub(super) fn emit_entry<'c>(
                 None,
             )?;
             if info.needs_dense_main {
-                scatter(fx, true)?;
+                sp.scatter(fx, mrow, true)?;
             }
             Ok(())
         })?;
