@@ -131,7 +131,7 @@ pub enum SkeletonError {
     FinalProductMissing,
     /// The final product's matrix is not read as one.
     FinalProductUse,
-    /// A Cell operator whose kind and aggregation disagree.
+    /// A Cell or Outer operator whose kind and aggregation disagree.
     AggregationKind,
     /// A full aggregate over no lanes.
     NoLanes,
@@ -230,9 +230,9 @@ impl fmt::Display for SkeletonError {
             SkeletonError::FinalProductUse => {
                 f.write_str("the final product's matrix is not read as one")
             }
-            SkeletonError::AggregationKind => {
-                f.write_str("a cell operator aggregates exactly when its kind is not no-agg")
-            }
+            SkeletonError::AggregationKind => f.write_str(
+                "a cell or outer operator aggregates exactly when its kind is not no-agg or cell-wise",
+            ),
             SkeletonError::NoLanes => f.write_str("a full aggregate needs at least one lane"),
             SkeletonError::RowWiseRows { rows, out_rows } => {
                 write!(f, "a row-wise output has {rows} rows, not {out_rows}")

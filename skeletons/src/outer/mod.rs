@@ -192,15 +192,39 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
                 dense_result(m, n, out, nnz as usize)
             }
         },
+        kind => aggregated(kind, tasks.len(), (m, n, k2), spec.lanes.max(1), &|out| {
+            run(out);
+            Ok(())
+        })?,
+    })
+}
+
+/// Runs an operator's tasks, giving task `t` the output at `out(t)`.
+pub(crate) type RunTasks<'a> = dyn Fn(&(dyn Fn(usize) -> SharedOut + Sync)) -> Result<()> + 'a;
+
+/// The output of a FullAgg, Right, Left or LeftT operator over an m×n driver with final
+/// factors of k2 columns, run as `tasks` tasks by `run`, which gives task `t` the output it
+/// writes (`lanes` Kahan lanes per full-aggregate partial); the non-zeros path and the tiles
+/// share it.
+pub(crate) fn aggregated(
+    kind: OuterKind,
+    tasks: usize,
+    (m, n, k2): (usize, usize, usize),
+    lanes: usize,
+    run: &RunTasks<'_>,
+) -> Result<Matrix> {
+    let task_outputs = |parts: &mut Vec<Vec<f64>>| -> Vec<SharedOut> {
+        parts
+            .iter_mut()
+            .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
+            .collect()
+    };
+    Ok(match kind {
         OuterKind::FullAgg => {
-            let lanes = spec.lanes.max(1);
             let init = partial_init(&[AggKind::Sum], lanes);
-            let mut parts: Vec<Vec<f64>> = (0..tasks.len()).map(|_| init.clone()).collect();
-            let outs: Vec<SharedOut> = parts
-                .iter_mut()
-                .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
-                .collect();
-            run(&|t| outs[t]);
+            let mut parts: Vec<Vec<f64>> = (0..tasks).map(|_| init.clone()).collect();
+            let outs = task_outputs(&mut parts);
+            run(&|t| outs[t])?;
             let mut s = AggState::init(AggKind::Sum);
             for p in &parts {
                 prep::fold_partial(&mut s, AggKind::Sum, p, lanes);
@@ -210,21 +234,19 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
         OuterKind::Right => {
             let mut out = prep::output(m * k2)?;
             let so = SharedOut(out.as_mut_ptr(), out.len());
-            run(&|_| so);
+            run(&|_| so)?;
             let nnz = lafuse_runtime::matrix::count_nnz(&out);
             dense_result(m, k2, out, nnz)
         }
         OuterKind::Left | OuterKind::LeftT => {
-            let mut parts: Vec<Vec<f64>> = (0..tasks.len())
+            let mut parts: Vec<Vec<f64>> = (0..tasks)
                 .map(|_| prep::output(n * k2))
                 .collect::<Result<_>>()?;
-            let outs: Vec<SharedOut> = parts
-                .iter_mut()
-                .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
-                .collect();
-            run(&|t| outs[t]);
-            left_result(spec.kind, n, k2, &parts)?
+            let outs = task_outputs(&mut parts);
+            run(&|t| outs[t])?;
+            left_result(kind, n, k2, &parts)?
         }
+        OuterKind::CellWise => return err(SkeletonError::AggregationKind),
     })
 }
 

@@ -12,8 +12,8 @@
 
 use super::{OuterKind, OuterSpec, MAX_LEFT_TASKS, MAX_TASKS};
 use crate::abi::{DenseView, KernelFn};
-use crate::prep::{self, for_tasks, partial_init, AggState, ArgsTemplate, Prepared, SharedOut};
-use crate::{AggKind, Result, SkeletonError};
+use crate::prep::{self, for_tasks, ArgsTemplate, Prepared, SharedOut};
+use crate::{Result, SkeletonError};
 use lafuse_runtime::kernels::block_product::{block_product, Block, BlockMut};
 use lafuse_runtime::kernels::dense_result;
 use lafuse_runtime::{Matrix, SparseMatrix};
@@ -255,38 +255,9 @@ pub(crate) fn execute(
             let nnz = total(run(&|_| so))?;
             dense_result(m, n, out, nnz as usize)
         }
-        OuterKind::FullAgg => {
-            let init = partial_init(&[AggKind::Sum], lanes);
-            let mut parts: Vec<Vec<f64>> = (0..tasks.len()).map(|_| init.clone()).collect();
-            let outs: Vec<SharedOut> = parts
-                .iter_mut()
-                .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
-                .collect();
-            total(run(&|t| outs[t]))?;
-            let mut s = AggState::init(AggKind::Sum);
-            for p in &parts {
-                prep::fold_partial(&mut s, AggKind::Sum, p, lanes);
-            }
-            Matrix::scalar(s.value())
-        }
-        OuterKind::Right => {
-            let mut out = prep::output(m * k2)?;
-            let so = SharedOut(out.as_mut_ptr(), out.len());
-            total(run(&|_| so))?;
-            let nnz = lafuse_runtime::matrix::count_nnz(&out);
-            dense_result(m, k2, out, nnz)
-        }
-        OuterKind::Left | OuterKind::LeftT => {
-            let mut parts: Vec<Vec<f64>> = (0..tasks.len())
-                .map(|_| prep::output(n * k2))
-                .collect::<Result<_>>()?;
-            let outs: Vec<SharedOut> = parts
-                .iter_mut()
-                .map(|p| SharedOut(p.as_mut_ptr(), p.len()))
-                .collect();
-            total(run(&|t| outs[t]))?;
-            super::left_result(spec.kind, n, k2, &parts)?
-        }
+        kind => super::aggregated(kind, tasks.len(), (m, n, k2), lanes, &|out| {
+            total(run(out)).map(drop)
+        })?,
     })
 }
 
