@@ -3,6 +3,7 @@
 # the engine through `--device gpu` against `--device cpu`, `lafuse bench --suite gpu`, and the
 # peers (CuPy, PyTorch eager and torch.compile) on the same expressions. Expects the static
 # binary at .gpu/lafuse (bench/gpu/build-static.sh) and writes everything under $OUT.
+# LAFUSE_GPU_PEERS=0 leaves the peers out (a run that only compares lafuse's own kernels).
 set -u
 B=${LAFUSE_BIN:-.gpu/lafuse}
 # The binary travels compressed (the device tool carries 64 MiB in all).
@@ -30,6 +31,8 @@ log="$OUT/log.txt"
     timeout 200 "$B" bench --suite gpu --out "$OUT/bench" 2>&1 | grep -v "^\[" 
     rm -f "$OUT/bench/results.csv"
 } > "$log" 2>&1
-echo "== peers" >> "$log"
-PYTHONUNBUFFERED=1 timeout 150 python3 bench/gpu/peers.py --reps 10 > "$OUT/peers.jsonl" 2>> "$log"
+if [ "${LAFUSE_GPU_PEERS:-1}" != 0 ]; then
+    echo "== peers" >> "$log"
+    PYTHONUNBUFFERED=1 timeout 150 python3 bench/gpu/peers.py --reps 10 > "$OUT/peers.jsonl" 2>> "$log"
+fi
 echo "done" >> "$log"

@@ -17,7 +17,9 @@ use super::Ctx;
 use lafuse_codegen::backend::Operand;
 use lafuse_codegen::native::NativeOperator;
 use lafuse_codegen::ptx::device::{gpu, Gpu, GpuCall};
-use lafuse_codegen::ptx::{generate, samples, GpuMain, PtxKernel, ENTRY};
+use lafuse_codegen::ptx::{
+    compared_row_layouts, generate_with, samples, GpuMain, PtxKernel, RowKernelOptions, ENTRY,
+};
 use lafuse_compiler::fusion::cplan::{CPlan, OuterType, TemplateSpec};
 use lafuse_compiler::fusion::template::CellType;
 use lafuse_runtime::lineage::{ItemKind, Lineage};
@@ -215,13 +217,31 @@ fn bits(ms: &[Matrix]) -> Vec<u64> {
         .collect()
 }
 
-/// The checks: each generated kernel against the CPU on several shapes.
+/// The checks: each generated kernel against the CPU on several shapes; the Row plans also
+/// in every layout the speed runs compare. 41×2300 has a partial tile and, in the resident
+/// layouts, columns past those a thread keeps in registers.
 fn checks(g: &Gpu, out: &mut Vec<Measurement>) {
-    let shapes = [(1, 1), (0, 4), (37, 53), (1000, 300)];
-    for (name, plan, main) in samples::generated() {
+    let shapes = [(1, 1), (0, 4), (37, 53), (1000, 300), (41, 2300)];
+    let mut cases: Vec<(String, CPlan, GpuMain, RowKernelOptions)> = samples::generated()
+        .into_iter()
+        .map(|(name, plan, main)| (name, plan, main, RowKernelOptions::default()))
+        .collect();
+    for (layout_name, layout) in compared_row_layouts() {
+        if layout != RowKernelOptions::default() {
+            for (name, plan) in samples::rows() {
+                cases.push((
+                    format!("{name} [{layout_name}]"),
+                    plan,
+                    GpuMain::Dense,
+                    layout,
+                ));
+            }
+        }
+    }
+    for (name, plan, main, layout) in cases {
         let mut rec = Measurement::new(SUITE, "check", &name, "lafuse", "gpu-vs-cpu");
         let result = (|| -> Result<usize, String> {
-            let kernel = generate(&plan, main).map_err(|e| e.to_string())?;
+            let kernel = generate_with(&plan, main, layout).map_err(|e| e.to_string())?;
             let cpu = lafuse_codegen::native::compile(&plan).map_err(|e| e.to_string())?;
             let mut cells = 0;
             for (s, &(m, n)) in shapes.iter().enumerate() {
@@ -252,10 +272,10 @@ fn checks(g: &Gpu, out: &mut Vec<Measurement>) {
             Ok(cells) => {
                 rec.notes
                     .push(format!("{cells} cells compared, repeat bit-identical"));
-                println!("check  {name:<34} ok ({cells} cells, repeat bit-identical)");
+                println!("check  {name:<48} ok ({cells} cells, repeat bit-identical)");
             }
             Err(why) => {
-                println!("check  {name:<34} FAILED: {why}");
+                println!("check  {name:<48} FAILED: {why}");
                 rec.fail(Status::Failed, why);
             }
         }
@@ -284,7 +304,7 @@ fn speed(
     case: &str,
     variant: &str,
     plan: &CPlan,
-    main: GpuMain,
+    (main, layout): (GpuMain, RowKernelOptions),
     inputs: &[Matrix],
     bytes: f64,
     copy_bw: f64,
@@ -298,7 +318,7 @@ fn speed(
     // Keys name this case's values: another case's of the same shapes must not be reused.
     let lineage = keys(&format!("{case} {variant}"), inputs.len());
     let mut run = || -> Result<(), String> {
-        let kernel = generate(plan, main).map_err(|e| e.to_string())?;
+        let kernel = generate_with(plan, main, layout).map_err(|e| e.to_string())?;
         let cpu = lafuse_codegen::native::compile(plan).map_err(|e| e.to_string())?;
         let want = on_cpu(&cpu, inputs, &shapes)?;
         // Warm-ups: the first calls upload (delayed caching keeps them from the second on).
@@ -401,7 +421,7 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
         "cell",
         &variant,
         &samples::sum_xyz(),
-        GpuMain::Dense,
+        (GpuMain::Dense, RowKernelOptions::default()),
         &xyz,
         3.0 * cells * 8.0,
         copy_bw,
@@ -413,29 +433,23 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
         "magg",
         &variant,
         &samples::magg_xy_xz(),
-        GpuMain::Dense,
+        (GpuMain::Dense, RowKernelOptions::default()),
         &xyz,
         3.0 * cells * 8.0,
         copy_bw,
         reps,
         &mut out,
     );
-    let v = dense(&mut rng, n, 1, -1.0, 1.0);
-    let xv = [xyz[0].clone(), v];
-    speed(
-        g,
-        "row",
-        &variant,
-        &samples::mmchain(),
-        GpuMain::Dense,
-        &xv,
-        cells * 8.0,
-        copy_bw,
-        reps,
-        &mut out,
-    );
-    drop(xv);
     drop(xyz);
+    // The Row kernel's layouts side by side (the default is one of them), on X as above and on
+    // one of the same size four times as wide, whose rows have more columns than a block keeps
+    // in registers.
+    for (rows, cols) in [(m, n), (m / 4, 4 * n)] {
+        let x = dense(&mut rng, rows, cols, -1.0, 1.0);
+        let v = dense(&mut rng, cols, 1, -1.0, 1.0);
+        row_layouts(g, &[x, v], copy_bw, reps, &mut out);
+    }
+
     let k = 10;
     for density in [0.1, 0.01, 0.001] {
         let s = sparse(&mut rng, m, n, density);
@@ -451,7 +465,7 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
             "outer",
             &variant,
             &samples::outer(OuterType::FullAgg),
-            GpuMain::Csr,
+            (GpuMain::Csr, RowKernelOptions::default()),
             &[s, u, v],
             bytes,
             copy_bw,
@@ -460,4 +474,28 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
         );
     }
     out
+}
+
+/// `t(X) %*% (X %*% v)` with the Row kernel in each compared layout (`xv`: X and v).
+fn row_layouts(g: &Gpu, xv: &[Matrix], copy_bw: f64, reps: usize, out: &mut Vec<Measurement>) {
+    let (m, n) = (xv[0].rows(), xv[0].cols());
+    for (name, layout) in compared_row_layouts() {
+        let marked = if layout == RowKernelOptions::default() {
+            " (default)"
+        } else {
+            ""
+        };
+        speed(
+            g,
+            "row",
+            &format!("dense {m}x{n} {name}{marked}"),
+            &samples::mmchain(),
+            (GpuMain::Dense, layout),
+            xv,
+            (m * n) as f64 * 8.0,
+            copy_bw,
+            reps,
+            out,
+        );
+    }
 }

@@ -8,6 +8,7 @@
 //! (Kahan sums as on the CPU), a warp or block folds its threads in a fixed tree, and partials
 //! are folded in block order. No kernel uses atomics. So a result is the same on every run.
 
+use super::row::RowKernelOptions;
 use super::{cell, outer, row};
 use crate::backend::{CodegenError, Internal};
 use crate::native::{agg_kind, input_uses, math, transposed_frame};
@@ -23,6 +24,7 @@ pub(crate) fn emit<'c>(
     module: &Module<'c>,
     plan: &CPlan,
     main: GpuMain,
+    row_options: RowKernelOptions,
 ) -> Result<GpuKernel, CodegenError> {
     math::define_one_lane(ctx, module)?;
     let csr = main == GpuMain::Csr;
@@ -104,7 +106,7 @@ pub(crate) fn emit<'c>(
                     "a GPU row kernel reads a dense main input",
                 )));
             }
-            row::emit(ctx, module, plan, *row_type)
+            row::emit(ctx, module, plan, *row_type, row_options)
         }
     }
 }

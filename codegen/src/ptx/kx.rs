@@ -268,6 +268,50 @@ impl<'m, 'c> Kx<'m, 'c> {
         }
     }
 
+    /// [`fold`](Self::fold) where `inside` holds (`None`: always); elsewhere `a` keeps its
+    /// state, bit for bit.
+    pub(super) fn fold_masked(
+        &self,
+        a: Acc<'c>,
+        v: VectorValue<'c>,
+        inside: Option<IntValue<'c>>,
+    ) -> Result<(), CodegenError> {
+        let Some(inside) = inside else {
+            return self.fold(a, v);
+        };
+        let fx = &self.fx;
+        let (s0, c0) = (fx.load_v(a.s)?, fx.load_v(a.c)?);
+        self.fold(a, v)?;
+        let keep = |p: PointerValue<'c>, old: VectorValue<'c>| -> Result<(), CodegenError> {
+            let new = fx.load_v(p)?;
+            let v =
+                fx.b.build_select(inside, new, old, "masked")
+                    .map_err(ierr)?
+                    .into_vector_value();
+            fx.store(p, v)
+        };
+        keep(a.s, s0)?;
+        keep(a.c, c0)
+    }
+
+    /// Folds accumulator `b` into `a` (same aggregate): `Kahan::merge` (the other sum, then
+    /// its negated correction) or the min/max step.
+    pub(super) fn merge(&self, a: Acc<'c>, b: Acc<'c>) -> Result<(), CodegenError> {
+        let fx = &self.fx;
+        let (s, c) = (fx.load_v(b.s)?, fx.load_v(b.c)?);
+        match a.agg {
+            AggKind::Min | AggKind::Max => {
+                let cur = fx.load_v(a.s)?;
+                fx.store(a.s, pick(fx, a.agg, cur, s)?)
+            }
+            AggKind::Sum | AggKind::SumSq => {
+                fx.kahan_add(a.s, a.c, s)?;
+                let neg = fx.b.build_float_neg(c, "n").map_err(ierr)?;
+                fx.kahan_add(a.s, a.c, neg)
+            }
+        }
+    }
+
     /// Folds the block's accumulators `a` into thread 0's in a fixed tree over the shared
     /// arrays, then runs `finish` on thread 0 with the block's value and correction. Every
     /// thread of the block must reach this call.
@@ -429,6 +473,88 @@ pub(super) fn unrolled<'c>(
         };
     stepped(k, limit, UNROLL)?;
     stepped(k, n, 1)
+}
+
+/// How an [`unrolled_masked`] loop folds one position's values: its number in the step, and
+/// for the last, partial step whether it lies inside the range (`None`: it does).
+pub(super) type ConsumeAt<'f, 'c> = dyn FnMut(
+        &mut Kx<'_, 'c>,
+        u64,
+        Vec<VectorValue<'c>>,
+        Option<IntValue<'c>>,
+    ) -> Result<(), CodegenError>
+    + 'f;
+
+/// `for (j = start; j < n; j += stride)` in steps of `unroll` positions whose evaluations come
+/// first (their loads in flight together), like [`unrolled`]; but the last, partial step is one
+/// step too: every position is evaluated at an index clamped into the range (so its loads are
+/// in bounds) and handed to `consume` with whether it is inside, for a masked fold. A row of
+/// 2000 columns read by a warp is then 8 steps of one memory latency each, where a remainder
+/// walked one position at a time would add 7 more.
+pub(super) fn unrolled_masked<'c>(
+    k: &mut Kx<'_, 'c>,
+    start: IntValue<'c>,
+    n: IntValue<'c>,
+    stride: u64,
+    unroll: u64,
+    eval: &mut Eval<'_, 'c>,
+    consume: &mut ConsumeAt<'_, 'c>,
+) -> Result<(), CodegenError> {
+    let ctx = k.fx.ctx;
+    let span = stride * (unroll - 1);
+    let big =
+        k.fx.b
+            .build_int_compare(IntPredicate::UGT, n, k.fx.i64c(span), "big")
+            .map_err(ierr)?;
+    let limit =
+        k.fx.b
+            .build_select(big, k.fx.sub(n, k.fx.i64c(span))?, k.fx.i64c(0), "lim")
+            .map_err(ierr)?
+            .into_int_value();
+    let iv = k.fx.slot(ctx.i64_type().into())?;
+    k.fx.store(iv, start)?;
+    let head = ctx.append_basic_block(k.fx.func, "mhead");
+    let body = ctx.append_basic_block(k.fx.func, "mbody");
+    let exit = ctx.append_basic_block(k.fx.func, "mexit");
+    k.fx.b.build_unconditional_branch(head).map_err(ierr)?;
+    k.fx.b.position_at_end(head);
+    let j = k.fx.load_i64(iv)?;
+    let c = k.ult(j, limit)?;
+    k.fx.b
+        .build_conditional_branch(c, body, exit)
+        .map_err(ierr)?;
+    k.fx.b.position_at_end(body);
+    let mut all = Vec::new();
+    for u in 0..unroll {
+        all.push(eval(k, k.fx.add(j, k.fx.i64c(stride * u))?)?);
+    }
+    for (u, vs) in all.into_iter().enumerate() {
+        consume(k, u as u64, vs, None)?;
+    }
+    k.fx.store(iv, k.fx.add(j, k.fx.i64c(stride * unroll))?)?;
+    k.fx.b.build_unconditional_branch(head).map_err(ierr)?;
+    k.fx.b.position_at_end(exit);
+    // The partial step: j >= n - span, so every position left lies in it.
+    let j = k.fx.load_i64(iv)?;
+    let any = k.ult(j, n)?;
+    k.when(any, &mut |k| {
+        let last = k.fx.sub(n, k.fx.i64c(1))?;
+        let mut all = Vec::new();
+        for u in 0..unroll {
+            let ju = k.fx.add(j, k.fx.i64c(stride * u))?;
+            let inside = k.ult(ju, n)?;
+            let at =
+                k.fx.b
+                    .build_select(inside, ju, last, "at")
+                    .map_err(ierr)?
+                    .into_int_value();
+            all.push((eval(k, at)?, inside));
+        }
+        for (u, (vs, inside)) in all.into_iter().enumerate() {
+            consume(k, u as u64, vs, Some(inside))?;
+        }
+        Ok(())
+    })
 }
 
 /// How a CSR walk maps threads to rows: the first row, the row step, the first non-zero of a

@@ -21,6 +21,7 @@ pub mod samples;
 /// The device the GPU backend runs on (the GPU skeleton's).
 #[cfg(feature = "cuda")]
 pub use lafuse_skeletons::gpu::device;
+pub use row::{compared_row_layouts, RowKernelOptions};
 
 use crate::backend::{CodegenError, Internal, Unsupported};
 use crate::native::expr::node_calls_helper;
@@ -56,6 +57,15 @@ pub const FOLD_ENTRY: &str = lafuse_skeletons::gpu::abi::FOLD_ENTRY;
 /// Generates the kernel of `plan` for a main input read as `main`: `Unsupported` names what
 /// the GPU backend does not generate (the operator then runs on the CPU).
 pub fn generate(plan: &CPlan, main: GpuMain) -> Result<PtxKernel, CodegenError> {
+    generate_with(plan, main, RowKernelOptions::default())
+}
+
+/// [`generate`] with a Row kernel laid out as `row_options` (the benchmark compares layouts).
+pub fn generate_with(
+    plan: &CPlan,
+    main: GpuMain,
+    row_options: RowKernelOptions,
+) -> Result<PtxKernel, CodegenError> {
     let start = Instant::now();
     if plan.outputs.is_empty() || plan.inputs.is_empty() {
         return Err(CodegenError::Internal(Internal::MalformedPlan(
@@ -78,7 +88,7 @@ pub fn generate(plan: &CPlan, main: GpuMain) -> Result<PtxKernel, CodegenError> 
     let module = ctx.create_module("lafuse_gpu");
     let tm = nvptx::target_machine()?;
     nvptx::setup_module(&module, &tm);
-    let kernel = kernels::emit(&ctx, &module, plan, main)?;
+    let kernel = kernels::emit(&ctx, &module, plan, main, row_options)?;
     crate::native::llvm::verify(&module, "generated PTX module fails verification")?;
     crate::native::llvm::optimize(&module, &tm)?;
     crate::native::llvm::verify(&module, "optimized PTX module fails verification")?;

@@ -50,6 +50,24 @@ pub(crate) fn target_machine() -> Result<TargetMachine, CodegenError> {
         .ok_or(CodegenError::Internal(Internal::TargetMachine))
 }
 
+/// Caps the registers a thread of kernel `f` may use (`.maxnreg`, NVVM's `maxnreg`
+/// annotation), so that more blocks fit on a multiprocessor; ptxas spills past it.
+pub(crate) fn max_registers<'c>(
+    ctx: &'c Context,
+    module: &Module<'c>,
+    f: FunctionValue<'c>,
+    registers: u32,
+) -> Result<(), CodegenError> {
+    let node = ctx.metadata_node(&[
+        f.as_global_value().as_pointer_value().into(),
+        ctx.metadata_string("maxnreg").into(),
+        ctx.i32_type().const_int(u64::from(registers), false).into(),
+    ]);
+    module
+        .add_global_metadata("nvvm.annotations", &node)
+        .map_err(|e| internal("the maxnreg annotation", e))
+}
+
 /// Triple and data layout of a fresh module.
 pub(crate) fn setup_module(module: &Module<'_>, tm: &TargetMachine) {
     module.set_triple(&tm.get_triple());

@@ -14,12 +14,17 @@
 //!   aggregates in shared memory, then the block walks the columns, each thread owning its
 //!   columns of the block's partial row, adding the tile's rows in order.
 //!
+//! [`RowKernelOptions`] lays the kernel out: how many positions a lane reads before folding,
+//! how many Kahan chains it folds into, whether the last step of a row pass is masked, and how
+//! many of a thread's columns keep their sums in registers across tiles instead of being read
+//! and written back per tile. The benchmark compares the layouts on a GPU.
+//!
 //! What this does not generate (the operator then runs on the CPU): products with a matrix of
 //! more than one column (`vect_matmult` of a `k`-column matrix is one dot product here; the
 //! caller checks the column count), `cbind`, outer products of two vectors, row types whose
 //! output is not `n` wide.
 
-use super::kx::{declare_kernel, pick, unrolled, Acc, Kx};
+use super::kx::{declare_kernel, pick, unrolled, unrolled_masked, Acc, Kx};
 use crate::backend::{CodegenError, Internal, Unsupported};
 use crate::native::expr::{ierr, load_inputs, At, Body, Fx, InputPtrs};
 use crate::native::llvm::{load_vec, store_vec};
@@ -37,6 +42,100 @@ use std::mem::offset_of;
 
 /// Row aggregates one kernel may keep per row (shared memory per tile row).
 const MAX_ROW_AGGREGATES: u32 = 16;
+
+/// How the Row kernel is laid out. Operators get [`RowKernelOptions::default`]; `lafuse bench
+/// --suite gpu` checks every layout of [`compared_row_layouts`] against the CPU and times them
+/// side by side (its `row` case), so that the default is chosen by a measurement on a GPU.
+/// Every layout folds in a fixed order, so each is deterministic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowKernelOptions {
+    /// Positions of a row pass a lane evaluates before it folds them (its loads in flight).
+    pub unroll: u32,
+    /// Kahan chains a lane folds a row pass into, position `u` of a step into chain `u %
+    /// chains`, merged in chain order before the warp's fold: shorter dependency chains.
+    pub chains: u32,
+    /// The last, partial step of a row pass is one masked step ([`unrolled_masked`]), not a
+    /// walk of one position (one memory latency) at a time.
+    pub masked_tail: bool,
+    /// Columns per thread of a column-summed output (`colSums(f(X))`, `t(X) %*% s`) whose
+    /// partial sums stay in registers across the block's tiles (plain sums, as the CPU's; the
+    /// blocks' partial rows are then folded with Kahan steps). Columns past `BLOCK_THREADS *
+    /// resident_columns` are read and written back per tile. 0: all of them are.
+    pub resident_columns: u32,
+    /// Resident columns whose tile reads are issued together.
+    pub resident_group: u32,
+    /// A cap on the registers of a thread (`.maxnreg`; 0: none), for more blocks a
+    /// multiprocessor.
+    pub max_registers: u32,
+}
+
+impl RowKernelOptions {
+    /// Session 20's kernel, measured on an H200 (28 % of its copy bandwidth on `t(X) %*% (X
+    /// %*% v)`): every column read and written back per tile, the row pass's remainder walked a
+    /// position at a time. The default until a device run has checked and timed the others.
+    pub const WRITE_BACK: Self = RowKernelOptions {
+        unroll: 8,
+        chains: 1,
+        masked_tail: false,
+        resident_columns: 0,
+        resident_group: 1,
+        max_registers: 0,
+    };
+
+    /// Column sums in registers (8 columns a thread, read 2 columns at a time), two Kahan
+    /// chains and a masked last step in the row pass: 80 registers a thread for
+    /// `t(X) %*% (X %*% v)` by `ptxas -v` (write-back: 72), no spills. Not yet run on a GPU.
+    pub const RESIDENT: Self = RowKernelOptions {
+        unroll: 8,
+        chains: 2,
+        masked_tail: true,
+        resident_columns: 8,
+        resident_group: 2,
+        max_registers: 0,
+    };
+}
+
+/// The layouts `lafuse bench --suite gpu` compares on its Row case, named.
+pub fn compared_row_layouts() -> Vec<(&'static str, RowKernelOptions)> {
+    let resident = RowKernelOptions::RESIDENT;
+    let streamed = RowKernelOptions {
+        resident_columns: 0,
+        resident_group: 1,
+        ..resident
+    };
+    vec![
+        ("write-back", RowKernelOptions::WRITE_BACK),
+        ("masked", streamed),
+        (
+            "masked-u16",
+            RowKernelOptions {
+                unroll: 16,
+                ..streamed
+            },
+        ),
+        ("resident", resident),
+        (
+            "resident-r64",
+            RowKernelOptions {
+                max_registers: 64,
+                ..resident
+            },
+        ),
+        (
+            "resident-g8",
+            RowKernelOptions {
+                resident_group: 8,
+                ..resident
+            },
+        ),
+    ]
+}
+
+impl Default for RowKernelOptions {
+    fn default() -> Self {
+        RowKernelOptions::WRITE_BACK
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cls {
@@ -210,7 +309,13 @@ pub(crate) fn emit<'c>(
     module: &Module<'c>,
     plan: &CPlan,
     row_type: RowType,
+    opts: RowKernelOptions,
 ) -> Result<GpuKernel, CodegenError> {
+    if opts.unroll == 0 || opts.chains == 0 || opts.resident_group == 0 {
+        return Err(CodegenError::Internal(Internal::MalformedPlan(
+            "row kernel options with a zero unroll, chain or group count",
+        )));
+    }
     let a = analyze(plan, row_type)?;
     let out_node = plan.outputs[0];
     let shape = match row_type {
@@ -227,6 +332,9 @@ pub(crate) fn emit<'c>(
         transposed: false,
     };
     let mut k = declare_kernel(ctx, module)?;
+    if opts.max_registers > 0 {
+        super::nvptx::max_registers(ctx, module, k.fx.func, opts.max_registers)?;
+    }
     let used: Vec<bool> = a
         .uses
         .iter()
@@ -276,6 +384,16 @@ pub(crate) fn emit<'c>(
             .build_unsigned_int_to_float(cols, ctx.f64_type(), "n")
             .map_err(ierr)?;
     let ncols_v = k.fx.splat(ncols_f, 1)?;
+    // Column sums kept in registers across tiles (the first `resident_columns` columns a
+    // thread owns), plain sums from 0.
+    let resident: Vec<Acc<'c>> = if shape == KernelShape::RowColumns {
+        (0..opts.resident_columns)
+            .map(|_| k.acc(AggKind::Sum))
+            .collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    };
+    let resident_span = k.fx.mul(threads, k.fx.i64c(resident.len() as u64))?;
     k.for_stride(bid, tiles, nb, &mut |k, t| {
         let i = k.fx.add(k.fx.mul(t, tile)?, warp)?;
         let valid = k.ult(i, rows)?;
@@ -289,45 +407,64 @@ pub(crate) fn emit<'c>(
                     .filter(|p| p.2 == level)
                     .map(|p| (p.0, p.1))
                     .collect();
-                let accs: Vec<Acc<'c>> = here
+                let chains = opts.chains as usize;
+                let accs: Vec<Vec<Acc<'c>>> = here
                     .iter()
                     .map(|(_, p)| {
-                        k.acc(match p {
+                        let agg = match p {
                             Pass::Agg { f: AggOp::Min, .. } => AggKind::Min,
                             Pass::Agg { f: AggOp::Max, .. } => AggKind::Max,
                             Pass::Agg { sq: true, .. } => AggKind::SumSq,
                             _ => AggKind::Sum,
-                        })
+                        };
+                        (0..chains).map(|_| k.acc(agg)).collect()
                     })
                     .collect::<Result<_, _>>()?;
                 let g = given.clone();
-                unrolled(
-                    k,
-                    lane,
-                    cols,
-                    32,
-                    &mut |k, j| {
-                        let mut body = body_at(plan, &ins, (i, j, mains(k, i, j)?), g.clone());
-                        here.iter()
-                            .map(|&(_, p)| match p {
-                                Pass::Agg { x, .. } => body.emit(&k.fx, x, false),
-                                Pass::Dot { x, b } => {
-                                    let (bp, bc) = ins.get(b)?;
-                                    let bv = load_vec(&k.fx.b, k.fx.vty(1), bp, k.fx.mul(j, bc)?)?;
-                                    k.fx.fmul(body.emit(&k.fx, x, false)?, bv)
-                                }
-                            })
-                            .collect()
-                    },
-                    &mut |k, vs| {
-                        for (&acc, v) in accs.iter().zip(vs) {
-                            k.fold(acc, v)?;
+                let mut eval = |k: &mut Kx<'_, 'c>, j: IntValue<'c>| {
+                    let mut body = body_at(plan, &ins, (i, j, mains(k, i, j)?), g.clone());
+                    here.iter()
+                        .map(|&(_, p)| match p {
+                            Pass::Agg { x, .. } => body.emit(&k.fx, x, false),
+                            Pass::Dot { x, b } => {
+                                let (bp, bc) = ins.get(b)?;
+                                let bv = load_vec(&k.fx.b, k.fx.vty(1), bp, k.fx.mul(j, bc)?)?;
+                                k.fx.fmul(body.emit(&k.fx, x, false)?, bv)
+                            }
+                        })
+                        .collect()
+                };
+                if opts.masked_tail {
+                    let unroll = u64::from(opts.unroll);
+                    unrolled_masked(
+                        k,
+                        lane,
+                        cols,
+                        32,
+                        unroll,
+                        &mut eval,
+                        &mut |k, u, vs, inside| {
+                            for (acc, v) in accs.iter().zip(vs) {
+                                k.fold_masked(acc[u as usize % chains], v, inside)?;
+                            }
+                            Ok(())
+                        },
+                    )?;
+                } else {
+                    unrolled(k, lane, cols, 32, &mut eval, &mut |k, vs| {
+                        for (acc, v) in accs.iter().zip(vs) {
+                            k.fold(acc[0], v)?;
                         }
                         Ok(())
-                    },
-                )?;
-                for (&(node, p), &acc) in here.iter().zip(&accs) {
-                    let v = warp_reduce(k, acc)?;
+                    })?;
+                }
+                for acc in &accs {
+                    for &other in &acc[1..] {
+                        k.merge(acc[0], other)?;
+                    }
+                }
+                for (&(node, p), acc) in here.iter().zip(&accs) {
+                    let v = warp_reduce(k, acc[0])?;
                     let v = match p {
                         Pass::Agg { f: AggOp::Mean, .. } => k.fx.fdiv(v, ncols_v)?,
                         _ => v,
@@ -407,7 +544,36 @@ pub(crate) fn emit<'c>(
         if shape == KernelShape::RowColumns {
             k.barrier()?;
             let t0 = k.fx.mul(t, tile)?;
-            k.for_stride(tid, cols, threads, &mut |k, j| {
+            // Row r's term at column j.
+            let term = |k: &Kx<'_, 'c>,
+                        r: u64,
+                        j: IntValue<'c>|
+             -> Result<VectorValue<'c>, CodegenError> {
+                let ir = k.fx.add(t0, k.fx.i64c(r))?;
+                let mut given = HashMap::new();
+                for (s, (node, _, _)) in a.passes.iter().enumerate() {
+                    let idx = k.fx.i64c(r * u64::from(MAX_ROW_AGGREGATES) + s as u64);
+                    given.insert(*node, load_vec(&k.fx.b, k.fx.vty(1), sh_rows, idx)?);
+                }
+                let mut body = body_at(plan, &ins, (ir, j, mains(k, ir, j)?), given);
+                match &plan.nodes[out_node] {
+                    CNode::OuterMultAdd { a: x, b: y } => {
+                        let x = body.emit(&k.fx, *x, false)?;
+                        let y = body.emit(&k.fx, *y, false)?;
+                        k.fx.fmul(x, y)
+                    }
+                    _ => body.emit(&k.fx, out_node, false),
+                }
+            };
+            let whole =
+                k.fx.b
+                    .build_int_compare(IntPredicate::ULE, k.fx.add(t0, tile)?, rows, "whole")
+                    .map_err(ierr)?;
+            if !resident.is_empty() {
+                resident_walk(k, &resident, opts, whole, (t0, rows, cols), &term)?;
+            }
+            let first_written = k.fx.add(tid, resident_span)?;
+            k.for_stride(first_written, cols, threads, &mut |k, j| {
                 let slot = k.fx.add(k.fx.mul(bid, cols)?, j)?;
                 let at = k.fx.mul(slot, k.fx.i64c(2))?;
                 let acc = k.acc(AggKind::Sum)?;
@@ -416,31 +582,9 @@ pub(crate) fn emit<'c>(
                     acc.c,
                     load_vec(&k.fx.b, k.fx.vty(1), out, k.fx.add(at, k.fx.i64c(1))?)?,
                 )?;
-                // Row r's term at column j.
-                let term = |k: &Kx<'_, 'c>, r: u64| -> Result<VectorValue<'c>, CodegenError> {
-                    let ir = k.fx.add(t0, k.fx.i64c(r))?;
-                    let mut given = HashMap::new();
-                    for (s, (node, _, _)) in a.passes.iter().enumerate() {
-                        let idx = k.fx.i64c(r * u64::from(MAX_ROW_AGGREGATES) + s as u64);
-                        given.insert(*node, load_vec(&k.fx.b, k.fx.vty(1), sh_rows, idx)?);
-                    }
-                    let mut body = body_at(plan, &ins, (ir, j, mains(k, ir, j)?), given);
-                    match &plan.nodes[out_node] {
-                        CNode::OuterMultAdd { a: x, b: y } => {
-                            let x = body.emit(&k.fx, *x, false)?;
-                            let y = body.emit(&k.fx, *y, false)?;
-                            k.fx.fmul(x, y)
-                        }
-                        _ => body.emit(&k.fx, out_node, false),
-                    }
-                };
                 // A whole tile (the common case): every row's read first, so they are in
                 // flight together, then the folds in row order. A last, partial tile guards
                 // each row.
-                let whole =
-                    k.fx.b
-                        .build_int_compare(IntPredicate::ULE, k.fx.add(t0, tile)?, rows, "whole")
-                        .map_err(ierr)?;
                 let (then, other, done) = (
                     ctx.append_basic_block(k.fx.func, "tile"),
                     ctx.append_basic_block(k.fx.func, "partial"),
@@ -451,7 +595,7 @@ pub(crate) fn emit<'c>(
                     .map_err(ierr)?;
                 k.fx.b.position_at_end(then);
                 let terms: Vec<VectorValue<'c>> = (0..u64::from(ROW_TILE))
-                    .map(|r| term(k, r))
+                    .map(|r| term(k, r, j))
                     .collect::<Result<_, _>>()?;
                 for v in terms {
                     k.fold(acc, v)?;
@@ -462,7 +606,7 @@ pub(crate) fn emit<'c>(
                     let ir = k.fx.add(t0, k.fx.i64c(r))?;
                     let inside = k.ult(ir, rows)?;
                     k.when(inside, &mut |k| {
-                        let v = term(k, r)?;
+                        let v = term(k, r, j)?;
                         k.fold(acc, v)
                     })?;
                 }
@@ -476,6 +620,16 @@ pub(crate) fn emit<'c>(
         }
         Ok(())
     })?;
+    // The resident columns' sums go to the block's partial row (correction 0).
+    for (c, acc) in resident.iter().enumerate() {
+        let j = k.fx.add(tid, k.fx.mul(threads, k.fx.i64c(c as u64))?)?;
+        let inside = k.ult(j, cols)?;
+        k.when(inside, &mut |k| {
+            let slot = k.fx.add(k.fx.mul(bid, cols)?, j)?;
+            let zero = k.fx.splat_const(0.0, 1);
+            k.write_pair(out, slot, k.fx.load_v(acc.s)?, zero)
+        })?;
+    }
     if shape == KernelShape::RowFull {
         k.block_reduce(full, &mut |k, s, c| k.write_pair(out, bid, s, c))?;
     }
@@ -484,6 +638,103 @@ pub(crate) fn emit<'c>(
         super::fold::emit_fold_columns(ctx, module, AggKind::Sum)?;
     }
     Ok(kernel)
+}
+
+/// A tile's terms added to the thread's resident column sums (`acc[c]`: column `tid + c *
+/// BLOCK_THREADS`), rows in order, in groups of `resident_group` columns. Where the tile is
+/// whole and the group's columns inside the matrix (the common case) the group's reads are
+/// issued together, without guards; elsewhere each column is guarded, and in the last, partial
+/// tile each row too.
+fn resident_walk<'c>(
+    k: &mut Kx<'_, 'c>,
+    acc: &[Acc<'c>],
+    opts: RowKernelOptions,
+    whole: IntValue<'c>,
+    (t0, rows, cols): (IntValue<'c>, IntValue<'c>, IntValue<'c>),
+    term: &dyn Fn(&Kx<'_, 'c>, u64, IntValue<'c>) -> Result<VectorValue<'c>, CodegenError>,
+) -> Result<(), CodegenError> {
+    let ctx = k.fx.ctx;
+    let threads = k.threads();
+    let column = |k: &Kx<'_, 'c>, c: usize| -> Result<IntValue<'c>, CodegenError> {
+        k.fx.add(k.tid, k.fx.mul(threads, k.fx.i64c(c as u64))?)
+    };
+    let add = |k: &Kx<'_, 'c>, a: Acc<'c>, v: VectorValue<'c>| -> Result<(), CodegenError> {
+        let s = k.fx.fadd(k.fx.load_v(a.s)?, v)?;
+        k.fx.store(a.s, s)
+    };
+    // A column's tile rows, read together, then added in row order; a partial tile guards
+    // each row.
+    let tile_rows = |k: &mut Kx<'_, 'c>, a: Acc<'c>, j: IntValue<'c>, guarded: bool| {
+        if !guarded {
+            let terms: Vec<VectorValue<'c>> = (0..u64::from(ROW_TILE))
+                .map(|r| term(k, r, j))
+                .collect::<Result<_, _>>()?;
+            return terms.into_iter().try_for_each(|v| add(k, a, v));
+        }
+        for r in 0..u64::from(ROW_TILE) {
+            let ir = k.fx.add(t0, k.fx.i64c(r))?;
+            let row_inside = k.ult(ir, rows)?;
+            k.when(row_inside, &mut |k| add(k, a, term(k, r, j)?))?;
+        }
+        Ok(())
+    };
+    let group = opts.resident_group as usize;
+    for first in (0..acc.len()).step_by(group) {
+        let cs: Vec<usize> = (first..(first + group).min(acc.len())).collect();
+        let last = column(k, cs[cs.len() - 1])?;
+        let all_inside =
+            k.fx.b
+                .build_and(whole, k.ult(last, cols)?, "all")
+                .map_err(ierr)?;
+        let (fast, slow, done) = (
+            ctx.append_basic_block(k.fx.func, "resident"),
+            ctx.append_basic_block(k.fx.func, "resident_guarded"),
+            ctx.append_basic_block(k.fx.func, "resident_done"),
+        );
+        k.fx.b
+            .build_conditional_branch(all_inside, fast, slow)
+            .map_err(ierr)?;
+        // Every column of the group inside a whole tile: all its reads issued together.
+        k.fx.b.position_at_end(fast);
+        let mut terms = Vec::new();
+        for &c in &cs {
+            let j = column(k, c)?;
+            for r in 0..u64::from(ROW_TILE) {
+                terms.push((c, term(k, r, j)?));
+            }
+        }
+        for (c, v) in terms {
+            add(k, acc[c], v)?;
+        }
+        k.fx.b.build_unconditional_branch(done).map_err(ierr)?;
+        // The group's last columns past the matrix, or the last, partial tile.
+        k.fx.b.position_at_end(slow);
+        for &c in &cs {
+            let j = column(k, c)?;
+            let inside = k.ult(j, cols)?;
+            k.when(inside, &mut |k| {
+                let (then, other, joined) = (
+                    ctx.append_basic_block(k.fx.func, "whole_tile"),
+                    ctx.append_basic_block(k.fx.func, "partial_tile"),
+                    ctx.append_basic_block(k.fx.func, "column_done"),
+                );
+                k.fx.b
+                    .build_conditional_branch(whole, then, other)
+                    .map_err(ierr)?;
+                k.fx.b.position_at_end(then);
+                tile_rows(k, acc[c], j, false)?;
+                k.fx.b.build_unconditional_branch(joined).map_err(ierr)?;
+                k.fx.b.position_at_end(other);
+                tile_rows(k, acc[c], j, true)?;
+                k.fx.b.build_unconditional_branch(joined).map_err(ierr)?;
+                k.fx.b.position_at_end(joined);
+                Ok(())
+            })?;
+        }
+        k.fx.b.build_unconditional_branch(done).map_err(ierr)?;
+        k.fx.b.position_at_end(done);
+    }
+    Ok(())
 }
 
 /// The body at row `i`, column `j` (main value `main`), with the row aggregates of row `i`

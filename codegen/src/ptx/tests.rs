@@ -152,8 +152,22 @@ fn ptxas_accepts_every_kernel() {
     };
     let dir = std::env::temp_dir().join(format!("lafuse-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (k, (name, plan, main)) in generated().into_iter().enumerate() {
-        let ptx = generate(&plan, main).unwrap().ptx;
+    let mut all: Vec<(String, CPlan, GpuMain, RowKernelOptions)> = generated()
+        .into_iter()
+        .map(|(name, plan, main)| (name, plan, main, RowKernelOptions::default()))
+        .collect();
+    for (layout_name, layout) in compared_row_layouts() {
+        for (name, plan) in super::samples::rows() {
+            all.push((
+                format!("{name} [{layout_name}]"),
+                plan,
+                GpuMain::Dense,
+                layout,
+            ));
+        }
+    }
+    for (k, (name, plan, main, layout)) in all.into_iter().enumerate() {
+        let ptx = generate_with(&plan, main, layout).unwrap().ptx;
         let file = dir.join(format!("k{k}.ptx"));
         std::fs::write(&file, &ptx).unwrap();
         let out = std::process::Command::new(&ptxas)
@@ -168,4 +182,38 @@ fn ptxas_accepts_every_kernel() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_row_kernel_register_cap_is_written_as_maxnreg_and_only_then() {
+    let plan = super::samples::mmchain();
+    let capped = RowKernelOptions {
+        max_registers: 64,
+        ..RowKernelOptions::default()
+    };
+    let ptx = generate_with(&plan, GpuMain::Dense, capped).unwrap().ptx;
+    assert!(ptx.contains(".maxnreg 64"), "{ptx}");
+    let ptx = generate(&plan, GpuMain::Dense).unwrap().ptx;
+    assert!(!ptx.contains(".maxnreg"), "{ptx}");
+}
+
+#[test]
+fn row_layouts_with_a_zero_count_are_refused() {
+    let plan = super::samples::mmchain();
+    for bad in [
+        RowKernelOptions {
+            unroll: 0,
+            ..RowKernelOptions::default()
+        },
+        RowKernelOptions {
+            chains: 0,
+            ..RowKernelOptions::default()
+        },
+        RowKernelOptions {
+            resident_group: 0,
+            ..RowKernelOptions::default()
+        },
+    ] {
+        assert!(generate_with(&plan, GpuMain::Dense, bad).is_err());
+    }
 }
