@@ -813,12 +813,6 @@ pub enum Unsupported {
         "a call of a user-defined function in a while condition (assign it to a variable before the loop and at the end of its body)"
     )]
     CallInWhileCondition,
-    /// `evalList(fname, args)`: the callee is a string known at run time only, and its
-    /// results a list (`eval` itself is [`crate::eval_call`]).
-    #[error(
-        "{name}(...), a call of a function named by a string at run time whose results are returned as a list; call the function by its name, or use eval for its first result"
-    )]
-    Eval { name: &'static str },
     /// A list built-in lafuse lacks (`remove`, `as.list`).
     #[error("the list function {name}")]
     ListFunction { name: &'static str },
@@ -829,7 +823,6 @@ impl Unsupported {
     /// nothing defines).
     pub fn builtin(name: &str) -> Option<Unsupported> {
         Some(match name {
-            "evalList" => Unsupported::Eval { name: "evalList" },
             "remove" => Unsupported::ListFunction { name: "remove" },
             "as.list" => Unsupported::ListFunction { name: "as.list" },
             _ => return None,

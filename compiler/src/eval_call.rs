@@ -26,6 +26,15 @@ use std::collections::BTreeMap;
 /// The name of the built-in.
 pub const EVAL: &str = "eval";
 
+/// `evalList(fname, args)`: the same call, all of its results returned as a list named by the
+/// function's result names (SystemDS's `EvalNaryCPInstruction` with a list output).
+pub const EVAL_LIST: &str = "evalList";
+
+/// Whether `name` is `eval` or `evalList`.
+pub fn is_eval(name: &str) -> bool {
+    name == EVAL || name == EVAL_LIST
+}
+
 /// One function an `eval` may call: the name SystemDS's `eval` knows it by, its name in the
 /// loaded program, and whether the call's one argument is spread over its parameters when it
 /// is a list ([`crate::program::CallBlock::spread`]).
@@ -99,13 +108,22 @@ fn written_name(qualified: &str, functions: &BTreeMap<String, ast::FunctionDef>)
     }
 }
 
+/// Which results of the called function an `eval` returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Returned {
+    /// `eval`: the first (a matrix or scalar), which the call `needs` where it is assigned.
+    First { needed: bool },
+    /// `evalList`: all of them, whatever their types, as a list.
+    All,
+}
+
 /// The functions an `eval` with arguments `args` (the name excluded) can call, best first for
 /// each name: main-script functions and built-in entries before built-ins' private functions.
 pub fn candidates(
     functions: &BTreeMap<String, ast::FunctionDef>,
     args: &[Arg],
     call_span: Span,
-    needs_result: bool,
+    returned: Returned,
     form: ArgsForm,
 ) -> Vec<Candidate> {
     let mut out: Vec<(bool, Candidate)> = vec![];
@@ -121,9 +139,10 @@ pub fn candidates(
         if !fits {
             continue;
         }
-        match result_use(def) {
-            None => continue,
-            Some(ResultUse::Nothing) if needs_result => continue,
+        match (returned, result_use(def)) {
+            (Returned::All, _) => {}
+            (_, None) => continue,
+            (Returned::First { needed: true }, Some(ResultUse::Nothing)) => continue,
             _ => {}
         }
         let (written, private) = written_name(qualified, functions);
@@ -201,11 +220,16 @@ mod tests {
         ] {
             fs.insert(d.name.clone(), d);
         }
-        let got: Vec<(String, String)> =
-            candidates(&fs, &args(2), Span::new(0, 1), true, ArgsForm::Positional)
-                .into_iter()
-                .map(|c| (c.written, c.function))
-                .collect();
+        let got: Vec<(String, String)> = candidates(
+            &fs,
+            &args(2),
+            Span::new(0, 1),
+            Returned::First { needed: true },
+            ArgsForm::Positional,
+        )
+        .into_iter()
+        .map(|c| (c.written, c.function))
+        .collect();
         let want = [
             ("arima", "arima"),
             ("main_f", "main_f"),
@@ -230,7 +254,13 @@ mod tests {
         ] {
             fs.insert(d.name.clone(), d);
         }
-        let c = candidates(&fs, &args(1), Span::new(0, 1), false, ArgsForm::ListLiteral);
+        let c = candidates(
+            &fs,
+            &args(1),
+            Span::new(0, 1),
+            Returned::First { needed: false },
+            ArgsForm::ListLiteral,
+        );
         let solve: Vec<&Candidate> = c.iter().filter(|c| c.written == "solve").collect();
         assert_eq!(solve.len(), 1);
         assert_eq!(solve[0].function, "solve");
@@ -248,17 +278,49 @@ mod tests {
         ] {
             fs.insert(d.name.clone(), d);
         }
-        let got: Vec<(String, bool)> =
-            candidates(&fs, &args(1), Span::new(0, 1), false, ArgsForm::Value)
-                .into_iter()
-                .map(|c| (c.written, c.spread))
-                .collect();
+        let got: Vec<(String, bool)> = candidates(
+            &fs,
+            &args(1),
+            Span::new(0, 1),
+            Returned::First { needed: false },
+            ArgsForm::Value,
+        )
+        .into_iter()
+        .map(|c| (c.written, c.spread))
+        .collect();
         let want = [("one", true), ("takes_list", false), ("three", true)];
         let want: Vec<(String, bool)> = want.iter().map(|(n, s)| (n.to_string(), *s)).collect();
         assert_eq!(got, want);
         // Positional arguments reach the functions of as many parameters only.
-        let positional = candidates(&fs, &args(1), Span::new(0, 1), false, ArgsForm::Positional);
+        let positional = candidates(
+            &fs,
+            &args(1),
+            Span::new(0, 1),
+            Returned::First { needed: false },
+            ArgsForm::Positional,
+        );
         assert_eq!(positional.len(), 2);
         assert!(positional.iter().all(|c| !c.spread && c.written != "three"));
+    }
+
+    #[test]
+    fn eval_list_reaches_functions_of_any_results_eval_does_not() {
+        let mut fs = BTreeMap::new();
+        for d in [
+            def("lister", 1, Some(ValueType::List)),
+            def("nothing", 1, None),
+            def("one", 1, Some(ValueType::Matrix)),
+        ] {
+            fs.insert(d.name.clone(), d);
+        }
+        let names = |r| -> Vec<String> {
+            candidates(&fs, &args(1), Span::new(0, 1), r, ArgsForm::Positional)
+                .into_iter()
+                .map(|c| c.written)
+                .collect()
+        };
+        assert_eq!(names(Returned::All), ["lister", "nothing", "one"]);
+        assert_eq!(names(Returned::First { needed: true }), ["one"]);
+        assert_eq!(names(Returned::First { needed: false }), ["nothing", "one"]);
     }
 }

@@ -831,8 +831,19 @@ impl Parser<'_> {
                     "list" => {
                         self.bump();
                         self.expect(Punct::LBracket, "'[' after 'list' (as in list[unknown])")?;
-                        if !matches!(self.peek().kind, TokenKind::Keyword(Keyword::UnknownType)) {
-                            return Err(self.unexpected("unknown (as in list[unknown])"));
+                        // A list holds values of any type whatever its declared element type
+                        // (SystemDS's scripts write `List[String]` and `List[Unknown]`).
+                        if !matches!(
+                            self.peek().kind,
+                            TokenKind::Keyword(
+                                Keyword::UnknownType
+                                    | Keyword::StringType
+                                    | Keyword::DoubleType
+                                    | Keyword::IntType
+                                    | Keyword::BooleanType
+                            )
+                        ) {
+                            return Err(self.unexpected("a value type (as in list[unknown])"));
                         }
                         self.bump();
                         self.expect(Punct::RBracket, "']' closing the list type")?;
@@ -1297,10 +1308,12 @@ mod tests {
             f.contains("(list L)") && f.contains("(list M)") && f.contains("(list R)"),
             "{f}"
         );
+        let f = p("f = function(List[String] P, List[Double] D) return (Double x) { x = 1 }");
+        assert!(f.contains("(list P)") && f.contains("(list D)"), "{f}");
         assert!(
-            err("f = function(List[Double] L) return (Double x) { x = 1 }")
+            err("f = function(List[Matrix] L) return (Double x) { x = 1 }")
                 .to_string()
-                .contains("unknown (as in list[unknown])")
+                .contains("a value type (as in list[unknown])")
         );
     }
 

@@ -292,9 +292,9 @@ impl Emitter {
 
 impl Builder<'_> {
     /// Whether a call of `name` becomes blocks of its own: a user-defined function's, or
-    /// `eval`'s (which calls one).
+    /// `eval`'s or `evalList`'s (which call one).
     fn calls_function(&self, name: &str) -> bool {
-        self.udfs.contains(name) || name == eval_call::EVAL
+        self.udfs.contains(name) || eval_call::is_eval(name)
     }
 
     fn is_udf_call(&self, expr: &Expr) -> bool {
@@ -328,8 +328,9 @@ impl Builder<'_> {
         for arg in &mut args {
             self.hoist(&mut arg.value, em)?;
         }
-        if name == eval_call::EVAL && !self.udfs.contains(&name) {
-            return self.eval_blocks(targets, args, span, em);
+        if eval_call::is_eval(&name) && !self.udfs.contains(&name) {
+            let as_list = name == eval_call::EVAL_LIST;
+            return self.eval_blocks(targets, args, span, as_list, em);
         }
         em.push_block(Block::Call(CallBlock {
             targets,
@@ -344,26 +345,31 @@ impl Builder<'_> {
 
     /// Emits `[targets] = eval(fname, args)` (arguments hoisted) as a call of the one function a
     /// literal name gives, else as a chain of `if (fname == "f") ...` over the candidates, its
-    /// last branch stopping as SystemDS does where no function answers the name.
+    /// last branch stopping as SystemDS does where no function answers the name. `as_list`:
+    /// `evalList`, whose target gets all results as a list.
     fn eval_blocks(
         &mut self,
         targets: Vec<Ident>,
         mut args: Vec<Arg>,
         span: Span,
+        as_list: bool,
         em: &mut Emitter,
     ) -> Result<()> {
+        let builtin = if as_list {
+            eval_call::EVAL_LIST
+        } else {
+            eval_call::EVAL
+        };
         if targets.len() > 1 {
             return Err(CompileError::at(
                 CheckError::BuiltinTargets {
-                    name: eval_call::EVAL.into(),
+                    name: builtin.into(),
                     targets: targets.len(),
                 },
                 span,
             ));
         }
-        let callee = crate::error::Callee::Builtin {
-            name: eval_call::EVAL,
-        };
+        let callee = crate::error::Callee::Builtin { name: builtin };
         let problem = match args.first() {
             None => Some(crate::error::CallProblem::Missing {
                 name: "fname".into(),
@@ -403,7 +409,14 @@ impl Builder<'_> {
         if let Some(items) = items_of_list {
             args = items;
         }
-        let found = eval_call::candidates(self.signatures, &args, span, !targets.is_empty(), form);
+        let returned = if as_list {
+            eval_call::Returned::All
+        } else {
+            eval_call::Returned::First {
+                needed: !targets.is_empty(),
+            }
+        };
+        let found = eval_call::candidates(self.signatures, &args, span, returned, form);
         if let ExprKind::Str(written) = &fname.kind {
             // Known now: the one function of that name, else the error of an unknown call.
             let Some(c) = found.iter().find(|c| &c.written == written) else {
@@ -413,7 +426,7 @@ impl Builder<'_> {
                     self.udfs.iter().map(String::as_str),
                 ));
             };
-            for block in self.eval_branch(c, &targets, args, span)? {
+            for block in self.eval_branch(c, &targets, args, span, as_list)? {
                 em.push_block(block);
             }
             return Ok(());
@@ -469,7 +482,7 @@ impl Builder<'_> {
             span,
         })];
         for c in found.iter().rev() {
-            let then_blocks = self.eval_branch(c, &targets, args.clone(), span)?;
+            let then_blocks = self.eval_branch(c, &targets, args.clone(), span, as_list)?;
             let cond = Expr {
                 kind: ExprKind::Binary {
                     op: ast::BinaryOp::Eq,
@@ -492,13 +505,16 @@ impl Builder<'_> {
     }
 
     /// The blocks of one `eval` branch: the call of `function`, its first result bound to the
-    /// target (a scalar as a 1x1 matrix, as SystemDS's `eval`), the others to temporaries.
+    /// target (a scalar as a 1x1 matrix, as SystemDS's `eval`), the others to temporaries; for
+    /// `evalList` (`as_list`), every result to a temporary and the target to the list of them
+    /// named by the function's result names.
     fn eval_branch(
         &mut self,
         candidate: &eval_call::Candidate,
         targets: &[Ident],
         args: Vec<Arg>,
         span: Span,
+        as_list: bool,
     ) -> Result<Vec<Block>> {
         let function = candidate.function.as_str();
         let def = &self.signatures[function];
@@ -517,6 +533,42 @@ impl Builder<'_> {
         let Some(target) = targets.first() else {
             return Ok(vec![call(vec![])]);
         };
+        if as_list {
+            let names: Vec<String> = def.results.iter().map(|r| r.name.clone()).collect();
+            let bound: Vec<Ident> = names.iter().map(|_| self.fresh_temp(span)).collect();
+            let items = names
+                .into_iter()
+                .zip(&bound)
+                .map(|(name, t)| Arg {
+                    name: Some(Ident { name, span }),
+                    value: Expr {
+                        kind: ExprKind::Var(t.name.clone()),
+                        span,
+                    },
+                    span,
+                })
+                .collect();
+            let list = Expr {
+                kind: ExprKind::Call {
+                    name: "list".into(),
+                    args: items,
+                },
+                span,
+            };
+            return Ok(vec![
+                call(bound),
+                Block::Basic(BasicBlock {
+                    stmts: vec![Stmt {
+                        kind: StmtKind::Assign {
+                            target: target.clone(),
+                            value: list,
+                        },
+                        span,
+                    }],
+                    span,
+                }),
+            ]);
+        }
         let mut bound = vec![];
         let first = match use_ {
             Some(ResultUse::Matrix) => target.clone(),

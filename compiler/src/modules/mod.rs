@@ -344,7 +344,8 @@ impl Loader<'_> {
     /// calls, loading a built-in where it names one; leaves names it cannot resolve for the
     /// checker to report.
     fn resolve(&mut self, module: ModuleId, name: &mut String, args: &[Arg], span: Span) {
-        if name == crate::eval_call::EVAL && !self.modules[module].defined.contains(name.as_str()) {
+        if crate::eval_call::is_eval(name) && !self.modules[module].defined.contains(name.as_str())
+        {
             // `eval("lm", ...)`: a built-in named by a literal is loaded, as a call of it is;
             // the program builder resolves the name among the loaded functions.
             if let Some(ExprKind::Str(f)) = args.first().map(|a| &a.value.kind) {

@@ -1,5 +1,5 @@
 //! The functions of linear algebra computed through a decomposition: `inv`, `cholesky`, `det`
-//! (one result) and `eigen`, `svd`, `lu` (several results, computed once per call), with
+//! (one result) and `eigen`, `svd`, `lu`, `qr` (several results, computed once per call), with
 //! SystemDS 3.4's shapes, orderings and errors (its `LibCommonsMath`, which calls Apache
 //! Commons Math). All but `eigen` use the `faer` crate.
 //!
@@ -7,8 +7,8 @@
 //! SystemDS's, signs included. Where SystemDS's other results are defined only up to the
 //! algorithm (the signs of singular vectors, the order of equal pivots), lafuse gives faer's:
 //! the products they form (`U %*% S %*% t(V)`, `P %*% A` and `L %*% U`) are SystemDS's.
-//! `qr` (SystemDS returns Commons Math's Householder vectors, a form faer does not expose)
-//! is not supported yet.
+//! `qr` returns Commons Math's Householder vectors `H` and its `R`, a form faer does not
+//! expose, so it too runs Commons Math's algorithm ([`super::householder_qr`]).
 
 use super::dense_result;
 use super::symmetric_eigen::{symmetric_eigen, NotConverged, COMMONS_EPSILON};
@@ -322,9 +322,14 @@ pub fn decompose(op: DecompOp, a: &Matrix) -> Result<Vec<Matrix>> {
                 from_faer(u)?,
             ])
         }
-        DecompOp::Qr => Err(RuntimeError::Unsupported(
-            crate::error::Unsupported::Function { function: "qr" },
-        )),
+        DecompOp::Qr => {
+            // Commons Math's algorithm (`householder_qr`): SystemDS's H and R, signs included.
+            let (r, c) = a.shape();
+            let values = a.dense_cow()?.values.to_vec();
+            let (h, rm) = super::householder_qr::householder_qr(&values, r, c);
+            let (nh, nr) = (count_nnz(&h), count_nnz(&rm));
+            Ok(vec![dense_result(r, c, h, nh), dense_result(r, c, rm, nr)])
+        }
     }
 }
 

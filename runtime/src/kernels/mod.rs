@@ -19,6 +19,7 @@ pub mod cumulative;
 pub mod distributions;
 pub mod elementwise;
 pub mod grouped;
+pub mod householder_qr;
 pub mod index;
 pub mod linalg;
 pub mod matmul;
