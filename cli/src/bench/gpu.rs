@@ -10,7 +10,11 @@
 //!   should follow nnz), with inputs resident on the device (reused by lineage, as a script's
 //!   loop reuses them): kernel time from CUDA events and the call's wall time, bandwidth as a
 //!   fraction of a device-to-device copy measured in the same run, interleaved with the same
-//!   operator on the CPU; and `t(X) %*% (X %*% v)` (Row), which reads X once.
+//!   operator on the CPU; the same Outer over a dense `X` (every cell, in tiles); and
+//!   `t(X) %*% (X %*% v)` (Row), which reads X once, in each layout the Row kernel has
+//!   (`ptx::compared_row_layouts`), at the suite's size and four times as wide. The checks
+//!   cover those layouts and the dense-driver Outer kernel too, which the GPU backend places
+//!   operators on only once a device run has passed them.
 
 use super::results::{Measurement, Status};
 use super::Ctx;
@@ -473,6 +477,22 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
             &mut out,
         );
     }
+    // Over a dense driver: every cell, in tiles (`ptx::outer_dense`); it must read X once.
+    let x = dense(&mut rng, m, n, -1.0, 1.0);
+    let u = dense(&mut rng, m, k, 0.0, 1.0);
+    let v = dense(&mut rng, n, k, 0.0, 1.0);
+    speed(
+        g,
+        "outer",
+        &format!("dense {m}x{n} k={k}"),
+        &samples::outer(OuterType::FullAgg),
+        (GpuMain::Dense, RowKernelOptions::default()),
+        &[x, u, v],
+        cells * 8.0 + ((m + n) * k) as f64 * 8.0,
+        copy_bw,
+        reps,
+        &mut out,
+    );
     out
 }
 

@@ -118,6 +118,21 @@ impl<B: Backend> Backend for GpuBackend<B> {
     }
 }
 
+/// The density of a dense driver from which an Outer operator computes every cell on the GPU
+/// rather than the driver's non-zeros (converted to CSR). A guess to be measured with the
+/// dense kernel ([`super::outer_dense::PLACED`]).
+const DENSE_OUTER_MIN_DENSITY: f64 = 0.25;
+
+/// Non-zeros over cells (1 for an empty matrix).
+fn density(m: &Matrix) -> f64 {
+    let cells = m.rows() * m.cols();
+    if cells == 0 {
+        1.0
+    } else {
+        m.nnz() as f64 / cells as f64
+    }
+}
+
 /// A fused operator that runs on the GPU or the CPU, call by call.
 pub struct GpuOperator {
     plan: Arc<CPlan>,
@@ -185,7 +200,22 @@ impl GpuOperator {
                     GpuMain::Dense
                 })
             }
-            TemplateSpec::Outer { .. } => skippable().then_some(GpuMain::Csr),
+            TemplateSpec::Outer { .. } => {
+                // Over a dense driver dense enough, every cell in tiles (once placed); else
+                // the non-zeros of the driver as CSR where its zeros may be skipped.
+                let dense_driver = super::outer_dense::PLACED
+                    && matches!(inputs.first(), Some(Operand::Matrix(m))
+                        if !m.is_sparse() && density(m) >= DENSE_OUTER_MIN_DENSITY);
+                if dense_driver {
+                    Some(GpuMain::Dense)
+                } else if skippable() {
+                    Some(GpuMain::Csr)
+                } else if super::outer_dense::PLACED {
+                    Some(GpuMain::Dense)
+                } else {
+                    None
+                }
+            }
             // A sparse main input is densified for the row kernel.
             TemplateSpec::Row { .. } => Some(GpuMain::Dense),
         }

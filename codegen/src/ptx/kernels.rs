@@ -9,7 +9,7 @@
 //! are folded in block order. No kernel uses atomics. So a result is the same on every run.
 
 use super::row::RowKernelOptions;
-use super::{cell, outer, row};
+use super::{cell, outer, outer_dense, row};
 use crate::backend::{CodegenError, Internal};
 use crate::native::{agg_kind, input_uses, math, transposed_frame};
 use inkwell::context::Context;
@@ -92,14 +92,10 @@ pub(crate) fn emit<'c>(
             cell::emit_cell_like(ctx, module, plan, &kernel, &plan.outputs)?;
             Ok(kernel)
         }
-        TemplateSpec::Outer { outer_type } => {
-            if !csr {
-                return Err(CodegenError::Internal(Internal::MalformedPlan(
-                    "a GPU outer-product kernel drives from a CSR main input",
-                )));
-            }
+        TemplateSpec::Outer { outer_type } if csr => {
             outer::emit_outer(ctx, module, plan, *outer_type)
         }
+        TemplateSpec::Outer { outer_type } => outer_dense::emit(ctx, module, plan, *outer_type),
         TemplateSpec::Row { row_type, .. } => {
             if csr {
                 return Err(CodegenError::Internal(Internal::MalformedPlan(

@@ -16,6 +16,7 @@ pub mod kernels;
 mod kx;
 mod nvptx;
 mod outer;
+pub mod outer_dense;
 mod row;
 pub mod samples;
 /// The device the GPU backend runs on (the GPU skeleton's).

@@ -152,6 +152,9 @@ pub fn generated() -> Vec<(String, CPlan, GpuMain)> {
     for t in [OuterType::CellWise, OuterType::FullAgg, OuterType::Right] {
         all.push((format!("outer {t:?}"), outer(t), GpuMain::Csr));
     }
+    for t in [OuterType::CellWise, OuterType::FullAgg] {
+        all.push((format!("outer {t:?} dense"), outer(t), GpuMain::Dense));
+    }
     all
 }
 

@@ -217,3 +217,18 @@ fn row_layouts_with_a_zero_count_are_refused() {
         assert!(generate_with(&plan, GpuMain::Dense, bad).is_err());
     }
 }
+
+#[test]
+fn a_dense_driver_gets_the_tiled_outer_kernel_for_cell_wise_and_full_sums_only() {
+    let k = generate(&outer(OuterType::FullAgg), GpuMain::Dense).unwrap();
+    assert_eq!(k.kernel.shape, KernelShape::OuterFullAgg);
+    assert_eq!(k.kernel.main, GpuMain::Dense);
+    // The tile's dot products are fused multiply-adds over k, the driver read once a cell.
+    assert!(k.ptx.contains("fma.rn.f64"), "{}", k.ptx);
+    let k = generate(&outer(OuterType::CellWise), GpuMain::Dense).unwrap();
+    assert_eq!(k.kernel.shape, KernelShape::OuterCellWise);
+    match generate(&outer(OuterType::Right), GpuMain::Dense) {
+        Err(e @ CodegenError::Unsupported(_)) => assert!(e.to_string().contains("dense"), "{e}"),
+        other => panic!("expected unsupported, got {other:?}"),
+    }
+}

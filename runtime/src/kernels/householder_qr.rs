@@ -106,7 +106,9 @@ mod tests {
         let mut x = 7u64;
         let a: Vec<f64> = (0..12)
             .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 (x >> 11) as f64 / (1u64 << 53) as f64 - 0.5
             })
             .collect();

@@ -17,6 +17,9 @@ pub const BLOCK_THREADS: u32 = 256;
 /// Rows a Row kernel's block works on at a time: one per warp.
 pub const ROW_TILE: u32 = BLOCK_THREADS / 32;
 
+/// Rows of a dense-driver Outer kernel's tile (its columns: a block's threads, one each).
+pub const OUTER_TILE_ROWS: u32 = 8;
+
 /// Most blocks of a Row kernel whose output is summed over rows: each keeps a partial row of
 /// the output, which the host folds in block order.
 pub const MAX_COLUMN_BLOCKS: u32 = 1056;
@@ -50,7 +53,8 @@ pub enum KernelShape {
     /// dimension y), chunk `c`'s partial of column `j` the pair at `out[2 * (c * n + j)]`,
     /// merged on the host in chunk order.
     ColAgg { agg: AggKind },
-    /// Outer `G` in the driver's structure (`out[p]`), a thread per row of the CSR driver.
+    /// Outer `G` in the driver's structure (`out[p]`), a warp per row of a CSR driver; over a
+    /// dense driver every cell (`out[i * n + j]`), in tiles of [`OUTER_TILE_ROWS`] rows.
     OuterCellWise,
     /// Outer `sum(G)`: partials as [`KernelShape::FullAgg`] with one sum.
     OuterFullAgg,

@@ -4,7 +4,8 @@
 //! runtime's Kahan and min/max steps, CSR values compacted into the driver's structure.
 
 use super::abi::{
-    GpuKernel, GpuMain, KernelShape, BLOCK_THREADS, MAX_BLOCKS, MAX_COLUMN_BLOCKS, ROW_TILE,
+    GpuKernel, GpuMain, KernelShape, BLOCK_THREADS, MAX_BLOCKS, MAX_COLUMN_BLOCKS, OUTER_TILE_ROWS,
+    ROW_TILE,
 };
 use crate::prep::{self, AggState};
 use crate::{AggKind, Result};
@@ -57,6 +58,13 @@ pub fn grid(kernel: &GpuKernel, m: usize, n: usize) -> Grid {
                 .clamp(1, MAX_COLUMN_BLOCKS as usize) as u32,
             y: 1,
         },
+        // Tiles of OUTER_TILE_ROWS rows by a block's columns over a dense driver.
+        (KernelShape::OuterCellWise | KernelShape::OuterFullAgg, GpuMain::Dense) => Grid {
+            x: (m.div_ceil(OUTER_TILE_ROWS as usize))
+                .saturating_mul(n.div_ceil(BLOCK_THREADS as usize))
+                .clamp(1, MAX_BLOCKS as usize) as u32,
+            y: 1,
+        },
         // A warp per row of a CSR walk.
         (KernelShape::NoAgg | KernelShape::FullAgg { .. }, GpuMain::Csr)
         | (KernelShape::OuterCellWise | KernelShape::OuterFullAgg, _) => Grid {
@@ -76,8 +84,8 @@ pub fn grid(kernel: &GpuKernel, m: usize, n: usize) -> Grid {
 pub fn out_len(kernel: &GpuKernel, grid: Grid, m: usize, n: usize, nnz: usize, k2: usize) -> usize {
     let blocks = grid.x as usize;
     match (&kernel.shape, kernel.main) {
-        (KernelShape::NoAgg, GpuMain::Dense) => m * n,
-        (KernelShape::NoAgg, GpuMain::Csr) | (KernelShape::OuterCellWise, _) => nnz,
+        (KernelShape::NoAgg | KernelShape::OuterCellWise, GpuMain::Dense) => m * n,
+        (KernelShape::NoAgg | KernelShape::OuterCellWise, GpuMain::Csr) => nnz,
         (KernelShape::FullAgg { aggs }, _) => 2 * aggs.len() * blocks,
         (KernelShape::OuterFullAgg, _) => 2 * blocks,
         (KernelShape::RowAgg { .. }, _) => m,
@@ -222,6 +230,21 @@ mod tests {
         assert_eq!(g.x, 1);
         assert!(g.y > 1 && g.y <= 65_535, "{g:?}");
         assert_eq!(grid(&col, 3, 10).y, 3, "no more chunks than rows");
+        // Dense-driver Outer: tiles of OUTER_TILE_ROWS rows by a block's columns.
+        let outer = kernel(KernelShape::OuterFullAgg, GpuMain::Dense);
+        assert_eq!(grid(&outer, 17, 300).x, 3 * 2);
+        assert_eq!(grid(&outer, 100_000, 100_000).x, MAX_BLOCKS);
+        assert_eq!(
+            out_len(
+                &kernel(KernelShape::OuterCellWise, GpuMain::Dense),
+                grid(&outer, 3, 4),
+                3,
+                4,
+                0,
+                0
+            ),
+            12
+        );
         let row = kernel(KernelShape::RowAgg { agg: AggKind::Sum }, GpuMain::Dense);
         assert_eq!(grid(&row, 10_000_000, 3).x, 65_535);
     }
