@@ -70,6 +70,7 @@ impl Jit {
 fn cranelift_backend(
     store_dir: Option<&std::path::Path>,
     placement: Placement,
+    cost_model: &CostModel,
 ) -> Box<dyn Backend> {
     if let Some(dir) = store_dir {
         eprintln!(
@@ -85,14 +86,19 @@ fn cranelift_backend(
     {
         use lafuse_codegen::cranelift::CraneliftBackend;
         use lafuse_codegen::parameters::LiteralsAsParameters;
-        Box::new(LiteralsAsParameters::new(CraneliftBackend::new()))
+        Box::new(LiteralsAsParameters::new(
+            CraneliftBackend::new().with_outer_tile_density(cost_model.outer_tile_density()),
+        ))
     }
     #[cfg(not(feature = "cranelift"))]
-    Box::new(lafuse_codegen::backend::Unavailable {
-        name: "cranelift",
-        why: "code generation with Cranelift (lafuse was built without the `cranelift` \
-              feature; use --jit llvm)",
-    })
+    {
+        let _ = cost_model;
+        Box::new(lafuse_codegen::backend::Unavailable {
+            name: "cranelift",
+            why: "code generation with Cranelift (lafuse was built without the `cranelift` \
+                  feature; use --jit llvm)",
+        })
+    }
 }
 
 /// The LLVM backend, through the operator cache directory `store_dir` where it can be opened.
@@ -138,7 +144,9 @@ fn tiered_backend(
         use lafuse_codegen::tiered::TieredBackend;
         let llvm =
             llvm_backend(store_dir, store_limit).with_options(RunOptions::for_model(cost_model));
-        let tiered = TieredBackend::new(CraneliftBackend::new(), llvm, threshold);
+        let cranelift =
+            CraneliftBackend::new().with_outer_tile_density(cost_model.outer_tile_density());
+        let tiered = TieredBackend::new(cranelift, llvm, threshold);
         let counters = tiered.counters();
         (Box::new(LiteralsAsParameters::new(tiered)), Some(counters))
     }
@@ -169,7 +177,7 @@ impl FusionBackend {
     ) -> (Box<dyn Backend>, Option<Arc<TierCounters>>) {
         match (self, jit) {
             (FusionBackend::Native, Jit::Cranelift) => {
-                return (cranelift_backend(store_dir, placement), None)
+                return (cranelift_backend(store_dir, placement, cost_model), None)
             }
             (FusionBackend::Native, Jit::Tiered) => {
                 return tiered_backend(

@@ -57,8 +57,7 @@ const CAPACITY: usize = crate::cranelift::DEFAULT_CAPACITY;
 /// The cells of main input from which a single call waits for LLVM's operator instead of
 /// running on Cranelift (while at least the threshold): LLVM compiles in milliseconds, and
 /// Cranelift's loops are slower by 0.2 to 6 ns a cell (BENCHMARKS.md, session 21), so a call of
-/// 64M cells loses more on Cranelift than the compile costs (a dense Outer over 20000² cells,
-/// about 10 s on Cranelift's non-zeros path, runs in about 2 s on LLVM's tiles).
+/// 64M cells loses more on Cranelift than the compile costs.
 pub const DEFAULT_WAIT_CELLS: u64 = 1 << 26;
 
 /// The tiered backend: Cranelift first, LLVM for the operators that do enough work.

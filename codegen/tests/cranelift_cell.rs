@@ -53,18 +53,15 @@ fn assert_bits(got: &Matrix, want: &Matrix, what: &str, other: &str) {
 }
 
 /// The LLVM backend's results for the same call, where this build has it (it builds and runs
-/// every plan these tests give Cranelift). An Outer operator takes its driver's non-zeros one
-/// at a time, as Cranelift's does: over tiles of the product (the LLVM backend's path for a
-/// dense enough driver) its dot products are summed in another order.
+/// every plan these tests give Cranelift). Both backends run an Outer operator over tiles of
+/// the product from the default cost model's driver density on (a full driver), and take its
+/// non-zeros one at a time below it.
 #[cfg(feature = "llvm")]
 fn llvm(plan: &CPlan, inputs: &[Operand<'_>], shapes: &[(usize, usize)]) -> Option<Vec<Matrix>> {
     use lafuse_codegen::native::RunOptions;
     let op = lafuse_codegen::native::compile(plan).expect("LLVM builds the plan");
-    let no_tiles = RunOptions {
-        outer_tile_density: f64::INFINITY,
-    };
     Some(
-        op.execute_with_options(inputs, shapes, &[], no_tiles)
+        op.execute_with_options(inputs, shapes, &[], RunOptions::default())
             .expect("LLVM runs the plan"),
     )
 }

@@ -2,7 +2,8 @@
 //! `skeletons/src/outer/tiles.rs`) against the reference evaluator and against the same
 //! operator taking the driver's non-zeros one at a time: every final step, dense and CSR
 //! drivers, sizes across and inside tile boundaries, NaN and infinities in the driver and in
-//! the factors (so that the body is not finite at the driver's zeros), empty and 1×1 inputs.
+//! the factors (so that the body is not finite at the driver's zeros), empty and 1×1 inputs;
+//! with the `cranelift` feature, Cranelift's tile entry against LLVM's to the bit.
 
 use lafuse_codegen::native::{compile, RunOptions};
 use lafuse_codegen::reference::{evaluate, Operand};
@@ -140,8 +141,40 @@ fn check(ty: OuterType, x: &Matrix, u: &Matrix, v: &Matrix, k2: usize, what: &st
         1e-9,
         &format!("{what} tiles vs non-zeros"),
     );
+    cranelift_tiles_match(&p, &ins, shape, &tiled[0], &what);
     tiled.into_iter().next().unwrap()
 }
+
+/// Cranelift's tile entry gives the LLVM backend's tiled results to the bit (the same tile of
+/// the product, the same body and lanes).
+#[cfg(feature = "cranelift")]
+fn cranelift_tiles_match(
+    p: &CPlan,
+    ins: &[Operand<'_>],
+    shape: (usize, usize),
+    llvm: &Matrix,
+    what: &str,
+) {
+    use lafuse_codegen::backend::MainFormat;
+    let op = lafuse_codegen::cranelift::compile_for(p, MainFormat::Dense)
+        .unwrap()
+        .with_outer_tile_density(0.0);
+    let got = op.execute_with_ranges(ins, &[shape], &[]).unwrap();
+    let (r, c) = llvm.shape();
+    assert_eq!(got[0].shape(), (r, c), "{what}: cranelift shape");
+    for i in 0..r {
+        for j in 0..c {
+            let (g, w) = (got[0].get(i, j), llvm.get(i, j));
+            assert!(
+                (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits(),
+                "{what} ({i},{j}): cranelift tiles {g:e}, llvm tiles {w:e}"
+            );
+        }
+    }
+}
+
+#[cfg(not(feature = "cranelift"))]
+fn cranelift_tiles_match(_: &CPlan, _: &[Operand<'_>], _: (usize, usize), _: &Matrix, _: &str) {}
 
 /// Sizes inside one tile, across tile boundaries with partial tiles at both ends, and ranks
 /// that exercise the blocked multiply's edges; dense and CSR drivers of several densities.

@@ -40,14 +40,32 @@ type Cache = HashMap<u64, Vec<(CPlan, Arc<CraneliftOperator>)>>;
 
 /// The Cranelift backend: operators compiled on first request (a block's in parallel), kept
 /// by plan.
-#[derive(Default)]
 pub struct CraneliftBackend {
     cache: Mutex<Cache>,
+    /// Where an Outer operator's calls run over tiles of `U %*% t(V)` (its operators').
+    outer_tile_density: f64,
+}
+
+impl Default for CraneliftBackend {
+    fn default() -> CraneliftBackend {
+        CraneliftBackend {
+            cache: Mutex::default(),
+            outer_tile_density: lafuse_compiler::fusion::CostModel::default().outer_tile_density(),
+        }
+    }
 }
 
 impl CraneliftBackend {
     pub fn new() -> CraneliftBackend {
         CraneliftBackend::default()
+    }
+
+    /// This backend with Outer operators over tiles from a driver density of `density` on
+    /// (`CostModel::outer_tile_density` of the engine's cost model, as the LLVM backend's
+    /// `RunOptions`).
+    pub fn with_outer_tile_density(mut self, density: f64) -> CraneliftBackend {
+        self.outer_tile_density = density;
+        self
     }
 
     /// The operator for `plan`, if kept.
@@ -100,7 +118,9 @@ impl Backend for CraneliftBackend {
                         origin: Origin::CacheHit,
                     });
                 }
-                let op = Arc::new(compile_for(r.plan, r.main)?);
+                let op = Arc::new(
+                    compile_for(r.plan, r.main)?.with_outer_tile_density(self.outer_tile_density),
+                );
                 self.keep(r.plan, &op);
                 Ok(Built {
                     executable: op,

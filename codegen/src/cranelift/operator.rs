@@ -14,7 +14,8 @@ use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
     cell as sk_cell, magg as sk_magg, outer as sk_outer, CellKernels, CellKind, CellSpec,
-    EntryError, Input, LazyEntry, MAggKernels, MAggSpec, OuterKernels, OuterSpec, SkeletonError,
+    EntryError, Input, LazyEntry, MAggKernels, MAggSpec, OuterKernels, OuterSpec, OuterTiles,
+    SkeletonError,
 };
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -42,12 +43,14 @@ impl fmt::Debug for Kind {
 }
 
 /// Which entry point of a template: rows of a dense main input, non-zeros of a CSR one, or
-/// (Outer) every cell of a dense or densified driver.
+/// (Outer) every cell of a dense or densified driver, or every cell of blocks of it over tiles
+/// of `U %*% t(V)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Which {
     Dense,
     Csr,
     EveryCell,
+    Tiles,
 }
 
 /// One compiled entry point and its compilation's time.
@@ -67,6 +70,10 @@ pub struct CraneliftOperator {
     dense: OnceLock<Result<Entry, CodegenError>>,
     csr: OnceLock<Result<Entry, CodegenError>>,
     every_cell: OnceLock<Result<Entry, CodegenError>>,
+    tiles: OnceLock<Result<Entry, CodegenError>>,
+    /// An Outer operator runs over tiles of `U %*% t(V)` for a driver of at least this density
+    /// (the backend's, from its cost model: `CostModel::outer_tile_density`).
+    outer_tile_density: f64,
     /// The analysis, which the entry points' times do not include.
     analysis: Duration,
     /// A Cell operator whose body runs in its main input's transposed frame: its output is
@@ -107,6 +114,8 @@ pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<CraneliftOperator, 
         dense: OnceLock::new(),
         csr: OnceLock::new(),
         every_cell: OnceLock::new(),
+        tiles: OnceLock::new(),
+        outer_tile_density: lafuse_compiler::fusion::CostModel::default().outer_tile_density(),
         analysis: Duration::ZERO,
         transposed_frame: matches!(plan.template, TemplateSpec::Cell { .. })
             && transposed_frame(plan, &plan.outputs[..1]).unwrap_or(false),
@@ -195,13 +204,20 @@ fn analyze(plan: &CPlan) -> Result<(Kind, Vec<bool>, bool), CodegenError> {
 }
 
 impl CraneliftOperator {
+    /// This operator with Outer calls over tiles of `U %*% t(V)` from a driver density of
+    /// `density` on (`CostModel::outer_tile_density`; `f64::INFINITY`: never).
+    pub fn with_outer_tile_density(mut self, density: f64) -> CraneliftOperator {
+        self.outer_tile_density = density;
+        self
+    }
+
     /// Whether the template has entry point `which` (Cell and MultiAgg: a CSR one only when
     /// sparse-safe, no every-cell one).
     fn has(&self, which: Which) -> bool {
         match (&self.kind, which) {
             (_, Which::Dense) | (Kind::Outer(..), _) => true,
             (_, Which::Csr) => self.sparse_safe,
-            (_, Which::EveryCell) => false,
+            (_, Which::EveryCell | Which::Tiles) => false,
         }
     }
 
@@ -215,6 +231,7 @@ impl CraneliftOperator {
                         _ => "cell",
                     },
                 },
+                Which::Tiles => Internal::NoEntryPoint { entry: "Tiles" },
                 _ => Internal::NoEntryPoint { entry: "EveryCell" },
             }));
         }
@@ -222,6 +239,7 @@ impl CraneliftOperator {
             Which::Dense => &self.dense,
             Which::Csr => &self.csr,
             Which::EveryCell => &self.every_cell,
+            Which::Tiles => &self.tiles,
         };
         slot.get_or_init(|| {
             let start = Instant::now();
@@ -236,6 +254,9 @@ impl CraneliftOperator {
                     &self.used,
                     which == Which::Csr,
                 ),
+                Kind::Outer(spec, oi) if which == Which::Tiles => {
+                    outer::emit_tiles_entry(fx, args, rl, ru, &self.plan, spec.kind, oi, &self.used)
+                }
                 Kind::Outer(spec, oi) => outer::emit_entry(
                     fx,
                     args,
@@ -248,7 +269,7 @@ impl CraneliftOperator {
                     match which {
                         Which::Dense => Visit::DenseNonZeros,
                         Which::Csr => Visit::CsrNonZeros,
-                        Which::EveryCell => Visit::EveryCell,
+                        Which::EveryCell | Which::Tiles => Visit::EveryCell,
                     },
                 ),
             })?;
@@ -267,7 +288,11 @@ impl CraneliftOperator {
             Some(Ok(e)) => e.time,
             _ => Duration::ZERO,
         };
-        self.analysis + entry(&self.dense) + entry(&self.csr) + entry(&self.every_cell)
+        self.analysis
+            + entry(&self.dense)
+            + entry(&self.csr)
+            + entry(&self.every_cell)
+            + entry(&self.tiles)
     }
 
     /// Runs the operator: the contract of [`crate::reference::evaluate`], with the value
@@ -331,10 +356,11 @@ impl CraneliftOperator {
                     .map_err(|e| EntryError(Arc::new(e)))
             }
         };
-        let (dense_fn, csr_fn, every_fn) = (
+        let (dense_fn, csr_fn, every_fn, tiles_fn) = (
             kernel(Which::Dense),
             kernel(Which::Csr),
             kernel(Which::EveryCell),
+            kernel(Which::Tiles),
         );
         let kernels = CellKernels {
             dense: &dense_fn,
@@ -358,8 +384,10 @@ impl CraneliftOperator {
                     dense: &dense_fn,
                     csr: &csr_fn,
                     every_cell: (!zeros_skippable).then_some(&every_fn as LazyEntry<'_, KernelFn>),
-                    // No tile entry yet: a dense driver's non-zeros are taken one at a time.
-                    tiles: None,
+                    tiles: Some(OuterTiles {
+                        entry: &tiles_fn,
+                        min_density: self.outer_tile_density,
+                    }),
                 };
                 vec![sk_outer::execute(spec, &k, &ins).map_err(sk)?]
             }

@@ -7,7 +7,8 @@
 //! step: write `G_ij`, a Kahan sum, or a scaled-row add. Where the LLVM backend takes a CSR
 //! row's non-zeros 8 at a time (`plan_info::lane_parallel`) so does this one, so that sums land
 //! in the same partial lanes. (The LLVM backend's prefetches change no result; Cranelift has
-//! none.)
+//! none.) Over tiles of `U %*% t(V)` (a dense enough driver, [`emit_tiles_entry`]) the dot
+//! products come from the skeleton's tile, as in the LLVM backend.
 
 use super::body::{load_inputs, At, Body, InputPtrs};
 use super::cell::{LANES, W};
@@ -200,6 +201,123 @@ pub(super) fn emit_entry(
     }
     let total = fx.b.use_var(nnz);
     fx.b.ins().return_(&[total]);
+    Ok(())
+}
+
+/// Emits `lafuse_outer_tiles` into `fx`, as the LLVM backend's `native::outer` builds it: the
+/// body at every cell of rows `[rl, ru)` and columns `[col_lo, col_hi)` of a dense (or
+/// densified) driver, `W` cells at a time then one, reading `u_i · v_j` from the skeleton's
+/// tile of `U %*% t(V)`; `0 * body` at the driver's zeros. A full sum adds into the partial's
+/// `W` lanes and its scalar lane (Kahan); otherwise `G_ij` goes to
+/// `out[(i - rl) * out_stride + (j - col_lo)]`. Returns 0 (the skeleton counts non-zeros).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn emit_tiles_entry(
+    fx: &mut Fx<'_>,
+    args: Value,
+    rl: Value,
+    ru: Value,
+    plan: &CPlan,
+    kind: OuterKind,
+    oi: &OuterInputs,
+    used: &[bool],
+) -> Result<(), CodegenError> {
+    let out = fx.load_i64(args, offset_of!(KernelArgs, out))?;
+    let tile = fx.load_i64(args, offset_of!(KernelArgs, tile))?;
+    let tile_stride = fx.load_i64(args, offset_of!(KernelArgs, tile_stride))?;
+    let col_lo = fx.load_i64(args, offset_of!(KernelArgs, col_lo))?;
+    let col_hi = fx.load_i64(args, offset_of!(KernelArgs, col_hi))?;
+    let out_stride = fx.load_i64(args, offset_of!(KernelArgs, out_stride))?;
+    let o = offset_of!(KernelArgs, main);
+    let d = fx.load_i64(args, o + offset_of!(DenseView, data))?;
+    let stride = fx.load_i64(args, o + offset_of!(DenseView, cols))?;
+    let row0 = fx.load_i64(args, o + offset_of!(DenseView, row0))?;
+    let ins = load_inputs(fx, args, used)?;
+    let matrix_cells = plan.matrix_cell_nodes();
+    let full = kind == OuterKind::FullAgg;
+    let wl = i64::from(W);
+    // The single Sum partial: vector lanes at 0..W, corrections at LANES..LANES + W; the
+    // scalar lane at W, its correction at LANES + W.
+    let at = |fx: &mut Fx<'_>, off: i64, w: u32| {
+        if full {
+            let idx = fx.iconst(off);
+            fx.load(out, idx, w)
+        } else {
+            fx.fconst(0.0, w)
+        }
+    };
+    let (sw, cw) = (at(fx, 0, W), at(fx, LANES as i64, W));
+    let accv = [fx.vars(&sw), fx.vars(&cw)];
+    let (s1, c1) = (at(fx, wl, 1), at(fx, LANES as i64 + wl, 1));
+    let acc = [fx.vars(&s1), fx.vars(&c1)];
+    let zero = fx.iconst(0);
+    let j = fx.var(types::I64, zero);
+    fx.for_range(rl, ru, &mut |fx, i| {
+        let ti = fx.isub(i, rl);
+        let r = fx.isub(i, row0);
+        let main_row = fx.imul(r, stride);
+        let tile_row = fx.imul(ti, tile_stride);
+        let out_row = fx.imul(ti, out_stride);
+        fx.b.def_var(j, col_lo);
+        for w in [W, 1] {
+            fx.for_var(j, col_hi, i64::from(w), &mut |fx, jv| {
+                let jt = fx.isub(jv, col_lo);
+                // The main view starts at the tile's first column (`col_lo`).
+                let xa = fx.iadd(main_row, jt);
+                let x = fx.load(d, xa, w);
+                let ta = fx.iadd(tile_row, jt);
+                let dots = fx.load(tile, ta, w);
+                let mut body = Body::new(
+                    plan,
+                    &ins,
+                    &matrix_cells,
+                    At {
+                        i,
+                        j: jv,
+                        w,
+                        main: x.clone(),
+                    },
+                );
+                body.outer_dot = Some(dots);
+                let g = body.emit(fx, oi.g, false)?;
+                // `0 * body` at the driver's zeros, the unfused value.
+                let z = fx.fconst(0.0, w);
+                let nz = fx.fcmp(FloatCC::NotEqual, &x, &z);
+                let masked = fx.fmul(&g, &z);
+                let g = fx.select(&nz, &g, &masked);
+                if full {
+                    let (sv, cv) = if w == W {
+                        (&accv[0], &accv[1])
+                    } else {
+                        (&acc[0], &acc[1])
+                    };
+                    let s = fx.get(sv, w);
+                    let c = fx.get(cv, w);
+                    let (s, c) = fx.kahan(&s, &c, &g);
+                    fx.set(sv, &s);
+                    fx.set(cv, &c);
+                } else {
+                    let oa = fx.iadd(out_row, jt);
+                    fx.store(out, oa, &g);
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })?;
+    if full {
+        for (vars, off, w) in [
+            (&accv[0], 0, W),
+            (&accv[1], LANES as i64, W),
+            (&acc[0], wl, 1),
+            (&acc[1], LANES as i64 + wl, 1),
+        ] {
+            let v = fx.get(vars, w);
+            let idx = fx.iconst(off);
+            fx.store(out, idx, &v);
+        }
+    }
+    let zero = fx.iconst(0);
+    fx.b.ins().return_(&[zero]);
     Ok(())
 }
 

@@ -119,7 +119,10 @@ impl fmt::Debug for NativeOperator {
     }
 }
 
-pub(crate) use crate::plan_info::{agg_kind, input_uses, transposed_frame, used_mask};
+// The PTX kernels take these from here too.
+#[cfg(feature = "ptx")]
+pub(crate) use crate::plan_info::{agg_kind, input_uses};
+pub(crate) use crate::plan_info::{transposed_frame, used_mask};
 
 /// Which entry point of a template a module holds. Each is compiled into its own module and
 /// JIT: the dense one by [`compile`], the CSR one (where the template has one) on the first
