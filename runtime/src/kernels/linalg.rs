@@ -1,12 +1,12 @@
 //! The functions of linear algebra computed through a decomposition: `inv`, `cholesky`, `det`
 //! (one result) and `eigen`, `svd`, `lu`, `qr` (several results, computed once per call), with
 //! SystemDS 3.4's shapes, orderings and errors (its `LibCommonsMath`, which calls Apache
-//! Commons Math). All but `eigen` use the `faer` crate.
+//! Commons Math). `inv`, `cholesky`, `det` and `lu` use the `faer` crate.
 //!
-//! `eigen` runs Commons Math's own algorithm ([`super::symmetric_eigen`]), so its vectors are
-//! SystemDS's, signs included. Where SystemDS's other results are defined only up to the
-//! algorithm (the signs of singular vectors, the order of equal pivots), lafuse gives faer's:
-//! the products they form (`U %*% S %*% t(V)`, `P %*% A` and `L %*% U`) are SystemDS's.
+//! `eigen` and `svd` run Commons Math's own algorithms ([`super::symmetric_eigen`],
+//! [`super::commons_svd`]), so their vectors are SystemDS's, signs included. Where `lu`'s
+//! result is defined only up to the algorithm (the order of equal pivots), lafuse gives faer's:
+//! the products it forms (`P %*% A` and `L %*% U`) are SystemDS's.
 //! `qr` returns Commons Math's Householder vectors `H` and its `R`, a form faer does not
 //! expose, so it too runs Commons Math's algorithm ([`super::householder_qr`]).
 
@@ -282,18 +282,19 @@ pub fn decompose(op: DecompOp, a: &Matrix) -> Result<Vec<Matrix>> {
                     Matrix::zeros(c, 0)?,
                 ]);
             }
-            let m = to_faer(a)?;
-            let svd = m
-                .as_ref()
-                .thin_svd()
-                .map_err(|_| failed(name, "the decomposition did not converge"))?;
-            let s = svd.S().column_vector();
-            let sigma = Mat::from_fn(p, p, |i, j| if i == j { s[i] } else { 0.0 });
-            Ok(vec![
-                from_faer(svd.U())?,
-                from_faer(sigma.as_ref())?,
-                from_faer(svd.V())?,
-            ])
+            // Commons Math's algorithm (`commons_svd`): SystemDS's singular vectors, signs
+            // included.
+            let values = a.dense_cow()?.values.to_vec();
+            let (u, s, v) = super::commons_svd::commons_svd(&values, r, c);
+            let mut sigma = vec![0.0; p * p];
+            for (i, &x) in s.iter().enumerate() {
+                sigma[i * p + i] = x;
+            }
+            let result = |rows: usize, cols: usize, vals: Vec<f64>| {
+                let nnz = count_nnz(&vals);
+                dense_result(rows, cols, vals, nnz)
+            };
+            Ok(vec![result(r, p, u), result(p, p, sigma), result(c, p, v)])
         }
         DecompOp::Lu => {
             let n = square(a, name)?;

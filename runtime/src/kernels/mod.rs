@@ -14,6 +14,7 @@
 
 pub mod aggregate;
 pub mod block_product;
+pub mod commons_svd;
 pub mod construct;
 pub mod cumulative;
 pub mod distributions;
