@@ -70,7 +70,6 @@ impl Jit {
 fn cranelift_backend(
     store_dir: Option<&std::path::Path>,
     placement: Placement,
-    cost_model: &CostModel,
 ) -> Box<dyn Backend> {
     if let Some(dir) = store_dir {
         eprintln!(
@@ -86,19 +85,14 @@ fn cranelift_backend(
     {
         use lafuse_codegen::cranelift::CraneliftBackend;
         use lafuse_codegen::parameters::LiteralsAsParameters;
-        Box::new(LiteralsAsParameters::new(
-            CraneliftBackend::new().with_outer_tile_density(cost_model.outer_tile_density()),
-        ))
+        Box::new(LiteralsAsParameters::new(CraneliftBackend::new()))
     }
     #[cfg(not(feature = "cranelift"))]
-    {
-        let _ = cost_model;
-        Box::new(lafuse_codegen::backend::Unavailable {
-            name: "cranelift",
-            why: "code generation with Cranelift (lafuse was built without the `cranelift` \
-                  feature; use --jit llvm)",
-        })
-    }
+    Box::new(lafuse_codegen::backend::Unavailable {
+        name: "cranelift",
+        why: "code generation with Cranelift (lafuse was built without the `cranelift` \
+              feature; use --jit llvm)",
+    })
 }
 
 /// The LLVM backend, through the operator cache directory `store_dir` where it can be opened.
@@ -144,9 +138,7 @@ fn tiered_backend(
         use lafuse_codegen::tiered::TieredBackend;
         let llvm =
             llvm_backend(store_dir, store_limit).with_options(RunOptions::for_model(cost_model));
-        let cranelift =
-            CraneliftBackend::new().with_outer_tile_density(cost_model.outer_tile_density());
-        let tiered = TieredBackend::new(cranelift, llvm, threshold);
+        let tiered = TieredBackend::new(CraneliftBackend::new(), llvm, threshold);
         let counters = tiered.counters();
         (Box::new(LiteralsAsParameters::new(tiered)), Some(counters))
     }
@@ -177,7 +169,7 @@ impl FusionBackend {
     ) -> (Box<dyn Backend>, Option<Arc<TierCounters>>) {
         match (self, jit) {
             (FusionBackend::Native, Jit::Cranelift) => {
-                return (cranelift_backend(store_dir, placement, cost_model), None)
+                return (cranelift_backend(store_dir, placement), None)
             }
             (FusionBackend::Native, Jit::Tiered) => {
                 return tiered_backend(

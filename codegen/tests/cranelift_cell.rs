@@ -53,15 +53,18 @@ fn assert_bits(got: &Matrix, want: &Matrix, what: &str, other: &str) {
 }
 
 /// The LLVM backend's results for the same call, where this build has it (it builds and runs
-/// every plan these tests give Cranelift). Both backends run an Outer operator over tiles of
-/// the product from the default cost model's driver density on (a full driver), and take its
-/// non-zeros one at a time below it.
+/// every plan these tests give Cranelift). An Outer operator takes its driver's non-zeros one
+/// at a time, as Cranelift's does by default (its tiles are checked against LLVM's in
+/// `native_outer_tiles.rs`).
 #[cfg(feature = "llvm")]
 fn llvm(plan: &CPlan, inputs: &[Operand<'_>], shapes: &[(usize, usize)]) -> Option<Vec<Matrix>> {
     use lafuse_codegen::native::RunOptions;
     let op = lafuse_codegen::native::compile(plan).expect("LLVM builds the plan");
+    let no_tiles = RunOptions {
+        outer_tile_density: f64::INFINITY,
+    };
     Some(
-        op.execute_with_options(inputs, shapes, &[], RunOptions::default())
+        op.execute_with_options(inputs, shapes, &[], no_tiles)
             .expect("LLVM runs the plan"),
     )
 }

@@ -72,7 +72,7 @@ pub struct CraneliftOperator {
     every_cell: OnceLock<Result<Entry, CodegenError>>,
     tiles: OnceLock<Result<Entry, CodegenError>>,
     /// An Outer operator runs over tiles of `U %*% t(V)` for a driver of at least this density
-    /// (the backend's, from its cost model: `CostModel::outer_tile_density`).
+    /// (the backend's; never by default, see `CraneliftBackend`'s `Default`).
     outer_tile_density: f64,
     /// The analysis, which the entry points' times do not include.
     analysis: Duration,
@@ -115,7 +115,7 @@ pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<CraneliftOperator, 
         csr: OnceLock::new(),
         every_cell: OnceLock::new(),
         tiles: OnceLock::new(),
-        outer_tile_density: lafuse_compiler::fusion::CostModel::default().outer_tile_density(),
+        outer_tile_density: f64::INFINITY,
         analysis: Duration::ZERO,
         transposed_frame: matches!(plan.template, TemplateSpec::Cell { .. })
             && transposed_frame(plan, &plan.outputs[..1]).unwrap_or(false),
