@@ -241,8 +241,9 @@ fn decompose(a: &mut [Vec<f64>], m: usize, n: usize) -> (Vec<Vec<f64>>, Vec<f64>
         while k >= 0 {
             let ku = k as usize;
             let threshold = tiny + EPS * (s[ku].abs() + s[ku + 1].abs());
-            // Written so that a NaN ends the scan (Commons Math's MATH-947).
-            if !(e[ku].abs() > threshold) {
+            // Not greater (NaN included) ends the scan, so a NaN cannot loop forever
+            // (Commons Math's MATH-947).
+            if e[ku].abs().partial_cmp(&threshold) != Some(std::cmp::Ordering::Greater) {
                 e[ku] = 0.0;
                 break;
             }
