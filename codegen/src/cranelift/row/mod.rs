@@ -11,8 +11,9 @@
 //! blocks is left unused).
 //!
 //! Module map: `prims` (the vector primitives, emitted inline), `body` (one row's nodes and
-//! the output statement).
+//! the output statement), `aggregate` (row aggregates and the outer-product accumulation).
 
+mod aggregate;
 mod body;
 mod prims;
 

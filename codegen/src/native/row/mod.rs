@@ -25,10 +25,12 @@
 //! outer-product accumulation `t(X) %*% b` as sparse `axpy`s, the latter only when `b` is
 //! finite in that row, since `0 * Inf` must stay NaN). Element-wise nodes needed at the row's
 //! non-zeros only (such as ALS-CG's `(X != 0) * (Y - X)` before a product) are computed there
-//! only, as compact vectors that those primitives read the same way ([`sparse_nodes`]). Every
-//! other reader sees the row scattered into a zeroed scratch row (cleared again after the row).
+//! only, as compact vectors that those primitives read the same way (`row_plan`'s
+//! `sparse_nodes`). Every other reader sees the row scattered into a zeroed scratch row
+//! (cleared again after the row).
 //!
-//! Sizes are not part of a plan: [`layout`] derives every vector length and buffer offset from
+//! The analysis ([`RowInfo`]) and the layout are shared with the Cranelift backend
+//! (`crate::row_plan`). Sizes are not part of a plan: [`layout`] derives every vector length and buffer offset from
 //! the input shapes at execution, validates them (mismatched lengths are errors before any
 //! generated code runs), and passes them as parameters the generated code loads once.
 
