@@ -128,6 +128,9 @@ fn run_time_against_llvm() {
     }
 }
 
+/// A timed Row pattern: its name, plan, inputs and output shape.
+type RowCase<'a> = (&'a str, CPlan, Vec<Operand<'a>>, (usize, usize));
+
 /// Medians of `runs` executions of `f` and their spread (min, max), in milliseconds.
 fn spread_ms(runs: usize, mut f: impl FnMut() -> Vec<Matrix>) -> (f64, f64, f64, Vec<Matrix>) {
     let mut out = f();
@@ -159,7 +162,7 @@ fn row_run_time_against_llvm() {
         "pattern", "llvm ms (min-max)", "cl ms (min-max)", "ratio"
     );
     for (fmt, x) in [("dense", &dense), ("csr 0.1", &csr)] {
-        let cases: Vec<(&str, CPlan, Vec<Operand<'_>>, (usize, usize))> = vec![
+        let cases: Vec<RowCase<'_>> = vec![
             (
                 "t(X)%*%(w*(X%*%v))",
                 xtwxv(),
