@@ -43,13 +43,14 @@ pub enum Jit {
     #[default]
     Llvm,
     /// Cranelift (the `cranelift` feature): a fraction of LLVM's compile time, results equal
-    /// to the bit; Row operators are not generated yet (their hops run unfused), the operator
-    /// cache directory and the GPU are not used.
+    /// to the bit (every template, Row included); the operator cache directory and the GPU are
+    /// not used.
     Cranelift,
     /// Both (the `cranelift` and `llvm` features): an operator is compiled with Cranelift and
     /// runs at once; once it has processed `EngineConfig::tier_threshold` cells of main input,
     /// LLVM compiles it on a background thread (through the operator cache directory) and it
-    /// runs LLVM's code from the next call after. Row operators are compiled with LLVM at once.
+    /// runs LLVM's code from the next call after. Plans Cranelift refuses as unsupported are
+    /// compiled with LLVM at once.
     /// Results equal to the bit whichever tier runs; the GPU is not used.
     Tiered,
 }

@@ -78,7 +78,7 @@ pub struct TieringStats {
     /// Operators compiled with Cranelift, and the time that took.
     pub cranelift_compiled: u64,
     pub cranelift_compile_ms: f64,
-    /// Operators compiled with LLVM (at once for plans Cranelift does not generate, or in the
+    /// Operators compiled with LLVM (at once for plans Cranelift refuses as unsupported, or in the
     /// background once promoted), and the time that took (background compilations included:
     /// they are not in `codegen_ms`, which counts the time the run waited for code).
     pub llvm_compiled: u64,

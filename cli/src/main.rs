@@ -59,9 +59,9 @@ enum Command {
         fusion_backend: BackendArg,
         /// The compiler of native operators: `llvm` (optimized code, milliseconds per
         /// operator), `cranelift` (a fraction of the compile time, results equal to the
-        /// bit; needs the `cranelift` feature; Row operators then run unfused) or `tiered`
-        /// (Cranelift first, LLVM compiled in the background for the operators that pass
-        /// --tier-threshold, Row operators with LLVM at once; needs the `cranelift` feature).
+        /// bit; needs the `cranelift` feature) or `tiered` (Cranelift first, LLVM compiled in
+        /// the background for the operators that pass --tier-threshold; needs the `cranelift`
+        /// feature).
         #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
         jit: JitArg,
         /// Under `--jit tiered`: the cells of main input (rows × columns, summed over calls)

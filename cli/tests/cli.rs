@@ -220,12 +220,21 @@ fn a_gpu_placement_without_a_gpu_runs_on_the_cpu_and_says_why() {
 }
 
 /// `run --jit cranelift` and `run --jit tiered` print what `run --jit llvm` prints (a fused
-/// sum with `exp`, to the last digit; a build without the `cranelift` feature runs those hops
-/// unfused), and `--stats-json` under `tiered` says what each tier did.
+/// sum with `exp`, and Row operators over dense and sparse inputs, to the last digit; a build
+/// without the `cranelift` feature runs those hops unfused), and `--stats-json` under `tiered`
+/// says what each tier did.
 #[test]
 fn runs_under_either_jit_print_the_same() {
     let script = "X = rand(rows=500, cols=40, seed=1)\nY = rand(rows=500, cols=40, seed=2)\n\
-                  print(toString(sum(X * Y * exp(X)), decimal=17))\n";
+                  print(toString(sum(X * Y * exp(X)), decimal=17))\n\
+                  S = rand(rows=500, cols=40, sparsity=0.1, seed=3)\n\
+                  v = rand(rows=40, cols=1, seed=4)\nw = rand(rows=500, cols=1, seed=5)\n\
+                  print(toString(t(X) %*% (w * (X %*% v)), decimal=17))\n\
+                  print(toString(sum(rowSums(X * Y) / rowMaxs(X)), decimal=17))\n\
+                  print(toString(colSums(X / rowSums(X)), decimal=17))\n\
+                  print(toString(t(S) %*% (w * (S %*% v)), decimal=17))\n\
+                  print(toString(sum(rowSums(S * Y) / rowMaxs(S + 1)), decimal=17))\n\
+                  print(toString(colSums(S / (rowSums(S) + 1)), decimal=17))\n";
     let dir = std::env::temp_dir().join(format!("lafuse-cli-jit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("j.dml"), script).unwrap();
@@ -251,8 +260,10 @@ fn runs_under_either_jit_print_the_same() {
     assert_eq!(tiered.stdout, llvm.stdout);
     assert!(llvm_stats["tiering"].is_null(), "{llvm_stats}");
     if cfg!(feature = "cranelift") {
+        // Each operator's first call runs on Cranelift; later ones on whichever tier is
+        // ready.
         let calls = &tiered_stats["tiering"]["cranelift_calls"];
-        assert_eq!(calls.as_u64(), Some(1), "{tiered_stats}");
+        assert!(calls.as_u64().is_some_and(|c| c >= 1), "{tiered_stats}");
     }
     assert!(
         llvm.status.success(),

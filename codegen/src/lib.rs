@@ -19,6 +19,8 @@ pub mod backend;
 pub mod parameters;
 pub(crate) mod plan_info;
 pub mod reference;
+#[cfg(any(feature = "llvm", feature = "cranelift"))]
+pub(crate) mod row_plan;
 pub mod tiers;
 pub mod zero_cells;
 

@@ -1,7 +1,7 @@
 //! Tiered compilation (issue 28): an operator is built with Cranelift and runs at once; when
 //! the work it has done passes a threshold, LLVM compiles it on a background thread and the
-//! operator runs LLVM's code from the next call after that code is ready. Plans Cranelift does
-//! not generate (Row) are built with LLVM at once. Results do not change with the tier: the
+//! operator runs LLVM's code from the next call after that code is ready. Plans Cranelift
+//! refuses as unsupported are built with LLVM at once. Results do not change with the tier: the
 //! two backends' operators are bit-identical by construction.
 //!
 //! Work is counted in cells of the main input (rows × columns) summed over calls, so that a

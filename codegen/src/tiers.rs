@@ -10,9 +10,9 @@ use std::time::Duration;
 /// Cells of main input an operator processes on Cranelift before LLVM compiles it.
 ///
 /// Why this value: LLVM takes about 5 ms more than Cranelift to compile an operator (about
-/// 5 ms against 0.8 ms; Row operators, built with LLVM at once, are not tiered). An operator
-/// that has processed N cells is expected to process about as many again (the usual tiering
-/// bet), so promoting it pays once N cells' saving exceeds those 4-5 ms. The saving per cell
+/// 5 ms against 0.8 ms). An operator that has processed N cells is expected to process about
+/// as many again (the usual tiering bet), so promoting it pays once N cells' saving exceeds
+/// those 4-5 ms. The saving per cell
 /// ranges widely: on a 500x400 input (a shared, loaded 2-core machine) `sum(X * i * Y + X)`
 /// ran 0.17 ns/cell faster on LLVM's code (memory-bound: break-even near 30M cells) and
 /// `sum(X * i * exp(X))` 6.4 ns/cell faster (LLVM vectorizes `exp`: break-even near 0.8M);

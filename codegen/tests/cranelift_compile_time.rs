@@ -1,7 +1,8 @@
 //! Figures, not assertions (DESIGN 7: no timed tests): Cranelift compile time per operator over
 //! the Cell, MultiAgg and Outer plans of the differential tests (every cell type and
 //! aggregation, sparse-safe and not, over every side-input access; MultiAgg of two and three
-//! aggregates; every Outer type),
+//! aggregates; every Outer type; the Row patterns of `common::row_plans`, dense and CSR entry
+//! points),
 //! median of 9 compilations per plan, and the median over the plans; beside it LLVM's for the
 //! same plans where the build has both backends.
 //! Run with `cargo test -p lafuse-codegen --release --features cranelift,llvm --test
@@ -11,6 +12,7 @@
 mod common;
 
 use common::cell_plans::*;
+use common::row_plans::row_plans;
 use lafuse_codegen::backend::MainFormat;
 use lafuse_codegen::cranelift::compile_for;
 use lafuse_compiler::fusion::cplan::{CPlan, OuterType};
@@ -68,6 +70,18 @@ fn plans() -> Vec<(String, CPlan)> {
     out
 }
 
+/// Row plans with the main-input format of the entry point compiled first (both entry points
+/// are compiled, one per format).
+fn row_plans_by_format() -> Vec<(String, CPlan, MainFormat)> {
+    let mut out = Vec::new();
+    for (name, plan) in row_plans() {
+        for (f, main) in [("dense", MainFormat::Dense), ("csr", MainFormat::Sparse)] {
+            out.push((format!("{name} {f}"), plan.clone(), main));
+        }
+    }
+    out
+}
+
 /// The median of 9 compilations of `plan` by `compile`, in milliseconds.
 fn time(compile: &dyn Fn() -> Duration) -> f64 {
     median((0..9).map(|_| ms(compile())).collect())
@@ -87,21 +101,29 @@ fn compile_time_per_plan() {
     #[cfg(feature = "llvm")]
     lafuse_codegen::native::compile(warm).unwrap();
     println!("{:<48} {:>12} {:>12}", "plan", "cranelift ms", "llvm ms");
-    for (name, plan) in plans() {
-        let cl = time(&|| {
-            compile_for(&plan, MainFormat::Dense)
-                .unwrap()
-                .compile_time()
-        });
+    let all = plans()
+        .into_iter()
+        .map(|(name, plan)| (name, plan, MainFormat::Dense))
+        .chain(row_plans_by_format());
+    #[allow(unused_mut)]
+    let (mut cl_row, mut llvm_row): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+    for (name, plan, main) in all {
+        let cl = time(&|| compile_for(&plan, main).unwrap().compile_time());
+        if name.starts_with("row") {
+            cl_row.push(cl);
+        }
         cl_all.push(cl);
         #[cfg(feature = "llvm")]
         let llvm = {
             let t = time(&|| {
-                lafuse_codegen::native::compile(&plan)
+                lafuse_codegen::native::compile_for(&plan, main)
                     .unwrap()
                     .compile_time()
             });
             llvm_all.push(t);
+            if name.starts_with("row") {
+                llvm_row.push(t);
+            }
             format!("{t:>12.3}")
         };
         #[cfg(not(feature = "llvm"))]
@@ -116,6 +138,16 @@ fn compile_time_per_plan() {
             String::new()
         } else {
             format!(", llvm {:.3} ms", median(llvm_all.clone()))
+        }
+    );
+    println!(
+        "median over the {} Row entry points: cranelift {:.3} ms{}",
+        cl_row.len(),
+        median(cl_row),
+        if llvm_row.is_empty() {
+            String::new()
+        } else {
+            format!(", llvm {:.3} ms", median(llvm_row))
         }
     );
 }

@@ -1,13 +1,15 @@
 //! Figures, not assertions (DESIGN 7: no timed tests): the run time of Cranelift's operators
 //! against LLVM's on dense patterns (Cell full and row aggregates, a MultiAgg, an Outer full
 //! aggregate over a sparse driver), median of 7 executions each, and their ratio; the results
-//! are checked equal to the bit. Run with `cargo test -p lafuse-codegen --release --features
+//! are checked equal to the bit; and Row operators at 100000x1000, dense and CSR
+//! (`row_run_time_against_llvm`). Run with `cargo test -p lafuse-codegen --release --features
 //! cranelift,llvm --test cranelift_timing -- --ignored --nocapture`.
 #![cfg(all(feature = "cranelift", feature = "llvm"))]
 
 mod common;
 
 use common::cell_plans::*;
+use common::row_plans::*;
 use lafuse_codegen::backend::MainFormat;
 use lafuse_codegen::reference::Operand;
 use lafuse_compiler::fusion::cplan::{Access, CNode, CPlan, InputKind, OuterType, TemplateSpec};
@@ -123,5 +125,88 @@ fn run_time_against_llvm() {
             }
         }
         println!("{name:<32} {tl:>10.3} {tc:>10.3} {:>7.2}", tc / tl);
+    }
+}
+
+/// A timed Row pattern: its name, plan, inputs and output shape.
+type RowCase<'a> = (&'a str, CPlan, Vec<Operand<'a>>, (usize, usize));
+
+/// Medians of `runs` executions of `f` and their spread (min, max), in milliseconds.
+fn spread_ms(runs: usize, mut f: impl FnMut() -> Vec<Matrix>) -> (f64, f64, f64, Vec<Matrix>) {
+    let mut out = f();
+    let mut t: Vec<f64> = (0..runs)
+        .map(|_| {
+            let s = Instant::now();
+            out = f();
+            s.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    (t[runs / 2], t[0], t[runs - 1], out)
+}
+
+/// Row operators at 100000x1000: `t(X) %*% (w * (X %*% v))`, `rowSums(X * Y) / rowMaxs(X)`
+/// and `colSums(X / rowSums(X))` over a dense `X` and over a CSR `X` of sparsity 0.1, median
+/// (min-max) of 7 executions on each backend; the results are checked equal to the bit.
+#[test]
+#[ignore = "prints timings; allocates about 3 GB"]
+fn row_run_time_against_llvm() {
+    let (m, n) = (100_000, 1_000);
+    let dense = mat(m, n, 1.0, 1, false);
+    let csr = Matrix::Sparse(mat(m, n, 0.1, 2, false).to_sparse());
+    let y = mat(m, n, 1.0, 3, false);
+    let v = mat(n, 1, 1.0, 4, false);
+    let w = mat(m, 1, 1.0, 5, false);
+    println!(
+        "{:<34} {:>22} {:>22} {:>7}",
+        "pattern", "llvm ms (min-max)", "cl ms (min-max)", "ratio"
+    );
+    for (fmt, x) in [("dense", &dense), ("csr 0.1", &csr)] {
+        let cases: Vec<RowCase<'_>> = vec![
+            (
+                "t(X)%*%(w*(X%*%v))",
+                xtwxv(),
+                vec![Operand::Matrix(x), Operand::Matrix(&v), Operand::Matrix(&w)],
+                (n, 1),
+            ),
+            (
+                "rowSums(X*Y)/rowMaxs(X)",
+                rowsums_over_rowmaxs(),
+                vec![Operand::Matrix(x), Operand::Matrix(&y)],
+                (m, 1),
+            ),
+            (
+                "colSums(X/rowSums(X))",
+                colsums_normalized(),
+                vec![Operand::Matrix(x)],
+                (1, n),
+            ),
+        ];
+        let main = if x.is_sparse() {
+            MainFormat::Sparse
+        } else {
+            MainFormat::Dense
+        };
+        for (name, plan, ins, shape) in cases {
+            let llvm = lafuse_codegen::native::compile_for(&plan, main).unwrap();
+            let cl = lafuse_codegen::cranelift::compile_for(&plan, main).unwrap();
+            let (tl, ll, lh, rl) = spread_ms(7, || llvm.execute(&ins, &[shape]).unwrap());
+            let (tc, cl_, ch, rc) =
+                spread_ms(7, || cl.execute_with_ranges(&ins, &[shape], &[]).unwrap());
+            let (r, c) = rl[0].shape();
+            for i in 0..r {
+                for j in 0..c {
+                    let (p, q) = (rl[0].get(i, j), rc[0].get(i, j));
+                    assert!(p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()));
+                }
+            }
+            println!(
+                "{:<34} {:>22} {:>22} {:>7.2}",
+                format!("{name} {fmt}"),
+                format!("{tl:.1} ({ll:.1}-{lh:.1})"),
+                format!("{tc:.1} ({cl_:.1}-{ch:.1})"),
+                tc / tl
+            );
+        }
     }
 }

@@ -5,6 +5,8 @@
 //! the factors (so that the body is not finite at the driver's zeros), empty and 1×1 inputs;
 //! with the `cranelift` feature, Cranelift's tile entry against LLVM's to the bit.
 
+#![cfg(feature = "llvm")]
+
 use lafuse_codegen::native::{compile, RunOptions};
 use lafuse_codegen::reference::{evaluate, Operand};
 use lafuse_compiler::fusion::cplan::{Access, CNode, CPlan, InputKind, OuterType, TemplateSpec};

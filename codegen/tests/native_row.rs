@@ -2,7 +2,9 @@
 //! type, dense and sparse main inputs (CSR non-zero iteration with finite side inputs, densified
 //! rows otherwise), every side-input access (aligned matrix, column vector, row vector, scalar,
 //! whole matrix), length-one broadcasting, special values, and empty and 1x1 inputs; plus
-//! operators planned by the compiler for the canonical Row patterns.
+//! operators planned by the compiler for the canonical Row patterns. Where the build has the
+//! Cranelift backend, every call is run through its operator too and compared with LLVM's to
+//! the bit.
 #![cfg(feature = "llvm")]
 
 use lafuse_codegen::native::{compile, CodegenError};
@@ -61,7 +63,10 @@ fn assert_close(got: &Matrix, want: &Matrix, what: &str) {
     }
 }
 
-/// Runs the plan natively and through the reference; both must agree.
+/// Runs the plan natively and through the reference; both must agree. Where the build has
+/// the Cranelift backend, its operator (compiled for the main input's format) must give the
+/// LLVM backend's results to the bit (any NaN equal to any other: IEEE 754 leaves a NaN
+/// result's sign and payload open).
 fn check(plan: &CPlan, inputs: &[Operand<'_>], shape: (usize, usize), what: &str) {
     let op = compile(plan).unwrap_or_else(|e| panic!("{what}: {e}\n{}", plan.explain()));
     let want = evaluate(plan, inputs, &[shape])
@@ -70,7 +75,47 @@ fn check(plan: &CPlan, inputs: &[Operand<'_>], shape: (usize, usize), what: &str
         .execute(inputs, &[shape])
         .unwrap_or_else(|e| panic!("{what}: {e}\n{}", plan.explain()));
     assert_close(&got[0], &want[0], what);
+    cranelift_bits(plan, inputs, shape, &got[0], what);
 }
+
+#[cfg(feature = "cranelift")]
+fn cranelift_bits(
+    plan: &CPlan,
+    inputs: &[Operand<'_>],
+    shape: (usize, usize),
+    llvm: &Matrix,
+    what: &str,
+) {
+    use lafuse_codegen::backend::MainFormat;
+    let main = match inputs.first() {
+        Some(Operand::Matrix(m)) if m.is_sparse() => MainFormat::Sparse,
+        _ => MainFormat::Dense,
+    };
+    let op = lafuse_codegen::cranelift::compile_for(plan, main)
+        .unwrap_or_else(|e| panic!("{what}: cranelift: {e}\n{}", plan.explain()));
+    let got = op
+        .execute_with_ranges(inputs, &[shape], &[])
+        .unwrap_or_else(|e| panic!("{what}: cranelift: {e}"))
+        .remove(0);
+    got.validate().unwrap();
+    assert_eq!(got.shape(), llvm.shape(), "{what}: cranelift shape");
+    assert_eq!(got.nnz(), llvm.nnz(), "{what}: cranelift non-zeros");
+    let (r, c) = got.shape();
+    for i in 0..r {
+        for j in 0..c {
+            let (g, w) = (got.get(i, j), llvm.get(i, j));
+            assert!(
+                (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits(),
+                "{what}: ({i},{j}) cranelift {g:e} ({:#x}) llvm {w:e} ({:#x})",
+                g.to_bits(),
+                w.to_bits()
+            );
+        }
+    }
+}
+
+#[cfg(not(feature = "cranelift"))]
+fn cranelift_bits(_: &CPlan, _: &[Operand<'_>], _: (usize, usize), _: &Matrix, _: &str) {}
 
 fn data(input: usize, access: Access) -> CNode {
     CNode::Data { input, access }

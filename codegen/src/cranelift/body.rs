@@ -44,7 +44,7 @@ impl InputPtrs {
 
     /// Input `k`'s data pointer and the offset of its row `i` (read aligned with the main
     /// input), rows counted from the view's first row.
-    fn aligned_row(
+    pub(super) fn aligned_row(
         &self,
         fx: &mut Fx<'_>,
         k: usize,
@@ -283,7 +283,7 @@ impl<'p> Body<'p> {
     }
 }
 
-fn unary(fx: &mut Fx<'_>, f: UnaryOp, x: &V) -> V {
+pub(super) fn unary(fx: &mut Fx<'_>, f: UnaryOp, x: &V) -> V {
     let w = x.w;
     match f {
         UnaryOp::Neg => fx.fneg(x),
@@ -360,7 +360,7 @@ fn unary(fx: &mut Fx<'_>, f: UnaryOp, x: &V) -> V {
     }
 }
 
-fn binary(fx: &mut Fx<'_>, f: BinaryOp, a: &V, b: &V) -> V {
+pub(super) fn binary(fx: &mut Fx<'_>, f: BinaryOp, a: &V, b: &V) -> V {
     let w = a.w;
     let cmp = |fx: &mut Fx<'_>, cc| {
         let c = fx.fcmp(cc, a, b);

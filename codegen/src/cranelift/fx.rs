@@ -482,6 +482,27 @@ impl Fx<'_> {
         Ok(())
     }
 
+    /// `if c { then() } else { els() }` (`c` an integer, true where non-zero).
+    pub(super) fn if_else(
+        &mut self,
+        c: Value,
+        then: &mut dyn FnMut(&mut Self) -> Result<(), CodegenError>,
+        els: &mut dyn FnMut(&mut Self) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let tb = self.b.create_block();
+        let eb = self.b.create_block();
+        let cont = self.b.create_block();
+        self.b.ins().brif(c, tb, &[], eb, &[]);
+        self.b.switch_to_block(tb);
+        then(self)?;
+        self.b.ins().jump(cont, &[]);
+        self.b.switch_to_block(eb);
+        els(self)?;
+        self.b.ins().jump(cont, &[]);
+        self.b.switch_to_block(cont);
+        Ok(())
+    }
+
     /// `for i in lo..hi { body(i) }` with a fresh variable.
     pub(super) fn for_range(
         &mut self,

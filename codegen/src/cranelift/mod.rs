@@ -4,13 +4,15 @@
 //!
 //! Implemented: Cell (every cell type and aggregation, dense and CSR entry points, side
 //! inputs read aligned, as row or column vectors, as scalars, transposed), MultiAgg, and Outer
-//! (every type; dense, CSR and every-cell entry points). Row plans are refused as unsupported
-//! (the engine runs them unfused or through another backend). As the LLVM backend, the entry
+//! (every type; dense, CSR and every-cell entry points), and Row (every row type and vector
+//! primitive; dense and CSR entry points, from the LLVM backend's analysis and layout:
+//! `crate::row_plan`). A construct no backend generates is refused as unsupported (the engine
+//! runs it unfused). As the LLVM backend, the entry
 //! point for the expected main-input format is compiled with the operator and any other on
 //! the first call that needs it.
 //!
 //! Module map: `fx` (lane-wise arithmetic on Cranelift values), `body` (CNode bodies),
-//! `cell` (Cell and MultiAgg loops), `outer` (Outer loops and dot products), `helpers` (the scalar Rust functions generated code
+//! `cell` (Cell and MultiAgg loops), `outer` (Outer loops and dot products), `row` (Row entry points), `helpers` (the scalar Rust functions generated code
 //! calls), `jit` (the host ISA and the JIT modules), `operator` (the compiled operator and its
 //! calls into the skeletons).
 
@@ -21,6 +23,7 @@ mod helpers;
 mod jit;
 mod operator;
 mod outer;
+mod row;
 
 pub use operator::{compile_for, CraneliftOperator};
 

@@ -1,4 +1,4 @@
-//! A Cell, MultiAgg or Outer operator compiled with Cranelift: the plan's analysis (the
+//! A Cell, MultiAgg, Outer or Row operator compiled with Cranelift: the plan's analysis (the
 //! skeleton's spec, what each input is read as), its entry points (the one for the expected
 //! main-input format now, any other on the first call that needs it), and its calls through
 //! the skeletons, with the LLVM backend's rule for skipping a sparse main input's zeros.
@@ -6,16 +6,18 @@
 use super::cell::{self, CellLike, LANES};
 use super::jit::{self, Code};
 use super::outer::{self, Visit};
+use super::row;
 use crate::backend::{CodegenError, Executable, Internal, MainFormat, Operand, Unsupported};
 use crate::plan_info::{outer_analysis, transposed_frame, used_mask, OuterInputs};
+use crate::row_plan::{self, RowInfo};
 use crate::zero_cells::{self, InputBound};
 use lafuse_compiler::fusion::cplan::{CPlan, TemplateSpec};
 use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::abi::KernelFn;
 use lafuse_skeletons::{
-    cell as sk_cell, magg as sk_magg, outer as sk_outer, CellKernels, CellKind, CellSpec,
-    EntryError, Input, LazyEntry, MAggKernels, MAggSpec, OuterKernels, OuterSpec, OuterTiles,
-    SkeletonError,
+    cell as sk_cell, magg as sk_magg, outer as sk_outer, row as sk_row, CellKernels, CellKind,
+    CellSpec, EntryError, Input, LazyEntry, MAggKernels, MAggSpec, OuterKernels, OuterSpec,
+    OuterTiles, SkeletonError,
 };
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -30,6 +32,7 @@ enum Kind {
     Cell(CellSpec, CellLike),
     MAgg(MAggSpec, CellLike),
     Outer(OuterSpec, OuterInputs),
+    Row(Box<RowInfo>, sk_row::RowSpec),
 }
 
 impl fmt::Debug for Kind {
@@ -38,6 +41,7 @@ impl fmt::Debug for Kind {
             Kind::Cell(spec, _) => write!(f, "Cell({spec:?})"),
             Kind::MAgg(spec, _) => write!(f, "MAgg({spec:?})"),
             Kind::Outer(spec, _) => write!(f, "Outer({spec:?})"),
+            Kind::Row(_, spec) => write!(f, "Row({spec:?})"),
         }
     }
 }
@@ -131,8 +135,8 @@ pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<CraneliftOperator, 
 }
 
 /// The skeleton's spec and the loops' description of a plan (as the LLVM backend derives
-/// them), the inputs its entry points load, and whether it is sparse-safe; Row plans are
-/// unsupported here.
+/// them), the inputs its entry points load, and whether it is sparse-safe (a Row operator's
+/// skeleton decides per call whether to visit a sparse main input's non-zeros).
 fn analyze(plan: &CPlan) -> Result<(Kind, Vec<bool>, bool), CodegenError> {
     match &plan.template {
         TemplateSpec::Cell {
@@ -197,9 +201,16 @@ fn analyze(plan: &CPlan) -> Result<(Kind, Vec<bool>, bool), CodegenError> {
             };
             Ok((Kind::Outer(spec, oi), used, false))
         }
-        TemplateSpec::Row { .. } => Err(CodegenError::Unsupported(Unsupported::Construct(
-            "row operators in the Cranelift backend",
-        ))),
+        TemplateSpec::Row { row_type, .. } => {
+            let info = row_plan::analyze(plan, *row_type)?;
+            let spec = sk_row::RowSpec {
+                kind: info.kind,
+                inputs: info.inputs.clone(),
+            };
+            // Row entry points load their inputs by `spec.inputs`.
+            let used = vec![false; plan.inputs.len()];
+            Ok((Kind::Row(Box::new(info), spec), used, false))
+        }
     }
 }
 
@@ -212,10 +223,11 @@ impl CraneliftOperator {
     }
 
     /// Whether the template has entry point `which` (Cell and MultiAgg: a CSR one only when
-    /// sparse-safe, no every-cell one).
+    /// sparse-safe, no every-cell one; Row: dense and CSR ones).
     fn has(&self, which: Which) -> bool {
         match (&self.kind, which) {
             (_, Which::Dense) | (Kind::Outer(..), _) => true,
+            (Kind::Row(..), Which::Csr) => true,
             (_, Which::Csr) => self.sparse_safe,
             (_, Which::EveryCell | Which::Tiles) => false,
         }
@@ -272,6 +284,7 @@ impl CraneliftOperator {
                         Which::EveryCell | Which::Tiles => Visit::EveryCell,
                     },
                 ),
+                Kind::Row(info, _) => row::emit_entry(fx, args, rl, ru, info, which == Which::Csr),
             })?;
             Ok(Entry {
                 code,
@@ -390,6 +403,28 @@ impl CraneliftOperator {
                     }),
                 };
                 vec![sk_outer::execute(spec, &k, &ins).map_err(sk)?]
+            }
+            Kind::Row(info, spec) => {
+                // SAFETY (both): Row entry points are generated with the `RowKernelFn`
+                // signature (a `RowArgs` in place of the `KernelArgs` it starts with) and live
+                // as long as the operator, which this call borrows.
+                let row_kernel = |which: Which| {
+                    move || -> Result<sk_row::RowKernelFn, EntryError> {
+                        self.entry(which)
+                            .map(|e| unsafe {
+                                std::mem::transmute::<usize, sk_row::RowKernelFn>(e.code.kernel)
+                            })
+                            .map_err(|e| EntryError(Arc::new(e)))
+                    }
+                };
+                let (dense_row, csr_row) = (row_kernel(Which::Dense), row_kernel(Which::Csr));
+                let shape = out_shapes.first().copied().unwrap_or((0, 0));
+                let layout = row_plan::layout(info, inputs, shape)?;
+                let k = sk_row::RowKernels {
+                    dense: &dense_row,
+                    csr: &csr_row,
+                };
+                vec![sk_row::execute(spec, &k, &ins, &layout).map_err(sk)?]
             }
         };
         for (m, &s) in out.iter_mut().zip(out_shapes) {

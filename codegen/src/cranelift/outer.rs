@@ -336,7 +336,7 @@ fn row_at(fx: &mut Fx<'_>, base: Value, r: Value, len: Value) -> Value {
 
 /// The dot products `u · vs[t]` over `k` elements in one pass over `u`, in the LLVM
 /// backend's order (see the module documentation).
-fn dot_products(
+pub(super) fn dot_products(
     fx: &mut Fx<'_>,
     u: Value,
     vs: &[Value],

@@ -1,1 +1,2 @@
 pub mod cell_plans;
+pub mod row_plans;

@@ -153,7 +153,7 @@ pub(crate) fn analyze(plan: &CPlan, row_type: RowType) -> Result<RowInfo, Codege
             }
             other => {
                 return unsupported(Unsupported::NodeInRowPlan {
-                    node: expr::node_name(other),
+                    node: node_name(other),
                 })
             }
         };
@@ -288,7 +288,7 @@ pub(super) fn inlined_nodes(
             && classes[i] == Class::Vector
             && !sparse[i]
             && nodes[i].is_elementwise()
-            && !expr::node_calls_helper(plan, &nodes[i])
+            && !node_calls_helper(plan, &nodes[i])
     };
     let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     for (i, n) in nodes.iter().enumerate() {
@@ -305,7 +305,7 @@ pub(super) fn inlined_nodes(
 
 /// The nodes whose values a computation over `operands` reads: the operands, with each inlined
 /// one replaced by what it reads in turn.
-pub(super) fn read_by(nodes: &[CNode], inlined: &[bool], operands: Vec<CNodeId>) -> Vec<CNodeId> {
+pub(crate) fn read_by(nodes: &[CNode], inlined: &[bool], operands: Vec<CNodeId>) -> Vec<CNodeId> {
     let mut found = Vec::new();
     let mut stack = operands;
     while let Some(o) = stack.pop() {
@@ -319,7 +319,7 @@ pub(super) fn read_by(nodes: &[CNode], inlined: &[bool], operands: Vec<CNodeId>)
 }
 
 /// Whether `n` reads the main input's row.
-pub(super) fn is_main_row(n: &CNode) -> bool {
+pub(crate) fn is_main_row(n: &CNode) -> bool {
     matches!(
         n,
         CNode::Data {

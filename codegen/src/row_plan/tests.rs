@@ -1,4 +1,4 @@
-//! Unit tests of the Row emission's analysis.
+//! Unit tests of the Row analysis.
 
 use super::*;
 use lafuse_compiler::fusion::cplan::{count_vector_intermediates, TemplateSpec};
