@@ -347,6 +347,10 @@ const NO_INPUTS: &[(&str, &str)] = &[
     ("for_fractional", "no matrix at all: scalar loops"),
     ("for_large_integers", "no matrix at all: scalar loops"),
     (
+        "functions_param_types",
+        "no matrix at all: lists and scalars through typed parameters",
+    ),
+    (
         "io_read",
         "reads every matrix it uses from files already (tests/corpus/data)",
     ),

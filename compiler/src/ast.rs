@@ -40,7 +40,8 @@ pub enum ValueType {
     Bool,
     /// `string` / `String`.
     String,
-    /// `list[unknown]` / `List[Unknown]`: a list of any elements.
+    /// `list[unknown]` / `List[Unknown]` (or any value type in the brackets, unchecked, as in
+    /// SystemDS): a list of any elements.
     List,
 }
 

@@ -14,6 +14,7 @@ pub mod eval_call;
 pub mod fusion;
 pub mod hops;
 pub mod lexer;
+pub mod liveness;
 pub mod modules;
 pub mod parser;
 pub mod program;

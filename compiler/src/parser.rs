@@ -828,28 +828,44 @@ impl Parser<'_> {
                         self.expect(Punct::RBracket, "']' closing the matrix type")?;
                         Ok(ValueType::Matrix)
                     }
+                    // SystemDS takes any value type in a list's brackets (`gridSearch` has
+                    // `List[String] params`) and checks none of the elements against it.
                     "list" => {
                         self.bump();
                         self.expect(Punct::LBracket, "'[' after 'list' (as in list[unknown])")?;
-                        // A list holds values of any type whatever its declared element type
-                        // (SystemDS's scripts write `List[String]` and `List[Unknown]`).
-                        if !matches!(
-                            self.peek().kind,
-                            TokenKind::Keyword(
-                                Keyword::UnknownType
-                                    | Keyword::StringType
-                                    | Keyword::DoubleType
-                                    | Keyword::IntType
-                                    | Keyword::BooleanType
-                            )
-                        ) {
+                        let vt = &self.peek().kind;
+                        let named_value_type = matches!(vt, TokenKind::Keyword(kw)
+                            if *kw == Keyword::UnknownType || scalar(*kw).is_some());
+                        if !named_value_type {
                             return Err(self.unexpected("a value type (as in list[unknown])"));
                         }
                         self.bump();
                         self.expect(Punct::RBracket, "']' closing the list type")?;
                         Ok(ValueType::List)
                     }
-                    "frame" | "tensor" | "scalar" => Err(CompileError::at(
+                    // `Scalar[int] R = 81` (`hyperband`) is SystemDS's spelling of `int R = 81`.
+                    "scalar" => {
+                        self.bump();
+                        self.expect(Punct::LBracket, "'[' after 'scalar' (as in scalar[int])")?;
+                        let vt = self.peek().clone();
+                        let ty = match vt.kind {
+                            TokenKind::Keyword(Keyword::UnknownType) => {
+                                return Err(CompileError::at(
+                                    Unsupported::UnknownValueType,
+                                    vt.span,
+                                ))
+                            }
+                            TokenKind::Keyword(kw) => scalar(kw),
+                            _ => None,
+                        };
+                        let Some(ty) = ty else {
+                            return Err(self.unexpected("int, double, boolean or string"));
+                        };
+                        self.bump();
+                        self.expect(Punct::RBracket, "']' closing the scalar type")?;
+                        Ok(ty)
+                    }
+                    "frame" | "tensor" => Err(CompileError::at(
                         Unsupported::DataType {
                             name: name.to_string(),
                         },
@@ -1272,6 +1288,7 @@ pub fn sexpr_script(script: &Script) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Fault;
 
     fn p(text: &str) -> String {
         match parse(&SourceFile::new("t.dml", text)) {
@@ -1315,6 +1332,32 @@ mod tests {
                 .to_string()
                 .contains("a value type (as in list[unknown])")
         );
+    }
+
+    #[test]
+    fn lists_name_any_value_type_and_scalar_brackets_name_a_scalar() {
+        let f = p(
+            "f = function(List[String] L, list[double] M, Scalar[int] k = 3, \
+                   scalar[Boolean] b) return (Scalar[Double] x) { x = k }",
+        );
+        assert!(
+            f.contains("((list L) (list M) (int k 3) (boolean b)) ((double x))"),
+            "{f}"
+        );
+        let param = |ty: &str| {
+            err(&format!(
+                "f = function({ty} k) return (Double x) {{ x = 1 }}"
+            ))
+        };
+        assert_eq!(param("Scalar[Unknown]").fault(), Fault::Unsupported);
+        for not_scalar in ["Scalar[Matrix[Double]]", "Scalar[List[Unknown]]"] {
+            let e = param(not_scalar);
+            assert_eq!(e.fault(), Fault::User, "{not_scalar}: {e}");
+            assert!(
+                e.to_string().contains("int, double, boolean or string"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -15,11 +15,15 @@
 //! basic block, `if` condition or `for` bound calls a user-defined function, and no `while`
 //! condition does either (such scripts are rejected as unsupported, because hoisting would have
 //! to re-run the call on every iteration).
+//!
+//! A function body's assignments that nothing reads afterwards are dropped, as SystemDS drops
+//! them ([`crate::liveness`]).
 
 use crate::ast::{self, Arg, Expr, ExprKind, Ident, IndexRange, Stmt, StmtKind};
 use crate::builtins::{self, Builtin, ResultKind};
 use crate::error::{CheckError, CompileError, Internal, Result, Unsupported};
 use crate::eval_call::{self, ResultUse};
+use crate::liveness;
 use crate::span::Span;
 use crate::stack::with_stack;
 use std::collections::BTreeMap;
@@ -203,7 +207,8 @@ pub fn build_program(script: ast::Script) -> Result<Program> {
     let mut functions = BTreeMap::new();
     for (name, mut def) in defs {
         let stmts = std::mem::take(&mut def.body);
-        let body = builder.blocks(stmts)?;
+        let mut body = builder.blocks(stmts)?;
+        liveness::drop_dead_assignments(&mut body, def.results.iter().map(|r| r.name.clone()));
         functions.insert(name, Function { def, body });
     }
     Ok(Program { main, functions })
