@@ -95,14 +95,7 @@ pub(super) fn emit_entry(
     // The single Sum partial: the vector lanes at 0..W with their corrections at
     // LANES..LANES + W (used by `W`-lane batches only), the scalar lane at W with its
     // correction at LANES + W.
-    let at = |fx: &mut Fx<'_>, off: i64, w: u32| {
-        if full {
-            let idx = fx.iconst(off);
-            fx.load(out, idx, w)
-        } else {
-            fx.fconst(0.0, w)
-        }
-    };
+    let at = |fx: &mut Fx<'_>, off: i64, w: u32| partial_lanes(fx, out, full, off, w);
     let (s1, c1) = (at(fx, wl, 1), at(fx, LANES as i64 + wl, 1));
     let acc = [
         fx.var(types::F64, s1.parts[0]),
@@ -237,14 +230,7 @@ pub(super) fn emit_tiles_entry(
     let wl = i64::from(W);
     // The single Sum partial: vector lanes at 0..W, corrections at LANES..LANES + W; the
     // scalar lane at W, its correction at LANES + W.
-    let at = |fx: &mut Fx<'_>, off: i64, w: u32| {
-        if full {
-            let idx = fx.iconst(off);
-            fx.load(out, idx, w)
-        } else {
-            fx.fconst(0.0, w)
-        }
-    };
+    let at = |fx: &mut Fx<'_>, off: i64, w: u32| partial_lanes(fx, out, full, off, w);
     let (sw, cw) = (at(fx, 0, W), at(fx, LANES as i64, W));
     let accv = [fx.vars(&sw), fx.vars(&cw)];
     let (s1, c1) = (at(fx, wl, 1), at(fx, LANES as i64 + wl, 1));
@@ -319,6 +305,17 @@ pub(super) fn emit_tiles_entry(
     let zero = fx.iconst(0);
     fx.b.ins().return_(&[zero]);
     Ok(())
+}
+
+/// `w` lanes of a full sum's partial at `out[off..]` (its running value), or zeros where the
+/// operator has no full sum.
+fn partial_lanes(fx: &mut Fx<'_>, out: Value, full: bool, off: i64, w: u32) -> V {
+    if full {
+        let idx = fx.iconst(off);
+        fx.load(out, idx, w)
+    } else {
+        fx.fconst(0.0, w)
+    }
 }
 
 /// The column index `ci[p]` (a `u32`) of a CSR non-zero.

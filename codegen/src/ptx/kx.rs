@@ -431,48 +431,72 @@ pub(super) fn unrolled<'c>(
     eval: &mut Eval<'_, 'c>,
     consume: &mut Consume<'_, 'c>,
 ) -> Result<(), CodegenError> {
-    let ctx = k.fx.ctx;
-    let span = stride * (UNROLL - 1);
-    // j + span < n, without underflow: j < n - span where n > span.
+    let limit = step_limit(k, n, stride * (UNROLL - 1))?;
+    let iv = k.fx.slot(k.fx.ctx.i64_type().into())?;
+    k.fx.store(iv, start)?;
+    let mut each = |k: &mut Kx<'_, 'c>, _: u64, vs: Vec<VectorValue<'c>>| consume(k, vs);
+    steps(k, iv, limit, stride, UNROLL, eval, &mut each)?;
+    steps(k, iv, n, stride, 1, eval, &mut each)
+}
+
+/// The first index from which a step of positions `span` apart would pass `n`: `n - span`
+/// where `n > span`, else 0 (no step fits), without underflow.
+fn step_limit<'c>(
+    k: &Kx<'_, 'c>,
+    n: IntValue<'c>,
+    span: u64,
+) -> Result<IntValue<'c>, CodegenError> {
     let big =
         k.fx.b
             .build_int_compare(IntPredicate::UGT, n, k.fx.i64c(span), "big")
             .map_err(ierr)?;
-    let limit =
-        k.fx.b
-            .build_select(big, k.fx.sub(n, k.fx.i64c(span))?, k.fx.i64c(0), "lim")
-            .map_err(ierr)?
-            .into_int_value();
-    let iv = k.fx.slot(ctx.i64_type().into())?;
-    k.fx.store(iv, start)?;
-    let mut stepped =
-        |k: &mut Kx<'_, 'c>, hi: IntValue<'c>, unroll: u64| -> Result<(), CodegenError> {
-            let head = ctx.append_basic_block(k.fx.func, "lhead");
-            let body = ctx.append_basic_block(k.fx.func, "lbody");
-            let exit = ctx.append_basic_block(k.fx.func, "lexit");
-            k.fx.b.build_unconditional_branch(head).map_err(ierr)?;
-            k.fx.b.position_at_end(head);
-            let j = k.fx.load_i64(iv)?;
-            let c = k.ult(j, hi)?;
-            k.fx.b
-                .build_conditional_branch(c, body, exit)
-                .map_err(ierr)?;
-            k.fx.b.position_at_end(body);
-            let mut all = Vec::new();
-            for u in 0..unroll {
-                let ju = k.fx.add(j, k.fx.i64c(stride * u))?;
-                all.push(eval(k, ju)?);
-            }
-            for vs in all {
-                consume(k, vs)?;
-            }
-            k.fx.store(iv, k.fx.add(j, k.fx.i64c(stride * unroll))?)?;
-            k.fx.b.build_unconditional_branch(head).map_err(ierr)?;
-            k.fx.b.position_at_end(exit);
-            Ok(())
-        };
-    stepped(k, limit, UNROLL)?;
-    stepped(k, n, 1)
+    Ok(k.fx
+        .b
+        .build_select(big, k.fx.sub(n, k.fx.i64c(span))?, k.fx.i64c(0), "lim")
+        .map_err(ierr)?
+        .into_int_value())
+}
+
+/// How [`steps`] folds one position's values, given its number in the step.
+type ConsumeStep<'f, 'c> =
+    dyn FnMut(&mut Kx<'_, 'c>, u64, Vec<VectorValue<'c>>) -> Result<(), CodegenError> + 'f;
+
+/// `while (j < hi) { the evaluations at j, j + stride, ... (unroll of them); their folds in
+/// order; j += unroll * stride }` with `j` in the slot `iv`, which keeps the next index.
+#[allow(clippy::too_many_arguments)]
+fn steps<'c>(
+    k: &mut Kx<'_, 'c>,
+    iv: PointerValue<'c>,
+    hi: IntValue<'c>,
+    stride: u64,
+    unroll: u64,
+    eval: &mut Eval<'_, 'c>,
+    consume: &mut ConsumeStep<'_, 'c>,
+) -> Result<(), CodegenError> {
+    let ctx = k.fx.ctx;
+    let head = ctx.append_basic_block(k.fx.func, "lhead");
+    let body = ctx.append_basic_block(k.fx.func, "lbody");
+    let exit = ctx.append_basic_block(k.fx.func, "lexit");
+    k.fx.b.build_unconditional_branch(head).map_err(ierr)?;
+    k.fx.b.position_at_end(head);
+    let j = k.fx.load_i64(iv)?;
+    let c = k.ult(j, hi)?;
+    k.fx.b
+        .build_conditional_branch(c, body, exit)
+        .map_err(ierr)?;
+    k.fx.b.position_at_end(body);
+    let mut all = Vec::new();
+    for u in 0..unroll {
+        let ju = k.fx.add(j, k.fx.i64c(stride * u))?;
+        all.push(eval(k, ju)?);
+    }
+    for (u, vs) in all.into_iter().enumerate() {
+        consume(k, u as u64, vs)?;
+    }
+    k.fx.store(iv, k.fx.add(j, k.fx.i64c(stride * unroll))?)?;
+    k.fx.b.build_unconditional_branch(head).map_err(ierr)?;
+    k.fx.b.position_at_end(exit);
+    Ok(())
 }
 
 /// How an [`unrolled_masked`] loop folds one position's values: its number in the step, and
@@ -500,40 +524,12 @@ pub(super) fn unrolled_masked<'c>(
     eval: &mut Eval<'_, 'c>,
     consume: &mut ConsumeAt<'_, 'c>,
 ) -> Result<(), CodegenError> {
-    let ctx = k.fx.ctx;
-    let span = stride * (unroll - 1);
-    let big =
-        k.fx.b
-            .build_int_compare(IntPredicate::UGT, n, k.fx.i64c(span), "big")
-            .map_err(ierr)?;
-    let limit =
-        k.fx.b
-            .build_select(big, k.fx.sub(n, k.fx.i64c(span))?, k.fx.i64c(0), "lim")
-            .map_err(ierr)?
-            .into_int_value();
-    let iv = k.fx.slot(ctx.i64_type().into())?;
+    let limit = step_limit(k, n, stride * (unroll - 1))?;
+    let iv = k.fx.slot(k.fx.ctx.i64_type().into())?;
     k.fx.store(iv, start)?;
-    let head = ctx.append_basic_block(k.fx.func, "mhead");
-    let body = ctx.append_basic_block(k.fx.func, "mbody");
-    let exit = ctx.append_basic_block(k.fx.func, "mexit");
-    k.fx.b.build_unconditional_branch(head).map_err(ierr)?;
-    k.fx.b.position_at_end(head);
-    let j = k.fx.load_i64(iv)?;
-    let c = k.ult(j, limit)?;
-    k.fx.b
-        .build_conditional_branch(c, body, exit)
-        .map_err(ierr)?;
-    k.fx.b.position_at_end(body);
-    let mut all = Vec::new();
-    for u in 0..unroll {
-        all.push(eval(k, k.fx.add(j, k.fx.i64c(stride * u))?)?);
-    }
-    for (u, vs) in all.into_iter().enumerate() {
-        consume(k, u as u64, vs, None)?;
-    }
-    k.fx.store(iv, k.fx.add(j, k.fx.i64c(stride * unroll))?)?;
-    k.fx.b.build_unconditional_branch(head).map_err(ierr)?;
-    k.fx.b.position_at_end(exit);
+    steps(k, iv, limit, stride, unroll, eval, &mut |k, u, vs| {
+        consume(k, u, vs, None)
+    })?;
     // The partial step: j >= n - span, so every position left lies in it.
     let j = k.fx.load_i64(iv)?;
     let any = k.ult(j, n)?;
