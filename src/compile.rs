@@ -408,10 +408,7 @@ fn stmt_reads_step<'a>(stmt: &'a ast::Stmt, out: &mut Vec<&'a str>) {
     use ast::StmtKind;
     let range = |r: &'a Option<ast::IndexRange>, out: &mut Vec<&'a str>| {
         if let Some(r) = r {
-            expr_reads(&r.lower, out);
-            if let Some(u) = &r.upper {
-                expr_reads(u, out);
-            }
+            r.variables_read(out);
         }
     };
     match &stmt.kind {
@@ -462,34 +459,7 @@ fn stmt_reads_step<'a>(stmt: &'a ast::Stmt, out: &mut Vec<&'a str>) {
 
 /// The variables an expression reads.
 pub(crate) fn expr_reads<'a>(expr: &'a ast::Expr, out: &mut Vec<&'a str>) {
-    with_stack(|| expr_reads_step(expr, out))
-}
-
-fn expr_reads_step<'a>(expr: &'a ast::Expr, out: &mut Vec<&'a str>) {
-    use ast::ExprKind;
-    match &expr.kind {
-        ExprKind::Var(name) => out.push(name),
-        ExprKind::Double(_)
-        | ExprKind::Int(_)
-        | ExprKind::Bool(_)
-        | ExprKind::Str(_)
-        | ExprKind::ScriptArg(_) => {}
-        ExprKind::Unary { operand, .. } => expr_reads(operand, out),
-        ExprKind::Binary { lhs, rhs, .. } => {
-            expr_reads(lhs, out);
-            expr_reads(rhs, out);
-        }
-        ExprKind::Call { args, .. } => args.iter().for_each(|a| expr_reads(&a.value, out)),
-        ExprKind::Index { target, rows, cols } => {
-            expr_reads(target, out);
-            for r in [rows, cols].into_iter().flatten() {
-                expr_reads(&r.lower, out);
-                if let Some(u) = &r.upper {
-                    expr_reads(u, out);
-                }
-            }
-        }
-    }
+    expr.variables_read(out)
 }
 
 /// Builds the DAG without scalar values first; only when some matrix size then depends on a

@@ -174,6 +174,40 @@ impl Expr {
     pub fn into_kind(mut self) -> ExprKind {
         std::mem::replace(&mut self.kind, ExprKind::Int(0))
     }
+
+    /// The variables this expression reads, in order of appearance (repeats kept).
+    pub fn variables_read<'a>(&'a self, out: &mut Vec<&'a str>) {
+        with_stack(|| match &self.kind {
+            ExprKind::Var(name) => out.push(name),
+            ExprKind::Double(_)
+            | ExprKind::Int(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Str(_)
+            | ExprKind::ScriptArg(_) => {}
+            ExprKind::Unary { operand, .. } => operand.variables_read(out),
+            ExprKind::Binary { lhs, rhs, .. } => {
+                lhs.variables_read(out);
+                rhs.variables_read(out);
+            }
+            ExprKind::Call { args, .. } => args.iter().for_each(|a| a.value.variables_read(out)),
+            ExprKind::Index { target, rows, cols } => {
+                target.variables_read(out);
+                for range in [rows, cols].into_iter().flatten() {
+                    range.variables_read(out);
+                }
+            }
+        })
+    }
+}
+
+impl IndexRange {
+    /// The variables its bounds read.
+    pub fn variables_read<'a>(&'a self, out: &mut Vec<&'a str>) {
+        self.lower.variables_read(out);
+        if let Some(upper) = &self.upper {
+            upper.variables_read(out);
+        }
+    }
 }
 
 /// Dropping a tree as deep as the parser accepts would recurse once per level in the drop

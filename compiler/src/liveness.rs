@@ -13,7 +13,7 @@
 //! variable's life (an `eval` candidate may not run), and only assignments of built-in
 //! expressions are dropped (user-defined calls are call blocks, which always run).
 
-use crate::ast::{Expr, ExprKind, IndexRange, Stmt, StmtKind};
+use crate::ast::{Expr, IndexRange, Stmt, StmtKind};
 use crate::program::Block;
 use crate::stack::with_stack;
 use std::collections::BTreeSet;
@@ -208,35 +208,15 @@ fn nested_reads(stmt: &Stmt, live: &mut Live) {
 
 /// Adds the variables `e` reads to `live`.
 fn reads(e: &Expr, live: &mut Live) {
-    with_stack(|| match &e.kind {
-        ExprKind::Var(name) => {
-            live.insert(name.clone());
-        }
-        ExprKind::Double(_)
-        | ExprKind::Int(_)
-        | ExprKind::Bool(_)
-        | ExprKind::Str(_)
-        | ExprKind::ScriptArg(_) => {}
-        ExprKind::Unary { operand, .. } => reads(operand, live),
-        ExprKind::Binary { lhs, rhs, .. } => {
-            reads(lhs, live);
-            reads(rhs, live);
-        }
-        ExprKind::Call { args, .. } => args.iter().for_each(|a| reads(&a.value, live)),
-        ExprKind::Index { target, rows, cols } => {
-            reads(target, live);
-            for range in [rows, cols].into_iter().flatten() {
-                range_reads(range, live);
-            }
-        }
-    })
+    let mut names = Vec::new();
+    e.variables_read(&mut names);
+    live.extend(names.into_iter().map(str::to_string));
 }
 
 fn range_reads(range: &IndexRange, live: &mut Live) {
-    reads(&range.lower, live);
-    if let Some(upper) = &range.upper {
-        reads(upper, live);
-    }
+    let mut names = Vec::new();
+    range.variables_read(&mut names);
+    live.extend(names.into_iter().map(str::to_string));
 }
 
 #[cfg(test)]
