@@ -12,6 +12,9 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use std::sync::{Mutex, OnceLock};
 
+/// Set (to anything) to run Cranelift's IR verifier on every function in a release build too.
+pub const VERIFY_ENV: &str = "LAFUSE_CRANELIFT_VERIFY";
+
 /// The host's ISA, or why Cranelift cannot generate code for it.
 static ISA: OnceLock<Result<OwnedTargetIsa, CodegenError>> = OnceLock::new();
 
@@ -36,6 +39,11 @@ fn isa() -> Result<OwnedTargetIsa, CodegenError> {
         set("is_pic", "false")?;
         set("use_colocated_libcalls", "false")?;
         set("opt_level", "speed")?;
+        // Cranelift's IR verifier takes about a tenth of its compile time. Debug builds (the
+        // test suites) verify every function; a release build verifies when asked to, for
+        // chasing a miscompilation without rebuilding.
+        let verify = cfg!(debug_assertions) || std::env::var_os(VERIFY_ENV).is_some();
+        set("enable_verifier", if verify { "true" } else { "false" })?;
         let builder = cranelift_native::builder().map_err(|_| {
             CodegenError::Unsupported(Unsupported::Backend {
                 why: "code generation with Cranelift for this CPU, which Cranelift has no \

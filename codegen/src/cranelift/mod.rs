@@ -26,6 +26,7 @@ mod outer;
 mod row;
 
 pub use operator::{compile_for, CraneliftOperator};
+pub use jit::VERIFY_ENV;
 
 use crate::backend::{Backend, Built, CodegenError, Origin, Request};
 use lafuse_compiler::fusion::cplan::CPlan;
