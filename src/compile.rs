@@ -8,7 +8,7 @@
 //! its body once, not once per batch).
 
 use crate::error::Error;
-use crate::fused::{Fuser, PlannedOperator};
+use crate::fused::{Fuser, Fusion, PlannedOperator};
 use crate::ScriptArgs;
 use lafuse_compiler::ast;
 use lafuse_compiler::hops::{
@@ -19,6 +19,7 @@ use lafuse_compiler::stack::with_stack;
 use lafuse_compiler::CompileError;
 use lafuse_runtime::exec::{FusedOutput, Instruction, Op, Reg, SymbolTable};
 use lafuse_runtime::value::{ScalarType, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// What a compiled plan assumed of a variable it reads.
@@ -93,6 +94,9 @@ pub(crate) struct BlockMeta<'v> {
     reuse_aware: bool,
     /// The variables whose readers reuse leaves alone ([`crate::unmark`]).
     unmarked: Option<Arc<[String]>>,
+    /// The runs of the block so far on a plan compiled unfused because fusing it did not pay
+    /// yet (the fuser weighs fusion against them).
+    unfused_runs: u64,
 }
 
 impl<'v> BlockMeta<'v> {
@@ -102,6 +106,15 @@ impl<'v> BlockMeta<'v> {
             traced: false,
             reuse_aware: false,
             unmarked: None,
+            unfused_runs: 0,
+        }
+    }
+
+    /// The same metadata for a block that has run `unfused_runs` times unfused.
+    pub(crate) fn after_unfused_runs(self, unfused_runs: u64) -> BlockMeta<'v> {
+        BlockMeta {
+            unfused_runs,
+            ..self
         }
     }
 
@@ -178,6 +191,37 @@ pub(crate) struct CompiledBlock {
     /// with the current `beg` and `end`). The instructions read those variables, so the plan
     /// serves any values that imply the same sizes.
     sizes_from_values: bool,
+    /// Set where the block was compiled unfused because fusing would not yet pay for its
+    /// compilation (`--jit tiered`): its runs are counted until it would.
+    pub(crate) deferral: Option<Deferral>,
+}
+
+/// The runs of a block compiled unfused while its fusion does not pay ([`Fusion::Deferred`]).
+#[derive(Debug)]
+pub(crate) struct Deferral {
+    /// The block's unfused runs, shared by the plans one block was compiled to (a plan compiled
+    /// again for new metadata counts on).
+    runs: Arc<AtomicU64>,
+    runs_to_pay: u64,
+}
+
+impl Deferral {
+    /// The runs counter this plan shares.
+    pub(crate) fn counter(&self) -> &Arc<AtomicU64> {
+        &self.runs
+    }
+
+    /// Counts on from `runs`, the counter of an earlier plan of the same block.
+    pub(crate) fn share(&mut self, runs: Arc<AtomicU64>) {
+        self.runs = runs;
+    }
+
+    /// Counts a run; true from the run at which fusion has paid for its compilation, when the
+    /// block should be compiled again (fused, or deferred further where the fuser's bound
+    /// was loose).
+    pub(crate) fn ran_and_due(&self) -> bool {
+        self.runs.fetch_add(1, Ordering::Relaxed).saturating_add(1) >= self.runs_to_pay
+    }
 }
 
 impl CompiledBlock {
@@ -496,9 +540,20 @@ fn compile_with(
             }
         }
     }
-    let fused = match fuser {
-        Some(fuser) if dag.hops.iter().any(|h| h.is_matrix()) => fuser.fuse(&dag)?,
-        _ => Vec::new(),
+    let (fused, deferral) = match fuser {
+        Some(fuser) if dag.hops.iter().any(|h| h.is_matrix()) => {
+            match fuser.fuse(&dag, meta.unfused_runs)? {
+                Fusion::Now(operators) => (operators, None),
+                Fusion::Deferred { runs_to_pay } => (
+                    Vec::new(),
+                    Some(Deferral {
+                        runs: Arc::default(),
+                        runs_to_pay,
+                    }),
+                ),
+            }
+        }
+        _ => (Vec::new(), None),
     };
     let lowering = LoweringOptions {
         traced: meta.traced,
@@ -517,6 +572,7 @@ fn compile_with(
         dag,
         assumptions,
         files,
+        deferral,
     })
 }
 

@@ -57,6 +57,23 @@ impl PlanCache {
             .map(Arc::clone)
     }
 
+    /// The unfused-runs counter of `key`'s plans compiled unfused, if any.
+    fn unfused_runs(&self, key: usize) -> Option<Arc<std::sync::atomic::AtomicU64>> {
+        let plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        plans
+            .get(&key)?
+            .iter()
+            .find_map(|p| p.deferral.as_ref().map(|d| Arc::clone(d.counter())))
+    }
+
+    /// Drops `plan` from `key`'s plans (one replaced by a plan compiled again).
+    fn remove(&self, key: usize, plan: &Arc<CompiledBlock>) {
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(list) = plans.get_mut(&key) {
+            list.retain(|p| !Arc::ptr_eq(p, plan));
+        }
+    }
+
     fn insert(&self, key: usize, compiled: Arc<CompiledBlock>) {
         let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
         let plans = plans.entry(key).or_default();
@@ -381,7 +398,10 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             operator_cache_hits: fusion.cache_hits,
             codegen_ms: ms(fusion.codegen),
             fusion_planning_ms: ms(fusion.planning),
-            tiering: fusion.tiers.as_ref().map(crate::stats::TieringStats::of),
+            tiering: fusion
+                .tiers
+                .as_ref()
+                .map(|t| crate::stats::TieringStats::of(t, fusion.deferred, fusion.fused_later)),
             fused_execution_ms: ms(fusion.execution),
             operator_cache_misses: fusion
                 .miss_reasons
@@ -794,16 +814,53 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             .traced(self.lineage.is_some())
             .reuse_aware(self.reuse.as_ref().is_some_and(|r| r.partial))
             .unmarked(self.reuse.as_ref().and_then(|r| r.unmarked(key)));
+        // A plan compiled unfused because fusing the block did not pay yet is compiled again
+        // at the run from which it may (fused, or deferred further on a closer estimate).
+        let mut due = None;
         if let Some(hit) = self.plans.find(key, vars, &meta) {
-            self.cache_hits += 1;
-            return Ok(hit);
+            match &hit.deferral {
+                Some(d) if d.ran_and_due() => due = Some(Arc::clone(&hit)),
+                _ => {
+                    self.cache_hits += 1;
+                    return Ok(hit);
+                }
+            }
         }
+        // The block's unfused runs so far, counted across its plans (this run is counted
+        // already where a due plan counted it).
+        let runs = match &due {
+            Some(old) => old.deferral.as_ref().map(|d| Arc::clone(d.counter())),
+            None => self.plans.unfused_runs(key),
+        };
+        let runs_before = runs.as_ref().map_or(0, |r| {
+            r.load(std::sync::atomic::Ordering::Relaxed)
+                .saturating_sub(u64::from(due.is_some()))
+        });
+        let meta = meta.after_unfused_runs(runs_before);
         // Compiled outside the cache's lock: two threads missing on one block both compile it
         // (the same plan), rather than one waiting for the other.
         let started = Instant::now();
-        let compiled = Arc::new(compile(&meta, self.args)?);
+        let mut compiled = compile(&meta, self.args)?;
         self.compile_time += started.elapsed();
         self.blocks_compiled += 1;
+        if let Some(deferral) = &mut compiled.deferral {
+            if let Some(runs) = runs {
+                deferral.share(runs);
+            }
+            if due.is_none() {
+                // This run is one of the block's unfused runs.
+                deferral.ran_and_due();
+            }
+        }
+        let compiled = Arc::new(compiled);
+        if let Some(old) = due {
+            self.plans.remove(key, &old);
+            if compiled.deferral.is_none() {
+                if let Some(fuser) = self.fuser {
+                    fuser.fused_later();
+                }
+            }
+        }
         if self.fuser.is_some() && compiled.unknown_size_ops > 0 {
             self.unknown_sizes.push((span, compiled.unknown_size_ops));
         }

@@ -255,6 +255,10 @@ pub(crate) struct FusionCounters {
     cache_hits: AtomicU64,
     codegen_nanos: AtomicU64,
     planning_nanos: AtomicU64,
+    /// Blocks compiled unfused because fusing did not pay yet, and blocks compiled fused once
+    /// it did ([`Fuser::deferring`]).
+    deferred: AtomicU64,
+    fused_later: AtomicU64,
     /// Why operators were left unfused, with how often.
     fallbacks: Mutex<BTreeMap<String, u64>>,
     /// Why operator-cache requests compiled, with how often.
@@ -273,6 +277,8 @@ pub(crate) struct FusionCounts {
     pub(crate) cache_hits: u64,
     pub(crate) codegen: Duration,
     pub(crate) planning: Duration,
+    pub(crate) deferred: u64,
+    pub(crate) fused_later: u64,
     pub(crate) fallbacks: BTreeMap<String, u64>,
     pub(crate) miss_reasons: BTreeMap<String, u64>,
     pub(crate) by_operator: BTreeMap<(&'static str, u64), u64>,
@@ -296,6 +302,8 @@ impl FusionCounters {
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
             codegen: Duration::from_nanos(self.codegen_nanos.load(Ordering::Relaxed)),
             planning: Duration::from_nanos(self.planning_nanos.load(Ordering::Relaxed)),
+            deferred: self.deferred.load(Ordering::Relaxed),
+            fused_later: self.fused_later.load(Ordering::Relaxed),
             fallbacks: self.fallbacks.lock().map(|m| m.clone()).unwrap_or_default(),
             miss_reasons: self
                 .miss_reasons
@@ -338,6 +346,8 @@ impl FusionCounts {
             cache_hits: self.cache_hits.saturating_sub(earlier.cache_hits),
             codegen: self.codegen.saturating_sub(earlier.codegen),
             planning: self.planning.saturating_sub(earlier.planning),
+            deferred: self.deferred.saturating_sub(earlier.deferred),
+            fused_later: self.fused_later.saturating_sub(earlier.fused_later),
             fallbacks,
             miss_reasons,
             by_operator: minus(&self.by_operator, &earlier.by_operator),
@@ -363,6 +373,38 @@ pub(crate) struct Fuser {
     counters: Arc<FusionCounters>,
     /// The tiered backend's counters (`--jit tiered`).
     tiers: Option<Arc<TierCounters>>,
+    /// The model that weighs a block's fusion against its compilation ([`Fuser::deferring`]).
+    cost_model: CostModel,
+    /// Seconds of compilation expected per operator, when blocks are fused only once fusion
+    /// pays for it ([`Fuser::deferring`]); `None` fuses every block at once.
+    compile_seconds: Option<f64>,
+}
+
+/// A block's fused operators, or how many of its executions run unfused first.
+pub(crate) enum Fusion {
+    /// The operators, built and ready to run.
+    Now(Vec<PlannedOperator>),
+    /// Fusing would not pay for its compilation yet: the block runs unfused until it has run
+    /// this many times (`u64::MAX`: the model expects no saving, so never).
+    Deferred { runs_to_pay: u64 },
+}
+
+/// Executions of a block unfused before its fused plan, saving `saving` seconds a run by the
+/// cost model, has paid for `compile` seconds of compilation: the rent-or-buy rule, which
+/// spends at most twice the better of fusing at once and never fusing.
+pub(crate) fn runs_to_pay(saving: f64, compile: f64) -> u64 {
+    if compile <= 0.0 || saving >= compile {
+        return 1;
+    }
+    if saving.is_nan() || saving <= 0.0 {
+        return u64::MAX;
+    }
+    let runs = (compile / saving).ceil();
+    if runs >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        runs as u64
+    }
 }
 
 impl Fuser {
@@ -393,7 +435,19 @@ impl Fuser {
             backend,
             counters: Arc::new(FusionCounters::default()),
             tiers,
+            cost_model,
+            compile_seconds: None,
         }
+    }
+
+    /// The same fuser, deferring the fusion of blocks whose fused operators would not yet pay
+    /// for their compilation (`seconds` an operator; `--jit tiered`): such a block runs on the
+    /// unfused kernels, the tier below Cranelift, until the saving the cost model expects of
+    /// fusion, summed over its executions, reaches that compile time ([`runs_to_pay`]).
+    /// Deterministic: the decision depends on sizes and counts, never on timings.
+    pub(crate) fn deferring(mut self, seconds: f64) -> Fuser {
+        self.compile_seconds = (seconds > 0.0).then_some(seconds);
+        self
     }
 
     pub(crate) fn counters(&self) -> FusionCounts {
@@ -403,14 +457,62 @@ impl Fuser {
         }
     }
 
-    /// The fused operators of `dag` under the policy, each ready to run.
-    pub(crate) fn fuse(&self, dag: &HopDag) -> Result<Vec<PlannedOperator>, Error> {
-        let started = Instant::now();
-        let plan = fusion::plan_fusion(dag, self.selector.as_ref())?;
-        let program = construct_cplans(dag, &plan.memo, &plan.selection)?;
+    fn count_planning(&self, started: Instant) {
         self.counters
             .planning_nanos
             .fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
+    }
+
+    /// Counts a block compiled fused after it ran unfused until fusion paid.
+    pub(crate) fn fused_later(&self) {
+        self.counters.fused_later.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The fused operators of `dag` under the policy, each ready to run; under
+    /// [`Fuser::deferring`], none yet where they would not have paid for their compilation
+    /// by this run (the block ran `runs_before` times unfused before it).
+    pub(crate) fn fuse(&self, dag: &HopDag, runs_before: u64) -> Result<Fusion, Error> {
+        let started = Instant::now();
+        let runs = runs_before.saturating_add(1);
+        // Before planning: no plan saves more than the whole unfused block costs, so a block
+        // that cheap defers without a search (and is planned at the run that bound allows).
+        let bound = match self.compile_seconds {
+            Some(per_operator) if dag.hops.iter().any(|h| h.is_matrix()) => {
+                let view = fusion::FusionDag::new(dag)?;
+                let unfused =
+                    fusion::cost::cost_of(&view, &self.cost_model, &fusion::Selection::default());
+                Some((per_operator, unfused))
+            }
+            _ => None,
+        };
+        if let Some((per_operator, unfused)) = bound {
+            let runs_to_pay = runs_to_pay(unfused, per_operator);
+            if runs_to_pay > runs {
+                self.count_planning(started);
+                self.counters
+                    .deferred
+                    .fetch_add(u64::from(runs_before == 0), Ordering::Relaxed);
+                return Ok(Fusion::Deferred { runs_to_pay });
+            }
+        }
+        let plan = fusion::plan_fusion(dag, self.selector.as_ref())?;
+        let program = construct_cplans(dag, &plan.memo, &plan.selection)?;
+        let deferred = match bound {
+            Some((per_operator, unfused)) if !program.operators.is_empty() => {
+                let view = fusion::FusionDag::new(dag)?;
+                let fused = fusion::cost::cost_of(&view, &self.cost_model, &plan.selection);
+                let compile = per_operator * program.operators.len() as f64;
+                Some(runs_to_pay(unfused - fused, compile)).filter(|&r| r > runs)
+            }
+            _ => None,
+        };
+        self.count_planning(started);
+        if let Some(runs_to_pay) = deferred {
+            self.counters
+                .deferred
+                .fetch_add(u64::from(runs_before == 0), Ordering::Relaxed);
+            return Ok(Fusion::Deferred { runs_to_pay });
+        }
         let plans: Vec<Arc<CPlan>> = program
             .operators
             .iter()
@@ -448,7 +550,7 @@ impl Fuser {
                 Err(reason) => self.counters.fallback(reason),
             }
         }
-        Ok(planned)
+        Ok(Fusion::Now(planned))
     }
 
     /// A runnable operator for `op` from what the backend built, counting how it came to be,
@@ -727,5 +829,25 @@ impl Operator for RunnableOperator {
             Ordering::Relaxed,
         );
         Ok(results)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs_to_pay;
+
+    /// The rent-or-buy rule: fuse at once when one run saves the compile time, never when
+    /// the model expects no saving, else after as many runs as pay for the compilation.
+    #[test]
+    fn runs_to_pay_is_the_rent_or_buy_point() {
+        assert_eq!(runs_to_pay(2e-3, 1e-3), 1);
+        assert_eq!(runs_to_pay(1e-3, 1e-3), 1);
+        assert_eq!(runs_to_pay(1e-5, 0.0), 1);
+        assert_eq!(runs_to_pay(4e-4, 1e-3), 3);
+        assert_eq!(runs_to_pay(1e-4, 1e-3), 10);
+        assert_eq!(runs_to_pay(0.0, 1e-3), u64::MAX);
+        assert_eq!(runs_to_pay(-1e-3, 1e-3), u64::MAX);
+        assert_eq!(runs_to_pay(f64::NAN, 1e-3), u64::MAX);
+        assert_eq!(runs_to_pay(1e-300, 1.0), u64::MAX);
     }
 }

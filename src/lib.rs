@@ -118,6 +118,11 @@ pub struct EngineConfig {
     /// operator processes on Cranelift before LLVM compiles it in the background
     /// ([`DEFAULT_TIER_THRESHOLD`]; 0: at its first call).
     pub tier_threshold: u64,
+    /// Under `Jit::Tiered`: the compile time expected per fused operator, in milliseconds. A
+    /// block whose fused operators the cost model expects to save less than their compile
+    /// time per run starts on the unfused kernels and is compiled fused once its runs have
+    /// forgone that much ([`DEFAULT_TIER_COMPILE_MS`]; 0 fuses every block at once).
+    pub tier_compile_ms: f64,
     /// The cost model the cost-based policy optimizes for.
     pub cost_model: CostModel,
     /// A directory where native operators' machine code is kept across processes: an operator
@@ -156,6 +161,11 @@ pub struct EngineConfig {
 /// `lafuse_codegen::tiers::DEFAULT_TIER_THRESHOLD`).
 pub const DEFAULT_TIER_THRESHOLD: u64 = lafuse_codegen::tiers::DEFAULT_TIER_THRESHOLD;
 
+/// Default compile time the tiered JIT expects per fused operator: Cranelift's median over
+/// the compile suite's plans is 0.86 ms (BENCHMARKS.md, session 24), and planning and block
+/// compilation add to it.
+pub const DEFAULT_TIER_COMPILE_MS: f64 = 1.0;
+
 /// Default bound on an operator cache directory: 1 GiB, about ten thousand operators.
 pub const DEFAULT_OPERATOR_CACHE_LIMIT: u64 = lafuse_codegen::DEFAULT_STORE_LIMIT;
 
@@ -168,6 +178,7 @@ impl Default for EngineConfig {
             backend: FusionBackend::default(),
             jit: Jit::default(),
             tier_threshold: DEFAULT_TIER_THRESHOLD,
+            tier_compile_ms: DEFAULT_TIER_COMPILE_MS,
             cost_model: CostModel::default(),
             operator_cache_dir: None,
             operator_cache_limit: DEFAULT_OPERATOR_CACHE_LIMIT,
@@ -393,6 +404,12 @@ impl Engine {
                 config.operator_cache_limit,
                 config.placement,
             )
+        });
+        // Under the tiered JIT the unfused kernels are the first tier: blocks are fused once
+        // fusion pays for its compilation.
+        let fuser = fuser.map(|f| match (config.backend, config.jit) {
+            (FusionBackend::Native, Jit::Tiered) => f.deferring(config.tier_compile_ms / 1e3),
+            _ => f,
         });
         Engine {
             shared: Arc::new(Shared { config, fuser }),

@@ -96,11 +96,22 @@ pub struct TieringStats {
     pub cranelift_run_ms: f64,
     pub llvm_calls: u64,
     pub llvm_run_ms: f64,
+    /// Blocks compiled unfused because the cost model expected their fusion not to pay for
+    /// its compilation yet (they run on the unfused kernels, the tier below Cranelift), and
+    /// of those, the blocks compiled fused later, once their runs had made it pay.
+    pub blocks_unfused_first: u64,
+    pub blocks_fused_later: u64,
 }
 
 impl TieringStats {
-    pub(crate) fn of(t: &lafuse_codegen::tiers::TierCounts) -> TieringStats {
+    pub(crate) fn of(
+        t: &lafuse_codegen::tiers::TierCounts,
+        blocks_unfused_first: u64,
+        blocks_fused_later: u64,
+    ) -> TieringStats {
         TieringStats {
+            blocks_unfused_first,
+            blocks_fused_later,
             cranelift_compiled: t.cranelift_compiled,
             cranelift_compile_ms: ms(t.cranelift_compile),
             llvm_compiled: t.llvm_compiled,
@@ -228,7 +239,8 @@ impl Stats {
                 "Tiers compiled (Cranelift/LLVM):\t{}/{} ({:.3}/{:.3} sec; LLVM in the \
                  background {}, loaded {}, refused {}).\n\
                  Tier switches to LLVM:\t\t{}.\n\
-                 Calls on Cranelift/LLVM:\t{}/{} ({:.3}/{:.3} sec).\n",
+                 Calls on Cranelift/LLVM:\t{}/{} ({:.3}/{:.3} sec).\n\
+                 Blocks run unfused first/fused later:\t{}/{}.\n",
                 t.cranelift_compiled,
                 t.llvm_compiled,
                 t.cranelift_compile_ms / 1e3,
@@ -240,7 +252,9 @@ impl Stats {
                 t.cranelift_calls,
                 t.llvm_calls,
                 t.cranelift_run_ms / 1e3,
-                t.llvm_run_ms / 1e3
+                t.llvm_run_ms / 1e3,
+                t.blocks_unfused_first,
+                t.blocks_fused_later
             ));
         }
         if self.lineage_items > 0 {

@@ -149,6 +149,8 @@ fn a_tiered_run_switches_mid_loop_and_prints_what_llvm_prints() {
         let report = Engine::new(EngineConfig {
             jit: Jit::Tiered,
             tier_threshold: threshold,
+            // Every block fused at once (no block starts on the unfused kernels).
+            tier_compile_ms: 0.0,
             collect_stats: true,
             ..EngineConfig::default()
         })
@@ -198,4 +200,103 @@ fn a_tiered_run_switches_mid_loop_and_prints_what_llvm_prints() {
     assert_eq!(out, llvm);
     let t = report.stats.tiering.unwrap();
     assert_eq!((t.tier_switches, t.llvm_background), (0, 0), "{t:?}");
+}
+
+/// `tier_loop(iterations)` under `--jit tiered` with `compile_ms` of expected compile time per
+/// operator, and LLVM never promoted (the Cranelift tier prints what LLVM prints anyway).
+fn deferred(iterations: usize, compile_ms: f64) -> (String, RunReport) {
+    let source = SourceFile::new("test.dml", tier_loop(iterations));
+    let mut out = Vec::new();
+    let report = Engine::new(EngineConfig {
+        jit: Jit::Tiered,
+        tier_threshold: u64::MAX,
+        tier_compile_ms: compile_ms,
+        collect_stats: true,
+        ..EngineConfig::default()
+    })
+    .run(&source, &ScriptArgs::default(), &mut out)
+    .unwrap_or_else(|e| panic!("{}", e.render(&source)));
+    (String::from_utf8(out).unwrap(), report)
+}
+
+/// The unfused run of `tier_loop(iterations)`.
+fn unfused(iterations: usize) -> String {
+    let source = SourceFile::new("test.dml", tier_loop(iterations));
+    let mut out = Vec::new();
+    Engine::new(EngineConfig {
+        fusion: None,
+        ..EngineConfig::default()
+    })
+    .run(&source, &ScriptArgs::default(), &mut out)
+    .unwrap_or_else(|e| panic!("{}", e.render(&source)));
+    String::from_utf8(out).unwrap()
+}
+
+/// A block whose fusion the cost model never expects to pay for (an hour of compile time an
+/// operator) runs on the unfused kernels throughout: the run prints what `--fusion none`
+/// prints, to the last digit, and no operator is compiled.
+#[test]
+fn tiered_blocks_whose_fusion_does_not_pay_run_unfused() {
+    let (out, report) = deferred(6, 3.6e6);
+    assert_eq!(out, unfused(6));
+    let t = report.stats.tiering.as_ref().expect("tiering statistics");
+    assert!(t.blocks_unfused_first > 0, "{t:?}");
+    assert_eq!(t.blocks_fused_later, 0, "{t:?}");
+    assert_eq!(report.stats.operators_compiled, 0, "{:?}", report.stats);
+    assert_eq!(report.stats.fused_operators_executed, 0);
+}
+
+/// Under the rent-or-buy rule a loop body runs unfused for its first iterations and fused from
+/// the iteration at which fusion has paid for its compilation: the iterations before print what
+/// the unfused run prints and those from it what the fused (`--jit llvm`) run prints, to the
+/// last digit, and for some expected compile time that switch lands mid-loop. The switch is
+/// deterministic: the same run again prints the same.
+#[test]
+fn tiered_blocks_switch_from_unfused_to_fused_mid_loop() {
+    let iterations = 30;
+    let none = unfused(iterations);
+    let (llvm, llvm_report) = run(Jit::Llvm, &tier_loop(iterations));
+    // The loop body is one block, all of whose operators run each iteration.
+    let per_iteration = llvm_report.stats.fused_operators_executed / iterations as u64;
+    assert!(per_iteration > 0);
+    assert_eq!(
+        llvm_report.stats.fused_operators_executed,
+        per_iteration * iterations as u64
+    );
+    let (none_lines, llvm_lines): (Vec<_>, Vec<_>) =
+        (none.lines().collect(), llvm.lines().collect());
+    let mut switched_mid_loop = false;
+    for compile_ms in [1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0] {
+        let (out, report) = deferred(iterations, compile_ms);
+        let executed = report.stats.fused_operators_executed;
+        assert_eq!(executed % per_iteration, 0, "compile {compile_ms} ms");
+        let unfused_iterations = iterations - (executed / per_iteration) as usize;
+        let lines: Vec<_> = out.lines().collect();
+        // The last line, the accumulated sum, mixes both and is left out.
+        for k in 0..iterations {
+            let expected = if k < unfused_iterations {
+                none_lines[k]
+            } else {
+                llvm_lines[k]
+            };
+            assert_eq!(lines[k], expected, "compile {compile_ms} ms, iteration {k}");
+        }
+        let t = report.stats.tiering.as_ref().expect("tiering statistics");
+        if unfused_iterations > 1 && unfused_iterations < iterations {
+            switched_mid_loop = true;
+            assert!(
+                t.blocks_unfused_first > 0 && t.blocks_fused_later > 0,
+                "{t:?}"
+            );
+        }
+        assert_eq!(
+            deferred(iterations, compile_ms).0,
+            out,
+            "compile {compile_ms} ms"
+        );
+    }
+    assert!(
+        switched_mid_loop,
+        "no expected compile time made the loop switch mid-way"
+    );
 }

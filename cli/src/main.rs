@@ -59,9 +59,10 @@ enum Command {
         fusion_backend: BackendArg,
         /// The compiler of native operators: `llvm` (optimized code, milliseconds per
         /// operator), `cranelift` (a fraction of the compile time, results equal to the
-        /// bit; needs the `cranelift` feature) or `tiered` (Cranelift first, LLVM compiled in
-        /// the background for the operators that pass --tier-threshold; needs the `cranelift`
-        /// feature).
+        /// bit; needs the `cranelift` feature) or `tiered` (blocks start on the unfused
+        /// kernels until fusing them pays for its compilation, --tier-compile-ms; then
+        /// Cranelift, and LLVM compiled in the background for the operators that pass
+        /// --tier-threshold; needs the `cranelift` feature).
         #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
         jit: JitArg,
         /// Under `--jit tiered`: the cells of main input (rows × columns, summed over calls)
@@ -69,6 +70,12 @@ enum Command {
         /// promotes every operator at its first call.
         #[arg(long, value_name = "CELLS", default_value_t = lafuse::DEFAULT_TIER_THRESHOLD)]
         tier_threshold: u64,
+        /// Under `--jit tiered`: the compile time expected per fused operator. A block whose
+        /// fused operators the cost model expects to save less than that per run starts on
+        /// the unfused kernels (the first tier) and is compiled fused once its runs have
+        /// forgone as much as the compilation costs; 0 fuses every block at once.
+        #[arg(long, value_name = "MS", default_value_t = lafuse::DEFAULT_TIER_COMPILE_MS)]
+        tier_compile_ms: f64,
         /// Keep native operators' machine code in DIR (created private if missing) and load it
         /// from there in later runs instead of compiling again: any script's operators,
         /// compiled on this CPU by this lafuse build and LLVM, each checked against its
@@ -787,6 +794,7 @@ fn run(cli: Cli) -> Result<(), String> {
             fusion_backend,
             jit,
             tier_threshold,
+            tier_compile_ms,
             operator_cache_dir,
             operator_cache_limit_mb,
             lineage,
@@ -797,6 +805,12 @@ fn run(cli: Cli) -> Result<(), String> {
             device,
         } => {
             let reuse = reuse.config()?;
+            if !(tier_compile_ms.is_finite() && tier_compile_ms >= 0.0) {
+                return Err(format!(
+                    "error: --tier-compile-ms {tier_compile_ms}: give a number of milliseconds, \
+                     0 or more"
+                ));
+            }
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
             if let Some(dir) = &operator_cache_dir {
                 std::fs::create_dir_all(dir).map_err(|e| {
@@ -812,6 +826,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 backend: backend_of(fusion_backend),
                 jit: jit_of(jit),
                 tier_threshold,
+                tier_compile_ms,
                 cost_model: cost_model.load()?,
                 operator_cache_dir,
                 operator_cache_limit: operator_cache_limit_mb.saturating_mul(1 << 20),

@@ -25,8 +25,8 @@ mod operator;
 mod outer;
 mod row;
 
-pub use operator::{compile_for, CraneliftOperator};
 pub use jit::VERIFY_ENV;
+pub use operator::{compile_for, CraneliftOperator};
 
 use crate::backend::{Backend, Built, CodegenError, Origin, Request};
 use lafuse_compiler::fusion::cplan::CPlan;
