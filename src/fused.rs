@@ -71,6 +71,7 @@ impl Jit {
 fn cranelift_backend(
     store_dir: Option<&std::path::Path>,
     placement: Placement,
+    cost_model: &CostModel,
 ) -> Box<dyn Backend> {
     if let Some(dir) = store_dir {
         eprintln!(
@@ -86,8 +87,12 @@ fn cranelift_backend(
     {
         use lafuse_codegen::cranelift::CraneliftBackend;
         use lafuse_codegen::parameters::LiteralsAsParameters;
-        Box::new(LiteralsAsParameters::new(CraneliftBackend::new()))
+        Box::new(LiteralsAsParameters::new(
+            CraneliftBackend::new().with_outer_tile_density(cost_model.outer_tile_density()),
+        ))
     }
+    #[cfg(not(feature = "cranelift"))]
+    let _ = cost_model;
     #[cfg(not(feature = "cranelift"))]
     Box::new(lafuse_codegen::backend::Unavailable {
         name: "cranelift",
@@ -139,7 +144,9 @@ fn tiered_backend(
         use lafuse_codegen::tiered::TieredBackend;
         let llvm =
             llvm_backend(store_dir, store_limit).with_options(RunOptions::for_model(cost_model));
-        let tiered = TieredBackend::new(CraneliftBackend::new(), llvm, threshold);
+        let cranelift =
+            CraneliftBackend::new().with_outer_tile_density(cost_model.outer_tile_density());
+        let tiered = TieredBackend::new(cranelift, llvm, threshold);
         let counters = tiered.counters();
         (Box::new(LiteralsAsParameters::new(tiered)), Some(counters))
     }
@@ -170,7 +177,7 @@ impl FusionBackend {
     ) -> (Box<dyn Backend>, Option<Arc<TierCounters>>) {
         match (self, jit) {
             (FusionBackend::Native, Jit::Cranelift) => {
-                return (cranelift_backend(store_dir, placement), None)
+                return (cranelift_backend(store_dir, placement, cost_model), None)
             }
             (FusionBackend::Native, Jit::Tiered) => {
                 return tiered_backend(

@@ -210,3 +210,38 @@ fn row_run_time_against_llvm() {
         }
     }
 }
+
+/// Outer over a dense driver through tiles (`sum(X * log(|U %*% t(V)| + 1e-3))`, 1000², ranks
+/// 1 to 50): Cranelift's tile entry (tiles forced on) against LLVM's, medians of 7 and the
+/// ratio, results equal to the bit.
+#[test]
+#[ignore = "prints timings; allocates about 20 MB"]
+fn outer_tiles_run_time_against_llvm() {
+    let (m, n) = (1_000, 1_000);
+    let x = mat(m, n, 1.0, 1, false);
+    let plan = outer_plan(OuterType::FullAgg);
+    let llvm = lafuse_codegen::native::compile_for(&plan, MainFormat::Dense).unwrap();
+    let cl = lafuse_codegen::cranelift::compile_for(&plan, MainFormat::Dense)
+        .unwrap()
+        .with_outer_tile_density(0.0);
+    println!(
+        "{:<10} {:>10} {:>10} {:>7}",
+        "rank", "llvm ms", "cl ms", "ratio"
+    );
+    for k in [1, 2, 5, 10, 20, 50] {
+        let (u, v) = (mat(m, k, 1.0, 5, false), mat(n, k, 1.0, 6, false));
+        let ins = [
+            Operand::Matrix(&x),
+            Operand::Matrix(&u),
+            Operand::Matrix(&v),
+        ];
+        let (tl, rl) = median_ms(|| llvm.execute(&ins, &[(1, 1)]).unwrap());
+        let (tc, rc) = median_ms(|| cl.execute_with_ranges(&ins, &[(1, 1)], &[]).unwrap());
+        let (p, q) = (rl[0].get(0, 0), rc[0].get(0, 0));
+        assert!(
+            p.to_bits() == q.to_bits(),
+            "rank {k}: llvm {p:e}, cranelift {q:e}"
+        );
+        println!("{k:<10} {tl:>10.3} {tc:>10.3} {:>7.2}", tc / tl);
+    }
+}

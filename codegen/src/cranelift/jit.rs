@@ -15,6 +15,9 @@ use std::sync::{Mutex, OnceLock};
 /// Set (to anything) to run Cranelift's IR verifier on every function in a release build too.
 pub const VERIFY_ENV: &str = "LAFUSE_CRANELIFT_VERIFY";
 
+/// Set (to anything) to print every entry point's Cranelift IR to stderr before it compiles.
+pub const DUMP_ENV: &str = "LAFUSE_CLIF_DUMP";
+
 /// The host's ISA, or why Cranelift cannot generate code for it.
 static ISA: OnceLock<Result<OwnedTargetIsa, CodegenError>> = OnceLock::new();
 
@@ -112,6 +115,9 @@ pub(super) fn compile(
         emit(&mut fx, args, rl, ru)?;
         fx.b.seal_all_blocks();
         fx.b.finalize(module.target_config());
+    }
+    if std::env::var_os(DUMP_ENV).is_some() {
+        eprintln!("{}", ctx.func.display());
     }
     module
         .define_function(id, &mut ctx)

@@ -25,7 +25,7 @@ mod operator;
 mod outer;
 mod row;
 
-pub use jit::VERIFY_ENV;
+pub use jit::{DUMP_ENV, VERIFY_ENV};
 pub use operator::{compile_for, CraneliftOperator};
 
 use crate::backend::{Backend, Built, CodegenError, Origin, Request};
@@ -54,10 +54,8 @@ impl Default for CraneliftBackend {
     fn default() -> CraneliftBackend {
         CraneliftBackend {
             cache: Mutex::default(),
-            // Off: the tile entry is bit-identical to LLVM's but ran 50 times slower than this
-            // backend's non-zeros path on `sum(X * log(U %*% t(V) + 1e-15))` (k >= 10; not yet
-            // understood), so a dense driver's cells are taken one at a time.
-            outer_tile_density: f64::INFINITY,
+            // As LLVM's operators under the default cost model.
+            outer_tile_density: lafuse_compiler::fusion::CostModel::default().outer_tile_density(),
         }
     }
 }
@@ -68,7 +66,7 @@ impl CraneliftBackend {
     }
 
     /// This backend with Outer operators over tiles from a driver density of `density` on
-    /// (as the LLVM backend's `RunOptions`; off by default, see [`Default`]).
+    /// (as the LLVM backend's `RunOptions`; `f64::INFINITY`: never).
     pub fn with_outer_tile_density(mut self, density: f64) -> CraneliftBackend {
         self.outer_tile_density = density;
         self

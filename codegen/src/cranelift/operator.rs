@@ -119,7 +119,8 @@ pub fn compile_for(plan: &CPlan, main: MainFormat) -> Result<CraneliftOperator, 
         csr: OnceLock::new(),
         every_cell: OnceLock::new(),
         tiles: OnceLock::new(),
-        outer_tile_density: f64::INFINITY,
+        // As LLVM's operators under the default cost model.
+        outer_tile_density: lafuse_compiler::fusion::CostModel::default().outer_tile_density(),
         analysis: Duration::ZERO,
         transposed_frame: matches!(plan.template, TemplateSpec::Cell { .. })
             && transposed_frame(plan, &plan.outputs[..1]).unwrap_or(false),

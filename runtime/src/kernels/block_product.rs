@@ -71,7 +71,8 @@ impl Block<'_> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockShapeError;
 
-/// `c = a %*% b`, or `c += a %*% b` when `accumulate`, on this thread.
+/// `c = a %*% b`, or `c += a %*% b` when `accumulate`, on this thread; the vector registers'
+/// upper halves are clean on return ([`super::vector_state`]).
 pub fn block_product(
     c: BlockMut<'_>,
     a: Block<'_>,
@@ -134,6 +135,8 @@ pub fn block_product(
         Accum::Replace
     };
     matmul(cv, accum, av, bv, 1.0, Par::Seq);
+    // The callers' generated code runs next (see the function's doc).
+    super::vector_state::clear_upper_vector_state();
     Ok(())
 }
 

@@ -37,6 +37,7 @@ pub mod table;
 pub mod tri;
 pub mod unique;
 mod vector_math;
+pub mod vector_state;
 
 pub use aggregate::aggregate;
 pub use construct::{fill, from_row_major, seq};
