@@ -362,12 +362,19 @@ impl Fx<'_> {
     }
 
     /// `exp` and `ln` of the core's `math` (the functions the LLVM backend states in IR
-    /// operation for operation), called lane by lane.
+    /// operation for operation): stated on two lanes at once ([`super::vmath`]), and one lane
+    /// a call of the scalar function.
     pub(super) fn exp(&mut self, x: &V) -> V {
-        self.helper(Helper::Exp, &[x])
+        if x.w == 1 {
+            return self.helper(Helper::Exp, &[x]);
+        }
+        self.map1(x, super::vmath::exp_x2)
     }
     pub(super) fn ln(&mut self, x: &V) -> V {
-        self.helper(Helper::Ln, &[x])
+        if x.w == 1 {
+            return self.helper(Helper::Ln, &[x]);
+        }
+        self.map1(x, super::vmath::ln_x2)
     }
 
     /// `w` doubles at `base[idx..idx + w]`.
