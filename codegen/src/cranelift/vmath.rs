@@ -71,7 +71,7 @@ impl X2<'_, '_> {
         self.fx.b.ins().bitselect(m, a, b)
     }
     /// The double of each lane's integer `k` (|k| < 2^51), exactly: LLVM's `sitofp`.
-    fn to_float(&mut self, k: Value) -> Value {
+    fn int_as_float(&mut self, k: Value) -> Value {
         let magic = self.ic(ROUNDING.to_bits() as i64);
         let sum = self.fx.b.ins().iadd(k, magic);
         let shifted = self.float(sum);
@@ -79,7 +79,7 @@ impl X2<'_, '_> {
         self.fsub(shifted, rounding)
     }
     /// Each lane's double truncated toward zero as an integer (|x| < 2^51): LLVM's `fptosi`.
-    fn to_int(&mut self, x: Value) -> Value {
+    fn truncated_int(&mut self, x: Value) -> Value {
         let t = self.fx.b.ins().trunc(x);
         let rounding = self.fc(ROUNDING);
         let sum = self.fadd(t, rounding);
@@ -148,7 +148,7 @@ pub(super) fn ln_x2(fx: &mut Fx<'_>, x: Value) -> Value {
     let t = v.fadd(lg[0], t2);
     let t2 = v.fmul(z, t);
     let big_r = v.fadd(t2, t1);
-    let dk = v.to_float(k);
+    let dk = v.int_as_float(k);
     // s (hfsq + R) + dk ln2_lo - hfsq + f + dk ln2_hi, left to right.
     let t = v.fadd(hfsq, big_r);
     let y = v.fmul(s, t);
@@ -204,7 +204,7 @@ pub(super) fn exp_x2(fx: &mut Fx<'_>, x: Value) -> Value {
     let inv_ln2 = v.fc(e::INV_LN2);
     let t = v.fmul(inv_ln2, xc);
     let kr = v.fadd(t, half);
-    let k_round = v.to_int(kr);
+    let k_round = v.truncated_int(kr);
     let (m1, p1, i0) = (v.ic(-1), v.ic(1), v.ic(0));
     let k_one = v.iselect(neg, m1, p1);
     let half_ln2 = v.ic(e::HALF_LN2_HIGH);
@@ -213,7 +213,7 @@ pub(super) fn exp_x2(fx: &mut Fx<'_>, x: Value) -> Value {
     let three_half = v.ic(e::THREE_HALF_LN2_HIGH);
     let m = v.icmp(IntCC::SignedGreaterThanOrEqual, hx, three_half);
     let k = v.iselect(m, k_round, k);
-    let kf = v.to_float(k);
+    let kf = v.int_as_float(k);
     let ln2_hi = v.fc(e::LN2_HI);
     let t = v.fmul(kf, ln2_hi);
     let hi = v.fsub(xc, t);
