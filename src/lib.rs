@@ -213,12 +213,17 @@ pub(crate) fn parse_script(
             local.is_dir().then(|| local.to_path_buf())
         }),
     };
-    Ok(modules::load(
-        script,
-        source,
-        &modules::FileSystem,
-        &options,
-    )?)
+    let script = modules::load(script, source, &modules::FileSystem, &options)?;
+    // SystemDS's lexer skips a character no token starts with, reports it on stderr and
+    // parses on (its own sliceLineExtract.dml ends a statement with a stray `.`); so does
+    // lafuse.
+    for skipped in &script.skipped {
+        let offset = skipped.span.map_or(0, |s| s.start);
+        let (line, col) = source.line_col(offset);
+        let file = source.in_file(offset, |name, _, _| name.to_string());
+        eprintln!("warning: {file}:{line}:{col}: skipped as SystemDS's lexer does: {skipped}");
+    }
+    Ok(script)
 }
 
 /// Script arguments (`$name`), as given with `--nvargs name=value`.

@@ -17,6 +17,10 @@ pub struct Script {
     /// (`crate::modules`) reads the files and resolves the calls into them.
     #[serde(default)]
     pub imports: Vec<Import>,
+    /// Characters the lexer skipped, as SystemDS does (`lexer::Lexed::skipped`), in this
+    /// file and in the files loaded into it: warnings for the embedder to show.
+    #[serde(skip)]
+    pub skipped: Vec<crate::error::CompileError>,
 }
 
 /// `source("file.dml") as ns`: the functions of `file.dml`, callable as `ns::f(...)`.

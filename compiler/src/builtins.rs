@@ -744,7 +744,8 @@ impl Builtin {
             Aggregate => fixed(AGGREGATE_PARAMS, 3, ArgStyle::NamedOnly, R::Matrix),
             Sample => fixed(SAMPLE_PARAMS, 2, ArgStyle::PositionalOnly, R::Matrix),
             LowerTri | UpperTri => fixed(TRI_PARAMS, 1, ArgStyle::NamedOnly, R::Matrix),
-            Cbind | Rbind => variadic(VARIADIC_MAT, 2, R::Matrix),
+            // One argument: a list, whose matrices are bound (the HOP types check it).
+            Cbind | Rbind => variadic(VARIADIC_MAT, 1, R::Matrix),
             Solve => positional(SOLVE_PARAMS, R::Matrix),
             Unary(UnaryOp::Round) => positional(ROUND_PARAMS, R::ElementWise),
             Unary(_) => positional(UNARY_ANY, R::ElementWise),
@@ -1371,8 +1372,8 @@ mod tests {
         assert!(err.to_string().contains("positional arguments only"));
         let err = bind_args(Builtin::Sum, &[pos(1), pos(2)], Span::new(0, 1)).unwrap_err();
         assert_eq!(err.to_string(), "sum() takes 1 argument, got 2");
-        let err = bind_args(Builtin::Cbind, &[pos(1)], Span::new(0, 1)).unwrap_err();
-        assert_eq!(err.to_string(), "cbind() takes at least 2 arguments, got 1");
+        let err = bind_args(Builtin::Cbind, &[], Span::new(0, 1)).unwrap_err();
+        assert_eq!(err.to_string(), "cbind() takes at least 1 argument, got 0");
         let args = [pos(1), pos(2), pos(3)];
         let b = bind_args(Builtin::Max, &args, Span::new(0, 1)).unwrap();
         assert_eq!(b.variadic.len(), 3);

@@ -200,18 +200,36 @@ const DOTTED_IDENTS: &[&str] = &[
 ];
 
 /// Splits `text` into tokens, ending with one [`TokenKind::Eof`]. Lexical errors (an
-/// unexpected character, an unterminated string or comment, a bad escape or number) are
-/// collected; the lexer skips the offending text and goes on, so one run reports them all.
-pub fn tokenize(text: &str) -> (Vec<Token>, Vec<CompileError>) {
+/// unterminated string or comment, a bad escape or number) are collected; the lexer skips
+/// the offending text and goes on, so one run reports them all.
+pub fn tokenize(text: &str) -> Lexed {
     let mut lx = Lexer {
         src: text,
         bytes: text.as_bytes(),
         pos: 0,
         tokens: vec![],
         errors: vec![],
+        skipped: vec![],
     };
     lx.run();
-    (lx.tokens, lx.errors)
+    Lexed {
+        tokens: lx.tokens,
+        errors: lx.errors,
+        skipped: lx.skipped,
+    }
+}
+
+/// What [`tokenize`] found.
+pub struct Lexed {
+    pub tokens: Vec<Token>,
+    pub errors: Vec<CompileError>,
+    /// Characters no token starts with (`.` not before a digit, `$` not before a name, `@`,
+    /// `é`), each skipped with a warning ([`LexError::UnexpectedChar`],
+    /// [`LexError::ScriptArgName`]) as SystemDS's ANTLR lexer skips them with a "token
+    /// recognition error" and parses on: SystemDS's own `sliceLineExtract.dml` ends a
+    /// statement with a stray `.`. (ANTLR also drops the character after a `.` or `$` that
+    /// starts no token; lafuse keeps it, so a line break there still ends the statement.)
+    pub skipped: Vec<CompileError>,
 }
 
 struct Lexer<'s> {
@@ -220,6 +238,7 @@ struct Lexer<'s> {
     pos: usize,
     tokens: Vec<Token>,
     errors: Vec<CompileError>,
+    skipped: Vec<CompileError>,
 }
 
 fn is_ident_continue(b: u8) -> bool {
@@ -324,7 +343,7 @@ impl Lexer<'_> {
                 return Some(TokenKind::ScriptArg(self.src[start + 1..end].to_string()));
             }
             self.pos += 1;
-            self.errors.push(CompileError::at(
+            self.skipped.push(CompileError::at(
                 LexError::ScriptArgName,
                 Span::new(start, start + 1),
             ));
@@ -366,7 +385,7 @@ impl Lexer<'_> {
             _ => {
                 let ch = self.src[start..].chars().next().unwrap_or('\u{fffd}');
                 self.pos += ch.len_utf8().max(1);
-                self.errors.push(CompileError::at(
+                self.skipped.push(CompileError::at(
                     LexError::UnexpectedChar { ch },
                     Span::new(start, self.pos),
                 ));
@@ -556,9 +575,9 @@ mod tests {
     use super::*;
 
     fn kinds(text: &str) -> Vec<TokenKind> {
-        let (tokens, errors) = tokenize(text);
-        assert!(errors.is_empty(), "{errors:?}");
-        tokens.into_iter().map(|t| t.kind).collect()
+        let lexed = tokenize(text);
+        assert!(lexed.errors.is_empty(), "{:?}", lexed.errors);
+        lexed.tokens.into_iter().map(|t| t.kind).collect()
     }
 
     #[test]
@@ -586,7 +605,7 @@ mod tests {
         assert!(matches!(special[0], TokenKind::Double(v) if v.is_nan()));
         assert_eq!(special[1], TokenKind::Double(f64::INFINITY));
         assert_eq!(special[2], TokenKind::Ident("Infinity".into()));
-        let (_, errors) = tokenize("1L 99999999999999999999");
+        let errors = tokenize("1L 99999999999999999999").errors;
         assert_eq!(errors.len(), 2);
     }
 
@@ -642,19 +661,21 @@ mod tests {
             TokenKind::Str(r#"a\\|'c"d"#.into())
         );
         assert_eq!(kinds(r#""x\\ny""#)[0], TokenKind::Str("x\\\ny".into()));
-        let (tokens, _) = tokenize("a\n/* x\n */ b c");
+        let tokens = tokenize("a\n/* x\n */ b c").tokens;
         assert!(tokens[1].newline_before && !tokens[2].newline_before);
     }
 
     #[test]
     fn lexical_errors_are_collected_and_located() {
-        let (_, errors) = tokenize("x = \"abc");
+        let errors = tokenize("x = \"abc").errors;
         assert_eq!(errors[0].to_string(), "unterminated string literal");
         assert_eq!(errors[0].span, Some(Span::new(4, 5)));
-        let (tokens, errors) = tokenize("a @ b é /* open");
-        assert_eq!(errors.len(), 3, "{errors:?}");
-        assert_eq!(tokens.len(), 3);
-        let (_, errors) = tokenize("'\\q'");
+        let lexed = tokenize("a @ b é /* open");
+        assert_eq!(lexed.errors.len(), 1, "{:?}", lexed.errors);
+        assert_eq!(lexed.skipped.len(), 2, "{:?}", lexed.skipped);
+        assert_eq!(lexed.skipped[0].span, Some(Span::new(2, 3)));
+        assert_eq!(lexed.tokens.len(), 3);
+        let errors = tokenize("'\\q'").errors;
         assert!(errors[0].to_string().contains("invalid escape"));
     }
 }

@@ -65,7 +65,8 @@ pub fn parse_text(text: &str, base: u32) -> Result<Script, Vec<CompileError>> {
         span.start += base;
         span.end += base;
     };
-    let (mut tokens, mut lex_errors) = tokenize(text);
+    let lexed = tokenize(text);
+    let (mut tokens, mut lex_errors, mut skipped) = (lexed.tokens, lexed.errors, lexed.skipped);
     if !lex_errors.is_empty() {
         for e in &mut lex_errors {
             e.span.iter_mut().for_each(shift);
@@ -74,6 +75,9 @@ pub fn parse_text(text: &str, base: u32) -> Result<Script, Vec<CompileError>> {
     }
     for t in &mut tokens {
         shift(&mut t.span);
+    }
+    for e in &mut skipped {
+        e.span.iter_mut().for_each(shift);
     }
     let mut parser = Parser {
         src: text,
@@ -84,7 +88,8 @@ pub fn parse_text(text: &str, base: u32) -> Result<Script, Vec<CompileError>> {
         stmt_start: 0,
         errors: vec![],
     };
-    let script = parser.script();
+    let mut script = parser.script();
+    script.skipped = skipped;
     if parser.errors.is_empty() {
         Ok(script)
     } else {
@@ -348,6 +353,7 @@ impl Parser<'_> {
             statements,
             functions,
             imports,
+            skipped: vec![],
         }
     }
 

@@ -931,6 +931,7 @@ mod tests {
             ],
             functions: vec![func("f")],
             imports: vec![],
+            skipped: vec![],
         };
         let p = build_program(script).unwrap();
         assert_eq!(p.main.len(), 3);
@@ -958,6 +959,7 @@ mod tests {
             statements: vec![assign("x", ex(ExprKind::Int(1))), assign("y", value)],
             functions: vec![func("f")],
             imports: vec![],
+            skipped: vec![],
         };
         let p = build_program(script).unwrap();
         assert_eq!(p.main.len(), 4, "{:#?}", p.main);
@@ -1013,6 +1015,7 @@ mod tests {
             })],
             functions: vec![func("f")],
             imports: vec![],
+            skipped: vec![],
         };
         let err = build_program(script).unwrap_err();
         assert!(err.to_string().starts_with("unsupported: "), "{err}");
@@ -1024,6 +1027,7 @@ mod tests {
             statements: vec![],
             functions: vec![func("f"), func("f")],
             imports: vec![],
+            skipped: vec![],
         };
         assert!(build_program(script)
             .unwrap_err()
@@ -1033,6 +1037,7 @@ mod tests {
             statements: vec![],
             functions: vec![func("sum")],
             imports: vec![],
+            skipped: vec![],
         };
         assert!(build_program(script)
             .unwrap_err()
@@ -1050,6 +1055,7 @@ mod tests {
             })],
             functions: vec![func("f")],
             imports: vec![],
+            skipped: vec![],
         };
         let p = build_program(script).unwrap();
         assert!(matches!(&p.main[0], Block::Call(_)));

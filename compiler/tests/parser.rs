@@ -264,7 +264,6 @@ fn syntax_errors_say_expected_and_found() {
         ("x = 1L", "cannot parse the int value '1L' (the L suffix is not supported)"),
         ("x = \"abc", "unterminated string literal"),
         ("x = 'a\\qb'", "invalid escape sequence '\\q' in string (valid: \\b \\t \\n \\f \\r \\\" \\' \\\\)"),
-        ("x = 3 @ 4", "unexpected character '@'"),
         ("/* never closed", "unterminated block comment: '/*' without a closing '*/'"),
         ("x = 99999999999999999999", "integer literal 99999999999999999999 does not fit in 64 bits"),
         ("[a, b] = 3", "syntax error: expected a function call, found '3'"),
@@ -277,6 +276,30 @@ fn syntax_errors_say_expected_and_found() {
         assert_eq!(err.to_string(), *message, "for {text:?}");
         assert_eq!(err.fault(), Fault::User, "for {text:?}");
     }
+}
+
+/// SystemDS's lexer skips a character no token starts with (a "token recognition error" on
+/// stderr) and parses on; SystemDS's own `sliceLineExtract.dml` relies on it.
+#[test]
+fn characters_no_token_starts_with_are_skipped_as_systemds_does() {
+    let script = parse(&SourceFile::new("s.dml", "x = 3 @\ny = x * 2 .\nz = $ y\n")).unwrap();
+    assert_eq!(script.statements.len(), 3);
+    let skipped: Vec<String> = script.skipped.iter().map(|e| e.to_string()).collect();
+    assert_eq!(
+        skipped,
+        [
+            "unexpected character '@'",
+            "unexpected character '.'",
+            "expected a script argument name after '$' (e.g. $X or $1)"
+        ]
+    );
+    assert_eq!(
+        script.skipped[1].span.map(|s| (s.start, s.end)),
+        Some((18, 19))
+    );
+    assert!(errors("x = 3 @ 4")[0]
+        .to_string()
+        .starts_with("syntax error"));
 }
 
 #[test]

@@ -1030,14 +1030,19 @@ fn run_one(
             Value::matrix(kernels::left_index(target, rows, cols, operand(arg(1)?)?)?)
         }
         Op::Cbind | Op::Rbind => {
-            let mats: Vec<Arc<Matrix>> = (0..instr.inputs.len())
-                .map(|i| match arg(i)? {
-                    Value::Matrix(m) => Ok(Arc::clone(m)),
-                    s => Ok(Arc::new(Matrix::scalar(s.as_f64()?))),
-                })
-                .collect::<Result<_>>()?;
+            let mut mats: Vec<Arc<Matrix>> = Vec::with_capacity(instr.inputs.len());
+            for i in 0..instr.inputs.len() {
+                match arg(i)? {
+                    Value::Matrix(m) => mats.push(Arc::clone(m)),
+                    Value::List(l) => crate::list::matrices(l, &mut mats)?,
+                    s => mats.push(Arc::new(Matrix::scalar(s.as_f64()?))),
+                }
+            }
             let refs: Vec<&Matrix> = mats.iter().map(|m| m.as_ref()).collect();
-            Value::matrix(if matches!(instr.op, Op::Cbind) {
+            Value::matrix(if refs.is_empty() {
+                // SystemDS binds an empty list to a 0x0 matrix.
+                Matrix::zeros(0, 0)?
+            } else if matches!(instr.op, Op::Cbind) {
                 kernels::cbind(&refs)?
             } else {
                 kernels::rbind(&refs)?

@@ -112,6 +112,25 @@ pub fn remove(list: &List, pos: &Value, output: u8) -> Result<Value> {
     Ok(Value::List(Arc::new(out)))
 }
 
+/// The matrices of `list` in order, those of nested lists flattened in place: what `cbind(L)`
+/// and `rbind(L)` bind, as SystemDS's `ExecutionContext.getMatricesFromList` (a scalar or
+/// string element is an error there too).
+pub fn matrices(list: &List, out: &mut Vec<Arc<crate::matrix::Matrix>>) -> Result<()> {
+    for item in &list.items {
+        match item {
+            Value::Matrix(m) => out.push(Arc::clone(m)),
+            Value::List(inner) => matrices(inner, out)?,
+            other => {
+                return Err(RuntimeError::Conversion(Conversion::ListElement {
+                    cast: "cbind or rbind of a list (matrices and lists only)",
+                    found: other.type_name(),
+                }))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `as.list(L)`, as SystemDS's list unnesting: the element of a list whose only element is
 /// a list, else `L` itself.
 pub fn unnest(list: &Value) -> Value {

@@ -839,7 +839,7 @@ impl<'a> Ctx<'a> {
                 self.add(OpKind::Solve, &[a, rhs], span)
             }
             // SystemDS's `cbind` (alias `append`) of a list appends the other values to it.
-            Builtin::Cbind if self.b.dag().hop(variadic[0]).is_list() => {
+            Builtin::Cbind if variadic.len() > 1 && self.b.dag().hop(variadic[0]).is_list() => {
                 let mut list = variadic[0];
                 for &x in &variadic[1..] {
                     list = self.add(OpKind::ListAppend, &[list, x], span)?;

@@ -293,6 +293,15 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
             need_scalar(2, "left indexing")?;
             Ok(MATRIX)
         }
+        // SystemDS binds the matrices of a list given alone (nested lists flattened).
+        OpKind::Nary(bind @ (NaryOp::Cbind | NaryOp::Rbind)) if inputs.len() == 1 => {
+            if inputs[0].0 != DataType::List {
+                return Err(TypeRule::NeedList {
+                    what: format!("{} of one argument", bind.name()),
+                });
+            }
+            Ok(MATRIX)
+        }
         OpKind::Nary(NaryOp::Cbind | NaryOp::Rbind) => {
             for i in 0..inputs.len() {
                 need_matrix(i, op.display_name().as_str())?;

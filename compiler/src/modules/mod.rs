@@ -100,12 +100,15 @@ pub fn load(
         builtins: HashMap::new(),
         prefixes: BTreeSet::new(),
         errors: vec![],
+        skipped: vec![],
     };
     let Script {
         statements,
         functions,
         imports,
+        skipped,
     } = script;
+    loader.skipped = skipped;
     let main = loader.add_module(ModuleKind::Main, source.name.clone(), functions);
     loader.import_all(main, imports, None);
     let mut statements = statements;
@@ -141,6 +144,7 @@ pub fn load(
         statements,
         functions: out,
         imports: vec![],
+        skipped: loader.skipped,
     })
 }
 
@@ -209,6 +213,8 @@ struct Loader<'a> {
     /// Prefixes given to sourced files, kept distinct.
     prefixes: BTreeSet<String>,
     errors: Vec<CompileError>,
+    /// Characters the lexer skipped in the script and the files loaded ([`Script::skipped`]).
+    skipped: Vec<CompileError>,
 }
 
 impl Loader<'_> {
@@ -332,7 +338,10 @@ impl Loader<'_> {
         let text = self.files.read(path).map_err(|e| e.to_string())?;
         let file = self.source.load(shown, text);
         match parser::parse_text(&file.text, file.base) {
-            Ok(script) => Ok(Some(script)),
+            Ok(mut script) => {
+                self.skipped.append(&mut script.skipped);
+                Ok(Some(script))
+            }
             Err(errors) => {
                 self.errors.extend(errors);
                 Ok(None)
