@@ -95,6 +95,12 @@ impl<'a> FusionDag<'a> {
         self.dag.hop(id).inputs.get(pos).copied()
     }
 
+    /// The size of the underlying DAG's arena: every hop's [`HopId::index`] is below it (for
+    /// flags indexed by hop).
+    pub fn arena_len(&self) -> usize {
+        self.consumers.len()
+    }
+
     /// The reachable hops, every input before its users (the order exploration walks).
     pub fn order(&self) -> &[HopId] {
         &self.order

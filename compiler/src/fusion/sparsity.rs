@@ -15,7 +15,7 @@
 use crate::fusion::dag::FusionDag;
 use crate::hops::{AggOp, BinaryOp, Direction, HopId, OpKind, ReorgOp, UnaryOp};
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// Whether `op(a, b)` is zero whenever the operand at `pos` (0 = left, 1 = right) is zero,
 /// whatever the (finite, possibly non-zero) other operand `other` is; `other` is the other
@@ -75,20 +75,20 @@ pub fn is_zero_preserving(
     in_region: &dyn Fn(HopId) -> bool,
 ) -> bool {
     // The region's hops under `root`, evaluated bottom-up (iteratively: a fused body may be a
-    // long chain, and user scripts must not be able to overflow the stack).
-    let mut needed = BTreeSet::new();
+    // long chain, and user scripts must not be able to overflow the stack). Flags by arena
+    // index: the cost-based search asks this for every plan it costs.
+    let mut needed = vec![false; dag.arena_len()];
     let mut stack = vec![root];
     while let Some(h) = stack.pop() {
-        if h != driver && in_region(h) && needed.insert(h) {
+        if h != driver && in_region(h) && !needed[h.index()] {
+            needed[h.index()] = true;
             stack.extend(dag.inputs(h).iter().copied());
         }
     }
-    let mut zero: BTreeMap<HopId, bool> = BTreeMap::new();
-    let value = |zero: &BTreeMap<HopId, bool>, h: HopId| {
-        h == driver || zero.get(&h).copied().unwrap_or(false)
-    };
+    let mut zero = vec![false; dag.arena_len()];
+    let value = |zero: &[bool], h: HopId| h == driver || zero[h.index()];
     for &h in dag.order() {
-        if !needed.contains(&h) {
+        if !needed[h.index()] {
             continue;
         }
         let ins = dag.inputs(h);
@@ -105,7 +105,7 @@ pub fn is_zero_preserving(
             OpKind::MatMul => value(&zero, ins[0]) || value(&zero, ins[1]),
             _ => false,
         };
-        zero.insert(h, v);
+        zero[h.index()] = v;
     }
     value(&zero, root)
 }

@@ -565,7 +565,19 @@ pub fn partition_cost(
     model: &CostModel,
     assignment: &[bool],
 ) -> f64 {
-    let usable = |h: HopId, e: &MemoEntry| part.is_usable(assignment, h, e);
+    // The points this assignment materializes, once (the search costs many assignments, and
+    // asks each for every entry it considers).
+    let cut: Vec<(HopId, HopId)> = part
+        .points
+        .iter()
+        .zip(assignment)
+        .filter(|(_, &on)| on)
+        .map(|(p, _)| (p.from, p.to))
+        .collect();
+    let usable = |h: HopId, e: &MemoEntry| {
+        e.template == TemplateKind::MAgg
+            || !cut.iter().any(|&(from, to)| from == h && e.references(to))
+    };
     let chooser = MemoChooser {
         memo,
         usable: &usable,
