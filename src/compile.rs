@@ -540,6 +540,36 @@ fn compile_with(
             }
         }
     }
+    finish(dag, meta, fuser, assumptions, files, with_values)
+}
+
+/// `block` compiled again from its DAG, for a run after unfused ones: fused where that pays by
+/// now (or deferred further on the exact estimate). The DAG, its assumptions and files are
+/// the unfused plan's, which was just found valid for the run's variables.
+pub(crate) fn refuse(
+    block: &CompiledBlock,
+    meta: &BlockMeta,
+    fuser: &Fuser,
+) -> Result<CompiledBlock, Error> {
+    finish(
+        block.dag.clone(),
+        meta,
+        Some(fuser),
+        block.assumptions.clone(),
+        block.files.clone(),
+        block.sizes_from_values,
+    )
+}
+
+/// Fusion and lowering of an optimized block DAG.
+fn finish(
+    dag: HopDag,
+    meta: &BlockMeta,
+    fuser: Option<&Fuser>,
+    assumptions: Vec<(String, VarMeta)>,
+    files: Vec<FileAssumption>,
+    with_values: bool,
+) -> Result<CompiledBlock, Error> {
     let (fused, deferral) = match fuser {
         Some(fuser) if dag.hops.iter().any(|h| h.is_matrix()) => {
             match fuser.fuse(&dag, meta.unfused_runs)? {

@@ -840,7 +840,11 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         // Compiled outside the cache's lock: two threads missing on one block both compile it
         // (the same plan), rather than one waiting for the other.
         let started = Instant::now();
-        let mut compiled = compile(&meta, self.args)?;
+        let mut compiled = match (&due, self.fuser) {
+            // Only fusion changes: the DAG is the unfused plan's.
+            (Some(old), Some(fuser)) => crate::compile::refuse(old, &meta, fuser)?,
+            _ => compile(&meta, self.args)?,
+        };
         self.compile_time += started.elapsed();
         self.blocks_compiled += 1;
         if let Some(deferral) = &mut compiled.deferral {
