@@ -475,6 +475,15 @@ impl Fuser {
             .fetch_add(nanos(started.elapsed()), Ordering::Relaxed);
     }
 
+    /// A block's fusion deferred to its run `runs_to_pay` (counted once per block).
+    fn deferred(&self, started: Instant, runs_before: u64, runs_to_pay: u64) -> Fusion {
+        self.count_planning(started);
+        self.counters
+            .deferred
+            .fetch_add(u64::from(runs_before == 0), Ordering::Relaxed);
+        Fusion::Deferred { runs_to_pay }
+    }
+
     /// Counts a block compiled fused after it ran unfused until fusion paid.
     pub(crate) fn fused_later(&self) {
         self.counters.fused_later.fetch_add(1, Ordering::Relaxed);
@@ -493,43 +502,34 @@ impl Fuser {
                 let view = fusion::FusionDag::new(dag)?;
                 let unfused =
                     fusion::cost::cost_of(&view, &self.cost_model, &fusion::Selection::default());
-                Some((per_operator, unfused))
+                Some((per_operator, unfused, view))
             }
             _ => None,
         };
-        if let Some((per_operator, unfused)) = bound {
-            let runs_to_pay = runs_to_pay(unfused, per_operator);
+        if let Some((per_operator, unfused, _)) = &bound {
+            let runs_to_pay = runs_to_pay(*unfused, *per_operator);
             if runs_to_pay > runs {
-                self.count_planning(started);
-                self.counters
-                    .deferred
-                    .fetch_add(u64::from(runs_before == 0), Ordering::Relaxed);
-                return Ok(Fusion::Deferred { runs_to_pay });
+                return Ok(self.deferred(started, runs_before, runs_to_pay));
             }
         }
         let plan = fusion::plan_fusion(dag, self.selector.as_ref())?;
         let program = construct_cplans(dag, &plan.memo, &plan.selection)?;
-        let deferred = match bound {
-            Some((per_operator, unfused)) if !program.operators.is_empty() => {
-                let view = fusion::FusionDag::new(dag)?;
-                let fused = fusion::cost::cost_of(&view, &self.cost_model, &plan.selection);
+        if let Some((per_operator, unfused, view)) = &bound {
+            if !program.operators.is_empty() {
+                let fused = fusion::cost::cost_of(view, &self.cost_model, &plan.selection);
                 let compile = per_operator * program.operators.len() as f64;
                 let by_saving = runs_to_pay(unfused - fused, compile);
                 // The model's saving can be far below the real one (a Row operator's second
                 // pass over its input: 0.2 ms of 171 modelled, 120 ms measured), so a block
                 // is fused at the latest once its unfused runs cost that many compilations.
                 let by_cost = runs_to_pay(unfused / UNFUSED_COST_PER_COMPILE, compile);
-                Some(by_saving.min(by_cost)).filter(|&r| r > runs)
+                let runs_to_pay = by_saving.min(by_cost);
+                if runs_to_pay > runs {
+                    return Ok(self.deferred(started, runs_before, runs_to_pay));
+                }
             }
-            _ => None,
-        };
-        self.count_planning(started);
-        if let Some(runs_to_pay) = deferred {
-            self.counters
-                .deferred
-                .fetch_add(u64::from(runs_before == 0), Ordering::Relaxed);
-            return Ok(Fusion::Deferred { runs_to_pay });
         }
+        self.count_planning(started);
         let plans: Vec<Arc<CPlan>> = program
             .operators
             .iter()
