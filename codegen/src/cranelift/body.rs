@@ -427,16 +427,10 @@ pub(super) fn load_inputs(
             out.row0.push(None);
             continue;
         }
-        let base = k * size_of::<DenseView>();
-        out.data.push(Some(
-            fx.load_i64(views, base + offset_of!(DenseView, data))?,
-        ));
-        out.cols.push(Some(
-            fx.load_i64(views, base + offset_of!(DenseView, cols))?,
-        ));
-        out.row0.push(Some(
-            fx.load_i64(views, base + offset_of!(DenseView, row0))?,
-        ));
+        let (data, cols, row0) = fx.dense_view(views, k * size_of::<DenseView>())?;
+        out.data.push(Some(data));
+        out.cols.push(Some(cols));
+        out.row0.push(Some(row0));
     }
     Ok(out)
 }

@@ -14,7 +14,7 @@ use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value};
 use cranelift_frontend::Variable;
 use lafuse_compiler::fusion::cplan::{CNodeId, CPlan};
-use lafuse_skeletons::abi::{CsrView, DenseView, KernelArgs};
+use lafuse_skeletons::abi::{CsrView, KernelArgs};
 use lafuse_skeletons::{AggKind, CellKind};
 use std::mem::offset_of;
 
@@ -131,10 +131,7 @@ pub(super) fn emit_entry(
         let va = fx.load_i64(args, o + offset_of!(CsrView, values))?;
         (va, n, n, Some((rp, ci)))
     } else {
-        let o = offset_of!(KernelArgs, main);
-        let d = fx.load_i64(args, o + offset_of!(DenseView, data))?;
-        let c = fx.load_i64(args, o + offset_of!(DenseView, cols))?;
-        let r0 = fx.load_i64(args, o + offset_of!(DenseView, row0))?;
+        let (d, c, r0) = fx.dense_view(args, offset_of!(KernelArgs, main))?;
         (d, c, r0, None)
     };
     // As the LLVM backend: a body with a scalar helper call runs the scalar loop only (the

@@ -431,6 +431,22 @@ impl Fx<'_> {
         Ok(self.b.ins().load(types::I64, mem(), base, off))
     }
 
+    /// The `data` pointer, `cols` (the row stride) and `row0` of the `DenseView` at
+    /// `base + off`.
+    pub(super) fn dense_view(
+        &mut self,
+        base: Value,
+        off: usize,
+    ) -> Result<(Value, Value, Value), CodegenError> {
+        use lafuse_skeletons::abi::DenseView;
+        use std::mem::offset_of;
+        Ok((
+            self.load_i64(base, off + offset_of!(DenseView, data))?,
+            self.load_i64(base, off + offset_of!(DenseView, cols))?,
+            self.load_i64(base, off + offset_of!(DenseView, row0))?,
+        ))
+    }
+
     /// Adds 1 per lane where `c` holds to the counter `cnt` (one `I64` for one lane, an
     /// `I64X2` per part otherwise).
     pub(super) fn count(&mut self, cnt: &[Variable], c: &M) {

@@ -19,7 +19,7 @@ use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value};
 use cranelift_frontend::Variable;
 use lafuse_compiler::fusion::cplan::CPlan;
-use lafuse_skeletons::abi::{CsrView, DenseView, KernelArgs};
+use lafuse_skeletons::abi::{CsrView, KernelArgs};
 use lafuse_skeletons::OuterKind;
 use std::mem::offset_of;
 
@@ -143,10 +143,7 @@ pub(super) fn emit_entry(
             })
         })?;
     } else {
-        let o = offset_of!(KernelArgs, main);
-        let d = fx.load_i64(args, o + offset_of!(DenseView, data))?;
-        let stride = fx.load_i64(args, o + offset_of!(DenseView, cols))?;
-        let row0 = fx.load_i64(args, o + offset_of!(DenseView, row0))?;
+        let (d, stride, row0) = fx.dense_view(args, offset_of!(KernelArgs, main))?;
         fx.for_range(rl, ru, &mut |fx, i| {
             let r = fx.isub(i, row0);
             let rowbase = fx.imul(r, stride);
@@ -220,10 +217,7 @@ pub(super) fn emit_tiles_entry(
     let col_lo = fx.load_i64(args, offset_of!(KernelArgs, col_lo))?;
     let col_hi = fx.load_i64(args, offset_of!(KernelArgs, col_hi))?;
     let out_stride = fx.load_i64(args, offset_of!(KernelArgs, out_stride))?;
-    let o = offset_of!(KernelArgs, main);
-    let d = fx.load_i64(args, o + offset_of!(DenseView, data))?;
-    let stride = fx.load_i64(args, o + offset_of!(DenseView, cols))?;
-    let row0 = fx.load_i64(args, o + offset_of!(DenseView, row0))?;
+    let (d, stride, row0) = fx.dense_view(args, offset_of!(KernelArgs, main))?;
     let ins = load_inputs(fx, args, used)?;
     let matrix_cells = plan.matrix_cell_nodes();
     let full = kind == OuterKind::FullAgg;

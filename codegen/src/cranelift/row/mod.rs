@@ -23,7 +23,7 @@ use crate::backend::CodegenError;
 use crate::row_plan::{RowInfo, P_MROW};
 use body::{Em, Sp, RV};
 use cranelift_codegen::ir::{types, InstBuilder, Value};
-use lafuse_skeletons::abi::{CsrView, DenseView, KernelArgs};
+use lafuse_skeletons::abi::{CsrView, KernelArgs};
 use lafuse_skeletons::row::{RowArgs, RowInput, RowKind};
 use std::mem::offset_of;
 
@@ -103,10 +103,7 @@ pub(super) fn emit_entry(
             Ok(())
         })?;
     } else {
-        let o = offset_of!(KernelArgs, main);
-        let d = fx.load_i64(args, o + offset_of!(DenseView, data))?;
-        let stride = fx.load_i64(args, o + offset_of!(DenseView, cols))?;
-        let row0 = fx.load_i64(args, o + offset_of!(DenseView, row0))?;
+        let (d, stride, row0) = fx.dense_view(args, offset_of!(KernelArgs, main))?;
         fx.for_range(rl, ru, &mut |fx, i| {
             let r = fx.isub(i, row0);
             let at = fx.imul(r, stride);
