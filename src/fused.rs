@@ -777,6 +777,10 @@ impl Operator for RunnableOperator {
         &self.opcode
     }
 
+    fn reads_value_range(&self, position: usize) -> bool {
+        self.products.iter().any(|p| p.right.contains(&position))
+    }
+
     fn execute(&self, inputs: &[OperatorInput<'_>]) -> lafuse_runtime::Result<Vec<Matrix>> {
         self.execute_traced(inputs, &[])
     }

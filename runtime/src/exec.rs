@@ -363,7 +363,7 @@ pub struct ExecContext<'a> {
 
 /// Remembers the value range of matrix values (their smallest and largest values and whether
 /// they hold a NaN), so that a sparse-safe fused operator over a sparse main input scans its
-/// dense side inputs once per value, not once per call (a loop reusing `Y` in `sum(X * Y)`),
+/// side inputs once per value, not once per call (a loop reusing `Y` in `sum(X * Y)`),
 /// and not at all where the kernel that produced the value handed its range over
 /// ([`ValueRangeCache::insert`]; a matrix product computes it with its non-zero count).
 ///
@@ -1257,17 +1257,18 @@ fn run_fused(
     lineage: &[Option<Lineage>],
 ) -> Result<()> {
     let results = {
-        // Value ranges matter (and are worth remembering) for the dense side inputs of an
-        // operator over a sparse main input.
+        // Value ranges matter (and are worth remembering) for the side inputs of an operator
+        // over a sparse main input (dense or sparse: whether its zeros may be skipped), and
+        // for the inputs the operator says it reads them of (a product's right operand: `X`
+        // itself in `t(X) %*% (w * (X %*% v))`).
         let sparse_main = matches!(input(regs, instr, 0), Ok(Value::Matrix(m)) if m.is_sparse());
         let mut inputs = Vec::with_capacity(instr.inputs.len());
         for i in 0..instr.inputs.len() {
             inputs.push(match input(regs, instr, i)? {
                 Value::Matrix(m) => {
+                    let wanted = sparse_main && i > 0 || operator.reads_value_range(i);
                     let known = match ranges.as_deref_mut() {
-                        Some(cache) if sparse_main && i > 0 && !m.is_sparse() => {
-                            Some(cache.range(m))
-                        }
+                        Some(cache) if wanted => Some(cache.range(m)),
                         _ => None,
                     };
                     OperatorInput::Matrix(m, known)
@@ -1488,6 +1489,117 @@ fn matrix_to_scalar(m: &Matrix) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An operator that records, per call, which inputs came with a value range.
+    #[derive(Debug)]
+    struct RangeProbe {
+        reads: usize,
+        seen: std::sync::Mutex<Vec<Vec<Option<ValueRange>>>>,
+    }
+
+    impl Operator for RangeProbe {
+        fn opcode(&self) -> &str {
+            "probe"
+        }
+        fn execute(&self, inputs: &[OperatorInput<'_>]) -> Result<Vec<Matrix>> {
+            let ranges = inputs
+                .iter()
+                .map(|i| match i {
+                    OperatorInput::Matrix(_, known) => *known,
+                    OperatorInput::Scalar(_) => None,
+                })
+                .collect();
+            self.seen.lock().unwrap().push(ranges);
+            Ok(vec![Matrix::zeros(1, 1)?])
+        }
+        fn reads_value_range(&self, position: usize) -> bool {
+            position == self.reads
+        }
+    }
+
+    /// The ranges `run_fused` hands an operator: the sparse main input's side inputs (dense
+    /// and sparse) and the inputs the operator asks for, from the cache, which scans each
+    /// value once (`t(X) %*% (w * (X %*% v))` used to scan all of `X` on every call).
+    #[test]
+    fn fused_operators_get_value_ranges_from_the_cache_once_per_value() {
+        let sparse = |seed: f64| {
+            let d = Matrix::from_dense_values(
+                3,
+                4,
+                vec![0.0, seed, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 0.0, 2.0],
+            )
+            .unwrap();
+            Value::matrix(Matrix::Sparse(d.to_sparse()))
+        };
+        let dense =
+            Value::matrix(Matrix::from_dense_values(1, 2, vec![1.0, f64::INFINITY]).unwrap());
+        let regs_for = |main: Value| vec![Some(main), Some(sparse(5.0)), Some(dense.clone())];
+        let probe = Arc::new(RangeProbe {
+            reads: 0,
+            seen: Default::default(),
+        });
+        let instr = Instruction {
+            op: Op::Fused {
+                operator: probe.clone(),
+                outputs: vec![FusedOutput {
+                    reg: 3,
+                    scalar: true,
+                }],
+            },
+            inputs: vec![0, 1, 2],
+            output: None,
+            scalar_type: None,
+            release: vec![],
+            span: (0, 0),
+            lineage: None,
+            cacheable: false,
+        };
+        let mut cache = ValueRangeCache::default();
+        let mut regs = regs_for(sparse(7.0));
+        regs.push(None);
+        for _ in 0..2 {
+            let Op::Fused { operator, outputs } = &instr.op else {
+                unreachable!()
+            };
+            run_fused(
+                &instr,
+                &mut regs,
+                operator.as_ref(),
+                outputs,
+                Some(&mut cache),
+                &[],
+            )
+            .unwrap();
+        }
+        let seen = probe.seen.lock().unwrap().clone();
+        let main = seen[0][0].expect("the main input's range, asked for");
+        assert!(main.is_finite());
+        let side = seen[0][1].expect("a sparse side input's range");
+        assert!(side.is_finite());
+        assert!(!seen[0][2].expect("a dense side input's range").is_finite());
+        assert_eq!(seen[0], seen[1]);
+        // Each value was scanned once: its entry is there, keyed by its allocation.
+        assert_eq!(cache.entries.len(), 3);
+
+        // A dense main input: no side input's range unless asked for.
+        let dense_main = Value::matrix(Matrix::from_dense_values(1, 1, vec![3.0]).unwrap());
+        let mut regs = regs_for(dense_main);
+        regs.push(None);
+        probe.seen.lock().unwrap().clear();
+        let Op::Fused { operator, outputs } = &instr.op else {
+            unreachable!()
+        };
+        run_fused(
+            &instr,
+            &mut regs,
+            operator.as_ref(),
+            outputs,
+            Some(&mut cache),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(probe.seen.lock().unwrap()[0][1..], [None, None]);
+    }
 
     #[test]
     fn printf_rounds_half_up_and_pads_as_java() {

@@ -41,4 +41,13 @@ pub trait Operator: Send + Sync + fmt::Debug {
         let _ = lineage;
         self.execute(inputs)
     }
+
+    /// Whether the operator reads the value range of input `position` when it is a matrix
+    /// (its finiteness decides how a call runs). The executor then hands the range over in
+    /// [`OperatorInput::Matrix`] from a cache of its own, so that a loop calling the operator
+    /// on the same matrix scans it once, not once per call. The default reads none.
+    fn reads_value_range(&self, position: usize) -> bool {
+        let _ = position;
+        false
+    }
 }
