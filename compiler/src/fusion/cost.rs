@@ -20,6 +20,7 @@
 //! (small JSON, written by `lafuse calibrate`) carries a measured model with its provenance.
 
 use crate::fusion::dag::FusionDag;
+use crate::fusion::hop_set::HopSet;
 use crate::fusion::memo::{typed_score, MemoEntry, MemoTable, TemplateKind};
 use crate::fusion::select::Selection;
 use crate::fusion::sparsity::outer_driver;
@@ -776,6 +777,49 @@ impl PlanChooser for SelectionChooser<'_> {
     }
 }
 
+/// The hops a costing walk stays within (a partition's), with their FLOPs under the model
+/// computed once: the plan search costs the same hops for every plan it evaluates.
+#[derive(Clone, Debug)]
+pub struct CostScope {
+    hops: HopSet,
+    /// FLOPs by hop index; NaN outside the scope.
+    flops: Vec<f64>,
+}
+
+impl CostScope {
+    /// The scope of `hops`, their FLOPs under `model`.
+    pub fn new(
+        dag: &FusionDag<'_>,
+        model: &CostModel,
+        hops: impl IntoIterator<Item = HopId>,
+    ) -> CostScope {
+        let mut scope = CostScope {
+            hops: HopSet::new(dag),
+            flops: vec![f64::NAN; dag.arena_len()],
+        };
+        for h in hops {
+            scope.hops.insert(h);
+            if let Some(f) = scope.flops.get_mut(h.index()) {
+                *f = model.flops(dag, h);
+            }
+        }
+        scope
+    }
+
+    /// Whether the walk may visit `h`.
+    pub fn contains(&self, h: HopId) -> bool {
+        self.hops.contains(h)
+    }
+}
+
+/// The FLOPs of `h` under `model`: the scope's, where it holds them.
+fn flops_in(dag: &FusionDag<'_>, model: &CostModel, scope: Option<&CostScope>, h: HopId) -> f64 {
+    match scope.and_then(|s| s.flops.get(h.index())) {
+        Some(f) if !f.is_nan() => *f,
+        _ => model.flops(dag, h),
+    }
+}
+
 /// The modelled execution time (seconds) of the plan `chooser` describes, starting from the
 /// materialized hops `starts`; with `scope`, hops outside it are not costed (a partition's
 /// share of the plan, reference 4.9 `getPlanCost`).
@@ -789,7 +833,7 @@ pub fn plan_cost(
     model: &CostModel,
     chooser: &dyn PlanChooser,
     starts: &[HopId],
-    scope: Option<&BTreeSet<HopId>>,
+    scope: Option<&CostScope>,
 ) -> f64 {
     plan_cost_bounded(dag, model, chooser, starts, scope, f64::INFINITY)
 }
@@ -801,14 +845,14 @@ pub fn plan_cost_bounded(
     model: &CostModel,
     chooser: &dyn PlanChooser,
     starts: &[HopId],
-    scope: Option<&BTreeSet<HopId>>,
+    scope: Option<&CostScope>,
     bound: f64,
 ) -> f64 {
     let mut total = 0.0;
-    let mut done: BTreeSet<HopId> = BTreeSet::new();
+    let mut done = HopSet::new(dag);
     let mut work: Vec<HopId> = starts.iter().rev().copied().collect();
     while let Some(h) = work.pop() {
-        if scope.is_some_and(|s| !s.contains(&h)) || !done.insert(h) {
+        if scope.is_some_and(|s| !s.contains(h)) || !done.insert(h) {
             continue;
         }
         let inputs = dag.inputs(h);
@@ -826,17 +870,16 @@ pub fn plan_cost_bounded(
                 // its first member accounts for it (reference 4.9), the others are done.
                 let members: Vec<HopId> = e.inputs.iter().flatten().copied().collect();
                 let first = members.first().copied().unwrap_or(h);
-                if first != h && !done.contains(&first) && scope.is_none_or(|s| s.contains(&first))
-                {
+                if first != h && !done.contains(first) && scope.is_none_or(|s| s.contains(first)) {
                     // Cost the operator from its first member: visit it first, come back.
-                    done.remove(&h);
+                    done.remove(h);
                     work.insert(0, h);
                     work.push(first);
                     continue;
                 }
                 let todo: Vec<HopId> = members
                     .into_iter()
-                    .filter(|&a| a == h || !done.contains(&a))
+                    .filter(|&a| a == h || !done.contains(a))
                     .collect();
                 v.output_cells = 0.0;
                 let mut body = BTreeSet::new();
@@ -844,12 +887,12 @@ pub fn plan_cost_bounded(
                     done.insert(a);
                     v.output_cells += cells(dag, a);
                     match chooser.within(a, TemplateKind::Cell) {
-                        Some(c) => {
-                            cost_body(dag, model, chooser, a, c, &mut v, &mut body, &mut work)
-                        }
+                        Some(c) => cost_body(
+                            dag, model, chooser, scope, a, c, &mut v, &mut body, &mut work,
+                        ),
                         None => {
                             body.insert(a);
-                            v.flops += model.flops(dag, a);
+                            v.flops += flops_in(dag, model, scope, a);
                             for &c in dag.inputs(a) {
                                 read_materialized(dag, model, c, &mut v, &mut work);
                             }
@@ -859,7 +902,9 @@ pub fn plan_cost_bounded(
             }
             Some(e) => {
                 let mut body = BTreeSet::new();
-                cost_body(dag, model, chooser, h, e, &mut v, &mut body, &mut work);
+                cost_body(
+                    dag, model, chooser, scope, h, e, &mut v, &mut body, &mut work,
+                );
                 if e.template == TemplateKind::Outer {
                     match outer_operator(dag, h, &body) {
                         OuterOperator::Driven(driver) => {
@@ -882,7 +927,7 @@ pub fn plan_cost_bounded(
                 }
             }
             None => {
-                v.flops = model.flops(dag, h);
+                v.flops = flops_in(dag, model, scope, h);
                 for &c in inputs {
                     read_materialized(dag, model, c, &mut v, &mut work);
                 }
@@ -982,7 +1027,7 @@ fn unfused_body_time(
     model: &CostModel,
     root: HopId,
     body: &BTreeSet<HopId>,
-    done: &mut BTreeSet<HopId>,
+    done: &mut HopSet,
 ) -> f64 {
     let mut time = 0.0;
     for &b in body {
@@ -1014,6 +1059,7 @@ fn cost_body<'c>(
     dag: &FusionDag<'_>,
     model: &CostModel,
     chooser: &'c dyn PlanChooser,
+    scope: Option<&CostScope>,
     h: HopId,
     e: &'c MemoEntry,
     v: &mut CostVector,
@@ -1021,12 +1067,12 @@ fn cost_body<'c>(
     work: &mut Vec<HopId>,
 ) {
     let mut stack: Vec<(HopId, &MemoEntry)> = vec![(h, e)];
+    let mut fused = Vec::new();
     while let Some((h, e)) = stack.pop() {
         if !body.insert(h) {
             continue;
         }
-        v.flops += model.flops(dag, h);
-        let mut fused = Vec::new();
+        v.flops += flops_in(dag, model, scope, h);
         for (pos, &c) in dag.inputs(h).iter().enumerate() {
             let plan = if e.template != TemplateKind::MAgg && e.is_ref(pos) {
                 chooser.within(c, e.template)
@@ -1038,7 +1084,7 @@ fn cost_body<'c>(
                 None => read_materialized(dag, model, c, v, work),
             }
         }
-        stack.extend(fused.into_iter().rev());
+        stack.extend(fused.drain(..).rev());
     }
 }
 
@@ -1341,6 +1387,7 @@ mod tests {
             dag,
             model,
             chooser,
+            None,
             root,
             entry,
             &mut v,
@@ -1407,7 +1454,8 @@ mod tests {
         let chooser = SelectionChooser(&plan.selection);
         let (body, v) = operator_body(&f, &model, &chooser, s);
         assert_eq!(model.sparsity(&f, x), 0.001);
-        let cost = plan_cost(&f, &model, &chooser, &[s], Some(&body));
+        let scope = CostScope::new(&f, &model, body.iter().copied());
+        let cost = plan_cost(&f, &model, &chooser, &[s], Some(&scope));
         assert_eq!(cost, model.operator_time(&v, 0.001));
         assert!(cost < model.operator_time(&v, 1.0) / 100.0);
     }
@@ -1467,7 +1515,8 @@ mod tests {
             };
             let non_zeros = model.operator_time(&one_at_a_time, sparsity);
             let tiles = model.operator_time(&v, 1.0);
-            let cost = plan_cost(&f, &model, &chooser, &[s], Some(&body));
+            let scope = CostScope::new(&f, &model, body.iter().copied());
+            let cost = plan_cost(&f, &model, &chooser, &[s], Some(&scope));
             assert_eq!(cost, non_zeros.min(tiles), "nnz {nnz}");
             assert_eq!(tiles < non_zeros, tiles_cheaper, "nnz {nnz}");
         }
@@ -1583,7 +1632,8 @@ mod tests {
         let (body, v) = operator_body(&f, &model, &chooser, s);
         assert_eq!(outer_operator(&f, s, &body), OuterOperator::EveryCell);
         assert!(model.sparsity(&f, x) < 0.01);
-        let cost = plan_cost(&f, &model, &chooser, &[s], Some(&body));
+        let scope = CostScope::new(&f, &model, body.iter().copied());
+        let cost = plan_cost(&f, &model, &chooser, &[s], Some(&scope));
         assert_eq!(cost, model.operator_time(&v, 1.0));
     }
 }

@@ -61,6 +61,7 @@ pub mod cplan;
 pub mod dag;
 pub mod dot;
 pub mod explore;
+pub mod hop_set;
 pub mod memo;
 pub mod partition;
 pub mod select;

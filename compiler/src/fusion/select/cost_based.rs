@@ -38,7 +38,7 @@ use super::reachability::{find_cut_set, CutSet};
 use super::rules::{SelectionContext, MEMO_RULES, SELECTION_RULES};
 use super::{prepare_for_selection, select_fuse_all, selection_roots, PlanSelector, Selection};
 use crate::fusion::cost::{
-    self, cells, combine_times, plan_cost, plan_cost_bounded, CostModel, MemoChooser,
+    self, cells, combine_times, plan_cost_bounded, CostModel, CostScope, MemoChooser,
 };
 use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
@@ -353,6 +353,7 @@ impl CostBased {
                 memo,
                 part,
                 bounds: &bounds,
+                walk: PartitionWalk::new(dag, part, &self.model),
                 stats,
                 evaluated: 2,
                 budget_hit: false,
@@ -415,9 +416,57 @@ struct Enumeration<'s, 'd, 'a> {
     memo: &'s MemoTable,
     part: &'s PlanPartition,
     bounds: &'s StaticBounds,
+    /// The partition's starts and hops, computed once for the many plans costed.
+    walk: PartitionWalk,
     stats: &'a mut SearchStats,
     evaluated: u64,
     budget_hit: bool,
+}
+
+/// What every costing of one partition walks from and within: its starts ([`PlanPartition::starts`])
+/// and its hops as a [`CostScope`].
+struct PartitionWalk {
+    starts: Vec<HopId>,
+    scope: CostScope,
+}
+
+impl PartitionWalk {
+    fn new(dag: &FusionDag<'_>, part: &PlanPartition, model: &CostModel) -> PartitionWalk {
+        PartitionWalk {
+            starts: part.starts(),
+            scope: CostScope::new(dag, model, part.hops.iter().copied()),
+        }
+    }
+
+    /// The cost of `part` under `assignment`, or `+∞` once it exceeds `bound`.
+    fn cost(
+        &self,
+        dag: &FusionDag<'_>,
+        memo: &MemoTable,
+        part: &PlanPartition,
+        model: &CostModel,
+        assignment: &[bool],
+        bound: f64,
+    ) -> f64 {
+        // The points this assignment materializes, once: the chooser asks for every memo
+        // entry it considers whether it references across one.
+        let cut: Vec<(HopId, HopId)> = part
+            .points
+            .iter()
+            .zip(assignment)
+            .filter(|(_, &on)| on)
+            .map(|(p, _)| (p.from, p.to))
+            .collect();
+        let usable = |h: HopId, e: &MemoEntry| {
+            e.template == TemplateKind::MAgg
+                || !cut.iter().any(|&(from, to)| from == h && e.references(to))
+        };
+        let chooser = MemoChooser {
+            memo,
+            usable: &usable,
+        };
+        plan_cost_bounded(dag, model, &chooser, &self.starts, Some(&self.scope), bound)
+    }
 }
 
 impl Enumeration<'_, '_, '_> {
@@ -434,17 +483,12 @@ impl Enumeration<'_, '_, '_> {
     fn eval(&mut self, plan: &[bool], bound: f64) -> f64 {
         self.evaluated += 1;
         self.stats.evaluated += 1;
-        let usable = |h: HopId, e: &MemoEntry| self.part.is_usable(plan, h, e);
-        let chooser = MemoChooser {
-            memo: self.memo,
-            usable: &usable,
-        };
-        plan_cost_bounded(
+        self.walk.cost(
             self.dag,
+            self.memo,
+            self.part,
             &self.selector.model,
-            &chooser,
-            &self.part.starts(),
-            Some(&self.part.hops),
+            plan,
             bound,
         )
     }
@@ -565,24 +609,7 @@ pub fn partition_cost(
     model: &CostModel,
     assignment: &[bool],
 ) -> f64 {
-    // The points this assignment materializes, once (the search costs many assignments, and
-    // asks each for every entry it considers).
-    let cut: Vec<(HopId, HopId)> = part
-        .points
-        .iter()
-        .zip(assignment)
-        .filter(|(_, &on)| on)
-        .map(|(p, _)| (p.from, p.to))
-        .collect();
-    let usable = |h: HopId, e: &MemoEntry| {
-        e.template == TemplateKind::MAgg
-            || !cut.iter().any(|&(from, to)| from == h && e.references(to))
-    };
-    let chooser = MemoChooser {
-        memo,
-        usable: &usable,
-    };
-    plan_cost(dag, model, &chooser, &part.starts(), Some(&part.hops))
+    PartitionWalk::new(dag, part, model).cost(dag, memo, part, model, assignment, f64::INFINITY)
 }
 
 /// The selection of the given per-partition assignments: the fuse-all traversal from the
