@@ -10,6 +10,9 @@ use super::results::{Measurement, Status};
 /// The size the dense goals are stated for: `1e5 × 1e3` inputs.
 const GOAL_ROWS: &str = "100000";
 const GOAL_COLS: &str = "1000";
+/// The smaller size at which no pattern may be slower than a peer, the first evaluation (JIT
+/// included) too.
+const PEERS_SMALL_ROWS: &str = "10000";
 /// The size the Outer goals are stated for: `X` of `20000 × 20000` (the paper's Figure 10d).
 const GOAL_OUTER_DIM: &str = "20000";
 
@@ -134,6 +137,13 @@ pub fn evaluate(ms: &[Measurement]) -> Vec<Goal> {
                 met: f >= goal,
             });
         }
+    }
+    for (rows, first) in [
+        (GOAL_ROWS, false),
+        (PEERS_SMALL_ROWS, false),
+        (PEERS_SMALL_ROWS, true),
+    ] {
+        out.extend(no_slower_than_peers(ms, rows, first));
     }
     let outer: Vec<(f64, &Measurement)> = ms
         .iter()
@@ -303,6 +313,71 @@ fn reuse_goals(ms: &[Measurement]) -> Vec<Goal> {
     out
 }
 
+/// Every micro pattern (Outer has goals of its own) at `rows` rows, dense and sparse: gen no
+/// slower than any peer measured beside it, at the median of the steady-state evaluations,
+/// or (`first`) at the first evaluation, JIT compilation included, against the peers' first
+/// calls. `None` where nothing was compared.
+fn no_slower_than_peers(ms: &[Measurement], rows: &str, first: bool) -> Option<Goal> {
+    let value = |m: &Measurement| {
+        if first {
+            m.figures.get("first_ms").copied()
+        } else {
+            m.median_ms
+        }
+    };
+    let mut compared = 0;
+    let mut slower = Vec::new();
+    let gens = ms
+        .iter()
+        .filter(|m| m.suite == "micro" && m.case != "outer" && ok_gen(m));
+    for g in gens.filter(|g| has_param(g, "m", rows)) {
+        let Some(t) = value(g) else {
+            continue;
+        };
+        let peers = ms
+            .iter()
+            .filter(|p| p.same_case(g) && p.system != "lafuse" && p.status == Status::Ok);
+        for p in peers {
+            let Some(pt) = value(p) else {
+                continue;
+            };
+            compared += 1;
+            if pt < t {
+                slower.push(format!(
+                    "{} {} against {} ({t:.1} ms against {pt:.1})",
+                    g.case,
+                    g.variant,
+                    p.who()
+                ));
+            }
+        }
+    }
+    if compared == 0 {
+        return None;
+    }
+    let what = if first {
+        "first evaluation, JIT compilation included, against the peers' first calls"
+    } else {
+        "median evaluation"
+    };
+    Some(Goal {
+        goal: format!(
+            "Every micro pattern at {rows} rows, dense and sparse: gen no slower than any peer \
+             ({what})"
+        ),
+        measured: if slower.is_empty() {
+            format!("faster in all {compared} comparisons")
+        } else {
+            format!(
+                "slower in {} of {compared}: {}",
+                slower.len(),
+                slower.join("; ")
+            )
+        },
+        met: slower.is_empty(),
+    })
+}
+
 /// The `gen` measurement of pattern `id` at the goals' dense size, if the run has it.
 fn dense_gen<'a>(ms: &'a [Measurement], id: &str) -> Option<&'a Measurement> {
     ms.iter().find(|m| {
@@ -375,6 +450,50 @@ mod tests {
         r.median_ms = Some(median);
         r.ratio_to_unfused = Some(ratio);
         r
+    }
+
+    /// The peers goals compare gen with every peer of the same case, steady state at both
+    /// sizes and the first evaluation at the smaller one, and name the cases gen loses.
+    #[test]
+    fn peer_goals_name_every_case_a_peer_wins() {
+        let peer = |case: &str, m: &str, who: &str, median: f64, first: f64| {
+            let mut p = Measurement::new("micro", case, "", who, "").with_params(&[
+                ("m".into(), m.into()),
+                ("n".into(), "1000".into()),
+                ("sp".into(), "1.0".into()),
+            ]);
+            p.median_ms = Some(median);
+            p.figures.insert("first_ms".into(), first);
+            p
+        };
+        let mut big = gen("sum_xyz", "100000", "1000", "1.0", 100.0, 2.6);
+        big.figures.insert("first_ms".into(), 400.0);
+        let mut small = gen("row_mv", "10000", "1000", "1.0", 10.0, 2.0);
+        small.figures.insert("first_ms".into(), 60.0);
+        let ms = vec![
+            big,
+            small,
+            peer("sum_xyz", "100000", "numpy", 150.0, 150.0),
+            peer("row_mv", "10000", "numpy", 12.0, 12.0),
+            peer("row_mv", "10000", "jax", 11.0, 900.0),
+        ];
+        let goals = evaluate(&ms);
+        let by = |needle: &str| {
+            goals
+                .iter()
+                .find(|g| g.goal.contains(needle))
+                .unwrap_or_else(|| panic!("no goal with {needle}"))
+        };
+        let large = by("at 100000 rows, dense and sparse: gen no slower than any peer (median");
+        assert!(large.met, "{}", large.measured);
+        assert_eq!(large.measured, "faster in all 1 comparisons");
+        let steady = by("at 10000 rows, dense and sparse: gen no slower than any peer (median");
+        assert!(steady.met);
+        let first = by("first evaluation");
+        assert!(!first.met);
+        assert!(first
+            .measured
+            .starts_with("slower in 1 of 2: row_mv  against numpy"));
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! sparse X at several row counts (Outer: at several sparsities), next to the peers.
 //!
 //! Each sample is one child run of the script, whose `ms_per_rep` is the mean of its inner
-//! loop after a warm-up evaluation (data generation and JIT compilation excluded); the
-//! policies' runs of a case alternate. The
+//! loop after a first evaluation (data generation and JIT compilation excluded); that first
+//! evaluation, JIT compilation included, is timed apart (`first_ms`, as the peers' first
+//! call, JAX's compilation included). The policies' runs of a case alternate. The
 //! bandwidth fraction divides the bytes a fused operator must read by the median time and the
 //! read bandwidth measured at start; bytes are counted as in `cli/benches/fusion.rs`. Dense cases
 //! under `gen` also time a plain read of the same inputs in the same child process after each
@@ -218,6 +219,8 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
         /// A dense Outer case under gen: the plain multiply's time after each run.
         multiply_ref: bool,
         multiply_ms: Vec<f64>,
+        /// Each run's first evaluation, JIT compilation included.
+        first_ms: Vec<f64>,
         elapsed_s: f64,
         finished: bool,
         m: Measurement,
@@ -251,14 +254,17 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
                 read_ms: Vec::new(),
                 multiply_ref: policy == "gen" && case.pattern == "outer" && case.sp >= 1.0,
                 multiply_ms: Vec::new(),
+                first_ms: Vec::new(),
                 elapsed_s: 0.0,
                 finished: script.is_err(),
                 m,
             }
         })
         .collect();
-    // The Python peers' runs, one timed evaluation per round, merged per peer.
+    // The Python peers' runs, one timed evaluation per round, merged per peer, and each
+    // round's first call (JAX's compilation included) per peer.
     let mut python: Vec<Measurement> = Vec::new();
+    let mut python_first: Vec<(String, f64)> = Vec::new();
     for rep in 0..ctx.sizes.micro_reps.max(1) {
         if let Ok(script) = &script {
             for r in runs.iter_mut().filter(|r| !r.finished) {
@@ -278,6 +284,7 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
                 };
                 r.m.times_ms.push(t);
                 r.m.result = run.number("result");
+                r.first_ms.extend(run.number("first_ms"));
                 r.read_ms
                     .extend(run.number("read_ms_per_rep").filter(|_| r.read_ref));
                 if r.multiply_ref {
@@ -306,6 +313,9 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
                 &params,
                 1,
             ) {
+                if let Some(&t) = m.figures.get("first_ms") {
+                    python_first.push((m.system.clone(), t));
+                }
                 merge_peer_run(&mut python, m);
             }
         }
@@ -318,11 +328,23 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
         if let Some(t) = median(r.multiply_ms) {
             r.m.figures.insert("multiply_ms".into(), t);
         }
+        if let Some(t) = median(r.first_ms) {
+            r.m.figures.insert("first_ms".into(), t);
+        }
         finish(ctx, case, &mut r.m);
         ctx.done(&r.m);
         out.push(r.m);
     }
     for mut m in python {
+        let firsts: Vec<f64> = python_first
+            .iter()
+            .filter(|(system, _)| *system == m.system)
+            .map(|&(_, t)| t)
+            .collect();
+        match median(firsts) {
+            Some(t) => m.figures.insert("first_ms".into(), t),
+            None => m.figures.remove("first_ms"),
+        };
         finish(ctx, case, &mut m);
         ctx.done(&m);
         out.push(m);
@@ -345,6 +367,9 @@ fn run_case(ctx: &Ctx, case: &MicroCase) -> Vec<Measurement> {
                 (None, Some(t)) => {
                     m.times_ms.push(t);
                     m.result = run.number("result");
+                    if let Some(first) = run.number("first_ms") {
+                        m.figures.insert("first_ms".into(), first);
+                    }
                 }
             }
             finish(ctx, case, &mut m);

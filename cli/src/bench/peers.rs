@@ -137,8 +137,10 @@ impl Peers {
                     .unwrap_or_default();
                 m.result = v.get("result").and_then(|r| r.as_f64());
                 m.iterations = v.get("iterations").and_then(|i| i.as_u64());
-                if let Some(c) = v.get("compile_ms").and_then(|c| c.as_f64()) {
-                    m.figures.insert("compile_ms".into(), c);
+                for figure in ["compile_ms", "first_ms"] {
+                    if let Some(c) = v.get(figure).and_then(|c| c.as_f64()) {
+                        m.figures.insert(figure.into(), c);
+                    }
                 }
                 if m.times_ms.is_empty() {
                     m.fail(Status::Failed, "peers.py reported no times");

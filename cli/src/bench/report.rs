@@ -238,6 +238,66 @@ fn comparison_table(text: &mut String, ms: &[&Measurement], with_bandwidth: bool
     }
 }
 
+/// One row per case: each system's first evaluation in ms (lafuse: the script's first, JIT
+/// compilation included; a Python peer: its first call, JAX's compilation included), the
+/// others also as a ratio to lafuse gen's. Empty when no measurement has one.
+fn first_evaluation_table(text: &mut String, ms: &[&Measurement]) {
+    let first = |m: &Measurement| {
+        m.figures
+            .get("first_ms")
+            .copied()
+            .filter(|_| m.status == Status::Ok)
+    };
+    let with: Vec<&Measurement> = ms.iter().copied().filter(|m| first(m).is_some()).collect();
+    if with.is_empty() {
+        return;
+    }
+    let mut whos: Vec<(usize, String)> = with.iter().map(|m| who_rank(m)).collect();
+    whos.sort();
+    whos.dedup();
+    let mut cases: Vec<(String, String)> = Vec::new();
+    for m in &with {
+        let key = (m.case.clone(), m.variant.clone());
+        if !cases.contains(&key) {
+            cases.push(key);
+        }
+    }
+    let _ = write!(
+        text,
+        "First evaluation, ms (JIT compilation included):\n\n| case |"
+    );
+    for (_, w) in &whos {
+        let _ = write!(text, " {w} |");
+    }
+    text.push('\n');
+    text.push_str(&"|---".repeat(whos.len() + 1));
+    text.push_str("|\n");
+    for (case, variant) in &cases {
+        let row: Vec<&&Measurement> = with
+            .iter()
+            .filter(|m| &m.case == case && &m.variant == variant)
+            .collect();
+        let gen = row
+            .iter()
+            .find(|m| m.system == "lafuse" && m.config == "gen")
+            .and_then(|m| first(m));
+        let _ = write!(text, "| {case} {variant} |");
+        for (_, w) in &whos {
+            let c = match row.iter().find(|m| &m.who() == w).and_then(|m| first(m)) {
+                None => String::new(),
+                Some(t) => match gen {
+                    Some(g) if g > 0.0 && w != "lafuse gen" => {
+                        format!("{} ({:.2}×)", ms_text(t), t / g)
+                    }
+                    _ => ms_text(t),
+                },
+            };
+            let _ = write!(text, " {c} |");
+        }
+        text.push('\n');
+    }
+}
+
 fn markdown(
     ctx: &Ctx,
     options: &BenchOptions,
@@ -317,6 +377,11 @@ fn markdown(
             let _ = writeln!(t, "### {} — {}\n", p.figure, p.expression);
             comparison_table(&mut t, &sel, true);
             t.push('\n');
+            let before = t.len();
+            first_evaluation_table(&mut t, &sel);
+            if t.len() > before {
+                t.push('\n');
+            }
         }
     }
 
