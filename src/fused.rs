@@ -419,18 +419,6 @@ pub(crate) fn runs_to_pay(saving: f64, compile: f64) -> u64 {
     }
 }
 
-/// The run at which a block whose fusion saves `saving` seconds a run and costs `compile`
-/// seconds to compile is fused, its unfused run costing `unfused`: when the saving has paid,
-/// and at the latest once its unfused runs cost [`UNFUSED_COST_PER_COMPILE`] compilations
-/// (the model's saving can be far below the real one: a Row operator's second pass over its
-/// input, 0.2 ms of 171 modelled, 120 ms measured). Never later for a larger `saving` or a
-/// smaller `compile`, so bounds of both give a run no later than the exact figures'.
-fn runs_to_pay_at_most(saving: f64, unfused: f64, compile: f64) -> u64 {
-    let by_saving = runs_to_pay(saving, compile);
-    let by_cost = runs_to_pay(unfused / UNFUSED_COST_PER_COMPILE, compile);
-    by_saving.min(by_cost)
-}
-
 impl Fuser {
     /// `store_dir`: the on-disk object store native operators go through, if any, pruned to
     /// `store_limit` bytes (a directory that cannot be opened is not used: it only saves
@@ -518,19 +506,8 @@ impl Fuser {
             }
             _ => None,
         };
-        if let Some((per_operator, unfused, view)) = &bound {
-            let mut runs_to_pay = runs_to_pay(*unfused, *per_operator);
-            if runs_to_pay <= runs {
-                // Then what the partitions of the explored memo table could save at best:
-                // each saves in at most its bound and needs an operator compiled for it, so
-                // no plan saves more per compilation than the largest bound. No later than
-                // the search's verdict below (a larger saving or a smaller compile time only
-                // brings it forward), for a fraction of the search's time.
-                let best = fusion::saving_bounds(view, &self.cost_model)
-                    .into_iter()
-                    .fold(0.0, f64::max);
-                runs_to_pay = runs_to_pay_at_most(best, *unfused, *per_operator);
-            }
+        if let Some((per_operator, unfused, _)) = &bound {
+            let runs_to_pay = runs_to_pay(*unfused, *per_operator);
             if runs_to_pay > runs {
                 return Ok(self.deferred(started, runs_before, runs_to_pay));
             }
@@ -541,7 +518,12 @@ impl Fuser {
             if !program.operators.is_empty() {
                 let fused = fusion::cost::cost_of(view, &self.cost_model, &plan.selection);
                 let compile = per_operator * program.operators.len() as f64;
-                let runs_to_pay = runs_to_pay_at_most(unfused - fused, *unfused, compile);
+                let by_saving = runs_to_pay(unfused - fused, compile);
+                // The model's saving can be far below the real one (a Row operator's second
+                // pass over its input: 0.2 ms of 171 modelled, 120 ms measured), so a block
+                // is fused at the latest once its unfused runs cost that many compilations.
+                let by_cost = runs_to_pay(unfused / UNFUSED_COST_PER_COMPILE, compile);
+                let runs_to_pay = by_saving.min(by_cost);
                 if runs_to_pay > runs {
                     return Ok(self.deferred(started, runs_before, runs_to_pay));
                 }

@@ -90,15 +90,6 @@ pub struct FusionPlan {
     pub selection: Selection,
 }
 
-/// Upper bounds, per plan partition, of what any fusion plan of `dag` saves per run under
-/// `model`, without a search ([`select::cost_based::saving_bounds`] over the explored memo
-/// table): what a caller deciding whether fusion can pay for its compilation asks before
-/// planning.
-pub fn saving_bounds(dag: &FusionDag<'_>, model: &CostModel) -> Vec<f64> {
-    let mut memo = explore(dag, &ExploreOptions::default());
-    select::cost_based::saving_bounds(dag, &mut memo, model)
-}
-
 /// Explores `dag` and selects plans with `selector`: exploration prunes dominated plans
 /// early exactly when the policy is a heuristic (reference 1.4).
 pub fn plan_fusion(dag: &HopDag, selector: &dyn PlanSelector) -> Result<FusionPlan> {

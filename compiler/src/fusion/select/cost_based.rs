@@ -38,7 +38,7 @@ use super::reachability::{find_cut_set, CutSet};
 use super::rules::{SelectionContext, MEMO_RULES, SELECTION_RULES};
 use super::{prepare_for_selection, select_fuse_all, selection_roots, PlanSelector, Selection};
 use crate::fusion::cost::{
-    self, cells, combine_times, plan_cost_bounded, CostModel, CostScope, MemoChooser, PlanChooser,
+    self, cells, combine_times, plan_cost_bounded, CostModel, CostScope, MemoChooser,
 };
 use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
@@ -597,47 +597,6 @@ impl PlanSelector for CostBased {
 /// point is the most significant (reference 4.8 `createAssignment`).
 pub fn assignment(i: u128, n: usize) -> Vec<bool> {
     (0..n).map(|j| (i >> (n - 1 - j)) & 1 == 1).collect()
-}
-
-/// Upper bounds, without a search, of what any plan of `dag` saves over running it unfused
-/// under `model`, one per plan partition of the explored `memo`: its hops' cost run unfused
-/// minus the cost no plan of it can beat ([`StaticBounds::min_cost`]). Hops outside every
-/// partition run unfused under every plan, so a plan saves at most the sum, and at most the
-/// largest per fused operator (each partition it saves in needs one). `memo` is left
-/// prepared as for the search. What deferring compilation (`--jit tiered`) asks of a block
-/// before spending a search on it.
-pub fn saving_bounds(dag: &FusionDag<'_>, memo: &mut MemoTable, model: &CostModel) -> Vec<f64> {
-    prepare_for_selection(dag, memo, false);
-    for rule in MEMO_RULES {
-        rule.apply(dag, memo);
-    }
-    analyze_partitions(dag, memo)
-        .iter()
-        .map(|part| {
-            let walk = PartitionWalk::new(dag, part, model);
-            let unfused = plan_cost_bounded(
-                dag,
-                model,
-                &Unfused,
-                &walk.starts,
-                Some(&walk.scope),
-                f64::INFINITY,
-            );
-            (unfused - StaticBounds::new(dag, part, model).min_cost()).max(0.0)
-        })
-        .collect()
-}
-
-/// The plan that fuses nothing: every hop its own operation.
-struct Unfused;
-
-impl PlanChooser for Unfused {
-    fn root(&self, _: HopId) -> Option<&MemoEntry> {
-        None
-    }
-    fn within(&self, _: HopId, _: TemplateKind) -> Option<&MemoEntry> {
-        None
-    }
 }
 
 /// The modelled cost of `part` under `assignment` (its share of the plan: the operators and
