@@ -98,6 +98,24 @@ impl Geometry {
                 "incorrect parameters: {n} images, {c} channels, {k} filters"
             )));
         }
+        // Every size the kernels form, counted without overflow (a script may state any).
+        let cells = [n, c, h, w, k, r, s, p as i64, q as i64].map(|v| v as u128);
+        let [n_, c_, h_, w_, k_, r_, s_, p_, q_] = cells;
+        let largest = [
+            n_ * c_ * h_ * w_,
+            n_ * k_ * p_ * q_,
+            n_ * c_ * p_ * q_,
+            k_ * c_ * r_ * s_,
+            c_ * r_ * s_ * p_ * q_,
+        ];
+        if largest
+            .iter()
+            .any(|&v| v > crate::matrix::MAX_DIM as u128 * crate::matrix::MAX_DIM as u128)
+        {
+            return Err(bad(format!(
+                "the sizes {n}x{c}x{h}x{w} with filters {k}x{c}x{r}x{s} are too large"
+            )));
+        }
         let u = |v: i64| v as usize;
         Ok(Geometry {
             n: u(n),
@@ -207,12 +225,27 @@ pub fn dnn(op: DnnOp, matrices: &[&Matrix], scalars: &[f64]) -> Result<Matrix> {
     }
 }
 
+/// Checks that one task's scratch space of `cells` doubles fits the memory budget, once per
+/// call, before tasks that cannot report an error allocate it (as the skeletons'
+/// `check_task_buffers`).
+fn probe_scratch(cells: usize) -> Result<()> {
+    try_alloc_zeroed(cells).map(drop)
+}
+
 /// An output of `rows` images of `width` cells, each image's row filled by `image(n, row)`
-/// (independent images, in parallel above the kernels' threshold).
-fn per_image<F>(rows: usize, width: usize, work_per_image: usize, image: F) -> Result<Matrix>
+/// (independent images, in parallel above the kernels' threshold), each using at most
+/// `scratch` doubles of its own.
+fn per_image<F>(
+    rows: usize,
+    width: usize,
+    work_per_image: usize,
+    scratch: usize,
+    image: F,
+) -> Result<Matrix>
 where
     F: Fn(usize, &mut [f64]) + Sync,
 {
+    probe_scratch(scratch)?;
     let mut out = try_alloc_zeroed(rows * width)?;
     if width > 0 {
         if rows * work_per_image >= crate::matrix::PAR_THRESHOLD {
@@ -300,12 +333,18 @@ fn conv2d(x: &Matrix, f: &Matrix, g: &Geometry) -> Result<Matrix> {
         return Matrix::zeros(g.n, g.k * pq);
     }
     let f = dense_values(f)?;
-    per_image(g.n, g.k * pq, g.k * crs * pq, |n, out| {
-        let mut buf = Vec::new();
-        let mut col = vec![0.0; crs * pq];
-        im2col(image_row(x, n, &mut buf), g, &mut col);
-        multiply_add(&f, &col, out, crs, pq);
-    })
+    per_image(
+        g.n,
+        g.k * pq,
+        g.k * crs * pq,
+        crs * pq + g.chw(),
+        |n, out| {
+            let mut buf = Vec::new();
+            let mut col = vec![0.0; crs * pq];
+            im2col(image_row(x, n, &mut buf), g, &mut col);
+            multiply_add(&f, &col, out, crs, pq);
+        },
+    )
 }
 
 /// Images per partial sum of `conv2d_backward_filter`: partials are added in order, so the
@@ -351,6 +390,7 @@ fn conv2d_backward_filter(x: &Matrix, dout: &Matrix, g: &Geometry) -> Result<Mat
         }
         acc
     };
+    probe_scratch(crs * pq + 2 * k * crs + g.chw() + k * pq)?;
     let chunks = g.n.div_ceil(FILTER_GRADIENT_CHUNK);
     let partials: Vec<Vec<f64>> = if g.n * k * crs * pq >= crate::matrix::PAR_THRESHOLD {
         (0..chunks).into_par_iter().map(chunk_sum).collect()
@@ -373,36 +413,42 @@ fn conv2d_backward_data(f: &Matrix, dout: &Matrix, g: &Geometry) -> Result<Matri
         return Matrix::zeros(g.n, g.chw());
     }
     let f = dense_values(f)?;
-    per_image(g.n, g.chw(), k * crs * pq, |n, out| {
-        let mut dbuf = Vec::new();
-        let d = image_row(dout, n, &mut dbuf);
-        // t(dout[n,]) (PQ x K) %*% F (K x CRS), k ascending, dout's zeros skipped.
-        let mut rotated = vec![0.0; pq * k];
-        for kk in 0..k {
-            for i in 0..pq {
-                rotated[i * k + kk] = d[kk * pq + i];
+    per_image(
+        g.n,
+        g.chw(),
+        k * crs * pq,
+        (k + crs) * pq + k * pq,
+        |n, out| {
+            let mut dbuf = Vec::new();
+            let d = image_row(dout, n, &mut dbuf);
+            // t(dout[n,]) (PQ x K) %*% F (K x CRS), k ascending, dout's zeros skipped.
+            let mut rotated = vec![0.0; pq * k];
+            for kk in 0..k {
+                for i in 0..pq {
+                    rotated[i * k + kk] = d[kk * pq + i];
+                }
             }
-        }
-        let mut temp = vec![0.0; pq * crs];
-        multiply_add(&rotated, &f, &mut temp, k, crs);
-        // col2im: each output pixel's window adds its (c, r, s) cells onto the image.
-        for p in 0..g.p {
-            let (h_off, r_range) = window_range(p, g.stride_h, g.pad_h, g.r, g.h);
-            for q in 0..g.q {
-                let (w_off, s_range) = window_range(q, g.stride_w, g.pad_w, g.s, g.w);
-                let cells = &temp[(p * g.q + q) * crs..][..crs];
-                for c in 0..g.c {
-                    for r in r_range.clone() {
-                        let h = (h_off + r as i64) as usize;
-                        for s in s_range.clone() {
-                            let w = (w_off + s as i64) as usize;
-                            out[(c * g.h + h) * g.w + w] += cells[(c * g.r + r) * g.s + s];
+            let mut temp = vec![0.0; pq * crs];
+            multiply_add(&rotated, &f, &mut temp, k, crs);
+            // col2im: each output pixel's window adds its (c, r, s) cells onto the image.
+            for p in 0..g.p {
+                let (h_off, r_range) = window_range(p, g.stride_h, g.pad_h, g.r, g.h);
+                for q in 0..g.q {
+                    let (w_off, s_range) = window_range(q, g.stride_w, g.pad_w, g.s, g.w);
+                    let cells = &temp[(p * g.q + q) * crs..][..crs];
+                    for c in 0..g.c {
+                        for r in r_range.clone() {
+                            let h = (h_off + r as i64) as usize;
+                            for s in s_range.clone() {
+                                let w = (w_off + s as i64) as usize;
+                                out[(c * g.h + h) * g.w + w] += cells[(c * g.r + r) * g.s + s];
+                            }
                         }
                     }
                 }
             }
-        }
-    })
+        },
+    )
 }
 
 /// The offset of output pixel `i`'s window in the image (may be negative) and the filter
@@ -462,7 +508,7 @@ fn pool(x: &Matrix, g: &Geometry, max: bool) -> Result<Matrix> {
         && g.p == 1
         && g.q == 1
         && g.w == 1;
-    per_image(g.n, cpq, g.chw() * g.r * g.s, |n, out| {
+    per_image(g.n, cpq, g.chw() * g.r * g.s, g.chw(), |n, out| {
         let mut buf = Vec::new();
         let image = image_row(x, n, &mut buf);
         for c in 0..g.c {
@@ -499,36 +545,42 @@ fn max_pool_backward(x: &Matrix, dout: &Matrix, g: &Geometry) -> Result<Matrix> 
     if x.nnz() == 0 || dout.nnz() == 0 {
         return Matrix::zeros(g.n, g.chw());
     }
-    per_image(g.n, g.chw(), g.chw() * g.r * g.s, |n, out| {
-        let mut buf = Vec::new();
-        let image = image_row(x, n, &mut buf);
-        let mut dbuf = Vec::new();
-        let d = image_row(dout, n, &mut dbuf);
-        for c in 0..g.c {
-            let base = c * g.h * g.w;
-            for p in 0..g.p {
-                let (h_lo, h_hi) = g.rows_of(p);
-                for q in 0..g.q {
-                    let (w_lo, w_hi) = g.cols_of(q);
-                    // The first cell above all before it (`maxVal < v`, from -Infinity).
-                    let mut best: Option<usize> = None;
-                    let mut best_value = f64::NEG_INFINITY;
-                    for h in h_lo..h_hi {
-                        for w in w_lo..w_hi {
-                            let at = base + h * g.w + w;
-                            if best_value < image[at] {
-                                best = Some(at);
-                                best_value = image[at];
+    per_image(
+        g.n,
+        g.chw(),
+        g.chw() * g.r * g.s,
+        g.chw() + g.c * pq,
+        |n, out| {
+            let mut buf = Vec::new();
+            let image = image_row(x, n, &mut buf);
+            let mut dbuf = Vec::new();
+            let d = image_row(dout, n, &mut dbuf);
+            for c in 0..g.c {
+                let base = c * g.h * g.w;
+                for p in 0..g.p {
+                    let (h_lo, h_hi) = g.rows_of(p);
+                    for q in 0..g.q {
+                        let (w_lo, w_hi) = g.cols_of(q);
+                        // The first cell above all before it (`maxVal < v`, from -Infinity).
+                        let mut best: Option<usize> = None;
+                        let mut best_value = f64::NEG_INFINITY;
+                        for h in h_lo..h_hi {
+                            for w in w_lo..w_hi {
+                                let at = base + h * g.w + w;
+                                if best_value < image[at] {
+                                    best = Some(at);
+                                    best_value = image[at];
+                                }
                             }
                         }
-                    }
-                    if let Some(at) = best {
-                        out[at] += d[c * pq + p * g.q + q];
+                        if let Some(at) = best {
+                            out[at] += d[c * pq + p * g.q + q];
+                        }
                     }
                 }
             }
-        }
-    })
+        },
+    )
 }
 
 fn avg_pool_backward(dout: &Matrix, g: &Geometry) -> Result<Matrix> {
@@ -537,7 +589,7 @@ fn avg_pool_backward(dout: &Matrix, g: &Geometry) -> Result<Matrix> {
         return Matrix::zeros(g.n, g.chw());
     }
     let multiplier = 1.0 / (g.r * g.s) as f64;
-    per_image(g.n, g.chw(), g.chw() * g.r * g.s, |n, out| {
+    per_image(g.n, g.chw(), g.chw() * g.r * g.s, g.c * pq, |n, out| {
         let mut dbuf = Vec::new();
         let d = image_row(dout, n, &mut dbuf);
         for c in 0..g.c {
@@ -693,6 +745,10 @@ mod tests {
         ] {
             assert!(Geometry::new(DnnOp::Conv2d, &bad).is_err(), "{bad:?}");
         }
+        // Sizes whose products no matrix holds are errors, not overflows.
+        let huge = [1.0, 1.0, 0.0, 0.0, 2e9, 2e9, 2e9, 2e9, 2e9, 1.0, 1.0];
+        let err = Geometry::new(DnnOp::Conv2d, &huge).unwrap_err();
+        assert!(err.to_string().contains("too large"), "{err}");
     }
 
     #[test]
