@@ -1153,6 +1153,7 @@ impl Lowering<'_> {
             OpKind::Solve => Op::Solve,
             OpKind::Stat(op) => Op::Stat(*op),
             OpKind::LinAlg(op) => Op::LinAlg(*op),
+            OpKind::Dnn(op) => Op::Dnn(*op),
             OpKind::Decompose { op, .. } => {
                 // The first result the schedule reaches computes the decomposition for every
                 // result of the same call the block needs (hops of one op over one input).

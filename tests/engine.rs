@@ -829,8 +829,8 @@ print(as.scalar(R[1, 1]))
     }
     // Every other kind of output a script sizes, each failing at its line: a filled matrix, a
     // sparse input made dense by a scalar, a unary operator or a comparison, `cumsum`, `seq`,
-    // a reshape into one huge row (whose fused operator densifies a row block of it), `cbind`
-    // and `ifelse`, unfused and fused on both backends.
+    // a reshape into one huge row (whose fused operator densifies a row block of it), `cbind`,
+    // `ifelse` and `conv2d`, unfused and fused on both backends.
     let s = "S = rand(rows=1000000, cols=1000000, sparsity=0.000001, seed=1)\n";
     let cases = [
         (
@@ -853,6 +853,14 @@ print(as.scalar(R[1, 1]))
             3,
         ),
         (&format!("{s}Z = ifelse(S > 0, 1, 2)\nprint(sum(Z))\n"), 2),
+        (
+            &format!(
+                "{s}F = matrix(1, rows=1000, cols=1)\nZ = conv2d(S, F, \
+                 input_shape=[1000000, 1, 1000, 1000], filter_shape=[1000, 1, 1, 1], \
+                 stride=[1, 1], padding=[0, 0])\nprint(sum(Z))\n"
+            ),
+            3,
+        ),
     ];
     let configs = [
         ("unfused", None, FusionBackend::Native),

@@ -19,7 +19,7 @@ use crate::ast::{self, Expr, ExprKind};
 use crate::error::{Bound, CallProblem, Callee, CompileError, Note, Result};
 use crate::hops::{BinaryOp, UnaryOp};
 use crate::span::Span;
-use lafuse_core::StatOp;
+use lafuse_core::{DnnOp, StatOp};
 
 /// One built-in function of the DML subset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,6 +83,12 @@ pub enum Builtin {
     /// The distribution functions by name: `pnorm`, `qnorm`, `pexp`, `qexp`, `pchisq`,
     /// `qchisq`, `pf`, `qf`, `pt`, `qt`.
     Distribution(StatOp),
+    /// SystemDS's deep-learning built-ins: `conv2d`, `conv2d_backward_filter`,
+    /// `conv2d_backward_data`, `max_pool`, `max_pool_backward`, `avg_pool`,
+    /// `avg_pool_backward`, `bias_add`, `bias_multiply`. Their list arguments
+    /// (`stride=[sh, sw]`) reach binding as one argument per element (`stride1=sh`, `stride2=sw`):
+    /// the parser expands them, as SystemDS's `expandDnnArguments`.
+    Dnn(DnnOp),
     Inv,
     Cholesky,
     Det,
@@ -228,6 +234,15 @@ pub const ALL: &[Builtin] = &[
     Builtin::Distribution(StatOp::FQuantile),
     Builtin::Distribution(StatOp::TCdf),
     Builtin::Distribution(StatOp::TQuantile),
+    Builtin::Dnn(DnnOp::Conv2d),
+    Builtin::Dnn(DnnOp::Conv2dBackwardFilter),
+    Builtin::Dnn(DnnOp::Conv2dBackwardData),
+    Builtin::Dnn(DnnOp::MaxPool),
+    Builtin::Dnn(DnnOp::MaxPoolBackward),
+    Builtin::Dnn(DnnOp::AvgPool),
+    Builtin::Dnn(DnnOp::AvgPoolBackward),
+    Builtin::Dnn(DnnOp::BiasAdd),
+    Builtin::Dnn(DnnOp::BiasMultiply),
     Builtin::Inv,
     Builtin::Cholesky,
     Builtin::Det,
@@ -527,6 +542,31 @@ const ASSERT_PARAMS: &[ParamSpec] = &[req("cond", Sca)];
 const MEAN_PARAMS: &[ParamSpec] = &[req("x", Mat), absent("w", Mat)];
 const CONTAINS_PARAMS: &[ParamSpec] = &[req("target", Mat), req("pattern", Sca)];
 const REMOVE_PARAMS: &[ParamSpec] = &[req("x", Any), req("pos", Sca)];
+// The deep-learning built-ins: their matrices by position, then the elements of their list
+// arguments under SystemDS's expanded names (`stride=[a, b]` is `stride1=a, stride2=b`), all
+// required, as SystemDS's `orderDnnParams` requires them. The filter's channel count
+// (`filter_shape2`) is the input's (SystemDS reads `input_shape2`); it is bound and not used.
+macro_rules! dnn_params {
+    ($($matrix:literal),*; $($shape:literal),*) => {
+        &[
+            $(req($matrix, Mat),)*
+            req("stride1", Sca), req("stride2", Sca),
+            req("padding1", Sca), req("padding2", Sca),
+            req("input_shape1", Sca), req("input_shape2", Sca),
+            req("input_shape3", Sca), req("input_shape4", Sca),
+            $(req($shape, Sca),)*
+        ]
+    };
+}
+const CONV2D_PARAMS: &[ParamSpec] = dnn_params!("input", "filter";
+    "filter_shape1", "filter_shape2", "filter_shape3", "filter_shape4");
+const CONV2D_BACKWARD_FILTER_PARAMS: &[ParamSpec] = dnn_params!("input", "dout";
+    "filter_shape1", "filter_shape2", "filter_shape3", "filter_shape4");
+const CONV2D_BACKWARD_DATA_PARAMS: &[ParamSpec] = dnn_params!("filter", "dout";
+    "filter_shape1", "filter_shape2", "filter_shape3", "filter_shape4");
+const POOL_PARAMS: &[ParamSpec] = dnn_params!("input"; "pool_size1", "pool_size2");
+const POOL_BACKWARD_PARAMS: &[ParamSpec] = dnn_params!("input", "dout"; "pool_size1", "pool_size2");
+const BIAS_PARAMS: &[ParamSpec] = &[req("input", Mat), req("bias", Mat)];
 // The distribution functions (SystemDS's defaults: mean 0, sd 1, rate 1, the lower tail). `cdf`
 // and `icdf` take every distribution's parameters; their construction checks which apply.
 const CDF_PARAMS: &[ParamSpec] = &[
@@ -668,6 +708,7 @@ impl Builtin {
             Cdf => "cdf",
             Icdf => "icdf",
             Distribution(op) => op.name(),
+            Dnn(op) => op.name(),
             Cov => "cov",
             Inv => "inv",
             Cholesky => "cholesky",
@@ -778,6 +819,19 @@ impl Builtin {
                     _ => (QF_PARAMS, 3),
                 };
                 fixed(params, min, ArgStyle::FirstPositional, R::Double)
+            }
+            Dnn(op) => {
+                let params = match op {
+                    DnnOp::Conv2d => CONV2D_PARAMS,
+                    DnnOp::Conv2dBackwardFilter => CONV2D_BACKWARD_FILTER_PARAMS,
+                    DnnOp::Conv2dBackwardData => CONV2D_BACKWARD_DATA_PARAMS,
+                    DnnOp::MaxPool | DnnOp::AvgPool => POOL_PARAMS,
+                    DnnOp::MaxPoolBackward | DnnOp::AvgPoolBackward => POOL_BACKWARD_PARAMS,
+                    DnnOp::BiasAdd | DnnOp::BiasMultiply => {
+                        return positional(BIAS_PARAMS, R::Matrix)
+                    }
+                };
+                fixed(params, params.len(), ArgStyle::Mixed, R::Matrix)
             }
             Inv | Cholesky | SqrtMatrix => positional(UNARY_MAT, R::Matrix),
             Det | Trace => positional(UNARY_MAT, R::Double),

@@ -22,7 +22,9 @@
 //! As in DML, statements need no separator and newlines are whitespace; `;` may follow any
 //! statement. `x += e` (SystemDS's accumulator assignment) becomes `x = x + e`; `ifdef(...)` is
 //! accepted only as a whole right-hand side, as in `Dml.g4`; a `for` range is `a:b` or
-//! `seq(a, b[, s])`. Deviations from `Dml.g4` are all rejections of constructs outside the
+//! `seq(a, b[, s])`. A list `[a, b, ...]` (`Dml.g4`'s MultiIdExpression) is accepted as the
+//! value of a named argument only, the one place SystemDS uses it (its deep-learning built-ins:
+//! `stride=[2, 2]`), and expanded there as SystemDS expands it. Deviations from `Dml.g4` are all rejections of constructs outside the
 //! subset (`source`, `setwd`, `externalFunction`, namespaces, frames, lists, tensors, `+=` on
 //! an indexed target), reported as "unsupported: ..." errors.
 //!
@@ -1034,7 +1036,7 @@ impl Parser<'_> {
         let mut args = vec![];
         if !self.at(Punct::RParen) {
             loop {
-                args.push(self.arg()?);
+                self.arg(&mut args)?;
                 if !self.eat(Punct::Comma) {
                     break;
                 }
@@ -1054,26 +1056,55 @@ impl Parser<'_> {
         })
     }
 
-    fn arg(&mut self) -> PResult<Arg> {
+    /// One argument of a call, pushed onto `args`. A named list `name=[a, b, ...]` (SystemDS's
+    /// MultiIdExpression, which only its deep-learning built-ins take: `stride=[2, 2]`) is
+    /// pushed as one argument per element, `name1=a, name2=b, ...`, as SystemDS's
+    /// `expandListParams` expands it before binding.
+    fn arg(&mut self, args: &mut Vec<Arg>) -> PResult<()> {
         let named = matches!(self.peek().kind, TokenKind::Ident(_))
             && self.peek_at(1).kind == TokenKind::Punct(Punct::Assign);
         if named {
             let name = self.ident("a parameter name")?;
             self.bump(); // =
+            if self.at(Punct::LBracket) {
+                self.bump(); // [
+                let mut k = 0;
+                loop {
+                    let value = self.expr(0)?;
+                    k += 1;
+                    let span = name.span.to(value.span);
+                    let element = Ident {
+                        name: format!("{}{k}", name.name),
+                        span: name.span,
+                    };
+                    args.push(Arg {
+                        name: Some(element),
+                        value,
+                        span,
+                    });
+                    if !self.eat(Punct::Comma) {
+                        break;
+                    }
+                }
+                self.expect(Punct::RBracket, "',' or ']' in the list argument")?;
+                return Ok(());
+            }
             let value = self.expr(0)?;
             let span = name.span.to(value.span);
-            return Ok(Arg {
+            args.push(Arg {
                 name: Some(name),
                 value,
                 span,
             });
+            return Ok(());
         }
         let value = self.expr(0)?;
-        Ok(Arg {
+        args.push(Arg {
             name: None,
             span: value.span,
             value,
-        })
+        });
+        Ok(())
     }
 
     /// `[rows, cols]`, either part optional.

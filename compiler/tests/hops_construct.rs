@@ -110,6 +110,40 @@ Q = X[1:10, 2:3]
     ));
 }
 
+/// The deep-learning built-ins are sized by their geometry's scalars, as SystemDS sizes them
+/// (`DnnUtils.getP`); a geometry that gives no output image leaves the size to the kernel.
+#[test]
+fn deep_learning_built_ins_are_sized_by_their_geometry() {
+    let inputs = matrices(&[
+        ("X", 4, 2 * 7 * 6, 84),
+        ("F", 3, 2 * 3 * 3, 18),
+        ("b", 3, 1, 3),
+    ]);
+    let script = "\
+Y = conv2d(X, F, input_shape=[4, 2, 7, 6], filter_shape=[3, 2, 3, 3], stride=[2, 1], padding=[1, 0])
+dF = conv2d_backward_filter(X, Y, input_shape=[4, 2, 7, 6], filter_shape=[3, 2, 3, 3], stride=[2, 1], padding=[1, 0])
+dX = conv2d_backward_data(F, Y, input_shape=[4, 2, 7, 6], filter_shape=[3, 2, 3, 3], stride=[2, 1], padding=[1, 0])
+M = max_pool(X, input_shape=[4, 2, 7, 6], pool_size=[3, 2], stride=[2, 2], padding=[0, 0])
+dM = avg_pool_backward(X, M, input_shape=[4, 2, 7, 6], pool_size=[3, 2], stride=[2, 2], padding=[0, 0])
+B = bias_add(Y, b)
+U = conv2d(X, F, input_shape=[4, 2, 2, 6], filter_shape=[3, 2, 3, 3], stride=[1, 1], padding=[0, 0])
+";
+    let d = dag(script, &inputs);
+    let dims = |name: &str| d.hop(output(&d, name)).dims();
+    // P = (7 + 2 - 3) / 2 + 1 = 4, Q = (6 - 3) / 1 + 1 = 4.
+    assert_eq!(dims("Y"), Some((4, 3 * 4 * 4)));
+    assert_eq!(dims("dF"), Some((3, 18)));
+    assert_eq!(dims("dX"), Some((4, 84)));
+    // P = (7 - 3) / 2 + 1 = 3, Q = (6 - 2) / 2 + 1 = 3, one per channel.
+    assert_eq!(dims("M"), Some((4, 2 * 3 * 3)));
+    assert_eq!(dims("dM"), Some((4, 84)));
+    assert_eq!(dims("B"), Some((4, 48)));
+    // A 2-pixel-high image under a 3-pixel filter: no output image, no columns known.
+    assert_eq!(d.hop(output(&d, "U")).cols, None);
+    let err = try_dag("Y = conv2d(X, 3, input_shape=[1, 1, 1, 1], filter_shape=[1, 1, 1, 1], stride=[1, 1], padding=[0, 0])\n", &inputs).unwrap_err();
+    assert_eq!(err.fault(), Fault::User);
+}
+
 #[test]
 fn sparsity_estimates() {
     let inputs = matrices(&[("A", 1000, 1000, 10_000), ("B", 1000, 1000, 20_000)]);

@@ -107,6 +107,12 @@ fn calls_and_indexing() {
     assert_eq!(expr("X[i]"), "(index X i _)");
     assert_eq!(expr("ifdef($n, 10)"), "(ifdef $n 10)");
     assert_eq!(expr("-X[1, 1]^2"), "(- (^ (index X 1 1) 2))");
+    // A named list is one argument per element, as SystemDS expands its DNN arguments.
+    assert_eq!(
+        expr("conv2d(X, W, stride=[s, 2], input_shape=[n, c + 1, h, w])"),
+        "(conv2d X W stride1=s stride2=2 input_shape1=n input_shape2=(+ c 1) input_shape3=h \
+         input_shape4=w)"
+    );
 }
 
 #[test]
@@ -261,6 +267,8 @@ fn syntax_errors_say_expected_and_found() {
         ("y = 2 * ifdef($a, 1)", "ifdef(...) must be the whole right-hand side of an assignment (x = ifdef($name, default))"),
         ("if (a) { f = function() { } }", "function definitions are only allowed at the top level of a script"),
         ("x = [1, 2]", "syntax error: expected an expression, found '['"),
+        ("f([1, 2])", "syntax error: expected an expression, found '['"),
+        ("f(a=[1, 2)", "syntax error: expected ',' or ']' in the list argument, found ')'"),
         ("x = 1L", "cannot parse the int value '1L' (the L suffix is not supported)"),
         ("x = \"abc", "unterminated string literal"),
         ("x = 'a\\qb'", "invalid escape sequence '\\q' in string (valid: \\b \\t \\n \\f \\r \\\" \\' \\\\)"),

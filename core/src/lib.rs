@@ -12,5 +12,5 @@ pub mod matrix_ops;
 pub mod ops;
 
 pub use fault::Fault;
-pub use matrix_ops::{DecompOp, LinAlgOp, StatOp};
+pub use matrix_ops::{DecompOp, DnnOp, LinAlgOp, StatOp};
 pub use ops::{AggOp, BinaryOp, Direction, UnaryOp};

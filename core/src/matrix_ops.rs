@@ -139,3 +139,68 @@ impl DecompOp {
         }
     }
 }
+
+named_ops! {
+    /// SystemDS's deep-learning built-ins over images stored one per row, each channel's
+    /// `H x W` pixels row-major after the previous channel's (NCHW). The inputs of each are
+    /// listed by [`DnnOp::arity`]: the matrices first, then the scalars of its geometry in
+    /// SystemDS's order (stride, padding, input shape, filter shape).
+    DnnOp {
+        /// `conv2d(X, F, ...)`: `[X, F, sh, sw, ph, pw, N, C, H, W, K, R, S]`; X is N x CHW,
+        /// F is K x CRS, the result N x KPQ (cross-correlation, zero padding).
+        Conv2d = "conv2d",
+        /// `conv2d_backward_filter(X, dout, ...)`: `[X, dout, sh, ..., S]` as conv2d; the
+        /// gradient of the filter, K x CRS.
+        Conv2dBackwardFilter = "conv2d_backward_filter",
+        /// `conv2d_backward_data(F, dout, ...)`: `[F, dout, sh, ..., S]` as conv2d; the
+        /// gradient of the input, N x CHW.
+        Conv2dBackwardData = "conv2d_backward_data",
+        /// `max_pool(X, ...)`: `[X, sh, sw, ph, pw, N, C, H, W, R, S]` (R x S the pool size);
+        /// N x CPQ, padding not a value (each window clipped to the image).
+        MaxPool = "max_pool",
+        /// `max_pool_backward(X, dout, ...)`: `[X, dout, sh, ..., S]` as max_pool; N x CHW, each
+        /// window's gradient on its first maximum.
+        MaxPoolBackward = "max_pool_backward",
+        /// `avg_pool(X, ...)`: as max_pool; each window's sum divided by R*S.
+        AvgPool = "avg_pool",
+        /// `avg_pool_backward(X, dout, ...)`: as max_pool_backward.
+        AvgPoolBackward = "avg_pool_backward",
+        /// `bias_add(X, b)`: `[X, b]`; b is K x 1, added to each of K equal column ranges of X.
+        BiasAdd = "bias_add",
+        /// `bias_multiply(X, b)`: `[X, b]`; as bias_add with a product.
+        BiasMultiply = "bias_multiply",
+    }
+}
+
+impl DnnOp {
+    /// The number of inputs: its matrices, then its geometry's scalars.
+    pub fn arity(self) -> usize {
+        self.matrix_inputs() + self.geometry_inputs()
+    }
+
+    /// The number of matrix inputs (the first inputs).
+    pub fn matrix_inputs(self) -> usize {
+        match self {
+            DnnOp::MaxPool | DnnOp::AvgPool => 1,
+            _ => 2,
+        }
+    }
+
+    /// The number of scalars after the matrices: stride, padding and input shape (8), then the
+    /// filter's count and size (3) or the pool's size (2); none for the bias functions.
+    pub fn geometry_inputs(self) -> usize {
+        match self {
+            DnnOp::Conv2d | DnnOp::Conv2dBackwardFilter | DnnOp::Conv2dBackwardData => 11,
+            DnnOp::MaxPool | DnnOp::AvgPool | DnnOp::MaxPoolBackward | DnnOp::AvgPoolBackward => 10,
+            DnnOp::BiasAdd | DnnOp::BiasMultiply => 0,
+        }
+    }
+
+    /// A pooling function (its filter is a window of size `pool_size`, one per channel).
+    pub fn is_pooling(self) -> bool {
+        matches!(
+            self,
+            DnnOp::MaxPool | DnnOp::AvgPool | DnnOp::MaxPoolBackward | DnnOp::AvgPoolBackward
+        )
+    }
+}

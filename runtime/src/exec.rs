@@ -16,7 +16,7 @@ use crate::matrix::{Matrix, ValueRange};
 use crate::operator::{Operator, OperatorInput};
 use crate::ops::{AggOp, BinaryOp, Direction, UnaryOp};
 use crate::value::{ScalarType, Value};
-use lafuse_core::{DecompOp, LinAlgOp, StatOp};
+use lafuse_core::{DecompOp, DnnOp, LinAlgOp, StatOp};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::sync::Arc;
@@ -103,6 +103,9 @@ pub enum Op {
     Stat(StatOp),
     /// `inv`, `cholesky` or `det`. Inputs: `[A]`.
     LinAlg(LinAlgOp),
+    /// A deep-learning built-in (`conv2d`, `max_pool`, `bias_add`, ...). Inputs: as
+    /// [`DnnOp`] lists them, its matrices then its geometry's scalars.
+    Dnn(DnnOp),
     /// A decomposition with several results, computed once. Inputs: `[A]`. Result `k` (in
     /// DML's order) goes to `outputs[k]` where the block uses it (the instruction's own
     /// `output` is unused); its lineage patches are those of the `Some` entries, in order.
@@ -260,6 +263,7 @@ impl Op {
             // SystemDS's opcodes.
             Op::LinAlg(LinAlgOp::Inverse) => "inverse".into(),
             Op::LinAlg(op) => op.name().into(),
+            Op::Dnn(op) => op.name().into(),
             Op::Decompose { op, .. } => op.name().into(),
             Op::Slice => "rightIndex".into(),
             Op::LeftIndex => "leftIndex".into(),
@@ -995,6 +999,17 @@ fn run_one(
                 StatValue::Scalar(v) => Value::Double(v),
                 StatValue::Column(v) => Value::matrix(Matrix::from_dense_values(v.len(), 1, v)?),
             }
+        }
+        Op::Dnn(op) => {
+            let mut matrices = Vec::with_capacity(op.matrix_inputs());
+            for i in 0..op.matrix_inputs() {
+                matrices.push(&**arg(i)?.as_matrix()?);
+            }
+            let mut scalars = Vec::with_capacity(op.geometry_inputs());
+            for i in op.matrix_inputs()..op.arity() {
+                scalars.push(arg(i)?.as_f64()?);
+            }
+            Value::matrix(kernels::dnn::dnn(*op, &matrices, &scalars)?)
         }
         Op::LinAlg(op) => match kernels::linalg::linalg(*op, arg(0)?.as_matrix()?)? {
             kernels::linalg::LinAlgValue::Matrix(m) => Value::matrix(m),

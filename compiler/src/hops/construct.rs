@@ -1083,6 +1083,17 @@ impl<'a> Ctx<'a> {
                 };
                 self.add(OpKind::Stat(op), &variadic, span)
             }
+            Builtin::Dnn(op) => {
+                // The hop's inputs are the parameters in order, less the filter's channel count,
+                // which SystemDS takes from the input's shape.
+                let mut ins = Vec::with_capacity(op.arity());
+                for p in b.signature().params {
+                    if p.name != "filter_shape2" {
+                        ins.push(self.param(&bound, p.name, span)?);
+                    }
+                }
+                self.add(OpKind::Dnn(op), &ins, span)
+            }
             Builtin::Inv => self.unary_param(&bound, OpKind::LinAlg(LinAlgOp::Inverse), span),
             Builtin::Cholesky => self.unary_param(&bound, OpKind::LinAlg(LinAlgOp::Cholesky), span),
             Builtin::Det => self.unary_param(&bound, OpKind::LinAlg(LinAlgOp::Det), span),

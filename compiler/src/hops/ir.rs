@@ -11,7 +11,7 @@ use std::fmt;
 
 /// The whole-matrix statistics and decompositions are the core's as well (shared with the
 /// runtime's instructions).
-pub use lafuse_core::matrix_ops::{DecompOp, LinAlgOp, StatOp};
+pub use lafuse_core::matrix_ops::{DecompOp, DnnOp, LinAlgOp, StatOp};
 /// The element-wise operators and aggregations are the core's (one vocabulary, one scalar
 /// semantics for folding, kernels and generated code).
 pub use lafuse_core::ops::{AggOp, BinaryOp, Direction, UnaryOp};
@@ -450,6 +450,10 @@ pub enum OpKind {
     /// `[A]`: `inv`, `cholesky`, `det`; see [`LinAlgOp`].
     #[serde(rename = "linalg")]
     LinAlg(LinAlgOp),
+    /// SystemDS's deep-learning built-ins (`conv2d`, `max_pool`, `bias_add`, ...); see
+    /// [`DnnOp`] for the inputs of each.
+    #[serde(rename = "dnn")]
+    Dnn(DnnOp),
     /// Result `output` (0-based, in DML's order: `[values, vectors] = eigen(A)` has 0 and 1)
     /// of the decomposition `op`: `[A]`. The results of one call are separate hops over the
     /// same input; the lowering computes the decomposition once for all of them.
@@ -541,6 +545,7 @@ impl OpKind {
             OpKind::Binary(_) | OpKind::MatMul | OpKind::Solve => 2,
             OpKind::Stat(op) => op.arity(),
             OpKind::LinAlg(_) | OpKind::Decompose { .. } => 1,
+            OpKind::Dnn(op) => op.arity(),
             OpKind::Ternary(_) => 3,
             OpKind::Reorg(ReorgOp::Reshape) => 4,
             OpKind::Reorg(_) => 1,
@@ -599,6 +604,7 @@ impl OpKind {
             OpKind::Solve => "solve".to_string(),
             OpKind::Stat(op) => format!("stat({op})"),
             OpKind::LinAlg(op) => format!("la({op})"),
+            OpKind::Dnn(op) => format!("dnn({op})"),
             OpKind::Decompose { op, output } => format!("{op}[{output}]"),
             OpKind::Meta(op) => format!("meta({op})"),
             OpKind::Print => "print".to_string(),

@@ -71,9 +71,9 @@ pub use construct::{
 };
 pub use explain::{explain_dot, explain_json, explain_text};
 pub use ir::{
-    AggOp, BinaryOp, CastOp, CumulativeOp, DataGenOp, DataType, DecompOp, Direction, Hop, HopDag,
-    HopId, LinAlgOp, Literal, MetaOp, NaryOp, OpKind, ParamOp, ReorgOp, StatOp, TernaryOp, UnaryOp,
-    ValueType,
+    AggOp, BinaryOp, CastOp, CumulativeOp, DataGenOp, DataType, DecompOp, Direction, DnnOp, Hop,
+    HopDag, HopId, LinAlgOp, Literal, MetaOp, NaryOp, OpKind, ParamOp, ReorgOp, StatOp, TernaryOp,
+    UnaryOp, ValueType,
 };
 pub use linearize::linearize;
 pub use rewrite::{optimize, Rewrite};

@@ -11,8 +11,8 @@
 //! non-zeros, otherwise it is dense.
 
 use super::ir::{
-    BinaryOp, CastOp, CumulativeOp, DataGenOp, DataType, DecompOp, Direction, Hop, HopDag, HopId,
-    Literal, NaryOp, OpKind, ParamOp, ReorgOp, TernaryOp,
+    BinaryOp, CastOp, CumulativeOp, DataGenOp, DataType, DecompOp, Direction, DnnOp, Hop, HopDag,
+    HopId, Literal, NaryOp, OpKind, ParamOp, ReorgOp, TernaryOp,
 };
 use super::rewrite::constant_fold::known_value;
 use crate::error::{CompileError, DagError, IndexProblem, Internal, Result, Shape, ShapeError};
@@ -529,6 +529,7 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
                 ..d
             }
         }
+        OpKind::Dnn(op) => dnn_dims(dag, hop, *op),
         // Square inputs are checked when the kernel runs (as SystemDS does).
         OpKind::LinAlg(_) => {
             let d = in_dims(0);
@@ -1130,6 +1131,52 @@ fn index_dims(dag: &HopDag, hop: &Hop) -> Result<Dims> {
         min_opt(cells, d.nnz)
     };
     Ok(Dims { rows, cols, nnz })
+}
+
+/// The size of a deep-learning built-in's result from its geometry's scalars, where they are
+/// known and valid. As SystemDS's validation, an invalid geometry leaves the size unknown: the
+/// kernel reports it when it runs, as it checks the inputs against the geometry.
+fn dnn_dims(dag: &HopDag, hop: &Hop, op: DnnOp) -> Dims {
+    let first = Dims::of(dag.hop(hop.inputs[0]));
+    if matches!(op, DnnOp::BiasAdd | DnnOp::BiasMultiply) {
+        return Dims { nnz: None, ..first };
+    }
+    // SystemDS reads each as a long (`(long) getDoubleValue`): fractions truncated.
+    let at = |k: usize| {
+        f64_input(dag, hop.inputs[op.matrix_inputs() + k])
+            .filter(|v| v.is_finite() && v.abs() < (1u64 << 53) as f64)
+            .map(|v| v.trunc() as i64)
+    };
+    let [sh, sw, ph, pw, n, c, h, w] = [0, 1, 2, 3, 4, 5, 6, 7].map(at);
+    let (k, r, s) = if op.is_pooling() {
+        (c, at(8), at(9))
+    } else {
+        (at(8), at(9), at(10))
+    };
+    let extent = |size: Option<i64>, filter: Option<i64>, stride: Option<i64>, pad: Option<i64>| {
+        let (size, filter, stride, pad) = (size?, filter?, stride?, pad?);
+        let out = (size + 2 * pad - filter).checked_div(stride)? + 1;
+        (size > 0 && filter > 0 && stride > 0 && pad >= 0 && size + 2 * pad >= filter)
+            .then_some(out)
+    };
+    let (p, q) = (extent(h, r, sh, ph), extent(w, s, sw, pw));
+    let count = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
+    let product = |parts: &[Option<i64>]| {
+        parts
+            .iter()
+            .try_fold(1u64, |acc, &v| acc.checked_mul(count(v)?))
+    };
+    let (rows, cols) = match op {
+        DnnOp::Conv2d => (count(n), product(&[k, p, q])),
+        DnnOp::Conv2dBackwardFilter => (count(k), product(&[c, r, s])),
+        DnnOp::MaxPool | DnnOp::AvgPool => (count(n), product(&[c, p, q])),
+        _ => (count(n), product(&[c, h, w])),
+    };
+    Dims {
+        rows,
+        cols,
+        nnz: None,
+    }
 }
 
 #[cfg(test)]

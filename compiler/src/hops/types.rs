@@ -249,6 +249,15 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
                 scalar(ValueType::Double)
             })
         }
+        OpKind::Dnn(op) => {
+            for i in 0..op.matrix_inputs() {
+                need_matrix(i, op.name())?;
+            }
+            for i in op.matrix_inputs()..op.arity() {
+                need_scalar(i, op.name())?;
+            }
+            Ok(MATRIX)
+        }
         OpKind::LinAlg(op) => {
             need_matrix(0, op.name())?;
             Ok(if matches!(op, LinAlgOp::Det | LinAlgOp::Trace) {

@@ -18,6 +18,7 @@ pub mod commons_svd;
 pub mod construct;
 pub mod cumulative;
 pub mod distributions;
+pub mod dnn;
 pub mod elementwise;
 pub mod grouped;
 pub mod householder_qr;

@@ -109,6 +109,7 @@ fn reusable(op: &Op) -> bool {
             | Op::Solve
             | Op::Stat(_)
             | Op::LinAlg(_)
+            | Op::Dnn(_)
             | Op::Decompose { .. }
             | Op::Slice
             | Op::Cbind
