@@ -906,9 +906,9 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             }),
             out: &mut *self.out,
             stats: self.op_stats.as_mut(),
-            // Ranges serve fused operators only; an unfused run keeps none (a matrix product
-            // would otherwise record one per call that nothing reads).
-            ranges: self.fuser.is_some().then_some(&mut self.ranges),
+            // Ranges serve fused operators and the unfused element-wise kernels (whether a
+            // sparse operand's zeros may be skipped against a dense one), fused or not.
+            ranges: Some(&mut self.ranges),
         };
         self.instructions_executed += compiled.instructions.len() as u64;
         exec::execute(&compiled.instructions, compiled.num_regs, vars, &mut ctx).map_err(|e| {

@@ -376,34 +376,65 @@ pub struct ExecContext<'a> {
 /// reused while the `Weak` lives, so an entry never describes a different or changed matrix.
 #[derive(Debug, Default)]
 pub struct ValueRangeCache {
-    entries: HashMap<usize, (std::sync::Weak<Matrix>, ValueRange)>,
+    entries: HashMap<usize, (std::sync::Weak<Matrix>, Known)>,
+}
+
+/// What the cache knows of a value: its range, or only whether it is finite (the cheaper scan
+/// an unfused element-wise kernel needs).
+#[derive(Clone, Copy, Debug)]
+enum Known {
+    Range(ValueRange),
+    Finite(bool),
 }
 
 impl ValueRangeCache {
     /// Entries kept before dead ones are swept.
     const SWEEP_AT: usize = 1024;
 
+    /// What is known of `m`, if its entry is live.
+    fn known(&self, m: &Arc<Matrix>) -> Option<Known> {
+        let (weak, known) = self.entries.get(&(Arc::as_ptr(m) as usize))?;
+        weak.upgrade()
+            .is_some_and(|live| Arc::ptr_eq(&live, m))
+            .then_some(*known)
+    }
+
     /// The value range of `m`, scanning it only the first time.
     pub fn range(&mut self, m: &Arc<Matrix>) -> ValueRange {
-        let key = Arc::as_ptr(m) as usize;
-        if let Some((weak, range)) = self.entries.get(&key) {
-            if weak.upgrade().is_some_and(|live| Arc::ptr_eq(&live, m)) {
-                return *range;
-            }
+        if let Some(Known::Range(range)) = self.known(m) {
+            return range;
         }
         let range = m.value_range();
         self.insert(m, range);
         range
     }
 
+    /// Whether every value of `m` is finite, scanning it only the first time (and only for
+    /// that, where its range is not known already).
+    pub fn all_finite(&mut self, m: &Arc<Matrix>) -> bool {
+        match self.known(m) {
+            Some(Known::Range(range)) => range.is_finite(),
+            Some(Known::Finite(finite)) => finite,
+            None => {
+                let finite = m.all_finite();
+                self.remember(m, Known::Finite(finite));
+                finite
+            }
+        }
+    }
+
     /// Remembers `range`, which must be exactly `m.value_range()`, as computed by the kernel
     /// that produced `m` on its way (so that no consumer scans `m` for it).
     pub fn insert(&mut self, m: &Arc<Matrix>, range: ValueRange) {
+        self.remember(m, Known::Range(range));
+    }
+
+    fn remember(&mut self, m: &Arc<Matrix>, known: Known) {
         if self.entries.len() >= Self::SWEEP_AT {
             self.entries.retain(|_, (weak, _)| weak.strong_count() > 0);
         }
         self.entries
-            .insert(Arc::as_ptr(m) as usize, (Arc::downgrade(m), range));
+            .insert(Arc::as_ptr(m) as usize, (Arc::downgrade(m), known));
     }
 }
 
@@ -766,7 +797,20 @@ fn run_one(
             }
         },
         Op::Binary(op) => match (arg(0)?, arg(1)?) {
-            (Value::Matrix(a), Value::Matrix(b)) => Value::matrix(kernels::binary(a, b, *op)?),
+            (Value::Matrix(a), Value::Matrix(b)) => {
+                // Against a sparse operand, whether the other is finite decides if the sparse
+                // one's zeros may be skipped: the range cache answers it once per value (a
+                // loop's `X * Y` with dense `Y` scanned all of `Y` on every iteration).
+                let mut finite = [None, None];
+                if let Some(cache) = ctx.ranges.as_deref_mut() {
+                    for (k, (m, other)) in [(a, b), (b, a)].into_iter().enumerate() {
+                        if other.is_sparse() && !m.is_sparse() {
+                            finite[k] = Some(cache.all_finite(m));
+                        }
+                    }
+                }
+                Value::matrix(kernels::binary_known(a, b, *op, finite)?)
+            }
             (Value::Matrix(a), s) => {
                 Value::matrix(kernels::binary_scalar(a, s.as_f64()?, *op, false)?)
             }

@@ -247,6 +247,20 @@ fn broadcast(a: &Matrix, b: &Matrix, op: BinaryOp) -> Result<(Bcast, usize, usiz
 /// assert_eq!(y.into_dense_values().unwrap(), vec![11.0, 22.0, 13.0, 24.0]);
 /// ```
 pub fn binary(a: &Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
+    binary_known(a, b, op, [None, None])
+}
+
+/// [`binary`], told whether `a` and `b` hold only finite values where the caller knows
+/// (`None`: not known). A sparse operand's zeros may be skipped only against a finite other
+/// operand (`0 * Inf` is NaN), which [`binary`] otherwise learns by scanning the other
+/// operand on every call; the executor knows it from its value-range cache.
+pub fn binary_known(
+    a: &Matrix,
+    b: &Matrix,
+    op: BinaryOp,
+    finite: [Option<bool>; 2],
+) -> Result<Matrix> {
+    let [a_finite, b_finite] = finite;
     let (mode, rows, cols) = broadcast(a, b, op)?;
     match mode {
         Bcast::ScalarRight => return binary_scalar(a, b.get(0, 0), op, false),
@@ -262,7 +276,7 @@ pub fn binary(a: &Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
             return with_binary_fn!(op, f => sparse_union(x, y, f));
         }
         (Bcast::Same | Bcast::RowRight | Bcast::ColRight, Matrix::Sparse(x), other)
-            if op.is_sparse_safe_left(other.all_finite()) =>
+            if op.is_sparse_safe_left(b_finite.unwrap_or_else(|| other.all_finite())) =>
         {
             let od = other.dense_cow()?;
             let ov = &od.values[..];
@@ -273,7 +287,7 @@ pub fn binary(a: &Matrix, b: &Matrix, op: BinaryOp) -> Result<Matrix> {
             });
         }
         (Bcast::Same | Bcast::RowLeft | Bcast::ColLeft, other, Matrix::Sparse(y))
-            if op.is_sparse_safe_right(other.all_finite()) =>
+            if op.is_sparse_safe_right(a_finite.unwrap_or_else(|| other.all_finite())) =>
         {
             let od = other.dense_cow()?;
             let ov = &od.values[..];

@@ -44,8 +44,8 @@ pub use aggregate::aggregate;
 pub use construct::{fill, from_row_major, seq};
 pub use cumulative::{cumsum, cumsumprod, cumulative};
 pub use elementwise::{
-    binary, binary_owned, binary_scalar, binary_scalar_owned, ifelse, matrix_cell, replace, unary,
-    unary_owned,
+    binary, binary_known, binary_owned, binary_scalar, binary_scalar_owned, ifelse, matrix_cell,
+    replace, unary, unary_owned,
 };
 pub use grouped::grouped_aggregate;
 pub use index::{cbind, left_index, rbind, slice};
