@@ -423,6 +423,12 @@ impl ValueRangeCache {
         }
     }
 
+    /// Remembers that every value of `m` is finite, as the kernel that produced it knows by
+    /// construction (a uniform `rand` over a finite span).
+    pub fn remember_finite(&mut self, m: &Arc<Matrix>) {
+        self.remember(m, Known::Finite(true));
+    }
+
     /// Remembers `range`, which must be exactly `m.value_range()`, as computed by the kernel
     /// that produced `m` on its way (so that no consumer scans `m` for it).
     pub fn insert(&mut self, m: &Arc<Matrix>, range: ValueRange) {
@@ -1111,11 +1117,12 @@ fn run_one(
             let rows = to_usize(arg(0)?, "rows")?;
             let cols = to_usize(arg(1)?, "cols")?;
             let pdf = crate::datagen::Pdf::parse(&arg(6)?.display_string())?;
-            Value::matrix(crate::datagen::rand(
+            let (min, max) = (arg(2)?.as_f64()?, arg(3)?.as_f64()?);
+            let m = Arc::new(crate::datagen::rand(
                 rows,
                 cols,
-                arg(2)?.as_f64()?,
-                arg(3)?.as_f64()?,
+                min,
+                max,
                 arg(4)?.as_f64()?,
                 // When tracing, the seed the item records (drawn there for `seed=-1`).
                 match traced.and_then(|t| t.seed) {
@@ -1123,7 +1130,14 @@ fn run_one(
                     None => arg(5)?.as_i64()?,
                 },
                 pdf,
-            )?)
+            )?);
+            // Finite by construction: `min + (max - min) * u` over a finite span, so no consumer
+            // need scan it to know (Box-Muller's normal draws are infinite at `u1 == 0`).
+            let finite = pdf == crate::datagen::Pdf::Uniform && (max - min).is_finite();
+            if let (true, Some(cache)) = (finite, ctx.ranges.as_deref_mut()) {
+                cache.remember_finite(&m);
+            }
+            Value::Matrix(m)
         }
         Op::Sample => {
             let range = arg(0)?.as_f64()?;
@@ -1574,6 +1588,29 @@ mod tests {
         fn reads_value_range(&self, position: usize) -> bool {
             position == self.reads
         }
+    }
+
+    /// The cache answers finiteness from a range, from a finiteness scan of its own, or from
+    /// what the producer remembered, and a scan of one kind does not stand in for a range.
+    #[test]
+    fn the_range_cache_answers_finiteness_once_per_value() {
+        let inf = Arc::new(Matrix::from_dense_values(1, 2, vec![1.0, f64::INFINITY]).unwrap());
+        let one = Arc::new(Matrix::from_dense_values(1, 1, vec![1.0]).unwrap());
+        let mut cache = ValueRangeCache::default();
+        assert!(!cache.all_finite(&inf));
+        assert!(matches!(cache.known(&inf), Some(Known::Finite(false))));
+        // A range asked for after a finiteness scan is computed, not made up from it.
+        let r = cache.range(&inf);
+        assert_eq!((r.min, r.max), (1.0, f64::INFINITY));
+        assert!(!cache.all_finite(&inf));
+        cache.remember_finite(&one);
+        assert!(cache.all_finite(&one));
+        // A dropped value's entry never answers for a new one at the same address.
+        let ptr = Arc::as_ptr(&one) as usize;
+        drop(one);
+        assert!(cache.entries.contains_key(&ptr));
+        let fresh = Arc::new(Matrix::from_dense_values(1, 1, vec![f64::NAN]).unwrap());
+        assert!(!cache.all_finite(&fresh));
     }
 
     /// The ranges `run_fused` hands an operator: the sparse main input's side inputs (dense
