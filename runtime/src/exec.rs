@@ -1650,22 +1650,17 @@ mod tests {
             lineage: None,
             cacheable: false,
         };
+        let run = |regs: &mut Vec<Option<Value>>, cache: &mut ValueRangeCache| {
+            let Op::Fused { operator, outputs } = &instr.op else {
+                unreachable!()
+            };
+            run_fused(&instr, regs, operator.as_ref(), outputs, Some(cache), &[]).unwrap();
+        };
         let mut cache = ValueRangeCache::default();
         let mut regs = regs_for(sparse(7.0));
         regs.push(None);
         for _ in 0..2 {
-            let Op::Fused { operator, outputs } = &instr.op else {
-                unreachable!()
-            };
-            run_fused(
-                &instr,
-                &mut regs,
-                operator.as_ref(),
-                outputs,
-                Some(&mut cache),
-                &[],
-            )
-            .unwrap();
+            run(&mut regs, &mut cache);
         }
         let seen = probe.seen.lock().unwrap().clone();
         let main = seen[0][0].expect("the main input's range, asked for");
@@ -1682,18 +1677,7 @@ mod tests {
         let mut regs = regs_for(dense_main);
         regs.push(None);
         probe.seen.lock().unwrap().clear();
-        let Op::Fused { operator, outputs } = &instr.op else {
-            unreachable!()
-        };
-        run_fused(
-            &instr,
-            &mut regs,
-            operator.as_ref(),
-            outputs,
-            Some(&mut cache),
-            &[],
-        )
-        .unwrap();
+        run(&mut regs, &mut cache);
         assert_eq!(probe.seen.lock().unwrap()[0][1..], [None, None]);
     }
 

@@ -162,10 +162,13 @@ fn who_rank(m: &Measurement) -> (usize, String) {
     (rank, m.who())
 }
 
-/// One row per case: each system's median (lafuse gen with its spread), the others also as a
-/// ratio to lafuse gen (>1: lafuse gen is faster), gen's speedup over unfused and its fraction
-/// of the read bandwidth.
-fn comparison_table(text: &mut String, ms: &[&Measurement], with_bandwidth: bool) {
+/// A table's columns (the systems, ranked) and rows (the cases: case, variant).
+type Columns = Vec<(usize, String)>;
+type Rows = Vec<(String, String)>;
+
+/// A table's columns, the systems of `ms` in report order, and its rows, their cases in the
+/// order first met.
+fn columns_and_rows(ms: &[&Measurement]) -> (Columns, Rows) {
     let mut whos: Vec<(usize, String)> = ms.iter().map(|m| who_rank(m)).collect();
     whos.sort();
     whos.dedup();
@@ -176,6 +179,14 @@ fn comparison_table(text: &mut String, ms: &[&Measurement], with_bandwidth: bool
             cases.push(key);
         }
     }
+    (whos, cases)
+}
+
+/// One row per case: each system's median (lafuse gen with its spread), the others also as a
+/// ratio to lafuse gen (>1: lafuse gen is faster), gen's speedup over unfused and its fraction
+/// of the read bandwidth.
+fn comparison_table(text: &mut String, ms: &[&Measurement], with_bandwidth: bool) {
+    let (whos, cases) = columns_and_rows(ms);
     let _ = write!(text, "| case |");
     for (_, w) in &whos {
         let _ = write!(text, " {w} |");
@@ -252,16 +263,7 @@ fn first_evaluation_table(text: &mut String, ms: &[&Measurement]) {
     if with.is_empty() {
         return;
     }
-    let mut whos: Vec<(usize, String)> = with.iter().map(|m| who_rank(m)).collect();
-    whos.sort();
-    whos.dedup();
-    let mut cases: Vec<(String, String)> = Vec::new();
-    for m in &with {
-        let key = (m.case.clone(), m.variant.clone());
-        if !cases.contains(&key) {
-            cases.push(key);
-        }
-    }
+    let (whos, cases) = columns_and_rows(&with);
     let _ = write!(
         text,
         "First evaluation, ms (JIT compilation included):\n\n| case |"
