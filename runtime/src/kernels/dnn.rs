@@ -23,7 +23,7 @@
 //! adds them one by one, so results differ from SystemDS's in the last bits only.
 
 use super::dense_result;
-use crate::error::{Result, RuntimeError};
+use crate::error::{Internal, Result, RuntimeError};
 use crate::matrix::{count_nnz, try_alloc_zeroed, Matrix};
 use lafuse_core::DnnOp;
 use rayon::prelude::*;
@@ -163,9 +163,18 @@ impl Geometry {
 /// `op` over its matrices (one or two, as [`DnnOp::matrix_inputs`]) and its geometry's scalars
 /// (none for the bias functions).
 pub fn dnn(op: DnnOp, matrices: &[&Matrix], scalars: &[f64]) -> Result<Matrix> {
+    // The compiler passes each function its matrices; a missing one is lafuse's fault.
+    let input = |pos: usize| {
+        matrices.get(pos).copied().ok_or_else(|| {
+            RuntimeError::Internal(Internal::MissingInput {
+                opcode: op.name().to_string(),
+                input: pos,
+            })
+        })
+    };
     match op {
-        DnnOp::BiasAdd => return bias(matrices[0], matrices[1], false),
-        DnnOp::BiasMultiply => return bias(matrices[0], matrices[1], true),
+        DnnOp::BiasAdd => return bias(input(0)?, input(1)?, false),
+        DnnOp::BiasMultiply => return bias(input(0)?, input(1)?, true),
         _ => {}
     }
     let g = Geometry::new(op, scalars)?;
@@ -183,24 +192,24 @@ pub fn dnn(op: DnnOp, matrices: &[&Matrix], scalars: &[f64]) -> Result<Matrix> {
             })
         }
     };
-    let (a, b) = (matrices[0], matrices.get(1).copied());
+    let a = input(0)?;
     let kpq = g.k * g.pq();
     let cpq = g.c * g.pq();
     match op {
         DnnOp::Conv2d => {
-            let f = b.expect("conv2d has two matrices");
+            let f = input(1)?;
             expect(f, "filter", g.k, g.crs())?;
             expect(a, "input", g.n, g.chw())?;
             conv2d(a, f, &g)
         }
         DnnOp::Conv2dBackwardFilter => {
-            let dout = b.expect("conv2d_backward_filter has two matrices");
+            let dout = input(1)?;
             expect(a, "input", g.n, g.chw())?;
             expect(dout, "dout", g.n, kpq)?;
             conv2d_backward_filter(a, dout, &g)
         }
         DnnOp::Conv2dBackwardData => {
-            let dout = b.expect("conv2d_backward_data has two matrices");
+            let dout = input(1)?;
             expect(a, "filter", g.k, g.crs())?;
             expect(dout, "dout", g.n, kpq)?;
             conv2d_backward_data(a, dout, &g)
@@ -210,14 +219,14 @@ pub fn dnn(op: DnnOp, matrices: &[&Matrix], scalars: &[f64]) -> Result<Matrix> {
             pool(a, &g, op == DnnOp::MaxPool)
         }
         DnnOp::MaxPoolBackward => {
-            let dout = b.expect("max_pool_backward has two matrices");
+            let dout = input(1)?;
             expect(a, "input", g.n, g.chw())?;
             expect(dout, "dout", g.n, cpq)?;
             max_pool_backward(a, dout, &g)
         }
         DnnOp::AvgPoolBackward => {
             // SystemDS does not read the input of an average's gradient.
-            let dout = b.expect("avg_pool_backward has two matrices");
+            let dout = input(1)?;
             expect(dout, "dout", g.n, cpq)?;
             avg_pool_backward(dout, &g)
         }
