@@ -77,7 +77,7 @@ impl VarMeta {
 /// The literal of a scalar value (`None` for a matrix).
 fn scalar_literal(v: &Value) -> Option<Literal> {
     Some(match v {
-        Value::Matrix(_) | Value::List(_) => return None,
+        Value::Matrix(_) | Value::List(_) | Value::Frame(_) => return None,
         Value::Double(x) => Literal::Double(*x),
         Value::Int(x) => Literal::Int(*x),
         Value::Bool(x) => Literal::Bool(*x),
@@ -154,6 +154,7 @@ impl<'v> BlockMeta<'v> {
                 (Value::List(l), _) => hops::InputMeta::List {
                     value_type: l.item_type().map_or(hops::ValueType::Double, value_type_of),
                 },
+                (Value::Frame(_), _) => hops::InputMeta::Frame,
                 (_, Some(literal)) => hops::InputMeta::Scalar {
                     value_type: literal.value_type(),
                     value: with_values.then_some(literal),
@@ -781,7 +782,13 @@ fn lower(
         unmarked: depends_on(dag, unmarked),
         needed_results: (0..n)
             .map(|i| HopId(i as u32))
-            .filter(|h| unfused[h.index()] && matches!(dag.hop(*h).op, OpKind::Decompose { .. }))
+            .filter(|h| {
+                unfused[h.index()]
+                    && matches!(
+                        dag.hop(*h).op,
+                        OpKind::Decompose { .. } | OpKind::TransformEncode { .. }
+                    )
+            })
             .collect(),
         decomposed: std::collections::HashSet::new(),
     };
@@ -963,7 +970,8 @@ struct Lowering<'d> {
     traced: bool,
     /// Per hop: whether it depends on an unmarked variable (its instruction is not cacheable).
     unmarked: Vec<bool>,
-    /// The results of decompositions that run (one instruction computes those of a call).
+    /// The results of decompositions and encodings that run (one instruction computes those
+    /// of a call).
     needed_results: Vec<HopId>,
     /// The results already given an instruction.
     decomposed: std::collections::HashSet<HopId>,
@@ -1044,6 +1052,63 @@ impl Lowering<'_> {
 
     /// Lowers one hop; `transposed_left` is `A` when the hop is a product `t(A) %*% B` that
     /// reads `A` in place.
+    /// One instruction for all the results of a call with several (a decomposition,
+    /// `transformencode`): the first result the schedule reaches computes every result of the
+    /// same call the block needs (hops of one op kind, differing in `output`, over the same
+    /// inputs); `make` builds the instruction from the registers of results `0..n`.
+    fn lower_several_results(
+        &mut self,
+        id: HopId,
+        inputs: Vec<Reg>,
+        n: usize,
+        make: impl FnOnce(Vec<Option<Reg>>) -> Op,
+    ) -> Result<(), Error> {
+        if self.decomposed.contains(&id) {
+            return Ok(());
+        }
+        let hop = self.dag.hop(id);
+        let result_of = |op: &OpKind| match op {
+            OpKind::Decompose { output, .. } | OpKind::TransformEncode { output } => {
+                Some(usize::from(*output))
+            }
+            _ => None,
+        };
+        let same_call = |s: &lafuse_compiler::hops::Hop| {
+            s.inputs == hop.inputs
+                && std::mem::discriminant(&s.op) == std::mem::discriminant(&hop.op)
+                && match (&s.op, &hop.op) {
+                    (OpKind::Decompose { op: a, .. }, OpKind::Decompose { op: b, .. }) => a == b,
+                    _ => true,
+                }
+        };
+        let mut outputs: Vec<Option<Reg>> = vec![None; n];
+        let mut roots = Vec::new();
+        for (k, slot) in outputs.iter_mut().enumerate() {
+            let sibling = self.needed_results.iter().copied().find(|&h| {
+                let s = self.dag.hop(h);
+                same_call(s) && result_of(&s.op) == Some(k)
+            });
+            if let Some(h) = sibling {
+                *slot = Some(h.0 as Reg);
+                roots.push(h);
+                self.decomposed.insert(h);
+            }
+        }
+        self.instructions.push(Instruction {
+            op: make(outputs),
+            inputs,
+            output: None,
+            scalar_type: None,
+            release: Vec::new(),
+            span: (hop.span.start, hop.span.end),
+            lineage: self
+                .traced
+                .then(|| crate::lineage::patches(self.dag, &roots, &hop.inputs)),
+            cacheable: roots.iter().all(|h| !self.unmarked[h.index()]),
+        });
+        Ok(())
+    }
+
     fn lower_hop(
         &mut self,
         id: HopId,
@@ -1155,39 +1220,19 @@ impl Lowering<'_> {
             OpKind::LinAlg(op) => Op::LinAlg(*op),
             OpKind::Dnn(op) => Op::Dnn(*op),
             OpKind::Decompose { op, .. } => {
-                // The first result the schedule reaches computes the decomposition for every
-                // result of the same call the block needs (hops of one op over one input).
-                if self.decomposed.contains(&id) {
-                    return Ok(());
-                }
-                let mut outputs: Vec<Option<Reg>> = vec![None; op.outputs()];
-                let mut roots = Vec::new();
-                for (k, slot) in outputs.iter_mut().enumerate() {
-                    let sibling = self.needed_results.iter().copied().find(|&h| {
-                        let s = self.dag.hop(h);
-                        s.inputs == hop.inputs
-                            && matches!(s.op, OpKind::Decompose { op: o, output } if o == *op && usize::from(output) == k)
-                    });
-                    if let Some(h) = sibling {
-                        *slot = Some(h.0 as Reg);
-                        roots.push(h);
-                        self.decomposed.insert(h);
-                    }
-                }
-                self.instructions.push(Instruction {
-                    op: Op::Decompose { op: *op, outputs },
-                    inputs,
-                    output: None,
-                    scalar_type: None,
-                    release: Vec::new(),
-                    span: (hop.span.start, hop.span.end),
-                    lineage: self
-                        .traced
-                        .then(|| crate::lineage::patches(self.dag, &roots, &hop.inputs)),
-                    cacheable: roots.iter().all(|h| !self.unmarked[h.index()]),
+                let op = *op;
+                return self.lower_several_results(id, inputs, op.outputs(), |outputs| {
+                    Op::Decompose { op, outputs }
                 });
-                return Ok(());
             }
+            OpKind::TransformEncode { .. } => {
+                return self.lower_several_results(id, inputs, 2, |outputs| Op::TransformEncode {
+                    outputs,
+                });
+            }
+            OpKind::TransformApply => Op::TransformApply,
+            OpKind::TransformDecode => Op::TransformDecode,
+            OpKind::Cast(CastOp::AsFrame) => Op::AsFrame,
             OpKind::Meta(MetaOp::Nrow) => Op::Nrow,
             OpKind::Meta(MetaOp::Ncol) => Op::Ncol,
             OpKind::Meta(MetaOp::Length) => Op::Length,

@@ -1236,9 +1236,10 @@ fn conform(v: Value, ty: ValueType, name: &str, function: &str) -> Result<Value,
             given: v.type_name(),
         },
     };
-    if v.is_list() != (ty == ValueType::List) {
+    if v.is_list() != (ty == ValueType::List) || v.is_frame() != (ty == ValueType::Frame) {
         let declared = match ty {
             ValueType::List => "list",
+            ValueType::Frame => "frame",
             ValueType::Matrix => "matrix",
             _ => "scalar",
         };
@@ -1274,6 +1275,6 @@ fn conform(v: Value, ty: ValueType, name: &str, function: &str) -> Result<Value,
         ValueType::Int => scalar(ScalarType::Int, v),
         ValueType::Bool => scalar(ScalarType::Bool, v),
         ValueType::String => scalar(ScalarType::Str, v),
-        ValueType::List => Ok(v),
+        ValueType::List | ValueType::Frame => Ok(v),
     }
 }

@@ -247,6 +247,7 @@ fn unknown(ty: AstType) -> InputMeta {
         AstType::List => InputMeta::List {
             value_type: ValueType::Double,
         },
+        AstType::Frame => InputMeta::Frame,
         _ => scalar(ValueType::Double),
     }
 }
@@ -260,6 +261,8 @@ fn assign_outputs(dag: &HopDag, vars: &mut BlockInputs) {
             InputMeta::List {
                 value_type: hop.value_type,
             }
+        } else if hop.is_frame() {
+            InputMeta::Frame
         } else if hop.is_matrix() {
             InputMeta::Matrix {
                 rows: hop.rows,

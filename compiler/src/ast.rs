@@ -47,6 +47,8 @@ pub enum ValueType {
     /// `list[unknown]` / `List[Unknown]` (or any value type in the brackets, unchecked, as in
     /// SystemDS): a list of any elements.
     List,
+    /// `frame[unknown]` / `Frame[String]` (any value type in the brackets, unchecked).
+    Frame,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

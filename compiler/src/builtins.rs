@@ -144,6 +144,14 @@ pub enum Builtin {
     AsDouble,
     AsInteger,
     AsLogical,
+    /// `as.frame(X)`: a frame of a matrix's columns.
+    AsFrame,
+    /// `[X, M] = transformencode(target=F, spec=S)`: recode and dummy coding of a frame.
+    TransformEncode,
+    /// `transformapply(target=F, spec=S, meta=M)`: a frame encoded with earlier metadata.
+    TransformApply,
+    /// `transformdecode(target=X, spec=S, meta=M)`: the frame an encoded matrix came from.
+    TransformDecode,
     ToString,
     Read,
     Write,
@@ -283,6 +291,10 @@ pub const ALL: &[Builtin] = &[
     Builtin::AsDouble,
     Builtin::AsInteger,
     Builtin::AsLogical,
+    Builtin::AsFrame,
+    Builtin::TransformEncode,
+    Builtin::TransformApply,
+    Builtin::TransformDecode,
     Builtin::ToString,
     Builtin::Read,
     Builtin::Write,
@@ -328,6 +340,8 @@ pub enum ArgKind {
     Scalar,
     /// A string scalar (file names, formats).
     Str,
+    /// A frame (`transformencode`'s target).
+    Frame,
 }
 
 /// The kind of value a built-in returns.
@@ -347,6 +361,8 @@ pub enum ResultKind {
     Unknown,
     /// A list (`list(...)`).
     List,
+    /// A frame (`as.frame(X)`).
+    Frame,
     /// No value: the call is a statement (`print`, `stop`, `write`).
     Nothing,
     /// This many matrices, bound only by a multi-assignment (`[U, S, V] = svd(A)`).
@@ -480,7 +496,8 @@ const REMOVE_EMPTY_PARAMS: &[ParamSpec] = &[
 ];
 const ORDER_PARAMS: &[ParamSpec] = &[
     req("target", Mat),
-    opt("by", Sca, Literal::Int(1)),
+    // A column, or a vector of columns to sort by in turn.
+    opt("by", Any, Literal::Int(1)),
     opt("decreasing", Sca, Literal::Bool(false)),
     opt("index.return", Sca, Literal::Bool(false)),
 ];
@@ -542,6 +559,17 @@ const ASSERT_PARAMS: &[ParamSpec] = &[req("cond", Sca)];
 const MEAN_PARAMS: &[ParamSpec] = &[req("x", Mat), absent("w", Mat)];
 const CONTAINS_PARAMS: &[ParamSpec] = &[req("target", Mat), req("pattern", Sca)];
 const REMOVE_PARAMS: &[ParamSpec] = &[req("x", Any), req("pos", Sca)];
+const TRANSFORMENCODE_PARAMS: &[ParamSpec] = &[req("target", ArgKind::Frame), req("spec", Str)];
+const TRANSFORMDECODE_PARAMS: &[ParamSpec] = &[
+    req("target", Mat),
+    req("spec", Str),
+    req("meta", ArgKind::Frame),
+];
+const TRANSFORMAPPLY_PARAMS: &[ParamSpec] = &[
+    req("target", ArgKind::Frame),
+    req("spec", Str),
+    req("meta", ArgKind::Frame),
+];
 // The deep-learning built-ins: their matrices by position, then the elements of their list
 // arguments under SystemDS's expanded names (`stride=[a, b]` is `stride1=a, stride2=b`), all
 // required, as SystemDS's `orderDnnParams` requires them. The filter's channel count
@@ -750,6 +778,10 @@ impl Builtin {
             AsDouble => "as.double",
             AsInteger => "as.integer",
             AsLogical => "as.logical",
+            AsFrame => "as.frame",
+            TransformEncode => "transformencode",
+            TransformApply => "transformapply",
+            TransformDecode => "transformdecode",
             ToString => "toString",
             Read => "read",
             Write => "write",
@@ -852,6 +884,15 @@ impl Builtin {
             AsDouble => positional(UNARY_SCA, R::Double),
             AsInteger => positional(UNARY_SCA, R::Int),
             AsLogical => positional(UNARY_SCA, R::Bool),
+            AsFrame => positional(UNARY_MAT, R::Frame),
+            TransformEncode => fixed(
+                TRANSFORMENCODE_PARAMS,
+                2,
+                ArgStyle::NamedOnly,
+                R::Several(2),
+            ),
+            TransformApply => fixed(TRANSFORMAPPLY_PARAMS, 3, ArgStyle::NamedOnly, R::Matrix),
+            TransformDecode => fixed(TRANSFORMDECODE_PARAMS, 3, ArgStyle::NamedOnly, R::Frame),
             ToString => fixed(TOSTRING_PARAMS, 1, ArgStyle::FirstPositional, R::Str),
             Read => fixed(READ_PARAMS, 1, ArgStyle::FirstPositional, R::Matrix),
             Write => fixed(WRITE_PARAMS, 2, ArgStyle::Mixed, R::Nothing),

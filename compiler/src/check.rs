@@ -78,6 +78,7 @@ enum Ty {
     Bool,
     Str,
     List,
+    Frame,
     /// A scalar of unknown value type.
     Scalar,
     Unknown,
@@ -106,6 +107,7 @@ impl Ty {
             ValueType::Bool => Ty::Bool,
             ValueType::String => Ty::Str,
             ValueType::List => Ty::List,
+            ValueType::Frame => Ty::Frame,
         }
     }
 }
@@ -467,15 +469,15 @@ impl Checker<'_> {
         }
         // SystemDS binds results to targets one to one where it inlines the function (a body
         // of one basic block): `x = f()` with two results is an error there. A function it
-        // calls binds the first result (imputeByKNN's `X2 = imputeByMean(...)`).
+        // calls binds its first results to fewer targets (imputeByKNN's `X2 =
+        // imputeByMean(...)`, `[TK, TKC, D] = incSliceLine(...)` of eleven results).
         let n_targets = call.targets.len();
         let n_results = def.results.len();
         let inlined = matches!(function.body.as_slice(), [Block::Basic(_)]);
-        let first_of_several = n_targets == 1
-            && n_results > 1
+        let prefix_of_several = n_targets < n_results
             && !inlined
             && !call.targets.iter().all(|t| is_temporary(&t.name));
-        if n_targets > 0 && n_targets != n_results && !first_of_several {
+        if n_targets > 0 && n_targets != n_results && !prefix_of_several {
             let function = def.name.clone();
             let cause = if call.targets.iter().all(|t| is_temporary(&t.name)) {
                 CheckError::ResultsInExpression {
@@ -801,6 +803,7 @@ fn result_ty(builtin: Builtin, tys: &[Ty], args: &[Arg]) -> Ty {
         ResultKind::Str => Ty::Str,
         ResultKind::Nothing => Ty::Nothing,
         ResultKind::List => Ty::List,
+        ResultKind::Frame => Ty::Frame,
         ResultKind::Unknown => Ty::Unknown,
         ResultKind::Several(_) => Ty::Matrix,
         ResultKind::AggregateOrElementWise if tys.len() == 1 => Ty::Double,

@@ -525,8 +525,8 @@ pub enum CheckError {
     /// Indexing into the scalar variable `name` (or an unnamed scalar).
     #[error("cannot index into '{name}': it is a scalar")]
     IndexIntoScalar { name: String },
-    /// `L[i, j]` of a list: lists have one dimension.
-    #[error("a list is indexed by one position, range or name (L[i], L[i:j], L[\"name\"])")]
+    /// `L[i, j]` of a list: lists have one dimension (`L[i, 1]` is `L[i]`).
+    #[error("a list is indexed by one position, range or name (L[i], L[i:j], L[\"name\"]); its one column is 1")]
     ListIndexShape,
     #[error("cannot index into a scalar")]
     IndexIntoScalarValue,
@@ -748,8 +748,18 @@ pub enum TypeRule {
     NeedScalar { what: String, input: usize },
     #[error("{what} expects a matrix argument, got a scalar")]
     NeedMatrix { what: String },
+    #[error("{what} expects a matrix argument, got a frame (convert it with as.matrix)")]
+    FrameForMatrix { what: String },
+    #[error(
+        "{op} does not take a frame: lafuse's frames support as.matrix, as.scalar, nrow, ncol, \
+         length, indexing, print, toString, lists and transformencode/apply/decode (convert \
+         it with as.matrix)"
+    )]
+    FrameOperand { op: String },
     #[error("{what} expects a list as its first input")]
     NeedList { what: String },
+    #[error("{what} expects a frame as input {input} (make one with as.frame(X))")]
+    NeedFrame { what: String, input: usize },
     #[error("a transient read has no inputs to infer from")]
     TransientRead,
     #[error("invalid operands for '{op}': matrix and string")]

@@ -838,9 +838,13 @@ impl Parser<'_> {
                     }
                     // SystemDS takes any value type in a list's brackets (`gridSearch` has
                     // `List[String] params`) and checks none of the elements against it.
-                    "list" => {
+                    "list" | "frame" => {
                         self.bump();
-                        self.expect(Punct::LBracket, "'[' after 'list' (as in list[unknown])")?;
+                        let frame = lower == "frame";
+                        self.expect(
+                            Punct::LBracket,
+                            "'[' after the data type (as in list[unknown])",
+                        )?;
                         let vt = &self.peek().kind;
                         let named_value_type = matches!(vt, TokenKind::Keyword(kw)
                             if *kw == Keyword::UnknownType || scalar(*kw).is_some());
@@ -848,8 +852,12 @@ impl Parser<'_> {
                             return Err(self.unexpected("a value type (as in list[unknown])"));
                         }
                         self.bump();
-                        self.expect(Punct::RBracket, "']' closing the list type")?;
-                        Ok(ValueType::List)
+                        self.expect(Punct::RBracket, "']' closing the data type")?;
+                        Ok(if frame {
+                            ValueType::Frame
+                        } else {
+                            ValueType::List
+                        })
                     }
                     // `Scalar[int] R = 81` (`hyperband`) is SystemDS's spelling of `int R = 81`.
                     "scalar" => {
@@ -873,7 +881,7 @@ impl Parser<'_> {
                         self.expect(Punct::RBracket, "']' closing the scalar type")?;
                         Ok(ty)
                     }
-                    "frame" | "tensor" => Err(CompileError::at(
+                    "tensor" => Err(CompileError::at(
                         Unsupported::DataType {
                             name: name.to_string(),
                         },
@@ -1281,6 +1289,7 @@ pub fn sexpr_function(f: &FunctionDef) -> String {
         ValueType::Bool => "boolean",
         ValueType::String => "string",
         ValueType::List => "list",
+        ValueType::Frame => "frame",
     };
     let params = |ps: &[Param]| -> String {
         let parts: Vec<String> = ps

@@ -208,6 +208,10 @@ fn function_definitions() {
         "(function h ((matrix A) (matrix B) (int c) (double d)) ((double e)) ((= e d)))"
     );
     assert_eq!(
+        tree("k = function(Frame[String] F, frame[unknown] G) return (Frame[Unknown] H) { H = F }"),
+        "(function k ((frame F) (frame G)) ((frame H)) ((= H F)))"
+    );
+    assert_eq!(
         tree("x = 1\nf = function() return () { }\ny = f()"),
         "(= x 1)\n(function f () () ())\n(= y (f))"
     );
@@ -241,7 +245,6 @@ fn unsupported_constructs_name_the_construct() {
         "externalFunction",
     );
     assert_unsupported("x = ns::v + 1", "namespaced variables");
-    assert_unsupported("f = function(frame[string] F) { print(1) }", "frame");
     assert_unsupported("f = function(tensor[double] T) { print(1) }", "tensor");
     assert_unsupported(
         "f = function(matrix[string] F) { print(1) }",

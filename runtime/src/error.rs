@@ -154,8 +154,9 @@ pub enum RuntimeError {
         range: Range<usize>,
         shape: Shape,
     },
-    /// An index bound that is not an integer >= 1 (`found`: the value as the script prints it).
-    #[error("{} index must be an integer >= 1, found {found}", .axis.singular())]
+    /// An index bound below 1 once truncated to an integer (`found`: the value as the script
+    /// prints it).
+    #[error("{} index must be at least 1, found {found}", .axis.singular())]
     NotAnIndex { axis: Axis, found: String },
     /// A size argument (`rows`, `cols`) that is not a non-negative integer.
     #[error("{argument} must be a non-negative integer, found {found}")]
@@ -232,6 +233,13 @@ pub enum RuntimeError {
     /// A file that cannot be read or written, or whose content is not a matrix.
     #[error("{}", FileMessage(.path, .cause))]
     File { path: PathBuf, cause: FileError },
+    /// A `transformencode`/`transformapply` spec that is not valid JSON naming the frame's
+    /// columns (`problem` says what is wrong with `spec`).
+    #[error("transform spec '{spec}': {problem}")]
+    TransformSpec { spec: String, problem: String },
+    /// A `transformapply` metadata frame not made by `transformencode` for such a frame.
+    #[error("transformapply: the meta frame is not transformencode's: {problem}")]
+    TransformMeta { problem: String },
     /// A valid request that lafuse does not implement yet; names the construct.
     #[error("unsupported: {0}")]
     Unsupported(Unsupported),
@@ -287,6 +295,8 @@ impl RuntimeError {
             | RuntimeError::Print(_)
             | RuntimeError::UnknownFileFormat { .. }
             | RuntimeError::EmptyCsvSeparator
+            | RuntimeError::TransformSpec { .. }
+            | RuntimeError::TransformMeta { .. }
             | RuntimeError::File { .. } => Fault::User,
         }
     }
@@ -529,6 +539,12 @@ pub enum Conversion {
     StringToBoolean { text: String },
     #[error("cannot convert NaN to an integer")]
     NanToInteger,
+    /// A value other than a frame where a frame is needed (`transformencode`'s target).
+    #[error("expected a frame, found a {found} (make one with as.frame(X))")]
+    ExpectedFrame { found: &'static str },
+    /// A frame where a scalar is needed.
+    #[error("expected a scalar, found a frame")]
+    FrameAsScalar,
     /// A scalar or matrix where a list is needed.
     #[error("expected a list, found a {found}")]
     ExpectedList { found: &'static str },
@@ -793,6 +809,9 @@ pub enum Unsupported {
     /// A built-in function of DML that lafuse does not compute yet.
     #[error("the built-in function {function}()")]
     Function { function: &'static str },
+    /// A transform of `transformencode`'s spec other than recode and dummycode.
+    #[error("the transform '{name}' (lafuse encodes frames with recode and dummycode)")]
+    Transform { name: String },
 }
 
 /// The part of a MatrixMarket banner lafuse does not support ([`Unsupported::MatrixMarket`]).

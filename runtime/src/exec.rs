@@ -9,6 +9,7 @@
 use crate::error::{
     Axis, Conversion, FileError, Internal, PrintError, Resource, Result, RuntimeError, Unsupported,
 };
+use crate::frame::Frame;
 use crate::lineage::reuse::{self, Decision, Reuse};
 use crate::lineage::trace::{self, Traced, Tracer};
 use crate::lineage::Lineage;
@@ -113,6 +114,18 @@ pub enum Op {
         op: DecompOp,
         outputs: Vec<Option<Reg>>,
     },
+    /// `as.frame(X)`. Inputs: `[X]`.
+    AsFrame,
+    /// `[X, M] = transformencode(target=F, spec=S)`, computed once: the encoded matrix goes to
+    /// `outputs[0]`, the metadata frame to `outputs[1]`, where the block uses them (as for
+    /// `Decompose`). Inputs: `[F, S]`.
+    TransformEncode {
+        outputs: Vec<Option<Reg>>,
+    },
+    /// `transformapply(target=F, spec=S, meta=M)`. Inputs: `[F, S, M]`.
+    TransformApply,
+    /// `transformdecode(target=X, spec=S, meta=M)`. Inputs: `[X, S, M]`.
+    TransformDecode,
     /// `X[rl:ru, cl:cu]`, bounds 1-based inclusive. Inputs: [X, rl, ru, cl, cu].
     Slice,
     /// `X[rl:ru, cl:cu] = src`. Inputs: [X, src, rl, ru, cl, cu]; result: the updated X.
@@ -209,7 +222,9 @@ impl Op {
     pub fn result_registers(&self) -> Option<Vec<Reg>> {
         match self {
             Op::Fused { outputs, .. } => Some(outputs.iter().map(|o| o.reg).collect()),
-            Op::Decompose { outputs, .. } => Some(outputs.iter().flatten().copied().collect()),
+            Op::Decompose { outputs, .. } | Op::TransformEncode { outputs } => {
+                Some(outputs.iter().flatten().copied().collect())
+            }
             _ => None,
         }
     }
@@ -265,6 +280,11 @@ impl Op {
             Op::LinAlg(op) => op.name().into(),
             Op::Dnn(op) => op.name().into(),
             Op::Decompose { op, .. } => op.name().into(),
+            // SystemDS's opcodes.
+            Op::AsFrame => "castdtf".into(),
+            Op::TransformEncode { .. } => "transformencode".into(),
+            Op::TransformApply => "transformapply".into(),
+            Op::TransformDecode => "transformdecode".into(),
             Op::Slice => "rightIndex".into(),
             Op::LeftIndex => "leftIndex".into(),
             Op::Cbind => "cbind".into(),
@@ -610,9 +630,13 @@ fn to_usize(v: &Value, argument: &'static str) -> Result<usize> {
 }
 
 /// An index bound given in DML (1-based), checked to be an integer >= 1.
+/// A 1-based index bound. A fractional bound is truncated as SystemDS's
+/// `UtilFunctions.toLong` does (toward zero after adding 2^-53): `X[2.5, 1]` is `X[2, 1]`
+/// there, and gridSearch's grid indexes rely on it.
 fn to_index(v: &Value, axis: Axis) -> Result<usize> {
     let x = v.as_f64()?;
-    if x.is_nan() || x < 1.0 || x.fract() != 0.0 || x > (1u64 << 53) as f64 {
+    let x = x.signum() * (x.abs() + f64::EPSILON / 2.0).floor();
+    if x.is_nan() || x < 1.0 || x > (1u64 << 53) as f64 {
         return Err(RuntimeError::NotAnIndex {
             axis,
             found: v.display_string(),
@@ -931,20 +955,31 @@ fn run_one(
         }
         Op::Order => {
             let x = arg(0)?.as_matrix()?;
-            let by = arg(1)?.as_f64()?;
-            if !(by >= 1.0 && by.fract() == 0.0 && by <= x.cols() as f64) {
-                return Err(RuntimeError::Argument {
-                    function: "order",
-                    problem: format!(
-                        "by={by} is not a column of a {}x{} matrix",
-                        x.rows(),
-                        x.cols()
-                    ),
-                });
+            // `by` is a column, or a vector of columns (SystemDS's multi-column order).
+            let by_values: Vec<f64> = match arg(1)? {
+                Value::Matrix(m) => (0..m.rows())
+                    .flat_map(|i| (0..m.cols()).map(move |j| (i, j)))
+                    .map(|(i, j)| m.get(i, j))
+                    .collect(),
+                s => vec![s.as_f64()?],
+            };
+            let mut by = Vec::with_capacity(by_values.len());
+            for b in by_values {
+                if !(b >= 1.0 && b.fract() == 0.0 && b <= x.cols() as f64) {
+                    return Err(RuntimeError::Argument {
+                        function: "order",
+                        problem: format!(
+                            "by={b} is not a column of a {}x{} matrix",
+                            x.rows(),
+                            x.cols()
+                        ),
+                    });
+                }
+                by.push(b as usize - 1);
             }
             Value::matrix(kernels::order(
                 x,
-                by as usize - 1,
+                &by,
                 arg(2)?.as_bool()?,
                 arg(3)?.as_bool()?,
             )?)
@@ -1077,6 +1112,45 @@ fn run_one(
             }
             return Ok(None);
         }
+        Op::AsFrame => match arg(0)? {
+            Value::Frame(f) => Value::Frame(Arc::clone(f)),
+            Value::List(l) => match crate::list::single_element(l, "as.frame")? {
+                Value::Frame(f) => Value::Frame(Arc::clone(f)),
+                other => Value::Frame(Arc::new(Frame::from_matrix(other.as_matrix()?))),
+            },
+            other => Value::Frame(Arc::new(Frame::from_matrix(other.as_matrix()?))),
+        },
+        Op::TransformEncode { outputs } => {
+            let spec = arg(1)?.display_string();
+            let (encoded, meta) = crate::transform::encode(arg(0)?.as_frame()?, &spec)?;
+            let results = [Value::matrix(encoded), Value::Frame(Arc::new(meta))];
+            for (v, out) in results.into_iter().zip(outputs) {
+                if let Some(reg) = *out {
+                    let slot = regs.get_mut(reg as usize).ok_or(RuntimeError::Internal(
+                        Internal::RegisterOutOfRange { register: reg },
+                    ))?;
+                    *slot = Some(v);
+                }
+            }
+            return Ok(None);
+        }
+        Op::TransformApply => Value::matrix(crate::transform::apply(
+            arg(0)?.as_frame()?,
+            &arg(1)?.display_string(),
+            arg(2)?.as_frame()?,
+        )?),
+        Op::TransformDecode => Value::Frame(Arc::new(crate::transform::decode(
+            arg(0)?.as_matrix()?,
+            &arg(1)?.display_string(),
+            arg(2)?.as_frame()?,
+        )?)),
+        Op::Slice if arg(0)?.is_frame() => {
+            let f = arg(0)?.as_frame()?;
+            let shape = (f.rows(), f.cols());
+            let rows = index_range(arg(1)?, arg(2)?, f.rows(), Axis::Rows, shape)?;
+            let cols = index_range(arg(3)?, arg(4)?, f.cols(), Axis::Columns, shape)?;
+            Value::Frame(Arc::new(f.slice(rows, cols)))
+        }
         Op::Slice => {
             let m = arg(0)?.as_matrix()?;
             let shape = (m.rows(), m.cols());
@@ -1175,6 +1249,7 @@ fn run_one(
         Op::ListSet => crate::list::set(arg(0)?.as_list()?, arg(1)?, arg(2)?, arg(3)?)?,
         Op::ListRemove { output } => crate::list::remove(arg(0)?.as_list()?, arg(1)?, *output)?,
         Op::ListUnnest => crate::list::unnest(arg(0)?),
+        Op::CastToScalar if arg(0)?.is_frame() => arg(0)?.as_frame()?.scalar()?,
         Op::CastToScalar => match arg(0)? {
             Value::Matrix(m) => {
                 let v = matrix_to_scalar(m)?;
@@ -1187,11 +1262,20 @@ fn run_one(
         },
         Op::CastToMatrix => match arg(0)? {
             Value::Matrix(m) => Value::Matrix(Arc::clone(m)),
+            Value::Frame(f) => Value::matrix(f.to_matrix()?),
             s => Value::matrix(Matrix::scalar(s.as_f64()?)),
         },
         // SystemDS's list is a column: `nrow` and `length` are its length, `ncol` 1.
         Op::Nrow | Op::Length if arg(0)?.is_list() => Value::Int(arg(0)?.as_list()?.len() as i64),
         Op::Ncol if arg(0)?.is_list() => Value::Int(1),
+        Op::Nrow | Op::Ncol | Op::Length if matches!(arg(0)?, Value::Frame(_)) => {
+            let f = arg(0)?.as_frame()?;
+            Value::Int(match instr.op {
+                Op::Nrow => f.rows(),
+                Op::Ncol => f.cols(),
+                _ => f.rows() * f.cols(),
+            } as i64)
+        }
         Op::Nrow => Value::Int(arg(0)?.as_matrix()?.rows() as i64),
         Op::Ncol => Value::Int(arg(0)?.as_matrix()?.cols() as i64),
         Op::Length => {
@@ -1235,6 +1319,7 @@ fn run_one(
             match arg(0)? {
                 Value::Matrix(m) => Value::str(crate::format::to_string_matrix(m, &opts)),
                 Value::List(l) => Value::str(crate::format::to_string_list(l, &opts)),
+                Value::Frame(f) => Value::str(crate::frame::to_string_frame(f, &opts)),
                 s => Value::str(s.display_string()),
             }
         }

@@ -8,6 +8,7 @@ pub mod datagen;
 pub mod error;
 pub mod exec;
 pub mod format;
+pub mod frame;
 pub mod io;
 pub mod kernels;
 pub mod lineage;
@@ -15,6 +16,7 @@ pub mod list;
 pub mod matrix;
 pub mod memory;
 pub mod operator;
+pub mod transform;
 pub mod value;
 
 /// The operation vocabulary (`ops`) and scalar `exp`/`ln`/`sigmoid` (`math`) are the core's,

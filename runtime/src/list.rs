@@ -145,6 +145,17 @@ pub fn unnest(list: &Value) -> Value {
 /// `as.scalar`, a scalar as a 1x1 matrix for `as.matrix`.
 ///
 /// `as.matrix` of a longer list of scalars is the column of their values, as SystemDS's.
+/// The one element of `list`, which `cast` (`as.frame(L[i])`) takes out.
+pub fn single_element<'l>(list: &'l List, cast: &'static str) -> Result<&'l Value> {
+    match list.items.as_slice() {
+        [item] => Ok(item),
+        _ => Err(RuntimeError::Conversion(Conversion::ListCast {
+            cast,
+            length: list.len(),
+        })),
+    }
+}
+
 pub fn cast_element(list: &List, matrix: bool) -> Result<Value> {
     let cast = if matrix { "as.matrix" } else { "as.scalar" };
     if matrix && list.len() > 1 {
@@ -189,7 +200,8 @@ pub fn cast_element(list: &List, matrix: bool) -> Result<Value> {
             }
             Value::Double(m.get(0, 0))
         }
-        (Value::List(_), _) | (Value::Str(_), true) => return Err(wrong()),
+        (Value::Frame(f), true) => Value::matrix(f.to_matrix()?),
+        (Value::List(_) | Value::Frame(_), _) | (Value::Str(_), true) => return Err(wrong()),
         (scalar, true) => Value::matrix(crate::matrix::Matrix::scalar(scalar.as_f64()?)),
         (scalar, false) => scalar.clone(),
     })

@@ -1,6 +1,7 @@
 //! Runtime values: matrices and the scalar types of DML, as held in symbol tables and registers.
 
 use crate::error::{Conversion, Result, RuntimeError};
+use crate::frame::Frame;
 use crate::matrix::Matrix;
 use std::sync::Arc;
 
@@ -24,6 +25,8 @@ pub enum Value {
     Str(Arc<str>),
     /// A DML list (`list(...)`): shared like a matrix, its elements shared with it.
     List(Arc<List>),
+    /// A DML frame (`as.frame(X)`, a transform's metadata), shared like a matrix.
+    Frame(Arc<Frame>),
 }
 
 /// A DML list: its elements (matrices, scalars, lists) in order, and their names when the
@@ -90,12 +93,16 @@ impl Value {
             Value::Int(_) => Some(ScalarType::Int),
             Value::Bool(_) => Some(ScalarType::Bool),
             Value::Str(_) => Some(ScalarType::Str),
-            Value::List(_) => None,
+            Value::List(_) | Value::Frame(_) => None,
         }
     }
 
     pub fn is_list(&self) -> bool {
         matches!(self, Value::List(_))
+    }
+
+    pub fn is_frame(&self) -> bool {
+        matches!(self, Value::Frame(_))
     }
 
     pub fn as_list(&self) -> Result<&Arc<List>> {
@@ -116,6 +123,16 @@ impl Value {
             Value::Bool(_) => "boolean",
             Value::Str(_) => "string",
             Value::List(_) => "list",
+            Value::Frame(_) => "frame",
+        }
+    }
+
+    pub fn as_frame(&self) -> Result<&Arc<Frame>> {
+        match self {
+            Value::Frame(f) => Ok(f),
+            other => Err(RuntimeError::Conversion(Conversion::ExpectedFrame {
+                found: other.type_name(),
+            })),
         }
     }
 
@@ -144,6 +161,7 @@ impl Value {
                 shape: m.shape(),
             })),
             Value::List(_) => Err(RuntimeError::Conversion(Conversion::ListAsScalar)),
+            Value::Frame(_) => Err(RuntimeError::Conversion(Conversion::FrameAsScalar)),
         }
     }
 
@@ -195,6 +213,7 @@ impl Value {
             Value::Str(s) => s.to_string(),
             Value::Matrix(m) => crate::format::to_string_matrix(m, &Default::default()),
             Value::List(l) => crate::format::to_string_list(l, &Default::default()),
+            Value::Frame(f) => crate::frame::to_string_frame(f, &Default::default()),
         }
     }
 }

@@ -107,6 +107,20 @@ impl DagBuilder {
             .add(Hop::new(op, vec![], DataType::List, value_type, self.span))
     }
 
+    /// A frame input (its sizes are known at run time only).
+    pub fn frame_input(&mut self, name: &str) -> HopId {
+        let op = OpKind::TransientRead {
+            name: name.to_string(),
+        };
+        self.dag.add(Hop::new(
+            op,
+            vec![],
+            DataType::Frame,
+            ValueType::String,
+            self.span,
+        ))
+    }
+
     /// A scalar input of the given value type whose value is not known at compile time.
     pub fn scalar_input(&mut self, name: &str, value_type: ValueType) -> HopId {
         let op = OpKind::TransientRead {

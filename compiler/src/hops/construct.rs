@@ -38,6 +38,8 @@ pub enum InputMeta {
     /// A list (its elements are known at run time only) whose scalar elements share
     /// `value_type` (`Double` where they do not; see [`DataType::List`]).
     List { value_type: ValueType },
+    /// A frame (its sizes are known at run time only).
+    Frame,
     /// A scalar of a value type; with `value`, the scalar acts as that literal (so sizes such
     /// as `matrix(0, rows=n, cols=n)` are known). A DAG built with values is only valid for
     /// those values: callers caching compiled blocks must key the cache by them.
@@ -305,6 +307,9 @@ impl<'a> Ctx<'a> {
                 if builtins::lookup(name) == Some(Builtin::Remove) {
                     return self.list_remove(targets, args, call.span);
                 }
+                if builtins::lookup(name) == Some(Builtin::TransformEncode) {
+                    return self.transform_encode(targets, args, call.span);
+                }
                 let op = match builtins::lookup(name) {
                     Some(Builtin::Eigen) => DecompOp::Eigen,
                     Some(Builtin::Svd) => DecompOp::Svd,
@@ -370,6 +375,31 @@ impl<'a> Ctx<'a> {
         for (k, t) in targets.iter().enumerate() {
             let output = k as u8;
             let h = self.add(OpKind::ListRemove { output }, &[list, pos], span)?;
+            self.vars.insert(t.name.clone(), h);
+        }
+        Ok(targets.iter().map(|t| t.name.clone()).collect())
+    }
+
+    /// `[X, M] = transformencode(target=F, spec=S)`: one hop per result over the same inputs.
+    fn transform_encode(
+        &mut self,
+        targets: &[ast::Ident],
+        args: &[ast::Arg],
+        span: Span,
+    ) -> Result<Vec<String>> {
+        if targets.len() != 2 {
+            return Err(crate::program::several_results_error(
+                Builtin::TransformEncode,
+                2,
+                span,
+            ));
+        }
+        let bound = bind_args(Builtin::TransformEncode, args, span)?;
+        let frame = self.param(&bound, "target", span)?;
+        let spec = self.param(&bound, "spec", span)?;
+        for (k, t) in targets.iter().enumerate() {
+            let output = k as u8;
+            let h = self.add(OpKind::TransformEncode { output }, &[frame, spec], span)?;
             self.vars.insert(t.name.clone(), h);
         }
         Ok(targets.iter().map(|t| t.name.clone()).collect())
@@ -446,6 +476,7 @@ impl<'a> Ctx<'a> {
         let h = match meta {
             InputMeta::Matrix { rows, cols, nnz } => self.b.input_with(name, *rows, *cols, *nnz),
             InputMeta::List { value_type } => self.b.list_input(name, *value_type),
+            InputMeta::Frame => self.b.frame_input(name),
             InputMeta::Scalar {
                 value: Some(v),
                 value_type,
@@ -510,8 +541,20 @@ impl<'a> Ctx<'a> {
         cols: Option<&IndexRange>,
         span: Span,
     ) -> Result<[HopId; 2]> {
-        let (Some(r), None) = (rows, cols) else {
-            return Err(CompileError::at(CheckError::ListIndexShape, span));
+        // A list is a column: SystemDS takes `L[i, 1]` for `L[i]` (gridSearch's
+        // `paramValues[j,1]`). Any other column is an error here (SystemDS ignores it).
+        let first_column = |c: &IndexRange| {
+            let one = |e: &Expr| match e.kind {
+                ExprKind::Int(v) => v == 1,
+                ExprKind::Double(v) => v == 1.0,
+                _ => false,
+            };
+            one(&c.lower) && c.upper.as_deref().is_none_or(one)
+        };
+        let r = match (rows, cols) {
+            (Some(r), None) => r,
+            (Some(r), Some(c)) if first_column(c) => r,
+            _ => return Err(CompileError::at(CheckError::ListIndexShape, span)),
         };
         let lo = self.expr(&r.lower)?;
         let hi = match &r.upper {
@@ -1102,7 +1145,25 @@ impl<'a> Ctx<'a> {
                 self.unary_param(&bound, OpKind::LinAlg(LinAlgOp::SqrtMatrix), span)
             }
             Builtin::AsList => self.unary_param(&bound, OpKind::ListUnnest, span),
-            Builtin::Eigen | Builtin::Svd | Builtin::Lu | Builtin::Qr | Builtin::Remove => {
+            Builtin::AsFrame => self.unary_param(&bound, OpKind::Cast(CastOp::AsFrame), span),
+            Builtin::TransformApply | Builtin::TransformDecode => {
+                let mut ins = Vec::with_capacity(3);
+                for p in ["target", "spec", "meta"] {
+                    ins.push(self.param(&bound, p, span)?);
+                }
+                let op = if b == Builtin::TransformApply {
+                    OpKind::TransformApply
+                } else {
+                    OpKind::TransformDecode
+                };
+                self.add(op, &ins, span)
+            }
+            Builtin::Eigen
+            | Builtin::Svd
+            | Builtin::Lu
+            | Builtin::Qr
+            | Builtin::Remove
+            | Builtin::TransformEncode => {
                 let n = match b.signature().result {
                     builtins::ResultKind::Several(n) => n,
                     _ => 1,

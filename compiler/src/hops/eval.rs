@@ -117,6 +117,7 @@ pub fn fold_unary(op: UnaryOp, a: &Literal) -> Option<Literal> {
 /// Folds a scalar cast.
 pub fn fold_cast(op: CastOp, a: &Literal) -> Option<Literal> {
     match op {
+        CastOp::AsFrame => None,
         CastOp::AsInt => Some(Literal::Int(match a {
             Literal::Int(v) => *v,
             // Java's (long) cast: truncation, saturation, NaN → 0; Rust's `as` matches.

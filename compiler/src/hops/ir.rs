@@ -48,6 +48,10 @@ pub enum DataType {
     /// type).
     #[serde(rename = "list")]
     List,
+    /// A DML frame (`as.frame(X)`, a transform's metadata): its sizes are known at run time
+    /// only; its value type is `String`.
+    #[serde(rename = "frame")]
+    Frame,
 }
 
 impl DataType {
@@ -57,6 +61,7 @@ impl DataType {
             DataType::Scalar => "scalar",
             DataType::Matrix => "matrix",
             DataType::List => "list",
+            DataType::Frame => "frame",
         }
     }
 }
@@ -284,6 +289,8 @@ named_ops! {
         /// Truncates toward zero; saturates at the i64 range (Java's `(long)` cast).
         AsInt = "as.integer",
         AsBool = "as.logical",
+        /// matrix → frame, each column typed as SystemDS types it.
+        AsFrame = "as.frame",
     }
 }
 
@@ -459,6 +466,17 @@ pub enum OpKind {
     /// same input; the lowering computes the decomposition once for all of them.
     #[serde(rename = "decomp")]
     Decompose { op: DecompOp, output: u8 },
+    /// Result `output` of `[X, M] = transformencode(target=F, spec=S)`: `[F, S]`, the encoded
+    /// matrix (0) or the metadata frame (1). The results of one call are separate hops; the
+    /// lowering encodes once for both.
+    #[serde(rename = "tfencode")]
+    TransformEncode { output: u8 },
+    /// `transformapply(target=F, spec=S, meta=M)`: `[F, S, M]`, a matrix.
+    #[serde(rename = "tfapply")]
+    TransformApply,
+    /// `transformdecode(target=X, spec=S, meta=M)`: `[X, S, M]`, a frame.
+    #[serde(rename = "tfdecode")]
+    TransformDecode,
     /// `[X]`; see [`MetaOp`].
     #[serde(rename = "meta")]
     Meta(MetaOp),
@@ -545,6 +563,8 @@ impl OpKind {
             OpKind::Binary(_) | OpKind::MatMul | OpKind::Solve => 2,
             OpKind::Stat(op) => op.arity(),
             OpKind::LinAlg(_) | OpKind::Decompose { .. } => 1,
+            OpKind::TransformEncode { .. } => 2,
+            OpKind::TransformApply | OpKind::TransformDecode => 3,
             OpKind::Dnn(op) => op.arity(),
             OpKind::Ternary(_) => 3,
             OpKind::Reorg(ReorgOp::Reshape) => 4,
@@ -606,6 +626,9 @@ impl OpKind {
             OpKind::LinAlg(op) => format!("la({op})"),
             OpKind::Dnn(op) => format!("dnn({op})"),
             OpKind::Decompose { op, output } => format!("{op}[{output}]"),
+            OpKind::TransformEncode { output } => format!("transformencode[{output}]"),
+            OpKind::TransformApply => "transformapply".to_string(),
+            OpKind::TransformDecode => "transformdecode".to_string(),
             OpKind::Meta(op) => format!("meta({op})"),
             OpKind::Print => "print".to_string(),
             OpKind::Stop => "stop".to_string(),
@@ -699,6 +722,10 @@ impl Hop {
 
     pub fn is_list(&self) -> bool {
         self.data_type == DataType::List
+    }
+
+    pub fn is_frame(&self) -> bool {
+        self.data_type == DataType::Frame
     }
 
     /// `(rows, cols)` when both are known.

@@ -193,8 +193,9 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
     let input = |i: usize| dag.hop(hop.inputs[i]);
     let in_dims = |i: usize| Dims::of(input(i));
     let err = |cause: ShapeError| CompileError::at(cause, hop.span);
-    if hop.data_type == DataType::List {
-        // A list's length is known at run time only, so `length(L)` is never folded.
+    if matches!(hop.data_type, DataType::List | DataType::Frame) {
+        // A list's length and a frame's sizes are known at run time only, so `length(L)` and
+        // `nrow(F)` are never folded.
         return Ok(Dims::of(hop));
     }
     if hop.data_type == DataType::Scalar {
@@ -453,8 +454,8 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
         }
         OpKind::Cast(CastOp::AsMatrix) => {
             let x = input(0);
-            if x.is_list() {
-                // The element's shape is known at run time only.
+            if x.is_list() || x.is_frame() {
+                // The element's or frame's shape is known at run time only.
                 Dims {
                     rows: None,
                     cols: None,
@@ -537,6 +538,11 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
                 nnz: d.cells(),
                 ..d
             }
+        }
+        // The encoding's width depends on the frame's distinct values; `transformapply`'s on
+        // the metadata's.
+        OpKind::TransformEncode { .. } | OpKind::TransformApply | OpKind::TransformDecode => {
+            Dims::default()
         }
         OpKind::Decompose { op, output } => {
             let a = in_dims(0);

@@ -19,7 +19,7 @@ const MATRIX: Ty = (DataType::Matrix, ValueType::Double);
 /// value type all share where all are scalars (or lists) of one, else `Double`.
 fn list_of(items: &[Ty]) -> Ty {
     let mut vts = items.iter().map(|t| match t.0 {
-        DataType::Matrix => None,
+        DataType::Matrix | DataType::Frame => None,
         DataType::Scalar | DataType::List => Some(t.1),
     });
     let shared = match vts.next() {
@@ -154,12 +154,52 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
     let need_matrix = |i: usize, what: &str| -> Result<(), TypeRule> {
         if is_matrix(i) {
             Ok(())
+        } else if inputs[i].0 == DataType::Frame {
+            Err(TypeRule::FrameForMatrix {
+                what: what.to_string(),
+            })
         } else {
             Err(TypeRule::NeedMatrix {
                 what: what.to_string(),
             })
         }
     };
+    let need_frame = |i: usize, what: &str| -> Result<(), TypeRule> {
+        if inputs[i].0 == DataType::Frame {
+            Ok(())
+        } else {
+            Err(TypeRule::NeedFrame {
+                what: what.to_string(),
+                input: i + 1,
+            })
+        }
+    };
+    // Frames go only where lafuse has operations on them; elsewhere they are a type error of
+    // the script, not a failure when it runs.
+    let takes_frames = matches!(
+        op,
+        OpKind::TransientWrite { .. }
+            | OpKind::Index
+            | OpKind::Cast(CastOp::AsMatrix | CastOp::AsFrame | CastOp::AsScalar)
+            | OpKind::Meta(_)
+            | OpKind::Print
+            | OpKind::ToString
+            | OpKind::TransformEncode { .. }
+            | OpKind::TransformApply
+            | OpKind::TransformDecode
+            | OpKind::ListNew { .. }
+            | OpKind::ListAppend
+            | OpKind::ListSet
+            | OpKind::Lineage
+    );
+    if !takes_frames && inputs.iter().any(|t| t.0 == DataType::Frame) {
+        return Err(TypeRule::FrameOperand {
+            op: match op {
+                OpKind::Binary(b) => format!("'{}'", b.name()),
+                _ => op.display_name(),
+            },
+        });
+    }
     match op {
         OpKind::Literal(l) => Ok(scalar(l.value_type())),
         OpKind::TransientRead { .. } => Err(TypeRule::TransientRead),
@@ -266,6 +306,37 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
                 MATRIX
             })
         }
+        OpKind::TransformEncode { output } => {
+            need_frame(0, "transformencode")?;
+            need_scalar(1, "transformencode")?;
+            Ok(if *output == 0 {
+                MATRIX
+            } else {
+                (DataType::Frame, ValueType::String)
+            })
+        }
+        OpKind::TransformApply => {
+            need_frame(0, "transformapply")?;
+            if inputs[1].0 != DataType::Scalar {
+                return Err(TypeRule::NeedScalar {
+                    what: "transformapply".to_string(),
+                    input: 2,
+                });
+            }
+            need_frame(2, "transformapply")?;
+            Ok(MATRIX)
+        }
+        OpKind::TransformDecode => {
+            need_matrix(0, "transformdecode")?;
+            if inputs[1].0 != DataType::Scalar {
+                return Err(TypeRule::NeedScalar {
+                    what: "transformdecode".to_string(),
+                    input: 2,
+                });
+            }
+            need_frame(2, "transformdecode")?;
+            Ok((DataType::Frame, ValueType::String))
+        }
         OpKind::Decompose { op, output } => {
             need_matrix(0, op.name())?;
             if usize::from(*output) >= op.outputs() {
@@ -290,8 +361,11 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
             Ok(MATRIX)
         }
         OpKind::Index => {
-            need_matrix(0, "indexing")?;
             need_scalar(1, "indexing")?;
+            if inputs[0].0 == DataType::Frame {
+                return Ok(inputs[0]);
+            }
+            need_matrix(0, "indexing")?;
             Ok(MATRIX)
         }
         OpKind::LeftIndex => {
@@ -346,7 +420,9 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
             })
         }
         // SystemDS's list is a column: `nrow` is its length, `ncol` 1.
-        OpKind::Meta(_) if inputs[0].0 == DataType::List => Ok(scalar(ValueType::Int)),
+        OpKind::Meta(_) if matches!(inputs[0].0, DataType::List | DataType::Frame) => {
+            Ok(scalar(ValueType::Int))
+        }
         OpKind::ListNew { .. } => Ok(list_of(inputs)),
         OpKind::ListRemove { .. } | OpKind::ListUnnest => {
             if inputs[0].0 != DataType::List {
@@ -385,12 +461,25 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
             })
         }
         OpKind::Cast(c) => match c {
+            // A 1x1 frame's cell: its own type when it runs (a boolean, a string), else a
+            // double, as SystemDS's.
+            CastOp::AsScalar if inputs[0].0 == DataType::Frame => Ok(scalar(ValueType::Double)),
             CastOp::AsScalar => {
                 need_matrix(0, "as.scalar")?;
                 Ok(scalar(ValueType::Double))
             }
+            CastOp::AsFrame => {
+                // `as.frame(L[i])` takes a frame (or a matrix's) out of a list, a frame stays.
+                if !matches!(inputs[0].0, DataType::List | DataType::Frame) {
+                    need_matrix(0, "as.frame")?;
+                }
+                Ok((DataType::Frame, ValueType::String))
+            }
             CastOp::AsMatrix => {
-                if !is_matrix(0) && inputs[0].1 == ValueType::String {
+                if !is_matrix(0)
+                    && inputs[0].0 != DataType::Frame
+                    && inputs[0].1 == ValueType::String
+                {
                     return Err(TypeRule::AsMatrixString);
                 }
                 Ok(MATRIX)
@@ -446,8 +535,12 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
                     need_matrix(1, p.name())?;
                     need_scalar(2, p.name())?;
                 }
-                ParamOp::Order
-                | ParamOp::RowIndexMax
+                ParamOp::Order => {
+                    // `by`: a column, or a matrix of columns.
+                    need_matrix(0, p.name())?;
+                    need_scalar(2, p.name())?;
+                }
+                ParamOp::RowIndexMax
                 | ParamOp::RowIndexMin
                 | ParamOp::Unique
                 | ParamOp::LowerTri

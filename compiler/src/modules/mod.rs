@@ -402,11 +402,39 @@ impl Loader<'_> {
                 return;
             }
         }
+        self.load_named_by_arguments(module, args);
         if let Some(entry) = self
             .builtin(name, span)
             .and_then(|id| self.modules[id].entry())
         {
             *name = entry;
+        }
+    }
+
+    /// A DML function may pass a string argument on to `eval` (`gridSearch(train="lm", ...)`),
+    /// where SystemDS resolves it when the call runs: a string literal given to a DML function
+    /// that names a built-in of the directory loads it, so that `eval` can reach it. The load
+    /// is speculative: a built-in that does not load is left out (and an `eval` of its name
+    /// fails when it runs, as before), never an error of the script.
+    fn load_named_by_arguments(&mut self, module: ModuleId, args: &[Arg]) {
+        for arg in args {
+            let ExprKind::Str(f) = &arg.value.kind else {
+                continue;
+            };
+            if self.builtins.contains_key(f.as_str())
+                || self.modules[module].defined.contains(f.as_str())
+                || self.builtin_file(f).is_none()
+            {
+                continue;
+            }
+            let errors = self.errors.len();
+            let name = f.clone();
+            self.builtin(&name, arg.value.span);
+            if self.errors.len() > errors {
+                // Forgotten, so that a real call of it reports why it does not load.
+                self.errors.truncate(errors);
+                self.builtins.remove(&name);
+            }
         }
     }
 

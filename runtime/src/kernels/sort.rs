@@ -1,7 +1,9 @@
-//! `order`: sorting the rows of a matrix by one column, and `rev`.
+//! `order`: sorting the rows of a matrix by one column or several, and `rev`.
 //!
-//! SystemDS (`LibMatrixReorg.sort`) sorts row indexes by the column's values and then makes
-//! the order stable: ties keep their original order, ascending and descending alike. NaN has no
+//! SystemDS (`LibMatrixReorg.sort`) sorts row indexes by the first `by` column's values, runs
+//! of equal values by the next column (`sortBySecondary`), reverses for a decreasing order and
+//! then makes the order stable: rows equal in every `by` column keep their original order,
+//! ascending and descending alike. That is a stable sort by the columns lexicographically. NaN has no
 //! order there (its quicksort compares with `<`, so rows around a NaN come out unsorted); here
 //! NaN sorts after every number ascending and before every number descending, which is what
 //! SystemDS gives for a dense column vector sorted by value (`Arrays.sort`, then reversed).
@@ -17,23 +19,39 @@ fn ascending(a: f64, b: f64) -> Ordering {
         .unwrap_or_else(|| a.is_nan().cmp(&b.is_nan()))
 }
 
-/// `order(target=x, by, decreasing, index.return)`, `by` 0-based. Returns the rows of `x`
-/// in order, or with `index_return` their 1-based indexes as a column vector.
-pub fn order(x: &Matrix, by: usize, decreasing: bool, index_return: bool) -> Result<Matrix> {
+/// `order(target=x, by, decreasing, index.return)`, `by` the 0-based columns to sort by, the
+/// first deciding. Returns the rows of `x` in order, or with `index_return` their 1-based
+/// indexes as a column vector.
+pub fn order(x: &Matrix, by: &[usize], decreasing: bool, index_return: bool) -> Result<Matrix> {
     let (r, c) = x.shape();
-    if by >= c {
+    if let Some(bad) = by.iter().find(|&&b| b >= c) {
         return Err(RuntimeError::Argument {
             function: "order",
-            problem: format!("by={} is not a column of a {r}x{c} matrix", by + 1),
+            problem: format!("by={} is not a column of a {r}x{c} matrix", bad + 1),
         });
     }
-    let keys: Vec<f64> = (0..r).map(|i| x.get(i, by)).collect();
+    if by.is_empty() {
+        return Err(RuntimeError::Argument {
+            function: "order",
+            problem: "by names no column".to_string(),
+        });
+    }
+    let keys: Vec<Vec<f64>> = by
+        .iter()
+        .map(|&b| (0..r).map(|i| x.get(i, b)).collect())
+        .collect();
+    let lexicographic = |i: usize, j: usize| {
+        keys.iter()
+            .map(|k| ascending(k[i], k[j]))
+            .find(|o| o.is_ne())
+            .unwrap_or(Ordering::Equal)
+    };
     let mut perm: Vec<usize> = (0..r).collect();
     // `sort_by` is stable: equal keys keep their original order in both directions.
     if decreasing {
-        perm.sort_by(|&i, &j| ascending(keys[j], keys[i]));
+        perm.sort_by(|&i, &j| lexicographic(j, i));
     } else {
-        perm.sort_by(|&i, &j| ascending(keys[i], keys[j]));
+        perm.sort_by(|&i, &j| lexicographic(i, j));
     }
     if index_return {
         let out: Vec<f64> = perm.iter().map(|&i| (i + 1) as f64).collect();
@@ -100,30 +118,30 @@ mod tests {
             &[2.0, 6.0],
         ]);
         for x in both(&x) {
-            let up = order(&x, 0, false, true).unwrap();
+            let up = order(&x, &[0], false, true).unwrap();
             assert!(same(
                 &up,
                 &m(&[&[5.0], &[2.0], &[4.0], &[3.0], &[6.0], &[1.0]])
             ));
-            let down = order(&x, 0, true, true).unwrap();
+            let down = order(&x, &[0], true, true).unwrap();
             assert!(same(
                 &down,
                 &m(&[&[1.0], &[3.0], &[6.0], &[2.0], &[4.0], &[5.0]])
             ));
-            let rows = order(&x, 1, true, false).unwrap();
+            let rows = order(&x, &[1], true, false).unwrap();
             rows.validate().unwrap();
             assert_eq!(rows.get(0, 1), 6.0);
             assert_eq!(rows.get(5, 0), 2.0);
-            assert!(order(&x, 2, false, false).is_err());
+            assert!(order(&x, &[2], false, false).is_err());
         }
     }
 
     #[test]
     fn nan_last_ascending_first_descending() {
         let x = m(&[&[2.0], &[f64::NAN], &[1.0]]);
-        let up = order(&x, 0, false, false).unwrap();
+        let up = order(&x, &[0], false, false).unwrap();
         assert!(same(&up, &m(&[&[1.0], &[2.0], &[f64::NAN]])));
-        let down = order(&x, 0, true, false).unwrap();
+        let down = order(&x, &[0], true, false).unwrap();
         assert!(same(&down, &m(&[&[f64::NAN], &[2.0], &[1.0]])));
     }
 

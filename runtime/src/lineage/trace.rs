@@ -66,10 +66,10 @@ pub const INPUT_VARIABLE: &str = "input";
 /// The opcode of a read file's identity ([`file_item`]), the last input of a read's item.
 pub const FILE_IDENTITY: &str = "file";
 
-/// The literal item of a scalar; `None` for a matrix or list (which have no literal).
+/// The literal item of a scalar; `None` for a matrix, list or frame (which have no literal).
 pub fn value_item(v: &Value) -> Option<Lineage> {
     let data = match v {
-        Value::Matrix(_) | Value::List(_) => return None,
+        Value::Matrix(_) | Value::List(_) | Value::Frame(_) => return None,
         Value::Double(x) => literal_data(&LiteralValue::Double(*x)),
         Value::Int(x) => literal_data(&LiteralValue::Int(*x)),
         Value::Bool(x) => literal_data(&LiteralValue::Bool(*x)),

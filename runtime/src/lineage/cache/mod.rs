@@ -207,6 +207,7 @@ pub fn value_bytes(value: &Value) -> usize {
             .items
             .iter()
             .fold(header, |sum, item| sum.saturating_add(value_bytes(item))),
+        Value::Frame(f) => header.saturating_add(f.bytes()),
     }
 }
 
