@@ -1232,6 +1232,7 @@ impl Lowering<'_> {
             }
             OpKind::TransformApply => Op::TransformApply,
             OpKind::TransformDecode => Op::TransformDecode,
+            OpKind::Colnames => Op::Colnames,
             OpKind::Cast(CastOp::AsFrame) => Op::AsFrame,
             OpKind::Meta(MetaOp::Nrow) => Op::Nrow,
             OpKind::Meta(MetaOp::Ncol) => Op::Ncol,

@@ -152,6 +152,8 @@ pub enum Builtin {
     TransformApply,
     /// `transformdecode(target=X, spec=S, meta=M)`: the frame an encoded matrix came from.
     TransformDecode,
+    /// `colnames(F)`: a frame's column names, as a one-row frame of strings.
+    Colnames,
     ToString,
     Read,
     Write,
@@ -295,6 +297,7 @@ pub const ALL: &[Builtin] = &[
     Builtin::TransformEncode,
     Builtin::TransformApply,
     Builtin::TransformDecode,
+    Builtin::Colnames,
     Builtin::ToString,
     Builtin::Read,
     Builtin::Write,
@@ -782,6 +785,7 @@ impl Builtin {
             TransformEncode => "transformencode",
             TransformApply => "transformapply",
             TransformDecode => "transformdecode",
+            Colnames => "colnames",
             ToString => "toString",
             Read => "read",
             Write => "write",
@@ -893,6 +897,7 @@ impl Builtin {
             ),
             TransformApply => fixed(TRANSFORMAPPLY_PARAMS, 3, ArgStyle::NamedOnly, R::Matrix),
             TransformDecode => fixed(TRANSFORMDECODE_PARAMS, 3, ArgStyle::NamedOnly, R::Frame),
+            Colnames => positional(UNARY_ANY, R::Frame),
             ToString => fixed(TOSTRING_PARAMS, 1, ArgStyle::FirstPositional, R::Str),
             Read => fixed(READ_PARAMS, 1, ArgStyle::FirstPositional, R::Matrix),
             Write => fixed(WRITE_PARAMS, 2, ArgStyle::Mixed, R::Nothing),

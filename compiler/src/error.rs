@@ -752,7 +752,7 @@ pub enum TypeRule {
     FrameForMatrix { what: String },
     #[error(
         "{op} does not take a frame: lafuse's frames support as.matrix, as.scalar, nrow, ncol, \
-         length, indexing, print, toString, lists and transformencode/apply/decode (convert \
+         length, colnames, indexing, print, toString, lists and transformencode/apply/decode (convert \
          it with as.matrix)"
     )]
     FrameOperand { op: String },

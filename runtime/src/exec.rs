@@ -126,6 +126,8 @@ pub enum Op {
     TransformApply,
     /// `transformdecode(target=X, spec=S, meta=M)`. Inputs: `[X, S, M]`.
     TransformDecode,
+    /// `colnames(F)`. Inputs: `[F]`.
+    Colnames,
     /// `X[rl:ru, cl:cu]`, bounds 1-based inclusive. Inputs: [X, rl, ru, cl, cu].
     Slice,
     /// `X[rl:ru, cl:cu] = src`. Inputs: [X, src, rl, ru, cl, cu]; result: the updated X.
@@ -285,6 +287,7 @@ impl Op {
             Op::TransformEncode { .. } => "transformencode".into(),
             Op::TransformApply => "transformapply".into(),
             Op::TransformDecode => "transformdecode".into(),
+            Op::Colnames => "colnames".into(),
             Op::Slice => "rightIndex".into(),
             Op::LeftIndex => "leftIndex".into(),
             Op::Cbind => "cbind".into(),
@@ -1144,6 +1147,7 @@ fn run_one(
             &arg(1)?.display_string(),
             arg(2)?.as_frame()?,
         )?)),
+        Op::Colnames => Value::Frame(Arc::new(arg(0)?.as_frame()?.colnames())),
         Op::Slice if arg(0)?.is_frame() => {
             let f = arg(0)?.as_frame()?;
             let shape = (f.rows(), f.cols());

@@ -232,6 +232,16 @@ impl Frame {
         &self.columns
     }
 
+    /// `colnames(F)`: one row of F's column names (strings).
+    pub fn colnames(&self) -> Frame {
+        let columns = self
+            .names
+            .iter()
+            .map(|n| Column::Strings(vec![Some(Arc::from(n.as_str()))]))
+            .collect();
+        Frame::new(1, columns)
+    }
+
     /// `F[rows, cols]` (0-based ranges within the frame). Its columns get the default names
     /// of their new positions, as SystemDS's do (lafuse's frames have no other names).
     pub fn slice(&self, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>) -> Frame {

@@ -1146,6 +1146,7 @@ impl<'a> Ctx<'a> {
             }
             Builtin::AsList => self.unary_param(&bound, OpKind::ListUnnest, span),
             Builtin::AsFrame => self.unary_param(&bound, OpKind::Cast(CastOp::AsFrame), span),
+            Builtin::Colnames => self.unary_param(&bound, OpKind::Colnames, span),
             Builtin::TransformApply | Builtin::TransformDecode => {
                 let mut ins = Vec::with_capacity(3);
                 for p in ["target", "spec", "meta"] {

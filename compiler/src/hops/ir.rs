@@ -477,6 +477,9 @@ pub enum OpKind {
     /// `transformdecode(target=X, spec=S, meta=M)`: `[X, S, M]`, a frame.
     #[serde(rename = "tfdecode")]
     TransformDecode,
+    /// `colnames(F)`: `[F]`, a one-row frame of F's column names.
+    #[serde(rename = "colnames")]
+    Colnames,
     /// `[X]`; see [`MetaOp`].
     #[serde(rename = "meta")]
     Meta(MetaOp),
@@ -565,6 +568,7 @@ impl OpKind {
             OpKind::LinAlg(_) | OpKind::Decompose { .. } => 1,
             OpKind::TransformEncode { .. } => 2,
             OpKind::TransformApply | OpKind::TransformDecode => 3,
+            OpKind::Colnames => 1,
             OpKind::Dnn(op) => op.arity(),
             OpKind::Ternary(_) => 3,
             OpKind::Reorg(ReorgOp::Reshape) => 4,
@@ -629,6 +633,7 @@ impl OpKind {
             OpKind::TransformEncode { output } => format!("transformencode[{output}]"),
             OpKind::TransformApply => "transformapply".to_string(),
             OpKind::TransformDecode => "transformdecode".to_string(),
+            OpKind::Colnames => "colnames".to_string(),
             OpKind::Meta(op) => format!("meta({op})"),
             OpKind::Print => "print".to_string(),
             OpKind::Stop => "stop".to_string(),

@@ -541,9 +541,10 @@ pub fn infer_dims(dag: &HopDag, id: HopId) -> Result<Dims> {
         }
         // The encoding's width depends on the frame's distinct values; `transformapply`'s on
         // the metadata's.
-        OpKind::TransformEncode { .. } | OpKind::TransformApply | OpKind::TransformDecode => {
-            Dims::default()
-        }
+        OpKind::TransformEncode { .. }
+        | OpKind::TransformApply
+        | OpKind::TransformDecode
+        | OpKind::Colnames => Dims::default(),
         OpKind::Decompose { op, output } => {
             let a = in_dims(0);
             let p = match (a.rows, a.cols) {

@@ -187,6 +187,7 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
             | OpKind::TransformEncode { .. }
             | OpKind::TransformApply
             | OpKind::TransformDecode
+            | OpKind::Colnames
             | OpKind::ListNew { .. }
             | OpKind::ListAppend
             | OpKind::ListSet
@@ -325,6 +326,10 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
             }
             need_frame(2, "transformapply")?;
             Ok(MATRIX)
+        }
+        OpKind::Colnames => {
+            need_frame(0, "colnames")?;
+            Ok((DataType::Frame, ValueType::String))
         }
         OpKind::TransformDecode => {
             need_matrix(0, "transformdecode")?;
