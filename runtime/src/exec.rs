@@ -633,6 +633,24 @@ fn to_usize(v: &Value, argument: &'static str) -> Result<usize> {
 }
 
 /// An index bound given in DML (1-based), checked to be an integer >= 1.
+/// The results of an instruction with several, each into its register where the block uses
+/// it (`None`: unused, dropped).
+fn set_results(
+    regs: &mut [Option<Value>],
+    outputs: &[Option<Reg>],
+    results: impl IntoIterator<Item = Value>,
+) -> Result<()> {
+    for (v, out) in results.into_iter().zip(outputs) {
+        if let Some(reg) = *out {
+            let slot = regs.get_mut(reg as usize).ok_or(RuntimeError::Internal(
+                Internal::RegisterOutOfRange { register: reg },
+            ))?;
+            *slot = Some(v);
+        }
+    }
+    Ok(())
+}
+
 /// A 1-based index bound. A fractional bound is truncated as SystemDS's
 /// `UtilFunctions.toLong` does (toward zero after adding 2^-53): `X[2.5, 1]` is `X[2, 1]`
 /// there, and gridSearch's grid indexes rely on it.
@@ -1105,14 +1123,7 @@ fn run_one(
         },
         Op::Decompose { op, outputs } => {
             let results = kernels::linalg::decompose(*op, arg(0)?.as_matrix()?)?;
-            for (m, out) in results.into_iter().zip(outputs) {
-                if let Some(reg) = *out {
-                    let slot = regs.get_mut(reg as usize).ok_or(RuntimeError::Internal(
-                        Internal::RegisterOutOfRange { register: reg },
-                    ))?;
-                    *slot = Some(Value::matrix(m));
-                }
-            }
+            set_results(regs, outputs, results.into_iter().map(Value::matrix))?;
             return Ok(None);
         }
         Op::AsFrame => match arg(0)? {
@@ -1127,14 +1138,7 @@ fn run_one(
             let spec = arg(1)?.display_string();
             let (encoded, meta) = crate::transform::encode(arg(0)?.as_frame()?, &spec)?;
             let results = [Value::matrix(encoded), Value::Frame(Arc::new(meta))];
-            for (v, out) in results.into_iter().zip(outputs) {
-                if let Some(reg) = *out {
-                    let slot = regs.get_mut(reg as usize).ok_or(RuntimeError::Internal(
-                        Internal::RegisterOutOfRange { register: reg },
-                    ))?;
-                    *slot = Some(v);
-                }
-            }
+            set_results(regs, outputs, results)?;
             return Ok(None);
         }
         Op::TransformApply => Value::matrix(crate::transform::apply(

@@ -362,22 +362,14 @@ impl<'a> Ctx<'a> {
         args: &[ast::Arg],
         span: Span,
     ) -> Result<Vec<String>> {
-        if targets.len() != 2 {
-            return Err(crate::program::several_results_error(
-                Builtin::Remove,
-                2,
-                span,
-            ));
-        }
-        let bound = bind_args(Builtin::Remove, args, span)?;
-        let list = self.param(&bound, "x", span)?;
-        let pos = self.param(&bound, "pos", span)?;
-        for (k, t) in targets.iter().enumerate() {
-            let output = k as u8;
-            let h = self.add(OpKind::ListRemove { output }, &[list, pos], span)?;
-            self.vars.insert(t.name.clone(), h);
-        }
-        Ok(targets.iter().map(|t| t.name.clone()).collect())
+        self.result_per_hop(
+            Builtin::Remove,
+            &["x", "pos"],
+            targets,
+            args,
+            span,
+            |output| OpKind::ListRemove { output },
+        )
     }
 
     /// `[X, M] = transformencode(target=F, spec=S)`: one hop per result over the same inputs.
@@ -387,19 +379,37 @@ impl<'a> Ctx<'a> {
         args: &[ast::Arg],
         span: Span,
     ) -> Result<Vec<String>> {
+        self.result_per_hop(
+            Builtin::TransformEncode,
+            &["target", "spec"],
+            targets,
+            args,
+            span,
+            |output| OpKind::TransformEncode { output },
+        )
+    }
+
+    /// The two results of `b` (bound from its parameters `params`) as one hop each, `op` of
+    /// the result's index, over the same inputs; the lowering runs one instruction for both.
+    fn result_per_hop(
+        &mut self,
+        b: Builtin,
+        params: &[&str],
+        targets: &[ast::Ident],
+        args: &[ast::Arg],
+        span: Span,
+        op: impl Fn(u8) -> OpKind,
+    ) -> Result<Vec<String>> {
         if targets.len() != 2 {
-            return Err(crate::program::several_results_error(
-                Builtin::TransformEncode,
-                2,
-                span,
-            ));
+            return Err(crate::program::several_results_error(b, 2, span));
         }
-        let bound = bind_args(Builtin::TransformEncode, args, span)?;
-        let frame = self.param(&bound, "target", span)?;
-        let spec = self.param(&bound, "spec", span)?;
+        let bound = bind_args(b, args, span)?;
+        let inputs = params
+            .iter()
+            .map(|p| self.param(&bound, p, span))
+            .collect::<Result<Vec<_>>>()?;
         for (k, t) in targets.iter().enumerate() {
-            let output = k as u8;
-            let h = self.add(OpKind::TransformEncode { output }, &[frame, spec], span)?;
+            let h = self.add(op(k as u8), &inputs, span)?;
             self.vars.insert(t.name.clone(), h);
         }
         Ok(targets.iter().map(|t| t.name.clone()).collect())

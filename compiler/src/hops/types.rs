@@ -316,31 +316,35 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
                 (DataType::Frame, ValueType::String)
             })
         }
-        OpKind::TransformApply => {
-            need_frame(0, "transformapply")?;
-            if inputs[1].0 != DataType::Scalar {
-                return Err(TypeRule::NeedScalar {
-                    what: "transformapply".to_string(),
-                    input: 2,
-                });
-            }
-            need_frame(2, "transformapply")?;
-            Ok(MATRIX)
-        }
         OpKind::Colnames => {
             need_frame(0, "colnames")?;
             Ok((DataType::Frame, ValueType::String))
         }
-        OpKind::TransformDecode => {
-            need_matrix(0, "transformdecode")?;
+        // `[target, spec, meta]`: a frame (apply) or a matrix (decode), a spec, a meta frame.
+        OpKind::TransformApply | OpKind::TransformDecode => {
+            let apply = *op == OpKind::TransformApply;
+            let what = if apply {
+                "transformapply"
+            } else {
+                "transformdecode"
+            };
+            if apply {
+                need_frame(0, what)?;
+            } else {
+                need_matrix(0, what)?;
+            }
             if inputs[1].0 != DataType::Scalar {
                 return Err(TypeRule::NeedScalar {
-                    what: "transformdecode".to_string(),
+                    what: what.to_string(),
                     input: 2,
                 });
             }
-            need_frame(2, "transformdecode")?;
-            Ok((DataType::Frame, ValueType::String))
+            need_frame(2, what)?;
+            Ok(if apply {
+                MATRIX
+            } else {
+                (DataType::Frame, ValueType::String)
+            })
         }
         OpKind::Decompose { op, output } => {
             need_matrix(0, op.name())?;
