@@ -388,10 +388,12 @@ impl Loader<'_> {
                 return;
             }
             *name = target.qualified(f);
+            self.load_named_by_arguments(module, args);
             return;
         }
         if self.modules[module].defined.contains(name.as_str()) {
             *name = self.modules[module].qualified(name);
+            self.load_named_by_arguments(module, args);
             return;
         }
         if let Some(native) = builtins::lookup(name) {

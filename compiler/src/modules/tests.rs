@@ -336,3 +336,28 @@ fn eval_of_a_literal_name_loads_that_builtin() {
     // The name is left to the program builder, which resolves it among the loaded functions.
     assert!(calls(&mut script).contains(&"main: eval".to_string()));
 }
+
+#[test]
+fn a_string_given_to_a_dml_function_loads_the_builtin_it_names() {
+    let files = Files(vec![
+        (
+            "builtin/twice.dml",
+            "m_twice = function(Matrix[Double] X) return (Matrix[Double] Y) { Y = X * 2 }",
+        ),
+        (
+            "builtin/apply_by_name.dml",
+            "m_apply_by_name = function(String f, Matrix[Double] X) return (Matrix[Double] Y) {\n\
+             Y = eval(f, X) }",
+        ),
+        ("builtin/broken.dml", "m_broken = function( {"),
+    ]);
+    // Through a built-in, through the script's own function; a name whose file does not load,
+    // and a string given to a native built-in (`print`), load nothing and are no error.
+    let source = SourceFile::new(
+        "s.dml",
+        "g = function(String f) return (Double x) { x = 1 }\n\
+         Y = apply_by_name(\"twice\", matrix(1, 2, 2))\nx = g(\"broken\")\nprint(\"other\")",
+    );
+    let script = load_text(&source, &files).unwrap();
+    assert_eq!(names(&script), ["apply_by_name", "g", "twice"]);
+}
