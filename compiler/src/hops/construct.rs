@@ -304,11 +304,19 @@ impl<'a> Ctx<'a> {
                 let ExprKind::Call { name, args } = &call.kind else {
                     return Err(CompileError::at(Unsupported::BuiltinMultiAssign, call.span));
                 };
-                if builtins::lookup(name) == Some(Builtin::Remove) {
-                    return self.list_remove(targets, args, call.span);
-                }
-                if builtins::lookup(name) == Some(Builtin::TransformEncode) {
-                    return self.transform_encode(targets, args, call.span);
+                // `[L2, e] = remove(L, i)`, `[X, M] = transformencode(target=F, spec=S)`.
+                match builtins::lookup(name) {
+                    Some(b @ Builtin::Remove) => {
+                        return self.result_per_hop(b, &["x", "pos"], targets, args, call.span, |output| {
+                            OpKind::ListRemove { output }
+                        })
+                    }
+                    Some(b @ Builtin::TransformEncode) => {
+                        return self.result_per_hop(b, &["target", "spec"], targets, args, call.span, |output| {
+                            OpKind::TransformEncode { output }
+                        })
+                    }
+                    _ => {}
                 }
                 let op = match builtins::lookup(name) {
                     Some(Builtin::Eigen) => DecompOp::Eigen,
@@ -353,40 +361,6 @@ impl<'a> Ctx<'a> {
                 what: "control flow statement inside a basic block (blocks are split at control flow)",
             })),
         }
-    }
-
-    /// `[L2, e] = remove(L, i)`: one hop per result over the same inputs.
-    fn list_remove(
-        &mut self,
-        targets: &[ast::Ident],
-        args: &[ast::Arg],
-        span: Span,
-    ) -> Result<Vec<String>> {
-        self.result_per_hop(
-            Builtin::Remove,
-            &["x", "pos"],
-            targets,
-            args,
-            span,
-            |output| OpKind::ListRemove { output },
-        )
-    }
-
-    /// `[X, M] = transformencode(target=F, spec=S)`: one hop per result over the same inputs.
-    fn transform_encode(
-        &mut self,
-        targets: &[ast::Ident],
-        args: &[ast::Arg],
-        span: Span,
-    ) -> Result<Vec<String>> {
-        self.result_per_hop(
-            Builtin::TransformEncode,
-            &["target", "spec"],
-            targets,
-            args,
-            span,
-            |output| OpKind::TransformEncode { output },
-        )
     }
 
     /// The two results of `b` (bound from its parameters `params`) as one hop each, `op` of
