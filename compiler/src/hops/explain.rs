@@ -15,7 +15,12 @@ pub(crate) fn size_text(hop: &Hop) -> String {
 }
 
 fn type_text(hop: &Hop) -> String {
-    let dt = if hop.is_scalar() { "S" } else { "M" };
+    let dt = match hop.data_type {
+        super::ir::DataType::Scalar => "S",
+        super::ir::DataType::Matrix => "M",
+        super::ir::DataType::List => "L",
+        super::ir::DataType::Frame => "F",
+    };
     let vt = match hop.value_type {
         super::ir::ValueType::Double => "D",
         super::ir::ValueType::Int => "I",
@@ -27,7 +32,8 @@ fn type_text(hop: &Hop) -> String {
 
 /// One line per hop in linearized order:
 /// `(id) op (input ids) [rows,cols,nnz] type`, e.g. `(3) b(*) (1,2) [10,10,100] MD`, where the
-/// type is `S`/`M` (scalar/matrix) followed by `D`/`I`/`B`/`S` (double/int/bool/string).
+/// type is `S`/`M`/`L`/`F` (scalar/matrix/list/frame, as SystemDS writes them) followed by
+/// `D`/`I`/`B`/`S` (double/int/bool/string).
 pub fn explain_text(dag: &HopDag) -> String {
     let mut out = String::new();
     for id in linearize(dag) {
