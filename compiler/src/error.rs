@@ -137,7 +137,10 @@ impl CompileCause {
     /// Who has to act on this error.
     pub fn fault(&self) -> Fault {
         match self {
-            CompileCause::Unsupported(_) => Fault::Unsupported,
+            CompileCause::Unsupported(_)
+            | CompileCause::Dag(DagError::Type(TypeRule::FrameUnsupported { .. })) => {
+                Fault::Unsupported
+            }
             CompileCause::Internal(_) => Fault::Internal,
             CompileCause::Lex(_)
             | CompileCause::Syntax(_)
@@ -756,6 +759,9 @@ pub enum TypeRule {
          it with as.matrix)"
     )]
     FrameOperand { op: String },
+    /// A frame operation SystemDS has and lafuse lacks (its fault is `Unsupported`).
+    #[error("unsupported: {what} of a frame (convert it with as.matrix)")]
+    FrameUnsupported { what: &'static str },
     #[error("{what} expects a list as its first input")]
     NeedList { what: String },
     #[error("{what} expects a frame as input {input} (make one with as.frame(X))")]

@@ -589,7 +589,8 @@ impl<'a> Ctx<'a> {
                 let x = self.expr(operand)?;
                 match op {
                     ast::UnaryOp::Plus => {
-                        if self.b.dag().hop(x).value_type == ValueType::String {
+                        let h = self.b.dag().hop(x);
+                        if h.is_scalar() && h.value_type == ValueType::String {
                             return Err(CompileError::at(CheckError::StringUnaryPlus, span));
                         }
                         Ok(x)
@@ -875,9 +876,10 @@ impl<'a> Ctx<'a> {
             }
             Builtin::Cbind | Builtin::Rbind
                 if variadic.len() == 2
-                    && variadic
-                        .iter()
-                        .all(|&x| self.b.dag().hop(x).value_type == ValueType::String) =>
+                    && variadic.iter().all(|&x| {
+                        let h = self.b.dag().hop(x);
+                        h.is_scalar() && h.value_type == ValueType::String
+                    }) =>
             {
                 // SystemDS's scalar string append: the two strings joined by a line break.
                 let newline = self.lit(Literal::Str("\n".into()), span);

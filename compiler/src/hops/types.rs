@@ -194,6 +194,17 @@ pub(crate) fn infer_type(op: &OpKind, inputs: &[Ty]) -> Result<Ty, TypeRule> {
             | OpKind::Lineage
     );
     if !takes_frames && inputs.iter().any(|t| t.0 == DataType::Frame) {
+        // SystemDS writes, binds and updates frames; lafuse does not yet.
+        let systemds_has_it = match op {
+            OpKind::PersistentWrite { .. } => Some("write"),
+            OpKind::Nary(NaryOp::Cbind) => Some("cbind"),
+            OpKind::Nary(NaryOp::Rbind) => Some("rbind"),
+            OpKind::LeftIndex => Some("left indexing"),
+            _ => None,
+        };
+        if let Some(what) = systemds_has_it {
+            return Err(TypeRule::FrameUnsupported { what });
+        }
         return Err(TypeRule::FrameOperand {
             op: match op {
                 OpKind::Binary(b) => format!("'{}'", b.name()),
@@ -593,6 +604,7 @@ fn arity_text(op: &OpKind) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ir::MetaOp;
     use super::*;
     use ValueType::*;
 
@@ -655,6 +667,32 @@ mod tests {
         assert_eq!(t, s(Int));
         let t = infer_type(&OpKind::Nary(NaryOp::Min), &[s(Int), s(Double), s(Int)]).unwrap();
         assert_eq!(t, s(Double));
+    }
+
+    /// Frames reach only the ops that take them: where SystemDS has the op (binding,
+    /// updating) lafuse's lack of it is `unsupported`, elsewhere it is the script's type error.
+    #[test]
+    fn frames_reach_only_the_ops_that_take_them() {
+        let frame = (DataType::Frame, String);
+        let s = (DataType::Scalar, Int);
+        let bind = infer_type(&OpKind::Nary(NaryOp::Rbind), &[frame, frame]);
+        assert_eq!(bind, Err(TypeRule::FrameUnsupported { what: "rbind" }));
+        let cause =
+            crate::error::CompileCause::Dag(crate::error::DagError::Type(bind.unwrap_err()));
+        assert_eq!(cause.fault(), crate::Fault::Unsupported);
+        let add = infer_type(&OpKind::Binary(BinaryOp::Add), &[frame, s]);
+        assert!(matches!(add, Err(TypeRule::FrameOperand { .. })));
+        let cause = crate::error::CompileCause::Dag(crate::error::DagError::Type(add.unwrap_err()));
+        assert_eq!(cause.fault(), crate::Fault::User);
+        assert_eq!(infer_type(&OpKind::Index, &[frame, s, s, s, s]), Ok(frame));
+        assert_eq!(
+            infer_type(&OpKind::Meta(MetaOp::Nrow), &[frame]),
+            Ok(scalar(Int))
+        );
+        assert_eq!(
+            infer_type(&OpKind::Cast(CastOp::AsMatrix), &[frame]),
+            Ok(MATRIX)
+        );
     }
 
     #[test]
