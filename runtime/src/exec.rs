@@ -1276,7 +1276,7 @@ fn run_one(
         // SystemDS's list is a column: `nrow` and `length` are its length, `ncol` 1.
         Op::Nrow | Op::Length if arg(0)?.is_list() => Value::Int(arg(0)?.as_list()?.len() as i64),
         Op::Ncol if arg(0)?.is_list() => Value::Int(1),
-        Op::Nrow | Op::Ncol | Op::Length if matches!(arg(0)?, Value::Frame(_)) => {
+        Op::Nrow | Op::Ncol | Op::Length if arg(0)?.is_frame() => {
             let f = arg(0)?.as_frame()?;
             Value::Int(match instr.op {
                 Op::Nrow => f.rows(),

@@ -172,7 +172,6 @@ impl Column {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Frame {
     rows: usize,
-    names: Vec<String>,
     columns: Vec<Column>,
 }
 
@@ -183,11 +182,7 @@ impl Frame {
     /// If the columns differ in length from `rows` (an internal error of the caller).
     pub fn new(rows: usize, columns: Vec<Column>) -> Frame {
         assert!(columns.iter().all(|c| c.len() == rows));
-        Frame {
-            rows,
-            names: (1..=columns.len()).map(|j| format!("C{j}")).collect(),
-            columns,
-        }
+        Frame { rows, columns }
     }
 
     /// `as.frame(X)`: one column per column of X, typed as SystemDS types them.
@@ -224,8 +219,9 @@ impl Frame {
         self.columns.len()
     }
 
-    pub fn names(&self) -> &[String] {
-        &self.names
+    /// The column names: `C1`, `C2`, ...
+    pub fn names(&self) -> Vec<String> {
+        (1..=self.cols()).map(|j| format!("C{j}")).collect()
     }
 
     pub fn columns(&self) -> &[Column] {
@@ -235,9 +231,9 @@ impl Frame {
     /// `colnames(F)`: one row of F's column names (strings).
     pub fn colnames(&self) -> Frame {
         let columns = self
-            .names
-            .iter()
-            .map(|n| Column::Strings(vec![Some(Arc::from(n.as_str()))]))
+            .names()
+            .into_iter()
+            .map(|n| Column::Strings(vec![Some(Arc::from(n))]))
             .collect();
         Frame::new(1, columns)
     }
@@ -292,7 +288,8 @@ impl Frame {
 
     /// The position of the column named `name`.
     pub fn column_named(&self, name: &str) -> Option<usize> {
-        self.names.iter().position(|n| n == name)
+        let j: usize = name.strip_prefix('C')?.parse().ok()?;
+        (1..=self.cols()).contains(&j).then(|| j - 1)
     }
 }
 
@@ -313,7 +310,8 @@ pub fn to_string_frame(f: &Frame, opts: &ToStringOptions) -> String {
         out.push_str(&cells.collect::<Vec<_>>().join(sep));
         out.push_str(linesep);
     };
-    header(&mut out, &mut f.names[..clen].iter().map(String::as_str));
+    let names = f.names();
+    header(&mut out, &mut names[..clen].iter().map(String::as_str));
     header(
         &mut out,
         &mut f.columns[..clen].iter().map(|c| c.column_type().name()),

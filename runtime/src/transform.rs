@@ -173,6 +173,20 @@ impl Spec {
     }
 }
 
+impl Spec {
+    /// The recode map of each recoded column, read from a metadata frame of as many columns
+    /// as the spec's.
+    fn maps_from_meta(&self, meta: &Frame) -> Result<Vec<Option<RecodeMap>>> {
+        (0..self.recode.len())
+            .map(|j| {
+                self.recode[j]
+                    .then(|| RecodeMap::from_meta(meta, j))
+                    .transpose()
+            })
+            .collect()
+    }
+}
+
 /// One column's recode map: its tokens in code order (code = position + 1).
 #[derive(Default)]
 struct RecodeMap {
@@ -340,13 +354,7 @@ pub fn apply(frame: &Frame, spec: &str, meta: &Frame) -> Result<Matrix> {
             ),
         });
     }
-    let maps = (0..frame.cols())
-        .map(|j| {
-            spec.recode[j]
-                .then(|| RecodeMap::from_meta(meta, j))
-                .transpose()
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let maps = spec.maps_from_meta(meta)?;
     encode_with(frame, &spec, &maps)
 }
 
@@ -358,13 +366,7 @@ pub fn apply(frame: &Frame, spec: &str, meta: &Frame) -> Result<Matrix> {
 /// frame's columns up to X's width, with it all of the meta frame's.
 pub fn decode(encoded: &Matrix, spec: &str, meta: &Frame) -> Result<Frame> {
     let spec = Spec::parse(spec, meta)?;
-    let maps = (0..meta.cols())
-        .map(|j| {
-            spec.recode[j]
-                .then(|| RecodeMap::from_meta(meta, j))
-                .transpose()
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let maps = spec.maps_from_meta(meta)?;
     let dummy = spec.dummycode.iter().any(|&d| d);
     let cols = if dummy {
         meta.cols()

@@ -98,41 +98,28 @@ impl DagBuilder {
         self.dag.add(hop)
     }
 
-    /// A list input (its length and elements are known at run time only).
-    pub fn list_input(&mut self, name: &str, value_type: ValueType) -> HopId {
+    /// An input of no known sizes (a read of the variable `name`).
+    fn unsized_input(&mut self, name: &str, data_type: DataType, value_type: ValueType) -> HopId {
         let op = OpKind::TransientRead {
             name: name.to_string(),
         };
         self.dag
-            .add(Hop::new(op, vec![], DataType::List, value_type, self.span))
+            .add(Hop::new(op, vec![], data_type, value_type, self.span))
+    }
+
+    /// A list input (its length and elements are known at run time only).
+    pub fn list_input(&mut self, name: &str, value_type: ValueType) -> HopId {
+        self.unsized_input(name, DataType::List, value_type)
     }
 
     /// A frame input (its sizes are known at run time only).
     pub fn frame_input(&mut self, name: &str) -> HopId {
-        let op = OpKind::TransientRead {
-            name: name.to_string(),
-        };
-        self.dag.add(Hop::new(
-            op,
-            vec![],
-            DataType::Frame,
-            ValueType::String,
-            self.span,
-        ))
+        self.unsized_input(name, DataType::Frame, ValueType::String)
     }
 
     /// A scalar input of the given value type whose value is not known at compile time.
     pub fn scalar_input(&mut self, name: &str, value_type: ValueType) -> HopId {
-        let op = OpKind::TransientRead {
-            name: name.to_string(),
-        };
-        self.dag.add(Hop::new(
-            op,
-            vec![],
-            DataType::Scalar,
-            value_type,
-            self.span,
-        ))
+        self.unsized_input(name, DataType::Scalar, value_type)
     }
 
     /// A scalar input whose current value is known to the compiler for size inference only
