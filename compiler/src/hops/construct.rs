@@ -378,10 +378,7 @@ impl<'a> Ctx<'a> {
             return Err(crate::program::several_results_error(b, 2, span));
         }
         let bound = bind_args(b, args, span)?;
-        let inputs = params
-            .iter()
-            .map(|p| self.param(&bound, p, span))
-            .collect::<Result<Vec<_>>>()?;
+        let inputs = self.params(&bound, params, span)?;
         for (k, t) in targets.iter().enumerate() {
             let h = self.add(op(k as u8), &inputs, span)?;
             self.vars.insert(t.name.clone(), h);
@@ -481,6 +478,16 @@ impl<'a> Ctx<'a> {
         };
         self.vars.insert(name.to_string(), h);
         Ok(h)
+    }
+
+    /// The hops of the parameters `names`, in order.
+    fn params(
+        &mut self,
+        bound: &builtins::BoundArgs<'_>,
+        names: &[&str],
+        span: Span,
+    ) -> Result<Vec<HopId>> {
+        names.iter().map(|p| self.param(bound, p, span)).collect()
     }
 
     fn param(&mut self, bound: &builtins::BoundArgs<'_>, name: &str, span: Span) -> Result<HopId> {
@@ -749,10 +756,7 @@ impl<'a> Ctx<'a> {
             }
             Builtin::Table => self.table(&bound, span),
             Builtin::LowerTri | Builtin::UpperTri => {
-                let mut ins = Vec::with_capacity(3);
-                for p in ["target", "diag", "values"] {
-                    ins.push(self.param(&bound, p, span)?);
-                }
+                let ins = self.params(&bound, &["target", "diag", "values"], span)?;
                 let op = if b == Builtin::LowerTri {
                     ParamOp::LowerTri
                 } else {
@@ -794,10 +798,11 @@ impl<'a> Ctx<'a> {
                 )
             }
             Builtin::Aggregate => {
-                let mut ins = Vec::with_capacity(6);
-                for p in ["target", "groups", "fn", "ngroups", "order"] {
-                    ins.push(self.param(&bound, p, span)?);
-                }
+                let mut ins = self.params(
+                    &bound,
+                    &["target", "groups", "fn", "ngroups", "order"],
+                    span,
+                )?;
                 if let Some(e) = bound.arg("weights") {
                     ins.push(self.expr(e)?);
                 }
@@ -832,10 +837,11 @@ impl<'a> Ctx<'a> {
                 self.add(OpKind::Param(ParamOp::RemoveEmpty), &ins, span)
             }
             Builtin::Order => {
-                let mut ins = Vec::with_capacity(4);
-                for p in ["target", "by", "decreasing", "index.return"] {
-                    ins.push(self.param(&bound, p, span)?);
-                }
+                let ins = self.params(
+                    &bound,
+                    &["target", "by", "decreasing", "index.return"],
+                    span,
+                )?;
                 self.add(OpKind::Param(ParamOp::Order), &ins, span)
             }
             Builtin::Outer => {
@@ -1134,10 +1140,7 @@ impl<'a> Ctx<'a> {
             Builtin::AsFrame => self.unary_param(&bound, OpKind::Cast(CastOp::AsFrame), span),
             Builtin::Colnames => self.unary_param(&bound, OpKind::Colnames, span),
             Builtin::TransformApply | Builtin::TransformDecode => {
-                let mut ins = Vec::with_capacity(3);
-                for p in ["target", "spec", "meta"] {
-                    ins.push(self.param(&bound, p, span)?);
-                }
+                let ins = self.params(&bound, &["target", "spec", "meta"], span)?;
                 let op = if b == Builtin::TransformApply {
                     OpKind::TransformApply
                 } else {
