@@ -16,6 +16,7 @@ pub mod list;
 pub mod matrix;
 pub mod memory;
 pub mod operator;
+pub mod simd;
 pub mod transform;
 pub mod value;
 

@@ -216,8 +216,12 @@ pub fn count_nnz(values: &[f64]) -> usize {
     }
 }
 
-fn count_nnz_seq(values: &[f64]) -> usize {
-    values.iter().map(|&v| (v != 0.0) as usize).sum()
+/// [`count_nnz`] on one thread.
+pub(crate) fn count_nnz_seq(values: &[f64]) -> usize {
+    crate::simd::widest(
+        #[inline(always)]
+        || values.iter().map(|&v| (v != 0.0) as usize).sum(),
+    )
 }
 
 impl DenseMatrix {
@@ -961,34 +965,10 @@ pub fn value_range(values: &[f64]) -> ValueRange {
 /// output's non-zeros anyway, the range comes at no extra pass (a memory-bound scan either
 /// way), so a later consumer (a sparse-safe fused operator) need not scan again.
 pub fn count_nnz_and_range(values: &[f64]) -> (usize, ValueRange) {
-    let seq = |c: &[f64]| -> (usize, ValueRange) {
-        let (mut lo, mut hi) = ([f64::INFINITY; 8], [f64::NEG_INFINITY; 8]);
-        // NaNs and non-zeros counted per lane in integers: an integer add vectorises, a
-        // `bool |=` did not (the loop ran 2x slower).
-        let (mut nans, mut nnz) = ([0u64; 8], [0u64; 8]);
-        let mut chunks = c.chunks_exact(8);
-        for ch in &mut chunks {
-            for l in 0..8 {
-                let v = ch[l];
-                // NaN compares false both ways, so it moves neither bound.
-                lo[l] = if v < lo[l] { v } else { lo[l] };
-                hi[l] = if v > hi[l] { v } else { hi[l] };
-                nans[l] += v.is_nan() as u64;
-                nnz[l] += (v != 0.0) as u64;
-            }
-        }
-        let mut r = ValueRange::EMPTY;
-        for l in 0..8 {
-            r = r.union(ValueRange {
-                min: lo[l],
-                max: hi[l],
-                nan: nans[l] > 0,
-            });
-        }
-        let rest = chunks.remainder();
-        (
-            nnz.iter().sum::<u64>() as usize + count_nnz_seq(rest),
-            rest.iter().fold(r, |r, &v| r.with(v)),
+    let seq = |c: &[f64]| {
+        crate::simd::widest(
+            #[inline(always)]
+            || nnz_and_range_lanes(c),
         )
     };
     if values.len() >= PAR_THRESHOLD {
@@ -1001,9 +981,47 @@ pub fn count_nnz_and_range(values: &[f64]) -> (usize, ValueRange) {
     }
 }
 
+/// One thread's part of [`count_nnz_and_range`]: eight lanes (a register each with AVX-512).
+#[inline(always)]
+fn nnz_and_range_lanes(c: &[f64]) -> (usize, ValueRange) {
+    let (mut lo, mut hi) = ([f64::INFINITY; 8], [f64::NEG_INFINITY; 8]);
+    // NaNs and non-zeros counted per lane in integers: an integer add vectorises, a
+    // `bool |=` did not (the loop ran 2x slower).
+    let (mut nans, mut nnz) = ([0u64; 8], [0u64; 8]);
+    let mut chunks = c.chunks_exact(8);
+    for ch in &mut chunks {
+        for l in 0..8 {
+            let v = ch[l];
+            // NaN compares false both ways, so it moves neither bound.
+            lo[l] = if v < lo[l] { v } else { lo[l] };
+            hi[l] = if v > hi[l] { v } else { hi[l] };
+            nans[l] += v.is_nan() as u64;
+            nnz[l] += (v != 0.0) as u64;
+        }
+    }
+    let mut r = ValueRange::EMPTY;
+    for l in 0..8 {
+        r = r.union(ValueRange {
+            min: lo[l],
+            max: hi[l],
+            nan: nans[l] > 0,
+        });
+    }
+    let rest = chunks.remainder();
+    (
+        nnz.iter().sum::<u64>() as usize + count_nnz_seq(rest),
+        rest.iter().fold(r, |r, &v| r.with(v)),
+    )
+}
+
 /// Whether every value is finite; vectorises and parallelises.
 pub fn all_finite(values: &[f64]) -> bool {
-    let seq = |c: &[f64]| c.iter().fold(true, |ok, v| ok & v.is_finite());
+    let seq = |c: &[f64]| {
+        crate::simd::widest(
+            #[inline(always)]
+            || c.iter().fold(true, |ok, v| ok & v.is_finite()),
+        )
+    };
     if values.len() >= PAR_THRESHOLD {
         values.par_chunks(BLOCK_CELLS).all(seq)
     } else {

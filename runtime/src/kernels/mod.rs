@@ -99,8 +99,11 @@ where
     F: Fn(usize, &mut [f64]) + Sync,
 {
     let run = |(b, chunk): (usize, &mut [f64])| {
-        f(b * BLOCK_CELLS, chunk);
-        chunk.iter().map(|&v| (v != 0.0) as usize).sum::<usize>()
+        crate::simd::widest(
+            #[inline(always)]
+            || f(b * BLOCK_CELLS, chunk),
+        );
+        crate::matrix::count_nnz_seq(chunk)
     };
     if out.len() >= PAR_THRESHOLD {
         out.par_chunks_mut(BLOCK_CELLS).enumerate().map(run).sum()
@@ -120,8 +123,11 @@ where
     }
     let rows_per_block = (BLOCK_CELLS / cols).max(1);
     let run = |(b, chunk): (usize, &mut [f64])| {
-        f(b * rows_per_block, chunk);
-        chunk.iter().map(|&v| (v != 0.0) as usize).sum::<usize>()
+        crate::simd::widest(
+            #[inline(always)]
+            || f(b * rows_per_block, chunk),
+        );
+        crate::matrix::count_nnz_seq(chunk)
     };
     if out.len() >= PAR_THRESHOLD {
         out.par_chunks_mut(rows_per_block * cols)
