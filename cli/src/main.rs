@@ -529,12 +529,13 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    keep_freed_memory();
     let (args, notes) = normalize_args(std::env::args_os().collect());
     for note in notes {
         eprintln!("note: {note}");
     }
     let cli = Cli::parse_from(args);
-    match run(cli) {
+    match on_worker_thread(|| run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             // Script errors come rendered (`error: ...` and the line); every other error gets
@@ -547,6 +548,46 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// How long glibc's allocator keeps freed memory for reuse; set before the first allocation
+/// it is meant for.
+///
+/// By default glibc serves a block of 128 KiB or more with a fresh `mmap` and unmaps it when
+/// freed (raising that threshold only as such blocks are freed), and gives a heap's free top
+/// back to the system past 128 KiB. A script's intermediates are blocks of a few MiB,
+/// allocated and freed over and over; each came back as fresh pages, zeroed by the kernel one
+/// page fault at a time (ALS-CG at 2000 x 100: 100,000 page faults and a quarter of its run).
+/// Blocks up to 32 MiB (glibc's own ceiling for its dynamic threshold) now come from the
+/// heap, and up to 256 MiB of a heap's free top stays mapped for the next intermediate; a
+/// larger matrix is still mapped and unmapped on its own.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `mallopt` only sets the allocator's parameters, and any value is valid for
+    // these two.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+}
+
+/// Runs `f` on a thread of the pool that runs the kernels' parallel loops. Called from the main
+/// thread, each parallel loop would hand its work to the pool and sleep until the pool's
+/// threads (woken through the kernel) finished it: on two cores, every kernel paid two
+/// wake-ups and left the calling core idle. From a pool thread, the caller takes part in
+/// its own loop and only the other threads are woken. The stack is as large as a main
+/// thread's may grow (deep scripts recurse in the parser and the interpreter).
+fn on_worker_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    const STACK_BYTES: usize = 64 << 20;
+    let built = rayon::ThreadPoolBuilder::new()
+        .stack_size(STACK_BYTES)
+        .build_global();
+    if built.is_err() {
+        // The pool exists already (built by someone else, with its own stack size): stay here.
+        return f();
+    }
+    // Called outside the pool, `scope` runs its body on one of the pool's threads.
+    rayon::scope(|_| f())
 }
 
 /// The command line as clap should read it, and notes on what was changed:
