@@ -536,7 +536,9 @@ fn variance(n: usize, m2: f64) -> f64 {
     }
 }
 
-/// Reduces one slice (plus implicit zeros) to the aggregate's value.
+/// Reduces one slice (plus implicit zeros) to the aggregate's value. Inlined, so that a row
+/// loop with a constant `op` keeps only its arm.
+#[inline(always)]
 fn reduce_one(op: AggOp, vals: &[f64], zeros: usize) -> f64 {
     let n = vals.len() + zeros;
     match op {
@@ -582,17 +584,15 @@ pub fn aggregate(a: &Matrix, op: AggOp, dir: Direction) -> Result<Matrix> {
             Ok(Matrix::scalar(v))
         }
         Direction::Row => {
-            // The common aggregations with the op matched once, not per row: each closure is
-            // `reduce_one`'s arm for its op, inlined into the row loop (rows of one or two
-            // values spent most of their time in the calls around their few adds).
+            // The common aggregations with the op a constant in each row loop, so that
+            // `reduce_one`'s match folds away there (rows of one or two values spent most of
+            // their time in the calls around their few adds).
             let out = match op {
-                AggOp::Sum => per_row(a, |_, v, z| full(KSum(|x| x), v, z).sum),
-                AggOp::SumSq => per_row(a, |_, v, z| full(KSum(|x| x * x), v, z).sum),
-                AggOp::Mean => per_row(a, |_, v, z| {
-                    full(KSum(|x| x), v, z).sum / (v.len() + z) as f64
-                }),
-                AggOp::Min => per_row(a, |_, v, z| full(Extreme::<false>, v, z)),
-                AggOp::Max => per_row(a, |_, v, z| full(Extreme::<true>, v, z)),
+                AggOp::Sum => per_row(a, |_, v, z| reduce_one(AggOp::Sum, v, z)),
+                AggOp::SumSq => per_row(a, |_, v, z| reduce_one(AggOp::SumSq, v, z)),
+                AggOp::Mean => per_row(a, |_, v, z| reduce_one(AggOp::Mean, v, z)),
+                AggOp::Min => per_row(a, |_, v, z| reduce_one(AggOp::Min, v, z)),
+                AggOp::Max => per_row(a, |_, v, z| reduce_one(AggOp::Max, v, z)),
                 _ => per_row(a, |_, v, z| reduce_one(op, v, z)),
             };
             Ok(vector_result(rows, 1, out))
