@@ -928,8 +928,9 @@ pub fn plan_cost_bounded(
             }
             None => {
                 v.flops = flops_in(dag, model, scope, h);
-                for &c in inputs {
-                    read_materialized(dag, model, c, &mut v, &mut work);
+                for (pos, &c) in inputs.iter().enumerate() {
+                    let read = read_in_place(dag, chooser, h, pos, c).unwrap_or(c);
+                    read_materialized(dag, model, read, &mut v, &mut work);
                 }
             }
         }
@@ -1086,6 +1087,23 @@ fn cost_body<'c>(
         }
         stack.extend(fused.drain(..).rev());
     }
+}
+
+/// `X` where input `pos` of the unfused hop `h` is `t(X)` that `h` reads in place: the left
+/// operand of an unfused product, computed unfused itself. The unfused kernels multiply
+/// `t(X) %*% B` and `t(X) %*% X` from `X`'s own storage, and the transpose is made only where
+/// something else reads it (`transpose_products` in the engine's lowering), so the product
+/// reads `X`'s bytes (as many as `t(X)`'s) and the transpose costs nothing unless another
+/// reader queues it.
+fn read_in_place(
+    dag: &FusionDag<'_>,
+    chooser: &dyn PlanChooser,
+    h: HopId,
+    pos: usize,
+    c: HopId,
+) -> Option<HopId> {
+    let in_place = pos == 0 && dag.is_matmul(h) && dag.is_transpose(c) && chooser.root(c).is_none();
+    in_place.then(|| dag.inputs(c).first().copied()).flatten()
 }
 
 fn read_materialized(

@@ -418,39 +418,65 @@ pub fn matmul_tn(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     }
     match (a, b) {
         (Matrix::Dense(x), Matrix::Dense(y)) if all_finite(&y.values) => dense_tn(x, y),
-        (Matrix::Sparse(x), Matrix::Dense(y)) if x.nnz() * n < PAR_THRESHOLD || n == 1 => {
-            sparse_tn(x, y)
-        }
+        (Matrix::Sparse(x), Matrix::Dense(y)) => sparse_tn(x, y),
         _ => matmul(&super::reorg::transpose(a)?, b),
     }
 }
 
 /// `t(a) %*% b` for a sparse `a` without transposing it: each non-zero `a[i, kk]` scales row `i`
-/// of `b` into output row `kk`, rows `i` in increasing order, so every output cell is the sum
-/// that the transposed product forms, in the same order (`transpose_csr` lists a column's
-/// entries by increasing row). One thread: for a vector `b` the output is `k` values in
-/// cache, and a pass over `a`'s arrays is all the work; above that the transposed product's
-/// parallel rows pay for its transpose.
+/// of `b` (columns `[j0, j1)`) into output row `kk`, rows `i` in increasing order, so every
+/// output cell is the sum that the transposed product forms, in the same order
+/// (`transpose_csr` lists a column's entries by increasing row), whatever the split. Large
+/// products split `b`'s columns over threads, each into a buffer of its own (threads writing
+/// neighbouring cells of one output row would share its cache lines); a vector `b` runs on
+/// one thread, its output `k` values in cache and a pass over `a`'s arrays all the work.
 fn sparse_tn(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    let mut out = try_alloc_zeroed(k * n)?;
     let bv = &b.values[..];
     let rows = a.slices();
-    crate::simd::widest(
-        #[inline(always)]
-        || {
-            for i in 0..m {
-                let (ci, cv) = rows.row(i);
-                let brow = &bv[i * n..(i + 1) * n];
-                for (&kk, &v) in ci.iter().zip(cv) {
-                    let kk = kk as usize;
-                    for (o, &y) in out[kk * n..(kk + 1) * n].iter_mut().zip(brow) {
-                        *o += v * y;
+    // Output columns `[j0, j1)` into `part` (`k x (j1 - j0)`, zeroed).
+    let columns = |j0: usize, j1: usize, part: &mut [f64]| {
+        let w = j1 - j0;
+        crate::simd::widest(
+            #[inline(always)]
+            || {
+                for i in 0..m {
+                    let (ci, cv) = rows.row(i);
+                    let brow = &bv[i * n + j0..i * n + j1];
+                    for (&kk, &v) in ci.iter().zip(cv) {
+                        let kk = kk as usize;
+                        for (o, &y) in part[kk * w..(kk + 1) * w].iter_mut().zip(brow) {
+                            *o += v * y;
+                        }
                     }
                 }
+            },
+        )
+    };
+    let threads = rayon::current_num_threads();
+    let mut out = try_alloc_zeroed(k * n)?;
+    if n == 1 || threads == 1 || a.nnz() * n < PAR_THRESHOLD {
+        columns(0, n, &mut out);
+    } else {
+        let width = n.div_ceil(threads);
+        let ranges: Vec<(usize, usize)> = (0..n)
+            .step_by(width)
+            .map(|j0| (j0, (j0 + width).min(n)))
+            .collect();
+        let parts = ranges
+            .par_iter()
+            .map(|&(j0, j1)| {
+                let mut part = try_alloc_zeroed(k * (j1 - j0))?;
+                columns(j0, j1, &mut part);
+                Ok(part)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for (&(j0, j1), part) in ranges.iter().zip(&parts) {
+            for (orow, prow) in out.chunks_exact_mut(n).zip(part.chunks_exact(j1 - j0)) {
+                orow[j0..j1].copy_from_slice(prow);
             }
-        },
-    );
+        }
+    }
     let nnz = crate::matrix::count_nnz(&out);
     Ok(dense_result(k, n, out, nnz))
 }
@@ -751,7 +777,11 @@ mod tests {
     fn a_sparse_transposed_product_has_the_bits_of_the_materialised_one() {
         // `sparse_tn` sums each cell in the transposed product's order, so the two agree to
         // the bit, non-finite values of `b` included.
-        for (i, &(mm, k, n)) in [(300, 40, 1), (50, 7, 3), (1, 1, 1)].iter().enumerate() {
+        // (3000, 40, 5) is large enough to split its columns over threads.
+        for (i, &(mm, k, n)) in [(300, 40, 1), (50, 7, 3), (1, 1, 1), (3000, 40, 5)]
+            .iter()
+            .enumerate()
+        {
             let a = rand(mm, k, 0.2, 17 + i as u64).try_to_sparse().unwrap();
             let mut b = rand(mm, n, 1.0, 71 + i as u64).to_dense().unwrap();
             b.values.to_mut()[0] = f64::INFINITY;
