@@ -1563,6 +1563,42 @@ mod tests {
         }
     }
 
+    /// `t(X) %*% y` computed unfused reads `X` in place (the unfused kernels never make the
+    /// transpose for it): the plan costs the product alone, reading `X`'s bytes, and the
+    /// transpose is charged only where something else reads it.
+    #[test]
+    fn an_unfused_product_reads_its_transposed_left_operand_in_place() {
+        let dag_of = |transpose_is_a_root: bool| {
+            let mut ids = [HopId(0); 3];
+            let dag = build(|b| {
+                let x = b.input("X", 10_000, 1000, 1_000_000);
+                let y = b.input("y", 10_000, 1, 10_000);
+                let tx = b.transpose(x).unwrap();
+                let p = b.matmul(tx, y).unwrap();
+                ids = [x, y, p];
+                if transpose_is_a_root {
+                    vec![p, tx]
+                } else {
+                    vec![p]
+                }
+            });
+            (dag, ids)
+        };
+        let model = CostModel::default();
+        let (dag, [x, y, p]) = dag_of(false);
+        let f = view(&dag);
+        let product = CostVector {
+            output_cells: cells(&f, p),
+            input_bytes: BTreeMap::from([(x, model.bytes(&f, x)), (y, model.bytes(&f, y))]),
+            flops: model.flops(&f, p),
+        };
+        let alone = cost_of(&f, &model, &Selection::default());
+        assert_eq!(alone, model.operator_time(&product, 1.0));
+        let (dag, _) = dag_of(true);
+        let with_transpose = cost_of(&view(&dag), &model, &Selection::default());
+        assert!(with_transpose > alone, "{with_transpose} <= {alone}");
+    }
+
     /// `X + 1 / (U %*% t(V))` has no factor an Outer operator could drive by (`1 / f` is not
     /// 0 where any input is): `outer_driver` names none, the construction builds no operator
     /// from a plan rooting one there (its hops run unfused), and costing charges that plan
