@@ -928,9 +928,8 @@ pub fn plan_cost_bounded(
             }
             None => {
                 v.flops = flops_in(dag, model, scope, h);
-                for (pos, &c) in inputs.iter().enumerate() {
-                    let read = read_in_place(dag, chooser, h, pos, c).unwrap_or(c);
-                    read_materialized(dag, model, read, &mut v, &mut work);
+                for &c in inputs {
+                    read_materialized(dag, model, c, &mut v, &mut work);
                 }
             }
         }
@@ -1087,23 +1086,6 @@ fn cost_body<'c>(
         }
         stack.extend(fused.drain(..).rev());
     }
-}
-
-/// `X` where input `pos` of the unfused hop `h` is `t(X)` that `h` reads in place: the left
-/// operand of an unfused product, computed unfused itself. The unfused kernels multiply
-/// `t(X) %*% B` and `t(X) %*% X` from `X`'s own storage, and the transpose is made only where
-/// something else reads it (`transpose_products` in the engine's lowering), so the product
-/// reads `X`'s bytes (as many as `t(X)`'s) and the transpose costs nothing unless another
-/// reader queues it.
-fn read_in_place(
-    dag: &FusionDag<'_>,
-    chooser: &dyn PlanChooser,
-    h: HopId,
-    pos: usize,
-    c: HopId,
-) -> Option<HopId> {
-    let in_place = pos == 0 && dag.is_matmul(h) && dag.is_transpose(c) && chooser.root(c).is_none();
-    in_place.then(|| dag.inputs(c).first().copied()).flatten()
 }
 
 fn read_materialized(
@@ -1561,42 +1543,6 @@ mod tests {
                 program.explain()
             );
         }
-    }
-
-    /// `t(X) %*% y` computed unfused reads `X` in place (the unfused kernels never make the
-    /// transpose for it): the plan costs the product alone, reading `X`'s bytes, and the
-    /// transpose is charged only where something else reads it.
-    #[test]
-    fn an_unfused_product_reads_its_transposed_left_operand_in_place() {
-        let dag_of = |transpose_is_a_root: bool| {
-            let mut ids = [HopId(0); 3];
-            let dag = build(|b| {
-                let x = b.input("X", 10_000, 1000, 1_000_000);
-                let y = b.input("y", 10_000, 1, 10_000);
-                let tx = b.transpose(x).unwrap();
-                let p = b.matmul(tx, y).unwrap();
-                ids = [x, y, p];
-                if transpose_is_a_root {
-                    vec![p, tx]
-                } else {
-                    vec![p]
-                }
-            });
-            (dag, ids)
-        };
-        let model = CostModel::default();
-        let (dag, [x, y, p]) = dag_of(false);
-        let f = view(&dag);
-        let product = CostVector {
-            output_cells: cells(&f, p),
-            input_bytes: BTreeMap::from([(x, model.bytes(&f, x)), (y, model.bytes(&f, y))]),
-            flops: model.flops(&f, p),
-        };
-        let alone = cost_of(&f, &model, &Selection::default());
-        assert_eq!(alone, model.operator_time(&product, 1.0));
-        let (dag, _) = dag_of(true);
-        let with_transpose = cost_of(&view(&dag), &model, &Selection::default());
-        assert!(with_transpose > alone, "{with_transpose} <= {alone}");
     }
 
     /// `X + 1 / (U %*% t(V))` has no factor an Outer operator could drive by (`1 / f` is not

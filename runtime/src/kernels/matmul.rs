@@ -393,9 +393,9 @@ fn sparse_sparse(a: &SparseMatrix, b: &SparseMatrix) -> Result<Matrix> {
 
 /// `t(a) %*% b` (k x n for an m x k `a` and an m x n `b`). Dense operands are read in place:
 /// `dgemm` takes `a` with swapped strides, and a column vector `b` makes it the vector-matrix
-/// product `t(t(b) %*% a)`, one pass over `a`'s rows. Other combinations, and a `b` holding
-/// NaN/±Inf (whose product skips the zeros of `t(a)`, module docs), transpose `a` first (a
-/// sparse transpose costs O(nnz)).
+/// product `t(t(b) %*% a)`, one pass over `a`'s rows. A CSR `a` with a dense `b` is read in
+/// place too (`sparse_tn`). A sparse `b`, and a dense `a` with a `b` holding NaN/±Inf (whose
+/// product skips the zeros of `t(a)`, module docs), transpose `a` first.
 ///
 /// ```
 /// use lafuse_runtime::{Matrix, kernels};
