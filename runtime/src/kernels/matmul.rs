@@ -16,7 +16,7 @@
 //! operand meets a densified right one. Dense and sparse inputs therefore agree.
 
 use super::reorg::transpose_csr;
-use super::{dense_result, fill_rows, sparse_result};
+use super::{dense_result, fill_rows, fill_rows_reading, sparse_result};
 use crate::error::{Result, RuntimeError, ShapeOp};
 use crate::matrix::{
     all_finite, count_nnz, count_nnz_and_range, try_alloc_zeroed, try_with_capacity, DenseMatrix,
@@ -168,37 +168,24 @@ unsafe fn dot4_avx512(rows: [&[f64]; 4], y: &[f64]) -> [f64; 4] {
     out
 }
 
-/// `out = a %*% v` for a column vector `v`: one [`dot`] per row (four at a time, [`dot4`]), in
-/// parallel over blocks of rows when `a` is large (the work is `a`'s cells, not the output's).
-/// Returns the non-zeros of `out`.
+/// `out = a %*% v` for a column vector `v`: one [`dot`] per row, four at a time ([`dot4`]), in
+/// blocks of rows sized by `a`'s cells. Returns the non-zeros of `out`.
 fn matrix_vector(a: &DenseMatrix, v: &[f64], out: &mut [f64]) -> usize {
-    let k = a.cols;
-    let rows_per_block = (BLOCK_CELLS / k.max(1)).max(4);
-    let block = |(b, chunk): (usize, &mut [f64])| {
-        let r0 = b * rows_per_block;
-        {
-            let mut quads = chunk.chunks_exact_mut(4);
-            let mut i = r0;
-            for q in &mut quads {
-                let rows = [a.row(i), a.row(i + 1), a.row(i + 2), a.row(i + 3)];
-                q.copy_from_slice(&dot4(rows, v));
-                i += 4;
-            }
-            for o in quads.into_remainder() {
-                *o = dot(a.row(i), v);
-                i += 1;
-            }
+    fill_rows_reading(out, 1, a.cols, |r0, block| {
+        let mut quads = block.chunks_exact_mut(4);
+        let mut i = r0;
+        for q in &mut quads {
+            q.copy_from_slice(&dot4(
+                [a.row(i), a.row(i + 1), a.row(i + 2), a.row(i + 3)],
+                v,
+            ));
+            i += 4;
         }
-        crate::matrix::count_nnz_seq(chunk)
-    };
-    if a.rows * k >= PAR_THRESHOLD {
-        out.par_chunks_mut(rows_per_block)
-            .enumerate()
-            .map(block)
-            .sum()
-    } else {
-        out.chunks_mut(rows_per_block).enumerate().map(block).sum()
-    }
+        for o in quads.into_remainder() {
+            *o = dot(a.row(i), v);
+            i += 1;
+        }
+    })
 }
 
 /// A dense product (`m, k, n >= 1`: [`matmul_with_range`] answers empty shapes before any
@@ -276,10 +263,12 @@ fn sparse_dense(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     let mut out = try_alloc_zeroed(m * n)?;
     let bv = &b.values[..];
     let rows = a.slices();
+    // Blocks and threads by the non-zeros read for each output row.
+    let read_per_row = a.nnz().div_ceil(m.max(1)) * n;
     if n == 1 {
         // Matrix-vector: one sparse dot product per row, summed in the order of the general
         // loop below (which, for one column, ran a vector loop's preamble per non-zero).
-        let nnz = fill_rows(&mut out, 1, |r0, block| {
+        let nnz = fill_rows_reading(&mut out, 1, read_per_row, |r0, block| {
             for (t, o) in block.iter_mut().enumerate() {
                 let (ci, cv) = rows.row(r0 + t);
                 let mut s = 0.0;
@@ -291,7 +280,7 @@ fn sparse_dense(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
         });
         return Ok(dense_result(m, n, out, nnz));
     }
-    let nnz = fill_rows(&mut out, n, |r0, block| {
+    let nnz = fill_rows_reading(&mut out, n, read_per_row, |r0, block| {
         for (t, orow) in block.chunks_mut(n).enumerate() {
             let (ci, cv) = rows.row(r0 + t);
             for (&kk, &v) in ci.iter().zip(cv) {

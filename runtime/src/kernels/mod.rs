@@ -118,10 +118,22 @@ pub(crate) fn fill_rows<F>(out: &mut [f64], cols: usize, f: F) -> usize
 where
     F: Fn(usize, &mut [f64]) + Sync,
 {
+    fill_rows_reading(out, cols, cols, f)
+}
+
+/// [`fill_rows`] for a kernel that reads about `read_per_row` values for each output row (a
+/// matrix-vector product: a row of the matrix for one output value). Blocks of rows and the
+/// decision to run them in parallel follow the larger of what is read and what is written, so
+/// a short output of a long input is still split over threads.
+pub(crate) fn fill_rows_reading<F>(out: &mut [f64], cols: usize, read_per_row: usize, f: F) -> usize
+where
+    F: Fn(usize, &mut [f64]) + Sync,
+{
     if cols == 0 || out.is_empty() {
         return 0;
     }
-    let rows_per_block = (BLOCK_CELLS / cols).max(1);
+    let per_row = cols.max(read_per_row);
+    let rows_per_block = (BLOCK_CELLS / per_row).max(1);
     let run = |(b, chunk): (usize, &mut [f64])| {
         crate::simd::widest(
             #[inline(always)]
@@ -129,7 +141,7 @@ where
         );
         crate::matrix::count_nnz_seq(chunk)
     };
-    if out.len() >= PAR_THRESHOLD {
+    if out.len() / cols * per_row >= PAR_THRESHOLD {
         out.par_chunks_mut(rows_per_block * cols)
             .enumerate()
             .map(run)
