@@ -10,7 +10,7 @@
 use super::{generate, PtxKernel, ENTRY};
 use crate::backend::{Backend, Built, CodegenError, Executable, Operand, Placement, Request};
 use crate::zero_cells::{self, InputBound};
-use lafuse_compiler::fusion::cplan::{CPlan, TemplateSpec};
+use lafuse_compiler::fusion::cplan::{CPlan, OuterType, TemplateSpec};
 use lafuse_runtime::lineage::Lineage;
 use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::gpu::abi::GpuMain;
@@ -119,8 +119,10 @@ impl<B: Backend> Backend for GpuBackend<B> {
 }
 
 /// The density of a dense driver from which an Outer operator computes every cell on the GPU
-/// rather than the driver's non-zeros (converted to CSR). A guess to be measured with the
-/// dense kernel ([`super::outer_dense::PLACED`]).
+/// rather than the driver's non-zeros (converted to CSR on the host). On an H200 every cell of
+/// a 20000 x 2000 driver at rank 10 took 0.35 ms and the non-zeros 25 ps each (0.10 ms at
+/// density 0.1): the kernels alone break even near 0.35, and a dense driver's conversion and
+/// its larger upload move the point lower.
 const DENSE_OUTER_MIN_DENSITY: f64 = 0.25;
 
 /// Non-zeros over cells (1 for an empty matrix).
@@ -130,6 +132,59 @@ fn density(m: &Matrix) -> f64 {
         1.0
     } else {
         m.nnz() as f64 / cells as f64
+    }
+}
+
+/// The main-input format a GPU call of `plan` reads, or `None` where only the CPU computes
+/// this call exactly (an Outer product whose driver's zeros cannot be skipped).
+fn gpu_main(plan: &CPlan, inputs: &[Operand<'_>], known: &[Option<ValueRange>]) -> Option<GpuMain> {
+    let main_sparse = matches!(inputs.first(), Some(Operand::Matrix(m)) if m.is_sparse());
+    let skippable = || {
+        let bounds: Vec<InputBound> = inputs
+            .iter()
+            .enumerate()
+            .map(|(pos, o)| match o {
+                Operand::Scalar(s) => InputBound::Scalar(*s),
+                Operand::Matrix(_) if pos == 0 => InputBound::Unknown,
+                Operand::Matrix(m) => InputBound::Matrix {
+                    range: known
+                        .get(pos)
+                        .copied()
+                        .flatten()
+                        .unwrap_or_else(|| m.value_range()),
+                    cols: m.cols(),
+                },
+            })
+            .collect();
+        zero_cells::zeros_skippable(plan, &bounds)
+    };
+    match &plan.template {
+        TemplateSpec::Cell { sparse_safe, .. } | TemplateSpec::MAgg { sparse_safe, .. } => {
+            Some(if *sparse_safe && main_sparse && skippable() {
+                GpuMain::Csr
+            } else {
+                GpuMain::Dense
+            })
+        }
+        TemplateSpec::Outer { outer_type } => {
+            // Over a dense driver dense enough, every cell in tiles (cell-wise outputs and
+            // full sums); else the non-zeros of the driver as CSR where its zeros may be
+            // skipped, every cell in tiles where not.
+            let tiles = matches!(outer_type, OuterType::CellWise | OuterType::FullAgg);
+            let dense_driver = matches!(inputs.first(), Some(Operand::Matrix(m))
+                    if !m.is_sparse() && density(m) >= DENSE_OUTER_MIN_DENSITY);
+            if tiles && dense_driver {
+                Some(GpuMain::Dense)
+            } else if skippable() {
+                Some(GpuMain::Csr)
+            } else if tiles {
+                Some(GpuMain::Dense)
+            } else {
+                None
+            }
+        }
+        // A sparse main input is densified for the row kernel.
+        TemplateSpec::Row { .. } => Some(GpuMain::Dense),
     }
 }
 
@@ -167,58 +222,6 @@ impl GpuOperator {
             }
             k
         })
-    }
-
-    /// The main-input format a GPU call reads, or `None` where only the CPU computes this
-    /// call exactly (an Outer driver whose zeros cannot be skipped).
-    fn gpu_main(&self, inputs: &[Operand<'_>], known: &[Option<ValueRange>]) -> Option<GpuMain> {
-        let main_sparse = matches!(inputs.first(), Some(Operand::Matrix(m)) if m.is_sparse());
-        let skippable = || {
-            let bounds: Vec<InputBound> = inputs
-                .iter()
-                .enumerate()
-                .map(|(pos, o)| match o {
-                    Operand::Scalar(s) => InputBound::Scalar(*s),
-                    Operand::Matrix(_) if pos == 0 => InputBound::Unknown,
-                    Operand::Matrix(m) => InputBound::Matrix {
-                        range: known
-                            .get(pos)
-                            .copied()
-                            .flatten()
-                            .unwrap_or_else(|| m.value_range()),
-                        cols: m.cols(),
-                    },
-                })
-                .collect();
-            zero_cells::zeros_skippable(&self.plan, &bounds)
-        };
-        match &self.plan.template {
-            TemplateSpec::Cell { sparse_safe, .. } | TemplateSpec::MAgg { sparse_safe, .. } => {
-                Some(if *sparse_safe && main_sparse && skippable() {
-                    GpuMain::Csr
-                } else {
-                    GpuMain::Dense
-                })
-            }
-            TemplateSpec::Outer { .. } => {
-                // Over a dense driver dense enough, every cell in tiles (once placed); else
-                // the non-zeros of the driver as CSR where its zeros may be skipped.
-                let dense_driver = super::outer_dense::PLACED
-                    && matches!(inputs.first(), Some(Operand::Matrix(m))
-                        if !m.is_sparse() && density(m) >= DENSE_OUTER_MIN_DENSITY);
-                if dense_driver {
-                    Some(GpuMain::Dense)
-                } else if skippable() {
-                    Some(GpuMain::Csr)
-                } else if super::outer_dense::PLACED {
-                    Some(GpuMain::Dense)
-                } else {
-                    None
-                }
-            }
-            // A sparse main input is densified for the row kernel.
-            TemplateSpec::Row { .. } => Some(GpuMain::Dense),
-        }
     }
 
     /// Whether `auto` placement sends this call to the GPU: inputs the device holds by their
@@ -301,7 +304,7 @@ impl Executable for GpuOperator {
         let Ok(device) = gpu() else {
             return cpu();
         };
-        let Some(main) = self.gpu_main(inputs, known) else {
+        let Some(main) = gpu_main(&self.plan, inputs, known) else {
             return cpu();
         };
         let kernel = match self.kernel(main) {
@@ -348,5 +351,66 @@ impl Executable for GpuOperator {
     fn compile_time(&self) -> Duration {
         self.cpu.compile_time()
             + Duration::from_nanos(self.generation_nanos.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ptx::samples::outer;
+
+    #[test]
+    fn a_dense_driver_takes_the_tiled_outer_kernel_where_it_computes_the_output() {
+        let m = |rows: usize, cols: usize, value: f64| {
+            Matrix::from_dense_values(rows, cols, vec![value; rows * cols]).unwrap()
+        };
+        let (x, u, v) = (m(40, 30, 0.5), m(40, 3, 0.25), m(30, 3, 0.75));
+        let inputs = [
+            Operand::Matrix(&x),
+            Operand::Matrix(&u),
+            Operand::Matrix(&v),
+        ];
+        let known = [None, None, None];
+        for ty in [OuterType::CellWise, OuterType::FullAgg] {
+            assert_eq!(
+                gpu_main(&outer(ty), &inputs, &known),
+                Some(GpuMain::Dense),
+                "{ty:?}"
+            );
+        }
+        // The tiles compute no right product: its dense driver goes to the CSR kernel where
+        // its zeros may be skipped, else to the CPU.
+        let right = outer(OuterType::Right);
+        let zeros = crate::zero_cells::zeros_skippable(
+            &right,
+            &[
+                InputBound::Unknown,
+                InputBound::Matrix {
+                    range: u.value_range(),
+                    cols: 3,
+                },
+                InputBound::Matrix {
+                    range: v.value_range(),
+                    cols: 3,
+                },
+            ],
+        );
+        assert_eq!(
+            gpu_main(&right, &inputs, &known),
+            zeros.then_some(GpuMain::Csr)
+        );
+        // A driver mostly zeros, even stored dense, is walked by its non-zeros.
+        let mut vals = vec![0.0; 40 * 30];
+        vals[7] = 2.0;
+        let sparse = Matrix::from_dense_values(40, 30, vals).unwrap();
+        let inputs = [
+            Operand::Matrix(&sparse),
+            Operand::Matrix(&u),
+            Operand::Matrix(&v),
+        ];
+        assert_eq!(
+            gpu_main(&outer(OuterType::FullAgg), &inputs, &known),
+            Some(GpuMain::Csr)
+        );
     }
 }
