@@ -62,6 +62,7 @@ pub(crate) fn emit<'c>(
                 main,
                 uses,
                 transposed,
+                narrow: None,
             };
             cell::emit_cell_like(ctx, module, plan, &kernel, &plan.outputs[..1])?;
             if let KernelShape::ColAgg { agg } = kernel.shape {
@@ -88,6 +89,7 @@ pub(crate) fn emit<'c>(
                 main,
                 uses: input_uses(plan, &plan.outputs, transposed)?,
                 transposed,
+                narrow: None,
             };
             cell::emit_cell_like(ctx, module, plan, &kernel, &plan.outputs)?;
             Ok(kernel)

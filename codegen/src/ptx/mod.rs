@@ -18,6 +18,7 @@ mod nvptx;
 mod outer;
 pub mod outer_dense;
 mod row;
+mod row_block;
 pub mod samples;
 /// The device the GPU backend runs on (the GPU skeleton's).
 #[cfg(feature = "cuda")]
@@ -28,7 +29,9 @@ use crate::backend::{CodegenError, Internal, Unsupported};
 use crate::native::expr::node_calls_helper;
 use inkwell::context::Context;
 use lafuse_compiler::fusion::cplan::{CNode, CPlan};
-pub use lafuse_skeletons::gpu::abi::{GpuKernel, GpuMain, KernelShape, BLOCK_THREADS};
+pub use lafuse_skeletons::gpu::abi::{
+    GpuKernel, GpuMain, KernelShape, NarrowRows, BLOCK_THREADS, NARROW_ENTRY,
+};
 use std::time::{Duration, Instant};
 
 /// The GPU architecture kernels are generated for (the driver JIT-compiles its PTX for newer

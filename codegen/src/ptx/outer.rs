@@ -78,6 +78,7 @@ pub(super) fn emit_outer<'c>(
         main: GpuMain::Csr,
         uses,
         transposed: false,
+        narrow: None,
     };
     let mut k = declare_kernel(ctx, module)?;
     let used = used_mask(&kernel.uses);

@@ -61,6 +61,7 @@ pub(super) fn emit<'c>(
         main: GpuMain::Dense,
         uses,
         transposed: false,
+        narrow: None,
     };
     let mut k = declare_kernel(ctx, module)?;
     let ins = load_inputs(&k.fx, k.args, &used_mask(&kernel.uses))?;

@@ -30,18 +30,20 @@ use crate::native::expr::{ierr, load_inputs, At, Body, Fx, InputPtrs};
 use crate::native::llvm::{load_vec, store_vec};
 use inkwell::context::Context;
 use inkwell::module::Module;
-use inkwell::values::{IntValue, VectorValue};
+use inkwell::values::{IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan, InputKind, RowType};
 use lafuse_compiler::hops::{AggOp, Literal};
 use lafuse_skeletons::abi::{DenseView, KernelArgs};
-use lafuse_skeletons::gpu::abi::{GpuKernel, GpuMain, KernelShape, ROW_TILE};
+use lafuse_skeletons::gpu::abi::{
+    GpuKernel, GpuMain, KernelShape, NarrowRows, BLOCK_THREADS, MAX_COLUMN_BLOCKS, ROW_TILE,
+};
 use lafuse_skeletons::{AggKind, InputUse};
 use std::collections::HashMap;
 use std::mem::offset_of;
 
 /// Row aggregates one kernel may keep per row (shared memory per tile row).
-const MAX_ROW_AGGREGATES: u32 = 16;
+pub(super) const MAX_ROW_AGGREGATES: u32 = 16;
 
 /// How the Row kernel is laid out. Operators get [`RowKernelOptions::default`]; `lafuse bench
 /// --suite gpu` checks every layout of [`compared_row_layouts`] against the CPU and times them
@@ -67,12 +69,22 @@ pub struct RowKernelOptions {
     /// A cap on the registers of a thread (`.maxnreg`; 0: none), for more blocks a
     /// multiprocessor.
     pub max_registers: u32,
+    /// Column sums with every column resident (`cols <= BLOCK_THREADS * resident_columns`):
+    /// the kernel's narrow entry ([`super::row_block`]), where the block reads this many rows
+    /// at a time together, each thread its resident columns of every row, keeps the values in
+    /// registers and reduces the row aggregates across the block, so `X` is read once. Wider
+    /// rows take the main entry, a warp per row with every column written back per tile. 0: no
+    /// narrow entry.
+    pub block_rows: u32,
+    /// Most blocks of the narrow entry's launch ([`NarrowRows::blocks`]): fewer blocks write
+    /// fewer partial rows, more fill the device.
+    pub column_blocks: u32,
 }
 
 impl RowKernelOptions {
-    /// Session 20's kernel, measured on an H200 (28 % of its copy bandwidth on `t(X) %*% (X
-    /// %*% v)`): every column read and written back per tile, the row pass's remainder walked a
-    /// position at a time. The default until a device run has checked and timed the others.
+    /// Session 20's kernel: every column read and written back per tile, the row pass's
+    /// remainder walked a position at a time. On an H200 (session 28, `t(X) %*% (X %*% v)`):
+    /// 0.27-0.29 ms at 20000 x 2000 (28-29 % of the copy bandwidth), 0.33-0.34 ms at 5000 x 8000.
     pub const WRITE_BACK: Self = RowKernelOptions {
         unroll: 8,
         chains: 1,
@@ -80,52 +92,72 @@ impl RowKernelOptions {
         resident_columns: 0,
         resident_group: 1,
         max_registers: 0,
+        block_rows: 0,
+        column_blocks: MAX_COLUMN_BLOCKS,
     };
 
-    /// Column sums in registers (8 columns a thread, read 2 columns at a time), two Kahan
-    /// chains and a masked last step in the row pass: 80 registers a thread for
-    /// `t(X) %*% (X %*% v)` by `ptxas -v` (write-back: 72), no spills. Not yet run on a GPU.
-    pub const RESIDENT: Self = RowKernelOptions {
+    /// Every column written back per tile, two Kahan chains and a masked last step in the row
+    /// pass (48 registers for `t(X) %*% (X %*% v)`): 0.26-0.28 ms at 20000 x 2000, 0.28-0.29
+    /// ms at 5000 x 8000 on the H200.
+    pub const MASKED: Self = RowKernelOptions {
         unroll: 8,
         chains: 2,
         masked_tail: true,
+        resident_columns: 0,
+        resident_group: 1,
+        max_registers: 0,
+        block_rows: 0,
+        column_blocks: MAX_COLUMN_BLOCKS,
+    };
+
+    /// [`MASKED`](Self::MASKED) with 8 columns' sums a thread kept in registers (read 2
+    /// columns at a time): 0.20-0.22 ms at 20000 x 2000, 0.37-0.38 at 5000 x 8000.
+    pub const RESIDENT: Self = RowKernelOptions {
         resident_columns: 8,
         resident_group: 2,
-        max_registers: 0,
+        ..Self::MASKED
+    };
+
+    /// The default: rows of up to 2048 columns by the narrow entry, 2 rows a tile, 8 columns a
+    /// thread, at most 264 blocks, 128 registers (the entry's cap; a few bytes spilled); wider
+    /// rows by [`MASKED`](Self::MASKED)'s main entry. On the H200, in the same kernel as a
+    /// warp-per-row fallback: 0.169-0.174 ms at 20000 x 2000 (46-47 % of the copy bandwidth;
+    /// CuPy's and PyTorch's two matrix-vector products 0.19-0.20 ms).
+    pub const NARROW_BLOCKS: Self = RowKernelOptions {
+        resident_columns: 8,
+        resident_group: 2,
+        block_rows: 2,
+        column_blocks: 264,
+        ..Self::MASKED
     };
 }
 
 /// The layouts `lafuse bench --suite gpu` compares on its Row case, named.
 pub fn compared_row_layouts() -> Vec<(&'static str, RowKernelOptions)> {
-    let resident = RowKernelOptions::RESIDENT;
-    let streamed = RowKernelOptions {
-        resident_columns: 0,
-        resident_group: 1,
-        ..resident
+    // Rows read by the block together and blocks at most, 8 resident columns a thread.
+    let block = |rows: u32, blocks: u32| RowKernelOptions {
+        block_rows: rows,
+        column_blocks: blocks,
+        ..RowKernelOptions::NARROW_BLOCKS
     };
     vec![
         ("write-back", RowKernelOptions::WRITE_BACK),
-        ("masked", streamed),
-        (
-            "masked-u16",
-            RowKernelOptions {
-                unroll: 16,
-                ..streamed
-            },
-        ),
-        ("resident", resident),
-        (
-            "resident-r64",
-            RowKernelOptions {
-                max_registers: 64,
-                ..resident
-            },
-        ),
+        ("masked", RowKernelOptions::MASKED),
         (
             "resident-g8",
             RowKernelOptions {
                 resident_group: 8,
-                ..resident
+                ..RowKernelOptions::RESIDENT
+            },
+        ),
+        ("block-r2", RowKernelOptions::NARROW_BLOCKS),
+        ("block-r4", block(4, 264)),
+        ("block-r2-b1056", block(2, MAX_COLUMN_BLOCKS)),
+        (
+            "block-r1-m64",
+            RowKernelOptions {
+                max_registers: 64,
+                ..block(1, 528)
             },
         ),
     ]
@@ -133,12 +165,12 @@ pub fn compared_row_layouts() -> Vec<(&'static str, RowKernelOptions)> {
 
 impl Default for RowKernelOptions {
     fn default() -> Self {
-        RowKernelOptions::WRITE_BACK
+        RowKernelOptions::NARROW_BLOCKS
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Cls {
+pub(super) enum Cls {
     /// One value per row.
     Scalar,
     /// `n` values per row (the main input's columns).
@@ -155,19 +187,67 @@ fn unsupported<T>(what: &'static str) -> Result<T, CodegenError> {
 
 /// A row aggregate computed by a pass over the row.
 #[derive(Clone, Copy, Debug)]
-enum Pass {
+pub(super) enum Pass {
     /// `rowSums`/`rowMins`/`rowMaxs`/`rowMeans` of a vector (`sq`: of its squares).
     Agg { f: AggOp, x: CNodeId, sq: bool },
     /// `x %*% B` with `B` one column: `sum_j x_j * B[j]`.
     Dot { x: CNodeId, b: usize },
 }
 
-struct Analysis {
-    classes: Vec<Cls>,
-    uses: Vec<InputUse>,
+impl Pass {
+    /// How the pass folds its values.
+    pub(super) fn agg(self) -> AggKind {
+        match self {
+            Pass::Agg { f: AggOp::Min, .. } => AggKind::Min,
+            Pass::Agg { f: AggOp::Max, .. } => AggKind::Max,
+            Pass::Agg { sq: true, .. } => AggKind::SumSq,
+            _ => AggKind::Sum,
+        }
+    }
+
+    /// The value the pass folds at column `j` of `body`'s row.
+    pub(super) fn term<'c>(
+        self,
+        fx: &Fx<'_, 'c>,
+        body: &mut Body<'_, 'c>,
+        ins: &InputPtrs<'c>,
+        j: IntValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        match self {
+            Pass::Agg { x, .. } => body.emit(fx, x, false),
+            Pass::Dot { x, b } => {
+                let (bp, bc) = ins.get(b)?;
+                let bv = load_vec(&fx.b, fx.vty(1), bp, fx.mul(j, bc)?)?;
+                fx.fmul(body.emit(fx, x, false)?, bv)
+            }
+        }
+    }
+}
+
+/// A row's term of a column-summed output at `body`'s column: `x * y` of `t(x) %*% y`, else
+/// the output node's value.
+pub(super) fn column_term<'c>(
+    fx: &Fx<'_, 'c>,
+    body: &mut Body<'_, 'c>,
+    plan: &CPlan,
+    out_node: CNodeId,
+) -> Result<VectorValue<'c>, CodegenError> {
+    match &plan.nodes[out_node] {
+        CNode::OuterMultAdd { a: x, b: y } => {
+            let x = body.emit(fx, *x, false)?;
+            let y = body.emit(fx, *y, false)?;
+            fx.fmul(x, y)
+        }
+        _ => body.emit(fx, out_node, false),
+    }
+}
+
+pub(super) struct Analysis {
+    pub(super) classes: Vec<Cls>,
+    pub(super) uses: Vec<InputUse>,
     /// The passes in the order they run, with their nodes and levels.
-    passes: Vec<(CNodeId, Pass, u32)>,
-    levels: u32,
+    pub(super) passes: Vec<(CNodeId, Pass, u32)>,
+    pub(super) levels: u32,
 }
 
 fn analyze(plan: &CPlan, row_type: RowType) -> Result<Analysis, CodegenError> {
@@ -311,9 +391,9 @@ pub(crate) fn emit<'c>(
     row_type: RowType,
     opts: RowKernelOptions,
 ) -> Result<GpuKernel, CodegenError> {
-    if opts.unroll == 0 || opts.chains == 0 || opts.resident_group == 0 {
+    if opts.unroll == 0 || opts.chains == 0 || opts.resident_group == 0 || opts.column_blocks == 0 {
         return Err(CodegenError::Internal(Internal::MalformedPlan(
-            "row kernel options with a zero unroll, chain or group count",
+            "row kernel options with a zero unroll, chain, group or block count",
         )));
     }
     let a = analyze(plan, row_type)?;
@@ -325,11 +405,19 @@ pub(crate) fn emit<'c>(
         RowType::FullAgg => KernelShape::RowFull,
         _ => KernelShape::RowColumns,
     };
+    // Column sums of narrow rows by a block's tiles of rows (`row_block`), in an entry of
+    // their own so that each entry has the registers it needs and no more.
+    let by_block_layout =
+        shape == KernelShape::RowColumns && opts.block_rows > 0 && opts.resident_columns > 0;
     let kernel = GpuKernel {
         shape: shape.clone(),
         main: GpuMain::Dense,
         uses: a.uses.clone(),
         transposed: false,
+        narrow: by_block_layout.then(|| NarrowRows {
+            max_cols: (BLOCK_THREADS * opts.resident_columns) as usize,
+            blocks: opts.column_blocks.min(MAX_COLUMN_BLOCKS),
+        }),
     };
     let mut k = declare_kernel(ctx, module)?;
     if opts.max_registers > 0 {
@@ -385,8 +473,9 @@ pub(crate) fn emit<'c>(
             .map_err(ierr)?;
     let ncols_v = k.fx.splat(ncols_f, 1)?;
     // Column sums kept in registers across tiles (the first `resident_columns` columns a
-    // thread owns), plain sums from 0.
-    let resident: Vec<Acc<'c>> = if shape == KernelShape::RowColumns {
+    // thread owns), plain sums from 0; none where the narrow entry takes the rows it fits
+    // (this entry then writes every column back, keeping its registers few).
+    let resident: Vec<Acc<'c>> = if shape == KernelShape::RowColumns && !by_block_layout {
         (0..opts.resident_columns)
             .map(|_| k.acc(AggKind::Sum))
             .collect::<Result<_, _>>()?
@@ -410,28 +499,13 @@ pub(crate) fn emit<'c>(
                 let chains = opts.chains as usize;
                 let accs: Vec<Vec<Acc<'c>>> = here
                     .iter()
-                    .map(|(_, p)| {
-                        let agg = match p {
-                            Pass::Agg { f: AggOp::Min, .. } => AggKind::Min,
-                            Pass::Agg { f: AggOp::Max, .. } => AggKind::Max,
-                            Pass::Agg { sq: true, .. } => AggKind::SumSq,
-                            _ => AggKind::Sum,
-                        };
-                        (0..chains).map(|_| k.acc(agg)).collect()
-                    })
+                    .map(|(_, p)| (0..chains).map(|_| k.acc(p.agg())).collect())
                     .collect::<Result<_, _>>()?;
                 let g = given.clone();
                 let mut eval = |k: &mut Kx<'_, 'c>, j: IntValue<'c>| {
                     let mut body = body_at(plan, &ins, (i, j, mains(k, i, j)?), g.clone());
                     here.iter()
-                        .map(|&(_, p)| match p {
-                            Pass::Agg { x, .. } => body.emit(&k.fx, x, false),
-                            Pass::Dot { x, b } => {
-                                let (bp, bc) = ins.get(b)?;
-                                let bv = load_vec(&k.fx.b, k.fx.vty(1), bp, k.fx.mul(j, bc)?)?;
-                                k.fx.fmul(body.emit(&k.fx, x, false)?, bv)
-                            }
-                        })
+                        .map(|&(_, p)| p.term(&k.fx, &mut body, &ins, j))
                         .collect()
                 };
                 if opts.masked_tail {
@@ -556,14 +630,7 @@ pub(crate) fn emit<'c>(
                     given.insert(*node, load_vec(&k.fx.b, k.fx.vty(1), sh_rows, idx)?);
                 }
                 let mut body = body_at(plan, &ins, (ir, j, mains(k, ir, j)?), given);
-                match &plan.nodes[out_node] {
-                    CNode::OuterMultAdd { a: x, b: y } => {
-                        let x = body.emit(&k.fx, *x, false)?;
-                        let y = body.emit(&k.fx, *y, false)?;
-                        k.fx.fmul(x, y)
-                    }
-                    _ => body.emit(&k.fx, out_node, false),
-                }
+                column_term(&k.fx, &mut body, plan, out_node)
             };
             let whole =
                 k.fx.b
@@ -620,8 +687,30 @@ pub(crate) fn emit<'c>(
         }
         Ok(())
     })?;
-    // The resident columns' sums go to the block's partial row (correction 0).
-    for (c, acc) in resident.iter().enumerate() {
+    write_column_sums(&mut k, &resident, out, cols)?;
+    if shape == KernelShape::RowFull {
+        k.block_reduce(full, &mut |k, s, c| k.write_pair(out, bid, s, c))?;
+    }
+    k.fx.b.build_return(None).map_err(ierr)?;
+    if by_block_layout {
+        super::row_block::emit_narrow(ctx, module, plan, &a, opts)?;
+    }
+    if shape == KernelShape::RowColumns {
+        super::fold::emit_fold_columns(ctx, module, AggKind::Sum)?;
+    }
+    Ok(kernel)
+}
+
+/// The thread's resident column sums (`sums[c]`: column `tid + c * BLOCK_THREADS`) into the
+/// block's partial row (correction 0).
+pub(super) fn write_column_sums<'c>(
+    k: &mut Kx<'_, 'c>,
+    sums: &[Acc<'c>],
+    out: PointerValue<'c>,
+    cols: IntValue<'c>,
+) -> Result<(), CodegenError> {
+    let (tid, bid, threads) = (k.tid, k.bid, k.threads());
+    for (c, acc) in sums.iter().enumerate() {
         let j = k.fx.add(tid, k.fx.mul(threads, k.fx.i64c(c as u64))?)?;
         let inside = k.ult(j, cols)?;
         k.when(inside, &mut |k| {
@@ -630,14 +719,7 @@ pub(crate) fn emit<'c>(
             k.write_pair(out, slot, k.fx.load_v(acc.s)?, zero)
         })?;
     }
-    if shape == KernelShape::RowFull {
-        k.block_reduce(full, &mut |k, s, c| k.write_pair(out, bid, s, c))?;
-    }
-    k.fx.b.build_return(None).map_err(ierr)?;
-    if shape == KernelShape::RowColumns {
-        super::fold::emit_fold_columns(ctx, module, AggKind::Sum)?;
-    }
-    Ok(kernel)
+    Ok(())
 }
 
 /// A tile's terms added to the thread's resident column sums (`acc[c]`: column `tid + c *
@@ -739,7 +821,7 @@ fn resident_walk<'c>(
 
 /// The body at row `i`, column `j` (main value `main`), with the row aggregates of row `i`
 /// already computed (`given`).
-fn body_at<'p, 'c>(
+pub(super) fn body_at<'p, 'c>(
     plan: &'p CPlan,
     ins: &'p InputPtrs<'c>,
     (i, j, main): (IntValue<'c>, IntValue<'c>, VectorValue<'c>),
@@ -826,7 +908,10 @@ fn shfl_down<'c>(
 
 /// The warp's fold of `acc` (a fixed tree: lanes 16 apart, then 8, ..., then 1), broadcast from
 /// lane 0 so every lane holds the same value. Every lane of the warp must reach this.
-fn warp_reduce<'c>(k: &mut Kx<'_, 'c>, acc: Acc<'c>) -> Result<VectorValue<'c>, CodegenError> {
+pub(super) fn warp_reduce<'c>(
+    k: &mut Kx<'_, 'c>,
+    acc: Acc<'c>,
+) -> Result<VectorValue<'c>, CodegenError> {
     for offset in [16, 8, 4, 2, 1] {
         let s = k.fx.load_v(acc.s)?;
         let c = k.fx.load_v(acc.c)?;

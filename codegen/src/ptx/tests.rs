@@ -9,12 +9,13 @@ use lafuse_compiler::fusion::template::{CellAgg, CellType};
 use lafuse_compiler::hops::UnaryOp;
 
 #[test]
-fn every_kernel_shape_generates_one_self_contained_entry_for_sm_80() {
+fn every_kernel_shape_generates_self_contained_entries_for_sm_80() {
     for (name, plan, main) in generated() {
         let k = generate(&plan, main).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(k.ptx.contains(".target sm_80"), "{name}:\n{}", k.ptx);
         assert!(k.ptx.contains(".address_size 64"), "{name}");
-        let entries = 1 + usize::from(k.kernel.folds_columns());
+        let entries =
+            1 + usize::from(k.kernel.folds_columns()) + usize::from(k.kernel.narrow.is_some());
         assert_eq!(
             k.ptx.matches(".entry ").count(),
             entries,
@@ -192,9 +193,18 @@ fn a_row_kernel_register_cap_is_written_as_maxnreg_and_only_then() {
         ..RowKernelOptions::default()
     };
     let ptx = generate_with(&plan, GpuMain::Dense, capped).unwrap().ptx;
-    assert!(ptx.contains(".maxnreg 64"), "{ptx}");
+    assert!(entry_text(&ptx, ENTRY).contains(".maxnreg 64"), "{ptx}");
+    assert!(
+        entry_text(&ptx, NARROW_ENTRY).contains(".maxnreg 64"),
+        "{ptx}"
+    );
     let ptx = generate(&plan, GpuMain::Dense).unwrap().ptx;
-    assert!(!ptx.contains(".maxnreg"), "{ptx}");
+    assert!(!entry_text(&ptx, ENTRY).contains(".maxnreg"), "{ptx}");
+    // The narrow entry keeps to two blocks a multiprocessor unless the layout says otherwise.
+    assert!(
+        entry_text(&ptx, NARROW_ENTRY).contains(".maxnreg 128"),
+        "{ptx}"
+    );
 }
 
 #[test]
@@ -213,8 +223,52 @@ fn row_layouts_with_a_zero_count_are_refused() {
             resident_group: 0,
             ..RowKernelOptions::default()
         },
+        RowKernelOptions {
+            column_blocks: 0,
+            ..RowKernelOptions::default()
+        },
     ] {
         assert!(generate_with(&plan, GpuMain::Dense, bad).is_err());
+    }
+}
+
+/// The text of entry `name` in `ptx`, from its `.entry` line to its closing brace.
+fn entry_text<'p>(ptx: &'p str, name: &str) -> &'p str {
+    let start = ptx
+        .find(&format!(".entry {name}("))
+        .unwrap_or_else(|| panic!("no entry {name} in\n{ptx}"));
+    let len = ptx[start..]
+        .find("\n}\n")
+        .expect("the entry's closing brace");
+    &ptx[start..start + len]
+}
+
+#[test]
+fn column_sums_of_narrow_rows_get_an_entry_of_their_own_and_wide_rows_the_masked_kernel() {
+    for (name, plan) in super::samples::rows() {
+        let kernel = generate(&plan, GpuMain::Dense).unwrap();
+        let masked = generate_with(&plan, GpuMain::Dense, RowKernelOptions::MASKED).unwrap();
+        if kernel.kernel.shape != KernelShape::RowColumns {
+            assert_eq!(kernel.kernel.narrow, None, "{name}");
+            assert!(!kernel.ptx.contains(NARROW_ENTRY), "{name}");
+            continue;
+        }
+        let narrow = kernel.kernel.narrow.expect("a narrow entry");
+        assert_eq!((narrow.max_cols, narrow.blocks), (2048, 264), "{name}");
+        assert_eq!(masked.kernel.narrow, None, "{name}");
+        // The block walk reduces each tile row's aggregates across the block: shuffles, then
+        // the warps' pairs through shared memory past a barrier.
+        let walk = entry_text(&kernel.ptx, NARROW_ENTRY);
+        assert!(
+            walk.contains("shfl.sync.down") && walk.contains("bar.sync"),
+            "{name}"
+        );
+        // Rows too wide for it run the layout measured as MASKED, instruction for instruction.
+        assert_eq!(
+            entry_text(&kernel.ptx, ENTRY),
+            entry_text(&masked.ptx, ENTRY),
+            "{name}"
+        );
     }
 }
 

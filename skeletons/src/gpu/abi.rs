@@ -11,6 +11,10 @@ use crate::{AggKind, InputUse};
 /// modules of [`KernelShape::ColAgg`] and [`KernelShape::RowColumns`] operators.
 pub const FOLD_ENTRY: &str = "lafuse_fold_columns";
 
+/// The entry of a Row kernel's second form, for column sums of rows at most
+/// [`NarrowRows::max_cols`] wide (a block reads a tile of rows together).
+pub const NARROW_ENTRY: &str = "lafuse_kernel_narrow";
+
 /// Threads per block of every kernel (the shared-memory reduction arrays are this long).
 pub const BLOCK_THREADS: u32 = 256;
 
@@ -20,8 +24,9 @@ pub const ROW_TILE: u32 = BLOCK_THREADS / 32;
 /// Rows of a dense-driver Outer kernel's tile (its columns: a block's threads, one each).
 pub const OUTER_TILE_ROWS: u32 = 8;
 
-/// Most blocks of a Row kernel whose output is summed over rows: each keeps a partial row of
-/// the output, which the host folds in block order.
+/// Most blocks of a Row kernel whose output is summed over rows (its narrow entry's may be
+/// fewer, [`NarrowRows::blocks`]): each keeps a partial row of the output, folded in block
+/// order.
 pub const MAX_COLUMN_BLOCKS: u32 = 1056;
 
 /// Most blocks of a grid-stride kernel: enough to fill a Hopper GPU (132 multiprocessors,
@@ -81,6 +86,19 @@ pub struct GpuKernel {
     /// The body runs in the main input's transposed frame (a column-vector main input read as
     /// its transpose): the output is relabelled to the transposed shape.
     pub transposed: bool,
+    /// A [`KernelShape::RowColumns`] kernel's [`NARROW_ENTRY`], launched instead of the main
+    /// entry where the main input's rows are narrow enough; `None` for every other kernel.
+    pub narrow: Option<NarrowRows>,
+}
+
+/// Where a Row kernel's [`NARROW_ENTRY`] runs, and on how many blocks at most: constants of
+/// the kernel, so the entry and the grid still depend on the shapes only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NarrowRows {
+    /// The widest row it computes (every column resident in a block's registers).
+    pub max_cols: usize,
+    /// Most blocks of its launch (each writes a partial row of the output).
+    pub blocks: u32,
 }
 
 impl GpuKernel {
@@ -97,6 +115,22 @@ impl GpuKernel {
             .iter()
             .zip(shapes)
             .all(|(u, &(_, c))| *u != InputUse::ColVectorT || c == 1)
+    }
+
+    /// The narrow entry's launch where an m×n main input takes it (`n` at least 1 and at most
+    /// its widest row).
+    pub fn narrow_for(&self, n: usize) -> Option<NarrowRows> {
+        self.narrow.filter(|w| n >= 1 && n <= w.max_cols)
+    }
+
+    /// The entry to launch over an m×n main input: the narrow one where it applies, else
+    /// `main_entry`.
+    pub fn entry_for<'e>(&self, main_entry: &'e str, n: usize) -> &'e str {
+        if self.narrow_for(n).is_some() {
+            NARROW_ENTRY
+        } else {
+            main_entry
+        }
     }
 
     /// Whether the module's [`FOLD_ENTRY`] folds the kernel's partial rows on the device.

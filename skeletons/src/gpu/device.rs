@@ -258,6 +258,7 @@ impl Gpu {
             }
         };
         let grid = launch::grid(kernel, m, n);
+        let entry = kernel.entry_for(entry, n);
         let nnz = csr.map_or(0, |s| s.values.len());
         let out_len = launch::out_len(kernel, grid, m, n, nnz, k2);
         let mut held: Vec<BufferId> = Vec::new();

@@ -54,8 +54,13 @@ pub fn grid(kernel: &GpuKernel, m: usize, n: usize) -> Grid {
             y: 1,
         },
         (KernelShape::RowColumns, _) => Grid {
-            x: m.div_ceil(ROW_TILE as usize)
-                .clamp(1, MAX_COLUMN_BLOCKS as usize) as u32,
+            x: m.div_ceil(ROW_TILE as usize).clamp(
+                1,
+                kernel
+                    .narrow_for(n)
+                    .map_or(MAX_COLUMN_BLOCKS, |w| w.blocks.clamp(1, MAX_COLUMN_BLOCKS))
+                    as usize,
+            ) as u32,
             y: 1,
         },
         // Tiles of OUTER_TILE_ROWS rows by a block's columns over a dense driver.
@@ -202,6 +207,7 @@ pub fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::abi::{NarrowRows, NARROW_ENTRY};
     use crate::InputUse;
 
     fn kernel(shape: KernelShape, main: GpuMain) -> GpuKernel {
@@ -210,6 +216,7 @@ mod tests {
             main,
             uses: vec![InputUse::Main],
             transposed: false,
+            narrow: None,
         }
     }
 
@@ -247,6 +254,36 @@ mod tests {
         );
         let row = kernel(KernelShape::RowAgg { agg: AggKind::Sum }, GpuMain::Dense);
         assert_eq!(grid(&row, 10_000_000, 3).x, 65_535);
+    }
+
+    #[test]
+    fn a_row_kernel_launches_its_narrow_entry_on_narrow_rows_only_with_its_own_block_count() {
+        let mut columns = kernel(KernelShape::RowColumns, GpuMain::Dense);
+        assert_eq!(
+            grid(&columns, 17, 5).x,
+            17usize.div_ceil(ROW_TILE as usize) as u32
+        );
+        assert_eq!(grid(&columns, 100_000, 5).x, MAX_COLUMN_BLOCKS);
+        assert_eq!(columns.entry_for("main", 5), "main");
+        columns.narrow = Some(NarrowRows {
+            max_cols: 2048,
+            blocks: 264,
+        });
+        for (n, entry, blocks) in [
+            (1, NARROW_ENTRY, 264),
+            (2048, NARROW_ENTRY, 264),
+            (2049, "main", MAX_COLUMN_BLOCKS),
+            (0, "main", MAX_COLUMN_BLOCKS),
+        ] {
+            assert_eq!(columns.entry_for("main", n), entry, "{n} columns");
+            assert_eq!(grid(&columns, 100_000, n).x, blocks, "{n} columns");
+        }
+        assert_eq!(grid(&columns, 17, 5).x, 3, "no more blocks than tiles");
+        columns.narrow = Some(NarrowRows {
+            max_cols: 2048,
+            blocks: 0,
+        });
+        assert_eq!(grid(&columns, 100_000, 5).x, 1, "a zero count is one block");
     }
 
     #[test]
