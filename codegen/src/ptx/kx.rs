@@ -230,6 +230,21 @@ impl<'m, 'c> Kx<'m, 'c> {
             .map_err(ierr)
     }
 
+    /// `x` where `inside`, else `last` (an index whose loads stay in bounds).
+    pub(super) fn clamp(
+        &self,
+        x: IntValue<'c>,
+        inside: IntValue<'c>,
+        last: IntValue<'c>,
+    ) -> Result<IntValue<'c>, CodegenError> {
+        Ok(self
+            .fx
+            .b
+            .build_select(inside, x, last, "clamped")
+            .map_err(ierr)?
+            .into_int_value())
+    }
+
     pub(super) fn barrier(&self) -> Result<(), CodegenError> {
         let f = nvptx::barrier(self.fx.ctx, self.fx.module);
         self.fx.b.build_call(f, &[], "").map_err(ierr)?;

@@ -102,14 +102,14 @@ pub(super) fn emit<'c>(
         let i0 = fx.mul(rt, fx.i64c(tile_rows))?;
         let j = fx.add(fx.mul(ct, threads)?, tid)?;
         let col_inside = k.ult(j, cols)?;
-        let jc = clamp(k, j, col_inside, last_col)?;
+        let jc = k.clamp(j, col_inside, last_col)?;
         let fx = &k.fx;
         let vb = fx.mul(jc, kk)?;
         let mut ubs = Vec::new();
         for (r, &d) in dots.iter().enumerate() {
             fx.store(d, fx.splat_const(0.0, 1))?;
             let i = fx.add(i0, fx.i64c(r as u64))?;
-            let ic = clamp(k, i, k.ult(i, rows)?, last_row)?;
+            let ic = k.clamp(i, k.ult(i, rows)?, last_row)?;
             ubs.push(k.fx.mul(ic, kk)?);
         }
         // The dot products in order over k, as the CSR kernel and the CPU's non-zero path
@@ -202,18 +202,4 @@ pub(super) fn emit<'c>(
     }
     k.fx.b.build_return(None).map_err(ierr)?;
     Ok(kernel)
-}
-
-/// `x` where `inside`, else `last` (an index whose loads stay in bounds).
-fn clamp<'c>(
-    k: &Kx<'_, 'c>,
-    x: IntValue<'c>,
-    inside: IntValue<'c>,
-    last: IntValue<'c>,
-) -> Result<IntValue<'c>, CodegenError> {
-    Ok(k.fx
-        .b
-        .build_select(inside, x, last, "clamped")
-        .map_err(ierr)?
-        .into_int_value())
 }

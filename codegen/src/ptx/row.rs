@@ -383,6 +383,51 @@ fn analyze(plan: &CPlan, row_type: RowType) -> Result<Analysis, CodegenError> {
     })
 }
 
+/// What a Row kernel's entry reads from its argument block.
+pub(super) struct EntryArgs<'c> {
+    pub(super) ins: InputPtrs<'c>,
+    pub(super) out: PointerValue<'c>,
+    pub(super) rows: IntValue<'c>,
+    pub(super) cols: IntValue<'c>,
+    /// The dense main input's values.
+    pub(super) main: PointerValue<'c>,
+}
+
+impl<'c> EntryArgs<'c> {
+    pub(super) fn load(k: &Kx<'_, 'c>, a: &Analysis) -> Result<Self, CodegenError> {
+        let used: Vec<bool> = a
+            .uses
+            .iter()
+            .map(|u| !matches!(u, InputUse::Unused | InputUse::Main))
+            .collect();
+        // In this order, so the entries' PTX reads the block as it always has.
+        let ins = load_inputs(&k.fx, k.args, &used)?;
+        let out = k.ptr_field(offset_of!(KernelArgs, out))?;
+        let rows = k.i64_field(offset_of!(KernelArgs, rows))?;
+        let cols = k.i64_field(offset_of!(KernelArgs, cols))?;
+        let main = k.ptr_field(offset_of!(KernelArgs, main) + offset_of!(DenseView, data))?;
+        Ok(EntryArgs {
+            ins,
+            out,
+            rows,
+            cols,
+            main,
+        })
+    }
+
+    /// `cols` as a double (`rowMeans`).
+    pub(super) fn ncols_of(
+        k: &Kx<'_, 'c>,
+        cols: IntValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        let n =
+            k.fx.b
+                .build_unsigned_int_to_float(cols, k.fx.ctx.f64_type(), "n")
+                .map_err(ierr)?;
+        k.fx.splat(n, 1)
+    }
+}
+
 /// Emits the Row kernel of `plan` into `module`.
 pub(crate) fn emit<'c>(
     ctx: &'c Context,
@@ -423,16 +468,13 @@ pub(crate) fn emit<'c>(
     if opts.max_registers > 0 {
         super::nvptx::max_registers(ctx, module, k.fx.func, opts.max_registers)?;
     }
-    let used: Vec<bool> = a
-        .uses
-        .iter()
-        .map(|u| !matches!(u, InputUse::Unused | InputUse::Main))
-        .collect();
-    let ins = load_inputs(&k.fx, k.args, &used)?;
-    let out = k.ptr_field(offset_of!(KernelArgs, out))?;
-    let rows = k.i64_field(offset_of!(KernelArgs, rows))?;
-    let cols = k.i64_field(offset_of!(KernelArgs, cols))?;
-    let main = k.ptr_field(offset_of!(KernelArgs, main) + offset_of!(DenseView, data))?;
+    let EntryArgs {
+        ins,
+        out,
+        rows,
+        cols,
+        main,
+    } = EntryArgs::load(&k, &a)?;
     let (tid, bid, nb) = (k.tid, k.bid, k.nb);
     let fx = &k.fx;
     let lane = fx.b.build_and(tid, fx.i64c(31), "lane").map_err(ierr)?;
@@ -467,11 +509,7 @@ pub(crate) fn emit<'c>(
         let idx = k.fx.add(k.fx.mul(i, cols)?, j)?;
         load_vec(&k.fx.b, k.fx.vty(1), main, idx)
     };
-    let ncols_f =
-        k.fx.b
-            .build_unsigned_int_to_float(cols, ctx.f64_type(), "n")
-            .map_err(ierr)?;
-    let ncols_v = k.fx.splat(ncols_f, 1)?;
+    let ncols_v = EntryArgs::ncols_of(&k, cols)?;
     // Column sums kept in registers across tiles (the first `resident_columns` columns a
     // thread owns), plain sums from 0; none where the narrow entry takes the rows it fits
     // (this entry then writes every column back, keeping its registers few).

@@ -17,10 +17,11 @@
 
 use super::kx::{declare_named, Acc, Kx};
 use super::row::{
-    body_at, column_term, warp_reduce, write_column_sums, Analysis, Pass, RowKernelOptions,
+    body_at, column_term, warp_reduce, write_column_sums, Analysis, EntryArgs, Pass,
+    RowKernelOptions,
 };
 use crate::backend::CodegenError;
-use crate::native::expr::{ierr, load_inputs, InputPtrs};
+use crate::native::expr::{ierr, InputPtrs};
 use crate::native::llvm::{load_vec, store_vec};
 use inkwell::context::Context;
 use inkwell::module::Module;
@@ -28,11 +29,9 @@ use inkwell::values::{IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 use lafuse_compiler::fusion::cplan::{CNodeId, CPlan};
 use lafuse_compiler::hops::AggOp;
-use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::gpu::abi::{BLOCK_THREADS, NARROW_ENTRY};
-use lafuse_skeletons::{AggKind, InputUse};
+use lafuse_skeletons::AggKind;
 use std::collections::HashMap;
-use std::mem::offset_of;
 
 /// Warps of a block.
 const WARPS: u64 = BLOCK_THREADS as u64 / 32;
@@ -58,21 +57,14 @@ pub(super) fn emit_narrow<'c>(
         n => n,
     };
     super::nvptx::max_registers(ctx, module, k.fx.func, cap)?;
-    let used: Vec<bool> = a
-        .uses
-        .iter()
-        .map(|u| !matches!(u, InputUse::Unused | InputUse::Main))
-        .collect();
-    let ins = load_inputs(&k.fx, k.args, &used)?;
-    let out = k.ptr_field(offset_of!(KernelArgs, out))?;
-    let rows = k.i64_field(offset_of!(KernelArgs, rows))?;
-    let cols = k.i64_field(offset_of!(KernelArgs, cols))?;
-    let main = k.ptr_field(offset_of!(KernelArgs, main) + offset_of!(DenseView, data))?;
-    let ncols =
-        k.fx.b
-            .build_unsigned_int_to_float(cols, ctx.f64_type(), "n")
-            .map_err(ierr)?;
-    let ncols = k.fx.splat(ncols, 1)?;
+    let EntryArgs {
+        ins,
+        out,
+        rows,
+        cols,
+        main,
+    } = EntryArgs::load(&k, a)?;
+    let ncols = EntryArgs::ncols_of(&k, cols)?;
     let sums: Vec<Acc<'c>> = (0..opts.resident_columns)
         .map(|_| k.acc(AggKind::Sum))
         .collect::<Result<_, _>>()?;
@@ -151,7 +143,7 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
             let j =
                 k.fx.add(tid, k.fx.i64c(u64::from(BLOCK_THREADS) * c as u64))?;
             let inside = k.ult(j, w.cols)?;
-            let read = select_int(k, inside, j, last_col)?;
+            let read = k.clamp(j, inside, last_col)?;
             Ok((inside, read))
         })
         .collect::<Result<_, CodegenError>>()?;
@@ -172,7 +164,7 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
             .map(|r| {
                 let i = k.fx.add(i0, k.fx.i64c(r))?;
                 let inside = k.ult(i, w.rows)?;
-                Ok((inside, select_int(k, inside, i, last_row)?))
+                Ok((inside, k.clamp(i, inside, last_row)?))
             })
             .collect::<Result<_, CodegenError>>()?;
         // The tile's values, every load issued before any is used.
@@ -280,17 +272,4 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
         }
         Ok(())
     })
-}
-
-fn select_int<'c>(
-    k: &Kx<'_, 'c>,
-    cond: IntValue<'c>,
-    a: IntValue<'c>,
-    b: IntValue<'c>,
-) -> Result<IntValue<'c>, CodegenError> {
-    Ok(k.fx
-        .b
-        .build_select(cond, a, b, "at")
-        .map_err(ierr)?
-        .into_int_value())
 }
