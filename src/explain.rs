@@ -299,7 +299,7 @@ fn ptx_code(program: &fusion::cplan::FusedProgram) -> Result<(String, serde_json
                     ));
                     text.push_str(&kernel.ptx);
                     kernels.push(
-                        serde_json::json!({ "main": format!("{main:?}"), "ptx": kernel.ptx }),
+                        serde_json::json!({ "main": format!("{main:?}"), "ptx": kernel.ptx.as_str() }),
                     );
                 }
                 // A refused CSR kernel of a plan whose shape has none (a column aggregate).

@@ -30,7 +30,7 @@ use crate::native::expr::node_calls_helper;
 use inkwell::context::Context;
 use lafuse_compiler::fusion::cplan::{CNode, CPlan};
 pub use lafuse_skeletons::gpu::abi::{
-    GpuKernel, GpuMain, KernelShape, NarrowRows, BLOCK_THREADS, NARROW_ENTRY,
+    GpuKernel, GpuMain, KernelShape, NarrowRows, PtxText, BLOCK_THREADS, NARROW_ENTRY,
 };
 use std::time::{Duration, Instant};
 
@@ -41,8 +41,8 @@ pub const SM: &str = "sm_80";
 /// One generated kernel: its PTX module text and what the GPU skeleton needs to launch it.
 #[derive(Clone, Debug)]
 pub struct PtxKernel {
-    /// The PTX module (one `.entry`).
-    pub ptx: String,
+    /// The PTX module: the kernel's entries (see [`GpuKernel`]) and any fold entry.
+    pub ptx: PtxText,
     /// The kernel's entry name in `ptx`.
     pub name: &'static str,
     /// What the kernel computes and how it is launched.
@@ -99,7 +99,7 @@ pub fn generate_with(
     nvptx::check_calls(&module)?;
     let ptx = nvptx::print_ptx(&tm, &module)?;
     Ok(PtxKernel {
-        ptx,
+        ptx: PtxText::new(ptx),
         name: ENTRY,
         kernel,
         generation: start.elapsed(),

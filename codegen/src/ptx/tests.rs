@@ -33,7 +33,7 @@ fn every_kernel_shape_generates_self_contained_entries_for_sm_80() {
                 .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
                 .collect();
             let file = std::path::Path::new(&dir).join(format!("{stem}.ptx"));
-            std::fs::write(file, &k.ptx).unwrap();
+            std::fs::write(file, k.ptx.as_bytes()).unwrap();
         }
     }
 }
@@ -170,7 +170,7 @@ fn ptxas_accepts_every_kernel() {
     for (k, (name, plan, main, layout)) in all.into_iter().enumerate() {
         let ptx = generate_with(&plan, main, layout).unwrap().ptx;
         let file = dir.join(format!("k{k}.ptx"));
-        std::fs::write(&file, &ptx).unwrap();
+        std::fs::write(&file, ptx.as_bytes()).unwrap();
         let out = std::process::Command::new(&ptxas)
             .args(["-arch=sm_80", "-o", "/dev/null"])
             .arg(&file)

@@ -33,6 +33,51 @@ pub const MAX_COLUMN_BLOCKS: u32 = 1056;
 /// 8 blocks of 256 threads each) several times over.
 pub const MAX_BLOCKS: u32 = 132 * 16;
 
+/// A PTX module's text with its identity, a hash of the text computed once: the device loads
+/// each module once and finds it again by this key on every call, which would otherwise hash
+/// the whole text (tens to hundreds of kilobytes) for each of the call's launches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxText {
+    text: String,
+    key: u64,
+}
+
+impl PtxText {
+    pub fn new(text: String) -> PtxText {
+        let key = fnv(text.as_bytes());
+        PtxText { text, key }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The text's FNV-1a hash.
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+}
+
+impl std::ops::Deref for PtxText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::fmt::Display for PtxText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// FNV-1a, 64 bits.
+pub fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
 /// The format of the main input a kernel reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GpuMain {
@@ -139,5 +184,22 @@ impl GpuKernel {
             self.shape,
             KernelShape::ColAgg { .. } | KernelShape::RowColumns
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ptx_text_keeps_the_hash_of_its_text_computed_once() {
+        let a = PtxText::new(".entry a() {}".to_string());
+        let b = PtxText::new(".entry b() {}".to_string());
+        assert_eq!(a.key(), fnv(a.as_bytes()));
+        assert_ne!(a.key(), b.key());
+        assert_eq!(&*a, ".entry a() {}");
+        assert_eq!(a.to_string(), a.as_str());
+        // FNV-1a's published value for "a".
+        assert_eq!(fnv(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 }

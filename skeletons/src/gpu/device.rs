@@ -5,7 +5,7 @@
 //! No GPU is a normal condition: [`gpu`] checks for the driver library before the first call
 //! (cudarc panics otherwise) and reports why there is none; callers then run on the CPU.
 
-use super::abi::{GpuKernel, GpuMain, BLOCK_THREADS};
+use super::abi::{fnv, GpuKernel, GpuMain, PtxText, BLOCK_THREADS};
 use super::launch::{self, Grid};
 use super::memory::{BufferId, CacheMeta, DeviceAllocator, DeviceMemory, OutOfDeviceMemory};
 use crate::abi::{CsrView, DenseView, KernelArgs};
@@ -167,12 +167,6 @@ fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    })
-}
-
 /// One kernel run's inputs: values (by CPlan position) and, where the caller knows them, their
 /// lineage (device copies of inputs are reused by lineage).
 pub struct GpuCall<'a> {
@@ -205,7 +199,7 @@ impl Gpu {
     /// format (a dense one densified, a CSR one made from a dense one, as needed).
     pub fn run(
         &self,
-        ptx: &str,
+        ptx: &PtxText,
         entry: &str,
         kernel: &GpuKernel,
         call: &GpuCall<'_>,
@@ -290,7 +284,7 @@ impl Gpu {
         &self,
         st: &mut State,
         held: &mut Vec<BufferId>,
-        ptx: &str,
+        ptx: &PtxText,
         entry: &str,
         kernel: &GpuKernel,
         call: &GpuCall<'_>,
@@ -510,7 +504,7 @@ impl Gpu {
         &self,
         st: &mut State,
         held: &mut Vec<BufferId>,
-        ptx: &str,
+        ptx: &PtxText,
         template: &KernelArgs,
         from: BufferId,
         parts: usize,
@@ -598,15 +592,15 @@ impl Gpu {
     }
 
     /// The kernel of `ptx`, loaded once per process.
-    fn function(&self, st: &mut State, ptx: &str, entry: &str) -> Result<CudaFunction> {
-        let key = fnv(ptx.as_bytes()) ^ fnv(entry.as_bytes()).rotate_left(7);
+    fn function(&self, st: &mut State, ptx: &PtxText, entry: &str) -> Result<CudaFunction> {
+        let key = ptx.key() ^ fnv(entry.as_bytes()).rotate_left(7);
         if let Some(f) = st.modules.get(&key) {
             return Ok(f.clone());
         }
         let module = self
             .stream
             .context()
-            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx.as_str()))
             .map_err(|e| driver("loading the PTX module", e))?;
         let f = module
             .load_function(entry)
