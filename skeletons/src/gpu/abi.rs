@@ -201,5 +201,12 @@ mod tests {
         assert_eq!(a.to_string(), a.as_str());
         // FNV-1a's published value for "a".
         assert_eq!(fnv(b"a"), 0xaf63_dc4c_8601_ec8c);
+        // The device finds a module's entries by these hashes.
+        let entries = ["lafuse_kernel", NARROW_ENTRY, FOLD_ENTRY]; // codegen's ENTRY first
+        for (i, a) in entries.iter().enumerate() {
+            for b in &entries[i + 1..] {
+                assert_ne!(fnv(a.as_bytes()), fnv(b.as_bytes()), "{a} {b}");
+            }
+        }
     }
 }

@@ -12,7 +12,8 @@ use crate::abi::{CsrView, DenseView, KernelArgs};
 use crate::prep::{self, Input, InputRole};
 use crate::{InputUse, Result, ShapeNeed, SkeletonError};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
+    PushKernelArg,
 };
 use lafuse_runtime::lineage::{ItemKind, Lineage};
 use lafuse_runtime::{Matrix, SparseMatrix};
@@ -76,8 +77,11 @@ pub struct GpuCounters {
 
 struct State {
     memory: DeviceMemory<Lineage, CudaAllocator>,
-    /// Loaded kernels by PTX text hash.
-    modules: HashMap<u64, CudaFunction>,
+    /// Loaded modules by their text's key ([`PtxText::key`]).
+    modules: HashMap<u64, Arc<CudaModule>>,
+    /// Their entries by module key and the entry name's hash (the entry names a module has,
+    /// `lafuse_kernel`, `lafuse_kernel_narrow` and `lafuse_fold_columns`, hash apart).
+    functions: HashMap<(u64, u64), CudaFunction>,
     counters: GpuCounters,
 }
 
@@ -128,6 +132,7 @@ fn open() -> std::result::Result<Gpu, GpuUnavailable> {
         state: Mutex::new(State {
             memory: DeviceMemory::new(CudaAllocator { stream }, CACHE_DELAY),
             modules: HashMap::new(),
+            functions: HashMap::new(),
             counters: GpuCounters::default(),
         }),
     })
@@ -591,22 +596,30 @@ impl Gpu {
         Ok(t)
     }
 
-    /// The kernel of `ptx`, loaded once per process.
+    /// Entry `entry` of `ptx`, whose module is loaded once per process (its entries, the
+    /// kernel's, the narrow one and the fold, share it).
     fn function(&self, st: &mut State, ptx: &PtxText, entry: &str) -> Result<CudaFunction> {
-        let key = ptx.key() ^ fnv(entry.as_bytes()).rotate_left(7);
-        if let Some(f) = st.modules.get(&key) {
+        let key = (ptx.key(), fnv(entry.as_bytes()));
+        if let Some(f) = st.functions.get(&key) {
             return Ok(f.clone());
         }
-        let module = self
-            .stream
-            .context()
-            .load_module(cudarc::nvrtc::Ptx::from_src(ptx.as_str()))
-            .map_err(|e| driver("loading the PTX module", e))?;
+        let module = match st.modules.get(&ptx.key()) {
+            Some(m) => m.clone(),
+            None => {
+                let m = self
+                    .stream
+                    .context()
+                    .load_module(cudarc::nvrtc::Ptx::from_src(ptx.as_str()))
+                    .map_err(|e| driver("loading the PTX module", e))?;
+                st.counters.modules_loaded += 1;
+                st.modules.insert(ptx.key(), m.clone());
+                m
+            }
+        };
         let f = module
             .load_function(entry)
             .map_err(|e| driver("finding the kernel", e))?;
-        st.counters.modules_loaded += 1;
-        st.modules.insert(key, f.clone());
+        st.functions.insert(key, f.clone());
         Ok(f)
     }
 
