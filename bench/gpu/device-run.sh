@@ -3,7 +3,8 @@
 # the engine through `--device gpu` against `--device cpu`, `lafuse bench --suite gpu`, and the
 # peers (CuPy, PyTorch eager and torch.compile) on the same expressions. Expects the static
 # binary at .gpu/lafuse (bench/gpu/build-static.sh) and writes everything under $OUT.
-# LAFUSE_GPU_PEERS=0 leaves the peers out (a run that only compares lafuse's own kernels).
+# LAFUSE_GPU_PEERS=0 leaves the peers out (a run that only compares lafuse's own kernels);
+# LAFUSE_GPU_NCU=0 leaves out the Nsight Compute profile of the Row kernel.
 set -u
 B=${LAFUSE_BIN:-.gpu/lafuse}
 # The binary travels compressed (the device tool carries 64 MiB in all).
@@ -30,6 +31,19 @@ log="$OUT/log.txt"
     echo "== lafuse bench --suite gpu"
     timeout 200 "$B" bench --suite gpu --out "$OUT/bench" 2>&1 | grep -v "^\[" 
     rm -f "$OUT/bench/results.csv"
+    # Nsight Compute on one launch of the default Row kernel's narrow entry at full size (the
+    # figure issue 29 misses): throughput, occupancy, what its warps wait on.
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    if [ -n "$ncu" ] && [ "${LAFUSE_GPU_NCU:-1}" != 0 ]; then
+        echo "== ncu: the Row kernel's narrow entry, t(X) %*% (X %*% v) at 20000x2000"
+        timeout 150 "$ncu" --clock-control none --kernel-name lafuse_kernel_narrow \
+            --launch-skip 2 --launch-count 1 --section SpeedOfLight --section Occupancy \
+            --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+            "$B" bench --suite gpu --filter "row dense 20000x2000 block-r2 (default)" \
+            --out "$OUT/ncu-bench" > "$OUT/ncu-row.txt" 2>&1
+        echo "ncu exit $? (report: ncu-row.txt)"
+        rm -rf "$OUT/ncu-bench"
+    fi
 } > "$log" 2>&1
 if [ "${LAFUSE_GPU_PEERS:-1}" != 0 ]; then
     echo "== peers" >> "$log"

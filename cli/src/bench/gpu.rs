@@ -1,6 +1,8 @@
 //! `lafuse bench --suite gpu`: the GPU backend against the CPU and against the device's own
 //! copy bandwidth, in this process.
 //!
+//! `--filter` selects checks by `check <name>` and speed runs by `<case> <variant>` (as printed).
+//!
 //! * Checks: every kernel shape the GPU backend generates ([`samples::generated`]) on dense
 //!   and CSR main inputs of several shapes (1×1, empty, odd sizes, NaN and infinities in the
 //!   dense ones), each output within 1e-9 relative of the native CPU operator's, and a second
@@ -224,7 +226,7 @@ fn bits(ms: &[Matrix]) -> Vec<u64> {
 /// The checks: each generated kernel against the CPU on several shapes; the Row plans also
 /// in every layout the speed runs compare. 41×2300 has a partial tile and, in the resident
 /// layouts, columns past those a thread keeps in registers.
-fn checks(g: &Gpu, out: &mut Vec<Measurement>) {
+fn checks(g: &Gpu, ctx: &Ctx, out: &mut Vec<Measurement>) {
     let shapes = [(1, 1), (0, 4), (37, 53), (1000, 300), (41, 2300)];
     let mut cases: Vec<(String, CPlan, GpuMain, RowKernelOptions)> = samples::generated()
         .into_iter()
@@ -243,6 +245,9 @@ fn checks(g: &Gpu, out: &mut Vec<Measurement>) {
         }
     }
     for (name, plan, main, layout) in cases {
+        if !ctx.selected(&format!("check {name}")) {
+            continue;
+        }
         let mut rec = Measurement::new(SUITE, "check", &name, "lafuse", "gpu-vs-cpu");
         let result = (|| -> Result<usize, String> {
             let kernel = generate_with(&plan, main, layout).map_err(|e| e.to_string())?;
@@ -301,20 +306,32 @@ fn keys(case: &str, n: usize) -> Vec<Option<Lineage>> {
         .collect()
 }
 
-/// Times one operator on the GPU (kernel and call) and the CPU, interleaved.
+/// What every speed run shares: the device, the run's `--filter`, the copy bandwidth measured
+/// at the start, and the repetitions.
+struct Timing<'a> {
+    g: &'a Gpu,
+    ctx: &'a Ctx,
+    copy_bw: f64,
+    reps: usize,
+}
+
+/// Times one operator on the GPU (kernel and call) and the CPU, interleaved, where the run's
+/// `--filter` selects `case variant`.
 #[allow(clippy::too_many_arguments)]
 fn speed(
-    g: &Gpu,
+    t: &Timing<'_>,
     case: &str,
     variant: &str,
     plan: &CPlan,
     (main, layout): (GpuMain, RowKernelOptions),
     inputs: &[Matrix],
     bytes: f64,
-    copy_bw: f64,
-    reps: usize,
     out: &mut Vec<Measurement>,
 ) {
+    if !t.ctx.selected(&format!("{case} {variant}")) {
+        return;
+    }
+    let (g, copy_bw, reps) = (t.g, t.copy_bw, t.reps);
     let mut kernel_rec = Measurement::new(SUITE, case, variant, "lafuse-gpu", "kernel");
     let mut call_rec = Measurement::new(SUITE, case, variant, "lafuse-gpu", "call");
     let mut cpu_rec = Measurement::new(SUITE, case, variant, "lafuse-cpu", "native");
@@ -400,7 +417,7 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
         }
     };
     println!("device: {}", g.name());
-    checks(g, &mut out);
+    checks(g, ctx, &mut out);
     let (m, n) = match ctx.sizes.scale {
         super::Scale::Full => (20_000, 2_000),
         super::Scale::Quick => (5_000, 1_000),
@@ -417,31 +434,33 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
     let mut copy = Measurement::new(SUITE, "copy", "dense", "device", "memcpy");
     copy.figures.insert("gb_per_s".into(), copy_bw / 1e9);
     out.push(copy);
+    let timing = Timing {
+        g,
+        ctx,
+        copy_bw,
+        reps,
+    };
     let mut rng = Rng(7);
     let xyz: Vec<Matrix> = (0..3).map(|_| dense(&mut rng, m, n, -1.0, 1.0)).collect();
     let variant = format!("dense {m}x{n}");
     speed(
-        g,
+        &timing,
         "cell",
         &variant,
         &samples::sum_xyz(),
         (GpuMain::Dense, RowKernelOptions::default()),
         &xyz,
         3.0 * cells * 8.0,
-        copy_bw,
-        reps,
         &mut out,
     );
     speed(
-        g,
+        &timing,
         "magg",
         &variant,
         &samples::magg_xy_xz(),
         (GpuMain::Dense, RowKernelOptions::default()),
         &xyz,
         3.0 * cells * 8.0,
-        copy_bw,
-        reps,
         &mut out,
     );
     drop(xyz);
@@ -451,7 +470,7 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
     for (rows, cols) in [(m, n), (m / 4, 4 * n)] {
         let x = dense(&mut rng, rows, cols, -1.0, 1.0);
         let v = dense(&mut rng, cols, 1, -1.0, 1.0);
-        row_layouts(g, &[x, v], copy_bw, reps, &mut out);
+        row_layouts(&timing, &[x, v], &mut out);
     }
 
     let k = 10;
@@ -465,15 +484,13 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
         let bytes = nnz as f64 * 12.0 + (m + 1) as f64 * 8.0 + ((m + n) * k) as f64 * 8.0;
         let variant = format!("sp={density} nnz={nnz}");
         speed(
-            g,
+            &timing,
             "outer",
             &variant,
             &samples::outer(OuterType::FullAgg),
             (GpuMain::Csr, RowKernelOptions::default()),
             &[s, u, v],
             bytes,
-            copy_bw,
-            reps,
             &mut out,
         );
     }
@@ -482,22 +499,20 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
     let u = dense(&mut rng, m, k, 0.0, 1.0);
     let v = dense(&mut rng, n, k, 0.0, 1.0);
     speed(
-        g,
+        &timing,
         "outer",
         &format!("dense {m}x{n} k={k}"),
         &samples::outer(OuterType::FullAgg),
         (GpuMain::Dense, RowKernelOptions::default()),
         &[x, u, v],
         cells * 8.0 + ((m + n) * k) as f64 * 8.0,
-        copy_bw,
-        reps,
         &mut out,
     );
     out
 }
 
 /// `t(X) %*% (X %*% v)` with the Row kernel in each compared layout (`xv`: X and v).
-fn row_layouts(g: &Gpu, xv: &[Matrix], copy_bw: f64, reps: usize, out: &mut Vec<Measurement>) {
+fn row_layouts(timing: &Timing<'_>, xv: &[Matrix], out: &mut Vec<Measurement>) {
     let (m, n) = (xv[0].rows(), xv[0].cols());
     for (name, layout) in compared_row_layouts() {
         let marked = if layout == RowKernelOptions::default() {
@@ -506,15 +521,13 @@ fn row_layouts(g: &Gpu, xv: &[Matrix], copy_bw: f64, reps: usize, out: &mut Vec<
             ""
         };
         speed(
-            g,
+            timing,
             "row",
             &format!("dense {m}x{n} {name}{marked}"),
             &samples::mmchain(),
             (GpuMain::Dense, layout),
             xv,
             (m * n) as f64 * 8.0,
-            copy_bw,
-            reps,
             out,
         );
     }
