@@ -79,6 +79,9 @@ pub struct RowKernelOptions {
     /// Most blocks of the narrow entry's launch ([`NarrowRows::blocks`]): fewer blocks write
     /// fewer partial rows, more fill the device.
     pub column_blocks: u32,
+    /// The narrow entry issues the loads of the block's next tile before it computes the
+    /// current one (twice the registers for the tile's values).
+    pub prefetch: bool,
 }
 
 impl RowKernelOptions {
@@ -94,6 +97,7 @@ impl RowKernelOptions {
         max_registers: 0,
         block_rows: 0,
         column_blocks: MAX_COLUMN_BLOCKS,
+        prefetch: false,
     };
 
     /// Every column written back per tile, two Kahan chains and a masked last step in the row
@@ -108,6 +112,7 @@ impl RowKernelOptions {
         max_registers: 0,
         block_rows: 0,
         column_blocks: MAX_COLUMN_BLOCKS,
+        prefetch: false,
     };
 
     /// [`MASKED`](Self::MASKED) with 8 columns' sums a thread kept in registers (read 2
@@ -158,6 +163,23 @@ pub fn compared_row_layouts() -> Vec<(&'static str, RowKernelOptions)> {
             RowKernelOptions {
                 max_registers: 64,
                 ..block(1, 528)
+            },
+        ),
+        // The next tile's loads in flight during the current one's work: one row a tile in
+        // two blocks a multiprocessor, two rows in one.
+        (
+            "block-r1-pf",
+            RowKernelOptions {
+                prefetch: true,
+                ..block(1, 264)
+            },
+        ),
+        (
+            "block-r2-pf-m255",
+            RowKernelOptions {
+                prefetch: true,
+                max_registers: 255,
+                ..block(2, 264)
             },
         ),
     ]

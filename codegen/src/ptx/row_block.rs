@@ -88,6 +88,7 @@ pub(super) fn emit_narrow<'c>(
                 ncols,
                 resident: &sums,
                 block_rows: opts.block_rows,
+                prefetch: opts.prefetch,
             },
         )?;
         // Every column is resident, so this writes the block's whole partial row.
@@ -113,6 +114,8 @@ struct BlockWalk<'a, 'c> {
     resident: &'a [Acc<'c>],
     /// Rows of a tile.
     block_rows: u32,
+    /// Issue the next tile's loads before computing the current one.
+    prefetch: bool,
 }
 
 /// Walks the block's tiles of `w.block_rows` rows (a grid-stride walk), adding each tile's
@@ -156,19 +159,22 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
                 "tiles",
             )
             .map_err(ierr)?;
-    k.for_stride(bid, tiles, nb, &mut |k, t| {
-        // Inside the walk, so rows >= 1.
+    // Tile `t`'s rows (a row past the matrix reads the last one; its values are never
+    // folded) and their values at the thread's columns, every load issued before any is used.
+    // Only where the matrix has a row.
+    let rows_of = |k: &Kx<'_, 'c>, t: IntValue<'c>| {
         let last_row = k.fx.sub(w.rows, k.fx.i64c(1))?;
         let i0 = k.fx.mul(t, tile)?;
-        let rows_at: Vec<(IntValue<'c>, IntValue<'c>)> = (0..tile_rows)
+        (0..tile_rows)
             .map(|r| {
                 let i = k.fx.add(i0, k.fx.i64c(r))?;
                 let inside = k.ult(i, w.rows)?;
                 Ok((inside, k.clamp(i, inside, last_row)?))
             })
-            .collect::<Result<_, CodegenError>>()?;
-        // The tile's values, every load issued before any is used.
-        let xs: Vec<Vec<VectorValue<'c>>> = rows_at
+            .collect::<Result<Vec<(IntValue<'c>, IntValue<'c>)>, CodegenError>>()
+    };
+    let load_tile = |k: &Kx<'_, 'c>, rows_at: &[(IntValue<'c>, IntValue<'c>)]| {
+        rows_at
             .iter()
             .map(|&(_, i)| {
                 columns
@@ -179,7 +185,38 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
                     })
                     .collect()
             })
-            .collect::<Result<_, CodegenError>>()?;
+            .collect::<Result<Vec<Vec<VectorValue<'c>>>, CodegenError>>()
+    };
+    // Prefetching: the values of the block's next tile, loaded during the current one's work.
+    let ahead: Vec<Vec<PointerValue<'c>>> = if w.prefetch {
+        let slots = (0..tile_rows)
+            .map(|_| {
+                (0..columns.len())
+                    .map(|_| k.fx.slot(k.fx.vty(1).into()))
+                    .collect()
+            })
+            .collect::<Result<Vec<Vec<_>>, CodegenError>>()?;
+        let any = k.ult(bid, tiles)?;
+        k.when(any, &mut |k| {
+            let xs = load_tile(k, &rows_of(k, bid)?)?;
+            store_tile(k, &slots, xs)
+        })?;
+        slots
+    } else {
+        Vec::new()
+    };
+    k.for_stride(bid, tiles, nb, &mut |k, t| {
+        let rows_at = rows_of(k, t)?;
+        let (xs, next) = if w.prefetch {
+            let xs = ahead
+                .iter()
+                .map(|row| row.iter().map(|&p| k.fx.load_v(p)).collect())
+                .collect::<Result<Vec<Vec<_>>, CodegenError>>()?;
+            // Past the last tile the rows clamp to the matrix's last: harmless reads.
+            (xs, Some(load_tile(k, &rows_of(k, k.fx.add(t, nb)?)?)?))
+        } else {
+            (load_tile(k, &rows_at)?, None)
+        };
         let at_cell = |r: usize, c: usize, given: &HashMap<CNodeId, VectorValue<'c>>| {
             body_at(
                 w.plan,
@@ -270,6 +307,22 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
                 k.fx.store(acc.s, kept)?;
             }
         }
+        if let Some(next) = next {
+            store_tile(k, &ahead, next)?;
+        }
         Ok(())
     })
+}
+
+fn store_tile<'c>(
+    k: &Kx<'_, 'c>,
+    slots: &[Vec<PointerValue<'c>>],
+    xs: Vec<Vec<VectorValue<'c>>>,
+) -> Result<(), CodegenError> {
+    for (row, vals) in slots.iter().zip(xs) {
+        for (&p, v) in row.iter().zip(vals) {
+            k.fx.store(p, v)?;
+        }
+    }
+    Ok(())
 }

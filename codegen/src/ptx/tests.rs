@@ -171,6 +171,15 @@ fn ptxas_accepts_every_kernel() {
         let ptx = generate_with(&plan, main, layout).unwrap().ptx;
         let file = dir.join(format!("k{k}.ptx"));
         std::fs::write(&file, ptx.as_bytes()).unwrap();
+        // The layouts' kernels too, for reading (`ptxas -v` for their registers).
+        if let Some(dump) = std::env::var_os("LAFUSE_PTX_DUMP") {
+            let stem: String = name
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            let at = std::path::Path::new(&dump).join(format!("ptxas_{stem}.ptx"));
+            std::fs::write(at, ptx.as_bytes()).unwrap();
+        }
         let out = std::process::Command::new(&ptxas)
             .args(["-arch=sm_80", "-o", "/dev/null"])
             .arg(&file)
