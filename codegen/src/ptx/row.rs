@@ -104,15 +104,9 @@ impl RowKernelOptions {
     /// pass (48 registers for `t(X) %*% (X %*% v)`): 0.26-0.28 ms at 20000 x 2000, 0.28-0.29
     /// ms at 5000 x 8000 on the H200.
     pub const MASKED: Self = RowKernelOptions {
-        unroll: 8,
         chains: 2,
         masked_tail: true,
-        resident_columns: 0,
-        resident_group: 1,
-        max_registers: 0,
-        block_rows: 0,
-        column_blocks: MAX_COLUMN_BLOCKS,
-        prefetch: false,
+        ..Self::WRITE_BACK
     };
 
     /// [`MASKED`](Self::MASKED) with 8 columns' sums a thread kept in registers (read 2
