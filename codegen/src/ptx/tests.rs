@@ -8,6 +8,18 @@ use lafuse_compiler::fusion::cplan::OuterType;
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
 use lafuse_compiler::hops::UnaryOp;
 
+/// For reading the kernels: `LAFUSE_PTX_DUMP=dir cargo test ...` writes each one there.
+fn dump(prefix: &str, name: &str, ptx: &str) {
+    if let Some(dir) = std::env::var_os("LAFUSE_PTX_DUMP") {
+        let stem: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let file = std::path::Path::new(&dir).join(format!("{prefix}{stem}.ptx"));
+        std::fs::write(file, ptx.as_bytes()).unwrap();
+    }
+}
+
 #[test]
 fn every_kernel_shape_generates_self_contained_entries_for_sm_80() {
     for (name, plan, main) in generated() {
@@ -26,15 +38,7 @@ fn every_kernel_shape_generates_self_contained_entries_for_sm_80() {
         // Every call was inlined or is an intrinsic: nothing for the driver to link.
         assert!(!k.ptx.contains(".extern"), "{name}:\n{}", k.ptx);
         assert_eq!(k.kernel.main, main, "{name}");
-        // For reading the kernels: `LAFUSE_PTX_DUMP=dir cargo test ...`.
-        if let Some(dir) = std::env::var_os("LAFUSE_PTX_DUMP") {
-            let stem: String = name
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                .collect();
-            let file = std::path::Path::new(&dir).join(format!("{stem}.ptx"));
-            std::fs::write(file, k.ptx.as_bytes()).unwrap();
-        }
+        dump("", &name, &k.ptx);
     }
 }
 
@@ -171,15 +175,8 @@ fn ptxas_accepts_every_kernel() {
         let ptx = generate_with(&plan, main, layout).unwrap().ptx;
         let file = dir.join(format!("k{k}.ptx"));
         std::fs::write(&file, ptx.as_bytes()).unwrap();
-        // The layouts' kernels too, for reading (`ptxas -v` for their registers).
-        if let Some(dump) = std::env::var_os("LAFUSE_PTX_DUMP") {
-            let stem: String = name
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                .collect();
-            let at = std::path::Path::new(&dump).join(format!("ptxas_{stem}.ptx"));
-            std::fs::write(at, ptx.as_bytes()).unwrap();
-        }
+        // The layouts' kernels too (`ptxas -v` for their registers).
+        dump("ptxas_", &name, &ptx);
         let out = std::process::Command::new(&ptxas)
             .args(["-arch=sm_80", "-o", "/dev/null"])
             .arg(&file)
