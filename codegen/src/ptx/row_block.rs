@@ -160,8 +160,7 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
             )
             .map_err(ierr)?;
     // Tile `t`'s rows (a row past the matrix reads the last one; its values are never
-    // folded) and their values at the thread's columns, every load issued before any is used.
-    // Only where the matrix has a row.
+    // folded): only where the matrix has a row.
     let rows_of = |k: &Kx<'_, 'c>, t: IntValue<'c>| {
         let last_row = k.fx.sub(w.rows, k.fx.i64c(1))?;
         let i0 = k.fx.mul(t, tile)?;
@@ -173,6 +172,7 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
             })
             .collect::<Result<Vec<(IntValue<'c>, IntValue<'c>)>, CodegenError>>()
     };
+    // Their values at the thread's columns, every load issued before any is used.
     let load_tile = |k: &Kx<'_, 'c>, rows_at: &[(IntValue<'c>, IntValue<'c>)]| {
         rows_at
             .iter()
