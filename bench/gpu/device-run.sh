@@ -39,7 +39,7 @@ log="$OUT/log.txt"
         timeout 150 "$ncu" --clock-control none --kernel-name lafuse_kernel_narrow \
             --launch-skip 2 --launch-count 1 --section SpeedOfLight --section Occupancy \
             --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-            "$B" bench --suite gpu --filter "row dense 20000x2000 block-r2 (default)" \
+            "$B" bench --suite gpu --filter "row dense 20000x2000 block-r1-m80 (default)" \
             --out "$OUT/ncu-bench" > "$OUT/ncu-row.txt" 2>&1
         echo "ncu exit $? (report: ncu-row.txt)"
         rm -rf "$OUT/ncu-bench"

@@ -37,6 +37,9 @@ pub(super) struct Acc<'c> {
     pub(super) agg: AggKind,
     pub(super) s: PointerValue<'c>,
     pub(super) c: PointerValue<'c>,
+    /// Sums are Kahan sums (the correction slot is kept); a plain accumulator's correction
+    /// stays 0 and is neither updated nor exchanged.
+    pub(super) kahan: bool,
 }
 
 pub(super) fn declare_kernel<'m, 'c>(
@@ -253,14 +256,56 @@ impl<'m, 'c> Kx<'m, 'c> {
 
     /// Fresh accumulator slots for `agg`, at its initial value.
     pub(super) fn acc(&self, agg: AggKind) -> Result<Acc<'c>, CodegenError> {
+        self.new_acc(agg, true)
+    }
+
+    /// [`acc`](Self::acc) whose sums are plain, in the fold's order: a Row operator's row
+    /// aggregates, which the CPU's Row operator sums without compensation too.
+    pub(super) fn plain_acc(&self, agg: AggKind) -> Result<Acc<'c>, CodegenError> {
+        self.new_acc(agg, false)
+    }
+
+    fn new_acc(&self, agg: AggKind, kahan: bool) -> Result<Acc<'c>, CodegenError> {
         let ty = self.fx.vty(1).into();
         let a = Acc {
             agg,
             s: self.fx.slot(ty)?,
             c: self.fx.slot(ty)?,
+            kahan,
         };
         self.reset(a)?;
         Ok(a)
+    }
+
+    /// A read-only view of the device array at generic pointer `p` in the global address
+    /// space, read through [`load_ro`](Self::load_ro).
+    pub(super) fn global_ro(&self, p: PointerValue<'c>) -> Result<PointerValue<'c>, CodegenError> {
+        let ty = self.fx.ctx.f64_type().ptr_type(AddressSpace::from(1u16));
+        self.fx
+            .b
+            .build_address_space_cast(p, ty, "global")
+            .map_err(ierr)
+    }
+
+    /// Element `idx` of `base` (a [`global_ro`](Self::global_ro) view) as a one-lane vector,
+    /// loaded as invariant: the kernel never writes its inputs, so the load may take the
+    /// non-coherent read-only path (`ld.global.nc`).
+    pub(super) fn load_ro(
+        &self,
+        base: PointerValue<'c>,
+        idx: IntValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        let b = &self.fx.b;
+        let p = gep(b, base, idx)?;
+        let v = load(b, p)?;
+        let inst = inkwell::values::BasicValue::as_instruction_value(&v)
+            .ok_or_else(|| ierr("a load is an instruction"))?;
+        inst.set_alignment(8).map_err(ierr)?;
+        let ctx = self.fx.ctx;
+        let invariant = ctx.get_kind_id("invariant.load");
+        inst.set_metadata(ctx.metadata_node(&[]), invariant)
+            .map_err(ierr)?;
+        self.fx.splat(v.into_float_value(), 1)
     }
 
     pub(super) fn reset(&self, a: Acc<'c>) -> Result<(), CodegenError> {
@@ -278,8 +323,17 @@ impl<'m, 'c> Kx<'m, 'c> {
                 let cur = fx.load_v(a.s)?;
                 fx.store(a.s, pick(fx, a.agg, cur, v)?)
             }
-            AggKind::SumSq => fx.kahan_add(a.s, a.c, fx.fmul(v, v)?),
-            AggKind::Sum => fx.kahan_add(a.s, a.c, v),
+            AggKind::SumSq | AggKind::Sum => {
+                let x = match a.agg {
+                    AggKind::SumSq => fx.fmul(v, v)?,
+                    _ => v,
+                };
+                if a.kahan {
+                    fx.kahan_add(a.s, a.c, x)
+                } else {
+                    fx.store(a.s, fx.fadd(fx.load_v(a.s)?, x)?)
+                }
+            }
         }
     }
 
@@ -306,11 +360,14 @@ impl<'m, 'c> Kx<'m, 'c> {
             fx.store(p, v)
         };
         keep(a.s, s0)?;
-        keep(a.c, c0)
+        if a.kahan {
+            keep(a.c, c0)?;
+        }
+        Ok(())
     }
 
     /// Folds accumulator `b` into `a` (same aggregate): `Kahan::merge` (the other sum, then
-    /// its negated correction) or the min/max step.
+    /// its negated correction), the other sum where `a` is plain, or the min/max step.
     pub(super) fn merge(&self, a: Acc<'c>, b: Acc<'c>) -> Result<(), CodegenError> {
         let fx = &self.fx;
         let (s, c) = (fx.load_v(b.s)?, fx.load_v(b.c)?);
@@ -318,6 +375,9 @@ impl<'m, 'c> Kx<'m, 'c> {
             AggKind::Min | AggKind::Max => {
                 let cur = fx.load_v(a.s)?;
                 fx.store(a.s, pick(fx, a.agg, cur, s)?)
+            }
+            AggKind::Sum | AggKind::SumSq if !a.kahan => {
+                fx.store(a.s, fx.fadd(fx.load_v(a.s)?, s)?)
             }
             AggKind::Sum | AggKind::SumSq => {
                 fx.kahan_add(a.s, a.c, s)?;

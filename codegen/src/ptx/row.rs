@@ -117,16 +117,18 @@ impl RowKernelOptions {
         ..Self::MASKED
     };
 
-    /// The default: rows of up to 2048 columns by the narrow entry, 2 rows a tile, 8 columns a
-    /// thread, at most 264 blocks, 128 registers (the entry's cap; a few bytes spilled); wider
-    /// rows by [`MASKED`](Self::MASKED)'s main entry. On the H200, in the same kernel as a
-    /// warp-per-row fallback: 0.169-0.174 ms at 20000 x 2000 (46-47 % of the copy bandwidth;
-    /// CuPy's and PyTorch's two matrix-vector products 0.19-0.20 ms).
+    /// The default: rows of up to 2048 columns by the narrow entry, a row a tile, 8 columns a
+    /// thread, at most 396 blocks (three a multiprocessor of a 132-multiprocessor Hopper), 80
+    /// registers (the entry's cap, no spills); wider rows by [`MASKED`](Self::MASKED)'s main
+    /// entry. On the H200 (session 29, plain row sums and read-only loads, the folds timed
+    /// apart): 0.118 ms at 20000 x 2000 (68 % of the copy bandwidth), against 0.130 for two
+    /// rows a tile at 128 registers; CuPy's and PyTorch's two matrix-vector products take
+    /// 0.19-0.20 ms.
     pub const NARROW_BLOCKS: Self = RowKernelOptions {
         resident_columns: 8,
         resident_group: 2,
-        block_rows: 2,
-        column_blocks: 264,
+        block_rows: 1,
+        column_blocks: 396,
         ..Self::MASKED
     };
 }
@@ -139,6 +141,10 @@ pub fn compared_row_layouts() -> Vec<(&'static str, RowKernelOptions)> {
         column_blocks: blocks,
         ..RowKernelOptions::NARROW_BLOCKS
     };
+    let m128 = |o: RowKernelOptions| RowKernelOptions {
+        max_registers: 128,
+        ..o
+    };
     vec![
         ("write-back", RowKernelOptions::WRITE_BACK),
         ("masked", RowKernelOptions::MASKED),
@@ -149,9 +155,12 @@ pub fn compared_row_layouts() -> Vec<(&'static str, RowKernelOptions)> {
                 ..RowKernelOptions::RESIDENT
             },
         ),
-        ("block-r2", RowKernelOptions::NARROW_BLOCKS),
-        ("block-r4", block(4, 264)),
-        ("block-r2-b1056", block(2, MAX_COLUMN_BLOCKS)),
+        ("block-r1-m80", RowKernelOptions::NARROW_BLOCKS),
+        // Two blocks a multiprocessor (128 registers), then three (80) and four (64).
+        ("block-r1-m128", m128(block(1, 264))),
+        ("block-r2-m128", m128(block(2, 264))),
+        ("block-r4-m128", m128(block(4, 264))),
+        ("block-r2-m80", block(2, 396)),
         (
             "block-r1-m64",
             RowKernelOptions {
@@ -159,13 +168,19 @@ pub fn compared_row_layouts() -> Vec<(&'static str, RowKernelOptions)> {
                 ..block(1, 528)
             },
         ),
-        // The next tile's loads in flight during the current one's work: one row a tile in
-        // two blocks a multiprocessor, two rows in one.
+        // The next tile's loads in flight during the current one's work.
         (
-            "block-r1-pf",
+            "block-r1-pf-m128",
             RowKernelOptions {
                 prefetch: true,
-                ..block(1, 264)
+                ..m128(block(1, 264))
+            },
+        ),
+        (
+            "block-r2-pf-m128",
+            RowKernelOptions {
+                prefetch: true,
+                ..m128(block(2, 264))
             },
         ),
         (
@@ -173,7 +188,7 @@ pub fn compared_row_layouts() -> Vec<(&'static str, RowKernelOptions)> {
             RowKernelOptions {
                 prefetch: true,
                 max_registers: 255,
-                ..block(2, 264)
+                ..block(2, 132)
             },
         ),
     ]
@@ -970,12 +985,15 @@ pub(super) fn warp_reduce<'c>(
         let s = k.fx.load_v(acc.s)?;
         let c = k.fx.load_v(acc.c)?;
         let os = shfl_down(k, s, offset, false)?;
-        let oc = shfl_down(k, c, offset, false)?;
         match acc.agg {
             AggKind::Min | AggKind::Max => {
                 k.fx.store(acc.s, pick(&k.fx, acc.agg, s, os)?)?;
             }
+            AggKind::Sum | AggKind::SumSq if !acc.kahan => {
+                k.fx.store(acc.s, k.fx.fadd(s, os)?)?;
+            }
             AggKind::Sum | AggKind::SumSq => {
+                let oc = shfl_down(k, c, offset, false)?;
                 k.fx.kahan_add(acc.s, acc.c, os)?;
                 let neg = k.fx.b.build_float_neg(oc, "n").map_err(ierr)?;
                 k.fx.kahan_add(acc.s, acc.c, neg)?;

@@ -5,10 +5,15 @@
 //! Thread `t` owns columns `t + BLOCK_THREADS * c` of every row. A tile's values of `X` are
 //! all loaded first (rows × resident columns loads in flight per thread), then kept in
 //! registers: each row aggregate is a per-thread fold over the thread's columns, a warp's fold
-//! by shuffles ([`warp_reduce`]) and the block's fold of the warps' (sum, correction) pairs in
-//! warp order, which every thread does alike, so all hold the row's value; the rows' terms then
-//! go into the thread's resident column sums, rows in order. `X` is read from memory once,
-//! where a warp per row reads a tile's rows a second time for its column walk.
+//! by shuffles ([`warp_reduce`]) and the block's fold of the warps' values in warp order, which
+//! every thread does alike, so all hold the row's value; the rows' terms then go into the
+//! thread's resident column sums, rows in order. `X` is read from memory once, through the
+//! read-only path, where a warp per row reads a tile's rows a second time for its column walk.
+//!
+//! Row aggregates are plain sums, as the CPU's Row operator's (a Kahan step is five dependent
+//! double operations an element where the fused product itself is two, and the block's tree
+//! of 2048 columns is more accurate than the CPU's sequential sum already). The column sums
+//! are plain too; the fold of the blocks' partial rows is compensated.
 //!
 //! Deterministic as the warp-per-row kernel: every fold runs in a fixed order. A level of
 //! aggregates writes one of two shared buffers and waits at one barrier; the next level writes
@@ -22,7 +27,7 @@ use super::row::{
 };
 use crate::backend::CodegenError;
 use crate::native::expr::{ierr, InputPtrs};
-use crate::native::llvm::{load_vec, store_vec};
+use crate::native::llvm::{gep, load_vec, store_vec};
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::values::{IntValue, PointerValue, VectorValue};
@@ -36,10 +41,11 @@ use std::collections::HashMap;
 /// Warps of a block.
 const WARPS: u64 = BLOCK_THREADS as u64 / 32;
 
-/// The narrow entry's register cap where the layout sets none: two blocks of 256 threads a
-/// multiprocessor (65536 registers). On an H200 the 2-row layout at 140 registers (one block a
-/// multiprocessor) took 0.357 ms on `t(X) %*% (X %*% v)` at 20000 x 2000, capped at 128 0.169.
-const NARROW_MAX_REGISTERS: u32 = 128;
+/// The narrow entry's register cap where the layout sets none: three blocks of 256 threads a
+/// multiprocessor (65536 registers). On an H200 (`t(X) %*% (X %*% v)` at 20000 x 2000,
+/// session 29) the 1-row layout took 0.118 ms at 80 registers, 0.133 at 128 (two blocks), and
+/// session 28's 2-row layout with Kahan row sums 0.357 ms at 140 (one block), 0.169 at 128.
+const NARROW_MAX_REGISTERS: u32 = 80;
 
 /// Emits the narrow entry of a column-summed Row plan (`opts.block_rows` rows a tile,
 /// `opts.resident_columns` columns a thread) into `module`. The host launches it only where
@@ -133,21 +139,23 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
         k.fx.b
             .build_int_compare(IntPredicate::EQ, lane, k.fx.i64c(0), "l0")
             .map_err(ierr)?;
-    // Two buffers of a (sum, correction) pair per warp, pass and tile row.
-    let half = WARPS * passes * tile_rows * 2;
+    // Two buffers of a value per warp, pass and tile row.
+    let half = WARPS * passes * tile_rows;
     let sh = k.shared("lafuse_sh_block_rows", (2 * half) as u32)?;
     let phase = k.fx.slot(k.fx.ctx.i64_type().into())?;
     k.fx.store(phase, k.fx.i64c(0))?;
     let last_col = k.fx.sub(w.cols, k.fx.i64c(1))?;
-    // The thread's columns, and where each is read (a column past the matrix reads the last
-    // one, and its values are never folded).
-    let columns: Vec<(IntValue<'c>, IntValue<'c>)> = (0..w.resident.len())
+    let main = k.global_ro(w.main)?;
+    // The thread's columns, where each is read (a column past the matrix reads the last one,
+    // and its values are never folded), and that column of the matrix's first row: a load is
+    // then one address addition from the row's offset.
+    let columns: Vec<(IntValue<'c>, IntValue<'c>, PointerValue<'c>)> = (0..w.resident.len())
         .map(|c| {
             let j =
                 k.fx.add(tid, k.fx.i64c(u64::from(BLOCK_THREADS) * c as u64))?;
             let inside = k.ult(j, w.cols)?;
             let read = k.clamp(j, inside, last_col)?;
-            Ok((inside, read))
+            Ok((inside, read, gep(&k.fx.b, main, read)?))
         })
         .collect::<Result<_, CodegenError>>()?;
     let tile = k.fx.i64c(tile_rows);
@@ -177,12 +185,10 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
         rows_at
             .iter()
             .map(|&(_, i)| {
+                let offset = k.fx.mul(i, w.cols)?;
                 columns
                     .iter()
-                    .map(|&(_, j)| {
-                        let at = k.fx.add(k.fx.mul(i, w.cols)?, j)?;
-                        load_vec(&k.fx.b, k.fx.vty(1), w.main, at)
-                    })
+                    .map(|&(_, _, first)| k.load_ro(first, offset))
                     .collect()
             })
             .collect::<Result<Vec<Vec<VectorValue<'c>>>, CodegenError>>()
@@ -237,14 +243,14 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
                     .collect();
             let base = k.fx.mul(k.fx.load_i64(phase)?, k.fx.i64c(half))?;
             let slot = |k: &Kx<'_, 'c>, warp: IntValue<'c>, s: u64, r: u64| {
-                let at = k.fx.mul(warp, k.fx.i64c(passes * tile_rows * 2))?;
-                k.fx.add(base, k.fx.add(at, k.fx.i64c((s * tile_rows + r) * 2))?)
+                let at = k.fx.mul(warp, k.fx.i64c(passes * tile_rows))?;
+                k.fx.add(base, k.fx.add(at, k.fx.i64c(s * tile_rows + r))?)
             };
             // Each thread's fold over its columns, the warp's by shuffles, lane 0's pair out.
             for &(s, _, p) in &here {
                 for (r, given_r) in given.iter().enumerate() {
-                    let acc = k.acc(p.agg())?;
-                    for (c, &(inside, j)) in columns.iter().enumerate() {
+                    let acc = k.plain_acc(p.agg())?;
+                    for (c, &(inside, j, _)) in columns.iter().enumerate() {
                         let mut body = at_cell(r, c, given_r);
                         let v = p.term(&k.fx, &mut body, w.ins, j)?;
                         k.fold_masked(acc, v, Some(inside))?;
@@ -252,23 +258,19 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
                     warp_reduce(k, acc)?;
                     let at = slot(k, warp, s, r as u64)?;
                     k.when(first_lane, &mut |k| {
-                        store_vec(&k.fx.b, sh, at, k.fx.load_v(acc.s)?)?;
-                        let next = k.fx.add(at, k.fx.i64c(1))?;
-                        store_vec(&k.fx.b, sh, next, k.fx.load_v(acc.c)?)
+                        store_vec(&k.fx.b, sh, at, k.fx.load_v(acc.s)?)
                     })?;
                 }
             }
             k.barrier()?;
-            // The block's fold of the warps' pairs, in warp order, by every thread.
+            // The block's fold of the warps' values, in warp order, by every thread.
             for &(s, node, p) in &here {
                 for (r, given_r) in given.iter_mut().enumerate() {
-                    let (acc, other) = (k.acc(p.agg())?, k.acc(p.agg())?);
+                    let (acc, other) = (k.plain_acc(p.agg())?, k.plain_acc(p.agg())?);
                     for wi in 0..WARPS {
                         let at = slot(k, k.fx.i64c(wi), s, r as u64)?;
                         let vs = load_vec(&k.fx.b, k.fx.vty(1), sh, at)?;
                         k.fx.store(other.s, vs)?;
-                        let next = k.fx.add(at, k.fx.i64c(1))?;
-                        k.fx.store(other.c, load_vec(&k.fx.b, k.fx.vty(1), sh, next)?)?;
                         k.merge(acc, other)?;
                     }
                     let v = k.fx.load_v(acc.s)?;
@@ -288,7 +290,7 @@ fn walk<'c>(k: &mut Kx<'_, 'c>, w: &BlockWalk<'_, 'c>) -> Result<(), CodegenErro
         // The tile's terms into the column sums, rows in order (plain sums, as the
         // warp-per-row kernel's resident columns).
         let out_node = w.plan.outputs[0];
-        for (c, &(col_inside, _)) in columns.iter().enumerate() {
+        for (c, &(col_inside, _, _)) in columns.iter().enumerate() {
             for (r, &(row_inside, _)) in rows_at.iter().enumerate() {
                 let mut body = at_cell(r, c, &given[r]);
                 let v = column_term(&k.fx, &mut body, w.plan, out_node)?;

@@ -100,6 +100,15 @@ pub const CACHE_DELAY: u32 = 1;
 /// threads), so a fold of a thousand partial rows is not a thousand dependent loads.
 const FOLD_GROUPS: usize = 32;
 
+/// One kernel launch of an operator's call: the function, its argument block on the device,
+/// its (x, y) blocks, and what it is for errors.
+struct Launch {
+    func: CudaFunction,
+    args: u64,
+    blocks: (u32, u32),
+    what: &'static str,
+}
+
 static GPU: OnceLock<std::result::Result<Gpu, GpuUnavailable>> = OnceLock::new();
 
 /// The GPU, or why there is none (checked once per process).
@@ -444,17 +453,19 @@ impl Gpu {
                 .memcpy_htod(&block[..], &mut view)
                 .map_err(|e| driver("argument upload", e))?;
         }
-        if m > 0 && n > 0 {
-            // SAFETY: the kernel was generated for this argument layout; every pointer in it
-            // is a device buffer of the length the layout states, alive until the stream is
-            // synchronized below.
-            st.counters.last_kernel =
-                unsafe { self.launch_timed(st, &func, args_dev, (grid.x, grid.y), "kernel") }?;
-        }
         let launched = m > 0 && n > 0;
         let result_len = launch::result_len(kernel, out_len, n);
         // A column sum's partial rows are folded on the device, into a buffer of its own.
         let mut result_id = out_id;
+        let mut launches = Vec::new();
+        if launched {
+            launches.push(Launch {
+                func: func.clone(),
+                args: args_dev,
+                blocks: (grid.x, grid.y),
+                what: "kernel",
+            });
+        }
         if launched && kernel.folds_columns() {
             // Two fixed levels: groups of partial rows, then the groups.
             let parts = launch::partial_rows(kernel, grid);
@@ -468,9 +479,16 @@ impl Gpu {
                 .acquire(2 * n * 8)
                 .map_err(SkeletonError::DeviceMemory)?;
             held.extend([stage, dest]);
-            self.fold(st, held, ptx, &args, out_id, parts, stage, groups, n)?;
-            self.fold(st, held, ptx, &args, stage, groups, dest, 1, n)?;
+            launches.push(self.fold(st, held, ptx, &args, out_id, parts, stage, groups, n)?);
+            launches.push(self.fold(st, held, ptx, &args, stage, groups, dest, 1, n)?);
             result_id = dest;
+        }
+        if launched {
+            // SAFETY: the kernel was generated for this argument layout, the folds read the
+            // kernel's partial rows and write their own buffers (see `fold`); every pointer in
+            // the argument blocks is a device buffer of the length the layout states, alive
+            // until the stream is synchronized below.
+            st.counters.last_kernel = unsafe { self.launch_timed(st, &launches) }?;
         }
         // A folded row comes back as (value, correction) pairs.
         let pairs = launched && kernel.folds_columns();
@@ -502,8 +520,9 @@ impl Gpu {
         Ok(out)
     }
 
-    /// Folds `parts` partial rows of `n` (value, correction) pairs at `from` into `groups`
-    /// rows of pairs at `to` ([`FOLD_ENTRY`](super::abi::FOLD_ENTRY)).
+    /// The launch that folds `parts` partial rows of `n` (value, correction) pairs at `from`
+    /// into `groups` rows of pairs at `to` ([`FOLD_ENTRY`](super::abi::FOLD_ENTRY)), its
+    /// argument block uploaded.
     #[allow(clippy::too_many_arguments)]
     fn fold(
         &self,
@@ -516,7 +535,7 @@ impl Gpu {
         to: BufferId,
         groups: usize,
         n: usize,
-    ) -> Result<()> {
+    ) -> Result<Launch> {
         let stream = &self.stream;
         let fold = self.function(st, ptx, super::abi::FOLD_ENTRY)?;
         let mut args = *template;
@@ -547,52 +566,52 @@ impl Gpu {
             n.div_ceil(BLOCK_THREADS as usize).max(1) as u32,
             groups as u32,
         );
-        // SAFETY: the fold kernel reads `rows` partial rows of `cols` pairs at `out` and writes
-        // `groups` rows of `cols` pairs at `main.data`: both buffers have those lengths. The
-        // folds are part of the operator's kernel time.
-        let t = unsafe { self.launch_timed(st, &fold, at, blocks, "fold") }?;
-        st.counters.last_kernel += t;
-        Ok(())
+        // The fold kernel reads `rows` partial rows of `cols` pairs at `out` and writes
+        // `groups` rows of `cols` pairs at `main.data`: both buffers have those lengths.
+        Ok(Launch {
+            func: fold,
+            args: at,
+            blocks,
+            what: "fold",
+        })
     }
 
-    /// Launches `func` on `blocks` (x, y) blocks with its one argument, the argument block at
-    /// `args`, and waits for it; returns its time by CUDA events, also counted in the totals.
+    /// Launches `launches` in order, back to back on the stream, and waits for the last;
+    /// returns their time by CUDA events (from before the first to after the last, so the
+    /// host's launch latency of all but the first overlaps the device's work), also counted
+    /// in the totals.
     ///
     /// # Safety
-    /// `args` must hold the argument layout `func` was generated for, every pointer in it a
-    /// live device buffer of the length it states.
-    unsafe fn launch_timed(
-        &self,
-        st: &mut State,
-        func: &CudaFunction,
-        args: u64,
-        blocks: (u32, u32),
-        what: &'static str,
-    ) -> Result<Duration> {
+    /// Each launch's `args` must hold the argument layout its function was generated for,
+    /// every pointer in it a live device buffer of the length it states.
+    unsafe fn launch_timed(&self, st: &mut State, launches: &[Launch]) -> Result<Duration> {
         let stream = &self.stream;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks.0, blocks.1, 1),
-            block_dim: (BLOCK_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
         let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
         let before = stream
             .record_event(timing)
             .map_err(|e| driver("event", e))?;
-        let mut launch = stream.launch_builder(func);
-        launch.arg(&args);
-        // SAFETY: as the caller promises.
-        unsafe { launch.launch(cfg) }.map_err(|e| driver(what, e))?;
+        for l in launches {
+            let cfg = LaunchConfig {
+                grid_dim: (l.blocks.0, l.blocks.1, 1),
+                block_dim: (BLOCK_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut launch = stream.launch_builder(&l.func);
+            launch.arg(&l.args);
+            // SAFETY: as the caller promises.
+            unsafe { launch.launch(cfg) }.map_err(|e| driver(l.what, e))?;
+        }
         let after = stream
             .record_event(timing)
             .map_err(|e| driver("event", e))?;
+        let what = launches.last().map_or("kernel", |l| l.what);
         after.synchronize().map_err(|e| driver(what, e))?;
         let ms = before
             .elapsed_ms(&after)
             .map_err(|e| driver("event timing", e))?;
         let t = Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3);
         st.counters.kernels += t;
-        st.counters.launches += 1;
+        st.counters.launches += launches.len() as u64;
         Ok(t)
     }
 
