@@ -4,8 +4,8 @@
 //! A row's vectors are never materialized: each element-wise vector node is evaluated at the
 //! column where its reader needs it (the native backend's `Body`, one lane wide), and each row
 //! aggregate (`rowSums`, `rowMaxs`, `X[i,] %*% v`, ...) is a pass of the warp over the row's
-//! columns, lane-strided so reads coalesce, folded per lane (Kahan sums) and reduced across the
-//! warp by shuffles in a fixed tree. Aggregates that read other aggregates run in later passes
+//! columns, lane-strided so reads coalesce (through the read-only path), folded per lane (plain
+//! sums, as the CPU's Row operator's) and reduced across the warp by shuffles in a fixed tree. Aggregates that read other aggregates run in later passes
 //! ("levels"). Outputs:
 //!
 //! * row-wise: the warp writes its row of the output (or lane 0 its value);
@@ -15,7 +15,7 @@
 //!   columns of the block's partial row, adding the tile's rows in order.
 //!
 //! [`RowKernelOptions`] lays the kernel out: how many positions a lane reads before folding,
-//! how many Kahan chains it folds into, whether the last step of a row pass is masked, and how
+//! how many chains it folds into, whether the last step of a row pass is masked, and how
 //! many of a thread's columns keep their sums in registers across tiles instead of being read
 //! and written back per tile. The benchmark compares the layouts on a GPU.
 //!
@@ -53,8 +53,8 @@ pub(super) const MAX_ROW_AGGREGATES: u32 = 16;
 pub struct RowKernelOptions {
     /// Positions of a row pass a lane evaluates before it folds them (its loads in flight).
     pub unroll: u32,
-    /// Kahan chains a lane folds a row pass into, position `u` of a step into chain `u %
-    /// chains`, merged in chain order before the warp's fold: shorter dependency chains.
+    /// Chains a lane folds a row pass into, position `u` of a step into chain `u % chains`,
+    /// merged in chain order before the warp's fold: shorter dependency chains.
     pub chains: u32,
     /// The last, partial step of a row pass is one masked step ([`unrolled_masked`]), not a
     /// walk of one position (one memory latency) at a time.
@@ -100,9 +100,9 @@ impl RowKernelOptions {
         prefetch: false,
     };
 
-    /// Every column written back per tile, two Kahan chains and a masked last step in the row
-    /// pass (48 registers for `t(X) %*% (X %*% v)`): 0.26-0.28 ms at 20000 x 2000, 0.28-0.29
-    /// ms at 5000 x 8000 on the H200.
+    /// Every column written back per tile, two chains and a masked last step in the row pass
+    /// (48 registers for `t(X) %*% (X %*% v)`): 0.26-0.28 ms at 20000 x 2000, 0.28-0.29 ms at
+    /// 5000 x 8000 on the H200 (session 28, Kahan row sums).
     pub const MASKED: Self = RowKernelOptions {
         chains: 2,
         masked_tail: true,
@@ -533,12 +533,14 @@ pub(crate) fn emit<'c>(
                 "tiles",
             )
             .map_err(ierr)?;
+    // The main input through the read-only path (the kernel never writes it).
+    let main_ro = k.global_ro(main)?;
     let mains = |k: &Kx<'_, 'c>,
                  i: IntValue<'c>,
                  j: IntValue<'c>|
      -> Result<VectorValue<'c>, CodegenError> {
         let idx = k.fx.add(k.fx.mul(i, cols)?, j)?;
-        load_vec(&k.fx.b, k.fx.vty(1), main, idx)
+        k.load_ro(main_ro, idx)
     };
     let ncols_v = EntryArgs::ncols_of(&k, cols)?;
     // Column sums kept in registers across tiles (the first `resident_columns` columns a
@@ -566,9 +568,10 @@ pub(crate) fn emit<'c>(
                     .map(|p| (p.0, p.1))
                     .collect();
                 let chains = opts.chains as usize;
+                // Plain sums, as the CPU's Row operator's row aggregates.
                 let accs: Vec<Vec<Acc<'c>>> = here
                     .iter()
-                    .map(|(_, p)| (0..chains).map(|_| k.acc(p.agg())).collect())
+                    .map(|(_, p)| (0..chains).map(|_| k.plain_acc(p.agg())).collect())
                     .collect::<Result<_, _>>()?;
                 let g = given.clone();
                 let mut eval = |k: &mut Kx<'_, 'c>, j: IntValue<'c>| {
