@@ -112,6 +112,13 @@ fn inputs_for(
     use lafuse_compiler::fusion::cplan::{Access, CNode};
     let mut rng = Rng(seed);
     let outer = matches!(plan.template, TemplateSpec::Outer { .. });
+    // A left product's matrix is given as k2×m, a right one's as n×k2.
+    let left = matches!(
+        plan.template,
+        TemplateSpec::Outer {
+            outer_type: OuterType::Left | OuterType::LeftT
+        }
+    );
     let mut out: Vec<Matrix> = Vec::new();
     for k in 0..plan.inputs.len() {
         let access = plan.nodes.iter().find_map(|node| match node {
@@ -127,6 +134,7 @@ fn inputs_for(
             (_, Some(Access::OuterU)) => dense(&mut rng, m, 5, 0.0, 1.0),
             (_, Some(Access::OuterV)) => dense(&mut rng, n, 5, 0.0, 1.0),
             (_, Some(Access::Whole)) if !outer => dense(&mut rng, n, 1, -1.0, 1.0),
+            (_, Some(Access::Whole)) if left => dense(&mut rng, 3, m, -1.0, 1.0),
             (_, Some(Access::Whole)) => dense(&mut rng, n, 3, -1.0, 1.0),
             _ => dense(&mut rng, m, n, -1.0, 1.0),
         };
@@ -149,7 +157,9 @@ fn out_shapes(plan: &CPlan, inputs: &[Matrix]) -> Vec<(usize, usize)> {
         TemplateSpec::Outer { outer_type } => vec![match outer_type {
             OuterType::CellWise => (m, n),
             OuterType::FullAgg => (1, 1),
-            _ => (m, inputs.last().map_or(1, |w| w.cols())),
+            OuterType::Left => (n, inputs.last().map_or(1, |w| w.rows())),
+            OuterType::LeftT => (inputs.last().map_or(1, |w| w.rows()), n),
+            OuterType::Right => (m, inputs.last().map_or(1, |w| w.cols())),
         }],
         TemplateSpec::Row { .. } => vec![samples::row_out_shape(plan, m, n)],
     }

@@ -129,6 +129,7 @@ pub(super) fn emit_cell_like<'c>(
             KernelShape::OuterCellWise
             | KernelShape::OuterFullAgg
             | KernelShape::OuterRight
+            | KernelShape::OuterLeft { .. }
             | KernelShape::RowWise { .. }
             | KernelShape::RowFull
             | KernelShape::RowColumns,

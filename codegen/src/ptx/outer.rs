@@ -1,17 +1,19 @@
 //! The PTX kernels of Outer plans over a CSR driver: a warp per row (a thread per row where it
-//! owns a row of a right product), the dot products `u_i · v_j` per non-zero in order over `k`.
+//! owns a row of a right product, per column where it owns a row of a left one), the dot
+//! products `u_i · v_j` per non-zero in order over `k`.
 
 use super::kx::{declare_kernel, rows_of};
 use crate::backend::{CodegenError, Internal, Unsupported};
 use crate::native::expr::{ierr, load_inputs, load_main_csr, At, Body, InputPtrs};
 use crate::native::llvm::{load_vec, store_vec};
-use crate::native::{input_uses, transposed_frame, used_mask};
+use crate::native::{transposed_frame, used_mask};
+use crate::plan_info::outer_analysis;
 use inkwell::context::Context;
 use inkwell::module::Module;
-use lafuse_compiler::fusion::cplan::{CNode, CPlan, OuterType};
+use lafuse_compiler::fusion::cplan::{CPlan, OuterType};
 use lafuse_skeletons::abi::KernelArgs;
 use lafuse_skeletons::gpu::abi::{GpuKernel, GpuMain, KernelShape};
-use lafuse_skeletons::{AggKind, InputUse};
+use lafuse_skeletons::{AggKind, OuterKind};
 use std::mem::offset_of;
 
 /// Outer kernels over a CSR driver: a thread per row, the dot products `u_i · v_j` computed
@@ -22,56 +24,19 @@ pub(super) fn emit_outer<'c>(
     plan: &CPlan,
     outer_type: OuterType,
 ) -> Result<GpuKernel, CodegenError> {
-    let out_node = plan.outputs[0];
-    let (shape, g, w) = match (outer_type, &plan.nodes[out_node]) {
-        (OuterType::CellWise, _) => (KernelShape::OuterCellWise, out_node, None),
-        (OuterType::FullAgg, _) => (KernelShape::OuterFullAgg, out_node, None),
-        (OuterType::Right, CNode::FinalProduct { g, w }) => {
-            let CNode::Data { input, .. } = plan.nodes[*w] else {
-                return Err(CodegenError::Unsupported(Unsupported::Construct(
-                    "final product operand is not an input",
-                )));
-            };
-            (KernelShape::OuterRight, *g, Some(input))
-        }
-        (OuterType::Left | OuterType::LeftT, _) => {
-            return Err(CodegenError::Unsupported(Unsupported::Construct(
-                "a left outer product on the GPU (its rows scatter over the output; it runs on \
-                 the CPU)",
-            )))
-        }
-        _ => {
-            return Err(CodegenError::Unsupported(Unsupported::Construct(
-                "outer type does not match its output node",
-            )))
-        }
-    };
+    let (kind, oi, uses) = outer_analysis(plan, outer_type)?;
+    let (g, w, ui, vi) = (oi.g, oi.w, oi.u, oi.v);
     if transposed_frame(plan, &[g])? {
         return Err(CodegenError::Unsupported(Unsupported::Construct(
             "an outer product over a transposed driver on the GPU",
         )));
     }
-    let mut uses = input_uses(plan, &[g], false)?;
-    if let Some(wk) = w {
-        match uses[wk] {
-            InputUse::Unused => uses[wk] = InputUse::FinalW,
-            InputUse::OuterV => {}
-            _ => {
-                return Err(CodegenError::Unsupported(Unsupported::Construct(
-                    "final-product matrix also read in the body other than as V of a right \
-                     product",
-                )))
-            }
-        }
-    }
-    let find = |f: &dyn Fn(InputUse) -> bool| uses.iter().position(|&x| f(x));
-    let (Some(ui), Some(vi)) = (
-        find(&|x| x == InputUse::OuterU),
-        find(&|x| matches!(x, InputUse::OuterV | InputUse::OuterVT)),
-    ) else {
-        return Err(CodegenError::Unsupported(Unsupported::Construct(
-            "outer operator without u_i · v_j",
-        )));
+    let shape = match kind {
+        OuterKind::CellWise => KernelShape::OuterCellWise,
+        OuterKind::FullAgg => KernelShape::OuterFullAgg,
+        OuterKind::Right => KernelShape::OuterRight,
+        OuterKind::Left => KernelShape::OuterLeft { transposed: false },
+        OuterKind::LeftT => KernelShape::OuterLeft { transposed: true },
     };
     let kernel = GpuKernel {
         shape,
@@ -85,6 +50,7 @@ pub(super) fn emit_outer<'c>(
     let ins: InputPtrs<'c> = load_inputs(&k.fx, k.args, &used)?;
     let out = k.ptr_field(offset_of!(KernelArgs, out))?;
     let rows = k.i64_field(offset_of!(KernelArgs, rows))?;
+    let cols = k.i64_field(offset_of!(KernelArgs, cols))?;
     let kk = k.i64_field(offset_of!(KernelArgs, k))?;
     let k2 = k.i64_field(offset_of!(KernelArgs, k2))?;
     let (rp, ci, va) = load_main_csr(&k.fx, k.args)?;
@@ -101,15 +67,22 @@ pub(super) fn emit_outer<'c>(
     let gstride = k.fx.mul(k.nb, threads)?;
     let shape = kernel.shape.clone();
     // A warp per row where each non-zero's value stands alone; a thread per row where it owns
-    // the row of a right product.
-    let per_warp = kernel.shape != KernelShape::OuterRight;
+    // the row of a right product, per column where it owns the row of a left one (the CSR
+    // walked is then `t(X)`'s: its row `j` is column `j` of `X`, in row order).
+    let left = kernel.walks_columns();
+    let per_warp = !matches!(
+        kernel.shape,
+        KernelShape::OuterRight | KernelShape::OuterLeft { .. }
+    );
+    let walked = if left { cols } else { rows };
     let (first, step, lane, lanes) = rows_of(&k, gtid, gstride, per_warp)?;
-    k.for_stride(first, rows, step, &mut |k, i| {
-        let (p0, p1) = k.csr_row(rp, i)?;
-        let ub = k.fx.mul(i, kk)?;
+    k.for_stride(first, walked, step, &mut |k, r| {
+        let (p0, p1) = k.csr_row(rp, r)?;
         let start = k.fx.add(p0, lane)?;
         k.for_stride(start, p1, lanes, &mut |k, p| {
-            let j = k.fx.load_index(ci, p)?;
+            let other = k.fx.load_index(ci, p)?;
+            let (i, j) = if left { (other, r) } else { (r, other) };
+            let ub = k.fx.mul(i, kk)?;
             let vb = k.fx.mul(j, kk)?;
             k.fx.store(dot, k.fx.splat_const(0.0, 1))?;
             k.for_stride(k.fx.i64c(0), kk, k.fx.i64c(1), &mut |k, t| {
@@ -145,8 +118,25 @@ pub(super) fn emit_outer<'c>(
                         store_vec(&fx.b, out, o, fx.fma(gv, wv, cur)?)
                     })
                 }
+                // `out_j += G_ij · wt_i`, row `j` of the n×k2 output or column `j` of the
+                // k2×n one.
+                (KernelShape::OuterLeft { transposed }, Some(wp)) => {
+                    let transposed = *transposed;
+                    let wb = k.fx.mul(i, k2)?;
+                    k.for_stride(k.fx.i64c(0), k2, k.fx.i64c(1), &mut |k, c| {
+                        let fx = &k.fx;
+                        let o = if transposed {
+                            fx.add(fx.mul(c, cols)?, j)?
+                        } else {
+                            fx.add(fx.mul(j, k2)?, c)?
+                        };
+                        let cur = load_vec(&fx.b, fx.vty(1), out, o)?;
+                        let wv = load_vec(&fx.b, fx.vty(1), wp, fx.add(wb, c)?)?;
+                        store_vec(&fx.b, out, o, fx.fma(gv, wv, cur)?)
+                    })
+                }
                 _ => Err(CodegenError::Internal(Internal::MalformedPlan(
-                    "a right outer product without its matrix",
+                    "an outer product without its matrix",
                 ))),
             }
         })

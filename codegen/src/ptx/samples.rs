@@ -103,7 +103,10 @@ pub fn outer(outer_type: OuterType) -> CPlan {
     ];
     let mut inputs = vec![InputKind::Matrix; 3];
     let mut out = 7;
-    if outer_type == OuterType::Right {
+    if matches!(
+        outer_type,
+        OuterType::Right | OuterType::Left | OuterType::LeftT
+    ) {
         inputs.push(InputKind::Matrix);
         nodes.push(data(3, Access::Whole));
         nodes.push(CNode::FinalProduct { g: 7, w: 8 });
@@ -149,7 +152,13 @@ pub fn generated() -> Vec<(String, CPlan, GpuMain)> {
     for (name, plan) in rows() {
         all.push((name, plan, GpuMain::Dense));
     }
-    for t in [OuterType::CellWise, OuterType::FullAgg, OuterType::Right] {
+    for t in [
+        OuterType::CellWise,
+        OuterType::FullAgg,
+        OuterType::Right,
+        OuterType::Left,
+        OuterType::LeftT,
+    ] {
         all.push((format!("outer {t:?}"), outer(t), GpuMain::Csr));
     }
     for t in [OuterType::CellWise, OuterType::FullAgg] {

@@ -6,7 +6,6 @@ use super::samples::{cell, generated, magg, outer};
 use super::*;
 use lafuse_compiler::fusion::cplan::OuterType;
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
-use lafuse_compiler::hops::UnaryOp;
 
 /// For reading the kernels: `LAFUSE_PTX_DUMP=dir cargo test ...` writes each one there.
 fn dump(prefix: &str, name: &str, ptx: &str) {
@@ -85,17 +84,21 @@ fn shapes_follow_the_template_variant() {
         shape(&outer(OuterType::Right), GpuMain::Csr),
         KernelShape::OuterRight
     );
+    for (t, transposed) in [(OuterType::Left, false), (OuterType::LeftT, true)] {
+        let k = generate(&outer(t), GpuMain::Csr).unwrap().kernel;
+        assert_eq!(k.shape, KernelShape::OuterLeft { transposed });
+        // Its final matrix is read as m×k2 rows, and the driver walked by columns.
+        assert_eq!(k.uses[3], lafuse_skeletons::InputUse::FinalWT);
+        assert!(k.walks_columns());
+    }
 }
 
 #[test]
 fn what_the_gpu_does_not_generate_is_unsupported_not_an_error() {
-    let mut trig = cell(CellType::NoAgg, None, false);
-    trig.nodes[4] = CNode::Unary {
-        f: UnaryOp::Sin,
-        x: 3,
-    };
+    // Products with a matrix over a dense driver's tiles (such drivers go through their CSR).
     let left = outer(OuterType::Left);
-    for (plan, main) in [(trig, GpuMain::Dense), (left, GpuMain::Csr)] {
+    let right = outer(OuterType::Right);
+    for (plan, main) in [(left, GpuMain::Dense), (right, GpuMain::Dense)] {
         match generate(&plan, main) {
             Err(e @ CodegenError::Unsupported(_)) => assert!(e.to_string().contains("GPU"), "{e}"),
             other => panic!("expected unsupported, got {other:?}"),

@@ -51,7 +51,7 @@ pub use grouped::grouped_aggregate;
 pub use index::{cbind, left_index, rbind, slice};
 pub use matmul::{matmul, matmul_tn, matmul_with_range, tsmm};
 pub use outer::outer;
-pub use reorg::{diag, reshape, transpose};
+pub use reorg::{diag, reshape, transpose, transpose_csr};
 pub use rowindex::row_index;
 pub use select::remove_empty;
 pub use solve::solve;

@@ -43,7 +43,7 @@ pub fn transpose(a: &Matrix) -> Result<Matrix> {
 }
 
 /// CSR transpose by counting: scattering rows in order keeps each output row sorted.
-pub(crate) fn transpose_csr(s: &SparseMatrix) -> Result<SparseMatrix> {
+pub fn transpose_csr(s: &SparseMatrix) -> Result<SparseMatrix> {
     let (m, n) = (s.rows, s.cols);
     // `t(X)` of a 1e9-column sparse X has a billion row pointers.
     let mut row_ptr = crate::matrix::try_vec_filled(n + 1, 0usize)?;

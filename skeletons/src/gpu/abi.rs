@@ -110,6 +110,12 @@ pub enum KernelShape {
     OuterFullAgg,
     /// Outer `G %*% W` (m×k2): a thread per row owns its output row, so no atomics.
     OuterRight,
+    /// Outer `t(G) %*% Wt` (n×k2, `out[j * k2 + c]`; `transposed`: its transpose `W %*% G`,
+    /// k2×n, `out[c * n + j]`), with `W` given as k2×m and read as m×k2 rows
+    /// ([`InputUse::FinalWT`]): a thread per column `j` of the driver owns output row `j`,
+    /// walking the column's non-zeros in row order through the CSR of `t(X)`
+    /// ([`GpuKernel::walks_columns`]), so no atomics and the CPU's order of additions.
+    OuterLeft { transposed: bool },
     /// Row template, row-wise: the output row `i` (`out[i * n + j]`, `vector`) or value
     /// (`out[i]`) of main-input row `i`; a warp per row.
     RowWise { vector: bool },
@@ -176,6 +182,12 @@ impl GpuKernel {
         } else {
             main_entry
         }
+    }
+
+    /// Whether the kernel walks the CSR driver by columns: the skeleton hands it the CSR of
+    /// `t(X)` (rows `n`, columns `m`), each of its rows a column of `X` in row order.
+    pub fn walks_columns(&self) -> bool {
+        matches!(self.shape, KernelShape::OuterLeft { .. })
     }
 
     /// Whether the module's [`FOLD_ENTRY`] folds the kernel's partial rows on the device.

@@ -247,6 +247,7 @@ impl Gpu {
         // `(X * (U %*% t(V))) %*% V` reads V as the final product's matrix too.
         let k2 = match cols_of(InputUse::FinalW) {
             0 if kernel.shape == super::abi::KernelShape::OuterRight => cols_of(InputUse::OuterV),
+            0 => cols_of(InputUse::FinalWT),
             w => w,
         };
         let k = cols_of(InputUse::OuterU);
@@ -264,6 +265,15 @@ impl Gpu {
                 dense_owned = s.to_dense().map_err(prep::out_of_memory)?;
                 (&dense_owned.values[..], None)
             }
+        };
+        // A kernel that walks the driver by columns reads the CSR of its transpose.
+        let walked;
+        let (main_vals, csr) = match csr {
+            Some(s) if kernel.walks_columns() => {
+                walked = lafuse_runtime::kernels::transpose_csr(s).map_err(prep::kernel_error)?;
+                (&walked.values[..], Some(&walked))
+            }
+            _ => (main_vals, csr),
         };
         let grid = launch::grid(kernel, m, n);
         let entry = kernel.entry_for(entry, n);
@@ -388,11 +398,19 @@ impl Gpu {
                 let part = |what: &str| {
                     main_key.map(|k| Lineage::new(ItemKind::Instruction, what, "", vec![k.clone()]))
                 };
-                let (kp, kc, kv) = (
-                    part("gpu_csr_row_ptr"),
-                    part("gpu_csr_col_idx"),
-                    part("gpu_csr_values"),
-                );
+                let (kp, kc, kv) = if kernel.walks_columns() {
+                    (
+                        part("gpu_csc_col_ptr"),
+                        part("gpu_csc_row_idx"),
+                        part("gpu_csc_values"),
+                    )
+                } else {
+                    (
+                        part("gpu_csr_row_ptr"),
+                        part("gpu_csr_col_idx"),
+                        part("gpu_csr_values"),
+                    )
+                };
                 let rp = upload(st, bytes_of(&s.row_ptr[..]), kp.as_ref())?;
                 let ci = upload(st, bytes_of(&s.col_idx[..]), kc.as_ref())?;
                 let va = upload(st, bytes_of(main_vals), kv.as_ref())?;

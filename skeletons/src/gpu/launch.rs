@@ -76,6 +76,11 @@ pub fn grid(kernel: &GpuKernel, m: usize, n: usize) -> Grid {
             x: blocks_for(m.saturating_mul(32)),
             y: 1,
         },
+        // A thread per column of the driver (a row of its transpose).
+        (KernelShape::OuterLeft { .. }, _) => Grid {
+            x: blocks_for(n),
+            y: 1,
+        },
         // A thread per row.
         _ => Grid {
             x: blocks_for(m),
@@ -96,6 +101,7 @@ pub fn out_len(kernel: &GpuKernel, grid: Grid, m: usize, n: usize, nnz: usize, k
         (KernelShape::RowAgg { .. }, _) => m,
         (KernelShape::ColAgg { .. }, _) => 2 * grid.y as usize * n,
         (KernelShape::OuterRight, _) => m * k2,
+        (KernelShape::OuterLeft { .. }, _) => n * k2,
         (KernelShape::RowWise { vector: true }, _) => m * n,
         (KernelShape::RowWise { vector: false }, _) => m,
         (KernelShape::RowFull, _) => 2 * blocks,
@@ -123,7 +129,10 @@ pub fn partial_rows(kernel: &GpuKernel, grid: Grid) -> usize {
 
 /// Whether the output buffer must start zeroed (the kernel adds into it).
 pub fn out_zeroed(kernel: &GpuKernel) -> bool {
-    kernel.shape == KernelShape::OuterRight
+    matches!(
+        kernel.shape,
+        KernelShape::OuterRight | KernelShape::OuterLeft { .. }
+    )
 }
 
 /// The output buffer of a kernel that is not launched (an empty main input): every partial at
@@ -200,7 +209,9 @@ pub fn finish(
         KernelShape::RowAgg { .. } => vec![dense(shape_of(0), out)?],
         // Folded on the device: `out` is the output row.
         KernelShape::ColAgg { .. } | KernelShape::RowColumns => vec![dense(shape_of(0), out)?],
-        KernelShape::OuterRight => vec![dense(shape_of(0), out)?],
+        KernelShape::OuterRight | KernelShape::OuterLeft { .. } => {
+            vec![dense(shape_of(0), out)?]
+        }
     })
 }
 
@@ -254,6 +265,21 @@ mod tests {
         );
         let row = kernel(KernelShape::RowAgg { agg: AggKind::Sum }, GpuMain::Dense);
         assert_eq!(grid(&row, 10_000_000, 3).x, 65_535);
+    }
+
+    #[test]
+    fn a_left_outer_product_gets_a_thread_per_driver_column_and_a_zeroed_n_by_k2_output() {
+        for transposed in [false, true] {
+            let left = kernel(KernelShape::OuterLeft { transposed }, GpuMain::Csr);
+            assert!(left.walks_columns() && out_zeroed(&left));
+            // 3 rows, 1000 columns: 1000 threads in blocks of BLOCK_THREADS.
+            let g = grid(&left, 3, 1000);
+            assert_eq!(g.x, 1000u32.div_ceil(BLOCK_THREADS));
+            assert_eq!(out_len(&left, g, 3, 1000, 17, 4), 4000);
+        }
+        let right = kernel(KernelShape::OuterRight, GpuMain::Csr);
+        assert!(!right.walks_columns());
+        assert_eq!(grid(&right, 3, 1000).x, 1);
     }
 
     #[test]
