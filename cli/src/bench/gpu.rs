@@ -504,6 +504,26 @@ pub fn run(ctx: &Ctx) -> Vec<Measurement> {
             &mut out,
         );
     }
+    // A left product `t(G) %*% Wt` (a thread per driver column over the CSR of `t(X)`, which
+    // the device keeps by the driver's lineage after its first calls).
+    for density in [0.1, 0.01] {
+        let s = sparse(&mut rng, m, n, density);
+        let nnz = s.nnz();
+        let u = dense(&mut rng, m, k, 0.0, 1.0);
+        let v = dense(&mut rng, n, k, 0.0, 1.0);
+        let w = dense(&mut rng, k, m, -1.0, 1.0);
+        let bytes = nnz as f64 * 12.0 + (n + 1) as f64 * 8.0 + ((2 * m + n) * k) as f64 * 8.0;
+        speed(
+            &timing,
+            "outer",
+            &format!("left sp={density} nnz={nnz}"),
+            &samples::outer(OuterType::Left),
+            (GpuMain::Csr, RowKernelOptions::default()),
+            &[s, u, v, w],
+            bytes,
+            &mut out,
+        );
+    }
     // Over a dense driver: every cell, in tiles (`ptx::outer_dense`); it must read X once.
     let x = dense(&mut rng, m, n, -1.0, 1.0);
     let u = dense(&mut rng, m, k, 0.0, 1.0);

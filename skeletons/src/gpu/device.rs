@@ -100,6 +100,45 @@ pub const CACHE_DELAY: u32 = 1;
 /// threads), so a fold of a thousand partial rows is not a thousand dependent loads.
 const FOLD_GROUPS: usize = 32;
 
+/// A value's lineage names its dense row-major form on the device; its CSR arrays (row
+/// pointers, column indexes, values), or those of its transpose (`by_columns`), are cached under
+/// items derived from it (the CSR form of a value is a function of the value).
+fn csr_keys(main: &Lineage, by_columns: bool) -> [Lineage; 3] {
+    let names = if by_columns {
+        ["gpu_csc_col_ptr", "gpu_csc_row_idx", "gpu_csc_values"]
+    } else {
+        ["gpu_csr_row_ptr", "gpu_csr_col_idx", "gpu_csr_values"]
+    };
+    names.map(|what| Lineage::new(ItemKind::Instruction, what, "", vec![main.clone()]))
+}
+
+/// The CSR arrays a CSR kernel reads, with their shape; where the device cache holds them
+/// already (`on_device`, pinned for the call) the host arrays are empty and never read.
+#[derive(Clone, Copy)]
+struct CsrArrays<'a> {
+    rows: usize,
+    cols: usize,
+    nnz: usize,
+    row_ptr: &'a [usize],
+    col_idx: &'a [u32],
+    values: &'a [f64],
+    on_device: Option<[BufferId; 3]>,
+}
+
+impl<'a> CsrArrays<'a> {
+    fn of(s: &'a SparseMatrix) -> Self {
+        CsrArrays {
+            rows: s.rows,
+            cols: s.cols,
+            nnz: s.values.len(),
+            row_ptr: &s.row_ptr[..],
+            col_idx: &s.col_idx[..],
+            values: &s.values[..],
+            on_device: None,
+        }
+    }
+}
+
 /// One kernel launch of an operator's call: the function, its argument block on the device,
 /// its (x, y) blocks, and what it is for errors.
 struct Launch {
@@ -266,20 +305,48 @@ impl Gpu {
                 (&dense_owned.values[..], None)
             }
         };
-        // A kernel that walks the driver by columns reads the CSR of its transpose.
+        // A kernel that walks the driver by columns reads the CSR of its transpose, made on the
+        // host only where the device does not hold it yet under the driver's lineage (checked
+        // under the state's lock, so it stays there for the call).
+        let main_key = call.lineage.first().and_then(Option::as_ref);
+        let by_columns = kernel.walks_columns();
+        let transpose_keys = main_key
+            .filter(|_| by_columns)
+            .map(|k| csr_keys(k, true))
+            .filter(|keys| keys.iter().all(|p| st.memory.contains(p)));
         let walked;
-        let (main_vals, csr) = match csr {
-            Some(s) if kernel.walks_columns() => {
+        let mut arrays = match csr {
+            Some(s) if transpose_keys.is_some() => Some(CsrArrays {
+                rows: n,
+                cols: m,
+                nnz: s.values.len(),
+                row_ptr: &[],
+                col_idx: &[],
+                values: &[],
+                on_device: None,
+            }),
+            Some(s) if by_columns => {
                 walked = lafuse_runtime::kernels::transpose_csr(s).map_err(prep::kernel_error)?;
-                (&walked.values[..], Some(&walked))
+                Some(CsrArrays::of(&walked))
             }
-            _ => (main_vals, csr),
+            Some(s) => Some(CsrArrays::of(s)),
+            None => None,
         };
+        // Pinned (held) from here to the end of the call, so no upload of the call evicts
+        // them; nothing returns early before they are released.
+        let mut held: Vec<BufferId> = Vec::new();
+        if let (Some(keys), Some(a)) = (transpose_keys, arrays.as_mut()) {
+            let ids = keys.map(|p| st.memory.lookup(&p));
+            held.extend(ids.iter().flatten());
+            // Present a moment ago under the same lock: every lookup hits.
+            if let [Some(p), Some(c), Some(v)] = ids {
+                a.on_device = Some([p, c, v]);
+            }
+        }
         let grid = launch::grid(kernel, m, n);
         let entry = kernel.entry_for(entry, n);
         let nnz = csr.map_or(0, |s| s.values.len());
         let out_len = launch::out_len(kernel, grid, m, n, nnz, k2);
-        let mut held: Vec<BufferId> = Vec::new();
         let result = self.run_locked(
             &mut st,
             &mut held,
@@ -289,7 +356,7 @@ impl Gpu {
             call,
             &views,
             main_vals,
-            csr,
+            arrays,
             (m, n),
             grid,
             out_len,
@@ -314,7 +381,7 @@ impl Gpu {
         call: &GpuCall<'_>,
         views: &[DenseView],
         main_vals: &[f64],
-        csr: Option<&SparseMatrix>,
+        csr: Option<CsrArrays<'_>>,
         (m, n): (usize, usize),
         grid: Grid,
         out_len: usize,
@@ -392,33 +459,32 @@ impl Gpu {
         };
         match csr {
             Some(s) => {
-                // A value's lineage names its dense row-major form on the device; its CSR
-                // arrays are cached under items derived from it (the CSR form of a value is a
-                // function of the value).
-                let part = |what: &str| {
-                    main_key.map(|k| Lineage::new(ItemKind::Instruction, what, "", vec![k.clone()]))
+                let [rp, ci, va] = match s.on_device {
+                    Some(ids) => ids.map(|id| st.memory.buffer(id).device_ptr(stream).0),
+                    // A CSR has `rows + 1` row pointers: empty arrays stand for cached ones.
+                    None if s.row_ptr.is_empty() => {
+                        return Err(driver(
+                            "finding the driver's transposed CSR in the device cache",
+                            "it was evicted during the call (a bug in lafuse)",
+                        ))
+                    }
+                    None => {
+                        let [kp, kc, kv] = match main_key {
+                            Some(k) => csr_keys(k, kernel.walks_columns()).map(Some),
+                            None => [None, None, None],
+                        };
+                        [
+                            upload(st, bytes_of(s.row_ptr), kp.as_ref())?,
+                            upload(st, bytes_of(s.col_idx), kc.as_ref())?,
+                            upload(st, bytes_of(s.values), kv.as_ref())?,
+                        ]
+                    }
                 };
-                let (kp, kc, kv) = if kernel.walks_columns() {
-                    (
-                        part("gpu_csc_col_ptr"),
-                        part("gpu_csc_row_idx"),
-                        part("gpu_csc_values"),
-                    )
-                } else {
-                    (
-                        part("gpu_csr_row_ptr"),
-                        part("gpu_csr_col_idx"),
-                        part("gpu_csr_values"),
-                    )
-                };
-                let rp = upload(st, bytes_of(&s.row_ptr[..]), kp.as_ref())?;
-                let ci = upload(st, bytes_of(&s.col_idx[..]), kc.as_ref())?;
-                let va = upload(st, bytes_of(main_vals), kv.as_ref())?;
                 args.main_csr = CsrView {
                     row_ptr: rp as *const usize,
                     col_idx: ci as *const u32,
                     values: va as *const f64,
-                    nnz: s.values.len(),
+                    nnz: s.nnz,
                     rows: s.rows,
                     cols: s.cols,
                 };
