@@ -713,14 +713,12 @@ pub(crate) fn emit<'c>(
             }
             let first_written = k.fx.add(tid, resident_span)?;
             k.for_stride(first_written, cols, threads, &mut |k, j| {
+                // Plain sums, as the resident columns' and the CPU's column sums: the pair's
+                // correction stays the 0 written at the start, so only the sum moves.
                 let slot = k.fx.add(k.fx.mul(bid, cols)?, j)?;
                 let at = k.fx.mul(slot, k.fx.i64c(2))?;
-                let acc = k.acc(AggKind::Sum)?;
+                let acc = k.plain_acc(AggKind::Sum)?;
                 k.fx.store(acc.s, load_vec(&k.fx.b, k.fx.vty(1), out, at)?)?;
-                k.fx.store(
-                    acc.c,
-                    load_vec(&k.fx.b, k.fx.vty(1), out, k.fx.add(at, k.fx.i64c(1))?)?,
-                )?;
                 // A whole tile (the common case): every row's read first, so they are in
                 // flight together, then the folds in row order. A last, partial tile guards
                 // each row.
@@ -751,7 +749,7 @@ pub(crate) fn emit<'c>(
                 }
                 k.fx.b.build_unconditional_branch(done).map_err(ierr)?;
                 k.fx.b.position_at_end(done);
-                k.write_pair(out, slot, k.fx.load_v(acc.s)?, k.fx.load_v(acc.c)?)
+                store_vec(&k.fx.b, out, at, k.fx.load_v(acc.s)?)
             })?;
             // The shared aggregates are rewritten by the next tile only after every thread
             // has read them.
