@@ -11,6 +11,7 @@
 #[cfg(feature = "cuda")]
 pub mod backend;
 mod cell;
+mod devmath;
 mod fold;
 pub mod kernels;
 mod kx;
@@ -25,10 +26,9 @@ pub mod samples;
 pub use lafuse_skeletons::gpu::device;
 pub use row::{compared_row_layouts, RowKernelOptions};
 
-use crate::backend::{CodegenError, Internal, Unsupported};
-use crate::native::expr::node_calls_helper;
+use crate::backend::{CodegenError, Internal};
 use inkwell::context::Context;
-use lafuse_compiler::fusion::cplan::{CNode, CPlan};
+use lafuse_compiler::fusion::cplan::CPlan;
 pub use lafuse_skeletons::gpu::abi::{
     GpuKernel, GpuMain, KernelShape, NarrowRows, PtxText, BLOCK_THREADS, NARROW_ENTRY,
 };
@@ -76,23 +76,13 @@ pub fn generate_with(
             "a plan needs inputs and outputs",
         )));
     }
-    if let Some(n) = plan.nodes.iter().find(|n| node_calls_helper(plan, n)) {
-        return Err(CodegenError::Unsupported(Unsupported::Construct(match n {
-            CNode::Binary { .. } => {
-                "a GPU operator with `^` (other than ^2), `%%` or a bitwise operation (no device \
-                 version of the runtime's helper yet)"
-            }
-            _ => {
-                "a GPU operator with a trigonometric or hyperbolic function (no device version \
-                 of the runtime's helper yet)"
-            }
-        })));
-    }
     let ctx = Context::create();
     let module = ctx.create_module("lafuse_gpu");
     let tm = nvptx::target_machine()?;
     nvptx::setup_module(&module, &tm);
     let kernel = kernels::emit(&ctx, &module, plan, main, row_options)?;
+    // Bodies for the scalar helpers the kernel calls (`sin`, `^`, `%%`, bit operations).
+    devmath::define_helpers(&ctx, &module)?;
     crate::native::llvm::verify(&module, "generated PTX module fails verification")?;
     crate::native::llvm::optimize(&module, &tm)?;
     crate::native::llvm::verify(&module, "optimized PTX module fails verification")?;
