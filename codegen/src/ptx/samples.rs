@@ -120,6 +120,71 @@ pub fn outer(outer_type: OuterType) -> CPlan {
     }
 }
 
+/// `f(X * a)` or `f(X * a, Y * b)` for each of the runtime's scalar helpers (`ptx::devmath`),
+/// named, as cell-wise plans: the scales take the arguments where each function is
+/// interesting (trigonometric reduction past a few periods, `asin`'s domain, integers for the
+/// bit operations, negative bases and fractional exponents for `^`).
+pub fn helpers() -> Vec<(String, CPlan)> {
+    let unary = [
+        (UnaryOp::Sin, 1e3),
+        (UnaryOp::Cos, 1e3),
+        (UnaryOp::Tan, 1e3),
+        (UnaryOp::Asin, 1.0),
+        (UnaryOp::Acos, 1.0),
+        (UnaryOp::Atan, 1e3),
+        (UnaryOp::Sinh, 30.0),
+        (UnaryOp::Cosh, 30.0),
+        (UnaryOp::Tanh, 30.0),
+    ];
+    let binary = [
+        (BinaryOp::Pow, 4.0, 3.0),
+        (BinaryOp::Mod, 10.0, 3.0),
+        (BinaryOp::BitwAnd, 1e3, 1e3),
+        (BinaryOp::BitwOr, 1e3, 1e3),
+        (BinaryOp::BitwXor, 1e3, 1e3),
+        (BinaryOp::BitwShiftL, 1e6, 40.0),
+        (BinaryOp::BitwShiftR, 1e6, 40.0),
+    ];
+    let scaled = |nodes: &mut Vec<CNode>, input: usize, access: Access, by: f64| {
+        nodes.push(data(input, access));
+        nodes.push(CNode::Literal {
+            value: Literal::Double(by),
+        });
+        let n = nodes.len();
+        nodes.push(CNode::Binary {
+            f: BinaryOp::Mul,
+            a: n - 2,
+            b: n - 1,
+        });
+        nodes.len() - 1
+    };
+    let plan = |nodes: Vec<CNode>, inputs: usize| CPlan {
+        template: TemplateSpec::Cell {
+            cell_type: CellType::NoAgg,
+            agg: None,
+            sparse_safe: false,
+        },
+        inputs: vec![InputKind::Matrix; inputs],
+        outputs: vec![nodes.len() - 1],
+        nodes,
+    };
+    let mut all = Vec::new();
+    for (f, by) in unary {
+        let mut nodes = Vec::new();
+        let x = scaled(&mut nodes, 0, Access::Main, by);
+        nodes.push(CNode::Unary { f, x });
+        all.push((format!("cell helper {f:?}"), plan(nodes, 1)));
+    }
+    for (f, a, b) in binary {
+        let mut nodes = Vec::new();
+        let x = scaled(&mut nodes, 0, Access::Main, a);
+        let y = scaled(&mut nodes, 1, Access::Aligned, b);
+        nodes.push(CNode::Binary { f, a: x, b: y });
+        all.push((format!("cell helper {f:?}"), plan(nodes, 2)));
+    }
+    all
+}
+
 /// Every plan and main-input format the GPU backend generates, named.
 pub fn generated() -> Vec<(String, CPlan, GpuMain)> {
     let mut all = Vec::new();
@@ -148,6 +213,9 @@ pub fn generated() -> Vec<(String, CPlan, GpuMain)> {
         }
     }
     all.push(("magg dense".into(), magg(), GpuMain::Dense));
+    for (name, plan) in helpers() {
+        all.push((name, plan, GpuMain::Dense));
+    }
     all.push(("outer Right by V".into(), outer_right_by_v(), GpuMain::Csr));
     for (name, plan) in rows() {
         all.push((name, plan, GpuMain::Dense));
