@@ -707,7 +707,7 @@ fn lower(
                 None => dag.hop(id).inputs.iter().map(|&i| unit_of(i)).collect(),
             };
             // A product reading `A` of `t(A)` in place depends on `A`, not on the transpose.
-            if let Some(a) = tsmm.transposed_left(dag, id) {
+            if let Some(InPlace::Left(a) | InPlace::Right(a)) = tsmm.in_place(dag, id) {
                 deps.push(unit_of(a));
             }
             units.push((position[id.index()], Unit::Hop(id), deps));
@@ -794,7 +794,7 @@ fn lower(
     };
     for i in schedule {
         match units[i].1 {
-            Unit::Hop(id) => lowering.lower_hop(id, tsmm.transposed_left(dag, id), parts_of(id))?,
+            Unit::Hop(id) => lowering.lower_hop(id, tsmm.in_place(dag, id), parts_of(id))?,
             Unit::Fused(k) => lowering.lower_fused(&fused[k]),
         }
     }
@@ -850,54 +850,82 @@ fn topological_order(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
 }
 
 /// Products `t(A) %*% B` computed without materialising `t(A)` (`tsmm` when `B` is `A`, else
-/// a product that reads `A` transposed in place), and the transposes that only those products
-/// used (which need not run at all). This is the unfused baseline's one piece of operator
-/// selection: SystemDS avoids the transpose likewise (`tsmm`, and its rewrite of `t(X) %*% y`
-/// to `t(t(y) %*% X)`).
+/// a product that reads `A` transposed in place), products `A %*% t(B)` likewise reading `B`
+/// (where the left operand is no such transpose), and the transposes that only those products
+/// used in those places (which need not run at all). This is the unfused baseline's one piece
+/// of operator selection: SystemDS avoids the left transpose likewise (`tsmm`, and its rewrite
+/// of `t(X) %*% y` to `t(t(y) %*% X)`).
 struct TransposeProducts {
     products: Vec<HopId>,
+    right_products: Vec<HopId>,
     skipped: Vec<HopId>,
 }
 
+/// A product's operand read transposed in place: `A` of `t(A) %*% B`, `B` of `A %*% t(B)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InPlace {
+    Left(HopId),
+    Right(HopId),
+}
+
 impl TransposeProducts {
-    /// The matrix under the transpose of a product's left operand, if `id` is one of them.
-    fn transposed_left(&self, dag: &HopDag, id: HopId) -> Option<HopId> {
-        self.products
-            .contains(&id)
-            .then(|| dag.hop(dag.hop(id).inputs[0]).inputs[0])
+    /// The matrix under the transpose a product reads in place, if `id` is such a product.
+    fn in_place(&self, dag: &HopDag, id: HopId) -> Option<InPlace> {
+        let under = |operand: usize| dag.hop(dag.hop(id).inputs[operand]).inputs[0];
+        if self.products.contains(&id) {
+            Some(InPlace::Left(under(0)))
+        } else if self.right_products.contains(&id) {
+            Some(InPlace::Right(under(1)))
+        } else {
+            None
+        }
     }
 }
 
 fn transpose_products(dag: &HopDag, unfused: &[bool], fused_inputs: &[HopId]) -> TransposeProducts {
     let users = dag.users();
-    let mut products = Vec::new();
+    let (mut products, mut right_products) = (Vec::new(), Vec::new());
+    // Only a transpose computed unfused: its input is then computed too. A transpose a fused
+    // operator produces (`t(exp(S))` as a Cell output) may be all there is of its input, which
+    // then has no register to read in place.
+    let unfused_transpose =
+        |h: HopId| dag.hop(h).op == OpKind::Reorg(ReorgOp::Transpose) && unfused[h.index()];
     for id in dag.ids() {
         if !unfused[id.index()] {
             continue;
         }
         let hop = dag.hop(id);
         if hop.op == OpKind::MatMul {
-            let left = dag.hop(hop.inputs[0]);
-            // Only a transpose computed unfused: its input is then computed too. A transpose
-            // a fused operator produces (`t(exp(S))` as a Cell output) may be all there is of
-            // its input, which then has no register to read in place.
-            if left.op == OpKind::Reorg(ReorgOp::Transpose) && unfused[hop.inputs[0].index()] {
+            if unfused_transpose(hop.inputs[0]) {
                 products.push(id);
+            } else if unfused_transpose(hop.inputs[1]) {
+                right_products.push(id);
             }
         }
     }
+    // A transpose is skipped where every unfused user reads it in place only.
+    let read_in_place = |t: HopId, u: HopId| {
+        let ins = &dag.hop(u).inputs;
+        (products.contains(&u) && ins[0] == t && ins[1] != t)
+            || (right_products.contains(&u) && ins[1] == t && ins[0] != t)
+    };
     let skipped = products
         .iter()
         .map(|&p| dag.hop(p).inputs[0])
+        .chain(right_products.iter().map(|&p| dag.hop(p).inputs[1]))
         .filter(|&t| {
             users[t.index()]
                 .iter()
-                .all(|u| products.contains(u) || !unfused[u.index()])
+                .all(|&u| read_in_place(t, u) || !unfused[u.index()])
                 && !dag.roots.contains(&t)
                 && !fused_inputs.contains(&t)
         })
         .collect();
-    TransposeProducts { products, skipped }
+    TransposeProducts {
+        products,
+        right_products,
+        skipped,
+    }
 }
 
 /// A product that LIMA's compiler assistance (section 4.4) makes read the parts of its
@@ -1050,8 +1078,8 @@ impl Lowering<'_> {
         });
     }
 
-    /// Lowers one hop; `transposed_left` is `A` when the hop is a product `t(A) %*% B` that
-    /// reads `A` in place.
+    /// Lowers one hop; `in_place` names the matrix under a transposed operand of a product
+    /// that reads it in place (`t(A) %*% B`, `A %*% t(B)`).
     /// One instruction for all the results of a call with several (a decomposition,
     /// `transformencode`): the first result the schedule reaches computes every result of the
     /// same call the block needs (hops of one op kind, differing in `output`, over the same
@@ -1112,7 +1140,7 @@ impl Lowering<'_> {
     fn lower_hop(
         &mut self,
         id: HopId,
-        transposed_left: Option<HopId>,
+        in_place: Option<InPlace>,
         reading_parts: Option<&PartsProduct>,
     ) -> Result<(), Error> {
         let hop = self.dag.hop(id);
@@ -1171,14 +1199,23 @@ impl Lowering<'_> {
                 }
                 return Ok(());
             }
-            OpKind::MatMul if transposed_left.is_some() => {
-                let a_hop = transposed_left.unwrap_or(hop.inputs[0]);
-                let a = a_hop.0 as Reg;
-                if a == inputs[1] {
-                    self.emit(Op::TransposeSelfMatMul, vec![a], out, id, &[a_hop]);
-                } else {
-                    let from = [a_hop, hop.inputs[1]];
-                    self.emit(Op::TransposedLeftMatMul, vec![a, inputs[1]], out, id, &from);
+            OpKind::MatMul if in_place.is_some() => {
+                match in_place {
+                    Some(InPlace::Left(a_hop)) => {
+                        let a = a_hop.0 as Reg;
+                        if a == inputs[1] {
+                            self.emit(Op::TransposeSelfMatMul, vec![a], out, id, &[a_hop]);
+                        } else {
+                            let from = [a_hop, hop.inputs[1]];
+                            self.emit(Op::TransposedLeftMatMul, vec![a, inputs[1]], out, id, &from);
+                        }
+                    }
+                    Some(InPlace::Right(b_hop)) => {
+                        let from = [hop.inputs[0], b_hop];
+                        let regs = vec![inputs[0], b_hop.0 as Reg];
+                        self.emit(Op::TransposedRightMatMul, regs, out, id, &from);
+                    }
+                    None => {}
                 }
                 return Ok(());
             }

@@ -741,6 +741,47 @@ print(sum(T %*% y) + sum(T %*% W) + sum(t(S) %*% y) + sum(T %*% X))
     assert_eq!(count("tsmm"), 1, "{:?}", report.stats.heavy_hitters);
 }
 
+/// Unfused, `A %*% t(B)` reads B in place (no transpose instruction runs) and prints what the
+/// materialised transpose gives; `t(Q) %*% t(Q)` reads Q in place on the left and keeps the
+/// right transpose (which a product reading its left operand in place once skipped).
+#[test]
+fn unfused_products_with_a_transposed_right_operand_read_it_in_place() {
+    let script = "A = rand(rows=300, cols=40, seed=1)
+B = rand(rows=200, cols=40, seed=2)
+v = rand(rows=1, cols=40, seed=3)
+print(sum(A %*% t(B)) + sum(A %*% t(v)))
+T = t(B)
+print(sum(A %*% T) + sum(A %*% t(v)))
+Q = A[1:40, ]
+print(sum(t(Q) %*% t(Q)))
+print(sum(t(Q) %*% Q))
+";
+    let (out, report) = run_with(
+        EngineConfig {
+            fusion: None,
+            collect_stats: true,
+            ..EngineConfig::default()
+        },
+        script,
+    );
+    let lines: Vec<f64> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(lines[0].to_bits(), lines[1].to_bits(), "{out}");
+    // t(Q) %*% t(Q) = t(Q %*% Q), whose sum differs from t(Q) %*% Q's in general.
+    assert!(lines[2].is_finite() && lines[3].is_finite(), "{out}");
+    let count = |op: &str| {
+        report
+            .stats
+            .heavy_hitters
+            .iter()
+            .find(|h| h.opcode == op)
+            .map_or(0, |h| h.count)
+    };
+    // The first print's two products read B and v in place (the second's `A %*% t(v)` is the
+    // same hop); `T = t(B)` and the right `t(Q)` are the transposes.
+    assert_eq!(count("ba+*nt"), 2, "{:?}", report.stats.heavy_hitters);
+    assert_eq!(count("r'"), 2, "{:?}", report.stats.heavy_hitters);
+}
+
 /// An Outer operator skips the zeros of its sparse driver, which is exact only for finite side
 /// inputs: with a NaN in V (in a row whose column of X is empty, so only zeros of X meet it)
 /// the call visits every cell natively and gives the unfused NaN. A plan whose `X != 0` mask

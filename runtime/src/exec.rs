@@ -89,6 +89,9 @@ pub enum Op {
     TransposedLeftMatMulOfRbind,
     /// `t(A) %*% B` without materialising `t(A)`. Inputs: [A, B].
     TransposedLeftMatMul,
+    /// `A %*% t(B)` without materialising `t(B)` where the product allows
+    /// ([`kernels::matmul_nt`]). Inputs: [A, B].
+    TransposedRightMatMul,
     /// `t(X)`. Inputs: `[x]`.
     Transpose,
     /// `diag(X)`. Inputs: `[x]`.
@@ -270,6 +273,7 @@ impl Op {
             Op::TransposeSelfMatMulOfCbind => "tsmm_cbind".into(),
             Op::TransposedLeftMatMulOfRbind => "ba+*t_rbind".into(),
             Op::TransposedLeftMatMul => "ba+*t".into(),
+            Op::TransposedRightMatMul => "ba+*nt".into(),
             Op::Transpose => "r'".into(),
             Op::Diag => "rdiag".into(),
             Op::Reshape => "rshape".into(),
@@ -1070,6 +1074,10 @@ fn run_one(
             Value::matrix(kernels::matmul_tn(&x, &y)?)
         }
         Op::TransposedLeftMatMul => Value::matrix(kernels::matmul_tn(
+            arg(0)?.as_matrix()?,
+            arg(1)?.as_matrix()?,
+        )?),
+        Op::TransposedRightMatMul => Value::matrix(kernels::matmul_nt(
             arg(0)?.as_matrix()?,
             arg(1)?.as_matrix()?,
         )?),

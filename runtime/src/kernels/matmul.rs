@@ -1,5 +1,6 @@
 //! Matrix multiplication (`%*%`) for every dense/sparse combination, `tsmm` (`t(X) %*% X`
-//! without materialising the transpose) and `matmul_tn` (`t(A) %*% B`, likewise).
+//! without materialising the transpose), `matmul_tn` (`t(A) %*% B`, likewise) and `matmul_nt`
+//! (`A %*% t(B)`, likewise where the product is a dgemm or a matrix-vector product).
 //!
 //! Dense x dense goes to `matrixmultiply`'s BLAS-class `dgemm` (it packs, tiles and threads);
 //! matrix-vector products are rayon-parallel dot products.
@@ -209,7 +210,21 @@ fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, Option<Value
 /// up to 32 MiB, which the system allocator serves from reused memory rather than fresh
 /// (already zero) pages, zeroing would be a whole extra pass over it.
 fn dgemm(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, ValueRange)> {
-    let (m, k, n) = (a.rows, a.cols, b.cols);
+    dgemm_strided(a, &b.values, b.cols, (b.cols as isize, 1))
+}
+
+/// `a %*% B` through dgemm for a k×n `B` whose cell `(kk, j)` is `b[kk * rsb + j * csb]`:
+/// `b` row-major (`(n, 1)`), or an n×k row-major matrix read as its transpose (`(1, k)`).
+/// dgemm packs both operands into panels before it multiplies, so the two layouts give the
+/// same arithmetic, bit for bit.
+fn dgemm_strided(
+    a: &DenseMatrix,
+    b: &[f64],
+    n: usize,
+    (rsb, csb): (isize, isize),
+) -> Result<(Matrix, ValueRange)> {
+    let (m, k) = (a.rows, a.cols);
+    debug_assert_eq!(b.len(), k * n);
     let mut out = try_with_capacity(m * n)?;
     // SAFETY: the pointers cover m*k, k*n and m*n f64 values with the given row-major strides
     // (`out` has capacity for m*n); with beta 0, dgemm writes each of the m*n output cells
@@ -223,9 +238,9 @@ fn dgemm(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, ValueRange)> {
             a.values.as_ptr(),
             k as isize,
             1,
-            b.values.as_ptr(),
-            n as isize,
-            1,
+            b.as_ptr(),
+            rsb,
+            csb,
             0.0,
             out.as_mut_ptr(),
             n as isize,
@@ -235,6 +250,46 @@ fn dgemm(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, ValueRange)> {
     }
     let (nnz, range) = count_nnz_and_range(&out);
     Ok((dense_result(m, n, out, nnz), range))
+}
+
+/// `a %*% t(b)` (m×n for an m×k `a` and an n×k `b`), bit for bit the product with the
+/// materialised transpose: where that product is dgemm's over two dense operands, `b` is read
+/// transposed in place (dgemm packs its operands, so the strides change nothing), and a
+/// one-row `b` is its own transpose's values; every other case transposes `b` first.
+///
+/// ```
+/// use lafuse_runtime::{Matrix, kernels};
+/// let a = Matrix::from_dense_values(2, 2, vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+/// let c = kernels::matmul_nt(&a, &a).unwrap();
+/// assert_eq!(c.into_dense_values().unwrap(), vec![5.0, 11.0, 11.0, 25.0]);
+/// ```
+pub fn matmul_nt(a: &Matrix, b: &Matrix) -> Result<Matrix> {
+    if a.cols() != b.cols() {
+        return Err(RuntimeError::ShapeMismatch {
+            op: ShapeOp::MatrixMultiply,
+            left: a.shape(),
+            right: (b.cols(), b.rows()),
+        });
+    }
+    let (m, k, n) = (a.rows(), a.cols(), b.rows());
+    match (a, b) {
+        // As the materialised product would run: a transpose stored dense (`transpose` keeps a
+        // dense matrix dense unless it prefers sparse), multiplied by dgemm.
+        (Matrix::Dense(x), Matrix::Dense(y))
+            if m > 0
+                && k > 0
+                && super::partial::dense_product_uses_dgemm(m, n)
+                && !crate::matrix::prefers_sparse(k, n, y.nnz)
+                && all_finite(&y.values) =>
+        {
+            dgemm_strided(x, &y.values, n, (1, k as isize)).map(|(product, _)| product)
+        }
+        (_, Matrix::Dense(y)) if n == 1 => {
+            let column = Matrix::Dense(DenseMatrix::new(k, 1, y.values.to_vec())?);
+            matmul(a, &column)
+        }
+        _ => matmul(a, &super::transpose(b)?),
+    }
 }
 
 /// Splits a 1 x n output into fixed column chunks (parallel when large); returns nnz.
@@ -824,6 +879,57 @@ mod tests {
                 .shape(),
             (3, 2)
         );
+    }
+
+    /// `a %*% t(b)` is the product with the materialised transpose, bit for bit, in every
+    /// format, shape (dgemm sizes, matrix-vector and vector-matrix, 1x1, empty) and with NaN
+    /// and infinities in either operand.
+    #[test]
+    fn transposed_right_products_are_the_materialised_product_bit_for_bit() {
+        let bits = |x: &Matrix| -> Vec<u64> {
+            let d = x.to_dense().unwrap();
+            d.values.iter().map(|v| v.to_bits()).collect()
+        };
+        // (rows of a, columns of both, rows of b).
+        let shapes = [
+            (7, 5, 3),
+            (60, 40, 1),
+            (1, 40, 60),
+            (90, 70, 20),
+            (1, 1, 1),
+            (0, 3, 4),
+        ];
+        for (i, &(mm, k, n)) in shapes.iter().enumerate() {
+            for (da, db) in [(1.0, 1.0), (0.1, 1.0), (1.0, 0.1)] {
+                let a = rand(mm, k, da, 11 + i as u64);
+                let mut b = rand(n, k, db, 110 + i as u64);
+                if i == 3 && da == 1.0 && db == 1.0 {
+                    // A non-finite right operand takes the zero-skipping product.
+                    let mut v = b.to_dense().unwrap().values.to_vec();
+                    v[5] = f64::INFINITY;
+                    v[9] = f64::NAN;
+                    b = Matrix::from_dense_values(n, k, v).unwrap();
+                }
+                for x in both(&a) {
+                    for y in both(&b) {
+                        let got = matmul_nt(&x, &y).unwrap();
+                        got.validate().unwrap();
+                        let want =
+                            matmul(&x, &super::super::reorg::transpose(&y).unwrap()).unwrap();
+                        assert_eq!(got.shape(), (mm, n));
+                        assert!(
+                            bits(&got) == bits(&want),
+                            "{mm}x{k} by t({n}x{k}), sparse: {} {}",
+                            x.is_sparse(),
+                            y.is_sparse()
+                        );
+                    }
+                }
+            }
+        }
+        let e =
+            matmul_nt(&Matrix::zeros(3, 4).unwrap(), &Matrix::zeros(5, 2).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("2x5"), "{e}");
     }
 
     #[test]

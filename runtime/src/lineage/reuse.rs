@@ -103,6 +103,7 @@ fn reusable(op: &Op) -> bool {
             | Op::TransposeSelfMatMulOfCbind
             | Op::TransposedLeftMatMulOfRbind
             | Op::TransposedLeftMatMul
+            | Op::TransposedRightMatMul
             | Op::Transpose
             | Op::Diag
             | Op::Reshape
