@@ -6,6 +6,16 @@ use lafuse::{
     ScriptArgs, SourceFile,
 };
 
+/// How many times instructions of `opcode` ran (`--stats`' heavy hitters).
+fn executed(report: &lafuse::RunReport, opcode: &str) -> u64 {
+    report
+        .stats
+        .heavy_hitters
+        .iter()
+        .find(|h| h.opcode == opcode)
+        .map_or(0, |h| h.count)
+}
+
 fn run_with(config: EngineConfig, script: &str) -> (String, lafuse::RunReport) {
     let source = SourceFile::new("test.dml", script);
     let mut out = Vec::new();
@@ -727,14 +737,7 @@ print(sum(T %*% y) + sum(T %*% W) + sum(t(S) %*% y) + sum(T %*% X))
         (lines[0] - lines[1]).abs() <= 1e-12 * lines[1].abs(),
         "{out}"
     );
-    let count = |op: &str| {
-        report
-            .stats
-            .heavy_hitters
-            .iter()
-            .find(|h| h.opcode == op)
-            .map_or(0, |h| h.count)
-    };
+    let count = |op: &str| executed(&report, op);
     // Three products in the first print read X or S in place; `T = t(X)` is the one transpose
     // (plus tsmm for t(X) %*% X).
     assert_eq!(count("ba+*t"), 3, "{:?}", report.stats.heavy_hitters);
@@ -768,14 +771,7 @@ print(sum(t(Q) %*% Q))
     assert_eq!(lines[0].to_bits(), lines[1].to_bits(), "{out}");
     // t(Q) %*% t(Q) = t(Q %*% Q), whose sum differs from t(Q) %*% Q's in general.
     assert!(lines[2].is_finite() && lines[3].is_finite(), "{out}");
-    let count = |op: &str| {
-        report
-            .stats
-            .heavy_hitters
-            .iter()
-            .find(|h| h.opcode == op)
-            .map_or(0, |h| h.count)
-    };
+    let count = |op: &str| executed(&report, op);
     // The first print's two products read B and v in place (the second's `A %*% t(v)` is the
     // same hop); `T = t(B)` and the right `t(Q)` are the transposes.
     assert_eq!(count("ba+*nt"), 2, "{:?}", report.stats.heavy_hitters);

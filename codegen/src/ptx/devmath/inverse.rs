@@ -7,6 +7,7 @@
 //! where the subtraction would cancel. All within 1 ulp.
 
 use super::{E, F, I, R};
+use inkwell::values::IntValue;
 use inkwell::IntPredicate;
 
 const PIO2_HI: f64 = f64::from_bits(0x3ff9_21fb_5444_2d18);
@@ -141,17 +142,40 @@ fn at_one<'c>(e: &E<'_, '_, 'c>, x: F<'c>, at_plus: F<'c>, at_minus: F<'c>, r: F
     e.sel(e.eq(x, e.c(-1.0))?, at_minus, r)
 }
 
+/// What `asin` and `acos` of `x` both start from: `x`'s high word, whether `|x| < 1/2`,
+/// `zb = (1 - |x|) / 2`, `R(z)` of `z = x^2` below 1/2 and of `zb` above, and `sqrt(zb)`.
+struct Halves<'c> {
+    ix: I<'c>,
+    small: IntValue<'c>,
+    zb: F<'c>,
+    r: F<'c>,
+    s: F<'c>,
+}
+
+fn halves<'c>(e: &E<'_, '_, 'c>, x: F<'c>) -> R<Halves<'c>> {
+    let ix = e.ix(x)?;
+    let small = e.icmp(IntPredicate::SLT, ix, e.i(0x3fe0_0000))?;
+    let zb = e.mul(e.sub(e.c(1.0), e.abs(x)?)?, e.c(0.5))?;
+    let z = e.sel(small, e.mul(x, x)?, zb)?;
+    Ok(Halves {
+        ix,
+        small,
+        zb,
+        r: asin_r(e, z)?,
+        s: e.sqrt(zb)?,
+    })
+}
+
 pub(super) fn asin<'c>(e: &E<'_, '_, 'c>, args: &[F<'c>]) -> R<F<'c>> {
     let x = args[0];
-    let ix = e.ix(x)?;
-    let a = e.abs(x)?;
-    let small = e.icmp(IntPredicate::SLT, ix, e.i(0x3fe0_0000))?;
-    // z = x^2 below 1/2, (1 - |x|)/2 above; one R(z).
-    let zb = e.mul(e.sub(e.c(1.0), a)?, e.c(0.5))?;
-    let z = e.sel(small, e.mul(x, x)?, zb)?;
-    let r = asin_r(e, z)?;
+    let Halves {
+        ix,
+        small,
+        zb,
+        r,
+        s,
+    } = halves(e, x)?;
     let below_half = e.add(x, e.mul(x, r)?)?;
-    let s = e.sqrt(zb)?;
     // |x| > 0.975: pi/2 - (2 (s + s r) - pio2_lo).
     let near_one = e.sub(
         e.c(PIO2_HI),
@@ -186,15 +210,15 @@ pub(super) fn asin<'c>(e: &E<'_, '_, 'c>, args: &[F<'c>]) -> R<F<'c>> {
 
 pub(super) fn acos<'c>(e: &E<'_, '_, 'c>, args: &[F<'c>]) -> R<F<'c>> {
     let x = args[0];
-    let ix = e.ix(x)?;
-    let a = e.abs(x)?;
-    let small = e.icmp(IntPredicate::SLT, ix, e.i(0x3fe0_0000))?;
-    let zb = e.mul(e.sub(e.c(1.0), a)?, e.c(0.5))?;
-    let z = e.sel(small, e.mul(x, x)?, zb)?;
-    let r = asin_r(e, z)?;
+    let Halves {
+        ix,
+        small,
+        zb,
+        r,
+        s,
+    } = halves(e, x)?;
     // |x| < 1/2: pi/2 - (x - (pio2_lo - x R)).
     let below_half = e.sub(e.c(PIO2_HI), e.sub(x, e.sub(e.c(PIO2_LO), e.mul(x, r)?)?)?)?;
-    let s = e.sqrt(zb)?;
     // x < -1/2: 2 (pi/2 - (s + (R s - pio2_lo))).
     let w = e.sub(e.mul(r, s)?, e.c(PIO2_LO))?;
     let negative = e.mul(e.c(2.0), e.sub(e.c(PIO2_HI), e.add(s, w)?)?)?;
