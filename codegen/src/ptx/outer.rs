@@ -10,7 +10,7 @@ use crate::native::{transposed_frame, used_mask};
 use crate::plan_info::outer_analysis;
 use inkwell::context::Context;
 use inkwell::module::Module;
-use lafuse_compiler::fusion::cplan::{CPlan, OuterType};
+use lafuse_compiler::fusion::cplan::{CNode, CPlan, OuterType};
 use lafuse_skeletons::abi::KernelArgs;
 use lafuse_skeletons::gpu::abi::{GpuKernel, GpuMain, KernelShape};
 use lafuse_skeletons::{AggKind, OuterKind};
@@ -24,13 +24,19 @@ pub(super) fn emit_outer<'c>(
     plan: &CPlan,
     outer_type: OuterType,
 ) -> Result<GpuKernel, CodegenError> {
-    let (kind, oi, uses) = outer_analysis(plan, outer_type)?;
-    let (g, w, ui, vi) = (oi.g, oi.w, oi.u, oi.v);
-    if transposed_frame(plan, &[g])? {
+    // Refused before the analysis, which reads a transposed frame's inputs differently.
+    let out_node = plan.outputs[0];
+    let body = match &plan.nodes[out_node] {
+        CNode::FinalProduct { g, .. } => *g,
+        _ => out_node,
+    };
+    if transposed_frame(plan, &[body])? {
         return Err(CodegenError::Unsupported(Unsupported::Construct(
             "an outer product over a transposed driver on the GPU",
         )));
     }
+    let (kind, oi, uses) = outer_analysis(plan, outer_type)?;
+    let (g, w, ui, vi) = (oi.g, oi.w, oi.u, oi.v);
     let shape = match kind {
         OuterKind::CellWise => KernelShape::OuterCellWise,
         OuterKind::FullAgg => KernelShape::OuterFullAgg,
