@@ -274,7 +274,7 @@ pub(crate) fn unary_calls_helper(f: UnaryOp) -> bool {
 
 /// Whether the generators' `binary` computes `f` with a scalar Rust helper (see [`unary_calls_helper`]).
 pub(crate) fn binary_calls_helper(f: BinaryOp) -> bool {
-    matches!(f, BinaryOp::Pow | BinaryOp::Mod)
+    matches!(f, BinaryOp::Pow | BinaryOp::Mod) || f.is_bitwise()
 }
 
 /// Whether the element-wise `node` of `plan` is computed by a scalar Rust helper (as
