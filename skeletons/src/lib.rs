@@ -87,6 +87,12 @@ pub enum InputUse {
     RowVectorT,
     /// Inside a transpose: n rows, read at `(j, 0)` (row stride = its column count).
     ColVectorT,
+    /// A GPU Row kernel's product space (`no_agg_b1`): m rows of as many columns as the
+    /// product's matrix has, read at `(i, c)`.
+    B1Aligned,
+    /// A GPU Row kernel's product space: one row of as many columns as the product's matrix
+    /// has, read at `(0, c)`.
+    B1RowVector,
     /// Read at its first cell: a scalar operand or any non-empty matrix.
     Scalar,
     /// Outer: `U` (m×k), row `i` read as a contiguous vector.

@@ -261,6 +261,9 @@ impl InputRole for InputUse {
             InputUse::RowVector => (c != n || r == 0, ShapeNeed::AnyByCols(n)),
             InputUse::RowVectorT => (c != m || r == 0, ShapeNeed::AnyByCols(m)),
             InputUse::ColVectorT => (r != n || c == 0, ShapeNeed::RowsByAny(n)),
+            // Their width, the product's, is checked by the kernel's `accepts`.
+            InputUse::B1Aligned => (r != m || c == 0, ShapeNeed::RowsByAny(m)),
+            InputUse::B1RowVector => (r * c == 0, ShapeNeed::NonEmpty),
             InputUse::Scalar => (r * c == 0, ShapeNeed::NonEmpty),
             InputUse::OuterU => (r != m, ShapeNeed::Rows(m)),
             InputUse::OuterV | InputUse::FinalW => (r != n, ShapeNeed::Rows(n)),

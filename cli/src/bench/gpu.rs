@@ -26,11 +26,11 @@ use lafuse_codegen::ptx::device::{gpu, Gpu, GpuCall};
 use lafuse_codegen::ptx::{
     compared_row_layouts, generate_with, samples, GpuMain, PtxKernel, RowKernelOptions, ENTRY,
 };
-use lafuse_compiler::fusion::cplan::{CPlan, OuterType, TemplateSpec};
+use lafuse_compiler::fusion::cplan::{CPlan, OuterType, RowType, TemplateSpec};
 use lafuse_compiler::fusion::template::CellType;
 use lafuse_runtime::lineage::{ItemKind, Lineage};
 use lafuse_runtime::{Matrix, SparseMatrix};
-use lafuse_skeletons::Input;
+use lafuse_skeletons::{Input, InputUse};
 use std::time::Instant;
 
 const SUITE: &str = "gpu";
@@ -98,14 +98,15 @@ fn with_specials(m: Matrix) -> Matrix {
     Matrix::from_dense_values(r, c, vals).expect("bench input")
 }
 
-/// Inputs of `plan` for an m×n main input: side inputs by their access, values in [-1, 1]
-/// (Outer factors in [0, 1], so `log` of their products is finite), specials in the dense
-/// main input when `specials`.
+/// Inputs of `plan` for an m×n main input: side inputs by their access (and, where `uses` says
+/// so, of a Row kernel's product space: `k` = 3 columns), values in [-1, 1] (Outer factors in
+/// [0, 1], so `log` of their products is finite), specials in the dense main input when
+/// `specials`.
 fn inputs_for(
     plan: &CPlan,
+    uses: &[InputUse],
     main: GpuMain,
-    m: usize,
-    n: usize,
+    (m, n): (usize, usize),
     specials: bool,
     seed: u64,
 ) -> Vec<Matrix> {
@@ -125,7 +126,19 @@ fn inputs_for(
             CNode::Data { input, access } if *input == k => Some(*access),
             _ => None,
         });
+        let product_space = uses.contains(&InputUse::B1Aligned)
+            || uses.contains(&InputUse::B1RowVector)
+            || matches!(
+                plan.template,
+                TemplateSpec::Row {
+                    row_type: RowType::NoAggB1,
+                    ..
+                }
+            );
         let mat = match (k, access) {
+            _ if uses.get(k) == Some(&InputUse::B1Aligned) => dense(&mut rng, m, 3, -1.0, 1.0),
+            _ if uses.get(k) == Some(&InputUse::B1RowVector) => dense(&mut rng, 1, 3, -1.0, 1.0),
+            (_, Some(Access::Whole)) if product_space && !outer => dense(&mut rng, n, 3, -1.0, 1.0),
             (0, _) if main == GpuMain::Csr => sparse(&mut rng, m, n, if outer { 0.1 } else { 0.3 }),
             (0, _) if specials => with_specials(dense(&mut rng, m, n, -1.0, 1.0)),
             (0, _) => dense(&mut rng, m, n, -1.0, 1.0),
@@ -161,6 +174,17 @@ fn out_shapes(plan: &CPlan, inputs: &[Matrix]) -> Vec<(usize, usize)> {
             OuterType::LeftT => (inputs.last().map_or(1, |w| w.rows()), n),
             OuterType::Right => (m, inputs.last().map_or(1, |w| w.cols())),
         }],
+        TemplateSpec::Row {
+            row_type: RowType::NoAggB1,
+            ..
+        } => {
+            // As wide as the product's matrix (the only n-row input).
+            let k = inputs[1..]
+                .iter()
+                .find(|x| x.rows() == n && x.cols() > 1)
+                .map_or(1, |x| x.cols());
+            vec![(m, k)]
+        }
         TemplateSpec::Row { .. } => vec![samples::row_out_shape(plan, m, n)],
     }
 }
@@ -268,7 +292,8 @@ fn checks(g: &Gpu, ctx: &Ctx, out: &mut Vec<Measurement>) {
                     if specials && main == GpuMain::Csr {
                         continue;
                     }
-                    let inputs = inputs_for(&plan, main, m, n, specials, 17 + s as u64);
+                    let uses = &kernel.kernel.uses;
+                    let inputs = inputs_for(&plan, uses, main, (m, n), specials, 17 + s as u64);
                     let shapes = out_shapes(&plan, &inputs);
                     let want = on_cpu(&cpu, &inputs, &shapes)?;
                     let got = on_gpu(g, &kernel, &inputs, &[], &shapes)?;

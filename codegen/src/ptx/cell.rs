@@ -132,6 +132,7 @@ pub(super) fn emit_cell_like<'c>(
             | KernelShape::OuterLeft { .. }
             | KernelShape::RowWise { .. }
             | KernelShape::RowFull
+            | KernelShape::RowB1
             | KernelShape::RowColumns,
             _,
         ) => {

@@ -210,6 +210,9 @@ pub(super) enum Cls {
     Whole,
     /// `t(a) %*% b` of a vector and a scalar: the output row.
     Product,
+    /// `k` values per row: the product of a row with a k-column matrix (`no_agg_b1`) and what
+    /// is computed from it (the "product space", read at `(i, c)`).
+    Span,
 }
 
 fn unsupported<T>(what: &'static str) -> Result<T, CodegenError> {
@@ -279,6 +282,57 @@ pub(super) struct Analysis {
     /// The passes in the order they run, with their nodes and levels.
     pub(super) passes: Vec<(CNodeId, Pass, u32)>,
     pub(super) levels: u32,
+    /// `no_agg_b1`: the product `x %*% B` (node, the row's vector `x`, `B`'s input), whose
+    /// `k` values per row span the output's columns.
+    pub(super) b1: Option<(CNodeId, CNodeId, usize)>,
+}
+
+/// Per node: whether it lies in the product space of a `no_agg_b1` plan: the product of the
+/// row with a whole matrix, the element-wise nodes reading a node in it, and the element-wise
+/// nodes and side inputs that only such nodes read (`0.5 * C * w` added to the product).
+fn product_space(plan: &CPlan, row_type: RowType) -> Vec<bool> {
+    let nodes = &plan.nodes;
+    let mut span = vec![false; nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        span[i] = match node {
+            CNode::VectMatMult { b, .. } => {
+                row_type == RowType::NoAggB1
+                    && matches!(
+                        nodes.get(*b),
+                        Some(CNode::Data {
+                            access: Access::Whole,
+                            ..
+                        })
+                    )
+            }
+            n if n.is_elementwise() => n.operands().iter().any(|&o| span[o]),
+            _ => false,
+        };
+    }
+    // Backwards: a node all of whose readers read it in the space (as an element-wise
+    // operand; a product's row operand is the row's) is in it, unless it is the row itself.
+    let readers = |i: CNodeId| {
+        nodes
+            .iter()
+            .enumerate()
+            .filter(move |(_, n)| n.operands().contains(&i))
+    };
+    for i in (0..nodes.len()).rev() {
+        let candidate = match &nodes[i] {
+            CNode::Data { input, .. } => *input != 0,
+            n => n.is_elementwise(),
+        };
+        if span[i] || !candidate {
+            continue;
+        }
+        let mut any = false;
+        let all = readers(i).all(|(c, n)| {
+            any = true;
+            span[c] && n.is_elementwise()
+        });
+        span[i] = any && all;
+    }
+    span
 }
 
 fn analyze(plan: &CPlan, row_type: RowType) -> Result<Analysis, CodegenError> {
@@ -296,6 +350,9 @@ fn analyze(plan: &CPlan, row_type: RowType) -> Result<Analysis, CodegenError> {
     }
     let mut uses = vec![InputUse::Unused; plan.inputs.len()];
     let mut classes = vec![Cls::Scalar; nodes.len()];
+    let span = product_space(plan, row_type);
+    let read_in_span = |i: CNodeId| span[i];
+    let mut b1 = None;
     let mut level = vec![0u32; nodes.len()];
     let mut passes = Vec::new();
     let mut set = |k: usize, u: InputUse| -> Result<(), CodegenError> {
@@ -323,6 +380,8 @@ fn analyze(plan: &CPlan, row_type: RowType) -> Result<Analysis, CodegenError> {
                         return unsupported("the main input read other than as its rows")
                     }
                     _ if scalar || *access == Access::Scalar => (InputUse::Scalar, Cls::Scalar),
+                    Access::Aligned if read_in_span(i) => (InputUse::B1Aligned, Cls::Span),
+                    Access::RowVector if read_in_span(i) => (InputUse::B1RowVector, Cls::Span),
                     Access::Aligned => (InputUse::Aligned, Cls::Vector),
                     Access::RowVector => (InputUse::RowVector, Cls::Vector),
                     Access::ColVector => (InputUse::ColVector, Cls::Scalar),
@@ -342,11 +401,21 @@ fn analyze(plan: &CPlan, row_type: RowType) -> Result<Analysis, CodegenError> {
             n if n.is_elementwise() => {
                 let mut c = Cls::Scalar;
                 for o in n.operands() {
-                    match cls(o) {
-                        Cls::Scalar => {}
-                        Cls::Vector => c = Cls::Vector,
+                    match (cls(o), c) {
+                        (Cls::Scalar, _) => {}
+                        (Cls::Vector, Cls::Scalar | Cls::Vector) => c = Cls::Vector,
+                        (Cls::Span, Cls::Scalar | Cls::Span) => c = Cls::Span,
+                        (Cls::Vector | Cls::Span, _) => {
+                            return unsupported(
+                                "a row's vector and a product's values in one operation on the \
+                                 GPU",
+                            )
+                        }
                         _ => return unsupported("a matrix or product used element-wise"),
                     }
+                }
+                if c == Cls::Vector && span[i] {
+                    return unsupported("a row's vector and a product's values in one operation");
                 }
                 c
             }
@@ -371,6 +440,16 @@ fn analyze(plan: &CPlan, row_type: RowType) -> Result<Analysis, CodegenError> {
                 let CNode::Data { input, .. } = nodes[*b] else {
                     return unsupported("a row-times-matrix product of a computed matrix");
                 };
+                if span[i] {
+                    // Computed at the output, a pass over the row per column of B.
+                    if b1.is_some() {
+                        return unsupported("two products with a matrix in a GPU row operator");
+                    }
+                    b1 = Some((i, *a, input));
+                    classes[i] = Cls::Span;
+                    level[i] = lvl;
+                    continue;
+                }
                 level[i] = lvl + 1;
                 passes.push((i, Pass::Dot { x: *a, b: input }, lvl + 1));
                 Cls::Scalar
@@ -397,6 +476,7 @@ fn analyze(plan: &CPlan, row_type: RowType) -> Result<Analysis, CodegenError> {
             | (RowType::FullAgg, Cls::Scalar | Cls::Vector)
             | (RowType::ColAgg, Cls::Vector)
             | (RowType::ColAggT, Cls::Product)
+            | (RowType::NoAggB1, Cls::Span)
     );
     if !ok {
         return unsupported("a row type the GPU row kernel does not generate");
@@ -411,6 +491,7 @@ fn analyze(plan: &CPlan, row_type: RowType) -> Result<Analysis, CodegenError> {
         uses,
         passes,
         levels,
+        b1,
     })
 }
 
@@ -479,6 +560,7 @@ pub(crate) fn emit<'c>(
             vector: a.classes[out_node] == Cls::Vector,
         },
         RowType::FullAgg => KernelShape::RowFull,
+        RowType::NoAggB1 => KernelShape::RowB1,
         _ => KernelShape::RowColumns,
     };
     // Column sums of narrow rows by a block's tiles of rows (`row_block`), in an entry of
@@ -663,6 +745,49 @@ pub(crate) fn emit<'c>(
                         } else {
                             k.fold(full, v)
                         }
+                    })?;
+                }
+                (KernelShape::RowB1, _) => {
+                    let (product, x, b) = a.b1.ok_or(CodegenError::Internal(
+                        Internal::MalformedPlan("a no_agg_b1 kernel without its product"),
+                    ))?;
+                    // B is n×k, read at (j, c): k is its row stride.
+                    let (bp, k_cols) = ins.get(b)?;
+                    let g = given.clone();
+                    let one = k.fx.i64c(1);
+                    k.for_stride(k.fx.i64c(0), k_cols, one, &mut |k, c| {
+                        // The warp's pass over the row: x_j * B[j, c], in a fixed order.
+                        let acc = k.plain_acc(AggKind::Sum)?;
+                        unrolled(
+                            k,
+                            lane,
+                            cols,
+                            32,
+                            &mut |k, j| {
+                                let mut body =
+                                    body_at(plan, &ins, (i, j, mains(k, i, j)?), g.clone());
+                                let xv = body.emit(&k.fx, x, false)?;
+                                let at = k.fx.add(k.fx.mul(j, k_cols)?, c)?;
+                                let bv = load_vec(&k.fx.b, k.fx.vty(1), bp, at)?;
+                                Ok(vec![k.fx.fmul(xv, bv)?])
+                            },
+                            &mut |k, vs| {
+                                for v in vs {
+                                    k.fold(acc, v)?;
+                                }
+                                Ok(())
+                            },
+                        )?;
+                        let p = warp_reduce(k, acc)?;
+                        let mut at_c = g.clone();
+                        at_c.insert(product, p);
+                        k.when(first, &mut |k| {
+                            // The product space reads no column of the row.
+                            let z = k.fx.splat_const(0.0, 1);
+                            let mut body = body_at(plan, &ins, (i, c, z), at_c.clone());
+                            let v = body.emit(&k.fx, out_node, false)?;
+                            store_vec(&k.fx.b, out, k.fx.add(k.fx.mul(i, k_cols)?, c)?, v)
+                        })
                     })?;
                 }
                 (KernelShape::RowColumns, _) => {

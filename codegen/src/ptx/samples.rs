@@ -412,6 +412,63 @@ pub fn rows() -> Vec<(String, CPlan)> {
                 ],
             ),
         ),
+        // -2 * (X %*% B) + r, r a row of B's width: KMeans's distances (`no_agg_b1`).
+        (
+            "row NoAggB1 -2*(X%*%B)+r".into(),
+            row_plan(
+                RowType::NoAggB1,
+                3,
+                vec![
+                    data(0, Access::Main),
+                    data(1, Access::Whole),
+                    CNode::VectMatMult { a: 0, b: 1 },
+                    CNode::Literal {
+                        value: Literal::Double(-2.0),
+                    },
+                    bin(BinaryOp::Mul, 3, 2),
+                    data(2, Access::RowVector),
+                    bin(BinaryOp::Add, 4, 5),
+                ],
+            ),
+        ),
+        // (X * A) %*% B + 0.5 * C * w, C of B's width: ALS-CG's gradient.
+        (
+            "row NoAggB1 (X*A)%*%B+C*w".into(),
+            row_plan(
+                RowType::NoAggB1,
+                5,
+                vec![
+                    data(0, Access::Main),
+                    data(1, Access::Aligned),
+                    bin(BinaryOp::Mul, 0, 1),
+                    data(2, Access::Whole),
+                    CNode::VectMatMult { a: 2, b: 3 },
+                    CNode::Literal {
+                        value: Literal::Double(0.5),
+                    },
+                    data(3, Access::Aligned),
+                    bin(BinaryOp::Mul, 5, 6),
+                    data(4, Access::ColVector),
+                    bin(BinaryOp::Mul, 7, 8),
+                    bin(BinaryOp::Add, 4, 9),
+                ],
+            ),
+        ),
+        // (X / rowSums(X)) %*% B: a row aggregate before the product.
+        (
+            "row NoAggB1 (X/rowSums(X))%*%B".into(),
+            row_plan(
+                RowType::NoAggB1,
+                2,
+                vec![
+                    data(0, Access::Main),
+                    row_agg(Sum, 0),
+                    bin(BinaryOp::Div, 0, 1),
+                    data(1, Access::Whole),
+                    CNode::VectMatMult { a: 2, b: 3 },
+                ],
+            ),
+        ),
         ("row ColAggT t(X)%*%(X%*%v)".into(), mmchain()),
         // t(X) %*% (w * (X %*% v))
         (

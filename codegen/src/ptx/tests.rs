@@ -84,6 +84,29 @@ fn shapes_follow_the_template_variant() {
         shape(&outer(OuterType::Right), GpuMain::Csr),
         KernelShape::OuterRight
     );
+    // A product with a matrix of several columns: the product space's inputs read at (i, c).
+    use lafuse_skeletons::InputUse;
+    for (name, plan) in super::samples::rows() {
+        if !name.contains("NoAggB1") {
+            continue;
+        }
+        let k = generate(&plan, GpuMain::Dense).unwrap().kernel;
+        assert_eq!(k.shape, KernelShape::RowB1, "{name}");
+        assert!(
+            k.uses.contains(&InputUse::ColVectorT),
+            "{name}: {:?}",
+            k.uses
+        );
+        if name.contains("+r") {
+            assert_eq!(k.uses[2], InputUse::B1RowVector, "{name}");
+        }
+        if name.contains("C*w") {
+            // A is read with the row, C with the product.
+            assert_eq!(k.uses[1], InputUse::Aligned, "{name}");
+            assert_eq!(k.uses[3], InputUse::B1Aligned, "{name}");
+            assert_eq!(k.uses[4], InputUse::ColVector, "{name}");
+        }
+    }
     for (t, transposed) in [(OuterType::Left, false), (OuterType::LeftT, true)] {
         let k = generate(&outer(t), GpuMain::Csr).unwrap().kernel;
         assert_eq!(k.shape, KernelShape::OuterLeft { transposed });

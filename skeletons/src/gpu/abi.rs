@@ -121,6 +121,10 @@ pub enum KernelShape {
     RowWise { vector: bool },
     /// Row template, summed into one value: partials as [`KernelShape::FullAgg`] with one sum.
     RowFull,
+    /// Row template, `no_agg_b1`: row `i` of an m×k output (`out[i * k + c]`), `k` the
+    /// columns of the product's matrix (the [`InputUse::ColVectorT`] input); a warp per row,
+    /// a pass over the row per output column.
+    RowB1,
     /// Row template, rows summed into one output row of `n` values (`colSums(f(X))`,
     /// `t(X) %*% v`): block `b`'s partial of column `j` the pair at `out[2 * (b * n + j)]`,
     /// folded on the host in block order.
@@ -157,15 +161,29 @@ impl GpuKernel {
     /// product with a whole matrix (read as [`InputUse::ColVectorT`]) is one dot product, so
     /// that matrix must have one column (a wider one runs on the CPU).
     pub fn accepts(&self, shapes: &[(usize, usize)]) -> bool {
-        let row = matches!(
-            self.shape,
-            KernelShape::RowWise { .. } | KernelShape::RowFull | KernelShape::RowColumns
-        );
-        !row || self
-            .uses
-            .iter()
-            .zip(shapes)
-            .all(|(u, &(_, c))| *u != InputUse::ColVectorT || c == 1)
+        let cols_of = |want: InputUse| {
+            self.uses
+                .iter()
+                .zip(shapes)
+                .filter(move |(u, _)| **u == want)
+                .map(|(_, &(_, c))| c)
+        };
+        match self.shape {
+            KernelShape::RowWise { .. } | KernelShape::RowFull | KernelShape::RowColumns => {
+                cols_of(InputUse::ColVectorT).all(|c| c == 1)
+            }
+            // Every input of the product space is as wide as the product's matrix.
+            KernelShape::RowB1 => {
+                let mut k = cols_of(InputUse::ColVectorT);
+                match (k.next(), k.next()) {
+                    (Some(k), None) => cols_of(InputUse::B1Aligned)
+                        .chain(cols_of(InputUse::B1RowVector))
+                        .all(|c| c == k),
+                    _ => false,
+                }
+            }
+            _ => true,
+        }
     }
 
     /// The narrow entry's launch where an m×n main input takes it (`n` at least 1 and at most

@@ -286,6 +286,7 @@ impl Gpu {
         // `(X * (U %*% t(V))) %*% V` reads V as the final product's matrix too.
         let k2 = match cols_of(InputUse::FinalW) {
             0 if kernel.shape == super::abi::KernelShape::OuterRight => cols_of(InputUse::OuterV),
+            0 if kernel.shape == super::abi::KernelShape::RowB1 => cols_of(InputUse::ColVectorT),
             0 => cols_of(InputUse::FinalWT),
             w => w,
         };

@@ -49,7 +49,7 @@ pub fn grid(kernel: &GpuKernel, m: usize, n: usize) -> Grid {
                 y: chunks.min(65_535) as u32,
             }
         }
-        (KernelShape::RowWise { .. } | KernelShape::RowFull, _) => Grid {
+        (KernelShape::RowWise { .. } | KernelShape::RowFull | KernelShape::RowB1, _) => Grid {
             x: m.div_ceil(ROW_TILE as usize).clamp(1, MAX_BLOCKS as usize) as u32,
             y: 1,
         },
@@ -102,6 +102,7 @@ pub fn out_len(kernel: &GpuKernel, grid: Grid, m: usize, n: usize, nnz: usize, k
         (KernelShape::ColAgg { .. }, _) => 2 * grid.y as usize * n,
         (KernelShape::OuterRight, _) => m * k2,
         (KernelShape::OuterLeft { .. }, _) => n * k2,
+        (KernelShape::RowB1, _) => m * k2,
         (KernelShape::RowWise { vector: true }, _) => m * n,
         (KernelShape::RowWise { vector: false }, _) => m,
         (KernelShape::RowFull, _) => 2 * blocks,
@@ -205,7 +206,7 @@ pub fn finish(
             let v = fold_pairs(AggKind::Sum, out.chunks_exact(2).map(|p| (p[0], p[1])));
             vec![Matrix::scalar(v)]
         }
-        KernelShape::RowWise { .. } => vec![dense(shape_of(0), out)?],
+        KernelShape::RowWise { .. } | KernelShape::RowB1 => vec![dense(shape_of(0), out)?],
         KernelShape::RowAgg { .. } => vec![dense(shape_of(0), out)?],
         // Folded on the device: `out` is the output row.
         KernelShape::ColAgg { .. } | KernelShape::RowColumns => vec![dense(shape_of(0), out)?],
@@ -280,6 +281,27 @@ mod tests {
         let right = kernel(KernelShape::OuterRight, GpuMain::Csr);
         assert!(!right.walks_columns());
         assert_eq!(grid(&right, 3, 1000).x, 1);
+    }
+
+    #[test]
+    fn a_product_space_row_kernel_writes_m_by_k_and_takes_only_inputs_of_the_products_width() {
+        let mut b1 = kernel(KernelShape::RowB1, GpuMain::Dense);
+        b1.uses = vec![
+            InputUse::Main,
+            InputUse::ColVectorT,
+            InputUse::B1RowVector,
+            InputUse::B1Aligned,
+        ];
+        let g = grid(&b1, 100, 7);
+        assert_eq!(out_len(&b1, g, 100, 7, 0, 3), 300);
+        assert!(b1.accepts(&[(100, 7), (7, 3), (1, 3), (100, 3)]));
+        assert!(!b1.accepts(&[(100, 7), (7, 3), (1, 4), (100, 3)]));
+        assert!(!b1.accepts(&[(100, 7), (7, 3), (1, 3), (100, 2)]));
+        // A one-column product of the other row kernels stays one dot product.
+        let mut wise = kernel(KernelShape::RowWise { vector: false }, GpuMain::Dense);
+        wise.uses = vec![InputUse::Main, InputUse::ColVectorT];
+        assert!(wise.accepts(&[(100, 7), (7, 1)]));
+        assert!(!wise.accepts(&[(100, 7), (7, 3)]));
     }
 
     #[test]
