@@ -120,31 +120,37 @@ pub fn outer(outer_type: OuterType) -> CPlan {
     }
 }
 
+/// The unary operations the generators compute with the runtime's scalar helpers, each with
+/// the scale [`helpers`] gives its argument.
+pub const HELPER_UNARY: [(UnaryOp, f64); 9] = [
+    (UnaryOp::Sin, 1e3),
+    (UnaryOp::Cos, 1e3),
+    (UnaryOp::Tan, 1e3),
+    (UnaryOp::Asin, 1.0),
+    (UnaryOp::Acos, 1.0),
+    (UnaryOp::Atan, 1e3),
+    (UnaryOp::Sinh, 30.0),
+    (UnaryOp::Cosh, 30.0),
+    (UnaryOp::Tanh, 30.0),
+];
+
+/// The binary operations computed with the runtime's helpers, with their operands' scales.
+pub const HELPER_BINARY: [(BinaryOp, f64, f64); 7] = [
+    (BinaryOp::Pow, 4.0, 3.0),
+    (BinaryOp::Mod, 10.0, 3.0),
+    (BinaryOp::BitwAnd, 1e3, 1e3),
+    (BinaryOp::BitwOr, 1e3, 1e3),
+    (BinaryOp::BitwXor, 1e3, 1e3),
+    (BinaryOp::BitwShiftL, 1e6, 40.0),
+    (BinaryOp::BitwShiftR, 1e6, 40.0),
+];
+
 /// `f(X * a)` or `f(X * a, Y * b)` for each of the runtime's scalar helpers (`ptx::devmath`),
 /// named, as cell-wise plans: the scales take the arguments where each function is
 /// interesting (trigonometric reduction past a few periods, `asin`'s domain, integers for the
 /// bit operations, negative bases and fractional exponents for `^`).
 pub fn helpers() -> Vec<(String, CPlan)> {
-    let unary = [
-        (UnaryOp::Sin, 1e3),
-        (UnaryOp::Cos, 1e3),
-        (UnaryOp::Tan, 1e3),
-        (UnaryOp::Asin, 1.0),
-        (UnaryOp::Acos, 1.0),
-        (UnaryOp::Atan, 1e3),
-        (UnaryOp::Sinh, 30.0),
-        (UnaryOp::Cosh, 30.0),
-        (UnaryOp::Tanh, 30.0),
-    ];
-    let binary = [
-        (BinaryOp::Pow, 4.0, 3.0),
-        (BinaryOp::Mod, 10.0, 3.0),
-        (BinaryOp::BitwAnd, 1e3, 1e3),
-        (BinaryOp::BitwOr, 1e3, 1e3),
-        (BinaryOp::BitwXor, 1e3, 1e3),
-        (BinaryOp::BitwShiftL, 1e6, 40.0),
-        (BinaryOp::BitwShiftR, 1e6, 40.0),
-    ];
+    let (unary, binary) = (HELPER_UNARY, HELPER_BINARY);
     let scaled = |nodes: &mut Vec<CNode>, input: usize, access: Access, by: f64| {
         nodes.push(data(input, access));
         nodes.push(CNode::Literal {

@@ -8,7 +8,7 @@ use lafuse_compiler::fusion::cplan::OuterType;
 use lafuse_compiler::fusion::template::{CellAgg, CellType};
 
 /// For reading the kernels: `LAFUSE_PTX_DUMP=dir cargo test ...` writes each one there.
-fn dump(prefix: &str, name: &str, ptx: &str) {
+pub(super) fn dump(prefix: &str, name: &str, ptx: &str) {
     if let Some(dir) = std::env::var_os("LAFUSE_PTX_DUMP") {
         let stem: String = name
             .chars()
@@ -143,7 +143,7 @@ fn a_csr_kernel_of_a_sparse_unsafe_plan_is_refused() {
 }
 
 /// `ptxas` from `LAFUSE_PTXAS`, the `PATH`, or the repository's `.venv-ptxas`.
-fn ptxas() -> Option<std::path::PathBuf> {
+pub(super) fn ptxas() -> Option<std::path::PathBuf> {
     if let Some(p) = std::env::var_os("LAFUSE_PTXAS") {
         return Some(p.into());
     }

@@ -3,13 +3,15 @@
 //! tiny, subnormal, huge and special inputs and on pairs of them; and a GPU kernel that uses
 //! every helper, which must come out self-contained and pass `ptxas`.
 
+use super::super::samples::{HELPER_BINARY, HELPER_UNARY};
+use super::super::tests::{dump, ptxas};
 use super::super::{generate, GpuMain};
 use super::{define_helpers, defines, HELPERS};
 use crate::native::expr::{helper_address, ierr, Fx};
 use crate::native::llvm;
 use lafuse_compiler::fusion::cplan::{Access, CNode, CPlan, InputKind, TemplateSpec};
 use lafuse_compiler::fusion::template::CellType;
-use lafuse_compiler::hops::{BinaryOp, UnaryOp};
+use lafuse_compiler::hops::BinaryOp;
 
 fn binary(name: &str) -> bool {
     name == "lafuse_pow" || name == "lafuse_fmod" || name.starts_with("lafuse_bitw")
@@ -484,29 +486,11 @@ fn every_helper_plan() -> CPlan {
         },
     ];
     let mut terms = Vec::new();
-    for f in [
-        UnaryOp::Sin,
-        UnaryOp::Cos,
-        UnaryOp::Tan,
-        UnaryOp::Asin,
-        UnaryOp::Acos,
-        UnaryOp::Atan,
-        UnaryOp::Sinh,
-        UnaryOp::Cosh,
-        UnaryOp::Tanh,
-    ] {
+    for (f, _) in HELPER_UNARY {
         nodes.push(CNode::Unary { f, x: 0 });
         terms.push(nodes.len() - 1);
     }
-    for f in [
-        BinaryOp::Pow,
-        BinaryOp::Mod,
-        BinaryOp::BitwAnd,
-        BinaryOp::BitwOr,
-        BinaryOp::BitwXor,
-        BinaryOp::BitwShiftL,
-        BinaryOp::BitwShiftR,
-    ] {
+    for (f, _, _) in HELPER_BINARY {
         nodes.push(CNode::Binary { f, a: 0, b: 1 });
         terms.push(nodes.len() - 1);
     }
@@ -535,19 +519,15 @@ fn every_helper_plan() -> CPlan {
 fn a_kernel_calling_every_helper_is_self_contained_and_passes_ptxas() {
     let k = generate(&every_helper_plan(), GpuMain::Dense).expect("generating the kernel");
     let ptx = k.ptx.as_str().to_string();
-    // For reading it: `LAFUSE_PTX_DUMP=dir` writes it there.
-    if let Some(dir) = std::env::var_os("LAFUSE_PTX_DUMP") {
-        std::fs::write(std::path::Path::new(&dir).join("devmath.ptx"), &ptx).unwrap();
-    }
+    dump("", "devmath", &ptx);
     assert!(!ptx.contains(".extern"), "{ptx}");
     assert!(ptx.contains(".entry lafuse_kernel("), "{ptx}");
     // No library function of the device (libdevice's `__nv_*`) is referenced.
     assert!(!ptx.contains("__nv_"), "{ptx}");
-    let ptxas = std::env::var_os("LAFUSE_PTXAS").map(std::path::PathBuf::from);
-    let Some(ptxas) = ptxas else {
+    let Some(ptxas) = ptxas() else {
         assert!(
             std::env::var_os("LAFUSE_REQUIRE_PTXAS").is_none(),
-            "LAFUSE_REQUIRE_PTXAS is set but LAFUSE_PTXAS is not"
+            "LAFUSE_REQUIRE_PTXAS is set but no ptxas was found"
         );
         eprintln!("ptxas skipped: set LAFUSE_PTXAS");
         return;
