@@ -269,6 +269,7 @@ pub(crate) fn unary_calls_helper(f: UnaryOp) -> bool {
             | UnaryOp::Log
             | UnaryOp::Exp
             | UnaryOp::Sigmoid
+            | UnaryOp::Tanh
     )
 }
 

@@ -178,6 +178,107 @@ pub fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + exp(-x))
 }
 
+/// Constants of [`tanh`] and of the `e^u - 1` it is computed from.
+pub mod tanh_consts {
+    /// The reduction of `e^u - 1` is [`super::exp`]'s.
+    pub use super::exp_consts::{HALF_LN2_HIGH, INV_LN2, LN2_HI, LN2_LO, THREE_HALF_LN2_HIGH};
+    /// Coefficients of fdlibm's rational approximation of `e^r - 1` on |r| <= ln2 / 2
+    /// (`expm1`'s `Q1..Q5`).
+    pub const Q: [f64; 5] = [
+        f64::from_bits(0xbfa1_1111_1111_10f4),
+        f64::from_bits(0x3f5a_01a0_19fe_5585),
+        f64::from_bits(0xbf14_ce19_9eaa_dbb7),
+        f64::from_bits(0x3ed0_cfca_86e6_5239),
+        f64::from_bits(0xbe8a_fdb7_6e09_c32d),
+    ];
+    /// Below this magnitude `tanh(x)` is `x` (2^-55).
+    pub const TINY: f64 = f64::from_bits(0x3c80_0000_0000_0000);
+    /// From this magnitude on `tanh(x)` is `±1` in double precision.
+    pub const SATURATED: f64 = 22.0;
+}
+
+/// `e^u - 1` by fdlibm's `expm1`, for `u` in `[-2, 0]` or `[2, 44]`: the arguments
+/// [`tanh`] passes (the reduction's `k` is then 0, -1, -2, -3 or 3..=63, so the cases of
+/// `expm1` for `k = 1`, overflow and saturation at -1 never arise and are left out). The same
+/// `k` as [`exp`]'s; `u = k ln2 + r`, `r` kept as `x - c` for precision, and
+/// `e^r - 1 = r + r^2/2 + ...` corrected by a rational approximation in `r^2/2`.
+#[inline]
+fn expm1_for_tanh(u: f64) -> f64 {
+    use tanh_consts::*;
+    let hx = ((u.to_bits() >> 32) & 0x7fff_ffff) as i64;
+    let k = if hx >= THREE_HALF_LN2_HIGH {
+        (INV_LN2 * u + if u < 0.0 { -0.5 } else { 0.5 }) as i64
+    } else if hx > HALF_LN2_HIGH {
+        if u < 0.0 {
+            -1
+        } else {
+            1
+        }
+    } else {
+        0
+    };
+    let kf = k as f64;
+    let hi = u - kf * LN2_HI;
+    let lo = kf * LN2_LO;
+    let x = hi - lo;
+    let c = (hi - x) - lo;
+    let hfx = 0.5 * x;
+    let hxs = x * hfx;
+    let r1 = 1.0 + hxs * (Q[0] + hxs * (Q[1] + hxs * (Q[2] + hxs * (Q[3] + hxs * Q[4]))));
+    let t = 3.0 - r1 * hfx;
+    let e = hxs * ((r1 - t) / (6.0 - x * t));
+    if k == 0 {
+        return x - (x * e - hxs);
+    }
+    let e = x * (e - c) - c;
+    let e = e - hxs;
+    // 2^k and 2^-k are normal doubles for every k that arises.
+    let two_k = f64::from_bits(((0x3ff + k) as u64) << 52);
+    let two_minus_k = f64::from_bits(((0x3ff - k) as u64) << 52);
+    if k == -1 {
+        0.5 * (x - e) - 0.5
+    } else if k <= -2 || k > 56 {
+        (1.0 - (e - x)) * two_k - 1.0
+    } else if k < 20 {
+        ((1.0 - two_minus_k) - (e - x)) * two_k
+    } else {
+        ((x - (e + two_minus_k)) + 1.0) * two_k
+    }
+}
+
+/// The hyperbolic tangent by fdlibm's method (the one Java's `StrictMath.tanh` ports, so
+/// SystemDS's results agree to the bit): `x` itself below 2^-55, `±1` from 22 on, else from
+/// `t = e^(2|x|) - 1` as `1 - 2 / (t + 2)` (|x| >= 1) or from `t = e^(-2|x|) - 1` as
+/// `-t / (t + 2)`, where neither cancels. Within 3 ulps of the C library's `tanh` (fdlibm's
+/// bound; tested).
+///
+/// Every execution path's `tanh`: the unfused kernels call it, and generated code's
+/// `lafuse_tanh_v*` compute these operations in this order on every lane.
+#[inline]
+pub fn tanh(x: f64) -> f64 {
+    use tanh_consts::*;
+    let a = x.abs();
+    if a.is_nan() {
+        return x;
+    }
+    if a < TINY {
+        return x;
+    }
+    let z = if a >= SATURATED {
+        1.0
+    } else if a >= 1.0 {
+        1.0 - 2.0 / (expm1_for_tanh(2.0 * a) + 2.0)
+    } else {
+        let t = expm1_for_tanh(-2.0 * a);
+        -t / (t + 2.0)
+    };
+    if x < 0.0 {
+        -z
+    } else {
+        z
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,6 +376,108 @@ mod tests {
                 "exp({x:e}) = {got:e}, C library {want:e}: {} ulps apart",
                 ulps(got, want)
             );
+        }
+    }
+
+    #[test]
+    fn tanh_is_within_three_ulps_of_the_c_library_everywhere() {
+        let mut s = 0x5851_f42d_4c95_7f2du64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let uniform =
+            |r: u64, lo: f64, hi: f64| lo + (r >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo);
+        // Every case: tiny, below and above 1, each of the reduction's k, near saturation.
+        let mut xs: Vec<f64> = (0..200_000).map(|_| uniform(next(), -25.0, 25.0)).collect();
+        xs.extend((0..100_000).map(|_| uniform(next(), -1.5, 1.5)));
+        xs.extend((0..20_000).map(|_| uniform(next(), -0.4, 0.4)));
+        xs.extend((-80..5).map(|e| 2f64.powi(e)));
+        xs.extend((-80..5).map(|e| -(2f64.powi(e))));
+        xs.extend([
+            1.0,
+            -1.0,
+            0.17328679513998632,
+            0.5198603854199589,
+            21.999999999999996,
+        ]);
+        for &x in &xs {
+            let (got, want) = (tanh(x), x.tanh());
+            assert_eq!(
+                got.is_sign_negative(),
+                want.is_sign_negative(),
+                "tanh({x:e})"
+            );
+            let d = ulps(got, want);
+            // fdlibm's own bound (StrictMath is 3 ulps from glibc at 0.537644364341233).
+            assert!(
+                d <= 3,
+                "tanh({x:e}) = {got:e}, C library {want:e}: {d} ulps apart"
+            );
+        }
+    }
+
+    #[test]
+    fn tanh_special_values() {
+        assert!(tanh(f64::NAN).is_nan());
+        assert_eq!(tanh(f64::INFINITY), 1.0);
+        assert_eq!(tanh(f64::NEG_INFINITY), -1.0);
+        assert_eq!(tanh(22.0), 1.0);
+        assert_eq!(tanh(-30.0), -1.0);
+        assert_eq!(tanh(0.0).to_bits(), 0.0f64.to_bits());
+        assert_eq!(tanh(-0.0).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(tanh(1e-300), 1e-300);
+        assert_eq!(tanh(5e-324), 5e-324);
+    }
+
+    /// `StrictMath.tanh` of OpenJDK 17 (`Double.doubleToRawLongBits`), over every case of the
+    /// method: tiny, each reduction `k` of `e^u - 1` (0, -1, -2..-3, 3..19, 20..56, above 56).
+    const STRICT_MATH_TANH: &[(f64, u64)] = &[
+        (1.0e-17, 0x3c670ef54646d497),
+        (-3.0e-9, 0xbe29c511dc3a41df),
+        (0.01, 0x3f847ab48ae4595e),
+        (-0.1, 0xbfb983d7795f413a),
+        (0.25, 0x3fcf597ea69a1c86),
+        (0.3, 0x3fd2a4dda7d914fa),
+        (-0.34657359027997264, 0xbfd5555555555555),
+        (0.35, 0x3fd5872d4a8651d6),
+        (0.5, 0x3fdd9353d7568af3),
+        (-0.6, 0xbfe12f8292d2ccfc),
+        (0.75, 0x3fe45323e552f228),
+        (0.9, 0x3fe6ebe982d6605d),
+        (0.999, 0x3fe85b89494cdea1),
+        (1.0, 0x3fe85efab514f394),
+        (-1.0, 0xbfe85efab514f394),
+        (1.0001, 0x3fe85f52c690c452),
+        (1.25, 0x3feb2523bb6b2dee),
+        (-1.5, 0xbfecf6f9786df577),
+        (2.0, 0x3feed9505e1bc3d4),
+        (2.5, 0x3fef9258260a71c2),
+        (3.0, 0x3fefd77d111a0b00),
+        (-4.2, 0xbfeffc510cd4c09b),
+        (5.5, 0x3fefffb9f2fc1e91),
+        (7.0, 0x3feffffc832750f2),
+        (9.75, 0x3feffffffc59e429),
+        (-10.0, 0xbfeffffffdc96f35),
+        (12.5, 0x3feffffffffc2eb9),
+        (15.0, 0x3feffffffffff96a),
+        (18.0, 0x3feffffffffffffc),
+        (-19.9, 0xbff0000000000000),
+        (21.5, 0x3ff0000000000000),
+        (21.999999999999996, 0x3ff0000000000000),
+        (0.17328679513998632, 0x3fc5f619980c4337),
+        (0.5198603854199589, 0x3fde90df15b89be4),
+        (-0.7, 0xbfe356fb17af2e92),
+    ];
+
+    /// Values of Java's `StrictMath.tanh` (fdlibm, what SystemDS computes), printed as bits
+    /// by a JDK: the ported method agrees to the bit.
+    #[test]
+    fn tanh_agrees_with_fdlibm() {
+        for (x, bits) in STRICT_MATH_TANH {
+            assert_eq!(tanh(*x).to_bits(), *bits, "tanh({x:e})");
         }
     }
 

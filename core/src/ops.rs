@@ -228,7 +228,7 @@ impl UnaryOp {
             UnaryOp::Atan => x.atan(),
             UnaryOp::Sinh => x.sinh(),
             UnaryOp::Cosh => x.cosh(),
-            UnaryOp::Tanh => x.tanh(),
+            UnaryOp::Tanh => math::tanh(x),
             UnaryOp::Sigmoid => math::sigmoid(x),
             UnaryOp::IsNaN => b2f(x.is_nan()),
             UnaryOp::IsInf => b2f(x.is_infinite()),

@@ -338,7 +338,7 @@ pub(super) fn unary(fx: &mut Fx<'_>, f: UnaryOp, x: &V) -> V {
         UnaryOp::Atan => fx.helper(Helper::Atan, &[x]),
         UnaryOp::Sinh => fx.helper(Helper::Sinh, &[x]),
         UnaryOp::Cosh => fx.helper(Helper::Cosh, &[x]),
-        UnaryOp::Tanh => fx.helper(Helper::Tanh, &[x]),
+        UnaryOp::Tanh => fx.tanh(x),
         UnaryOp::Sigmoid => {
             // 1 / (1 + exp(-x)), operation for operation as the runtime.
             let nx = fx.fneg(x);

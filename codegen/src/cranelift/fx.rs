@@ -361,7 +361,7 @@ impl Fx<'_> {
         self.of_lanes(&lanes)
     }
 
-    /// `exp` and `ln` of the core's `math` (the functions the LLVM backend states in IR
+    /// `exp`, `ln` and `tanh` of the core's `math` (the functions the LLVM backend states in IR
     /// operation for operation): stated on two lanes at once ([`super::vmath`]), and one lane
     /// a call of the scalar function.
     pub(super) fn exp(&mut self, x: &V) -> V {
@@ -375,6 +375,12 @@ impl Fx<'_> {
             return self.helper(Helper::Ln, &[x]);
         }
         self.map1(x, super::vmath::ln_x2)
+    }
+    pub(super) fn tanh(&mut self, x: &V) -> V {
+        if x.w == 1 {
+            return self.helper(Helper::Tanh, &[x]);
+        }
+        self.map1(x, super::vmath::tanh_x2)
     }
 
     /// `w` doubles at `base[idx..idx + w]`.

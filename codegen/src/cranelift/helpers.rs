@@ -39,7 +39,7 @@ helpers! {
     Atan = lafuse_atan(x) => x.atan();
     Sinh = lafuse_sinh(x) => x.sinh();
     Cosh = lafuse_cosh(x) => x.cosh();
-    Tanh = lafuse_tanh(x) => x.tanh();
+    Tanh = lafuse_tanh(x) => math::tanh(x);
     Pow = lafuse_pow(x, y) => java_pow(x, y);
     Fmod = lafuse_fmod(x, y) => x % y;
     BitwAnd = lafuse_bitw_and(x, y) => BinaryOp::BitwAnd.apply(x, y);

@@ -1,4 +1,4 @@
-//! `log` and `exp` on two lanes at once (`F64X2`), operation for operation as the LLVM
+//! `log`, `exp` and `tanh` on two lanes at once (`F64X2`), operation for operation as the LLVM
 //! backend's vector library states them (`native::math`) and the core's scalar `math` computes
 //! them, so every lane agrees with the unfused kernels to the bit.
 //!
@@ -11,7 +11,7 @@
 use super::fx::Fx;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Value};
-use lafuse_runtime::math::{exp_consts as e, ln_consts as c};
+use lafuse_runtime::math::{exp_consts as e, ln_consts as c, tanh_consts as th};
 
 /// 2^52 + 2^51: a double whose integer additions below 2^51 in magnitude are exact, with the
 /// integer in the low bits of its mantissa.
@@ -276,4 +276,142 @@ pub(super) fn exp_x2(fx: &mut Fx<'_>, x: Value) -> Value {
     let m = v.fcmp(FloatCC::GreaterThan, x, overflow);
     let out = v.select(m, inf, out);
     v.select(nan, x, out)
+}
+
+/// `tanh` on both lanes of `x`: `lafuse_runtime::math::tanh`, operation for operation
+/// (`native::math::tanh_inline` states the same in LLVM IR): every case of its `e^u - 1`
+/// computed and the lane's chosen.
+pub(super) fn tanh_x2(fx: &mut Fx<'_>, x: Value) -> Value {
+    let mut v = X2 { fx };
+    let bits = v.bits(x);
+    let sign_mask = v.ic(i64::MIN);
+    let sign = v.fx.b.ins().band(bits, sign_mask);
+    let abs_mask = v.ic(i64::MAX);
+    let abs_bits = v.fx.b.ins().band(bits, abs_mask);
+    let a = v.float(abs_bits);
+
+    // NaN and saturated lanes compute on a stand-in and are replaced at the end.
+    let saturated = v.fc(th::SATURATED);
+    let in_range = v.fcmp(FloatCC::LessThan, a, saturated);
+    let one = v.fc(1.0);
+    let ac = v.select(in_range, a, one);
+    let big = v.fcmp(FloatCC::GreaterThanOrEqual, ac, one);
+    let (two, minus_two) = (v.fc(2.0), v.fc(-2.0));
+    let up = v.fmul(two, ac);
+    let down = v.fmul(minus_two, ac);
+    let u = v.select(big, up, down);
+
+    // e^u - 1: k as `exp`'s, u = k ln2 + (x - c).
+    let ubits = v.bits(u);
+    let hu = v.fx.b.ins().ushr_imm_u(ubits, 32);
+    let high_mask = v.ic(0x7fff_ffff);
+    let hu = v.fx.b.ins().band(hu, high_mask);
+    let fzero = v.fc(0.0);
+    let neg = v.fcmp(FloatCC::LessThan, u, fzero);
+    let (mhalf, phalf) = (v.fc(-0.5), v.fc(0.5));
+    let half = v.select(neg, mhalf, phalf);
+    let inv_ln2 = v.fc(th::INV_LN2);
+    let t = v.fmul(inv_ln2, u);
+    let kr = v.fadd(t, half);
+    let k_round = v.truncated_int(kr);
+    let (m1, p1, i0) = (v.ic(-1), v.ic(1), v.ic(0));
+    let k_one = v.iselect(neg, m1, p1);
+    let half_ln2 = v.ic(th::HALF_LN2_HIGH);
+    let m = v.icmp(IntCC::SignedGreaterThan, hu, half_ln2);
+    let k = v.iselect(m, k_one, i0);
+    let three_half = v.ic(th::THREE_HALF_LN2_HIGH);
+    let m = v.icmp(IntCC::SignedGreaterThanOrEqual, hu, three_half);
+    let k = v.iselect(m, k_round, k);
+    let kf = v.int_as_float(k);
+    let ln2_hi = v.fc(th::LN2_HI);
+    let t = v.fmul(kf, ln2_hi);
+    let hi = v.fsub(u, t);
+    let ln2_lo = v.fc(th::LN2_LO);
+    let lo = v.fmul(kf, ln2_lo);
+    let xr = v.fsub(hi, lo);
+    let t = v.fsub(hi, xr);
+    let c = v.fsub(t, lo);
+    let hfx = v.fmul(phalf, xr);
+    let hxs = v.fmul(xr, hfx);
+    // r1 = 1 + hxs (Q1 + hxs (Q2 + hxs (Q3 + hxs (Q4 + hxs Q5)))).
+    let q: Vec<Value> = th::Q.iter().map(|&g| v.fc(g)).collect();
+    let t = v.fmul(hxs, q[4]);
+    let p = v.fadd(q[3], t);
+    let t = v.fmul(hxs, p);
+    let p = v.fadd(q[2], t);
+    let t = v.fmul(hxs, p);
+    let p = v.fadd(q[1], t);
+    let t = v.fmul(hxs, p);
+    let p = v.fadd(q[0], t);
+    let t = v.fmul(hxs, p);
+    let r1 = v.fadd(one, t);
+    let t = v.fmul(r1, hfx);
+    let three = v.fc(3.0);
+    let t = v.fsub(three, t);
+    let num = v.fsub(r1, t);
+    let xt = v.fmul(xr, t);
+    let six = v.fc(6.0);
+    let den = v.fsub(six, xt);
+    let ratio = v.fdiv(num, den);
+    let e = v.fmul(hxs, ratio);
+    let xe = v.fmul(xr, e);
+    let t = v.fsub(xe, hxs);
+    let k0 = v.fsub(xr, t);
+    let t = v.fsub(e, c);
+    let t = v.fmul(xr, t);
+    let e = v.fsub(t, c);
+    let e = v.fsub(e, hxs);
+    let bias = v.ic(0x3ff);
+    let ek = v.fx.b.ins().iadd(k, bias);
+    let ek = v.fx.b.ins().ishl_imm_u(ek, 52);
+    let two_k = v.float(ek);
+    let emk = v.fx.b.ins().isub(bias, k);
+    let emk = v.fx.b.ins().ishl_imm_u(emk, 52);
+    let two_minus_k = v.float(emk);
+    let e_minus_x = v.fsub(e, xr);
+    let t = v.fsub(xr, e);
+    let t = v.fmul(phalf, t);
+    let k_minus_one = v.fsub(t, phalf);
+    let t = v.fsub(one, e_minus_x);
+    let t = v.fmul(t, two_k);
+    let far = v.fsub(t, one);
+    let t = v.fsub(one, two_minus_k);
+    let t = v.fsub(t, e_minus_x);
+    let below_20 = v.fmul(t, two_k);
+    let t = v.fadd(e, two_minus_k);
+    let t = v.fsub(xr, t);
+    let t = v.fadd(t, one);
+    let from_20 = v.fmul(t, two_k);
+    let i20 = v.ic(20);
+    let m = v.icmp(IntCC::SignedLessThan, k, i20);
+    let y = v.select(m, below_20, from_20);
+    let im2 = v.ic(-2);
+    let low = v.icmp(IntCC::SignedLessThanOrEqual, k, im2);
+    let i56 = v.ic(56);
+    let high = v.icmp(IntCC::SignedGreaterThan, k, i56);
+    let m = v.fx.b.ins().bor(low, high);
+    let y = v.select(m, far, y);
+    let m = v.icmp(IntCC::Equal, k, m1);
+    let y = v.select(m, k_minus_one, y);
+    let m = v.icmp(IntCC::Equal, k, i0);
+    let t = v.select(m, k0, y);
+
+    // 1 - 2 / (t + 2) from 1 on, -t / (t + 2) below; the sign of x; x itself where tiny or NaN.
+    let tbits = v.bits(t);
+    let neg_bits = v.fx.b.ins().bxor(tbits, sign_mask);
+    let minus_t = v.float(neg_bits);
+    let numerator = v.select(big, two, minus_t);
+    let den = v.fadd(t, two);
+    let qt = v.fdiv(numerator, den);
+    let one_minus = v.fsub(one, qt);
+    let z = v.select(big, one_minus, qt);
+    let z = v.select(in_range, z, one);
+    let zbits = v.bits(z);
+    let signed = v.fx.b.ins().bor(zbits, sign);
+    let z = v.float(signed);
+    let tiny = v.fc(th::TINY);
+    let small = v.fcmp(FloatCC::LessThan, a, tiny);
+    let nan = v.fcmp(FloatCC::Unordered, x, x);
+    let keep = v.fx.b.ins().bor(small, nan);
+    v.select(keep, x, z)
 }

@@ -61,7 +61,6 @@ helpers! {
     lafuse_atan(x) => x.atan();
     lafuse_sinh(x) => x.sinh();
     lafuse_cosh(x) => x.cosh();
-    lafuse_tanh(x) => x.tanh();
     lafuse_pow(x, y) => java_pow(x, y);
     lafuse_fmod(x, y) => x % y;
     lafuse_bitw_and(x, y) => BinaryOp::BitwAnd.apply(x, y);
@@ -888,7 +887,7 @@ pub(crate) fn unary<'c>(
         UnaryOp::Atan => fx.helper("lafuse_atan", &[x])?,
         UnaryOp::Sinh => fx.helper("lafuse_sinh", &[x])?,
         UnaryOp::Cosh => fx.helper("lafuse_cosh", &[x])?,
-        UnaryOp::Tanh => fx.helper("lafuse_tanh", &[x])?,
+        UnaryOp::Tanh => math::tanh(fx, x)?,
         UnaryOp::Sigmoid => {
             // 1 / (1 + exp(-x)), operation for operation as the runtime.
             let nx = fx.b.build_float_neg(x, "neg").map_err(ierr)?;

@@ -1,4 +1,4 @@
-//! Vector math primitives (`log`, `exp`) as IR, each stated operation for operation by a
+//! Vector math primitives (`log`, `exp`, `tanh`) as IR, each stated operation for operation by a
 //! scalar Rust function in [`scalar`] (the core's `math`: fdlibm's methods, which the
 //! unfused kernels call too, so fused and unfused results agree to the bit).
 //!
@@ -50,18 +50,21 @@ fn declare<'c>(
     library::declare(ctx, module, name, vty.fn_type(&[vty.into()], false))
 }
 
-/// The vector math library: `lafuse_log_v{8,1}` and `lafuse_exp_v{8,1}` (8 lanes and one).
+/// The vector math library: `lafuse_log_v{8,1}`, `lafuse_exp_v{8,1}` and `lafuse_tanh_v{8,1}`
+/// (8 lanes and one).
 static LIBRARY: OnceLock<Result<Library, CodegenError>> = OnceLock::new();
 
 type VectorBody =
     for<'f, 'c> fn(&Fx<'f, 'c>, VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError>;
 
 /// The library's functions and the bodies that define them.
-const LIBRARY_FUNCTIONS: [(&str, u32, VectorBody); 4] = [
+const LIBRARY_FUNCTIONS: [(&str, u32, VectorBody); 6] = [
     ("lafuse_log_v8", super::cell::W, ln_inline),
     ("lafuse_exp_v8", super::cell::W, exp_inline),
+    ("lafuse_tanh_v8", super::cell::W, tanh_inline),
     ("lafuse_log_v1", 1, ln_inline),
     ("lafuse_exp_v1", 1, exp_inline),
+    ("lafuse_tanh_v1", 1, tanh_inline),
 ];
 
 /// Whether the library defines function `name`.
@@ -101,9 +104,10 @@ pub(crate) fn library(
     )
 }
 
-/// Defines the one-lane functions of the library (`lafuse_log_v1`, `lafuse_exp_v1`) inside
-/// `module` with internal linkage, for a target with no shared library to call (PTX): calls
-/// of [`ln`] and [`exp`] then resolve to them, and the optimizer inlines them.
+/// Defines the one-lane functions of the library (`lafuse_log_v1`, `lafuse_exp_v1`,
+/// `lafuse_tanh_v1`) inside `module` with internal linkage, for a target with no shared
+/// library to call (PTX): calls of [`ln`], [`exp`] and [`tanh`] then resolve to them, and the
+/// optimizer inlines them.
 #[cfg(feature = "ptx")]
 pub(crate) fn define_one_lane<'c>(
     ctx: &'c inkwell::context::Context,
@@ -159,6 +163,15 @@ pub(crate) fn exp<'c>(
     x: VectorValue<'c>,
 ) -> Result<VectorValue<'c>, CodegenError> {
     library_call(fx, "lafuse_exp", x)
+}
+
+/// Lane-wise hyperbolic tangent: [`scalar::tanh`] on every lane (a call of the shared library,
+/// see [`library_call`]).
+pub(crate) fn tanh<'c>(
+    fx: &Fx<'_, 'c>,
+    x: VectorValue<'c>,
+) -> Result<VectorValue<'c>, CodegenError> {
+    library_call(fx, "lafuse_tanh", x)
 }
 
 /// Lane-wise natural logarithm: [`scalar::ln`] on every lane, with the same operations in the
@@ -352,6 +365,138 @@ fn exp_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>
         out,
     )?;
     fx.select(nan, x, out)
+}
+
+/// Lane-wise hyperbolic tangent: [`scalar::tanh`] on every lane, with the same operations in
+/// the same order (its `e^u - 1` is fdlibm's `expm1` for the arguments `tanh` passes; every
+/// case is computed and the lane's chosen, as the runtime's four-lane form does).
+fn tanh_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
+    use scalar::tanh_consts as th;
+    let w = x.get_type().get_size();
+    let b = &fx.b;
+    let it = fx.ctx.i64_type().vec_type(w);
+    let ic = |v: i64| {
+        let s = fx.ctx.i64_type().const_int(v as u64, true);
+        inkwell::types::VectorType::const_vector(&vec![s; w as usize])
+    };
+    let fc = |v: f64| fx.splat_const(v, w);
+    let icmp = |p: IntPredicate, a: VectorValue<'c>, v: i64| {
+        b.build_int_compare(p, a, ic(v), "ic").map_err(ierr)
+    };
+    let iselect = |c: VectorValue<'c>, a: VectorValue<'c>, o: VectorValue<'c>| {
+        b.build_select(c, a, o, "is")
+            .map(|v| v.into_vector_value())
+            .map_err(ierr)
+    };
+    let as_bits = |v: VectorValue<'c>| {
+        b.build_bit_cast(v, it, "bits")
+            .map(|v| v.into_vector_value())
+            .map_err(ierr)
+    };
+    let as_float = |v: VectorValue<'c>| {
+        b.build_bit_cast(v, fx.vty(w), "f")
+            .map(|v| v.into_vector_value())
+            .map_err(ierr)
+    };
+    let bits = as_bits(x)?;
+    let sign = b.build_and(bits, ic(i64::MIN), "sign").map_err(ierr)?;
+    let a = as_float(b.build_and(bits, ic(i64::MAX), "abs").map_err(ierr)?)?;
+
+    // NaN and saturated lanes compute on a stand-in and are replaced at the end.
+    let in_range = fx.fcmp(FloatPredicate::OLT, a, fc(th::SATURATED))?;
+    let ac = fx.select(in_range, a, fc(1.0))?;
+    let big = fx.fcmp(FloatPredicate::OGE, ac, fc(1.0))?;
+    let u = fx.select(big, fx.fmul(fc(2.0), ac)?, fx.fmul(fc(-2.0), ac)?)?;
+
+    // e^u - 1: k as `exp`'s, u = k ln2 + (x - c).
+    let hu = b
+        .build_right_shift(as_bits(u)?, ic(32), false, "hi")
+        .map_err(ierr)?;
+    let hu = b.build_and(hu, ic(0x7fff_ffff), "hu").map_err(ierr)?;
+    let neg = fx.fcmp(FloatPredicate::OLT, u, fc(0.0))?;
+    let half = fx.select(neg, fc(-0.5), fc(0.5))?;
+    let kr = fx.fadd(fx.fmul(fc(th::INV_LN2), u)?, half)?;
+    let k_round = b.build_float_to_signed_int(kr, it, "kr").map_err(ierr)?;
+    let k_one = iselect(neg, ic(-1), ic(1))?;
+    let k = iselect(
+        icmp(IntPredicate::SGT, hu, th::HALF_LN2_HIGH)?,
+        k_one,
+        ic(0),
+    )?;
+    let k = iselect(
+        icmp(IntPredicate::SGE, hu, th::THREE_HALF_LN2_HIGH)?,
+        k_round,
+        k,
+    )?;
+    let kf = b
+        .build_signed_int_to_float(k, fx.vty(w), "kf")
+        .map_err(ierr)?;
+    let hi = fx.fsub(u, fx.fmul(kf, fc(th::LN2_HI))?)?;
+    let lo = fx.fmul(kf, fc(th::LN2_LO))?;
+    let xr = fx.fsub(hi, lo)?;
+    let c = fx.fsub(fx.fsub(hi, xr)?, lo)?;
+    let hfx = fx.fmul(fc(0.5), xr)?;
+    let hxs = fx.fmul(xr, hfx)?;
+    // r1 = 1 + hxs (Q1 + hxs (Q2 + hxs (Q3 + hxs (Q4 + hxs Q5)))).
+    let q = |i: usize| fc(th::Q[i]);
+    let p = fx.fadd(q(3), fx.fmul(hxs, q(4))?)?;
+    let p = fx.fadd(q(2), fx.fmul(hxs, p)?)?;
+    let p = fx.fadd(q(1), fx.fmul(hxs, p)?)?;
+    let p = fx.fadd(q(0), fx.fmul(hxs, p)?)?;
+    let r1 = fx.fadd(fc(1.0), fx.fmul(hxs, p)?)?;
+    let t = fx.fsub(fc(3.0), fx.fmul(r1, hfx)?)?;
+    let e = fx.fmul(
+        hxs,
+        fx.fdiv(fx.fsub(r1, t)?, fx.fsub(fc(6.0), fx.fmul(xr, t)?)?)?,
+    )?;
+    let k0 = fx.fsub(xr, fx.fsub(fx.fmul(xr, e)?, hxs)?)?;
+    let e = fx.fsub(fx.fmul(xr, fx.fsub(e, c)?)?, c)?;
+    let e = fx.fsub(e, hxs)?;
+    let two_k = b.build_int_add(k, ic(0x3ff), "ek").map_err(ierr)?;
+    let two_k = as_float(b.build_left_shift(two_k, ic(52), "ek").map_err(ierr)?)?;
+    let two_minus_k = b.build_int_sub(ic(0x3ff), k, "emk").map_err(ierr)?;
+    let two_minus_k = as_float(
+        b.build_left_shift(two_minus_k, ic(52), "emk")
+            .map_err(ierr)?,
+    )?;
+    let e_minus_x = fx.fsub(e, xr)?;
+    let k_minus_one = fx.fsub(fx.fmul(fc(0.5), fx.fsub(xr, e)?)?, fc(0.5))?;
+    let far = fx.fsub(fx.fmul(fx.fsub(fc(1.0), e_minus_x)?, two_k)?, fc(1.0))?;
+    let below_20 = fx.fmul(fx.fsub(fx.fsub(fc(1.0), two_minus_k)?, e_minus_x)?, two_k)?;
+    let from_20 = fx.fmul(
+        fx.fadd(fx.fsub(xr, fx.fadd(e, two_minus_k)?)?, fc(1.0))?,
+        two_k,
+    )?;
+    let y = fx.select(icmp(IntPredicate::SLT, k, 20)?, below_20, from_20)?;
+    let is_far = b
+        .build_or(
+            icmp(IntPredicate::SLE, k, -2)?,
+            icmp(IntPredicate::SGT, k, 56)?,
+            "far",
+        )
+        .map_err(ierr)?;
+    let y = fx.select(is_far, far, y)?;
+    let y = fx.select(icmp(IntPredicate::EQ, k, -1)?, k_minus_one, y)?;
+    let t = fx.select(icmp(IntPredicate::EQ, k, 0)?, k0, y)?;
+
+    // 1 - 2 / (t + 2) from 1 on, -t / (t + 2) below; the sign of x; x itself where tiny or NaN.
+    let minus_t = as_float(
+        b.build_xor(as_bits(t)?, ic(i64::MIN), "neg")
+            .map_err(ierr)?,
+    )?;
+    let numerator = fx.select(big, fc(2.0), minus_t)?;
+    let qt = fx.fdiv(numerator, fx.fadd(t, fc(2.0))?)?;
+    let z = fx.select(big, fx.fsub(fc(1.0), qt)?, qt)?;
+    let z = fx.select(in_range, z, fc(1.0))?;
+    let z = as_float(b.build_or(as_bits(z)?, sign, "signed").map_err(ierr)?)?;
+    let keep = b
+        .build_or(
+            fx.fcmp(FloatPredicate::OLT, a, fc(th::TINY))?,
+            fx.fcmp(FloatPredicate::UNO, x, x)?,
+            "keep",
+        )
+        .map_err(ierr)?;
+    fx.select(keep, x, z)
 }
 
 /// The scalar statements of the vector primitives: what each lane computes, in Rust (the

@@ -362,7 +362,7 @@ fn libraries_needed(plan: &CPlan) -> Vec<LibraryId> {
         matches!(
             n,
             CNode::Unary {
-                f: UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sigmoid,
+                f: UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sigmoid | UnaryOp::Tanh,
                 ..
             } | CNode::Binary {
                 f: BinaryOp::Log,

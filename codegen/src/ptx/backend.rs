@@ -10,7 +10,7 @@
 use super::{generate, PtxKernel, ENTRY};
 use crate::backend::{Backend, Built, CodegenError, Executable, Operand, Placement, Request};
 use crate::zero_cells::{self, InputBound};
-use lafuse_compiler::fusion::cplan::{CPlan, OuterType, TemplateSpec};
+use lafuse_compiler::fusion::cplan::{CNode, CPlan, OuterType, TemplateSpec};
 use lafuse_runtime::lineage::Lineage;
 use lafuse_runtime::{Matrix, ValueRange};
 use lafuse_skeletons::gpu::abi::{GpuMain, KernelShape};
@@ -128,7 +128,7 @@ const DENSE_OUTER_MIN_DENSITY: f64 = 0.25;
 /// Whether a call of `plan` with `kernel` waits for a device run's check: kernels generated
 /// and validated by `ptxas`, and checked against the CPU by `lafuse bench --suite gpu`, but not
 /// yet on a GPU (session 29's: products in a Row plan's product space, left outer products,
-/// the device versions of the runtime's helpers). Such calls run on the CPU unless
+/// the device versions of the runtime's helpers, and session 30's `tanh`). Such calls run on the CPU unless
 /// `LAFUSE_GPU_UNCHECKED=1`; a device run that passes the suite's checks retires this.
 fn awaits_device_check(plan: &CPlan, kernel: &PtxKernel) -> bool {
     static UNCHECKED: OnceLock<bool> = OnceLock::new();
@@ -138,10 +138,18 @@ fn awaits_device_check(plan: &CPlan, kernel: &PtxKernel) -> bool {
         kernel.kernel.shape,
         KernelShape::RowB1 | KernelShape::OuterLeft { .. }
     );
-    let helpers = plan
-        .nodes
-        .iter()
-        .any(|n| crate::native::expr::node_calls_helper(plan, n));
+    // `tanh` is the shared vector library's (`lafuse_tanh_v1`) since session 30, not yet run
+    // on a device either.
+    let helpers = plan.nodes.iter().any(|n| {
+        crate::native::expr::node_calls_helper(plan, n)
+            || matches!(
+                n,
+                CNode::Unary {
+                    f: lafuse_compiler::hops::UnaryOp::Tanh,
+                    ..
+                }
+            )
+    });
     !allowed && (new_shape || helpers)
 }
 

@@ -122,7 +122,7 @@ pub fn outer(outer_type: OuterType) -> CPlan {
 
 /// The unary operations the generators compute with the runtime's scalar helpers, each with
 /// the scale [`helpers`] gives its argument.
-pub const HELPER_UNARY: [(UnaryOp, f64); 9] = [
+pub const HELPER_UNARY: [(UnaryOp, f64); 8] = [
     (UnaryOp::Sin, 1e3),
     (UnaryOp::Cos, 1e3),
     (UnaryOp::Tan, 1e3),
@@ -131,7 +131,6 @@ pub const HELPER_UNARY: [(UnaryOp, f64); 9] = [
     (UnaryOp::Atan, 1e3),
     (UnaryOp::Sinh, 30.0),
     (UnaryOp::Cosh, 30.0),
-    (UnaryOp::Tanh, 30.0),
 ];
 
 /// The binary operations computed with the runtime's helpers, with their operands' scales.

@@ -379,6 +379,15 @@ pub fn math_values() -> (Vec<f64>, usize) {
     };
     let mut vals: Vec<f64> = (0..20_000).map(|_| f64::from_bits(next())).collect();
     vals.extend((0..20_000).map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64 * 1500.0 - 750.0));
+    // tanh's cases: below and above 1, each reduction of its e^u - 1, near saturation at 22.
+    vals.extend((0..20_000).map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64 * 50.0 - 25.0));
+    vals.extend([
+        22.0,
+        -22.0,
+        21.999999999999996,
+        2f64.powi(-55),
+        -(2f64.powi(-56)),
+    ]);
     vals.extend((0..2_000).map(|i| 1.0 + (i as f64 - 1_000.0) * 1e-12));
     vals.extend((0..2_000).map(|i| (i as f64 - 1_000.0) * 1e-10));
     vals.extend((-1074..1024).map(|e| 2f64.powi(e)));

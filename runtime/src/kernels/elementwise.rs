@@ -91,7 +91,7 @@ macro_rules! with_unary_fn {
             U::Atan => bind!(|x: f64| x.atan()),
             U::Sinh => bind!(|x: f64| x.sinh()),
             U::Cosh => bind!(|x: f64| x.cosh()),
-            U::Tanh => bind!(|x: f64| x.tanh()),
+            U::Tanh => bind!(|x: f64| math::tanh(x)),
             U::Sigmoid => bind!(|x: f64| U::Sigmoid.apply(x)),
             U::Not => bind!(|x: f64| U::Not.apply(x)),
             U::Neg => bind!(|x: f64| -x),
@@ -385,6 +385,7 @@ fn vectorized(op: UnaryOp) -> Option<Vectorized> {
         UnaryOp::Exp => Some(Vectorized::Exp),
         UnaryOp::Log => Some(Vectorized::Ln),
         UnaryOp::Sigmoid => Some(Vectorized::Sigmoid),
+        UnaryOp::Tanh => Some(Vectorized::Tanh),
         _ => None,
     }
 }

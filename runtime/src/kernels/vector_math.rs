@@ -1,9 +1,9 @@
-//! The runtime's `exp`, `ln` and `sigmoid` ([`crate::math`]) over slices, four lanes at a time
+//! The runtime's `exp`, `ln`, `sigmoid` and `tanh` ([`crate::math`]) over slices, four lanes at a time
 //! with AVX2 where the CPU has it: the unfused kernels map dense data through these, with
 //! results equal to the scalar functions' to the bit. (Kept apart from `math.rs`, which the
 //! compiler's constant folder compiles too and which holds the scalar functions only.)
 
-use crate::math::{exp, ln, sigmoid};
+use crate::math::{exp, ln, sigmoid, tanh};
 
 /// The functions that have a four-lane form for slices: the unfused kernels map dense data
 /// through it, at the speed of a vectorized C library, with results equal to the scalar
@@ -14,6 +14,7 @@ pub(crate) enum Vectorized {
     Exp,
     Ln,
     Sigmoid,
+    Tanh,
 }
 
 impl Vectorized {
@@ -24,6 +25,7 @@ impl Vectorized {
             Vectorized::Exp => exp(x),
             Vectorized::Ln => ln(x),
             Vectorized::Sigmoid => sigmoid(x),
+            Vectorized::Tanh => tanh(x),
         }
     }
 
@@ -67,7 +69,7 @@ unsafe fn map_raw(f: Vectorized, src: *const f64, dst: *mut f64, len: usize) {
     }
 }
 
-/// [`exp`] and [`ln`] on four lanes with AVX2 intrinsics, operation for operation: every
+/// [`exp`], [`ln`] and [`tanh`] on four lanes with AVX2 intrinsics, operation for operation: every
 /// branch of the scalar code is computed and the lane's case chosen with a blend, as the
 /// generated code does.
 #[cfg(target_arch = "x86_64")]
@@ -75,6 +77,7 @@ mod avx2 {
     use super::Vectorized;
     use crate::math::exp_consts as e;
     use crate::math::ln_consts as l;
+    use crate::math::tanh_consts as th;
     use std::arch::x86_64::*;
 
     /// See [`super::map_raw`].
@@ -91,6 +94,7 @@ mod avx2 {
                     let neg = _mm256_xor_pd(x, splat(-0.0));
                     _mm256_div_pd(splat(1.0), _mm256_add_pd(splat(1.0), exp4(neg)))
                 }
+                Vectorized::Tanh => tanh4(x),
             };
             _mm256_storeu_pd(dst.add(i), y);
             i += 4;
@@ -182,6 +186,109 @@ mod avx2 {
         pick(nan, x, out)
     }
 
+    /// The powers `2^k` of lanes holding small integers `k` (as doubles).
+    #[inline(always)]
+    unsafe fn pow2(kf: __m256d) -> __m256d {
+        let k = _mm256_cvtepi32_epi64(_mm256_cvttpd_epi32(kf));
+        let biased = _mm256_add_epi64(k, _mm256_set1_epi64x(0x3ff));
+        _mm256_castsi256_pd(_mm256_slli_epi64::<52>(biased))
+    }
+
+    /// `e^u - 1` on four lanes of `u` in `[-2, 0]` or `[2, 44]`: the core's `expm1_for_tanh`
+    /// operation for operation, every case computed and the lane's chosen.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn expm1_for_tanh4(u: __m256d) -> __m256d {
+        let au = _mm256_andnot_pd(splat(-0.0), u);
+        let big = _mm256_cmp_pd::<_CMP_GE_OQ>(au, splat(at_high(th::THREE_HALF_LN2_HIGH)));
+        let mid = _mm256_cmp_pd::<_CMP_GE_OQ>(au, splat(at_high(th::HALF_LN2_HIGH + 1)));
+        let neg = _mm256_cmp_pd::<_CMP_LT_OQ>(u, splat(0.0));
+        let half = pick(neg, splat(-0.5), splat(0.5));
+        let t = _mm256_add_pd(_mm256_mul_pd(splat(th::INV_LN2), u), half);
+        let k_round = _mm256_cvtepi32_pd(_mm256_cvttpd_epi32(t));
+        let k_one = pick(neg, splat(-1.0), splat(1.0));
+        let kf = pick(big, k_round, pick(mid, k_one, splat(0.0)));
+        let hi = _mm256_sub_pd(u, _mm256_mul_pd(kf, splat(th::LN2_HI)));
+        let lo = _mm256_mul_pd(kf, splat(th::LN2_LO));
+        let x = _mm256_sub_pd(hi, lo);
+        let c = _mm256_sub_pd(_mm256_sub_pd(hi, x), lo);
+        let hfx = _mm256_mul_pd(splat(0.5), x);
+        let hxs = _mm256_mul_pd(x, hfx);
+        let q = |i: usize| splat(th::Q[i]);
+        let mut p = _mm256_add_pd(q(3), _mm256_mul_pd(hxs, q(4)));
+        p = _mm256_add_pd(q(2), _mm256_mul_pd(hxs, p));
+        p = _mm256_add_pd(q(1), _mm256_mul_pd(hxs, p));
+        p = _mm256_add_pd(q(0), _mm256_mul_pd(hxs, p));
+        let r1 = _mm256_add_pd(splat(1.0), _mm256_mul_pd(hxs, p));
+        let t = _mm256_sub_pd(splat(3.0), _mm256_mul_pd(r1, hfx));
+        let e = _mm256_mul_pd(
+            hxs,
+            _mm256_div_pd(
+                _mm256_sub_pd(r1, t),
+                _mm256_sub_pd(splat(6.0), _mm256_mul_pd(x, t)),
+            ),
+        );
+        let k0 = _mm256_sub_pd(x, _mm256_sub_pd(_mm256_mul_pd(x, e), hxs));
+        let e = _mm256_sub_pd(_mm256_mul_pd(x, _mm256_sub_pd(e, c)), c);
+        let e = _mm256_sub_pd(e, hxs);
+        let two_k = pow2(kf);
+        let two_minus_k = pow2(_mm256_sub_pd(splat(0.0), kf));
+        let e_minus_x = _mm256_sub_pd(e, x);
+        let k_minus_one = _mm256_sub_pd(_mm256_mul_pd(splat(0.5), _mm256_sub_pd(x, e)), splat(0.5));
+        let far = _mm256_sub_pd(
+            _mm256_mul_pd(_mm256_sub_pd(splat(1.0), e_minus_x), two_k),
+            splat(1.0),
+        );
+        let below_20 = _mm256_mul_pd(
+            _mm256_sub_pd(_mm256_sub_pd(splat(1.0), two_minus_k), e_minus_x),
+            two_k,
+        );
+        let from_20 = _mm256_mul_pd(
+            _mm256_add_pd(_mm256_sub_pd(x, _mm256_add_pd(e, two_minus_k)), splat(1.0)),
+            two_k,
+        );
+        let y = pick(
+            _mm256_cmp_pd::<_CMP_LT_OQ>(kf, splat(20.0)),
+            below_20,
+            from_20,
+        );
+        let is_far = _mm256_or_pd(
+            _mm256_cmp_pd::<_CMP_LE_OQ>(kf, splat(-2.0)),
+            _mm256_cmp_pd::<_CMP_GT_OQ>(kf, splat(56.0)),
+        );
+        let y = pick(is_far, far, y);
+        let y = pick(_mm256_cmp_pd::<_CMP_EQ_OQ>(kf, splat(-1.0)), k_minus_one, y);
+        pick(_mm256_cmp_pd::<_CMP_EQ_OQ>(kf, splat(0.0)), k0, y)
+    }
+
+    /// [`crate::math::tanh`] on four lanes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn tanh4(x: __m256d) -> __m256d {
+        let sign = _mm256_and_pd(x, splat(-0.0));
+        let a = _mm256_andnot_pd(splat(-0.0), x);
+        // NaN and saturated lanes compute on a stand-in and are replaced at the end.
+        let in_range = _mm256_cmp_pd::<_CMP_LT_OQ>(a, splat(th::SATURATED));
+        let ac = pick(in_range, a, splat(1.0));
+        let big = _mm256_cmp_pd::<_CMP_GE_OQ>(ac, splat(1.0));
+        let u = pick(
+            big,
+            _mm256_mul_pd(splat(2.0), ac),
+            _mm256_mul_pd(splat(-2.0), ac),
+        );
+        let t = expm1_for_tanh4(u);
+        let numerator = pick(big, splat(2.0), _mm256_xor_pd(t, splat(-0.0)));
+        let q = _mm256_div_pd(numerator, _mm256_add_pd(t, splat(2.0)));
+        let z = pick(big, _mm256_sub_pd(splat(1.0), q), q);
+        let z = pick(in_range, z, splat(1.0));
+        let z = _mm256_or_pd(z, sign);
+        let keep = _mm256_or_pd(
+            _mm256_cmp_pd::<_CMP_LT_OQ>(a, splat(th::TINY)),
+            _mm256_cmp_pd::<_CMP_UNORD_Q>(x, x),
+        );
+        pick(keep, x, z)
+    }
+
     /// [`crate::math::ln`] on four lanes.
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -256,7 +363,8 @@ mod tests {
     use super::*;
 
     /// Doubles of every kind: random bit patterns (both signs, subnormals, NaN payloads,
-    /// infinities), every reduction case of `exp`, values near 1 for `ln`, and the edges.
+    /// infinities), every reduction case of `exp` and of `tanh`'s `e^u - 1`, values near 1
+    /// for `ln`, and the edges.
     fn every_kind_of_double() -> Vec<f64> {
         let mut s = 0x1234_5678_9abc_def1u64;
         let mut next = || {
@@ -270,6 +378,7 @@ mod tests {
             (0..40_000).map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64 * 1500.0 - 750.0),
         );
         xs.extend((0..10_000).map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0));
+        xs.extend((0..20_000).map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64 * 50.0 - 25.0));
         xs.extend((0..10_000).map(|i| 1.0 + (i as f64 - 5000.0) * 1e-10));
         xs.extend((-1074..1024).map(|e| 2f64.powi(e)));
         xs.extend((-60..0).map(|e| -(2f64.powi(e))));
@@ -299,7 +408,12 @@ mod tests {
     #[test]
     fn slices_map_to_the_bit_of_the_scalar_functions() {
         let xs = every_kind_of_double();
-        for f in [Vectorized::Exp, Vectorized::Ln, Vectorized::Sigmoid] {
+        for f in [
+            Vectorized::Exp,
+            Vectorized::Ln,
+            Vectorized::Sigmoid,
+            Vectorized::Tanh,
+        ] {
             let mut out = vec![0.0; xs.len()];
             f.map(&xs, &mut out);
             let mut in_place = xs.clone();
@@ -323,5 +437,6 @@ mod tests {
             }
         }
         assert_eq!(sigmoid(0.0), 0.5);
+        assert_eq!(tanh(0.5).to_bits(), 0x3fdd_9353_d756_8af3);
     }
 }

@@ -36,7 +36,7 @@ type R<T> = Result<T, CodegenError>;
 type Body = for<'a, 'm, 'c> fn(&E<'a, 'm, 'c>, &[F<'c>]) -> R<F<'c>>;
 
 /// The helpers defined here: name, body, and whether it is small enough to inline always.
-const HELPERS: [(&str, Body, bool); 16] = [
+const HELPERS: [(&str, Body, bool); 15] = [
     ("lafuse_sin", trig::sin, false),
     ("lafuse_cos", trig::cos, false),
     ("lafuse_tan", trig::tan, false),
@@ -45,7 +45,6 @@ const HELPERS: [(&str, Body, bool); 16] = [
     ("lafuse_atan", inverse::atan, false),
     ("lafuse_sinh", sinh, false),
     ("lafuse_cosh", cosh, false),
-    ("lafuse_tanh", tanh, false),
     ("lafuse_pow", pow::pow, false),
     ("lafuse_fmod", fmod::fmod, false),
     ("lafuse_bitw_and", bitw_and, true),
@@ -475,31 +474,6 @@ fn cosh<'c>(e: &E<'_, '_, 'c>, args: &[F<'c>]) -> R<F<'c>> {
     let mid = e.mul(e.c(0.5), e.add(ex, e.div(e.c(1.0), ex)?)?)?;
     let r = e.sel(e.lt(a, e.c(HYPERBOLIC_BIG))?, mid, half_exp_big(e, a)?)?;
     let r = e.sel(e.lt(a, e.c(1.0))?, e.add(e.c(1.0), cosh_tail(e, a)?)?, r)?;
-    e.sel(e.is_nan(x)?, x, r)
-}
-
-/// `tanh`: `sinh/cosh` from their series below 1 (where `1 - 2/(e^2x + 1)` cancels), the
-/// quotient corrected by its remainder (from the sums' exact rounding errors) so that it is
-/// nearly correctly rounded; `1 - 2/(e^2|x| + 1)` above (1 once `e^2|x|` overflows), with
-/// the sign of `x`.
-fn tanh<'c>(e: &E<'_, '_, 'c>, args: &[F<'c>]) -> R<F<'c>> {
-    let x = args[0];
-    let a = e.abs(x)?;
-    let e2 = e.exp(e.add(a, a)?)?;
-    let big = e.sub(e.c(1.0), e.div(e.c(2.0), e.add(e2, e.c(1.0))?)?)?;
-    let big = e.copysign(big, x)?;
-    // s = sh + sl = x + t, c = ch + cl = 1 + u (fast two-sums: |t| < |x|, u < 1).
-    let (x0, t) = sinh_parts(e, x)?;
-    let sh = e.add(x0, t)?;
-    let sl = e.sub(t, e.sub(sh, x0)?)?;
-    let u = cosh_tail(e, x)?;
-    let ch = e.add(e.c(1.0), u)?;
-    let cl = e.sub(u, e.sub(ch, e.c(1.0))?)?;
-    // q = q0 + (s - q0 c) / c.
-    let q0 = e.div(sh, ch)?;
-    let rem = e.add(e.fma(e.neg(q0)?, ch, sh)?, e.sub(sl, e.mul(q0, cl)?)?)?;
-    let small = e.copysign(e.add(q0, e.div(rem, ch)?)?, x)?;
-    let r = e.sel(e.lt(a, e.c(1.0))?, small, big)?;
     e.sel(e.is_nan(x)?, x, r)
 }
 
