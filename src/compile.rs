@@ -685,7 +685,8 @@ fn lower(
         }
     }
     let fused_inputs: Vec<HopId> = fused.iter().flat_map(|op| op.inputs.clone()).collect();
-    let tsmm = transpose_products(dag, &unfused, &fused_inputs);
+    let parts_products: Vec<HopId> = reading_parts.iter().map(|(p, _)| *p).collect();
+    let tsmm = transpose_products(dag, &unfused, &fused_inputs, &parts_products);
 
     // Units in a topological order that follows the linearization: Kahn's algorithm, always
     // taking the ready unit that comes first in `order`.
@@ -706,10 +707,9 @@ fn lower(
                 Some(product) => product.parts.iter().map(|&p| unit_of(p)).collect(),
                 None => dag.hop(id).inputs.iter().map(|&i| unit_of(i)).collect(),
             };
-            // A product reading `A` of `t(A)` in place depends on `A`, not on the transpose.
-            if let Some(InPlace::Left(a) | InPlace::Right(a)) = tsmm.in_place(dag, id) {
-                deps.push(unit_of(a));
-            }
+            // A product reading `A` of `t(A)` in place depends on `A`, not on the transpose;
+            // a transposed output on its product's operands.
+            deps.extend(tsmm.reads(dag, id).into_iter().map(unit_of));
             units.push((position[id.index()], Unit::Hop(id), deps));
         }
     }
@@ -858,31 +858,73 @@ fn topological_order(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
 struct TransposeProducts {
     products: Vec<HopId>,
     right_products: Vec<HopId>,
+    /// Transposes `t(P)` of products `P` that nothing else reads, with `P`: computed as a
+    /// product with a transposed output, `P` itself not at all.
+    transposed_outputs: Vec<(HopId, HopId)>,
     skipped: Vec<HopId>,
 }
 
-/// A product's operand read transposed in place: `A` of `t(A) %*% B`, `B` of `A %*% t(B)`.
+/// A product's operand read transposed in place: `A` of `t(A) %*% B`, `B` of `A %*% t(B)`;
+/// or a transpose computed as its product's transposed output, from the product's operands
+/// (`B` under its transpose where the product reads it in place).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum InPlace {
     Left(HopId),
     Right(HopId),
+    Output {
+        a: HopId,
+        b: HopId,
+        b_transposed: bool,
+    },
 }
 
 impl TransposeProducts {
-    /// The matrix under the transpose a product reads in place, if `id` is such a product.
+    /// The matrix under the transpose a product reads in place, if `id` is such a product;
+    /// the product's operands, if `id` is a transpose computed as a transposed output.
     fn in_place(&self, dag: &HopDag, id: HopId) -> Option<InPlace> {
-        let under = |operand: usize| dag.hop(dag.hop(id).inputs[operand]).inputs[0];
+        let under =
+            |product: HopId, operand: usize| dag.hop(dag.hop(product).inputs[operand]).inputs[0];
+        if let Some(&(_, p)) = self.transposed_outputs.iter().find(|(t, _)| *t == id) {
+            let a = dag.hop(p).inputs[0];
+            return Some(if self.right_products.contains(&p) {
+                InPlace::Output {
+                    a,
+                    b: under(p, 1),
+                    b_transposed: true,
+                }
+            } else {
+                InPlace::Output {
+                    a,
+                    b: dag.hop(p).inputs[1],
+                    b_transposed: false,
+                }
+            });
+        }
         if self.products.contains(&id) {
-            Some(InPlace::Left(under(0)))
+            Some(InPlace::Left(under(id, 0)))
         } else if self.right_products.contains(&id) {
-            Some(InPlace::Right(under(1)))
+            Some(InPlace::Right(under(id, 1)))
         } else {
             None
         }
     }
+
+    /// The hops a unit computing `id` reads in place of its DAG inputs.
+    fn reads(&self, dag: &HopDag, id: HopId) -> Vec<HopId> {
+        match self.in_place(dag, id) {
+            Some(InPlace::Left(a) | InPlace::Right(a)) => vec![a],
+            Some(InPlace::Output { a, b, .. }) => vec![a, b],
+            None => Vec::new(),
+        }
+    }
 }
 
-fn transpose_products(dag: &HopDag, unfused: &[bool], fused_inputs: &[HopId]) -> TransposeProducts {
+fn transpose_products(
+    dag: &HopDag,
+    unfused: &[bool],
+    fused_inputs: &[HopId],
+    reading_parts: &[HopId],
+) -> TransposeProducts {
     let users = dag.users();
     let (mut products, mut right_products) = (Vec::new(), Vec::new());
     // Only a transpose computed unfused: its input is then computed too. A transpose a fused
@@ -909,7 +951,7 @@ fn transpose_products(dag: &HopDag, unfused: &[bool], fused_inputs: &[HopId]) ->
         (products.contains(&u) && ins[0] == t && ins[1] != t)
             || (right_products.contains(&u) && ins[1] == t && ins[0] != t)
     };
-    let skipped = products
+    let mut skipped: Vec<HopId> = products
         .iter()
         .map(|&p| dag.hop(p).inputs[0])
         .chain(right_products.iter().map(|&p| dag.hop(p).inputs[1]))
@@ -921,9 +963,28 @@ fn transpose_products(dag: &HopDag, unfused: &[bool], fused_inputs: &[HopId]) ->
                 && !fused_inputs.contains(&t)
         })
         .collect();
+    // `t(P)` of an unfused product `P` that only the transpose reads (not one reading its
+    // left operand transposed, nor one reading the parts of concatenations): `P` is computed
+    // with a transposed output in the transpose's place.
+    let transposed_outputs: Vec<(HopId, HopId)> = dag
+        .ids()
+        .filter(|&t| unfused_transpose(t))
+        .map(|t| (t, dag.hop(t).inputs[0]))
+        .filter(|&(t, p)| {
+            dag.hop(p).op == OpKind::MatMul
+                && unfused[p.index()]
+                && users[p.index()] == [t]
+                && !products.contains(&p)
+                && !reading_parts.contains(&p)
+                && !dag.roots.contains(&p)
+                && !fused_inputs.contains(&p)
+        })
+        .collect();
+    skipped.extend(transposed_outputs.iter().map(|&(_, p)| p));
     TransposeProducts {
         products,
         right_products,
+        transposed_outputs,
         skipped,
     }
 }
@@ -1199,6 +1260,13 @@ impl Lowering<'_> {
                 }
                 return Ok(());
             }
+            OpKind::Reorg(ReorgOp::Transpose) if in_place.is_some() => {
+                if let Some(InPlace::Output { a, b, b_transposed }) = in_place {
+                    let op = Op::TransposedOutMatMul { b_transposed };
+                    self.emit(op, vec![a.0 as Reg, b.0 as Reg], out, id, &[a, b]);
+                }
+                return Ok(());
+            }
             OpKind::MatMul if in_place.is_some() => {
                 match in_place {
                     Some(InPlace::Left(a_hop)) => {
@@ -1215,7 +1283,7 @@ impl Lowering<'_> {
                         let regs = vec![inputs[0], b_hop.0 as Reg];
                         self.emit(Op::TransposedRightMatMul, regs, out, id, &from);
                     }
-                    None => {}
+                    Some(InPlace::Output { .. }) | None => {}
                 }
                 return Ok(());
             }

@@ -778,6 +778,66 @@ print(sum(t(Q) %*% Q))
     assert_eq!(count("r'"), 2, "{:?}", report.stats.heavy_hitters);
 }
 
+/// `t(W %*% t(X) + b)` is computed as `t(W %*% t(X)) + t(b)` (the `TransposePushdown`
+/// rewrite), the product with a transposed output (`t(ba+*nt)`, `t(ba+*)`): the same bits as
+/// the product, the sum and the transpose one after the other, for dgemm's shapes and the
+/// others (two rows, a sparse operand), a column and a row vector, unfused and fused.
+#[test]
+fn transposes_pushed_onto_products_keep_every_bit() {
+    let script = "W = rand(rows=60, cols=30, min=-1, max=1, seed=1)
+X = rand(rows=50, cols=30, min=-1, max=1, seed=2)
+S = rand(rows=50, cols=30, min=-1, max=1, sparsity=0.1, seed=3)
+W2 = rand(rows=2, cols=30, min=-1, max=1, seed=4)
+b = rand(rows=60, cols=1, seed=5)
+b2 = rand(rows=2, cols=1, seed=6)
+r = rand(rows=1, cols=50, seed=7)
+V = rand(rows=30, cols=60, min=-1, max=1, seed=8)
+H1 = tanh(t(W %*% t(X) + b))
+H2 = t(W %*% t(S) - b)
+H3 = t(W2 %*% t(X) * b2)
+H4 = t(W %*% t(X) + r)
+H5 = t(X %*% V / 3)
+if (nrow(X) > 0) {
+  # The same expressions with a second use of each element-wise result: not pushed down.
+  Q1 = W %*% t(X) + b
+  Q2 = W %*% t(S) - b
+  Q3 = W2 %*% t(X) * b2
+  Q4 = W %*% t(X) + r
+  Q5 = X %*% V / 3
+  print(sum(Q1) + sum(Q2) + sum(Q3) + sum(Q4) + sum(Q5))
+  R1 = tanh(t(Q1))
+  R2 = t(Q2)
+  R3 = t(Q3)
+  R4 = t(Q4)
+  R5 = t(Q5)
+}
+print(sum(H1 != R1) + sum(H2 != R2) + sum(H3 != R3) + sum(H4 != R4) + sum(H5 != R5))
+print(sum(H1) + sum(H2) + sum(H3) + sum(H4) + sum(H5))
+";
+    let (unfused, report) = run_with(
+        EngineConfig {
+            fusion: None,
+            collect_stats: true,
+            ..EngineConfig::default()
+        },
+        script,
+    );
+    let differing = |out: &str| out.lines().nth(1).map(|l| l.trim().parse::<f64>().unwrap());
+    assert_eq!(differing(&unfused), Some(0.0), "{unfused}");
+    let count = |op: &str| executed(&report, op);
+    // H1 and H4 share `t(W %*% t(X))` (common subexpressions after the pushdown).
+    assert_eq!(
+        count("t(ba+*nt)") + count("t(ba+*)"),
+        4,
+        "{:?}",
+        report.stats.heavy_hitters
+    );
+    for policy in [FusionPolicy::Gen, FusionPolicy::FuseAll] {
+        let (fused, _) = run_policy(policy, script);
+        assert_eq!(differing(&fused), Some(0.0), "{policy:?}: {fused}");
+    }
+}
+
 /// An Outer operator skips the zeros of its sparse driver, which is exact only for finite side
 /// inputs: with a NaN in V (in a row whose column of X is empty, so only zeros of X meet it)
 /// the call visits every cell natively and gives the unfused NaN. A plan whose `X != 0` mask

@@ -92,6 +92,11 @@ pub enum Op {
     /// `A %*% t(B)` without materialising `t(B)` where the product allows
     /// ([`kernels::matmul_nt`]). Inputs: [A, B].
     TransposedRightMatMul,
+    /// `t(A %*% B)`, or `t(A %*% t(B))` with `b_transposed`, without materialising the
+    /// product where dgemm computes it ([`kernels::matmul_transposed_out`]). Inputs: [A, B].
+    TransposedOutMatMul {
+        b_transposed: bool,
+    },
     /// `t(X)`. Inputs: `[x]`.
     Transpose,
     /// `diag(X)`. Inputs: `[x]`.
@@ -274,6 +279,10 @@ impl Op {
             Op::TransposedLeftMatMulOfRbind => "ba+*t_rbind".into(),
             Op::TransposedLeftMatMul => "ba+*t".into(),
             Op::TransposedRightMatMul => "ba+*nt".into(),
+            Op::TransposedOutMatMul {
+                b_transposed: false,
+            } => "t(ba+*)".into(),
+            Op::TransposedOutMatMul { b_transposed: true } => "t(ba+*nt)".into(),
             Op::Transpose => "r'".into(),
             Op::Diag => "rdiag".into(),
             Op::Reshape => "rshape".into(),
@@ -1080,6 +1089,11 @@ fn run_one(
         Op::TransposedRightMatMul => Value::matrix(kernels::matmul_nt(
             arg(0)?.as_matrix()?,
             arg(1)?.as_matrix()?,
+        )?),
+        Op::TransposedOutMatMul { b_transposed } => Value::matrix(kernels::matmul_transposed_out(
+            arg(0)?.as_matrix()?,
+            arg(1)?.as_matrix()?,
+            *b_transposed,
         )?),
         Op::Transpose => Value::matrix(kernels::transpose(arg(0)?.as_matrix()?)?),
         Op::Diag => Value::matrix(kernels::diag(arg(0)?.as_matrix()?)?),

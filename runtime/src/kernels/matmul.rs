@@ -213,6 +213,56 @@ fn dgemm(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, ValueRange)> {
     dgemm_strided(a, &b.values, b.cols, (b.cols as isize, 1))
 }
 
+/// `t(a %*% b)`, or `t(a %*% t(b))` with `b_transposed`, bit for bit the transpose of the
+/// product [`matmul`] (or [`matmul_nt`]) computes: where that product is dgemm's, dgemm writes
+/// it column by column into the transpose's rows (the output's strides change where each cell
+/// goes, not how it is summed), so neither the product nor a transpose's pass over it is
+/// materialised; every other case transposes the product. (An autoencoder's
+/// `t(W %*% t(X) + b)`, after the transpose is pushed below the addition.)
+///
+/// ```
+/// use lafuse_runtime::{Matrix, kernels};
+/// let a = Matrix::from_dense_values(2, 2, vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+/// let b = Matrix::from_dense_values(2, 1, vec![1.0, 1.0]).unwrap();
+/// let c = kernels::matmul_transposed_out(&a, &b, false).unwrap();
+/// assert_eq!(c.shape(), (1, 2));
+/// assert_eq!(c.into_dense_values().unwrap(), vec![3.0, 7.0]);
+/// ```
+pub fn matmul_transposed_out(a: &Matrix, b: &Matrix, b_transposed: bool) -> Result<Matrix> {
+    let (k, n) = if b_transposed {
+        (b.cols(), b.rows())
+    } else {
+        (b.rows(), b.cols())
+    };
+    let m = a.rows();
+    if let (Matrix::Dense(x), Matrix::Dense(y)) = (a, b) {
+        // The cases in which `matmul` / `matmul_nt` run dgemm, exactly.
+        let dgemm_product = a.cols() == k
+            && m > 0
+            && k > 0
+            && n > 0
+            && super::partial::dense_product_uses_dgemm(m, n)
+            && (!b_transposed || !crate::matrix::prefers_sparse(k, n, y.nnz))
+            && all_finite(&y.values);
+        if dgemm_product {
+            let b_strides = if b_transposed {
+                (1, k as isize)
+            } else {
+                (n as isize, 1)
+            };
+            let out = dgemm_raw(x, &y.values, n, b_strides, (1, m as isize))?;
+            let nnz = count_nnz(&out);
+            return Ok(dense_result(n, m, out, nnz));
+        }
+    }
+    let product = if b_transposed {
+        matmul_nt(a, b)?
+    } else {
+        matmul(a, b)?
+    };
+    super::transpose(&product)
+}
+
 /// `a %*% B` through dgemm for a k×n `B` whose cell `(kk, j)` is `b[kk * rsb + j * csb]`:
 /// `b` row-major (`(n, 1)`), or an n×k row-major matrix read as its transpose (`(1, k)`).
 /// dgemm packs both operands into panels before it multiplies, so the two layouts give the
@@ -221,14 +271,31 @@ fn dgemm_strided(
     a: &DenseMatrix,
     b: &[f64],
     n: usize,
-    (rsb, csb): (isize, isize),
+    b_strides: (isize, isize),
 ) -> Result<(Matrix, ValueRange)> {
+    let m = a.rows;
+    let out = dgemm_raw(a, b, n, b_strides, (n as isize, 1))?;
+    let (nnz, range) = count_nnz_and_range(&out);
+    Ok((dense_result(m, n, out, nnz), range))
+}
+
+/// The m×n product's cells at the output strides `(rsc, csc)`: `(n, 1)` row-major, `(1, m)`
+/// the transpose's row-major. Where a cell goes does not change how it is summed (the micro
+/// kernel accumulates a register tile and then stores it), so both are bit for bit the same.
+fn dgemm_raw(
+    a: &DenseMatrix,
+    b: &[f64],
+    n: usize,
+    (rsb, csb): (isize, isize),
+    (rsc, csc): (isize, isize),
+) -> Result<Vec<f64>> {
     let (m, k) = (a.rows, a.cols);
     debug_assert_eq!(b.len(), k * n);
     let mut out = try_with_capacity(m * n)?;
-    // SAFETY: the pointers cover m*k, k*n and m*n f64 values with the given row-major strides
-    // (`out` has capacity for m*n); with beta 0, dgemm writes each of the m*n output cells
-    // (k > 0) and never reads them, so after it returns all m*n values are initialised.
+    // SAFETY: the pointers cover m*k, k*n and m*n f64 values with the given strides (`out` has
+    // capacity for m*n, and both output layouts address each of its m*n cells once); with
+    // beta 0, dgemm writes each of the m*n output cells (k > 0) and never reads them, so after
+    // it returns all m*n values are initialised.
     unsafe {
         matrixmultiply::dgemm(
             m,
@@ -243,13 +310,12 @@ fn dgemm_strided(
             csb,
             0.0,
             out.as_mut_ptr(),
-            n as isize,
-            1,
+            rsc,
+            csc,
         );
         out.set_len(m * n);
     }
-    let (nnz, range) = count_nnz_and_range(&out);
-    Ok((dense_result(m, n, out, nnz), range))
+    Ok(out)
 }
 
 /// `a %*% t(b)` (m×n for an m×k `a` and an n×k `b`), bit for bit the product with the
@@ -930,6 +996,72 @@ mod tests {
         let e =
             matmul_nt(&Matrix::zeros(3, 4).unwrap(), &Matrix::zeros(5, 2).unwrap()).unwrap_err();
         assert!(e.to_string().contains("2x5"), "{e}");
+    }
+
+    #[test]
+    fn products_with_a_transposed_output_are_the_transposed_product_bit_for_bit() {
+        let bits = |x: &Matrix| -> Vec<u64> {
+            let d = x.to_dense().unwrap();
+            d.values.iter().map(|v| v.to_bits()).collect()
+        };
+        // (rows of a, inner dimension, columns of the product): dgemm's shapes and the others.
+        let shapes = [
+            (7, 5, 3),
+            (60, 40, 1),
+            (1, 40, 60),
+            (90, 70, 80),
+            (300, 50, 200),
+            (2, 100, 130),
+            (1, 1, 1),
+            (0, 3, 4),
+        ];
+        for (i, &(mm, k, n)) in shapes.iter().enumerate() {
+            for (da, db) in [(1.0, 1.0), (0.1, 1.0), (1.0, 0.1)] {
+                let a = rand(mm, k, da, 21 + i as u64);
+                let mut b = rand(k, n, db, 210 + i as u64);
+                if i == 4 && da == 1.0 && db == 1.0 {
+                    // A non-finite right operand takes the zero-skipping product.
+                    let mut v = b.to_dense().unwrap().values.to_vec();
+                    v[5] = f64::INFINITY;
+                    v[9] = f64::NAN;
+                    b = Matrix::from_dense_values(k, n, v).unwrap();
+                }
+                let bt = super::super::reorg::transpose(&b).unwrap();
+                for x in both(&a) {
+                    for (y, yt) in both(&b).into_iter().zip(both(&bt)) {
+                        let t = |p: Matrix| super::super::reorg::transpose(&p).unwrap();
+                        for (got, want, what) in [
+                            (
+                                matmul_transposed_out(&x, &y, false).unwrap(),
+                                t(matmul(&x, &y).unwrap()),
+                                "t(a %*% b)",
+                            ),
+                            (
+                                matmul_transposed_out(&x, &yt, true).unwrap(),
+                                t(matmul_nt(&x, &yt).unwrap()),
+                                "t(a %*% t(b))",
+                            ),
+                        ] {
+                            got.validate().unwrap();
+                            assert_eq!(got.shape(), (n, mm), "{what}");
+                            assert!(
+                                bits(&got) == bits(&want),
+                                "{what}: {mm}x{k} by {k}x{n}, sparse: {} {}",
+                                x.is_sparse(),
+                                y.is_sparse()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        let e = matmul_transposed_out(
+            &Matrix::zeros(3, 4).unwrap(),
+            &Matrix::zeros(5, 2).unwrap(),
+            false,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("5x2"), "{e}");
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub use elementwise::{
 };
 pub use grouped::grouped_aggregate;
 pub use index::{cbind, left_index, rbind, slice};
-pub use matmul::{matmul, matmul_nt, matmul_tn, matmul_with_range, tsmm};
+pub use matmul::{matmul, matmul_nt, matmul_tn, matmul_transposed_out, matmul_with_range, tsmm};
 pub use outer::outer;
 pub use reorg::{diag, reshape, transpose, transpose_csr};
 pub use rowindex::row_index;

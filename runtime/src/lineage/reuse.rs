@@ -104,6 +104,7 @@ fn reusable(op: &Op) -> bool {
             | Op::TransposedLeftMatMulOfRbind
             | Op::TransposedLeftMatMul
             | Op::TransposedRightMatMul
+            | Op::TransposedOutMatMul { .. }
             | Op::Transpose
             | Op::Diag
             | Op::Reshape

@@ -5,11 +5,13 @@ pub mod comparison_chain;
 pub mod constant_fold;
 pub mod cse;
 pub mod simplify;
+pub mod transpose_pushdown;
 
 pub use comparison_chain::ComparisonChain;
 pub use constant_fold::ConstantFolding;
 pub use cse::CommonSubexpressionElimination;
 pub use simplify::AlgebraicSimplification;
+pub use transpose_pushdown::TransposePushdown;
 
 use super::ir::HopDag;
 use super::size::propagate_sizes;
@@ -33,6 +35,7 @@ pub fn default_rewrites() -> Vec<Box<dyn Rewrite>> {
     vec![
         Box::new(ConstantFolding),
         Box::new(AlgebraicSimplification),
+        Box::new(TransposePushdown),
         Box::new(CommonSubexpressionElimination),
         // After CSE, as in SystemDS: `!(A < B)` stays when the comparison is read elsewhere.
         Box::new(ComparisonChain),
