@@ -133,6 +133,10 @@ pub const HELPER_UNARY: [(UnaryOp, f64); 8] = [
     (UnaryOp::Cosh, 30.0),
 ];
 
+/// The unary operations of the shared vector library (`native::math`) that no device run has
+/// checked yet (`tanh` since session 30; `exp` and `log` have been), with their scales.
+pub const LIBRARY_UNARY: [(UnaryOp, f64); 1] = [(UnaryOp::Tanh, 30.0)];
+
 /// The binary operations computed with the runtime's helpers, with their operands' scales.
 pub const HELPER_BINARY: [(BinaryOp, f64, f64); 7] = [
     (BinaryOp::Pow, 4.0, 3.0),
@@ -144,8 +148,9 @@ pub const HELPER_BINARY: [(BinaryOp, f64, f64); 7] = [
     (BinaryOp::BitwShiftR, 1e6, 40.0),
 ];
 
-/// `f(X * a)` or `f(X * a, Y * b)` for each of the runtime's scalar helpers (`ptx::devmath`),
-/// named, as cell-wise plans: the scales take the arguments where each function is
+/// `f(X * a)` or `f(X * a, Y * b)` for each of the runtime's scalar helpers (`ptx::devmath`)
+/// and each unchecked function of the vector library ([`LIBRARY_UNARY`]), named, as
+/// cell-wise plans: the scales take the arguments where each function is
 /// interesting (trigonometric reduction past a few periods, `asin`'s domain, integers for the
 /// bit operations, negative bases and fractional exponents for `^`).
 pub fn helpers() -> Vec<(String, CPlan)> {
@@ -179,6 +184,12 @@ pub fn helpers() -> Vec<(String, CPlan)> {
         let x = scaled(&mut nodes, 0, Access::Main, by);
         nodes.push(CNode::Unary { f, x });
         all.push((format!("cell helper {f:?}"), plan(nodes, 1)));
+    }
+    for (f, by) in LIBRARY_UNARY {
+        let mut nodes = Vec::new();
+        let x = scaled(&mut nodes, 0, Access::Main, by);
+        nodes.push(CNode::Unary { f, x });
+        all.push((format!("cell library {f:?}"), plan(nodes, 1)));
     }
     for (f, a, b) in binary {
         let mut nodes = Vec::new();
