@@ -1,4 +1,5 @@
-//! Cranelift's two-lane `exp`, `log` and `tanh` (`cranelift::vmath`) against the core's scalar
+//! Cranelift's vector `exp`, `log` and `tanh` (the runtime's vector math on a vector's lanes,
+//! `cranelift::helpers::LaneMap`) against the core's scalar
 //! functions, to the bit, on every lane of a cell-wise operator: special values (signed zeros,
 //! subnormals, infinities, NaN, the overflow and underflow bounds and the clamps, the reduction
 //! thresholds), and doubles of random bit patterns over the whole range.

@@ -3,11 +3,12 @@
 //! exactly as the LLVM backend computes the same lane of its `<w x double>` (IEEE operations
 //! lane by lane: the grouping of lanes into registers changes no bit of any of them).
 
-use super::helpers::{self, Helper};
+use super::helpers::{self, Helper, LaneMap};
 use crate::backend::{CodegenError, Internal};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    types, AbiParam, Endianness, InstBuilder, MemFlagsData, Signature, Type, Value,
+    types, AbiParam, Endianness, InstBuilder, MemFlagsData, Signature, StackSlotData,
+    StackSlotKind, Type, Value,
 };
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, Variable};
@@ -362,25 +363,52 @@ impl Fx<'_> {
     }
 
     /// `exp`, `ln` and `tanh` of the core's `math` (the functions the LLVM backend states in IR
-    /// operation for operation): stated on two lanes at once ([`super::vmath`]), and one lane
-    /// a call of the scalar function.
+    /// operation for operation): a vector's lanes mapped by the runtime's vector math in one
+    /// call ([`helpers::LaneMap`]), one lane a call of the scalar function.
     pub(super) fn exp(&mut self, x: &V) -> V {
         if x.w == 1 {
             return self.helper(Helper::Exp, &[x]);
         }
-        self.map1(x, super::vmath::exp_x2)
+        self.lane_map(LaneMap::Exp, x)
     }
     pub(super) fn ln(&mut self, x: &V) -> V {
         if x.w == 1 {
             return self.helper(Helper::Ln, &[x]);
         }
-        self.map1(x, super::vmath::ln_x2)
+        self.lane_map(LaneMap::Ln, x)
     }
     pub(super) fn tanh(&mut self, x: &V) -> V {
         if x.w == 1 {
             return self.helper(Helper::Tanh, &[x]);
         }
-        self.map1(x, super::vmath::tanh_x2)
+        self.lane_map(LaneMap::Tanh, x)
+    }
+
+    /// `which` over the lanes of `x`: its parts stored to a stack slot, mapped in place by one
+    /// call, loaded back.
+    fn lane_map(&mut self, which: LaneMap, x: &V) -> V {
+        let bytes = 16 * x.parts.len() as u32;
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            bytes,
+            4,
+        ));
+        let addr = self.b.ins().stack_addr(types::I64, slot, 0);
+        for (k, &p) in x.parts.iter().enumerate() {
+            self.b.ins().store(mem(), p, addr, (16 * k) as i32);
+        }
+        let count = self.iconst(i64::from(x.w));
+        let mut sig = Signature::new(self.call_conv);
+        sig.params.push(AbiParam::new(types::I64));
+        sig.params.push(AbiParam::new(types::I64));
+        let sig = self.b.import_signature(sig);
+        let callee = self.iconst(helpers::lane_map_address(which) as i64);
+        self.b.ins().call_indirect(sig, callee, &[addr, count]);
+        let ty = part_ty(x.w);
+        let parts = (0..x.parts.len())
+            .map(|k| self.b.ins().load(ty, mem(), addr, (16 * k) as i32))
+            .collect();
+        V { parts, w: x.w }
     }
 
     /// `w` doubles at `base[idx..idx + w]`.

@@ -48,3 +48,42 @@ helpers! {
     BitwShiftL = lafuse_bitw_shift_l(x, y) => BinaryOp::BitwShiftL.apply(x, y);
     BitwShiftR = lafuse_bitw_shift_r(x, y) => BinaryOp::BitwShiftR.apply(x, y);
 }
+
+/// A function of the runtime's vector math that maps a vector's lanes in place: generated code
+/// stores a vector's parts to the stack and calls it with their address and count, where the
+/// runtime computes eight (AVX-512) or four (AVX2) lanes at once, to the bit of the scalar
+/// function. Cranelift's x64 vectors hold two doubles, and `tanh` stated on two lanes in
+/// Cranelift IR ran at about a fifth of the runtime's speed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LaneMap {
+    Exp,
+    Ln,
+    Tanh,
+}
+
+macro_rules! lane_maps {
+    ($($which:ident = $name:ident => $f:path;)*) => {
+        $(
+            /// # Safety
+            /// `p` must be valid for `n` reads and writes of `f64` (the generated code's stack
+            /// slot).
+            unsafe extern "C" fn $name(p: *mut f64, n: usize) {
+                // SAFETY: the caller's contract.
+                $f(unsafe { std::slice::from_raw_parts_mut(p, n) })
+            }
+        )*
+
+        /// The address of `which`, for an indirect call `(ptr, count) -> ()`.
+        pub(super) fn lane_map_address(which: LaneMap) -> usize {
+            match which {
+                $(LaneMap::$which => $name as *const () as usize,)*
+            }
+        }
+    };
+}
+
+lane_maps! {
+    Exp = lafuse_exp_lanes => lafuse_runtime::kernels::exp_in_place;
+    Ln = lafuse_ln_lanes => lafuse_runtime::kernels::ln_in_place;
+    Tanh = lafuse_tanh_lanes => lafuse_runtime::kernels::tanh_in_place;
+}

@@ -24,7 +24,6 @@ mod jit;
 mod operator;
 mod outer;
 mod row;
-mod vmath;
 
 pub use jit::{DUMP_ENV, VERIFY_ENV};
 pub use operator::{compile_for, CraneliftOperator};

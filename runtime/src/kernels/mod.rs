@@ -38,6 +38,7 @@ pub mod table;
 pub mod tri;
 pub mod unique;
 mod vector_math;
+pub use vector_math::{exp_in_place, ln_in_place, tanh_in_place};
 pub mod vector_state;
 
 pub use aggregate::aggregate;

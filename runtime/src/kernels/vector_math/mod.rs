@@ -66,6 +66,22 @@ impl Vectorized {
     }
 }
 
+/// `buf[i] = exp(buf[i])` ([`crate::math::exp`] to the bit, eight or four lanes at a time):
+/// for generated code that hands the runtime a vector's lanes (Cranelift's operators).
+pub fn exp_in_place(buf: &mut [f64]) {
+    Vectorized::Exp.map_in_place(buf)
+}
+
+/// `buf[i] = ln(buf[i])` ([`crate::math::ln`] to the bit), as [`exp_in_place`].
+pub fn ln_in_place(buf: &mut [f64]) {
+    Vectorized::Ln.map_in_place(buf)
+}
+
+/// `buf[i] = tanh(buf[i])` ([`crate::math::tanh`] to the bit), as [`exp_in_place`].
+pub fn tanh_in_place(buf: &mut [f64]) {
+    Vectorized::Tanh.map_in_place(buf)
+}
+
 /// `dst[i] = f(src[i])` for `i < len`, through raw pointers (`src == dst` allowed): eight lanes
 /// at a time where the CPU has AVX-512, four where it has AVX2, the scalar function for the
 /// rest.
