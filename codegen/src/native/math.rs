@@ -258,6 +258,48 @@ fn ln_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>,
     fx.select(fx.fcmp(FloatPredicate::UNO, x, x)?, x, y)
 }
 
+/// The `k` of the reduction `x = k ln2 + r` that `exp` and `tanh`'s `e^u - 1` share, as
+/// integers and as doubles (`hx`: the high word of `|x|`): `x / ln2` rounded from 1.5 ln2 on,
+/// +-1 above ln2 / 2, else 0.
+fn ln2_multiple<'c>(
+    fx: &Fx<'_, 'c>,
+    x: VectorValue<'c>,
+    hx: VectorValue<'c>,
+) -> Result<(VectorValue<'c>, VectorValue<'c>), CodegenError> {
+    use scalar::exp_consts as e;
+    let w = x.get_type().get_size();
+    let b = &fx.b;
+    let it = fx.ctx.i64_type().vec_type(w);
+    let ic = |v: i64| {
+        let s = fx.ctx.i64_type().const_int(v as u64, true);
+        inkwell::types::VectorType::const_vector(&vec![s; w as usize])
+    };
+    let fc = |v: f64| fx.splat_const(v, w);
+    let icmp = |p: IntPredicate, a: VectorValue<'c>, v: i64| {
+        b.build_int_compare(p, a, ic(v), "ic").map_err(ierr)
+    };
+    let iselect = |c: VectorValue<'c>, a: VectorValue<'c>, o: VectorValue<'c>| {
+        b.build_select(c, a, o, "is")
+            .map(|v| v.into_vector_value())
+            .map_err(ierr)
+    };
+    let neg = fx.fcmp(FloatPredicate::OLT, x, fc(0.0))?;
+    let half = fx.select(neg, fc(-0.5), fc(0.5))?;
+    let kr = fx.fadd(fx.fmul(fc(e::INV_LN2), x)?, half)?;
+    let k_round = b.build_float_to_signed_int(kr, it, "kr").map_err(ierr)?;
+    let k_one = iselect(neg, ic(-1), ic(1))?;
+    let k = iselect(icmp(IntPredicate::SGT, hx, e::HALF_LN2_HIGH)?, k_one, ic(0))?;
+    let k = iselect(
+        icmp(IntPredicate::SGE, hx, e::THREE_HALF_LN2_HIGH)?,
+        k_round,
+        k,
+    )?;
+    let kf = b
+        .build_signed_int_to_float(k, fx.vty(w), "kf")
+        .map_err(ierr)?;
+    Ok((k, kf))
+}
+
 /// Lane-wise `e^x`: [`scalar::exp`] on every lane, with the same operations in the same order
 /// (see there for the method and its error bound).
 fn exp_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
@@ -300,22 +342,7 @@ fn exp_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>
         .build_right_shift(bits, ic(32), false, "hi")
         .map_err(ierr)?;
     let hx = b.build_and(hx, ic(0x7fff_ffff), "hx").map_err(ierr)?;
-    let neg = fx.fcmp(FloatPredicate::OLT, xc, fc(0.0))?;
-
-    // k: rounded x / ln2 from 1.5 ln2 on, +-1 above ln2 / 2, else 0.
-    let half = fx.select(neg, fc(-0.5), fc(0.5))?;
-    let kr = fx.fadd(fx.fmul(fc(e::INV_LN2), xc)?, half)?;
-    let k_round = b.build_float_to_signed_int(kr, it, "kr").map_err(ierr)?;
-    let k_one = iselect(neg, ic(-1), ic(1))?;
-    let k = iselect(icmp(IntPredicate::SGT, hx, e::HALF_LN2_HIGH)?, k_one, ic(0))?;
-    let k = iselect(
-        icmp(IntPredicate::SGE, hx, e::THREE_HALF_LN2_HIGH)?,
-        k_round,
-        k,
-    )?;
-    let kf = b
-        .build_signed_int_to_float(k, fx.vty(w), "kf")
-        .map_err(ierr)?;
+    let (k, kf) = ln2_multiple(fx, xc, hx)?;
     let hi = fx.fsub(xc, fx.fmul(kf, fc(e::LN2_HI))?)?;
     let lo = fx.fmul(kf, fc(e::LN2_LO))?;
     let r = fx.fsub(hi, lo)?;
@@ -383,11 +410,6 @@ fn tanh_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c
     let icmp = |p: IntPredicate, a: VectorValue<'c>, v: i64| {
         b.build_int_compare(p, a, ic(v), "ic").map_err(ierr)
     };
-    let iselect = |c: VectorValue<'c>, a: VectorValue<'c>, o: VectorValue<'c>| {
-        b.build_select(c, a, o, "is")
-            .map(|v| v.into_vector_value())
-            .map_err(ierr)
-    };
     let as_bits = |v: VectorValue<'c>| {
         b.build_bit_cast(v, it, "bits")
             .map(|v| v.into_vector_value())
@@ -413,24 +435,7 @@ fn tanh_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c
         .build_right_shift(as_bits(u)?, ic(32), false, "hi")
         .map_err(ierr)?;
     let hu = b.build_and(hu, ic(0x7fff_ffff), "hu").map_err(ierr)?;
-    let neg = fx.fcmp(FloatPredicate::OLT, u, fc(0.0))?;
-    let half = fx.select(neg, fc(-0.5), fc(0.5))?;
-    let kr = fx.fadd(fx.fmul(fc(th::INV_LN2), u)?, half)?;
-    let k_round = b.build_float_to_signed_int(kr, it, "kr").map_err(ierr)?;
-    let k_one = iselect(neg, ic(-1), ic(1))?;
-    let k = iselect(
-        icmp(IntPredicate::SGT, hu, th::HALF_LN2_HIGH)?,
-        k_one,
-        ic(0),
-    )?;
-    let k = iselect(
-        icmp(IntPredicate::SGE, hu, th::THREE_HALF_LN2_HIGH)?,
-        k_round,
-        k,
-    )?;
-    let kf = b
-        .build_signed_int_to_float(k, fx.vty(w), "kf")
-        .map_err(ierr)?;
+    let (k, kf) = ln2_multiple(fx, u, hu)?;
     let hi = fx.fsub(u, fx.fmul(kf, fc(th::LN2_HI))?)?;
     let lo = fx.fmul(kf, fc(th::LN2_LO))?;
     let xr = fx.fsub(hi, lo)?;

@@ -692,6 +692,12 @@ mod tests {
     use super::super::testutil::{both, close, m, rand};
     use super::*;
 
+    /// A matrix's cells as bit patterns, row-major.
+    fn bits(x: &Matrix) -> Vec<u64> {
+        let d = x.to_dense().unwrap();
+        d.values.iter().map(|v| v.to_bits()).collect()
+    }
+
     /// The product by definition, over the left operand's non-zero cells (module docs).
     fn naive(a: &Matrix, b: &Matrix) -> Matrix {
         let (x, y) = (a.to_dense().unwrap(), b.to_dense().unwrap());
@@ -952,10 +958,6 @@ mod tests {
     /// and infinities in either operand.
     #[test]
     fn transposed_right_products_are_the_materialised_product_bit_for_bit() {
-        let bits = |x: &Matrix| -> Vec<u64> {
-            let d = x.to_dense().unwrap();
-            d.values.iter().map(|v| v.to_bits()).collect()
-        };
         // (rows of a, columns of both, rows of b).
         let shapes = [
             (7, 5, 3),
@@ -1000,10 +1002,6 @@ mod tests {
 
     #[test]
     fn products_with_a_transposed_output_are_the_transposed_product_bit_for_bit() {
-        let bits = |x: &Matrix| -> Vec<u64> {
-            let d = x.to_dense().unwrap();
-            d.values.iter().map(|v| v.to_bits()).collect()
-        };
         // (rows of a, inner dimension, columns of the product): dgemm's shapes and the others.
         let shapes = [
             (7, 5, 3),

@@ -57,6 +57,20 @@ macro_rules! vector_math_bodies {
             f64::from_bits((high as u64) << 32)
         }
 
+        /// The `k` of the reduction `x = k ln2 + r` that `exp` and `tanh`'s `e^u - 1` share
+        /// (`ax` is `|x|`): `x / ln2` rounded from 1.5 ln2 on, +-1 above ln2 / 2, else 0.
+        #[inline(always)]
+        unsafe fn ln2_multiple(x: V, ax: V) -> V {
+            let big = ge(ax, splat(at_high(e::THREE_HALF_LN2_HIGH)));
+            let mid = ge(ax, splat(at_high(e::HALF_LN2_HIGH + 1)));
+            let neg = lt(x, splat(0.0));
+            let half = pick(neg, splat(-0.5), splat(0.5));
+            // `(INV_LN2 * x + half) as i64`: |k| < 1100, so a 32-bit truncation is the same.
+            let k_round = trunc_int(add(mul(splat(e::INV_LN2), x), half));
+            let k_one = pick(neg, splat(-1.0), splat(1.0));
+            pick(big, k_round, pick(mid, k_one, splat(0.0)))
+        }
+
         /// [`crate::math::exp`].
         #[inline(always)]
         unsafe fn exp_v(x: V) -> V {
@@ -66,15 +80,8 @@ macro_rules! vector_math_bodies {
             let xc = pick(lt(x, lo_edge), lo_edge, pick(gt(x, hi_edge), hi_edge, x));
             let xc = pick(nan, splat(0.0), xc);
             let ax = abs(xc);
-            let big = ge(ax, splat(at_high(e::THREE_HALF_LN2_HIGH)));
-            let mid = ge(ax, splat(at_high(e::HALF_LN2_HIGH + 1)));
             let tiny = lt(ax, splat(at_high(e::TINY_HIGH + 1)));
-            let neg = lt(xc, splat(0.0));
-            let half = pick(neg, splat(-0.5), splat(0.5));
-            // `(INV_LN2 * xc + half) as i64`: |k| < 1100, so a 32-bit truncation is the same.
-            let k_round = trunc_int(add(mul(splat(e::INV_LN2), xc), half));
-            let k_one = pick(neg, splat(-1.0), splat(1.0));
-            let kf = pick(big, k_round, pick(mid, k_one, splat(0.0)));
+            let kf = ln2_multiple(xc, ax);
             let hi = sub(xc, mul(kf, splat(e::LN2_HI)));
             let lo = mul(kf, splat(e::LN2_LO));
             let r = sub(hi, lo);
@@ -153,14 +160,7 @@ macro_rules! vector_math_bodies {
         /// The core's `expm1_for_tanh` (fdlibm's `expm1` for `u` in `[-2, 0]` or `[2, 44]`).
         #[inline(always)]
         unsafe fn expm1_for_tanh_v(u: V) -> V {
-            let au = abs(u);
-            let big = ge(au, splat(at_high(th::THREE_HALF_LN2_HIGH)));
-            let mid = ge(au, splat(at_high(th::HALF_LN2_HIGH + 1)));
-            let neg_u = lt(u, splat(0.0));
-            let half = pick(neg_u, splat(-0.5), splat(0.5));
-            let k_round = trunc_int(add(mul(splat(th::INV_LN2), u), half));
-            let k_one = pick(neg_u, splat(-1.0), splat(1.0));
-            let kf = pick(big, k_round, pick(mid, k_one, splat(0.0)));
+            let kf = ln2_multiple(u, abs(u));
             let hi = sub(u, mul(kf, splat(th::LN2_HI)));
             let lo = mul(kf, splat(th::LN2_LO));
             let x = sub(hi, lo);
