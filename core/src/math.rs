@@ -114,6 +114,26 @@ pub mod exp_consts {
     pub const TWO_M969: f64 = f64::from_bits(0x0360_0000_0000_0000);
 }
 
+/// The `k` of the reduction `x = k ln2 + r` that [`exp`] and `tanh`'s `e^u - 1` share (both
+/// fdlibm's, by the high word of `|x|`): `x / ln2` rounded from 1.5 ln2 on, +-1 above ln2 / 2,
+/// else 0. Finite `x` below 1100 in magnitude.
+#[inline]
+fn ln2_multiple(x: f64) -> i64 {
+    use exp_consts::*;
+    let hx = ((x.to_bits() >> 32) & 0x7fff_ffff) as i64;
+    if hx >= THREE_HALF_LN2_HIGH {
+        (INV_LN2 * x + if x < 0.0 { -0.5 } else { 0.5 }) as i64
+    } else if hx > HALF_LN2_HIGH {
+        if x < 0.0 {
+            -1
+        } else {
+            1
+        }
+    } else {
+        0
+    }
+}
+
 /// `e^x`, by fdlibm's method (error below 1 ulp): `x = k ln2 + r` with |r| <= ln2/2 (`r` kept
 /// as `hi - lo` for precision), `e^r = 1 + r + r c / (2 - c)` with a degree-10 minimax
 /// rational correction `c`, and the result scaled by `2^k` in at most two exact steps.
@@ -132,16 +152,7 @@ pub fn exp(x: f64) -> f64 {
         x.clamp(CLAMP_LO, CLAMP_HI)
     };
     let hx = ((xc.to_bits() >> 32) & 0x7fff_ffff) as i64;
-    let half = if xc < 0.0 { -0.5 } else { 0.5 };
-    let k_round = (INV_LN2 * xc + half) as i64;
-    let k_one = if xc < 0.0 { -1 } else { 1 };
-    let k = if hx >= THREE_HALF_LN2_HIGH {
-        k_round
-    } else if hx > HALF_LN2_HIGH {
-        k_one
-    } else {
-        0
-    };
+    let k = ln2_multiple(xc);
     let kf = k as f64;
     let hi = xc - kf * LN2_HI;
     let lo = kf * LN2_LO;
@@ -205,18 +216,7 @@ pub mod tanh_consts {
 #[inline]
 fn expm1_for_tanh(u: f64) -> f64 {
     use tanh_consts::*;
-    let hx = ((u.to_bits() >> 32) & 0x7fff_ffff) as i64;
-    let k = if hx >= THREE_HALF_LN2_HIGH {
-        (INV_LN2 * u + if u < 0.0 { -0.5 } else { 0.5 }) as i64
-    } else if hx > HALF_LN2_HIGH {
-        if u < 0.0 {
-            -1
-        } else {
-            1
-        }
-    } else {
-        0
-    };
+    let k = ln2_multiple(u);
     let kf = k as f64;
     let hi = u - kf * LN2_HI;
     let lo = kf * LN2_LO;
