@@ -180,18 +180,14 @@ fn ln_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>,
     let w = x.get_type().get_size();
     let b = &fx.b;
     let it = fx.ctx.i64_type().vec_type(w);
-    let ic = |v: i64| {
-        let s = fx.ctx.i64_type().const_int(v as u64, true);
-        inkwell::types::VectorType::const_vector(&vec![s; w as usize])
-    };
-    let fc = |v: f64| fx.splat_const(v, w);
+    let l = Lanes { fx, w };
 
     // Subnormals are scaled into the normal range first (2^54 x, exponent - 54). Lanes that
     // are not positive and finite compute garbage here and are replaced at the end.
-    let sub = fx.fcmp(FloatPredicate::OLT, x, fc(f64::MIN_POSITIVE))?;
-    let xs = fx.select(sub, fx.fmul(x, fc(c::TWO_54))?, x)?;
+    let sub = fx.fcmp(FloatPredicate::OLT, x, l.fc(f64::MIN_POSITIVE))?;
+    let xs = fx.select(sub, fx.fmul(x, l.fc(c::TWO_54))?, x)?;
     let k0 = b
-        .build_select(sub, ic(-54), ic(0), "k0")
+        .build_select(sub, l.ic(-54), l.ic(0), "k0")
         .map_err(ierr)?
         .into_vector_value();
     let bits = b
@@ -201,18 +197,22 @@ fn ln_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>,
 
     // Reduce to r in [sqrt(2)/2, sqrt(2)) with x = 2^k r.
     let hx = b
-        .build_right_shift(bits, ic(32), false, "hi")
+        .build_right_shift(bits, l.ic(32), false, "hi")
         .map_err(ierr)?;
-    let hx = b.build_int_add(hx, ic(c::HIGH_SHIFT), "hx").map_err(ierr)?;
-    let e = b.build_right_shift(hx, ic(20), false, "e").map_err(ierr)?;
-    let k = b.build_int_sub(e, ic(0x3ff), "k").map_err(ierr)?;
+    let hx = b
+        .build_int_add(hx, l.ic(c::HIGH_SHIFT), "hx")
+        .map_err(ierr)?;
+    let e = b
+        .build_right_shift(hx, l.ic(20), false, "e")
+        .map_err(ierr)?;
+    let k = b.build_int_sub(e, l.ic(0x3ff), "k").map_err(ierr)?;
     let k = b.build_int_add(k, k0, "k").map_err(ierr)?;
-    let mant = b.build_and(hx, ic(0x000f_ffff), "m").map_err(ierr)?;
+    let mant = b.build_and(hx, l.ic(0x000f_ffff), "m").map_err(ierr)?;
     let hr = b
-        .build_int_add(mant, ic(c::SQRT_HALF_HIGH), "hr")
+        .build_int_add(mant, l.ic(c::SQRT_HALF_HIGH), "hr")
         .map_err(ierr)?;
-    let hr = b.build_left_shift(hr, ic(32), "hr").map_err(ierr)?;
-    let lo = b.build_and(bits, ic(0xffff_ffff), "lo").map_err(ierr)?;
+    let hr = b.build_left_shift(hr, l.ic(32), "hr").map_err(ierr)?;
+    let lo = b.build_and(bits, l.ic(0xffff_ffff), "lo").map_err(ierr)?;
     let rb = b.build_or(hr, lo, "rb").map_err(ierr)?;
     let r = b
         .build_bit_cast(rb, fx.vty(w), "r")
@@ -220,12 +220,12 @@ fn ln_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>,
         .into_vector_value();
 
     // log(1 + f) = f - hfsq + s (hfsq + R(z)), s = f / (2 + f).
-    let f = fx.fsub(r, fc(1.0))?;
-    let hfsq = fx.fmul(fx.fmul(fc(0.5), f)?, f)?;
-    let s = fx.fdiv(f, fx.fadd(fc(2.0), f)?)?;
+    let f = fx.fsub(r, l.fc(1.0))?;
+    let hfsq = fx.fmul(fx.fmul(l.fc(0.5), f)?, f)?;
+    let s = fx.fdiv(f, fx.fadd(l.fc(2.0), f)?)?;
     let z = fx.fmul(s, s)?;
     let ww = fx.fmul(z, z)?;
-    let lg = |i: usize| fc(c::LG[i - 1]);
+    let lg = |i: usize| l.fc(c::LG[i - 1]);
     // t1 = w (Lg2 + w (Lg4 + w Lg6)); t2 = z (Lg1 + w (Lg3 + w (Lg5 + w Lg7))).
     let t1 = fx.fmul(ww, fx.fadd(lg(4), fx.fmul(ww, lg(6))?)?)?;
     let t1 = fx.fmul(ww, fx.fadd(lg(2), t1)?)?;
@@ -238,24 +238,71 @@ fn ln_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>,
         .map_err(ierr)?;
     // s (hfsq + R) + dk ln2_lo - hfsq + f + dk ln2_hi, left to right.
     let y = fx.fmul(s, fx.fadd(hfsq, big_r)?)?;
-    let y = fx.fadd(y, fx.fmul(dk, fc(c::LN2_LO))?)?;
+    let y = fx.fadd(y, fx.fmul(dk, l.fc(c::LN2_LO))?)?;
     let y = fx.fsub(y, hfsq)?;
     let y = fx.fadd(y, f)?;
-    let y = fx.fadd(y, fx.fmul(dk, fc(c::LN2_HI))?)?;
+    let y = fx.fadd(y, fx.fmul(dk, l.fc(c::LN2_HI))?)?;
 
     // Special lanes: log(±0) = -inf, log(negative) = NaN, log(inf) = inf, log(NaN) = NaN.
     let y = fx.select(
-        fx.fcmp(FloatPredicate::OEQ, x, fc(0.0))?,
-        fc(f64::NEG_INFINITY),
+        fx.fcmp(FloatPredicate::OEQ, x, l.fc(0.0))?,
+        l.fc(f64::NEG_INFINITY),
         y,
     )?;
-    let y = fx.select(fx.fcmp(FloatPredicate::OLT, x, fc(0.0))?, fc(f64::NAN), y)?;
     let y = fx.select(
-        fx.fcmp(FloatPredicate::OEQ, x, fc(f64::INFINITY))?,
-        fc(f64::INFINITY),
+        fx.fcmp(FloatPredicate::OLT, x, l.fc(0.0))?,
+        l.fc(f64::NAN),
+        y,
+    )?;
+    let y = fx.select(
+        fx.fcmp(FloatPredicate::OEQ, x, l.fc(f64::INFINITY))?,
+        l.fc(f64::INFINITY),
         y,
     )?;
     fx.select(fx.fcmp(FloatPredicate::UNO, x, x)?, x, y)
+}
+
+/// Constants and integer steps on vectors of `w` lanes, for the bodies below.
+struct Lanes<'f, 'm, 'c> {
+    fx: &'f Fx<'m, 'c>,
+    w: u32,
+}
+
+impl<'c> Lanes<'_, '_, 'c> {
+    /// `v` on every lane, as a 64-bit integer.
+    fn ic(&self, v: i64) -> VectorValue<'c> {
+        let s = self.fx.ctx.i64_type().const_int(v as u64, true);
+        inkwell::types::VectorType::const_vector(&vec![s; self.w as usize])
+    }
+    /// `v` on every lane.
+    fn fc(&self, v: f64) -> VectorValue<'c> {
+        self.fx.splat_const(v, self.w)
+    }
+    /// `a p v` per lane, on integers.
+    fn icmp(
+        &self,
+        p: IntPredicate,
+        a: VectorValue<'c>,
+        v: i64,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        self.fx
+            .b
+            .build_int_compare(p, a, self.ic(v), "ic")
+            .map_err(ierr)
+    }
+    /// `c ? a : o` per lane, on integers.
+    fn iselect(
+        &self,
+        c: VectorValue<'c>,
+        a: VectorValue<'c>,
+        o: VectorValue<'c>,
+    ) -> Result<VectorValue<'c>, CodegenError> {
+        self.fx
+            .b
+            .build_select(c, a, o, "is")
+            .map(|v| v.into_vector_value())
+            .map_err(ierr)
+    }
 }
 
 /// The `k` of the reduction `x = k ln2 + r` that `exp` and `tanh`'s `e^u - 1` share, as
@@ -270,27 +317,19 @@ fn ln2_multiple<'c>(
     let w = x.get_type().get_size();
     let b = &fx.b;
     let it = fx.ctx.i64_type().vec_type(w);
-    let ic = |v: i64| {
-        let s = fx.ctx.i64_type().const_int(v as u64, true);
-        inkwell::types::VectorType::const_vector(&vec![s; w as usize])
-    };
-    let fc = |v: f64| fx.splat_const(v, w);
-    let icmp = |p: IntPredicate, a: VectorValue<'c>, v: i64| {
-        b.build_int_compare(p, a, ic(v), "ic").map_err(ierr)
-    };
-    let iselect = |c: VectorValue<'c>, a: VectorValue<'c>, o: VectorValue<'c>| {
-        b.build_select(c, a, o, "is")
-            .map(|v| v.into_vector_value())
-            .map_err(ierr)
-    };
-    let neg = fx.fcmp(FloatPredicate::OLT, x, fc(0.0))?;
-    let half = fx.select(neg, fc(-0.5), fc(0.5))?;
-    let kr = fx.fadd(fx.fmul(fc(e::INV_LN2), x)?, half)?;
+    let l = Lanes { fx, w };
+    let neg = fx.fcmp(FloatPredicate::OLT, x, l.fc(0.0))?;
+    let half = fx.select(neg, l.fc(-0.5), l.fc(0.5))?;
+    let kr = fx.fadd(fx.fmul(l.fc(e::INV_LN2), x)?, half)?;
     let k_round = b.build_float_to_signed_int(kr, it, "kr").map_err(ierr)?;
-    let k_one = iselect(neg, ic(-1), ic(1))?;
-    let k = iselect(icmp(IntPredicate::SGT, hx, e::HALF_LN2_HIGH)?, k_one, ic(0))?;
-    let k = iselect(
-        icmp(IntPredicate::SGE, hx, e::THREE_HALF_LN2_HIGH)?,
+    let k_one = l.iselect(neg, l.ic(-1), l.ic(1))?;
+    let k = l.iselect(
+        l.icmp(IntPredicate::SGT, hx, e::HALF_LN2_HIGH)?,
+        k_one,
+        l.ic(0),
+    )?;
+    let k = l.iselect(
+        l.icmp(IntPredicate::SGE, hx, e::THREE_HALF_LN2_HIGH)?,
         k_round,
         k,
     )?;
@@ -307,88 +346,76 @@ fn exp_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>
     let w = x.get_type().get_size();
     let b = &fx.b;
     let it = fx.ctx.i64_type().vec_type(w);
-    let ic = |v: i64| {
-        let s = fx.ctx.i64_type().const_int(v as u64, true);
-        inkwell::types::VectorType::const_vector(&vec![s; w as usize])
-    };
-    let fc = |v: f64| fx.splat_const(v, w);
-    let icmp = |p: IntPredicate, a: VectorValue<'c>, v: i64| {
-        b.build_int_compare(p, a, ic(v), "ic").map_err(ierr)
-    };
-    let iselect = |c: VectorValue<'c>, a: VectorValue<'c>, o: VectorValue<'c>| {
-        b.build_select(c, a, o, "is")
-            .map(|v| v.into_vector_value())
-            .map_err(ierr)
-    };
+    let l = Lanes { fx, w };
 
     // The main path runs on a clamped stand-in (NaN as 0); special lanes are replaced last.
     let nan = fx.fcmp(FloatPredicate::UNO, x, x)?;
     let xc = fx.select(
-        fx.fcmp(FloatPredicate::OLT, x, fc(e::CLAMP_LO))?,
-        fc(e::CLAMP_LO),
+        fx.fcmp(FloatPredicate::OLT, x, l.fc(e::CLAMP_LO))?,
+        l.fc(e::CLAMP_LO),
         x,
     )?;
     let xc = fx.select(
-        fx.fcmp(FloatPredicate::OGT, xc, fc(e::CLAMP_HI))?,
-        fc(e::CLAMP_HI),
+        fx.fcmp(FloatPredicate::OGT, xc, l.fc(e::CLAMP_HI))?,
+        l.fc(e::CLAMP_HI),
         xc,
     )?;
-    let xc = fx.select(nan, fc(0.0), xc)?;
+    let xc = fx.select(nan, l.fc(0.0), xc)?;
     let bits = b
         .build_bit_cast(xc, it, "bits")
         .map_err(ierr)?
         .into_vector_value();
     let hx = b
-        .build_right_shift(bits, ic(32), false, "hi")
+        .build_right_shift(bits, l.ic(32), false, "hi")
         .map_err(ierr)?;
-    let hx = b.build_and(hx, ic(0x7fff_ffff), "hx").map_err(ierr)?;
+    let hx = b.build_and(hx, l.ic(0x7fff_ffff), "hx").map_err(ierr)?;
     let (k, kf) = ln2_multiple(fx, xc, hx)?;
-    let hi = fx.fsub(xc, fx.fmul(kf, fc(e::LN2_HI))?)?;
-    let lo = fx.fmul(kf, fc(e::LN2_LO))?;
+    let hi = fx.fsub(xc, fx.fmul(kf, l.fc(e::LN2_HI))?)?;
+    let lo = fx.fmul(kf, l.fc(e::LN2_LO))?;
     let r = fx.fsub(hi, lo)?;
     let rr = fx.fmul(r, r)?;
     // c = r - rr (P1 + rr (P2 + rr (P3 + rr (P4 + rr P5)))).
-    let p = |i: usize| fc(e::P[i]);
+    let p = |i: usize| l.fc(e::P[i]);
     let poly = fx.fadd(p(3), fx.fmul(rr, p(4))?)?;
     let poly = fx.fadd(p(2), fx.fmul(rr, poly)?)?;
     let poly = fx.fadd(p(1), fx.fmul(rr, poly)?)?;
     let poly = fx.fadd(p(0), fx.fmul(rr, poly)?)?;
     let c = fx.fsub(r, fx.fmul(rr, poly)?)?;
     // y = 1 + (r c / (2 - c) - lo + hi).
-    let t = fx.fdiv(fx.fmul(r, c)?, fx.fsub(fc(2.0), c)?)?;
+    let t = fx.fdiv(fx.fmul(r, c)?, fx.fsub(l.fc(2.0), c)?)?;
     let t = fx.fadd(fx.fsub(t, lo)?, hi)?;
-    let y = fx.fadd(fc(1.0), t)?;
+    let y = fx.fadd(l.fc(1.0), t)?;
 
     // y 2^k, pre-scaled once when 2^k is not a normal double.
-    let big = icmp(IntPredicate::SGT, k, 1023)?;
-    let small = icmp(IntPredicate::SLT, k, -1022)?;
+    let big = l.icmp(IntPredicate::SGT, k, 1023)?;
+    let small = l.icmp(IntPredicate::SLT, k, -1022)?;
     let pre = fx.select(
         big,
-        fc(e::TWO_1023),
-        fx.select(small, fc(e::TWO_M969), fc(1.0))?,
+        l.fc(e::TWO_1023),
+        fx.select(small, l.fc(e::TWO_M969), l.fc(1.0))?,
     )?;
-    let k_big = b.build_int_sub(k, ic(1023), "kb").map_err(ierr)?;
-    let k_small = b.build_int_add(k, ic(969), "ks").map_err(ierr)?;
-    let k2 = iselect(big, k_big, iselect(small, k_small, k)?)?;
-    let e2 = b.build_int_add(k2, ic(0x3ff), "e2").map_err(ierr)?;
-    let e2 = b.build_left_shift(e2, ic(52), "e2").map_err(ierr)?;
+    let k_big = b.build_int_sub(k, l.ic(1023), "kb").map_err(ierr)?;
+    let k_small = b.build_int_add(k, l.ic(969), "ks").map_err(ierr)?;
+    let k2 = l.iselect(big, k_big, l.iselect(small, k_small, k)?)?;
+    let e2 = b.build_int_add(k2, l.ic(0x3ff), "e2").map_err(ierr)?;
+    let e2 = b.build_left_shift(e2, l.ic(52), "e2").map_err(ierr)?;
     let two_k = b
         .build_bit_cast(e2, fx.vty(w), "2k")
         .map_err(ierr)?
         .into_vector_value();
     let scaled = fx.fmul(fx.fmul(y, pre)?, two_k)?;
-    let tiny = fx.fadd(fc(1.0), xc)?;
-    let out = fx.select(icmp(IntPredicate::SLE, hx, e::TINY_HIGH)?, tiny, scaled)?;
+    let tiny = fx.fadd(l.fc(1.0), xc)?;
+    let out = fx.select(l.icmp(IntPredicate::SLE, hx, e::TINY_HIGH)?, tiny, scaled)?;
 
     // Special lanes: NaN stays, overflow to infinity, underflow to 0.
     let out = fx.select(
-        fx.fcmp(FloatPredicate::OLT, x, fc(e::UNDERFLOW))?,
-        fc(0.0),
+        fx.fcmp(FloatPredicate::OLT, x, l.fc(e::UNDERFLOW))?,
+        l.fc(0.0),
         out,
     )?;
     let out = fx.select(
-        fx.fcmp(FloatPredicate::OGT, x, fc(e::OVERFLOW))?,
-        fc(f64::INFINITY),
+        fx.fcmp(FloatPredicate::OGT, x, l.fc(e::OVERFLOW))?,
+        l.fc(f64::INFINITY),
         out,
     )?;
     fx.select(nan, x, out)
@@ -402,14 +429,7 @@ fn tanh_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c
     let w = x.get_type().get_size();
     let b = &fx.b;
     let it = fx.ctx.i64_type().vec_type(w);
-    let ic = |v: i64| {
-        let s = fx.ctx.i64_type().const_int(v as u64, true);
-        inkwell::types::VectorType::const_vector(&vec![s; w as usize])
-    };
-    let fc = |v: f64| fx.splat_const(v, w);
-    let icmp = |p: IntPredicate, a: VectorValue<'c>, v: i64| {
-        b.build_int_compare(p, a, ic(v), "ic").map_err(ierr)
-    };
+    let l = Lanes { fx, w };
     let as_bits = |v: VectorValue<'c>| {
         b.build_bit_cast(v, it, "bits")
             .map(|v| v.into_vector_value())
@@ -421,82 +441,82 @@ fn tanh_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c
             .map_err(ierr)
     };
     let bits = as_bits(x)?;
-    let sign = b.build_and(bits, ic(i64::MIN), "sign").map_err(ierr)?;
-    let a = as_float(b.build_and(bits, ic(i64::MAX), "abs").map_err(ierr)?)?;
+    let sign = b.build_and(bits, l.ic(i64::MIN), "sign").map_err(ierr)?;
+    let a = as_float(b.build_and(bits, l.ic(i64::MAX), "abs").map_err(ierr)?)?;
 
     // NaN and saturated lanes compute on a stand-in and are replaced at the end.
-    let in_range = fx.fcmp(FloatPredicate::OLT, a, fc(th::SATURATED))?;
-    let ac = fx.select(in_range, a, fc(1.0))?;
-    let big = fx.fcmp(FloatPredicate::OGE, ac, fc(1.0))?;
-    let u = fx.select(big, fx.fmul(fc(2.0), ac)?, fx.fmul(fc(-2.0), ac)?)?;
+    let in_range = fx.fcmp(FloatPredicate::OLT, a, l.fc(th::SATURATED))?;
+    let ac = fx.select(in_range, a, l.fc(1.0))?;
+    let big = fx.fcmp(FloatPredicate::OGE, ac, l.fc(1.0))?;
+    let u = fx.select(big, fx.fmul(l.fc(2.0), ac)?, fx.fmul(l.fc(-2.0), ac)?)?;
 
     // e^u - 1: k as `exp`'s, u = k ln2 + (x - c).
     let hu = b
-        .build_right_shift(as_bits(u)?, ic(32), false, "hi")
+        .build_right_shift(as_bits(u)?, l.ic(32), false, "hi")
         .map_err(ierr)?;
-    let hu = b.build_and(hu, ic(0x7fff_ffff), "hu").map_err(ierr)?;
+    let hu = b.build_and(hu, l.ic(0x7fff_ffff), "hu").map_err(ierr)?;
     let (k, kf) = ln2_multiple(fx, u, hu)?;
-    let hi = fx.fsub(u, fx.fmul(kf, fc(th::LN2_HI))?)?;
-    let lo = fx.fmul(kf, fc(th::LN2_LO))?;
+    let hi = fx.fsub(u, fx.fmul(kf, l.fc(th::LN2_HI))?)?;
+    let lo = fx.fmul(kf, l.fc(th::LN2_LO))?;
     let xr = fx.fsub(hi, lo)?;
     let c = fx.fsub(fx.fsub(hi, xr)?, lo)?;
-    let hfx = fx.fmul(fc(0.5), xr)?;
+    let hfx = fx.fmul(l.fc(0.5), xr)?;
     let hxs = fx.fmul(xr, hfx)?;
     // r1 = 1 + hxs (Q1 + hxs (Q2 + hxs (Q3 + hxs (Q4 + hxs Q5)))).
-    let q = |i: usize| fc(th::Q[i]);
+    let q = |i: usize| l.fc(th::Q[i]);
     let p = fx.fadd(q(3), fx.fmul(hxs, q(4))?)?;
     let p = fx.fadd(q(2), fx.fmul(hxs, p)?)?;
     let p = fx.fadd(q(1), fx.fmul(hxs, p)?)?;
     let p = fx.fadd(q(0), fx.fmul(hxs, p)?)?;
-    let r1 = fx.fadd(fc(1.0), fx.fmul(hxs, p)?)?;
-    let t = fx.fsub(fc(3.0), fx.fmul(r1, hfx)?)?;
+    let r1 = fx.fadd(l.fc(1.0), fx.fmul(hxs, p)?)?;
+    let t = fx.fsub(l.fc(3.0), fx.fmul(r1, hfx)?)?;
     let e = fx.fmul(
         hxs,
-        fx.fdiv(fx.fsub(r1, t)?, fx.fsub(fc(6.0), fx.fmul(xr, t)?)?)?,
+        fx.fdiv(fx.fsub(r1, t)?, fx.fsub(l.fc(6.0), fx.fmul(xr, t)?)?)?,
     )?;
     let k0 = fx.fsub(xr, fx.fsub(fx.fmul(xr, e)?, hxs)?)?;
     let e = fx.fsub(fx.fmul(xr, fx.fsub(e, c)?)?, c)?;
     let e = fx.fsub(e, hxs)?;
-    let two_k = b.build_int_add(k, ic(0x3ff), "ek").map_err(ierr)?;
-    let two_k = as_float(b.build_left_shift(two_k, ic(52), "ek").map_err(ierr)?)?;
-    let two_minus_k = b.build_int_sub(ic(0x3ff), k, "emk").map_err(ierr)?;
+    let two_k = b.build_int_add(k, l.ic(0x3ff), "ek").map_err(ierr)?;
+    let two_k = as_float(b.build_left_shift(two_k, l.ic(52), "ek").map_err(ierr)?)?;
+    let two_minus_k = b.build_int_sub(l.ic(0x3ff), k, "emk").map_err(ierr)?;
     let two_minus_k = as_float(
-        b.build_left_shift(two_minus_k, ic(52), "emk")
+        b.build_left_shift(two_minus_k, l.ic(52), "emk")
             .map_err(ierr)?,
     )?;
     let e_minus_x = fx.fsub(e, xr)?;
-    let k_minus_one = fx.fsub(fx.fmul(fc(0.5), fx.fsub(xr, e)?)?, fc(0.5))?;
-    let far = fx.fsub(fx.fmul(fx.fsub(fc(1.0), e_minus_x)?, two_k)?, fc(1.0))?;
-    let below_20 = fx.fmul(fx.fsub(fx.fsub(fc(1.0), two_minus_k)?, e_minus_x)?, two_k)?;
+    let k_minus_one = fx.fsub(fx.fmul(l.fc(0.5), fx.fsub(xr, e)?)?, l.fc(0.5))?;
+    let far = fx.fsub(fx.fmul(fx.fsub(l.fc(1.0), e_minus_x)?, two_k)?, l.fc(1.0))?;
+    let below_20 = fx.fmul(fx.fsub(fx.fsub(l.fc(1.0), two_minus_k)?, e_minus_x)?, two_k)?;
     let from_20 = fx.fmul(
-        fx.fadd(fx.fsub(xr, fx.fadd(e, two_minus_k)?)?, fc(1.0))?,
+        fx.fadd(fx.fsub(xr, fx.fadd(e, two_minus_k)?)?, l.fc(1.0))?,
         two_k,
     )?;
-    let y = fx.select(icmp(IntPredicate::SLT, k, 20)?, below_20, from_20)?;
+    let y = fx.select(l.icmp(IntPredicate::SLT, k, 20)?, below_20, from_20)?;
     let is_far = b
         .build_or(
-            icmp(IntPredicate::SLE, k, -2)?,
-            icmp(IntPredicate::SGT, k, 56)?,
+            l.icmp(IntPredicate::SLE, k, -2)?,
+            l.icmp(IntPredicate::SGT, k, 56)?,
             "far",
         )
         .map_err(ierr)?;
     let y = fx.select(is_far, far, y)?;
-    let y = fx.select(icmp(IntPredicate::EQ, k, -1)?, k_minus_one, y)?;
-    let t = fx.select(icmp(IntPredicate::EQ, k, 0)?, k0, y)?;
+    let y = fx.select(l.icmp(IntPredicate::EQ, k, -1)?, k_minus_one, y)?;
+    let t = fx.select(l.icmp(IntPredicate::EQ, k, 0)?, k0, y)?;
 
     // 1 - 2 / (t + 2) from 1 on, -t / (t + 2) below; the sign of x; x itself where tiny or NaN.
     let minus_t = as_float(
-        b.build_xor(as_bits(t)?, ic(i64::MIN), "neg")
+        b.build_xor(as_bits(t)?, l.ic(i64::MIN), "neg")
             .map_err(ierr)?,
     )?;
-    let numerator = fx.select(big, fc(2.0), minus_t)?;
-    let qt = fx.fdiv(numerator, fx.fadd(t, fc(2.0))?)?;
-    let z = fx.select(big, fx.fsub(fc(1.0), qt)?, qt)?;
-    let z = fx.select(in_range, z, fc(1.0))?;
+    let numerator = fx.select(big, l.fc(2.0), minus_t)?;
+    let qt = fx.fdiv(numerator, fx.fadd(t, l.fc(2.0))?)?;
+    let z = fx.select(big, fx.fsub(l.fc(1.0), qt)?, qt)?;
+    let z = fx.select(in_range, z, l.fc(1.0))?;
     let z = as_float(b.build_or(as_bits(z)?, sign, "signed").map_err(ierr)?)?;
     let keep = b
         .build_or(
-            fx.fcmp(FloatPredicate::OLT, a, fc(th::TINY))?,
+            fx.fcmp(FloatPredicate::OLT, a, l.fc(th::TINY))?,
             fx.fcmp(FloatPredicate::UNO, x, x)?,
             "keep",
         )
