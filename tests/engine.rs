@@ -41,6 +41,18 @@ fn run_unfused(script: &str) -> String {
     .0
 }
 
+/// Runs `script` with every operation on its unfused kernel, with statistics.
+fn run_unfused_with_stats(script: &str) -> (String, lafuse::RunReport) {
+    run_with(
+        EngineConfig {
+            fusion: None,
+            collect_stats: true,
+            ..EngineConfig::default()
+        },
+        script,
+    )
+}
+
 /// Runs `script` under `policy` with statistics.
 fn run_policy(policy: FusionPolicy, script: &str) -> (String, lafuse::RunReport) {
     run_policy_on(policy, EngineConfig::default().backend, script)
@@ -724,14 +736,7 @@ print(sum(t(X) %*% y) + sum(t(X) %*% W) + sum(t(S) %*% y) + sum(t(X) %*% X))
 T = t(X)
 print(sum(T %*% y) + sum(T %*% W) + sum(t(S) %*% y) + sum(T %*% X))
 ";
-    let (out, report) = run_with(
-        EngineConfig {
-            fusion: None,
-            collect_stats: true,
-            ..EngineConfig::default()
-        },
-        script,
-    );
+    let (out, report) = run_unfused_with_stats(script);
     let lines: Vec<f64> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
     assert!(
         (lines[0] - lines[1]).abs() <= 1e-12 * lines[1].abs(),
@@ -759,14 +764,7 @@ Q = A[1:40, ]
 print(sum(t(Q) %*% t(Q)))
 print(sum(t(Q) %*% Q))
 ";
-    let (out, report) = run_with(
-        EngineConfig {
-            fusion: None,
-            collect_stats: true,
-            ..EngineConfig::default()
-        },
-        script,
-    );
+    let (out, report) = run_unfused_with_stats(script);
     let lines: Vec<f64> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
     assert_eq!(lines[0].to_bits(), lines[1].to_bits(), "{out}");
     // t(Q) %*% t(Q) = t(Q %*% Q), whose sum differs from t(Q) %*% Q's in general.
@@ -814,14 +812,7 @@ if (nrow(X) > 0) {
 print(sum(H1 != R1) + sum(H2 != R2) + sum(H3 != R3) + sum(H4 != R4) + sum(H5 != R5))
 print(sum(H1) + sum(H2) + sum(H3) + sum(H4) + sum(H5))
 ";
-    let (unfused, report) = run_with(
-        EngineConfig {
-            fusion: None,
-            collect_stats: true,
-            ..EngineConfig::default()
-        },
-        script,
-    );
+    let (unfused, report) = run_unfused_with_stats(script);
     let differing = |out: &str| out.lines().nth(1).map(|l| l.trim().parse::<f64>().unwrap());
     assert_eq!(differing(&unfused), Some(0.0), "{unfused}");
     let count = |op: &str| executed(&report, op);

@@ -213,6 +213,18 @@ fn dgemm(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, ValueRange)> {
     dgemm_strided(a, &b.values, b.cols, (b.cols as isize, 1))
 }
 
+/// Whether [`matmul`] (or, with `b_transposed`, [`matmul_nt`]) multiplies a dense m×k matrix
+/// by the dense right operand `b` (k×n, or n×k read transposed) with dgemm: a product dgemm's
+/// shape, a right operand without non-finite values (else zeros of the left one are skipped),
+/// and for `matmul_nt` one whose transpose would stay dense.
+fn dgemm_computes(m: usize, k: usize, n: usize, b: &DenseMatrix, b_transposed: bool) -> bool {
+    m > 0
+        && k > 0
+        && super::partial::dense_product_uses_dgemm(m, n)
+        && (!b_transposed || !crate::matrix::prefers_sparse(k, n, b.nnz))
+        && all_finite(&b.values)
+}
+
 /// `t(a %*% b)`, or `t(a %*% t(b))` with `b_transposed`, bit for bit the transpose of the
 /// product [`matmul`] (or [`matmul_nt`]) computes: where that product is dgemm's, dgemm writes
 /// it column by column into the transpose's rows (the output's strides change where each cell
@@ -236,15 +248,7 @@ pub fn matmul_transposed_out(a: &Matrix, b: &Matrix, b_transposed: bool) -> Resu
     };
     let m = a.rows();
     if let (Matrix::Dense(x), Matrix::Dense(y)) = (a, b) {
-        // The cases in which `matmul` / `matmul_nt` run dgemm, exactly.
-        let dgemm_product = a.cols() == k
-            && m > 0
-            && k > 0
-            && n > 0
-            && super::partial::dense_product_uses_dgemm(m, n)
-            && (!b_transposed || !crate::matrix::prefers_sparse(k, n, y.nnz))
-            && all_finite(&y.values);
-        if dgemm_product {
+        if a.cols() == k && dgemm_computes(m, k, n, y, b_transposed) {
             let b_strides = if b_transposed {
                 (1, k as isize)
             } else {
@@ -341,13 +345,7 @@ pub fn matmul_nt(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     match (a, b) {
         // As the materialised product would run: a transpose stored dense (`transpose` keeps a
         // dense matrix dense unless it prefers sparse), multiplied by dgemm.
-        (Matrix::Dense(x), Matrix::Dense(y))
-            if m > 0
-                && k > 0
-                && super::partial::dense_product_uses_dgemm(m, n)
-                && !crate::matrix::prefers_sparse(k, n, y.nnz)
-                && all_finite(&y.values) =>
-        {
+        (Matrix::Dense(x), Matrix::Dense(y)) if dgemm_computes(m, k, n, y, true) => {
             dgemm_strided(x, &y.values, n, (1, k as isize)).map(|(product, _)| product)
         }
         (_, Matrix::Dense(y)) if n == 1 => {
