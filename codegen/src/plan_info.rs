@@ -342,6 +342,9 @@ pub(crate) fn outer_analysis(
             // `(X * (U %*% t(V))) %*% V`: the final product reads the rows of V that
             // the dot products read, from the same n x k view.
             InputUse::OuterV if kind == OuterKind::Right => {}
+            // `t(U) %*% (X * (U %*% t(V)))`: the rows of U, from the m x k view the dot
+            // products read (the construction's `Access::OuterU` final matrix).
+            InputUse::OuterU if kind != OuterKind::Right => {}
             _ => {
                 return Err(CodegenError::Unsupported(Unsupported::Construct(
                     "final-product matrix also read in the body other than as V of a \

@@ -30,6 +30,7 @@ use lafuse_runtime::error::Shape;
 use lafuse_runtime::kernels::{self, matrix_cell};
 use lafuse_runtime::ops::{java_max, java_min};
 use lafuse_runtime::{Matrix, RuntimeError, ValueRange};
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use thiserror::Error;
@@ -509,10 +510,17 @@ impl<'p, 'a> Eval<'p, 'a> {
                 CNode::FinalProduct { g, w },
                 OuterType::Left | OuterType::LeftT | OuterType::Right,
             ) => {
-                let CNode::Data { input, .. } = self.plan.nodes[*w] else {
+                let CNode::Data { input, access } = self.plan.nodes[*w] else {
                     return err(Invalid::Plan("final product operand is not an input"));
                 };
-                (*g, Some(self.matrix(input)?))
+                let matrix = self.matrix(input)?;
+                // A Left product's `t(U)` given as U (`Access::OuterU`).
+                let operand = if access == Access::OuterU {
+                    Cow::Owned(rt(kernels::transpose(matrix))?)
+                } else {
+                    Cow::Borrowed(matrix)
+                };
+                (*g, Some(operand))
             }
             (_, OuterType::CellWise | OuterType::FullAgg) => (out, None),
             _ => return err(Invalid::Plan("outer type does not match its output node")),
@@ -534,9 +542,9 @@ impl<'p, 'a> Eval<'p, 'a> {
         match (ty, w) {
             (OuterType::CellWise, _) => Ok(g),
             (OuterType::FullAgg, _) => rt(kernels::aggregate(&g, AggOp::Sum, Direction::Full)),
-            (OuterType::Right, Some(w)) => rt(kernels::matmul(&g, w)),
-            (OuterType::LeftT, Some(w)) => rt(kernels::matmul(w, &g)),
-            (OuterType::Left, Some(w)) => rt(kernels::transpose(&rt(kernels::matmul(w, &g))?)),
+            (OuterType::Right, Some(w)) => rt(kernels::matmul(&g, &w)),
+            (OuterType::LeftT, Some(w)) => rt(kernels::matmul(&w, &g)),
+            (OuterType::Left, Some(w)) => rt(kernels::transpose(&rt(kernels::matmul(&w, &g))?)),
             _ => err(Invalid::Plan("final product without its matrix")),
         }
     }

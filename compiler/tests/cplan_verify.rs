@@ -428,6 +428,27 @@ fn outer_product_factors_are_read_by_the_dot_product_only() {
     );
 }
 
+/// A Left product `t(U) %*% G` may read its matrix as the dot products' U (the transpose not
+/// taken); a Right product, whose matrix is read by columns of the driver, may not.
+#[test]
+fn only_left_products_read_their_matrix_as_the_factor_u() {
+    for ty in [OuterType::Left, OuterType::LeftT, OuterType::Right] {
+        let mut p = outer_plan(ty);
+        p.inputs.pop();
+        p.nodes.truncate(6);
+        p.nodes.push(CNode::FinalProduct { g: 5, w: 1 });
+        p.outputs = vec![6];
+        if ty == OuterType::Right {
+            rejects(
+                &p,
+                "at node %6: reads the outer-product factor %1 (OuterU) outside u_i · v_j",
+            );
+        } else {
+            verify(&p).unwrap_or_else(|e| panic!("{ty:?}: {e}\n{}", p.explain()));
+        }
+    }
+}
+
 #[test]
 fn final_products_and_accumulations_are_outputs_only() {
     let mut p = outer_plan(OuterType::Right);

@@ -520,6 +520,17 @@ pub fn outer_plan(ty: OuterType) -> CPlan {
     }
 }
 
+/// `outer_plan`'s body with a Left or LeftT final product by `t(U)` given as the dot
+/// products' own `U` (`Access::OuterU`: ALS-CG's `t(t(U) %*% (W * (U %*% t(S))))`), so the
+/// operator reads U's rows for both and nothing is transposed: three inputs.
+pub fn outer_plan_left_by_u(ty: OuterType) -> CPlan {
+    let mut plan = outer_plan(OuterType::CellWise);
+    plan.template = TemplateSpec::Outer { outer_type: ty };
+    plan.nodes.push(CNode::FinalProduct { g: 8, w: 1 });
+    plan.outputs = vec![9];
+    plan
+}
+
 /// `sum(X * Y * Z)`.
 pub fn sum_xyz() -> CPlan {
     CPlan {

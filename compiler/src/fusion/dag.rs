@@ -330,6 +330,15 @@ impl<'a> FusionDag<'a> {
         })
     }
 
+    /// Whether some outer-product-like multiply at or below `root` has `u` as its left factor
+    /// (`u %*% t(V)`, `u` itself, not a transpose of it).
+    pub fn has_outer_product_of_left_factor(&self, root: HopId, u: HopId) -> bool {
+        self.contains_outer_product(root, None)
+            && self.find(root, &mut |h| {
+                self.is_outer_product_like_mm(h) && self.inputs(h)[0] == u
+            })
+    }
+
     /// The hop under any chain of transposes (`t(t(X))` → `X`).
     pub fn strip_transposes(&self, mut id: HopId) -> HopId {
         while self.is_transpose(id) {

@@ -287,7 +287,13 @@ impl Gpu {
         let k2 = match cols_of(InputUse::FinalW) {
             0 if kernel.shape == super::abi::KernelShape::OuterRight => cols_of(InputUse::OuterV),
             0 if kernel.shape == super::abi::KernelShape::RowB1 => cols_of(InputUse::ColVectorT),
-            0 => cols_of(InputUse::FinalWT),
+            // `t(U) %*% (X * (U %*% t(V)))` reads U's rows as the final product's matrix.
+            0 => match cols_of(InputUse::FinalWT) {
+                0 if matches!(kernel.shape, super::abi::KernelShape::OuterLeft { .. }) => {
+                    cols_of(InputUse::OuterU)
+                }
+                w => w,
+            },
             w => w,
         };
         let k = cols_of(InputUse::OuterU);

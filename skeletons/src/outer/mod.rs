@@ -32,8 +32,10 @@ pub struct OuterSpec {
     /// [`InputUse::OuterV`] or [`InputUse::OuterVT`], and a final matrix for Left/Right).
     pub uses: Vec<InputUse>,
     /// The input position of a Left/Right final product's matrix. Its use is
-    /// [`InputUse::FinalW`]/[`InputUse::FinalWT`], or [`InputUse::OuterV`] for a Right product
-    /// by `V` itself (`(X * (U %*% t(V))) %*% V`, ALS-CG's update), which reads the same rows.
+    /// [`InputUse::FinalW`]/[`InputUse::FinalWT`], [`InputUse::OuterV`] for a Right product
+    /// by `V` itself (`(X * (U %*% t(V))) %*% V`, ALS-CG's update of U), or
+    /// [`InputUse::OuterU`] for a Left product by `t(U)` (`t(U) %*% (X * (U %*% t(V)))`, its
+    /// update of V), which read the same rows as the dot products.
     pub w: Option<usize>,
     /// Lanes of a FullAgg partial (the generator's vector width plus one).
     pub lanes: usize,
@@ -106,7 +108,13 @@ pub fn execute(spec: &OuterSpec, kernels: &OuterKernels, inputs: &[Input<'_>]) -
                 return err(SkeletonError::FinalProductMissing);
             };
             match spec.uses.get(wi) {
-                Some(&u) if u == want || (!left && u == InputUse::OuterV) => p.shapes[wi].1,
+                Some(&u)
+                    if u == want
+                        || (!left && u == InputUse::OuterV)
+                        || (left && u == InputUse::OuterU) =>
+                {
+                    p.shapes[wi].1
+                }
                 _ => return err(SkeletonError::FinalProductUse),
             }
         }

@@ -539,7 +539,17 @@ fn outer_root(
             Some((OuterType::Right, g, w))
         } else if mm_entry.is_ref(1) && !mm_entry.is_ref(0) {
             let g = b.operand(mm, mm_entry, 1)?;
-            let w = b.leaf(mi[0], Some(Access::Whole));
+            // `t(U) %*% G` where G's outer product is `U %*% t(V)` (ALS-CG's update of V):
+            // the operator reads the rows of U, as its dot products do, rather than taking
+            // `t(U)` computed unfused and transposing it back.
+            let factor = Some(mi[0])
+                .filter(|&t| dag.is_transpose(t))
+                .map(|t| dag.inputs(t)[0])
+                .filter(|&u| dag.has_outer_product_of_left_factor(mi[1], u));
+            let w = match factor {
+                Some(u) => b.leaf(u, Some(Access::OuterU)),
+                None => b.leaf(mi[0], Some(Access::Whole)),
+            };
             Some((OuterType::LeftT, g, w))
         } else {
             None

@@ -43,7 +43,8 @@ pub enum Access {
     /// A matrix read as a whole, the right-hand side of a row-times-matrix product (Row), or
     /// the final-product operand of an Outer operator.
     Whole,
-    /// Outer template: the left factor `U` of `U %*% t(V)`, read at the current row.
+    /// Outer template: the left factor `U` of `U %*% t(V)`, read at the current row; as the
+    /// matrix of a Left final product, the `U` of `t(U) %*% G` (the transpose not taken).
     OuterU,
     /// Outer template: the right factor `V` of `U %*% t(V)`, read at the current column.
     OuterV,
