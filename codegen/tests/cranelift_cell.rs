@@ -373,6 +373,110 @@ fn outer_all_types_and_ranks_over_sparse_and_dense_drivers() {
     }
 }
 
+/// A no-aggregate body with the runtime's lane maps (`tanh`, `exp`, `log`) runs 32 lanes a
+/// call, then 8, then one: rows of every length around those widths (per row, with a row and
+/// a column vector; and as one stretch, without), special values included, against the
+/// reference and to the bit against LLVM's code.
+#[test]
+fn lane_mapped_bodies_without_sums_run_wide() {
+    // tanh(X + r) * exp(c) + log(abs(X) + 1), r a row and c a column vector (or scalars).
+    let plan = |broadcast: bool| {
+        let (r, c) = if broadcast {
+            (Access::RowVector, Access::ColVector)
+        } else {
+            (Access::Scalar, Access::Scalar)
+        };
+        CPlan {
+            template: TemplateSpec::Cell {
+                cell_type: CellType::NoAgg,
+                agg: None,
+                sparse_safe: false,
+            },
+            inputs: vec![
+                InputKind::Matrix,
+                if broadcast {
+                    InputKind::Matrix
+                } else {
+                    InputKind::Scalar
+                },
+                if broadcast {
+                    InputKind::Matrix
+                } else {
+                    InputKind::Scalar
+                },
+            ],
+            nodes: vec![
+                data(0, Access::Main),
+                data(1, r),
+                data(2, c),
+                CNode::Binary {
+                    f: B::Add,
+                    a: 0,
+                    b: 1,
+                },
+                CNode::Unary { f: U::Tanh, x: 3 },
+                CNode::Unary { f: U::Exp, x: 2 },
+                CNode::Binary {
+                    f: B::Mul,
+                    a: 4,
+                    b: 5,
+                },
+                CNode::Unary { f: U::Abs, x: 0 },
+                lit(1.0),
+                CNode::Binary {
+                    f: B::Add,
+                    a: 7,
+                    b: 8,
+                },
+                CNode::Unary { f: U::Log, x: 9 },
+                CNode::Binary {
+                    f: B::Add,
+                    a: 6,
+                    b: 10,
+                },
+            ],
+            outputs: vec![11],
+        }
+    };
+    for (m, n) in [
+        (3, 31),
+        (2, 32),
+        (5, 33),
+        (4, 41),
+        (3, 72),
+        (1, 1),
+        (7, 100),
+    ] {
+        let x = mat(m, n, 1.0, 21, true);
+        let r = mat(1, n, 1.0, 22, false);
+        let c = mat(m, 1, 1.0, 23, false);
+        let ins = [
+            Operand::Matrix(&x),
+            Operand::Matrix(&r),
+            Operand::Matrix(&c),
+        ];
+        check(
+            &plan(true),
+            &ins,
+            &[(m, n)],
+            1e-12,
+            &format!("{m}x{n} broadcast"),
+        );
+        let ins = [
+            Operand::Matrix(&x),
+            Operand::Scalar(0.25),
+            Operand::Scalar(-0.5),
+        ];
+        check(
+            &plan(false),
+            &ins,
+            &[(m, n)],
+            1e-12,
+            &format!("{m}x{n} flat"),
+        );
+    }
+}
+
 /// A Left product by `t(U)` read as the rows of the dot products' `U`: against the reference,
 /// and to the bit against LLVM's code.
 #[test]

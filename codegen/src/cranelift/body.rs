@@ -283,6 +283,19 @@ impl<'p> Body<'p> {
     }
 }
 
+/// Whether `node` is lowered (at more than one lane) through a call that maps lanes with the
+/// runtime's vector functions ([`Fx::exp`], [`Fx::ln`], [`Fx::tanh`]).
+pub(super) fn maps_lanes(node: &CNode) -> bool {
+    match node {
+        CNode::Unary { f, .. } => matches!(
+            f,
+            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid
+        ),
+        CNode::Binary { f, .. } => *f == BinaryOp::Log,
+        _ => false,
+    }
+}
+
 pub(super) fn unary(fx: &mut Fx<'_>, f: UnaryOp, x: &V) -> V {
     let w = x.w;
     match f {

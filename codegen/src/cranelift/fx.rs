@@ -483,8 +483,10 @@ impl Fx<'_> {
 
     /// Adds 1 per lane where `c` holds to the counter `cnt` (one `I64` for one lane, an
     /// `I64X2` per part otherwise).
+    /// Adds the true lanes of `c` to the counters `cnt`, its parts taken in turn (a mask wider
+    /// than the counters folds onto them: a count has no order).
     pub(super) fn count(&mut self, cnt: &[Variable], c: &M) {
-        for (&v, &m) in cnt.iter().zip(&c.parts) {
+        for (&v, &m) in cnt.iter().cycle().zip(&c.parts) {
             let cur = self.b.use_var(v);
             let next = if c.w == 1 {
                 let one = self.b.ins().uextend(types::I64, m);
