@@ -6,6 +6,7 @@
 //! An operator the backend cannot build (an unsupported template variant, say) is not an
 //! error: its hops simply run unfused, and the reason is counted in the statistics.
 
+use crate::deferral::BlockCosts;
 use crate::error::Error;
 use crate::{FusionPolicy, Placement};
 use lafuse_codegen::backend::{
@@ -396,29 +397,6 @@ pub(crate) enum Fusion {
     Deferred { runs_to_pay: u64 },
 }
 
-/// A deferred block is fused at the latest once its unfused runs have cost this many times
-/// its compilation, whatever saving the model expects: the most a model that underrates
-/// fusion can cost a run is then about this many compilations.
-pub(crate) const UNFUSED_COST_PER_COMPILE: f64 = 10.0;
-
-/// Executions of a block unfused before its fused plan, saving `saving` seconds a run by the
-/// cost model, has paid for `compile` seconds of compilation: the rent-or-buy rule, which
-/// spends at most twice the better of fusing at once and never fusing.
-pub(crate) fn runs_to_pay(saving: f64, compile: f64) -> u64 {
-    if compile <= 0.0 || saving >= compile {
-        return 1;
-    }
-    if saving.is_nan() || saving <= 0.0 {
-        return u64::MAX;
-    }
-    let runs = (compile / saving).ceil();
-    if runs >= u64::MAX as f64 {
-        u64::MAX
-    } else {
-        runs as u64
-    }
-}
-
 impl Fuser {
     /// `store_dir`: the on-disk object store native operators go through, if any, pruned to
     /// `store_limit` bytes (a directory that cannot be opened is not used: it only saves
@@ -455,7 +433,7 @@ impl Fuser {
     /// The same fuser, deferring the fusion of blocks whose fused operators would not yet pay
     /// for their compilation (`seconds` an operator; `--jit tiered`): such a block runs on the
     /// unfused kernels, the tier below Cranelift, until the saving the cost model expects of
-    /// fusion, summed over its executions, reaches that compile time ([`runs_to_pay`]).
+    /// fusion, summed over its executions, reaches that compile time ([`crate::deferral::runs_to_pay`]).
     /// Deterministic: the decision depends on sizes and counts, never on timings.
     pub(crate) fn deferring(mut self, seconds: f64) -> Fuser {
         self.compile_seconds = (seconds > 0.0).then_some(seconds);
@@ -495,37 +473,32 @@ impl Fuser {
     pub(crate) fn fuse(&self, dag: &HopDag, runs_before: u64) -> Result<Fusion, Error> {
         let started = Instant::now();
         let runs = runs_before.saturating_add(1);
-        // Before planning: no plan saves more than the whole unfused block costs, so a block
-        // that cheap defers without a search (and is planned at the run that bound allows).
-        let bound = match self.compile_seconds {
-            Some(per_operator) if dag.hops.iter().any(|h| h.is_matrix()) => {
-                let view = fusion::FusionDag::new(dag)?;
-                let unfused =
-                    fusion::cost::cost_of(&view, &self.cost_model, &fusion::Selection::default());
-                Some((per_operator, unfused, view))
-            }
-            _ => None,
+        let costs = match self.compile_seconds {
+            Some(per_operator) => BlockCosts::new(dag, &self.cost_model, per_operator)?,
+            None => None,
         };
-        if let Some((per_operator, unfused, _)) = &bound {
-            let runs_to_pay = runs_to_pay(*unfused, *per_operator);
-            if runs_to_pay > runs {
-                return Ok(self.deferred(started, runs_before, runs_to_pay));
+        if let Some(costs) = &costs {
+            // No plan saves more than the whole unfused block costs, so a block that cheap
+            // defers without a search (to the run that bound allows); one whose heuristic
+            // plans would not pay yet defers to the run they would, where the exact search
+            // decides.
+            let earliest = costs.earliest();
+            if earliest > runs {
+                return Ok(self.deferred(started, runs_before, earliest));
+            }
+            let estimated = costs.estimated(&self.cost_model)?;
+            if estimated > runs {
+                return Ok(self.deferred(started, runs_before, estimated));
             }
         }
         let plan = fusion::plan_fusion(dag, self.selector.as_ref())?;
         let program = construct_cplans(dag, &plan.memo, &plan.selection)?;
-        if let Some((per_operator, unfused, view)) = &bound {
+        if let Some(costs) = &costs {
             if !program.operators.is_empty() {
-                let fused = fusion::cost::cost_of(view, &self.cost_model, &plan.selection);
-                let compile = per_operator * program.operators.len() as f64;
-                let by_saving = runs_to_pay(unfused - fused, compile);
-                // The model's saving can be far below the real one (a Row operator's second
-                // pass over its input: 0.2 ms of 171 modelled, 120 ms measured), so a block
-                // is fused at the latest once its unfused runs cost that many compilations.
-                let by_cost = runs_to_pay(unfused / UNFUSED_COST_PER_COMPILE, compile);
-                let runs_to_pay = by_saving.min(by_cost);
-                if runs_to_pay > runs {
-                    return Ok(self.deferred(started, runs_before, runs_to_pay));
+                let fused = costs.cost_of(&self.cost_model, &plan.selection);
+                let due = costs.pays_at(fused, program.operators.len());
+                if due > runs {
+                    return Ok(self.deferred(started, runs_before, due));
                 }
             }
         }
@@ -850,25 +823,5 @@ impl Operator for RunnableOperator {
             Ordering::Relaxed,
         );
         Ok(results)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::runs_to_pay;
-
-    /// The rent-or-buy rule: fuse at once when one run saves the compile time, never when
-    /// the model expects no saving, else after as many runs as pay for the compilation.
-    #[test]
-    fn runs_to_pay_is_the_rent_or_buy_point() {
-        assert_eq!(runs_to_pay(2e-3, 1e-3), 1);
-        assert_eq!(runs_to_pay(1e-3, 1e-3), 1);
-        assert_eq!(runs_to_pay(1e-5, 0.0), 1);
-        assert_eq!(runs_to_pay(4e-4, 1e-3), 3);
-        assert_eq!(runs_to_pay(1e-4, 1e-3), 10);
-        assert_eq!(runs_to_pay(0.0, 1e-3), u64::MAX);
-        assert_eq!(runs_to_pay(-1e-3, 1e-3), u64::MAX);
-        assert_eq!(runs_to_pay(f64::NAN, 1e-3), u64::MAX);
-        assert_eq!(runs_to_pay(1e-300, 1.0), u64::MAX);
     }
 }

@@ -46,6 +46,7 @@ mod calls;
 mod compile;
 mod dag;
 mod dedup;
+mod deferral;
 mod engine;
 pub mod error;
 mod explain;

@@ -1,0 +1,138 @@
+//! When a block's fusion pays for its compilation (`--jit tiered`): the cost model's saving
+//! per run against the compile time of the plan's operators, by the rent-or-buy rule, and
+//! the cheap estimates that spare the exact plan search for blocks that would not pay yet.
+
+use crate::error::Error;
+use lafuse_compiler::fusion::{
+    self, CostModel, FuseAll, FuseNoRedundancy, FusionDag, PlanSelector, Selection,
+};
+use lafuse_compiler::hops::HopDag;
+
+/// A deferred block is fused at the latest once its unfused runs have cost this many times
+/// its compilation by the model, whatever saving it expects: the most a model that underrates
+/// fusion can cost a run is then bounded. Thirty model compilations are about ten real ones:
+/// the model prices a small block's intermediates at memory bandwidth where they stay in
+/// cache (GLM's 25-hop CG body at 10000 x 100: 2.1 ms a run modelled, about 0.6 measured).
+/// At ten, that body, whose fusion the model expects to save 1 % of it, was compiled at its
+/// 20th run for nothing (GLM quick under `--jit tiered`: 46-50 ms against 39-42 unfused).
+pub(crate) const UNFUSED_COST_PER_COMPILE: f64 = 30.0;
+
+/// Executions of a block unfused before its fused plan, saving `saving` seconds a run by the
+/// cost model, has paid for `compile` seconds of compilation: the rent-or-buy rule, which
+/// spends at most twice the better of fusing at once and never fusing.
+pub(crate) fn runs_to_pay(saving: f64, compile: f64) -> u64 {
+    if compile <= 0.0 || saving >= compile {
+        return 1;
+    }
+    if saving.is_nan() || saving <= 0.0 {
+        return u64::MAX;
+    }
+    let runs = (compile / saving).ceil();
+    if runs >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        runs as u64
+    }
+}
+
+/// One block's unfused cost under the model, and the run at which a plan of it pays.
+pub(crate) struct BlockCosts<'d> {
+    view: FusionDag<'d>,
+    /// The block's hops, each on its unfused kernel, in seconds a run.
+    unfused: f64,
+    /// Seconds of compilation per fused operator.
+    per_operator: f64,
+}
+
+impl<'d> BlockCosts<'d> {
+    /// `None` for a block without matrix hops, which nothing fuses.
+    pub(crate) fn new(
+        dag: &'d HopDag,
+        model: &CostModel,
+        per_operator: f64,
+    ) -> Result<Option<BlockCosts<'d>>, Error> {
+        if !dag.hops.iter().any(|h| h.is_matrix()) {
+            return Ok(None);
+        }
+        let view = FusionDag::new(dag)?;
+        let unfused = fusion::cost::cost_of(&view, model, &Selection::default());
+        Ok(Some(BlockCosts {
+            view,
+            unfused,
+            per_operator,
+        }))
+    }
+
+    /// The cost of a run of the block under `selection`.
+    pub(crate) fn cost_of(&self, model: &CostModel, selection: &Selection) -> f64 {
+        fusion::cost::cost_of(&self.view, model, selection)
+    }
+
+    /// The first run at which any plan could pay: none saves more than the whole block
+    /// costs, nor compiles fewer than one operator. Sound, and free once the block is costed.
+    pub(crate) fn earliest(&self) -> u64 {
+        runs_to_pay(self.unfused, self.per_operator)
+    }
+
+    /// The run at which a plan of `operators` operators costing `fused` a run pays: when its
+    /// saving has paid for their compilation, or at the latest when the block's unfused runs
+    /// have cost [`UNFUSED_COST_PER_COMPILE`] compilations. The model's saving can be far
+    /// below the real one (a Row operator's second pass over its input: 0.2 ms of 171
+    /// modelled, 120 ms measured), hence the second bound.
+    pub(crate) fn pays_at(&self, fused: f64, operators: usize) -> u64 {
+        let compile = self.per_operator * operators as f64;
+        let by_saving = runs_to_pay(self.unfused - fused, compile);
+        let by_cost = runs_to_pay(self.unfused / UNFUSED_COST_PER_COMPILE, compile);
+        by_saving.min(by_cost)
+    }
+
+    /// The run at which the better of the fuse-all and fuse-no-redundancy plans would pay
+    /// (`u64::MAX` where neither has an operator). Selecting and costing both takes a fifth
+    /// of the exact search (L2SVM's 53-hop loop body: 0.07 against 0.64 ms each, on one memo
+    /// explored in 0.04 ms), so a block neither would make pay by its next run defers
+    /// without the search; the search decides at the run this estimate names. An estimate,
+    /// not a bound: where the exact plan would pay earlier, the block fuses that much later,
+    /// by at most [`UNFUSED_COST_PER_COMPILE`] compilations' worth of runs.
+    pub(crate) fn estimated(&self, model: &CostModel) -> Result<u64, Error> {
+        let explored = fusion::explore(
+            &self.view,
+            &fusion::ExploreOptions {
+                prune_dominated: true,
+                ..fusion::ExploreOptions::default()
+            },
+        );
+        let mut best = u64::MAX;
+        for selector in [&FuseAll as &dyn PlanSelector, &FuseNoRedundancy] {
+            let mut memo = explored.clone();
+            let selection = selector.select(&self.view, &mut memo)?;
+            // An operator per root the selection materializes (the construction may merge
+            // or drop a few; counting them would cost more than the selection).
+            let operators = selection.roots.len();
+            if operators > 0 {
+                let fused = fusion::cost::cost_of(&self.view, model, &selection);
+                best = best.min(self.pays_at(fused, operators));
+            }
+        }
+        Ok(best)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs_to_pay;
+
+    /// The rent-or-buy rule: fuse at once when one run saves the compile time, never when
+    /// the model expects no saving, else after as many runs as pay for the compilation.
+    #[test]
+    fn runs_to_pay_is_the_rent_or_buy_point() {
+        assert_eq!(runs_to_pay(2e-3, 1e-3), 1);
+        assert_eq!(runs_to_pay(1e-3, 1e-3), 1);
+        assert_eq!(runs_to_pay(1e-5, 0.0), 1);
+        assert_eq!(runs_to_pay(4e-4, 1e-3), 3);
+        assert_eq!(runs_to_pay(1e-4, 1e-3), 10);
+        assert_eq!(runs_to_pay(0.0, 1e-3), u64::MAX);
+        assert_eq!(runs_to_pay(-1e-3, 1e-3), u64::MAX);
+        assert_eq!(runs_to_pay(f64::NAN, 1e-3), u64::MAX);
+        assert_eq!(runs_to_pay(1e-300, 1.0), u64::MAX);
+    }
+}
