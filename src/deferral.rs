@@ -119,7 +119,47 @@ impl<'d> BlockCosts<'d> {
 
 #[cfg(test)]
 mod tests {
-    use super::runs_to_pay;
+    use super::{runs_to_pay, BlockCosts};
+    use lafuse_compiler::fusion::cplan::construct_cplans;
+    use lafuse_compiler::fusion::{plan_fusion, CostBased, CostModel};
+    use lafuse_compiler::hops::{AggOp, BinaryOp, DagBuilder, Direction, HopDag};
+
+    /// `s = sum(X * Y * Z)` over dense `rows` x 1000 inputs: one Cell operator, which fuse-all
+    /// and the exact search both pick, saving two intermediates a run.
+    fn sum_xyz(rows: u64) -> HopDag {
+        let mut b = DagBuilder::new();
+        let [x, y, z] = ["X", "Y", "Z"].map(|n| b.input(n, rows, 1000, rows * 1000));
+        let xy = b.binary(BinaryOp::Mul, x, y).unwrap();
+        let xyz = b.binary(BinaryOp::Mul, xy, z).unwrap();
+        let s = b.agg(AggOp::Sum, Direction::Full, xyz).unwrap();
+        b.output("s", s).unwrap();
+        b.build().unwrap()
+    }
+
+    /// The run the exact search's plan pays at, as `Fuser::fuse` computes it.
+    fn exact_due(costs: &BlockCosts<'_>, dag: &HopDag, model: &CostModel) -> u64 {
+        let plan = plan_fusion(dag, &CostBased::new(model.clone())).unwrap();
+        let operators = construct_cplans(dag, &plan.memo, &plan.selection)
+            .unwrap()
+            .operators
+            .len();
+        costs.pays_at(costs.cost_of(model, &plan.selection), operators)
+    }
+
+    /// Where the heuristic plans are the exact one, the estimate names the exact search's run:
+    /// at once for a large block, later for a small one (so it defers without the search).
+    #[test]
+    fn the_estimate_is_the_exact_run_where_fuse_all_is_the_optimum() {
+        let model = CostModel::default();
+        for (rows, at_once) in [(100_000, true), (10, false)] {
+            let dag = sum_xyz(rows);
+            let costs = BlockCosts::new(&dag, &model, 1e-3).unwrap().unwrap();
+            let estimated = costs.estimated(&model).unwrap();
+            assert_eq!(estimated, exact_due(&costs, &dag, &model), "{rows} rows");
+            assert_eq!(estimated == 1, at_once, "{rows} rows: run {estimated}");
+            assert!(costs.earliest() <= estimated, "{rows} rows");
+        }
+    }
 
     /// The rent-or-buy rule: fuse at once when one run saves the compile time, never when
     /// the model expects no saving, else after as many runs as pay for the compilation.
