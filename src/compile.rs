@@ -203,7 +203,8 @@ pub(crate) struct Deferral {
     /// The block's unfused runs, shared by the plans one block was compiled to (a plan compiled
     /// again for new metadata counts on).
     runs: Arc<AtomicU64>,
-    runs_to_pay: u64,
+    /// The run from which the block is compiled again; moved on where it then defers again.
+    runs_to_pay: AtomicU64,
 }
 
 impl Deferral {
@@ -221,7 +222,13 @@ impl Deferral {
     /// block should be compiled again (fused, or deferred further where the fuser's bound
     /// was loose).
     pub(crate) fn ran_and_due(&self) -> bool {
-        self.runs.fetch_add(1, Ordering::Relaxed).saturating_add(1) >= self.runs_to_pay
+        self.runs.fetch_add(1, Ordering::Relaxed).saturating_add(1)
+            >= self.runs_to_pay.load(Ordering::Relaxed)
+    }
+
+    /// The plan stays as it is until run `runs_to_pay`: the fuser deferred the block again.
+    pub(crate) fn defer_to(&self, runs_to_pay: u64) {
+        self.runs_to_pay.store(runs_to_pay, Ordering::Relaxed);
     }
 }
 
@@ -544,22 +551,35 @@ fn compile_with(
     finish(dag, meta, fuser, assumptions, files, with_values)
 }
 
+/// What a block whose deferral came due compiles to.
+pub(crate) enum Refusal {
+    /// Fusing still does not pay: the unfused plan stands until this run.
+    Later(u64),
+    /// The block compiled fused.
+    Now(CompiledBlock),
+}
+
 /// `block` compiled again from its DAG, for a run after unfused ones: fused where that pays by
-/// now (or deferred further on the exact estimate). The DAG, its assumptions and files are
-/// the unfused plan's, which was just found valid for the run's variables.
+/// now, else deferred further on the closer estimate without lowering it again. The DAG, its
+/// assumptions and files are the unfused plan's, which was just found valid for the run's
+/// variables.
 pub(crate) fn refuse(
     block: &CompiledBlock,
     meta: &BlockMeta,
     fuser: &Fuser,
-) -> Result<CompiledBlock, Error> {
-    finish(
-        block.dag.clone(),
-        meta,
-        Some(fuser),
-        block.assumptions.clone(),
-        block.files.clone(),
-        block.sizes_from_values,
-    )
+) -> Result<Refusal, Error> {
+    match fuser.fuse(&block.dag, meta.unfused_runs)? {
+        Fusion::Deferred { runs_to_pay } => Ok(Refusal::Later(runs_to_pay)),
+        Fusion::Now(operators) => Ok(Refusal::Now(lower_block(
+            block.dag.clone(),
+            meta,
+            operators,
+            None,
+            block.assumptions.clone(),
+            block.files.clone(),
+            block.sizes_from_values,
+        )?)),
+    }
 }
 
 /// Fusion and lowering of an optimized block DAG.
@@ -579,13 +599,26 @@ fn finish(
                     Vec::new(),
                     Some(Deferral {
                         runs: Arc::default(),
-                        runs_to_pay,
+                        runs_to_pay: AtomicU64::new(runs_to_pay),
                     }),
                 ),
             }
         }
         _ => (Vec::new(), None),
     };
+    lower_block(dag, meta, fused, deferral, assumptions, files, with_values)
+}
+
+/// A block DAG lowered with its fused operators onto instructions.
+fn lower_block(
+    dag: HopDag,
+    meta: &BlockMeta,
+    fused: Vec<PlannedOperator>,
+    deferral: Option<Deferral>,
+    assumptions: Vec<(String, VarMeta)>,
+    files: Vec<FileAssumption>,
+    with_values: bool,
+) -> Result<CompiledBlock, Error> {
     let lowering = LoweringOptions {
         traced: meta.traced,
         reuse_aware: meta.reuse_aware,

@@ -842,7 +842,17 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let started = Instant::now();
         let mut compiled = match (&due, self.fuser) {
             // Only fusion changes: the DAG is the unfused plan's.
-            (Some(old), Some(fuser)) => crate::compile::refuse(old, &meta, fuser)?,
+            (Some(old), Some(fuser)) => match crate::compile::refuse(old, &meta, fuser)? {
+                crate::compile::Refusal::Now(fused) => fused,
+                crate::compile::Refusal::Later(runs_to_pay) => {
+                    self.compile_time += started.elapsed();
+                    if let Some(d) = &old.deferral {
+                        d.defer_to(runs_to_pay);
+                    }
+                    self.cache_hits += 1;
+                    return Ok(Arc::clone(old));
+                }
+            },
             _ => compile(&meta, self.args)?,
         };
         self.compile_time += started.elapsed();
