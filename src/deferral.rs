@@ -138,7 +138,7 @@ mod tests {
 
     /// The run the exact search's plan pays at, as `Fuser::fuse` computes it.
     fn exact_due(costs: &BlockCosts<'_>, dag: &HopDag, model: &CostModel) -> u64 {
-        let plan = plan_fusion(dag, &CostBased::new(model.clone())).unwrap();
+        let plan = plan_fusion(dag, &CostBased::new(*model)).unwrap();
         let operators = construct_cplans(dag, &plan.memo, &plan.selection)
             .unwrap()
             .operators
