@@ -481,24 +481,7 @@ fn lane_mapped_bodies_without_sums_run_wide() {
 /// and to the bit against LLVM's code.
 #[test]
 fn outer_left_products_by_the_factor_u_read_its_rows() {
-    let (m, n) = (70, 50);
-    for k in [1, 8, 11, 40] {
-        for d in [0.03, 0.6, 1.0] {
-            let x = mat(m, n, d, 7, false);
-            let u = mat(m, k, 1.0, 8 + k as u64, false);
-            let v = mat(n, k, 1.0, 9 + k as u64, false);
-            for (ty, shape) in [(OuterType::Left, (n, k)), (OuterType::LeftT, (k, n))] {
-                let plan = outer_plan_left_by_u(ty);
-                let ins = [
-                    Operand::Matrix(&x),
-                    Operand::Matrix(&u),
-                    Operand::Matrix(&v),
-                ];
-                let what = format!("outer {ty:?} by U, k {k} density {d}");
-                check(&plan, &ins, &[shape], 1e-9, &what);
-            }
-        }
-    }
+    check_outer_left_by_u(&check);
 }
 
 /// A CSR driver's rows with at least 8 non-zeros are taken 8 at a time, as the LLVM backend

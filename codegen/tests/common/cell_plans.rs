@@ -531,6 +531,28 @@ pub fn outer_plan_left_by_u(ty: OuterType) -> CPlan {
     plan
 }
 
+/// [`outer_plan_left_by_u`] over sparse, dense and all-non-zero drivers (the last over
+/// tiles) and ranks around the vector width, through a backend's `check`.
+pub fn check_outer_left_by_u(check: &Check) {
+    let (m, n) = (70, 50);
+    for k in [1, 8, 11, 40] {
+        for d in [0.03, 0.6, 1.0] {
+            let x = mat(m, n, d, 7, false);
+            let u = mat(m, k, 1.0, 8 + k as u64, false);
+            let v = mat(n, k, 1.0, 9 + k as u64, false);
+            for (ty, shape) in [(OuterType::Left, (n, k)), (OuterType::LeftT, (k, n))] {
+                let ins = [
+                    Operand::Matrix(&x),
+                    Operand::Matrix(&u),
+                    Operand::Matrix(&v),
+                ];
+                let what = format!("outer {ty:?} by U, k {k} density {d}");
+                check(&outer_plan_left_by_u(ty), &ins, &[shape], 1e-9, &what);
+            }
+        }
+    }
+}
+
 /// `sum(X * Y * Z)`.
 pub fn sum_xyz() -> CPlan {
     CPlan {
