@@ -298,36 +298,13 @@ fn check_node(plan: &CPlan, i: CNodeId, node: &CNode) -> Result<(), VerifyError>
                 "the V of u_i · v_j",
             )?;
         }
-        CNode::FinalProduct { w, .. } => {
-            expect_data(
-                plan,
-                i,
-                *w,
-                &[Access::Whole, Access::OuterU],
-                "the matrix of a final product",
-            )?;
-            let left = matches!(
-                template,
-                TemplateSpec::Outer {
-                    outer_type: OuterType::Left | OuterType::LeftT
-                }
-            );
-            if let CNode::Data {
-                access: access @ Access::OuterU,
-                ..
-            } = plan.nodes[*w]
-            {
-                if !left {
-                    return fail(
-                        Some(i),
-                        PlanDefect::FactorRead {
-                            operand: *w,
-                            access,
-                        },
-                    );
-                }
-            }
-        }
+        CNode::FinalProduct { w, .. } => expect_data(
+            plan,
+            i,
+            *w,
+            &[Access::Whole, Access::OuterU],
+            "the matrix of a final product",
+        )?,
         _ => {}
     }
     // A factor of `U %*% t(V)` has no value per cell: only the template's dot product reads it.
@@ -339,8 +316,17 @@ fn check_node(plan: &CPlan, i: CNodeId, node: &CNode) -> Result<(), VerifyError>
         {
             let as_factor = match node {
                 CNode::OuterDot { .. } => (pos == 0) == (access == Access::OuterU),
-                // A Left product's `t(U)`, read as U's rows (checked above).
-                CNode::FinalProduct { .. } => pos == 1 && access == Access::OuterU,
+                // A Left product's `t(U)`, read as U's rows.
+                CNode::FinalProduct { .. } => {
+                    pos == 1
+                        && access == Access::OuterU
+                        && matches!(
+                            template,
+                            TemplateSpec::Outer {
+                                outer_type: OuterType::Left | OuterType::LeftT
+                            }
+                        )
+                }
                 _ => false,
             };
             if !as_factor {
