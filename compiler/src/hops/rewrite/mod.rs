@@ -6,12 +6,14 @@ pub mod constant_fold;
 pub mod cse;
 pub mod simplify;
 pub mod transpose_pushdown;
+pub mod unit_extent;
 
 pub use comparison_chain::ComparisonChain;
 pub use constant_fold::ConstantFolding;
 pub use cse::CommonSubexpressionElimination;
 pub use simplify::AlgebraicSimplification;
 pub use transpose_pushdown::TransposePushdown;
+pub use unit_extent::UnitExtent;
 
 use super::ir::HopDag;
 use super::size::propagate_sizes;
@@ -34,6 +36,7 @@ pub trait Rewrite {
 pub fn default_rewrites() -> Vec<Box<dyn Rewrite>> {
     vec![
         Box::new(ConstantFolding),
+        Box::new(UnitExtent),
         Box::new(AlgebraicSimplification),
         Box::new(TransposePushdown),
         Box::new(CommonSubexpressionElimination),
