@@ -19,6 +19,7 @@ use lafuse_compiler::stack::with_stack;
 use lafuse_compiler::CompileError;
 use lafuse_runtime::exec::{FusedOutput, Instruction, Op, Reg, SymbolTable};
 use lafuse_runtime::value::{ScalarType, Value};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -278,9 +279,11 @@ impl CompiledBlock {
 
 pub(crate) use hops::EXPR_RESULT;
 
-/// Compiles the statements of a basic block.
+/// Compiles the statements of a basic block; with `live_out`, only those of its variables are
+/// written back (the others are dead after the block: see `compiler::liveness`).
 pub(crate) fn compile_block(
     stmts: &[ast::Stmt],
+    live_out: Option<&BTreeSet<String>>,
     meta: &BlockMeta,
     args: &ScriptArgs,
     fuser: Option<&Fuser>,
@@ -291,6 +294,9 @@ pub(crate) fn compile_block(
     }
     compile_with(meta, &names, fuser, |inputs| {
         let mut dag = hops::construct::construct_block_dag(stmts, inputs, args.compiler_args())?;
+        if let Some(live) = live_out {
+            dag.drop_writes_except(live);
+        }
         let files = size_reads_from_files(&mut dag)?;
         hops::optimize(&mut dag)?;
         Ok((dag, files))

@@ -235,8 +235,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             fusion_baseline: fuser.map(Fuser::counters).unwrap_or_default(),
             ranges: exec::ValueRangeCache::default(),
             unknown_sizes: Vec::new(),
-            lineage: (config.lineage || config.reuse.mode != ReuseMode::None)
-                .then(|| vec![LineageMap::new()]),
+            lineage: config.traces().then(|| vec![LineageMap::new()]),
             trace_stats: TraceStats::default(),
             items_at_start: lineage::items_created_on_this_thread(),
             evaluated: None,
@@ -716,8 +715,11 @@ impl<'p, 'o> Interpreter<'p, 'o> {
             BlockProbe::NotReused => None,
         };
         let started = Instant::now();
+        // A traced run keeps every write-back: lineage and block reuse record each assigned
+        // variable.
+        let live_out = block.live_out.as_ref().filter(|_| self.lineage.is_none());
         let compiled = self.compiled(key, vars, "basic block", block.span, |meta, args| {
-            compile_block(&block.stmts, meta, args, fuser)
+            compile_block(&block.stmts, live_out, meta, args, fuser)
         })?;
         self.run(&compiled, vars)?;
         if let (Some((keys, reservations)), Some(reuse)) = (missed, self.reuse.as_mut()) {

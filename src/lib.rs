@@ -170,6 +170,14 @@ pub const DEFAULT_TIER_COMPILE_MS: f64 = 1.0;
 /// Default bound on an operator cache directory: 1 GiB, about ten thousand operators.
 pub const DEFAULT_OPERATOR_CACHE_LIMIT: u64 = lafuse_codegen::DEFAULT_STORE_LIMIT;
 
+impl EngineConfig {
+    /// Whether a run traces lineage: asked for, or for lineage-based reuse. A traced run keeps
+    /// every block's write-backs (its report and block reuse list every variable).
+    pub fn traces(&self) -> bool {
+        self.lineage || self.reuse.mode != ReuseMode::None
+    }
+}
+
 impl Default for EngineConfig {
     /// Cost-based fusion on the default backend with SystemDS's cost constants.
     fn default() -> EngineConfig {
@@ -327,6 +335,11 @@ pub struct ExplainOptions {
     /// Compile every block once without running the script (no side effects; sizes only as
     /// far as the compiler can infer them).
     pub static_only: bool,
+    /// Show the main program's blocks writing back every variable they assign, as for an
+    /// embedder that reads them all after the run (a DAG exported to run with `--output`);
+    /// otherwise blocks are shown as `run` compiles them, without the write-backs of variables
+    /// dead after them.
+    pub all_variables_live: bool,
 }
 
 impl Default for ExplainOptions {
@@ -336,6 +349,7 @@ impl Default for ExplainOptions {
             format: ExplainFormat::Text,
             policy: FusionPolicy::Gen,
             static_only: false,
+            all_variables_live: false,
         }
     }
 }
@@ -542,7 +556,7 @@ impl Engine {
         args: &ScriptArgs,
         options: &ExplainOptions,
     ) -> Result<String, Error> {
-        let program = self.front_end(source, args)?;
+        let program = self.front_end_reading(source, args, !options.all_variables_live)?;
         let blocks = if options.static_only {
             static_explain::explain_static(&program, args)?
         } else {
@@ -633,9 +647,25 @@ impl Engine {
     }
 
     fn front_end(&self, source: &SourceFile, args: &ScriptArgs) -> Result<program::Program, Error> {
+        self.front_end_reading(source, args, true)
+    }
+
+    /// The checked program; with `nothing_read_after`, its main program's liveness is that of a
+    /// run nobody reads variables from afterwards.
+    fn front_end_reading(
+        &self,
+        source: &SourceFile,
+        args: &ScriptArgs,
+        nothing_read_after: bool,
+    ) -> Result<program::Program, Error> {
         let script = parse_script(source, &self.shared.config)?;
-        let program = program::build_program(script)?;
+        let mut program = program::build_program(script)?;
         check::check_program(&program, &args.names())?;
+        // Nothing reads the main program's variables after a run, but a traced run's report
+        // (and lineage-based reuse, which traces, keeps every block's write-backs).
+        if nothing_read_after && !self.shared.config.traces() {
+            program.drop_dead_main([]);
+        }
         Ok(program)
     }
 }

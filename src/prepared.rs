@@ -50,9 +50,12 @@ impl PreparedScript {
         let outputs = distinct_names(outputs, "output")?;
         let mut script = crate::parse_script(source, &shared.config)?;
         skip_bound_reads_and_writes(&mut script.statements, &inputs, &outputs);
-        let program = program::build_program(script)?;
+        let mut program = program::build_program(script)?;
         let input_set: BTreeSet<String> = inputs.iter().cloned().collect();
         check::check_program_with_inputs(&program, &args.names(), &input_set)?;
+        if !shared.config.traces() {
+            program.drop_dead_main(outputs.iter().cloned());
+        }
         Ok(PreparedScript {
             shared,
             source: source.clone(),

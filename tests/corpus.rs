@@ -285,6 +285,7 @@ fn codegen_patterns_plans_match_fixtures() {
                 format: ExplainFormat::Text,
                 policy: FusionPolicy::Gen,
                 static_only: false,
+                all_variables_live: false,
             };
             engine.explain(&source, &args, &options).unwrap()
         };

@@ -103,11 +103,14 @@ fn check_scripts_reuse_nothing_changes(dir: &str) -> (usize, u64) {
             continue;
         }
         let args = scripts::script_args(&path);
-        let (expected, _) = run(
-            &text,
-            &args,
-            &config(ReuseMode::None, EvictionPolicy::default(), None),
-        );
+        // Traced as reuse traces, so that both runs compile the same plans (a run that does
+        // not trace drops the write-backs of variables dead after their block, and fused
+        // operators then round differently).
+        let traced = EngineConfig {
+            lineage: true,
+            ..config(ReuseMode::None, EvictionPolicy::default(), None)
+        };
+        let (expected, _) = run(&text, &args, &traced);
         for (label, config) in &configs {
             let (actual, stats) = run(&text, &args, config);
             assert_eq!(
@@ -225,11 +228,14 @@ fn reuse_examples_print_the_same_and_reuse() {
         let args =
             ScriptArgs::parse_pairs(&pairs.iter().map(|p| p.to_string()).collect::<Vec<_>>())
                 .unwrap();
-        let (expected, _) = run(
-            &text,
-            &args,
-            &config(ReuseMode::None, EvictionPolicy::default(), None),
-        );
+        // Traced as reuse traces, so that both runs compile the same plans (a run that does
+        // not trace drops the write-backs of variables dead after their block, and fused
+        // operators then round differently).
+        let traced = EngineConfig {
+            lineage: true,
+            ..config(ReuseMode::None, EvictionPolicy::default(), None)
+        };
+        let (expected, _) = run(&text, &args, &traced);
         for (label, config) in reuse_configs() {
             let (actual, stats) = run(&text, &args, &config);
             assert_eq!(timeless(&actual), timeless(&expected), "{script} ({label})");

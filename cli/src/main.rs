@@ -172,6 +172,12 @@ enum Command {
         /// infer (unknown where only execution would tell, e.g. after `read`).
         #[arg(long = "static")]
         static_only: bool,
+        /// Show the main program's blocks writing back every variable they assign, as for an
+        /// embedder reading them all after the run (for a block's `hop_dag` to export and run
+        /// with `--output`). Without it, blocks are shown as `run` compiles them: a variable
+        /// dead after its block (read by no later statement) is not written back
+        #[arg(long)]
+        all_variables_live: bool,
         /// Trace lineage while running the script (so that a script calling `lineage(X)` can
         /// be explained).
         #[arg(long)]
@@ -941,6 +947,7 @@ fn run(cli: Cli) -> Result<(), String> {
             policy,
             cost_model,
             static_only,
+            all_variables_live,
             lineage,
         } => {
             let script_args = ScriptArgs::parse_pairs(&args.nvargs).map_err(|e| e.to_string())?;
@@ -964,6 +971,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 format: format_of(format),
                 policy: policy_of(policy),
                 static_only,
+                all_variables_live,
             };
             let text = if is_dag(&script) {
                 let mut dag = bound::read_dag(&script)?;

@@ -38,7 +38,16 @@ fn scratch(name: &str) -> PathBuf {
 
 /// The last block of `s.dml` as `explain --format json` exports it (`hop_dag`).
 fn export_dag(dir: &Path) -> PathBuf {
-    let json = ok(lafuse(dir, &["explain", "s.dml", "--format", "json"]));
+    let json = ok(lafuse(
+        dir,
+        &[
+            "explain",
+            "s.dml",
+            "--format",
+            "json",
+            "--all-variables-live",
+        ],
+    ));
     let report: serde_json::Value = serde_json::from_str(&json).unwrap();
     let last = report["blocks"].as_array().unwrap().last().unwrap().clone();
     let path = dir.join("dag.json");
@@ -58,7 +67,8 @@ fn stat(stderr: &[u8], label: &str) -> String {
 fn a_dag_runs_on_input_files_like_the_script_it_came_from() {
     let dir = scratch("run");
     export_dag(&dir);
-    let script = lafuse(&dir, &["run", "s.dml", "--stats"]);
+    // R returned, as the DAG returns it (else R, dead after the block, is not computed).
+    let script = lafuse(&dir, &["run", "s.dml", "--output", "R=R0.csv", "--stats"]);
     let printed = ok(Command::new(env!("CARGO_BIN_EXE_lafuse"))
         .args(["run", "s.dml"])
         .current_dir(&dir)

@@ -1,19 +1,25 @@
-//! Dead assignments in function bodies, dropped as SystemDS's liveness analysis drops them.
+//! Liveness of variables across blocks, as SystemDS's analysis: dead assignments are dropped,
+//! and each basic block learns which of its variables are live after it.
 //!
 //! SystemDS writes a statement block's variable back only where it is live out of the block,
 //! so an assignment nothing reads afterwards never runs, and neither do its errors: `steplm`
 //! computes `beta_best = beta_out_all[, column_best]` with `column_best = 0` when no feature
-//! improves the model, and reads `beta_best` nowhere. A function's results are all it shows, so
-//! in its body an assignment is dead when no later statement (around loops: any statement of
-//! the loop, the condition and bounds included) can read the variable before it is assigned
-//! again and it is not a result. Main-program variables are left alone: an embedder reads them
-//! after the run.
+//! improves the model, and reads `beta_best` nowhere. An assignment is dead when no later
+//! statement (around loops: any statement of the loop, the condition and bounds included) can
+//! read the variable before it is assigned again and it is not live at the end: a function's
+//! results, or the main program's variables that the caller reads after the run (an embedder's
+//! outputs; every variable when the run traces lineage, whose report shows them all).
+//!
+//! Each basic block records its live-out set ([`crate::program::BasicBlock::live_out`]): a
+//! variable assigned in the block but dead after it (MLogReg's `Q = P * (X %*% V)`, read by the
+//! next statement only) gets no write-back, so the fusion optimizer may keep it inside a fused
+//! operator instead of materialising it.
 //!
 //! The analysis is conservative: a call block or a nested control-flow statement never ends a
 //! variable's life (an `eval` candidate may not run), and only assignments of built-in
 //! expressions are dropped (user-defined calls are call blocks, which always run).
 
-use crate::ast::{Expr, IndexRange, Stmt, StmtKind};
+use crate::ast::{self, Expr, IndexRange, Stmt, StmtKind};
 use crate::program::Block;
 use crate::stack::with_stack;
 use std::collections::BTreeSet;
@@ -21,17 +27,45 @@ use std::collections::BTreeSet;
 /// Variable names.
 type Live = BTreeSet<String>;
 
-/// Drops the dead assignments of a function body whose results are `results`.
-pub fn drop_dead_assignments(body: &mut Vec<Block>, results: impl IntoIterator<Item = String>) {
+/// Drops the dead assignments of a function body whose results are `results` (or of a main
+/// program whose caller reads `results` after the run), and records each basic block's
+/// live-out set.
+///
+/// `call_reads` are the variables a call may read from its caller's scope besides its
+/// arguments: those its parameters' default expressions name (`Double c = offset + 1` reads
+/// the caller's `offset`, as in SystemDS), live at every call.
+pub fn drop_dead_assignments(
+    body: &mut Vec<Block>,
+    results: impl IntoIterator<Item = String>,
+    call_reads: &BTreeSet<String>,
+) {
     let live: Live = results.into_iter().collect();
-    blocks(body, live, true);
+    blocks(&Cx { call_reads }, body, live, true);
+}
+
+/// What the analysis knows of the whole program.
+struct Cx<'a> {
+    call_reads: &'a Live,
+}
+
+/// The variables the parameters' default expressions of `functions` read.
+pub fn default_reads<'f>(functions: impl IntoIterator<Item = &'f ast::FunctionDef>) -> Live {
+    let mut live = Live::new();
+    for f in functions {
+        for p in &f.params {
+            if let Some(d) = &p.default {
+                reads(d, &mut live);
+            }
+        }
+    }
+    live
 }
 
 /// The variables live before `blocks`, given those live after; with `drop`, removes the dead
 /// assignments (and the basic blocks left empty).
-fn blocks(blocks_: &mut Vec<Block>, mut live: Live, drop: bool) -> Live {
+fn blocks(cx: &Cx<'_>, blocks_: &mut Vec<Block>, mut live: Live, drop: bool) -> Live {
     for block in blocks_.iter_mut().rev() {
-        live = with_stack(|| one_block(block, live, drop));
+        live = with_stack(|| one_block(cx, block, live, drop));
     }
     if drop {
         blocks_.retain(|b| !matches!(b, Block::Basic(basic) if basic.stmts.is_empty()));
@@ -39,9 +73,10 @@ fn blocks(blocks_: &mut Vec<Block>, mut live: Live, drop: bool) -> Live {
     live
 }
 
-fn one_block(block: &mut Block, mut live: Live, drop: bool) -> Live {
+fn one_block(cx: &Cx<'_>, block: &mut Block, mut live: Live, drop: bool) -> Live {
     match block {
         Block::Basic(basic) => {
+            basic.live_out = Some(live.clone());
             let mut kept = Vec::with_capacity(basic.stmts.len());
             for stmt in std::mem::take(&mut basic.stmts).into_iter().rev() {
                 let (dead, live_before) = statement(&stmt, live);
@@ -60,8 +95,8 @@ fn one_block(block: &mut Block, mut live: Live, drop: bool) -> Live {
             else_blocks,
             ..
         } => {
-            let mut before = blocks(then_blocks, live.clone(), drop);
-            before.extend(blocks(else_blocks, live, drop));
+            let mut before = blocks(cx, then_blocks, live.clone(), drop);
+            before.extend(blocks(cx, else_blocks, live, drop));
             reads(cond, &mut before);
             before
         }
@@ -81,19 +116,20 @@ fn one_block(block: &mut Block, mut live: Live, drop: bool) -> Live {
                 reads(e, &mut bounds);
             }
             // The loop variable is assigned before each iteration, and read after the loop.
-            let mut at_head = looped(body, &live, &bounds, drop);
+            let mut at_head = looped(cx, body, &live, &bounds, drop);
             at_head.insert(var.name.clone());
             at_head
         }
         Block::While { cond, body, .. } => {
             let mut at_cond = Live::new();
             reads(cond, &mut at_cond);
-            looped(body, &live, &at_cond, drop)
+            looped(cx, body, &live, &at_cond, drop)
         }
         Block::Call(call) => {
             for arg in &call.args {
                 reads(&arg.value, &mut live);
             }
+            live.extend(cx.call_reads.iter().cloned());
             live
         }
     }
@@ -103,17 +139,17 @@ fn one_block(block: &mut Block, mut live: Live, drop: bool) -> Live {
 /// `after` live after the loop and `head` read at its head: the fixpoint of live-at-head =
 /// after + head + live-before-body(live-at-head), then `body` analysed (and dropped from) once
 /// with it.
-fn looped(body: &mut Vec<Block>, after: &Live, head: &Live, drop: bool) -> Live {
+fn looped(cx: &Cx<'_>, body: &mut Vec<Block>, after: &Live, head: &Live, drop: bool) -> Live {
     let mut at_head: Live = after.union(head).cloned().collect();
     loop {
-        let before_body = blocks(&mut body.clone(), at_head.clone(), false);
+        let before_body = blocks(cx, &mut body.clone(), at_head.clone(), false);
         let next: Live = at_head.union(&before_body).cloned().collect();
         if next == at_head {
             break;
         }
         at_head = next;
     }
-    blocks(body, at_head.clone(), drop);
+    blocks(cx, body, at_head.clone(), drop);
     at_head
 }
 
@@ -261,6 +297,74 @@ mod tests {
 
     fn body(text: &str) -> Vec<String> {
         statements(text, &program(text).functions["f"].body)
+    }
+
+    /// The live-out set of the basic blocks of `blocks`, depth first.
+    fn live_outs(blocks: &[Block]) -> Vec<Vec<String>> {
+        let mut out = vec![];
+        for block in blocks {
+            match block {
+                Block::Basic(b) => {
+                    out.push(b.live_out.iter().flatten().cloned().collect());
+                }
+                Block::If {
+                    then_blocks,
+                    else_blocks,
+                    ..
+                } => {
+                    out.extend(live_outs(then_blocks));
+                    out.extend(live_outs(else_blocks));
+                }
+                Block::For { body, .. } | Block::While { body, .. } => out.extend(live_outs(body)),
+                Block::Call(_) => {}
+            }
+        }
+        out
+    }
+
+    /// MLogReg's inner loop: `Q` is read only by the next statement of its block, so the block
+    /// does not write it back; what the next iteration or the rest of the program reads, it
+    /// does.
+    #[test]
+    fn a_value_read_only_within_its_block_is_not_live_out() {
+        let text = "X = rand(rows=3, cols=3)
+i = 0
+while (i < 3) {
+  Q = X * 2
+  H = sum(Q)
+  X = X + H
+  i = i + 1
+}
+print(sum(X))";
+        let mut p = program(text);
+        p.drop_dead_main([]);
+        assert_eq!(live_outs(&p.main), [vec!["X", "i"], vec!["X", "i"], vec![]]);
+        let mut p = program(text);
+        p.drop_dead_main(["Q".to_string()]);
+        assert_eq!(
+            live_outs(&p.main)[1],
+            ["Q", "X", "i"],
+            "a caller reads Q after the run"
+        );
+    }
+
+    /// A parameter's default may name a variable of the caller (`offset` here, as SystemDS
+    /// allows): it stays live at every call.
+    #[test]
+    fn what_a_default_parameter_reads_is_live_at_calls() {
+        let text = "f = function(Double a, Double c = offset + 1) return (Double r) {
+  r = a + c
+}
+offset = 2
+unused = 3
+y = f(1)
+print(y)";
+        let mut p = program(text);
+        p.drop_dead_main([]);
+        assert_eq!(
+            statements(text, &p.main),
+            ["offset = 2", "call f", "print(y)"]
+        );
     }
 
     #[test]

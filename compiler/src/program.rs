@@ -26,7 +26,7 @@ use crate::eval_call::{self, ResultUse};
 use crate::liveness;
 use crate::span::Span;
 use crate::stack::with_stack;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Prefix of the temporaries that hold hoisted user-defined function results.
 pub const TEMP_PREFIX: &str = "_ufc";
@@ -36,6 +36,16 @@ pub const TEMP_PREFIX: &str = "_ufc";
 pub struct Program {
     pub main: Vec<Block>,
     pub functions: BTreeMap<String, Function>,
+}
+
+impl Program {
+    /// Drops the main program's dead assignments and gives its basic blocks their live-out
+    /// sets ([`liveness`]), for a caller that reads only `read_after` after the run. Not for a
+    /// run that traces lineage: its report lists every variable.
+    pub fn drop_dead_main(&mut self, read_after: impl IntoIterator<Item = String>) {
+        let call_reads = liveness::default_reads(self.functions.values().map(|f| &f.def));
+        liveness::drop_dead_assignments(&mut self.main, read_after, &call_reads);
+    }
 }
 
 /// A user-defined function.
@@ -54,6 +64,11 @@ pub struct BasicBlock {
     pub stmts: Vec<Stmt>,
     /// Covers all statements of the block.
     pub span: Span,
+    /// The variables live after the block ([`crate::liveness`]), where the analysis ran on
+    /// its body: the block writes back only these of the variables it assigns, so a value
+    /// read only within the block is an intermediate a fused operator need not materialise.
+    /// `None`: every assigned variable is written back.
+    pub live_out: Option<BTreeSet<String>>,
 }
 
 /// A call of a user-defined function: `[targets] = function(args)`. `targets` is empty for a
@@ -204,11 +219,16 @@ pub fn build_program(script: ast::Script) -> Result<Program> {
         next_temp: 0,
     };
     let main = builder.blocks(script.statements)?;
+    let call_reads = liveness::default_reads(defs.values());
     let mut functions = BTreeMap::new();
     for (name, mut def) in defs {
         let stmts = std::mem::take(&mut def.body);
         let mut body = builder.blocks(stmts)?;
-        liveness::drop_dead_assignments(&mut body, def.results.iter().map(|r| r.name.clone()));
+        liveness::drop_dead_assignments(
+            &mut body,
+            def.results.iter().map(|r| r.name.clone()),
+            &call_reads,
+        );
         functions.insert(name, Function { def, body });
     }
     Ok(Program { main, functions })
@@ -283,7 +303,11 @@ impl Emitter {
         }
         let stmts = std::mem::take(&mut self.pending);
         let span = stmts.iter().fold(stmts[0].span, |acc, s| acc.to(s.span));
-        self.out.push(Block::Basic(BasicBlock { stmts, span }));
+        self.out.push(Block::Basic(BasicBlock {
+            stmts,
+            span,
+            live_out: None,
+        }));
     }
     fn push_block(&mut self, block: Block) {
         self.flush();
@@ -485,6 +509,7 @@ impl Builder<'_> {
         let mut chain = vec![Block::Basic(BasicBlock {
             stmts: vec![stop],
             span,
+            live_out: None,
         })];
         for c in found.iter().rev() {
             let then_blocks = self.eval_branch(c, &targets, args.clone(), span, as_list)?;
@@ -571,6 +596,7 @@ impl Builder<'_> {
                         span,
                     }],
                     span,
+                    live_out: None,
                 }),
             ]);
         }
@@ -613,6 +639,7 @@ impl Builder<'_> {
                     span,
                 }],
                 span,
+                live_out: None,
             }));
         }
         Ok(blocks)

@@ -879,6 +879,16 @@ impl HopDag {
         users
     }
 
+    /// Removes the `TransientWrite` roots of variables not in `live` (dead after the block:
+    /// `crate::liveness`). What only they read becomes dead, for [`HopDag::compact`] to drop.
+    pub fn drop_writes_except(&mut self, live: &std::collections::BTreeSet<String>) {
+        let hops = &self.hops;
+        self.roots.retain(|r| match &hops[r.index()].op {
+            OpKind::TransientWrite { name } => live.contains(name),
+            _ => true,
+        });
+    }
+
     /// Replaces every use of `old` (as an input or a root) by `new`.
     pub fn replace_uses(&mut self, old: HopId, new: HopId) {
         for hop in &mut self.hops {
