@@ -83,3 +83,37 @@ pub fn run_rewrites(
 pub fn optimize(dag: &mut HopDag) -> Result<()> {
     run_rewrites(dag, &default_rewrites(), cfg!(debug_assertions))
 }
+
+/// Hops for the rewrites' unit tests.
+#[cfg(test)]
+pub(crate) mod test_util {
+    use crate::hops::ir::{DataType, Hop, HopDag, HopId, OpKind, ValueType};
+    use crate::span::Span;
+
+    /// A matrix variable `name` of known size, live at block entry.
+    pub(crate) fn leaf(dag: &mut HopDag, name: &str, rows: u64, cols: u64) -> HopId {
+        let mut h = Hop::new(
+            OpKind::TransientRead {
+                name: name.to_string(),
+            },
+            vec![],
+            DataType::Matrix,
+            ValueType::Double,
+            Span::default(),
+        );
+        h.rows = Some(rows);
+        h.cols = Some(cols);
+        dag.add(h)
+    }
+
+    /// A double matrix computed by `op` from `inputs`.
+    pub(crate) fn node(dag: &mut HopDag, op: OpKind, inputs: Vec<HopId>) -> HopId {
+        dag.add(Hop::new(
+            op,
+            inputs,
+            DataType::Matrix,
+            ValueType::Double,
+            Span::default(),
+        ))
+    }
+}

@@ -107,35 +107,10 @@ impl Rewrite for TransposePushdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hops::ir::{BinaryOp, ValueType};
+    use crate::hops::ir::BinaryOp;
+    use crate::hops::rewrite::test_util::{leaf, node};
     use crate::hops::size::propagate_sizes;
     use crate::hops::verify::verify;
-    use crate::span::Span;
-
-    fn leaf(dag: &mut HopDag, name: &str, rows: u64, cols: u64) -> HopId {
-        let mut h = Hop::new(
-            OpKind::TransientRead {
-                name: name.to_string(),
-            },
-            vec![],
-            DataType::Matrix,
-            ValueType::Double,
-            Span::default(),
-        );
-        h.rows = Some(rows);
-        h.cols = Some(cols);
-        dag.add(h)
-    }
-
-    fn node(dag: &mut HopDag, op: OpKind, inputs: Vec<HopId>) -> HopId {
-        dag.add(Hop::new(
-            op,
-            inputs,
-            DataType::Matrix,
-            ValueType::Double,
-            Span::default(),
-        ))
-    }
 
     /// `t(W %*% X + b)` for W 5x3, X 3x4, b of `b_rows x b_cols`; the transpose is the root.
     fn dag(b_rows: u64, b_cols: u64, extra_use: bool) -> HopDag {

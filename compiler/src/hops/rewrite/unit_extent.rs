@@ -141,24 +141,10 @@ impl Rewrite for UnitExtent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hops::rewrite::test_util::{leaf, node};
     use crate::hops::size::propagate_sizes;
     use crate::hops::verify::verify;
     use crate::span::Span;
-
-    fn leaf(dag: &mut HopDag, name: &str, rows: u64, cols: u64) -> HopId {
-        let mut h = Hop::new(
-            OpKind::TransientRead {
-                name: name.to_string(),
-            },
-            vec![],
-            DataType::Matrix,
-            ValueType::Double,
-            Span::default(),
-        );
-        h.rows = Some(rows);
-        h.cols = Some(cols);
-        dag.add(h)
-    }
 
     fn lit(dag: &mut HopDag, l: Literal) -> HopId {
         let vt = match l {
@@ -170,16 +156,6 @@ mod tests {
             vec![],
             DataType::Scalar,
             vt,
-            Span::default(),
-        ))
-    }
-
-    fn node(dag: &mut HopDag, op: OpKind, inputs: Vec<HopId>) -> HopId {
-        dag.add(Hop::new(
-            op,
-            inputs,
-            DataType::Matrix,
-            ValueType::Double,
             Span::default(),
         ))
     }
