@@ -132,14 +132,7 @@ impl DagBuilder {
 
     /// A literal scalar.
     pub fn literal(&mut self, value: Literal) -> HopId {
-        let vt = value.value_type();
-        self.dag.add(Hop::new(
-            OpKind::Literal(value),
-            vec![],
-            DataType::Scalar,
-            vt,
-            self.span,
-        ))
+        self.dag.add_literal(value, self.span)
     }
 
     pub fn literal_f64(&mut self, v: f64) -> HopId {

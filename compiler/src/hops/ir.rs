@@ -792,6 +792,18 @@ impl HopDag {
         id
     }
 
+    /// Appends a literal scalar (typed by its value) and returns its id.
+    pub fn add_literal(&mut self, value: Literal, span: Span) -> HopId {
+        let vt = value.value_type();
+        self.add(Hop::new(
+            OpKind::Literal(value),
+            vec![],
+            DataType::Scalar,
+            vt,
+            span,
+        ))
+    }
+
     /// The hop with this id. Panics on an id not from this DAG (ids from verified DAGs are in range).
     pub fn hop(&self, id: HopId) -> &Hop {
         &self.hops[id.index()]

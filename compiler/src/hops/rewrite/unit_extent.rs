@@ -21,7 +21,7 @@
 use super::Rewrite;
 use crate::error::Result;
 use crate::hops::ir::{
-    AggOp, BinaryOp, DataGenOp, DataType, Direction, Hop, HopDag, HopId, Literal, OpKind, ValueType,
+    AggOp, BinaryOp, DataGenOp, DataType, Direction, Hop, HopDag, HopId, Literal, OpKind,
 };
 
 /// The size-dependent simplification pass.
@@ -84,14 +84,16 @@ fn replacement(dag: &HopDag, id: HopId) -> Option<Replacement> {
     }
 }
 
-fn scalar(dag: &mut HopDag, v: f64, span: crate::span::Span) -> HopId {
-    dag.add(Hop::new(
-        OpKind::Literal(Literal::Double(v)),
-        vec![],
-        DataType::Scalar,
-        ValueType::Double,
-        span,
-    ))
+/// `a op b`, a matrix of the replaced hop's value type.
+fn matrix_binary(dag: &mut HopDag, op: BinaryOp, operands: Vec<HopId>, of: &Hop) -> HopId {
+    let hop = Hop::new(
+        OpKind::Binary(op),
+        operands,
+        DataType::Matrix,
+        of.value_type,
+        of.span,
+    );
+    dag.add(hop)
 }
 
 impl Rewrite for UnitExtent {
@@ -105,30 +107,15 @@ impl Rewrite for UnitExtent {
             .filter_map(|id| replacement(dag, id).map(|r| (id, r)))
             .collect();
         for (id, r) in &found {
-            let (value_type, span) = {
-                let h = dag.hop(*id);
-                (h.value_type, h.span)
-            };
+            let of = dag.hop(*id).clone();
             let mut x = r.x;
             if let Some((c, left)) = r.scale {
-                let c = scalar(dag, c, span);
+                let c = dag.add_literal(Literal::Double(c), of.span);
                 let operands = if left { vec![c, x] } else { vec![x, c] };
-                x = dag.add(Hop::new(
-                    OpKind::Binary(BinaryOp::Mul),
-                    operands,
-                    DataType::Matrix,
-                    value_type,
-                    span,
-                ));
+                x = matrix_binary(dag, BinaryOp::Mul, operands, &of);
             }
-            let zero = scalar(dag, 0.0, span);
-            let plus_zero = dag.add(Hop::new(
-                OpKind::Binary(BinaryOp::Add),
-                vec![x, zero],
-                DataType::Matrix,
-                value_type,
-                span,
-            ));
+            let zero = dag.add_literal(Literal::Double(0.0), of.span);
+            let plus_zero = matrix_binary(dag, BinaryOp::Add, vec![x, zero], &of);
             dag.replace_uses(*id, plus_zero);
         }
         if !found.is_empty() {
@@ -147,17 +134,7 @@ mod tests {
     use crate::span::Span;
 
     fn lit(dag: &mut HopDag, l: Literal) -> HopId {
-        let vt = match l {
-            Literal::Int(_) => ValueType::Int,
-            _ => ValueType::Double,
-        };
-        dag.add(Hop::new(
-            OpKind::Literal(l),
-            vec![],
-            DataType::Scalar,
-            vt,
-            Span::default(),
-        ))
+        dag.add_literal(l, Span::default())
     }
 
     /// `matrix(c, rows, cols)`.
