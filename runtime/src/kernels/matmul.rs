@@ -16,6 +16,8 @@
 //! (sparse right operands) is exact only while the left operand is finite, so a non-finite left
 //! operand meets a densified right one. Dense and sparse inputs therefore agree.
 
+pub use super::matvec::dot;
+use super::matvec::dot4;
 use super::reorg::transpose_csr;
 use super::{dense_result, fill_rows, fill_rows_reading, sparse_result};
 use crate::error::{Result, RuntimeError, ShapeOp};
@@ -100,73 +102,6 @@ fn dense_dense_skipping(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
         }
     });
     Ok(dense_result(m, n, out, nnz))
-}
-
-/// Dot product with 8 independent lanes (vectorises; fixed combination order).
-#[inline]
-pub fn dot(x: &[f64], y: &[f64]) -> f64 {
-    const L: usize = 8;
-    let mut acc = [0.0f64; L];
-    let (xc, yc) = (x.chunks_exact(L), y.chunks_exact(L));
-    let (xr, yr) = (xc.remainder(), yc.remainder());
-    for (p, q) in xc.zip(yc) {
-        for l in 0..L {
-            acc[l] += p[l] * q[l];
-        }
-    }
-    let mut s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (p, q) in xr.iter().zip(yr) {
-        s += p * q;
-    }
-    s
-}
-
-/// [`dot`] of four rows with one vector at once: each row's sum is formed exactly as `dot`
-/// forms it (eight lanes, combined as `dot` combines them, then the tail), but the four rows'
-/// independent accumulators let one row's adds proceed while another's wait for their
-/// previous add (one row alone is bound by the add's latency). Written with intrinsics:
-/// LLVM's vectoriser turned the portable form into vectors across the four rows, with a
-/// shuffle per value. Every row is `y.len()` long.
-fn dot4(rows: [&[f64]; 4], y: &[f64]) -> [f64; 4] {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has AVX-512F (checked just above).
-        return unsafe { dot4_avx512(rows, y) };
-    }
-    rows.map(|r| dot(r, y))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn dot4_avx512(rows: [&[f64]; 4], y: &[f64]) -> [f64; 4] {
-    use std::arch::x86_64::*;
-    const L: usize = 8;
-    let n = y.len();
-    assert!(rows.iter().all(|r| r.len() == n), "dot4: rows as long as y");
-    let whole = n - n % L;
-    let mut acc = [_mm512_setzero_pd(); 4];
-    let mut c = 0;
-    while c < whole {
-        // SAFETY: `c + L <= whole <= n`, the length of `y` and of every row.
-        let q = _mm512_loadu_pd(y.as_ptr().add(c));
-        for (a, row) in acc.iter_mut().zip(rows) {
-            let p = _mm512_loadu_pd(row.as_ptr().add(c));
-            *a = _mm512_add_pd(*a, _mm512_mul_pd(p, q));
-        }
-        c += L;
-    }
-    let mut out = [0.0; 4];
-    for ((o, a), row) in out.iter_mut().zip(acc).zip(rows) {
-        let mut l = [0.0f64; L];
-        // SAFETY: `l` holds the eight lanes.
-        _mm512_storeu_pd(l.as_mut_ptr(), a);
-        let mut s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-        for j in whole..n {
-            s += row[j] * y[j];
-        }
-        *o = s;
-    }
-    out
 }
 
 /// `out = a %*% v` for a column vector `v`: one [`dot`] per row, four at a time ([`dot4`]), in
@@ -356,7 +291,6 @@ pub fn matmul_nt(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     }
 }
 
-/// Splits a 1 x n output into fixed column chunks (parallel when large); returns nnz.
 /// `out = x %*% b` for a row vector `x` (`b.rows` values): scaled rows of `b` accumulated,
 /// split over column ranges, each output summed in row order (independent of the thread
 /// count). Returns the non-zeros of `out`.

@@ -25,6 +25,7 @@ pub mod householder_qr;
 pub mod index;
 pub mod linalg;
 pub mod matmul;
+mod matvec;
 pub mod outer;
 pub mod partial;
 pub mod reorg;
