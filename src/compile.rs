@@ -21,7 +21,8 @@ use lafuse_runtime::exec::{FusedOutput, Instruction, Op, Reg, SymbolTable};
 use lafuse_runtime::value::{ScalarType, Value};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 /// What a compiled plan assumed of a variable it reads.
 #[derive(Clone, Debug, PartialEq)]
@@ -206,9 +207,38 @@ pub(crate) struct Deferral {
     runs: Arc<AtomicU64>,
     /// The run from which the block is compiled again; moved on where it then defers again.
     runs_to_pay: AtomicU64,
+    /// The block's fusion, planned and compiled on a background thread since it fell due
+    /// ([`crate::fused::Fuser::background_lag`]).
+    background: Mutex<Option<Background>>,
+}
+
+/// A deferred block's fusion under way on a background thread.
+#[derive(Debug)]
+struct Background {
+    job: JoinHandle<Result<Fusion, Error>>,
+    /// The run from which its result replaces the plan; the block runs unfused until then.
+    install_at: u64,
+}
+
+/// Where a deferred block's background fusion stands at a run.
+pub(crate) enum InBackground {
+    /// None under way.
+    Idle,
+    /// Under way, its result for a later run.
+    Running,
+    /// Due at this run: the job, taken (the run waits for it if it has not finished).
+    Due(JoinHandle<Result<Fusion, Error>>),
 }
 
 impl Deferral {
+    fn new(runs_to_pay: u64) -> Deferral {
+        Deferral {
+            runs: Arc::default(),
+            runs_to_pay: AtomicU64::new(runs_to_pay),
+            background: Mutex::new(None),
+        }
+    }
+
     /// The runs counter this plan shares.
     pub(crate) fn counter(&self) -> &Arc<AtomicU64> {
         &self.runs
@@ -219,17 +249,59 @@ impl Deferral {
         self.runs = runs;
     }
 
-    /// Counts a run; true from the run at which fusion has paid for its compilation, when the
-    /// block should be compiled again (fused, or deferred further where the fuser's bound
-    /// was loose).
-    pub(crate) fn ran_and_due(&self) -> bool {
+    /// Counts a run; the block's unfused runs so far, this one included.
+    pub(crate) fn count_run(&self) -> u64 {
         self.runs.fetch_add(1, Ordering::Relaxed).saturating_add(1)
-            >= self.runs_to_pay.load(Ordering::Relaxed)
+    }
+
+    /// Whether fusion has paid for its compilation by run `runs`, when the block should be
+    /// compiled again (fused, or deferred further where the fuser's bound was loose).
+    pub(crate) fn is_due(&self, runs: u64) -> bool {
+        runs >= self.runs_to_pay.load(Ordering::Relaxed)
+    }
+
+    /// Counts a run; true from the run at which fusion has paid for its compilation.
+    pub(crate) fn ran_and_due(&self) -> bool {
+        let runs = self.count_run();
+        self.is_due(runs)
     }
 
     /// The plan stays as it is until run `runs_to_pay`: the fuser deferred the block again.
     pub(crate) fn defer_to(&self, runs_to_pay: u64) {
         self.runs_to_pay.store(runs_to_pay, Ordering::Relaxed);
+    }
+
+    /// The background fusion at run `runs`.
+    pub(crate) fn in_background(&self, runs: u64) -> InBackground {
+        let mut slot = self.background.lock().unwrap_or_else(|p| p.into_inner());
+        match slot.as_ref() {
+            None => InBackground::Idle,
+            Some(b) if runs < b.install_at => InBackground::Running,
+            Some(_) => match slot.take() {
+                Some(b) => InBackground::Due(b.job),
+                None => InBackground::Idle,
+            },
+        }
+    }
+
+    /// Runs `job` (the block's fusion) on a background thread, its result for run
+    /// `install_at`; false where no thread could be started (the caller fuses now).
+    pub(crate) fn start_in_background(
+        &self,
+        job: impl FnOnce() -> Result<Fusion, Error> + Send + 'static,
+        install_at: u64,
+    ) -> bool {
+        let spawned = std::thread::Builder::new()
+            .name("lafuse-fuse".to_string())
+            .spawn(job);
+        match spawned {
+            Ok(job) => {
+                *self.background.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(Background { job, install_at });
+                true
+            }
+            Err(_) => false,
+        }
     }
 }
 
@@ -574,7 +646,16 @@ pub(crate) fn refuse(
     meta: &BlockMeta,
     fuser: &Fuser,
 ) -> Result<Refusal, Error> {
-    match fuser.fuse(&block.dag, meta.unfused_runs)? {
+    refuse_with(block, meta, fuser.fuse(&block.dag, meta.unfused_runs)?)
+}
+
+/// [`refuse`] with the block's fusion decided already (on a background thread).
+pub(crate) fn refuse_with(
+    block: &CompiledBlock,
+    meta: &BlockMeta,
+    fusion: Fusion,
+) -> Result<Refusal, Error> {
+    match fusion {
         Fusion::Deferred { runs_to_pay } => Ok(Refusal::Later(runs_to_pay)),
         Fusion::Now(operators) => Ok(Refusal::Now(lower_block(
             block.dag.clone(),
@@ -601,13 +682,7 @@ fn finish(
         Some(fuser) if dag.hops.iter().any(|h| h.is_matrix()) => {
             match fuser.fuse(&dag, meta.unfused_runs)? {
                 Fusion::Now(operators) => (operators, None),
-                Fusion::Deferred { runs_to_pay } => (
-                    Vec::new(),
-                    Some(Deferral {
-                        runs: Arc::default(),
-                        runs_to_pay: AtomicU64::new(runs_to_pay),
-                    }),
-                ),
+                Fusion::Deferred { runs_to_pay } => (Vec::new(), Some(Deferral::new(runs_to_pay))),
             }
         }
         _ => (Vec::new(), None),

@@ -17,6 +17,21 @@ use lafuse_compiler::hops::HopDag;
 /// 20th run for nothing (GLM quick under `--jit tiered`: 46-50 ms against 39-42 unfused).
 pub(crate) const UNFUSED_COST_PER_COMPILE: f64 = 30.0;
 
+/// The unfused runs a block that fell due goes on for while its fusion is planned and compiled
+/// in the background ([`crate::fused::Fuser::background_lag`]), as compilations' worth of the
+/// block's modelled unfused cost. The work is about two compilations (the exact search and one
+/// or two operators), on a thread at idle priority that gets a core only while the run leaves
+/// one free (a matrix-vector product takes both), and the model prices a small block's
+/// intermediates at memory bandwidth where they stay in cache (GLM's CG body: 2.1 ms a run
+/// modelled, about 0.6 measured): a lag of two compilations made L2SVM at 10000 x 100 wait
+/// for its background fusion (sparse, 12.9 ms against 9.1 unfused), sixteen did not. A longer
+/// lag forgoes at most that many compilations' worth of the fusion's saving.
+pub(crate) const BACKGROUND_LAG_COMPILATIONS: f64 = 16.0;
+
+/// The most unfused runs a block waits for its background fusion: a block that cheap runs
+/// unfused until then, its fused plan ready long before.
+pub(crate) const MAX_BACKGROUND_LAG: u64 = 1 << 16;
+
 /// Executions of a block unfused before its fused plan, saving `saving` seconds a run by the
 /// cost model, has paid for `compile` seconds of compilation: the rent-or-buy rule, which
 /// spends at most twice the better of fusing at once and never fusing.
@@ -61,6 +76,11 @@ impl<'d> BlockCosts<'d> {
             unfused,
             per_operator,
         }))
+    }
+
+    /// The block's unfused cost a run, in seconds.
+    pub(crate) fn unfused(&self) -> f64 {
+        self.unfused
     }
 
     /// The cost of a run of the block under `selection`.

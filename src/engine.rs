@@ -2,7 +2,8 @@
 //! just before it runs (with the actual sizes of its inputs) and caching the compiled block.
 
 use crate::compile::{
-    compile_block, compile_predicate, compile_value, BlockMeta, CompiledBlock, EXPR_RESULT,
+    compile_block, compile_predicate, compile_value, BlockMeta, CompiledBlock, InBackground,
+    EXPR_RESULT,
 };
 use crate::dedup::{DedupCounts, Iteration, ScopeDedup};
 use crate::error::Error;
@@ -819,13 +820,28 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         // A plan compiled unfused because fusing the block did not pay yet is compiled again
         // at the run from which it may (fused, or deferred further on a closer estimate).
         let mut due = None;
+        let mut fused_in_background = None;
         if let Some(hit) = self.plans.find(key, vars, &meta) {
-            match &hit.deferral {
-                Some(d) if d.ran_and_due() => due = Some(Arc::clone(&hit)),
-                _ => {
-                    self.cache_hits += 1;
-                    return Ok(hit);
+            let Some(deferral) = &hit.deferral else {
+                self.cache_hits += 1;
+                return Ok(hit);
+            };
+            let runs = deferral.count_run();
+            match deferral.in_background(runs) {
+                InBackground::Due(job) => {
+                    fused_in_background = Some(job);
+                    due = Some(Arc::clone(&hit));
                 }
+                InBackground::Idle if deferral.is_due(runs) => {
+                    if !self.fuse_in_background(&hit, runs)? {
+                        due = Some(Arc::clone(&hit));
+                    }
+                }
+                InBackground::Idle | InBackground::Running => {}
+            }
+            if due.is_none() {
+                self.cache_hits += 1;
+                return Ok(hit);
             }
         }
         // The block's unfused runs so far, counted across its plans (this run is counted
@@ -844,17 +860,30 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let started = Instant::now();
         let mut compiled = match (&due, self.fuser) {
             // Only fusion changes: the DAG is the unfused plan's.
-            (Some(old), Some(fuser)) => match crate::compile::refuse(old, &meta, fuser)? {
-                crate::compile::Refusal::Now(fused) => fused,
-                crate::compile::Refusal::Later(runs_to_pay) => {
-                    self.compile_time += started.elapsed();
-                    if let Some(d) = &old.deferral {
-                        d.defer_to(runs_to_pay);
+            (Some(old), Some(fuser)) => {
+                let refusal = match fused_in_background.take() {
+                    Some(job) => {
+                        // A panic on the background thread is this run's, as it would have
+                        // been had the block been fused here.
+                        let fusion = job
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+                        crate::compile::refuse_with(old, &meta, fusion)?
                     }
-                    self.cache_hits += 1;
-                    return Ok(Arc::clone(old));
+                    None => crate::compile::refuse(old, &meta, fuser)?,
+                };
+                match refusal {
+                    crate::compile::Refusal::Now(fused) => fused,
+                    crate::compile::Refusal::Later(runs_to_pay) => {
+                        self.compile_time += started.elapsed();
+                        if let Some(d) = &old.deferral {
+                            d.defer_to(runs_to_pay);
+                        }
+                        self.cache_hits += 1;
+                        return Ok(Arc::clone(old));
+                    }
                 }
-            },
+            }
             _ => compile(&meta, self.args)?,
         };
         self.compile_time += started.elapsed();
@@ -889,6 +918,32 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         }
         self.plans.insert(key, Arc::clone(&compiled));
         Ok(compiled)
+    }
+
+    /// Starts fusing `block`, a deferred block due at its unfused run `runs`, on a background
+    /// thread where the fuser does so ([`Fuser::background_lag`]): the block runs on unfused
+    /// meanwhile, and the fusion's result replaces the plan at the run the lag names. False
+    /// where the block is to be fused now.
+    fn fuse_in_background(&self, block: &Arc<CompiledBlock>, runs: u64) -> Result<bool, Error> {
+        let (Some(fuser), Some(deferral)) = (self.fuser, &block.deferral) else {
+            return Ok(false);
+        };
+        let Some(lag) = fuser.background_lag(&block.dag)? else {
+            return Ok(false);
+        };
+        let (fuser, block_now) = (fuser.clone(), Arc::clone(block));
+        // The fuser weighs the runs before this one, as for a fusion now.
+        let runs_before = runs.saturating_sub(1);
+        // On a pool of its own at idle priority: the Cranelift backend's joins would otherwise
+        // take the global pool's workers from the run's kernels.
+        Ok(deferral.start_in_background(
+            move || {
+                lafuse_codegen::tiers::in_background_pool(|| {
+                    fuser.fuse(&block_now.dag, runs_before)
+                })
+            },
+            runs.saturating_add(lag),
+        ))
     }
 
     fn run(&mut self, compiled: &Arc<CompiledBlock>, vars: &mut SymbolTable) -> Result<(), Error> {

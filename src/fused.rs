@@ -6,7 +6,7 @@
 //! An operator the backend cannot build (an unsupported template variant, say) is not an
 //! error: its hops simply run unfused, and the reason is counted in the statistics.
 
-use crate::deferral::BlockCosts;
+use crate::deferral::{runs_to_pay, BlockCosts, BACKGROUND_LAG_COMPILATIONS, MAX_BACKGROUND_LAG};
 use crate::error::Error;
 use crate::{FusionPolicy, Placement};
 use lafuse_codegen::backend::{
@@ -371,13 +371,15 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Plans and builds the fused operators of blocks, for one engine.
+/// Plans and builds the fused operators of blocks, for one engine. Clones share everything
+/// (a block's fusion compiled in the background holds one).
+#[derive(Clone)]
 pub(crate) struct Fuser {
     /// The policy, with its configuration (the cost-based selector's plan cache lives for one
     /// block's search, so a block's plan depends on nothing compiled before it).
-    selector: Box<dyn fusion::PlanSelector + Send + Sync>,
+    selector: Arc<dyn fusion::PlanSelector + Send + Sync>,
     /// What builds and runs the operators (its operator cache serves every block).
-    backend: Box<dyn Backend>,
+    backend: Arc<dyn Backend>,
     counters: Arc<FusionCounters>,
     /// The tiered backend's counters (`--jit tiered`).
     tiers: Option<Arc<TierCounters>>,
@@ -386,6 +388,9 @@ pub(crate) struct Fuser {
     /// Seconds of compilation expected per operator, when blocks are fused only once fusion
     /// pays for it ([`Fuser::deferring`]); `None` fuses every block at once.
     compile_seconds: Option<f64>,
+    /// Whether a deferred block that falls due is fused on a background thread while it runs
+    /// on ([`Fuser::background_lag`]).
+    in_background: bool,
 }
 
 /// A block's fused operators, or how many of its executions run unfused first.
@@ -421,12 +426,13 @@ impl Fuser {
             &cost_model,
         );
         Fuser {
-            selector: policy.selector(cost_model),
-            backend,
+            selector: Arc::from(policy.selector(cost_model)),
+            backend: Arc::from(backend),
             counters: Arc::new(FusionCounters::default()),
             tiers,
             cost_model,
             compile_seconds: None,
+            in_background: false,
         }
     }
 
@@ -438,6 +444,34 @@ impl Fuser {
     pub(crate) fn deferring(mut self, seconds: f64) -> Fuser {
         self.compile_seconds = (seconds > 0.0).then_some(seconds);
         self
+    }
+
+    /// The same fuser, fusing a deferred block that falls due on a background thread
+    /// ([`Fuser::background_lag`]) when `on`.
+    pub(crate) fn in_background(mut self, on: bool) -> Fuser {
+        self.in_background = on;
+        self
+    }
+
+    /// Under [`Fuser::in_background`], for a deferred block of `dag` that falls due: the runs
+    /// it goes on unfused while a background thread plans and compiles its fusion, whose
+    /// result replaces the plan at the run after those (`None`: fuse it now, on this thread).
+    ///
+    /// The lag is the model's guess of how many unfused runs the background work takes
+    /// ([`BACKGROUND_LAG_COMPILATIONS`] compilations over the block's unfused cost a run),
+    /// never a measured time: the run at which the plan changes, and so every result (a fused plan
+    /// may round differently), depends on sizes and counts only. Where the work outlasts the
+    /// lag, the run waits for it; where the loop ends first, the work was spent off the run's
+    /// path.
+    pub(crate) fn background_lag(&self, dag: &HopDag) -> Result<Option<u64>, Error> {
+        let Some(per_operator) = self.compile_seconds.filter(|_| self.in_background) else {
+            return Ok(None);
+        };
+        let Some(costs) = BlockCosts::new(dag, &self.cost_model, per_operator)? else {
+            return Ok(None);
+        };
+        let runs = runs_to_pay(costs.unfused(), BACKGROUND_LAG_COMPILATIONS * per_operator);
+        Ok(Some(runs.min(MAX_BACKGROUND_LAG)))
     }
 
     pub(crate) fn counters(&self) -> FusionCounts {

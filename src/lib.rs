@@ -124,6 +124,12 @@ pub struct EngineConfig {
     /// time per run starts on the unfused kernels and is compiled fused once its runs have
     /// forgone that much ([`DEFAULT_TIER_COMPILE_MS`]; 0 fuses every block at once).
     pub tier_compile_ms: f64,
+    /// Under `Jit::Tiered` (default true): a deferred block whose fusion has paid for its
+    /// compilation is planned and compiled on a background thread while it runs on unfused,
+    /// and switches to the fused plan after as many runs as the cost model expects that work
+    /// to take (a count, so results never depend on timing); false fuses it on the run's
+    /// thread at the run it falls due.
+    pub tier_in_background: bool,
     /// The cost model the cost-based policy optimizes for.
     pub cost_model: CostModel,
     /// A directory where native operators' machine code is kept across processes: an operator
@@ -188,6 +194,7 @@ impl Default for EngineConfig {
             jit: Jit::default(),
             tier_threshold: DEFAULT_TIER_THRESHOLD,
             tier_compile_ms: DEFAULT_TIER_COMPILE_MS,
+            tier_in_background: true,
             cost_model: CostModel::default(),
             operator_cache_dir: None,
             operator_cache_limit: DEFAULT_OPERATOR_CACHE_LIMIT,
@@ -428,7 +435,9 @@ impl Engine {
         // Under the tiered JIT the unfused kernels are the first tier: blocks are fused once
         // fusion pays for its compilation.
         let fuser = fuser.map(|f| match (config.backend, config.jit) {
-            (FusionBackend::Native, Jit::Tiered) => f.deferring(config.tier_compile_ms / 1e3),
+            (FusionBackend::Native, Jit::Tiered) => f
+                .deferring(config.tier_compile_ms / 1e3)
+                .in_background(config.tier_in_background),
             _ => f,
         });
         Engine {

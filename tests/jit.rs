@@ -203,14 +203,16 @@ fn a_tiered_run_switches_mid_loop_and_prints_what_llvm_prints() {
 }
 
 /// `tier_loop(iterations)` under `--jit tiered` with `compile_ms` of expected compile time per
-/// operator, and LLVM never promoted (the Cranelift tier prints what LLVM prints anyway).
-fn deferred(iterations: usize, compile_ms: f64) -> (String, RunReport) {
+/// operator, blocks that fall due fused on a background thread or not, and LLVM never
+/// promoted (the Cranelift tier prints what LLVM prints anyway).
+fn deferred(iterations: usize, compile_ms: f64, in_background: bool) -> (String, RunReport) {
     let source = SourceFile::new("test.dml", tier_loop(iterations));
     let mut out = Vec::new();
     let report = Engine::new(EngineConfig {
         jit: Jit::Tiered,
         tier_threshold: u64::MAX,
         tier_compile_ms: compile_ms,
+        tier_in_background: in_background,
         collect_stats: true,
         ..EngineConfig::default()
     })
@@ -237,20 +239,24 @@ fn unfused(iterations: usize) -> String {
 /// prints, to the last digit, and no operator is compiled.
 #[test]
 fn tiered_blocks_whose_fusion_does_not_pay_run_unfused() {
-    let (out, report) = deferred(6, 3.6e6);
-    assert_eq!(out, unfused(6));
-    let t = report.stats.tiering.as_ref().expect("tiering statistics");
-    assert!(t.blocks_unfused_first > 0, "{t:?}");
-    assert_eq!(t.blocks_fused_later, 0, "{t:?}");
-    assert_eq!(report.stats.operators_compiled, 0, "{:?}", report.stats);
-    assert_eq!(report.stats.fused_operators_executed, 0);
+    for in_background in [false, true] {
+        let (out, report) = deferred(6, 3.6e6, in_background);
+        assert_eq!(out, unfused(6));
+        let t = report.stats.tiering.as_ref().expect("tiering statistics");
+        assert!(t.blocks_unfused_first > 0, "{t:?}");
+        assert_eq!(t.blocks_fused_later, 0, "{t:?}");
+        assert_eq!(report.stats.operators_compiled, 0, "{:?}", report.stats);
+        assert_eq!(report.stats.fused_operators_executed, 0);
+    }
 }
 
 /// Under the rent-or-buy rule a loop body runs unfused for its first iterations and fused from
 /// the iteration at which fusion has paid for its compilation: the iterations before print what
 /// the unfused run prints and those from it what the fused (`--jit llvm`) run prints, to the
-/// last digit, and for some expected compile time that switch lands mid-loop. The switch is
-/// deterministic: the same run again prints the same.
+/// last digit, and for some expected compile time that switch lands mid-loop. Fused on a
+/// background thread, the block switches later (after the lag the cost model names) but the
+/// same way. The switch is deterministic: the same run again prints the same, whatever the
+/// background thread's speed.
 #[test]
 fn tiered_blocks_switch_from_unfused_to_fused_mid_loop() {
     let iterations = 30;
@@ -265,38 +271,51 @@ fn tiered_blocks_switch_from_unfused_to_fused_mid_loop() {
     );
     let (none_lines, llvm_lines): (Vec<_>, Vec<_>) =
         (none.lines().collect(), llvm.lines().collect());
-    let mut switched_mid_loop = false;
-    for compile_ms in [1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0] {
-        let (out, report) = deferred(iterations, compile_ms);
-        let executed = report.stats.fused_operators_executed;
-        assert_eq!(executed % per_iteration, 0, "compile {compile_ms} ms");
-        let unfused_iterations = iterations - (executed / per_iteration) as usize;
-        let lines: Vec<_> = out.lines().collect();
-        // The last line, the accumulated sum, mixes both and is left out.
-        for k in 0..iterations {
-            let expected = if k < unfused_iterations {
-                none_lines[k]
-            } else {
-                llvm_lines[k]
-            };
-            assert_eq!(lines[k], expected, "compile {compile_ms} ms, iteration {k}");
+    let mut switched_mid_loop = [false; 2];
+    for compile_ms in [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0] {
+        let mut unfused_iterations = [0; 2];
+        for in_background in [false, true] {
+            let what = format!("compile {compile_ms} ms, in the background: {in_background}");
+            let (out, report) = deferred(iterations, compile_ms, in_background);
+            let executed = report.stats.fused_operators_executed;
+            assert_eq!(executed % per_iteration, 0, "{what}");
+            let unfused_here = iterations - (executed / per_iteration) as usize;
+            let lines: Vec<_> = out.lines().collect();
+            // The last line, the accumulated sum, mixes both and is left out.
+            for k in 0..iterations {
+                let expected = if k < unfused_here {
+                    none_lines[k]
+                } else {
+                    llvm_lines[k]
+                };
+                assert_eq!(lines[k], expected, "{what}, iteration {k}");
+            }
+            let t = report.stats.tiering.as_ref().expect("tiering statistics");
+            if unfused_here > 1 && unfused_here < iterations {
+                switched_mid_loop[usize::from(in_background)] = true;
+                assert!(
+                    t.blocks_unfused_first > 0 && t.blocks_fused_later > 0,
+                    "{what}: {t:?}"
+                );
+            }
+            for _ in 0..2 {
+                assert_eq!(
+                    deferred(iterations, compile_ms, in_background).0,
+                    out,
+                    "{what}"
+                );
+            }
+            unfused_iterations[usize::from(in_background)] = unfused_here;
         }
-        let t = report.stats.tiering.as_ref().expect("tiering statistics");
-        if unfused_iterations > 1 && unfused_iterations < iterations {
-            switched_mid_loop = true;
-            assert!(
-                t.blocks_unfused_first > 0 && t.blocks_fused_later > 0,
-                "{t:?}"
-            );
-        }
-        assert_eq!(
-            deferred(iterations, compile_ms).0,
-            out,
-            "compile {compile_ms} ms"
+        let [foreground, background] = unfused_iterations;
+        assert!(
+            background >= foreground,
+            "compile {compile_ms} ms: fused in the background from iteration {background}, \
+             in the foreground from {foreground}"
         );
     }
-    assert!(
-        switched_mid_loop,
-        "no expected compile time made the loop switch mid-way"
+    assert_eq!(
+        switched_mid_loop, [true; 2],
+        "no expected compile time made the loop switch mid-way (foreground, background)"
     );
 }

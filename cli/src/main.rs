@@ -76,6 +76,13 @@ enum Command {
         /// forgone as much as the compilation costs; 0 fuses every block at once.
         #[arg(long, value_name = "MS", default_value_t = lafuse::DEFAULT_TIER_COMPILE_MS)]
         tier_compile_ms: f64,
+        /// Under `--jit tiered`: fuse a block whose fusion has paid for its compilation on the
+        /// run's own thread at the run it falls due. By default its fusion is planned and
+        /// compiled on a background thread while the block runs on unfused, and the fused
+        /// plan takes over after as many runs as the cost model expects that to take (a
+        /// count, never a timing, so results are the same from run to run).
+        #[arg(long)]
+        tier_in_foreground: bool,
         /// Keep native operators' machine code in DIR (created private if missing) and load it
         /// from there in later runs instead of compiling again: any script's operators,
         /// compiled on this CPU by this lafuse build and LLVM, each checked against its
@@ -842,6 +849,7 @@ fn run(cli: Cli) -> Result<(), String> {
             jit,
             tier_threshold,
             tier_compile_ms,
+            tier_in_foreground,
             operator_cache_dir,
             operator_cache_limit_mb,
             lineage,
@@ -874,6 +882,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 jit: jit_of(jit),
                 tier_threshold,
                 tier_compile_ms,
+                tier_in_background: !tier_in_foreground,
                 cost_model: cost_model.load()?,
                 operator_cache_dir,
                 operator_cache_limit: operator_cache_limit_mb.saturating_mul(1 << 20),

@@ -18,7 +18,7 @@ use crate::backend::{Internal, Request};
 use crate::cranelift::CraneliftBackend;
 use crate::native::NativeBackend;
 pub use crate::tiers::DEFAULT_TIER_THRESHOLD;
-use crate::tiers::{add, Tier, TierCounters};
+use crate::tiers::{add, in_background_pool, Tier, TierCounters};
 use lafuse_compiler::fusion::cplan::CPlan;
 use lafuse_runtime::lineage::Lineage;
 use lafuse_runtime::{Matrix, ValueRange};
@@ -291,47 +291,6 @@ impl Promotion {
                 add(&counters.llvm_refused, 1);
                 let _ = self.ready.set(None);
             }
-        }
-    }
-}
-
-/// Runs `f` on a private one-thread rayon pool whose thread runs at the lowest CPU priority
-/// ([`lower_thread_priority`]).
-///
-/// LLVM's compilation joins on rayon (the libraries an operator calls build beside its entry
-/// points). Run from a plain thread, those joins move the compilation onto the global pool,
-/// whose workers the running operators' tasks need: on two cores a Cranelift Row operator in
-/// L2SVM waited out a whole 38 ms compilation (13 calls, 38 ms instead of 5). On its own pool
-/// at idle priority the compilation takes the cores the program leaves idle and yields to it.
-fn in_background_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .thread_name(|_| "lafuse-llvm-tier-pool".into())
-        .start_handler(|_| lower_thread_priority())
-        .build();
-    match pool {
-        Ok(pool) => pool.install(f),
-        // No thread for a pool: compile here at low priority (joins then use the global pool).
-        Err(_) => {
-            lower_thread_priority();
-            f()
-        }
-    }
-}
-
-/// Moves the calling thread to Linux's `SCHED_IDLE` class, whose threads run only on cores
-/// nothing else wants and are preempted at once when a program thread wakes (nice 19 was not
-/// enough: a waking rayon worker could still wait out a scheduler slice, and MLogReg's Row
-/// operators ran at half speed during the compilation). Where that fails or is not available,
-/// nice 19; failing that the thread keeps its priority, which changes timing only.
-fn lower_thread_priority() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: sched_setscheduler reads the parameter struct we pass; setpriority only reads its
-    // integer arguments. Pid 0 and gettid name this thread (scheduling is per thread on Linux).
-    unsafe {
-        let param = libc::sched_param { sched_priority: 0 };
-        if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0 {
-            let _ = libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
         }
     }
 }
