@@ -274,13 +274,13 @@ impl Deferral {
     /// The background fusion at run `runs`.
     pub(crate) fn in_background(&self, runs: u64) -> InBackground {
         let mut slot = self.background.lock().unwrap_or_else(|p| p.into_inner());
-        match slot.as_ref() {
+        match slot.take() {
+            Some(b) if runs >= b.install_at => InBackground::Due(b.job),
+            Some(b) => {
+                *slot = Some(b);
+                InBackground::Running
+            }
             None => InBackground::Idle,
-            Some(b) if runs < b.install_at => InBackground::Running,
-            Some(_) => match slot.take() {
-                Some(b) => InBackground::Due(b.job),
-                None => InBackground::Idle,
-            },
         }
     }
 

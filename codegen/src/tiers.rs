@@ -183,7 +183,7 @@ impl TierCounts {
 pub fn in_background_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
-        .thread_name(|_| "lafuse-llvm-tier-pool".into())
+        .thread_name(|_| "lafuse-background".into())
         .start_handler(|_| lower_thread_priority())
         .build();
     match pool {
