@@ -271,11 +271,16 @@ impl Deferral {
         self.runs_to_pay.store(runs_to_pay, Ordering::Relaxed);
     }
 
-    /// The background fusion at run `runs`.
+    /// The background fusion at run `runs`; a due job is taken out.
     pub(crate) fn in_background(&self, runs: u64) -> InBackground {
         let mut slot = self.background.lock().unwrap_or_else(|p| p.into_inner());
         match slot.take() {
-            Some(b) if runs >= b.install_at => InBackground::Due(b.job),
+            Some(b) if runs >= b.install_at => {
+                // Not due again meanwhile: the taker installs the fusion or defers the block
+                // anew (another parfor worker would otherwise start the same work again).
+                self.defer_to(u64::MAX);
+                InBackground::Due(b.job)
+            }
             Some(b) => {
                 *slot = Some(b);
                 InBackground::Running

@@ -859,3 +859,62 @@ impl Operator for RunnableOperator {
         Ok(results)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Fuser, FusionBackend, Jit};
+    use crate::deferral::MAX_BACKGROUND_LAG;
+    use crate::{FusionPolicy, Placement};
+    use lafuse_compiler::fusion::CostModel;
+    use lafuse_compiler::hops::{AggOp, BinaryOp, DagBuilder, Direction, HopDag};
+
+    /// `sum(X * Y)` over dense `rows` x 1000 inputs.
+    fn sum_xy(rows: u64) -> HopDag {
+        let mut b = DagBuilder::new();
+        let [x, y] = ["X", "Y"].map(|n| b.input(n, rows, 1000, rows * 1000));
+        let xy = b.binary(BinaryOp::Mul, x, y).unwrap();
+        let s = b.agg(AggOp::Sum, Direction::Full, xy).unwrap();
+        b.output("s", s).unwrap();
+        b.build().unwrap()
+    }
+
+    fn fuser() -> Fuser {
+        let model = CostModel::default();
+        Fuser::new(
+            FusionPolicy::Gen,
+            model,
+            FusionBackend::Reference,
+            Jit::Llvm,
+            0,
+            None,
+            0,
+            Placement::Cpu,
+        )
+    }
+
+    /// The lag a due block runs on unfused while its fusion compiles in the background: one
+    /// run for a block whose run outlasts the work, more the cheaper the block, capped; none
+    /// (fuse now) unless the fuser defers and fuses in the background.
+    #[test]
+    fn the_background_lag_is_the_work_in_runs_of_the_block() {
+        let background = fuser().deferring(1e-3).in_background(true);
+        let (large, small) = (sum_xy(1_000_000), sum_xy(10));
+        assert_eq!(background.background_lag(&large).unwrap(), Some(1));
+        let lag = background.background_lag(&small).unwrap().unwrap();
+        assert!(lag > 1 && lag <= MAX_BACKGROUND_LAG, "{lag}");
+        let cheaper = background.background_lag(&sum_xy(5)).unwrap().unwrap();
+        assert!(cheaper >= lag, "{cheaper} against {lag}");
+        assert_eq!(
+            fuser()
+                .deferring(1e-3)
+                .in_background(false)
+                .background_lag(&small)
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            fuser().in_background(true).background_lag(&small).unwrap(),
+            None
+        );
+    }
+}
