@@ -4,10 +4,13 @@
 //! loop keeps eight or more independent sums (four rows' lanes) to run at the rate the core
 //! can add.
 
+/// The lanes of a dot product: independent running sums, combined in one fixed order.
+const LANES: usize = 8;
+
 /// Dot product with 8 independent lanes (vectorises; fixed combination order).
 #[inline]
 pub fn dot(x: &[f64], y: &[f64]) -> f64 {
-    const L: usize = 8;
+    const L: usize = LANES;
     let mut acc = [0.0f64; L];
     let (xc, yc) = (x.chunks_exact(L), y.chunks_exact(L));
     let (xr, yr) = (xc.remainder(), yc.remainder());
@@ -36,15 +39,20 @@ fn combine(l: [f64; 8]) -> f64 {
 /// LLVM's vectoriser turned the portable form into vectors across the four rows, with a
 /// shuffle per value. Every row is `y.len()` long.
 pub(crate) fn dot4(rows: [&[f64]; 4], y: &[f64]) -> [f64; 4] {
+    let n = y.len();
+    assert!(rows.iter().all(|r| r.len() == n), "dot4: rows as long as y");
     #[cfg(target_arch = "x86_64")]
     {
+        // The columns the vector loops cover: whole chunks of eight lanes.
+        let whole = n - n % LANES;
         if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (checked just above).
-            return unsafe { dot4_avx512(rows, y) };
+            // SAFETY: the CPU has AVX-512F (checked just above); every row and `y` hold
+            // `whole` values, a multiple of eight.
+            return unsafe { dot4_avx512(rows, y, whole) };
         }
         if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe { dot4_avx2(rows, y) };
+            // SAFETY: the CPU has AVX2 (checked just above); lengths as for AVX-512.
+            return unsafe { dot4_avx2(rows, y, whole) };
         }
     }
     rows.map(|r| dot(r, y))
@@ -66,16 +74,13 @@ fn finish(rows: [&[f64]; 4], y: &[f64], lanes: [[f64; 8]; 4], whole: usize) -> [
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn dot4_avx512(rows: [&[f64]; 4], y: &[f64]) -> [f64; 4] {
+unsafe fn dot4_avx512(rows: [&[f64]; 4], y: &[f64], whole: usize) -> [f64; 4] {
     use std::arch::x86_64::*;
-    const L: usize = 8;
-    let n = y.len();
-    assert!(rows.iter().all(|r| r.len() == n), "dot4: rows as long as y");
-    let whole = n - n % L;
+    const L: usize = LANES;
     let mut acc = [_mm512_setzero_pd(); 4];
     let mut c = 0;
     while c < whole {
-        // SAFETY: `c + L <= whole <= n`, the length of `y` and of every row.
+        // SAFETY: `c + L <= whole`, which every row and `y` hold (`dot4`).
         let q = _mm512_loadu_pd(y.as_ptr().add(c));
         for (a, row) in acc.iter_mut().zip(rows) {
             let p = _mm512_loadu_pd(row.as_ptr().add(c));
@@ -95,17 +100,14 @@ unsafe fn dot4_avx512(rows: [&[f64]; 4], y: &[f64]) -> [f64; 4] {
 /// eight independent sums in all, with a multiply then an add (never fused) as `dot` forms them.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn dot4_avx2(rows: [&[f64]; 4], y: &[f64]) -> [f64; 4] {
+unsafe fn dot4_avx2(rows: [&[f64]; 4], y: &[f64], whole: usize) -> [f64; 4] {
     use std::arch::x86_64::*;
-    const L: usize = 8;
-    let n = y.len();
-    assert!(rows.iter().all(|r| r.len() == n), "dot4: rows as long as y");
-    let whole = n - n % L;
+    const L: usize = LANES;
     let mut low = [_mm256_setzero_pd(); 4];
     let mut high = [_mm256_setzero_pd(); 4];
     let mut c = 0;
     while c < whole {
-        // SAFETY: `c + L <= whole <= n`, the length of `y` and of every row.
+        // SAFETY: `c + L <= whole`, which every row and `y` hold (`dot4`).
         let (ql, qh) = (
             _mm256_loadu_pd(y.as_ptr().add(c)),
             _mm256_loadu_pd(y.as_ptr().add(c + 4)),
