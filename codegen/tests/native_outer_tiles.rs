@@ -224,6 +224,47 @@ fn tiles_keep_nan_and_infinities_where_unfused_execution_has_them() {
     }
 }
 
+/// The tiles live in each thread's scratch memory from call to call, never cleared: a call
+/// whose tiles were all NaN (a NaN in every row of `U`), then calls of other shapes on the
+/// same threads (narrower, shorter, wider than it, dense and CSR drivers), each still gives
+/// the reference's results, so no call reads what an earlier one left there.
+#[test]
+fn no_call_over_tiles_reads_what_an_earlier_call_left_in_its_scratch() {
+    let poison = |m: usize, n: usize, k: usize| {
+        let mut uu = mat(m, k, 1.0, 2, false).into_dense_values().unwrap();
+        for i in 0..m {
+            uu[i * k] = f64::NAN;
+        }
+        let u = Matrix::from_dense_values(m, k, uu).unwrap();
+        let (x, v) = (mat(m, n, 1.0, 1, false), mat(n, k, 1.0, 3, false));
+        for ty in TYPES {
+            check(ty, &x, &u, &v, 2, &format!("poison {m}x{n}"));
+        }
+    };
+    poison(TILE_ROWS + 40, TILE_COLS + 40, 4);
+    for (m, n, k) in [
+        (30, 20, 3),
+        (TILE_ROWS, 7, 2),
+        (TILE_ROWS + 9, TILE_COLS + 40, 5),
+    ] {
+        let (u, v) = (mat(m, k, 1.0, 2, false), mat(n, k, 1.0, 3, false));
+        let dense = mat(m, n, 0.6, 1, false);
+        let csr = dense.clone().examine_and_convert().unwrap();
+        for x in [&dense, &csr] {
+            for ty in TYPES {
+                let got = check(ty, x, &u, &v, 2, &format!("after poison {m}x{n}"));
+                let (r, c) = got.shape();
+                let finite = (0..r).all(|i| (0..c).all(|j| got.get(i, j).is_finite()));
+                assert!(
+                    finite,
+                    "after poison {m}x{n} {ty:?}: a NaN from the earlier call"
+                );
+            }
+        }
+        poison(m, n, k);
+    }
+}
+
 /// Empty drivers (no rows, no columns) and a 1×1 one.
 #[test]
 fn tiles_of_empty_and_one_by_one_drivers() {

@@ -12,7 +12,7 @@
 
 use super::{OuterKind, OuterSpec, MAX_LEFT_TASKS, MAX_TASKS};
 use crate::abi::{DenseView, KernelFn};
-use crate::prep::{self, for_tasks, ArgsTemplate, Prepared, SharedOut};
+use crate::prep::{self, for_tasks, with_scratch, ArgsTemplate, Prepared, SharedOut};
 use crate::{Result, SkeletonError};
 use lafuse_runtime::kernels::block_product::{block_product, Block, BlockMut};
 use lafuse_runtime::kernels::dense_result;
@@ -72,179 +72,187 @@ pub(crate) fn execute(
         Matrix::Sparse(_) => &[][..],
     };
     let lanes = spec.lanes.max(1);
+    // The tiles' extent: a product narrower or shorter than a whole tile gets buffers of its
+    // own size (2000×100 at rank 20, ALS-CG's update: a fifth of a whole tile's memory).
+    let tile_cols = TILE_COLS.min(n);
+    let tile_cells = TILE_ROWS.min(m) * tile_cols;
+    // The tile of G a final product multiplies; the densified tile of a CSR driver.
+    let g_cells = match spec.kind {
+        OuterKind::CellWise | OuterKind::FullAgg => 0,
+        _ => tile_cells,
+    };
+    let x_cells = if csr.is_some() { tile_cells } else { 0 };
     // Per task: the output it writes (the shared cell-wise or Right output, a full sum's
-    // partial, a Left product's n×k2 partial).
+    // partial, a Left product's n×k2 partial). Its tiles are its thread's scratch memory:
+    // every tile overwrites what it reads of them.
     let run = |out: &(dyn Fn(usize) -> SharedOut + Sync)| -> Vec<Result<u64>> {
         for_tasks(tasks.len(), par, |t| {
-            let (rl, ru) = tasks[t];
-            let (optr, olen) = out(t).ptr();
-            let tile = |wanted: bool| vec![0.0; if wanted { TILE_ROWS * TILE_COLS } else { 0 }];
-            let mut prod = tile(true);
-            // The tile of G a final product multiplies; the densified tile of a CSR driver.
-            let mut g = tile(!matches!(
-                spec.kind,
-                OuterKind::CellWise | OuterKind::FullAgg
-            ));
-            let mut xbuf = tile(csr.is_some());
-            let mut cursors = Vec::new();
-            let mut nnz = 0u64;
-            for i0 in (rl..ru).step_by(TILE_ROWS) {
-                let i1 = (i0 + TILE_ROWS).min(ru);
-                if let Some(s) = csr {
-                    cursors.clear();
-                    cursors.extend((i0..i1).map(|i| (s.row_ptr[i], s.row_ptr[i + 1])));
-                }
-                for j0 in (0..n).step_by(TILE_COLS) {
-                    let j1 = (j0 + TILE_COLS).min(n);
-                    if spec.kind == OuterKind::FullAgg {
-                        // A NaN sum stays NaN: the task's remaining tiles cannot change it.
-                        // SAFETY: the task's own partial of `2 * lanes` values.
-                        let part = unsafe { std::slice::from_raw_parts(optr, olen) };
-                        if part[..lanes].iter().any(|v| v.is_nan()) {
-                            return Ok(nnz);
-                        }
+            with_scratch(tile_cells + g_cells + x_cells, |scratch| {
+                let (prod, rest) = scratch.split_at_mut(tile_cells);
+                let (g, xbuf) = rest.split_at_mut(g_cells);
+                let mut cursors = Vec::new();
+                let (rl, ru) = tasks[t];
+                let (optr, olen) = out(t).ptr();
+                let mut nnz = 0u64;
+                for i0 in (rl..ru).step_by(TILE_ROWS) {
+                    let i1 = (i0 + TILE_ROWS).min(ru);
+                    if let Some(s) = csr {
+                        cursors.clear();
+                        cursors.extend((i0..i1).map(|i| (s.row_ptr[i], s.row_ptr[i + 1])));
                     }
-                    let (rows, cols) = (i1 - i0, j1 - j0);
-                    block_product(
-                        BlockMut {
-                            data: &mut prod,
-                            rows,
-                            cols,
-                            row_stride: TILE_COLS,
-                            col_stride: 1,
-                        },
-                        Block {
-                            data: &fac.u[i0 * k..i1 * k],
-                            rows,
-                            cols: k,
-                            row_stride: k,
-                            col_stride: 1,
-                        },
-                        Block {
-                            data: &fac.v[j0 * k..j1 * k],
-                            rows: cols,
-                            cols: k,
-                            row_stride: k,
-                            col_stride: 1,
-                        }
-                        .t(),
-                        false,
-                    )
-                    .map_err(|_| SkeletonError::TileBlocks)?;
-                    let mut a = args.get();
-                    a.main = match csr {
-                        Some(s) => {
-                            densify_tile(s, &mut cursors, j0, j1, &mut xbuf);
-                            DenseView {
-                                data: xbuf.as_ptr(),
-                                len: xbuf.len(),
-                                rows: m,
-                                cols: TILE_COLS,
-                                row0: i0,
+                    for j0 in (0..n).step_by(TILE_COLS) {
+                        let j1 = (j0 + TILE_COLS).min(n);
+                        if spec.kind == OuterKind::FullAgg {
+                            // A NaN sum stays NaN: the task's remaining tiles cannot change it.
+                            // SAFETY: the task's own partial of `2 * lanes` values.
+                            let part = unsafe { std::slice::from_raw_parts(optr, olen) };
+                            if part[..lanes].iter().any(|v| v.is_nan()) {
+                                return Ok(nnz);
                             }
                         }
-                        // The tile's first cell; the entry reads `(i - row0) * cols + j - col_lo`.
-                        None => DenseView {
-                            data: dense[i0 * n + j0..].as_ptr(),
-                            len: dense.len() - (i0 * n + j0),
-                            rows: m,
-                            cols: n,
-                            row0: i0,
-                        },
-                    };
-                    a.tile = prod.as_ptr();
-                    a.tile_stride = TILE_COLS;
-                    (a.col_lo, a.col_hi) = (j0, j1);
-                    match spec.kind {
-                        OuterKind::FullAgg => (a.out, a.out_len) = (optr, olen),
-                        OuterKind::CellWise => {
-                            // SAFETY: rows [i0, i1) of the m×n output belong to this task.
-                            a.out = unsafe { optr.add(i0 * n + j0) };
-                            a.out_len = olen - (i0 * n + j0);
-                            a.out_stride = n;
-                        }
-                        _ => {
-                            (a.out, a.out_len) = (g.as_mut_ptr(), g.len());
-                            a.out_stride = TILE_COLS;
-                        }
-                    }
-                    prep::call(f, &a, i0, i1);
-                    match spec.kind {
-                        OuterKind::CellWise => {
-                            // Counted while the tile's rows are in cache.
-                            // SAFETY: as above; the entry has returned.
-                            let o = unsafe { std::slice::from_raw_parts(optr, olen) };
-                            for i in i0..i1 {
-                                nnz += lafuse_runtime::matrix::count_nnz(&o[i * n + j0..i * n + j1])
-                                    as u64;
+                        let (rows, cols) = (i1 - i0, j1 - j0);
+                        block_product(
+                            BlockMut {
+                                data: &mut *prod,
+                                rows,
+                                cols,
+                                row_stride: tile_cols,
+                                col_stride: 1,
+                            },
+                            Block {
+                                data: &fac.u[i0 * k..i1 * k],
+                                rows,
+                                cols: k,
+                                row_stride: k,
+                                col_stride: 1,
+                            },
+                            Block {
+                                data: &fac.v[j0 * k..j1 * k],
+                                rows: cols,
+                                cols: k,
+                                row_stride: k,
+                                col_stride: 1,
                             }
-                        }
-                        OuterKind::Right => {
-                            // out[i0..i1, :] += G_tile %*% W[j0..j1, :]
-                            // SAFETY: rows [i0, i1) of the m×k2 output belong to this task.
-                            let o = unsafe { std::slice::from_raw_parts_mut(optr, olen) };
-                            block_product(
-                                BlockMut {
-                                    data: &mut o[i0 * k2..i1 * k2],
-                                    rows,
-                                    cols: k2,
-                                    row_stride: k2,
-                                    col_stride: 1,
-                                },
-                                Block {
-                                    data: &g,
-                                    rows,
-                                    cols,
-                                    row_stride: TILE_COLS,
-                                    col_stride: 1,
-                                },
-                                Block {
-                                    data: &fac.w[j0 * k2..j1 * k2],
-                                    rows: cols,
-                                    cols: k2,
-                                    row_stride: k2,
-                                    col_stride: 1,
-                                },
-                                true,
-                            )
-                            .map_err(|_| SkeletonError::TileBlocks)?;
-                        }
-                        OuterKind::Left | OuterKind::LeftT => {
-                            // part[j0..j1, :] += t(G_tile) %*% t(W)[i0..i1, :]
-                            // SAFETY: the task's own n×k2 partial.
-                            let o = unsafe { std::slice::from_raw_parts_mut(optr, olen) };
-                            block_product(
-                                BlockMut {
-                                    data: &mut o[j0 * k2..j1 * k2],
-                                    rows: cols,
-                                    cols: k2,
-                                    row_stride: k2,
-                                    col_stride: 1,
-                                },
-                                Block {
-                                    data: &g,
-                                    rows,
-                                    cols,
-                                    row_stride: TILE_COLS,
-                                    col_stride: 1,
+                            .t(),
+                            false,
+                        )
+                        .map_err(|_| SkeletonError::TileBlocks)?;
+                        let mut a = args.get();
+                        a.main = match csr {
+                            Some(s) => {
+                                densify_tile(s, &mut cursors, j0, j1, tile_cols, xbuf);
+                                DenseView {
+                                    data: xbuf.as_ptr(),
+                                    len: xbuf.len(),
+                                    rows: m,
+                                    cols: tile_cols,
+                                    row0: i0,
                                 }
-                                .t(),
-                                Block {
-                                    data: &fac.w[i0 * k2..i1 * k2],
-                                    rows,
-                                    cols: k2,
-                                    row_stride: k2,
-                                    col_stride: 1,
-                                },
-                                true,
-                            )
-                            .map_err(|_| SkeletonError::TileBlocks)?;
+                            }
+                            // The tile's first cell; the entry reads `(i - row0) * cols + j - col_lo`.
+                            None => DenseView {
+                                data: dense[i0 * n + j0..].as_ptr(),
+                                len: dense.len() - (i0 * n + j0),
+                                rows: m,
+                                cols: n,
+                                row0: i0,
+                            },
+                        };
+                        a.tile = prod.as_ptr();
+                        a.tile_stride = tile_cols;
+                        (a.col_lo, a.col_hi) = (j0, j1);
+                        match spec.kind {
+                            OuterKind::FullAgg => (a.out, a.out_len) = (optr, olen),
+                            OuterKind::CellWise => {
+                                // SAFETY: rows [i0, i1) of the m×n output belong to this task.
+                                a.out = unsafe { optr.add(i0 * n + j0) };
+                                a.out_len = olen - (i0 * n + j0);
+                                a.out_stride = n;
+                            }
+                            _ => {
+                                (a.out, a.out_len) = (g.as_mut_ptr(), g.len());
+                                a.out_stride = tile_cols;
+                            }
                         }
-                        OuterKind::FullAgg => {}
+                        prep::call(f, &a, i0, i1);
+                        match spec.kind {
+                            OuterKind::CellWise => {
+                                // Counted while the tile's rows are in cache.
+                                // SAFETY: as above; the entry has returned.
+                                let o = unsafe { std::slice::from_raw_parts(optr, olen) };
+                                for i in i0..i1 {
+                                    nnz += lafuse_runtime::matrix::count_nnz(
+                                        &o[i * n + j0..i * n + j1],
+                                    ) as u64;
+                                }
+                            }
+                            OuterKind::Right => {
+                                // out[i0..i1, :] += G_tile %*% W[j0..j1, :]
+                                // SAFETY: rows [i0, i1) of the m×k2 output belong to this task.
+                                let o = unsafe { std::slice::from_raw_parts_mut(optr, olen) };
+                                block_product(
+                                    BlockMut {
+                                        data: &mut o[i0 * k2..i1 * k2],
+                                        rows,
+                                        cols: k2,
+                                        row_stride: k2,
+                                        col_stride: 1,
+                                    },
+                                    Block {
+                                        data: &*g,
+                                        rows,
+                                        cols,
+                                        row_stride: tile_cols,
+                                        col_stride: 1,
+                                    },
+                                    Block {
+                                        data: &fac.w[j0 * k2..j1 * k2],
+                                        rows: cols,
+                                        cols: k2,
+                                        row_stride: k2,
+                                        col_stride: 1,
+                                    },
+                                    true,
+                                )
+                                .map_err(|_| SkeletonError::TileBlocks)?;
+                            }
+                            OuterKind::Left | OuterKind::LeftT => {
+                                // part[j0..j1, :] += t(G_tile) %*% t(W)[i0..i1, :]
+                                // SAFETY: the task's own n×k2 partial.
+                                let o = unsafe { std::slice::from_raw_parts_mut(optr, olen) };
+                                block_product(
+                                    BlockMut {
+                                        data: &mut o[j0 * k2..j1 * k2],
+                                        rows: cols,
+                                        cols: k2,
+                                        row_stride: k2,
+                                        col_stride: 1,
+                                    },
+                                    Block {
+                                        data: &*g,
+                                        rows,
+                                        cols,
+                                        row_stride: tile_cols,
+                                        col_stride: 1,
+                                    }
+                                    .t(),
+                                    Block {
+                                        data: &fac.w[i0 * k2..i1 * k2],
+                                        rows,
+                                        cols: k2,
+                                        row_stride: k2,
+                                        col_stride: 1,
+                                    },
+                                    true,
+                                )
+                                .map_err(|_| SkeletonError::TileBlocks)?;
+                            }
+                            OuterKind::FullAgg => {}
+                        }
                     }
                 }
-            }
-            Ok(nnz)
+                Ok(nnz)
+            })
         })
     };
     let total = |r: Vec<Result<u64>>| r.into_iter().sum::<Result<u64>>();
@@ -262,7 +270,7 @@ pub(crate) fn execute(
 }
 
 /// Writes columns `[j0, j1)` of the rows of a band of a CSR driver into `buf` (row stride
-/// [`TILE_COLS`], zeros elsewhere), advancing each row's cursor past them: the band's tiles are
+/// `stride`, zeros elsewhere), advancing each row's cursor past them: the band's tiles are
 /// visited left to right, so each stored value is copied once. `cursors[r]` is row r's
 /// (next non-zero, end of the row).
 fn densify_tile(
@@ -270,11 +278,12 @@ fn densify_tile(
     cursors: &mut [(usize, usize)],
     j0: usize,
     j1: usize,
+    stride: usize,
     buf: &mut [f64],
 ) {
     let width = j1 - j0;
     for (r, (cur, end)) in cursors.iter_mut().enumerate() {
-        let row = &mut buf[r * TILE_COLS..r * TILE_COLS + width];
+        let row = &mut buf[r * stride..r * stride + width];
         row.fill(0.0);
         while *cur < *end && (s.col_idx[*cur] as usize) < j1 {
             row[s.col_idx[*cur] as usize - j0] = s.values[*cur];
