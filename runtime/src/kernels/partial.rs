@@ -18,10 +18,15 @@ use crate::matrix::{count_nnz, try_alloc_zeroed, DenseMatrix, Matrix};
 use crate::ops::{AggOp, Direction};
 use std::ops::Range;
 
+/// Rows of a dense left operand up to which `%*%` sums each cell in order over a pass of the
+/// right operand's columns instead of calling dgemm (`matmul::few_rows`).
+pub const FEW_ROWS: usize = 4;
+
 /// Whether `%*%` of dense `m x k` and `k x n` operands runs on dgemm (`k >= 1`); otherwise it
-/// takes dot products (`n == 1`) or a vector-matrix pass (`m == 1`), whose order differs.
+/// takes dot products (`n == 1`) or a pass over the right operand's columns (`m <=`
+/// [`FEW_ROWS`]), whose order differs.
 pub fn dense_product_uses_dgemm(m: usize, n: usize) -> bool {
-    m > 1 && n > 1
+    m > FEW_ROWS && n > 1
 }
 
 /// A strided view of a dense matrix's values: cell `(i, j)` is
