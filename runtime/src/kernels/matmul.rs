@@ -275,6 +275,21 @@ pub fn matmul_transposed_out(a: &Matrix, b: &Matrix, b_transposed: bool) -> Resu
             return Ok(dense_result(n, m, out, nnz));
         }
     }
+    if let (true, Matrix::Dense(x), Matrix::Sparse(y)) = (b_transposed, a, b) {
+        // `b %*% t(a)` where `a %*% t(b)` would run `dense_sparse` (a finite, `t(b)` staying
+        // sparse): the same products `a_ik * b_jk`, each cell summed over k in order (over
+        // b's non-zeros here, a's there: with both finite, the zero terms either adds change
+        // no sum), so the same bits, with neither the m×n product nor its transpose written
+        // (an autoencoder's first layer over a sparse input, `t(W1 %*% t(X))`: 3.1-4.5 ms
+        // that way, 0.7 this).
+        if a.cols() == k
+            && crate::matrix::prefers_sparse(k, n, y.nnz())
+            && all_finite(&x.values)
+            && all_finite(&y.values)
+        {
+            return matmul(b, &super::transpose(a)?);
+        }
+    }
     let product = if b_transposed {
         matmul_nt(a, b)?
     } else {
@@ -1068,7 +1083,14 @@ mod tests {
         ];
         for (i, &(mm, k, n)) in shapes.iter().enumerate() {
             for (da, db) in [(1.0, 1.0), (0.1, 1.0), (1.0, 0.1)] {
-                let a = rand(mm, k, da, 21 + i as u64);
+                let mut a = rand(mm, k, da, 21 + i as u64);
+                if i == 5 && db == 0.1 {
+                    // A non-finite left operand meets the right one's zeros.
+                    let mut v = a.to_dense().unwrap().values.to_vec();
+                    v[7] = f64::NAN;
+                    v[150] = f64::NEG_INFINITY;
+                    a = Matrix::from_dense_values(mm, k, v).unwrap();
+                }
                 let mut b = rand(k, n, db, 210 + i as u64);
                 if i == 4 && da == 1.0 && db == 1.0 {
                     // A non-finite right operand takes the zero-skipping product.
