@@ -175,6 +175,14 @@ pub(crate) fn execute(
                             }
                         }
                         prep::call(f, &a, i0, i1);
+                        // The tile of G the entry wrote, for a final product.
+                        let g_tile = Block {
+                            data: &*g,
+                            rows,
+                            cols,
+                            row_stride: tile_cols,
+                            col_stride: 1,
+                        };
                         match spec.kind {
                             OuterKind::CellWise => {
                                 // Counted while the tile's rows are in cache.
@@ -198,13 +206,7 @@ pub(crate) fn execute(
                                         row_stride: k2,
                                         col_stride: 1,
                                     },
-                                    Block {
-                                        data: &*g,
-                                        rows,
-                                        cols,
-                                        row_stride: tile_cols,
-                                        col_stride: 1,
-                                    },
+                                    g_tile,
                                     Block {
                                         data: &fac.w[j0 * k2..j1 * k2],
                                         rows: cols,
@@ -228,14 +230,7 @@ pub(crate) fn execute(
                                         row_stride: k2,
                                         col_stride: 1,
                                     },
-                                    Block {
-                                        data: &*g,
-                                        rows,
-                                        cols,
-                                        row_stride: tile_cols,
-                                        col_stride: 1,
-                                    }
-                                    .t(),
+                                    g_tile.t(),
                                     Block {
                                         data: &fac.w[i0 * k2..i1 * k2],
                                         rows,
