@@ -135,7 +135,7 @@ fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, Option<Value
     let nnz = if n == 1 {
         matrix_vector(a, &b.values, &mut out)
     } else {
-        few_rows(a, &b.values, n, (n, 1), &mut out)
+        few_rows(a, &b.values, n, false, &mut out)
     };
     Ok((dense_result(m, n, out, nnz), None))
 }
@@ -144,28 +144,21 @@ fn dense_dense(a: &DenseMatrix, b: &DenseMatrix) -> Result<(Matrix, Option<Value
 /// right operand of 500 rows is 125 KiB, which stays in a core's L2 cache.
 const FEW_ROWS_BLOCK: usize = 32;
 
-/// `out = a %*% B` for an `a` of at most [`super::partial::FEW_ROWS`] rows and a k×n `B` whose
-/// cell `(kk, j)` is `b[kk * rsb + j * csb]` (row-major: `(n, 1)`; an n×k matrix read as its
-/// transpose: `(1, k)`, the only other strides it takes). Every output cell is summed over `kk`
-/// in order, `o += a_ik * b_kj` from 0: the arithmetic of the zero-skipping product [`dense_dense_skipping`] (skipping a zero of
-/// `a` adds a zero product, which changes no sum that starts at +0 and so is never -0) and of
-/// [`vector_matrix`], so all three give the same bits, in either layout of `B`.
+/// `out = a %*% B` for an `a` of at most [`super::partial::FEW_ROWS`] rows and a k×n `B` held
+/// in `b` row-major, or, with `b_transposed`, as an n×k row-major matrix read transposed. Every
+/// output cell is summed over `kk` in order, `o += a_ik * b_kj` from 0: the arithmetic of the
+/// zero-skipping product [`dense_dense_skipping`] (skipping a zero of `a` adds a zero product,
+/// which changes no sum that starts at +0 and so is never -0) and of [`vector_matrix`], so all
+/// three give the same bits, in either layout of `B`.
 ///
 /// dgemm packs the whole right operand for so few rows and pads its register tile to them:
-/// an autoencoder's `W2 %*% t(H1)`, 2×500 by 500×2000, took 1.3-2.2 ms there against numpy's
+/// an autoencoder's `W2 %*% t(H1)`, 2×500 by 500×2000, took 1.2-1.9 ms there against numpy's
 /// 0.35. Here `B` is read once, in blocks of [`FEW_ROWS_BLOCK`] columns packed contiguous
 /// (each a few KiB of `B`, in cache for every row of `a`), split over threads where `B` is
 /// large. Returns the non-zeros of `out` (m×n row-major).
-fn few_rows(
-    a: &DenseMatrix,
-    b: &[f64],
-    n: usize,
-    (rsb, csb): (usize, usize),
-    out: &mut [f64],
-) -> usize {
+fn few_rows(a: &DenseMatrix, b: &[f64], n: usize, b_transposed: bool, out: &mut [f64]) -> usize {
     let (m, k) = (a.rows, a.cols);
-    debug_assert!(m <= super::partial::FEW_ROWS && out.len() == m * n);
-    debug_assert!(csb == 1 || rsb == 1);
+    debug_assert!(m <= super::partial::FEW_ROWS && out.len() == m * n && b.len() == k * n);
     // `panel`: a worker's packing buffer, reused from block to block (each overwrites the part
     // it reads).
     let block = |panel: &mut Vec<f64>, jb: usize| -> Vec<f64> {
@@ -176,20 +169,20 @@ fn few_rows(
         crate::simd::widest(
             #[inline(always)]
             || {
-                if csb == 1 {
+                if !b_transposed {
                     // Row-major: the block's part of each row of `B`.
                     for (kk, prow) in panel.chunks_exact_mut(w).enumerate() {
-                        prow.copy_from_slice(&b[kk * rsb + j0..kk * rsb + j0 + w]);
+                        prow.copy_from_slice(&b[kk * n + j0..kk * n + j0 + w]);
                     }
                 } else {
-                    // Read transposed (`rsb` 1): eight values of each of the block's rows of the
+                    // Read transposed: eight values of each of the block's rows of the
                     // n×k matrix at a time (a cache line each), into eight rows of the panel
                     // (2 KiB, in L1); a whole row at a time strode through all of the panel.
                     for kk0 in (0..k).step_by(8) {
                         let t = 8.min(k - kk0);
                         let rows = &mut panel[kk0 * w..(kk0 + t) * w];
                         for jj in 0..w {
-                            let at = (j0 + jj) * csb + kk0;
+                            let at = (j0 + jj) * k + kk0;
                             for (prow, &v) in rows.chunks_exact_mut(w).zip(&b[at..at + t]) {
                                 prow[jj] = v;
                             }
@@ -398,7 +391,7 @@ pub fn matmul_nt(a: &Matrix, b: &Matrix) -> Result<Matrix> {
                 && all_finite(&y.values) =>
         {
             let mut out = try_alloc_zeroed(m * n)?;
-            let nnz = few_rows(x, &y.values, n, (1, k), &mut out);
+            let nnz = few_rows(x, &y.values, n, true, &mut out);
             Ok(dense_result(m, n, out, nnz))
         }
         _ => matmul(a, &super::transpose(b)?),
