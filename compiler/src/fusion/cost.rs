@@ -860,6 +860,13 @@ pub fn plan_cost_bounded(
             work.extend(inputs.iter().rev());
             continue;
         }
+        if dag.is_read_in_place(h) && chooser.root(h).is_none() {
+            // Never computed: its readers read the matrix under it ([`materialized_read`]),
+            // which is materialized in its place (a partition's start whose reader is
+            // outside the partition, as the whole plan's walk reaches it from that reader).
+            work.push(dag.inputs(h)[0]);
+            continue;
+        }
         let mut v = CostVector {
             output_cells: cells(dag, h),
             ..CostVector::default()
@@ -893,8 +900,9 @@ pub fn plan_cost_bounded(
                         None => {
                             body.insert(a);
                             v.flops += flops_in(dag, model, scope, a);
-                            for &c in dag.inputs(a) {
-                                read_materialized(dag, model, c, &mut v, &mut work);
+                            for (pos, &c) in dag.inputs(a).iter().enumerate() {
+                                let read = materialized_read(dag, chooser, a, pos, c);
+                                read_materialized(dag, model, read, &mut v, &mut work);
                             }
                         }
                     }
@@ -928,8 +936,9 @@ pub fn plan_cost_bounded(
             }
             None => {
                 v.flops = flops_in(dag, model, scope, h);
-                for &c in inputs {
-                    read_materialized(dag, model, c, &mut v, &mut work);
+                for (pos, &c) in inputs.iter().enumerate() {
+                    let read = materialized_read(dag, chooser, h, pos, c);
+                    read_materialized(dag, model, read, &mut v, &mut work);
                 }
             }
         }
@@ -1031,8 +1040,9 @@ fn unfused_body_time(
 ) -> f64 {
     let mut time = 0.0;
     for &b in body {
-        // The root is in `done` already: it is the hop being costed.
-        if b != root && !done.insert(b) {
+        // The root is in `done` already: it is the hop being costed. A transpose its
+        // products read in place is not computed at all.
+        if b != root && (!done.insert(b) || dag.is_read_in_place(b)) {
             continue;
         }
         let mut v = CostVector {
@@ -1040,7 +1050,12 @@ fn unfused_body_time(
             flops: model.flops(dag, b),
             ..CostVector::default()
         };
-        for &c in dag.inputs(b) {
+        for (pos, &c) in dag.inputs(b).iter().enumerate() {
+            let c = if pos == 0 && dag.is_matmul(b) && dag.is_read_in_place(c) {
+                dag.inputs(c)[0]
+            } else {
+                c
+            };
             if dag.is_matrix(c) {
                 v.input_bytes.insert(c, model.bytes(dag, c));
             }
@@ -1081,10 +1096,32 @@ fn cost_body<'c>(
             };
             match plan {
                 Some(ce) => fused.push((c, ce)),
-                None => read_materialized(dag, model, c, v, work),
+                None => {
+                    let read = materialized_read(dag, chooser, h, pos, c);
+                    read_materialized(dag, model, read, v, work)
+                }
             }
         }
         stack.extend(fused.drain(..).rev());
+    }
+}
+
+/// The hop an operator reads for input `pos` of `h` (`c`) where it reads it materialized:
+/// the matrix under `c` where `c` is a transpose that products read in place
+/// ([`FusionDag::is_read_in_place`]: unfused, Row's final `t(X) %*% B`, Outer's final
+/// `t(U) %*% W`) and no operator computes it as its root, else `c` itself. Such a transpose
+/// costs nothing unless an operator fuses it, as the executor never computes it otherwise.
+fn materialized_read(
+    dag: &FusionDag<'_>,
+    chooser: &dyn PlanChooser,
+    h: HopId,
+    pos: usize,
+    c: HopId,
+) -> HopId {
+    if pos == 0 && dag.is_matmul(h) && dag.is_read_in_place(c) && chooser.root(c).is_none() {
+        dag.inputs(c)[0]
+    } else {
+        c
     }
 }
 

@@ -22,6 +22,8 @@ pub struct FusionDag<'a> {
     /// Per hop: its sub-DAG holds an outer-product-like multiply (precomputed bottom-up so
     /// the Outer template's checks stay linear over the DAG).
     has_outer_product: Vec<bool>,
+    /// Per hop: a transpose that products read in place ([`FusionDag::is_read_in_place`]).
+    read_in_place: Vec<bool>,
 }
 
 impl<'a> FusionDag<'a> {
@@ -63,6 +65,7 @@ impl<'a> FusionDag<'a> {
             consumers,
             reachable,
             has_outer_product: vec![false; dag.len()],
+            read_in_place: vec![false; dag.len()],
         };
         for i in 0..view.order.len() {
             let h = view.order[i];
@@ -72,7 +75,51 @@ impl<'a> FusionDag<'a> {
                 .any(|i| view.has_outer_product[i.index()]);
             view.has_outer_product[h.index()] = below || view.is_outer_product_like_mm(h);
         }
+        for i in 0..view.order.len() {
+            let h = view.order[i];
+            view.read_in_place[h.index()] = view.every_product_reads_in_place(h);
+        }
         Ok(view)
+    }
+
+    /// Whether `t` is a transpose whose every consumer is a product `t %*% B` (`B` not `t`)
+    /// that reads the matrix under it in place, whatever the plan: unfused, as a product that
+    /// reads its left operand transposed (`tsmm` when `B` is that matrix); as a Row operator's
+    /// final `t(X) %*% B`, which reads the rows of `X`; and as an Outer operator's final
+    /// `t(U) %*% W` only where `U` is the left factor of `W`'s outer product (another left
+    /// operand would be read materialized, so a product that might become such an operator
+    /// disqualifies `t`). Such a transpose is never computed unless it is fused; the cost
+    /// model charges its readers the matrix under it instead (SystemDS's cost model treats
+    /// the Row case alike, reference 4.9 "implicitly fused").
+    ///
+    /// Only transposes no template computes as an operator's root: not a row vector (a Cell
+    /// operator's output) nor the transpose of a product (an Outer operator's left product).
+    /// Whether such a transpose is read in place then depends on the DAG alone, never on
+    /// the plan, so each plan partition is still costed on its own.
+    fn every_product_reads_in_place(&self, t: HopId) -> bool {
+        if !self.is_transpose(t) || !self.dims_known(t) || self.is_row_vector(t) {
+            return false;
+        }
+        let under = self.inputs(t)[0];
+        if self.is_matmul(under) {
+            return false;
+        }
+        let consumers = self.consumers(t);
+        !consumers.is_empty()
+            && consumers.iter().all(|&mm| {
+                let ins = self.inputs(mm);
+                self.is_matmul(mm)
+                    && ins[0] == t
+                    && ins[1] != t
+                    && (!self.contains_outer_product(ins[1], Some(t))
+                        || self.has_outer_product_of_left_factor(ins[1], under))
+            })
+    }
+
+    /// A transpose that every consumer reads in place as a product's left operand, so that
+    /// it is computed only where an operator fuses it ([`FusionDag::every_product_reads_in_place`]).
+    pub fn is_read_in_place(&self, id: HopId) -> bool {
+        self.read_in_place.get(id.index()).copied().unwrap_or(false)
     }
 
     /// The underlying DAG.

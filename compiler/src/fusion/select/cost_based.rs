@@ -658,16 +658,37 @@ struct StaticBounds {
 
 impl StaticBounds {
     fn new(dag: &FusionDag<'_>, part: &PlanPartition, model: &CostModel) -> StaticBounds {
-        let read = model.read_time(
-            part.inputs
+        // Every input is read, once; a transpose that products read in place may be read as
+        // the matrix under it instead (counted once with that matrix where the partition
+        // reads it too, not at all where the partition computes it), and is computed only
+        // where a plan fuses it.
+        let mut reads: BTreeMap<HopId, f64> = BTreeMap::new();
+        for &i in part.inputs.iter().filter(|&&i| dag.is_matrix(i)) {
+            let (key, bytes) = if dag.is_read_in_place(i) {
+                let under = dag.inputs(i)[0];
+                if part.hops.contains(&under) {
+                    continue;
+                }
+                (under, model.bytes(dag, i).min(model.bytes(dag, under)))
+            } else {
+                (i, model.bytes(dag, i))
+            };
+            let least = reads.entry(key).or_insert(bytes);
+            *least = least.min(bytes);
+        }
+        let read = model.read_time(reads.values().sum::<f64>());
+        let compute = model.compute_time(
+            part.hops
                 .iter()
-                .filter(|&&i| dag.is_matrix(i))
-                .map(|&i| model.bytes(dag, i))
+                .filter(|&&h| !dag.is_read_in_place(h))
+                .map(|&h| model.flops(dag, h))
                 .sum::<f64>(),
         );
-        let compute =
-            model.compute_time(part.hops.iter().map(|&h| model.flops(dag, h)).sum::<f64>());
-        let always_written: BTreeSet<HopId> = part.starts().into_iter().collect();
+        let always_written: BTreeSet<HopId> = part
+            .starts()
+            .into_iter()
+            .filter(|&h| !dag.is_read_in_place(h))
+            .collect();
         let write = model.write_time(always_written.iter().map(|&h| cells(dag, h)).sum::<f64>());
         // An Outer operator scales its cost by its driver's sparsity; the driver is an input
         // of the partition or one of its hops.
@@ -716,7 +737,8 @@ impl StaticBounds {
             .collect();
         let mut write = self.write;
         let mut read = self.read;
-        for &t in &tos {
+        // A transpose that products read in place is not materialized by a cut before it.
+        for &t in tos.iter().filter(|&&t| !dag.is_read_in_place(t)) {
             if !self.always_written.contains(&t) {
                 write += model.write_time(cells(dag, t));
             }
