@@ -20,6 +20,7 @@ pub mod magg;
 pub mod outer;
 mod prep;
 pub mod row;
+pub mod row_blocks;
 
 pub use abi::{DenseView, KernelArgs, KernelFn, PARTIAL_SLOTS_PER_LANE};
 pub use cell::{CellKernels, CellSpec};

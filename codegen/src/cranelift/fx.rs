@@ -362,6 +362,17 @@ impl Fx<'_> {
         self.of_lanes(&lanes)
     }
 
+    /// Calls the C function at `addr`, whose parameters are `args` (pointers and integers,
+    /// 64 bits each) and which returns nothing.
+    pub(super) fn call_void(&mut self, addr: usize, args: &[Value]) {
+        let mut sig = Signature::new(self.call_conv);
+        sig.params
+            .extend(args.iter().map(|_| AbiParam::new(types::I64)));
+        let sig = self.b.import_signature(sig);
+        let callee = self.iconst(addr as i64);
+        self.b.ins().call_indirect(sig, callee, args);
+    }
+
     /// `exp`, `ln` and `tanh` of the core's `math` (the functions the LLVM backend states in IR
     /// operation for operation): a vector's lanes mapped by the runtime's vector math in one
     /// call ([`helpers::LaneMap`]), one lane a call of the scalar function.

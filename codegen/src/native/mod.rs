@@ -189,12 +189,14 @@ struct Built {
 /// one has built yet is built here, through `store` (an operator starts building the libraries
 /// it calls beside its own compilation, but may reach this point first).
 fn helper_address(name: &str, store: Option<&ObjectStore>) -> Option<usize> {
-    expr::helper_address(name).or_else(|| {
-        // Only the library that defines `name` is built: the lookup runs for every external
-        // function an operator declares.
-        let library = LibraryId::ALL.into_iter().find(|l| l.defines(name))?;
-        library.library(store).ok()?.address(name)
-    })
+    expr::helper_address(name)
+        .or_else(|| row::block_address(name))
+        .or_else(|| {
+            // Only the library that defines `name` is built: the lookup runs for every external
+            // function an operator declares.
+            let library = LibraryId::ALL.into_iter().find(|l| l.defines(name))?;
+            library.library(store).ok()?.address(name)
+        })
 }
 
 /// Phase times of one compilation, taken lap by lap; shared (interior mutability) by the
@@ -275,8 +277,8 @@ fn build(plan: &CPlan, entry: Entry, store: Option<&ObjectStore>) -> Result<Buil
     })
 }
 
-/// Builds the process-wide function libraries that operators call (the vector math of
-/// `log`/`exp`, the Row block primitives) if they are not built yet, and returns how long that
+/// Builds the process-wide function library that operators call (the vector math of
+/// `log`/`exp`) if it is not built yet, and returns how long that
 /// took (they build in parallel). Operators otherwise build them on first use, and that first
 /// compilation's time includes theirs; an embedder can pay it up front instead.
 pub fn build_libraries() -> Result<Duration, CodegenError> {
@@ -287,9 +289,9 @@ pub fn build_libraries() -> Result<Duration, CodegenError> {
     Ok(start.elapsed())
 }
 
-/// The process-wide libraries this process has built so far (`lafuse_math`,
-/// `lafuse_row_dot_rows`, `lafuse_row_axpy_rows`): what its compilations paid for besides
-/// their operators.
+/// The process-wide libraries this process has built so far (`lafuse_math`): what its
+/// compilations paid for besides their operators. (The Row block primitives are functions
+/// of the skeletons crate and cost no compilation.)
 pub fn built_libraries() -> Vec<&'static str> {
     LibraryId::ALL
         .into_iter()
@@ -303,21 +305,14 @@ pub fn built_libraries() -> Vec<&'static str> {
 enum LibraryId {
     /// Vector `log`/`exp` (`math`).
     Math,
-    /// A Row block primitive (`row`).
-    Block(row::BlockPrim),
 }
 
 impl LibraryId {
-    const ALL: [LibraryId; 3] = [
-        LibraryId::Math,
-        LibraryId::Block(row::BlockPrim::DotRows),
-        LibraryId::Block(row::BlockPrim::AxpyRows),
-    ];
+    const ALL: [LibraryId; 1] = [LibraryId::Math];
 
     fn name(self) -> &'static str {
         match self {
             LibraryId::Math => "lafuse_math",
-            LibraryId::Block(prim) => prim.name(),
         }
     }
 
@@ -325,7 +320,6 @@ impl LibraryId {
     fn built(self) -> bool {
         match self {
             LibraryId::Math => math::library_built(),
-            LibraryId::Block(prim) => prim.built(),
         }
     }
 
@@ -333,7 +327,6 @@ impl LibraryId {
     fn defines(self, name: &str) -> bool {
         match self {
             LibraryId::Math => math::defines(name),
-            LibraryId::Block(prim) => prim.name() == name,
         }
     }
 
@@ -344,7 +337,6 @@ impl LibraryId {
     ) -> Result<&'static library::Library, CodegenError> {
         match self {
             LibraryId::Math => math::library(store),
-            LibraryId::Block(prim) => prim.library(store),
         }
     }
 
@@ -370,15 +362,10 @@ fn libraries_needed(plan: &CPlan) -> Vec<LibraryId> {
             }
         )
     });
-    let row = match &plan.template {
-        TemplateSpec::Row { row_type, .. } => row::analyze(plan, *row_type).ok(),
-        _ => None,
-    };
     LibraryId::ALL
         .into_iter()
         .filter(|l| match l {
             LibraryId::Math => math,
-            LibraryId::Block(prim) => row.as_ref().is_some_and(|info| info.uses(*prim)),
         })
         .collect()
 }
@@ -1160,7 +1147,8 @@ mod tests {
         });
         exp.outputs = vec![4];
         assert_eq!(libraries_needed(&exp), [LibraryId::Math]);
-        // rowSums(X %*% v): a product of the main row, computed a block of rows at a time.
+        // rowSums(X %*% v): a product of the main row, computed a block of rows at a time
+        // by a function of the skeletons crate, which is no library.
         let nodes = vec![
             CNode::Data {
                 input: 0,
@@ -1181,10 +1169,7 @@ mod tests {
             nodes,
             outputs: vec![2],
         };
-        assert_eq!(
-            libraries_needed(&product),
-            [LibraryId::Block(row::BlockPrim::DotRows)]
-        );
+        assert!(libraries_needed(&product).is_empty());
     }
 
     fn sparse_input() -> lafuse_runtime::DenseMatrix {

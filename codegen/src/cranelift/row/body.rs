@@ -9,7 +9,9 @@ use crate::cranelift::cell::W;
 use crate::cranelift::fx::{mem, Fx, V};
 use crate::cranelift::outer::dot_products;
 use crate::plan_info::{node_calls_helper, node_name};
-use crate::row_plan::{pidx, read_by, Class, RowInfo, AUX, LEN, OFF, P_OUTC};
+use crate::row_plan::{
+    pidx, read_by, Class, RowInfo, AUX, HOIST, LEN, OFF, P_FLIP, P_OUTC, ROW_BLOCK,
+};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, InstBuilder, StackSlotData, StackSlotKind, Value};
 use cranelift_frontend::Variable;
@@ -65,6 +67,26 @@ pub(super) struct Em<'a> {
     /// FullAgg Kahan accumulator (sum, correction).
     pub(super) kahan: Option<[Variable; 2]>,
     pub(super) nnz: Variable,
+    /// The dense entry of a [`RowInfo::defer_outer`] plan: rows whose outer-product update
+    /// is pending.
+    pub(super) pending: Option<Pending>,
+}
+
+/// The outer-product updates of up to [`ROW_BLOCK`] rows of a dense main input, kept until
+/// one call of the block primitive adds them to the partial in row order (as the LLVM
+/// backend's dense entry does; the same function computes them).
+#[derive(Clone, Copy)]
+pub(super) struct Pending {
+    /// How many rows are pending.
+    pub(super) count: Variable,
+    /// The first pending row; the rest follow it.
+    pub(super) first: Variable,
+    /// Each pending row's `b`, `len(b)` values a row, in the scratch buffer.
+    pub(super) bs: Value,
+    /// The main input: its data, first row and row stride.
+    pub(super) data: Value,
+    pub(super) row0: Value,
+    pub(super) stride: Value,
 }
 
 impl Em<'_> {
@@ -93,9 +115,35 @@ impl Em<'_> {
         }
     }
 
+    /// The products of the main row that [`RowInfo::hoisted`] marks, for the `rows` rows from
+    /// `x` (`stride` apart), by the block primitive: into each node's block buffer, a row's
+    /// values at `q * len` for its index `q` in the block.
+    pub(super) fn hoist(&self, fx: &mut Fx<'_>, x: Value, stride: Value, rows: Value) -> R<()> {
+        for (k, node) in self.info.plan.nodes.iter().enumerate() {
+            let CNode::VectMatMult { b, .. } = node else {
+                continue;
+            };
+            if !self.info.hoisted[k] {
+                continue;
+            }
+            let CNode::Data { input, .. } = self.info.plan.nodes[*b] else {
+                return Err(ierr("a row-times-matrix operand that is not an input"));
+            };
+            let bt = self.ins.get(input)?.0;
+            let off = self.par(fx, pidx(k, HOIST));
+            let o = fx.elem_addr(self.scratch, off);
+            let l = self.par(fx, pidx(k, AUX));
+            let cols = self.par(fx, pidx(k, LEN));
+            let dot_rows = lafuse_skeletons::row_blocks::lafuse_row_dot_rows as *const () as usize;
+            fx.call_void(dot_rows, &[x, stride, bt, l, cols, rows, o]);
+        }
+        Ok(())
+    }
+
     /// The body of row `i` (`main`: its main-input row): every reachable node in order, then
-    /// the output statement.
-    pub(super) fn row(&self, fx: &mut Fx<'_>, i: Value, main: RV) -> R<()> {
+    /// the output statement. `q`: the row's index in its block when the [`Em::hoist`]ed
+    /// products are computed.
+    pub(super) fn row(&self, fx: &mut Fx<'_>, i: Value, main: RV, q: Option<Value>) -> R<()> {
         let info = self.info;
         let plan = &info.plan;
         let out_node = plan.outputs[0];
@@ -162,6 +210,18 @@ impl Em<'_> {
                 }
                 CNode::RowAgg { f, x } => RV::S(self.row_agg(fx, *f, false, &vals[*x])?),
                 CNode::RowSumSq { x } => RV::S(self.row_agg(fx, AggOp::Sum, true, &vals[*x])?),
+                CNode::VectMatMult { .. } if info.hoisted[k] && q.is_some() => {
+                    let q = q.ok_or_else(|| ierr("block row"))?;
+                    let hoist = self.par(fx, pidx(k, HOIST));
+                    let at = fx.imul(q, len);
+                    let base = fx.iadd(hoist, at);
+                    let p = fx.elem_addr(self.scratch, base);
+                    if info.direct && k == out_node {
+                        // The output row is where the statement expects the values.
+                        prims::copy(fx, buf, p, len, false)?;
+                    }
+                    RV::V { p, len, sp: None }
+                }
                 CNode::VectMatMult { a, b } => {
                     let RV::Whole(bt) = vals[*b] else {
                         return Err(ierr("row-times-matrix operand"));
@@ -176,7 +236,12 @@ impl Em<'_> {
                     }
                 }
                 CNode::OuterMultAdd { a, b } => {
-                    self.outer_add(fx, k, &vals[*a], &vals[*b])?;
+                    match self.pending {
+                        Some(pd) if k == out_node => {
+                            self.defer_outer_add(fx, pd, k, i, &vals[*b])?
+                        }
+                        _ => self.outer_add(fx, k, &vals[*a], &vals[*b])?,
+                    }
                     RV::Done
                 }
                 other => {
@@ -187,6 +252,61 @@ impl Em<'_> {
             };
         }
         self.output(fx, &vals[out_node], orow, outc)
+    }
+
+    /// The outer-product update `t(X[i, ]) %*% b` of row `i`: `b` is kept, and every
+    /// [`ROW_BLOCK`] rows [`Em::flush_outer`] adds the kept updates to the partial.
+    fn defer_outer_add(&self, fx: &mut Fx<'_>, pd: Pending, k: CNodeId, i: Value, b: &RV) -> R<()> {
+        let (bp, lb, _) = self.as_vec(fx, b)?;
+        let cnt = fx.b.use_var(pd.count);
+        let none = fx.b.ins().icmp_imm_u(IntCC::Equal, cnt, 0);
+        let first = fx.b.use_var(pd.first);
+        let first = fx.b.ins().select(none, i, first);
+        fx.b.def_var(pd.first, first);
+        let at = fx.imul(cnt, lb);
+        let dst = fx.elem_addr(pd.bs, at);
+        prims::copy(fx, dst, bp, lb, false)?;
+        let cnt = fx.b.ins().iadd_imm_s(cnt, 1);
+        fx.b.def_var(pd.count, cnt);
+        let full = fx.b.ins().icmp_imm_u(IntCC::Equal, cnt, ROW_BLOCK as i64);
+        fx.if_then(full, &mut |fx| self.flush_outer(fx, pd, k))
+    }
+
+    /// Adds the pending rows' outer-product updates to the partial, rows in order, by the
+    /// block primitive.
+    pub(super) fn flush_outer(&self, fx: &mut Fx<'_>, pd: Pending, k: CNodeId) -> R<()> {
+        let cnt = fx.b.use_var(pd.count);
+        let (la, lb) = (self.n, self.par(fx, pidx(k, AUX)));
+        let first = fx.b.use_var(pd.first);
+        let r = fx.isub(first, pd.row0);
+        let at = fx.imul(r, pd.stride);
+        let x = fx.elem_addr(pd.data, at);
+        let flip_p = self.par(fx, P_FLIP);
+        let flip = fx.b.ins().icmp_imm_u(IntCC::NotEqual, flip_p, 0);
+        let mut sel = |a: Value, b: Value| fx.b.ins().select(flip, a, b);
+        // Flipped, P[c, ] += Σ_r b_r[c] * X[r, ]: the rows of X scaled by the kept b's (lb
+        // rows of P, la long). Else P[j, ] += Σ_r X[r, j] * b_r: the kept b's scaled by a
+        // column of X's rows (la rows of P, lb long).
+        let (rows, rows_stride) = (sel(x, pd.bs), sel(pd.stride, lb));
+        let (scales, scales_stride) = (sel(pd.bs, x), sel(lb, pd.stride));
+        let (cols, len) = (sel(lb, la), sel(la, lb));
+        let axpy_rows = lafuse_skeletons::row_blocks::lafuse_row_axpy_rows as *const () as usize;
+        fx.call_void(
+            axpy_rows,
+            &[
+                self.out,
+                rows,
+                rows_stride,
+                scales,
+                scales_stride,
+                cols,
+                cnt,
+                len,
+            ],
+        );
+        let zero = fx.iconst(0);
+        fx.b.def_var(pd.count, zero);
+        Ok(())
     }
 
     /// A data node: the main row, a side input's row or vector, a whole matrix, a scalar.

@@ -17,8 +17,8 @@
 //! Dense `X` goes in blocks of [`ROW_BLOCK`] rows where that saves passes over cached data:
 //! products `X[i, ] %*% B` of the block's rows are computed together before its rows run, and
 //! outer-product updates `t(X[i, ]) %*% b` are added to the partial once per block. Those two
-//! block primitives do not depend on the plan, so they are compiled once per process
-//! ([`BlockPrim`]) and operators call them.
+//! block primitives do not depend on the plan: they are functions of the skeletons crate
+//! ([`BlockPrim`]) that operators call.
 //!
 //! Sparse `X` (CSR entry, called only when every side input is finite): primitives that read
 //! `X` directly visit its non-zeros (`X %*% B` as sparse dot products, row sums, and the
@@ -39,7 +39,7 @@ use super::expr::{
     self, declare_entry, declare_primitive, ierr, if_else, load_inputs, load_main_csr, Fx,
     InputPtrs,
 };
-use super::library::{self, Library};
+use super::library;
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::outer;
 use super::{CodegenError, Unsupported};
@@ -56,7 +56,6 @@ use lafuse_compiler::stack::with_stack;
 use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::row::{RowArgs, RowInput, RowKind};
 use std::mem::offset_of;
-use std::sync::OnceLock;
 
 mod block;
 mod body;
@@ -68,8 +67,8 @@ use crate::row_plan::{
     is_main_row, pidx, read_by, sparse_agg, Class, AUX, HOIST, LEN, OFF, PER_NODE, P_FLIP, P_MROW,
     P_NODE0, P_OUTC, P_PEND, ROW_BLOCK,
 };
-pub(crate) use block::BlockPrim;
 use block::*;
+pub(crate) use block::{block_address, BlockPrim};
 use body::*;
 pub(crate) use entry::emit;
 use prims::*;
@@ -90,20 +89,12 @@ use prims::*;
 // stays within the core's L2 cache, and the loads of `B` and of the partial per row of `X`
 // halve again (the load ports, not memory, bound these loops on this machine's cores).
 
-/// How many blocks ahead the block primitives prefetch the main input's rows, into the L2: the
-/// dot products of a block fetch the first half of that block's rows and its outer-product
-/// updates the second half, so that memory reads are in flight in both phases. (When the dot
-/// products fetched the whole next block, memory idled while a block's updates ran from the
-/// cache: `row_mm` at 1e5×1e3 reached 66-69 % of a same-process read of `X` when memory was
-/// fast, 70-72 % with the halves; two blocks ahead measured the same as one.)
-const PREFETCH_BLOCKS: u64 = 1;
-
 fn unsupported<T>(why: Unsupported) -> Result<T, CodegenError> {
     Err(CodegenError::Unsupported(why))
 }
 
 impl RowInfo {
-    /// Whether the dense entry calls block primitive `prim` (and so needs its library).
+    /// Whether the dense entry calls block primitive `prim`.
     pub(crate) fn uses(&self, prim: BlockPrim) -> bool {
         match prim {
             BlockPrim::DotRows => self.hoisted.contains(&true),

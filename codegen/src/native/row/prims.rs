@@ -280,7 +280,7 @@ pub(super) fn emit_prims<'c>(
         fx.func
     };
     let axpy = emit_axpy(ctx, module)?;
-    // The block primitives: declared here, defined once per process (`BlockPrim`).
+    // The block primitives: declared here, functions of the skeletons crate (`BlockPrim`).
     let axpy_rows = info
         .uses(BlockPrim::AxpyRows)
         .then(|| library::declare(ctx, module, AXPY_ROWS, axpy_rows_type(ctx)));
