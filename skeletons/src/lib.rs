@@ -21,6 +21,7 @@ pub mod outer;
 mod prep;
 pub mod row;
 pub mod row_blocks;
+pub mod row_sparse;
 
 pub use abi::{DenseView, KernelArgs, KernelFn, PARTIAL_SLOTS_PER_LANE};
 pub use cell::{CellKernels, CellSpec};

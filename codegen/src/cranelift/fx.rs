@@ -362,15 +362,28 @@ impl Fx<'_> {
         self.of_lanes(&lanes)
     }
 
-    /// Calls the C function at `addr`, whose parameters are `args` (pointers and integers,
-    /// 64 bits each) and which returns nothing.
+    /// Calls the C function at `addr` with `args` (its parameters have their types: pointers
+    /// and integers as `I64`, doubles as `F64`), returning nothing.
     pub(super) fn call_void(&mut self, addr: usize, args: &[Value]) {
+        self.call_c(addr, args, None);
+    }
+
+    /// Calls the C function at `addr` with `args`, returning a double.
+    pub(super) fn call_f64(&mut self, addr: usize, args: &[Value]) -> Value {
+        self.call_c(addr, args, Some(types::F64))[0]
+    }
+
+    fn call_c(&mut self, addr: usize, args: &[Value], ret: Option<Type>) -> Vec<Value> {
         let mut sig = Signature::new(self.call_conv);
-        sig.params
-            .extend(args.iter().map(|_| AbiParam::new(types::I64)));
+        for &a in args {
+            let ty = self.b.func.dfg.value_type(a);
+            sig.params.push(AbiParam::new(ty));
+        }
+        sig.returns.extend(ret.map(AbiParam::new));
         let sig = self.b.import_signature(sig);
         let callee = self.iconst(addr as i64);
-        self.b.ins().call_indirect(sig, callee, args);
+        let call = self.b.ins().call_indirect(sig, callee, args);
+        self.b.inst_results(call).to_vec()
     }
 
     /// `exp`, `ln` and `tanh` of the core's `math` (the functions the LLVM backend states in IR

@@ -184,7 +184,8 @@ pub(super) fn axpy(fx: &mut Fx<'_>, o: Value, x: Value, s: Value, len: Value) ->
 }
 
 /// `o[idx[p]] += s * vals[p]` over `nz` non-zeros (distinct columns: the updates are
-/// independent).
+/// independent), by `lafuse_skeletons::row_sparse` (Cranelift's own gather loop ran at half
+/// LLVM's speed).
 pub(super) fn saxpy(
     fx: &mut Fx<'_>,
     o: Value,
@@ -193,17 +194,9 @@ pub(super) fn saxpy(
     s: Value,
     nz: Value,
 ) -> R<()> {
-    let zero = fx.iconst(0);
-    fx.for_range(zero, nz, &mut |fx, p| {
-        let j = index(fx, idx, p);
-        let a = fx.load(vals, p, 1);
-        let cur = fx.load(o, j, 1);
-        let sv = fx.splat(s, 1);
-        let prod = fx.fmul(&sv, &a);
-        let r = fx.fadd(&cur, &prod);
-        fx.store(o, j, &r);
-        Ok(())
-    })
+    let f = lafuse_skeletons::row_sparse::lafuse_row_saxpy as *const () as usize;
+    fx.call_void(f, &[o, vals, idx, s, nz]);
+    Ok(())
 }
 
 /// `o[j] = x[j]` (`add`: `o[j] += x[j]`) for `j < len`.
@@ -223,42 +216,10 @@ pub(super) fn copy(fx: &mut Fx<'_>, o: Value, x: Value, len: Value, add: bool) -
 
 /// `Σ vals[p] * q[idx[p]]` over `nz` non-zeros: four accumulators over whole groups of four,
 /// combined as `(a0 + a1) + (a2 + a3)`, then the remaining non-zeros in order (the LLVM
-/// backend's `lafuse_row_sdot`).
+/// backend's `lafuse_row_sdot`), by `lafuse_skeletons::row_sparse`.
 pub(super) fn sdot(fx: &mut Fx<'_>, vals: Value, idx: Value, q: Value, nz: Value) -> R<Value> {
-    const ACCS: i64 = 4;
-    let z = fx.b.ins().f64const(0.0);
-    let acc: Vec<_> = (0..ACCS).map(|_| fx.var(types::F64, z)).collect();
-    let term = |fx: &mut Fx<'_>, p: Value| {
-        let j = index(fx, idx, p);
-        let a = fx.load(vals, p, 1).parts[0];
-        let b = fx.load(q, j, 1).parts[0];
-        fx.b.ins().fmul(a, b)
-    };
-    let zero = fx.iconst(0);
-    let p = fx.var(types::I64, zero);
-    fx.for_var(p, nz, ACCS, &mut |fx, p0| {
-        for (t, a) in acc.iter().enumerate() {
-            let pt = fx.b.ins().iadd_imm_s(p0, t as i64);
-            let x = term(fx, pt);
-            let cur = fx.b.use_var(*a);
-            let r = fx.b.ins().fadd(cur, x);
-            fx.b.def_var(*a, r);
-        }
-        Ok(())
-    })?;
-    let [a0, a1, a2, a3] = [0, 1, 2, 3].map(|t| fx.b.use_var(acc[t]));
-    let left = fx.b.ins().fadd(a0, a1);
-    let right = fx.b.ins().fadd(a2, a3);
-    let s = fx.b.ins().fadd(left, right);
-    fx.b.def_var(acc[0], s);
-    fx.for_var(p, nz, 1, &mut |fx, pv| {
-        let x = term(fx, pv);
-        let cur = fx.b.use_var(acc[0]);
-        let r = fx.b.ins().fadd(cur, x);
-        fx.b.def_var(acc[0], r);
-        Ok(())
-    })?;
-    Ok(fx.b.use_var(acc[0]))
+    let f = lafuse_skeletons::row_sparse::lafuse_row_sdot as *const () as usize;
+    Ok(fx.call_f64(f, &[vals, idx, q, nz]))
 }
 
 /// The dot products of the row at `x` with each vector of `bs` over `len` elements, each in
