@@ -48,10 +48,9 @@ fn sum_of_a_product_is_one_cell_full_aggregate() {
     assert_eq!(flops(&view, s), 4.0 * cells);
 }
 
-#[test]
-fn row_pattern_is_one_row_operator() {
-    // t(X) %*% (w * (X %*% v)): the row template's canonical pattern (paper Figure 1(b)).
-    let (m, n) = (100_000, 1000);
+/// `r = t(X) %*% (w * (X %*% v))` over a dense `m` x `n` X, the row template's canonical
+/// pattern (paper Figure 1(b)); with the hops `X %*% v`, `t(X)` and `r`.
+fn row_mv(m: u64, n: u64) -> (HopDag, [HopId; 3]) {
     let mut b = DagBuilder::new();
     let x = b.input("X", m, n, m * n);
     let v = b.input("v", n, 1, n);
@@ -61,7 +60,12 @@ fn row_pattern_is_one_row_operator() {
     let tx = b.transpose(x).unwrap();
     let r = b.matmul(tx, p).unwrap();
     b.output("r", r).unwrap();
-    let dag = b.build().unwrap();
+    (b.build().unwrap(), [xv, tx, r])
+}
+
+#[test]
+fn row_pattern_is_one_row_operator() {
+    let (dag, [xv, _, r]) = row_mv(100_000, 1000);
     let plan = plan_fusion(&dag, &CostBased::default()).unwrap();
     let sel = &plan.selection;
     assert_eq!(sel.roots.len(), 1, "{}", sel.explain());
@@ -80,16 +84,7 @@ fn row_pattern_is_one_row_operator() {
 #[test]
 fn a_transpose_read_in_place_is_not_charged_and_row_saves_one_read_of_x() {
     let (m, n) = (10_000u64, 1000u64);
-    let mut b = DagBuilder::new();
-    let x = b.input("X", m, n, m * n);
-    let v = b.input("v", n, 1, n);
-    let w = b.input("w", m, 1, m);
-    let xv = b.matmul(x, v).unwrap();
-    let p = b.binary(BinaryOp::Mul, w, xv).unwrap();
-    let tx = b.transpose(x).unwrap();
-    let r = b.matmul(tx, p).unwrap();
-    b.output("r", r).unwrap();
-    let dag = b.build().unwrap();
+    let (dag, [_, tx, r]) = row_mv(m, n);
     let view = FusionDag::new(&dag).unwrap();
     assert!(view.is_read_in_place(tx));
     // Reads, not FLOPs, bound every operation (as with this machine's calibrated profile;

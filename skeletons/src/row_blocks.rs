@@ -251,14 +251,8 @@ impl Kernels for Portable {
                     }
                     j += LANES;
                 }
-                let mut tail = 0.0f64;
-                while j < len {
-                    // SAFETY: `j < len`.
-                    let (x, b) = unsafe { (*xs[q].add(j), *bs[t].add(j)) };
-                    tail = x.mul_add(b, tail);
-                    j += 1;
-                }
-                out[q][t] = sum_lanes(acc) + tail;
+                // SAFETY: the caller's bounds.
+                out[q][t] = sum_lanes(acc) + unsafe { dot_tail(xs[q], bs[t], j, len) };
             }
         }
         out
@@ -271,16 +265,49 @@ impl Kernels for Portable {
         len: usize,
         _ahead: usize,
     ) {
-        for t in 0..NC {
-            for j in 0..len {
-                // SAFETY: `j < len`.
-                unsafe {
-                    let mut a = *os[t].add(j);
-                    for (r, xr) in xs.iter().enumerate() {
-                        a += sv[t][r] * *xr.add(j);
-                    }
-                    *os[t].add(j) = a;
+        // SAFETY: the caller's bounds.
+        unsafe { update_tail(os, xs, sv, 0, len) }
+    }
+}
+
+/// The scalar tail of a dot product: `Σ x[j] * b[j]` for `j` in `from..len`, in order, as
+/// fused multiply-adds into an accumulator of its own.
+///
+/// # Safety
+/// `x` and `b` hold `len` values.
+#[inline(always)]
+unsafe fn dot_tail(x: *const f64, b: *const f64, from: usize, len: usize) -> f64 {
+    let mut tail = 0.0f64;
+    for j in from..len {
+        // SAFETY: `j < len`.
+        let (x, b) = unsafe { (*x.add(j), *b.add(j)) };
+        tail = x.mul_add(b, tail);
+    }
+    tail
+}
+
+/// The updates of elements `from..len` of the partial rows `os` ([`Kernels::update`]), one
+/// element at a time.
+///
+/// # Safety
+/// As [`Kernels::update`].
+#[inline(always)]
+unsafe fn update_tail<const NC: usize>(
+    os: &[*mut f64; NC],
+    xs: &[*const f64; BLOCK_ROWS],
+    sv: &[[f64; BLOCK_ROWS]; NC],
+    from: usize,
+    len: usize,
+) {
+    for t in 0..NC {
+        for j in from..len {
+            // SAFETY: `j < len`.
+            unsafe {
+                let mut a = *os[t].add(j);
+                for (r, xr) in xs.iter().enumerate() {
+                    a += sv[t][r] * *xr.add(j);
                 }
+                *os[t].add(j) = a;
             }
         }
     }
@@ -405,21 +432,12 @@ mod avx2 {
             }
             j += LANES;
         }
-        let mut tail = [[0.0f64; NC]; G];
-        while j < len {
-            for g in 0..G {
-                for t in 0..NC {
-                    // SAFETY: `j < len`.
-                    let (xv, bv) = unsafe { (*xs[g].add(j), *bs[t].add(j)) };
-                    tail[g][t] = xv.mul_add(bv, tail[g][t]);
-                }
-            }
-            j += 1;
-        }
         let mut out = [[0.0f64; NC]; G];
         for g in 0..G {
             for t in 0..NC {
-                out[g][t] = sum_lanes(lo[g][t], hi[g][t]) + tail[g][t];
+                // SAFETY: the caller's bounds.
+                let tail = unsafe { super::dot_tail(xs[g], bs[t], j, len) };
+                out[g][t] = sum_lanes(lo[g][t], hi[g][t]) + tail;
             }
         }
         out
@@ -471,19 +489,8 @@ mod avx2 {
             }
             j += LANES;
         }
-        while j < len {
-            for t in 0..NC {
-                // SAFETY: `j < len`.
-                unsafe {
-                    let mut a = *os[t].add(j);
-                    for (r, xr) in xs.iter().enumerate() {
-                        a += sv[t][r] * *xr.add(j);
-                    }
-                    *os[t].add(j) = a;
-                }
-            }
-            j += 1;
-        }
+        // SAFETY: the caller's bounds.
+        unsafe { super::update_tail(os, xs, sv, j, len) }
     }
 }
 

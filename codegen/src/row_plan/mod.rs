@@ -100,6 +100,30 @@ fn unsupported<T>(why: Unsupported) -> Result<T, CodegenError> {
     Err(CodegenError::Unsupported(why))
 }
 
+impl RowInfo {
+    /// The products of the main row that the dense entry computes a block of rows at a time
+    /// ([`RowInfo::hoisted`]), each with the input holding its matrix (transposed).
+    pub(crate) fn hoisted_products(&self) -> Result<Vec<(CNodeId, usize)>, CodegenError> {
+        let nodes = &self.plan.nodes;
+        nodes
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| self.hoisted[k])
+            .map(|(k, node)| match node {
+                CNode::VectMatMult { b, .. } => match nodes[*b] {
+                    CNode::Data { input, .. } => Ok((k, input)),
+                    _ => Err(CodegenError::Internal(Internal::MalformedPlan(
+                        "a row-times-matrix operand that is not an input",
+                    ))),
+                },
+                _ => Err(CodegenError::Internal(Internal::MalformedPlan(
+                    "a hoisted node that is no row-times-matrix product",
+                ))),
+            })
+            .collect()
+    }
+}
+
 /// Aggregates the CSR entry computes from a row's non-zeros.
 pub(crate) fn sparse_agg(f: AggOp) -> bool {
     matches!(f, AggOp::Sum | AggOp::Mean | AggOp::Min | AggOp::Max)

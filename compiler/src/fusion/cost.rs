@@ -860,10 +860,11 @@ pub fn plan_cost_bounded(
             work.extend(inputs.iter().rev());
             continue;
         }
-        if dag.is_read_in_place(h) && chooser.root(h).is_none() {
+        if dag.is_read_in_place(h) {
             // Never computed: its readers read the matrix under it ([`materialized_read`]),
             // which is materialized in its place (a partition's start whose reader is
             // outside the partition, as the whole plan's walk reaches it from that reader).
+            debug_assert!(chooser.root(h).is_none(), "no template roots {h:?}");
             work.push(dag.inputs(h)[0]);
             continue;
         }
@@ -901,7 +902,7 @@ pub fn plan_cost_bounded(
                             body.insert(a);
                             v.flops += flops_in(dag, model, scope, a);
                             for (pos, &c) in dag.inputs(a).iter().enumerate() {
-                                let read = materialized_read(dag, chooser, a, pos, c);
+                                let read = materialized_read(dag, a, pos, c);
                                 read_materialized(dag, model, read, &mut v, &mut work);
                             }
                         }
@@ -937,7 +938,7 @@ pub fn plan_cost_bounded(
             None => {
                 v.flops = flops_in(dag, model, scope, h);
                 for (pos, &c) in inputs.iter().enumerate() {
-                    let read = materialized_read(dag, chooser, h, pos, c);
+                    let read = materialized_read(dag, h, pos, c);
                     read_materialized(dag, model, read, &mut v, &mut work);
                 }
             }
@@ -1051,11 +1052,7 @@ fn unfused_body_time(
             ..CostVector::default()
         };
         for (pos, &c) in dag.inputs(b).iter().enumerate() {
-            let c = if pos == 0 && dag.is_matmul(b) && dag.is_read_in_place(c) {
-                dag.inputs(c)[0]
-            } else {
-                c
-            };
+            let c = materialized_read(dag, b, pos, c);
             if dag.is_matrix(c) {
                 v.input_bytes.insert(c, model.bytes(dag, c));
             }
@@ -1097,7 +1094,7 @@ fn cost_body<'c>(
             match plan {
                 Some(ce) => fused.push((c, ce)),
                 None => {
-                    let read = materialized_read(dag, chooser, h, pos, c);
+                    let read = materialized_read(dag, h, pos, c);
                     read_materialized(dag, model, read, v, work)
                 }
             }
@@ -1109,16 +1106,10 @@ fn cost_body<'c>(
 /// The hop an operator reads for input `pos` of `h` (`c`) where it reads it materialized:
 /// the matrix under `c` where `c` is a transpose that products read in place
 /// ([`FusionDag::is_read_in_place`]: unfused, Row's final `t(X) %*% B`, Outer's final
-/// `t(U) %*% W`) and no operator computes it as its root, else `c` itself. Such a transpose
-/// costs nothing unless an operator fuses it, as the executor never computes it otherwise.
-fn materialized_read(
-    dag: &FusionDag<'_>,
-    chooser: &dyn PlanChooser,
-    h: HopId,
-    pos: usize,
-    c: HopId,
-) -> HopId {
-    if pos == 0 && dag.is_matmul(h) && dag.is_read_in_place(c) && chooser.root(c).is_none() {
+/// `t(U) %*% W`), else `c` itself. No template roots such a transpose, so whatever the plan
+/// it costs nothing unless an operator fuses it: the executor never computes it otherwise.
+fn materialized_read(dag: &FusionDag<'_>, h: HopId, pos: usize, c: HopId) -> HopId {
+    if pos == 0 && dag.is_matmul(h) && dag.is_read_in_place(c) {
         dag.inputs(c)[0]
     } else {
         c

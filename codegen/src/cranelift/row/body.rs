@@ -119,16 +119,7 @@ impl Em<'_> {
     /// `x` (`stride` apart), by the block primitive: into each node's block buffer, a row's
     /// values at `q * len` for its index `q` in the block.
     pub(super) fn hoist(&self, fx: &mut Fx<'_>, x: Value, stride: Value, rows: Value) -> R<()> {
-        for (k, node) in self.info.plan.nodes.iter().enumerate() {
-            let CNode::VectMatMult { b, .. } = node else {
-                continue;
-            };
-            if !self.info.hoisted[k] {
-                continue;
-            }
-            let CNode::Data { input, .. } = self.info.plan.nodes[*b] else {
-                return Err(ierr("a row-times-matrix operand that is not an input"));
-            };
+        for (k, input) in self.info.hoisted_products()? {
             let bt = self.ins.get(input)?.0;
             let off = self.par(fx, pidx(k, HOIST));
             let o = fx.elem_addr(self.scratch, off);

@@ -170,16 +170,7 @@ impl<'a, 'c> Em<'a, 'c> {
         stride: IntValue<'c>,
         rows: IntValue<'c>,
     ) -> Result<(), CodegenError> {
-        for (k, node) in self.info.plan.nodes.iter().enumerate() {
-            let CNode::VectMatMult { b, .. } = node else {
-                continue;
-            };
-            if !self.info.hoisted[k] {
-                continue;
-            }
-            let CNode::Data { input, .. } = self.info.plan.nodes[*b] else {
-                return Err(ierr("a row-times-matrix operand that is not an input"));
-            };
+        for (k, input) in self.info.hoisted_products()? {
             let bt = self.ins.get(input)?.0;
             let o = gep(&fx.b, self.scratch, self.par(pidx(k, HOIST)))?;
             let (l, cols) = (self.par(pidx(k, AUX)), self.par(pidx(k, LEN)));
