@@ -219,7 +219,7 @@ impl Em<'_> {
                     };
                     let (ap, _, asp) = self.as_vec(fx, &vals[*a])?;
                     let l = self.par(fx, pidx(k, AUX));
-                    self.vect_mat(fx, info.hoisted[k], ap, asp, bt, l, buf, len)?;
+                    self.vect_mat(fx, ap, asp, bt, l, buf, len)?;
                     RV::V {
                         p: buf,
                         len,
@@ -341,14 +341,13 @@ impl Em<'_> {
     }
 
     /// `buf[c] = a · B[, c]` for the `len` columns of the transposed `B` at `bt` (rows of
-    /// `l`): over a CSR row's non-zeros, or, for the dense entry's products of the main row
-    /// (`hoisted`), in the block primitive's one-accumulator order, else in `dot_products`'
-    /// order; two columns per pass over the row.
+    /// `l`): over a CSR row's non-zeros, else in `dot_products`' order, two columns per pass
+    /// over the row. (The dense entry's products of the main row are the block primitive's,
+    /// [`Em::hoist`].)
     #[allow(clippy::too_many_arguments)]
     fn vect_mat(
         &self,
         fx: &mut Fx<'_>,
-        hoisted: bool,
         ap: Value,
         asp: Option<Sp>,
         bt: Value,
@@ -366,11 +365,7 @@ impl Em<'_> {
         if asp.is_none() {
             fx.for_var(c0, len, 2, &mut |fx, c| {
                 let bs = [brow(fx, c, 0), brow(fx, c, 1)];
-                let d = if hoisted {
-                    prims::dot_one_acc(fx, ap, &bs, l)?
-                } else {
-                    dot_products(fx, ap, &bs, l)?
-                };
+                let d = dot_products(fx, ap, &bs, l)?;
                 for (t, v) in d.into_iter().enumerate() {
                     let at = fx.b.ins().iadd_imm_s(c, t as i64);
                     fx.store(buf, at, &one(v));
@@ -382,7 +377,6 @@ impl Em<'_> {
             let b = brow(fx, c, 0);
             let d = match asp {
                 Some(sp) => prims::sdot(fx, sp.vals, sp.idx, b, sp.nnz)?,
-                None if hoisted => prims::dot_one_acc(fx, ap, &[b], l)?[0],
                 None => dot_products(fx, ap, &[b], l)?[0],
             };
             fx.store(buf, c, &one(d));

@@ -1,11 +1,10 @@
 //! The vector primitives of Row entry points in Cranelift IR, emitted inline where used (the
-//! LLVM backend's always-inline functions of `native::row::prims` and its block primitives),
-//! each computing its value in the LLVM backend's order: reductions over one [`W`]-lane
-//! accumulator and a scalar tail, lanes combined in lane order with the tail last; dot
-//! products of a row with a matrix's columns in `outer::dot_products`' order (four
-//! accumulators) or, for the dense entry's products of the main row (which the LLVM backend
-//! computes a block of rows at a time), in one accumulator summed as a halving tree; sparse
-//! dot products in four accumulators; `axpy` as a multiply then an add.
+//! LLVM backend's always-inline functions of `native::row::prims`), each computing its value
+//! in the LLVM backend's order: reductions over one [`W`]-lane accumulator and a scalar tail,
+//! lanes combined in lane order with the tail last; dot products of a row with a matrix's
+//! columns in `outer::dot_products`' order (four accumulators); `axpy` as a multiply then an
+//! add. A CSR row's sparse dot products and updates call `lafuse_skeletons::row_sparse`, and
+//! the dense entry's blocks of rows `lafuse_skeletons::row_blocks`.
 
 use super::super::cell::W;
 use super::super::fx::{mem, parts_of, Fx, V};
@@ -220,46 +219,6 @@ pub(super) fn copy(fx: &mut Fx<'_>, o: Value, x: Value, len: Value, add: bool) -
 pub(super) fn sdot(fx: &mut Fx<'_>, vals: Value, idx: Value, q: Value, nz: Value) -> R<Value> {
     let f = lafuse_skeletons::row_sparse::lafuse_row_sdot as *const () as usize;
     Ok(fx.call_f64(f, &[vals, idx, q, nz]))
-}
-
-/// The dot products of the row at `x` with each vector of `bs` over `len` elements, each in
-/// one accumulator of [`W`] lanes (then a scalar tail) in one pass over the row; the lanes
-/// summed as a halving tree and the tail added last (the LLVM backend's `dot_block`, which
-/// computes the dense entry's products of the main row).
-pub(super) fn dot_one_acc(fx: &mut Fx<'_>, x: Value, bs: &[Value], len: Value) -> R<Vec<Value>> {
-    let zw = fx.fconst(0.0, W);
-    let z1 = fx.fconst(0.0, 1);
-    let accw: Vec<_> = bs.iter().map(|_| fx.vars(&zw)).collect();
-    let acc1: Vec<_> = bs.iter().map(|_| fx.vars(&z1)).collect();
-    let zero = fx.iconst(0);
-    let j = fx.var(types::I64, zero);
-    for (accs, w) in [(&accw, W), (&acc1, 1)] {
-        fx.for_var(j, len, i64::from(w), &mut |fx, jv| {
-            let xv = fx.load(x, jv, w);
-            for (b, a) in bs.iter().zip(accs) {
-                let bv = fx.load(*b, jv, w);
-                let cur = fx.get(a, w);
-                let r = fx.fma(&xv, &bv, &cur);
-                fx.set(a, &r);
-            }
-            Ok(())
-        })?;
-    }
-    let mut out = Vec::with_capacity(bs.len());
-    for (aw, a1) in accw.iter().zip(&acc1) {
-        let s = fx.get(aw, W);
-        let mut l: Vec<Value> = (0..W).map(|k| fx.lane(&s, k)).collect();
-        let mut h = l.len() / 2;
-        while h > 0 {
-            for k in 0..h {
-                l[k] = fx.b.ins().fadd(l[k], l[k + h]);
-            }
-            h /= 2;
-        }
-        let t = fx.b.use_var(a1[0]);
-        out.push(fx.b.ins().fadd(l[0], t));
-    }
-    Ok(out)
 }
 
 /// Writes a CSR row's `nz` values at their columns of the zeroed dense row `dst`, or, with
