@@ -422,12 +422,7 @@ impl Fx<'_> {
             self.b.ins().store(mem(), p, addr, (16 * k) as i32);
         }
         let count = self.iconst(i64::from(x.w));
-        let mut sig = Signature::new(self.call_conv);
-        sig.params.push(AbiParam::new(types::I64));
-        sig.params.push(AbiParam::new(types::I64));
-        let sig = self.b.import_signature(sig);
-        let callee = self.iconst(helpers::lane_map_address(which) as i64);
-        self.b.ins().call_indirect(sig, callee, &[addr, count]);
+        self.call_void(helpers::lane_map_address(which), &[addr, count]);
         let ty = part_ty(x.w);
         let parts = (0..x.parts.len())
             .map(|k| self.b.ins().load(ty, mem(), addr, (16 * k) as i32))

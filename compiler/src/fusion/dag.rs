@@ -88,9 +88,10 @@ impl<'a> FusionDag<'a> {
     /// final `t(X) %*% B`, which reads the rows of `X`; and as an Outer operator's final
     /// `t(U) %*% W` only where `U` is the left factor of `W`'s outer product (another left
     /// operand would be read materialized, so a product that might become such an operator
-    /// disqualifies `t`). Such a transpose is never computed unless it is fused; the cost
-    /// model charges its readers the matrix under it instead (SystemDS's cost model treats
-    /// the Row case alike, reference 4.9 "implicitly fused").
+    /// disqualifies `t`). Such a transpose is never computed unless it is fused (the
+    /// executor's side of this is `transpose_products` in the root crate's `compile.rs`); the
+    /// cost model charges its readers the matrix under it instead (SystemDS's cost model
+    /// treats the Row case alike, reference 4.9 "implicitly fused").
     ///
     /// Only transposes no template computes as an operator's root: not a row vector (a Cell
     /// operator's output) nor the transpose of a product (an Outer operator's left product).
