@@ -17,7 +17,7 @@
 //! operand meets a densified right one. Dense and sparse inputs therefore agree.
 
 pub use super::matvec::dot;
-use super::matvec::dot4;
+use super::matvec::{matrix_vector, vector_matrix};
 use super::reorg::transpose_csr;
 use super::{dense_result, fill_rows, fill_rows_reading, sparse_result};
 use crate::error::{Result, RuntimeError, ShapeOp};
@@ -102,26 +102,6 @@ fn dense_dense_skipping(a: &DenseMatrix, b: &DenseMatrix) -> Result<Matrix> {
         }
     });
     Ok(dense_result(m, n, out, nnz))
-}
-
-/// `out = a %*% v` for a column vector `v`: one [`dot`] per row, four at a time ([`dot4`]), in
-/// blocks of rows sized by `a`'s cells. Returns the non-zeros of `out`.
-fn matrix_vector(a: &DenseMatrix, v: &[f64], out: &mut [f64]) -> usize {
-    fill_rows_reading(out, 1, a.cols, |r0, block| {
-        let mut quads = block.chunks_exact_mut(4);
-        let mut i = r0;
-        for q in &mut quads {
-            q.copy_from_slice(&dot4(
-                [a.row(i), a.row(i + 1), a.row(i + 2), a.row(i + 3)],
-                v,
-            ));
-            i += 4;
-        }
-        for o in quads.into_remainder() {
-            *o = dot(a.row(i), v);
-            i += 1;
-        }
-    })
 }
 
 /// A dense product (`m, k, n >= 1`: [`matmul_with_range`] answers empty shapes before any
@@ -396,25 +376,6 @@ pub fn matmul_nt(a: &Matrix, b: &Matrix) -> Result<Matrix> {
         }
         _ => matmul(a, &super::transpose(b)?),
     }
-}
-
-/// `out = x %*% b` for a row vector `x` (`b.rows` values): scaled rows of `b` accumulated,
-/// split over column ranges, each output summed in row order (independent of the thread
-/// count). Returns the non-zeros of `out`.
-fn vector_matrix(x: &[f64], b: &DenseMatrix, out: &mut [f64]) -> usize {
-    let (n, bv) = (b.cols, &b.values[..]);
-    fill_flat_cols(out, |c0, chunk| {
-        for (kk, &xv) in x.iter().enumerate() {
-            let brow = &bv[kk * n + c0..kk * n + c0 + chunk.len()];
-            for (o, &y) in chunk.iter_mut().zip(brow) {
-                *o += xv * y;
-            }
-        }
-    })
-}
-
-fn fill_flat_cols<F: Fn(usize, &mut [f64]) + Sync>(out: &mut [f64], f: F) -> usize {
-    super::fill_flat(out, f)
 }
 
 /// Sparse a (rows drive) times dense b: each non-zero scales a row of b into the output row.
