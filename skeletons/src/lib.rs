@@ -22,6 +22,7 @@ mod prep;
 pub mod row;
 pub mod row_blocks;
 pub mod row_sparse;
+mod zeroed_buffers;
 
 pub use abi::{DenseView, KernelArgs, KernelFn, PARTIAL_SLOTS_PER_LANE};
 pub use cell::{CellKernels, CellSpec};
