@@ -389,34 +389,14 @@ fn sparse_dense(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     if n == 1 {
         // Matrix-vector: one sparse dot product per row, summed in the order of the general
         // loop below (which, for one column, ran a vector loop's preamble per non-zero).
-        // A row's sum is a chain of dependent adds; four rows' chains run side by side over
-        // the non-zeros all four have, each still summed in its own order.
         let nnz = fill_rows_reading(&mut out, 1, read_per_row, |r0, block| {
-            let row_sum = |(ci, cv): (&[u32], &[f64]), from: usize, mut s: f64| {
-                for (&kk, &v) in ci[from..].iter().zip(&cv[from..]) {
+            for (t, o) in block.iter_mut().enumerate() {
+                let (ci, cv) = rows.row(r0 + t);
+                let mut s = 0.0;
+                for (&kk, &v) in ci.iter().zip(cv) {
                     s += v * bv[kk as usize];
                 }
-                s
-            };
-            let mut quads = block.chunks_exact_mut(4);
-            let mut i = r0;
-            for quad in &mut quads {
-                let r = [rows.row(i), rows.row(i + 1), rows.row(i + 2), rows.row(i + 3)];
-                let common = r.iter().map(|(ci, _)| ci.len()).min().unwrap_or(0);
-                let mut s = [0.0f64; 4];
-                for p in 0..common {
-                    for (s, (ci, cv)) in s.iter_mut().zip(&r) {
-                        *s += cv[p] * bv[ci[p] as usize];
-                    }
-                }
-                for ((o, s), row) in quad.iter_mut().zip(s).zip(r) {
-                    *o = row_sum(row, common, s);
-                }
-                i += 4;
-            }
-            for o in quads.into_remainder() {
-                *o = row_sum(rows.row(i), 0, 0.0);
-                i += 1;
+                *o = s;
             }
         });
         return Ok(dense_result(m, n, out, nnz));
@@ -949,9 +929,8 @@ mod tests {
 
     #[test]
     fn a_sparse_matrix_vector_product_sums_each_row_in_order_to_the_bit() {
-        // Four rows side by side over their common non-zeros, then each row's own rest: rows
-        // of different lengths (empty ones too), non-finite values in the vector, a product
-        // large enough for blocks over threads.
+        // Rows of different lengths (empty ones too), non-finite values in the vector, a
+        // product large enough for blocks over threads.
         for (i, &(mm, k, sp)) in [(1, 1, 1.0), (9, 30, 0.3), (403, 200, 0.05), (20_000, 50, 0.2)]
             .iter()
             .enumerate()
