@@ -415,11 +415,13 @@ pub struct ValueRangeCache {
     entries: HashMap<usize, (std::sync::Weak<Matrix>, Known)>,
 }
 
-/// What the cache knows of a value: its range, or only whether it is finite (the cheaper scan
-/// an unfused element-wise kernel needs).
+/// What the cache knows of a value: its range, a range its producer knows its values lie in
+/// (not necessarily the smallest: `rand`'s span), or only whether it is finite (the cheaper
+/// scan an unfused element-wise kernel needs).
 #[derive(Clone, Copy, Debug)]
 enum Known {
     Range(ValueRange),
+    Bound(ValueRange),
     Finite(bool),
 }
 
@@ -445,11 +447,23 @@ impl ValueRangeCache {
         range
     }
 
+    /// A range every value of `m` lies in: its exact range where known, else a bound its
+    /// producer remembered ([`ValueRangeCache::remember_bound`]), else its range, scanned
+    /// once. What a fused operator needs to prove its body zero at the zeros of a sparse main
+    /// input, which a bound proves as well as the exact range does (`sum(X * Y)` over a sparse
+    /// `X` and a `rand` `Y` of 80 MB scanned `Y` at its first call, several milliseconds).
+    pub fn bound(&mut self, m: &Arc<Matrix>) -> ValueRange {
+        match self.known(m) {
+            Some(Known::Range(range) | Known::Bound(range)) => range,
+            _ => self.range(m),
+        }
+    }
+
     /// Whether every value of `m` is finite, scanning it only the first time (and only for
     /// that, where its range is not known already).
     pub fn all_finite(&mut self, m: &Arc<Matrix>) -> bool {
         match self.known(m) {
-            Some(Known::Range(range)) => range.is_finite(),
+            Some(Known::Range(range) | Known::Bound(range)) => range.is_finite(),
             Some(Known::Finite(finite)) => finite,
             None => {
                 let finite = m.all_finite();
@@ -460,9 +474,18 @@ impl ValueRangeCache {
     }
 
     /// Remembers that every value of `m` is finite, as the kernel that produced it knows by
-    /// construction (a uniform `rand` over a finite span).
+    /// construction.
     pub fn remember_finite(&mut self, m: &Arc<Matrix>) {
         self.remember(m, Known::Finite(true));
+    }
+
+    /// Remembers that every value of `m` lies in `bound` (NaN among them only where
+    /// `bound.nan`), as the kernel that produced it knows by construction (a uniform `rand`:
+    /// its span, and zero where it is sparse). A range already known stays: it is exact.
+    pub fn remember_bound(&mut self, m: &Arc<Matrix>, bound: ValueRange) {
+        if !matches!(self.known(m), Some(Known::Range(_))) {
+            self.remember(m, Known::Bound(bound));
+        }
     }
 
     /// Remembers `range`, which must be exactly `m.value_range()`, as computed by the kernel
@@ -477,6 +500,25 @@ impl ValueRangeCache {
         }
         self.entries
             .insert(Arc::as_ptr(m) as usize, (Arc::downgrade(m), known));
+    }
+}
+
+/// A range every value of a uniform `rand(min, max)` lies in: `min + (max - min) * u` for `u`
+/// in [0, 1) is `min` itself or on `max`'s side of it (adding a product of `min`'s sign away
+/// rounds no further back than `min`), and may overshoot `max` by the rounding of
+/// `max - min`, so one step past `max` bounds it; with `zeros`, the cells a sparsity below 1
+/// leaves out.
+fn uniform_bound(min: f64, max: f64, zeros: bool) -> ValueRange {
+    let far = if min <= max {
+        max.next_up()
+    } else {
+        max.next_down()
+    };
+    let span = ValueRange::EMPTY.with(min).with(far);
+    if zeros {
+        span.with(0.0)
+    } else {
+        span
     }
 }
 
@@ -1235,11 +1277,12 @@ fn run_one(
                 },
                 pdf,
             )?);
-            // Finite by construction: `min + (max - min) * u` over a finite span, so no consumer
-            // need scan it to know (Box-Muller's normal draws are infinite at `u1 == 0`).
+            // Bounded by construction over a finite span (Box-Muller's normal draws are
+            // infinite at `u1 == 0`), so no consumer need scan it to know.
+            let sparsity = arg(4)?.as_f64()?;
             let finite = pdf == crate::datagen::Pdf::Uniform && (max - min).is_finite();
             if let (true, Some(cache)) = (finite, ctx.ranges.as_deref_mut()) {
-                cache.remember_finite(&m);
+                cache.remember_bound(&m, uniform_bound(min, max, sparsity < 1.0));
             }
             Value::Matrix(m)
         }
@@ -1456,7 +1499,7 @@ fn run_fused(
                 Value::Matrix(m) => {
                     let wanted = sparse_main && i > 0 || operator.reads_value_range(i);
                     let known = match ranges.as_deref_mut() {
-                        Some(cache) if wanted => Some(cache.range(m)),
+                        Some(cache) if wanted => Some(cache.bound(m)),
                         _ => None,
                     };
                     OperatorInput::Matrix(m, known)
@@ -1726,6 +1769,51 @@ mod tests {
         assert!(cache.entries.contains_key(&ptr));
         let fresh = Arc::new(Matrix::from_dense_values(1, 1, vec![f64::NAN]).unwrap());
         assert!(!cache.all_finite(&fresh));
+    }
+
+    /// `rand`'s bound holds every value it draws, spans of either orientation, tiny and huge
+    /// ones and sparse draws included; and a bound answers a fused operator without a scan,
+    /// never stands in for an exact range, and never replaces one.
+    #[test]
+    fn a_uniform_rand_lies_in_its_bound_which_the_cache_hands_fused_operators() {
+        for (min, max, sparsity) in [
+            (-1.0, 1.0, 1.0),
+            (0.5, 1.0, 0.3),
+            (1.0, 0.0, 1.0),
+            (1e300, -1e300, 1.0),
+            (1.0, 1.0 + 4.0 * f64::EPSILON, 1.0),
+            (-3.0, 2.0f64.powi(53), 0.5),
+            (7.0, 7.0, 1.0),
+        ] {
+            let m =
+                crate::datagen::rand(40, 50, min, max, sparsity, 11, crate::datagen::Pdf::Uniform)
+                    .unwrap();
+            let bound = uniform_bound(min, max, sparsity < 1.0);
+            let got = m.value_range();
+            assert!(
+                got.min >= bound.min && got.max <= bound.max && !got.nan,
+                "rand({min}, {max}, {sparsity}): {got:?} outside {bound:?}"
+            );
+        }
+        let y = Arc::new(Matrix::from_dense_values(1, 2, vec![2.0, 3.0]).unwrap());
+        let mut cache = ValueRangeCache::default();
+        cache.remember_bound(&y, uniform_bound(1.0, 4.0, false));
+        let b = cache.bound(&y);
+        assert_eq!(
+            (b.min, b.max),
+            (1.0, 4.0f64.next_up()),
+            "the bound, unscanned"
+        );
+        assert!(cache.all_finite(&y));
+        let r = cache.range(&y);
+        assert_eq!(
+            (r.min, r.max),
+            (2.0, 3.0),
+            "a range is scanned, not the bound"
+        );
+        cache.remember_bound(&y, uniform_bound(0.0, 9.0, true));
+        let b = cache.bound(&y);
+        assert_eq!((b.min, b.max), (2.0, 3.0), "the exact range stays");
     }
 
     /// The ranges `run_fused` hands an operator: the sparse main input's side inputs (dense

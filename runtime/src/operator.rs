@@ -13,7 +13,9 @@ use std::fmt;
 pub enum OperatorInput<'a> {
     /// A scalar (integers and booleans are passed as doubles).
     Scalar(f64),
-    /// A matrix, with the range of its values if known (`None`: not scanned).
+    /// A matrix, with a range its values lie in if known (`None`: not scanned): its exact
+    /// range, or a bound its producer knew (see `ValueRangeCache::bound`). Operators use it to
+    /// prove facts of every value (finite, positive), never as the values' exact extremes.
     Matrix(&'a Matrix, Option<ValueRange>),
 }
 

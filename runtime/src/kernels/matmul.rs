@@ -931,9 +931,14 @@ mod tests {
     fn a_sparse_matrix_vector_product_sums_each_row_in_order_to_the_bit() {
         // Rows of different lengths (empty ones too), non-finite values in the vector, a
         // product large enough for blocks over threads.
-        for (i, &(mm, k, sp)) in [(1, 1, 1.0), (9, 30, 0.3), (403, 200, 0.05), (20_000, 50, 0.2)]
-            .iter()
-            .enumerate()
+        for (i, &(mm, k, sp)) in [
+            (1, 1, 1.0),
+            (9, 30, 0.3),
+            (403, 200, 0.05),
+            (20_000, 50, 0.2),
+        ]
+        .iter()
+        .enumerate()
         {
             let a = rand(mm, k, sp, 5 + i as u64).try_to_sparse().unwrap();
             let mut v = rand(k, 1, 1.0, 50 + i as u64).to_dense().unwrap();

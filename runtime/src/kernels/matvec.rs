@@ -134,12 +134,7 @@ unsafe fn dot4_avx512(
 /// eight independent sums in all, with a multiply then an add (never fused) as `dot` forms them.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn dot4_avx2(
-    rows: [&[f64]; 4],
-    y: &[f64],
-    whole: usize,
-    next: Option<&[f64]>,
-) -> [f64; 4] {
+unsafe fn dot4_avx2(rows: [&[f64]; 4], y: &[f64], whole: usize, next: Option<&[f64]>) -> [f64; 4] {
     use std::arch::x86_64::*;
     const L: usize = LANES;
     let mut low = [_mm256_setzero_pd(); 4];
@@ -330,9 +325,18 @@ mod tests {
     /// and wider are past the parallel threshold).
     #[test]
     fn vector_matrix_sums_every_column_in_row_order_to_the_bit() {
-        for (m, n) in [(0, 3), (1, 1), (5, 3), (7, 4), (9, 31), (40, 33), (17, 61), (700, 100)]
-            .into_iter()
-            .chain([(1000, 100), (2000, 133), (70, 1200)])
+        for (m, n) in [
+            (0, 3),
+            (1, 1),
+            (5, 3),
+            (7, 4),
+            (9, 31),
+            (40, 33),
+            (17, 61),
+            (700, 100),
+        ]
+        .into_iter()
+        .chain([(1000, 100), (2000, 133), (70, 1200)])
         {
             let b = DenseMatrix::new(m, n, values(m * n, 3)).unwrap();
             let x = values(m, 9);
