@@ -41,7 +41,7 @@
 use rayon::prelude::*;
 
 use crate::error::{Resource, Unsupported};
-use crate::matrix::{prefers_sparse, DenseMatrix, Matrix, SparseMatrix};
+use crate::matrix::{prefers_sparse, DenseMatrix, Matrix, SparseMatrix, ValueRange};
 use crate::{Result, RuntimeError};
 
 /// SystemDS's default block size (`ConfigurationManager.getBlocksize()`); the per-block seeds
@@ -789,6 +789,25 @@ impl Well1024a {
     }
 }
 
+/// A range every value of a uniform `rand(min, max)` lies in (what the executor's value-range
+/// cache remembers of it): in `min + (max - min) * u`, `u` in [0, 1), the product has the
+/// sign of `max - min`, so the rounded sum never lands on the far side of `min`; it may
+/// overshoot `max` by the rounding of `max - min`, so one step past `max` bounds it. With
+/// `zeros`, the cells a sparsity below 1 leaves out.
+pub(crate) fn uniform_bound(min: f64, max: f64, zeros: bool) -> ValueRange {
+    let far = if min <= max {
+        max.next_up()
+    } else {
+        max.next_down()
+    };
+    let span = ValueRange::EMPTY.with(min).with(far);
+    if zeros {
+        span.with(0.0)
+    } else {
+        span
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1143,5 +1162,28 @@ mod tests {
         assert!(!block_is_sparse(1000, 1000, 400_000)); // at the 0.4 turn point
         assert!(!block_is_sparse(1000, 1, 0)); // column vectors are never sparse
         assert!(!block_is_sparse(2001, 3, 1201));
+    }
+
+    /// `rand`'s bound holds every value it draws: spans of either orientation, tiny and huge
+    /// ones, sparse draws.
+    #[test]
+    fn a_uniform_rand_lies_in_its_bound() {
+        for (min, max, sparsity) in [
+            (-1.0, 1.0, 1.0),
+            (0.5, 1.0, 0.3),
+            (1.0, 0.0, 1.0),
+            (1e300, -1e300, 1.0),
+            (1.0, 1.0 + 4.0 * f64::EPSILON, 1.0),
+            (-3.0, 2.0f64.powi(53), 0.5),
+            (7.0, 7.0, 1.0),
+        ] {
+            let m = rand(40, 50, min, max, sparsity, 11, Pdf::Uniform).unwrap();
+            let bound = uniform_bound(min, max, sparsity < 1.0);
+            let got = m.value_range();
+            assert!(
+                got.min >= bound.min && got.max <= bound.max && !got.nan,
+                "rand({min}, {max}, {sparsity}): {got:?} outside {bound:?}"
+            );
+        }
     }
 }

@@ -240,8 +240,8 @@ const STREAMED_BLOCK_CELLS: usize = 1 << 10;
 const STREAMED_BLOCK_NNZ: usize = 128;
 
 /// Cells of a streamed input's block buffer at most: rows of very sparse inputs stop growing a
-/// block there, since a task's buffer is allocated zeroed at every call. The rows of
-/// [`block_rows`], so [`Prepared::check_task_buffers`] bounds these buffers too.
+/// block there, which bounds what a task allocates (or a thread keeps, `zeroed_buffers`).
+/// The rows of [`block_rows`], so [`Prepared::check_task_buffers`] bounds these buffers too.
 const STREAMED_BLOCK_CELLS_MAX: usize = BLOCK_CELLS;
 
 /// Rows per block when only streamed side inputs are densified: a row of
