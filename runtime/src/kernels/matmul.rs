@@ -389,14 +389,37 @@ fn sparse_dense(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     if n == 1 {
         // Matrix-vector: one sparse dot product per row, summed in the order of the general
         // loop below (which, for one column, ran a vector loop's preamble per non-zero).
+        // A row's sum is a chain of dependent adds; two rows' chains run side by side over
+        // the non-zeros both have (zipped, so no index is checked but the gather's), then
+        // each its own rest, every row still summed in its order.
         let nnz = fill_rows_reading(&mut out, 1, read_per_row, |r0, block| {
-            for (t, o) in block.iter_mut().enumerate() {
-                let (ci, cv) = rows.row(r0 + t);
-                let mut s = 0.0;
+            let rest = |ci: &[u32], cv: &[f64], mut s: f64| {
                 for (&kk, &v) in ci.iter().zip(cv) {
                     s += v * bv[kk as usize];
                 }
-                *o = s;
+                s
+            };
+            let mut pairs = block.chunks_exact_mut(2);
+            let mut i = r0;
+            for pair in &mut pairs {
+                let ((c0, v0), (c1, v1)) = (rows.row(i), rows.row(i + 1));
+                let common = c0.len().min(c1.len());
+                let (mut s0, mut s1) = (0.0, 0.0);
+                for ((&k0, &x0), (&k1, &x1)) in c0[..common]
+                    .iter()
+                    .zip(&v0[..common])
+                    .zip(c1[..common].iter().zip(&v1[..common]))
+                {
+                    s0 += x0 * bv[k0 as usize];
+                    s1 += x1 * bv[k1 as usize];
+                }
+                pair[0] = rest(&c0[common..], &v0[common..], s0);
+                pair[1] = rest(&c1[common..], &v1[common..], s1);
+                i += 2;
+            }
+            for o in pairs.into_remainder() {
+                let (ci, cv) = rows.row(i);
+                *o = rest(ci, cv, 0.0);
             }
         });
         return Ok(dense_result(m, n, out, nnz));
@@ -929,8 +952,9 @@ mod tests {
 
     #[test]
     fn a_sparse_matrix_vector_product_sums_each_row_in_order_to_the_bit() {
-        // Rows of different lengths (empty ones too), non-finite values in the vector, a
-        // product large enough for blocks over threads.
+        // Two rows side by side over their common non-zeros, then each row's own rest: rows
+        // of different lengths (empty ones too), odd row counts, non-finite values in the
+        // vector, a product large enough for blocks over threads.
         for (i, &(mm, k, sp)) in [
             (1, 1, 1.0),
             (9, 30, 0.3),
