@@ -388,10 +388,10 @@ fn sparse_dense(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     let read_per_row = a.nnz().div_ceil(m.max(1)) * n;
     if n == 1 {
         // Matrix-vector: one sparse dot product per row, summed in the order of the general
-        // loop below (which, for one column, ran a vector loop's preamble per non-zero).
-        // A row's sum is a chain of dependent adds; two rows' chains run side by side over
-        // the non-zeros both have (zipped, so no index is checked but the gather's), then
-        // each its own rest, every row still summed in its order.
+        // loop below (which, for one column, ran a vector loop's preamble per non-zero). A
+        // row's sum is a chain of dependent adds, so two rows' chains run side by side over
+        // the non-zeros both have (zipped: only the gather is bounds-checked), then each its
+        // own rest.
         let nnz = fill_rows_reading(&mut out, 1, read_per_row, |r0, block| {
             let rest = |ci: &[u32], cv: &[f64], mut s: f64| {
                 for (&kk, &v) in ci.iter().zip(cv) {
