@@ -789,23 +789,23 @@ impl Well1024a {
     }
 }
 
-/// A range every value of a uniform `rand(min, max)` lies in (what the executor's value-range
-/// cache remembers of it): in `min + (max - min) * u`, `u` in [0, 1), the product has the
-/// sign of `max - min`, so the rounded sum never lands on the far side of `min`; it may
-/// overshoot `max` by the rounding of `max - min`, so one step past `max` bounds it. With
-/// `zeros`, the cells a sparsity below 1 leaves out.
-pub(crate) fn uniform_bound(min: f64, max: f64, zeros: bool) -> ValueRange {
+/// A range every value of `rand(min, max, sparsity, pdf)` lies in (what the executor's
+/// value-range cache remembers of it), where one is known: a uniform draw over a finite span
+/// (Box-Muller's normal draws are infinite at `u1 == 0`). In `min + (max - min) * u`, `u` in
+/// [0, 1), the product has the sign of `max - min`, so the rounded sum never lands on the far
+/// side of `min`; it may overshoot `max` by the rounding of `max - min`, so one step past `max`
+/// bounds it. A sparsity below 1 adds the zeros it leaves out.
+pub(crate) fn value_bound(min: f64, max: f64, sparsity: f64, pdf: Pdf) -> Option<ValueRange> {
+    if pdf != Pdf::Uniform || !(max - min).is_finite() {
+        return None;
+    }
     let far = if min <= max {
         max.next_up()
     } else {
         max.next_down()
     };
     let span = ValueRange::EMPTY.with(min).with(far);
-    if zeros {
-        span.with(0.0)
-    } else {
-        span
-    }
+    Some(if sparsity < 1.0 { span.with(0.0) } else { span })
 }
 
 #[cfg(test)]
@@ -1178,7 +1178,7 @@ mod tests {
             (7.0, 7.0, 1.0),
         ] {
             let m = rand(40, 50, min, max, sparsity, 11, Pdf::Uniform).unwrap();
-            let bound = uniform_bound(min, max, sparsity < 1.0);
+            let bound = value_bound(min, max, sparsity, Pdf::Uniform).unwrap();
             let got = m.value_range();
             assert!(
                 got.min >= bound.min && got.max <= bound.max && !got.nan,

@@ -1238,13 +1238,13 @@ fn run_one(
             let rows = to_usize(arg(0)?, "rows")?;
             let cols = to_usize(arg(1)?, "cols")?;
             let pdf = crate::datagen::Pdf::parse(&arg(6)?.display_string())?;
-            let (min, max) = (arg(2)?.as_f64()?, arg(3)?.as_f64()?);
+            let (min, max, sparsity) = (arg(2)?.as_f64()?, arg(3)?.as_f64()?, arg(4)?.as_f64()?);
             let m = Arc::new(crate::datagen::rand(
                 rows,
                 cols,
                 min,
                 max,
-                arg(4)?.as_f64()?,
+                sparsity,
                 // When tracing, the seed the item records (drawn there for `seed=-1`).
                 match traced.and_then(|t| t.seed) {
                     Some(seed) => seed,
@@ -1252,12 +1252,10 @@ fn run_one(
                 },
                 pdf,
             )?);
-            // Bounded by construction over a finite span (Box-Muller's normal draws are
-            // infinite at `u1 == 0`), so no consumer need scan it to know.
-            let sparsity = arg(4)?.as_f64()?;
-            let finite = pdf == crate::datagen::Pdf::Uniform && (max - min).is_finite();
-            if let (true, Some(cache)) = (finite, ctx.ranges.as_deref_mut()) {
-                cache.remember_bound(&m, crate::datagen::uniform_bound(min, max, sparsity < 1.0));
+            // Bounded by construction, so no consumer need scan it to know.
+            let bound = crate::datagen::value_bound(min, max, sparsity, pdf);
+            if let (Some(bound), Some(cache)) = (bound, ctx.ranges.as_deref_mut()) {
+                cache.remember_bound(&m, bound);
             }
             Value::Matrix(m)
         }
@@ -1736,7 +1734,10 @@ mod tests {
         let r = cache.range(&inf);
         assert_eq!((r.min, r.max), (1.0, f64::INFINITY));
         assert!(!cache.all_finite(&inf));
-        cache.remember_bound(&one, crate::datagen::uniform_bound(0.0, 2.0, false));
+        cache.remember_bound(
+            &one,
+            crate::datagen::value_bound(0.0, 2.0, 1.0, crate::datagen::Pdf::Uniform).unwrap(),
+        );
         assert!(cache.all_finite(&one));
         // A dropped value's entry never answers for a new one at the same address.
         let ptr = Arc::as_ptr(&one) as usize;
@@ -1752,7 +1753,10 @@ mod tests {
     fn a_producers_bound_answers_fused_operators_but_never_stands_in_for_a_range() {
         let y = Arc::new(Matrix::from_dense_values(1, 2, vec![2.0, 3.0]).unwrap());
         let mut cache = ValueRangeCache::default();
-        cache.remember_bound(&y, crate::datagen::uniform_bound(1.0, 4.0, false));
+        cache.remember_bound(
+            &y,
+            crate::datagen::value_bound(1.0, 4.0, 1.0, crate::datagen::Pdf::Uniform).unwrap(),
+        );
         let b = cache.bound(&y);
         assert_eq!(
             (b.min, b.max),
@@ -1766,7 +1770,10 @@ mod tests {
             (2.0, 3.0),
             "a range is scanned, not the bound"
         );
-        cache.remember_bound(&y, crate::datagen::uniform_bound(0.0, 9.0, true));
+        cache.remember_bound(
+            &y,
+            crate::datagen::value_bound(0.0, 9.0, 0.5, crate::datagen::Pdf::Uniform).unwrap(),
+        );
         let b = cache.bound(&y);
         assert_eq!((b.min, b.max), (2.0, 3.0), "the exact range stays");
     }
