@@ -8,7 +8,7 @@
 
 use lafuse::crates::compiler::hops::{AggOp, BinaryOp, Direction};
 use lafuse::interop::ndarray::into_array2;
-use lafuse::{Bindings, DagBuilder, Engine, EngineConfig, HopDag, MatrixView};
+use lafuse::{Bindings, DagBuilder, Engine, EngineConfig, HopDag, Jit, MatrixView};
 use ndarray::{Array2, ArrayView2};
 use sprs::{CsMat, TriMat};
 
@@ -34,6 +34,9 @@ fn patterns() -> Result<HopDag, Box<dyn std::error::Error>> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::new(EngineConfig {
         collect_stats: true,
+        // Fused at the first execution: the default tiered JIT runs a DAG this small on the
+        // unfused kernels until fusing it pays for its compilation.
+        jit: Jit::Llvm,
         ..EngineConfig::default()
     });
     let dag = engine.prepare_dag(patterns()?)?;

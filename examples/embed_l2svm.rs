@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release --example embed_l2svm`. Run by `cargo test` too.
 
-use lafuse::{Bindings, Engine, EngineConfig, Matrix, PreparedScript, ScriptArgs, SourceFile};
+use lafuse::{Bindings, Engine, EngineConfig, Jit, Matrix, PreparedScript, ScriptArgs, SourceFile};
 
 /// Rows and columns of each data set, and the number of data sets.
 const ROWS: usize = 400;
@@ -18,6 +18,10 @@ fn main() -> Result<(), String> {
     let (inputs, outputs) = (["X", "Y"], ["w", "obj", "iter"]);
     let engine = Engine::new(EngineConfig {
         collect_stats: true,
+        // Every block fused and compiled at the first execution, so that later ones compile
+        // nothing; the default tiered JIT would compile a block's fusion at the execution
+        // where it has paid for itself.
+        jit: Jit::Llvm,
         ..EngineConfig::default()
     });
     let fused = engine

@@ -112,8 +112,9 @@ pub struct EngineConfig {
     pub fusion: Option<FusionPolicy>,
     /// What runs fused operators.
     pub backend: FusionBackend,
-    /// The compiler of the native backend's operators: LLVM (the default), Cranelift, or both
-    /// tiered.
+    /// The compiler of the native backend's operators: LLVM, Cranelift, or both tiered
+    /// ([`Jit::default`]: tiered where both are built in, else LLVM). Under a GPU `placement`
+    /// a tiered JIT compiles with LLVM ([`Jit::for_placement`]).
     pub jit: Jit,
     /// Under `Jit::Tiered`: cells of main input (rows × columns, summed over calls) an
     /// operator processes on Cranelift before LLVM compiles it in the background
@@ -420,12 +421,13 @@ pub(crate) struct Shared {
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Engine {
+        let jit = config.jit.for_placement(config.placement);
         let fuser = config.fusion.map(|policy| {
             fused::Fuser::new(
                 policy,
                 config.cost_model,
                 config.backend,
-                config.jit,
+                jit,
                 config.tier_threshold,
                 config.operator_cache_dir.as_deref(),
                 config.operator_cache_limit,
@@ -434,7 +436,7 @@ impl Engine {
         });
         // Under the tiered JIT the unfused kernels are the first tier: blocks are fused once
         // fusion pays for its compilation.
-        let fuser = fuser.map(|f| match (config.backend, config.jit) {
+        let fuser = fuser.map(|f| match (config.backend, jit) {
             (FusionBackend::Native, Jit::Tiered) => f
                 .deferring(config.tier_compile_ms / 1e3)
                 .in_background(config.tier_in_background),

@@ -7,6 +7,8 @@
 use lafuse::{Engine, EngineConfig, FusionPolicy, ScriptArgs, SourceFile};
 use std::path::PathBuf;
 
+mod fused_at_once;
+
 fn builtin_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/builtin_path/builtin")
 }
@@ -20,7 +22,7 @@ fn run(
     let engine = Engine::new(EngineConfig {
         builtin_path,
         fusion,
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     });
     let mut out = Vec::new();
     engine

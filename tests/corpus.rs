@@ -17,6 +17,7 @@ use lafuse::{Engine, EngineConfig, FusionBackend, FusionPolicy, ScriptArgs, Sour
 use std::path::Path;
 
 mod compare;
+mod fused_at_once;
 mod scripts;
 
 /// Runs a script; returns its outcome, its output and its statistics (default ones where it
@@ -40,7 +41,7 @@ fn config(fusion: Option<FusionPolicy>, backend: FusionBackend) -> EngineConfig 
         backend,
         // Per-opcode counts, for the codegen patterns' template markers.
         collect_stats: true,
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     }
 }
 
@@ -177,7 +178,7 @@ fn corpus_error_scripts_fail_with_located_messages() {
     for script in &scripts {
         let expected = std::fs::read_to_string(script.with_extension("expected_error"))
             .unwrap_or_else(|_| panic!("{} has no .expected_error file", script.display()));
-        match run_script(script, &EngineConfig::default()) {
+        match run_script(script, &fused_at_once::config()) {
             (Ok(()), out, _) => failures.push(format!(
                 "{}: ran without error, printed:\n{out}",
                 script.display()

@@ -6,6 +6,8 @@ use lafuse::{
 };
 use std::sync::Arc;
 
+mod fused_at_once;
+
 /// A deterministic matrix with values in (-1, 1), a share `density` of them non-zero.
 fn matrix(rows: usize, cols: usize, seed: u64, density: f64) -> Matrix {
     let mut state = seed
@@ -34,14 +36,14 @@ fn matrix(rows: usize, cols: usize, seed: u64, density: f64) -> Matrix {
 fn engine() -> Engine {
     Engine::new(EngineConfig {
         collect_stats: true,
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     })
 }
 
 fn unfused() -> Engine {
     Engine::new(EngineConfig {
         fusion: None,
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     })
 }
 

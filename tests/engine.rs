@@ -6,6 +6,8 @@ use lafuse::{
     ScriptArgs, SourceFile,
 };
 
+mod fused_at_once;
+
 /// How many times instructions of `opcode` ran (`--stats`' heavy hitters).
 fn executed(report: &lafuse::RunReport, opcode: &str) -> u64 {
     report
@@ -26,7 +28,7 @@ fn run_with(config: EngineConfig, script: &str) -> (String, lafuse::RunReport) {
 }
 
 fn run(script: &str) -> String {
-    run_with(EngineConfig::default(), script).0
+    run_with(fused_at_once::config(), script).0
 }
 
 /// Runs `script` with every operation on its unfused kernel; what it printed.
@@ -34,7 +36,7 @@ fn run_unfused(script: &str) -> String {
     run_with(
         EngineConfig {
             fusion: None,
-            ..EngineConfig::default()
+            ..fused_at_once::config()
         },
         script,
     )
@@ -47,7 +49,7 @@ fn run_unfused_with_stats(script: &str) -> (String, lafuse::RunReport) {
         EngineConfig {
             fusion: None,
             collect_stats: true,
-            ..EngineConfig::default()
+            ..fused_at_once::config()
         },
         script,
     )
@@ -55,7 +57,7 @@ fn run_unfused_with_stats(script: &str) -> (String, lafuse::RunReport) {
 
 /// Runs `script` under `policy` with statistics.
 fn run_policy(policy: FusionPolicy, script: &str) -> (String, lafuse::RunReport) {
-    run_policy_on(policy, EngineConfig::default().backend, script)
+    run_policy_on(policy, fused_at_once::config().backend, script)
 }
 
 /// Runs `script` under `policy` on fusion backend `backend` with statistics.
@@ -69,7 +71,7 @@ fn run_policy_on(
             fusion: Some(policy),
             backend,
             collect_stats: true,
-            ..EngineConfig::default()
+            ..fused_at_once::config()
         },
         script,
     )
@@ -145,7 +147,7 @@ fn plans_sized_by_scalar_values_serve_other_values_of_the_same_sizes() {
     let (out, report) = run_with(
         EngineConfig {
             collect_stats: true,
-            ..EngineConfig::default()
+            ..fused_at_once::config()
         },
         "X = matrix(seq(1, 1010), rows=1010, cols=1)
 b = 10
@@ -193,7 +195,7 @@ fn loops_reuse_compiled_blocks() {
     let (out, report) = run_with(
         EngineConfig {
             collect_stats: true,
-            ..EngineConfig::default()
+            ..fused_at_once::config()
         },
         "s = 0\nfor (i in 1:100) { s = s + i }\nprint(s)\n",
     );
@@ -217,7 +219,7 @@ fn explain_is_deterministic_and_does_not_print_script_output() {
     let script = "X = rand(rows=10, cols=5, seed=3)\nif (sum(X) > 1) { print(\"big\") }\ny = colSums(X %*% t(X))\nprint(sum(y))\n";
     let source = SourceFile::new("e.dml", script);
     let explain = |format| {
-        Engine::new(EngineConfig::default())
+        Engine::new(fused_at_once::config())
             .explain(
                 &source,
                 &ScriptArgs::default(),
@@ -249,7 +251,7 @@ fn runtime_errors_point_at_the_script_line() {
         "err.dml",
         "x = 1\nA = matrix(1, rows=2, cols=2)\nB = A[3, 1]\nprint(B)\n",
     );
-    let err = Engine::new(EngineConfig::default())
+    let err = Engine::new(fused_at_once::config())
         .run(&source, &ScriptArgs::default(), &mut Vec::new())
         .unwrap_err();
     let rendered = err.render(&source);
@@ -268,7 +270,7 @@ fn cost_reports_every_policy_and_gen_is_never_worse() {
         FusionPolicy::FuseAll,
         FusionPolicy::FuseNoRedundancy,
     ];
-    let json = Engine::new(EngineConfig::default())
+    let json = Engine::new(fused_at_once::config())
         .cost(
             &source,
             &ScriptArgs::default(),
@@ -298,7 +300,7 @@ fn cost_reports_every_policy_and_gen_is_never_worse() {
 /// The explain JSON of a script's blocks under `options` (the operators: `--level cplan`).
 fn plan_json(script: &str, options: ExplainOptions) -> serde_json::Value {
     let source = SourceFile::new("p.dml", script);
-    let text = Engine::new(EngineConfig::default())
+    let text = Engine::new(fused_at_once::config())
         .explain(&source, &ScriptArgs::default(), &options)
         .unwrap_or_else(|e| panic!("{}", e.render(&source)));
     serde_json::from_str(&text).unwrap()
@@ -348,7 +350,7 @@ fn static_explain_matches_the_run_for_known_sizes_and_prints_nothing() {
 /// `explain --static` of `script` (the HOP DAGs), or a panic with the rendered error.
 fn static_explain(script: &str) -> String {
     let source = SourceFile::new("s.dml", script);
-    Engine::new(EngineConfig::default())
+    Engine::new(fused_at_once::config())
         .explain(
             &source,
             &ScriptArgs::default(),
@@ -509,7 +511,7 @@ fn an_operator_cache_directory_serves_later_engines() {
                 collect_stats: true,
                 operator_cache_dir: Some(dir.clone()),
                 operator_cache_limit: limit,
-                ..EngineConfig::default()
+                ..fused_at_once::config()
             },
             TYPICAL,
         )
@@ -518,7 +520,7 @@ fn an_operator_cache_directory_serves_later_engines() {
     let (first, cold) = run();
     let (second, warm) = run();
     assert_eq!(first, second);
-    assert_eq!(first, run_with(EngineConfig::default(), TYPICAL).0);
+    assert_eq!(first, run_with(fused_at_once::config(), TYPICAL).0);
     assert!(cold.stats.operators_compiled >= 2, "{:?}", cold.stats);
     assert_eq!(cold.stats.operators_loaded, 0);
     assert_eq!(
@@ -557,7 +559,7 @@ fn statements_differing_only_in_constants_share_compiled_operators() {
     let unfused = run_with(
         EngineConfig {
             fusion: None,
-            ..EngineConfig::default()
+            ..fused_at_once::config()
         },
         &script,
     )
@@ -577,7 +579,7 @@ fn fused_execution_matches_unfused_and_reports_operators() {
                 fusion,
                 backend,
                 collect_stats: true,
-                ..EngineConfig::default()
+                ..fused_at_once::config()
             },
             TYPICAL,
         )
@@ -707,7 +709,7 @@ b = sum(X * Z)
 print(a + b)
 ";
     let source = SourceFile::new("p.dml", script);
-    let text = Engine::new(EngineConfig::default())
+    let text = Engine::new(fused_at_once::config())
         .explain(
             &source,
             &ScriptArgs::default(),
@@ -851,7 +853,7 @@ print(sum((X != 0) * (U %*% t(V))))
     let (fused, report) = run_with(
         EngineConfig {
             collect_stats: true,
-            ..EngineConfig::default()
+            ..fused_at_once::config()
         },
         script,
     );
@@ -904,7 +906,7 @@ print(as.scalar(R[1, 1]))
         let mut out = Vec::new();
         let e = Engine::new(EngineConfig {
             fusion,
-            ..EngineConfig::default()
+            ..fused_at_once::config()
         })
         .run(&source, &ScriptArgs::default(), &mut out)
         .expect_err("an 8 TB output cannot be allocated");
@@ -969,7 +971,7 @@ print(as.scalar(R[1, 1]))
             let config = EngineConfig {
                 fusion,
                 backend,
-                ..EngineConfig::default()
+                ..fused_at_once::config()
             };
             let err = Engine::new(config)
                 .run(&source, &ScriptArgs::default(), &mut Vec::new())
@@ -1287,7 +1289,7 @@ fn deep_scripts_run_on_a_small_stack_and_match_unfused_execution() {
                 for backend in fusion_backends() {
                     let config = EngineConfig {
                         backend,
-                        ..EngineConfig::default()
+                        ..fused_at_once::config()
                     };
                     let (fused, _) = run_with(config, script);
                     assert_same_numbers(&fused, &unfused, &format!("{what} ({backend:?})"));
@@ -1314,7 +1316,7 @@ fn the_reference_backend_computes_shared_nodes_once() {
     std::thread::spawn(move || {
         let config = EngineConfig {
             backend: FusionBackend::Reference,
-            ..EngineConfig::default()
+            ..fused_at_once::config()
         };
         let _ = done.send(run_with(config, &body).0);
     });

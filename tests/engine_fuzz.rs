@@ -8,6 +8,8 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::RngSeed;
 
+mod fused_at_once;
+
 const MATRICES: [&str; 6] = ["A", "B", "v", "w", "E", "N"];
 
 /// Matrices of several shapes (B sparse, E empty, N with NaN and infinities) and a scalar.
@@ -119,7 +121,7 @@ proptest! {
         let text = format!("{PRELUDE}{}\n", stmts.join("\n"));
         let source = SourceFile::new("fuzz.dml", text);
         let mut out = Vec::new();
-        let result = Engine::new(EngineConfig::default()).run(&source, &ScriptArgs::default(), &mut out);
+        let result = Engine::new(fused_at_once::config()).run(&source, &ScriptArgs::default(), &mut out);
         if std::env::var_os("LAFUSE_FUZZ_TRACE").is_some() {
             let outcome = match &result {
                 Ok(_) => "OK".to_string(),
@@ -176,10 +178,10 @@ proptest! {
     ) {
         let text = format!("{PRELUDE}{}\n", stmts.join("\n"));
         let source = SourceFile::new("fuzz.dml", text);
-        let unfused = run_with(EngineConfig { fusion: None, ..EngineConfig::default() }, &source);
+        let unfused = run_with(EngineConfig { fusion: None, ..fused_at_once::config() }, &source);
         for policy in [FusionPolicy::Gen, FusionPolicy::FuseAll, FusionPolicy::FuseNoRedundancy] {
             let fused = run_with(
-                EngineConfig { fusion: Some(policy), ..EngineConfig::default() },
+                EngineConfig { fusion: Some(policy), ..fused_at_once::config() },
                 &source,
             );
             match (&unfused, &fused) {
@@ -302,7 +304,7 @@ fn check_fused_prints_unfused(
     let unfused = run_with(
         EngineConfig {
             fusion: None,
-            ..EngineConfig::default()
+            ..fused_at_once::config()
         },
         source,
     );
@@ -323,7 +325,7 @@ fn check_fused_prints_unfused(
             let config = EngineConfig {
                 fusion: Some(policy),
                 backend,
-                ..EngineConfig::default()
+                ..fused_at_once::config()
             };
             configs.push((format!("{policy:?} on {backend:?}"), config));
         }
@@ -455,7 +457,7 @@ proptest! {
         let mut extra = Vec::new();
         if cfg!(feature = "llvm") {
             let dir = std::env::temp_dir().join("lafuse-fuzz-operator-cache");
-            let config = EngineConfig { operator_cache_dir: Some(dir), ..EngineConfig::default() };
+            let config = EngineConfig { operator_cache_dir: Some(dir), ..fused_at_once::config() };
             extra.push(("gen through a cache directory".to_string(), config));
         }
         check_fused_prints_unfused(&SourceFile::new("structured.dml", text), extra)?;

@@ -4,7 +4,9 @@
 //! compiler folds, and on 1x1 matrices, which the runtime kernels compute. The printed values
 //! must agree.
 
-use lafuse::{Engine, EngineConfig, ScriptArgs, SourceFile};
+use lafuse::{Engine, ScriptArgs, SourceFile};
+
+mod fused_at_once;
 
 /// Special values as DML expressions, parenthesised because `-1 ^ 2` is `-(1 ^ 2)` in DML
 /// (NaN and infinities are folded from 0/0 and 1/0). Negative zero is left out: a matrix
@@ -36,7 +38,7 @@ const BINARY: [&str; 17] = [
 fn run(script: &str) -> Vec<String> {
     let source = SourceFile::new("folding.dml", script);
     let mut out = Vec::new();
-    Engine::new(EngineConfig::default())
+    Engine::new(fused_at_once::config())
         .run(&source, &ScriptArgs::default(), &mut out)
         .unwrap_or_else(|e| panic!("{}", e.render(&source)));
     String::from_utf8(out)

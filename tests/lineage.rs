@@ -7,6 +7,7 @@ use lafuse::crates::runtime::lineage::{self, Lineage};
 use lafuse::{Engine, EngineConfig, FusionBackend, FusionPolicy, ScriptArgs, SourceFile};
 use std::collections::BTreeMap;
 
+mod fused_at_once;
 mod scripts;
 
 fn traced(fusion: Option<FusionPolicy>, backend: FusionBackend) -> EngineConfig {
@@ -14,7 +15,7 @@ fn traced(fusion: Option<FusionPolicy>, backend: FusionBackend) -> EngineConfig 
         fusion,
         backend,
         lineage: true,
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     }
 }
 
@@ -232,7 +233,7 @@ fn lineage_builtin_without_tracing_is_an_error() {
         "t.dml",
         "X = matrix(1, rows=2, cols=2)\nprint(lineage(X))\n",
     );
-    let err = Engine::new(EngineConfig::default())
+    let err = Engine::new(fused_at_once::config())
         .run(&source, &ScriptArgs::default(), &mut Vec::new())
         .unwrap_err();
     assert!(
@@ -289,7 +290,7 @@ fn tracing_off_creates_no_items() {
     let source = SourceFile::new("t.dml", script);
     let engine = Engine::new(EngineConfig {
         collect_stats: true,
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     });
     let before = lineage::items_created_on_this_thread();
     let report = engine
@@ -302,7 +303,7 @@ fn tracing_off_creates_no_items() {
     let traced_report = Engine::new(EngineConfig {
         collect_stats: true,
         lineage: true,
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     })
     .run(&source, &ScriptArgs::default(), &mut Vec::new())
     .unwrap();

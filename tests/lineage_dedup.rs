@@ -8,6 +8,7 @@ use lafuse::crates::runtime::lineage::{self, Lineage};
 use lafuse::{Engine, EngineConfig, FusionBackend, FusionPolicy, ScriptArgs, SourceFile, Stats};
 use proptest::prelude::*;
 
+mod fused_at_once;
 mod programs;
 mod scripts;
 use programs::{program, render};
@@ -20,7 +21,7 @@ fn config(dedup: bool) -> EngineConfig {
         lineage: true,
         lineage_dedup: dedup,
         collect_stats: true,
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     }
 }
 

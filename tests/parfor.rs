@@ -9,6 +9,8 @@ use lafuse::{
 };
 use std::collections::BTreeMap;
 
+mod fused_at_once;
+
 /// Lineage on, so that the report carries every variable live at the end and its log.
 fn config(threads: usize) -> EngineConfig {
     EngineConfig {
@@ -17,7 +19,7 @@ fn config(threads: usize) -> EngineConfig {
         collect_stats: true,
         lineage: true,
         parfor_threads: Some(threads),
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     }
 }
 

@@ -12,6 +12,8 @@ use lafuse::{
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
+mod fused_at_once;
+
 #[derive(Clone, Debug)]
 struct Case {
     rows: usize,
@@ -80,7 +82,7 @@ fn config(mode: ReuseMode, fused: bool) -> EngineConfig {
             spill_dir: None,
             delay: 1,
         },
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     }
 }
 

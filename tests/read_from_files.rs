@@ -45,10 +45,11 @@
 //! `LAFUSE_SHOW_REWRITES=1 cargo test --test read_from_files -- --nocapture` prints every
 //! script run, its output and its fused operators.
 
+mod fused_at_once;
 #[path = "read_from_files/rewrite.rs"]
 mod rewrite;
 
-use lafuse::{Engine, EngineConfig, ScriptArgs, SourceFile, Stats};
+use lafuse::{Engine, ScriptArgs, SourceFile, Stats};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -229,7 +230,7 @@ fn run(engine: &Engine, name: &str, text: &str, args: &ScriptArgs) -> Result<Run
 }
 
 fn engine() -> Engine {
-    Engine::new(EngineConfig::default())
+    Engine::new(fused_at_once::config())
 }
 
 fn args(pairs: &[String]) -> ScriptArgs {

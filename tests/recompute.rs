@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 mod scripts;
 
+mod fused_at_once;
 mod small_algorithms;
 
 /// The relative difference allowed where a sum's order may change.
@@ -24,7 +25,7 @@ fn config(fusion: Option<FusionPolicy>, lineage: bool) -> EngineConfig {
         // way (`tests/corpus.rs`), and the reference evaluator is slow.
         backend: FusionBackend::default(),
         lineage,
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     }
 }
 

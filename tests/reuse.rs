@@ -15,6 +15,7 @@ use std::path::Path;
 
 mod scripts;
 
+mod fused_at_once;
 mod programs;
 mod small_algorithms;
 
@@ -39,7 +40,7 @@ fn config_delayed(
             spill_dir: None,
             delay,
         },
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     }
 }
 

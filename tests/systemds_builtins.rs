@@ -18,6 +18,7 @@ use lafuse::{Engine, EngineConfig, FusionPolicy, SourceFile};
 use std::path::{Path, PathBuf};
 
 mod compare;
+mod fused_at_once;
 mod scripts;
 
 /// SystemDS's `scripts/builtin`, if this machine has it.
@@ -64,7 +65,7 @@ fn run(
         fusion,
         builtin_path: Some(builtin.to_path_buf()),
         collect_stats: true,
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     });
     let mut out = Vec::new();
     match engine.run(&source, &scripts::script_args(script), &mut out) {

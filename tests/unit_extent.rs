@@ -8,6 +8,8 @@ use lafuse_runtime::kernels::{self, aggregate::aggregate};
 use lafuse_runtime::ops::{AggOp, BinaryOp, Direction};
 use lafuse_runtime::Matrix;
 
+mod fused_at_once;
+
 const VALUES: [f64; 11] = [
     0.0,
     -0.0,
@@ -85,7 +87,7 @@ fn run(script: &str, fusion: Option<FusionPolicy>) -> (String, Stats) {
     let config = EngineConfig {
         fusion,
         collect_stats: true,
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     };
     let mut out = Vec::new();
     let report = Engine::new(config)

@@ -57,13 +57,15 @@ enum Command {
         /// `reference` (the CPlan interpreter the native code is tested against; slow).
         #[arg(long, value_enum, default_value_t = BackendArg::default())]
         fusion_backend: BackendArg,
-        /// The compiler of native operators: `llvm` (optimized code, milliseconds per
-        /// operator), `cranelift` (a fraction of the compile time, results equal to the
-        /// bit; needs the `cranelift` feature) or `tiered` (blocks start on the unfused
-        /// kernels until fusing them pays for its compilation, --tier-compile-ms; then
-        /// Cranelift, and LLVM compiled in the background for the operators that pass
-        /// --tier-threshold; needs the `cranelift` feature).
-        #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
+        /// The compiler of native operators: `tiered` (blocks start on the unfused kernels
+        /// until fusing them pays for its compilation, --tier-compile-ms; then Cranelift,
+        /// and LLVM compiled in the background for the operators that pass
+        /// --tier-threshold; the default where lafuse was built with the `cranelift`
+        /// feature, as it is by default; under --device gpu|auto operators are compiled
+        /// with LLVM), `llvm` (optimized code, milliseconds per operator, every block fused
+        /// at its first run) or `cranelift` (a fraction of the compile time, results equal
+        /// to the bit, CPU code only).
+        #[arg(long, value_enum, default_value_t = JitArg::default())]
         jit: JitArg,
         /// Under `--jit tiered`: the cells of main input (rows × columns, summed over calls)
         /// an operator processes on Cranelift before LLVM compiles it in the background; 0
@@ -143,7 +145,7 @@ enum Command {
         #[arg(long, value_enum, default_value_t = BackendArg::default())]
         fusion_backend: BackendArg,
         /// The compiler of native operators: `llvm`, `cranelift` or `tiered` (as `run --jit`).
-        #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
+        #[arg(long, value_enum, default_value_t = JitArg::default())]
         jit: JitArg,
         #[command(flatten)]
         cost_model: CostModelArgs,
@@ -253,7 +255,7 @@ struct BenchArgs {
     timeout: u64,
     /// The compiler of the native operators of every `lafuse run` the suites start: `llvm`,
     /// `cranelift` or `tiered` (the `gpu` suite's CPU operators are LLVM's either way).
-    #[arg(long, value_enum, default_value_t = JitArg::Llvm)]
+    #[arg(long, value_enum, default_value_t = JitArg::default())]
     jit: JitArg,
 }
 
@@ -472,6 +474,17 @@ enum JitArg {
 impl std::fmt::Display for JitArg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(jit_of(*self).name())
+    }
+}
+
+impl Default for JitArg {
+    /// The library's default: tiered where this build has Cranelift and LLVM, else LLVM.
+    fn default() -> JitArg {
+        match Jit::default() {
+            Jit::Llvm => JitArg::Llvm,
+            Jit::Cranelift => JitArg::Cranelift,
+            Jit::Tiered => JitArg::Tiered,
+        }
     }
 }
 

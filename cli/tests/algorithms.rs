@@ -17,8 +17,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// computed (a wrong operator changes the objective in the leading digits).
 const OBJECTIVE_RTOL: f64 = 1e-6;
 
-/// The fusion policies, unfused first (the reference for the others).
-const POLICIES: [&str; 4] = ["none", "fa", "fnr", "gen"];
+/// The configurations each algorithm runs under, unfused first (the reference for the
+/// others): each fusion policy with every block fused at its first run (`--jit llvm`), so
+/// that fused operators run at these small sizes, and then `gen` under the default JIT
+/// (tiered: blocks start unfused and fuse once fusion pays for its compilation).
+const CONFIGS: [(&str, &[&str]); 5] = [
+    ("none", &["--fusion", "none"]),
+    ("fa", &["--fusion", "fa", "--jit", "llvm"]),
+    ("fnr", &["--fusion", "fnr", "--jit", "llvm"]),
+    ("gen", &["--fusion", "gen", "--jit", "llvm"]),
+    ("gen-default-jit", &["--fusion", "gen"]),
+];
 
 /// A scratch directory under the system temp dir, unique per test and process, removed on drop.
 struct Scratch(PathBuf);
@@ -52,12 +61,10 @@ fn repository_root() -> &'static Path {
 
 /// Runs `lafuse run SCRIPT [--fusion P] [--stats-json F] --nvargs ARGS`, from the repository
 /// root (the scripts' paths are relative to it); returns stdout, failing on a non-zero exit.
-fn lafuse_run(script: &str, fusion: Option<&str>, stats: Option<&Path>, args: &[String]) -> String {
+fn lafuse_run(script: &str, options: &[&str], stats: Option<&Path>, args: &[String]) -> String {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lafuse"));
     cmd.current_dir(repository_root()).arg("run").arg(script);
-    if let Some(p) = fusion {
-        cmd.args(["--fusion", p]);
-    }
+    cmd.args(options);
     if let Some(f) = stats {
         cmd.arg("--stats-json").arg(f);
     }
@@ -66,7 +73,7 @@ fn lafuse_run(script: &str, fusion: Option<&str>, stats: Option<&Path>, args: &[
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "{script} {fusion:?} {args:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        "{script} {options:?} {args:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -126,7 +133,7 @@ fn check_algorithm(id: &str, takes_y: bool, gen_args: &[&str], alg_args: &[&str]
     gen.push(format!("out={}", data.display()));
     lafuse_run(
         &format!("examples/algorithms/gen_{id}.dml"),
-        None,
+        &[],
         None,
         &gen,
     );
@@ -138,9 +145,9 @@ fn check_algorithm(id: &str, takes_y: bool, gen_args: &[&str], alg_args: &[&str]
     }
     let script = format!("examples/algorithms/{id}.dml");
     let mut outcomes = Vec::new();
-    for policy in POLICIES {
+    for (policy, options) in CONFIGS {
         let stats = dir.0.join(format!("stats-{policy}.json"));
-        let stdout = lafuse_run(&script, Some(policy), Some(&stats), &args);
+        let stdout = lafuse_run(&script, options, Some(&stats), &args);
         let o = parse(&stdout);
         assert!(
             o.check.starts_with("PASS"),

@@ -68,9 +68,16 @@ fn a_dag_runs_on_input_files_like_the_script_it_came_from() {
     let dir = scratch("run");
     export_dag(&dir);
     // R returned, as the DAG returns it (else R, dead after the block, is not computed).
-    let script = lafuse(&dir, &["run", "s.dml", "--output", "R=R0.csv", "--stats"]);
+    // Every run here fused at its first run (`--jit llvm`): the default tiered JIT would run
+    // a block this small unfused, and the fused operators and printed digits are compared.
+    let script = lafuse(
+        &dir,
+        &[
+            "run", "s.dml", "--output", "R=R0.csv", "--stats", "--jit", "llvm",
+        ],
+    );
     let printed = ok(Command::new(env!("CARGO_BIN_EXE_lafuse"))
-        .args(["run", "s.dml"])
+        .args(["run", "s.dml", "--jit", "llvm"])
         .current_dir(&dir)
         .output()
         .unwrap());
@@ -78,7 +85,7 @@ fn a_dag_runs_on_input_files_like_the_script_it_came_from() {
         &dir,
         &[
             "run", "dag.json", "--input", "X=X.csv", "--input", "Y=Y.bin", "--input", "Z=Z.mtx",
-            "--output", "R=R.csv", "--stats",
+            "--output", "R=R.csv", "--stats", "--jit", "llvm",
         ],
     );
     let dag_stderr = dag.stderr.clone();
@@ -86,6 +93,8 @@ fn a_dag_runs_on_input_files_like_the_script_it_came_from() {
     // The DAG prints what the block printed, then its outputs not written to files.
     let s = printed.trim();
     assert_eq!(dag_out, format!("{s}\ns = {s}\n"));
+    let fused = stat(&script.stderr, "Fused operators executed");
+    assert!(!fused.contains("executed:\t0 "), "{fused}");
     assert_eq!(
         stat(&script.stderr, "Fused operators executed")
             .split('(')
@@ -101,7 +110,7 @@ fn a_dag_runs_on_input_files_like_the_script_it_came_from() {
         &dir,
         &[
             "run", "s.dml", "--input", "X=X.csv", "--input", "Y=Y.bin", "--input", "Z=Z.mtx",
-            "--output", "R=R2.csv", "--output", "s=-",
+            "--output", "R=R2.csv", "--output", "s=-", "--jit", "llvm",
         ],
     ));
     assert_eq!(bound, format!("{s}\ns = {s}\n"));
