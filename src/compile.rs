@@ -21,8 +21,8 @@ use lafuse_runtime::exec::{FusedOutput, Instruction, Op, Reg, SymbolTable};
 use lafuse_runtime::value::{ScalarType, Value};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 /// What a compiled plan assumed of a variable it reads.
 #[derive(Clone, Debug, PartialEq)]
@@ -215,7 +215,7 @@ pub(crate) struct Deferral {
 /// A deferred block's fusion under way on a background thread.
 #[derive(Debug)]
 struct Background {
-    job: JoinHandle<Result<Fusion, Error>>,
+    job: FusionJob,
     /// The run from which its result replaces the plan; the block runs unfused until then.
     install_at: u64,
 }
@@ -227,7 +227,25 @@ pub(crate) enum InBackground {
     /// Under way, its result for a later run.
     Running,
     /// Due at this run: the job, taken (the run waits for it if it has not finished).
-    Due(JoinHandle<Result<Fusion, Error>>),
+    Due(FusionJob),
+}
+
+/// A block's fusion on the background pool (`lafuse_codegen::tiers::spawn_in_background`):
+/// its result, or the panic it raised.
+#[derive(Debug)]
+pub(crate) struct FusionJob(Receiver<std::thread::Result<Result<Fusion, Error>>>);
+
+impl FusionJob {
+    /// Waits for the fusion. A panic on the pool is resumed on this thread, as it would have
+    /// been raised had the block been fused here; `None` where the job never ran (the pool
+    /// dropped it), and the caller fuses the block itself.
+    pub(crate) fn wait(self) -> Option<Result<Fusion, Error>> {
+        match self.0.recv() {
+            Ok(Ok(fusion)) => Some(fusion),
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(_) => None,
+        }
+    }
 }
 
 impl Deferral {
@@ -289,24 +307,26 @@ impl Deferral {
         }
     }
 
-    /// Runs `job` (the block's fusion) on a background thread, its result for run
-    /// `install_at`; false where no thread could be started (the caller fuses now).
+    /// Runs `job` (the block's fusion) on the background pool, its result for run
+    /// `install_at`; false where the pool has no thread (the caller fuses now).
     pub(crate) fn start_in_background(
         &self,
         job: impl FnOnce() -> Result<Fusion, Error> + Send + 'static,
         install_at: u64,
     ) -> bool {
-        let spawned = std::thread::Builder::new()
-            .name("lafuse-fuse".to_string())
-            .spawn(job);
-        match spawned {
-            Ok(job) => {
-                *self.background.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some(Background { job, install_at });
-                true
-            }
-            Err(_) => false,
+        let (result, receiver) = sync_channel(1);
+        let spawned = lafuse_codegen::tiers::spawn_in_background(move || {
+            let fusion = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            // The run that would take it may have ended (the program finished first).
+            let _ = result.send(fusion);
+        });
+        if spawned {
+            *self.background.lock().unwrap_or_else(|p| p.into_inner()) = Some(Background {
+                job: FusionJob(receiver),
+                install_at,
+            });
         }
+        spawned
     }
 }
 
@@ -1514,5 +1534,41 @@ fn literal_value(l: &Literal) -> Value {
         Literal::Int(v) => Value::Int(*v),
         Literal::Bool(v) => Value::Bool(*v),
         Literal::Str(s) => Value::str(s.as_str()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Deferral, InBackground};
+    use crate::fused::Fusion;
+
+    /// The job of run `install_at`, as the engine takes it.
+    fn due_job(deferral: &Deferral, install_at: u64) -> super::FusionJob {
+        assert!(matches!(
+            deferral.in_background(install_at - 1),
+            InBackground::Running
+        ));
+        match deferral.in_background(install_at) {
+            InBackground::Due(job) => job,
+            _ => panic!("no job due at run {install_at}"),
+        }
+    }
+
+    /// A block's fusion on the background pool reaches the run it is due at: its result, and
+    /// a panic it raised as a panic of that run (as had the block been fused there).
+    #[test]
+    fn a_background_fusion_hands_its_result_or_its_panic_to_the_due_run() {
+        let deferral = Deferral::new(1);
+        assert!(deferral.start_in_background(|| Ok(Fusion::Deferred { runs_to_pay: 7 }), 3));
+        match due_job(&deferral, 3).wait() {
+            Some(Ok(Fusion::Deferred { runs_to_pay: 7 })) => {}
+            other => panic!("{other:?}"),
+        }
+        let panicking = Deferral::new(1);
+        assert!(panicking.start_in_background(|| panic!("fusing failed"), 2));
+        let job = due_job(&panicking, 2);
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.wait()))
+            .expect_err("the fusion's panic is the run's");
+        assert_eq!(panic.downcast_ref::<&str>(), Some(&"fusing failed"));
     }
 }

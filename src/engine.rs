@@ -861,15 +861,10 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let mut compiled = match (&due, self.fuser) {
             // Only fusion changes: the DAG is the unfused plan's.
             (Some(old), Some(fuser)) => {
-                let refusal = match fused_in_background.take() {
-                    Some(job) => {
-                        // A panic on the background thread is this run's, as it would have
-                        // been had the block been fused here.
-                        let fusion = job
-                            .join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-                        crate::compile::refuse_with(old, &meta, fusion)?
-                    }
+                // A panic on the background pool is this run's, as it would have been had
+                // the block been fused here.
+                let refusal = match fused_in_background.take().and_then(|job| job.wait()) {
+                    Some(fusion) => crate::compile::refuse_with(old, &meta, fusion?)?,
                     None => crate::compile::refuse(old, &meta, fuser)?,
                 };
                 match refusal {
@@ -934,14 +929,10 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let (fuser, block_now) = (fuser.clone(), Arc::clone(block));
         // The fuser weighs the runs before this one, as for a fusion now.
         let runs_before = runs.saturating_sub(1);
-        // On a pool of its own at idle priority: the Cranelift backend's joins would otherwise
-        // take the global pool's workers from the run's kernels.
+        // On the background pool, at idle priority: the Cranelift backend's joins would
+        // otherwise take the global pool's workers from the run's kernels.
         Ok(deferral.start_in_background(
-            move || {
-                lafuse_codegen::tiers::in_background_pool(|| {
-                    fuser.fuse(&block_now.dag, runs_before)
-                })
-            },
+            move || fuser.fuse(&block_now.dag, runs_before),
             runs.saturating_add(lag),
         ))
     }

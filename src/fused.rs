@@ -420,6 +420,7 @@ pub(crate) struct Fuser {
 }
 
 /// A block's fused operators, or how many of its executions run unfused first.
+#[derive(Debug)]
 pub(crate) enum Fusion {
     /// The operators, built and ready to run.
     Now(Vec<PlannedOperator>),

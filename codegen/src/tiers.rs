@@ -6,6 +6,7 @@
 #[cfg(all(feature = "cranelift", feature = "llvm"))]
 use crate::backend::{Built, Origin};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Cells of main input an operator processes on Cranelift before LLVM compiles it.
@@ -171,29 +172,56 @@ impl TierCounts {
     }
 }
 
-/// Runs `f` on a private one-thread rayon pool whose thread runs at the lowest CPU priority
-/// ([`lower_thread_priority`]): LLVM's background compilations and, under `--jit tiered`,
-/// the fusion of blocks that fell due (planning and Cranelift's code).
+/// Runs `f` on the process's background pool: one rayon thread at the lowest CPU priority
+/// ([`lower_thread_priority`]), started at the first use and kept, which runs LLVM's
+/// background compilations and, under `--jit tiered`, the fusion of blocks that fell due
+/// (planning and Cranelift's code), one at a time. The calling thread waits; called on the
+/// pool's own thread, `f` runs there directly.
 ///
 /// LLVM's compilation joins on rayon (the libraries an operator calls build beside its entry
 /// points). Run from a plain thread, those joins move the compilation onto the global pool,
 /// whose workers the running operators' tasks need: on two cores a Cranelift Row operator in
 /// L2SVM waited out a whole 38 ms compilation (13 calls, 38 ms instead of 5). On its own pool
 /// at idle priority the compilation takes the cores the program leaves idle and yields to it.
+/// Where no thread can be started, `f` runs on the calling thread, at idle priority from then
+/// on: callers are threads of their own (an LLVM promotion's), never a run's.
 pub fn in_background_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .thread_name(|_| "lafuse-background".into())
-        .start_handler(|_| lower_thread_priority())
-        .build();
-    match pool {
-        Ok(pool) => pool.install(f),
-        // No thread for a pool: compile here at low priority (joins then use the global pool).
-        Err(_) => {
+    match background_pool() {
+        Some(pool) => pool.install(f),
+        None => {
             lower_thread_priority();
             f()
         }
     }
+}
+
+/// Starts `job` on the background pool ([`in_background_pool`]) without waiting for it; false
+/// where the pool has no thread (the caller does the work itself). A panic in `job` is the
+/// job's to catch: on the pool it would abort the process.
+pub fn spawn_in_background(job: impl FnOnce() + Send + 'static) -> bool {
+    match background_pool() {
+        Some(pool) => {
+            pool.spawn(job);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The background pool, built at the first use. A pool per job cost two thread starts and
+/// exits each (GLM at 10000 x 100 under `--jit tiered`: about 5 ms of CPU at normal priority
+/// over a 40 ms run, beside its matrix-vector products on both cores).
+fn background_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .thread_name(|_| "lafuse-background".into())
+            .start_handler(|_| lower_thread_priority())
+            .build()
+            .ok()
+    })
+    .as_ref()
 }
 
 /// Moves the calling thread to Linux's `SCHED_IDLE` class, whose threads run only on cores
