@@ -153,3 +153,51 @@ fn no_multi_aggregate_without_a_shared_input_a_common_size_or_independence() {
     let dag = b.build().unwrap();
     assert_eq!(magg_count(&operators(&dag, &CostBased::default())), 0);
 }
+
+/// The main input of a summing operator is a sparse input every output is zero at, so that it
+/// visits only that input's non-zeros (SystemDS's shared sparse-safe driver): X for
+/// `sum(X*Y), sum(X*Z)` and for `sum(X * (Y + 1))`, though Y is the sparsest input. Driven by
+/// Y, the MultiAgg's second sum (not zero where Y is) made it visit every cell.
+#[test]
+fn a_summing_operator_is_driven_by_the_sparse_input_every_output_is_zero_at() {
+    use lafuse_compiler::fusion::cplan::TemplateSpec;
+    let sparse = |b: &mut DagBuilder, name: &str, nnz: u64| b.input(name, 1000, 100, nnz);
+    let mut b = DagBuilder::new();
+    let (x, y, z) = (
+        sparse(&mut b, "X", 1000),
+        sparse(&mut b, "Y", 900),
+        sparse(&mut b, "Z", 1000),
+    );
+    let xy = b.binary(BinaryOp::Mul, x, y).unwrap();
+    let xz = b.binary(BinaryOp::Mul, x, z).unwrap();
+    let s1 = b.agg(AggOp::Sum, Direction::Full, xy).unwrap();
+    let s2 = b.agg(AggOp::Sum, Direction::Full, xz).unwrap();
+    let s = b.binary(BinaryOp::Add, s1, s2).unwrap();
+    b.output("s", s).unwrap();
+    let two_sums = b.build().unwrap();
+
+    let mut b = DagBuilder::new();
+    let (x2, y2) = (sparse(&mut b, "X", 1000), sparse(&mut b, "Y", 900));
+    let one = b.literal_f64(1.0);
+    let y1 = b.binary(BinaryOp::Add, y2, one).unwrap();
+    let xy1 = b.binary(BinaryOp::Mul, x2, y1).unwrap();
+    let t = b.agg(AggOp::Sum, Direction::Full, xy1).unwrap();
+    b.output("t", t).unwrap();
+    let shifted = b.build().unwrap();
+
+    for (dag, x, template) in [(&two_sums, x, "magg"), (&shifted, x2, "cell")] {
+        let plan = plan_fusion(dag, &CostBased::default()).unwrap();
+        let prog = construct_cplans(dag, &plan.memo, &plan.selection).unwrap();
+        assert_eq!(prog.operators.len(), 1, "{}", prog.explain());
+        let op = &prog.operators[0];
+        assert_eq!(op.cplan.template.name(), template);
+        assert_eq!(op.inputs[0], x, "main input:\n{}", prog.explain());
+        let sparse_safe = match &op.cplan.template {
+            TemplateSpec::MAgg { sparse_safe, .. } | TemplateSpec::Cell { sparse_safe, .. } => {
+                *sparse_safe
+            }
+            other => panic!("{other:?}"),
+        };
+        assert!(sparse_safe, "{}", prog.explain());
+    }
+}

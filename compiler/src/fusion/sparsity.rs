@@ -161,7 +161,21 @@ pub fn choose_sparse_driver(
     inputs: &[HopId],
     in_region: &dyn Fn(HopId) -> bool,
 ) -> Option<HopId> {
-    first_zero_preserving(dag, root, inputs, in_region, true)
+    first_zero_preserving(dag, &[root], inputs, in_region, true)
+}
+
+/// As [`choose_sparse_driver`] for an operator with several outputs (a MultiAgg's aggregates):
+/// a sparse input every output is zero-preserving in, so that one scan of its non-zeros serves
+/// them all (SystemDS's shared sparse-safe driver, reference 3.3). The sparsest input alone
+/// may leave another output non-zero at its zeros (`sum(X * Y), sum(X * Z)` over equally
+/// sparse X, Y, Z: only X drives both).
+pub fn choose_shared_sparse_driver(
+    dag: &FusionDag<'_>,
+    roots: &[HopId],
+    inputs: &[HopId],
+    in_region: &dyn Fn(HopId) -> bool,
+) -> Option<HopId> {
+    first_zero_preserving(dag, roots, inputs, in_region, true)
 }
 
 /// As [`choose_sparse_driver`], dense inputs included: an Outer operator's driver where no
@@ -174,12 +188,12 @@ pub fn choose_zero_preserving_input(
     inputs: &[HopId],
     in_region: &dyn Fn(HopId) -> bool,
 ) -> Option<HopId> {
-    first_zero_preserving(dag, root, inputs, in_region, false)
+    first_zero_preserving(dag, &[root], inputs, in_region, false)
 }
 
 fn first_zero_preserving(
     dag: &FusionDag<'_>,
-    root: HopId,
+    roots: &[HopId],
     inputs: &[HopId],
     in_region: &dyn Fn(HopId) -> bool,
     sparse_only: bool,
@@ -194,7 +208,9 @@ fn first_zero_preserving(
     ms.into_iter().find(|&h| {
         dag.hop(h).cells() == Some(largest)
             && (!sparse_only || dag.hop(h).sparsity().is_some_and(|s| s < 1.0))
-            && is_zero_preserving(dag, root, h, in_region)
+            && roots
+                .iter()
+                .all(|&root| is_zero_preserving(dag, root, h, in_region))
     })
 }
 

@@ -18,7 +18,8 @@ use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
 use crate::fusion::select::{selection_roots, Selection};
 use crate::fusion::sparsity::{
-    choose_main_input, is_zero_preserving, outer_cell_wise_part, outer_driver, outer_factors,
+    choose_main_input, choose_shared_sparse_driver, is_zero_preserving, outer_cell_wise_part,
+    outer_driver, outer_factors,
 };
 use crate::fusion::template::{cell_agg_kind, CellAgg, CellType};
 use crate::hops::{AggOp, BinaryOp, Direction, HopDag, HopId, Literal, OpKind, ReorgOp};
@@ -585,6 +586,19 @@ fn outer_root(
     Some((TemplateSpec::Outer { outer_type: ty }, vec![out]))
 }
 
+/// Whether a Cell or MultiAgg plan of `spec` can skip its main input's zeros where its body is
+/// zero there: it aggregates, and only by sums (the rule that sets `sparse_safe` below).
+fn sums_only(spec: &TemplateSpec) -> bool {
+    let sum = |a: &CellAgg| matches!(a, CellAgg::Sum | CellAgg::SumSq);
+    match spec {
+        TemplateSpec::Cell { cell_type, agg, .. } => {
+            *cell_type != CellType::NoAgg && agg.as_ref().is_none_or(sum)
+        }
+        TemplateSpec::MAgg { aggs, .. } => aggs.iter().all(sum),
+        _ => false,
+    }
+}
+
 /// Second pass and validity rules (reference 1.6): choose the main input, assign accesses,
 /// renumber inputs, rebuild through the hash-consing table with the 5.8 rewrites (5.9 CSE),
 /// then drop invalid or trivial plans.
@@ -660,7 +674,18 @@ fn finalize(
                     _ => None,
                 })
                 .collect();
-            (choose_main_input(dag, &candidates)?, BTreeSet::new())
+            // Where the operator can skip zeros (sums), a sparse input every output is zero
+            // at drives it, as SystemDS's shared sparse-safe driver; else the first input in
+            // main-input order. The sparsest input alone left `sum(X * Y), sum(X * Z)` over
+            // equally sparse X, Y, Z on Y, which the second sum is not zero at, and so on
+            // every cell (15 ms against 1 at 10000 x 1000, sparsity 0.01).
+            let driver = sums_only(&spec)
+                .then(|| choose_shared_sparse_driver(dag, &outputs, &candidates, &in_region))
+                .flatten();
+            (
+                driver.or_else(|| choose_main_input(dag, &candidates))?,
+                BTreeSet::new(),
+            )
         }
     };
     let main_dims = dag.dims(main)?;
