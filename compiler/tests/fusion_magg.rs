@@ -28,21 +28,25 @@ fn magg_count(ops: &[(String, String, Vec<HopId>)]) -> usize {
     ops.iter().filter(|o| o.0 == "magg").count()
 }
 
-/// `a = sum(X*Y); b = sum(X*Z); print(a + b)` over 1000×100 dense inputs (the paper's
-/// Figure 9(c) multi-aggregate).
-#[test]
-fn two_sums_sharing_x_become_one_multi_aggregate_under_gen() {
+/// `a = sum(X*Y); b = sum(X*Z); print(a + b)` over 1000×100 inputs X, Y, Z of `nnz`
+/// non-zeros each (the paper's Figure 9(c) multi-aggregate), with the hops X, Y, Z, a, b.
+fn two_sums_sharing_x(nnz: [u64; 3]) -> (HopDag, [HopId; 5]) {
     let mut b = DagBuilder::new();
-    let x = b.input("X", 1000, 100, 100_000);
-    let y = b.input("Y", 1000, 100, 100_000);
-    let z = b.input("Z", 1000, 100, 100_000);
+    let [x, y, z] =
+        [("X", nnz[0]), ("Y", nnz[1]), ("Z", nnz[2])].map(|(n, k)| b.input(n, 1000, 100, k));
     let xy = b.binary(BinaryOp::Mul, x, y).unwrap();
     let xz = b.binary(BinaryOp::Mul, x, z).unwrap();
     let s1 = b.agg(AggOp::Sum, Direction::Full, xy).unwrap();
     let s2 = b.agg(AggOp::Sum, Direction::Full, xz).unwrap();
     let s = b.binary(BinaryOp::Add, s1, s2).unwrap();
     b.output("s", s).unwrap();
-    let dag = b.build().unwrap();
+    (b.build().unwrap(), [x, y, z, s1, s2])
+}
+
+/// Figure 9(c) over dense inputs.
+#[test]
+fn two_sums_sharing_x_become_one_multi_aggregate_under_gen() {
+    let (dag, [_, _, _, s1, s2]) = two_sums_sharing_x([100_000; 3]);
 
     let gen = operators(&dag, &CostBased::default());
     assert_eq!(gen.len(), 1, "{gen:?}");
@@ -161,23 +165,10 @@ fn no_multi_aggregate_without_a_shared_input_a_common_size_or_independence() {
 #[test]
 fn a_summing_operator_is_driven_by_the_sparse_input_every_output_is_zero_at() {
     use lafuse_compiler::fusion::cplan::TemplateSpec;
-    let sparse = |b: &mut DagBuilder, name: &str, nnz: u64| b.input(name, 1000, 100, nnz);
-    let mut b = DagBuilder::new();
-    let (x, y, z) = (
-        sparse(&mut b, "X", 1000),
-        sparse(&mut b, "Y", 900),
-        sparse(&mut b, "Z", 1000),
-    );
-    let xy = b.binary(BinaryOp::Mul, x, y).unwrap();
-    let xz = b.binary(BinaryOp::Mul, x, z).unwrap();
-    let s1 = b.agg(AggOp::Sum, Direction::Full, xy).unwrap();
-    let s2 = b.agg(AggOp::Sum, Direction::Full, xz).unwrap();
-    let s = b.binary(BinaryOp::Add, s1, s2).unwrap();
-    b.output("s", s).unwrap();
-    let two_sums = b.build().unwrap();
+    let (two_sums, [x, ..]) = two_sums_sharing_x([1000, 900, 1000]);
 
     let mut b = DagBuilder::new();
-    let (x2, y2) = (sparse(&mut b, "X", 1000), sparse(&mut b, "Y", 900));
+    let (x2, y2) = (b.input("X", 1000, 100, 1000), b.input("Y", 1000, 100, 900));
     let one = b.literal_f64(1.0);
     let y1 = b.binary(BinaryOp::Add, y2, one).unwrap();
     let xy1 = b.binary(BinaryOp::Mul, x2, y1).unwrap();
