@@ -15,10 +15,13 @@ functions that make NaN and infinities (`log`, `sqrt`, division by zero), `ifels
 Two modes:
 
 * `--against unfused` (default): the baseline is `lafuse run --fusion none`; the candidates are
-  `gen`, `fa` and `fnr` on native code and `gen` on the reference backend. A candidate that
-  fails where the baseline runs is a mismatch too. No peer is needed.
+  `gen`, `fa` and `fnr` on native code fused at every block's first run (`--jit llvm`: the
+  default tiered JIT runs blocks this small unfused), `gen` under the default JIT, and `gen`
+  on the reference backend. A candidate that fails where the baseline runs is a mismatch too.
+  No peer is needed.
 * `--against systemds`: the baseline is Apache SystemDS 3.4 unfused (`--base`, through
-  `--systemds`, e.g. `../shared/tools/systemds`), the candidate `lafuse run` (fusion `gen`).
+  `--systemds`, e.g. `../shared/tools/systemds`), the candidate `lafuse run` (fusion `gen`,
+  `--jit llvm`).
   Scripts SystemDS rejects (it broadcasts only on the right of a binary operator) are skipped.
   Every mismatch met so far was a SystemDS defect (see `tests/codegen_patterns/README.md`);
   `--avoid-systemds-defects` leaves out `&`, whose matrix-literal form SystemDS gets wrong and
@@ -317,7 +320,7 @@ def main():
                 counts["skipped"] += 1
                 os.remove(path)
                 continue
-            candidates = {"gen": [args.lafuse, "run", path]}
+            candidates = {"gen": [args.lafuse, "run", path, "--jit", "llvm"]}
         else:
             ok, base = run([args.lafuse, "run", path, "--fusion", "none"])
             if not ok:
@@ -325,8 +328,10 @@ def main():
                 os.remove(path)
                 continue
             candidates = {
-                p: [args.lafuse, "run", path, "--fusion", p] for p in ("gen", "fa", "fnr")
+                p: [args.lafuse, "run", path, "--fusion", p, "--jit", "llvm"]
+                for p in ("gen", "fa", "fnr")
             }
+            candidates["gen-default-jit"] = [args.lafuse, "run", path, "--fusion", "gen"]
             candidates["gen-reference"] = [
                 args.lafuse, "run", path, "--fusion", "gen", "--fusion-backend", "reference"
             ]
