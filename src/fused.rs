@@ -54,7 +54,8 @@ pub enum Jit {
     /// runs LLVM's code from the next call after. Plans Cranelift refuses as unsupported are
     /// compiled with LLVM at once.
     /// Results equal to the bit whichever tier runs. The tiers are the CPU's: under a GPU
-    /// placement the engine compiles with LLVM instead ([`Jit::for_placement`]).
+    /// placement on a machine with a GPU the engine compiles with LLVM instead
+    /// ([`Jit::for_placement`]).
     Tiered,
 }
 
@@ -72,11 +73,11 @@ impl Default for Jit {
 }
 
 impl Jit {
-    /// The compiler a run placing operators by `placement` uses: the tiers are the CPU's, so
-    /// under a GPU placement (`Gpu`, `Auto`) a tiered JIT compiles with LLVM, whose NVPTX
-    /// backend generates the kernels and whose CPU code is each operator's CPU twin. An
-    /// explicit Cranelift stays Cranelift (which then runs every operator on the CPU, and
-    /// says so).
+    /// The compiler a run placing operators by `placement` on a machine with a GPU uses: the
+    /// tiers are the CPU's, so under a GPU placement (`Gpu`, `Auto`) a tiered JIT compiles
+    /// with LLVM, whose NVPTX backend generates the kernels and whose CPU code is each
+    /// operator's CPU twin. An explicit Cranelift stays Cranelift (which then runs every
+    /// operator on the CPU, and says so). Without a GPU the engine keeps the JIT as asked.
     pub fn for_placement(self, placement: Placement) -> Jit {
         match (self, placement) {
             (Jit::Tiered, Placement::Gpu | Placement::Auto) => Jit::Llvm,
@@ -161,9 +162,13 @@ fn tiered_backend(
     placement: Placement,
     cost_model: &CostModel,
 ) -> (Box<dyn Backend>, Option<Arc<TierCounters>>) {
-    // `Jit::for_placement` compiles a GPU placement's operators with LLVM instead.
-    debug_assert_eq!(placement, Placement::Cpu);
-    let _ = placement;
+    // A GPU placement reaches the tiers only on a machine without a GPU (`Engine::new`
+    // compiles a GPU's operators with LLVM, `Jit::for_placement`).
+    if placement != Placement::Cpu {
+        if let Err(why) = crate::gpu::available() {
+            eprintln!("warning: {why}; operators run on the CPU");
+        }
+    }
     #[cfg(all(feature = "cranelift", feature = "llvm"))]
     {
         use lafuse_codegen::cranelift::CraneliftBackend;

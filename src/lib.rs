@@ -114,7 +114,7 @@ pub struct EngineConfig {
     pub backend: FusionBackend,
     /// The compiler of the native backend's operators: LLVM, Cranelift, or both tiered
     /// ([`Jit::default`]: tiered where both are built in, else LLVM). Under a GPU `placement`
-    /// a tiered JIT compiles with LLVM ([`Jit::for_placement`]).
+    /// on a machine with a GPU, a tiered JIT compiles with LLVM ([`Jit::for_placement`]).
     pub jit: Jit,
     /// Under `Jit::Tiered`: cells of main input (rows × columns, summed over calls) an
     /// operator processes on Cranelift before LLVM compiles it in the background
@@ -421,7 +421,13 @@ pub(crate) struct Shared {
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Engine {
-        let jit = config.jit.for_placement(config.placement);
+        // The tiers are the CPU's: operators go to LLVM only where a GPU will run them, and a
+        // GPU placement on a machine without one runs on the tiers (and says why).
+        let jit = match config.placement {
+            Placement::Cpu => config.jit,
+            _ if crate::gpu::available().is_err() => config.jit,
+            placement => config.jit.for_placement(placement),
+        };
         let fuser = config.fusion.map(|policy| {
             fused::Fuser::new(
                 policy,

@@ -5,6 +5,7 @@
 //! agree within the corpus tolerance (1e-9 relative).
 
 mod compare;
+mod fused_at_once;
 
 use lafuse::{
     Engine, EngineConfig, ExplainLevel, ExplainOptions, Placement, ScriptArgs, SourceFile,
@@ -26,7 +27,7 @@ fn run_traced(source: &SourceFile, placement: Placement, lineage: bool) -> Strin
     let engine = Engine::new(EngineConfig {
         placement,
         lineage,
-        ..EngineConfig::default()
+        ..fused_at_once::config()
     });
     let mut out = Vec::new();
     engine
@@ -70,7 +71,7 @@ fn a_loop_over_the_same_inputs_prints_what_the_cpu_prints_traced() {
             placement: Placement::Gpu,
             lineage: true,
             lineage_dedup: dedup,
-            ..EngineConfig::default()
+            ..fused_at_once::config()
         });
         let mut out = Vec::new();
         engine
@@ -101,7 +102,7 @@ fn without_a_gpu_the_reason_is_a_sentence() {
 #[test]
 fn explain_shows_the_ptx_kernel_of_every_fused_operator() {
     let source = check_script();
-    let engine = Engine::new(EngineConfig::default());
+    let engine = Engine::new(fused_at_once::config());
     let text = engine
         .explain(
             &source,

@@ -61,8 +61,8 @@ enum Command {
         /// until fusing them pays for its compilation, --tier-compile-ms; then Cranelift,
         /// and LLVM compiled in the background for the operators that pass
         /// --tier-threshold; the default where lafuse was built with the `cranelift`
-        /// feature, as it is by default; under --device gpu|auto operators are compiled
-        /// with LLVM), `llvm` (optimized code, milliseconds per operator, every block fused
+        /// feature, as it is by default; under --device gpu|auto on a machine with a GPU
+        /// operators are compiled with LLVM), `llvm` (optimized code, milliseconds per operator, every block fused
         /// at its first run) or `cranelift` (a fraction of the compile time, results equal
         /// to the bit, CPU code only).
         #[arg(long, value_enum, default_value_t = JitArg::default())]
