@@ -153,6 +153,15 @@ fn llvm_backend(
     }
 }
 
+/// Says why a GPU placement's operators run on the CPU, where no GPU can run them.
+fn warn_without_gpu(placement: Placement) {
+    if placement != Placement::Cpu {
+        if let Err(why) = crate::gpu::available() {
+            eprintln!("warning: {why}; operators run on the CPU");
+        }
+    }
+}
+
 /// The tiered backend (Cranelift first, LLVM in the background past `threshold` cells, through
 /// the operator cache directory), behind literal parameterization, with its counters.
 fn tiered_backend(
@@ -164,11 +173,7 @@ fn tiered_backend(
 ) -> (Box<dyn Backend>, Option<Arc<TierCounters>>) {
     // A GPU placement reaches the tiers only on a machine without a GPU (`Engine::new`
     // compiles a GPU's operators with LLVM, `Jit::for_placement`).
-    if placement != Placement::Cpu {
-        if let Err(why) = crate::gpu::available() {
-            eprintln!("warning: {why}; operators run on the CPU");
-        }
-    }
+    warn_without_gpu(placement);
     #[cfg(all(feature = "cranelift", feature = "llvm"))]
     {
         use lafuse_codegen::cranelift::CraneliftBackend;
@@ -224,16 +229,13 @@ impl FusionBackend {
             _ => {}
         }
         let _ = tier_threshold;
-        if placement != Placement::Cpu {
-            match (self, crate::gpu::available()) {
-                (FusionBackend::Native, Ok(_)) => {}
-                (FusionBackend::Reference, _) => eprintln!(
-                    "warning: --device {} needs the native backend; operators run on the \
-                     reference evaluator on the CPU",
-                    placement.name()
-                ),
-                (_, Err(why)) => eprintln!("warning: {why}; operators run on the CPU"),
-            }
+        match self {
+            FusionBackend::Reference if placement != Placement::Cpu => eprintln!(
+                "warning: --device {} needs the native backend; operators run on the \
+                 reference evaluator on the CPU",
+                placement.name()
+            ),
+            _ => warn_without_gpu(placement),
         }
         let backend: Box<dyn Backend> = match self {
             FusionBackend::Reference => Box::new(reference::ReferenceBackend),

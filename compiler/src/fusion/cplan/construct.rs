@@ -587,7 +587,7 @@ fn outer_root(
 }
 
 /// Whether a Cell or MultiAgg plan of `spec` can skip its main input's zeros where its body is
-/// zero there: it aggregates, and only by sums (the rule that sets `sparse_safe` below).
+/// zero there: it aggregates, and only by sums (half of the rule that sets `sparse_safe`).
 fn sums_only(spec: &TemplateSpec) -> bool {
     let sum = |a: &CellAgg| matches!(a, CellAgg::Sum | CellAgg::SumSq);
     match spec {
@@ -696,27 +696,20 @@ fn finalize(
     if let Some(cell) = row_plan_as_cell(dag, &b, &spec, main_dims, &outputs) {
         spec = cell;
     }
-    if let TemplateSpec::Cell {
-        cell_type,
-        agg,
-        sparse_safe,
-    } = &mut spec
-    {
-        let agg_ok = matches!(agg, None | Some(CellAgg::Sum | CellAgg::SumSq));
-        *sparse_safe = agg_ok
-            && *cell_type != CellType::NoAgg
-            && is_zero_preserving(dag, outputs[0], main, &in_region);
-    }
-    if let TemplateSpec::MAgg { aggs, sparse_safe } = &mut spec {
-        // As for Cell: sums only (a min or max would need the unseen zeros folded in, which
-        // the skeleton does, but the bodies must also be zero there), every body zero where
-        // the shared main input is.
-        *sparse_safe = aggs
-            .iter()
-            .all(|a| matches!(a, CellAgg::Sum | CellAgg::SumSq))
-            && outputs
-                .iter()
-                .all(|&o| is_zero_preserving(dag, o, main, &in_region));
+    // Sums only (a min or max would need the unseen zeros folded in, which the skeleton does,
+    // but the bodies must also be zero there), and every body zero where the main input is.
+    let skips_zeros = sums_only(&spec);
+    match &mut spec {
+        TemplateSpec::Cell { sparse_safe, .. } => {
+            *sparse_safe = skips_zeros && is_zero_preserving(dag, outputs[0], main, &in_region);
+        }
+        TemplateSpec::MAgg { sparse_safe, .. } => {
+            *sparse_safe = skips_zeros
+                && outputs
+                    .iter()
+                    .all(|&o| is_zero_preserving(dag, o, main, &in_region));
+        }
+        _ => {}
     }
     // Inputs in first-use order, main input first.
     let mut order: Vec<HopId> = vec![main];
