@@ -55,6 +55,8 @@ pub(crate) struct BlockCosts<'d> {
     view: FusionDag<'d>,
     /// The block's hops, each on its unfused kernel, in seconds a run.
     unfused: f64,
+    /// The least any plan of the block can cost a run ([`fusion::cost_floor`]).
+    floor: f64,
     /// Seconds of compilation per fused operator.
     per_operator: f64,
 }
@@ -71,9 +73,11 @@ impl<'d> BlockCosts<'d> {
         }
         let view = FusionDag::new(dag)?;
         let unfused = fusion::cost::cost_of(&view, model, &Selection::default());
+        let floor = fusion::cost_floor(&view, model);
         Ok(Some(BlockCosts {
             view,
             unfused,
+            floor,
             per_operator,
         }))
     }
@@ -88,10 +92,15 @@ impl<'d> BlockCosts<'d> {
         fusion::cost::cost_of(&self.view, model, selection)
     }
 
-    /// The first run at which any plan could pay: none saves more than the whole block
-    /// costs, nor compiles fewer than one operator. Sound, and free once the block is costed.
+    /// The first run at which any plan could pay ([`BlockCosts::pays_at`] of a plan of one
+    /// operator at the block's floor): no plan saves more than the unfused cost above the
+    /// floor (its inputs read once, each operation computed once, its outputs written), nor
+    /// compiles fewer than one operator. Sound, and nearly free once the block is costed (one
+    /// walk over its hops): a block whose cost is mostly a pass over a large input that no
+    /// fusion removes (L2SVM's `X %*% s` and `t(X) %*% r`) waits for many runs, not for the
+    /// few its whole cost would allow, before a plan search that would find nothing to pay.
     pub(crate) fn earliest(&self) -> u64 {
-        runs_to_pay(self.unfused, self.per_operator)
+        self.pays_at(self.floor, 1)
     }
 
     /// The run at which a plan of `operators` operators costing `fused` a run pays: when its

@@ -547,10 +547,10 @@ impl Fuser {
             None => None,
         };
         if let Some(costs) = &costs {
-            // No plan saves more than the whole unfused block costs, so a block that cheap
-            // defers without a search (to the run that bound allows); one whose heuristic
-            // plans would not pay yet defers to the run they would, where the exact search
-            // decides.
+            // No plan saves more than the unfused block costs above its floor, so a block
+            // whose cost fusion cannot cut defers without a search (to the run that bound
+            // allows); one whose heuristic plans would not pay yet defers to the run they
+            // would, where the exact search decides.
             let earliest = costs.earliest();
             if earliest > runs {
                 return Ok(self.deferred(started, runs_before, earliest));

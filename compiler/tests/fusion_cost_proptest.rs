@@ -1,16 +1,16 @@
 //! Property tests of the cost-based selector (`gen`, paper section 4) over random DAGs (the
 //! generator of `fusion_proptest.rs`): the chosen plan is optimal against a brute-force
 //! enumeration of every assignment of interesting points, cost pruning never changes the
-//! chosen cost, and `gen` never costs more than fuse-all or fuse-no-redundancy under the same
-//! model.
+//! chosen cost, `gen` never costs more than fuse-all or fuse-no-redundancy under the same
+//! model, and no plan costs less than the block's floor (`cost_floor`).
 
 use lafuse_compiler::fusion::cost::cost_of;
 use lafuse_compiler::fusion::select::cost_based::{
     assignment, partition_cost, selection_for, PartitionResult,
 };
 use lafuse_compiler::fusion::{
-    explore, plan_fusion, CostBased, CostModel, ExploreOptions, FuseAll, FuseNoRedundancy,
-    FusionDag,
+    cost_floor, explore, plan_fusion, CostBased, CostModel, ExploreOptions, FuseAll,
+    FuseNoRedundancy, FusionDag, Selection,
 };
 use lafuse_compiler::hops::{AggOp, BinaryOp, DagBuilder, Direction, HopDag, HopId, UnaryOp};
 use proptest::prelude::*;
@@ -144,6 +144,18 @@ fn check_gen(dag: &HopDag) -> Result<usize, TestCaseError> {
             prepared.explain(dag)
         );
     }
+    // (d) The block's floor, which the tiered engine trusts to defer a block without a
+    // search, is below every plan: the optimum and the unfused one.
+    let floor = cost_floor(&view, &model);
+    let unfused = cost_of(&view, &model, &Selection::default());
+    prop_assert!(
+        floor >= 0.0 && floor <= c_gen * (1.0 + 1e-9),
+        "floor {floor} > gen {c_gen}"
+    );
+    prop_assert!(
+        floor <= unfused * (1.0 + 1e-9),
+        "floor {floor} > unfused {unfused}"
+    );
     Ok(report.stats.points)
 }
 

@@ -72,7 +72,7 @@ pub use cost::{CostModel, CostModelError};
 pub use dag::FusionDag;
 pub use explore::{explore, ExploreOptions, MAX_REFERENCE_POSITIONS};
 pub use memo::{CloseState, DominancePruning, MemoEntry, MemoTable, TemplateKind};
-pub use select::{CostBased, FuseAll, FuseNoRedundancy, PlanSelector, Selection};
+pub use select::{cost_floor, CostBased, FuseAll, FuseNoRedundancy, PlanSelector, Selection};
 pub use template::{template, Template};
 
 use crate::hops::HopDag;

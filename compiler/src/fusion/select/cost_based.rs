@@ -36,10 +36,9 @@
 
 use super::reachability::{find_cut_set, CutSet};
 use super::rules::{SelectionContext, MEMO_RULES, SELECTION_RULES};
+use super::static_bounds::StaticBounds;
 use super::{prepare_for_selection, select_fuse_all, selection_roots, PlanSelector, Selection};
-use crate::fusion::cost::{
-    self, cells, combine_times, plan_cost_bounded, CostModel, CostScope, MemoChooser,
-};
+use crate::fusion::cost::{self, plan_cost_bounded, CostModel, CostScope, MemoChooser};
 use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
 use crate::fusion::partition::{analyze_partitions, PlanPartition, PointKind};
@@ -326,7 +325,7 @@ impl CostBased {
                 (best, best_cost) = (no_redundancy, c);
             }
         }
-        let bounds = StaticBounds::new(dag, part, &self.model);
+        let bounds = StaticBounds::of_partition(dag, part, &self.model);
         let key = PartitionKey::new(part, &bounds, c0, cn);
         let use_cache = self.plan_caching && n >= PLAN_CACHE_MIN_POINTS;
         if use_cache {
@@ -643,111 +642,6 @@ pub fn selection_for(
         &mut selection,
     );
     selection
-}
-
-/// The plan-independent parts of a partition's cost (reference 4.6 step 3b), in seconds.
-#[derive(Clone, Debug, PartialEq)]
-struct StaticBounds {
-    read: f64,
-    compute: f64,
-    write: f64,
-    min_sparsity: f64,
-    /// Hops written under every plan (roots, externally consumed).
-    always_written: BTreeSet<HopId>,
-}
-
-impl StaticBounds {
-    fn new(dag: &FusionDag<'_>, part: &PlanPartition, model: &CostModel) -> StaticBounds {
-        // Every input is read, once; a transpose that products read in place may be read as
-        // the matrix under it instead (counted once with that matrix where the partition
-        // reads it too, not at all where the partition computes it), and is computed only
-        // where a plan fuses it.
-        let mut reads: BTreeMap<HopId, f64> = BTreeMap::new();
-        for &i in part.inputs.iter().filter(|&&i| dag.is_matrix(i)) {
-            let (key, bytes) = if dag.is_read_in_place(i) {
-                let under = dag.inputs(i)[0];
-                if part.hops.contains(&under) {
-                    continue;
-                }
-                (under, model.bytes(dag, i).min(model.bytes(dag, under)))
-            } else {
-                (i, model.bytes(dag, i))
-            };
-            let least = reads.entry(key).or_insert(bytes);
-            *least = least.min(bytes);
-        }
-        let read = model.read_time(reads.values().sum::<f64>());
-        let compute = model.compute_time(
-            part.hops
-                .iter()
-                .filter(|&&h| !dag.is_read_in_place(h))
-                .map(|&h| model.flops(dag, h))
-                .sum::<f64>(),
-        );
-        let always_written: BTreeSet<HopId> = part
-            .starts()
-            .into_iter()
-            .filter(|&h| !dag.is_read_in_place(h))
-            .collect();
-        let write = model.write_time(always_written.iter().map(|&h| cells(dag, h)).sum::<f64>());
-        // An Outer operator scales its cost by its driver's sparsity; the driver is an input
-        // of the partition or one of its hops.
-        let min_sparsity = if part.has_outer {
-            part.inputs
-                .iter()
-                .chain(&part.hops)
-                .filter(|&&h| dag.is_matrix(h))
-                .map(|&h| model.sparsity(dag, h))
-                .fold(model.unknown_sparsity.min(1.0), f64::min)
-        } else {
-            1.0
-        };
-        StaticBounds {
-            read,
-            compute,
-            write,
-            min_sparsity,
-            always_written,
-        }
-    }
-
-    /// The cost no plan can beat: every input read, every hop computed, roots written.
-    fn min_cost(&self) -> f64 {
-        combine_times(self.write, self.read, self.compute, self.min_sparsity)
-    }
-
-    /// A lower bound of the cost of `plan`: the static costs plus, per distinct producer of an
-    /// active point, its write (if not always written) and one read. Unlike SystemDS (which
-    /// adds the reads outside the `max`), the reads join the static reads inside
-    /// `max(read, compute)`, so the bound is sound: a plan's cost is a sum of per-operator
-    /// `write + max(read, compute)`, at least `Σwrite + max(Σread, Σcompute)`.
-    fn lower_bound(
-        &self,
-        dag: &FusionDag<'_>,
-        part: &PlanPartition,
-        model: &CostModel,
-        plan: &[bool],
-    ) -> f64 {
-        let tos: BTreeSet<HopId> = part
-            .points
-            .iter()
-            .zip(plan)
-            .filter(|(_, &on)| on)
-            .map(|(p, _)| p.to)
-            .collect();
-        let mut write = self.write;
-        let mut read = self.read;
-        // A transpose that products read in place is not materialized by a cut before it.
-        for &t in tos.iter().filter(|&&t| !dag.is_read_in_place(t)) {
-            if !self.always_written.contains(&t) {
-                write += model.write_time(cells(dag, t));
-            }
-            if dag.is_matrix(t) {
-                read += model.read_time(model.bytes(dag, t));
-            }
-        }
-        combine_times(write, read, self.compute, self.min_sparsity)
-    }
 }
 
 /// The approximate identity of a partition across compilations (reference 4.8

@@ -16,10 +16,12 @@ mod fuse_all;
 mod fuse_no_redundancy;
 pub mod reachability;
 pub mod rules;
+mod static_bounds;
 
 pub use cost_based::CostBased;
 pub use fuse_all::FuseAll;
 pub use fuse_no_redundancy::FuseNoRedundancy;
+pub use static_bounds::cost_floor;
 
 use crate::fusion::dag::FusionDag;
 use crate::fusion::memo::{MemoEntry, MemoTable, TemplateKind};
