@@ -210,6 +210,10 @@ pub(crate) struct Deferral {
     /// The block's fusion, planned and compiled on a background thread since it fell due
     /// ([`crate::fused::Fuser::background_lag`]).
     background: Mutex<Option<Background>>,
+    /// The run a background fusion scheduled when the block fell due will replace the plan at
+    /// (0: none scheduled); its work starts at the run `runs_to_pay` names
+    /// ([`Deferral::schedule`]).
+    scheduled_install: AtomicU64,
 }
 
 /// A deferred block's fusion under way on a background thread.
@@ -254,7 +258,22 @@ impl Deferral {
             runs: Arc::default(),
             runs_to_pay: AtomicU64::new(runs_to_pay),
             background: Mutex::new(None),
+            scheduled_install: AtomicU64::new(0),
         }
+    }
+
+    /// Schedules the block's background fusion: its work starts at run `start_at` (the plan
+    /// stays as it is until then) and its result replaces the plan at run `install_at`, as
+    /// had it started at once. A loop that ends before `start_at` spares the work.
+    pub(crate) fn schedule(&self, start_at: u64, install_at: u64) {
+        self.scheduled_install.store(install_at, Ordering::Relaxed);
+        self.defer_to(start_at);
+    }
+
+    /// The install run of the background fusion [`Deferral::schedule`] put off, taken (`None`:
+    /// none scheduled).
+    pub(crate) fn take_scheduled_install(&self) -> Option<u64> {
+        Some(self.scheduled_install.swap(0, Ordering::Relaxed)).filter(|&at| at > 0)
     }
 
     /// The runs counter this plan shares.
@@ -1570,5 +1589,26 @@ mod tests {
         let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.wait()))
             .expect_err("the fusion's panic is the run's");
         assert_eq!(panic.downcast_ref::<&str>(), Some(&"fusing failed"));
+    }
+
+    /// A scheduled background fusion keeps the plan until its start run, then hands its install
+    /// run to the one start (taken once), so that the plan changes where it would have had the
+    /// work started when the block fell due.
+    #[test]
+    fn a_scheduled_background_fusion_starts_later_and_installs_where_it_would_have() {
+        let deferral = Deferral::new(5);
+        assert!(deferral.is_due(5));
+        assert_eq!(deferral.take_scheduled_install(), None);
+        deferral.schedule(9, 21);
+        assert!(!deferral.is_due(8));
+        assert!(matches!(deferral.in_background(8), InBackground::Idle));
+        assert!(deferral.is_due(9));
+        assert_eq!(deferral.take_scheduled_install(), Some(21));
+        assert_eq!(deferral.take_scheduled_install(), None);
+        assert!(deferral.start_in_background(|| Ok(Fusion::Deferred { runs_to_pay: 30 }), 21));
+        match due_job(&deferral, 21).wait() {
+            Some(Ok(Fusion::Deferred { runs_to_pay: 30 })) => {}
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -28,6 +28,12 @@ pub(crate) const UNFUSED_COST_PER_COMPILE: f64 = 30.0;
 /// lag forgoes at most that many compilations' worth of the fusion's saving.
 pub(crate) const BACKGROUND_LAG_COMPILATIONS: f64 = 16.0;
 
+/// A due block's background work starts `lag / BACKGROUND_START_DIVISOR` runs after it fell
+/// due, its result installed at the end of the lag as before: three quarters of the lag (12
+/// compilations' worth) still cover the work, and a loop that ends within the first quarter
+/// never pays for it. Counts only, as the lag: the runs at which a plan changes are the same.
+pub(crate) const BACKGROUND_START_DIVISOR: u64 = 4;
+
 /// The most unfused runs a block waits for its background fusion: a block that cheap runs
 /// unfused until then, its fused plan ready long before.
 pub(crate) const MAX_BACKGROUND_LAG: u64 = 1 << 16;

@@ -6,6 +6,7 @@ use crate::compile::{
     EXPR_RESULT,
 };
 use crate::dedup::{DedupCounts, Iteration, ScopeDedup};
+use crate::deferral::BACKGROUND_START_DIVISOR;
 use crate::error::Error;
 use crate::fused::Fuser;
 use crate::parfor::ParforState;
@@ -917,8 +918,9 @@ impl<'p, 'o> Interpreter<'p, 'o> {
 
     /// Starts fusing `block`, a deferred block due at its unfused run `runs`, on a background
     /// thread where the fuser does so ([`Fuser::background_lag`]): the block runs on unfused
-    /// meanwhile, and the fusion's result replaces the plan at the run the lag names. False
-    /// where the block is to be fused now.
+    /// meanwhile, and the fusion's result replaces the plan at the run the lag names. The work
+    /// itself starts a quarter of the lag in ([`BACKGROUND_START_DIVISOR`]; the block is due
+    /// again then, and this call starts it). False where the block is to be fused now.
     fn fuse_in_background(&self, block: &Arc<CompiledBlock>, runs: u64) -> Result<bool, Error> {
         let (Some(fuser), Some(deferral)) = (self.fuser, &block.deferral) else {
             return Ok(false);
@@ -926,15 +928,31 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let Some(lag) = fuser.background_lag(&block.dag)? else {
             return Ok(false);
         };
+        let install_at = match deferral.take_scheduled_install() {
+            Some(install_at) => install_at,
+            None => {
+                // The lag is generous (it must cover the work however busy the cores are),
+                // so the work starts a quarter of it in: a loop that ends before then never
+                // pays for it (GLM's cheapest loop blocks fell due at run 120 with a lag of
+                // 827 runs, their operators compiled for a plan the loop never reached).
+                let (start_at, install_at) = (
+                    runs.saturating_add(lag / BACKGROUND_START_DIVISOR),
+                    runs.saturating_add(lag),
+                );
+                if start_at > runs {
+                    deferral.schedule(start_at, install_at);
+                    return Ok(true);
+                }
+                install_at
+            }
+        };
         let (fuser, block_now) = (fuser.clone(), Arc::clone(block));
         // The fuser weighs the runs before this one, as for a fusion now.
         let runs_before = runs.saturating_sub(1);
         // On the background pool, at idle priority: the Cranelift backend's joins would
         // otherwise take the global pool's workers from the run's kernels.
-        Ok(deferral.start_in_background(
-            move || fuser.fuse(&block_now.dag, runs_before),
-            runs.saturating_add(lag),
-        ))
+        Ok(deferral
+            .start_in_background(move || fuser.fuse(&block_now.dag, runs_before), install_at))
     }
 
     fn run(&mut self, compiled: &Arc<CompiledBlock>, vars: &mut SymbolTable) -> Result<(), Error> {
