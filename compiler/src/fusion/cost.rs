@@ -1139,7 +1139,7 @@ pub fn cost_of(dag: &FusionDag<'_>, model: &CostModel, selection: &Selection) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fusion::template::test_util::{build, view};
+    use crate::fusion::template::test_util::{build, outer_log_sum, view};
 
     #[test]
     fn flops_follow_systemds_weights() {
@@ -1486,27 +1486,6 @@ mod tests {
         let cost = plan_cost(&f, &model, &chooser, &[s], Some(&scope));
         assert_eq!(cost, model.operator_time(&v, 0.001));
         assert!(cost < model.operator_time(&v, 1.0) / 100.0);
-    }
-
-    /// `sum(X * log(U %*% t(V) + 1e-15))` over an X of `nnz` non-zeros in 2000² cells, rank
-    /// 100: the hops `(uv, s)`.
-    fn outer_log_sum(nnz: u64) -> (crate::hops::HopDag, [HopId; 2]) {
-        let mut ids = [HopId(0); 2];
-        let dag = build(|b| {
-            let x = b.input("X", 2000, 2000, nnz);
-            let u = b.input("U", 2000, 100, 200_000);
-            let v = b.input("V", 2000, 100, 200_000);
-            let vt = b.transpose(v).unwrap();
-            let uv = b.matmul(u, vt).unwrap();
-            let eps = b.literal_f64(1e-15);
-            let p = b.binary(BinaryOp::Add, uv, eps).unwrap();
-            let l = b.unary(UnaryOp::Log, p).unwrap();
-            let g = b.binary(BinaryOp::Mul, x, l).unwrap();
-            let s = b.agg(AggOp::Sum, Direction::Full, g).unwrap();
-            ids = [uv, s];
-            vec![s]
-        });
-        (dag, ids)
     }
 
     /// The model of a machine where dot products one non-zero at a time cost ten times a

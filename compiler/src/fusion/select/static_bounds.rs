@@ -170,39 +170,43 @@ pub fn cost_floor(dag: &FusionDag<'_>, model: &CostModel) -> f64 {
 mod tests {
     use super::cost_floor;
     use crate::fusion::cost::cost_of;
-    use crate::fusion::template::test_util::{build, view};
+    use crate::fusion::template::test_util::{build, outer_log_sum, view};
     use crate::fusion::{plan_fusion, CostBased, CostModel, FuseAll, Selection};
-    use crate::hops::{AggOp, BinaryOp, Direction, UnaryOp};
+    use crate::hops::{AggOp, BinaryOp, Direction, HopDag};
 
     /// `sum(X * log(U %*% t(V) + 1e-15))` over a sparse X: the Outer operator computes the
     /// product at X's non-zeros only, below the unfused multiply's FLOPs, so the floor scales
-    /// by the least sparsity as the search's bounds do; and an output that is an input (`Y`
-    /// passed through) is never read. The floor stays below every plan, and above zero.
+    /// by the least sparsity as the search's bounds do. `sum(X * X)` beside an output that is
+    /// an input (`Y` passed through): `Y` is never read. The floor stays below every plan, and
+    /// above zero.
     #[test]
     fn no_plan_costs_less_than_the_floor_outer_and_pass_through_included() {
-        let dag = build(|b| {
-            let x = b.input("X", 2000, 2000, 4000);
-            let u = b.input("U", 2000, 100, 200_000);
-            let v = b.input("V", 2000, 100, 200_000);
+        let pass_through = build(|b| {
+            let x = b.input("X", 2000, 2000, 4_000_000);
             let y = b.input("Y", 2000, 2000, 4_000_000);
-            let vt = b.transpose(v).unwrap();
-            let uv = b.matmul(u, vt).unwrap();
-            let eps = b.literal_f64(1e-15);
-            let shifted = b.binary(BinaryOp::Add, uv, eps).unwrap();
-            let log = b.unary(UnaryOp::Log, shifted).unwrap();
-            let xl = b.binary(BinaryOp::Mul, x, log).unwrap();
-            let s = b.agg(AggOp::Sum, Direction::Full, xl).unwrap();
+            let xx = b.binary(BinaryOp::Mul, x, x).unwrap();
+            let s = b.agg(AggOp::Sum, Direction::Full, xx).unwrap();
             vec![s, y]
         });
-        let fdag = view(&dag);
-        let model = CostModel::default();
-        let floor = cost_floor(&fdag, &model);
-        assert!(floor > 0.0);
-        let gen = plan_fusion(&dag, &CostBased::new(model)).unwrap().selection;
-        let fa = plan_fusion(&dag, &FuseAll).unwrap().selection;
-        for (name, selection) in [("gen", gen), ("fa", fa), ("none", Selection::default())] {
-            let cost = cost_of(&fdag, &model, &selection);
-            assert!(floor <= cost, "{name}: floor {floor} above {cost}");
+        // The Outer DAG's cost is mostly its multiply's FLOPs; the pass-through one is costed
+        // read-bound, so that an input counted but never read would lift its floor.
+        let mut read_bound = CostModel::default();
+        read_bound.set("compute_bandwidth", 1e13).unwrap();
+        let dags: [(&str, HopDag, CostModel); 2] = [
+            ("outer", outer_log_sum(4000).0, CostModel::default()),
+            ("pass", pass_through, read_bound),
+        ];
+        for (what, dag, model) in &dags {
+            let model = *model;
+            let fdag = view(dag);
+            let floor = cost_floor(&fdag, &model);
+            assert!(floor > 0.0, "{what}");
+            let gen = plan_fusion(dag, &CostBased::new(model)).unwrap().selection;
+            let fa = plan_fusion(dag, &FuseAll).unwrap().selection;
+            for (name, selection) in [("gen", gen), ("fa", fa), ("none", Selection::default())] {
+                let cost = cost_of(&fdag, &model, &selection);
+                assert!(floor <= cost, "{what}, {name}: floor {floor} above {cost}");
+            }
         }
     }
 }

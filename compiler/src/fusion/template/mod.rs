@@ -68,9 +68,10 @@ pub fn template(kind: TemplateKind) -> &'static dyn Template {
 
 #[cfg(test)]
 pub(crate) mod test_util {
-    //! A tiny harness for template condition tests: build a DAG, then ask a template.
+    //! A tiny harness for template condition tests: build a DAG, then ask a template; and
+    //! the DAGs more than one module's tests share.
     use crate::fusion::dag::FusionDag;
-    use crate::hops::{DagBuilder, HopDag, HopId};
+    use crate::hops::{AggOp, BinaryOp, DagBuilder, Direction, HopDag, HopId, UnaryOp};
 
     /// Builds with `f` (which returns the hops it wants to keep as outputs) and gives the DAG.
     pub fn build(f: impl FnOnce(&mut DagBuilder) -> Vec<HopId>) -> HopDag {
@@ -84,5 +85,26 @@ pub(crate) mod test_util {
 
     pub fn view(dag: &HopDag) -> FusionDag<'_> {
         FusionDag::new(dag).unwrap()
+    }
+
+    /// `sum(X * log(U %*% t(V) + 1e-15))` over an X of `nnz` non-zeros in 2000² cells, rank
+    /// 100: the hops `(uv, s)`.
+    pub fn outer_log_sum(nnz: u64) -> (HopDag, [HopId; 2]) {
+        let mut ids = [HopId(0); 2];
+        let dag = build(|b| {
+            let x = b.input("X", 2000, 2000, nnz);
+            let u = b.input("U", 2000, 100, 200_000);
+            let v = b.input("V", 2000, 100, 200_000);
+            let vt = b.transpose(v).unwrap();
+            let uv = b.matmul(u, vt).unwrap();
+            let eps = b.literal_f64(1e-15);
+            let p = b.binary(BinaryOp::Add, uv, eps).unwrap();
+            let l = b.unary(UnaryOp::Log, p).unwrap();
+            let g = b.binary(BinaryOp::Mul, x, l).unwrap();
+            let s = b.agg(AggOp::Sum, Direction::Full, g).unwrap();
+            ids = [uv, s];
+            vec![s]
+        });
+        (dag, ids)
     }
 }
