@@ -925,12 +925,14 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let (Some(fuser), Some(deferral)) = (self.fuser, &block.deferral) else {
             return Ok(false);
         };
-        let Some(lag) = fuser.background_lag(&block.dag)? else {
-            return Ok(false);
-        };
+        // A start scheduled when the block fell due (only a fuser in the background
+        // schedules one) has its install run; the block is not costed again.
         let install_at = match deferral.take_scheduled_install() {
             Some(install_at) => install_at,
             None => {
+                let Some(lag) = fuser.background_lag(&block.dag)? else {
+                    return Ok(false);
+                };
                 // The lag is generous (it must cover the work however busy the cores are),
                 // so the work starts a quarter of it in: a loop that ends before then never
                 // pays for it (GLM's cheapest loop blocks fell due at run 120 with a lag of
