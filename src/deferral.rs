@@ -61,8 +61,6 @@ pub(crate) struct BlockCosts<'d> {
     view: FusionDag<'d>,
     /// The block's hops, each on its unfused kernel, in seconds a run.
     unfused: f64,
-    /// The least any plan of the block can cost a run ([`fusion::cost_floor`]).
-    floor: f64,
     /// Seconds of compilation per fused operator.
     per_operator: f64,
 }
@@ -79,11 +77,9 @@ impl<'d> BlockCosts<'d> {
         }
         let view = FusionDag::new(dag)?;
         let unfused = fusion::cost::cost_of(&view, model, &Selection::default());
-        let floor = fusion::cost_floor(&view, model);
         Ok(Some(BlockCosts {
             view,
             unfused,
-            floor,
             per_operator,
         }))
     }
@@ -105,8 +101,8 @@ impl<'d> BlockCosts<'d> {
     /// walk over its hops): a block whose cost is mostly a pass over a large input that no
     /// fusion removes (L2SVM's `X %*% s` and `t(X) %*% r`) waits for many runs, not for the
     /// few its whole cost would allow, before a plan search that would find nothing to pay.
-    pub(crate) fn earliest(&self) -> u64 {
-        self.pays_at(self.floor, 1)
+    pub(crate) fn earliest(&self, model: &CostModel) -> u64 {
+        self.pays_at(fusion::cost_floor(&self.view, model), 1)
     }
 
     /// The run at which a plan of `operators` operators costing `fused` a run pays: when its
@@ -192,7 +188,7 @@ mod tests {
             let estimated = costs.estimated(&model).unwrap();
             assert_eq!(estimated, exact_due(&costs, &dag, &model), "{rows} rows");
             assert_eq!(estimated == 1, at_once, "{rows} rows: run {estimated}");
-            assert!(costs.earliest() <= estimated, "{rows} rows");
+            assert!(costs.earliest(&model) <= estimated, "{rows} rows");
         }
     }
 

@@ -551,7 +551,7 @@ impl Fuser {
             // whose cost fusion cannot cut defers without a search (to the run that bound
             // allows); one whose heuristic plans would not pay yet defers to the run they
             // would, where the exact search decides.
-            let earliest = costs.earliest();
+            let earliest = costs.earliest(&self.cost_model);
             if earliest > runs {
                 return Ok(self.deferred(started, runs_before, earliest));
             }
