@@ -175,21 +175,72 @@ pub(crate) fn tanh<'c>(
 }
 
 /// Lane-wise natural logarithm: [`scalar::ln`] on every lane, with the same operations in the
-/// same order (see there for the method and its error bound).
+/// same order (see there for the method and its error bound). Vectors whose lanes are all
+/// positive, normal and finite (nearly all, in practice) take the method alone; any other
+/// vector takes the general form, which scales subnormals first and replaces the special lanes
+/// last. The two give the same value on an ordinary lane, so the branch changes no result.
 fn ln_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
-    let w = x.get_type().get_size();
+    let l = Lanes {
+        fx,
+        w: x.get_type().get_size(),
+    };
+    // NaN fails both comparisons.
+    let ordinary = fx.and(
+        fx.fcmp(FloatPredicate::OGE, x, l.fc(f64::MIN_POSITIVE))?,
+        fx.fcmp(FloatPredicate::OLT, x, l.fc(f64::INFINITY))?,
+    )?;
+    unless_any_lane_is_special(
+        fx,
+        ordinary,
+        |fx| ln_method(fx, x, None),
+        |fx| ln_any_lane(fx, x),
+    )
+}
+
+/// [`ln_inline`] on lanes of any value: subnormals are scaled into the normal range first
+/// (2^54 x, exponent - 54); lanes that are not positive and finite compute garbage in the
+/// method and are replaced at the end.
+fn ln_any_lane<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
+    let l = Lanes {
+        fx,
+        w: x.get_type().get_size(),
+    };
+    let sub = fx.fcmp(FloatPredicate::OLT, x, l.fc(f64::MIN_POSITIVE))?;
+    let xs = fx.select(sub, fx.fmul(x, l.fc(c::TWO_54))?, x)?;
+    let k0 = fx.select(sub, l.fc(-54.0), l.fc(0.0))?;
+    let y = ln_method(fx, xs, Some(k0))?;
+
+    // Special lanes: log(±0) = -inf, log(negative) = NaN, log(inf) = inf, log(NaN) = NaN.
+    let y = fx.select(
+        fx.fcmp(FloatPredicate::OEQ, x, l.fc(0.0))?,
+        l.fc(f64::NEG_INFINITY),
+        y,
+    )?;
+    let y = fx.select(
+        fx.fcmp(FloatPredicate::OLT, x, l.fc(0.0))?,
+        l.fc(f64::NAN),
+        y,
+    )?;
+    let y = fx.select(
+        fx.fcmp(FloatPredicate::OEQ, x, l.fc(f64::INFINITY))?,
+        l.fc(f64::INFINITY),
+        y,
+    )?;
+    fx.select(fx.fcmp(FloatPredicate::UNO, x, x)?, x, y)
+}
+
+/// fdlibm's method on positive, normal, finite lanes `xs` (the others compute garbage), with
+/// `k0` (a small integer, as a double) added to the exponent: `-54` where the caller scaled a
+/// subnormal, `None` for none.
+fn ln_method<'c>(
+    fx: &Fx<'_, 'c>,
+    xs: VectorValue<'c>,
+    k0: Option<VectorValue<'c>>,
+) -> Result<VectorValue<'c>, CodegenError> {
+    let w = xs.get_type().get_size();
     let b = &fx.b;
     let it = fx.ctx.i64_type().vec_type(w);
     let l = Lanes { fx, w };
-
-    // Subnormals are scaled into the normal range first (2^54 x, exponent - 54). Lanes that
-    // are not positive and finite compute garbage here and are replaced at the end.
-    let sub = fx.fcmp(FloatPredicate::OLT, x, l.fc(f64::MIN_POSITIVE))?;
-    let xs = fx.select(sub, fx.fmul(x, l.fc(c::TWO_54))?, x)?;
-    let k0 = b
-        .build_select(sub, l.ic(-54), l.ic(0), "k0")
-        .map_err(ierr)?
-        .into_vector_value();
     let bits = b
         .build_bit_cast(xs, it, "bits")
         .map_err(ierr)?
@@ -205,8 +256,6 @@ fn ln_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>,
     let e = b
         .build_right_shift(hx, l.ic(20), false, "e")
         .map_err(ierr)?;
-    let k = b.build_int_sub(e, l.ic(0x3ff), "k").map_err(ierr)?;
-    let k = b.build_int_add(k, k0, "k").map_err(ierr)?;
     let mant = b.build_and(hx, l.ic(0x000f_ffff), "m").map_err(ierr)?;
     let hr = b
         .build_int_add(mant, l.ic(c::SQRT_HALF_HIGH), "hr")
@@ -233,33 +282,91 @@ fn ln_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>,
     let t2 = fx.fmul(ww, fx.fadd(lg(3), t2)?)?;
     let t2 = fx.fmul(z, fx.fadd(lg(1), t2)?)?;
     let big_r = fx.fadd(t2, t1)?;
-    let dk = b
-        .build_signed_int_to_float(k, fx.vty(w), "dk")
-        .map_err(ierr)?;
+    // k = e - 1023 (+ k0) as a double, exactly: the biased exponent `e` is below 2^12, so
+    // the double with 2^52's exponent and `e` as its mantissa is 2^52 + e, and subtracting
+    // 2^52 + 1023 leaves e - 1023 (what `sitofp` gives, without AVX-512's conversion of
+    // 64-bit lanes, which AVX2 emulates lane by lane).
+    let two_52_plus_e = b
+        .build_bit_cast(
+            b.build_or(e, l.ic(TWO_52_BITS), "2^52+e").map_err(ierr)?,
+            fx.vty(w),
+            "2^52+e",
+        )
+        .map_err(ierr)?
+        .into_vector_value();
+    let dk = fx.fsub(two_52_plus_e, l.fc(TWO_52 + 1023.0))?;
+    let dk = match k0 {
+        Some(k0) => fx.fadd(dk, k0)?,
+        None => dk,
+    };
     // s (hfsq + R) + dk ln2_lo - hfsq + f + dk ln2_hi, left to right.
     let y = fx.fmul(s, fx.fadd(hfsq, big_r)?)?;
     let y = fx.fadd(y, fx.fmul(dk, l.fc(c::LN2_LO))?)?;
     let y = fx.fsub(y, hfsq)?;
     let y = fx.fadd(y, f)?;
-    let y = fx.fadd(y, fx.fmul(dk, l.fc(c::LN2_HI))?)?;
+    fx.fadd(y, fx.fmul(dk, l.fc(c::LN2_HI))?)
+}
 
-    // Special lanes: log(±0) = -inf, log(negative) = NaN, log(inf) = inf, log(NaN) = NaN.
-    let y = fx.select(
-        fx.fcmp(FloatPredicate::OEQ, x, l.fc(0.0))?,
-        l.fc(f64::NEG_INFINITY),
-        y,
-    )?;
-    let y = fx.select(
-        fx.fcmp(FloatPredicate::OLT, x, l.fc(0.0))?,
-        l.fc(f64::NAN),
-        y,
-    )?;
-    let y = fx.select(
-        fx.fcmp(FloatPredicate::OEQ, x, l.fc(f64::INFINITY))?,
-        l.fc(f64::INFINITY),
-        y,
-    )?;
-    fx.select(fx.fcmp(FloatPredicate::UNO, x, x)?, x, y)
+/// 2^52, and its bit pattern: a double with this exponent holds the integers from 2^52 to
+/// 2^53 exactly, its mantissa bits the integer's low 52.
+const TWO_52: f64 = 4_503_599_627_370_496.0;
+const TWO_52_BITS: i64 = 0x4330_0000_0000_0000;
+
+/// `if every lane of `ordinary` is set { common(fx) } else { general(fx) }`, as two blocks
+/// joined by a phi, the general one marked unlikely. For the vector math whose special lanes
+/// (NaN, infinities, zeros, subnormals, overflow) cost a comparison and a select each on
+/// every vector but almost never occur: `common` computes the method alone, `general` the
+/// method and the replacements, and the two must agree on every ordinary lane.
+fn unless_any_lane_is_special<'c>(
+    fx: &Fx<'_, 'c>,
+    ordinary: VectorValue<'c>,
+    common: impl FnOnce(&Fx<'_, 'c>) -> Result<VectorValue<'c>, CodegenError>,
+    general: impl FnOnce(&Fx<'_, 'c>) -> Result<VectorValue<'c>, CodegenError>,
+) -> Result<VectorValue<'c>, CodegenError> {
+    let b = &fx.b;
+    let w = ordinary.get_type().get_size();
+    let mask_ty = std::num::NonZeroU32::new(w)
+        .and_then(|w| fx.ctx.custom_width_int_type(w).ok())
+        .ok_or_else(|| ierr("a lane mask of no lanes"))?;
+    let mask = b
+        .build_bit_cast(ordinary, mask_ty, "lanes")
+        .map_err(ierr)?
+        .into_int_value();
+    let all = b
+        .build_int_compare(IntPredicate::EQ, mask, mask_ty.const_all_ones(), "all")
+        .map_err(ierr)?;
+    let expect = inkwell::intrinsics::Intrinsic::find("llvm.expect")
+        .and_then(|i| i.get_declaration(fx.module, &[fx.ctx.bool_type().into()]))
+        .ok_or_else(|| super::expr::missing_intrinsic("llvm.expect"))?;
+    let all = match b
+        .build_call(
+            expect,
+            &[all.into(), fx.ctx.bool_type().const_int(1, false).into()],
+            "likely",
+        )
+        .map_err(ierr)?
+        .try_as_basic_value()
+    {
+        inkwell::values::ValueKind::Basic(v) => v.into_int_value(),
+        _ => return Err(ierr("llvm.expect returns nothing")),
+    };
+    let common_bb = fx.ctx.append_basic_block(fx.func, "ordinary");
+    let general_bb = fx.ctx.append_basic_block(fx.func, "special");
+    let joined = fx.ctx.append_basic_block(fx.func, "joined");
+    b.build_conditional_branch(all, common_bb, general_bb)
+        .map_err(ierr)?;
+    b.position_at_end(common_bb);
+    let c = common(fx)?;
+    let c_end = b.get_insert_block().ok_or_else(|| ierr("no block"))?;
+    b.build_unconditional_branch(joined).map_err(ierr)?;
+    b.position_at_end(general_bb);
+    let g = general(fx)?;
+    let g_end = b.get_insert_block().ok_or_else(|| ierr("no block"))?;
+    b.build_unconditional_branch(joined).map_err(ierr)?;
+    b.position_at_end(joined);
+    let phi = b.build_phi(c.get_type(), "lanes").map_err(ierr)?;
+    phi.add_incoming(&[(&c, c_end), (&g, g_end)]);
+    Ok(phi.as_basic_value().into_vector_value())
 }
 
 /// Constants and integer steps on vectors of `w` lanes, for the bodies below.
@@ -321,7 +428,12 @@ fn ln2_multiple<'c>(
     let neg = fx.fcmp(FloatPredicate::OLT, x, l.fc(0.0))?;
     let half = fx.select(neg, l.fc(-0.5), l.fc(0.5))?;
     let kr = fx.fadd(fx.fmul(l.fc(e::INV_LN2), x)?, half)?;
-    let k_round = b.build_float_to_signed_int(kr, it, "kr").map_err(ierr)?;
+    // |kr| < 1100 on every lane callers pass (clamped or saturated stand-ins), so truncating
+    // through 32-bit lanes is exact and the same as through 64-bit ones, which AVX2 lacks
+    // (LLVM would convert lane by lane).
+    let i32v = fx.ctx.i32_type().vec_type(w);
+    let k_round = b.build_float_to_signed_int(kr, i32v, "kr").map_err(ierr)?;
+    let k_round = b.build_int_s_extend(k_round, it, "kr").map_err(ierr)?;
     let k_one = l.iselect(neg, l.ic(-1), l.ic(1))?;
     let k = l.iselect(
         l.icmp(IntPredicate::SGT, hx, e::HALF_LN2_HIGH)?,
@@ -333,22 +445,52 @@ fn ln2_multiple<'c>(
         k_round,
         k,
     )?;
+    // |k| < 1100: exact through 32-bit lanes (see above).
+    let k32 = b.build_int_truncate(k, i32v, "k32").map_err(ierr)?;
     let kf = b
-        .build_signed_int_to_float(k, fx.vty(w), "kf")
+        .build_signed_int_to_float(k32, fx.vty(w), "kf")
         .map_err(ierr)?;
     Ok((k, kf))
 }
 
 /// Lane-wise `e^x`: [`scalar::exp`] on every lane, with the same operations in the same order
-/// (see there for the method and its error bound).
+/// (see there for the method and its error bound). Vectors whose lanes all lie in
+/// (`ORDINARY_EXP_LO`, `ORDINARY_EXP_HI`) (no NaN, no overflow or underflow, `2^k` a normal
+/// double) take the method alone; any other vector takes the general form, which clamps its
+/// input, scales by `2^k` in two steps and replaces the special lanes. The two give the same
+/// value on an ordinary lane (the general form's first scale is then 1), so the branch
+/// changes no result.
 fn exp_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
-    use scalar::exp_consts as e;
-    let w = x.get_type().get_size();
-    let b = &fx.b;
-    let it = fx.ctx.i64_type().vec_type(w);
-    let l = Lanes { fx, w };
+    let l = Lanes {
+        fx,
+        w: x.get_type().get_size(),
+    };
+    // NaN fails both comparisons.
+    let ordinary = fx.and(
+        fx.fcmp(FloatPredicate::OGT, x, l.fc(ORDINARY_EXP_LO))?,
+        fx.fcmp(FloatPredicate::OLT, x, l.fc(ORDINARY_EXP_HI))?,
+    )?;
+    unless_any_lane_is_special(
+        fx,
+        ordinary,
+        |fx| exp_method(fx, x, false),
+        |fx| exp_any_lane(fx, x),
+    )
+}
 
-    // The main path runs on a clamped stand-in (NaN as 0); special lanes are replaced last.
+/// The open range of arguments whose `k` (`x / ln2` rounded) lies in [-1021, 1023], where
+/// `2^k` is a normal double and `e^x` neither overflows nor underflows.
+const ORDINARY_EXP_LO: f64 = -708.0;
+const ORDINARY_EXP_HI: f64 = 709.0;
+
+/// [`exp_inline`] on lanes of any value: the method runs on a clamped stand-in (NaN as 0),
+/// and special lanes are replaced last.
+fn exp_any_lane<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
+    use scalar::exp_consts as e;
+    let l = Lanes {
+        fx,
+        w: x.get_type().get_size(),
+    };
     let nan = fx.fcmp(FloatPredicate::UNO, x, x)?;
     let xc = fx.select(
         fx.fcmp(FloatPredicate::OLT, x, l.fc(e::CLAMP_LO))?,
@@ -361,6 +503,35 @@ fn exp_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>
         xc,
     )?;
     let xc = fx.select(nan, l.fc(0.0), xc)?;
+    let out = exp_method(fx, xc, true)?;
+
+    // Special lanes: NaN stays, overflow to infinity, underflow to 0.
+    let out = fx.select(
+        fx.fcmp(FloatPredicate::OLT, x, l.fc(e::UNDERFLOW))?,
+        l.fc(0.0),
+        out,
+    )?;
+    let out = fx.select(
+        fx.fcmp(FloatPredicate::OGT, x, l.fc(e::OVERFLOW))?,
+        l.fc(f64::INFINITY),
+        out,
+    )?;
+    fx.select(nan, x, out)
+}
+
+/// fdlibm's method on finite lanes `xc` within the clamps; `beyond_normal`: whether some lane's
+/// `2^k` may not be a normal double, so that `y 2^k` is pre-scaled once (by 2^1023 or
+/// 2^-969, and by 1 on the other lanes: the same value as unscaled there).
+fn exp_method<'c>(
+    fx: &Fx<'_, 'c>,
+    xc: VectorValue<'c>,
+    beyond_normal: bool,
+) -> Result<VectorValue<'c>, CodegenError> {
+    use scalar::exp_consts as e;
+    let w = xc.get_type().get_size();
+    let b = &fx.b;
+    let it = fx.ctx.i64_type().vec_type(w);
+    let l = Lanes { fx, w };
     let bits = b
         .build_bit_cast(xc, it, "bits")
         .map_err(ierr)?
@@ -387,38 +558,32 @@ fn exp_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>
     let y = fx.fadd(l.fc(1.0), t)?;
 
     // y 2^k, pre-scaled once when 2^k is not a normal double.
-    let big = l.icmp(IntPredicate::SGT, k, 1023)?;
-    let small = l.icmp(IntPredicate::SLT, k, -1022)?;
-    let pre = fx.select(
-        big,
-        l.fc(e::TWO_1023),
-        fx.select(small, l.fc(e::TWO_M969), l.fc(1.0))?,
-    )?;
-    let k_big = b.build_int_sub(k, l.ic(1023), "kb").map_err(ierr)?;
-    let k_small = b.build_int_add(k, l.ic(969), "ks").map_err(ierr)?;
-    let k2 = l.iselect(big, k_big, l.iselect(small, k_small, k)?)?;
+    let (y, k2) = if beyond_normal {
+        let big = l.icmp(IntPredicate::SGT, k, 1023)?;
+        let small = l.icmp(IntPredicate::SLT, k, -1022)?;
+        let pre = fx.select(
+            big,
+            l.fc(e::TWO_1023),
+            fx.select(small, l.fc(e::TWO_M969), l.fc(1.0))?,
+        )?;
+        let k_big = b.build_int_sub(k, l.ic(1023), "kb").map_err(ierr)?;
+        let k_small = b.build_int_add(k, l.ic(969), "ks").map_err(ierr)?;
+        (
+            fx.fmul(y, pre)?,
+            l.iselect(big, k_big, l.iselect(small, k_small, k)?)?,
+        )
+    } else {
+        (y, k)
+    };
     let e2 = b.build_int_add(k2, l.ic(0x3ff), "e2").map_err(ierr)?;
     let e2 = b.build_left_shift(e2, l.ic(52), "e2").map_err(ierr)?;
     let two_k = b
         .build_bit_cast(e2, fx.vty(w), "2k")
         .map_err(ierr)?
         .into_vector_value();
-    let scaled = fx.fmul(fx.fmul(y, pre)?, two_k)?;
+    let scaled = fx.fmul(y, two_k)?;
     let tiny = fx.fadd(l.fc(1.0), xc)?;
-    let out = fx.select(l.icmp(IntPredicate::SLE, hx, e::TINY_HIGH)?, tiny, scaled)?;
-
-    // Special lanes: NaN stays, overflow to infinity, underflow to 0.
-    let out = fx.select(
-        fx.fcmp(FloatPredicate::OLT, x, l.fc(e::UNDERFLOW))?,
-        l.fc(0.0),
-        out,
-    )?;
-    let out = fx.select(
-        fx.fcmp(FloatPredicate::OGT, x, l.fc(e::OVERFLOW))?,
-        l.fc(f64::INFINITY),
-        out,
-    )?;
-    fx.select(nan, x, out)
+    fx.select(l.icmp(IntPredicate::SLE, hx, e::TINY_HIGH)?, tiny, scaled)
 }
 
 /// Lane-wise hyperbolic tangent: [`scalar::tanh`] on every lane, with the same operations in

@@ -20,7 +20,8 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
-use lafuse_compiler::fusion::cplan::CPlan;
+use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan};
+use lafuse_compiler::hops::BinaryOp;
 use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::OuterKind;
 use std::mem::offset_of;
@@ -349,11 +350,18 @@ fn emit_tiles_entry<'c>(
                     },
                 );
                 body.outer_dot = Some(dots);
+                if sum {
+                    body.summed_only(oi.g);
+                }
                 let g = body.emit(fx, oi.g, false)?;
                 // `0 * body` at the driver's zeros (see `element`).
-                let nz = fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, w))?;
-                let masked = fx.fmul(g, fx.splat_const(0.0, w))?;
-                let g = fx.select(nz, g, masked)?;
+                let g = if sum && multiplies_by_main(plan, oi.g) {
+                    g
+                } else {
+                    let nz = fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, w))?;
+                    let masked = fx.fmul(g, fx.splat_const(0.0, w))?;
+                    fx.select(nz, g, masked)?
+                };
                 if sum {
                     let (s, c) = if w == W {
                         (accv[0], accv[1])
@@ -697,6 +705,26 @@ fn elements_w<'c>(
     }
 }
 
+/// Whether node `g` is `X * f` or `f * X` with `X` the driver itself: then at a zero of the
+/// driver `g` is already `0 * f` (0, or NaN where `f` is not finite), which the mask
+/// `0 * g` of the every-cell walks would only repeat, up to the sign of a zero; a sum adds
+/// either zero alike.
+fn multiplies_by_main(plan: &CPlan, g: CNodeId) -> bool {
+    let is_main = |n: CNodeId| {
+        matches!(
+            plan.nodes.get(n),
+            Some(CNode::Data {
+                access: Access::Main,
+                ..
+            })
+        )
+    };
+    matches!(
+        plan.nodes.get(g),
+        Some(CNode::Binary { f: BinaryOp::Mul, a, b }) if is_main(*a) || is_main(*b)
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
 fn element<'c>(
     fx: &mut Fx<'_, 'c>,
@@ -738,8 +766,12 @@ fn element<'c>(
         },
     );
     body.outer_dot = Some(fx.splat(d, 1)?);
+    let sum = kind == OuterKind::FullAgg;
+    if sum {
+        body.summed_only(oi.g);
+    }
     let mut g = body.emit(fx, oi.g, false)?;
-    if visit == Visit::EveryCell {
+    if visit == Visit::EveryCell && !(sum && multiplies_by_main(plan, oi.g)) {
         // At a zero of the driver the unfused value is `0 * body` (the template's `X * f` or
         // `(X != 0) * f`, whose mask the plan may have simplified away): 0, or NaN where the
         // body is not finite.

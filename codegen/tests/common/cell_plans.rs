@@ -390,7 +390,21 @@ pub fn math_values() -> (Vec<f64>, usize) {
     ]);
     vals.extend((0..2_000).map(|i| 1.0 + (i as f64 - 1_000.0) * 1e-12));
     vals.extend((0..2_000).map(|i| (i as f64 - 1_000.0) * 1e-10));
-    vals.extend((-1074..1024).map(|e| 2f64.powi(e)));
+    // Every power of two, built from its bits (`powi` of a subnormal's exponent gives 0).
+    vals.extend((-1074i64..1024).map(|e| {
+        if e < -1022 {
+            f64::from_bits(1u64 << (e + 1074))
+        } else {
+            f64::from_bits(((e + 1023) as u64) << 52)
+        }
+    }));
+    // Runs long enough to fill whole vectors of one kind, which vector math may take in one
+    // branch: positive subnormals, the smallest normals, and `exp`'s arguments either side of
+    // where its ordinary range (no overflow, no underflow, 2^k normal) ends.
+    vals.extend((0..64).map(|_| f64::from_bits((next() & 0x000f_ffff_ffff_ffff) | 1)));
+    vals.extend((0..64).map(|i| f64::MIN_POSITIVE * (1.0 + i as f64 / 64.0)));
+    vals.extend((0..480).map(|i| 700.0 + i as f64 / 40.0));
+    vals.extend((0..480).map(|i| -700.0 - i as f64 / 40.0));
     vals.extend([
         0.0,
         -0.0,

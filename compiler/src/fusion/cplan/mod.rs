@@ -12,6 +12,7 @@
 //! 1.7 plan cache).
 
 mod construct;
+mod signed_zero;
 pub mod verify;
 
 pub use construct::{construct_cplans, count_vector_intermediates, FusedOperator, FusedProgram};
@@ -445,7 +446,10 @@ impl CPlan {
     /// signed-zero rule): the element-wise nodes that read a matrix input. Unfused execution
     /// computes those with matrix kernels, which never write `-0.0`, and the scalar-only ones
     /// as scalars, which keep it; generated code and the reference evaluator do the same.
+    /// Nodes whose value can never be `-0.0` (`log(x)`, `x + 1e-15`; see `signed_zero.rs`)
+    /// are left out: the rule is the identity on them.
     pub fn matrix_cell_nodes(&self) -> Vec<bool> {
+        let never_negative_zero = signed_zero::never_negative_zero(self);
         // Whether each node reads a matrix input; operands precede users: one pass in order.
         let mut matrix = Vec::with_capacity(self.nodes.len());
         for node in &self.nodes {
@@ -463,7 +467,8 @@ impl CPlan {
         self.nodes
             .iter()
             .zip(matrix)
-            .map(|(node, matrix)| matrix && node.is_elementwise())
+            .zip(never_negative_zero)
+            .map(|((node, matrix), never)| matrix && node.is_elementwise() && !never)
             .collect()
     }
 
