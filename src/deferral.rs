@@ -38,6 +38,40 @@ pub(crate) const BACKGROUND_START_DIVISOR: u64 = 4;
 /// unfused until then, its fused plan ready long before.
 pub(crate) const MAX_BACKGROUND_LAG: u64 = 1 << 16;
 
+/// Bandwidths `lafuse calibrate` measured on the project's reference machine (a two-core AMD
+/// EPYC slice with AVX2, 2026-11-28; the profile BENCHMARKS.md's sessions 33 on use): write,
+/// read, and compute in FLOP per second.
+const REFERENCE_BANDWIDTHS: [f64; 3] = [12.5662e9, 27.9039e9, 4.30364e9];
+
+/// The model the tiered JIT weighs a block's runs against its compilation with. The rent-or-buy
+/// rule compares modelled seconds with compile seconds, so the model must price a run in real
+/// seconds, which a plan choice (ratios of costs) does not need. SystemDS's constants, the
+/// default without a machine profile, price writes at 2 GiB/s and compute at 2 GFLOP/s a core,
+/// several times slower than the unfused kernels run: a small block's intermediates look
+/// expensive and its fusion falls due at once (L2SVM at 10000 x 100 compiled three operators
+/// that ran twice, 11.7 ms against 8.8 unfused). A model still holding those bandwidths is
+/// weighed at the reference machine's measured ones ([`REFERENCE_BANDWIDTHS`]) instead, its
+/// operation weights kept; a model with any bandwidth measured or given (a profile, `--cost`)
+/// is weighed as it is.
+pub(crate) fn weighing_model(model: &CostModel) -> CostModel {
+    let systemds = CostModel::systemds(1);
+    let cores = model.compute_bandwidth / systemds.compute_bandwidth;
+    let holds_systemds_bandwidths = model.write_bandwidth == systemds.write_bandwidth
+        && model.read_bandwidth == systemds.read_bandwidth
+        && cores >= 1.0
+        && cores.fract() == 0.0;
+    if !holds_systemds_bandwidths {
+        return *model;
+    }
+    let [write, read, compute] = REFERENCE_BANDWIDTHS;
+    CostModel {
+        write_bandwidth: write,
+        read_bandwidth: read,
+        compute_bandwidth: compute,
+        ..*model
+    }
+}
+
 /// Executions of a block unfused before its fused plan, saving `saving` seconds a run by the
 /// cost model, has paid for `compile` seconds of compilation: the rent-or-buy rule, which
 /// spends at most twice the better of fusing at once and never fusing.
@@ -150,7 +184,7 @@ impl<'d> BlockCosts<'d> {
 
 #[cfg(test)]
 mod tests {
-    use super::{runs_to_pay, BlockCosts};
+    use super::{runs_to_pay, weighing_model, BlockCosts, REFERENCE_BANDWIDTHS};
     use lafuse_compiler::fusion::cplan::construct_cplans;
     use lafuse_compiler::fusion::{plan_fusion, CostBased, CostModel};
     use lafuse_compiler::hops::{AggOp, BinaryOp, DagBuilder, Direction, HopDag};
@@ -190,6 +224,45 @@ mod tests {
             assert_eq!(estimated == 1, at_once, "{rows} rows: run {estimated}");
             assert!(costs.earliest(&model) <= estimated, "{rows} rows");
         }
+    }
+
+    /// SystemDS's bandwidths (for any number of cores) are weighed at the reference machine's,
+    /// the operation weights kept; a model with a bandwidth of its own is weighed as it is.
+    #[test]
+    fn only_systemds_bandwidths_are_weighed_at_the_reference_machines() {
+        for cores in [1, 2, 16] {
+            let mut model = CostModel::systemds(cores);
+            model.weights.exp = 3.5;
+            let weighed = weighing_model(&model);
+            assert_eq!(
+                [
+                    weighed.write_bandwidth,
+                    weighed.read_bandwidth,
+                    weighed.compute_bandwidth
+                ],
+                REFERENCE_BANDWIDTHS,
+                "{cores} cores"
+            );
+            assert_eq!(weighed.weights, model.weights);
+            assert_eq!(weighed.unknown_sparsity, model.unknown_sparsity);
+        }
+        for name in ["write_bandwidth", "read_bandwidth", "compute_bandwidth"] {
+            let mut model = CostModel::default();
+            model.set(name, 1.0e10).unwrap();
+            assert_eq!(weighing_model(&model), model, "{name} given");
+        }
+        let mut model = CostModel::default();
+        model
+            .set(
+                "compute_bandwidth",
+                1.5 * CostModel::default().compute_bandwidth,
+            )
+            .unwrap();
+        assert_eq!(
+            weighing_model(&model),
+            model,
+            "a compute bandwidth of 1.5 cores"
+        );
     }
 
     /// The rent-or-buy rule: fuse at once when one run saves the compile time, never when

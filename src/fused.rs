@@ -475,9 +475,12 @@ impl Fuser {
     /// for their compilation (`seconds` an operator; `--jit tiered`): such a block runs on the
     /// unfused kernels, the tier below Cranelift, until the saving the cost model expects of
     /// fusion, summed over its executions, reaches that compile time ([`crate::deferral::runs_to_pay`]).
-    /// Deterministic: the decision depends on sizes and counts, never on timings.
+    /// Deterministic: the decision depends on sizes and counts, never on timings. Runs are
+    /// weighed in seconds by [`crate::deferral::weighing_model`] of the engine's model (its
+    /// plans are still chosen by the engine's model itself).
     pub(crate) fn deferring(mut self, seconds: f64) -> Fuser {
         self.compile_seconds = (seconds > 0.0).then_some(seconds);
+        self.cost_model = crate::deferral::weighing_model(&self.cost_model);
         self
     }
 

@@ -272,7 +272,9 @@ fn tiered_blocks_switch_from_unfused_to_fused_mid_loop() {
     let (none_lines, llvm_lines): (Vec<_>, Vec<_>) =
         (none.lines().collect(), llvm.lines().collect());
     let mut switched_mid_loop = [false; 2];
-    for compile_ms in [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0] {
+    // Half decades where the switch moves from the first iterations past the last (a
+    // background switch waits sixteen compilations' worth of runs more).
+    for compile_ms in [1e-4, 1e-3, 1e-2, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0] {
         let mut unfused_iterations = [0; 2];
         for in_background in [false, true] {
             let what = format!("compile {compile_ms} ms, in the background: {in_background}");

@@ -43,16 +43,8 @@ pub(super) fn never_negative_zero(plan: &CPlan) -> Vec<bool> {
                 BinaryOp::Sub => of(*a),
                 // Java min/max: -0 only where an operand is -0.
                 BinaryOp::Min | BinaryOp::Max => of(*a) && of(*b),
-                BinaryOp::Lt
-                | BinaryOp::Le
-                | BinaryOp::Gt
-                | BinaryOp::Ge
-                | BinaryOp::Eq
-                | BinaryOp::Ne
-                | BinaryOp::And
-                | BinaryOp::Or
-                | BinaryOp::Xor => true,
-                _ => false,
+                // 0 or 1.
+                f => f.is_comparison() || f.is_logical() || *f == BinaryOp::Xor,
             },
             CNode::Ternary {
                 f: TernaryOp::IfElse,
