@@ -3,10 +3,12 @@
 //! the cheap estimates that spare the exact plan search for blocks that would not pay yet.
 
 use crate::error::Error;
+use lafuse_compiler::fusion::cost::MachineProfile;
 use lafuse_compiler::fusion::{
     self, CostModel, FuseAll, FuseNoRedundancy, FusionDag, PlanSelector, Selection,
 };
 use lafuse_compiler::hops::HopDag;
+use std::sync::OnceLock;
 
 /// A deferred block is fused at the latest once its unfused runs have cost this many times
 /// its compilation by the model, whatever saving it expects: the most a model that underrates
@@ -38,21 +40,32 @@ pub(crate) const BACKGROUND_START_DIVISOR: u64 = 4;
 /// unfused until then, its fused plan ready long before.
 pub(crate) const MAX_BACKGROUND_LAG: u64 = 1 << 16;
 
-/// Bandwidths `lafuse calibrate` measured on the project's reference machine (a two-core AMD
-/// EPYC slice with AVX2, 2026-11-28; the profile BENCHMARKS.md's sessions 33 on use): write,
-/// read, and compute in FLOP per second.
-const REFERENCE_BANDWIDTHS: [f64; 3] = [12.5662e9, 27.9039e9, 4.30364e9];
+/// The profile `lafuse calibrate` wrote on the project's reference machine (a two-core AMD
+/// EPYC slice with AVX2, 2026-11-28; the profile BENCHMARKS.md's sessions 33 on use).
+const REFERENCE_PROFILE: &str = include_str!("reference_machine.json");
+
+/// [`REFERENCE_PROFILE`]'s model (`None` only if it failed to parse, which a test rules out).
+fn reference_model() -> Option<CostModel> {
+    static MODEL: OnceLock<Option<CostModel>> = OnceLock::new();
+    *MODEL.get_or_init(|| {
+        MachineProfile::from_json(REFERENCE_PROFILE)
+            .ok()
+            .map(|p| p.model)
+    })
+}
 
 /// The model the tiered JIT weighs a block's runs against its compilation with. The rent-or-buy
 /// rule compares modelled seconds with compile seconds, so the model must price a run in real
 /// seconds, which a plan choice (ratios of costs) does not need. SystemDS's constants, the
-/// default without a machine profile, price writes at 2 GiB/s and compute at 2 GFLOP/s a core,
-/// several times slower than the unfused kernels run: a small block's intermediates look
-/// expensive and its fusion falls due at once (L2SVM at 10000 x 100 compiled three operators
-/// that ran twice, 11.7 ms against 8.8 unfused). A model still holding those bandwidths is
-/// weighed at the reference machine's measured ones ([`REFERENCE_BANDWIDTHS`]) instead, its
-/// operation weights kept; a model with any bandwidth measured or given (a profile, `--cost`)
-/// is weighed as it is.
+/// default without a machine profile, price writes at 2 GiB/s, compute at 2 GFLOP/s a core and
+/// a multiply-add at 2 FLOP (the kernels run it at a quarter of one): a small block's
+/// intermediates look expensive, so its fusion fell due at once (L2SVM at 10000 x 100 compiled
+/// three operators that ran twice, 11.7 ms against 8.8 unfused), and a product looks
+/// compute-bound, so the fusion that saves a pass over its input was put off (`t(X) %*% (w *
+/// (X %*% v))` at 10000 x 1000 ran unfused throughout). A model still holding SystemDS's
+/// bandwidths is weighed as the reference machine's calibrated model instead (bandwidths and
+/// operation weights together: the weights are FLOPs at the model's compute bandwidth);
+/// a model with any bandwidth measured or given (a profile, `--cost`) is weighed as it is.
 pub(crate) fn weighing_model(model: &CostModel) -> CostModel {
     let systemds = CostModel::systemds(1);
     let cores = model.compute_bandwidth / systemds.compute_bandwidth;
@@ -60,15 +73,12 @@ pub(crate) fn weighing_model(model: &CostModel) -> CostModel {
         && model.read_bandwidth == systemds.read_bandwidth
         && cores >= 1.0
         && cores.fract() == 0.0;
-    if !holds_systemds_bandwidths {
-        return *model;
-    }
-    let [write, read, compute] = REFERENCE_BANDWIDTHS;
-    CostModel {
-        write_bandwidth: write,
-        read_bandwidth: read,
-        compute_bandwidth: compute,
-        ..*model
+    match reference_model() {
+        Some(reference) if holds_systemds_bandwidths => CostModel {
+            unknown_sparsity: model.unknown_sparsity,
+            ..reference
+        },
+        _ => *model,
     }
 }
 
@@ -184,7 +194,8 @@ impl<'d> BlockCosts<'d> {
 
 #[cfg(test)]
 mod tests {
-    use super::{runs_to_pay, weighing_model, BlockCosts, REFERENCE_BANDWIDTHS};
+    use super::{runs_to_pay, weighing_model, BlockCosts, REFERENCE_PROFILE};
+    use lafuse_compiler::fusion::cost::MachineProfile;
     use lafuse_compiler::fusion::cplan::construct_cplans;
     use lafuse_compiler::fusion::{plan_fusion, CostBased, CostModel};
     use lafuse_compiler::hops::{AggOp, BinaryOp, DagBuilder, Direction, HopDag};
@@ -226,25 +237,16 @@ mod tests {
         }
     }
 
-    /// SystemDS's bandwidths (for any number of cores) are weighed at the reference machine's,
-    /// the operation weights kept; a model with a bandwidth of its own is weighed as it is.
+    /// SystemDS's constants (for any number of cores) are weighed as the reference machine's
+    /// calibrated model, a profile `lafuse calibrate` measured; a model with a bandwidth of its
+    /// own is weighed as it is.
     #[test]
-    fn only_systemds_bandwidths_are_weighed_at_the_reference_machines() {
+    fn only_systemds_constants_are_weighed_as_the_reference_machine() {
+        let reference = MachineProfile::from_json(REFERENCE_PROFILE).unwrap();
+        assert_eq!(reference.provenance.source, "measured by lafuse calibrate");
         for cores in [1, 2, 16] {
-            let mut model = CostModel::systemds(cores);
-            model.weights.exp = 3.5;
-            let weighed = weighing_model(&model);
-            assert_eq!(
-                [
-                    weighed.write_bandwidth,
-                    weighed.read_bandwidth,
-                    weighed.compute_bandwidth
-                ],
-                REFERENCE_BANDWIDTHS,
-                "{cores} cores"
-            );
-            assert_eq!(weighed.weights, model.weights);
-            assert_eq!(weighed.unknown_sparsity, model.unknown_sparsity);
+            let model = CostModel::systemds(cores);
+            assert_eq!(weighing_model(&model), reference.model, "{cores} cores");
         }
         for name in ["write_bandwidth", "read_bandwidth", "compute_bandwidth"] {
             let mut model = CostModel::default();
@@ -263,6 +265,7 @@ mod tests {
             model,
             "a compute bandwidth of 1.5 cores"
         );
+        assert_eq!(weighing_model(&reference.model), reference.model);
     }
 
     /// The rent-or-buy rule: fuse at once when one run saves the compile time, never when

@@ -76,8 +76,8 @@ enum Command {
         /// fused operators the cost model expects to save less than that per run starts on
         /// the unfused kernels (the first tier) and is compiled fused once its runs have
         /// forgone as much as the compilation costs; 0 fuses every block at once. Without a
-        /// machine profile the runs are priced at a reference machine's measured bandwidths
-        /// (SystemDS's constants price them several times too high).
+        /// machine profile the runs are priced by a reference machine's calibrated model
+        /// (SystemDS's constants misprice them several times over).
         #[arg(long, value_name = "MS", default_value_t = lafuse::DEFAULT_TIER_COMPILE_MS)]
         tier_compile_ms: f64,
         /// Under `--jit tiered`: fuse a block whose fusion has paid for its compilation on the
