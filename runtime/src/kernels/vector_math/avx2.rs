@@ -74,6 +74,11 @@ unsafe fn either(a: M, b: M) -> M {
 unsafe fn pick(mask: M, yes: V, no: V) -> V {
     _mm256_blendv_pd(no, yes, mask)
 }
+/// Whether every lane of `mask` is set.
+#[inline(always)]
+unsafe fn all(mask: M) -> bool {
+    _mm256_movemask_pd(mask) == 0b1111
+}
 /// `|x|`: the sign bit cleared.
 #[inline(always)]
 unsafe fn abs(x: V) -> V {

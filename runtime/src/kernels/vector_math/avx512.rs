@@ -74,6 +74,11 @@ unsafe fn either(a: M, b: M) -> M {
 unsafe fn pick(mask: M, yes: V, no: V) -> V {
     _mm512_mask_blend_pd(mask, no, yes)
 }
+/// Whether every lane of `mask` is set.
+#[inline(always)]
+unsafe fn all(mask: M) -> bool {
+    mask == 0xff
+}
 /// `|x|`: the sign bit cleared.
 #[inline(always)]
 unsafe fn abs(x: V) -> V {

@@ -71,14 +71,37 @@ macro_rules! vector_math_bodies {
             pick(big, k_round, pick(mid, k_one, splat(0.0)))
         }
 
-        /// [`crate::math::exp`].
+        /// [`crate::math::exp`]. A vector whose lanes all lie in (-708, 709) (no NaN, no
+        /// overflow or underflow, `2^k` normal) takes the method alone; any other takes the
+        /// clamps, the two-step scaling and the special lanes too. The two agree on an
+        /// ordinary lane (its first scale is 1), so the branch changes no result.
         #[inline(always)]
         unsafe fn exp_v(x: V) -> V {
+            if all(both(gt(x, splat(-708.0)), lt(x, splat(709.0)))) {
+                exp_method(x, false)
+            } else {
+                exp_any_lane(x)
+            }
+        }
+
+        /// [`exp_v`] on lanes of any value.
+        #[inline(always)]
+        unsafe fn exp_any_lane(x: V) -> V {
             let nan = unord(x, x);
             let lo_edge = splat(e::CLAMP_LO);
             let hi_edge = splat(e::CLAMP_HI);
             let xc = pick(lt(x, lo_edge), lo_edge, pick(gt(x, hi_edge), hi_edge, x));
             let xc = pick(nan, splat(0.0), xc);
+            let out = exp_method(xc, true);
+            let out = pick(lt(x, splat(e::UNDERFLOW)), splat(0.0), out);
+            let out = pick(gt(x, splat(e::OVERFLOW)), splat(f64::INFINITY), out);
+            pick(nan, x, out)
+        }
+
+        /// fdlibm's `exp` on finite lanes within the clamps; `beyond_normal`: whether a
+        /// lane's `2^k` may not be a normal double, so that `y 2^k` is pre-scaled once.
+        #[inline(always)]
+        unsafe fn exp_method(xc: V, beyond_normal: bool) -> V {
             let ax = abs(xc);
             let tiny = lt(ax, splat(at_high(e::TINY_HIGH + 1)));
             let kf = ln2_multiple(xc, ax);
@@ -93,41 +116,77 @@ macro_rules! vector_math_bodies {
             let c = sub(r, mul(rr, p));
             let q = div(mul(r, c), sub(splat(2.0), c));
             let y = add(splat(1.0), add(sub(q, lo), hi));
-            let over = gt(kf, splat(1023.0));
-            let under = lt(kf, splat(-1022.0));
-            let pre = pick(
-                over,
-                splat(e::TWO_1023),
-                pick(under, splat(e::TWO_M969), splat(1.0)),
-            );
-            let k2 = pick(
-                over,
-                sub(kf, splat(1023.0)),
-                pick(under, add(kf, splat(969.0)), kf),
-            );
-            let scaled = mul(mul(y, pre), pow2(k2));
-            let out = pick(tiny, add(splat(1.0), xc), scaled);
-            let out = pick(lt(x, splat(e::UNDERFLOW)), splat(0.0), out);
-            let out = pick(gt(x, splat(e::OVERFLOW)), splat(f64::INFINITY), out);
-            pick(nan, x, out)
+            let scaled = if beyond_normal {
+                let over = gt(kf, splat(1023.0));
+                let under = lt(kf, splat(-1022.0));
+                let pre = pick(
+                    over,
+                    splat(e::TWO_1023),
+                    pick(under, splat(e::TWO_M969), splat(1.0)),
+                );
+                let k2 = pick(
+                    over,
+                    sub(kf, splat(1023.0)),
+                    pick(under, add(kf, splat(969.0)), kf),
+                );
+                mul(mul(y, pre), pow2(k2))
+            } else {
+                mul(y, pow2(kf))
+            };
+            pick(tiny, add(splat(1.0), xc), scaled)
         }
 
-        /// [`crate::math::ln`].
+        /// [`crate::math::ln`]. A vector whose lanes are all positive, normal and finite takes
+        /// the method alone; any other scales its subnormals first and replaces its special
+        /// lanes last. The two agree on an ordinary lane, so the branch changes no result.
         #[inline(always)]
         unsafe fn ln_v(x: V) -> V {
+            if all(both(
+                ge(x, splat(f64::MIN_POSITIVE)),
+                lt(x, splat(f64::INFINITY)),
+            )) {
+                ln_method(x, None)
+            } else {
+                ln_any_lane(x)
+            }
+        }
+
+        /// [`ln_v`] on lanes of any value.
+        #[inline(always)]
+        unsafe fn ln_any_lane(x: V) -> V {
             let valid = both(gt(x, splat(0.0)), lt(x, splat(f64::INFINITY)));
             // Other lanes compute on a stand-in and take their special value at the end.
             let xv = pick(valid, x, splat(1.0));
             let sub_normal = lt(xv, splat(f64::MIN_POSITIVE));
             let xs = pick(sub_normal, mul(xv, splat(l::TWO_54)), xv);
             let k0 = pick(sub_normal, splat(-54.0), splat(0.0));
+            let out = ln_method(xs, Some(k0));
+            // NaN and +inf give themselves, zeros -inf, negatives NaN.
+            let keeps = either(unord(x, x), eq(x, splat(f64::INFINITY)));
+            let zero = eq(x, splat(0.0));
+            let special = pick(
+                keeps,
+                x,
+                pick(zero, splat(f64::NEG_INFINITY), splat(f64::NAN)),
+            );
+            pick(valid, out, special)
+        }
+
+        /// fdlibm's `ln` on positive, normal, finite lanes `xs`, `k0` (-54 on a lane the caller
+        /// scaled from a subnormal) added to the exponent.
+        #[inline(always)]
+        unsafe fn ln_method(xs: V, k0: Option<V>) -> V {
             let b = bits(xs);
             let hx = iadd(srl32(b), l::HIGH_SHIFT);
             // `k = (hx >> 20) - 0x3ff + k0` as a double: `hx >> 20` is a small non-negative
             // integer, turned into a double exactly through the bits of 2^52 + it.
             let two52 = splat(4_503_599_627_370_496.0);
             let exponent = sub(float(ior(srl20(hx), bits(two52))), two52);
-            let dk = add(sub(exponent, splat(1023.0)), k0);
+            let dk = sub(exponent, splat(1023.0));
+            let dk = match k0 {
+                Some(k0) => add(dk, k0),
+                None => dk,
+            };
             let mantissa_high = iadd(iand(hx, 0x000f_ffff), l::SQRT_HALF_HIGH);
             let r = float(ior(sll32(mantissa_high), iand(b, 0xffff_ffff)));
             let f = sub(r, splat(1.0));
@@ -145,16 +204,7 @@ macro_rules! vector_math_bodies {
             let a = add(a, mul(dk, splat(l::LN2_LO)));
             let a = sub(a, hfsq);
             let a = add(a, f);
-            let out = add(a, mul(dk, splat(l::LN2_HI)));
-            // NaN and +inf give themselves, zeros -inf, negatives NaN.
-            let keeps = either(unord(x, x), eq(x, splat(f64::INFINITY)));
-            let zero = eq(x, splat(0.0));
-            let special = pick(
-                keeps,
-                x,
-                pick(zero, splat(f64::NEG_INFINITY), splat(f64::NAN)),
-            );
-            pick(valid, out, special)
+            add(a, mul(dk, splat(l::LN2_HI)))
         }
 
         /// The core's `expm1_for_tanh` (fdlibm's `expm1` for `u` in `[-2, 0]` or `[2, 44]`).

@@ -126,7 +126,21 @@ mod tests {
         xs.extend((0..10_000).map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0));
         xs.extend((0..20_000).map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64 * 50.0 - 25.0));
         xs.extend((0..10_000).map(|i| 1.0 + (i as f64 - 5000.0) * 1e-10));
-        xs.extend((-1074..1024).map(|e| 2f64.powi(e)));
+        // Every power of two from its bits (`powi` of a subnormal's exponent gives 0), and
+        // runs that fill whole vectors of one kind, which the bodies may take in one branch:
+        // positive subnormals, the smallest normals, `exp`'s arguments either side of where its
+        // ordinary range ends.
+        xs.extend((-1074i64..1024).map(|e| {
+            if e < -1022 {
+                f64::from_bits(1u64 << (e + 1074))
+            } else {
+                f64::from_bits(((e + 1023) as u64) << 52)
+            }
+        }));
+        xs.extend((0..64).map(|_| f64::from_bits((next() & 0x000f_ffff_ffff_ffff) | 1)));
+        xs.extend((0..64).map(|i| f64::MIN_POSITIVE * (1.0 + i as f64 / 64.0)));
+        xs.extend((0..480).map(|i| 700.0 + i as f64 / 40.0));
+        xs.extend((0..480).map(|i| -700.0 - i as f64 / 40.0));
         xs.extend((-60..0).map(|e| -(2f64.powi(e))));
         xs.extend([
             0.0,
