@@ -175,15 +175,20 @@ pub(crate) fn tanh<'c>(
 }
 
 /// Lane-wise natural logarithm: [`scalar::ln`] on every lane, with the same operations in the
-/// same order (see there for the method and its error bound). Vectors whose lanes are all
-/// positive, normal and finite (nearly all, in practice) take the method alone; any other
-/// vector takes the general form, which scales subnormals first and replaces the special lanes
+/// same order (see there for the method and its error bound). Vectors (of more than one lane)
+/// whose lanes are all positive, normal and finite (nearly all, in practice) take the method
+/// alone; any other vector takes the general form, which scales subnormals first and replaces the special lanes
 /// last. The two give the same value on an ordinary lane, so the branch changes no result.
 fn ln_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
     let l = Lanes {
         fx,
         w: x.get_type().get_size(),
     };
+    if l.w == 1 {
+        // A scalar tail's lane (and a GPU thread's): no branch, whose second copy of the
+        // method would only add compile time.
+        return ln_any_lane(fx, x);
+    }
     // NaN fails both comparisons.
     let ordinary = fx.and(
         fx.fcmp(FloatPredicate::OGE, x, l.fc(f64::MIN_POSITIVE))?,
@@ -454,8 +459,8 @@ fn ln2_multiple<'c>(
 }
 
 /// Lane-wise `e^x`: [`scalar::exp`] on every lane, with the same operations in the same order
-/// (see there for the method and its error bound). Vectors whose lanes all lie in
-/// (`ORDINARY_EXP_LO`, `ORDINARY_EXP_HI`) (no NaN, no overflow or underflow, `2^k` a normal
+/// (see there for the method and its error bound). Vectors (of more than one lane) whose lanes
+/// all lie in (`ORDINARY_EXP_LO`, `ORDINARY_EXP_HI`) (no NaN, no overflow or underflow, `2^k` a normal
 /// double) take the method alone; any other vector takes the general form, which clamps its
 /// input, scales by `2^k` in two steps and replaces the special lanes. The two give the same
 /// value on an ordinary lane (the general form's first scale is then 1), so the branch
@@ -465,6 +470,10 @@ fn exp_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>
         fx,
         w: x.get_type().get_size(),
     };
+    if l.w == 1 {
+        // As `ln_inline`'s one lane.
+        return exp_any_lane(fx, x);
+    }
     // NaN fails both comparisons.
     let ordinary = fx.and(
         fx.fcmp(FloatPredicate::OGT, x, l.fc(ORDINARY_EXP_LO))?,
