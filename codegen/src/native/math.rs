@@ -177,8 +177,9 @@ pub(crate) fn tanh<'c>(
 /// Lane-wise natural logarithm: [`scalar::ln`] on every lane, with the same operations in the
 /// same order (see there for the method and its error bound). Vectors (of more than one lane)
 /// whose lanes are all positive, normal and finite (nearly all, in practice) take the method
-/// alone; any other vector takes the general form, which scales subnormals first and replaces the special lanes
-/// last. The two give the same value on an ordinary lane, so the branch changes no result.
+/// alone; any other vector takes the general form, which scales subnormals first and replaces
+/// the special lanes last. The two give the same value on an ordinary lane, so the branch
+/// changes no result.
 fn ln_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
     let l = Lanes {
         fx,
@@ -460,11 +461,11 @@ fn ln2_multiple<'c>(
 
 /// Lane-wise `e^x`: [`scalar::exp`] on every lane, with the same operations in the same order
 /// (see there for the method and its error bound). Vectors (of more than one lane) whose lanes
-/// all lie in (`ORDINARY_EXP_LO`, `ORDINARY_EXP_HI`) (no NaN, no overflow or underflow, `2^k` a normal
-/// double) take the method alone; any other vector takes the general form, which clamps its
-/// input, scales by `2^k` in two steps and replaces the special lanes. The two give the same
-/// value on an ordinary lane (the general form's first scale is then 1), so the branch
-/// changes no result.
+/// all lie in (`ORDINARY_EXP_LO`, `ORDINARY_EXP_HI`) (no NaN, no overflow or underflow, `2^k`
+/// a normal double) take the method alone; any other vector takes the general form, which
+/// clamps its input, scales by `2^k` in two steps and replaces the special lanes. The two give
+/// the same value on an ordinary lane (the general form's first scale is then 1), so the
+/// branch changes no result.
 fn exp_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
     let l = Lanes {
         fx,
