@@ -36,6 +36,12 @@ pub mod ln_consts {
     pub const HIGH_SHIFT: i64 = 0x3ff0_0000 - 0x3fe6_a09e;
     /// The high word of sqrt(2)/2, restored under the reduced mantissa.
     pub const SQRT_HALF_HIGH: i64 = 0x3fe6_a09e;
+    /// 2^52 and its bits, for the vector forms: a double with 2^52's exponent holds the
+    /// integers from 2^52 to 2^53 exactly, its mantissa bits the integer's low 52, so the
+    /// biased exponent `e` becomes the double `e` as `bits(2^52 | e) - 2^52`, without the
+    /// 64-bit lane conversion AVX2 lacks.
+    pub const TWO_52: f64 = 4_503_599_627_370_496.0;
+    pub const TWO_52_BITS: i64 = 0x4330_0000_0000_0000;
 }
 
 /// The natural logarithm, by fdlibm's method (error below 1 ulp): `x = 2^k r` with `r` in
@@ -112,6 +118,11 @@ pub mod exp_consts {
     /// beyond the normal exponent range (a second step is never needed for |x| in range).
     pub const TWO_1023: f64 = f64::from_bits(0x7fe0_0000_0000_0000);
     pub const TWO_M969: f64 = f64::from_bits(0x0360_0000_0000_0000);
+    /// The open range of arguments whose `k` lies in [-1021, 1023]: `2^k` is a normal double
+    /// and `e^x` neither overflows nor underflows, so the vector forms compute a vector whose
+    /// lanes all lie here without the clamps, the two-step scaling or the special lanes.
+    pub const ORDINARY_LO: f64 = -708.0;
+    pub const ORDINARY_HI: f64 = 709.0;
 }
 
 /// The `k` of the reduction `x = k ln2 + r` that [`exp`] and `tanh`'s `e^u - 1` share (both

@@ -181,23 +181,16 @@ pub(crate) fn tanh<'c>(
 /// the special lanes last. The two give the same value on an ordinary lane, so the branch
 /// changes no result.
 fn ln_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
-    let l = Lanes {
-        fx,
-        w: x.get_type().get_size(),
-    };
-    if l.w == 1 {
-        // A scalar tail's lane (and a GPU thread's): no branch, whose second copy of the
-        // method would only add compile time.
-        return ln_any_lane(fx, x);
-    }
-    // NaN fails both comparisons.
-    let ordinary = fx.and(
-        fx.fcmp(FloatPredicate::OGE, x, l.fc(f64::MIN_POSITIVE))?,
-        fx.fcmp(FloatPredicate::OLT, x, l.fc(f64::INFINITY))?,
-    )?;
     unless_any_lane_is_special(
         fx,
-        ordinary,
+        x,
+        // NaN fails both comparisons.
+        |l| {
+            l.fx.and(
+                l.fx.fcmp(FloatPredicate::OGE, x, l.fc(f64::MIN_POSITIVE))?,
+                l.fx.fcmp(FloatPredicate::OLT, x, l.fc(f64::INFINITY))?,
+            )
+        },
         |fx| ln_method(fx, x, None),
         |fx| ln_any_lane(fx, x),
     )
@@ -294,13 +287,14 @@ fn ln_method<'c>(
     // 64-bit lanes, which AVX2 emulates lane by lane).
     let two_52_plus_e = b
         .build_bit_cast(
-            b.build_or(e, l.ic(TWO_52_BITS), "2^52+e").map_err(ierr)?,
+            b.build_or(e, l.ic(c::TWO_52_BITS), "2^52+e")
+                .map_err(ierr)?,
             fx.vty(w),
             "2^52+e",
         )
         .map_err(ierr)?
         .into_vector_value();
-    let dk = fx.fsub(two_52_plus_e, l.fc(TWO_52 + 1023.0))?;
+    let dk = fx.fsub(two_52_plus_e, l.fc(c::TWO_52 + 1023.0))?;
     let dk = match k0 {
         Some(k0) => fx.fadd(dk, k0)?,
         None => dk,
@@ -313,24 +307,26 @@ fn ln_method<'c>(
     fx.fadd(y, fx.fmul(dk, l.fc(c::LN2_HI))?)
 }
 
-/// 2^52, and its bit pattern: a double with this exponent holds the integers from 2^52 to
-/// 2^53 exactly, its mantissa bits the integer's low 52.
-const TWO_52: f64 = 4_503_599_627_370_496.0;
-const TWO_52_BITS: i64 = 0x4330_0000_0000_0000;
-
-/// `if every lane of `ordinary` is set { common(fx) } else { general(fx) }`, as two blocks
-/// joined by a phi, the general one marked unlikely. For the vector math whose special lanes
-/// (NaN, infinities, zeros, subnormals, overflow) cost a comparison and a select each on
-/// every vector but almost never occur: `common` computes the method alone, `general` the
-/// method and the replacements, and the two must agree on every ordinary lane.
+/// `if every lane of `ordinary(x)` is set { common(fx) } else { general(fx) }` over the lanes
+/// of `x`, as two blocks joined by a phi, the general one marked unlikely. For the vector math
+/// whose special lanes (NaN, infinities, zeros, subnormals, overflow) cost a comparison and a
+/// select each on every vector but almost never occur: `common` computes the method alone,
+/// `general` the method and the replacements, and the two must agree on every ordinary lane.
+/// One lane (a scalar tail's, a GPU thread's) takes `general` alone: there a branch's second
+/// copy of the method would only add compile time.
 fn unless_any_lane_is_special<'c>(
     fx: &Fx<'_, 'c>,
-    ordinary: VectorValue<'c>,
+    x: VectorValue<'c>,
+    ordinary: impl FnOnce(&Lanes<'_, '_, 'c>) -> Result<VectorValue<'c>, CodegenError>,
     common: impl FnOnce(&Fx<'_, 'c>) -> Result<VectorValue<'c>, CodegenError>,
     general: impl FnOnce(&Fx<'_, 'c>) -> Result<VectorValue<'c>, CodegenError>,
 ) -> Result<VectorValue<'c>, CodegenError> {
+    let w = x.get_type().get_size();
+    if w == 1 {
+        return general(fx);
+    }
+    let ordinary = ordinary(&Lanes { fx, w })?;
     let b = &fx.b;
-    let w = ordinary.get_type().get_size();
     let mask_ty = std::num::NonZeroU32::new(w)
         .and_then(|w| fx.ctx.custom_width_int_type(w).ok())
         .ok_or_else(|| ierr("a lane mask of no lanes"))?;
@@ -461,37 +457,27 @@ fn ln2_multiple<'c>(
 
 /// Lane-wise `e^x`: [`scalar::exp`] on every lane, with the same operations in the same order
 /// (see there for the method and its error bound). Vectors (of more than one lane) whose lanes
-/// all lie in (`ORDINARY_EXP_LO`, `ORDINARY_EXP_HI`) (no NaN, no overflow or underflow, `2^k`
-/// a normal double) take the method alone; any other vector takes the general form, which
+/// all lie in (`exp_consts::ORDINARY_LO`, `ORDINARY_HI`) (no NaN, no overflow or underflow,
+/// `2^k` a normal double) take the method alone; any other vector takes the general form, which
 /// clamps its input, scales by `2^k` in two steps and replaces the special lanes. The two give
 /// the same value on an ordinary lane (the general form's first scale is then 1), so the
 /// branch changes no result.
 fn exp_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
-    let l = Lanes {
-        fx,
-        w: x.get_type().get_size(),
-    };
-    if l.w == 1 {
-        // As `ln_inline`'s one lane.
-        return exp_any_lane(fx, x);
-    }
-    // NaN fails both comparisons.
-    let ordinary = fx.and(
-        fx.fcmp(FloatPredicate::OGT, x, l.fc(ORDINARY_EXP_LO))?,
-        fx.fcmp(FloatPredicate::OLT, x, l.fc(ORDINARY_EXP_HI))?,
-    )?;
+    use scalar::exp_consts as e;
     unless_any_lane_is_special(
         fx,
-        ordinary,
+        x,
+        // NaN fails both comparisons.
+        |l| {
+            l.fx.and(
+                l.fx.fcmp(FloatPredicate::OGT, x, l.fc(e::ORDINARY_LO))?,
+                l.fx.fcmp(FloatPredicate::OLT, x, l.fc(e::ORDINARY_HI))?,
+            )
+        },
         |fx| exp_method(fx, x, false),
         |fx| exp_any_lane(fx, x),
     )
 }
-
-/// The open range of arguments whose `k` (`x / ln2` rounded) lies in [-1021, 1023], where
-/// `2^k` is a normal double and `e^x` neither overflows nor underflows.
-const ORDINARY_EXP_LO: f64 = -708.0;
-const ORDINARY_EXP_HI: f64 = 709.0;
 
 /// [`exp_inline`] on lanes of any value: the method runs on a clamped stand-in (NaN as 0),
 /// and special lanes are replaced last.

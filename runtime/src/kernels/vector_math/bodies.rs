@@ -77,7 +77,10 @@ macro_rules! vector_math_bodies {
         /// ordinary lane (its first scale is 1), so the branch changes no result.
         #[inline(always)]
         unsafe fn exp_v(x: V) -> V {
-            if all(both(gt(x, splat(-708.0)), lt(x, splat(709.0)))) {
+            if all(both(
+                gt(x, splat(e::ORDINARY_LO)),
+                lt(x, splat(e::ORDINARY_HI)),
+            )) {
                 exp_method(x, false)
             } else {
                 exp_any_lane(x)
@@ -180,7 +183,7 @@ macro_rules! vector_math_bodies {
             let hx = iadd(srl32(b), l::HIGH_SHIFT);
             // `k = (hx >> 20) - 0x3ff + k0` as a double: `hx >> 20` is a small non-negative
             // integer, turned into a double exactly through the bits of 2^52 + it.
-            let two52 = splat(4_503_599_627_370_496.0);
+            let two52 = splat(l::TWO_52);
             let exponent = sub(float(ior(srl20(hx), bits(two52))), two52);
             let dk = sub(exponent, splat(1023.0));
             let dk = match k0 {
