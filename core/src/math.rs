@@ -8,8 +8,8 @@
 //! `sin(exp(x))` at large `x`. Both stay within 1 ulp of the C library (tested below).
 //!
 //! This module holds the scalar functions only; the compiler's constant folder calls them as
-//! the runtime does. Their four-lane forms over slices, for the unfused kernels, are in the
-//! runtime's `kernels/vector_math.rs`.
+//! the runtime does. Their vector forms over slices, for the unfused kernels, are in the
+//! runtime's `kernels/vector_math/`.
 
 /// Constants of [`ln`].
 pub mod ln_consts {

@@ -584,7 +584,7 @@ fn exp_method<'c>(
 
 /// Lane-wise hyperbolic tangent: [`scalar::tanh`] on every lane, with the same operations in
 /// the same order (its `e^u - 1` is fdlibm's `expm1` for the arguments `tanh` passes; every
-/// case is computed and the lane's chosen, as the runtime's four-lane form does).
+/// case is computed and the lane's chosen, as the runtime's slice form does).
 fn tanh_inline<'c>(fx: &Fx<'_, 'c>, x: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
     use scalar::tanh_consts as th;
     let w = x.get_type().get_size();

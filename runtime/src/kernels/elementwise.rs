@@ -378,7 +378,7 @@ pub fn unary_owned(a: Matrix, op: UnaryOp) -> Result<Matrix> {
 }
 
 /// The slice form of `op` over dense data, where the runtime's math has one: the same values
-/// to the bit as the per-cell closure, four lanes at a time. (Their results are never `-0.0`,
+/// to the bit as the per-cell closure, eight lanes at a time. (Their results are never `-0.0`,
 /// so [`matrix_cell`] would change nothing.)
 fn vectorized(op: UnaryOp) -> Option<Vectorized> {
     match op {

@@ -1,5 +1,5 @@
 //! The runtime's `exp`, `ln`, `sigmoid` and `tanh` ([`crate::math`]) over slices, eight lanes
-//! at a time with AVX-512 or four with AVX2 where the CPU has them: the unfused kernels map
+//! at a time with AVX-512 or AVX2 (two registers) where the CPU has them: the unfused kernels map
 //! dense data through these, with results equal to the scalar functions' to the bit. (Kept
 //! apart from `math.rs`, which the compiler's constant folder compiles too and which holds
 //! the scalar functions only.)
@@ -66,7 +66,7 @@ impl Vectorized {
     }
 }
 
-/// `buf[i] = exp(buf[i])` ([`crate::math::exp`] to the bit, eight or four lanes at a time):
+/// `buf[i] = exp(buf[i])` ([`crate::math::exp`] to the bit, eight lanes at a time):
 /// for generated code that hands the runtime a vector's lanes (Cranelift's operators).
 pub fn exp_in_place(buf: &mut [f64]) {
     Vectorized::Exp.map_in_place(buf)
@@ -83,7 +83,7 @@ pub fn tanh_in_place(buf: &mut [f64]) {
 }
 
 /// `dst[i] = f(src[i])` for `i < len`, through raw pointers (`src == dst` allowed): eight lanes
-/// at a time where the CPU has AVX-512, four where it has AVX2, the scalar function for the
+/// at a time where the CPU has AVX-512 or AVX2, the scalar function for the
 /// rest.
 ///
 /// # Safety
@@ -231,7 +231,7 @@ mod tests {
                     );
                 }
             }
-            // Every length around the four-lane step, so the scalar tail is covered.
+            // Every length around the eight-lane step, so the scalar tail is covered.
             for len in 0..19 {
                 let mut out = vec![0.0; len];
                 f.map(&xs[..len], &mut out);
