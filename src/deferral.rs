@@ -19,6 +19,10 @@ use std::sync::OnceLock;
 /// 20th run for nothing (GLM quick under `--jit tiered`: 46-50 ms against 39-42 unfused).
 pub(crate) const UNFUSED_COST_PER_COMPILE: f64 = 30.0;
 
+/// Blocks of more hops than this are estimated before the exact search
+/// ([`BlockCosts::worth_estimating`]).
+pub(crate) const ESTIMATE_FROM_HOPS: usize = 16;
+
 /// The unfused runs a block that fell due goes on for while its fusion is planned and compiled
 /// in the background ([`crate::fused::Fuser::background_lag`]), as compilations' worth of the
 /// block's modelled unfused cost. The work is about two compilations (the exact search and one
@@ -66,6 +70,14 @@ fn reference_model() -> Option<CostModel> {
 /// bandwidths is weighed as the reference machine's calibrated model instead (bandwidths and
 /// operation weights together: the weights are FLOPs at the model's compute bandwidth);
 /// a model with any bandwidth measured or given (a profile, `--cost`) is weighed as it is.
+///
+/// Either way values are priced as they are stored ([`CostModel::pricing_stored_values`]):
+/// by SystemDS's rule every intermediate is written and computed at its dense cells, so a
+/// block over sparse data looked tens of times dearer unfused than it runs, and its fusion
+/// fell due at once for no saving (`sum(X * Y * Z)` over three 10000 x 1000 matrices of
+/// sparsity 0.01: 19 ms a run by that rule, 0.4 priced as stored, 0.9 measured unfused and
+/// fused alike; its first run compiled a Cranelift operator and took 2.2-3.7 ms against
+/// 0.9-1.5 unfused).
 pub(crate) fn weighing_model(model: &CostModel) -> CostModel {
     let systemds = CostModel::systemds(1);
     let cores = model.compute_bandwidth / systemds.compute_bandwidth;
@@ -73,13 +85,14 @@ pub(crate) fn weighing_model(model: &CostModel) -> CostModel {
         && model.read_bandwidth == systemds.read_bandwidth
         && cores >= 1.0
         && cores.fract() == 0.0;
-    match reference_model() {
+    let weighed = match reference_model() {
         Some(reference) if holds_systemds_bandwidths => CostModel {
             unknown_sparsity: model.unknown_sparsity,
             ..reference
         },
         _ => *model,
-    }
+    };
+    weighed.pricing_stored_values()
 }
 
 /// Executions of a block unfused before its fused plan, saving `saving` seconds a run by the
@@ -161,6 +174,16 @@ impl<'d> BlockCosts<'d> {
         by_saving.min(by_cost)
     }
 
+    /// Whether the block is large enough for [`BlockCosts::estimated`] to spare time: the exact
+    /// search of a block of at most [`ESTIMATE_FROM_HOPS`] hops takes about as long as the
+    /// estimate (0.03-0.06 ms; `sum(X * Y) + sum(X * Z)`: 0.057 ms), and the heuristic plans
+    /// can miss what it finds (there, the MultiAgg that shares `X` and overlaps the two
+    /// gathers: 1.2 ms a run against 2.3 for their two Row operators, under the weighing
+    /// model), so such a block is searched at once.
+    pub(crate) fn worth_estimating(&self) -> bool {
+        self.view.order().len() > ESTIMATE_FROM_HOPS
+    }
+
     /// The run at which the better of the fuse-all and fuse-no-redundancy plans would pay
     /// (`u64::MAX` where neither has an operator). Selecting and costing both takes a fifth
     /// of the exact search (L2SVM's 53-hop loop body: 0.07 against 0.64 ms each, on one memo
@@ -197,14 +220,19 @@ mod tests {
     use super::{runs_to_pay, weighing_model, BlockCosts, REFERENCE_PROFILE};
     use lafuse_compiler::fusion::cost::MachineProfile;
     use lafuse_compiler::fusion::cplan::construct_cplans;
-    use lafuse_compiler::fusion::{plan_fusion, CostBased, CostModel};
+    use lafuse_compiler::fusion::{plan_fusion, CostBased, CostModel, TemplateKind};
     use lafuse_compiler::hops::{AggOp, BinaryOp, DagBuilder, Direction, HopDag};
 
     /// `s = sum(X * Y * Z)` over dense `rows` x 1000 inputs: one Cell operator, which fuse-all
     /// and the exact search both pick, saving two intermediates a run.
     fn sum_xyz(rows: u64) -> HopDag {
+        sum_xyz_of(rows, rows * 1000)
+    }
+
+    /// [`sum_xyz`] over inputs of `nnz` non-zeros each.
+    fn sum_xyz_of(rows: u64, nnz: u64) -> HopDag {
         let mut b = DagBuilder::new();
-        let [x, y, z] = ["X", "Y", "Z"].map(|n| b.input(n, rows, 1000, rows * 1000));
+        let [x, y, z] = ["X", "Y", "Z"].map(|n| b.input(n, rows, 1000, nnz));
         let xy = b.binary(BinaryOp::Mul, x, y).unwrap();
         let xyz = b.binary(BinaryOp::Mul, xy, z).unwrap();
         let s = b.agg(AggOp::Sum, Direction::Full, xyz).unwrap();
@@ -239,19 +267,27 @@ mod tests {
 
     /// SystemDS's constants (for any number of cores) are weighed as the reference machine's
     /// calibrated model, a profile `lafuse calibrate` measured; a model with a bandwidth of its
-    /// own is weighed as it is.
+    /// own is weighed as it is. Both price values as they are stored.
     #[test]
     fn only_systemds_constants_are_weighed_as_the_reference_machine() {
         let reference = MachineProfile::from_json(REFERENCE_PROFILE).unwrap();
         assert_eq!(reference.provenance.source, "measured by lafuse calibrate");
         for cores in [1, 2, 16] {
             let model = CostModel::systemds(cores);
-            assert_eq!(weighing_model(&model), reference.model, "{cores} cores");
+            assert_eq!(
+                weighing_model(&model),
+                reference.model.pricing_stored_values(),
+                "{cores} cores"
+            );
         }
         for name in ["write_bandwidth", "read_bandwidth", "compute_bandwidth"] {
             let mut model = CostModel::default();
             model.set(name, 1.0e10).unwrap();
-            assert_eq!(weighing_model(&model), model, "{name} given");
+            assert_eq!(
+                weighing_model(&model),
+                model.pricing_stored_values(),
+                "{name} given"
+            );
         }
         let mut model = CostModel::default();
         model
@@ -262,10 +298,88 @@ mod tests {
             .unwrap();
         assert_eq!(
             weighing_model(&model),
-            model,
+            model.pricing_stored_values(),
             "a compute bandwidth of 1.5 cores"
         );
-        assert_eq!(weighing_model(&reference.model), reference.model);
+        assert_eq!(
+            weighing_model(&reference.model),
+            reference.model.pricing_stored_values()
+        );
+    }
+
+    /// Weighed with values priced as stored, `sum(X * Y * Z)` over sparse inputs costs a run
+    /// what its non-zeros cost, and its fusion no longer falls due at once for the dense
+    /// intermediates SystemDS's rule charges it (10000 x 1000 at sparsity 0.01, as `lafuse
+    /// bench`'s micro pattern at 1e4 rows; a Cranelift operator's millisecond of compilation).
+    /// Over dense inputs nothing changes.
+    #[test]
+    fn a_sparse_block_is_weighed_at_its_non_zeros() {
+        let model = weighing_model(&CostModel::default());
+        let dense_rule = CostModel {
+            stored_values: false,
+            ..model
+        };
+        let sparse = sum_xyz_of(10_000, 100_000);
+        let costs = BlockCosts::new(&sparse, &model, 1e-3).unwrap().unwrap();
+        let by_dense_rule = BlockCosts::new(&sparse, &dense_rule, 1e-3)
+            .unwrap()
+            .unwrap();
+        assert!(
+            costs.unfused() * 20.0 < by_dense_rule.unfused(),
+            "{} against {}",
+            costs.unfused(),
+            by_dense_rule.unfused()
+        );
+        assert_eq!(exact_due(&by_dense_rule, &sparse, &dense_rule), 1);
+        assert!(exact_due(&costs, &sparse, &model) > 1);
+        assert!(costs.earliest(&model) <= exact_due(&costs, &sparse, &model));
+        let dense = sum_xyz(10_000);
+        let (priced, by_cells) = (
+            BlockCosts::new(&dense, &model, 1e-3).unwrap().unwrap(),
+            BlockCosts::new(&dense, &dense_rule, 1e-3).unwrap().unwrap(),
+        );
+        assert_eq!(priced.unfused(), by_cells.unfused());
+        assert_eq!(
+            priced.estimated(&model).unwrap(),
+            by_cells.estimated(&dense_rule).unwrap()
+        );
+    }
+
+    /// Priced as stored, `sum(X * Y) + sum(X * Z)` over a sparse X and dense Y and Z gathers
+    /// 8 % of Y's and Z's lines: the unfused products each pay theirs, the MultiAgg the exact
+    /// search finds pays the larger of the two once, at most half the unfused block, and it
+    /// pays for its compilation at once (measured: 1.3-1.9 ms a run fused, 3-4 unfused). The
+    /// block is small enough to be searched without the heuristic estimate, whose two Row
+    /// operators would not pay before run 7.
+    #[test]
+    fn an_operator_pays_the_largest_of_its_gathers_once() {
+        let mut b = DagBuilder::new();
+        let x = b.input("X", 10_000, 1000, 100_000);
+        let [y, z] = ["Y", "Z"].map(|n| b.input(n, 10_000, 1000, 10_000_000));
+        let xy = b.binary(BinaryOp::Mul, x, y).unwrap();
+        let xz = b.binary(BinaryOp::Mul, x, z).unwrap();
+        let s1 = b.agg(AggOp::Sum, Direction::Full, xy).unwrap();
+        let s2 = b.agg(AggOp::Sum, Direction::Full, xz).unwrap();
+        let s = b.binary(BinaryOp::Add, s1, s2).unwrap();
+        b.output("s", s).unwrap();
+        let dag = b.build().unwrap();
+        let model = weighing_model(&CostModel::default());
+        let costs = BlockCosts::new(&dag, &model, 1e-3).unwrap().unwrap();
+        let plan = plan_fusion(&dag, &CostBased::new(model)).unwrap();
+        assert!(plan
+            .selection
+            .roots
+            .values()
+            .all(|e| e.template == TemplateKind::MAgg));
+        let fused = costs.cost_of(&model, &plan.selection);
+        assert!(
+            2.0 * fused < costs.unfused(),
+            "{fused} against {}",
+            costs.unfused()
+        );
+        assert_eq!(exact_due(&costs, &dag, &model), 1);
+        assert!(!costs.worth_estimating());
+        assert!(costs.estimated(&model).unwrap() > 1);
     }
 
     /// The rent-or-buy rule: fuse at once when one run saves the compile time, never when

@@ -552,15 +552,17 @@ impl Fuser {
         if let Some(costs) = &costs {
             // No plan saves more than the unfused block costs above its floor, so a block
             // whose cost fusion cannot cut defers without a search (to the run that bound
-            // allows); one whose heuristic plans would not pay yet defers to the run they
-            // would, where the exact search decides.
+            // allows); a large one whose heuristic plans would not pay yet defers to the run
+            // they would, where the exact search decides.
             let earliest = costs.earliest(&self.cost_model);
             if earliest > runs {
                 return Ok(self.deferred(started, runs_before, earliest));
             }
-            let estimated = costs.estimated(&self.cost_model)?;
-            if estimated > runs {
-                return Ok(self.deferred(started, runs_before, estimated));
+            if costs.worth_estimating() {
+                let estimated = costs.estimated(&self.cost_model)?;
+                if estimated > runs {
+                    return Ok(self.deferred(started, runs_before, estimated));
+                }
             }
         }
         let plan = fusion::plan_fusion(dag, self.selector.as_ref())?;

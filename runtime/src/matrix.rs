@@ -23,9 +23,7 @@
 use crate::buffer::Buffer;
 use serde::{Deserialize, Serialize};
 
-/// Below this sparsity (nnz / cells) a matrix with more than one column is stored sparse,
-/// as SystemDS does (`MatrixBlock.SPARSITY_TURN_POINT = 0.4`).
-pub const SPARSITY_TURN_POINT: f64 = 0.4;
+pub use lafuse_core::SPARSITY_TURN_POINT;
 
 /// A dense row-major matrix. `values` may borrow an embedder's memory ([`Buffer`]): read it
 /// as a slice, write it through [`Buffer::to_mut`] (which copies a borrowed buffer first).

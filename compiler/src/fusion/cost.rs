@@ -27,10 +27,21 @@ use crate::fusion::sparsity::outer_driver;
 use crate::hops::{
     AggOp, BinaryOp, CumulativeOp, Direction, HopId, NaryOp, OpKind, TernaryOp, UnaryOp,
 };
+use lafuse_core::SPARSITY_TURN_POINT;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// What a 64-byte line read at a scattered position costs, in lines read as a stream
+/// ([`CostModel::gather_time`]): each is a cache miss whose latency the loop driving it
+/// mostly waits for, where a stream is prefetched. Measured on the reference machine: `X *
+/// Y` over a 10000 x 1000 `X` of sparsity 0.01 and a dense `Y` reads 8 % of `Y`'s lines in
+/// 1.1-1.4 ms unfused or fused, 4.6-5.8 GB/s of lines against 28 GB/s streamed. An operator
+/// that gathers from several inputs at the same non-zeros issues their misses together, so
+/// it pays the largest of its gathers, not their sum (`sum(X * Y) + sum(X * Z)` fused: 1.3-1.9
+/// ms a run, against 3-4 ms for the unfused `X * Y` and `X * Z` and their sums).
+pub const GATHERED_LINE_COST: f64 = 5.0;
 
 /// The FLOPs per output cell (per reduced cell for aggregations, per multiply-add for matrix
 /// multiplies) of the operations whose cost differs from one FLOP, relative to an operation of
@@ -141,6 +152,17 @@ pub struct CostModel {
     pub unknown_sparsity: f64,
     /// The FLOP weights of the operations ([`flops_weighted`]).
     pub weights: OpWeights,
+    /// Whether values are priced as they are stored ([`CostModel::written_cells`],
+    /// [`CostModel::flops`], [`CostModel::gathers`]): a value sparser than
+    /// [`SPARSITY_TURN_POINT`] written at its CSR bytes, an element-wise operation or
+    /// aggregation over such values computed at their non-zeros, a dense input such an
+    /// operation reads at a sparse operand's non-zeros gathered at the lines those touch.
+    /// False (SystemDS's rule, reference 4.9): every value at its dense cells, every read a
+    /// stream, which plan choices (ratios of costs) tolerate but a price in seconds does not:
+    /// the tiered JIT weighs runs against compile time with this on
+    /// ([`CostModel::pricing_stored_values`]). Not part of a machine profile.
+    #[serde(skip)]
+    pub stored_values: bool,
 }
 
 /// One named constant of the cost model, as [`CostModel::set`] and the CLI's `--cost NAME=VALUE`
@@ -235,6 +257,15 @@ impl CostModel {
             compute_bandwidth: 2.0 * GIB * f64::from(cores.max(1)),
             unknown_sparsity: 0.1,
             weights: OpWeights::SYSTEMDS,
+            stored_values: false,
+        }
+    }
+
+    /// The same model, pricing values as they are stored ([`CostModel::stored_values`]).
+    pub fn pricing_stored_values(self) -> CostModel {
+        CostModel {
+            stored_values: true,
+            ..self
         }
     }
 
@@ -340,16 +371,83 @@ impl CostModel {
         MachineProfile::new(*self, Provenance::default()).to_json()
     }
 
-    /// The FLOPs of one hop under this model's weights ([`flops_weighted`]).
+    /// The FLOPs of one hop under this model's weights ([`flops_weighted`]); pricing stored
+    /// values, an element-wise operation whose result is stored sparse, or an aggregation of
+    /// a sparse-stored input, at the non-zeros the sparse kernels visit.
     pub fn flops(&self, dag: &FusionDag<'_>, h: HopId) -> f64 {
-        flops_weighted(dag, h, &self.weights)
+        let all = flops_weighted(dag, h, &self.weights);
+        if !self.stored_values {
+            return all;
+        }
+        let visited = match dag.op(h) {
+            OpKind::Unary(_) | OpKind::Binary(_) => self.stored_sparsity(dag, h),
+            OpKind::AggUnary { .. } => dag
+                .input(h, 0)
+                .map_or(1.0, |i| self.stored_sparsity(dag, i)),
+            _ => 1.0,
+        };
+        all * visited
+    }
+
+    /// The sparsity of `h`'s value where it is stored sparse (below [`SPARSITY_TURN_POINT`],
+    /// more than one column, non-zeros known), else 1: the share of its cells a kernel visits.
+    fn stored_sparsity(&self, dag: &FusionDag<'_>, h: HopId) -> f64 {
+        match (dag.dims(h), dag.hop(h).nnz) {
+            (Some((r, c)), Some(nnz)) if r > 0 && c > 1 => {
+                let sparsity = nnz as f64 / (r as f64 * c as f64);
+                if sparsity < SPARSITY_TURN_POINT {
+                    sparsity
+                } else {
+                    1.0
+                }
+            }
+            _ => 1.0,
+        }
+    }
+
+    /// Pricing stored values, the bytes `reader` reads of its dense input `c` where it reads
+    /// them at scattered positions: where `reader` is an element-wise operation whose result
+    /// is stored sparse (it visits only the cells a sparse operand's non-zeros drive, as the
+    /// sparse kernels and the fused skeletons' CSR walks do) and `c` is dense and of its shape,
+    /// the 64-byte lines of `c` that hold one of those cells, `1 - (1 - s)^8` of them for
+    /// non-zeros spread evenly at sparsity `s` (a dense `Y` read by `X * Y` at a sparse `X`'s
+    /// 1 % is read at 8 % of its lines). `None` where `c` is read as a stream.
+    pub fn gathers(&self, dag: &FusionDag<'_>, reader: HopId, c: HopId) -> Option<f64> {
+        let element_wise = matches!(dag.op(reader), OpKind::Unary(_) | OpKind::Binary(_));
+        if !self.stored_values || !element_wise || dag.dims(c) != dag.dims(reader) {
+            return None;
+        }
+        let visited = self.stored_sparsity(dag, reader);
+        let dense = 8.0 * cells(dag, c);
+        if visited >= 1.0 || self.bytes(dag, c) < dense {
+            return None;
+        }
+        Some(dense * (1.0 - (1.0 - visited).powi(8)))
+    }
+
+    /// Seconds to read `bytes` of 64-byte lines at scattered positions: [`GATHERED_LINE_COST`]
+    /// times their streaming read.
+    pub fn gather_time(&self, bytes: f64) -> f64 {
+        GATHERED_LINE_COST * self.read_time(bytes)
+    }
+
+    /// The cells an operator writes for `h`, as [`CostModel::write_time`] takes them: its dense
+    /// cells, or pricing stored values, its [`CostModel::bytes`] in cells (the CSR estimate
+    /// where that is smaller).
+    pub fn written_cells(&self, dag: &FusionDag<'_>, h: HopId) -> f64 {
+        if self.stored_values {
+            self.bytes(dag, h) / 8.0
+        } else {
+            cells(dag, h)
+        }
     }
 
     /// The time of one operator from its cost vector: `write + max(read, compute)`, scaled by
     /// `sparsity_scale` (1 except for Outer operators). Formula (3) of the paper, per operator.
     pub fn operator_time(&self, v: &CostVector, sparsity_scale: f64) -> f64 {
         let write = self.write_time(v.output_cells);
-        let read = self.read_time(v.input_bytes.values().sum::<f64>());
+        let read = self.read_time(v.input_bytes.values().sum::<f64>())
+            + self.gather_time(v.gathered_bytes.values().copied().fold(0.0, f64::max));
         let compute = self.compute_time(v.flops);
         combine_times(write, read, compute, sparsity_scale)
     }
@@ -713,6 +811,9 @@ pub struct CostVector {
     pub output_cells: f64,
     /// Bytes of each distinct materialized matrix input.
     pub input_bytes: BTreeMap<HopId, f64>,
+    /// Pricing stored values ([`CostModel::stored_values`]), the bytes of the 64-byte lines
+    /// of each dense input read at a sparse operand's non-zeros ([`CostModel::gathers`]).
+    pub gathered_bytes: BTreeMap<HopId, f64>,
     /// Total FLOPs of the operations computed inside the operator.
     pub flops: f64,
 }
@@ -869,7 +970,7 @@ pub fn plan_cost_bounded(
             continue;
         }
         let mut v = CostVector {
-            output_cells: cells(dag, h),
+            output_cells: model.written_cells(dag, h),
             ..CostVector::default()
         };
         match chooser.root(h) {
@@ -893,7 +994,7 @@ pub fn plan_cost_bounded(
                 let mut body = BTreeSet::new();
                 for a in todo {
                     done.insert(a);
-                    v.output_cells += cells(dag, a);
+                    v.output_cells += model.written_cells(dag, a);
                     match chooser.within(a, TemplateKind::Cell) {
                         Some(c) => cost_body(
                             dag, model, chooser, scope, a, c, &mut v, &mut body, &mut work,
@@ -903,7 +1004,7 @@ pub fn plan_cost_bounded(
                             v.flops += flops_in(dag, model, scope, a);
                             for (pos, &c) in dag.inputs(a).iter().enumerate() {
                                 let read = materialized_read(dag, a, pos, c);
-                                read_materialized(dag, model, read, &mut v, &mut work);
+                                read_materialized(dag, model, a, read, &mut v, &mut work);
                             }
                         }
                     }
@@ -939,7 +1040,7 @@ pub fn plan_cost_bounded(
                 v.flops = flops_in(dag, model, scope, h);
                 for (pos, &c) in inputs.iter().enumerate() {
                     let read = materialized_read(dag, h, pos, c);
-                    read_materialized(dag, model, read, &mut v, &mut work);
+                    read_materialized(dag, model, h, read, &mut v, &mut work);
                 }
             }
         }
@@ -1047,15 +1148,13 @@ fn unfused_body_time(
             continue;
         }
         let mut v = CostVector {
-            output_cells: cells(dag, b),
+            output_cells: model.written_cells(dag, b),
             flops: model.flops(dag, b),
             ..CostVector::default()
         };
         for (pos, &c) in dag.inputs(b).iter().enumerate() {
             let c = materialized_read(dag, b, pos, c);
-            if dag.is_matrix(c) {
-                v.input_bytes.insert(c, model.bytes(dag, c));
-            }
+            add_read(dag, model, b, c, &mut v);
         }
         time += model.operator_time(&v, 1.0);
     }
@@ -1095,7 +1194,7 @@ fn cost_body<'c>(
                 Some(ce) => fused.push((c, ce)),
                 None => {
                     let read = materialized_read(dag, h, pos, c);
-                    read_materialized(dag, model, read, v, work)
+                    read_materialized(dag, model, h, read, v, work)
                 }
             }
         }
@@ -1116,17 +1215,39 @@ fn materialized_read(dag: &FusionDag<'_>, h: HopId, pos: usize, c: HopId) -> Hop
     }
 }
 
+/// `reader` reads the materialized `c`: its bytes join the operator's reads, and `c` is queued
+/// to be costed itself.
 fn read_materialized(
     dag: &FusionDag<'_>,
     model: &CostModel,
+    reader: HopId,
     c: HopId,
     v: &mut CostVector,
     work: &mut Vec<HopId>,
 ) {
-    if dag.is_matrix(c) {
-        v.input_bytes.insert(c, model.bytes(dag, c));
-    }
+    add_read(dag, model, reader, c, v);
     work.push(c);
+}
+
+/// Adds `reader`'s read of the materialized `c` to `v`: streamed, or gathered where `reader`
+/// reads it at a sparse operand's non-zeros ([`CostModel::gathers`]). A matrix several hops of
+/// the operator read counts once: streamed if any of them streams it, else gathered at the
+/// most any of them gathers.
+fn add_read(dag: &FusionDag<'_>, model: &CostModel, reader: HopId, c: HopId, v: &mut CostVector) {
+    if !dag.is_matrix(c) {
+        return;
+    }
+    match model.gathers(dag, reader, c) {
+        Some(_) if v.input_bytes.contains_key(&c) => {}
+        Some(lines) => {
+            let most = v.gathered_bytes.entry(c).or_insert(lines);
+            *most = most.max(lines);
+        }
+        None => {
+            v.gathered_bytes.remove(&c);
+            v.input_bytes.insert(c, model.bytes(dag, c));
+        }
+    }
 }
 
 /// The modelled cost of a whole selection under `model` (all operators and all unfused
@@ -1170,6 +1291,7 @@ mod tests {
             compute_bandwidth: 4.0,
             unknown_sparsity: 0.1,
             weights: OpWeights::SYSTEMDS,
+            stored_values: false,
         };
         let mut v = CostVector {
             output_cells: 1.0,
@@ -1375,6 +1497,57 @@ mod tests {
                 .any(|l| l.starts_with("weights.exp") && l.contains("1.8")),
             "{text}"
         );
+    }
+
+    /// Priced as stored, `X * Y` over a sparse X is written at its CSR bytes, computed at its
+    /// non-zeros and gathers the dense Y's lines those touch, and `sum` of it reads only
+    /// those; `X + 1` is dense, and so are the products of dense inputs. SystemDS's rule (the
+    /// default) prices every value dense and streams every read.
+    #[test]
+    fn stored_values_price_sparse_values_at_their_non_zeros() {
+        let mut ids = [HopId(0); 4];
+        let dag = build(|b| {
+            let x = b.input("X", 1000, 100, 1000);
+            let y = b.input("Y", 1000, 100, 100_000);
+            let xy = b.binary(BinaryOp::Mul, x, y).unwrap();
+            let one = b.literal_f64(1.0);
+            let x1 = b.binary(BinaryOp::Add, x, one).unwrap();
+            let yy = b.binary(BinaryOp::Mul, y, y).unwrap();
+            let s = b.agg(AggOp::Sum, Direction::Full, xy).unwrap();
+            ids = [xy, x1, yy, s];
+            vec![s, x1, yy]
+        });
+        let [xy, x1, yy, s] = ids;
+        let dag = view(&dag);
+        let by_cells = CostModel::default();
+        let stored = by_cells.pricing_stored_values();
+        for h in ids {
+            assert_eq!(by_cells.written_cells(&dag, h), cells(&dag, h));
+            assert_eq!(by_cells.flops(&dag, h), flops(&dag, h));
+        }
+        // 1000 non-zeros of 100000 cells: 12 bytes each plus the row pointers.
+        assert_eq!(
+            stored.written_cells(&dag, xy),
+            (12.0 * 1000.0 + 4.0 * 1001.0) / 8.0
+        );
+        assert_eq!(stored.flops(&dag, xy), flops(&dag, xy) * 0.01);
+        assert_eq!(stored.flops(&dag, s), flops(&dag, s) * 0.01);
+        for dense in [x1, yy] {
+            assert_eq!(stored.written_cells(&dag, dense), cells(&dag, dense));
+            assert_eq!(stored.flops(&dag, dense), flops(&dag, dense));
+        }
+        let (x, y) = (dag.inputs(xy)[0], dag.inputs(xy)[1]);
+        let lines = 8.0 * 100_000.0 * (1.0 - 0.99f64.powi(8));
+        let gathered = stored.gathers(&dag, xy, y).unwrap();
+        assert!(
+            (gathered - lines).abs() < 1e-9 * lines,
+            "{gathered} against {lines}"
+        );
+        // X is read as a stream (CSR); `X + 1` and `Y * Y` visit every cell.
+        assert_eq!(stored.gathers(&dag, xy, x), None);
+        assert_eq!(stored.gathers(&dag, x1, x), None);
+        assert_eq!(stored.gathers(&dag, yy, y), None);
+        assert_eq!(by_cells.gathers(&dag, xy, y), None);
     }
 
     /// `s = sum(X * Y * (U %*% t(V)))` over a sparse X and a dense Y of X's shape: both are

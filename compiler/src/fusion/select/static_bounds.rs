@@ -3,7 +3,7 @@
 //! its plans with them; the tiered engine asks a block's floor before it plans it at all.
 
 use super::selection_roots;
-use crate::fusion::cost::{cells, combine_times, CostModel};
+use crate::fusion::cost::{combine_times, CostModel};
 use crate::fusion::dag::FusionDag;
 use crate::fusion::partition::PlanPartition;
 use crate::hops::HopId;
@@ -73,6 +73,7 @@ impl StaticBounds {
         // Every input is read, once; a transpose that products read in place may be read as
         // the matrix under it instead (counted once with that matrix where the hops read it
         // too, not at all where they compute it), and is computed only where a plan fuses it.
+        let least_read = |i: HopId| least_read(dag, model, hops, i);
         let mut reads: BTreeMap<HopId, f64> = BTreeMap::new();
         for &i in inputs.iter().filter(|&&i| dag.is_matrix(i)) {
             let (key, bytes) = if dag.is_read_in_place(i) {
@@ -80,9 +81,9 @@ impl StaticBounds {
                 if hops.contains(&under) {
                     continue;
                 }
-                (under, model.bytes(dag, i).min(model.bytes(dag, under)))
+                (under, least_read(i).min(model.bytes(dag, under)))
             } else {
-                (i, model.bytes(dag, i))
+                (i, least_read(i))
             };
             let least = reads.entry(key).or_insert(bytes);
             *least = least.min(bytes);
@@ -98,7 +99,12 @@ impl StaticBounds {
             .into_iter()
             .filter(|&h| !dag.is_read_in_place(h))
             .collect();
-        let write = model.write_time(always_written.iter().map(|&h| cells(dag, h)).sum::<f64>());
+        let write = model.write_time(
+            always_written
+                .iter()
+                .map(|&h| model.written_cells(dag, h))
+                .sum::<f64>(),
+        );
         // An Outer operator scales its cost by its driver's sparsity; the driver is one of the
         // inputs or hops.
         let min_sparsity = if has_outer {
@@ -149,13 +155,28 @@ impl StaticBounds {
         // A transpose that products read in place is not materialized by a cut before it.
         for &t in tos.iter().filter(|&&t| !dag.is_read_in_place(t)) {
             if !self.always_written.contains(&t) {
-                write += model.write_time(cells(dag, t));
+                write += model.write_time(model.written_cells(dag, t));
             }
             if dag.is_matrix(t) {
-                read += model.read_time(model.bytes(dag, t));
+                read += model.read_time(least_read(dag, model, &part.hops, t));
             }
         }
         combine_times(write, read, self.compute, self.min_sparsity)
+    }
+}
+
+/// The bytes of `i` every plan streams: all of them, or none where one of its readers among
+/// `hops` may gather it instead ([`CostModel::gathers`]; an operator pays only the largest of
+/// its gathers, so a bound cannot count any), so that a bound stays below every plan's reads.
+fn least_read(dag: &FusionDag<'_>, model: &CostModel, hops: &BTreeSet<HopId>, i: HopId) -> f64 {
+    let gathered = dag
+        .consumers(i)
+        .iter()
+        .any(|&c| hops.contains(&c) && model.gathers(dag, c, i).is_some());
+    if gathered {
+        0.0
+    } else {
+        model.bytes(dag, i)
     }
 }
 
