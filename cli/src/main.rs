@@ -77,7 +77,8 @@ enum Command {
         /// the unfused kernels (the first tier) and is compiled fused once its runs have
         /// forgone as much as the compilation costs; 0 fuses every block at once. Without a
         /// machine profile the runs are priced by a reference machine's calibrated model
-        /// (SystemDS's constants misprice them several times over).
+        /// (SystemDS's constants misprice them several times over); sparse values are priced
+        /// as they are stored, at their non-zeros.
         #[arg(long, value_name = "MS", default_value_t = lafuse::DEFAULT_TIER_COMPILE_MS)]
         tier_compile_ms: f64,
         /// Under `--jit tiered`: fuse a block whose fusion has paid for its compilation on the
