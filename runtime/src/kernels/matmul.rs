@@ -425,7 +425,8 @@ fn sparse_dense(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
         return Ok(dense_result(m, n, out, nnz));
     }
     let nnz = fill_rows_reading(&mut out, n, read_per_row, |r0, block| {
-        // Static calls, so that each width inlines into the caller's instruction set.
+        // Static calls, each width inlined into the instruction set `fill_rows_reading` runs
+        // this closure with (`simd::widest`).
         match n {
             2 => sparse_rows_narrow::<2>(&rows, bv, r0, block),
             3 => sparse_rows_narrow::<3>(&rows, bv, r0, block),
@@ -610,27 +611,15 @@ fn sparse_tn(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     // Output columns `[j0, j1)` into `part` (`k x (j1 - j0)`, zeroed).
     let columns = |j0: usize, j1: usize, part: &mut [f64]| {
         let w = j1 - j0;
-        // Static calls, so that each width inlines into `widest`'s instruction set.
-        match w {
-            1 => crate::simd::widest(
-                #[inline(always)]
-                || transposed_columns_narrow::<1>(&rows, bv, (m, n), j0, part),
-            ),
-            2 => crate::simd::widest(
-                #[inline(always)]
-                || transposed_columns_narrow::<2>(&rows, bv, (m, n), j0, part),
-            ),
-            3 => crate::simd::widest(
-                #[inline(always)]
-                || transposed_columns_narrow::<3>(&rows, bv, (m, n), j0, part),
-            ),
-            4 => crate::simd::widest(
-                #[inline(always)]
-                || transposed_columns_narrow::<4>(&rows, bv, (m, n), j0, part),
-            ),
-            _ => crate::simd::widest(
-                #[inline(always)]
-                || {
+        // Static calls, each width inlined into `widest`'s instruction set.
+        crate::simd::widest(
+            #[inline(always)]
+            || match w {
+                1 => transposed_columns_narrow::<1>(&rows, bv, (m, n), j0, part),
+                2 => transposed_columns_narrow::<2>(&rows, bv, (m, n), j0, part),
+                3 => transposed_columns_narrow::<3>(&rows, bv, (m, n), j0, part),
+                4 => transposed_columns_narrow::<4>(&rows, bv, (m, n), j0, part),
+                _ => {
                     for i in 0..m {
                         let (ci, cv) = rows.row(i);
                         let brow = &bv[i * n + j0..i * n + j1];
@@ -641,9 +630,9 @@ fn sparse_tn(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
                             }
                         }
                     }
-                },
-            ),
-        }
+                }
+            },
+        )
     };
     let threads = rayon::current_num_threads();
     let mut out = try_alloc_zeroed(k * n)?;
