@@ -76,7 +76,7 @@ fn reference_model() -> Option<CostModel> {
 /// block over sparse data looked tens of times dearer unfused than it runs, and its fusion
 /// fell due at once for no saving (`sum(X * Y * Z)` over three 10000 x 1000 matrices of
 /// sparsity 0.01: 19 ms a run by that rule, 0.4 priced as stored, 0.9 measured unfused and
-/// fused alike; its first run compiled a Cranelift operator and took 2.2-3.7 ms against
+/// fused alike; its first run compiled a Cranelift operator and took 2.5-4.2 ms against
 /// 0.9-1.5 unfused).
 pub(crate) fn weighing_model(model: &CostModel) -> CostModel {
     let systemds = CostModel::systemds(1);

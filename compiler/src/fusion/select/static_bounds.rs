@@ -70,10 +70,11 @@ impl StaticBounds {
         starts: Vec<HopId>,
         has_outer: bool,
     ) -> StaticBounds {
-        // Every input is read, once; a transpose that products read in place may be read as
-        // the matrix under it instead (counted once with that matrix where the hops read it
-        // too, not at all where they compute it), and is computed only where a plan fuses it.
-        let least_read = |i: HopId| least_read(dag, model, hops, i);
+        // Every input is read, once (streamed, unless a reader may gather it: `least_read`);
+        // a transpose that products read in place may be read as the matrix under it instead
+        // (counted once with that matrix where the hops read it too, not at all where they
+        // compute it), and is computed only where a plan fuses it.
+        let streamed = |i: HopId| least_read(dag, model, hops, i);
         let mut reads: BTreeMap<HopId, f64> = BTreeMap::new();
         for &i in inputs.iter().filter(|&&i| dag.is_matrix(i)) {
             let (key, bytes) = if dag.is_read_in_place(i) {
@@ -81,9 +82,9 @@ impl StaticBounds {
                 if hops.contains(&under) {
                     continue;
                 }
-                (under, least_read(i).min(model.bytes(dag, under)))
+                (under, streamed(i).min(model.bytes(dag, under)))
             } else {
-                (i, least_read(i))
+                (i, streamed(i))
             };
             let least = reads.entry(key).or_insert(bytes);
             *least = least.min(bytes);
