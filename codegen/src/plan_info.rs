@@ -384,3 +384,31 @@ pub(crate) fn lane_parallel(plan: &CPlan, kind: OuterKind, oi: &OuterInputs) -> 
             _ => true,
         })
 }
+
+/// Whether node `g` is `X * f` or `f * X` with `X` the driver itself: then at a zero of the
+/// driver `g` is already `0 * f` (0, or NaN where `f` is not finite), which the mask
+/// `0 * g` of the every-cell walks would only repeat, up to the sign of a zero; a sum adds
+/// either zero alike.
+pub(crate) fn multiplies_by_main(plan: &CPlan, g: CNodeId) -> bool {
+    let is_main = |n: CNodeId| {
+        matches!(
+            plan.nodes.get(n),
+            Some(CNode::Data {
+                access: Access::Main,
+                ..
+            })
+        )
+    };
+    matches!(
+        plan.nodes.get(g),
+        Some(CNode::Binary { f: BinaryOp::Mul, a, b }) if is_main(*a) || is_main(*b)
+    )
+}
+
+/// Whether no node of `plan` reads node `n`: then, where the operator sums `n`, its value
+/// may be left as computed, `-0.0` kept (a Kahan sum from `0.0` adds `-0.0` and `0.0` alike,
+/// every partial and correction staying the same), and the matrix-cell rule would only cost
+/// an add.
+pub(crate) fn summed_only(plan: &CPlan, n: CNodeId) -> bool {
+    !plan.nodes.iter().any(|node| node.operands().contains(&n))
+}

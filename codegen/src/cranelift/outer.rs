@@ -14,7 +14,7 @@ use super::body::{load_inputs, At, Body, InputPtrs};
 use super::cell::{LANES, W};
 use super::fx::{Fx, V};
 use crate::backend::{CodegenError, Internal};
-use crate::plan_info::{lane_parallel, OuterInputs};
+use crate::plan_info::{self, lane_parallel, OuterInputs};
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value};
 use cranelift_frontend::Variable;
@@ -197,7 +197,8 @@ pub(super) fn emit_entry(
 /// Emits `lafuse_outer_tiles` into `fx`, as the LLVM backend's `native::outer` builds it: the
 /// body at every cell of rows `[rl, ru)` and columns `[col_lo, col_hi)` of a dense (or
 /// densified) driver, `W` cells at a time then one, reading `u_i · v_j` from the skeleton's
-/// tile of `U %*% t(V)`; `0 * body` at the driver's zeros. A full sum adds into the partial's
+/// tile of `U %*% t(V)`; `0 * body` at the driver's zeros (unless a sum's root is `X * f` of
+/// the driver, which is that already). A full sum adds into the partial's
 /// `W` lanes and its scalar lane (Kahan); otherwise `G_ij` goes to
 /// `out[(i - rl) * out_stride + (j - col_lo)]`. Returns 0 (the skeleton counts non-zeros).
 #[allow(clippy::too_many_arguments)]
@@ -219,8 +220,16 @@ pub(super) fn emit_tiles_entry(
     let out_stride = fx.load_i64(args, offset_of!(KernelArgs, out_stride))?;
     let (d, stride, row0) = fx.dense_view(args, offset_of!(KernelArgs, main))?;
     let ins = load_inputs(fx, args, used)?;
-    let matrix_cells = plan.matrix_cell_nodes();
     let full = kind == OuterKind::FullAgg;
+    let mut matrix_cells = plan.matrix_cell_nodes();
+    // As the LLVM tiles: a sum's root keeps `-0.0` where nothing else reads it, and `X * f`
+    // of the driver is already `0 * f` at its zeros.
+    if full && plan_info::summed_only(plan, oi.g) {
+        if let Some(m) = matrix_cells.get_mut(oi.g) {
+            *m = false;
+        }
+    }
+    let masked_at_zeros = !(full && plan_info::multiplies_by_main(plan, oi.g));
     let wl = i64::from(W);
     // The single Sum partial: vector lanes at 0..W, corrections at LANES..LANES + W; the
     // scalar lane at W, its correction at LANES + W.
@@ -258,12 +267,14 @@ pub(super) fn emit_tiles_entry(
                     },
                 );
                 body.outer_dot = Some(dots);
-                let g = body.emit(fx, oi.g, false)?;
-                // `0 * body` at the driver's zeros, the unfused value.
-                let z = fx.fconst(0.0, w);
-                let nz = fx.fcmp(FloatCC::NotEqual, &x, &z);
-                let masked = fx.fmul(&g, &z);
-                let g = fx.select(&nz, &g, &masked);
+                let mut g = body.emit(fx, oi.g, false)?;
+                if masked_at_zeros {
+                    // `0 * body` at the driver's zeros, the unfused value.
+                    let z = fx.fconst(0.0, w);
+                    let nz = fx.fcmp(FloatCC::NotEqual, &x, &z);
+                    let masked = fx.fmul(&g, &z);
+                    g = fx.select(&nz, &g, &masked);
+                }
                 if full {
                     let (sv, cv) = if w == W {
                         (&accv[0], &accv[1])

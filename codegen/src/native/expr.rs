@@ -649,17 +649,10 @@ impl<'p, 'c> Body<'p, 'c> {
         }
     }
 
-    /// Leaves node `n`'s value as computed, `-0.0` kept, where a sum is all that reads it: a
-    /// Kahan sum from `0.0` adds `-0.0` and `0.0` alike (every partial and correction stays
-    /// the same), so the matrix-cell rule would only cost an add. Nothing changes where
-    /// another node reads `n`.
+    /// Leaves node `n`'s value as computed, `-0.0` kept, where a sum is all that reads it
+    /// ([`crate::plan_info::summed_only`]). Nothing changes where another node reads `n`.
     pub(crate) fn summed_only(&mut self, n: CNodeId) {
-        let read_by_another = self
-            .plan
-            .nodes
-            .iter()
-            .any(|node| node.operands().contains(&n));
-        if !read_by_another {
+        if crate::plan_info::summed_only(self.plan, n) {
             if let Some(m) = self.matrix_cells.get_mut(n) {
                 *m = false;
             }

@@ -14,14 +14,13 @@ use super::expr::{
 };
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::CodegenError;
-use crate::plan_info::lane_parallel;
 pub(crate) use crate::plan_info::OuterInputs;
+use crate::plan_info::{self, lane_parallel};
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
-use lafuse_compiler::fusion::cplan::{Access, CNode, CNodeId, CPlan};
-use lafuse_compiler::hops::BinaryOp;
+use lafuse_compiler::fusion::cplan::CPlan;
 use lafuse_skeletons::abi::{DenseView, KernelArgs};
 use lafuse_skeletons::OuterKind;
 use std::mem::offset_of;
@@ -359,7 +358,7 @@ fn emit_tiles_entry<'c>(
                 }
                 let g = body.emit(fx, oi.g, false)?;
                 // `0 * body` at the driver's zeros (see `element`).
-                let g = if sum && multiplies_by_main(plan, oi.g) {
+                let g = if sum && plan_info::multiplies_by_main(plan, oi.g) {
                     g
                 } else {
                     let nz = fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, w))?;
@@ -709,26 +708,6 @@ fn elements_w<'c>(
     }
 }
 
-/// Whether node `g` is `X * f` or `f * X` with `X` the driver itself: then at a zero of the
-/// driver `g` is already `0 * f` (0, or NaN where `f` is not finite), which the mask
-/// `0 * g` of the every-cell walks would only repeat, up to the sign of a zero; a sum adds
-/// either zero alike.
-fn multiplies_by_main(plan: &CPlan, g: CNodeId) -> bool {
-    let is_main = |n: CNodeId| {
-        matches!(
-            plan.nodes.get(n),
-            Some(CNode::Data {
-                access: Access::Main,
-                ..
-            })
-        )
-    };
-    matches!(
-        plan.nodes.get(g),
-        Some(CNode::Binary { f: BinaryOp::Mul, a, b }) if is_main(*a) || is_main(*b)
-    )
-}
-
 #[allow(clippy::too_many_arguments)]
 fn element<'c>(
     fx: &mut Fx<'_, 'c>,
@@ -775,7 +754,7 @@ fn element<'c>(
         body.summed_only(oi.g);
     }
     let mut g = body.emit(fx, oi.g, false)?;
-    if visit == Visit::EveryCell && !(sum && multiplies_by_main(plan, oi.g)) {
+    if visit == Visit::EveryCell && !(sum && plan_info::multiplies_by_main(plan, oi.g)) {
         // At a zero of the driver the unfused value is `0 * body` (the template's `X * f` or
         // `(X != 0) * f`, whose mask the plan may have simplified away): 0, or NaN where the
         // body is not finite.
