@@ -117,7 +117,7 @@ pub(super) fn emit_entry(
         acc,
         accv,
         nnz,
-        matrix_cells: plan.matrix_cell_nodes(),
+        matrix_cells: summed_matrix_cells(plan, kind, oi),
     };
     if visit == Visit::CsrNonZeros {
         let o = offset_of!(KernelArgs, main_csr);
@@ -221,14 +221,8 @@ pub(super) fn emit_tiles_entry(
     let (d, stride, row0) = fx.dense_view(args, offset_of!(KernelArgs, main))?;
     let ins = load_inputs(fx, args, used)?;
     let full = kind == OuterKind::FullAgg;
-    let mut matrix_cells = plan.matrix_cell_nodes();
-    // As the LLVM tiles: a sum's root keeps `-0.0` where nothing else reads it, and `X * f`
-    // of the driver is already `0 * f` at its zeros.
-    if full && plan_info::summed_only(plan, oi.g) {
-        if let Some(m) = matrix_cells.get_mut(oi.g) {
-            *m = false;
-        }
-    }
+    let matrix_cells = summed_matrix_cells(plan, kind, oi);
+    // As the LLVM tiles: `X * f` of the driver is already `0 * f` at its zeros.
     let masked_at_zeros = !(full && plan_info::multiplies_by_main(plan, oi.g));
     let wl = i64::from(W);
     // The single Sum partial: vector lanes at 0..W, corrections at LANES..LANES + W; the
@@ -469,6 +463,18 @@ fn elements_w(
     Ok(())
 }
 
+/// The plan's matrix-cell flags ([`CPlan::matrix_cell_nodes`]), the root's cleared where the
+/// operator only sums it ([`plan_info::summed_only`]), as the LLVM Outer entries have them.
+fn summed_matrix_cells(plan: &CPlan, kind: OuterKind, oi: &OuterInputs) -> Vec<bool> {
+    let mut cells = plan.matrix_cell_nodes();
+    if kind == OuterKind::FullAgg && plan_info::summed_only(plan, oi.g) {
+        if let Some(m) = cells.get_mut(oi.g) {
+            *m = false;
+        }
+    }
+    cells
+}
+
 #[allow(clippy::too_many_arguments)]
 fn element(
     fx: &mut Fx<'_>,
@@ -498,9 +504,10 @@ fn element(
     );
     body.outer_dot = Some(fx.splat(d, 1));
     let mut g = body.emit(fx, oi.g, false)?;
-    if visit == Visit::EveryCell {
+    let sum = kind == OuterKind::FullAgg;
+    if visit == Visit::EveryCell && !(sum && plan_info::multiplies_by_main(plan, oi.g)) {
         // At a zero of the driver the unfused value is `0 * body`: 0, or NaN where the body
-        // is not finite.
+        // is not finite (a sum's `X * f` of the driver is that already).
         let z = fx.fconst(0.0, 1);
         let nz = fx.fcmp(FloatCC::NotEqual, &x, &z);
         let masked = fx.fmul(&g, &z);
