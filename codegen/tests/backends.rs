@@ -378,8 +378,11 @@ fn the_tiered_backend_switches_to_llvm_past_its_threshold_with_identical_results
         (3, 2, 1),
         "{c:?}"
     );
-    assert!(c.cranelift_compile > std::time::Duration::ZERO);
-    assert!(c.llvm_compile > c.cranelift_compile, "{c:?}");
+    // Both tiers' compile times are recorded. Which is longer is a timing, not an invariant: in
+    // an unoptimised build two Cranelift compilations can outlast one LLVM compilation (CI,
+    // session 40), so no test compares them.
+    assert!(c.cranelift_compile > std::time::Duration::ZERO, "{c:?}");
+    assert!(c.llvm_compile > std::time::Duration::ZERO, "{c:?}");
 
     // The Row operator runs Cranelift's code (its work is below the threshold), and agrees
     // with the reference.
