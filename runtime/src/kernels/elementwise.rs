@@ -155,14 +155,59 @@ where
             kernel2(chunk, flat_seg(a, off, len), flat_seg(b, off, len), f)
         })
     } else {
-        fill_rows(&mut out, cols, |r0, block| {
-            for (k, row) in block.chunks_mut(cols).enumerate() {
-                let i = r0 + k;
-                kernel2(row, row_seg(a, i, cols), row_seg(b, i, cols), f);
-            }
-        })
+        // Static calls, each width's row loop unrolled (narrow rows: KMeans's distances to
+        // its k centroids).
+        match cols {
+            2 => narrow_rows::<2, F>(&mut out, a, b, f),
+            3 => narrow_rows::<3, F>(&mut out, a, b, f),
+            4 => narrow_rows::<4, F>(&mut out, a, b, f),
+            5 => narrow_rows::<5, F>(&mut out, a, b, f),
+            6 => narrow_rows::<6, F>(&mut out, a, b, f),
+            7 => narrow_rows::<7, F>(&mut out, a, b, f),
+            8 => narrow_rows::<8, F>(&mut out, a, b, f),
+            _ => fill_rows(&mut out, cols, |r0, block| {
+                for (k, row) in block.chunks_mut(cols).enumerate() {
+                    let i = r0 + k;
+                    kernel2(row, row_seg(a, i, cols), row_seg(b, i, cols), f);
+                }
+            }),
+        }
     };
     Ok(dense_result(rows, cols, out, nnz))
+}
+
+/// [`dense_binary`]'s row-by-row loop for outputs of `N` columns (2 to 8): the same cells
+/// computed the same way, each row's `N` operations unrolled, rather than a slice loop with
+/// its vector preamble and scalar tail per row (`A <= v` over 10000 x 5 took twice the time
+/// of `A * 2`).
+fn narrow_rows<const N: usize, F>(out: &mut [f64], a: Src, b: Src, f: F) -> usize
+where
+    F: Fn(f64, f64) -> f64 + Sync + Copy,
+{
+    fill_rows(out, N, |r0, block| {
+        for (k, row) in block.chunks_exact_mut(N).enumerate() {
+            let i = r0 + k;
+            let (x, y) = (narrow_row::<N>(a, i), narrow_row::<N>(b, i));
+            for ((o, &p), &q) in row.iter_mut().zip(&x).zip(&y) {
+                *o = f(p, q);
+            }
+        }
+    })
+}
+
+/// Output row `i`'s `N` values of a source: a full matrix's row, the row vector, or the column
+/// vector's value `N` times.
+#[inline(always)]
+fn narrow_row<const N: usize>(s: Src<'_>, i: usize) -> [f64; N] {
+    match s {
+        Src::Full(x) => x[i * N..(i + 1) * N]
+            .try_into()
+            .expect("a row of the output's width"),
+        Src::Row(x) => x[..N]
+            .try_into()
+            .expect("a row vector of the output's width"),
+        Src::Col(x) => [x[i]; N],
+    }
 }
 
 /// The part of a full-matrix source covering cells `off..off + len`.
@@ -432,6 +477,15 @@ where
                 *o = f(*o, q);
             }
         }),
+        _ if (2..=8).contains(&cols) => match cols {
+            2 => narrow_rows_inplace::<2, F>(&mut buf, b, f),
+            3 => narrow_rows_inplace::<3, F>(&mut buf, b, f),
+            4 => narrow_rows_inplace::<4, F>(&mut buf, b, f),
+            5 => narrow_rows_inplace::<5, F>(&mut buf, b, f),
+            6 => narrow_rows_inplace::<6, F>(&mut buf, b, f),
+            7 => narrow_rows_inplace::<7, F>(&mut buf, b, f),
+            _ => narrow_rows_inplace::<8, F>(&mut buf, b, f),
+        },
         _ => fill_rows(&mut buf, cols, |r0, block| {
             for (k, row) in block.chunks_mut(cols).enumerate() {
                 match row_seg(b, r0 + k, cols) {
@@ -450,6 +504,22 @@ where
         }),
     };
     dense_result(rows, cols, buf, nnz)
+}
+
+/// [`dense_inplace`]'s row-by-row loop for `N` columns (2 to 8), unrolled as
+/// [`narrow_rows`]'s.
+fn narrow_rows_inplace<const N: usize, F>(buf: &mut [f64], b: Src, f: F) -> usize
+where
+    F: Fn(f64, f64) -> f64 + Sync + Copy,
+{
+    fill_rows(buf, N, |r0, block| {
+        for (k, row) in block.chunks_exact_mut(N).enumerate() {
+            let y = narrow_row::<N>(b, r0 + k);
+            for (o, &q) in row.iter_mut().zip(&y) {
+                *o = f(*o, q);
+            }
+        }
+    })
 }
 
 /// Maps the non-zeros of `x` through `g(row, col, value)`, dropping results that are zero.
@@ -925,6 +995,36 @@ mod tests {
             let r = replace(&x, 3.0, 0.0).unwrap();
             r.validate().unwrap();
             assert_eq!(r.nnz(), 1);
+        }
+    }
+
+    /// Outputs of 1 to 9 columns (`narrow_rows` unrolls 2 to 8), every broadcast form on either
+    /// side, allocating and in place, against the cell-by-cell definition: NaN, infinities and
+    /// `-0.0` included, rows enough for blocks over threads.
+    #[test]
+    fn narrow_rows_match_naive_at_every_width() {
+        for cols in 1..=9 {
+            let mut v = rand(20_000, cols, 1.0, 3 + cols as u64)
+                .into_dense_values()
+                .unwrap();
+            v[0] = f64::NAN;
+            v[1] = f64::NEG_INFINITY;
+            v[2] = -0.0;
+            let x = Matrix::from_dense_values(20_000, cols, v).unwrap();
+            let y = rand(20_000, cols, 1.0, 31 + cols as u64);
+            let row = rand(1, cols, 1.0, 7);
+            let col = rand(20_000, 1, 0.5, 8);
+            for op in [BinaryOp::Add, BinaryOp::Le, BinaryOp::Div, BinaryOp::Min] {
+                for (a, b) in [(&x, &y), (&x, &row), (&x, &col), (&row, &x), (&col, &x)] {
+                    let want = naive(a, b, op);
+                    let got = binary(a, b, op).unwrap();
+                    assert!(same(&got, &want), "{op:?} at {cols} columns");
+                    if a.shape() == want.shape() {
+                        let owned = binary_owned(a.clone(), b, op).unwrap();
+                        assert!(same(&owned, &want), "{op:?} at {cols} columns, in place");
+                    }
+                }
+            }
         }
     }
 
