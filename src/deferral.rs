@@ -351,7 +351,7 @@ mod tests {
     /// costs about half the unfused block, which reads `X` twice, and pays at once. Its
     /// transpose was priced at every cell of `X`, 1e8 FLOPs, so the operator looked five times
     /// dearer than the unfused block and ran fused only after UNFUSED_COST_PER_COMPILE's
-    /// bound (measured: 12.0-12.7 ms a run fused by LLVM, 13.6 unfused).
+    /// bound (measured: 11.7-12.7 ms a run fused by LLVM, 13.6 unfused).
     #[test]
     fn a_row_operator_over_a_sparse_input_is_weighed_at_its_non_zeros() {
         let mut b = DagBuilder::new();
