@@ -446,8 +446,9 @@ impl CPlan {
     /// signed-zero rule): the element-wise nodes that read a matrix input. Unfused execution
     /// computes those with matrix kernels, which never write `-0.0`, and the scalar-only ones
     /// as scalars, which keep it; generated code and the reference evaluator do the same.
-    /// Nodes whose value can never be `-0.0` (`log(x)`, `x + 1e-15`; see `signed_zero.rs`)
-    /// are left out: the rule is the identity on them.
+    /// Left out (see `signed_zero.rs`), as the rule changes no result there: nodes whose value
+    /// can never be `-0.0` (`log(x)`, `x + 1e-15`), and nodes whose zero's sign nothing
+    /// observes (`X * Y` in `sum(X * Y * Z)`, or under a product a later node normalises).
     pub fn matrix_cell_nodes(&self) -> Vec<bool> {
         let never_negative_zero = signed_zero::never_negative_zero(self);
         // Whether each node reads a matrix input; operands precede users: one pass in order.
@@ -464,11 +465,25 @@ impl CPlan {
             };
             matrix.push(answer);
         }
-        self.nodes
+        // Where the rule would apply if the node's sign were observed; a node it applies to
+        // fixes its sign, as does one that is never -0.0.
+        let candidate: Vec<bool> = self
+            .nodes
             .iter()
-            .zip(matrix)
-            .zip(never_negative_zero)
-            .map(|((node, matrix), never)| matrix && node.is_elementwise() && !never)
+            .zip(&matrix)
+            .zip(&never_negative_zero)
+            .map(|((node, &matrix), &never)| matrix && node.is_elementwise() && !never)
+            .collect();
+        let sign_fixed: Vec<bool> = candidate
+            .iter()
+            .zip(&never_negative_zero)
+            .map(|(&c, &never)| c || never)
+            .collect();
+        let observed = signed_zero::zero_sign_observed(self, &sign_fixed);
+        candidate
+            .into_iter()
+            .zip(observed)
+            .map(|(c, seen)| c && seen)
             .collect()
     }
 
