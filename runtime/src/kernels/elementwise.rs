@@ -477,31 +477,32 @@ where
                 *o = f(*o, q);
             }
         }),
-        _ if (2..=8).contains(&cols) => match cols {
+        // As `dense_binary`: each narrow width a static call, wider rows the general loop.
+        _ => match cols {
             2 => narrow_rows_inplace::<2, F>(&mut buf, b, f),
             3 => narrow_rows_inplace::<3, F>(&mut buf, b, f),
             4 => narrow_rows_inplace::<4, F>(&mut buf, b, f),
             5 => narrow_rows_inplace::<5, F>(&mut buf, b, f),
             6 => narrow_rows_inplace::<6, F>(&mut buf, b, f),
             7 => narrow_rows_inplace::<7, F>(&mut buf, b, f),
-            _ => narrow_rows_inplace::<8, F>(&mut buf, b, f),
-        },
-        _ => fill_rows(&mut buf, cols, |r0, block| {
-            for (k, row) in block.chunks_mut(cols).enumerate() {
-                match row_seg(b, r0 + k, cols) {
-                    Seg::Slice(y) => {
-                        for (o, &q) in row.iter_mut().zip(y) {
-                            *o = f(*o, q);
+            8 => narrow_rows_inplace::<8, F>(&mut buf, b, f),
+            _ => fill_rows(&mut buf, cols, |r0, block| {
+                for (k, row) in block.chunks_mut(cols).enumerate() {
+                    match row_seg(b, r0 + k, cols) {
+                        Seg::Slice(y) => {
+                            for (o, &q) in row.iter_mut().zip(y) {
+                                *o = f(*o, q);
+                            }
                         }
-                    }
-                    Seg::Val(q) => {
-                        for o in row.iter_mut() {
-                            *o = f(*o, q);
+                        Seg::Val(q) => {
+                            for o in row.iter_mut() {
+                                *o = f(*o, q);
+                            }
                         }
                     }
                 }
-            }
-        }),
+            }),
+        },
     };
     dense_result(rows, cols, buf, nnz)
 }
