@@ -307,27 +307,52 @@ fn dgemm_raw(
     let (m, k) = (a.rows, a.cols);
     debug_assert_eq!(b.len(), k * n);
     let mut out = try_with_capacity(m * n)?;
+    let a = a.values.as_ptr();
     // SAFETY: the pointers cover m*k, k*n and m*n f64 values with the given strides (`out` has
     // capacity for m*n, and both output layouts address each of its m*n cells once); with
     // beta 0, dgemm writes each of the m*n output cells (k > 0) and never reads them, so after
     // it returns all m*n values are initialised.
     unsafe {
-        matrixmultiply::dgemm(
-            m,
-            k,
-            n,
-            1.0,
-            a.values.as_ptr(),
-            k as isize,
-            1,
-            b.as_ptr(),
-            rsb,
-            csb,
-            0.0,
-            out.as_mut_ptr(),
-            rsc,
-            csc,
-        );
+        if (rsc, csc) == (1, m as isize) && m > 1 {
+            // The transpose's rows: `t(A B) = t(B) t(A)`, computed as that n×m product into
+            // row-major rows. matrixmultiply stores its register tiles row by row, so a
+            // column-major output ran at half its speed (an autoencoder's `t(H %*% t(W))`, 512×500
+            // by 500×100: 0.81 ms against 0.59 this way). Each cell is the same sum over k in the
+            // same blocks of k, its terms `a_ik * b_kj` the same products: the same bits.
+            matrixmultiply::dgemm(
+                n,
+                k,
+                m,
+                1.0,
+                b.as_ptr(),
+                csb,
+                rsb,
+                a,
+                1,
+                k as isize,
+                0.0,
+                out.as_mut_ptr(),
+                m as isize,
+                1,
+            );
+        } else {
+            matrixmultiply::dgemm(
+                m,
+                k,
+                n,
+                1.0,
+                a,
+                k as isize,
+                1,
+                b.as_ptr(),
+                rsb,
+                csb,
+                0.0,
+                out.as_mut_ptr(),
+                rsc,
+                csc,
+            );
+        }
         out.set_len(m * n);
     }
     Ok(out)
@@ -1210,6 +1235,10 @@ mod tests {
             (2, 100, 130),
             (1, 1, 1),
             (0, 3, 4),
+            // An inner dimension past dgemm's blocks of k, and more rows than columns: dgemm
+            // computes a transposed output as `t(b) %*% t(a)`, whose sums must still be split
+            // into the same blocks of k.
+            (130, 600, 70),
         ];
         for (i, &(mm, k, n)) in shapes.iter().enumerate() {
             for (da, db) in [(1.0, 1.0), (0.1, 1.0), (1.0, 0.1)] {
