@@ -219,6 +219,84 @@ fn multi_aggregates_of_two_and_three() {
     }
 }
 
+/// Full sums that overflow or meet an infinity: a full aggregate's first pass adds without
+/// resetting its corrections and checks the sums at the end, and a sum that is not finite is
+/// added again with resets. Either way the result is the runtime's: an overflowed sum stays
+/// infinite (without the second pass it turns NaN through `Inf - Inf` in its correction), a
+/// finite one beside it is unchanged, and `Inf` and `-Inf` together make NaN. Dense and CSR
+/// main inputs, one stretch of cells and row by row, one task and several.
+#[test]
+fn full_sums_that_stop_being_finite_are_added_again_with_resets() {
+    // sum(X * Y) and sum((X * exp(Y))^2).
+    let plan = sparse_safe_magg_plan();
+    let op = compile(&plan).unwrap();
+    let scaled = |m: &Matrix, f: &dyn Fn(f64) -> f64| {
+        let (r, c) = m.shape();
+        let v = (0..r * c).map(|k| f(m.get(k / c, k % c))).collect();
+        Matrix::from_dense_values(r, c, v).unwrap()
+    };
+    for (m, n, d) in [(300, 170, 0.3), (37, 29, 1.0), (13, 1, 1.0), (1, 1, 1.0)] {
+        let base = mat(m, n, d, 21, false);
+        let y = scaled(&mat(m, n, 1.0, 22, false), &|v| v.abs() + 1.0);
+        for (what, x, y, sum_finite) in [
+            // Products near 1e200: their sum is finite, their squares overflow.
+            (
+                "squares overflow",
+                scaled(&base, &|v| v.abs() * 1e200),
+                y.clone(),
+                true,
+            ),
+            // Products near 1e307: the sum overflows too.
+            (
+                "both overflow",
+                scaled(&base, &|v| v.abs() * 1e307),
+                y.clone(),
+                false,
+            ),
+            // One infinite side value among finite ones.
+            (
+                "an infinity",
+                base.clone(),
+                with_cell(&y, m * n / 2, f64::INFINITY),
+                false,
+            ),
+            // Infinities of both signs: NaN.
+            (
+                "both infinities",
+                base.clone(),
+                with_cell(
+                    &with_cell(&y, m * n / 3, f64::INFINITY),
+                    m * n - 1,
+                    f64::NEG_INFINITY,
+                ),
+                false,
+            ),
+        ] {
+            for x in [x.clone(), Matrix::Sparse(x.to_sparse())] {
+                let ins = [Operand::Matrix(&x), Operand::Matrix(&y)];
+                let got = op.execute(&ins, &[(1, 1), (1, 1)]).unwrap();
+                let want = evaluate(&plan, &ins, &[(1, 1), (1, 1)]).unwrap();
+                let what = format!("{what}, {m}x{n}, sparse {}", x.is_sparse());
+                for (g, w) in got.iter().zip(&want) {
+                    assert_close(g, w, 1e-9, &what);
+                }
+                if x.nnz() > 1 {
+                    assert_eq!(got[0].get(0, 0).is_finite(), sum_finite, "{what}");
+                    assert!(!got[1].get(0, 0).is_finite(), "{what}");
+                }
+            }
+        }
+    }
+}
+
+/// `m` with its `k`-th cell (row-major) set to `v`.
+fn with_cell(m: &Matrix, k: usize, v: f64) -> Matrix {
+    let (r, c) = m.shape();
+    let mut vals: Vec<f64> = (0..r * c).map(|k| m.get(k / c, k % c)).collect();
+    vals[k] = v;
+    Matrix::from_dense_values(r, c, vals).unwrap()
+}
+
 #[test]
 fn sparse_safe_multi_aggregates_visit_non_zeros_only_while_side_inputs_are_finite() {
     let plan = sparse_safe_magg_plan();

@@ -101,17 +101,47 @@ impl<'m, 'c> Fx<'m, 'c> {
         x: VectorValue<'c>,
     ) -> Result<(), CodegenError> {
         let (sv, cv) = (self.load_v(s)?, self.load_v(c)?);
-        let y = self.fsub(x, cv)?;
-        let t = self.fadd(sv, y)?;
-        let cn = self.fsub(self.fsub(t, sv)?, y)?;
+        let (t, cnew) = self.kahan_step(sv, cv, x)?;
+        self.store(c, cnew)?;
+        self.store(s, t)
+    }
+
+    /// One compensated add of `x` to the sum `s` with correction `c`: the new sum and
+    /// correction, the correction 0 where it would not be finite (the runtime's `Kahan::add`).
+    pub(crate) fn kahan_step(
+        &self,
+        s: VectorValue<'c>,
+        c: VectorValue<'c>,
+        x: VectorValue<'c>,
+    ) -> Result<(VectorValue<'c>, VectorValue<'c>), CodegenError> {
+        let y = self.fsub(x, c)?;
+        let t = self.fadd(s, y)?;
+        let cn = self.fsub(self.fsub(t, s)?, y)?;
         let w = x.get_type().get_size();
         let fin = self.fcmp(
             FloatPredicate::OLT,
             self.intrinsic("llvm.fabs", cn)?,
             self.splat_const(f64::INFINITY, w),
         )?;
-        self.store(c, self.select(fin, cn, self.splat_const(0.0, w))?)?;
-        self.store(s, t)
+        Ok((t, self.select(fin, cn, self.splat_const(0.0, w))?))
+    }
+
+    /// [`Fx::kahan_step`] without the reset: the same sum and correction wherever every sum
+    /// met is finite (then every correction is: `t - s` is within an ulp of `y`), and a sum
+    /// that stays NaN or infinite from the first one that is not (the next correction is then
+    /// NaN or infinite). So a sum that is finite at the end was never reset. The loop-carried
+    /// chain is the four adds alone, not a compare and a blend after them; callers check the
+    /// sum at the end and, where it is not finite, add everything again with
+    /// [`Fx::kahan_step`].
+    pub(crate) fn kahan_step_unchecked(
+        &self,
+        s: VectorValue<'c>,
+        c: VectorValue<'c>,
+        x: VectorValue<'c>,
+    ) -> Result<(VectorValue<'c>, VectorValue<'c>), CodegenError> {
+        let y = self.fsub(x, c)?;
+        let t = self.fadd(s, y)?;
+        Ok((t, self.fsub(self.fsub(t, s)?, y)?))
     }
 
     /// The total of an `i64` counter kept as a vector `v` plus a one-lane tail, summed in lane
