@@ -5,7 +5,7 @@
 //! the dense inner loops are plain slice zips that LLVM vectorises.
 
 use super::vector_math::Vectorized;
-use super::{build_csr, dense_result, fill_flat, fill_rows, sparse_result, Operand};
+use super::{build_csr, dense_result, fill_flat, fill_flat_new, fill_rows, sparse_result, Operand};
 use crate::error::{Result, RuntimeError, ShapeOp};
 use crate::math;
 use crate::matrix::{try_alloc_zeroed, DenseMatrix, Matrix, SparseMatrix};
@@ -146,32 +146,32 @@ fn dense_binary<F>(rows: usize, cols: usize, a: Src, b: Src, f: F) -> Result<Mat
 where
     F: Fn(f64, f64) -> f64 + Sync + Copy,
 {
-    // An outer broadcast (`m x 1` op `1 x n`) makes an output larger than either input.
-    let mut out = try_alloc_zeroed(rows * cols)?;
     let flat = |s: Src| matches!(s, Src::Full(_));
-    let nnz = if flat(a) && flat(b) {
-        fill_flat(&mut out, |off, chunk| {
+    if flat(a) && flat(b) {
+        let (out, nnz) = fill_flat_new(rows * cols, |off, chunk| {
             let len = chunk.len();
             kernel2(chunk, flat_seg(a, off, len), flat_seg(b, off, len), f)
-        })
-    } else {
-        // Static calls, each width's row loop unrolled (narrow rows: KMeans's distances to
-        // its k centroids).
-        match cols {
-            2 => narrow_rows::<2, F>(&mut out, a, b, f),
-            3 => narrow_rows::<3, F>(&mut out, a, b, f),
-            4 => narrow_rows::<4, F>(&mut out, a, b, f),
-            5 => narrow_rows::<5, F>(&mut out, a, b, f),
-            6 => narrow_rows::<6, F>(&mut out, a, b, f),
-            7 => narrow_rows::<7, F>(&mut out, a, b, f),
-            8 => narrow_rows::<8, F>(&mut out, a, b, f),
-            _ => fill_rows(&mut out, cols, |r0, block| {
-                for (k, row) in block.chunks_mut(cols).enumerate() {
-                    let i = r0 + k;
-                    kernel2(row, row_seg(a, i, cols), row_seg(b, i, cols), f);
-                }
-            }),
-        }
+        })?;
+        return Ok(dense_result(rows, cols, out, nnz));
+    }
+    // An outer broadcast (`m x 1` op `1 x n`) makes an output larger than either input.
+    let mut out = try_alloc_zeroed(rows * cols)?;
+    // Static calls, each width's row loop unrolled (narrow rows: KMeans's distances to its k
+    // centroids).
+    let nnz = match cols {
+        2 => narrow_rows::<2, F>(&mut out, a, b, f),
+        3 => narrow_rows::<3, F>(&mut out, a, b, f),
+        4 => narrow_rows::<4, F>(&mut out, a, b, f),
+        5 => narrow_rows::<5, F>(&mut out, a, b, f),
+        6 => narrow_rows::<6, F>(&mut out, a, b, f),
+        7 => narrow_rows::<7, F>(&mut out, a, b, f),
+        8 => narrow_rows::<8, F>(&mut out, a, b, f),
+        _ => fill_rows(&mut out, cols, |r0, block| {
+            for (k, row) in block.chunks_mut(cols).enumerate() {
+                let i = r0 + k;
+                kernel2(row, row_seg(a, i, cols), row_seg(b, i, cols), f);
+            }
+        }),
     };
     Ok(dense_result(rows, cols, out, nnz))
 }
@@ -458,10 +458,9 @@ fn map_chunks_inplace<F: Fn(&mut [f64]) + Sync>(
 /// A new dense result of `d`'s shape, `f(cells, out)` over matching chunks of `d`'s cells
 /// and the result (in parallel above the threshold).
 fn map_dense<F: Fn(&[f64], &mut [f64]) + Sync>(d: &DenseMatrix, f: F) -> Result<Matrix> {
-    let mut out = try_alloc_zeroed(d.values.len())?;
-    let nnz = fill_flat(&mut out, |off, chunk| {
+    let (out, nnz) = fill_flat_new(d.values.len(), |off, chunk| {
         f(&d.values[off..off + chunk.len()], chunk)
-    });
+    })?;
     Ok(dense_result(d.rows, d.cols, out, nnz))
 }
 
@@ -652,8 +651,7 @@ pub fn ifelse(cond: Operand, yes: Operand, no: Operand) -> Result<Matrix> {
     let (rows, cols) = shape.unwrap_or((1, 1));
     let (dc, dy, dn) = (densify(cond)?, densify(yes)?, densify(no)?);
     let (sc, sy, sn) = (as_seg(cond, &dc), as_seg(yes, &dy), as_seg(no, &dn));
-    let mut out = try_alloc_zeroed(rows * cols)?;
-    let nnz = fill_flat(&mut out, |off, chunk| {
+    let (out, nnz) = fill_flat_new(rows * cols, |off, chunk| {
         for (k, o) in chunk.iter_mut().enumerate() {
             let p = off + k;
             *o = matrix_cell(if at(sc, p) != 0.0 {
@@ -662,7 +660,7 @@ pub fn ifelse(cond: Operand, yes: Operand, no: Operand) -> Result<Matrix> {
                 at(sn, p)
             });
         }
-    });
+    })?;
     Ok(dense_result(rows, cols, out, nnz))
 }
 

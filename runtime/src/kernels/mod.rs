@@ -63,6 +63,7 @@ pub use unique::unique;
 
 use crate::matrix::{DenseMatrix, Matrix, SparseMatrix, BLOCK_CELLS, PAR_THRESHOLD};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// An argument that may be a matrix or a scalar (`ifelse`, `left_index`).
 #[derive(Clone, Copy, Debug)]
@@ -124,6 +125,53 @@ where
     } else {
         out.chunks_mut(BLOCK_CELLS).enumerate().map(run).sum()
     }
+}
+
+/// [`fill_flat`] into a new buffer of `n` cells, with the number of non-zeros written. Each
+/// part is zeroed right before `f` writes it, while it is in L1, rather than the whole buffer
+/// before any of it is written: where the allocator hands back memory it had, zeroing it took
+/// a pass of its own through L2 or memory (a fifth of `A * 2` over 2000 x 20). `f` writes
+/// every cell of its part.
+pub(crate) fn fill_flat_new<F>(n: usize, f: F) -> crate::error::Result<(Vec<f64>, usize)>
+where
+    F: Fn(usize, &mut [f64]) + Sync,
+{
+    let mut out = crate::matrix::try_with_capacity(n)?;
+    let cells = &mut out.spare_capacity_mut()[..n];
+    let run = |(b, chunk): (usize, &mut [MaybeUninit<f64>])| {
+        crate::simd::widest(
+            #[inline(always)]
+            || {
+                let mut nnz = 0;
+                for (k, part) in chunk.chunks_mut(COUNTED_CELLS).enumerate() {
+                    let part = zeroed(part);
+                    f(b * BLOCK_CELLS + k * COUNTED_CELLS, part);
+                    nnz += part.iter().map(|&v| (v != 0.0) as usize).sum::<usize>();
+                }
+                nnz
+            },
+        )
+    };
+    let nnz = if n >= PAR_THRESHOLD {
+        cells.par_chunks_mut(BLOCK_CELLS).enumerate().map(run).sum()
+    } else {
+        cells.chunks_mut(BLOCK_CELLS).enumerate().map(run).sum()
+    };
+    // SAFETY: the capacity is at least `n` (`try_with_capacity`), and every one of the first
+    // `n` cells was written above (zeroed, then by `f`).
+    unsafe { out.set_len(n) };
+    Ok((out, nnz))
+}
+
+/// `part` with every cell set to 0, as the initialised values it then holds.
+#[inline(always)]
+fn zeroed(part: &mut [MaybeUninit<f64>]) -> &mut [f64] {
+    for cell in part.iter_mut() {
+        cell.write(0.0);
+    }
+    // SAFETY: every cell was initialised just above, and `MaybeUninit<f64>` has the layout of
+    // `f64`.
+    unsafe { &mut *(part as *mut [MaybeUninit<f64>] as *mut [f64]) }
 }
 
 /// Fills `out` (row-major, `cols` wide) in blocks of whole rows: `f(first_row, block)`. Returns
