@@ -107,24 +107,7 @@ pub(crate) fn fill_flat<F>(out: &mut [f64], f: F) -> usize
 where
     F: Fn(usize, &mut [f64]) + Sync,
 {
-    let run = |(b, chunk): (usize, &mut [f64])| {
-        crate::simd::widest(
-            #[inline(always)]
-            || {
-                let mut nnz = 0;
-                for (k, part) in chunk.chunks_mut(COUNTED_CELLS).enumerate() {
-                    f(b * BLOCK_CELLS + k * COUNTED_CELLS, part);
-                    nnz += part.iter().map(|&v| (v != 0.0) as usize).sum::<usize>();
-                }
-                nnz
-            },
-        )
-    };
-    if out.len() >= PAR_THRESHOLD {
-        out.par_chunks_mut(BLOCK_CELLS).enumerate().map(run).sum()
-    } else {
-        out.chunks_mut(BLOCK_CELLS).enumerate().map(run).sum()
-    }
+    fill_parts(out, f)
 }
 
 /// [`fill_flat`] into a new buffer of `n` cells, with the number of non-zeros written. Each
@@ -137,14 +120,52 @@ where
     F: Fn(usize, &mut [f64]) + Sync,
 {
     let mut out = crate::matrix::try_with_capacity(n)?;
-    let cells = &mut out.spare_capacity_mut()[..n];
-    let run = |(b, chunk): (usize, &mut [MaybeUninit<f64>])| {
+    let nnz = fill_parts(&mut out.spare_capacity_mut()[..n], f);
+    // SAFETY: the capacity is at least `n` (`try_with_capacity`), and every one of the first
+    // `n` cells was written above (zeroed, then by `f`).
+    unsafe { out.set_len(n) };
+    Ok((out, nnz))
+}
+
+/// A cell of a buffer [`fill_parts`] fills: a value, or one not yet initialised.
+trait Cell: Send + Sized {
+    /// `part` as values `f` may overwrite.
+    fn values(part: &mut [Self]) -> &mut [f64];
+}
+
+impl Cell for f64 {
+    #[inline(always)]
+    fn values(part: &mut [f64]) -> &mut [f64] {
+        part
+    }
+}
+
+impl Cell for MaybeUninit<f64> {
+    /// Every cell set to 0 first.
+    #[inline(always)]
+    fn values(part: &mut [Self]) -> &mut [f64] {
+        for cell in part.iter_mut() {
+            cell.write(0.0);
+        }
+        // SAFETY: every cell was initialised just above, and `MaybeUninit<f64>` has the layout
+        // of `f64`.
+        unsafe { &mut *(part as *mut [Self] as *mut [f64]) }
+    }
+}
+
+/// [`fill_flat`]'s loop over any [`Cell`]s: blocks of [`BLOCK_CELLS`] (over threads above the
+/// threshold), each in parts of [`COUNTED_CELLS`] written and then counted.
+fn fill_parts<C: Cell, F>(cells: &mut [C], f: F) -> usize
+where
+    F: Fn(usize, &mut [f64]) + Sync,
+{
+    let run = |(b, chunk): (usize, &mut [C])| {
         crate::simd::widest(
             #[inline(always)]
             || {
                 let mut nnz = 0;
                 for (k, part) in chunk.chunks_mut(COUNTED_CELLS).enumerate() {
-                    let part = zeroed(part);
+                    let part = C::values(part);
                     f(b * BLOCK_CELLS + k * COUNTED_CELLS, part);
                     nnz += part.iter().map(|&v| (v != 0.0) as usize).sum::<usize>();
                 }
@@ -152,26 +173,11 @@ where
             },
         )
     };
-    let nnz = if n >= PAR_THRESHOLD {
+    if cells.len() >= PAR_THRESHOLD {
         cells.par_chunks_mut(BLOCK_CELLS).enumerate().map(run).sum()
     } else {
         cells.chunks_mut(BLOCK_CELLS).enumerate().map(run).sum()
-    };
-    // SAFETY: the capacity is at least `n` (`try_with_capacity`), and every one of the first
-    // `n` cells was written above (zeroed, then by `f`).
-    unsafe { out.set_len(n) };
-    Ok((out, nnz))
-}
-
-/// `part` with every cell set to 0, as the initialised values it then holds.
-#[inline(always)]
-fn zeroed(part: &mut [MaybeUninit<f64>]) -> &mut [f64] {
-    for cell in part.iter_mut() {
-        cell.write(0.0);
     }
-    // SAFETY: every cell was initialised just above, and `MaybeUninit<f64>` has the layout of
-    // `f64`.
-    unsafe { &mut *(part as *mut [MaybeUninit<f64>] as *mut [f64]) }
 }
 
 /// Fills `out` (row-major, `cols` wide) in blocks of whole rows: `f(first_row, block)`. Returns
