@@ -114,9 +114,7 @@ impl<'m, 'c> Fx<'m, 'c> {
         c: VectorValue<'c>,
         x: VectorValue<'c>,
     ) -> Result<(VectorValue<'c>, VectorValue<'c>), CodegenError> {
-        let y = self.fsub(x, c)?;
-        let t = self.fadd(s, y)?;
-        let cn = self.fsub(self.fsub(t, s)?, y)?;
+        let (t, cn) = self.kahan_step_unchecked(s, c, x)?;
         let w = x.get_type().get_size();
         let fin = self.fcmp(
             FloatPredicate::OLT,
