@@ -510,14 +510,7 @@ fn fold<'c>(
         let cur = fx.load_v(a.s[slot])?;
         fx.store(a.s[slot], pick(fx, agg, cur, x)?)
     } else {
-        let (sv, cv) = (fx.load_v(a.s[slot])?, fx.load_v(a.c[slot])?);
-        let (t, c) = if a.resets {
-            fx.kahan_step(sv, cv, x)?
-        } else {
-            fx.kahan_step_unchecked(sv, cv, x)?
-        };
-        fx.store(a.c[slot], c)?;
-        fx.store(a.s[slot], t)
+        fx.kahan_add_resetting(a.s[slot], a.c[slot], x, a.resets)
     }
 }
 

@@ -100,8 +100,24 @@ impl<'m, 'c> Fx<'m, 'c> {
         c: PointerValue<'c>,
         x: VectorValue<'c>,
     ) -> Result<(), CodegenError> {
+        self.kahan_add_resetting(s, c, x, true)
+    }
+
+    /// [`Fx::kahan_add`], or with `resets` false its step without the reset
+    /// ([`Fx::kahan_step_unchecked`]).
+    pub(crate) fn kahan_add_resetting(
+        &self,
+        s: PointerValue<'c>,
+        c: PointerValue<'c>,
+        x: VectorValue<'c>,
+        resets: bool,
+    ) -> Result<(), CodegenError> {
         let (sv, cv) = (self.load_v(s)?, self.load_v(c)?);
-        let (t, cnew) = self.kahan_step(sv, cv, x)?;
+        let (t, cnew) = if resets {
+            self.kahan_step(sv, cv, x)?
+        } else {
+            self.kahan_step_unchecked(sv, cv, x)?
+        };
         self.store(c, cnew)?;
         self.store(s, t)
     }
