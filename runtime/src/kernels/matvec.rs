@@ -86,6 +86,19 @@ fn prefetch_next(next: Option<&[f64]>, n: usize, c: usize) {
     }
 }
 
+/// Asks for the line at `at` in the L2 cache; `at` may lie past any allocation (a prefetch
+/// neither reads nor faults).
+#[inline(always)]
+fn prefetch_l2(at: *const f64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only hints the cache; it neither reads nor faults.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(at.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
 /// The tails of [`dot4`]'s rows after the whole chunks of eight: `dot`'s serial adds.
 #[inline(always)]
 fn finish(rows: [&[f64]; 4], y: &[f64], lanes: [[f64; 8]; 4], whole: usize) -> [f64; 4] {
@@ -224,17 +237,29 @@ pub(crate) fn vector_matrix(x: &[f64], b: &DenseMatrix, out: &mut [f64]) -> usiz
 /// [`vector_matrix`] for the output columns `j0..j0 + out.len()` of the row-major `bv` (`n`
 /// wide): a block of rows at a time, and in it a chunk of columns at a time ([`VM_CHUNK`], then
 /// narrower ones for what is left) whose sums run in registers over the block's rows.
+/// A thread's columns of a row are a few KiB apart from the next row's, too short a run for
+/// the hardware prefetchers to follow from memory, so the chunks prefetch the next block's
+/// lines themselves (`t(X) %*% y` over a 100000 x 1000 `X`: 36.4-38.0 ms without, 24.4-25.0
+/// with; a plain read of `X` 15 ms).
 #[inline(always)]
 fn vector_matrix_columns(x: &[f64], bv: &[f64], n: usize, j0: usize, out: &mut [f64]) {
     let block_rows = (VM_BLOCK_CELLS / out.len().max(1)).max(16);
     for i0 in (0..x.len()).step_by(block_rows) {
         let rows = i0..(i0 + block_rows).min(x.len());
+        // The same columns of the next block's rows, prefetched a line per eight values read
+        // (none past the last block).
+        let ahead = if rows.end < x.len() {
+            block_rows * n
+        } else {
+            0
+        };
         let mut done = 0;
-        done += column_chunks::<VM_CHUNK>(x, bv, n, j0 + done, rows.clone(), &mut out[done..]);
-        done += column_chunks::<16>(x, bv, n, j0 + done, rows.clone(), &mut out[done..]);
-        done += column_chunks::<8>(x, bv, n, j0 + done, rows.clone(), &mut out[done..]);
-        done += column_chunks::<4>(x, bv, n, j0 + done, rows.clone(), &mut out[done..]);
-        column_chunks::<1>(x, bv, n, j0 + done, rows, &mut out[done..]);
+        done +=
+            column_chunks::<VM_CHUNK>(x, bv, n, j0 + done, rows.clone(), ahead, &mut out[done..]);
+        done += column_chunks::<16>(x, bv, n, j0 + done, rows.clone(), ahead, &mut out[done..]);
+        done += column_chunks::<8>(x, bv, n, j0 + done, rows.clone(), ahead, &mut out[done..]);
+        done += column_chunks::<4>(x, bv, n, j0 + done, rows.clone(), 0, &mut out[done..]);
+        column_chunks::<1>(x, bv, n, j0 + done, rows, 0, &mut out[done..]);
     }
 }
 
@@ -248,6 +273,7 @@ fn column_chunks<const W: usize>(
     n: usize,
     j0: usize,
     rows: std::ops::Range<usize>,
+    ahead: usize,
     out: &mut [f64],
 ) -> usize {
     let len = out.len();
@@ -257,6 +283,11 @@ fn column_chunks<const W: usize>(
         let mut acc = [0.0f64; W];
         acc.copy_from_slice(chunk);
         for i in rows.clone() {
+            if ahead > 0 {
+                for l in (0..W).step_by(8) {
+                    prefetch_l2(bv.as_ptr().wrapping_add(i * n + c0 + l + ahead));
+                }
+            }
             let xv = x[i];
             let row: &[f64; W] = bv[i * n + c0..i * n + c0 + W]
                 .try_into()
