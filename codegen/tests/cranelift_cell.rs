@@ -754,3 +754,53 @@ fn the_backend_builds_executables() {
         assert_close(g, w, 1e-12, "backend magg");
     }
 }
+
+/// A sum that stays finite beside one that overflows: LLVM's entry adds the first pass without
+/// resets and, finding a sum not finite, adds every sum again from the partial with resets;
+/// Cranelift resets at every add, and keeps a full aggregate's vectors but the first in the
+/// partial (one copy of the body) where LLVM keeps them in registers. The finite sum is the
+/// same to the bit either way: its cells land in the same lanes on both passes and both
+/// backends. `sum(X * Y)` and `sum((X * Y)^2)` over
+/// products near 1e200, dense (one stretch of cells, long enough for whole steps of every
+/// vector accumulator) and CSR, one task and several.
+#[test]
+fn a_finite_sum_beside_an_overflowing_one_keeps_its_lanes_when_added_again() {
+    let plan = CPlan {
+        template: TemplateSpec::MAgg {
+            aggs: vec![CellAgg::Sum, CellAgg::SumSq],
+            sparse_safe: true,
+        },
+        inputs: vec![InputKind::Matrix; 2],
+        nodes: vec![
+            data(0, Access::Main),
+            data(1, Access::Aligned),
+            CNode::Binary {
+                f: B::Mul,
+                a: 0,
+                b: 1,
+            },
+            CNode::Binary {
+                f: B::Mul,
+                a: 1,
+                b: 0,
+            },
+        ],
+        outputs: vec![2, 3],
+    };
+    for (m, n) in [(300, 170), (37, 29), (5, 100)] {
+        let base = mat(m, n, 1.0, 31, false);
+        let vals = (0..m * n)
+            .map(|k| base.get(k / n, k % n).abs() * 1e200 + 1e199)
+            .collect();
+        let x = Matrix::from_dense_values(m, n, vals).unwrap();
+        let y = mat(m, n, 1.0, 32, false);
+        for x in [x.clone(), Matrix::Sparse(x.to_sparse())] {
+            let ins = [Operand::Matrix(&x), Operand::Matrix(&y)];
+            let what = format!("{m}x{n}, sparse {}", x.is_sparse());
+            check(&plan, &ins, &[(1, 1), (1, 1)], 1e-9, &what);
+            let got = run(&plan, &ins, &[(1, 1), (1, 1)], &what);
+            assert!(got[0].get(0, 0).is_finite(), "{what}: the sum overflowed");
+            assert!(!got[1].get(0, 0).is_finite(), "{what}: the squares did not");
+        }
+    }
+}

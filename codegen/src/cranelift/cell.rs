@@ -3,13 +3,15 @@
 //! lands in the same partial slot: over a dense main input a loop of [`W`] lanes then a scalar
 //! tail (the scalar loop only where the body calls a scalar helper), one stretch of cells
 //! where nothing is kept per row; over a CSR main input the non-zeros of each row. Sums are
-//! Kahan-compensated per lane; min/max propagate NaN; full-aggregate lanes are loaded from
-//! and stored back to the task's partial (`LANES` lanes of sums, then of corrections).
+//! Kahan-compensated per lane (a full aggregate's dense loop keeps [`FULL_AGG_VECTORS`]
+//! vector accumulators, as LLVM's); min/max propagate NaN; full-aggregate lanes are loaded
+//! from and stored back to the task's partial (`FULL_LANES` lanes of sums, then of
+//! corrections).
 
 use super::body::{load_inputs, maps_lanes, At, Body, InputPtrs};
 use super::fx::{parts_of, Fx, V};
 use crate::backend::{CodegenError, Internal};
-use crate::plan_info::{init_value, node_calls_helper, runs_flat};
+use crate::plan_info::{init_value, node_calls_helper, runs_flat, FULL_AGG_VECTORS};
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value};
 use cranelift_frontend::Variable;
@@ -20,8 +22,13 @@ use std::mem::offset_of;
 
 /// Vector lanes of the dense loops: the LLVM backend's width, so that sums keep its lanes.
 pub(crate) const W: u32 = 8;
-/// Lanes of a full-aggregate partial: the vector lanes plus the scalar tail's.
+/// Lanes of an Outer full-aggregate partial: the vector lanes plus the scalar tail's.
 pub(crate) const LANES: usize = W as usize + 1;
+/// Lanes of a Cell or MultiAgg full-aggregate partial, as the LLVM backend's: the lanes of
+/// [`FULL_AGG_VECTORS`] vector accumulators, then the scalar tail's.
+pub(crate) const FULL_LANES: usize = FULL_AGG_VECTORS * W as usize + 1;
+/// Where a full aggregate's scalar tail sits in its partial's sums (and corrections).
+const SCALAR_LANE: i64 = FULL_AGG_VECTORS as i64 * W as i64;
 
 /// Lanes a dense no-aggregate body takes at a time where it maps lanes through the runtime's
 /// vector functions (`exp`, `log`, `tanh`): a call per [`W`] lanes waits out the function's
@@ -38,7 +45,8 @@ pub(crate) struct CellLike {
     pub transposed: bool,
 }
 
-/// Accumulators of one aggregate: `[vector, scalar]` sums and corrections, as variables.
+/// Accumulators of one aggregate: `[vector, scalar]` sums and corrections, as variables (a
+/// full aggregate's first vector; its others stay in the task's partial, [`Into::Partial`]).
 #[derive(Clone)]
 struct Acc {
     s: [Vec<Variable>; 2],
@@ -56,9 +64,21 @@ struct St {
     matrix_cells: Vec<bool>,
 }
 
-/// Index of width `w`'s accumulators: 0 for the vector loop, 1 for the scalar tail.
+/// Index of width `w`'s accumulators and counters: 0 for the vector loop, 1 for the scalar
+/// tail.
 fn wi(w: u32) -> usize {
     usize::from(w == 1)
+}
+
+/// Where a cell's value folds into its aggregates: the first vector's or the scalar tail's
+/// variables (by its width), or the full aggregate's vector at this lane offset in the task's
+/// partial (an `I64`: `FULL_AGG_VECTORS` vectors of a dense step, each of its own, as the
+/// LLVM backend keeps them in registers; here the body is emitted once and the vector chosen
+/// by the cell's position, which keeps Cranelift's compile time).
+#[derive(Clone, Copy)]
+enum Into {
+    Variables,
+    Partial(Value),
 }
 
 /// Emits the entry point's body into `fx`, positioned at its entry block with parameters
@@ -97,18 +117,16 @@ pub(super) fn emit_entry(
         }
         let a = if spec.kind == CellKind::FullAgg {
             // The task's partial so far: lanes of sums (or extremes), then of corrections.
-            let base = (k * 2 * LANES) as i64;
+            let base = (k * 2 * FULL_LANES) as i64;
             let at = |fx: &mut Fx<'_>, off: i64, w: u32| {
                 let idx = fx.iconst(off);
                 let v = fx.load(out, idx, w);
                 fx.vars(&v)
             };
+            let l = FULL_LANES as i64;
             Acc {
-                s: [at(fx, base, W), at(fx, base + i64::from(W), 1)],
-                c: [
-                    at(fx, base + LANES as i64, W),
-                    at(fx, base + LANES as i64 + i64::from(W), 1),
-                ],
+                s: [at(fx, base, W), at(fx, base + SCALAR_LANE, 1)],
+                c: [at(fx, base + l, W), at(fx, base + l + SCALAR_LANE, 1)],
             }
         } else {
             let (sw, s1) = (
@@ -157,10 +175,34 @@ pub(super) fn emit_entry(
             let z = fx.iconst(0);
             fx.b.def_var(jvar, z);
             for &w in widths {
+                if w == W && spec.kind == CellKind::FullAgg {
+                    // The whole steps of `FULL_AGG_VECTORS` vectors, vector `(j / W) % 4`
+                    // of each into accumulator `j / W % 4` in the partial (the LLVM backend's
+                    // lanes); the first vector's variables go there and come back around.
+                    let group = FULL_AGG_VECTORS as i64 * i64::from(W);
+                    let whole = fx.b.ins().band_imm_s(len, -group);
+                    flush_first_vectors(fx, &st, true);
+                    fx.for_var(jvar, whole, i64::from(W), &mut |fx, j| {
+                        let idx = fx.iadd(base, j);
+                        let a = fx.load(main, idx, w);
+                        let lane = fx.b.ins().band_imm_s(j, group - 1);
+                        let at = At { i, j, w, main: a };
+                        element(fx, plan, spec, &st, at, None, Into::Partial(lane))
+                    })?;
+                    flush_first_vectors(fx, &st, false);
+                }
                 fx.for_var(jvar, len, i64::from(w), &mut |fx, j| {
                     let idx = fx.iadd(base, j);
                     let a = fx.load(main, idx, w);
-                    element(fx, plan, spec, &st, At { i, j, w, main: a }, None)
+                    element(
+                        fx,
+                        plan,
+                        spec,
+                        &st,
+                        At { i, j, w, main: a },
+                        None,
+                        Into::Variables,
+                    )
                 })?;
             }
             Ok(())
@@ -224,6 +266,7 @@ pub(super) fn emit_entry(
                                 main: a,
                             },
                             Some(p),
+                            Into::Variables,
                         )
                     })?;
                 }
@@ -242,13 +285,13 @@ pub(super) fn emit_entry(
     if spec.kind == CellKind::FullAgg {
         for (k, a) in st.accs.iter().enumerate() {
             if let Some(a) = a {
-                let base = (k * 2 * LANES) as i64;
-                let l = LANES as i64;
+                let base = (k * 2 * FULL_LANES) as i64;
+                let l = FULL_LANES as i64;
                 for (slots, off, w) in [
                     (&a.s[0], base, W),
-                    (&a.s[1], base + i64::from(W), 1),
+                    (&a.s[1], base + SCALAR_LANE, 1),
                     (&a.c[0], base + l, W),
-                    (&a.c[1], base + l + i64::from(W), 1),
+                    (&a.c[1], base + l + SCALAR_LANE, 1),
                 ] {
                     let v = fx.get(slots, w);
                     let idx = fx.iconst(off);
@@ -378,6 +421,43 @@ fn fold(fx: &mut Fx<'_>, agg: AggKind, a: &Acc, slot: usize, x: &V) {
     }
 }
 
+/// Folds `x` into the `W` lanes of the task's partial at `at` (sums there, corrections
+/// `FULL_LANES` on), as [`fold`] into variables.
+fn fold_in_partial(fx: &mut Fx<'_>, agg: AggKind, out: Value, at: Value, x: &V) {
+    let w = x.w;
+    let s = fx.load(out, at, w);
+    if matches!(agg, AggKind::Min | AggKind::Max) {
+        let r = fx.pick(agg == AggKind::Max, &s, x);
+        fx.store(out, at, &r);
+    } else {
+        let l = fx.iconst(FULL_LANES as i64);
+        let cat = fx.iadd(at, l);
+        let c = fx.load(out, cat, w);
+        let (s, c) = fx.kahan(&s, &c, x);
+        fx.store(out, cat, &c);
+        fx.store(out, at, &s);
+    }
+}
+
+/// Stores every full aggregate's first vector from its variables to the task's partial
+/// (`to_partial`), or loads it back.
+fn flush_first_vectors(fx: &mut Fx<'_>, st: &St, to_partial: bool) {
+    for (k, a) in st.accs.iter().enumerate() {
+        let Some(a) = a else { continue };
+        let base = (k * 2 * FULL_LANES) as i64;
+        for (vars, at) in [(&a.s[0], base), (&a.c[0], base + FULL_LANES as i64)] {
+            let idx = fx.iconst(at);
+            if to_partial {
+                let v = fx.get(vars, W);
+                fx.store(st.out, idx, &v);
+            } else {
+                let v = fx.load(st.out, idx, W);
+                fx.set(vars, &v);
+            }
+        }
+    }
+}
+
 fn element(
     fx: &mut Fx<'_>,
     plan: &CPlan,
@@ -385,6 +465,7 @@ fn element(
     st: &St,
     at: At,
     p: Option<Value>,
+    into: Into,
 ) -> Result<(), CodegenError> {
     let w = at.w;
     let (i, j) = (at.i, at.j);
@@ -429,7 +510,14 @@ fn element(
                     fx.store(st.out, j, &s);
                 }
             }
-            (_, Some(a)) => fold(fx, agg, a, wi(w), &x),
+            (_, Some(a)) => match into {
+                Into::Variables => fold(fx, agg, a, wi(w), &x),
+                Into::Partial(lane) => {
+                    let base = fx.iconst((k * 2 * FULL_LANES) as i64);
+                    let at = fx.iadd(base, lane);
+                    fold_in_partial(fx, agg, st.out, at, &x)
+                }
+            },
             _ => {
                 return Err(CodegenError::Internal(Internal::MalformedPlan(
                     "aggregate without accumulator",

@@ -3,7 +3,7 @@
 //! main-input format now, any other on the first call that needs it), and its calls through
 //! the skeletons, with the LLVM backend's rule for skipping a sparse main input's zeros.
 
-use super::cell::{self, CellLike, LANES};
+use super::cell::{self, CellLike, FULL_LANES, LANES};
 use super::jit::{self, Code};
 use super::outer::{self, Visit};
 use super::row;
@@ -162,7 +162,7 @@ fn analyze(plan: &CPlan) -> Result<(Kind, Vec<bool>, bool), CodegenError> {
                 agg,
                 sparse_safe: *sparse_safe,
                 uses,
-                lanes: LANES,
+                lanes: FULL_LANES,
             };
             Ok((Kind::Cell(spec, like), used, *sparse_safe))
         }
@@ -187,7 +187,7 @@ fn analyze(plan: &CPlan) -> Result<(Kind, Vec<bool>, bool), CodegenError> {
                 aggs,
                 sparse_safe: *sparse_safe,
                 uses,
-                lanes: LANES,
+                lanes: FULL_LANES,
             };
             Ok((Kind::MAgg(spec, like), used, *sparse_safe))
         }

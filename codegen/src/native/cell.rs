@@ -2,13 +2,15 @@
 //! over the columns of a dense main input (a vector loop of [`W`] lanes, then a scalar tail)
 //! or over the non-zeros of a CSR one, with the aggregation written out explicitly:
 //! Kahan-compensated vector accumulators for sums (LLVM 14 cannot reassociate without
-//! fast-math, so the lanes are explicit), NaN-propagating compare-and-select for min/max.
+//! fast-math, so the lanes are explicit; a full aggregate's dense loop keeps
+//! [`FULL_AGG_VECTORS`] of them), NaN-propagating compare-and-select for min/max.
 //! Full-aggregate lanes are loaded from and stored back to the task's partial (so a skeleton
 //! may call an entry several times per task); the skeleton merges lanes and tasks in order.
 
 use super::expr::{self, declare_entry, ierr, load_inputs, load_main_csr, At, Body, Fx, InputPtrs};
 use super::llvm::{self, f64_ptr, gep, load, load_vec, store_vec};
 use super::{CodegenError, Internal};
+use crate::plan_info::FULL_AGG_VECTORS;
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::values::{IntValue, PointerValue, VectorValue};
@@ -20,8 +22,15 @@ use std::mem::offset_of;
 
 /// Vector lanes of the dense loops (8 doubles: one AVX-512 register, two AVX2 registers).
 pub(crate) const W: u32 = 8;
-/// Lanes of a full-aggregate partial: the vector lanes plus the scalar tail's.
+/// Lanes of an Outer full-aggregate partial: the vector lanes plus the scalar tail's.
 pub(crate) const LANES: usize = W as usize + 1;
+/// Lanes of a Cell or MultiAgg full-aggregate partial: the lanes of
+/// [`FULL_AGG_VECTORS`] vector accumulators, then the scalar tail's.
+pub(crate) const FULL_LANES: usize = FULL_AGG_VECTORS * W as usize + 1;
+/// The accumulator slot of the scalar tail (slots `0..FULL_AGG_VECTORS` are vectors).
+const SCALAR: usize = FULL_AGG_VECTORS;
+/// Accumulator slots: the vectors, then the scalar.
+const SLOTS: usize = FULL_AGG_VECTORS + 1;
 
 /// What a cell-wise entry computes: outputs with their aggregation, and the output class.
 pub(crate) struct CellLike {
@@ -31,11 +40,13 @@ pub(crate) struct CellLike {
     pub transposed: bool,
 }
 
-/// Accumulator slots of one aggregate: `[vector, scalar]` sums and corrections.
+/// Accumulator slots of one aggregate: sums and corrections of the vectors (a full
+/// aggregate's dense loop uses all of them, anything else the first) and of the scalar tail
+/// ([`SCALAR`]).
 #[derive(Clone, Copy)]
 struct Acc<'c> {
-    s: [PointerValue<'c>; 2],
-    c: [PointerValue<'c>; 2],
+    s: [PointerValue<'c>; SLOTS],
+    c: [PointerValue<'c>; SLOTS],
     /// Whether sums reset a correction that is not finite at every add ([`Fx::kahan_step`]),
     /// or leave that to a check at the end ([`Fx::kahan_step_unchecked`]).
     resets: bool,
@@ -51,6 +62,26 @@ struct St<'c> {
 
 fn wi(w: u32) -> usize {
     usize::from(w == 1)
+}
+
+/// The accumulator slot a `w`-lane value folds into: vector accumulator `vector`, or the
+/// scalar tail's.
+fn acc_slot(w: u32, vector: usize) -> usize {
+    if w == 1 {
+        SCALAR
+    } else {
+        vector
+    }
+}
+
+/// The lane width and the partial offset (within an aggregate's sums or corrections) of
+/// accumulator slot `slot`.
+fn slot_layout(slot: usize) -> (u32, u64) {
+    if slot == SCALAR {
+        (1, (FULL_AGG_VECTORS as u64) * u64::from(W))
+    } else {
+        (W, slot as u64 * u64::from(W))
+    }
 }
 
 pub(crate) use crate::plan_info::init_value;
@@ -110,11 +141,16 @@ pub(crate) fn emit_entry<'c>(
             accs.push(None);
             continue;
         }
-        accs.push(Some(Acc {
-            s: [fx.slot(fx.vty(W).into())?, fx.slot(fx.vty(1).into())?],
-            c: [fx.slot(fx.vty(W).into())?, fx.slot(fx.vty(1).into())?],
-            resets: true,
-        }));
+        let slots = |fx: &mut Fx<'_, 'c>| -> Result<[PointerValue<'c>; SLOTS], CodegenError> {
+            let mut v = Vec::with_capacity(SLOTS);
+            for slot in 0..SLOTS {
+                v.push(fx.slot(fx.vty(slot_layout(slot).0).into())?);
+            }
+            v.try_into()
+                .map_err(|_| CodegenError::Internal(Internal::MalformedPlan("accumulator slots")))
+        };
+        let (s, c) = (slots(&mut fx)?, slots(&mut fx)?);
+        accs.push(Some(Acc { s, c, resets: true }));
     }
     // A full aggregate's lanes start from the task's partial (and start from it again where
     // the sums are added a second time, below).
@@ -124,18 +160,15 @@ pub(crate) fn emit_entry<'c>(
         }
         for (k, a) in accs.iter().enumerate() {
             let Some(a) = a else { continue };
-            let base = (k * 2 * LANES) as u64;
-            let l = LANES as u64;
-            fx.store(a.s[0], load_vec(&fx.b, fx.vty(W), out, fx.i64c(base))?)?;
-            fx.store(
-                a.s[1],
-                load_vec(&fx.b, fx.vty(1), out, fx.i64c(base + W as u64))?,
-            )?;
-            fx.store(a.c[0], load_vec(&fx.b, fx.vty(W), out, fx.i64c(base + l))?)?;
-            fx.store(
-                a.c[1],
-                load_vec(&fx.b, fx.vty(1), out, fx.i64c(base + l + W as u64))?,
-            )?;
+            let base = (k * 2 * FULL_LANES) as u64;
+            let l = FULL_LANES as u64;
+            for slot in 0..SLOTS {
+                let (w, off) = slot_layout(slot);
+                let sv = load_vec(&fx.b, fx.vty(w), out, fx.i64c(base + off))?;
+                fx.store(a.s[slot], sv)?;
+                let cv = load_vec(&fx.b, fx.vty(w), out, fx.i64c(base + l + off))?;
+                fx.store(a.c[slot], cv)?;
+            }
         }
         Ok(())
     };
@@ -192,9 +225,21 @@ pub(crate) fn emit_entry<'c>(
      -> Result<(), CodegenError> {
         fx.store(jslot, fx.i64c(0))?;
         for &w in widths {
+            if w == W && spec.kind == CellKind::FullAgg {
+                // `FULL_AGG_VECTORS` vectors a step, each into an accumulator of its own.
+                let step = FULL_AGG_VECTORS as u64 * u64::from(W);
+                fx.for_slot(jslot, len, step, &mut |fx, j0| {
+                    for vector in 0..FULL_AGG_VECTORS {
+                        let j = fx.add(j0, fx.i64c(vector as u64 * u64::from(W)))?;
+                        let a = load_vec(&fx.b, fx.vty(w), main, fx.add(base, j)?)?;
+                        element(fx, plan, spec, st, At { i, j, w, main: a }, None, vector)?;
+                    }
+                    Ok(())
+                })?;
+            }
             fx.for_slot(jslot, len, w as u64, &mut |fx, j| {
                 let a = load_vec(&fx.b, fx.vty(w), main, fx.add(base, j)?)?;
-                element(fx, plan, spec, st, At { i, j, w, main: a }, None)
+                element(fx, plan, spec, st, At { i, j, w, main: a }, None, 0)
             })?;
         }
         Ok(())
@@ -220,7 +265,7 @@ pub(crate) fn emit_entry<'c>(
                 if spec.kind == CellKind::RowAgg {
                     for (k, (_, agg)) in spec.outs.iter().enumerate() {
                         if let (Some(a), Some(agg)) = (st.accs[k], agg) {
-                            for (w, x) in [(W, 0), (1, 1)] {
+                            for (w, x) in [(W, 0), (1, SCALAR)] {
                                 fx.store(a.s[x], fx.splat_const(init_value(*agg), w))?;
                                 fx.store(a.c[x], fx.splat_const(0.0, w))?;
                             }
@@ -260,6 +305,7 @@ pub(crate) fn emit_entry<'c>(
                                     main: a,
                                 },
                                 Some(p),
+                                0,
                             )
                         })?;
                     }
@@ -284,7 +330,8 @@ pub(crate) fn emit_entry<'c>(
             let (Some(AggKind::Sum | AggKind::SumSq), Some(a)) = (agg, a) else {
                 continue;
             };
-            for (slot, w) in [(0, W), (1, 1)] {
+            for slot in 0..SLOTS {
+                let w = slot_layout(slot).0;
                 let s = fx.load_v(a.s[slot])?;
                 let not_finite = fx.fcmp(
                     FloatPredicate::UGE,
@@ -320,12 +367,13 @@ pub(crate) fn emit_entry<'c>(
     if spec.kind == CellKind::FullAgg {
         for (k, a) in st.accs.iter().enumerate() {
             if let Some(a) = a {
-                let base = (k * 2 * LANES) as u64;
-                let l = LANES as u64;
-                store_vec(&fx.b, out, fx.i64c(base), fx.load_v(a.s[0])?)?;
-                store_vec(&fx.b, out, fx.i64c(base + W as u64), fx.load_v(a.s[1])?)?;
-                store_vec(&fx.b, out, fx.i64c(base + l), fx.load_v(a.c[0])?)?;
-                store_vec(&fx.b, out, fx.i64c(base + l + W as u64), fx.load_v(a.c[1])?)?;
+                let base = (k * 2 * FULL_LANES) as u64;
+                let l = FULL_LANES as u64;
+                for slot in 0..SLOTS {
+                    let off = slot_layout(slot).1;
+                    store_vec(&fx.b, out, fx.i64c(base + off), fx.load_v(a.s[slot])?)?;
+                    store_vec(&fx.b, out, fx.i64c(base + l + off), fx.load_v(a.c[slot])?)?;
+                }
             }
         }
     }
@@ -346,7 +394,7 @@ fn finish_lanes<'c>(
     agg: AggKind,
     a: Acc<'c>,
 ) -> Result<VectorValue<'c>, CodegenError> {
-    let (sw, s1) = (fx.load_v(a.s[0])?, fx.load_v(a.s[1])?);
+    let (sw, s1) = (fx.load_v(a.s[0])?, fx.load_v(a.s[SCALAR])?);
     if matches!(agg, AggKind::Min | AggKind::Max) {
         let mut r = fx.splat_const(init_value(agg), 1);
         for l in 0..W {
@@ -354,7 +402,7 @@ fn finish_lanes<'c>(
         }
         return pick(fx, agg, r, s1);
     }
-    let (cw, c1) = (fx.load_v(a.c[0])?, fx.load_v(a.c[1])?);
+    let (cw, c1) = (fx.load_v(a.c[0])?, fx.load_v(a.c[SCALAR])?);
     let s = fx.slot(fx.vty(1).into())?;
     let c = fx.slot(fx.vty(1).into())?;
     fx.store(s, fx.splat_const(0.0, 1))?;
@@ -379,6 +427,7 @@ fn element<'c>(
     st: &St<'c>,
     at: At<'c>,
     p: Option<IntValue<'c>>,
+    vector: usize,
 ) -> Result<(), CodegenError> {
     let w = at.w;
     let mut body = Body::new(plan, &st.ins, at);
@@ -429,7 +478,7 @@ fn element<'c>(
                     kahan_unaligned(fx, sp, cp, x)?;
                 }
             }
-            (_, Some(a)) => fold(fx, agg, a, wi(w), x)?,
+            (_, Some(a)) => fold(fx, agg, a, acc_slot(w, vector), x)?,
             _ => {
                 return Err(CodegenError::Internal(Internal::MalformedPlan(
                     "aggregate without accumulator",
@@ -497,8 +546,8 @@ fn csr_group<'c>(
     Ok(())
 }
 
-/// Folds `x` into accumulator `a`'s vector (`slot` 0) or scalar (1) lanes: the better value
-/// for min/max, a Kahan-compensated add otherwise.
+/// Folds `x` into accumulator `a`'s slot `slot` (a vector's lanes or the scalar tail's): the
+/// better value for min/max, a Kahan-compensated add otherwise.
 fn fold<'c>(
     fx: &Fx<'_, 'c>,
     agg: AggKind,

@@ -38,7 +38,7 @@ pub use store::{ObjectStore, StoreRefusal};
 
 use crate::backend::Operand;
 use crate::zero_cells::{self, InputBound};
-use cell::{CellLike, LANES};
+use cell::{CellLike, FULL_LANES, LANES};
 use inkwell::module::Module;
 use lafuse_compiler::fusion::cplan::{CNode, CPlan, TemplateSpec};
 use lafuse_runtime::{Matrix, ValueRange};
@@ -669,7 +669,7 @@ fn emit<'c>(
                 agg,
                 sparse_safe: *sparse_safe,
                 uses,
-                lanes: LANES,
+                lanes: FULL_LANES,
             }))
         }
         TemplateSpec::MAgg { aggs, sparse_safe } => {
@@ -703,7 +703,7 @@ fn emit<'c>(
                 aggs,
                 sparse_safe: *sparse_safe,
                 uses,
-                lanes: LANES,
+                lanes: FULL_LANES,
             }))
         }
         TemplateSpec::Outer { outer_type } => {
