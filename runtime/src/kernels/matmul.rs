@@ -656,24 +656,7 @@ fn sparse_tn(a: &SparseMatrix, b: &DenseMatrix) -> Result<Matrix> {
     } else if threads == 1 || a.nnz() * n < PAR_THRESHOLD {
         columns(0, n, &mut out);
     } else {
-        let width = n.div_ceil(threads);
-        let ranges: Vec<(usize, usize)> = (0..n)
-            .step_by(width)
-            .map(|j0| (j0, (j0 + width).min(n)))
-            .collect();
-        let parts = ranges
-            .par_iter()
-            .map(|&(j0, j1)| {
-                let mut part = try_alloc_zeroed(k * (j1 - j0))?;
-                columns(j0, j1, &mut part);
-                Ok(part)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        for (&(j0, j1), part) in ranges.iter().zip(&parts) {
-            for (orow, prow) in out.chunks_exact_mut(n).zip(part.chunks_exact(j1 - j0)) {
-                orow[j0..j1].copy_from_slice(prow);
-            }
-        }
+        super::fill_column_ranges(&mut out, n, n.div_ceil(threads), columns)?;
     }
     let nnz = crate::matrix::count_nnz(&out);
     Ok(dense_result(k, n, out, nnz))

@@ -263,26 +263,10 @@ pub(crate) fn vectors_matrix(
         columns(0, out);
         return Ok(count_nnz(out));
     }
-    // A part a thread of whole four-column chunks, `r` rows of its width each (a thread's
-    // columns of the output rows are not contiguous), copied into place after.
+    // A part a thread of whole four-column chunks (a thread's columns of the output rows are
+    // not contiguous).
     let width = n.div_ceil(threads).next_multiple_of(4);
-    let ranges: Vec<(usize, usize)> = (0..n)
-        .step_by(width)
-        .map(|j0| (j0, (j0 + width).min(n)))
-        .collect();
-    let parts = ranges
-        .par_iter()
-        .map(|&(j0, j1)| {
-            let mut part = crate::matrix::try_alloc_zeroed(r * (j1 - j0))?;
-            columns(j0, &mut part);
-            Ok(part)
-        })
-        .collect::<crate::Result<Vec<_>>>()?;
-    for (&(j0, j1), part) in ranges.iter().zip(&parts) {
-        for (orow, prow) in out.chunks_exact_mut(n).zip(part.chunks_exact(j1 - j0)) {
-            orow[j0..j1].copy_from_slice(prow);
-        }
-    }
+    super::fill_column_ranges(out, n, width, |j0, _, part| columns(j0, part))?;
     Ok(count_nnz(out))
 }
 

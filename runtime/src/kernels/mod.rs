@@ -189,6 +189,40 @@ where
     fill_rows_reading(out, cols, cols, f)
 }
 
+/// Fills the row-major `out` (`n` columns) by ranges of `width` columns over threads:
+/// `f(j0, j1, part)` writes columns `[j0, j1)` of every row into the zeroed `part` (rows of
+/// `j1 - j0`), copied into place after (threads writing neighbouring cells of one output row
+/// would share its cache lines). The resource error of a part the allocator cannot give.
+pub(crate) fn fill_column_ranges<F>(
+    out: &mut [f64],
+    n: usize,
+    width: usize,
+    f: F,
+) -> crate::Result<()>
+where
+    F: Fn(usize, usize, &mut [f64]) + Sync,
+{
+    let rows = out.len() / n.max(1);
+    let ranges: Vec<(usize, usize)> = (0..n)
+        .step_by(width.max(1))
+        .map(|j0| (j0, (j0 + width).min(n)))
+        .collect();
+    let parts = ranges
+        .par_iter()
+        .map(|&(j0, j1)| {
+            let mut part = crate::matrix::try_alloc_zeroed(rows * (j1 - j0))?;
+            f(j0, j1, &mut part);
+            Ok(part)
+        })
+        .collect::<crate::Result<Vec<_>>>()?;
+    for (&(j0, j1), part) in ranges.iter().zip(&parts) {
+        for (orow, prow) in out.chunks_exact_mut(n).zip(part.chunks_exact(j1 - j0)) {
+            orow[j0..j1].copy_from_slice(prow);
+        }
+    }
+    Ok(())
+}
+
 /// [`fill_rows`] for a kernel that reads about `read_per_row` values for each output row (a
 /// matrix-vector product: a row of the matrix for one output value). Blocks of rows and the
 /// decision to run them in parallel follow the larger of what is read and what is written, so
