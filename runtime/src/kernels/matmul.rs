@@ -575,9 +575,10 @@ fn sparse_sparse(a: &SparseMatrix, b: &SparseMatrix) -> Result<Matrix> {
 /// `t(a) %*% b` (k x n for an m x k `a` and an m x n `b`). Dense operands are read in place:
 /// `dgemm` takes `a` with swapped strides, and a column vector `b` makes it the vector-matrix
 /// product `t(t(b) %*% a)`, one pass over `a`'s rows; an `a` of few columns (or a `b` of very
-/// few) makes it as many vector-matrix products, each cell summed over the rows in order. A CSR `a` with a dense `b` is read in
-/// place too (`sparse_tn`). A sparse `b`, and a dense `a` with a `b` holding NaN/±Inf (whose
-/// product skips the zeros of `t(a)`, module docs), transpose `a` first.
+/// few) makes it as many vector-matrix products, each cell summed over the rows in order. A
+/// CSR `a` with a dense `b` is read in place too (`sparse_tn`). A sparse `b`, and a dense `a`
+/// with a `b` holding NaN/±Inf (whose product skips the zeros of `t(a)`, module docs),
+/// transpose `a` first.
 ///
 /// ```
 /// use lafuse_runtime::{Matrix, kernels};
@@ -753,14 +754,7 @@ const FEW_RIGHT_VECTORS: usize = 5;
 
 /// The columns of `a` as the rows of a row-major `a.cols x a.rows` buffer.
 fn columns_of(a: &DenseMatrix) -> Result<Vec<f64>> {
-    let (m, k) = (a.rows, a.cols);
-    let mut cols = try_alloc_zeroed(m * k)?;
-    for (i, row) in a.values.chunks_exact(k).enumerate() {
-        for (c, &x) in row.iter().enumerate() {
-            cols[c * m + i] = x;
-        }
-    }
-    Ok(cols)
+    super::reorg::transpose_values(&a.values, a.rows, a.cols)
 }
 
 /// Column-block width of the symmetric dense `tsmm`.
@@ -1061,9 +1055,9 @@ mod tests {
     #[test]
     fn a_sparse_dense_product_sums_each_cell_in_row_order_to_the_bit() {
         // A vector: one row's dot product after another. A few columns: the sums in
-        // registers (`sparse_rows_narrow`, 2 to 8 columns); more: the general loop. Rows of different lengths (empty ones too), odd row counts,
-        // non-finite values in the right operand, products large enough for blocks over
-        // threads.
+        // registers (`sparse_rows_narrow`, 2 to 8 columns); more: the general loop. Rows of
+        // different lengths (empty ones too), odd row counts, non-finite values in the right
+        // operand, products large enough for blocks over threads.
         for (i, &(mm, k, sp)) in [
             (1, 1, 1.0),
             (9, 30, 0.3),

@@ -255,11 +255,11 @@ pub(crate) fn vectors_matrix(
             || vectors_matrix_columns(xs, r, &b.values, n, j0, part),
         )
     };
+    if r == 1 {
+        return Ok(vector_matrix(xs, b, out));
+    }
     let threads = rayon::current_num_threads();
-    if r == 1 || threads == 1 || m * n * r < PAR_THRESHOLD || n < 2 * VM_CHUNK {
-        if r == 1 {
-            return Ok(vector_matrix(xs, b, out));
-        }
+    if threads == 1 || m * n * r < PAR_THRESHOLD || n < 2 * VM_CHUNK {
         columns(0, out);
         return Ok(count_nnz(out));
     }
@@ -274,6 +274,7 @@ pub(crate) fn vectors_matrix(
 /// `part` holding `r` rows of `w`: a block of rows at a time, and in it, for each vector, a
 /// chunk of columns at a time ([`VM_CHUNK`], then narrower ones for what is left) whose sums
 /// run in registers over the block's rows.
+///
 /// A thread's columns of a row are a few KiB apart from the next row's, too short a run for
 /// the hardware prefetchers to follow from memory, so the first vector's chunks prefetch the
 /// next block's lines themselves (`t(X) %*% y` over a 100000 x 1000 `X`: 36.4-38.0 ms

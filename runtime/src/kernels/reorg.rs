@@ -12,34 +12,37 @@ const TILE: usize = 32;
 pub fn transpose(a: &Matrix) -> Result<Matrix> {
     let (m, n) = a.shape();
     Ok(match a {
-        Matrix::Dense(d) => {
-            let mut out = try_alloc_zeroed(m * n)?;
-            let src = &d.values[..];
-            if m > 0 && n > 0 {
-                // Each task owns TILE output rows (= input columns) and walks the input in tiles.
-                let task = |(b, chunk): (usize, &mut [f64])| {
-                    let j0 = b * TILE;
-                    let jn = chunk.len() / m;
-                    for i0 in (0..m).step_by(TILE) {
-                        let i1 = (i0 + TILE).min(m);
-                        for jj in 0..jn {
-                            let orow = &mut chunk[jj * m + i0..jj * m + i1];
-                            for (k, o) in orow.iter_mut().enumerate() {
-                                *o = src[(i0 + k) * n + j0 + jj];
-                            }
-                        }
-                    }
-                };
-                if m * n >= PAR_THRESHOLD {
-                    out.par_chunks_mut(TILE * m).enumerate().for_each(task);
-                } else {
-                    out.chunks_mut(TILE * m).enumerate().for_each(task);
-                }
-            }
-            dense_result(n, m, out, d.nnz)
-        }
+        Matrix::Dense(d) => dense_result(n, m, transpose_values(&d.values, m, n)?, d.nnz),
         Matrix::Sparse(s) => sparse_result(transpose_csr(s)?)?,
     })
+}
+
+/// The row-major `n x m` transpose of the row-major `m x n` values `src`, in tiles, over
+/// threads where it is large.
+pub(crate) fn transpose_values(src: &[f64], m: usize, n: usize) -> Result<Vec<f64>> {
+    let mut out = try_alloc_zeroed(m * n)?;
+    if m > 0 && n > 0 {
+        // Each task owns TILE output rows (= input columns) and walks the input in tiles.
+        let task = |(b, chunk): (usize, &mut [f64])| {
+            let j0 = b * TILE;
+            let jn = chunk.len() / m;
+            for i0 in (0..m).step_by(TILE) {
+                let i1 = (i0 + TILE).min(m);
+                for jj in 0..jn {
+                    let orow = &mut chunk[jj * m + i0..jj * m + i1];
+                    for (k, o) in orow.iter_mut().enumerate() {
+                        *o = src[(i0 + k) * n + j0 + jj];
+                    }
+                }
+            }
+        };
+        if m * n >= PAR_THRESHOLD {
+            out.par_chunks_mut(TILE * m).enumerate().for_each(task);
+        } else {
+            out.chunks_mut(TILE * m).enumerate().for_each(task);
+        }
+    }
+    Ok(out)
 }
 
 /// CSR transpose by counting: scattering rows in order keeps each output row sorted.
