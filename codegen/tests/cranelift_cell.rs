@@ -765,28 +765,7 @@ fn the_backend_builds_executables() {
 /// vector accumulator) and CSR, one task and several.
 #[test]
 fn a_finite_sum_beside_an_overflowing_one_keeps_its_lanes_when_added_again() {
-    let plan = CPlan {
-        template: TemplateSpec::MAgg {
-            aggs: vec![CellAgg::Sum, CellAgg::SumSq],
-            sparse_safe: true,
-        },
-        inputs: vec![InputKind::Matrix; 2],
-        nodes: vec![
-            data(0, Access::Main),
-            data(1, Access::Aligned),
-            CNode::Binary {
-                f: B::Mul,
-                a: 0,
-                b: 1,
-            },
-            CNode::Binary {
-                f: B::Mul,
-                a: 1,
-                b: 0,
-            },
-        ],
-        outputs: vec![2, 3],
-    };
+    let plan = product_sums_magg_plan();
     for (m, n) in [(300, 170), (37, 29), (5, 100)] {
         let base = mat(m, n, 1.0, 31, false);
         let vals = (0..m * n)

@@ -469,28 +469,47 @@ pub fn magg_plan(aggs: Vec<CellAgg>) -> CPlan {
 
 /// `sum(X * Y)` and `sum((X * exp(Y))^2)`: zero wherever X is, so sparse-safe.
 pub fn sparse_safe_magg_plan() -> CPlan {
+    sum_and_sumsq_of_products(vec![
+        CNode::Unary { f: U::Exp, x: 1 },
+        CNode::Binary {
+            f: B::Mul,
+            a: 0,
+            b: 3,
+        },
+    ])
+}
+
+/// `sum(X * Y)` and `sum((Y * X)^2)`: no helper call, so dense rows run the vector loops.
+pub fn product_sums_magg_plan() -> CPlan {
+    sum_and_sumsq_of_products(vec![CNode::Binary {
+        f: B::Mul,
+        a: 1,
+        b: 0,
+    }])
+}
+
+/// A sparse-safe MultiAgg of `sum(X * Y)` and the sum of squares of its last node, `rest`
+/// following `X` (main), `Y` (aligned) and `X * Y` (nodes 0-2).
+fn sum_and_sumsq_of_products(rest: Vec<CNode>) -> CPlan {
+    let mut nodes = vec![
+        data(0, Access::Main),
+        data(1, Access::Aligned),
+        CNode::Binary {
+            f: B::Mul,
+            a: 0,
+            b: 1,
+        },
+    ];
+    nodes.extend(rest);
+    let last = nodes.len() - 1;
     CPlan {
         template: TemplateSpec::MAgg {
             aggs: vec![CellAgg::Sum, CellAgg::SumSq],
             sparse_safe: true,
         },
         inputs: vec![InputKind::Matrix; 2],
-        nodes: vec![
-            data(0, Access::Main),
-            data(1, Access::Aligned),
-            CNode::Binary {
-                f: B::Mul,
-                a: 0,
-                b: 1,
-            },
-            CNode::Unary { f: U::Exp, x: 1 },
-            CNode::Binary {
-                f: B::Mul,
-                a: 0,
-                b: 3,
-            },
-        ],
-        outputs: vec![2, 4],
+        nodes,
+        outputs: vec![2, last],
     }
 }
 
