@@ -4,7 +4,8 @@
 //! refuses as unsupported are built with LLVM at once. Results do not change with the tier: the
 //! two backends' operators are bit-identical by construction.
 //!
-//! Work is counted in cells of the main input (rows × columns) summed over calls, so that a
+//! Work is counted in cells of the main input a call visits (rows × columns, or a CSR input's
+//! non-zeros where the plan skips zeros) summed over calls, so that a
 //! large operator called once and a small one called in a loop both reach the optimizing tier
 //! once LLVM's extra compile time can pay off.
 //!
@@ -19,7 +20,7 @@ use crate::cranelift::CraneliftBackend;
 use crate::native::NativeBackend;
 pub use crate::tiers::DEFAULT_TIER_THRESHOLD;
 use crate::tiers::{add, in_background_pool, Tier, TierCounters};
-use lafuse_compiler::fusion::cplan::CPlan;
+use lafuse_compiler::fusion::cplan::{CPlan, TemplateSpec};
 use lafuse_runtime::lineage::Lineage;
 use lafuse_runtime::{Matrix, ValueRange};
 use std::collections::HashMap;
@@ -87,7 +88,8 @@ impl TieredBackend {
     }
 
     /// A call of at least `cells` cells of main input (and of the threshold) on an operator
-    /// not yet on LLVM waits for LLVM's compilation and runs LLVM's code
+    /// not yet on LLVM waits for LLVM's compilation and runs LLVM's code, and so does a call
+    /// once the operator's calls since that compilation started have visited as many
     /// ([`DEFAULT_WAIT_CELLS`]).
     pub fn with_wait_cells(mut self, cells: u64) -> TieredBackend {
         self.wait_cells = cells;
@@ -133,7 +135,9 @@ impl TieredBackend {
             background: Arc::clone(&self.background),
             threshold: self.threshold,
             wait_cells: self.wait_cells.max(self.threshold),
+            non_zeros_only: visits_non_zeros_only(request.plan),
             work: AtomicU64::new(0),
+            work_at_start: AtomicU64::new(u64::MAX),
             started: AtomicBool::new(false),
             ready: Arc::new(OnceLock::new()),
             switched: AtomicBool::new(false),
@@ -217,8 +221,12 @@ struct Promotion {
     threshold: u64,
     /// A call of this many cells waits for LLVM ([`TieredBackend::with_wait_cells`]).
     wait_cells: u64,
-    /// Cells of main input processed so far.
+    /// Whether a call is counted at a CSR main input's non-zeros ([`visits_non_zeros_only`]).
+    non_zeros_only: bool,
+    /// Cells of main input visited so far ([`visited_cells`]).
     work: AtomicU64,
+    /// [`Promotion::work`] when LLVM's compilation started (`u64::MAX` before).
+    work_at_start: AtomicU64,
     /// The background compilation has been started.
     started: AtomicBool,
     ready: Arc<OnceLock<Ready>>,
@@ -244,6 +252,28 @@ impl Promotion {
         self.ready.get().and_then(Option::as_ref)
     }
 
+    /// Whether a call of `cells` cells waits for LLVM's code: it alone visits
+    /// [`Promotion::wait_cells`], or the calls since LLVM's compilation started have, on
+    /// Cranelift, so that its slower code has cost about the compile by now. The compilation
+    /// runs at idle priority, and a loop whose kernels keep every core busy leaves it none:
+    /// `t(X) %*% (w * (X %*% v))` over a 1e5 x 1000 CSR matrix ran 40 times on Cranelift's
+    /// code, 1.6 ms a call against LLVM's 1.2, its 25 ms compilation still waiting for a core
+    /// at the end. Waiting frees the caller's core for it.
+    fn should_wait(&self, cells: u64) -> bool {
+        if self.ready.get().is_some() {
+            return false;
+        }
+        let at_start = self.work_at_start.load(Ordering::Relaxed);
+        cells >= self.wait_cells
+            || (at_start != u64::MAX
+                && self
+                    .work
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(at_start)
+                    .saturating_add(cells)
+                    >= self.wait_cells)
+    }
+
     /// Counts a call's `cells`; past the threshold, starts LLVM's compilation (once).
     fn count(&self, cells: u64, counters: &Arc<TierCounters>) {
         let before = self.work.fetch_add(cells, Ordering::Relaxed);
@@ -252,6 +282,8 @@ impl Promotion {
         {
             return;
         }
+        self.work_at_start
+            .store(before.saturating_add(cells), Ordering::Relaxed);
         let (plan, main, llvm) = (Arc::clone(&self.plan), self.main, Arc::clone(&self.llvm));
         let ready = Arc::clone(&self.ready);
         let tally = Arc::clone(counters);
@@ -306,9 +338,30 @@ struct TieredOperator {
     counters: Arc<TierCounters>,
 }
 
-/// Cells of a call's main input (a scalar counts one).
-fn main_cells(inputs: &[Operand<'_>]) -> u64 {
+/// Whether `plan`'s operators visit a CSR main input at its non-zeros only: sparse-safe Cell
+/// and MultiAgg operators, Outer operators (a sparse driver's cells), and Row operators that
+/// read the main row at its non-zeros (not those that scatter it into a dense row first).
+fn visits_non_zeros_only(plan: &CPlan) -> bool {
+    match &plan.template {
+        TemplateSpec::Cell { sparse_safe, .. } | TemplateSpec::MAgg { sparse_safe, .. } => {
+            *sparse_safe
+        }
+        TemplateSpec::Outer { .. } => true,
+        TemplateSpec::Row { row_type, .. } => {
+            crate::row_plan::analyze(plan, *row_type).is_ok_and(|info| !info.needs_dense_main)
+        }
+    }
+}
+
+/// The cells of its main input a call visits (a scalar counts one): the stored values of a CSR
+/// input where the operator visits non-zeros only ([`visits_non_zeros_only`]), else rows ×
+/// columns. Cranelift's code is slower than LLVM's per cell visited, so this is what a call
+/// loses on it: a 1e5 x 1000 CSR matrix of sparsity 0.01 has 1e8 cells, but `t(X) %*% (w * (X
+/// %*% v))` visits its 1e6 non-zeros in 1.3 ms, and counted at 1e8 cells such a call waited
+/// 25 ms for LLVM's code ([`DEFAULT_WAIT_CELLS`]).
+fn visited_cells(non_zeros_only: bool, inputs: &[Operand<'_>]) -> u64 {
     match inputs.first() {
+        Some(Operand::Matrix(m)) if non_zeros_only && m.is_sparse() => m.nnz() as u64,
         Some(Operand::Matrix(m)) => (m.rows() as u64).saturating_mul(m.cols() as u64),
         _ => 1,
     }
@@ -347,12 +400,15 @@ impl Executable for TieredOperator {
         known: &[Option<ValueRange>],
         lineage: &[Option<Lineage>],
     ) -> Result<Vec<Matrix>, CodegenError> {
-        let cells = main_cells(inputs);
+        let cells = self
+            .promotion
+            .as_ref()
+            .map_or(0, |p| visited_cells(p.non_zeros_only, inputs));
         let mut counted = false;
         if let Some(p) = &self.promotion {
-            if cells >= p.wait_cells && p.ready.get().is_none() {
-                // Large enough that LLVM's compile is a small part of what Cranelift's slower
-                // code would cost: start it (if not yet) and run its code.
+            if p.should_wait(cells) {
+                // LLVM's compile is a small part of what Cranelift's slower code would cost
+                // (or has cost): start it (if not yet) and run its code.
                 p.count(cells, &self.counters);
                 counted = true;
                 p.ready.wait();

@@ -473,6 +473,110 @@ fn a_call_large_enough_waits_for_llvm() {
     );
 }
 
+/// An operator whose LLVM compilation has not finished by the time its calls since it started
+/// have visited the wait size runs LLVM's code from then on: the call waits (the compilation
+/// runs at idle priority, and a loop that keeps the cores busy would leave it none).
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
+#[test]
+fn calls_that_have_done_the_wait_size_since_llvm_started_wait_for_it() {
+    use lafuse_codegen::cranelift::CraneliftBackend;
+    use lafuse_codegen::native::NativeBackend;
+    use lafuse_codegen::tiered::TieredBackend;
+    // 102 cells a call: the first starts LLVM's compilation (threshold 100), and the calls
+    // after it reach 300 cells since then at the third (102 + 102 + 102 from the second on).
+    let (m, n) = (34, 3);
+    let x = Matrix::from_dense_values(m, n, (0..m * n).map(|i| (i % 7) as f64 - 2.5).collect())
+        .unwrap();
+    let backend =
+        TieredBackend::new(CraneliftBackend::new(), NativeBackend::new(), 100).with_wait_cells(300);
+    let counters = backend.counters();
+    let cell = Arc::new(plan(Some(CellAgg::Sum)));
+    let op = backend
+        .build(&[Request {
+            plan: &cell,
+            main: MainFormat::Dense,
+        }])
+        .pop()
+        .unwrap()
+        .unwrap();
+    let inputs = [Operand::Matrix(&x), Operand::Matrix(&x)];
+    let want = evaluate(&cell, &inputs, &[(1, 1)]).unwrap()[0].get(0, 0);
+    for call in 1..=4 {
+        let got = op.executable.execute(&inputs, &[(1, 1)], &[]).unwrap()[0].get(0, 0);
+        assert!(same(got, want), "call {call}: {got} against {want}");
+    }
+    // The fourth call ran on LLVM whatever the compilation's speed (the second and third may
+    // have, where it was done by then).
+    let c = counters.snapshot();
+    assert_eq!(c.cranelift_calls + c.llvm_calls, 4, "{c:?}");
+    assert!(c.cranelift_calls >= 1 && c.llvm_calls >= 1, "{c:?}");
+    assert_eq!(c.switches, 1, "{c:?}");
+    let last_on_llvm = c.llvm_calls;
+    op.executable.execute(&inputs, &[(1, 1)], &[]).unwrap();
+    assert_eq!(counters.snapshot().llvm_calls, last_on_llvm + 1);
+}
+
+/// A call's size is the cells its operator visits: a sparse-safe operator over a CSR main
+/// input visits its non-zeros, so a call of many cells but few non-zeros stays on Cranelift
+/// where the same cells stored dense wait for LLVM (a sparse call counted at its cells waited
+/// for an LLVM compile many times its own time).
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
+#[test]
+fn a_sparse_call_is_as_large_as_the_non_zeros_it_visits() {
+    use lafuse_codegen::cranelift::CraneliftBackend;
+    use lafuse_codegen::native::NativeBackend;
+    use lafuse_codegen::tiered::TieredBackend;
+    let (m, n) = (100, 3);
+    // 300 cells, 10 non-zeros.
+    let values: Vec<f64> = (0..m * n)
+        .map(|i| {
+            if i % 31 == 0 {
+                (i % 7) as f64 - 2.5
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let sparse = Matrix::from_dense_values(m, n, values).unwrap();
+    let dense = Matrix::Dense(sparse.to_dense().unwrap());
+    assert!(sparse.is_sparse());
+    let y = Matrix::from_dense_values(m, n, (0..m * n).map(|i| (i % 5) as f64).collect()).unwrap();
+    let mut product_sum = plan(Some(CellAgg::Sum));
+    product_sum.outputs = vec![2];
+    product_sum.template = TemplateSpec::Cell {
+        cell_type: CellType::FullAgg,
+        agg: Some(CellAgg::Sum),
+        sparse_safe: true,
+    };
+    let product_sum = Arc::new(product_sum);
+    for (main, format, tiers) in [
+        (&sparse, MainFormat::Sparse, (1, 0)),
+        (&dense, MainFormat::Dense, (0, 1)),
+    ] {
+        let backend = TieredBackend::new(CraneliftBackend::new(), NativeBackend::new(), 100)
+            .with_wait_cells(300);
+        let counters = backend.counters();
+        let op = backend
+            .build(&[Request {
+                plan: &product_sum,
+                main: format,
+            }])
+            .pop()
+            .unwrap()
+            .unwrap();
+        let inputs = [Operand::Matrix(main), Operand::Matrix(&y)];
+        let got = op.executable.execute(&inputs, &[(1, 1)], &[]).unwrap()[0].get(0, 0);
+        let want = evaluate(&product_sum, &inputs, &[(1, 1)]).unwrap()[0].get(0, 0);
+        assert!(same(got, want), "{got} against {want}");
+        let c = counters.snapshot();
+        assert_eq!(
+            (c.cranelift_calls, c.llvm_calls),
+            tiers,
+            "{format:?}: {c:?}"
+        );
+    }
+}
+
 /// A tiered operator called from several threads at once while LLVM compiles it: every call
 /// computes the same bits, the switch is counted once, and every call is counted on a tier.
 #[cfg(all(feature = "cranelift", feature = "llvm"))]
