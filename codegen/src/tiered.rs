@@ -4,8 +4,8 @@
 //! refuses as unsupported are built with LLVM at once. Results do not change with the tier: the
 //! two backends' operators are bit-identical by construction.
 //!
-//! Work is counted in cells of the main input a call visits (rows × columns, or a CSR input's
-//! non-zeros where the plan skips zeros) summed over calls, so that a
+//! Work is counted in cells of the main input (rows × columns, or a CSR input's non-zeros for
+//! Row operators that read its rows at those) summed over calls, so that a
 //! large operator called once and a small one called in a loop both reach the optimizing tier
 //! once LLVM's extra compile time can pay off.
 //!
@@ -135,7 +135,7 @@ impl TieredBackend {
             background: Arc::clone(&self.background),
             threshold: self.threshold,
             wait_cells: self.wait_cells.max(self.threshold),
-            non_zeros_only: visits_non_zeros_only(request.plan),
+            non_zeros_only: counts_non_zeros(request.plan),
             work: AtomicU64::new(0),
             work_at_start: AtomicU64::new(u64::MAX),
             started: AtomicBool::new(false),
@@ -221,7 +221,7 @@ struct Promotion {
     threshold: u64,
     /// A call of this many cells waits for LLVM ([`TieredBackend::with_wait_cells`]).
     wait_cells: u64,
-    /// Whether a call is counted at a CSR main input's non-zeros ([`visits_non_zeros_only`]).
+    /// Whether a call is counted at a CSR main input's non-zeros ([`counts_non_zeros`]).
     non_zeros_only: bool,
     /// Cells of main input visited so far ([`visited_cells`]).
     work: AtomicU64,
@@ -338,27 +338,27 @@ struct TieredOperator {
     counters: Arc<TierCounters>,
 }
 
-/// Whether `plan`'s operators visit a CSR main input at its non-zeros only: sparse-safe Cell
-/// and MultiAgg operators, Outer operators (a sparse driver's cells), and Row operators that
-/// read the main row at its non-zeros (not those that scatter it into a dense row first).
-fn visits_non_zeros_only(plan: &CPlan) -> bool {
+/// Whether a call of `plan`'s operator is counted at a CSR main input's non-zeros: a Row
+/// operator that reads the main row at its non-zeros (not one that scatters it into a dense row
+/// first). The threshold and the wait size weigh Cranelift's loss against LLVM's compile in
+/// cells, at 0.2 to 6 ns a cell; a Row operator over CSR rows loses about 0.1 ns a non-zero
+/// (both backends call the same sparse dot and update per row: `t(X) %*% (w * (X %*% v))` over
+/// 1e7 non-zeros, 5.9 ms against 5.3), so counted at its cells a call of 1e8 cells and 1e7
+/// non-zeros waited 25 ms for LLVM to save 0.6. Cranelift's sparse Cell and MultiAgg entries
+/// lose about 7 ns a non-zero (`sum(X * Y)` and `sum(X * Z)` over 1e6 non-zeros: 15.3 ms
+/// against 8.5), which their cells weigh better, so they are counted at those.
+fn counts_non_zeros(plan: &CPlan) -> bool {
     match &plan.template {
-        TemplateSpec::Cell { sparse_safe, .. } | TemplateSpec::MAgg { sparse_safe, .. } => {
-            *sparse_safe
-        }
-        TemplateSpec::Outer { .. } => true,
         TemplateSpec::Row { row_type, .. } => {
             crate::row_plan::analyze(plan, *row_type).is_ok_and(|info| !info.needs_dense_main)
         }
+        TemplateSpec::Cell { .. } | TemplateSpec::MAgg { .. } | TemplateSpec::Outer { .. } => false,
     }
 }
 
-/// The cells of its main input a call visits (a scalar counts one): the stored values of a CSR
-/// input where the operator visits non-zeros only ([`visits_non_zeros_only`]), else rows ×
-/// columns. Cranelift's code is slower than LLVM's per cell visited, so this is what a call
-/// loses on it: a 1e5 x 1000 CSR matrix of sparsity 0.01 has 1e8 cells, but `t(X) %*% (w * (X
-/// %*% v))` visits its 1e6 non-zeros in 1.3 ms, and counted at 1e8 cells such a call waited
-/// 25 ms for LLVM's code ([`DEFAULT_WAIT_CELLS`]).
+/// The cells of its main input a call counts (a scalar counts one): the stored values of a
+/// CSR input where the operator is counted at those ([`counts_non_zeros`]), else rows ×
+/// columns.
 fn visited_cells(non_zeros_only: bool, inputs: &[Operand<'_>]) -> u64 {
     match inputs.first() {
         Some(Operand::Matrix(m)) if non_zeros_only && m.is_sparse() => m.nnz() as u64,
