@@ -7,6 +7,7 @@
 //! the plan is reused for any values that imply the same sizes (a mini-batch loop compiles
 //! its body once, not once per batch).
 
+use crate::deferral::Expected;
 use crate::error::Error;
 use crate::fused::{Fuser, Fusion, PlannedOperator};
 use crate::ScriptArgs;
@@ -207,6 +208,9 @@ pub(crate) struct Deferral {
     runs: Arc<AtomicU64>,
     /// The run from which the block is compiled again; moved on where it then defers again.
     runs_to_pay: AtomicU64,
+    /// What the plan search that deferred the block last expects of its fusion
+    /// ([`crate::fused::Fuser::background_lag`] weighs it against the lag).
+    expected: Mutex<Option<Expected>>,
     /// The block's fusion, planned and compiled on a background thread since it fell due
     /// ([`crate::fused::Fuser::background_lag`]).
     background: Mutex<Option<Background>>,
@@ -253,10 +257,11 @@ impl FusionJob {
 }
 
 impl Deferral {
-    fn new(runs_to_pay: u64) -> Deferral {
+    fn new(runs_to_pay: u64, expected: Option<Expected>) -> Deferral {
         Deferral {
             runs: Arc::default(),
             runs_to_pay: AtomicU64::new(runs_to_pay),
+            expected: Mutex::new(expected),
             background: Mutex::new(None),
             scheduled_install: AtomicU64::new(0),
         }
@@ -306,6 +311,17 @@ impl Deferral {
     /// The plan stays as it is until run `runs_to_pay`: the fuser deferred the block again.
     pub(crate) fn defer_to(&self, runs_to_pay: u64) {
         self.runs_to_pay.store(runs_to_pay, Ordering::Relaxed);
+    }
+
+    /// [`Deferral::defer_to`], with what the search that deferred the block again expects.
+    pub(crate) fn defer_again(&self, runs_to_pay: u64, expected: Option<Expected>) {
+        *self.expected.lock().unwrap_or_else(|p| p.into_inner()) = expected;
+        self.defer_to(runs_to_pay);
+    }
+
+    /// What the last plan search expects of the block's fusion (`None`: no plan weighed).
+    pub(crate) fn expected(&self) -> Option<Expected> {
+        *self.expected.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The background fusion at run `runs`; a due job is taken out.
@@ -675,8 +691,12 @@ fn compile_with(
 
 /// What a block whose deferral came due compiles to.
 pub(crate) enum Refusal {
-    /// Fusing still does not pay: the unfused plan stands until this run.
-    Later(u64),
+    /// Fusing still does not pay: the unfused plan stands until run `runs_to_pay`; what the
+    /// weighed plan would save.
+    Later {
+        runs_to_pay: u64,
+        expected: Option<Expected>,
+    },
     /// The block compiled fused.
     Now(CompiledBlock),
 }
@@ -700,7 +720,13 @@ pub(crate) fn refuse_with(
     fusion: Fusion,
 ) -> Result<Refusal, Error> {
     match fusion {
-        Fusion::Deferred { runs_to_pay } => Ok(Refusal::Later(runs_to_pay)),
+        Fusion::Deferred {
+            runs_to_pay,
+            expected,
+        } => Ok(Refusal::Later {
+            runs_to_pay,
+            expected,
+        }),
         Fusion::Now(operators) => Ok(Refusal::Now(lower_block(
             block.dag.clone(),
             meta,
@@ -726,7 +752,10 @@ fn finish(
         Some(fuser) if dag.hops.iter().any(|h| h.is_matrix()) => {
             match fuser.fuse(&dag, meta.unfused_runs)? {
                 Fusion::Now(operators) => (operators, None),
-                Fusion::Deferred { runs_to_pay } => (Vec::new(), Some(Deferral::new(runs_to_pay))),
+                Fusion::Deferred {
+                    runs_to_pay,
+                    expected,
+                } => (Vec::new(), Some(Deferral::new(runs_to_pay, expected))),
             }
         }
         _ => (Vec::new(), None),
@@ -1577,13 +1606,22 @@ mod tests {
     /// a panic it raised as a panic of that run (as had the block been fused there).
     #[test]
     fn a_background_fusion_hands_its_result_or_its_panic_to_the_due_run() {
-        let deferral = Deferral::new(1);
-        assert!(deferral.start_in_background(|| Ok(Fusion::Deferred { runs_to_pay: 7 }), 3));
+        let deferral = Deferral::new(1, None);
+        assert!(deferral.start_in_background(
+            || Ok(Fusion::Deferred {
+                runs_to_pay: 7,
+                expected: None
+            }),
+            3
+        ));
         match due_job(&deferral, 3).wait() {
-            Some(Ok(Fusion::Deferred { runs_to_pay: 7 })) => {}
+            Some(Ok(Fusion::Deferred {
+                runs_to_pay: 7,
+                expected: None,
+            })) => {}
             other => panic!("{other:?}"),
         }
-        let panicking = Deferral::new(1);
+        let panicking = Deferral::new(1, None);
         assert!(panicking.start_in_background(|| panic!("fusing failed"), 2));
         let job = due_job(&panicking, 2);
         let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.wait()))
@@ -1596,7 +1634,7 @@ mod tests {
     /// work started when the block fell due.
     #[test]
     fn a_scheduled_background_fusion_starts_later_and_installs_where_it_would_have() {
-        let deferral = Deferral::new(5);
+        let deferral = Deferral::new(5, None);
         assert!(deferral.is_due(5));
         assert_eq!(deferral.take_scheduled_install(), None);
         deferral.schedule(9, 21);
@@ -1605,9 +1643,18 @@ mod tests {
         assert!(deferral.is_due(9));
         assert_eq!(deferral.take_scheduled_install(), Some(21));
         assert_eq!(deferral.take_scheduled_install(), None);
-        assert!(deferral.start_in_background(|| Ok(Fusion::Deferred { runs_to_pay: 30 }), 21));
+        assert!(deferral.start_in_background(
+            || Ok(Fusion::Deferred {
+                runs_to_pay: 30,
+                expected: None
+            }),
+            21
+        ));
         match due_job(&deferral, 21).wait() {
-            Some(Ok(Fusion::Deferred { runs_to_pay: 30 })) => {}
+            Some(Ok(Fusion::Deferred {
+                runs_to_pay: 30,
+                expected: None,
+            })) => {}
             other => panic!("{other:?}"),
         }
     }

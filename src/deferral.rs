@@ -44,6 +44,40 @@ pub(crate) const BACKGROUND_START_DIVISOR: u64 = 4;
 /// unfused until then, its fused plan ready long before.
 pub(crate) const MAX_BACKGROUND_LAG: u64 = 1 << 16;
 
+/// What the last plan search of a deferred block expects of its fusion, under the weighing
+/// model ([`weighing_model`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Expected {
+    /// Seconds a run the fused plan saves against the unfused one.
+    pub(crate) saving: f64,
+    /// Its fused operators.
+    pub(crate) operators: usize,
+}
+
+/// The runs within which fusing a due block on the run's own thread must pay back its stall
+/// for [`fusing_now_saves`].
+pub(crate) const FOREGROUND_PAYBACK_RUNS: u64 = 4;
+
+/// Whether a block that fell due is better fused on the run's own thread, now, than on a
+/// background thread over a lag of `lag` runs: where the expected saving of the next
+/// [`FOREGROUND_PAYBACK_RUNS`] runs (of the lag's, if fewer) pays back the stall, about a
+/// compilation per operator and one for the plan search. The lag is generous (it hides the
+/// work however busy the cores are), and for a block whose fusion saves a large part of its
+/// run it forgoes many times the stall: ALS-CG's blocks at quick scale save 0.6-0.8 ms of
+/// 0.6-0.8 a run by the model with lags of 20-28 runs (159 → 117 ms sparse, 214 → 189 dense
+/// fused now), and `t(X) %*% (w * (X %*% v))` over a 1e5 x 1000 CSR matrix of sparsity 0.01
+/// forwent 0.9 ms a run (measured) over 15 runs to hide a 2 ms compilation. How many runs
+/// a loop makes after its block falls due cannot be told then: the bound on the payback
+/// keeps a block whose fusion saves a small part of its run in the background, where it was
+/// due late in a loop that ends soon after (L2SVM's line search: 0.09 ms saved a run, due at
+/// run 12 with a lag of 138; fused now, L2SVM at 10000 x 100 took 9.2 ms against 5.6). A
+/// comparison of the model's figures and counts, never of timings, so the plan still changes
+/// at a run that depends on sizes and counts only.
+pub(crate) fn fusing_now_saves(lag: u64, expected: Expected, per_operator: f64) -> bool {
+    let stall = (expected.operators as f64 + 1.0) * per_operator;
+    lag.min(FOREGROUND_PAYBACK_RUNS) as f64 * expected.saving > stall
+}
+
 /// The profile `lafuse calibrate` wrote on the project's reference machine (a two-core AMD
 /// EPYC slice with AVX2, 2026-11-28; the profile BENCHMARKS.md's sessions 33 on use).
 const REFERENCE_PROFILE: &str = include_str!("reference_machine.json");
@@ -154,12 +188,13 @@ impl<'d> BlockCosts<'d> {
     /// The first run at which any plan could pay ([`BlockCosts::pays_at`] of a plan of one
     /// operator at the block's floor): no plan saves more than the unfused cost above the
     /// floor (its inputs read once, each operation computed once, its outputs written), nor
-    /// compiles fewer than one operator. Sound, and nearly free once the block is costed (one
+    /// compiles fewer than one operator; with what that plan would save, a bound. Sound, and nearly free once the block is costed (one
     /// walk over its hops): a block whose cost is mostly a pass over a large input that no
     /// fusion removes (L2SVM's `X %*% s` and `t(X) %*% r`) waits for many runs, not for the
     /// few its whole cost would allow, before a plan search that would find nothing to pay.
-    pub(crate) fn earliest(&self, model: &CostModel) -> u64 {
-        self.pays_at(fusion::cost_floor(&self.view, model), 1)
+    pub(crate) fn earliest(&self, model: &CostModel) -> (u64, Expected) {
+        let floor = fusion::cost_floor(&self.view, model);
+        (self.pays_at(floor, 1), self.expected(floor, 1))
     }
 
     /// The run at which a plan of `operators` operators costing `fused` a run pays: when its
@@ -172,6 +207,14 @@ impl<'d> BlockCosts<'d> {
         let by_saving = runs_to_pay(self.unfused - fused, compile);
         let by_cost = runs_to_pay(self.unfused / UNFUSED_COST_PER_COMPILE, compile);
         by_saving.min(by_cost)
+    }
+
+    /// What a plan of `operators` operators costing `fused` a run expects.
+    pub(crate) fn expected(&self, fused: f64, operators: usize) -> Expected {
+        Expected {
+            saving: self.unfused - fused,
+            operators,
+        }
     }
 
     /// Whether the block is large enough for [`BlockCosts::estimated`] to spare time: the exact
@@ -191,7 +234,7 @@ impl<'d> BlockCosts<'d> {
     /// without the search; the search decides at the run this estimate names. An estimate,
     /// not a bound: where the exact plan would pay earlier, the block fuses that much later,
     /// by at most [`UNFUSED_COST_PER_COMPILE`] compilations' worth of runs.
-    pub(crate) fn estimated(&self, model: &CostModel) -> Result<u64, Error> {
+    pub(crate) fn estimated(&self, model: &CostModel) -> Result<(u64, Option<Expected>), Error> {
         let explored = fusion::explore(
             &self.view,
             &fusion::ExploreOptions {
@@ -199,7 +242,7 @@ impl<'d> BlockCosts<'d> {
                 ..fusion::ExploreOptions::default()
             },
         );
-        let mut best = u64::MAX;
+        let mut best = (u64::MAX, None);
         for selector in [&FuseAll as &dyn PlanSelector, &FuseNoRedundancy] {
             let mut memo = explored.clone();
             let selection = selector.select(&self.view, &mut memo)?;
@@ -208,7 +251,10 @@ impl<'d> BlockCosts<'d> {
             let operators = selection.roots.len();
             if operators > 0 {
                 let fused = fusion::cost::cost_of(&self.view, model, &selection);
-                best = best.min(self.pays_at(fused, operators));
+                let due = self.pays_at(fused, operators);
+                if due < best.0 {
+                    best = (due, Some(self.expected(fused, operators)));
+                }
             }
         }
         Ok(best)
@@ -258,10 +304,10 @@ mod tests {
         for (rows, at_once) in [(100_000, true), (10, false)] {
             let dag = sum_xyz(rows);
             let costs = BlockCosts::new(&dag, &model, 1e-3).unwrap().unwrap();
-            let estimated = costs.estimated(&model).unwrap();
+            let (estimated, _) = costs.estimated(&model).unwrap();
             assert_eq!(estimated, exact_due(&costs, &dag, &model), "{rows} rows");
             assert_eq!(estimated == 1, at_once, "{rows} rows: run {estimated}");
-            assert!(costs.earliest(&model) <= estimated, "{rows} rows");
+            assert!(costs.earliest(&model).0 <= estimated, "{rows} rows");
         }
     }
 
@@ -332,7 +378,7 @@ mod tests {
         );
         assert_eq!(exact_due(&by_dense_rule, &sparse, &dense_rule), 1);
         assert!(exact_due(&costs, &sparse, &model) > 1);
-        assert!(costs.earliest(&model) <= exact_due(&costs, &sparse, &model));
+        assert!(costs.earliest(&model).0 <= exact_due(&costs, &sparse, &model));
         let dense = sum_xyz(10_000);
         let (priced, by_cells) = (
             BlockCosts::new(&dense, &model, 1e-3).unwrap().unwrap(),
@@ -340,8 +386,8 @@ mod tests {
         );
         assert_eq!(priced.unfused(), by_cells.unfused());
         assert_eq!(
-            priced.estimated(&model).unwrap(),
-            by_cells.estimated(&dense_rule).unwrap()
+            priced.estimated(&model).unwrap().0,
+            by_cells.estimated(&dense_rule).unwrap().0
         );
     }
 
@@ -419,7 +465,7 @@ mod tests {
         );
         assert_eq!(exact_due(&costs, &dag, &model), 1);
         assert!(!costs.worth_estimating());
-        assert!(costs.estimated(&model).unwrap() > 1);
+        assert!(costs.estimated(&model).unwrap().0 > 1);
     }
 
     /// The rent-or-buy rule: fuse at once when one run saves the compile time, never when

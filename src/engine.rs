@@ -870,10 +870,13 @@ impl<'p, 'o> Interpreter<'p, 'o> {
                 };
                 match refusal {
                     crate::compile::Refusal::Now(fused) => fused,
-                    crate::compile::Refusal::Later(runs_to_pay) => {
+                    crate::compile::Refusal::Later {
+                        runs_to_pay,
+                        expected,
+                    } => {
                         self.compile_time += started.elapsed();
                         if let Some(d) = &old.deferral {
-                            d.defer_to(runs_to_pay);
+                            d.defer_again(runs_to_pay, expected);
                         }
                         self.cache_hits += 1;
                         return Ok(Arc::clone(old));
@@ -930,7 +933,7 @@ impl<'p, 'o> Interpreter<'p, 'o> {
         let install_at = match deferral.take_scheduled_install() {
             Some(install_at) => install_at,
             None => {
-                let Some(lag) = fuser.background_lag(&block.dag)? else {
+                let Some(lag) = fuser.background_lag(&block.dag, deferral.expected())? else {
                     return Ok(false);
                 };
                 // The lag is generous (it must cover the work however busy the cores are),

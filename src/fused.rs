@@ -6,7 +6,10 @@
 //! An operator the backend cannot build (an unsupported template variant, say) is not an
 //! error: its hops simply run unfused, and the reason is counted in the statistics.
 
-use crate::deferral::{runs_to_pay, BlockCosts, BACKGROUND_LAG_COMPILATIONS, MAX_BACKGROUND_LAG};
+use crate::deferral::{
+    fusing_now_saves, runs_to_pay, BlockCosts, Expected, BACKGROUND_LAG_COMPILATIONS,
+    MAX_BACKGROUND_LAG,
+};
 use crate::error::Error;
 use crate::{FusionPolicy, Placement};
 use lafuse_codegen::backend::{
@@ -433,8 +436,13 @@ pub(crate) enum Fusion {
     /// The operators, built and ready to run.
     Now(Vec<PlannedOperator>),
     /// Fusing would not pay for its compilation yet: the block runs unfused until it has run
-    /// this many times (`u64::MAX`: the model expects no saving, so never).
-    Deferred { runs_to_pay: u64 },
+    /// `runs_to_pay` times (`u64::MAX`: the model expects no saving, so never). `expected`:
+    /// what the plan the decision weighed would save (where the block's floor deferred it
+    /// before a search, the most any plan could).
+    Deferred {
+        runs_to_pay: u64,
+        expected: Option<Expected>,
+    },
 }
 
 impl Fuser {
@@ -501,15 +509,27 @@ impl Fuser {
     /// may round differently), depends on sizes and counts only. Where the work outlasts the
     /// lag, the run waits for it; where the loop ends first, the work was spent off the run's
     /// path.
-    pub(crate) fn background_lag(&self, dag: &HopDag) -> Result<Option<u64>, Error> {
+    ///
+    /// `expected`: what the plan search that deferred the block expects of its fusion; where
+    /// a few runs of that saving pay back the stall of fusing now ([`fusing_now_saves`]),
+    /// `None`.
+    pub(crate) fn background_lag(
+        &self,
+        dag: &HopDag,
+        expected: Option<Expected>,
+    ) -> Result<Option<u64>, Error> {
         let Some(per_operator) = self.compile_seconds.filter(|_| self.in_background) else {
             return Ok(None);
         };
         let Some(costs) = BlockCosts::new(dag, &self.cost_model, per_operator)? else {
             return Ok(None);
         };
-        let runs = runs_to_pay(costs.unfused(), BACKGROUND_LAG_COMPILATIONS * per_operator);
-        Ok(Some(runs.min(MAX_BACKGROUND_LAG)))
+        let lag = runs_to_pay(costs.unfused(), BACKGROUND_LAG_COMPILATIONS * per_operator)
+            .min(MAX_BACKGROUND_LAG);
+        if expected.is_some_and(|e| fusing_now_saves(lag, e, per_operator)) {
+            return Ok(None);
+        }
+        Ok(Some(lag))
     }
 
     pub(crate) fn counters(&self) -> FusionCounts {
@@ -526,12 +546,21 @@ impl Fuser {
     }
 
     /// A block's fusion deferred to its run `runs_to_pay` (counted once per block).
-    fn deferred(&self, started: Instant, runs_before: u64, runs_to_pay: u64) -> Fusion {
+    fn deferred(
+        &self,
+        started: Instant,
+        runs_before: u64,
+        runs_to_pay: u64,
+        expected: Option<Expected>,
+    ) -> Fusion {
         self.count_planning(started);
         self.counters
             .deferred
             .fetch_add(u64::from(runs_before == 0), Ordering::Relaxed);
-        Fusion::Deferred { runs_to_pay }
+        Fusion::Deferred {
+            runs_to_pay,
+            expected,
+        }
     }
 
     /// Counts a block compiled fused after it ran unfused until fusion paid.
@@ -554,14 +583,14 @@ impl Fuser {
             // whose cost fusion cannot cut defers without a search (to the run that bound
             // allows); a large one whose heuristic plans would not pay yet defers to the run
             // they would, where the exact search decides.
-            let earliest = costs.earliest(&self.cost_model);
+            let (earliest, at_most) = costs.earliest(&self.cost_model);
             if earliest > runs {
-                return Ok(self.deferred(started, runs_before, earliest));
+                return Ok(self.deferred(started, runs_before, earliest, Some(at_most)));
             }
             if costs.worth_estimating() {
-                let estimated = costs.estimated(&self.cost_model)?;
+                let (estimated, expected) = costs.estimated(&self.cost_model)?;
                 if estimated > runs {
-                    return Ok(self.deferred(started, runs_before, estimated));
+                    return Ok(self.deferred(started, runs_before, estimated, expected));
                 }
             }
         }
@@ -570,9 +599,11 @@ impl Fuser {
         if let Some(costs) = &costs {
             if !program.operators.is_empty() {
                 let fused = costs.cost_of(&self.cost_model, &plan.selection);
-                let due = costs.pays_at(fused, program.operators.len());
+                let operators = program.operators.len();
+                let due = costs.pays_at(fused, operators);
                 if due > runs {
-                    return Ok(self.deferred(started, runs_before, due));
+                    let expected = costs.expected(fused, operators);
+                    return Ok(self.deferred(started, runs_before, due, Some(expected)));
                 }
             }
         }
@@ -903,7 +934,7 @@ impl Operator for RunnableOperator {
 #[cfg(test)]
 mod tests {
     use super::{Fuser, FusionBackend, Jit};
-    use crate::deferral::MAX_BACKGROUND_LAG;
+    use crate::deferral::{Expected, FOREGROUND_PAYBACK_RUNS, MAX_BACKGROUND_LAG};
     use crate::{FusionPolicy, Placement};
     use lafuse_compiler::fusion::CostModel;
     use lafuse_compiler::hops::{AggOp, BinaryOp, DagBuilder, Direction, HopDag};
@@ -951,26 +982,73 @@ mod tests {
 
     /// The lag a due block runs on unfused while its fusion compiles in the background: one
     /// run for a block whose run outlasts the work, more the cheaper the block, capped; none
-    /// (fuse now) unless the fuser defers and fuses in the background.
+    /// (fuse now) unless the fuser defers and fuses in the background, or where the lag would
+    /// forgo more of the expected saving than fusing now stalls the run.
     #[test]
     fn the_background_lag_is_the_work_in_runs_of_the_block() {
         let background = fuser().deferring(1e-3).in_background(true);
         let (large, small) = (sum_xy(1_000_000), sum_xy(10));
-        assert_eq!(background.background_lag(&large).unwrap(), Some(1));
-        let lag = background.background_lag(&small).unwrap().unwrap();
+        assert_eq!(background.background_lag(&large, None).unwrap(), Some(1));
+        let lag = background.background_lag(&small, None).unwrap().unwrap();
         assert!(lag > 1 && lag <= MAX_BACKGROUND_LAG, "{lag}");
-        let cheaper = background.background_lag(&sum_xy(5)).unwrap().unwrap();
+        let cheaper = background
+            .background_lag(&sum_xy(5), None)
+            .unwrap()
+            .unwrap();
         assert!(cheaper >= lag, "{cheaper} against {lag}");
+        // One operator: fusing now stalls the run about two compilations (2 ms), which the
+        // saving of the next four runs (of the lag's, where fewer) must pay back.
+        assert!(lag >= FOREGROUND_PAYBACK_RUNS, "{lag}");
+        let saving = |per_run: f64, operators: usize| {
+            Some(Expected {
+                saving: per_run,
+                operators,
+            })
+        };
         assert_eq!(
-            fuser()
-                .deferring(1e-3)
-                .in_background(false)
-                .background_lag(&small)
+            background
+                .background_lag(&small, saving(0.49e-3, 1))
+                .unwrap(),
+            Some(lag)
+        );
+        assert_eq!(
+            background
+                .background_lag(&small, saving(0.51e-3, 1))
                 .unwrap(),
             None
         );
         assert_eq!(
-            fuser().in_background(true).background_lag(&small).unwrap(),
+            background
+                .background_lag(&small, saving(0.51e-3, 2))
+                .unwrap(),
+            Some(lag)
+        );
+        // A block whose run outlasts the work: its lag of one run is all the saving at stake.
+        assert_eq!(
+            background
+                .background_lag(&large, saving(1.9e-3, 1))
+                .unwrap(),
+            Some(1)
+        );
+        assert_eq!(
+            background
+                .background_lag(&large, saving(2.1e-3, 1))
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            fuser()
+                .deferring(1e-3)
+                .in_background(false)
+                .background_lag(&small, None)
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            fuser()
+                .in_background(true)
+                .background_lag(&small, None)
+                .unwrap(),
             None
         );
     }

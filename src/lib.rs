@@ -116,8 +116,9 @@ pub struct EngineConfig {
     /// ([`Jit::default`]: tiered where both are built in, else LLVM). Under a GPU `placement`
     /// on a machine with a GPU, a tiered JIT compiles with LLVM ([`Jit::for_placement`]).
     pub jit: Jit,
-    /// Under `Jit::Tiered`: cells of main input (rows × columns, summed over calls) an
-    /// operator processes on Cranelift before LLVM compiles it in the background
+    /// Under `Jit::Tiered`: cells of main input (rows × columns, or a CSR input's non-zeros
+    /// for a Row operator that reads its rows at those; summed over calls) an operator processes on
+    /// Cranelift before LLVM compiles it in the background
     /// ([`DEFAULT_TIER_THRESHOLD`]; 0: at its first call).
     pub tier_threshold: u64,
     /// Under `Jit::Tiered`: the compile time expected per fused operator, in milliseconds. A
@@ -128,8 +129,9 @@ pub struct EngineConfig {
     /// Under `Jit::Tiered` (default true): a deferred block whose fusion has paid for its
     /// compilation is planned and compiled on a background thread while it runs on unfused,
     /// and switches to the fused plan after as many runs as the cost model expects that work
-    /// to take (a count, so results never depend on timing); false fuses it on the run's
-    /// thread at the run it falls due.
+    /// to take (a count, so results never depend on timing), unless a few runs of the saving
+    /// the model expects pay for fusing it at once on the run's thread; false always fuses
+    /// it on the run's thread at the run it falls due.
     pub tier_in_background: bool,
     /// The cost model the cost-based policy optimizes for.
     pub cost_model: CostModel,

@@ -67,8 +67,9 @@ enum Command {
         /// to the bit, CPU code only).
         #[arg(long, value_enum, default_value_t = JitArg::default())]
         jit: JitArg,
-        /// Under `--jit tiered`: the cells of main input (rows × columns, summed over calls)
-        /// an operator processes on Cranelift before LLVM compiles it in the background; 0
+        /// Under `--jit tiered`: the cells of main input (rows × columns, or a CSR input's
+        /// non-zeros for a Row operator that reads its rows at those; summed over calls) an operator
+        /// processes on Cranelift before LLVM compiles it in the background; 0
         /// promotes every operator at its first call.
         #[arg(long, value_name = "CELLS", default_value_t = lafuse::DEFAULT_TIER_THRESHOLD)]
         tier_threshold: u64,
@@ -85,7 +86,8 @@ enum Command {
         /// run's own thread at the run it falls due. By default its fusion is planned and
         /// compiled on a background thread while the block runs on unfused, and the fused
         /// plan takes over after as many runs as the cost model expects that to take (a
-        /// count, never a timing, so results are the same from run to run).
+        /// count, never a timing, so results are the same from run to run), unless four runs
+        /// of the saving the model expects pay for fusing it at once.
         #[arg(long)]
         tier_in_foreground: bool,
         /// Keep native operators' machine code in DIR (created private if missing) and load it
