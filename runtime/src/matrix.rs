@@ -11,7 +11,8 @@
 //! The arrays are [`Buffer`]s: owned, or borrowed from an embedder (zero-copy inputs). Kernels
 //! read them as slices and always produce owned results; a clone is always owned. A borrowed
 //! matrix keeps the format its embedder gave it (choosing another would be a copy), so a
-//! dense input may be sparser than [`SPARSITY_TURN_POINT`]; every kernel accepts either format.
+//! dense input may be one [`prefers_sparse`] would store sparse; every kernel accepts either
+//! format.
 //!
 //! Signed zeros: every element-wise kernel writes `-0.0` as `0.0`
 //! (`kernels::elementwise::matrix_cell`), as its sparse result cannot store the sign, so
@@ -55,9 +56,9 @@ pub enum Matrix {
 }
 
 /// Whether a matrix of this shape and non-zero count should be stored sparse.
+/// ([`lafuse_core::prefers_sparse`]: below [`SPARSITY_TURN_POINT`] where CSR is the smaller).
 pub fn prefers_sparse(rows: usize, cols: usize, nnz: usize) -> bool {
-    let cells = rows as f64 * cols as f64;
-    cols > 1 && cells > 0.0 && (nnz as f64) / cells < SPARSITY_TURN_POINT
+    lafuse_core::prefers_sparse(rows as u64, cols as u64, nnz as u64)
 }
 
 use crate::error::{CsrDefect, Internal, Resource, Result, RuntimeError};
@@ -1111,8 +1112,10 @@ mod tests {
             0.0,
             0.0,
         ];
+        // Stored dense by its shape (three short rows are smaller dense), so made CSR here.
         let m = Matrix::from_dense_values(3, 4, vals.clone()).unwrap();
-        assert!(m.is_sparse());
+        assert!(!m.is_sparse());
+        let m = Matrix::Sparse(m.to_sparse());
         assert_eq!(m.nnz(), 3);
         m.validate().unwrap();
         let d = m.to_dense().unwrap();

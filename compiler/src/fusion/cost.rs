@@ -27,7 +27,7 @@ use crate::fusion::sparsity::outer_driver;
 use crate::hops::{
     AggOp, BinaryOp, CumulativeOp, Direction, HopId, NaryOp, OpKind, TernaryOp, UnaryOp,
 };
-use lafuse_core::SPARSITY_TURN_POINT;
+use lafuse_core::prefers_sparse;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -153,8 +153,8 @@ pub struct CostModel {
     /// The FLOP weights of the operations ([`flops_weighted`]).
     pub weights: OpWeights,
     /// Whether values are priced as they are stored ([`CostModel::written_cells`],
-    /// [`CostModel::flops`], [`CostModel::gathers`]): a value sparser than
-    /// [`SPARSITY_TURN_POINT`] written at its CSR bytes, an element-wise operation or
+    /// [`CostModel::flops`], [`CostModel::gathers`]): a value stored sparse
+    /// ([`prefers_sparse`]) written at its CSR bytes, an element-wise operation or
     /// aggregation over such values computed at their non-zeros, a dense input such an
     /// operation reads at a sparse operand's non-zeros gathered at the lines those touch.
     /// False (SystemDS's rule, reference 4.9): every value at its dense cells, every read a
@@ -389,17 +389,12 @@ impl CostModel {
         all * visited
     }
 
-    /// The sparsity of `h`'s value where it is stored sparse (below [`SPARSITY_TURN_POINT`],
-    /// more than one column, non-zeros known), else 1: the share of its cells a kernel visits.
+    /// The sparsity of `h`'s value where it is stored sparse ([`prefers_sparse`], non-zeros
+    /// known), else 1: the share of its cells a kernel visits.
     fn stored_sparsity(&self, dag: &FusionDag<'_>, h: HopId) -> f64 {
         match (dag.dims(h), dag.hop(h).nnz) {
-            (Some((r, c)), Some(nnz)) if r > 0 && c > 1 => {
-                let sparsity = nnz as f64 / (r as f64 * c as f64);
-                if sparsity < SPARSITY_TURN_POINT {
-                    sparsity
-                } else {
-                    1.0
-                }
+            (Some((r, c)), Some(nnz)) if prefers_sparse(r, c, nnz) => {
+                nnz as f64 / (r as f64 * c as f64)
             }
             _ => 1.0,
         }
