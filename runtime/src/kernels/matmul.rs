@@ -602,8 +602,43 @@ pub fn matmul_tn(a: &Matrix, b: &Matrix) -> Result<Matrix> {
     match (a, b) {
         (Matrix::Dense(x), Matrix::Dense(y)) if all_finite(&y.values) => dense_tn(x, y),
         (Matrix::Sparse(x), Matrix::Dense(y)) => sparse_tn(x, y),
+        // A finite `a`: the zeros of `b` contribute nothing, as in `dense_sparse`.
+        (Matrix::Dense(x), Matrix::Sparse(y)) if k <= FEW_VECTORS && all_finite(&x.values) => {
+            dense_sparse_tn(x, y)
+        }
         _ => matmul(&super::reorg::transpose(a)?, b),
     }
+}
+
+/// `t(a) %*% b` for a finite dense `a` of few columns ([`FEW_VECTORS`]) and a sparse `b`, without
+/// transposing `a`: row `i` of both at a time, each non-zero `b[i, j]` times every non-zero
+/// `a[i, kk]` into output cell `(kk, j)`, rows `i` in increasing order, so every cell is the sum
+/// `dense_sparse` forms of `t(a)` and `b` (over `i` in order, the zeros of `a` skipped), to the
+/// bit. One pass over both on one thread, the `k x n` output in cache: KMeans' `t(P) %*% X`,
+/// `P` of 10000 x 5 and `X` of 10000 x 100 at sparsity 0.01, took 150 µs transposing `P` and
+/// running down each of its columns (a branch on every cell, taken at random) against 80 with
+/// `P` sparse.
+fn dense_sparse_tn(a: &DenseMatrix, b: &SparseMatrix) -> Result<Matrix> {
+    let (k, n) = (a.cols, b.cols);
+    let mut out = try_alloc_zeroed(k * n)?;
+    let bs = b.slices();
+    for i in 0..a.rows {
+        let (ci, cv) = bs.row(i);
+        if ci.is_empty() {
+            continue;
+        }
+        for (kk, &x) in a.row(i).iter().enumerate() {
+            if x == 0.0 {
+                continue;
+            }
+            let orow = &mut out[kk * n..(kk + 1) * n];
+            for (&j, &v) in ci.iter().zip(cv) {
+                orow[j as usize] += x * v;
+            }
+        }
+    }
+    let nnz = count_nnz(&out);
+    Ok(dense_result(k, n, out, nnz))
 }
 
 /// `t(a) %*% b` for a sparse `a` without transposing it: each non-zero `a[i, kk]` scales row `i`
@@ -1138,6 +1173,50 @@ mod tests {
                     same(g, w) || (!few && near),
                     "cell {cell} of t({mm}x{k}) by {mm}x{n}: {g} vs {w}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn a_dense_by_sparse_transposed_product_has_the_bits_of_the_materialised_one() {
+        // `dense_sparse_tn` (a finite dense left operand of few columns) sums each cell over
+        // the rows in order with the zeros of `a` skipped, as `dense_sparse` of the transpose
+        // does: the same bits, non-finite values of `b` included; an `a` with a non-finite
+        // value (whose products with the zeros of `b` are NaN) or wider takes the transpose.
+        for (i, (mm, k, n)) in [
+            (1, 1, 2),
+            (40, 5, 30),
+            (3000, 5, 100),
+            (3000, 16, 7),
+            (300, 17, 9),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut a = rand(mm, k, 1.0, 43 + i as u64).to_dense().unwrap();
+            // Zeros in `a`, skipped as the transposed product skips them.
+            for (c, v) in a.values.to_mut().iter_mut().enumerate() {
+                if c % 7 == 0 || c % 7 == 3 {
+                    *v = 0.0;
+                }
+            }
+            let mut b = rand(mm, n, 0.1, 47 + i as u64).try_to_sparse().unwrap();
+            if b.values.len() > 1 {
+                b.values.to_mut()[0] = f64::NEG_INFINITY;
+                b.values.to_mut()[1] = f64::NAN;
+            }
+            let b = Matrix::Sparse(b);
+            let mut infinite = a.clone();
+            infinite.values.to_mut()[mm * k / 2] = f64::INFINITY;
+            for a in [Matrix::Dense(a), Matrix::Dense(infinite)] {
+                let got = matmul_tn(&a, &b).unwrap();
+                got.validate().unwrap();
+                let want = matmul(&super::super::reorg::transpose(&a).unwrap(), &b).unwrap();
+                let bits = |m: Matrix| {
+                    let v = m.into_dense_values().unwrap();
+                    v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+                };
+                assert_eq!(bits(got), bits(want), "t({mm}x{k}) by {mm}x{n}");
             }
         }
     }
