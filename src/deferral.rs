@@ -60,21 +60,22 @@ pub(crate) const FOREGROUND_PAYBACK_RUNS: u64 = 4;
 
 /// Whether a block that fell due is better fused on the run's own thread, now, than on a
 /// background thread over a lag of `lag` runs: where the expected saving of the next
-/// [`FOREGROUND_PAYBACK_RUNS`] runs (of the lag's, if fewer) pays back the stall, about a
-/// compilation per operator and one for the plan search. The lag is generous (it hides the
-/// work however busy the cores are), and for a block whose fusion saves a large part of its
-/// run it forgoes many times the stall: ALS-CG's blocks at quick scale save 0.6-0.8 ms of
-/// 0.6-0.8 a run by the model with lags of 20-28 runs (159 → 117 ms sparse, 214 → 189 dense
-/// fused now), and `t(X) %*% (w * (X %*% v))` over a 1e5 x 1000 CSR matrix of sparsity 0.01
-/// forwent 0.9 ms a run (measured) over 15 runs to hide a 2 ms compilation. How many runs
-/// a loop makes after its block falls due cannot be told then: the bound on the payback
-/// keeps a block whose fusion saves a small part of its run in the background, where it was
-/// due late in a loop that ends soon after (L2SVM's line search: 0.09 ms saved a run, due at
-/// run 12 with a lag of 138; fused now, L2SVM at 10000 x 100 took 9.2 ms against 5.6). A
-/// comparison of the model's figures and counts, never of timings, so the plan still changes
+/// [`FOREGROUND_PAYBACK_RUNS`] runs (of the lag's, if fewer) pays back the stall, a
+/// compilation per operator (the plan search beside them is a small part of one: 0.03-0.64
+/// ms, [`BlockCosts::worth_estimating`] and [`BlockCosts::estimated`]). The lag is generous (it
+/// hides the work however busy the cores are), and for a block whose fusion saves a large part
+/// of its run it forgoes many times the stall: ALS-CG's blocks at quick scale save 0.6-0.8 ms
+/// of 0.6-0.8 a run by the model, with lags of 20-28 runs (fused so, ALS-CG sparse 146 → 122
+/// ms, dense 198 → 184), and `t(X) %*% (w * (X %*% v))` over a 1e5 x 1000 CSR matrix of
+/// sparsity 0.01 forwent 0.9 ms a run (measured) over 15 runs to hide a 2 ms compilation. How
+/// many runs a loop makes after its block falls due cannot be told then: the bound on the
+/// payback keeps a block whose fusion saves a small part of its run in the background, where
+/// it was due late in a loop that ends soon after (L2SVM's line search: 0.09 ms saved a run,
+/// due at run 12 with a lag of 138; fused now, L2SVM at 10000 x 100 took 9.2 ms against 5.6).
+/// A comparison of the model's figures and counts, never of timings, so the plan still changes
 /// at a run that depends on sizes and counts only.
 pub(crate) fn fusing_now_saves(lag: u64, expected: Expected, per_operator: f64) -> bool {
-    let stall = (expected.operators as f64 + 1.0) * per_operator;
+    let stall = expected.operators as f64 * per_operator;
     lag.min(FOREGROUND_PAYBACK_RUNS) as f64 * expected.saving > stall
 }
 

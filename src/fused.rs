@@ -996,8 +996,8 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(cheaper >= lag, "{cheaper} against {lag}");
-        // One operator: fusing now stalls the run about two compilations (2 ms), which the
-        // saving of the next four runs (of the lag's, where fewer) must pay back.
+        // One operator: fusing now stalls the run a compilation (1 ms), which the saving of
+        // the next four runs (of the lag's, where fewer) must pay back.
         assert!(lag >= FOREGROUND_PAYBACK_RUNS, "{lag}");
         let saving = |per_run: f64, operators: usize| {
             Some(Expected {
@@ -1007,32 +1007,32 @@ mod tests {
         };
         assert_eq!(
             background
-                .background_lag(&small, saving(0.49e-3, 1))
+                .background_lag(&small, saving(0.24e-3, 1))
                 .unwrap(),
             Some(lag)
         );
         assert_eq!(
             background
-                .background_lag(&small, saving(0.51e-3, 1))
+                .background_lag(&small, saving(0.26e-3, 1))
                 .unwrap(),
             None
         );
         assert_eq!(
             background
-                .background_lag(&small, saving(0.51e-3, 2))
+                .background_lag(&small, saving(0.26e-3, 2))
                 .unwrap(),
             Some(lag)
         );
         // A block whose run outlasts the work: its lag of one run is all the saving at stake.
         assert_eq!(
             background
-                .background_lag(&large, saving(1.9e-3, 1))
+                .background_lag(&large, saving(0.9e-3, 1))
                 .unwrap(),
             Some(1)
         );
         assert_eq!(
             background
-                .background_lag(&large, saving(2.1e-3, 1))
+                .background_lag(&large, saving(1.1e-3, 1))
                 .unwrap(),
             None
         );
