@@ -982,8 +982,8 @@ mod tests {
 
     /// The lag a due block runs on unfused while its fusion compiles in the background: one
     /// run for a block whose run outlasts the work, more the cheaper the block, capped; none
-    /// (fuse now) unless the fuser defers and fuses in the background, or where the lag would
-    /// forgo more of the expected saving than fusing now stalls the run.
+    /// (fuse now) unless the fuser defers and fuses in the background, or where four runs of
+    /// the expected saving (the lag's, if fewer) pay for the stall of fusing now.
     #[test]
     fn the_background_lag_is_the_work_in_runs_of_the_block() {
         let background = fuser().deferring(1e-3).in_background(true);

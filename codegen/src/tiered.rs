@@ -89,7 +89,7 @@ impl TieredBackend {
 
     /// A call of at least `cells` cells of main input (and of the threshold) on an operator
     /// not yet on LLVM waits for LLVM's compilation and runs LLVM's code, and so does a call
-    /// once the operator's calls since that compilation started have visited as many
+    /// once the operator's calls since that compilation started have counted as many
     /// ([`DEFAULT_WAIT_CELLS`]).
     pub fn with_wait_cells(mut self, cells: u64) -> TieredBackend {
         self.wait_cells = cells;
@@ -223,7 +223,7 @@ struct Promotion {
     wait_cells: u64,
     /// Whether a call is counted at a CSR main input's non-zeros ([`counts_non_zeros`]).
     non_zeros_only: bool,
-    /// Cells of main input visited so far ([`visited_cells`]).
+    /// Cells of main input counted so far ([`counted_cells`]).
     work: AtomicU64,
     /// [`Promotion::work`] when LLVM's compilation started (`u64::MAX` before).
     work_at_start: AtomicU64,
@@ -252,7 +252,7 @@ impl Promotion {
         self.ready.get().and_then(Option::as_ref)
     }
 
-    /// Whether a call of `cells` cells waits for LLVM's code: it alone visits
+    /// Whether a call of `cells` cells waits for LLVM's code: it alone counts
     /// [`Promotion::wait_cells`], or the calls since LLVM's compilation started have, on
     /// Cranelift, so that its slower code has cost about the compile by now. The compilation
     /// runs at idle priority, and a loop whose kernels keep every core busy leaves it none:
@@ -341,12 +341,12 @@ struct TieredOperator {
 /// Whether a call of `plan`'s operator is counted at a CSR main input's non-zeros: a Row
 /// operator that reads the main row at its non-zeros (not one that scatters it into a dense row
 /// first). The threshold and the wait size weigh Cranelift's loss against LLVM's compile in
-/// cells, at 0.2 to 6 ns a cell; a Row operator over CSR rows loses about 0.1 ns a non-zero
-/// (both backends call the same sparse dot and update per row: `t(X) %*% (w * (X %*% v))` over
-/// 1e7 non-zeros, 5.9 ms against 5.3), so counted at its cells a call of 1e8 cells and 1e7
-/// non-zeros waited 25 ms for LLVM to save 0.6. Cranelift's sparse Cell and MultiAgg entries
-/// lose about 7 ns a non-zero (`sum(X * Y)` and `sum(X * Z)` over 1e6 non-zeros: 15.3 ms
-/// against 8.5), which their cells weigh better, so they are counted at those.
+/// cells, at 0.2 to 6 ns a cell. A Row operator over CSR rows loses about 0.1 ns a non-zero
+/// (`t(X) %*% (w * (X %*% v))` over 1e7 non-zeros: 5.9 ms against 5.3), so counted at its
+/// cells a call of 1e8 cells and 1e7 non-zeros waited 25 ms for LLVM to save 0.6. Cranelift's
+/// sparse Cell and MultiAgg entries lose about 7 ns a non-zero (`sum(X * Y)` and `sum(X * Z)`
+/// over 1e6 non-zeros: 15.3 ms against 8.5), 0.07 ns a cell of 1e8, within the range the
+/// sizes assume: they stay counted at their cells.
 fn counts_non_zeros(plan: &CPlan) -> bool {
     match &plan.template {
         TemplateSpec::Row { row_type, .. } => {
@@ -359,7 +359,7 @@ fn counts_non_zeros(plan: &CPlan) -> bool {
 /// The cells of its main input a call counts (a scalar counts one): the stored values of a
 /// CSR input where the operator is counted at those ([`counts_non_zeros`]), else rows ×
 /// columns.
-fn visited_cells(non_zeros_only: bool, inputs: &[Operand<'_>]) -> u64 {
+fn counted_cells(non_zeros_only: bool, inputs: &[Operand<'_>]) -> u64 {
     match inputs.first() {
         Some(Operand::Matrix(m)) if non_zeros_only && m.is_sparse() => m.nnz() as u64,
         Some(Operand::Matrix(m)) => (m.rows() as u64).saturating_mul(m.cols() as u64),
@@ -403,7 +403,7 @@ impl Executable for TieredOperator {
         let cells = self
             .promotion
             .as_ref()
-            .map_or(0, |p| visited_cells(p.non_zeros_only, inputs));
+            .map_or(0, |p| counted_cells(p.non_zeros_only, inputs));
         let mut counted = false;
         if let Some(p) = &self.promotion {
             if p.should_wait(cells) {

@@ -27,7 +27,8 @@ pub const SPARSITY_TURN_POINT: f64 = 0.4;
 /// smaller: KMeans' 10000 x 5 assignment matrix `P` (one non-zero a row, sparsity 0.2) took
 /// 3.8 ns a cell in `P / rowSums(P)` stored sparse against 2.1 dense (`D <= minD`, which
 /// builds it: 1.8 against 0.7), and MLogReg at 10000 x 100, sparsity 0.01, ran in 16.2 ms
-/// with its 10000 x 3 indicator and probability matrices sparse against 8.9 dense. SystemDS's
+/// with its 10000 x 2 matrices sparse (their products and `cbind`s on CSR kernels) against 8.9
+/// dense. SystemDS's
 /// rule keeps such matrices dense too: its sparse block must be the smaller, and its sparse
 /// rows cost about 100 bytes each (`SparseBlockMCSR.estimateSizeInMemory`).
 pub const CSR_ROW_BYTES: f64 = 64.0;
@@ -64,10 +65,10 @@ mod tests {
         assert!(prefers_sparse(10_000, 5, 200));
         // 100 columns at sparsity 0.01: sparse (64 + 12 bytes a row against 800).
         assert!(prefers_sparse(10_000, 100, 10_000));
-        // A row of 8 columns (64 bytes dense) never pays for itself sparse once every row
-        // holds a non-zero; 9 columns do at one non-zero a row (76 bytes against 72).
+        // One non-zero in every row: a CSR row takes 64 + 12 = 76 bytes, so rows of 9 columns
+        // (72 bytes dense) stay dense and rows of 10 (80) go sparse.
         assert!(!prefers_sparse(1000, 8, 1000));
-        assert!(prefers_sparse(1000, 9, 1000) == (64.0 + 12.0 < 72.0));
+        assert!(!prefers_sparse(1000, 9, 1000));
         assert!(prefers_sparse(1000, 10, 1000));
         assert!(!prefers_sparse(1000, 1, 0));
         assert!(!prefers_sparse(0, 10, 0));

@@ -118,36 +118,13 @@ impl Em<'_> {
             let zero = fx.iconst(0);
             match sparse {
                 Some((sp, a_sparse)) if rows_of_a == a_sparse => {
-                    // One column (`t(X) %*% y` of a column `y`, the common case): each non-zero
-                    // updates one cell, `o[idx[p]] += vals[p] * c[0]`, the one step of the
-                    // axpy (the same operations, so the same bits) without its loops, whose
-                    // branches were most of the entry's time (`t(X) %*% (w * (X %*% v))` over
-                    // a CSR `X` of ten non-zeros a row: 1.41 ms a call against LLVM's 1.28).
-                    let one_column = fx.b.ins().icmp_imm_u(IntCC::Equal, cl, 1);
-                    fx.if_else(
-                        one_column,
-                        &mut |fx| {
-                            let c0 = fx.load(cv, zero, 1);
-                            fx.for_range(zero, sp.nnz, &mut |fx, p| {
-                                let r = prims::index(fx, sp.idx, p);
-                                let s = fx.load(sp.vals, p, 1);
-                                let cur = fx.load(out, r, 1);
-                                let prod = fx.fmul(&s, &c0);
-                                let sum = fx.fadd(&cur, &prod);
-                                fx.store(out, r, &sum);
-                                Ok(())
-                            })
-                        },
-                        &mut |fx| {
-                            fx.for_range(zero, sp.nnz, &mut |fx, p| {
-                                let r = prims::index(fx, sp.idx, p);
-                                let s = fx.load(sp.vals, p, 1).parts[0];
-                                let at = fx.imul(r, cl);
-                                let o = fx.elem_addr(out, at);
-                                prims::axpy(fx, o, cv, s, cl)
-                            })
-                        },
-                    )
+                    fx.for_range(zero, sp.nnz, &mut |fx, p| {
+                        let r = prims::index(fx, sp.idx, p);
+                        let s = fx.load(sp.vals, p, 1).parts[0];
+                        let at = fx.imul(r, cl);
+                        let o = fx.elem_addr(out, at);
+                        prims::axpy(fx, o, cv, s, cl)
+                    })
                 }
                 _ => fx.for_range(zero, rl, &mut |fx, r| {
                     let s = fx.load(rv, r, 1).parts[0];
