@@ -117,8 +117,8 @@ pub struct EngineConfig {
     /// on a machine with a GPU, a tiered JIT compiles with LLVM ([`Jit::for_placement`]).
     pub jit: Jit,
     /// Under `Jit::Tiered`: cells of main input (rows × columns, or a CSR input's non-zeros
-    /// for a Row operator that reads its rows at those; summed over calls) an operator processes on
-    /// Cranelift before LLVM compiles it in the background
+    /// for a Row operator that reads its rows at those; summed over calls) an operator
+    /// processes on Cranelift before LLVM compiles it in the background
     /// ([`DEFAULT_TIER_THRESHOLD`]; 0: at its first call).
     pub tier_threshold: u64,
     /// Under `Jit::Tiered`: the compile time expected per fused operator, in milliseconds. A

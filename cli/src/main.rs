@@ -68,8 +68,8 @@ enum Command {
         #[arg(long, value_enum, default_value_t = JitArg::default())]
         jit: JitArg,
         /// Under `--jit tiered`: the cells of main input (rows × columns, or a CSR input's
-        /// non-zeros for a Row operator that reads its rows at those; summed over calls) an operator
-        /// processes on Cranelift before LLVM compiles it in the background; 0
+        /// non-zeros for a Row operator that reads its rows at those; summed over calls) an
+        /// operator processes on Cranelift before LLVM compiles it in the background; 0
         /// promotes every operator at its first call.
         #[arg(long, value_name = "CELLS", default_value_t = lafuse::DEFAULT_TIER_THRESHOLD)]
         tier_threshold: u64,
