@@ -410,30 +410,45 @@ fn the_tiered_backend_switches_to_llvm_past_its_threshold_with_identical_results
     );
 }
 
+/// A tiered backend promoting operators at `threshold` cells and waiting for LLVM from `wait`
+/// cells, and `plan`'s operator built on it for a main input stored as `main` (the backend is
+/// returned to outlive the operator: dropping it joins its compilations).
+#[cfg(all(feature = "cranelift", feature = "llvm"))]
+fn tiered_operator(
+    plan: &Arc<CPlan>,
+    main: MainFormat,
+    threshold: u64,
+    wait: u64,
+) -> (
+    lafuse_codegen::tiered::TieredBackend,
+    Arc<lafuse_codegen::tiers::TierCounters>,
+    lafuse_codegen::backend::Built,
+) {
+    use lafuse_codegen::cranelift::CraneliftBackend;
+    use lafuse_codegen::native::NativeBackend;
+    use lafuse_codegen::tiered::TieredBackend;
+    let backend = TieredBackend::new(CraneliftBackend::new(), NativeBackend::new(), threshold)
+        .with_wait_cells(wait);
+    let counters = backend.counters();
+    let op = backend
+        .build(&[Request { plan, main }])
+        .pop()
+        .unwrap()
+        .unwrap();
+    (backend, counters, op)
+}
+
 /// A call of at least the backend's wait size runs LLVM's code at once (it waits for the
 /// compilation instead of running on Cranelift); smaller calls stay on Cranelift.
 #[cfg(all(feature = "cranelift", feature = "llvm"))]
 #[test]
 fn a_call_large_enough_waits_for_llvm() {
-    use lafuse_codegen::cranelift::CraneliftBackend;
-    use lafuse_codegen::native::NativeBackend;
-    use lafuse_codegen::tiered::TieredBackend;
     let matrix = |m: usize| {
         Matrix::from_dense_values(m, 3, (0..m * 3).map(|i| (i % 7) as f64 - 2.5).collect()).unwrap()
     };
     let (small, large) = (matrix(10), matrix(100));
-    let backend = TieredBackend::new(CraneliftBackend::new(), NativeBackend::new(), 1_000)
-        .with_wait_cells(300);
-    let counters = backend.counters();
     let cell = Arc::new(plan(Some(CellAgg::Sum)));
-    let op = backend
-        .build(&[Request {
-            plan: &cell,
-            main: MainFormat::Dense,
-        }])
-        .pop()
-        .unwrap()
-        .unwrap();
+    let (_backend, counters, op) = tiered_operator(&cell, MainFormat::Dense, 1_000, 300);
     let run = |x: &Matrix| {
         let inputs = [Operand::Matrix(x), Operand::Matrix(x)];
         op.executable.execute(&inputs, &[(1, 1)], &[]).unwrap()[0].get(0, 0)
@@ -451,17 +466,7 @@ fn a_call_large_enough_waits_for_llvm() {
     let c = counters.snapshot();
     assert_eq!((c.cranelift_calls, c.llvm_calls), (2, 0), "{c:?}");
     // A backend whose threshold is below the wait size: the 300-cell call runs on LLVM.
-    let backend =
-        TieredBackend::new(CraneliftBackend::new(), NativeBackend::new(), 100).with_wait_cells(300);
-    let counters = backend.counters();
-    let op = backend
-        .build(&[Request {
-            plan: &cell,
-            main: MainFormat::Dense,
-        }])
-        .pop()
-        .unwrap()
-        .unwrap();
+    let (_backend, counters, op) = tiered_operator(&cell, MainFormat::Dense, 100, 300);
     let inputs = [Operand::Matrix(&large), Operand::Matrix(&large)];
     let got = op.executable.execute(&inputs, &[(1, 1)], &[]).unwrap()[0].get(0, 0);
     assert!(same(got, expected(&large)));
@@ -479,26 +484,13 @@ fn a_call_large_enough_waits_for_llvm() {
 #[cfg(all(feature = "cranelift", feature = "llvm"))]
 #[test]
 fn calls_that_have_done_the_wait_size_since_llvm_started_wait_for_it() {
-    use lafuse_codegen::cranelift::CraneliftBackend;
-    use lafuse_codegen::native::NativeBackend;
-    use lafuse_codegen::tiered::TieredBackend;
     // 102 cells a call: the first starts LLVM's compilation (threshold 100), and the calls
     // after it reach 300 cells since then at the third (102 + 102 + 102 from the second on).
     let (m, n) = (34, 3);
     let x = Matrix::from_dense_values(m, n, (0..m * n).map(|i| (i % 7) as f64 - 2.5).collect())
         .unwrap();
-    let backend =
-        TieredBackend::new(CraneliftBackend::new(), NativeBackend::new(), 100).with_wait_cells(300);
-    let counters = backend.counters();
     let cell = Arc::new(plan(Some(CellAgg::Sum)));
-    let op = backend
-        .build(&[Request {
-            plan: &cell,
-            main: MainFormat::Dense,
-        }])
-        .pop()
-        .unwrap()
-        .unwrap();
+    let (_backend, counters, op) = tiered_operator(&cell, MainFormat::Dense, 100, 300);
     let inputs = [Operand::Matrix(&x), Operand::Matrix(&x)];
     let want = evaluate(&cell, &inputs, &[(1, 1)]).unwrap()[0].get(0, 0);
     for call in 1..=4 {
@@ -524,9 +516,6 @@ fn calls_that_have_done_the_wait_size_since_llvm_started_wait_for_it() {
 #[cfg(all(feature = "cranelift", feature = "llvm"))]
 #[test]
 fn a_sparse_row_call_counts_its_non_zeros_and_a_cell_call_its_cells() {
-    use lafuse_codegen::cranelift::CraneliftBackend;
-    use lafuse_codegen::native::NativeBackend;
-    use lafuse_codegen::tiered::TieredBackend;
     let (m, n) = (100, 3);
     // 300 cells, 10 non-zeros.
     let values: Vec<f64> = (0..m * n)
@@ -555,14 +544,7 @@ fn a_sparse_row_call_counts_its_non_zeros_and_a_cell_call_its_cells() {
         (&row, &dense, MainFormat::Dense, (0, 1)),
         (&cell, &sparse, MainFormat::Sparse, (0, 1)),
     ] {
-        let backend = TieredBackend::new(CraneliftBackend::new(), NativeBackend::new(), 100)
-            .with_wait_cells(300);
-        let counters = backend.counters();
-        let op = backend
-            .build(&[Request { plan, main: format }])
-            .pop()
-            .unwrap()
-            .unwrap();
+        let (_backend, counters, op) = tiered_operator(plan, format, 100, 300);
         let inputs = [Operand::Matrix(main), Operand::Matrix(&y)];
         let shape = if plan.template.name() == "row" {
             (m, 1)
