@@ -187,12 +187,13 @@ impl<'d> BlockCosts<'d> {
     }
 
     /// The first run at which any plan could pay ([`BlockCosts::pays_at`] of a plan of one
-    /// operator at the block's floor): no plan saves more than the unfused cost above the
-    /// floor (its inputs read once, each operation computed once, its outputs written), nor
-    /// compiles fewer than one operator; with what that plan would save, a bound. Sound, and nearly free once the block is costed (one
-    /// walk over its hops): a block whose cost is mostly a pass over a large input that no
-    /// fusion removes (L2SVM's `X %*% s` and `t(X) %*% r`) waits for many runs, not for the
-    /// few its whole cost would allow, before a plan search that would find nothing to pay.
+    /// operator at the block's floor), with what that plan would save (a bound): no plan
+    /// saves more than the unfused cost above the floor (its inputs read once, each operation
+    /// computed once, its outputs written), nor compiles fewer than one operator. Sound, and
+    /// nearly free once the block is costed (one walk over its hops): a block whose cost is
+    /// mostly a pass over a large input that no fusion removes (L2SVM's `X %*% s` and `t(X)
+    /// %*% r`) waits for many runs, not for the few its whole cost would allow, before a plan
+    /// search that would find nothing to pay.
     pub(crate) fn earliest(&self, model: &CostModel) -> (u64, Expected) {
         let floor = fusion::cost_floor(&self.view, model);
         (self.pays_at(floor, 1), self.expected(floor, 1))
