@@ -4,8 +4,8 @@
 //! refuses as unsupported are built with LLVM at once. Results do not change with the tier: the
 //! two backends' operators are bit-identical by construction.
 //!
-//! Work is counted in cells of the main input (rows × columns, or a CSR input's non-zeros for
-//! Row operators that read its rows at those) summed over calls, so that a
+//! Work is counted in cells of the main input (rows × columns, or a tenth of a CSR input's
+//! non-zeros for Row operators that read its rows at those) summed over calls, so that a
 //! large operator called once and a small one called in a loop both reach the optimizing tier
 //! once LLVM's extra compile time can pay off.
 //!
@@ -341,12 +341,12 @@ struct TieredOperator {
 /// Whether a call of `plan`'s operator is counted at a CSR main input's non-zeros: a Row
 /// operator that reads the main row at its non-zeros (not one that scatters it into a dense row
 /// first). The threshold and the wait size weigh Cranelift's loss against LLVM's compile in
-/// cells, at 0.2 to 6 ns a cell. A Row operator over CSR rows loses about 0.1 ns a non-zero
-/// (`t(X) %*% (w * (X %*% v))` over 1e7 non-zeros: 5.9 ms against 5.3), so counted at its
-/// cells a call of 1e8 cells and 1e7 non-zeros waited 25 ms for LLVM to save 0.6. Cranelift's
-/// sparse Cell and MultiAgg entries lose about 7 ns a non-zero (`sum(X * Y)` and `sum(X * Z)`
-/// over 1e6 non-zeros: 15.3 ms against 8.5), 0.07 ns a cell of 1e8, within the range the
-/// sizes assume: they stay counted at their cells.
+/// cells, at 0.2 to 6 ns a cell. A Row operator over CSR rows loses about a tenth of that per
+/// non-zero ([`SPARSE_ROW_NON_ZEROS_PER_CELL`]), so counted at its cells a call of 1e8 cells
+/// and 1e7 non-zeros waited 25 ms for LLVM to save 0.6. Cranelift's sparse Cell and MultiAgg
+/// entries lose about 7 ns a non-zero (`sum(X * Y)` and `sum(X * Z)` over 1e6 non-zeros: 15.3
+/// ms against 8.5), 0.07 ns a cell of 1e8, within the range the sizes assume: they stay
+/// counted at their cells.
 fn counts_non_zeros(plan: &CPlan) -> bool {
     match &plan.template {
         TemplateSpec::Row { row_type, .. } => {
@@ -356,12 +356,24 @@ fn counts_non_zeros(plan: &CPlan) -> bool {
     }
 }
 
-/// The cells of its main input a call counts (a scalar counts one): the stored values of a
-/// CSR input where the operator is counted at those ([`counts_non_zeros`]), else rows ×
-/// columns.
+/// The non-zeros of a CSR main input a Row operator's call counts as one cell
+/// ([`counts_non_zeros`]). Cranelift's Row code loses 0.05-0.1 ns a non-zero against LLVM's
+/// (`t(X) %*% (w * (X %*% v))` over a 1e5 x 1000 CSR `X`: 6.05 ms a call against 5.4-5.8 at
+/// sparsity 0.1, 1.36-1.40 against 1.18-1.34 at 0.01), a tenth or less of the nanosecond a
+/// cell the threshold and the wait size assume ([`crate::tiers::DEFAULT_TIER_THRESHOLD`]).
+/// Counted a cell per non-zero, that product at 0.1 started LLVM's 25 ms compilation at its
+/// first call, and its eighth call, the compilation still starved of a core by the kernels,
+/// waited for all of it: ten calls took 8.2-8.8 ms each, against 6.05 on Cranelift alone.
+pub const SPARSE_ROW_NON_ZEROS_PER_CELL: u64 = 10;
+
+/// The cells of its main input a call counts (a scalar counts one): for a CSR input where
+/// the operator is counted at its non-zeros ([`counts_non_zeros`]), those over
+/// [`SPARSE_ROW_NON_ZEROS_PER_CELL`], else rows × columns.
 fn counted_cells(non_zeros_only: bool, inputs: &[Operand<'_>]) -> u64 {
     match inputs.first() {
-        Some(Operand::Matrix(m)) if non_zeros_only && m.is_sparse() => m.nnz() as u64,
+        Some(Operand::Matrix(m)) if non_zeros_only && m.is_sparse() => {
+            (m.nnz() as u64).div_ceil(SPARSE_ROW_NON_ZEROS_PER_CELL)
+        }
         Some(Operand::Matrix(m)) => (m.rows() as u64).saturating_mul(m.cols() as u64),
         _ => 1,
     }
