@@ -297,6 +297,45 @@ fn with_cell(m: &Matrix, k: usize, v: f64) -> Matrix {
     Matrix::from_dense_values(r, c, vals).unwrap()
 }
 
+/// A CSR walk that gathers a wide dense side input runs a chunk of rows per call, the next
+/// chunk's gathered lines prefetched (the skeletons' `gather_prefetch`); one that reads the
+/// same values from a sparse side input runs blocks of another size, densifying each. Both
+/// carry their sums in the task's partial from call to call, so they give the same bits.
+#[test]
+fn a_csr_walk_gives_the_same_bits_gathering_in_chunks_and_streaming_in_blocks() {
+    let plan = sparse_safe_magg_plan();
+    let op = compile(&plan).unwrap();
+    for (m, n, d) in [(300, 170, 0.02), (2000, 300, 0.01)] {
+        let x = Matrix::Sparse(mat(m, n, d, 31, false).to_sparse());
+        let y = mat(m, n, 0.3, 32, false);
+        let dense = Matrix::Dense(y.to_dense().unwrap());
+        let sparse = Matrix::Sparse(y.to_sparse());
+        let run = |y: &Matrix| {
+            op.execute(
+                &[Operand::Matrix(&x), Operand::Matrix(y)],
+                &[(1, 1), (1, 1)],
+            )
+            .unwrap()
+        };
+        let (gathered, streamed) = (run(&dense), run(&sparse));
+        let want = evaluate(
+            &plan,
+            &[Operand::Matrix(&x), Operand::Matrix(&dense)],
+            &[(1, 1), (1, 1)],
+        )
+        .unwrap();
+        for k in 0..2 {
+            let (g, s) = (gathered[k].get(0, 0), streamed[k].get(0, 0));
+            assert_eq!(
+                g.to_bits(),
+                s.to_bits(),
+                "{m}x{n}, sum {k}: {g} against {s}"
+            );
+            assert_close(&gathered[k], &want[k], 1e-9, &format!("{m}x{n}, sum {k}"));
+        }
+    }
+}
+
 #[test]
 fn sparse_safe_multi_aggregates_visit_non_zeros_only_while_side_inputs_are_finite() {
     let plan = sparse_safe_magg_plan();

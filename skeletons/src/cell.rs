@@ -17,6 +17,7 @@
 //! runtime's preferred format. Partial aggregates of tasks are merged in task order.
 
 use crate::abi::{DenseView, KernelFn};
+use crate::gather_prefetch::GatherPrefetch;
 use crate::prep::{
     self, call, densify_rows, for_tasks, partial_init, partition, pick, AggState, ArgsTemplate,
     Input, SharedOut,
@@ -79,6 +80,9 @@ pub(crate) struct Driver<'a> {
     /// one).
     entry: KernelFn,
     prepared: &'a prep::Prepared<'a>,
+    /// For a walk over a CSR main input's non-zeros that gathers dense side inputs: the
+    /// chunks it runs in, each call preceded by the next chunk's prefetch.
+    gathers: Option<GatherPrefetch<'a>>,
 }
 
 impl<'a> Driver<'a> {
@@ -110,6 +114,16 @@ impl<'a> Driver<'a> {
         };
         let tasks = partition(m, n, MAX_TASKS);
         p.check_task_buffers(n, mode == Mode::DensifiedBlocks, 0, tasks.len())?;
+        let gathers = match main {
+            Matrix::Sparse(s) if mode == Mode::CsrNonZeros && !p.has_streamed() => {
+                let gathered = (1..uses.len())
+                    .filter(|&k| uses[k] == InputUse::Aligned)
+                    .map(|k| p.values(k))
+                    .collect();
+                GatherPrefetch::new(s, gathered)
+            }
+            _ => None,
+        };
         Ok(Driver {
             main,
             m,
@@ -120,6 +134,7 @@ impl<'a> Driver<'a> {
             par: prep::parallel(work),
             entry,
             prepared: p,
+            gathers,
         })
     }
 
@@ -136,10 +151,14 @@ impl<'a> Driver<'a> {
         let main = self.main;
         let tasks = &self.tasks;
         let prepared = self.prepared;
+        let gathers = self.gathers.as_ref();
         for_tasks(tasks.len(), self.par, |t| {
             let (rl, ru) = tasks[t];
             let mut a = args.get();
             (a.out, a.out_len) = out(t).ptr();
+            if let Some(g) = gathers {
+                return g.for_chunks(rl, ru, &mut |r, e| call(f, &a, r, e));
+            }
             let densify_main = mode == Mode::DensifiedBlocks;
             prepared.for_blocks(rl, ru, n, densify_main, &mut |views, r, e| {
                 let mut a = a;

@@ -15,6 +15,7 @@
 
 pub mod abi;
 pub mod cell;
+mod gather_prefetch;
 pub mod gpu;
 pub mod magg;
 pub mod outer;
