@@ -326,7 +326,7 @@ pub fn binary_known(
             let od = other.dense_cow()?;
             let ov = &od.values[..];
             return with_binary_fn!(op, f => match mode {
-                Bcast::Same => sparse_drive(x, |i, j, v| f(v, ov[i * cols + j])),
+                Bcast::Same => sparse_gather(x, ov, |v, q| f(v, q)),
                 Bcast::RowRight => sparse_drive(x, |_, j, v| f(v, ov[j])),
                 _ => sparse_drive(x, |i, _, v| f(v, ov[i])),
             });
@@ -337,7 +337,7 @@ pub fn binary_known(
             let od = other.dense_cow()?;
             let ov = &od.values[..];
             return with_binary_fn!(op, f => match mode {
-                Bcast::Same => sparse_drive(y, |i, j, v| f(ov[i * cols + j], v)),
+                Bcast::Same => sparse_gather(y, ov, |v, q| f(q, v)),
                 Bcast::RowLeft => sparse_drive(y, |_, j, v| f(ov[j], v)),
                 _ => sparse_drive(y, |i, _, v| f(ov[i], v)),
             });
@@ -531,6 +531,32 @@ where
         let (ci, cv) = x.row(i);
         for (&j, &v) in ci.iter().zip(cv) {
             let r = g(i, j as usize, v);
+            if r != 0.0 {
+                idx.push(j);
+                val.push(r);
+            }
+        }
+    });
+    sparse_result(s)
+}
+
+/// `f(v, q)` at each non-zero `v` of `x` with `q` the cell of `o` (dense, row-major, of `x`'s
+/// shape) at its position, dropping results that are zero. Where `x`'s rows are sparse enough
+/// that each non-zero waits for a line of `o` of its own, every row from a chunk's first asks
+/// for the next chunk's lines first ([`gather`](super::gather)).
+fn sparse_gather<F>(x: &SparseMatrix, o: &[f64], f: F) -> Result<Matrix>
+where
+    F: Fn(f64, f64) -> f64 + Sync,
+{
+    let n = x.cols;
+    let chunk = super::gather::gather_chunk_rows(x);
+    let s = build_csr(x.rows, x.cols, x.nnz(), |i, idx, val| {
+        if let Some(c) = chunk.filter(|c| i % c == 0) {
+            super::gather::prefetch_gathered(x, i + c, i + 2 * c, &[o]);
+        }
+        let (ci, cv) = x.row(i);
+        for (&j, &v) in ci.iter().zip(cv) {
+            let r = f(v, o[i * n + j as usize]);
             if r != 0.0 {
                 idx.push(j);
                 val.push(r);
@@ -1032,8 +1058,12 @@ mod tests {
         let a = rand(300, 400, 0.9, 1);
         let b = rand(300, 400, 0.1, 2);
         let v = rand(1, 400, 1.0, 3);
+        // Rows of a few non-zeros in 50 lines: a product with `a` gathers in chunks of rows,
+        // prefetching ahead (`gather`), as `b`'s 40 do in chunks of fewer rows.
+        let c = rand(300, 400, 0.01, 4);
+        assert!(c.is_sparse() && !a.is_sparse());
         for op in [BinaryOp::Add, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Max] {
-            for (x, y) in [(&a, &b), (&b, &a), (&a, &v), (&b, &v)] {
+            for (x, y) in [(&a, &b), (&b, &a), (&a, &v), (&b, &v), (&a, &c), (&c, &a)] {
                 let got = binary(x, y, op).unwrap();
                 got.validate().unwrap();
                 assert!(same(&got, &naive(x, y, op)), "{op:?}");

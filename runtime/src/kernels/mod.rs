@@ -20,6 +20,7 @@ pub mod cumulative;
 pub mod distributions;
 pub mod dnn;
 pub mod elementwise;
+pub mod gather;
 pub mod grouped;
 pub mod householder_qr;
 pub mod index;
