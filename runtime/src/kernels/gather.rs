@@ -7,9 +7,11 @@
 //! line in turn (a 1e4 x 1000 `X` at sparsity 0.01 with two such matrices: 20 ns a non-zero on
 //! one core, where a stream of the same bytes takes a tenth of that). A walk that runs in
 //! chunks of rows and asks, before each chunk, for the next chunk's lines into the L2 cache
-//! overlaps their fetches with its work: 20 → 12-13 ns a non-zero at 0.01, 8.4 → 7.1 at 0.1,
-//! in a scratch program of the same loop (`benchmarks/2026-11-29-s45-gathers/`). Into the L1
-//! they came no sooner (its fill buffers are too few). A hint only: no value changes.
+//! overlaps their fetches with its work: 20 → 12-13 ns a non-zero at 0.01 in a scratch
+//! program of the same loop (`benchmarks/2026-11-29-s45-gathers/`); at 0.1, where a row's
+//! non-zeros touch most of a gathered row's lines and the hardware fetches the rest, 8.4 → 7.1
+//! in one run and no change in another. Into the L1 (`T0`) they came no sooner, and at 0.1
+//! later (its fill buffers are too few). A hint only: no value changes.
 
 use crate::matrix::SparseMatrix;
 
