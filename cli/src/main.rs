@@ -67,8 +67,8 @@ enum Command {
         /// to the bit, CPU code only).
         #[arg(long, value_enum, default_value_t = JitArg::default())]
         jit: JitArg,
-        /// Under `--jit tiered`: the cells of main input (rows × columns, or a CSR input's
-        /// non-zeros for a Row operator that reads its rows at those; summed over calls) an
+        /// Under `--jit tiered`: the cells of main input (rows × columns, or a tenth of a CSR
+        /// input's non-zeros for a Row operator that reads its rows at those; summed over calls) an
         /// operator processes on Cranelift before LLVM compiles it in the background; 0
         /// promotes every operator at its first call.
         #[arg(long, value_name = "CELLS", default_value_t = lafuse::DEFAULT_TIER_THRESHOLD)]
