@@ -72,7 +72,7 @@ mod tests {
             panic!("a 1 % dense matrix stored dense");
         };
         let y = vec![0.5; 100 * 1000];
-        let other = vec![0.5; 10];
+        let other = [0.5; 10];
         let g = GatherPrefetch::new(&x, vec![&y[..], &other[..]]).unwrap();
         assert_eq!(g.gathered.len(), 1);
         for (rl, ru) in [(0, 100), (3, 41), (7, 7)] {
