@@ -344,9 +344,10 @@ struct TieredOperator {
 /// cells, at 0.2 to 6 ns a cell. A Row operator over CSR rows loses about a tenth of that per
 /// non-zero ([`SPARSE_ROW_NON_ZEROS_PER_CELL`]), so counted at its cells a call of 1e8 cells
 /// and 1e7 non-zeros waited 25 ms for LLVM to save 0.6. Cranelift's sparse Cell and MultiAgg
-/// entries lose about 7 ns a non-zero (`sum(X * Y)` and `sum(X * Z)` over 1e6 non-zeros: 15.3
-/// ms against 8.5), 0.07 ns a cell of 1e8, within the range the sizes assume: they stay
-/// counted at their cells.
+/// entries stay counted at their cells, so that a call of 1e8 cells waits for LLVM's code,
+/// still 1.2-1.3× faster there: they lost about 7 ns a non-zero (`sum(X * Y)` and `sum(X * Z)`
+/// over 1e6 non-zeros: 15.3 ms against 8.5), and since the skeletons prefetch their gathered
+/// lines about 1.6 (7.1-7.7 against 5.5-6.4).
 fn counts_non_zeros(plan: &CPlan) -> bool {
     match &plan.template {
         TemplateSpec::Row { row_type, .. } => {
@@ -363,7 +364,7 @@ fn counts_non_zeros(plan: &CPlan) -> bool {
 /// cell the threshold and the wait size assume ([`crate::tiers::DEFAULT_TIER_THRESHOLD`]).
 /// Counted a cell per non-zero, that product at 0.1 started LLVM's 25 ms compilation at its
 /// first call, and its eighth call, the compilation still starved of a core by the kernels,
-/// waited for all of it: ten calls took 8.2-8.8 ms each, against 6.05 on Cranelift alone.
+/// waited for all of it: ten calls took 7.8-8.8 ms each, against 6.05 on Cranelift alone.
 pub const SPARSE_ROW_NON_ZEROS_PER_CELL: u64 = 10;
 
 /// The cells of its main input a call counts (a scalar counts one): for a CSR input where
