@@ -22,10 +22,8 @@ impl<'a> GatherPrefetch<'a> {
     /// of the main input's size; others are not gathered); `None` where there is nothing to
     /// fetch ahead ([`gather_chunk_rows`]).
     pub(crate) fn new(main: &'a SparseMatrix, gathered: Vec<&'a [f64]>) -> Option<Self> {
-        let gathered: Vec<&[f64]> = gathered
-            .into_iter()
-            .filter(|g| g.len() == main.rows * main.cols)
-            .collect();
+        let cells = main.rows.checked_mul(main.cols)?;
+        let gathered: Vec<&[f64]> = gathered.into_iter().filter(|g| g.len() == cells).collect();
         if gathered.is_empty() {
             return None;
         }
