@@ -542,8 +542,8 @@ where
 
 /// `f(v, q)` at each non-zero `v` of `x` with `q` the cell of `o` (dense, row-major, of `x`'s
 /// shape) at its position, dropping results that are zero. Where `x`'s rows are sparse enough
-/// that each non-zero waits for a line of `o` of its own, every row from a chunk's first asks
-/// for the next chunk's lines first ([`gather`](super::gather)).
+/// that each non-zero waits for a line of `o` of its own, each row first asks for the lines of
+/// the row a chunk ahead ([`gather`](super::gather)), so that a chunk's worth is in flight.
 fn sparse_gather<F>(x: &SparseMatrix, o: &[f64], f: F) -> Result<Matrix>
 where
     F: Fn(f64, f64) -> f64 + Sync,
@@ -551,8 +551,8 @@ where
     let n = x.cols;
     let chunk = super::gather::gather_chunk_rows(x);
     let s = build_csr(x.rows, x.cols, x.nnz(), |i, idx, val| {
-        if let Some(c) = chunk.filter(|c| i % c == 0) {
-            super::gather::prefetch_gathered(x, i + c, i + 2 * c, &[o]);
+        if let Some(c) = chunk {
+            super::gather::prefetch_gathered(x, i + c, i + c + 1, &[o]);
         }
         let (ci, cv) = x.row(i);
         for (&j, &v) in ci.iter().zip(cv) {
