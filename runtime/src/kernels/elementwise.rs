@@ -527,7 +527,17 @@ fn sparse_drive<G>(x: &SparseMatrix, g: G) -> Result<Matrix>
 where
     G: Fn(usize, usize, f64) -> f64 + Sync,
 {
+    sparse_drive_rows(x, |_| {}, g)
+}
+
+/// [`sparse_drive`], calling `before_row(i)` before row `i`'s non-zeros.
+fn sparse_drive_rows<B, G>(x: &SparseMatrix, before_row: B, g: G) -> Result<Matrix>
+where
+    B: Fn(usize) + Sync,
+    G: Fn(usize, usize, f64) -> f64 + Sync,
+{
     let s = build_csr(x.rows, x.cols, x.nnz(), |i, idx, val| {
+        before_row(i);
         let (ci, cv) = x.row(i);
         for (&j, &v) in ci.iter().zip(cv) {
             let r = g(i, j as usize, v);
@@ -550,20 +560,12 @@ where
 {
     let n = x.cols;
     let chunk = super::gather::gather_chunk_rows(x);
-    let s = build_csr(x.rows, x.cols, x.nnz(), |i, idx, val| {
+    let prefetch = |i: usize| {
         if let Some(c) = chunk {
             super::gather::prefetch_gathered(x, i + c, i + c + 1, &[o]);
         }
-        let (ci, cv) = x.row(i);
-        for (&j, &v) in ci.iter().zip(cv) {
-            let r = f(v, o[i * n + j as usize]);
-            if r != 0.0 {
-                idx.push(j);
-                val.push(r);
-            }
-        }
-    });
-    sparse_result(s)
+    };
+    sparse_drive_rows(x, prefetch, |i, j, v| f(v, o[i * n + j]))
 }
 
 /// `f` over the union of two sparse patterns (exact when `f(0, 0) == 0`).
