@@ -308,3 +308,23 @@ fn a_sum_over_tiles_gives_the_same_bits_on_one_thread_and_many() {
         .install(run);
     assert_eq!(many.to_bits(), one.to_bits());
 }
+
+/// A full sum over tiles that overflows is `+Inf`, as unfused: the tile entry first adds
+/// without resetting a correction that is not finite, where an overflow turns the sum into
+/// NaN (`Inf - Inf` in the next step), and runs the tile again with resets when its sum ended
+/// up not finite. Both a sum of huge finite cells and one infinite cell among ordinary ones.
+#[test]
+fn a_sum_over_tiles_that_overflows_is_infinite_not_nan() {
+    let (m, n, k) = (40, TILE_COLS + 9, 5);
+    // `log(|u . v| + 1e-3)` = `log(5.001)` > 0 at every cell.
+    let ones = |r: usize, c: usize| Matrix::from_dense_values(r, c, vec![1.0; r * c]).unwrap();
+    let (u, v) = (ones(m, k), ones(n, k));
+    let huge = Matrix::from_dense_values(m, n, vec![1e308; m * n]).unwrap();
+    let mut one_inf = vec![0.5; m * n];
+    one_inf[3 * n + 7] = f64::INFINITY;
+    let one_inf = Matrix::from_dense_values(m, n, one_inf).unwrap();
+    for (x, what) in [(&huge, "huge cells"), (&one_inf, "one infinite cell")] {
+        let got = check(OuterType::FullAgg, x, &u, &v, 1, what).get(0, 0);
+        assert_eq!(got, f64::INFINITY, "{what}: {got}");
+    }
+}

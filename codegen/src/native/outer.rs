@@ -278,7 +278,8 @@ pub(crate) fn emit<'c>(
 ///
 /// As at every cell elsewhere, a zero of the driver gives `0 * body` (0, or NaN where the body
 /// is not finite), the unfused value. A full sum adds into the partial's `W` vector lanes
-/// (whole `W`-blocks of a row) and its scalar lane (the row's last `< W` cells), both Kahan;
+/// (whole `W`-blocks of a row) and its scalar lane (the row's last `< W` cells), both Kahan
+/// (first without resets, and again with them where the tile's sum ended up not finite);
 /// every other kind writes `G_ij` at `out[(i - rl) * out_stride + (j - col_lo)]`: the
 /// skeleton points `out` into the cell-wise output, or at a tile of `G` that it multiplies by
 /// the final product's matrix itself.
@@ -318,7 +319,9 @@ fn emit_tiles_entry<'c>(
     // scalar lane at W, its correction at LANES + W.
     let accv = [fx.slot(fx.vty(W).into())?, fx.slot(fx.vty(W).into())?];
     let acc = [fx.slot(fx.vty(1).into())?, fx.slot(fx.vty(1).into())?];
-    if sum {
+    // The partial is read into the slots at the start (and again for a re-run with resets,
+    // below) and written back once, at the end.
+    let load_partial = |fx: &Fx<'_, 'c>| -> Result<(), CodegenError> {
         for (slot, at) in [
             (accv[0], 0),
             (accv[1], LANES as u64),
@@ -328,19 +331,33 @@ fn emit_tiles_entry<'c>(
             let w = if at % (LANES as u64) == 0 { W } else { 1 };
             fx.store(slot, load_vec(&fx.b, fx.vty(w), out, fx.i64c(at))?)?;
         }
+        Ok(())
+    };
+    if sum {
+        load_partial(&fx)?;
     }
     let j = fx.slot(i64t.into())?;
-    fx.for_range(rl, ru, &mut |fx, i| {
-        let ti = fx.sub(i, rl)?;
-        let main_row = fx.mul(fx.sub(i, row0)?, stride)?;
-        let tile_row = fx.mul(ti, tile_stride)?;
-        let out_row = fx.mul(ti, out_stride)?;
-        fx.store(j, col_lo)?;
-        for w in [W, 1] {
-            fx.for_slot(j, col_hi, u64::from(w), &mut |fx, jv| {
+    // Every cell of the tile's rows; a full sum adds with compensated steps that reset a
+    // correction that is not finite where `resets`, else without the reset.
+    let rows = |fx: &mut Fx<'_, 'c>, resets: bool| -> Result<(), CodegenError> {
+        fx.for_range(rl, ru, &mut |fx, i| {
+            let ti = fx.sub(i, rl)?;
+            let main_row = fx.mul(fx.sub(i, row0)?, stride)?;
+            let tile_row = fx.mul(ti, tile_stride)?;
+            let out_row = fx.mul(ti, out_stride)?;
+            fx.store(j, col_lo)?;
+            // The cell's value, `W` or one lane at column `jv`.
+            let cell = |fx: &mut Fx<'_, 'c>, jv: IntValue<'c>, w: u32| {
                 let jt = fx.sub(jv, col_lo)?;
                 // The main view starts at the tile's first column (`col_lo`).
                 let x = load_vec(&fx.b, fx.vty(w), d, fx.add(main_row, jt)?)?;
+                if w == W {
+                    // A dense driver's row segment in a tile is short (2 KiB) and the
+                    // next one a whole row of it away: the hardware prefetcher starts
+                    // each row with misses, so the next row's line is asked for a row
+                    // ahead (8000², 5 rounds: 181-197 -> 174-187 ms an evaluation).
+                    prefetch_element(fx, d, fx.add(fx.add(main_row, stride)?, jt)?, 3)?;
+                }
                 let dots = load_vec(&fx.b, fx.vty(w), tile, fx.add(tile_row, jt)?)?;
                 let mut body = Body::new(
                     plan,
@@ -358,32 +375,72 @@ fn emit_tiles_entry<'c>(
                 }
                 let g = body.emit(fx, oi.g, false)?;
                 // `0 * body` at the driver's zeros (see `element`).
-                let g = if sum && plan_info::multiplies_by_main(plan, oi.g) {
-                    g
+                if sum && plan_info::multiplies_by_main(plan, oi.g) {
+                    Ok(g)
                 } else {
                     let nz = fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, w))?;
                     let masked = fx.fmul(g, fx.splat_const(0.0, w))?;
-                    fx.select(nz, g, masked)?
-                };
-                if sum {
-                    let (s, c) = if w == W {
-                        (accv[0], accv[1])
-                    } else {
-                        (acc[0], acc[1])
-                    };
-                    fx.kahan_add(s, c, g)
-                } else {
-                    store_vec(&fx.b, out, fx.add(out_row, jt)?, g)
+                    fx.select(nz, g, masked)
                 }
-            })?;
-        }
-        Ok(())
-    })?;
+            };
+            for w in [W, 1] {
+                fx.for_slot(j, col_hi, u64::from(w), &mut |fx, jv| {
+                    let g = cell(fx, jv, w)?;
+                    if sum {
+                        let (s, c) = if w == W {
+                            (accv[0], accv[1])
+                        } else {
+                            (acc[0], acc[1])
+                        };
+                        fx.kahan_add_resetting(s, c, g, resets)
+                    } else {
+                        let jt = fx.sub(jv, col_lo)?;
+                        store_vec(&fx.b, out, fx.add(out_row, jt)?, g)
+                    }
+                })?;
+            }
+            Ok(())
+        })
+    };
     if sum {
+        // Without resets first: the loop-carried chain is then the compensated step's four
+        // adds, not a compare and a blend after them (8000², with the prefetch: 174-187 ->
+        // 168-170 ms). A sum that ended up not finite runs the tile again from the partial
+        // with resets, which only then could have changed anything
+        // ([`Fx::kahan_step_unchecked`]): the same bits either way.
+        rows(&mut fx, false)?;
+        let mut any_not_finite = fx.ctx.bool_type().const_zero();
+        for (slot, w) in [(accv[0], W), (acc[0], 1)] {
+            let s = fx.load_v(slot)?;
+            let not_finite = fx.fcmp(
+                FloatPredicate::UGE,
+                fx.intrinsic("llvm.fabs", s)?,
+                fx.splat_const(f64::INFINITY, w),
+            )?;
+            for l in 0..w {
+                let bit = fx
+                    .b
+                    .build_extract_element(not_finite, fx.i64c(u64::from(l)), "nf")
+                    .map_err(ierr)?
+                    .into_int_value();
+                any_not_finite = fx.b.build_or(any_not_finite, bit, "anf").map_err(ierr)?;
+            }
+        }
+        if_else(
+            &mut fx,
+            any_not_finite,
+            &mut |fx| {
+                load_partial(fx)?;
+                rows(fx, true)
+            },
+            &mut |_| Ok(()),
+        )?;
         store_vec(&fx.b, out, fx.i64c(0), fx.load_v(accv[0])?)?;
         store_vec(&fx.b, out, fx.i64c(LANES as u64), fx.load_v(accv[1])?)?;
         store_vec(&fx.b, out, fx.i64c(wl), fx.load_v(acc[0])?)?;
         store_vec(&fx.b, out, fx.i64c(LANES as u64 + wl), fx.load_v(acc[1])?)?;
+    } else {
+        rows(&mut fx, true)?;
     }
     fx.b.build_return(Some(&fx.i64c(0))).map_err(ierr)?;
     Ok(())
