@@ -418,11 +418,10 @@ fn emit_tiles_entry<'c>(
                 fx.splat_const(f64::INFINITY, w),
             )?;
             for l in 0..w {
-                let bit = fx
-                    .b
-                    .build_extract_element(not_finite, fx.i64c(u64::from(l)), "nf")
-                    .map_err(ierr)?
-                    .into_int_value();
+                let bit =
+                    fx.b.build_extract_element(not_finite, fx.i64c(u64::from(l)), "nf")
+                        .map_err(ierr)?
+                        .into_int_value();
                 any_not_finite = fx.b.build_or(any_not_finite, bit, "anf").map_err(ierr)?;
             }
         }
