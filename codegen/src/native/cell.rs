@@ -325,28 +325,16 @@ pub(crate) fn emit_entry<'c>(
     };
     run_loops(&mut fx, &st)?;
     if sums_checked_after {
-        let mut any_not_finite = fx.ctx.bool_type().const_zero();
-        for ((_, agg), a) in spec.outs.iter().zip(&st.accs) {
-            let (Some(AggKind::Sum | AggKind::SumSq), Some(a)) = (agg, a) else {
-                continue;
-            };
-            for slot in 0..SLOTS {
-                let w = slot_layout(slot).0;
-                let s = fx.load_v(a.s[slot])?;
-                let not_finite = fx.fcmp(
-                    FloatPredicate::UGE,
-                    fx.intrinsic("llvm.fabs", s)?,
-                    fx.splat_const(f64::INFINITY, w),
-                )?;
-                for l in 0..w {
-                    let bit =
-                        fx.b.build_extract_element(not_finite, fx.i64c(u64::from(l)), "nf")
-                            .map_err(ierr)?
-                            .into_int_value();
-                    any_not_finite = fx.b.build_or(any_not_finite, bit, "anf").map_err(ierr)?;
-                }
-            }
-        }
+        let sums = spec
+            .outs
+            .iter()
+            .zip(&st.accs)
+            .filter_map(|((_, agg), a)| match (agg, a) {
+                (Some(AggKind::Sum | AggKind::SumSq), Some(a)) => Some(a),
+                _ => None,
+            });
+        let any_not_finite =
+            fx.any_lane_not_finite(sums.flat_map(|a| (0..SLOTS).map(|slot| a.s[slot])))?;
         let resetting = St {
             out,
             n,

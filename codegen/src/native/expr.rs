@@ -158,6 +158,34 @@ impl<'m, 'c> Fx<'m, 'c> {
         Ok((t, self.fsub(self.fsub(t, s)?, y)?))
     }
 
+    /// Whether any lane of the vectors held in `slots` is NaN or infinite: the check after
+    /// sums added with [`Fx::kahan_step_unchecked`], whose caller adds them again with resets
+    /// where it holds.
+    pub(crate) fn any_lane_not_finite(
+        &self,
+        slots: impl IntoIterator<Item = PointerValue<'c>>,
+    ) -> Result<IntValue<'c>, CodegenError> {
+        let mut any = self.ctx.bool_type().const_zero();
+        for slot in slots {
+            let s = self.load_v(slot)?;
+            let w = s.get_type().get_size();
+            let not_finite = self.fcmp(
+                FloatPredicate::UGE,
+                self.intrinsic("llvm.fabs", s)?,
+                self.splat_const(f64::INFINITY, w),
+            )?;
+            for l in 0..w {
+                let bit = self
+                    .b
+                    .build_extract_element(not_finite, self.i64c(u64::from(l)), "nf")
+                    .map_err(ierr)?
+                    .into_int_value();
+                any = self.b.build_or(any, bit, "anf").map_err(ierr)?;
+            }
+        }
+        Ok(any)
+    }
+
     /// The total of an `i64` counter kept as a vector `v` plus a one-lane tail, summed in lane
     /// order (the number of non-zeros an entry point returns).
     pub(crate) fn sum_i64_lanes(

@@ -409,22 +409,7 @@ fn emit_tiles_entry<'c>(
         // with resets, which only then could have changed anything
         // ([`Fx::kahan_step_unchecked`]): the same bits either way.
         rows(&mut fx, false)?;
-        let mut any_not_finite = fx.ctx.bool_type().const_zero();
-        for (slot, w) in [(accv[0], W), (acc[0], 1)] {
-            let s = fx.load_v(slot)?;
-            let not_finite = fx.fcmp(
-                FloatPredicate::UGE,
-                fx.intrinsic("llvm.fabs", s)?,
-                fx.splat_const(f64::INFINITY, w),
-            )?;
-            for l in 0..w {
-                let bit =
-                    fx.b.build_extract_element(not_finite, fx.i64c(u64::from(l)), "nf")
-                        .map_err(ierr)?
-                        .into_int_value();
-                any_not_finite = fx.b.build_or(any_not_finite, bit, "anf").map_err(ierr)?;
-            }
-        }
+        let any_not_finite = fx.any_lane_not_finite([accv[0], acc[0]])?;
         if_else(
             &mut fx,
             any_not_finite,
