@@ -346,46 +346,42 @@ fn emit_tiles_entry<'c>(
             let tile_row = fx.mul(ti, tile_stride)?;
             let out_row = fx.mul(ti, out_stride)?;
             fx.store(j, col_lo)?;
-            // The cell's value, `W` or one lane at column `jv`.
-            let cell = |fx: &mut Fx<'_, 'c>, jv: IntValue<'c>, w: u32| {
-                let jt = fx.sub(jv, col_lo)?;
-                // The main view starts at the tile's first column (`col_lo`).
-                let x = load_vec(&fx.b, fx.vty(w), d, fx.add(main_row, jt)?)?;
-                if w == W {
-                    // A dense driver's row segment in a tile is short (2 KiB) and the
-                    // next one a whole row of it away: the hardware prefetcher starts
-                    // each row with misses, so the next row's line is asked for a row
-                    // ahead (8000², 5 rounds: 181-197 -> 174-187 ms an evaluation).
-                    prefetch_element(fx, d, fx.add(fx.add(main_row, stride)?, jt)?, 3)?;
-                }
-                let dots = load_vec(&fx.b, fx.vty(w), tile, fx.add(tile_row, jt)?)?;
-                let mut body = Body::new(
-                    plan,
-                    &ins,
-                    At {
-                        i,
-                        j: jv,
-                        w,
-                        main: x,
-                    },
-                );
-                body.outer_dot = Some(dots);
-                if sum {
-                    body.summed_only(oi.g);
-                }
-                let g = body.emit(fx, oi.g, false)?;
-                // `0 * body` at the driver's zeros (see `element`).
-                if sum && plan_info::multiplies_by_main(plan, oi.g) {
-                    Ok(g)
-                } else {
-                    let nz = fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, w))?;
-                    let masked = fx.fmul(g, fx.splat_const(0.0, w))?;
-                    fx.select(nz, g, masked)
-                }
-            };
             for w in [W, 1] {
                 fx.for_slot(j, col_hi, u64::from(w), &mut |fx, jv| {
-                    let g = cell(fx, jv, w)?;
+                    let jt = fx.sub(jv, col_lo)?;
+                    // The main view starts at the tile's first column (`col_lo`).
+                    let x = load_vec(&fx.b, fx.vty(w), d, fx.add(main_row, jt)?)?;
+                    if w == W {
+                        // A dense driver's row segment in a tile is short (2 KiB) and the
+                        // next one a whole row of it away: the hardware prefetcher starts
+                        // each row with misses, so the next row's line is asked for a row
+                        // ahead (8000², 5 rounds: 181-197 -> 174-187 ms an evaluation).
+                        prefetch_element(fx, d, fx.add(fx.add(main_row, stride)?, jt)?, 3)?;
+                    }
+                    let dots = load_vec(&fx.b, fx.vty(w), tile, fx.add(tile_row, jt)?)?;
+                    let mut body = Body::new(
+                        plan,
+                        &ins,
+                        At {
+                            i,
+                            j: jv,
+                            w,
+                            main: x,
+                        },
+                    );
+                    body.outer_dot = Some(dots);
+                    if sum {
+                        body.summed_only(oi.g);
+                    }
+                    let g = body.emit(fx, oi.g, false)?;
+                    // `0 * body` at the driver's zeros (see `element`).
+                    let g = if sum && plan_info::multiplies_by_main(plan, oi.g) {
+                        g
+                    } else {
+                        let nz = fx.fcmp(FloatPredicate::UNE, x, fx.splat_const(0.0, w))?;
+                        let masked = fx.fmul(g, fx.splat_const(0.0, w))?;
+                        fx.select(nz, g, masked)?
+                    };
                     if sum {
                         let (s, c) = if w == W {
                             (accv[0], accv[1])
@@ -394,7 +390,6 @@ fn emit_tiles_entry<'c>(
                         };
                         fx.kahan_add_resetting(s, c, g, resets)
                     } else {
-                        let jt = fx.sub(jv, col_lo)?;
                         store_vec(&fx.b, out, fx.add(out_row, jt)?, g)
                     }
                 })?;
