@@ -399,6 +399,10 @@ impl<'m, 'c> Fx<'m, 'c> {
     ) -> Result<VectorValue<'c>, CodegenError> {
         self.b.build_float_mul(a, b, "fm").map_err(ierr)
     }
+    /// `-a` (the sign flipped, exact).
+    pub(crate) fn fneg(&self, a: VectorValue<'c>) -> Result<VectorValue<'c>, CodegenError> {
+        self.b.build_float_neg(a, "fn").map_err(ierr)
+    }
     pub(crate) fn fdiv(
         &self,
         a: VectorValue<'c>,

@@ -274,13 +274,12 @@ fn ln_method<'c>(
     let z = fx.fmul(s, s)?;
     let ww = fx.fmul(z, z)?;
     let lg = |i: usize| l.fc(c::LG[i - 1]);
-    // t1 = w (Lg2 + w (Lg4 + w Lg6)); t2 = z (Lg1 + w (Lg3 + w (Lg5 + w Lg7))).
-    let t1 = fx.fmul(ww, fx.fadd(lg(4), fx.fmul(ww, lg(6))?)?)?;
-    let t1 = fx.fmul(ww, fx.fadd(lg(2), t1)?)?;
-    let t2 = fx.fmul(ww, fx.fadd(lg(5), fx.fmul(ww, lg(7))?)?)?;
-    let t2 = fx.fmul(ww, fx.fadd(lg(3), t2)?)?;
-    let t2 = fx.fmul(z, fx.fadd(lg(1), t2)?)?;
-    let big_r = fx.fadd(t2, t1)?;
+    // t1 = w (Lg2 + w (Lg4 + w Lg6)); R = z (Lg1 + w (Lg3 + w (Lg5 + w Lg7))) + t1, every
+    // `a * b + c` one fused multiply-add (the core's `ln`).
+    let t1 = fx.fma(ww, fx.fma(ww, lg(6), lg(4))?, lg(2))?;
+    let t1 = fx.fmul(ww, t1)?;
+    let p2 = fx.fma(ww, fx.fma(ww, fx.fma(ww, lg(7), lg(5))?, lg(3))?, lg(1))?;
+    let big_r = fx.fma(z, p2, t1)?;
     // k = e - 1023 (+ k0) as a double, exactly: the biased exponent `e` is below 2^12, so
     // the double with 2^52's exponent and `e` as its mantissa is 2^52 + e, and subtracting
     // 2^52 + 1023 leaves e - 1023 (what `sitofp` gives, without AVX-512's conversion of
@@ -299,12 +298,11 @@ fn ln_method<'c>(
         Some(k0) => fx.fadd(dk, k0)?,
         None => dk,
     };
-    // s (hfsq + R) + dk ln2_lo - hfsq + f + dk ln2_hi, left to right.
-    let y = fx.fmul(s, fx.fadd(hfsq, big_r)?)?;
-    let y = fx.fadd(y, fx.fmul(dk, l.fc(c::LN2_LO))?)?;
+    // fma(dk, ln2_hi, fma(s, hfsq + R, dk ln2_lo) - hfsq + f), left to right.
+    let y = fx.fma(s, fx.fadd(hfsq, big_r)?, fx.fmul(dk, l.fc(c::LN2_LO))?)?;
     let y = fx.fsub(y, hfsq)?;
     let y = fx.fadd(y, f)?;
-    fx.fadd(y, fx.fmul(dk, l.fc(c::LN2_HI))?)
+    fx.fma(dk, l.fc(c::LN2_HI), y)
 }
 
 /// `if every lane of `ordinary(x)` is set { common(fx) } else { general(fx) }` over the lanes
@@ -537,17 +535,18 @@ fn exp_method<'c>(
         .map_err(ierr)?;
     let hx = b.build_and(hx, l.ic(0x7fff_ffff), "hx").map_err(ierr)?;
     let (k, kf) = ln2_multiple(fx, xc, hx)?;
-    let hi = fx.fsub(xc, fx.fmul(kf, l.fc(e::LN2_HI))?)?;
+    // hi = xc - kf ln2_hi, the product exact; c = r - rr (P1 + rr (P2 + rr (P3 + rr (P4 +
+    // rr P5)))); every `a * b + c` one fused multiply-add (the core's `exp`).
+    let hi = fx.fma(fx.fneg(kf)?, l.fc(e::LN2_HI), xc)?;
     let lo = fx.fmul(kf, l.fc(e::LN2_LO))?;
     let r = fx.fsub(hi, lo)?;
     let rr = fx.fmul(r, r)?;
-    // c = r - rr (P1 + rr (P2 + rr (P3 + rr (P4 + rr P5)))).
     let p = |i: usize| l.fc(e::P[i]);
-    let poly = fx.fadd(p(3), fx.fmul(rr, p(4))?)?;
-    let poly = fx.fadd(p(2), fx.fmul(rr, poly)?)?;
-    let poly = fx.fadd(p(1), fx.fmul(rr, poly)?)?;
-    let poly = fx.fadd(p(0), fx.fmul(rr, poly)?)?;
-    let c = fx.fsub(r, fx.fmul(rr, poly)?)?;
+    let poly = fx.fma(rr, p(4), p(3))?;
+    let poly = fx.fma(rr, poly, p(2))?;
+    let poly = fx.fma(rr, poly, p(1))?;
+    let poly = fx.fma(rr, poly, p(0))?;
+    let c = fx.fma(fx.fneg(rr)?, poly, r)?;
     // y = 1 + (r c / (2 - c) - lo + hi).
     let t = fx.fdiv(fx.fmul(r, c)?, fx.fsub(l.fc(2.0), c)?)?;
     let t = fx.fadd(fx.fsub(t, lo)?, hi)?;

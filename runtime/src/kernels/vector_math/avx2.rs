@@ -51,6 +51,14 @@ paired!(add(a: V, b: V) -> V = _mm256_add_pd(a, b));
 paired!(sub(a: V, b: V) -> V = _mm256_sub_pd(a, b));
 paired!(mul(a: V, b: V) -> V = _mm256_mul_pd(a, b));
 paired!(div(a: V, b: V) -> V = _mm256_div_pd(a, b));
+paired!(
+    /// `a * b + c`, rounded once.
+    fma(a: V, b: V, c: V) -> V = _mm256_fmadd_pd(a, b, c)
+);
+paired!(
+    /// `c - a * b`, rounded once.
+    fnma(a: V, b: V, c: V) -> V = _mm256_fnmadd_pd(a, b, c)
+);
 paired!(lt(a: V, b: V) -> V = _mm256_cmp_pd::<_CMP_LT_OQ>(a, b));
 paired!(le(a: V, b: V) -> V = _mm256_cmp_pd::<_CMP_LE_OQ>(a, b));
 paired!(gt(a: V, b: V) -> V = _mm256_cmp_pd::<_CMP_GT_OQ>(a, b));
@@ -120,4 +128,4 @@ paired!(srl32(i: I) -> I = _mm256_srli_epi64::<32>(i));
 paired!(srl20(i: I) -> I = _mm256_srli_epi64::<20>(i));
 paired!(sll32(i: I) -> I = _mm256_slli_epi64::<32>(i));
 
-vector_math_bodies!("avx2");
+vector_math_bodies!("avx2,fma");

@@ -36,6 +36,16 @@ unsafe fn mul(a: V, b: V) -> V {
 unsafe fn div(a: V, b: V) -> V {
     _mm512_div_pd(a, b)
 }
+/// `a * b + c`, rounded once.
+#[inline(always)]
+unsafe fn fma(a: V, b: V, c: V) -> V {
+    _mm512_fmadd_pd(a, b, c)
+}
+/// `c - a * b`, rounded once.
+#[inline(always)]
+unsafe fn fnma(a: V, b: V, c: V) -> V {
+    _mm512_fnmadd_pd(a, b, c)
+}
 #[inline(always)]
 unsafe fn lt(a: V, b: V) -> M {
     _mm512_cmp_pd_mask::<_CMP_LT_OQ>(a, b)

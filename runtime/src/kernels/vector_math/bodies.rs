@@ -2,7 +2,7 @@
 //! instruction set: [`vector_math_bodies!`] expands inside a module that defines the lane
 //! primitives (`avx2.rs`, `avx512.rs`: the types `V` and `M`, a vector of doubles and a lane
 //! mask, `I` for a vector's bits, the constant `LANES`, and `splat`, `load`, `store`,
-//! `add`/`sub`/`mul`/`div`, the comparisons, `pick`, the bit operations and `trunc_int`,
+//! `add`/`sub`/`mul`/`div`/`fma`/`fnma`, the comparisons, `pick`, the bit operations and `trunc_int`,
 //! `pow2`). Each body is the core's scalar function (`crate::math`) operation for operation:
 //! every branch of the scalar code is computed and each lane's case chosen with `pick`, as
 //! the generated code does, so results equal the scalar functions' to the bit.
@@ -108,15 +108,15 @@ macro_rules! vector_math_bodies {
             let ax = abs(xc);
             let tiny = lt(ax, splat(at_high(e::TINY_HIGH + 1)));
             let kf = ln2_multiple(xc, ax);
-            let hi = sub(xc, mul(kf, splat(e::LN2_HI)));
+            let hi = fnma(kf, splat(e::LN2_HI), xc);
             let lo = mul(kf, splat(e::LN2_LO));
             let r = sub(hi, lo);
             let rr = mul(r, r);
-            let mut p = add(splat(e::P[3]), mul(rr, splat(e::P[4])));
-            p = add(splat(e::P[2]), mul(rr, p));
-            p = add(splat(e::P[1]), mul(rr, p));
-            p = add(splat(e::P[0]), mul(rr, p));
-            let c = sub(r, mul(rr, p));
+            let mut p = fma(rr, splat(e::P[4]), splat(e::P[3]));
+            p = fma(rr, p, splat(e::P[2]));
+            p = fma(rr, p, splat(e::P[1]));
+            p = fma(rr, p, splat(e::P[0]));
+            let c = fnma(rr, p, r);
             let q = div(mul(r, c), sub(splat(2.0), c));
             let y = add(splat(1.0), add(sub(q, lo), hi));
             let scaled = if beyond_normal {
@@ -198,16 +198,12 @@ macro_rules! vector_math_bodies {
             let z = mul(s, s);
             let w = mul(z, z);
             let lg = |i: usize| splat(l::LG[i]);
-            let t1 = mul(w, add(lg(1), mul(w, add(lg(3), mul(w, lg(5))))));
-            let inner = add(lg(4), mul(w, lg(6)));
-            let inner = add(lg(2), mul(w, inner));
-            let t2 = mul(z, add(lg(0), mul(w, inner)));
-            let big_r = add(t2, t1);
-            let a = mul(s, add(hfsq, big_r));
-            let a = add(a, mul(dk, splat(l::LN2_LO)));
-            let a = sub(a, hfsq);
-            let a = add(a, f);
-            add(a, mul(dk, splat(l::LN2_HI)))
+            let t1 = mul(w, fma(w, fma(w, lg(5), lg(3)), lg(1)));
+            let p2 = fma(w, fma(w, fma(w, lg(6), lg(4)), lg(2)), lg(0));
+            let big_r = fma(z, p2, t1);
+            let a = fma(s, add(hfsq, big_r), mul(dk, splat(l::LN2_LO)));
+            let a = add(sub(a, hfsq), f);
+            fma(dk, splat(l::LN2_HI), a)
         }
 
         /// The core's `expm1_for_tanh` (fdlibm's `expm1` for `u` in `[-2, 0]` or `[2, 44]`).

@@ -83,7 +83,7 @@ pub fn tanh_in_place(buf: &mut [f64]) {
 }
 
 /// `dst[i] = f(src[i])` for `i < len`, through raw pointers (`src == dst` allowed): eight lanes
-/// at a time where the CPU has AVX-512 or AVX2, the scalar function for the
+/// at a time where the CPU has AVX-512 or AVX2 with FMA, the scalar function for the
 /// rest.
 ///
 /// # Safety
@@ -95,7 +95,8 @@ unsafe fn map_raw(f: Vectorized, src: *const f64, dst: *mut f64, len: usize) {
         if std::arch::is_x86_feature_detected!("avx512f") {
             return avx512::map(f, src, dst, len);
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
             return avx2::map(f, src, dst, len);
         }
     }
@@ -173,7 +174,9 @@ mod tests {
         let mut maps: Vec<(&'static str, SliceMap)> = vec![("dispatch", map_raw)];
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
                 maps.push(("avx2", avx2::map));
             }
             if std::arch::is_x86_feature_detected!("avx512f") {
