@@ -51,7 +51,7 @@ pub mod ln_consts {
 /// The polynomial and the three steps that add a product are fused multiply-adds
 /// ([`ln_fused_steps`]): eight operations fewer on every lane of generated code, and one
 /// rounding where fdlibm has two (`k LN2_HI` is exact, so its step is fdlibm's to the bit).
-/// A CPU without the instruction gets the same bits from the C library's `fma`, slower.
+/// A CPU without the instruction gets the same bits from the `fma` function `mul_add` calls there (correctly rounded, slower).
 ///
 /// Every execution path's logarithm: the unfused kernels call it, and generated code's
 /// `lafuse_log_v*` compute these operations in this order on every lane (tested to the bit).
@@ -562,6 +562,49 @@ mod tests {
         assert_eq!(exp(0.0), 1.0);
         // fdlibm's e^1 is one ulp above the correctly rounded e (the C library's).
         assert!(ulps(exp(1.0), std::f64::consts::E) <= 1);
+    }
+
+    /// `ln` and `exp` round each fused multiply-add once: on these arguments fdlibm's
+    /// statements with separately rounded products and sums give another last bit.
+    #[test]
+    fn ln_and_exp_round_their_fused_steps_once() {
+        let at = |bits: u64| f64::from_bits(bits);
+        assert_eq!(ln(at(0x3fe6_dfbe_9c6d_a6b6)), -0.335_734_910_347_822_6);
+        assert_eq!(ln(at(0x3ff4_3d58_cacf_c3cc)), 0.235_054_143_359_257_06);
+        assert_eq!(exp(at(0xbfd0_7c00_f41d_c5d0)), 0.772_928_611_852_525_3);
+        assert_eq!(exp(at(0xbfef_521c_df07_ec32)), 0.375_771_688_110_323_13);
+    }
+
+    /// Where the CPU has FMA, `ln` and `exp` run their steps as the instruction; compiled
+    /// without it (this crate's baseline target), the same steps call the `fma` function
+    /// `mul_add` falls back to, as on a CPU without the instruction: both round once, so the
+    /// bits agree.
+    #[test]
+    fn the_instruction_and_the_c_library_fma_give_the_same_bits() {
+        let mut s = 0x0123_4567_89ab_cdefu64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for i in 0..200_000 {
+            let x = match i % 3 {
+                0 => f64::from_bits(next() >> 1),
+                1 => 0.5 + (next() >> 11) as f64 / (1u64 << 53) as f64,
+                _ => ((next() >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 1500.0,
+            };
+            let (a, b) = (ln(x), ln_fused_steps(x));
+            assert!(
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                "ln({x:e})"
+            );
+            let (a, b) = (exp(x), exp_fused_steps(x));
+            assert!(
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                "exp({x:e})"
+            );
+        }
     }
 
     #[test]
