@@ -51,7 +51,8 @@ pub mod ln_consts {
 /// The polynomial and the three steps that add a product are fused multiply-adds
 /// ([`ln_fused_steps`]): eight operations fewer on every lane of generated code, and one
 /// rounding where fdlibm has two (`k LN2_HI` is exact, so its step is fdlibm's to the bit).
-/// A CPU without the instruction gets the same bits from the `fma` function `mul_add` calls there (correctly rounded, slower).
+/// A CPU without the instruction gets the same bits from the `fma` function `mul_add` calls
+/// there (correctly rounded, slower).
 ///
 /// Every execution path's logarithm: the unfused kernels call it, and generated code's
 /// `lafuse_log_v*` compute these operations in this order on every lane (tested to the bit).
