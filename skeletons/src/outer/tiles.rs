@@ -7,7 +7,7 @@
 //!
 //! Every cell is visited, so the results are those of unfused execution at the driver's zeros
 //! too (`0 * body`: 0, or NaN where the body is not finite). Sums are deterministic: tasks are
-//! fixed blocks of [`TILE_ROWS`]-row bands, tiles run in a fixed order within a task, and task
+//! fixed blocks of [`tile_rows`]-row bands, tiles run in a fixed order within a task, and task
 //! partials merge in task order, whatever the thread count.
 
 use super::{OuterKind, OuterSpec, MAX_LEFT_TASKS, MAX_TASKS};
@@ -18,13 +18,27 @@ use lafuse_runtime::kernels::block_product::{block_product, Block, BlockMut};
 use lafuse_runtime::kernels::dense_result;
 use lafuse_runtime::{Matrix, SparseMatrix};
 
-/// Rows of a tile. With [`TILE_COLS`] a tile of the product is 512 KiB, which stays in a
-/// core's L2 cache (1 MiB on the development machines). The blocked multiply packs a band of
-/// `V` for each band of rows, so taller tiles pack less: at 20000² and rank 100, 64×512 tiles
-/// spent as much time packing as half the multiply, 256×256 a tenth (session 21, `perf`).
-pub const TILE_ROWS: usize = 256;
-/// Columns of a tile.
-pub const TILE_COLS: usize = 256;
+/// Rows of a tile (at most; [`tile_rows`]). The blocked multiply packs the tile's band of `V`
+/// on every call and reads `U`'s rows as they are, so the packing is a share of the multiply
+/// inversely proportional to a tile's rows: at 20000² and rank 100, 64×512 tiles spent as
+/// much time packing as half the multiply (session 21, `perf`), 256×256 a tenth of the
+/// operator, 448×144 a twentieth (session 47, 8000²: 161-163 against 164-170 ms an evaluation
+/// in alternating runs). A tile (504 KiB), its band of `U` (350 KiB at rank 100) and the
+/// packed `V` (113 KiB) stay in a core's L2 cache (1 MiB on the development machines).
+pub const TILE_ROWS: usize = 448;
+/// Columns of a tile: three times the rows of the multiply's AVX-512 micro-kernel (48), which
+/// spares its narrower edge kernel.
+pub const TILE_COLS: usize = 144;
+/// A product has at least this many bands of tile rows where it has the rows for them, so
+/// that the threads share them evenly: 2000 rows (ALS-CG's updates at quick scale) run as 16
+/// bands of 125 rows, not five of 448, of which two threads would take three and two.
+const MIN_ROW_BANDS: usize = 16;
+
+/// The rows of the tiles of a product of `m` rows: a function of `m` only, so that the
+/// tiles, and so the order of a sum over them, do not depend on the thread count.
+pub(crate) fn tile_rows(m: usize) -> usize {
+    TILE_ROWS.min(m.div_ceil(MIN_ROW_BANDS)).max(1)
+}
 
 /// The factor and final-product buffers a tiled call reads, by role.
 pub(crate) struct Factors<'a> {
@@ -41,8 +55,9 @@ pub(crate) struct Factors<'a> {
 /// A fixed partition of `m` rows into bands of whole tiles: at most `max_tasks`, the
 /// boundaries a function of `m` only.
 fn tile_tasks(m: usize, max_tasks: usize) -> Vec<(usize, usize)> {
-    let tiles = m.div_ceil(TILE_ROWS);
-    let per_task = tiles.div_ceil(max_tasks.max(1)).max(1) * TILE_ROWS;
+    let rows = tile_rows(m);
+    let tiles = m.div_ceil(rows);
+    let per_task = tiles.div_ceil(max_tasks.max(1)).max(1) * rows;
     (0..m.div_ceil(per_task))
         .map(|t| (t * per_task, ((t + 1) * per_task).min(m)))
         .collect()
@@ -75,7 +90,8 @@ pub(crate) fn execute(
     // The tiles' extent: a product narrower or shorter than a whole tile gets buffers of its
     // own size (2000×100 at rank 20, ALS-CG's update: a fifth of a whole tile's memory).
     let tile_cols = TILE_COLS.min(n);
-    let tile_cells = TILE_ROWS.min(m) * tile_cols;
+    let band_rows = tile_rows(m);
+    let tile_cells = band_rows.min(m) * tile_cols;
     // The tile of G a final product multiplies; the densified tile of a CSR driver.
     let g_cells = match spec.kind {
         OuterKind::CellWise | OuterKind::FullAgg => 0,
@@ -94,8 +110,8 @@ pub(crate) fn execute(
                 let (rl, ru) = tasks[t];
                 let (optr, olen) = out(t).ptr();
                 let mut nnz = 0u64;
-                for i0 in (rl..ru).step_by(TILE_ROWS) {
-                    let i1 = (i0 + TILE_ROWS).min(ru);
+                for i0 in (rl..ru).step_by(band_rows) {
+                    let i1 = (i0 + band_rows).min(ru);
                     if let Some(s) = csr {
                         cursors.clear();
                         cursors.extend((i0..i1).map(|i| (s.row_ptr[i], s.row_ptr[i + 1])));
@@ -299,12 +315,27 @@ mod tests {
 
     #[test]
     fn tile_tasks_are_whole_tiles_and_independent_of_threads() {
+        // 1000 rows: 16 bands of 63 rows (the last 55), eight to a task.
         let t = tile_tasks(1000, 2);
-        assert_eq!(t.first(), Some(&(0, 512)));
-        assert_eq!(t.last().map(|x| x.1), Some(1000));
-        assert!(t.iter().all(|&(a, _)| a % TILE_ROWS == 0));
+        assert_eq!(tile_rows(1000), 63);
+        assert_eq!(t, vec![(0, 504), (504, 1000)]);
+        assert!(t.iter().all(|&(a, _)| a % tile_rows(1000) == 0));
         assert!(tile_tasks(0, 4).is_empty());
         assert_eq!(tile_tasks(1, 64), vec![(0, 1)]);
+        // Large products take whole tiles of TILE_ROWS rows, each a task of its own.
+        let t = tile_tasks(20_000, 64);
+        assert_eq!(t.len(), 20_000usize.div_ceil(TILE_ROWS));
+        assert!(t
+            .iter()
+            .all(|&(a, b)| a % TILE_ROWS == 0 && b - a <= TILE_ROWS));
+    }
+
+    #[test]
+    fn small_products_have_enough_bands_for_the_threads() {
+        assert_eq!(tile_rows(2000), 125);
+        assert_eq!(tile_rows(8000), TILE_ROWS);
+        assert_eq!(tile_rows(3), 1);
+        assert_eq!(tile_rows(0), 1);
     }
 
     #[test]
