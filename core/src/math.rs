@@ -44,39 +44,46 @@ pub mod ln_consts {
     pub const TWO_52_BITS: i64 = 0x4330_0000_0000_0000;
 }
 
-/// The natural logarithm, by fdlibm's method (error below 1 ulp): `x = 2^k r` with `r` in
-/// [sqrt(2)/2, sqrt(2)), `f = r - 1`, `s = f / (2 + f)`, and
-/// `log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2))` with a degree-14 minimax polynomial `R`.
-///
-/// The polynomial and the three steps that add a product are fused multiply-adds
-/// ([`ln_fused_steps`]): eight operations fewer on every lane of generated code, and one
-/// rounding where fdlibm has two (`k LN2_HI` is exact, so its step is fdlibm's to the bit).
-/// A CPU without the instruction gets the same bits from the `fma` function `mul_add` calls
-/// there (correctly rounded, slower).
-///
-/// Every execution path's logarithm: the unfused kernels call it, and generated code's
-/// `lafuse_log_v*` compute these operations in this order on every lane (tested to the bit).
-/// Within 1 ulp of the C library's `log` (tested over every exponent).
-#[inline]
-pub fn ln(x: f64) -> f64 {
-    #[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
-    {
-        if std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has the instruction.
-            return unsafe { ln_with_fma_instructions(x) };
+/// Defines `pub fn $name(x: f64) -> f64` as `$steps(x)`, whose fused steps are `mul_add`s:
+/// where the binary's target lacks FMA (as baseline x86-64 does), a copy of `$steps` compiled
+/// for the instruction runs on a CPU that has it, and elsewhere `mul_add` calls its `fma`
+/// function, which rounds each step once as the instruction does (so the bits agree; tested).
+macro_rules! fma_dispatched {
+    ($(#[$doc:meta])* pub fn $name:ident => $steps:ident) => {
+        $(#[$doc])*
+        #[inline]
+        pub fn $name(x: f64) -> f64 {
+            #[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
+            {
+                #[target_feature(enable = "fma")]
+                unsafe fn with_fma_instructions(x: f64) -> f64 {
+                    $steps(x)
+                }
+                if std::arch::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has the instruction.
+                    return unsafe { with_fma_instructions(x) };
+                }
+            }
+            $steps(x)
         }
-    }
-    ln_fused_steps(x)
+    };
 }
 
-/// [`ln_fused_steps`] compiled for the multiply-add instruction.
-///
-/// # Safety
-/// The CPU must have FMA.
-#[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
-#[target_feature(enable = "fma")]
-unsafe fn ln_with_fma_instructions(x: f64) -> f64 {
-    ln_fused_steps(x)
+fma_dispatched! {
+    /// The natural logarithm, by fdlibm's method (error below 1 ulp): `x = 2^k r` with `r` in
+    /// [sqrt(2)/2, sqrt(2)), `f = r - 1`, `s = f / (2 + f)`, and
+    /// `log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2))` with a degree-14 minimax polynomial `R`.
+    ///
+    /// The polynomial and the three steps that add a product are fused multiply-adds
+    /// ([`ln_fused_steps`]): eight operations fewer on every lane of generated code, and one
+    /// rounding where fdlibm has two (`k LN2_HI` is exact, so its step is fdlibm's to the bit).
+    /// A CPU without the instruction gets the same bits from the `fma` function `mul_add` calls
+    /// there (correctly rounded, slower).
+    ///
+    /// Every execution path's logarithm: the unfused kernels call it, and generated code's
+    /// `lafuse_log_v*` compute these operations in this order on every lane (tested to the bit).
+    /// Within 1 ulp of the C library's `log` (tested over every exponent).
+    pub fn ln => ln_fused_steps
 }
 
 /// [`ln`]'s operations: fdlibm's method with fused multiply-adds (`mul_add`, one rounding)
@@ -177,35 +184,17 @@ fn ln2_multiple(x: f64) -> i64 {
     }
 }
 
-/// `e^x`, by fdlibm's method (error below 1 ulp): `x = k ln2 + r` with |r| <= ln2/2 (`r` kept
-/// as `hi - lo` for precision), `e^r = 1 + r + r c / (2 - c)` with a degree-10 minimax
-/// rational correction `c`, and the result scaled by `2^k` in at most two exact steps. The
-/// correction's polynomial, `c` and `hi` are fused multiply-adds, as in [`ln`].
-///
-/// Every execution path's exponential: the unfused kernels call it, and generated code's
-/// `lafuse_exp_v*` compute these operations in this order on every lane (each case computed,
-/// then chosen; tested to the bit). Within 1 ulp of the C library's `exp` (tested over the
-/// whole range).
-#[inline]
-pub fn exp(x: f64) -> f64 {
-    #[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
-    {
-        if std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has the instruction.
-            return unsafe { exp_with_fma_instructions(x) };
-        }
-    }
-    exp_fused_steps(x)
-}
-
-/// [`exp_fused_steps`] compiled for the multiply-add instruction.
-///
-/// # Safety
-/// The CPU must have FMA.
-#[cfg(all(target_arch = "x86_64", not(target_feature = "fma")))]
-#[target_feature(enable = "fma")]
-unsafe fn exp_with_fma_instructions(x: f64) -> f64 {
-    exp_fused_steps(x)
+fma_dispatched! {
+    /// `e^x`, by fdlibm's method (error below 1 ulp): `x = k ln2 + r` with |r| <= ln2/2 (`r` kept
+    /// as `hi - lo` for precision), `e^r = 1 + r + r c / (2 - c)` with a degree-10 minimax
+    /// rational correction `c`, and the result scaled by `2^k` in at most two exact steps. The
+    /// correction's polynomial, `c` and `hi` are fused multiply-adds, as in [`ln`].
+    ///
+    /// Every execution path's exponential: the unfused kernels call it, and generated code's
+    /// `lafuse_exp_v*` compute these operations in this order on every lane (each case computed,
+    /// then chosen; tested to the bit). Within 1 ulp of the C library's `exp` (tested over the
+    /// whole range).
+    pub fn exp => exp_fused_steps
 }
 
 /// [`exp`]'s operations.
