@@ -2,8 +2,8 @@
 //! instruction set: [`vector_math_bodies!`] expands inside a module that defines the lane
 //! primitives (`avx2.rs`, `avx512.rs`: the types `V` and `M`, a vector of doubles and a lane
 //! mask, `I` for a vector's bits, the constant `LANES`, and `splat`, `load`, `store`,
-//! `add`/`sub`/`mul`/`div`/`fma`/`fnma`, the comparisons, `pick`, the bit operations and `trunc_int`,
-//! `pow2`). Each body is the core's scalar function (`crate::math`) operation for operation:
+//! `add`/`sub`/`mul`/`div`, `fma`/`fnma` (`a * b + c` and `c - a * b`, rounded once), the
+//! comparisons, `pick`, the bit operations and `trunc_int`, `pow2`). Each body is the core's scalar function (`crate::math`) operation for operation:
 //! every branch of the scalar code is computed and each lane's case chosen with `pick`, as
 //! the generated code does, so results equal the scalar functions' to the bit.
 
