@@ -344,6 +344,16 @@ pub fn tanh(x: f64) -> f64 {
 mod tests {
     use super::*;
 
+    /// A xorshift generator of 64-bit patterns from `seed` (not zero).
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
     /// Distance in units in the last place between two finite doubles of the same sign.
     fn ulps(a: f64, b: f64) -> u64 {
         (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs()
@@ -353,13 +363,7 @@ mod tests {
     fn ln_is_within_one_ulp_of_the_c_library_everywhere() {
         // Random bit patterns over every positive exponent (subnormals included), values
         // near 1 where the result is tiny, and exact powers of two.
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let mut xs: Vec<f64> = (0..200_000)
             .map(|_| f64::from_bits(next() >> 1))
             .filter(|x| x.is_finite() && *x > 0.0)
@@ -397,13 +401,7 @@ mod tests {
 
     #[test]
     fn exp_is_within_one_ulp_of_the_c_library_everywhere() {
-        let mut s = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         // Uniform over the whole finite range of results, every reduction case, tiny
         // arguments, the overflow and underflow edges, and subnormal results.
         let mut xs: Vec<f64> = (0..200_000)
@@ -442,13 +440,7 @@ mod tests {
 
     #[test]
     fn tanh_is_within_three_ulps_of_the_c_library_everywhere() {
-        let mut s = 0x5851_f42d_4c95_7f2du64;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut next = xorshift(0x5851_f42d_4c95_7f2du64);
         let uniform =
             |r: u64, lo: f64, hi: f64| lo + (r >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo);
         // Every case: tiny, below and above 1, each of the reduction's k, near saturation.
@@ -571,13 +563,7 @@ mod tests {
     /// bits agree.
     #[test]
     fn the_instruction_and_the_c_library_fma_give_the_same_bits() {
-        let mut s = 0x0123_4567_89ab_cdefu64;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut next = xorshift(0x0123_4567_89ab_cdefu64);
         for i in 0..200_000 {
             let x = match i % 3 {
                 0 => f64::from_bits(next() >> 1),
